@@ -1,0 +1,104 @@
+// towerbench-run: the headless program. Parses flags into a RunConfig (after --config FILE,
+// so flags override the file), trains, and prints one JSON summary as the last line of stdout.
+// Progress and errors go to stderr; any bad input is one line there and exit status 2.
+#include <cstdio>
+#include <algorithm>
+#include <cstring>
+#include <iostream>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "engine/metrics_file.hpp"
+#include "engine/trainer.hpp"
+#include "io/run_config.hpp"
+#include "progress_bar.hpp"
+#include "util/error.hpp"
+
+namespace {
+
+const char* kUsage = R"(usage: towerbench-run [--config FILE.json] [--model NAME|FILE] [--data SPEC]
+                      [--batch N] [--steps N | --epochs N] [--optimizer sgd|momentum|nesterov|adam]
+                      [--lr X] [--seed N] [--eval-every N] [--metrics FILE.jsonl] [--threads N] [--quiet]
+
+Trains a model on one CPU device and prints a JSON summary as the last line of stdout.
+  --config FILE       run config (JSON object); its keys are the flags' names with '_' for '-'
+  --model NAME|FILE   mlp, mnist_cnn, cifar10_cnn, tiny_mlp, or a model .json file (default mnist_cnn)
+  --data SPEC         fashion-mnist | idx:DIR | cifar10:DIR | synthetic:blobs | synthetic:spirals
+  --batch N           examples per step (default 128)
+  --steps N           training steps; wins over --epochs
+  --epochs X          passes over the training set (default 1)
+  --optimizer NAME    sgd, momentum (default), nesterov, adam;  --momentum X (default 0.9)
+  --lr X              learning rate (default 0.01); --lr-decay-steps N --lr-decay-rate X
+                      --lr-staircase true|false for exponential decay
+  --ema-decay X       evaluate with an exponential moving average of the weights (e.g. 0.9999)
+  --seed N            seed of initialisation, shuffling, augmentation and dropout (default 1)
+  --eval-every N      validation pass every N steps (default: only at the end)
+  --validation N      training samples held out for validation (default 10%, at most 5000)
+  --shuffle-buffer N  --prefetch N   input pipeline (defaults: whole set, 2 batches)
+  --metrics FILE      write JSON-lines metrics (schema in README)
+  --threads N         compute threads (default: all cores)
+  --quiet             no progress output
+)";
+
+int fail(const std::string& message) {
+    std::fprintf(stderr, "towerbench-run: %s\n", message.c_str());
+    return 2;
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+    std::vector<std::string> args(argv + 1, argv + argc);
+    tb::RunConfig config;
+    try {
+        // The file first, wherever --config stands, so every flag overrides it.
+        for (size_t i = 0; i < args.size(); ++i) {
+            if (args[i] == "--config") {
+                if (i + 1 >= args.size()) return fail("--config: needs a file name");
+                config.loadFile(args[i + 1]);
+            }
+        }
+        for (size_t i = 0; i < args.size(); ++i) {
+            const std::string& a = args[i];
+            if (a == "--help" || a == "-h") {
+                std::fputs(kUsage, stdout);
+                return 0;
+            }
+            if (a == "--config") {
+                ++i;
+                continue;
+            }
+            if (a == "--quiet") {
+                config.quiet = true;
+                continue;
+            }
+            const std::string key = tb::RunConfig::flagToKey(a);
+            if (!a.starts_with("--") || key == "quiet" ||
+                std::find(tb::RunConfig::keys().begin(), tb::RunConfig::keys().end(), key) ==
+                    tb::RunConfig::keys().end())
+                return fail("unknown argument '" + a + "' (see --help)");
+            if (i + 1 >= args.size()) return fail(a + ": needs a value");
+            config.setFromText(key, args[++i], a);
+        }
+        config.validate();
+
+        tb::Trainer trainer(config);
+        ProgressBar progress(stderr);
+        std::unique_ptr<tb::MetricsFile> metrics;
+        if (!config.quiet) trainer.addObserver(&progress);
+        if (!config.metrics.empty()) {
+            metrics = std::make_unique<tb::MetricsFile>(config.metrics);
+            trainer.addObserver(metrics.get());
+        }
+        const tb::RunSummary summary = trainer.run();
+        std::cout << summary.toJson().dump() << std::endl;
+        return 0;
+    } catch (const tb::Error& e) {
+        return fail(e.what());
+    } catch (const std::bad_alloc&) {
+        return fail("out of memory");
+    } catch (const std::exception& e) {
+        return fail(std::string("internal error: ") + e.what());
+    }
+}

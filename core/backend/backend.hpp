@@ -1,0 +1,159 @@
+// Backend: what a device can do for training, in the shape the CUDA backend needs too.
+// - Queues are opaque handles (Stream); every call is enqueued on one and may return before
+//   it has run. synchronize() is the only host wait; nothing else blocks the host.
+// - Heavy ops are plans made once per shape (like cuDNN descriptors with a chosen algorithm):
+//   each reports the scratch it needs, and the caller passes that workspace explicitly.
+// - Reductions write into device memory (e.g. a loss scalar), never return host values.
+// Layouts: activations are (n, c, h, w) row-major; conv weights (out, in, kh, kw); dense
+// weights (out, in). Pointers are device pointers of this backend unless named host*.
+#pragma once
+#include <cstddef>
+#include <cstdint>
+#include <memory>
+#include <string>
+
+#include "tensor/tensor.hpp"
+
+namespace tb {
+
+struct StreamImpl;
+using Stream = StreamImpl*;   // an in-order queue of work on one backend
+
+struct MemoryInfo {
+    size_t freeBytes = 0, totalBytes = 0;
+};
+
+struct ConvDesc {
+    int n = 0, c = 0, h = 0, w = 0;       // input (n, c, h, w)
+    int k = 0, r = 0, s = 0;              // k filters of (c, r, s)
+    int strideH = 1, strideW = 1;
+    int padTop = 0, padLeft = 0, padBottom = 0, padRight = 0;  // asymmetric, as TF's SAME needs
+    int outH() const { return (h + padTop + padBottom - r) / strideH + 1; }
+    int outW() const { return (w + padLeft + padRight - s) / strideW + 1; }
+};
+
+struct PoolDesc {
+    int n = 0, c = 0, h = 0, w = 0;
+    int r = 0, s = 0, strideH = 1, strideW = 1;
+    int padTop = 0, padLeft = 0, padBottom = 0, padRight = 0;  // padding never wins the max
+    int outH() const { return (h + padTop + padBottom - r) / strideH + 1; }
+    int outW() const { return (w + padLeft + padRight - s) / strideW + 1; }
+};
+
+// TensorFlow's local response normalisation across channels:
+// y = x / (bias + alpha * sum_{c-r..c+r} x^2) ^ beta, with r = depthRadius.
+struct LrnDesc {
+    int n = 0, c = 0, h = 0, w = 0;
+    int depthRadius = 5;
+    float bias = 1.f, alpha = 1.f, beta = 0.5f;
+};
+
+struct DenseDesc {
+    int n = 0, in = 0, out = 0;           // x (n, in) -> y (n, out) = x W^T + b, W (out, in)
+};
+
+// A convolution plan: y = conv(x, w) + b and its two gradients.
+class ConvOp {
+public:
+    virtual ~ConvOp() = default;
+    virtual size_t workspaceBytes() const = 0;
+    virtual void forward(Stream, const float* x, const float* w, const float* b, float* y, void* ws) = 0;
+    // dx = conv^T(dy, w); skipped by callers for a network's first layer.
+    virtual void backwardData(Stream, const float* dy, const float* w, float* dx, void* ws) = 0;
+    // dw = x ⋆ dy, db = sum over (n, h, w) of dy; both overwritten.
+    virtual void backwardWeights(Stream, const float* x, const float* dy, float* dw, float* db, void* ws) = 0;
+};
+
+// A max-pooling plan; `saved` (savedBytes) keeps what backward needs (argmax or nothing).
+class PoolOp {
+public:
+    virtual ~PoolOp() = default;
+    virtual size_t savedBytes() const = 0;
+    virtual void forward(Stream, const float* x, float* y, void* saved) = 0;
+    virtual void backward(Stream, const float* x, const float* y, const float* dy, float* dx, const void* saved) = 0;
+};
+
+class LrnOp {
+public:
+    virtual ~LrnOp() = default;
+    virtual size_t savedBytes() const = 0;
+    virtual void forward(Stream, const float* x, float* y, void* saved) = 0;
+    virtual void backward(Stream, const float* x, const float* y, const float* dy, float* dx, const void* saved) = 0;
+};
+
+class DenseOp {
+public:
+    virtual ~DenseOp() = default;
+    virtual void forward(Stream, const float* x, const float* w, const float* b, float* y) = 0;
+    virtual void backwardData(Stream, const float* dy, const float* w, float* dx) = 0;
+    virtual void backwardWeights(Stream, const float* x, const float* dy, float* dw, float* db) = 0;  // overwrites
+};
+
+// Hyper-parameters of one optimiser step; lr already includes the schedule.
+struct UpdateParams {
+    float lr = 0.01f;
+    float momentum = 0.9f;
+    float beta1 = 0.9f, beta2 = 0.999f, epsilon = 1e-8f;
+    int64_t step = 1;                    // 1-based, for Adam's bias correction
+};
+
+enum class UpdateRule { Sgd, Momentum, Nesterov, Adam };
+
+class Backend {
+public:
+    virtual ~Backend() = default;
+
+    virtual std::string name() const = 0;                  // "cpu (oneDNN 2.6.3, 2 threads)"
+    virtual Device device() const = 0;
+    virtual MemoryInfo memoryInfo() const = 0;             // (optional) zeros where unknown
+
+    // Memory: allocate never initialises; tensors own memory through empty().
+    virtual void* allocate(size_t bytes) = 0;
+    virtual void deallocate(void* p) = 0;
+    Tensor empty(const Shape& shape);
+    virtual void copyFromHost(Stream, void* dst, const void* hostSrc, size_t bytes) = 0;
+    virtual void copyToHost(Stream, void* hostDst, const void* src, size_t bytes) = 0;
+    virtual void copy(Stream, void* dst, const void* src, size_t bytes) = 0;
+
+    // Queues: work on one stream runs in order; synchronize waits for all of it.
+    virtual Stream createStream() = 0;
+    virtual void destroyStream(Stream) = 0;
+    virtual void synchronize(Stream) = 0;
+
+    // Plans for the heavy ops.
+    virtual std::unique_ptr<ConvOp> makeConv(const ConvDesc&) = 0;
+    virtual std::unique_ptr<PoolOp> makeMaxPool(const PoolDesc&) = 0;
+    virtual std::unique_ptr<LrnOp> makeLrn(const LrnDesc&) = 0;
+    virtual std::unique_ptr<DenseOp> makeDense(const DenseDesc&) = 0;
+
+    // Element-wise and small ops.
+    virtual void fill(Stream, float* x, float value, size_t n) = 0;
+    virtual void scale(Stream, float* x, float a, size_t n) = 0;                     // x *= a
+    virtual void axpy(Stream, float a, const float* x, float* y, size_t n) = 0;     // y += a x
+    // out[0] += a * sum(x^2) (TF's l2_loss is a = 1/2).
+    virtual void addSumSquares(Stream, const float* x, size_t n, float a, float* out) = 0;
+    virtual void reluForward(Stream, const float* x, float* y, size_t n) = 0;
+    virtual void reluBackward(Stream, const float* y, const float* dy, float* dx, size_t n) = 0;
+    // Inverted dropout: keeps each element with probability keep and scales it by 1/keep.
+    // The mask is a pure function of (seed, element index), so every backend draws the same one.
+    virtual void dropoutForward(Stream, const float* x, float* y, float* mask, size_t n, float keep, uint64_t seed) = 0;
+    virtual void dropoutBackward(Stream, const float* dy, const float* mask, float* dx, size_t n) = 0;
+    // Softmax cross-entropy over logits (n, k): probs (n, k); stats[0] += sum of per-example
+    // losses, stats[1] += number of correct argmax predictions.
+    virtual void softmaxCrossEntropy(Stream, const float* logits, const int32_t* labels, float* probs,
+                                     int n, int k, float* stats) = 0;
+    // dlogits = scale * (probs - onehot(labels)); scale is 1/global batch for the mean loss.
+    virtual void softmaxCrossEntropyBackward(Stream, const float* probs, const int32_t* labels,
+                                             float* dlogits, int n, int k, float scale) = 0;
+
+    // Optimiser step on flat buffers: params (n), grads (n), slots m, v (n each, as needed).
+    virtual void applyUpdate(Stream, UpdateRule, const UpdateParams&, float* params, const float* grads,
+                             float* m, float* v, size_t n) = 0;
+    // shadow = decay * shadow + (1 - decay) * params (the weights' moving average).
+    virtual void emaUpdate(Stream, float* shadow, const float* params, float decay, size_t n) = 0;
+};
+
+// The always-available CPU backend (oneDNN + BLAS); threads = 0 means all cores.
+std::unique_ptr<Backend> makeCpuBackend(int threads = 0);
+
+}  // namespace tb

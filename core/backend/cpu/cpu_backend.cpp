@@ -1,0 +1,502 @@
+// The CPU backend: oneDNN primitives for convolution, pooling, LRN and inner product,
+// OpenBLAS for vector arithmetic, and OpenMP loops for the fused element-wise updates.
+// It is the reference every other backend is checked against.
+//
+// Each heavy op is built once per shape. oneDNN picks the memory format it computes fastest
+// in ("any": for convolutions on AVX2 that is a channel-blocked layout such as nChw8c); the
+// op reorders between that and the plain (n, c, h, w) layout of the rest of the network.
+// Scratch memory is user-managed (scratchpad_mode::user) and comes in as the explicit workspace.
+#include <omp.h>
+
+#include <algorithm>
+#include <cblas.h>
+#include <cmath>
+#include <cstdlib>
+#include <cstring>
+#include <new>
+#include <oneapi/dnnl/dnnl.hpp>
+
+#include "backend/backend.hpp"
+#include "util/error.hpp"
+
+namespace tb {
+
+struct StreamImpl {
+    dnnl::stream stream;
+};
+
+namespace {
+
+using dnnl::memory;
+using tag = memory::format_tag;
+using dt = memory::data_type;
+
+// One argument of a primitive as the caller lays it out (user) and as the primitive wants it
+// (prim). Where they differ the argument owns a buffer in the primitive's layout.
+class Arg {
+public:
+    Arg() = default;
+    Arg(const dnnl::engine& eng, const memory::desc& user, const memory::desc& prim)
+        : eng_(eng), user_(user), prim_(prim), reorder_(user != prim) {
+        if (reorder_) primMem_ = memory(prim_, eng_);  // owns its buffer
+    }
+    // The memory to hand the primitive; for inputs, reorders user data into it first.
+    memory in(dnnl::stream& s, const float* p) {
+        memory um(user_, eng_, const_cast<float*>(p));
+        if (!reorder_) return um;
+        dnnl::reorder(um, primMem_).execute(s, um, primMem_);
+        return primMem_;
+    }
+    // The memory the primitive writes into; call out() afterwards to land it in user layout.
+    memory dst(float* p) { return reorder_ ? primMem_ : memory(user_, eng_, p); }
+    void out(dnnl::stream& s, float* p) {
+        if (!reorder_) return;
+        memory um(user_, eng_, p);
+        dnnl::reorder(primMem_, um).execute(s, primMem_, um);
+    }
+
+private:
+    dnnl::engine eng_;
+    memory::desc user_, prim_;
+    bool reorder_ = false;
+    memory primMem_;
+};
+
+dnnl::primitive_attr userScratchpad() {
+    dnnl::primitive_attr a;
+    a.set_scratchpad_mode(dnnl::scratchpad_mode::user);
+    return a;
+}
+
+memory::dims dims4(int n, int c, int h, int w) { return {n, c, h, w}; }
+
+// Makes the calling thread use the backend's thread count in oneDNN's and our OpenMP regions.
+void useThreads(int threads) {
+    if (omp_get_max_threads() != threads) omp_set_num_threads(threads);
+}
+
+class CpuConv final : public ConvOp {
+public:
+    CpuConv(const dnnl::engine& eng, dnnl::stream& defaultStream, int threads, const ConvDesc& d)
+        : eng_(eng), default_(defaultStream), threads_(threads) {
+        memory::desc x = {dims4(d.n, d.c, d.h, d.w), dt::f32, tag::nchw};
+        memory::desc w = {dims4(d.k, d.c, d.r, d.s), dt::f32, tag::oihw};
+        memory::desc b = {{d.k}, dt::f32, tag::x};
+        memory::desc y = {dims4(d.n, d.k, d.outH(), d.outW()), dt::f32, tag::nchw};
+        auto any = [](const memory::desc& m) { return memory::desc(m.dims(), dt::f32, tag::any); };
+        memory::dims strides = {d.strideH, d.strideW}, padL = {d.padTop, d.padLeft}, padR = {d.padBottom, d.padRight};
+        auto attr = userScratchpad();
+        using namespace dnnl;
+        fwdPd_ = convolution_forward::primitive_desc(
+            convolution_forward::desc(prop_kind::forward_training, algorithm::convolution_direct, any(x), any(w), b,
+                                      any(y), strides, padL, padR),
+            attr, eng_);
+        bwdDataPd_ = convolution_backward_data::primitive_desc(
+            convolution_backward_data::desc(algorithm::convolution_direct, any(x), any(w), any(y), strides, padL, padR),
+            attr, eng_, fwdPd_);
+        bwdWeightsPd_ = convolution_backward_weights::primitive_desc(
+            convolution_backward_weights::desc(algorithm::convolution_direct, any(x), any(w), b, any(y), strides, padL,
+                                               padR),
+            attr, eng_, fwdPd_);
+        fwd_ = convolution_forward(fwdPd_);
+        bwdData_ = convolution_backward_data(bwdDataPd_);
+        bwdWeights_ = convolution_backward_weights(bwdWeightsPd_);
+        fx_ = Arg(eng_, x, fwdPd_.src_desc());
+        fw_ = Arg(eng_, w, fwdPd_.weights_desc());
+        fy_ = Arg(eng_, y, fwdPd_.dst_desc());
+        ddy_ = Arg(eng_, y, bwdDataPd_.diff_dst_desc());
+        dw_ = Arg(eng_, w, bwdDataPd_.weights_desc());
+        ddx_ = Arg(eng_, x, bwdDataPd_.diff_src_desc());
+        wx_ = Arg(eng_, x, bwdWeightsPd_.src_desc());
+        wdy_ = Arg(eng_, y, bwdWeightsPd_.diff_dst_desc());
+        wdw_ = Arg(eng_, w, bwdWeightsPd_.diff_weights_desc());
+        bias_ = b;
+        workspace_ = std::max({fwdPd_.scratchpad_desc().get_size(), bwdDataPd_.scratchpad_desc().get_size(),
+                               bwdWeightsPd_.scratchpad_desc().get_size()});
+    }
+    size_t workspaceBytes() const override { return workspace_; }
+
+    void forward(Stream st, const float* x, const float* w, const float* b, float* y, void* ws) override {
+        auto& s = pick(st);
+        memory out = fy_.dst(y);
+        fwd_.execute(s, {{DNNL_ARG_SRC, fx_.in(s, x)},
+                         {DNNL_ARG_WEIGHTS, fw_.in(s, w)},
+                         {DNNL_ARG_BIAS, memory(bias_, eng_, const_cast<float*>(b))},
+                         {DNNL_ARG_DST, out},
+                         {DNNL_ARG_SCRATCHPAD, scratch(fwdPd_, ws)}});
+        fy_.out(s, y);
+    }
+    void backwardData(Stream st, const float* dy, const float* w, float* dx, void* ws) override {
+        auto& s = pick(st);
+        memory out = ddx_.dst(dx);
+        bwdData_.execute(s, {{DNNL_ARG_DIFF_DST, ddy_.in(s, dy)},
+                             {DNNL_ARG_WEIGHTS, dw_.in(s, w)},
+                             {DNNL_ARG_DIFF_SRC, out},
+                             {DNNL_ARG_SCRATCHPAD, scratch(bwdDataPd_, ws)}});
+        ddx_.out(s, dx);
+    }
+    void backwardWeights(Stream st, const float* x, const float* dy, float* dw, float* db, void* ws) override {
+        auto& s = pick(st);
+        memory out = wdw_.dst(dw);
+        bwdWeights_.execute(s, {{DNNL_ARG_SRC, wx_.in(s, x)},
+                                {DNNL_ARG_DIFF_DST, wdy_.in(s, dy)},
+                                {DNNL_ARG_DIFF_WEIGHTS, out},
+                                {DNNL_ARG_DIFF_BIAS, memory(bias_, eng_, db)},
+                                {DNNL_ARG_SCRATCHPAD, scratch(bwdWeightsPd_, ws)}});
+        wdw_.out(s, dw);
+    }
+
+private:
+    dnnl::stream& pick(Stream st) {
+        useThreads(threads_);
+        return st ? st->stream : default_;
+    }
+    memory scratch(const dnnl::primitive_desc& pd, void* ws) { return memory(pd.scratchpad_desc(), eng_, ws); }
+
+    dnnl::engine eng_;
+    dnnl::stream& default_;
+    int threads_;
+    dnnl::convolution_forward::primitive_desc fwdPd_;
+    dnnl::convolution_backward_data::primitive_desc bwdDataPd_;
+    dnnl::convolution_backward_weights::primitive_desc bwdWeightsPd_;
+    dnnl::convolution_forward fwd_;
+    dnnl::convolution_backward_data bwdData_;
+    dnnl::convolution_backward_weights bwdWeights_;
+    Arg fx_, fw_, fy_, ddy_, dw_, ddx_, wx_, wdy_, wdw_;
+    memory::desc bias_;
+    size_t workspace_ = 0;
+};
+
+// Pooling and LRN share a shape: a forward that saves oneDNN's workspace (argmax, or the
+// normalisers) and a backward that reads it. Both run in the plain layout, where oneDNN's
+// AVX2 kernels work directly.
+template <class FwdPd, class Fwd, class BwdPd, class Bwd>
+class CpuSavedOp {
+protected:
+    CpuSavedOp(const dnnl::engine& eng, dnnl::stream& s, int threads) : eng_(eng), default_(s), threads_(threads) {}
+    void build(const FwdPd& fwdPd, const BwdPd& bwdPd, const memory::desc& x, const memory::desc& y) {
+        fwdPd_ = fwdPd;
+        fwd_ = Fwd(fwdPd);
+        bwd_ = Bwd(bwdPd);
+        xMd_ = x;
+        yMd_ = y;
+    }
+    size_t saved() const { return fwdPd_.workspace_desc().get_size(); }
+    void fwd(Stream st, const float* x, float* y, void* saved) {
+        fwd_.execute(pick(st), {{DNNL_ARG_SRC, mem(xMd_, x)}, {DNNL_ARG_DST, mem(yMd_, y)}, {DNNL_ARG_WORKSPACE, ws(saved)}});
+    }
+    // LRN's backward reads the source; pooling's ignores it and uses the saved argmax.
+    void bwd(Stream st, const float* x, const float* dy, float* dx, const void* saved) {
+        bwd_.execute(pick(st), {{DNNL_ARG_SRC, mem(xMd_, x)}, {DNNL_ARG_DIFF_DST, mem(yMd_, dy)},
+                                {DNNL_ARG_DIFF_SRC, mem(xMd_, dx)}, {DNNL_ARG_WORKSPACE, ws(saved)}});
+    }
+
+private:
+    dnnl::stream& pick(Stream st) {
+        useThreads(threads_);
+        return st ? st->stream : default_;
+    }
+    memory mem(const memory::desc& md, const float* p) { return memory(md, eng_, const_cast<float*>(p)); }
+    memory ws(const void* p) { return memory(fwdPd_.workspace_desc(), eng_, const_cast<void*>(p)); }
+
+    dnnl::engine eng_;
+    dnnl::stream& default_;
+    int threads_;
+    FwdPd fwdPd_;
+    Fwd fwd_;
+    Bwd bwd_;
+    memory::desc xMd_, yMd_;
+};
+
+class CpuMaxPool final : public PoolOp,
+                         CpuSavedOp<dnnl::pooling_forward::primitive_desc, dnnl::pooling_forward,
+                                    dnnl::pooling_backward::primitive_desc, dnnl::pooling_backward> {
+public:
+    CpuMaxPool(const dnnl::engine& eng, dnnl::stream& s, int threads, const PoolDesc& d)
+        : CpuSavedOp(eng, s, threads) {
+        using namespace dnnl;
+        memory::desc x = {dims4(d.n, d.c, d.h, d.w), dt::f32, tag::nchw};
+        memory::desc y = {dims4(d.n, d.c, d.outH(), d.outW()), dt::f32, tag::nchw};
+        memory::dims strides = {d.strideH, d.strideW}, kernel = {d.r, d.s}, padL = {d.padTop, d.padLeft},
+                     padR = {d.padBottom, d.padRight};
+        auto fpd = pooling_forward::primitive_desc(
+            pooling_forward::desc(prop_kind::forward_training, algorithm::pooling_max, x, y, strides, kernel, padL, padR),
+            eng);
+        auto bpd = pooling_backward::primitive_desc(
+            pooling_backward::desc(algorithm::pooling_max, x, y, strides, kernel, padL, padR), eng, fpd);
+        build(fpd, bpd, x, y);
+    }
+    size_t savedBytes() const override { return saved(); }
+    void forward(Stream st, const float* x, float* y, void* saved) override { fwd(st, x, y, saved); }
+    void backward(Stream st, const float* x, const float*, const float* dy, float* dx, const void* saved) override {
+        bwd(st, x, dy, dx, saved);
+    }
+};
+
+class CpuLrn final : public LrnOp,
+                     CpuSavedOp<dnnl::lrn_forward::primitive_desc, dnnl::lrn_forward, dnnl::lrn_backward::primitive_desc,
+                                dnnl::lrn_backward> {
+public:
+    CpuLrn(const dnnl::engine& eng, dnnl::stream& s, int threads, const LrnDesc& d) : CpuSavedOp(eng, s, threads) {
+        using namespace dnnl;
+        memory::desc x = {dims4(d.n, d.c, d.h, d.w), dt::f32, tag::nchw};
+        // oneDNN divides alpha by the window size; TensorFlow does not.
+        const int size = 2 * d.depthRadius + 1;
+        const float alpha = d.alpha * float(size);
+        auto fpd = lrn_forward::primitive_desc(
+            lrn_forward::desc(prop_kind::forward_training, algorithm::lrn_across_channels, x, size, alpha, d.beta, d.bias),
+            eng);
+        auto bpd = lrn_backward::primitive_desc(
+            lrn_backward::desc(algorithm::lrn_across_channels, x, x, size, alpha, d.beta, d.bias), eng, fpd);
+        build(fpd, bpd, x, x);
+    }
+    size_t savedBytes() const override { return saved(); }
+    void forward(Stream st, const float* x, float* y, void* saved) override { fwd(st, x, y, saved); }
+    void backward(Stream st, const float* x, const float*, const float* dy, float* dx, const void* saved) override {
+        bwd(st, x, dy, dx, saved);
+    }
+};
+
+class CpuDense final : public DenseOp {
+public:
+    CpuDense(const dnnl::engine& eng, dnnl::stream& s, int threads, const DenseDesc& d)
+        : eng_(eng), default_(s), threads_(threads) {
+        using namespace dnnl;
+        // Plain layouts throughout: oneDNN runs these as GEMMs, so no reorder of the (out, in)
+        // weights, which for the 3136x1024 layer of mnist_cnn would cost as much as a GEMM pass.
+        x_ = {{d.n, d.in}, dt::f32, tag::nc};
+        w_ = {{d.out, d.in}, dt::f32, tag::oi};
+        b_ = {{d.out}, dt::f32, tag::x};
+        y_ = {{d.n, d.out}, dt::f32, tag::nc};
+        fwdPd_ = inner_product_forward::primitive_desc(
+            inner_product_forward::desc(prop_kind::forward_training, x_, w_, b_, y_), eng_);
+        bwdDataPd_ = inner_product_backward_data::primitive_desc(inner_product_backward_data::desc(x_, w_, y_), eng_,
+                                                                 fwdPd_);
+        bwdWeightsPd_ = inner_product_backward_weights::primitive_desc(
+            inner_product_backward_weights::desc(x_, w_, b_, y_), eng_, fwdPd_);
+        fwd_ = inner_product_forward(fwdPd_);
+        bwdData_ = inner_product_backward_data(bwdDataPd_);
+        bwdWeights_ = inner_product_backward_weights(bwdWeightsPd_);
+    }
+    void forward(Stream st, const float* x, const float* w, const float* b, float* y) override {
+        fwd_.execute(pick(st), {{DNNL_ARG_SRC, m(x_, x)}, {DNNL_ARG_WEIGHTS, m(w_, w)}, {DNNL_ARG_BIAS, m(b_, b)},
+                                {DNNL_ARG_DST, m(y_, y)}});
+    }
+    void backwardData(Stream st, const float* dy, const float* w, float* dx) override {
+        bwdData_.execute(pick(st), {{DNNL_ARG_DIFF_DST, m(y_, dy)}, {DNNL_ARG_WEIGHTS, m(w_, w)},
+                                    {DNNL_ARG_DIFF_SRC, m(x_, dx)}});
+    }
+    void backwardWeights(Stream st, const float* x, const float* dy, float* dw, float* db) override {
+        bwdWeights_.execute(pick(st), {{DNNL_ARG_SRC, m(x_, x)}, {DNNL_ARG_DIFF_DST, m(y_, dy)},
+                                       {DNNL_ARG_DIFF_WEIGHTS, m(w_, dw)}, {DNNL_ARG_DIFF_BIAS, m(b_, db)}});
+    }
+
+private:
+    dnnl::stream& pick(Stream st) {
+        useThreads(threads_);
+        return st ? st->stream : default_;
+    }
+    memory m(const memory::desc& md, const float* p) { return memory(md, eng_, const_cast<float*>(p)); }
+
+    dnnl::engine eng_;
+    dnnl::stream& default_;
+    int threads_;
+    memory::desc x_, w_, b_, y_;
+    dnnl::inner_product_forward::primitive_desc fwdPd_;
+    dnnl::inner_product_backward_data::primitive_desc bwdDataPd_;
+    dnnl::inner_product_backward_weights::primitive_desc bwdWeightsPd_;
+    dnnl::inner_product_forward fwd_;
+    dnnl::inner_product_backward_data bwdData_;
+    dnnl::inner_product_backward_weights bwdWeights_;
+};
+
+// A counter-based uniform in [0, 1): the same (seed, index) gives the same number on every
+// backend and thread, so dropout masks do not depend on scheduling (SplitMix64 finaliser).
+inline float uniformAt(uint64_t seed, uint64_t i) {
+    uint64_t z = seed + 0x9E3779B97F4A7C15ull * (i + 1);
+    z = (z ^ (z >> 30)) * 0xBF58476D1CE4E5B9ull;
+    z = (z ^ (z >> 27)) * 0x94D049BB133111EBull;
+    z ^= z >> 31;
+    return float(z >> 40) * (1.0f / 16777216.0f);
+}
+
+// Element-wise loops go parallel only when a vector is big enough to pay for waking the team.
+constexpr int64_t kParallelMin = 1 << 15;
+
+class CpuBackend final : public Backend {
+public:
+    explicit CpuBackend(int threads)
+        : threads_(threads > 0 ? threads : omp_get_num_procs()), eng_(dnnl::engine::kind::cpu, 0), default_(eng_) {
+        useThreads(threads_);
+        // BLAS here does only vector arithmetic that is memory bound; a second thread pool
+        // spinning beside oneDNN's OpenMP team would steal cores from the convolutions.
+        openblas_set_num_threads(1);
+    }
+
+    std::string name() const override {
+        const dnnl_version_t* v = dnnl_version();
+        return "cpu (oneDNN " + std::to_string(v->major) + "." + std::to_string(v->minor) + "." +
+               std::to_string(v->patch) + ", " + std::to_string(threads_) + " threads)";
+    }
+    Device device() const override { return Device{DeviceType::Cpu, 0}; }
+    MemoryInfo memoryInfo() const override { return {}; }
+
+    void* allocate(size_t bytes) override {
+        // 64-byte alignment suits AVX-512 loads and oneDNN's expectations.
+        void* p = std::aligned_alloc(64, (std::max<size_t>(bytes, 1) + 63) / 64 * 64);
+        if (!p) throw Error("out of host memory allocating " + std::to_string(bytes) + " bytes");
+        return p;
+    }
+    void deallocate(void* p) override { std::free(p); }
+    void copyFromHost(Stream, void* dst, const void* src, size_t bytes) override { std::memcpy(dst, src, bytes); }
+    void copyToHost(Stream, void* dst, const void* src, size_t bytes) override { std::memcpy(dst, src, bytes); }
+    void copy(Stream, void* dst, const void* src, size_t bytes) override { std::memmove(dst, src, bytes); }
+
+    Stream createStream() override { return new StreamImpl{dnnl::stream(eng_)}; }
+    void destroyStream(Stream s) override { delete s; }
+    void synchronize(Stream s) override { (s ? s->stream : default_).wait(); }
+
+    std::unique_ptr<ConvOp> makeConv(const ConvDesc& d) override {
+        return std::make_unique<CpuConv>(eng_, default_, threads_, d);
+    }
+    std::unique_ptr<PoolOp> makeMaxPool(const PoolDesc& d) override {
+        return std::make_unique<CpuMaxPool>(eng_, default_, threads_, d);
+    }
+    std::unique_ptr<LrnOp> makeLrn(const LrnDesc& d) override {
+        return std::make_unique<CpuLrn>(eng_, default_, threads_, d);
+    }
+    std::unique_ptr<DenseOp> makeDense(const DenseDesc& d) override {
+        return std::make_unique<CpuDense>(eng_, default_, threads_, d);
+    }
+
+    void fill(Stream, float* x, float value, size_t n) override {
+        useThreads(threads_);
+        const int64_t m = int64_t(n);
+#pragma omp parallel for simd if (m > kParallelMin)
+        for (int64_t i = 0; i < m; ++i) x[i] = value;
+    }
+    void scale(Stream, float* x, float a, size_t n) override { cblas_sscal(blasint(n), a, x, 1); }
+    void axpy(Stream, float a, const float* x, float* y, size_t n) override { cblas_saxpy(blasint(n), a, x, 1, y, 1); }
+    void addSumSquares(Stream, const float* x, size_t n, float a, float* out) override {
+        out[0] += a * cblas_sdot(blasint(n), x, 1, x, 1);
+    }
+    void reluForward(Stream, const float* x, float* y, size_t n) override {
+        useThreads(threads_);
+        const int64_t m = int64_t(n);
+#pragma omp parallel for simd if (m > kParallelMin)
+        for (int64_t i = 0; i < m; ++i) y[i] = x[i] > 0.f ? x[i] : 0.f;
+    }
+    void reluBackward(Stream, const float* y, const float* dy, float* dx, size_t n) override {
+        useThreads(threads_);
+        const int64_t m = int64_t(n);
+#pragma omp parallel for simd if (m > kParallelMin)
+        for (int64_t i = 0; i < m; ++i) dx[i] = y[i] > 0.f ? dy[i] : 0.f;
+    }
+    void dropoutForward(Stream, const float* x, float* y, float* mask, size_t n, float keep, uint64_t seed) override {
+        useThreads(threads_);
+        const int64_t m = int64_t(n);
+        const float inv = 1.f / keep;
+#pragma omp parallel for if (m > kParallelMin)
+        for (int64_t i = 0; i < m; ++i) {
+            mask[i] = uniformAt(seed, uint64_t(i)) < keep ? inv : 0.f;
+            y[i] = x[i] * mask[i];
+        }
+    }
+    void dropoutBackward(Stream, const float* dy, const float* mask, float* dx, size_t n) override {
+        useThreads(threads_);
+        const int64_t m = int64_t(n);
+#pragma omp parallel for simd if (m > kParallelMin)
+        for (int64_t i = 0; i < m; ++i) dx[i] = dy[i] * mask[i];
+    }
+    void softmaxCrossEntropy(Stream, const float* logits, const int32_t* labels, float* probs, int n, int k,
+                             float* stats) override {
+        double loss = 0, correct = 0;
+        for (int i = 0; i < n; ++i) {
+            const float* z = logits + int64_t(i) * k;
+            float* p = probs + int64_t(i) * k;
+            int arg = 0;
+            for (int j = 1; j < k; ++j)
+                if (z[j] > z[arg]) arg = j;
+            const float mx = z[arg];
+            double sum = 0;
+            for (int j = 0; j < k; ++j) {
+                p[j] = std::exp(z[j] - mx);
+                sum += p[j];
+            }
+            const float inv = float(1.0 / sum);
+            for (int j = 0; j < k; ++j) p[j] *= inv;
+            // log-sum-exp form: -log softmax = log(sum) - (z_y - max), exact even when p_y underflows.
+            loss += std::log(sum) - double(z[labels[i]] - mx);
+            correct += arg == labels[i];
+        }
+        stats[0] += float(loss);
+        stats[1] += float(correct);
+    }
+    void softmaxCrossEntropyBackward(Stream, const float* probs, const int32_t* labels, float* dlogits, int n, int k,
+                                     float scale) override {
+        for (int i = 0; i < n; ++i) {
+            const float* p = probs + int64_t(i) * k;
+            float* d = dlogits + int64_t(i) * k;
+            for (int j = 0; j < k; ++j) d[j] = scale * (p[j] - (j == labels[i] ? 1.f : 0.f));
+        }
+    }
+
+    void applyUpdate(Stream, UpdateRule rule, const UpdateParams& h, float* p, const float* g, float* m, float* v,
+                     size_t count) override {
+        useThreads(threads_);
+        const int64_t n = int64_t(count);
+        const float lr = h.lr, mu = h.momentum;
+        switch (rule) {
+        case UpdateRule::Sgd:
+            cblas_saxpy(blasint(n), -lr, g, 1, p, 1);
+            break;
+        case UpdateRule::Momentum:  // TF MomentumOptimizer: a = mu a + g; p -= lr a
+#pragma omp parallel for simd if (n > kParallelMin)
+            for (int64_t i = 0; i < n; ++i) {
+                m[i] = mu * m[i] + g[i];
+                p[i] -= lr * m[i];
+            }
+            break;
+        case UpdateRule::Nesterov:  // TF use_nesterov: a = mu a + g; p -= lr (g + mu a)
+#pragma omp parallel for simd if (n > kParallelMin)
+            for (int64_t i = 0; i < n; ++i) {
+                m[i] = mu * m[i] + g[i];
+                p[i] -= lr * (g[i] + mu * m[i]);
+            }
+            break;
+        case UpdateRule::Adam: {  // Kingma & Ba with TF's epsilon placement
+            const float b1 = h.beta1, b2 = h.beta2, eps = h.epsilon;
+            const float lrT = lr * std::sqrt(1.f - std::pow(b2, float(h.step))) / (1.f - std::pow(b1, float(h.step)));
+#pragma omp parallel for simd if (n > kParallelMin)
+            for (int64_t i = 0; i < n; ++i) {
+                m[i] = b1 * m[i] + (1.f - b1) * g[i];
+                v[i] = b2 * v[i] + (1.f - b2) * g[i] * g[i];
+                p[i] -= lrT * m[i] / (std::sqrt(v[i]) + eps);
+            }
+            break;
+        }
+        }
+    }
+    void emaUpdate(Stream, float* shadow, const float* p, float decay, size_t count) override {
+        useThreads(threads_);
+        const int64_t n = int64_t(count);
+#pragma omp parallel for simd if (n > kParallelMin)
+        for (int64_t i = 0; i < n; ++i) shadow[i] = decay * shadow[i] + (1.f - decay) * p[i];
+    }
+
+private:
+    int threads_;
+    dnnl::engine eng_;
+    dnnl::stream default_;
+};
+
+}  // namespace
+
+Tensor Backend::empty(const Shape& shape) {
+    float* p = static_cast<float*>(allocate(size_t(shape.numel()) * sizeof(float)));
+    return Tensor(p, shape, device(), [this](float* q) { deallocate(q); });
+}
+
+std::unique_ptr<Backend> makeCpuBackend(int threads) { return std::make_unique<CpuBackend>(threads); }
+
+}  // namespace tb

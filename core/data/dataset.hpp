@@ -1,0 +1,52 @@
+// Dataset: labelled samples held in host memory, and the readers that fill one
+// (MNIST-format IDX, CIFAR-10 binary batches, synthetic teaching sets).
+#pragma once
+#include <cstddef>
+#include <cstdint>
+#include <string>
+#include <vector>
+
+namespace tb {
+
+struct Dataset {
+    std::string name;
+    int channels = 0, height = 0, width = 0;  // shape of one sample (c, h, w)
+    int numClasses = 0;
+    std::vector<uint8_t> pixels;   // (n, c, h, w) 8-bit images; empty for float data
+    std::vector<float> features;   // (n, c, h, w) float samples (synthetic sets); empty for images
+    std::vector<int32_t> labels;   // (n), each in [0, numClasses)
+
+    size_t size() const { return labels.size(); }
+    size_t sampleSize() const { return size_t(channels) * size_t(height) * size_t(width); }
+    bool isImage() const { return !pixels.empty(); }
+};
+
+// Reads an IDX image file (magic 0x00000803, u8, n x rows x cols) and its label file
+// (magic 0x00000801, u8, n); either may be gzip-compressed (.gz). Throws tb::Error naming the file.
+Dataset readIdx(const std::string& imagesPath, const std::string& labelsPath, const std::string& name);
+
+// Finds {train,t10k}-{images-idx3,labels-idx1}-ubyte[.gz] in dir and reads the train or test pair.
+Dataset readIdxDir(const std::string& dir, bool train);
+
+// Reads CIFAR-10 binary batches from dir: data_batch_1..5.bin (train) or test_batch.bin (test).
+// Each record is 1 label byte then 3072 bytes: 1024 R, 1024 G, 1024 B (so already (3, 32, 32)).
+Dataset readCifar10(const std::string& dir, bool train);
+
+// Synthetic teaching sets of 2-D points, shape (2, 1, 1): Gaussian blobs, interleaved spirals.
+Dataset makeBlobs(size_t n, int classes, uint64_t seed);
+Dataset makeSpirals(size_t n, int classes, uint64_t seed);
+
+// Moves the last `count` samples of `from` into a new dataset (a validation split).
+Dataset splitTail(Dataset& from, size_t count, const std::string& name);
+
+// What --data names: fashion-mnist | idx:DIR | cifar10:DIR | synthetic:blobs | synthetic:spirals.
+struct DataSplits {
+    Dataset train, validation, test;
+    bool cifarAugment = false;  // CIFAR-10: random 24x24 crops etc. for training, central crops for eval
+};
+DataSplits loadData(const std::string& spec, size_t validationSize, uint64_t seed);
+
+// Where Debian's dataset-fashion-mnist package puts the IDX files.
+inline constexpr const char* kFashionMnistDir = "/usr/share/datasets/fashion-mnist";
+
+}  // namespace tb

@@ -1,0 +1,217 @@
+// IDX reader (the MNIST / Fashion-MNIST file format), plain or gzip-compressed.
+// Every header field is checked before anything is allocated, and no allocation is ever sized
+// from a header count alone: a plain file is checked against its size on disk, and a gzip stream
+// is read in chunks so a lying header meets "truncated" after at most one chunk.
+// Bytes after the data the header declares are an error (a sign of a mismatched or corrupt file).
+#include <zlib.h>
+
+#include <algorithm>
+#include <cstdio>
+#include <filesystem>
+#include <string>
+#include <system_error>
+#include <vector>
+
+#include "data/dataset.hpp"
+#include "util/error.hpp"
+
+namespace tb {
+namespace {
+
+constexpr uint32_t kImagesMagic = 0x00000803;  // u8 data, 3 dims (n, rows, cols)
+constexpr uint32_t kLabelsMagic = 0x00000801;  // u8 data, 1 dim (n)
+constexpr uint64_t kMaxCount = 100'000'000;    // far above any real IDX set; stops absurd headers
+constexpr int kMaxSide = 4096;
+constexpr size_t kChunk = size_t(1) << 20;     // gzip streams are inflated 1 MiB at a time
+// Deflate cannot expand data by more than about 1032:1, so a .gz file of S bytes holds at most
+// ~1032*S bytes; it bounds what we reserve up front (growth beyond it happens as data arrives).
+constexpr uint64_t kMaxDeflateRatio = 1032;
+constexpr uint64_t kMaxReserve = uint64_t(256) << 20;
+
+std::string hex32(uint32_t v) {
+    char buf[16];
+    std::snprintf(buf, sizeof buf, "0x%08x", v);
+    return buf;
+}
+
+// One open IDX file, plain or gzip (zlib's gzread reads plain files transparently).
+class IdxFile {
+public:
+    explicit IdxFile(const std::string& path) : path_(path) {
+        std::error_code ec;
+        if (!std::filesystem::is_regular_file(path, ec))
+            throw Error(path + ": file not found");
+        diskSize_ = std::filesystem::file_size(path, ec);
+        if (ec) throw Error(path + ": cannot read the file size (" + ec.message() + ")");
+        gz_ = gzopen(path.c_str(), "rb");
+        if (!gz_) throw Error(path + ": cannot open the file");
+        gzbuffer(gz_, 256 * 1024);
+        plain_ = gzdirect(gz_) == 1;
+    }
+    ~IdxFile() {
+        if (gz_) gzclose(gz_);
+    }
+    IdxFile(const IdxFile&) = delete;
+    IdxFile& operator=(const IdxFile&) = delete;
+
+    const std::string& path() const { return path_; }
+    bool plain() const { return plain_; }
+    uint64_t diskSize() const { return diskSize_; }
+
+    // Reads up to n bytes; returns how many arrived before the end of the stream. A gzip stream
+    // that stops early (zlib's Z_BUF_ERROR) counts as an early end, so callers report "truncated";
+    // any other zlib error means corrupt data.
+    size_t read(void* dst, size_t n) {
+        auto* p = static_cast<unsigned char*>(dst);
+        size_t got = 0;
+        while (got < n) {
+            unsigned ask = unsigned(std::min<size_t>(n - got, kChunk));
+            int r = gzread(gz_, p + got, ask);
+            if (r < 0) {
+                int code = 0;
+                const char* msg = gzerror(gz_, &code);
+                if (code == Z_BUF_ERROR) break;
+                throw Error(path_ + ": corrupt gzip data (" + std::string(msg ? msg : "unknown zlib error") + ")");
+            }
+            if (r == 0) break;
+            got += size_t(r);
+        }
+        return got;
+    }
+
+    uint32_t readU32(const char* what) {
+        unsigned char b[4];
+        if (read(b, 4) != 4)
+            throw Error(path_ + ": truncated: the file ends inside the IDX header (" + what + ")");
+        return (uint32_t(b[0]) << 24) | (uint32_t(b[1]) << 16) | (uint32_t(b[2]) << 8) | uint32_t(b[3]);
+    }
+
+    // Reads exactly `bytes` bytes of data into out, growing it as data arrives. `describe` is the
+    // header's claim ("60000 images of 28x28"), used in the truncation message.
+    void readData(std::vector<uint8_t>& out, uint64_t bytes, uint64_t headerBytes, const std::string& describe) {
+        if (plain_) {
+            uint64_t have = diskSize_ > headerBytes ? diskSize_ - headerBytes : 0;
+            if (have < bytes)
+                throw Error(path_ + ": truncated: header says " + describe + " but the file ends after " +
+                            std::to_string(have) + " bytes of " + dataWord(describe) + " data");
+            out.resize(size_t(bytes));
+            size_t got = read(out.data(), out.size());
+            if (got != out.size())
+                throw Error(path_ + ": truncated: header says " + describe + " but reading stopped after " +
+                            std::to_string(got) + " bytes of " + dataWord(describe) + " data");
+            return;
+        }
+        out.clear();
+        out.reserve(size_t(std::min({bytes, diskSize_ * kMaxDeflateRatio, kMaxReserve})));
+        uint64_t have = 0;
+        while (have < bytes) {
+            size_t ask = size_t(std::min<uint64_t>(bytes - have, kChunk));
+            out.resize(size_t(have) + ask);
+            size_t got = read(out.data() + have, ask);
+            have += got;
+            if (got < ask)
+                throw Error(path_ + ": truncated: header says " + describe + " but the file ends after " +
+                            std::to_string(have) + " bytes of " + dataWord(describe) + " data");
+        }
+    }
+
+    // Rejects bytes beyond the declared data: they mean the header and the data disagree.
+    void expectEnd(const std::string& describe) {
+        unsigned char extra[1];
+        if (read(extra, 1) != 0)
+            throw Error(path_ + ": unexpected bytes after the " + describe + " that the header declares");
+    }
+
+private:
+    static std::string dataWord(const std::string& describe) {
+        return describe.find("label") != std::string::npos ? "label" : "image";
+    }
+
+    std::string path_;
+    gzFile gz_ = nullptr;
+    bool plain_ = false;
+    uint64_t diskSize_ = 0;
+};
+
+// Reads and checks a header's magic number and dimension count.
+void checkMagic(IdxFile& f, uint32_t expected, const char* kind) {
+    uint32_t magic = f.readU32("magic number");
+    if (magic != expected)
+        throw Error(f.path() + ": wrong magic number " + hex32(magic) + " (expected " + hex32(expected) +
+                    " for IDX " + kind + ")");
+}
+
+uint32_t readCount(IdxFile& f, const char* kind) {
+    uint32_t n = f.readU32("count");
+    if (n == 0) throw Error(f.path() + ": the header declares 0 " + kind);
+    if (n > kMaxCount)
+        throw Error(f.path() + ": the header declares " + std::to_string(n) + " " + kind + ", more than the limit of " +
+                    std::to_string(kMaxCount));
+    return n;
+}
+
+bool fileExists(const std::string& path) {
+    std::error_code ec;
+    return std::filesystem::is_regular_file(path, ec);
+}
+
+}  // namespace
+
+Dataset readIdx(const std::string& imagesPath, const std::string& labelsPath, const std::string& name) {
+    // Both headers are read and cross-checked before either data block is allocated.
+    IdxFile images(imagesPath);
+    checkMagic(images, kImagesMagic, "images");
+    uint32_t n = readCount(images, "images");
+    uint32_t rows = images.readU32("rows");
+    uint32_t cols = images.readU32("cols");
+    if (rows < 1 || rows > uint32_t(kMaxSide) || cols < 1 || cols > uint32_t(kMaxSide))
+        throw Error(imagesPath + ": image size " + std::to_string(rows) + "x" + std::to_string(cols) +
+                    " is outside 1..4096 rows and columns");
+
+    IdxFile labels(labelsPath);
+    checkMagic(labels, kLabelsMagic, "labels");
+    uint32_t nLabels = readCount(labels, "labels");
+    if (nLabels != n)
+        throw Error(imagesPath + " has " + std::to_string(n) + " images but " + labelsPath + " has " +
+                    std::to_string(nLabels) + " labels");
+
+    Dataset d;
+    d.name = name;
+    d.channels = 1;
+    d.height = int(rows);
+    d.width = int(cols);
+
+    const std::string imgWhat = std::to_string(n) + " images of " + std::to_string(rows) + "x" + std::to_string(cols);
+    const std::string lblWhat = std::to_string(n) + " labels";
+    // Labels first: they are small, so a truncated label file fails before inflating the images.
+    std::vector<uint8_t> raw;
+    labels.readData(raw, n, 8, lblWhat);
+    labels.expectEnd(lblWhat);
+    images.readData(d.pixels, uint64_t(n) * rows * cols, 16, imgWhat);
+    images.expectEnd(imgWhat);
+
+    // Labels are u8, so numClasses = max + 1 is at most 256; sets with more than 10 classes
+    // (EMNIST letters, say) are allowed.
+    d.labels.assign(raw.begin(), raw.end());
+    d.numClasses = int(*std::max_element(raw.begin(), raw.end())) + 1;
+    return d;
+}
+
+Dataset readIdxDir(const std::string& dir, bool train) {
+    std::error_code ec;
+    if (!std::filesystem::is_directory(dir, ec)) throw Error(dir + ": no such directory");
+    const std::string prefix = train ? "train" : "t10k";
+    auto find = [&](const std::string& stem) {
+        const std::string base = dir + "/" + stem;
+        if (fileExists(base)) return base;
+        if (fileExists(base + ".gz")) return base + ".gz";
+        throw Error(dir + ": no " + stem + "[.gz] found");
+    };
+    const std::string imagesPath = find(prefix + "-images-idx3-ubyte");
+    const std::string labelsPath = find(prefix + "-labels-idx1-ubyte");
+    std::string base = std::filesystem::path(dir).lexically_normal().filename().string();
+    if (base.empty()) base = std::filesystem::path(dir).lexically_normal().parent_path().filename().string();
+    return readIdx(imagesPath, labelsPath, base + (train ? " train" : " test"));
+}
+
+}  // namespace tb

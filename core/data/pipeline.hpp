@@ -1,0 +1,84 @@
+// InputPipeline: turns a Dataset into a stream of float batches (n, c, h, w) with a shuffle
+// buffer, optional CIFAR-10 augmentation and a background thread that prefetches batches so
+// loading overlaps compute (the role of TF's input queues in the seeds).
+#pragma once
+#include <condition_variable>
+#include <cstdint>
+#include <deque>
+#include <exception>
+#include <mutex>
+#include <random>
+#include <thread>
+#include <vector>
+
+#include "data/dataset.hpp"
+
+namespace tb {
+
+struct Batch {
+    int n = 0, c = 0, h = 0, w = 0;
+    std::vector<float> x;        // (n, c, h, w)
+    std::vector<int32_t> y;      // (n)
+};
+
+struct PipelineOptions {
+    int batchSize = 128;
+    bool shuffle = true;
+    size_t shuffleBuffer = 0;    // 0: the whole dataset (a full permutation each epoch)
+    bool repeat = true;          // true: endless epochs (training); false: one pass (evaluation)
+    bool augment = false;        // CIFAR training: random crop, flip, brightness, contrast
+    int cropH = 0, cropW = 0;    // 0: no crop; else random (augment) or central crop to this size
+    bool standardize = false;    // per-image standardisation (tf.image.per_image_standardization)
+    int prefetch = 2;            // batches made ahead by the background thread; 0: made on the caller's thread
+    uint64_t seed = 1;
+};
+
+class InputPipeline {
+public:
+    // `data` is not copied: it must outlive the pipeline. Throws tb::Error on bad options.
+    InputPipeline(const Dataset& data, PipelineOptions options);
+    ~InputPipeline();
+    InputPipeline(const InputPipeline&) = delete;
+    InputPipeline& operator=(const InputPipeline&) = delete;
+
+    // Fills `out` with the next batch; returns false once a non-repeating pass is over.
+    // The last batch of a pass may be smaller than batchSize.
+    bool next(Batch& out);
+
+    int outChannels() const;
+    int outHeight() const;
+    int outWidth() const;
+
+private:
+    void startEpoch();                            // a new sample order for the next pass
+    bool nextIndex(size_t& index);                // next sample of this pass; false once it is over
+    bool makeBatch(Batch& b);                     // false once a non-repeating pass is over
+    void writeSample(size_t index, float* dst);   // one (outC, outH, outW) sample, transformed
+    void produce();                               // body of the prefetch thread
+
+    const Dataset& data_;
+    PipelineOptions opt_;
+    int outC_ = 0, outH_ = 0, outW_ = 0;
+    // Sample order and augmentation draw from separate streams, both used only by whichever
+    // thread makes batches (the producer, or the caller when prefetch is 0), so a seed fixes
+    // the output whatever the prefetch depth.
+    std::mt19937_64 orderRng_, augmentRng_;
+    bool useBuffer_ = false;          // shuffle buffer smaller than the dataset
+    std::vector<size_t> order_;       // (n) permutation of this pass (full-shuffle / no-shuffle mode)
+    size_t orderPos_ = 0;
+    std::vector<size_t> buffer_;      // (<= shuffleBuffer) sample indices waiting in the shuffle buffer
+    size_t nextSource_ = 0;           // next sample index to enter the buffer
+    bool passDone_ = false;
+
+    // Prefetch: one producer thread, a bounded queue of ready batches, spent batches recycled.
+    std::thread producer_;
+    std::mutex mutex_;
+    std::condition_variable readyCv_;  // a batch is ready, or the producer has finished
+    std::condition_variable spaceCv_;  // the queue has room, or the pipeline is stopping
+    std::deque<Batch> ready_;
+    std::vector<Batch> spare_;
+    bool stop_ = false, finished_ = false;
+    std::exception_ptr error_;
+};
+
+}  // namespace tb

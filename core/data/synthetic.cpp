@@ -1,0 +1,169 @@
+// Synthetic teaching sets (Gaussian blobs, interleaved spirals), the validation split and
+// loadData, which turns a --data spec into train / validation / test sets.
+// The generators use std::mt19937_64 with their own uniform and Box-Muller conversions, because
+// std::normal_distribution (and friends) produce different numbers on different standard
+// libraries; a seed must give the same set everywhere.
+#include <algorithm>
+#include <cmath>
+#include <cstdint>
+#include <filesystem>
+#include <numbers>
+#include <random>
+#include <string>
+#include <system_error>
+
+#include "data/dataset.hpp"
+#include "util/error.hpp"
+
+namespace tb {
+namespace {
+
+// Uniform in [0, 1) from the top 53 bits.
+double uniform01(std::mt19937_64& rng) { return double(rng() >> 11) * 0x1.0p-53; }
+
+// Two independent standard normals (Box-Muller); 1 - u keeps the log argument in (0, 1].
+void gaussPair(std::mt19937_64& rng, double& a, double& b) {
+    double u1 = 1.0 - uniform01(rng);
+    double u2 = uniform01(rng);
+    double r = std::sqrt(-2.0 * std::log(u1));
+    double t = 2.0 * std::numbers::pi * u2;
+    a = r * std::cos(t);
+    b = r * std::sin(t);
+}
+
+Dataset pointSet(const char* what, size_t n, int classes) {
+    if (classes < 2 || classes > 256)
+        throw Error(std::string(what) + ": " + std::to_string(classes) + " classes requested (expected 2..256)");
+    Dataset d;
+    d.name = what;
+    d.channels = 2;  // a point (x, y) as a (2, 1, 1) sample
+    d.height = 1;
+    d.width = 1;
+    d.numClasses = classes;
+    d.features.resize(2 * n);
+    d.labels.resize(n);
+    return d;
+}
+
+// Seeds for the test set differ from the training seeds, so the two sets are independent draws.
+constexpr uint64_t kTestSeedOffset = 0x9E3779B97F4A7C15ull;
+constexpr size_t kSyntheticTrain = 8000, kSyntheticTest = 2000;
+
+}  // namespace
+
+Dataset makeBlobs(size_t n, int classes, uint64_t seed) {
+    // Centres on a circle of radius 3, unit stddev: neighbours of 4 classes are 4.2 apart, so the
+    // Bayes accuracy is about 96% and a linear model gets close to it.
+    constexpr double kRadius = 3.0, kStddev = 1.0;
+    Dataset d = pointSet("blobs", n, classes);
+    std::mt19937_64 rng(seed);
+    for (size_t i = 0; i < n; ++i) {
+        int k = int(i % size_t(classes));  // balanced, interleaved classes
+        double angle = 2.0 * std::numbers::pi * k / classes;
+        double gx, gy;
+        gaussPair(rng, gx, gy);
+        d.features[2 * i] = float(kRadius * std::cos(angle) + kStddev * gx);
+        d.features[2 * i + 1] = float(kRadius * std::sin(angle) + kStddev * gy);
+        d.labels[i] = k;
+    }
+    return d;
+}
+
+Dataset makeSpirals(size_t n, int classes, uint64_t seed) {
+    // The classic interleaved spirals (cs231n): class k sweeps 4 radians from angle 2*pi*k/K as
+    // the radius grows from 0 to 1, with 0.2 rad of angular noise. Not linearly separable.
+    constexpr double kTurn = 4.0, kNoise = 0.2;
+    Dataset d = pointSet("spirals", n, classes);
+    std::mt19937_64 rng(seed);
+    for (size_t i = 0; i < n; ++i) {
+        int k = int(i % size_t(classes));
+        double r = uniform01(rng);
+        double g, unused;
+        gaussPair(rng, g, unused);
+        double t = 2.0 * std::numbers::pi * k / classes + kTurn * r + kNoise * g;
+        d.features[2 * i] = float(r * std::sin(t));
+        d.features[2 * i + 1] = float(r * std::cos(t));
+        d.labels[i] = k;
+    }
+    return d;
+}
+
+Dataset splitTail(Dataset& from, size_t count, const std::string& name) {
+    if (count > from.size())
+        throw Error("validation split: " + std::to_string(count) + " samples requested but '" + from.name +
+                    "' has only " + std::to_string(from.size()));
+    Dataset out;
+    out.name = name;
+    out.channels = from.channels;
+    out.height = from.height;
+    out.width = from.width;
+    out.numClasses = from.numClasses;
+    const size_t keep = from.size() - count;
+    const size_t ss = from.sampleSize();
+    auto moveTail = [&](auto& src, auto& dst, size_t per) {
+        if (src.empty()) return;
+        dst.assign(src.begin() + std::ptrdiff_t(keep * per), src.end());
+        src.resize(keep * per);
+    };
+    moveTail(from.pixels, out.pixels, ss);
+    moveTail(from.features, out.features, ss);
+    moveTail(from.labels, out.labels, 1);
+    return out;
+}
+
+DataSplits loadData(const std::string& spec, size_t validationSize, uint64_t seed) {
+    DataSplits s;
+    std::string base;  // name stem: "fashion-mnist", "cifar10", ...
+    auto dirAfter = [&](size_t prefixLen) {
+        std::string dir = spec.substr(prefixLen);
+        if (dir.empty()) throw Error("--data: '" + spec + "' names no directory after the colon");
+        return dir;
+    };
+    if (spec == "fashion-mnist") {
+        std::error_code ec;
+        if (!std::filesystem::is_directory(kFashionMnistDir, ec))
+            throw Error(std::string("--data fashion-mnist: ") + kFashionMnistDir +
+                        " not found (install Debian's dataset-fashion-mnist package, or use idx:DIR)");
+        base = "fashion-mnist";
+        s.train = readIdxDir(kFashionMnistDir, true);
+        s.test = readIdxDir(kFashionMnistDir, false);
+    } else if (spec.starts_with("idx:")) {
+        std::string dir = dirAfter(4);
+        s.train = readIdxDir(dir, true);
+        s.test = readIdxDir(dir, false);
+        base = s.train.name.substr(0, s.train.name.rfind(' '));
+    } else if (spec.starts_with("cifar10:")) {
+        std::string dir = dirAfter(8);
+        base = "cifar10";
+        s.train = readCifar10(dir, true);
+        s.test = readCifar10(dir, false);
+        s.cifarAugment = true;
+    } else if (spec == "synthetic:blobs") {
+        base = "blobs";
+        s.train = makeBlobs(kSyntheticTrain, 4, seed);
+        s.test = makeBlobs(kSyntheticTest, 4, seed + kTestSeedOffset);
+    } else if (spec == "synthetic:spirals") {
+        base = "spirals";
+        s.train = makeSpirals(kSyntheticTrain, 3, seed);
+        s.test = makeSpirals(kSyntheticTest, 3, seed + kTestSeedOffset);
+    } else {
+        throw Error("--data: unknown data spec '" + spec +
+                    "' (expected fashion-mnist, idx:DIR, cifar10:DIR, synthetic:blobs or synthetic:spirals)");
+    }
+    if (s.test.numClasses != s.train.numClasses) {
+        // A test set lacking the top class must still be scored against the training classes.
+        int k = std::max(s.train.numClasses, s.test.numClasses);
+        s.train.numClasses = s.test.numClasses = k;
+    }
+    s.train.name = base + " train";
+    s.test.name = base + " test";
+    if (validationSize > 0 && validationSize >= s.train.size())
+        throw Error("--data " + spec + ": a validation set of " + std::to_string(validationSize) +
+                    " samples needs a training set larger than its " + std::to_string(s.train.size()) +
+                    " samples");
+    // Always split (0 samples gives an empty set that still carries the sample shape).
+    s.validation = splitTail(s.train, validationSize, base + " validation");
+    return s;
+}
+
+}  // namespace tb

@@ -1,0 +1,29 @@
+// MetricsFile: an observer that writes one JSON object per line (JSON Lines) for every step,
+// evaluation and state change. Schema, one "type" per line:
+//   {"type":"state","state":"running","detail":"cpu (oneDNN 2.6.3, 2 threads)","time":...}
+//   {"type":"step","step":12,"total_steps":469,"epoch":0.0256,"loss":0.71,"accuracy":0.76,"lr":0.01,
+//    "examples_per_sec":612.3,"step_ms":209.1,"data_wait_ms":0.02,"compute_ms":209.0,"elapsed_s":2.5}
+//   {"type":"eval","step":469,"split":"test","loss":0.31,"accuracy":0.89,"examples":10000,"ema":false}
+#pragma once
+#include <cstdio>
+#include <string>
+
+#include "engine/observer.hpp"
+
+namespace tb {
+
+class MetricsFile final : public TrainingObserver {
+public:
+    explicit MetricsFile(const std::string& path);  // throws tb::Error if it cannot be created
+    ~MetricsFile() override;
+    void onStateChanged(RunState, const std::string& detail) override;
+    void onStepEnd(const StepMetrics&) override;
+    void onEval(const EvalResult&) override;
+
+private:
+    void write(const std::string& line);
+    std::string path_;
+    std::FILE* file_ = nullptr;
+};
+
+}  // namespace tb

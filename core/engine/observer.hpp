@@ -1,0 +1,43 @@
+// What a training run reports, as plain values, and the callbacks that receive them
+// (Caffe's Solver::Callback; the window's adapter turns these into queued Qt signals).
+// Callbacks run on the training thread and must return quickly.
+#pragma once
+#include <cstdint>
+#include <string>
+
+namespace tb {
+
+struct StepMetrics {
+    int64_t step = 0;              // 1-based count of completed steps
+    int64_t totalSteps = 0;
+    double epoch = 0;              // examples seen / training-set size
+    double loss = 0;               // mean cross-entropy of this step's batch plus weight decay
+    double accuracy = 0;           // of this step's batch, before the update
+    double lr = 0;
+    double examplesPerSec = 0;     // this step's batch / its wall time
+    double stepSeconds = 0;
+    double dataWaitSeconds = 0;    // time blocked on the input pipeline
+    double computeSeconds = 0;     // forward + backward + update
+    double elapsedSeconds = 0;     // since training started
+};
+
+struct EvalResult {
+    int64_t step = 0;
+    std::string split;             // "validation" or "test"
+    double loss = 0, accuracy = 0;
+    int64_t examples = 0;
+    bool averagedWeights = false;  // evaluated with the weights' moving average
+};
+
+enum class RunState { Loading, Running, Finished, Stopped, Failed };
+const char* toString(RunState s);
+
+class TrainingObserver {
+public:
+    virtual ~TrainingObserver() = default;
+    virtual void onStateChanged(RunState, const std::string& /*detail*/) {}
+    virtual void onStepEnd(const StepMetrics&) {}
+    virtual void onEval(const EvalResult&) {}
+};
+
+}  // namespace tb

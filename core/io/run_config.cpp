@@ -1,0 +1,173 @@
+#include "io/run_config.hpp"
+
+#include <fstream>
+#include <functional>
+#include <map>
+#include <sstream>
+
+#include "util/error.hpp"
+
+namespace tb {
+
+using nlohmann::json;
+
+namespace {
+
+enum class Kind { Int, Real, Text, Flag };
+
+struct Setting {
+    Kind kind;
+    std::function<void(RunConfig&, const json&)> assign;
+    std::function<json(const RunConfig&)> read;
+};
+
+template <class T>
+Setting bind(Kind kind, T RunConfig::*member) {
+    return {kind, [member](RunConfig& c, const json& v) { c.*member = v.get<T>(); },
+            [member](const RunConfig& c) { return json(c.*member); }};
+}
+
+const std::map<std::string, Setting>& table() {
+    static const std::map<std::string, Setting> t = {
+        {"model", bind(Kind::Text, &RunConfig::model)},
+        {"data", bind(Kind::Text, &RunConfig::data)},
+        {"batch", bind(Kind::Int, &RunConfig::batch)},
+        {"steps", bind(Kind::Int, &RunConfig::steps)},
+        {"epochs", bind(Kind::Real, &RunConfig::epochs)},
+        {"optimizer", bind(Kind::Text, &RunConfig::optimizer)},
+        {"lr", bind(Kind::Real, &RunConfig::lr)},
+        {"momentum", bind(Kind::Real, &RunConfig::momentum)},
+        {"lr_decay_steps", bind(Kind::Int, &RunConfig::lrDecaySteps)},
+        {"lr_decay_rate", bind(Kind::Real, &RunConfig::lrDecayRate)},
+        {"lr_staircase", bind(Kind::Flag, &RunConfig::lrStaircase)},
+        {"ema_decay", bind(Kind::Real, &RunConfig::emaDecay)},
+        {"seed", bind(Kind::Int, &RunConfig::seed)},
+        {"eval_every", bind(Kind::Int, &RunConfig::evalEvery)},
+        {"validation", bind(Kind::Int, &RunConfig::validation)},
+        {"shuffle_buffer", bind(Kind::Int, &RunConfig::shuffleBuffer)},
+        {"prefetch", bind(Kind::Int, &RunConfig::prefetch)},
+        {"threads", bind(Kind::Int, &RunConfig::threads)},
+        {"metrics", bind(Kind::Text, &RunConfig::metrics)},
+        {"quiet", bind(Kind::Flag, &RunConfig::quiet)},
+    };
+    return t;
+}
+
+const char* kindName(Kind k) {
+    switch (k) {
+    case Kind::Int: return "an integer";
+    case Kind::Real: return "a number";
+    case Kind::Text: return "a string";
+    case Kind::Flag: return "true or false";
+    }
+    return "?";
+}
+
+bool fits(Kind k, const json& v) {
+    switch (k) {
+    case Kind::Int: return v.is_number_integer();
+    case Kind::Real: return v.is_number();
+    case Kind::Text: return v.is_string();
+    case Kind::Flag: return v.is_boolean();
+    }
+    return false;
+}
+
+}  // namespace
+
+const std::vector<std::string>& RunConfig::keys() {
+    static const std::vector<std::string> k = [] {
+        std::vector<std::string> out;
+        for (const auto& [name, s] : table()) out.push_back(name);
+        return out;
+    }();
+    return k;
+}
+
+std::string RunConfig::flagToKey(const std::string& flag) {
+    std::string k = flag.starts_with("--") ? flag.substr(2) : flag;
+    for (char& c : k)
+        if (c == '-') c = '_';
+    return k;
+}
+
+void RunConfig::set(const std::string& key, const json& value, const std::string& origin) {
+    auto it = table().find(key);
+    if (it == table().end()) throw Error(origin + ": unknown setting '" + key + "'");
+    if (!fits(it->second.kind, value))
+        throw Error(origin + ": '" + key + "' must be " + kindName(it->second.kind) + ", got " + value.dump());
+    if (it->second.kind == Kind::Int && value.is_number_unsigned() && value.get<uint64_t>() > uint64_t(INT64_MAX))
+        throw Error(origin + ": '" + key + "' is too large");
+    it->second.assign(*this, value);
+}
+
+void RunConfig::setFromText(const std::string& key, const std::string& text, const std::string& origin) {
+    auto it = table().find(key);
+    if (it == table().end()) throw Error(origin + ": unknown flag");
+    json v;
+    switch (it->second.kind) {
+    case Kind::Text: v = text; break;
+    case Kind::Flag:
+        if (text != "true" && text != "false") throw Error(origin + ": expected true or false, got '" + text + "'");
+        v = text == "true";
+        break;
+    case Kind::Int:
+    case Kind::Real: {
+        try {
+            v = json::parse(text);
+        } catch (const json::exception&) {
+            v = nullptr;
+        }
+        if (!fits(it->second.kind, v))
+            throw Error(origin + ": expected " + std::string(kindName(it->second.kind)) + ", got '" + text + "'");
+        break;
+    }
+    }
+    set(key, v, origin);
+}
+
+void RunConfig::loadFile(const std::string& path) {
+    std::ifstream f(path);
+    if (!f) throw Error(path + ": cannot open run config file");
+    std::stringstream ss;
+    ss << f.rdbuf();
+    json j;
+    try {
+        j = json::parse(ss.str());
+    } catch (const json::parse_error& e) {
+        throw Error(path + ": malformed JSON (" + std::string(e.what()) + ")");
+    }
+    if (!j.is_object()) throw Error(path + ": a run config file must hold one JSON object");
+    for (const auto& [key, value] : j.items()) set(key, value, path);
+}
+
+void RunConfig::validate() const {
+    auto require = [](bool ok, const std::string& msg) {
+        if (!ok) throw Error(msg);
+    };
+    require(batch >= 1 && batch <= 65536, "--batch: must be between 1 and 65536, got " + std::to_string(batch));
+    require(steps >= 0, "--steps: must not be negative");
+    require(steps > 0 || (epochs > 0 && epochs <= 1e6), "--epochs: must be positive (or give --steps)");
+    require(lr > 0 && lr < 1e3, "--lr: must be a positive learning rate");
+    require(momentum >= 0 && momentum < 1, "--momentum: must be in [0, 1)");
+    require(lrDecaySteps >= 0, "--lr-decay-steps: must not be negative");
+    require(lrDecayRate > 0, "--lr-decay-rate: must be positive");
+    require(emaDecay >= 0 && emaDecay < 1, "--ema-decay: must be in [0, 1)");
+    require(evalEvery >= 0, "--eval-every: must not be negative");
+    require(validation >= -1, "--validation: must be a sample count (or -1 for automatic)");
+    require(shuffleBuffer >= 0, "--shuffle-buffer: must not be negative");
+    require(prefetch >= 0 && prefetch <= 64, "--prefetch: must be between 0 and 64");
+    require(threads >= 0 && threads <= 1024, "--threads: must be between 0 (all cores) and 1024");
+    require(!model.empty(), "--model: must not be empty");
+    require(!data.empty(), "--data: must not be empty");
+    if (optimizer != "sgd" && optimizer != "momentum" && optimizer != "nesterov" && optimizer != "adam")
+        throw Error("--optimizer: unknown optimizer '" + optimizer + "' (expected sgd, momentum, nesterov or adam)");
+}
+
+json RunConfig::toJson() const {
+    json j;
+    for (const auto& [name, s] : table()) j[name] = s.read(*this);
+    return j;
+}
+
+}  // namespace tb

@@ -1,0 +1,47 @@
+// RunConfig: every setting of a training run. A run config file (JSON) and towerbench-run's
+// flags are the same settings: a file key `eval_every` is the flag `--eval-every`, both go
+// through set(), and flags are applied after the file so they override it.
+#pragma once
+#include <cstdint>
+#include <string>
+#include <vector>
+
+#include <nlohmann/json.hpp>
+
+namespace tb {
+
+struct RunConfig {
+    std::string model = "mnist_cnn";     // a name in the models folders, or a .json path
+    std::string data = "fashion-mnist";  // fashion-mnist | idx:DIR | cifar10:DIR | synthetic:blobs|spirals
+    int batch = 128;
+    int64_t steps = 0;                   // > 0 wins over epochs
+    double epochs = 1.0;
+    std::string optimizer = "momentum";  // sgd | momentum | nesterov | adam
+    double lr = 0.01;
+    double momentum = 0.9;
+    int64_t lrDecaySteps = 0;            // 0: constant learning rate
+    double lrDecayRate = 0.1;
+    bool lrStaircase = true;
+    double emaDecay = 0.0;               // 0: no moving average; else evaluate with averaged weights
+    uint64_t seed = 1;
+    int64_t evalEvery = 0;               // steps between validation passes; 0: only at the end
+    int64_t validation = -1;             // training samples held out; -1: 10% up to 5000 (0 for synthetic)
+    int64_t shuffleBuffer = 0;           // 0: the whole training set
+    int prefetch = 2;                    // batches made ahead on the loader thread
+    int threads = 0;                     // 0: all cores
+    std::string metrics;                 // JSON-lines metrics file; empty: none
+    bool quiet = false;
+
+    // Sets one setting by its file key from a JSON value; `origin` names the file or flag in errors.
+    void set(const std::string& key, const nlohmann::json& value, const std::string& origin);
+    // Parses a flag's text (--batch 64) into the key's type and sets it.
+    void setFromText(const std::string& key, const std::string& text, const std::string& origin);
+    void loadFile(const std::string& path);
+    void validate() const;               // cross-setting checks, before anything starts
+    nlohmann::json toJson() const;
+
+    static const std::vector<std::string>& keys();
+    static std::string flagToKey(const std::string& flag);  // "--eval-every" -> "eval_every"
+};
+
+}  // namespace tb

@@ -1,0 +1,194 @@
+#include "nn/layers.hpp"
+
+#include <algorithm>
+
+#include "util/error.hpp"
+
+namespace tb {
+
+std::string Dims::str() const {
+    return "(" + std::to_string(c) + ", " + std::to_string(h) + ", " + std::to_string(w) + ")";
+}
+
+AxisPadding tfPadding(int in, int kernel, int stride, bool same) {
+    AxisPadding p;
+    if (same) {
+        p.out = (in + stride - 1) / stride;
+        const int total = std::max((p.out - 1) * stride + kernel - in, 0);
+        p.before = total / 2;  // TF puts the odd pixel after
+        p.after = total - p.before;
+    } else {
+        p.out = in >= kernel ? (in - kernel) / stride + 1 : 0;
+    }
+    return p;
+}
+
+namespace {
+
+class Conv2dLayer final : public Layer {
+public:
+    using Layer::Layer;
+    Dims configure(Dims in) override {
+        in_ = in;
+        ph_ = tfPadding(in.h, spec_.kernel, spec_.stride, spec_.samePadding);
+        pw_ = tfPadding(in.w, spec_.kernel, spec_.stride, spec_.samePadding);
+        if (ph_.out < 1 || pw_.out < 1)
+            throw Error("layer '" + name() + "': a " + std::to_string(spec_.kernel) + "x" + std::to_string(spec_.kernel) +
+                        " VALID convolution does not fit its input " + in.str());
+        out_ = {spec_.filters, ph_.out, pw_.out};
+        return out_;
+    }
+    std::vector<ParamInfo> params() const override {
+        const int64_t k = spec_.kernel * spec_.kernel;
+        return {{name() + "/weights", Shape{spec_.filters, in_.c, spec_.kernel, spec_.kernel}, spec_.init, in_.c * k,
+                 spec_.filters * k, spec_.weightDecay},
+                {name() + "/biases", Shape{spec_.filters}, spec_.biasInit, 0, 0, 0.f}};
+    }
+    void prepare(Backend& be, int n) override {
+        n_ = n;
+        ConvDesc d{n, in_.c, in_.h, in_.w, spec_.filters, spec_.kernel, spec_.kernel, spec_.stride, spec_.stride,
+                   ph_.before, pw_.before, ph_.after, pw_.after};
+        op_ = be.makeConv(d);
+    }
+    size_t workspaceBytes() const override { return op_->workspaceBytes(); }
+    void forward(const LayerContext& c, const float* x, float* y) override {
+        op_->forward(c.stream, x, w[0], w[1], y, c.workspace);
+    }
+    void backward(const LayerContext& c, const float* x, const float*, const float* dy, float* dx) override {
+        op_->backwardWeights(c.stream, x, dy, dw[0], dw[1], c.workspace);
+        if (dx) op_->backwardData(c.stream, dy, w[0], dx, c.workspace);
+    }
+
+private:
+    AxisPadding ph_, pw_;
+    std::unique_ptr<ConvOp> op_;
+};
+
+class MaxPoolLayer final : public Layer {
+public:
+    using Layer::Layer;
+    Dims configure(Dims in) override {
+        in_ = in;
+        ph_ = tfPadding(in.h, spec_.kernel, spec_.stride, spec_.samePadding);
+        pw_ = tfPadding(in.w, spec_.kernel, spec_.stride, spec_.samePadding);
+        if (ph_.out < 1 || pw_.out < 1)
+            throw Error("layer '" + name() + "': the pooling window does not fit its input " + in.str());
+        out_ = {in.c, ph_.out, pw_.out};
+        return out_;
+    }
+    void prepare(Backend& be, int n) override {
+        PoolDesc d{n, in_.c, in_.h, in_.w, spec_.kernel, spec_.kernel, spec_.stride, spec_.stride,
+                   ph_.before, pw_.before, ph_.after, pw_.after};
+        op_ = be.makeMaxPool(d);
+    }
+    size_t savedBytes() const override { return op_->savedBytes(); }
+    void forward(const LayerContext& c, const float* x, float* y) override { op_->forward(c.stream, x, y, saved); }
+    void backward(const LayerContext& c, const float* x, const float* y, const float* dy, float* dx) override {
+        if (dx) op_->backward(c.stream, x, y, dy, dx, saved);
+    }
+
+private:
+    AxisPadding ph_, pw_;
+    std::unique_ptr<PoolOp> op_;
+};
+
+class LrnLayer final : public Layer {
+public:
+    using Layer::Layer;
+    Dims configure(Dims in) override { return in_ = out_ = in; }
+    void prepare(Backend& be, int n) override {
+        op_ = be.makeLrn({n, in_.c, in_.h, in_.w, spec_.depthRadius, spec_.lrnBias, spec_.alpha, spec_.beta});
+    }
+    size_t savedBytes() const override { return op_->savedBytes(); }
+    void forward(const LayerContext& c, const float* x, float* y) override { op_->forward(c.stream, x, y, saved); }
+    void backward(const LayerContext& c, const float* x, const float* y, const float* dy, float* dx) override {
+        if (dx) op_->backward(c.stream, x, y, dy, dx, saved);
+    }
+
+private:
+    std::unique_ptr<LrnOp> op_;
+};
+
+class ReluLayer final : public Layer {
+public:
+    using Layer::Layer;
+    Dims configure(Dims in) override { return in_ = out_ = in; }
+    void prepare(Backend&, int n) override { n_ = n; }
+    void forward(const LayerContext& c, const float* x, float* y) override {
+        c.backend.reluForward(c.stream, x, y, size_t(n_ * in_.size()));
+    }
+    void backward(const LayerContext& c, const float*, const float* y, const float* dy, float* dx) override {
+        if (dx) c.backend.reluBackward(c.stream, y, dy, dx, size_t(n_ * in_.size()));
+    }
+};
+
+class FlattenLayer final : public Layer {
+public:
+    using Layer::Layer;
+    Dims configure(Dims in) override { return out_ = {int(in.size()), 1, 1}; }
+    bool aliasesInput() const override { return true; }
+    void forward(const LayerContext&, const float*, float*) override {}
+    void backward(const LayerContext&, const float*, const float*, const float*, float*) override {}
+};
+
+class DenseLayer final : public Layer {
+public:
+    using Layer::Layer;
+    Dims configure(Dims in) override {
+        if (in.h != 1 || in.w != 1)
+            throw Error("layer '" + name() + "': input " + in.str() + " is not flat; add a flatten layer before it");
+        in_ = in;
+        return out_ = {spec_.units, 1, 1};
+    }
+    std::vector<ParamInfo> params() const override {
+        return {{name() + "/weights", Shape{spec_.units, in_.c}, spec_.init, in_.c, spec_.units, spec_.weightDecay},
+                {name() + "/biases", Shape{spec_.units}, spec_.biasInit, 0, 0, 0.f}};
+    }
+    void prepare(Backend& be, int n) override { op_ = be.makeDense({n, in_.c, spec_.units}); }
+    void forward(const LayerContext& c, const float* x, float* y) override { op_->forward(c.stream, x, w[0], w[1], y); }
+    void backward(const LayerContext& c, const float* x, const float*, const float* dy, float* dx) override {
+        op_->backwardWeights(c.stream, x, dy, dw[0], dw[1]);
+        if (dx) op_->backwardData(c.stream, dy, w[0], dx);
+    }
+
+private:
+    std::unique_ptr<DenseOp> op_;
+};
+
+class DropoutLayer final : public Layer {
+public:
+    using Layer::Layer;
+    Dims configure(Dims in) override { return in_ = out_ = in; }
+    void prepare(Backend&, int n) override { n_ = n; }
+    size_t savedBytes() const override { return size_t(n_ * in_.size()) * sizeof(float); }  // the mask
+    void forward(const LayerContext& c, const float* x, float* y) override {
+        const size_t count = size_t(n_ * in_.size());
+        if (c.training && spec_.keep < 1.f)
+            c.backend.dropoutForward(c.stream, x, y, static_cast<float*>(saved), count, spec_.keep, c.seed);
+        else
+            c.backend.copy(c.stream, y, x, count * sizeof(float));  // evaluation: identity
+    }
+    void backward(const LayerContext& c, const float*, const float*, const float* dy, float* dx) override {
+        const size_t count = size_t(n_ * in_.size());
+        if (!dx) return;
+        if (spec_.keep < 1.f) c.backend.dropoutBackward(c.stream, dy, static_cast<const float*>(saved), dx, count);
+        else c.backend.copy(c.stream, dx, dy, count * sizeof(float));
+    }
+};
+
+}  // namespace
+
+std::unique_ptr<Layer> makeLayer(const LayerSpec& spec) {
+    switch (spec.type) {
+    case LayerType::Conv2d: return std::make_unique<Conv2dLayer>(spec);
+    case LayerType::MaxPool: return std::make_unique<MaxPoolLayer>(spec);
+    case LayerType::Relu: return std::make_unique<ReluLayer>(spec);
+    case LayerType::Lrn: return std::make_unique<LrnLayer>(spec);
+    case LayerType::Dense: return std::make_unique<DenseLayer>(spec);
+    case LayerType::Flatten: return std::make_unique<FlattenLayer>(spec);
+    case LayerType::Dropout: return std::make_unique<DropoutLayer>(spec);
+    }
+    throw Error("unknown layer type");
+}
+
+}  // namespace tb

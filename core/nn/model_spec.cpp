@@ -1,0 +1,173 @@
+#include "nn/model_spec.hpp"
+
+#include <cstdlib>
+#include <filesystem>
+#include <fstream>
+#include <nlohmann/json.hpp>
+#include <sstream>
+
+#include "util/error.hpp"
+
+#ifndef TB_MODELS_DIR
+#define TB_MODELS_DIR ""
+#endif
+
+namespace tb {
+
+namespace fs = std::filesystem;
+using nlohmann::json;
+
+namespace {
+
+// Reads `key` of `obj` as T, or `fallback` when absent; a wrong type names the field.
+template <class T>
+T field(const json& obj, const char* key, T fallback, const std::string& where) {
+    auto it = obj.find(key);
+    if (it == obj.end()) return fallback;
+    try {
+        return it->get<T>();
+    } catch (const json::exception&) {
+        throw Error(where + ": field '" + key + "' has the wrong type (" + it->type_name() + ")");
+    }
+}
+
+int positiveInt(const json& obj, const char* key, int fallback, const std::string& where) {
+    int v = field<int>(obj, key, fallback, where);
+    if (v < 1 || v > 1 << 20) throw Error(where + ": field '" + key + "' must be a positive integer, got " + std::to_string(v));
+    return v;
+}
+
+InitSpec parseInit(const json& obj, const char* key, InitSpec fallback, const std::string& where) {
+    auto it = obj.find(key);
+    if (it == obj.end()) return fallback;
+    InitSpec s = fallback;
+    if (it->is_number()) {  // "bias": 0.1 is short for a constant initialiser
+        s.kind = InitSpec::Kind::Constant;
+        s.value = it->get<float>();
+        return s;
+    }
+    if (!it->is_object()) throw Error(where + ": field '" + key + "' must be a number or an initialiser object");
+    const std::string w = where + " " + key;
+    s.kind = parseInitKind(field<std::string>(*it, "type", "glorot", w), w);
+    s.stddev = field<float>(*it, "stddev", s.stddev, w);
+    s.value = field<float>(*it, "value", s.value, w);
+    if (s.kind == InitSpec::Kind::TruncatedNormal && !(s.stddev > 0))
+        throw Error(w + ": stddev must be positive");
+    return s;
+}
+
+LayerSpec parseLayer(const json& j, size_t index, const std::string& source) {
+    std::string where = source + ": layer " + std::to_string(index);
+    if (!j.is_object()) throw Error(where + " is not a JSON object");
+    const std::string type = field<std::string>(j, "type", "", where);
+    LayerSpec l;
+    if (type == "conv2d") l.type = LayerType::Conv2d;
+    else if (type == "maxpool") l.type = LayerType::MaxPool;
+    else if (type == "relu") l.type = LayerType::Relu;
+    else if (type == "lrn") l.type = LayerType::Lrn;
+    else if (type == "dense") l.type = LayerType::Dense;
+    else if (type == "flatten") l.type = LayerType::Flatten;
+    else if (type == "dropout") l.type = LayerType::Dropout;
+    else
+        throw Error(where + ": unknown layer type '" + type +
+                    "' (expected conv2d, maxpool, relu, lrn, dense, flatten or dropout)");
+    l.name = field<std::string>(j, "name", type + std::to_string(index), where);
+    where = source + ": layer '" + l.name + "'";
+    const std::string padding = field<std::string>(j, "padding", "same", where);
+    if (padding != "same" && padding != "valid")
+        throw Error(where + ": padding must be \"same\" or \"valid\", got \"" + padding + "\"");
+    l.samePadding = padding == "same";
+    switch (l.type) {
+    case LayerType::Conv2d:
+        l.filters = positiveInt(j, "filters", 0, where);
+        l.kernel = positiveInt(j, "kernel", 0, where);
+        l.stride = positiveInt(j, "stride", 1, where);
+        break;
+    case LayerType::MaxPool:
+        l.kernel = positiveInt(j, "size", 2, where);
+        l.stride = positiveInt(j, "stride", l.kernel, where);
+        break;
+    case LayerType::Dense:
+        l.units = positiveInt(j, "units", 0, where);
+        break;
+    case LayerType::Lrn:
+        l.depthRadius = field<int>(j, "depth_radius", 5, where);
+        l.lrnBias = field<float>(j, "bias", 1.f, where);
+        l.alpha = field<float>(j, "alpha", 1.f, where);
+        l.beta = field<float>(j, "beta", 0.5f, where);
+        if (l.depthRadius < 0 || l.depthRadius > 64) throw Error(where + ": depth_radius must be in 0..64");
+        break;
+    case LayerType::Dropout:
+        l.keep = field<float>(j, "keep", 0.5f, where);
+        if (!(l.keep > 0.f && l.keep <= 1.f)) throw Error(where + ": keep must be in (0, 1]");
+        break;
+    case LayerType::Relu:
+    case LayerType::Flatten:
+        break;
+    }
+    if (l.type == LayerType::Conv2d || l.type == LayerType::Dense) {
+        l.init = parseInit(j, "init", l.init, where);
+        l.biasInit = parseInit(j, "bias", l.biasInit, where);
+        l.weightDecay = field<float>(j, "weight_decay", 0.f, where);
+        if (l.weightDecay < 0) throw Error(where + ": weight_decay must not be negative");
+    }
+    return l;
+}
+
+}  // namespace
+
+ModelSpec parseModelSpec(const std::string& text, const std::string& source) {
+    json j;
+    try {
+        j = json::parse(text);
+    } catch (const json::parse_error& e) {
+        throw Error(source + ": malformed JSON (" + std::string(e.what()) + ")");
+    }
+    if (!j.is_object()) throw Error(source + ": a model file must hold one JSON object");
+    ModelSpec m;
+    m.source = source;
+    m.name = field<std::string>(j, "name", fs::path(source).stem().string(), source);
+    m.description = field<std::string>(j, "description", "", source);
+    auto in = field<std::vector<int>>(j, "input", {}, source);
+    if (in.size() != 3 || in[0] < 1 || in[1] < 1 || in[2] < 1 || in[0] > 4096 || in[1] > 4096 || in[2] > 4096)
+        throw Error(source + ": 'input' must be [channels, height, width] of positive sizes");
+    m.inC = in[0], m.inH = in[1], m.inW = in[2];
+    auto layers = j.find("layers");
+    if (layers == j.end() || !layers->is_array() || layers->empty())
+        throw Error(source + ": 'layers' must be a non-empty array");
+    for (size_t i = 0; i < layers->size(); ++i) m.layers.push_back(parseLayer((*layers)[i], i, source));
+    return m;
+}
+
+ModelSpec loadModelSpec(const std::string& path) {
+    std::ifstream f(path);
+    if (!f) throw Error(path + ": cannot open model file");
+    std::stringstream ss;
+    ss << f.rdbuf();
+    return parseModelSpec(ss.str(), path);
+}
+
+std::vector<std::string> modelSearchPath() {
+    std::vector<std::string> dirs;
+    if (const char* env = std::getenv("TOWERBENCH_MODELS_DIR")) {
+        std::stringstream ss(env);
+        for (std::string d; std::getline(ss, d, ':');)
+            if (!d.empty()) dirs.push_back(d);
+    }
+    if (const char* home = std::getenv("HOME")) dirs.push_back(std::string(home) + "/.local/share/towerbench/models");
+    if (*TB_MODELS_DIR) dirs.push_back(TB_MODELS_DIR);
+    return dirs;
+}
+
+ModelSpec findModel(const std::string& nameOrPath) {
+    if (nameOrPath.ends_with(".json") || nameOrPath.find('/') != std::string::npos) return loadModelSpec(nameOrPath);
+    std::string looked;
+    for (const auto& dir : modelSearchPath()) {
+        fs::path p = fs::path(dir) / (nameOrPath + ".json");
+        if (fs::exists(p)) return loadModelSpec(p.string());
+        looked += (looked.empty() ? "" : ", ") + dir;
+    }
+    throw Error("--model: no model named '" + nameOrPath + "' (looked for " + nameOrPath + ".json in " + looked + ")");
+}
+
+}  // namespace tb

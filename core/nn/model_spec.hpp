@@ -1,0 +1,50 @@
+// ModelSpec: a network described in JSON (resources/models/*.json, or a user's file), parsed
+// and checked before anything is built. Schema (one object):
+//   { "name": "mnist_cnn", "description": "...", "input": [c, h, w],
+//     "layers": [ {"type": "conv2d", "filters": 32, "kernel": 5, "stride": 1, "padding": "same",
+//                  "init": {"type": "truncated_normal", "stddev": 0.1}, "bias": 0.1, "weight_decay": 0},
+//                 {"type": "relu"}, {"type": "maxpool", "size": 2, "stride": 2, "padding": "same"},
+//                 {"type": "lrn", "depth_radius": 4, "bias": 1.0, "alpha": 0.000111, "beta": 0.75},
+//                 {"type": "flatten"}, {"type": "dense", "units": 10, ...}, {"type": "dropout", "keep": 0.5} ] }
+// The last layer's outputs are the class logits; the loss is softmax cross-entropy.
+#pragma once
+#include <string>
+#include <vector>
+
+#include "nn/init.hpp"
+
+namespace tb {
+
+enum class LayerType { Conv2d, MaxPool, Relu, Lrn, Dense, Flatten, Dropout };
+
+struct LayerSpec {
+    LayerType type = LayerType::Relu;
+    std::string name;                 // "conv1"; defaults to type + index
+    int filters = 0, units = 0;       // conv2d, dense
+    int kernel = 1, stride = 1;       // conv2d, maxpool (square)
+    bool samePadding = true;          // "same" (TF) or "valid"
+    InitSpec init;                    // weights
+    InitSpec biasInit{InitSpec::Kind::Constant, 0.f, 0.f};
+    float weightDecay = 0.f;          // adds weightDecay * l2_loss(weights) to the loss
+    int depthRadius = 5;              // lrn
+    float lrnBias = 1.f, alpha = 1.f, beta = 0.5f;
+    float keep = 1.f;                 // dropout keep probability
+};
+
+struct ModelSpec {
+    std::string name, description, source;  // source: the file it came from
+    int inC = 0, inH = 0, inW = 0;
+    std::vector<LayerSpec> layers;
+};
+
+// Parses JSON text; `source` names the file in error messages.
+ModelSpec parseModelSpec(const std::string& jsonText, const std::string& source);
+ModelSpec loadModelSpec(const std::string& path);
+
+// Resolves --model: a path to a .json file, or a name looked up as NAME.json in the models
+// folders (TOWERBENCH_MODELS_DIR entries, ~/.local/share/towerbench/models, the installed and
+// source resources/models).
+ModelSpec findModel(const std::string& nameOrPath);
+std::vector<std::string> modelSearchPath();
+
+}  // namespace tb

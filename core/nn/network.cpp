@@ -1,0 +1,137 @@
+#include "nn/network.hpp"
+
+#include <algorithm>
+
+#include "util/error.hpp"
+
+namespace tb {
+
+namespace {
+Tensor bytesTensor(Backend& be, size_t bytes) {  // scratch of `bytes`, rounded up to floats
+    return be.empty(Shape{int64_t(std::max<size_t>((bytes + 3) / 4, 1))});
+}
+}  // namespace
+
+Network::Network(const ModelSpec& spec, Backend& backend, int batch)
+    : spec_(spec), backend_(backend), batch_(batch), input_{spec.inC, spec.inH, spec.inW} {
+    if (batch < 1) throw Error("batch size must be at least 1, got " + std::to_string(batch));
+    Dims d = input_;
+    std::vector<Dims> outDims;
+    for (const LayerSpec& ls : spec.layers) {
+        auto layer = makeLayer(ls);
+        try {
+            d = layer->configure(d);
+        } catch (const Error& e) {
+            throw Error(spec.source + ": " + e.what());
+        }
+        outDims.push_back(d);
+        for (auto& p : layer->params()) {
+            offsets_.push_back(paramCount_);
+            paramCount_ += p.shape.numel();
+            infos_.push_back(std::move(p));
+        }
+        layers_.push_back(std::move(layer));
+    }
+    if (d.h != 1 || d.w != 1)
+        throw Error(spec.source + ": the last layer must output a flat vector of class logits, not " + d.str());
+    outputs_ = d.c;
+
+    params_ = backend.empty(Shape{std::max<int64_t>(paramCount_, 1)});
+    grads_ = backend.empty(Shape{std::max<int64_t>(paramCount_, 1)});
+    input_buf_ = backend.empty(Shape{batch, input_.c, input_.h, input_.w});
+    probs_ = backend.empty(Shape{batch, outputs_});
+    dlogits_ = backend.empty(Shape{batch, outputs_});
+    labels_ = static_cast<int32_t*>(backend.allocate(size_t(batch) * sizeof(int32_t)));
+
+    size_t ws = 0;
+    int64_t maxAct = 0;
+    size_t pi = 0;
+    const float* prev = input_buf_.data();
+    Dims in = input_;
+    for (size_t li = 0; li < layers_.size(); ++li) {
+        Layer* layer = layers_[li].get();
+        layer->prepare(backend, batch);
+        ws = std::max(ws, layer->workspaceBytes());
+        for (size_t k = layer->params().size(); k-- > 0;) {
+            layer->w.push_back(params_.data() + offsets_[pi]);
+            layer->dw.push_back(grads_.data() + offsets_[pi]);
+            ++pi;
+        }
+        if (size_t s = layer->savedBytes()) {
+            saved_.push_back(bytesTensor(backend, s));
+            layer->saved = saved_.back().data();
+        }
+        const Dims out = outDims[li];
+        if (layer->aliasesInput()) {
+            outputs_of_.push_back(prev);
+        } else {
+            activations_.push_back(backend.empty(Shape{batch, out.c, out.h, out.w}));
+            prev = activations_.back().data();
+            outputs_of_.push_back(prev);
+        }
+        maxAct = std::max({maxAct, int64_t(batch) * out.size(), int64_t(batch) * in.size()});
+        in = out;
+    }
+    workspace_ = bytesTensor(backend, ws);
+    gradA_ = backend.empty(Shape{maxAct});
+    gradB_ = backend.empty(Shape{maxAct});
+}
+
+Network::~Network() { backend_.deallocate(labels_); }
+
+std::vector<float> Network::initialParams(uint64_t seed) const {
+    std::vector<float> all(static_cast<size_t>(paramCount_));
+    std::vector<float> one;
+    for (size_t i = 0; i < infos_.size(); ++i) {
+        one.resize(size_t(infos_[i].shape.numel()));
+        // Each tensor draws from its own stream, so adding a layer does not reshuffle the others.
+        initialise(infos_[i].init, one, infos_[i].fanIn, infos_[i].fanOut, seed * 1000003ull + i);
+        std::copy(one.begin(), one.end(), all.begin() + offsets_[i]);
+    }
+    return all;
+}
+
+void Network::forward(Stream s, bool training, uint64_t seed, int valid, float* stats) {
+    LayerContext ctx{backend_, s, training, seed, workspace_.data()};
+    const float* x = input_buf_.data();
+    for (size_t i = 0; i < layers_.size(); ++i) {
+        ctx.seed = seed * 131ull + i;
+        if (!layers_[i]->aliasesInput()) layers_[i]->forward(ctx, x, const_cast<float*>(outputs_of_[i]));
+        x = outputs_of_[i];
+    }
+    backend_.softmaxCrossEntropy(s, x, labels_, probs_.data(), std::min(valid, batch_), outputs_, stats);
+    if (!training) return;
+    for (size_t i = 0; i < infos_.size(); ++i)
+        if (infos_[i].weightDecay > 0)  // tf.nn.l2_loss(W) * wd = wd * sum(W^2) / 2
+            backend_.addSumSquares(s, params_.data() + offsets_[i], size_t(infos_[i].shape.numel()),
+                                   0.5f * infos_[i].weightDecay, stats + 2);
+}
+
+void Network::backward(Stream s) {
+    LayerContext ctx{backend_, s, true, 0, workspace_.data()};
+    backend_.softmaxCrossEntropyBackward(s, probs_.data(), labels_, dlogits_.data(), batch_, outputs_,
+                                         1.f / float(batch_));
+    const float* dy = dlogits_.data();
+    float* bufs[2] = {gradA_.data(), gradB_.data()};
+    // No input gradient is needed at or below the first layer that computes anything.
+    size_t first = 0;
+    while (first < layers_.size() && layers_[first]->aliasesInput()) ++first;
+    int next = 0;
+    for (size_t i = layers_.size(); i-- > 0;) {
+        Layer& layer = *layers_[i];
+        const float* x = i == 0 ? input_buf_.data() : outputs_of_[i - 1];
+        if (layer.aliasesInput()) continue;  // Flatten: the gradient passes through unchanged
+        float* dx = i <= first ? nullptr : bufs[next];
+        layer.backward(ctx, x, outputs_of_[i], dy, dx);
+        if (dx) {
+            dy = dx;
+            next ^= 1;
+        }
+    }
+    for (size_t i = 0; i < infos_.size(); ++i)
+        if (infos_[i].weightDecay > 0)
+            backend_.axpy(s, infos_[i].weightDecay, params_.data() + offsets_[i], grads_.data() + offsets_[i],
+                          size_t(infos_[i].shape.numel()));
+}
+
+}  // namespace tb

@@ -1,0 +1,65 @@
+// Network: one replica of a model on one backend at a fixed batch size (a tower's model).
+// Owns the flat parameter and gradient buffers (every layer's tensors are views into them,
+// so averaging or applying gradients is one call over `paramCount()` floats), the
+// activations, the workspace shared by all layers and the loss buffers.
+#pragma once
+#include <cstdint>
+#include <memory>
+#include <vector>
+
+#include "backend/backend.hpp"
+#include "nn/layers.hpp"
+#include "nn/model_spec.hpp"
+
+namespace tb {
+
+class Network {
+public:
+    Network(const ModelSpec& spec, Backend& backend, int batch);
+    ~Network();
+    Network(const Network&) = delete;
+    Network& operator=(const Network&) = delete;
+
+    const ModelSpec& spec() const { return spec_; }
+    Backend& backend() const { return backend_; }
+    int batch() const { return batch_; }
+    Dims inputDims() const { return input_; }
+    int outputs() const { return outputs_; }   // number of logits (classes)
+    int64_t paramCount() const { return paramCount_; }
+    const std::vector<ParamInfo>& paramInfos() const { return infos_; }
+    const std::vector<int64_t>& paramOffsets() const { return offsets_; }  // into the flat buffers
+    const std::vector<std::unique_ptr<Layer>>& layers() const { return layers_; }
+
+    float* params() const { return params_.data(); }   // (paramCount) on the backend's device
+    float* grads() const { return grads_.data(); }     // (paramCount)
+    float* input() const { return input_buf_.data(); } // (batch, c, h, w)
+    int32_t* labels() const { return labels_; }        // (batch)
+    const float* probs() const { return probs_.data(); }  // (batch, outputs) softmax of the last forward
+    // Host-side initial values of all parameters for a seed, in flat-buffer order.
+    std::vector<float> initialParams(uint64_t seed) const;
+
+    // Forward and loss on input()/labels(). Adds into stats (device, 3 floats): [0] the sum of
+    // the first `valid` examples' losses, [1] how many of them were right, [2] (training only)
+    // the weight-decay loss sum_l wd_l * l2_loss(W_l).
+    void forward(Stream, bool training, uint64_t seed, int valid, float* stats);
+    // Gradients of (mean loss over the batch + weight decay) into grads(); after a training forward.
+    void backward(Stream);
+
+private:
+    ModelSpec spec_;
+    Backend& backend_;
+    int batch_;
+    Dims input_;
+    int outputs_ = 0;
+    std::vector<std::unique_ptr<Layer>> layers_;
+    std::vector<ParamInfo> infos_;
+    std::vector<int64_t> offsets_;
+    int64_t paramCount_ = 0;
+    Tensor params_, grads_, input_buf_, probs_, dlogits_, workspace_, gradA_, gradB_;
+    std::vector<Tensor> activations_;    // per layer output (n, c, h, w); aliasing layers share
+    std::vector<const float*> outputs_of_;
+    std::vector<Tensor> saved_;
+    int32_t* labels_ = nullptr;
+};
+
+}  // namespace tb

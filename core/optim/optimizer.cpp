@@ -1,0 +1,70 @@
+#include "optim/optimizer.hpp"
+
+#include <cmath>
+
+#include "util/error.hpp"
+
+namespace tb {
+
+float LrSchedule::at(int64_t step) const {
+    if (kind == Kind::Constant) return initial;
+    double e = double(step) / double(decaySteps);
+    if (staircase) e = std::floor(e);
+    return float(initial * std::pow(double(decayRate), e));
+}
+
+UpdateRule parseUpdateRule(const std::string& name, const std::string& where) {
+    if (name == "sgd") return UpdateRule::Sgd;
+    if (name == "momentum") return UpdateRule::Momentum;
+    if (name == "nesterov") return UpdateRule::Nesterov;
+    if (name == "adam") return UpdateRule::Adam;
+    throw Error(where + ": unknown optimizer '" + name + "' (expected sgd, momentum, nesterov or adam)");
+}
+
+std::string toString(UpdateRule rule) {
+    switch (rule) {
+    case UpdateRule::Sgd: return "sgd";
+    case UpdateRule::Momentum: return "momentum";
+    case UpdateRule::Nesterov: return "nesterov";
+    case UpdateRule::Adam: return "adam";
+    }
+    return "?";
+}
+
+Optimizer::Optimizer(Backend& backend, UpdateRule rule, UpdateParams hyper, LrSchedule schedule, size_t count)
+    : backend_(backend), rule_(rule), hyper_(hyper), schedule_(schedule), count_(count) {
+    const size_t bytes = count * sizeof(float);
+    if (rule != UpdateRule::Sgd) {
+        m_ = static_cast<float*>(backend.allocate(bytes));
+        backend.fill(nullptr, m_, 0.f, count);
+    }
+    if (rule == UpdateRule::Adam) {
+        v_ = static_cast<float*>(backend.allocate(bytes));
+        backend.fill(nullptr, v_, 0.f, count);
+    }
+}
+
+Optimizer::~Optimizer() {
+    if (m_) backend_.deallocate(m_);
+    if (v_) backend_.deallocate(v_);
+}
+
+float Optimizer::apply(Stream s, float* params, const float* grads, int64_t step) {
+    UpdateParams h = hyper_;
+    h.lr = schedule_.at(step);
+    h.step = step + 1;
+    backend_.applyUpdate(s, rule_, h, params, grads, m_, v_, count_);
+    return h.lr;
+}
+
+WeightEma::WeightEma(Backend& backend, float decay, const float* params, size_t count)
+    : backend_(backend), decay_(decay), count_(count) {
+    shadow_ = static_cast<float*>(backend.allocate(count * sizeof(float)));
+    backend.copy(nullptr, shadow_, params, count * sizeof(float));
+}
+
+WeightEma::~WeightEma() { backend_.deallocate(shadow_); }
+
+void WeightEma::update(Stream s, const float* params) { backend_.emaUpdate(s, shadow_, params, decay_, count_); }
+
+}  // namespace tb

@@ -1,0 +1,65 @@
+// Optimisers over a model's flat parameter buffer (SGD, momentum, Nesterov, Adam), learning-rate
+// schedules (constant; exponential decay, optionally staircase, as the CIFAR-10 tutorial) and the
+// exponential moving average of the weights used for evaluation (tf.train.ExponentialMovingAverage).
+#pragma once
+#include <cstdint>
+#include <string>
+
+#include "backend/backend.hpp"
+
+namespace tb {
+
+struct LrSchedule {
+    enum class Kind { Constant, Exponential } kind = Kind::Constant;
+    float initial = 0.01f;
+    int64_t decaySteps = 1000;
+    float decayRate = 0.1f;
+    bool staircase = true;
+    // lr(step) = initial * decayRate ^ (step / decaySteps), the exponent floored when staircase.
+    float at(int64_t step) const;
+};
+
+UpdateRule parseUpdateRule(const std::string& name, const std::string& where);
+std::string toString(UpdateRule rule);
+
+// Owns the optimiser slots (m, v) for `count` parameters on one backend.
+class Optimizer {
+public:
+    Optimizer(Backend& backend, UpdateRule rule, UpdateParams hyper, LrSchedule schedule, size_t count);
+    ~Optimizer();
+    Optimizer(const Optimizer&) = delete;
+    Optimizer& operator=(const Optimizer&) = delete;
+
+    // One update of params from grads at 0-based global step `step`; returns the lr used.
+    float apply(Stream s, float* params, const float* grads, int64_t step);
+    UpdateRule rule() const { return rule_; }
+
+private:
+    Backend& backend_;
+    UpdateRule rule_;
+    UpdateParams hyper_;
+    LrSchedule schedule_;
+    size_t count_;
+    float* m_ = nullptr;   // (count) momentum accumulator or Adam's first moment
+    float* v_ = nullptr;   // (count) Adam's second moment
+};
+
+// shadow = decay * shadow + (1 - decay) * params after every step; starts equal to params.
+class WeightEma {
+public:
+    WeightEma(Backend& backend, float decay, const float* params, size_t count);
+    ~WeightEma();
+    WeightEma(const WeightEma&) = delete;
+    WeightEma& operator=(const WeightEma&) = delete;
+    void update(Stream s, const float* params);
+    const float* shadow() const { return shadow_; }
+    float decay() const { return decay_; }
+
+private:
+    Backend& backend_;
+    float decay_;
+    size_t count_;
+    float* shadow_ = nullptr;
+};
+
+}  // namespace tb
