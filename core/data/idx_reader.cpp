@@ -87,18 +87,20 @@ public:
     }
 
     // Reads exactly `bytes` bytes of data into out, growing it as data arrives. `describe` is the
-    // header's claim ("60000 images of 28x28"), used in the truncation message.
-    void readData(std::vector<uint8_t>& out, uint64_t bytes, uint64_t headerBytes, const std::string& describe) {
+    // header's claim ("60000 images of 28x28") and `kind` ("image", "label") names the data, for
+    // the truncation message.
+    void readData(std::vector<uint8_t>& out, uint64_t bytes, uint64_t headerBytes, const std::string& describe,
+                  const char* kind) {
         if (plain_) {
             uint64_t have = diskSize_ > headerBytes ? diskSize_ - headerBytes : 0;
             if (have < bytes)
                 throw Error(path_ + ": truncated: header says " + describe + " but the file ends after " +
-                            std::to_string(have) + " bytes of " + dataWord(describe) + " data");
+                            std::to_string(have) + " bytes of " + kind + " data");
             out.resize(size_t(bytes));
             size_t got = read(out.data(), out.size());
             if (got != out.size())
                 throw Error(path_ + ": truncated: header says " + describe + " but reading stopped after " +
-                            std::to_string(got) + " bytes of " + dataWord(describe) + " data");
+                            std::to_string(got) + " bytes of " + kind + " data");
             return;
         }
         out.clear();
@@ -111,7 +113,7 @@ public:
             have += got;
             if (got < ask)
                 throw Error(path_ + ": truncated: header says " + describe + " but the file ends after " +
-                            std::to_string(have) + " bytes of " + dataWord(describe) + " data");
+                            std::to_string(have) + " bytes of " + kind + " data");
         }
     }
 
@@ -123,10 +125,6 @@ public:
     }
 
 private:
-    static std::string dataWord(const std::string& describe) {
-        return describe.find("label") != std::string::npos ? "label" : "image";
-    }
-
     std::string path_;
     gzFile gz_ = nullptr;
     bool plain_ = false;
@@ -185,9 +183,9 @@ Dataset readIdx(const std::string& imagesPath, const std::string& labelsPath, co
     const std::string lblWhat = std::to_string(n) + " labels";
     // Labels first: they are small, so a truncated label file fails before inflating the images.
     std::vector<uint8_t> raw;
-    labels.readData(raw, n, 8, lblWhat);
+    labels.readData(raw, n, 8, lblWhat, "label");
     labels.expectEnd(lblWhat);
-    images.readData(d.pixels, uint64_t(n) * rows * cols, 16, imgWhat);
+    images.readData(d.pixels, uint64_t(n) * rows * cols, 16, imgWhat, "image");
     images.expectEnd(imgWhat);
 
     // Labels are u8, so numClasses = max + 1 is at most 256; sets with more than 10 classes
