@@ -4,8 +4,8 @@
 // - Heavy ops are plans made once per shape (like cuDNN descriptors with a chosen algorithm):
 //   each reports the scratch it needs, and the caller passes that workspace explicitly.
 // - Reductions write into device memory (e.g. a loss scalar), never return host values.
-// Layouts: activations are (n, c, h, w) row-major; conv weights (out, in, kh, kw); dense
-// weights (out, in). Pointers are device pointers of this backend unless named host*.
+// Layouts: activations are (n, h, w, c) row-major (TensorFlow's NHWC; descriptors still give
+// the sizes as n, c, h, w); conv weights (out, in, kh, kw); dense weights (out, in). Pointers are device pointers of this backend unless named host*.
 #pragma once
 #include <cstddef>
 #include <cstdint>
@@ -24,7 +24,7 @@ struct MemoryInfo {
 };
 
 struct ConvDesc {
-    int n = 0, c = 0, h = 0, w = 0;       // input (n, c, h, w)
+    int n = 0, c = 0, h = 0, w = 0;       // input sizes; laid out (n, h, w, c)
     int k = 0, r = 0, s = 0;              // k filters of (c, r, s)
     int strideH = 1, strideW = 1;
     int padTop = 0, padLeft = 0, padBottom = 0, padRight = 0;  // asymmetric, as TF's SAME needs
@@ -64,7 +64,7 @@ public:
     virtual void backwardWeights(Stream, const float* x, const float* dy, float* dw, float* db, void* ws) = 0;
 };
 
-// A max-pooling plan; `saved` (savedBytes) keeps what backward needs (argmax or nothing).
+// A max-pooling plan; `saved` (savedBytes) keeps what backward needs (the argmax).
 class PoolOp {
 public:
     virtual ~PoolOp() = default;
@@ -73,6 +73,7 @@ public:
     virtual void backward(Stream, const float* x, const float* y, const float* dy, float* dx, const void* saved) = 0;
 };
 
+// An LRN plan; `saved` keeps the normalisers for backward.
 class LrnOp {
 public:
     virtual ~LrnOp() = default;

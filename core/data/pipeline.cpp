@@ -187,6 +187,13 @@ void InputPipeline::writeSample(size_t index, float* dst) {
         const float inv = 1.0f / std::max(stddev, 1.0f / std::sqrt(float(count)));
         for (size_t i = 0; i < count; ++i) dst[i] = (dst[i] - mean) * inv;
     }
+    if (opt_.channelsLast && c > 1) {
+        // (c, h, w) -> (h, w, c): the engine's activation layout, as TensorFlow's NHWC.
+        const size_t count = plane * c;
+        transpose_.assign(dst, dst + count);
+        for (size_t i = 0; i < plane; ++i)
+            for (int ch = 0; ch < c; ++ch) dst[i * c + ch] = transpose_[ch * plane + i];
+    }
 }
 
 void InputPipeline::produce() {

@@ -17,7 +17,7 @@ namespace tb {
 
 struct Batch {
     int n = 0, c = 0, h = 0, w = 0;
-    std::vector<float> x;        // (n, c, h, w)
+    std::vector<float> x;        // (n, c, h, w), or (n, h, w, c) with channelsLast
     std::vector<int32_t> y;      // (n)
 };
 
@@ -29,6 +29,7 @@ struct PipelineOptions {
     bool augment = false;        // CIFAR training: random crop, flip, brightness, contrast
     int cropH = 0, cropW = 0;    // 0: no crop; else random (augment) or central crop to this size
     bool standardize = false;    // per-image standardisation (tf.image.per_image_standardization)
+    bool channelsLast = false;   // emit (h, w, c) samples instead of (c, h, w)
     int prefetch = 2;            // batches made ahead by the background thread; 0: made on the caller's thread
     uint64_t seed = 1;
 };
@@ -63,6 +64,7 @@ private:
     // thread makes batches (the producer, or the caller when prefetch is 0), so a seed fixes
     // the output whatever the prefetch depth.
     std::mt19937_64 orderRng_, augmentRng_;
+    std::vector<float> transpose_;  // scratch of one sample for channelsLast (producer thread only)
     bool useBuffer_ = false;          // shuffle buffer smaller than the dataset
     std::vector<size_t> order_;       // (n) permutation of this pass (full-shuffle / no-shuffle mode)
     size_t orderPos_ = 0;

@@ -59,6 +59,7 @@ PipelineOptions pipelineFor(const RunConfig& c, bool cifar, bool training) {
     o.augment = cifar && training;
     o.cropH = o.cropW = cifar ? 24 : 0;
     o.standardize = cifar;
+    o.channelsLast = true;  // the engine computes in (n, h, w, c)
     o.prefetch = c.prefetch;
     o.seed = c.seed;
     return o;

@@ -1,13 +1,16 @@
 #include "nn/layers.hpp"
 
 #include <algorithm>
+#include <cstdio>
 
 #include "util/error.hpp"
 
 namespace tb {
 
 std::string Dims::str() const {
-    return "(" + std::to_string(c) + ", " + std::to_string(h) + ", " + std::to_string(w) + ")";
+    char buf[64];
+    std::snprintf(buf, sizeof buf, "(%d, %d, %d)", c, h, w);
+    return buf;
 }
 
 AxisPadding tfPadding(int in, int kernel, int stride, bool same) {

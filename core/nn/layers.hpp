@@ -1,5 +1,5 @@
 // Layers: forward and backward of each layer type on any Backend, on whole batches in
-// (n, c, h, w) layout. A layer owns its backend plans; its parameters and gradients are
+// (n, h, w, c) layout. A layer owns its backend plans; its parameters and gradients are
 // views into the network's flat buffers, so averaging gradients is one reduction.
 #pragma once
 #include <array>

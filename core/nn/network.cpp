@@ -38,7 +38,7 @@ Network::Network(const ModelSpec& spec, Backend& backend, int batch)
 
     params_ = backend.empty(Shape{std::max<int64_t>(paramCount_, 1)});
     grads_ = backend.empty(Shape{std::max<int64_t>(paramCount_, 1)});
-    input_buf_ = backend.empty(Shape{batch, input_.c, input_.h, input_.w});
+    input_buf_ = backend.empty(Shape{batch, input_.h, input_.w, input_.c});
     probs_ = backend.empty(Shape{batch, outputs_});
     dlogits_ = backend.empty(Shape{batch, outputs_});
     labels_ = static_cast<int32_t*>(backend.allocate(size_t(batch) * sizeof(int32_t)));
@@ -65,7 +65,7 @@ Network::Network(const ModelSpec& spec, Backend& backend, int batch)
         if (layer->aliasesInput()) {
             outputs_of_.push_back(prev);
         } else {
-            activations_.push_back(backend.empty(Shape{batch, out.c, out.h, out.w}));
+            activations_.push_back(backend.empty(Shape{batch, out.h, out.w, out.c}));
             prev = activations_.back().data();
             outputs_of_.push_back(prev);
         }

@@ -32,7 +32,7 @@ public:
 
     float* params() const { return params_.data(); }   // (paramCount) on the backend's device
     float* grads() const { return grads_.data(); }     // (paramCount)
-    float* input() const { return input_buf_.data(); } // (batch, c, h, w)
+    float* input() const { return input_buf_.data(); } // (batch, h, w, c)
     int32_t* labels() const { return labels_; }        // (batch)
     const float* probs() const { return probs_.data(); }  // (batch, outputs) softmax of the last forward
     // Host-side initial values of all parameters for a seed, in flat-buffer order.
@@ -56,7 +56,7 @@ private:
     std::vector<int64_t> offsets_;
     int64_t paramCount_ = 0;
     Tensor params_, grads_, input_buf_, probs_, dlogits_, workspace_, gradA_, gradB_;
-    std::vector<Tensor> activations_;    // per layer output (n, c, h, w); aliasing layers share
+    std::vector<Tensor> activations_;    // per layer output (n, h, w, c); aliasing layers share
     std::vector<const float*> outputs_of_;
     std::vector<Tensor> saved_;
     int32_t* labels_ = nullptr;

@@ -14,6 +14,7 @@
 #include <cstdlib>
 #include <cstring>
 #include <new>
+#include <vector>
 #include <oneapi/dnnl/dnnl.hpp>
 
 #include "backend/backend.hpp"
@@ -30,6 +31,9 @@ namespace {
 using dnnl::memory;
 using tag = memory::format_tag;
 using dt = memory::data_type;
+// Activations are (n, h, w, c) as in TensorFlow: oneDNN's AVX2 convolution and pooling kernels
+// run on it directly, so no reorders are needed between layers (only conv weights are blocked).
+constexpr tag kAct = tag::nhwc;
 
 // One argument of a primitive as the caller lays it out (user) and as the primitive wants it
 // (prim). Where they differ the argument owns a buffer in the primitive's layout.
@@ -79,23 +83,23 @@ class CpuConv final : public ConvOp {
 public:
     CpuConv(const dnnl::engine& eng, dnnl::stream& defaultStream, int threads, const ConvDesc& d)
         : eng_(eng), default_(defaultStream), threads_(threads) {
-        memory::desc x = {dims4(d.n, d.c, d.h, d.w), dt::f32, tag::nchw};
+        memory::desc x = {dims4(d.n, d.c, d.h, d.w), dt::f32, kAct};
         memory::desc w = {dims4(d.k, d.c, d.r, d.s), dt::f32, tag::oihw};
         memory::desc b = {{d.k}, dt::f32, tag::x};
-        memory::desc y = {dims4(d.n, d.k, d.outH(), d.outW()), dt::f32, tag::nchw};
+        memory::desc y = {dims4(d.n, d.k, d.outH(), d.outW()), dt::f32, kAct};
         auto any = [](const memory::desc& m) { return memory::desc(m.dims(), dt::f32, tag::any); };
         memory::dims strides = {d.strideH, d.strideW}, padL = {d.padTop, d.padLeft}, padR = {d.padBottom, d.padRight};
         auto attr = userScratchpad();
         using namespace dnnl;
         fwdPd_ = convolution_forward::primitive_desc(
-            convolution_forward::desc(prop_kind::forward_training, algorithm::convolution_direct, any(x), any(w), b,
-                                      any(y), strides, padL, padR),
+            convolution_forward::desc(prop_kind::forward_training, algorithm::convolution_direct, x, any(w), b,
+                                      y, strides, padL, padR),
             attr, eng_);
         bwdDataPd_ = convolution_backward_data::primitive_desc(
-            convolution_backward_data::desc(algorithm::convolution_direct, any(x), any(w), any(y), strides, padL, padR),
+            convolution_backward_data::desc(algorithm::convolution_direct, x, any(w), y, strides, padL, padR),
             attr, eng_, fwdPd_);
         bwdWeightsPd_ = convolution_backward_weights::primitive_desc(
-            convolution_backward_weights::desc(algorithm::convolution_direct, any(x), any(w), b, any(y), strides, padL,
+            convolution_backward_weights::desc(algorithm::convolution_direct, x, any(w), b, y, strides, padL,
                                                padR),
             attr, eng_, fwdPd_);
         fwd_ = convolution_forward(fwdPd_);
@@ -215,8 +219,8 @@ public:
     CpuMaxPool(const dnnl::engine& eng, dnnl::stream& s, int threads, const PoolDesc& d)
         : CpuSavedOp(eng, s, threads) {
         using namespace dnnl;
-        memory::desc x = {dims4(d.n, d.c, d.h, d.w), dt::f32, tag::nchw};
-        memory::desc y = {dims4(d.n, d.c, d.outH(), d.outW()), dt::f32, tag::nchw};
+        memory::desc x = {dims4(d.n, d.c, d.h, d.w), dt::f32, kAct};
+        memory::desc y = {dims4(d.n, d.c, d.outH(), d.outW()), dt::f32, kAct};
         memory::dims strides = {d.strideH, d.strideW}, kernel = {d.r, d.s}, padL = {d.padTop, d.padLeft},
                      padR = {d.padBottom, d.padRight};
         auto fpd = pooling_forward::primitive_desc(
@@ -233,28 +237,86 @@ public:
     }
 };
 
-class CpuLrn final : public LrnOp,
-                     CpuSavedOp<dnnl::lrn_forward::primitive_desc, dnnl::lrn_forward, dnnl::lrn_backward::primitive_desc,
-                                dnnl::lrn_backward> {
+// LRN is our own kernel: oneDNN 2.6's only AVX2 LRN handles a window of 5 channels, and the
+// CIFAR-10 network's window of 9 falls back to its reference loop, measured at 200 ms per
+// backward pass of a 128x12x12x64 batch on this machine. In (n, h, w, c) the window runs along
+// the contiguous channels of one pixel, so both directions are vectorised sliding sums.
+class CpuLrn final : public LrnOp {
 public:
-    CpuLrn(const dnnl::engine& eng, dnnl::stream& s, int threads, const LrnDesc& d) : CpuSavedOp(eng, s, threads) {
-        using namespace dnnl;
-        memory::desc x = {dims4(d.n, d.c, d.h, d.w), dt::f32, tag::nchw};
-        // oneDNN divides alpha by the window size; TensorFlow does not.
-        const int size = 2 * d.depthRadius + 1;
-        const float alpha = d.alpha * float(size);
-        auto fpd = lrn_forward::primitive_desc(
-            lrn_forward::desc(prop_kind::forward_training, algorithm::lrn_across_channels, x, size, alpha, d.beta, d.bias),
-            eng);
-        auto bpd = lrn_backward::primitive_desc(
-            lrn_backward::desc(algorithm::lrn_across_channels, x, x, size, alpha, d.beta, d.bias), eng, fpd);
-        build(fpd, bpd, x, x);
+    CpuLrn(int threads, const LrnDesc& d) : threads_(threads), d_(d) {}
+    // scale = bias + alpha * window sum of x^2, and scale^-beta: (2, n, h, w, c).
+    size_t savedBytes() const override { return 2 * count() * sizeof(float); }
+    void forward(Stream, const float* x, float* y, void* saved) override {
+        useThreads(threads_);
+        float* scale = static_cast<float*>(saved);
+        float* power = scale + count();
+        const int64_t pixels = int64_t(d_.n) * d_.h * d_.w;
+        const int c = d_.c, r = d_.depthRadius;
+#pragma omp parallel
+        {
+            std::vector<float> pad(size_t(c + 2 * r), 0.f);  // x^2 with r zeros each side
+#pragma omp for
+            for (int64_t p = 0; p < pixels; ++p) {
+                const float* xp = x + p * c;
+                float* sp = scale + p * c;
+                float* pp = power + p * c;
+                for (int j = 0; j < c; ++j) pad[size_t(j + r)] = xp[j] * xp[j];
+                windowSum(pad.data(), sp, c, r);
+                for (int j = 0; j < c; ++j) sp[j] = d_.bias + d_.alpha * sp[j];
+                negPow(sp, pp, c, d_.beta);
+                float* yp = y + p * c;
+                for (int j = 0; j < c; ++j) yp[j] = xp[j] * pp[j];
+            }
+        }
     }
-    size_t savedBytes() const override { return saved(); }
-    void forward(Stream st, const float* x, float* y, void* saved) override { fwd(st, x, y, saved); }
-    void backward(Stream st, const float* x, const float*, const float* dy, float* dx, const void* saved) override {
-        bwd(st, x, dy, dx, saved);
+    // dx_j = dy_j scale_j^-beta - 2 alpha beta x_j sum_{|i-j|<=r} dy_i y_i / scale_i
+    void backward(Stream, const float* x, const float* y, const float* dy, float* dx, const void* saved) override {
+        useThreads(threads_);
+        const float* scale = static_cast<const float*>(saved);
+        const float* power = scale + count();
+        const int64_t pixels = int64_t(d_.n) * d_.h * d_.w;
+        const int c = d_.c, r = d_.depthRadius;
+        const float k = 2.f * d_.alpha * d_.beta;
+#pragma omp parallel
+        {
+            std::vector<float> pad(size_t(c + 2 * r), 0.f), sum(static_cast<size_t>(c));
+#pragma omp for
+            for (int64_t p = 0; p < pixels; ++p) {
+                const int64_t o = p * c;
+                for (int j = 0; j < c; ++j) pad[size_t(j + r)] = dy[o + j] * y[o + j] / scale[o + j];
+                windowSum(pad.data(), sum.data(), c, r);
+                for (int j = 0; j < c; ++j) dx[o + j] = dy[o + j] * power[o + j] - k * x[o + j] * sum[size_t(j)];
+            }
+        }
     }
+
+private:
+    size_t count() const { return size_t(d_.n) * d_.c * d_.h * d_.w; }
+    // out_j = sum_{k=0..2r} pad_{j+k}, for j < c.
+    static void windowSum(const float* pad, float* out, int c, int r) {
+        for (int j = 0; j < c; ++j) out[j] = 0.f;
+        for (int k = 0; k <= 2 * r; ++k)
+#pragma omp simd
+            for (int j = 0; j < c; ++j) out[j] += pad[j + k];
+    }
+    // out = s^-beta, with square roots for TF's common beta of 0.75 and 0.5 (pow is ~10x dearer).
+    static void negPow(const float* s, float* out, int c, float beta) {
+        if (beta == 0.75f) {
+#pragma omp simd
+            for (int j = 0; j < c; ++j) {
+                const float q = std::sqrt(s[j]);
+                out[j] = 1.f / (q * std::sqrt(q));
+            }
+        } else if (beta == 0.5f) {
+#pragma omp simd
+            for (int j = 0; j < c; ++j) out[j] = 1.f / std::sqrt(s[j]);
+        } else {
+            for (int j = 0; j < c; ++j) out[j] = std::pow(s[j], -beta);
+        }
+    }
+
+    int threads_;
+    LrnDesc d_;
 };
 
 class CpuDense final : public DenseOp {
@@ -363,7 +425,7 @@ public:
         return std::make_unique<CpuMaxPool>(eng_, default_, threads_, d);
     }
     std::unique_ptr<LrnOp> makeLrn(const LrnDesc& d) override {
-        return std::make_unique<CpuLrn>(eng_, default_, threads_, d);
+        return std::make_unique<CpuLrn>(threads_, d);
     }
     std::unique_ptr<DenseOp> makeDense(const DenseDesc& d) override {
         return std::make_unique<CpuDense>(eng_, default_, threads_, d);
