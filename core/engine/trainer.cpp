@@ -36,6 +36,8 @@ nlohmann::json RunSummary::toJson() const {
                         {"test_loss", testLoss},
                         {"test_accuracy", testAccuracy},
                         {"params", params},
+                        {"flops_per_example", flopsPerExample},
+                        {"steady_examples_per_sec", steadyExamplesPerSec},
                         {"model", model},
                         {"data", data},
                         {"backend", backend},
@@ -173,6 +175,7 @@ RunSummary Trainer::run() {
     sum.data = c.data;
     sum.backend = backend->name();
     sum.params = net.paramCount();
+    sum.flopsPerExample = net.trainFlopsPerExample();
     const int64_t total = c.steps > 0 ? c.steps
                                       : std::max<int64_t>(1, int64_t(std::ceil(c.epochs * double(data.train.size()) /
                                                                                  double(c.batch))));
@@ -183,6 +186,7 @@ RunSummary Trainer::run() {
     Batch b;
     float host[3];
     const auto start = Clock::now();
+    auto afterFirst = start;
     int64_t step = 0;
     while (step < total && !stop_) {
         const auto t0 = Clock::now();
@@ -198,7 +202,7 @@ RunSummary Trainer::run() {
         backend->copyToHost(s, host, stats.data(), sizeof(host));
         backend->synchronize(s);
         const auto t2 = Clock::now();
-        ++step;
+        if (++step == 1) afterFirst = t2;
 
         StepMetrics m;
         m.step = step;
@@ -225,7 +229,10 @@ RunSummary Trainer::run() {
             sumEvalSeconds_ += seconds(e0, Clock::now());
         }
     }
-    sum.trainSeconds = seconds(start, Clock::now()) - sumEvalSeconds_;
+    const auto end = Clock::now();
+    sum.trainSeconds = seconds(start, end) - sumEvalSeconds_;
+    const double steadySeconds = seconds(afterFirst, end) - sumEvalSeconds_;
+    if (step > 1 && steadySeconds > 0) sum.steadyExamplesPerSec = double(step - 1) * c.batch / steadySeconds;
     sum.steps = step;
     sum.stopped = step < total;
     sum.epochs = double(step) * c.batch / double(data.train.size());

@@ -16,12 +16,14 @@ struct RunSummary {
     int64_t steps = 0;
     double epochs = 0;
     double examplesPerSec = 0;     // training examples / training wall time (evaluation excluded)
+    double steadyExamplesPerSec = 0;  // the same without the first step (oneDNN's kernel generation)
     double trainSeconds = 0;
     double finalLoss = 0;          // mean training loss over the last min(50, steps) steps
     double finalAccuracy = 0;      // mean training accuracy over the same steps
     double validationAccuracy = -1;  // -1: no validation split
     double testAccuracy = 0, testLoss = 0;
     int64_t params = 0;
+    int64_t flopsPerExample = 0;   // training FLOPs per example (3x forward of conv and dense)
     std::string model, data, backend;
     bool stopped = false;          // ended early by requestStop()
     nlohmann::json toJson() const;

@@ -54,6 +54,9 @@ public:
         op_ = be.makeConv(d);
     }
     size_t workspaceBytes() const override { return op_->workspaceBytes(); }
+    int64_t forwardFlops() const override {
+        return 2 * out_.size() * in_.c * spec_.kernel * spec_.kernel;
+    }
     void forward(const LayerContext& c, const float* x, float* y) override {
         op_->forward(c.stream, x, w[0], w[1], y, c.workspace);
     }
@@ -148,6 +151,7 @@ public:
                 {name() + "/biases", Shape{spec_.units}, spec_.biasInit, 0, 0, 0.f}};
     }
     void prepare(Backend& be, int n) override { op_ = be.makeDense({n, in_.c, spec_.units}); }
+    int64_t forwardFlops() const override { return 2 * int64_t(in_.c) * spec_.units; }
     void forward(const LayerContext& c, const float* x, float* y) override { op_->forward(c.stream, x, w[0], w[1], y); }
     void backward(const LayerContext& c, const float* x, const float*, const float* dy, float* dx) override {
         op_->backwardWeights(c.stream, x, dy, dw[0], dw[1]);

@@ -91,6 +91,12 @@ std::vector<float> Network::initialParams(uint64_t seed) const {
     return all;
 }
 
+int64_t Network::trainFlopsPerExample() const {
+    int64_t f = 0;
+    for (const auto& l : layers_) f += l->forwardFlops();
+    return 3 * f;
+}
+
 void Network::forward(Stream s, bool training, uint64_t seed, int valid, float* stats) {
     LayerContext ctx{backend_, s, training, seed, workspace_.data()};
     const float* x = input_buf_.data();

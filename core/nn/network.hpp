@@ -26,6 +26,8 @@ public:
     Dims inputDims() const { return input_; }
     int outputs() const { return outputs_; }   // number of logits (classes)
     int64_t paramCount() const { return paramCount_; }
+    // Training FLOPs per example: forward + backward of the conv and dense layers (3x forward).
+    int64_t trainFlopsPerExample() const;
     const std::vector<ParamInfo>& paramInfos() const { return infos_; }
     const std::vector<int64_t>& paramOffsets() const { return offsets_; }  // into the flat buffers
     const std::vector<std::unique_ptr<Layer>>& layers() const { return layers_; }
