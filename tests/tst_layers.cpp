@@ -1,0 +1,332 @@
+// Finite-difference gradient checks for every layer (Caffe's GradientChecker), plus forward
+// references for the ops whose semantics must match TensorFlow: SAME padding, LRN, max-pool.
+// The CPU backend's device memory is host memory, so host vectors are passed straight in.
+#include <QtTest>
+
+#include <cmath>
+#include <random>
+
+#include "backend/backend.hpp"
+#include "nn/layers.hpp"
+#include "nn/model_spec.hpp"
+#include "nn/network.hpp"
+
+using namespace tb;
+
+namespace {
+
+std::vector<float> randomVector(size_t n, uint64_t seed, float lo = -1.f, float hi = 1.f) {
+    std::mt19937_64 rng(seed);
+    std::uniform_real_distribution<float> u(lo, hi);
+    std::vector<float> v(n);
+    for (float& x : v) x = u(rng);
+    return v;
+}
+
+// Random values whose pairwise gaps exceed `gap`, so max-pooling and ReLU have no kink within
+// the finite-difference step.
+std::vector<float> separatedVector(size_t n, uint64_t seed, float gap) {
+    std::vector<float> v(n);
+    for (size_t i = 0; i < n; ++i) v[i] = (float(i) - float(n) / 2.f) * gap;
+    std::shuffle(v.begin(), v.end(), std::mt19937_64(seed));
+    return v;
+}
+
+// One layer wired to host buffers: x (n, h, w, c) in, y out, its parameters and scratch.
+struct Rig {
+    std::unique_ptr<Backend> be = makeCpuBackend(1);
+    std::unique_ptr<Layer> layer;
+    Dims in, out;
+    int n;
+    std::vector<std::vector<float>> params, grads;
+    std::vector<float> workspace, saved;
+
+    Rig(const LayerSpec& spec, Dims inDims, int batch) : in(inDims), n(batch) {
+        layer = makeLayer(spec);
+        out = layer->configure(in);
+        layer->prepare(*be, n);
+        uint64_t seed = 7;
+        for (const auto& p : layer->params()) {
+            params.push_back(randomVector(size_t(p.shape.numel()), seed++, -0.5f, 0.5f));
+            grads.emplace_back(size_t(p.shape.numel()), 0.f);
+        }
+        for (size_t i = 0; i < params.size(); ++i) {
+            layer->w.push_back(params[i].data());
+            layer->dw.push_back(grads[i].data());
+        }
+        workspace.resize(layer->workspaceBytes() / 4 + 1);
+        saved.resize(layer->savedBytes() / 4 + 1);
+        layer->saved = saved.data();
+    }
+    LayerContext ctx() { return LayerContext{*be, nullptr, true, 42, workspace.data()}; }
+    size_t inSize() const { return size_t(n * in.size()); }
+    size_t outSize() const { return size_t(n * out.size()); }
+    std::vector<float> forward(const std::vector<float>& x) {
+        std::vector<float> y(outSize());
+        layer->forward(ctx(), x.data(), y.data());
+        return y;
+    }
+    // L = sum(y * r): dL/dy = r.
+    double loss(const std::vector<float>& x, const std::vector<float>& r) {
+        const auto y = forward(x);
+        double l = 0;
+        for (size_t i = 0; i < y.size(); ++i) l += double(y[i]) * r[i];
+        return l;
+    }
+};
+
+// Compares analytic gradients of L = sum(y * r) with central differences over up to `probes`
+// entries of the input and of every parameter tensor. Returns the worst relative error.
+double gradientCheck(Rig& rig, std::vector<float> x, float step, int probes = 40) {
+    const auto r = randomVector(rig.outSize(), 99);
+    const auto y = rig.forward(x);
+    std::vector<float> dx(rig.inSize(), 0.f);
+    rig.layer->backward(rig.ctx(), x.data(), y.data(), r.data(), dx.data());
+    const auto analyticW = rig.grads;
+
+    double worst = 0;
+    auto compare = [&](float& v, double analytic) {
+        const float keep = v;
+        v = keep + step;
+        const double up = rig.loss(x, r);
+        v = keep - step;
+        const double down = rig.loss(x, r);
+        v = keep;
+        const double numeric = (up - down) / (2.0 * double(step));
+        const double err = std::abs(numeric - analytic) / std::max(1.0, std::max(std::abs(numeric), std::abs(analytic)));
+        worst = std::max(worst, err);
+    };
+    std::mt19937_64 pick(5);
+    for (int p = 0; p < probes; ++p) {
+        const size_t i = pick() % x.size();
+        compare(x[i], dx[i]);
+    }
+    for (size_t t = 0; t < rig.params.size(); ++t)
+        for (int p = 0; p < probes; ++p) {
+            const size_t i = pick() % rig.params[t].size();
+            compare(rig.params[t][i], analyticW[t][i]);
+        }
+    return worst;
+}
+
+LayerSpec conv(int filters, int kernel, int stride, bool same) {
+    LayerSpec s;
+    s.type = LayerType::Conv2d;
+    s.name = "conv";
+    s.filters = filters;
+    s.kernel = kernel;
+    s.stride = stride;
+    s.samePadding = same;
+    return s;
+}
+
+LayerSpec pool(int size, int stride, bool same) {
+    LayerSpec s;
+    s.type = LayerType::MaxPool;
+    s.name = "pool";
+    s.kernel = size;
+    s.stride = stride;
+    s.samePadding = same;
+    return s;
+}
+
+LayerSpec lrn(int radius, float bias, float alpha, float beta) {
+    LayerSpec s;
+    s.type = LayerType::Lrn;
+    s.name = "lrn";
+    s.depthRadius = radius;
+    s.lrnBias = bias;
+    s.alpha = alpha;
+    s.beta = beta;
+    return s;
+}
+
+LayerSpec simple(LayerType t) {
+    LayerSpec s;
+    s.type = t;
+    s.name = "layer";
+    return s;
+}
+
+constexpr double kTolerance = 2e-3;  // float32 forward passes, step 1e-2 (Caffe uses 1e-2 / 1e-3)
+
+}  // namespace
+
+class TestLayers : public QObject {
+    Q_OBJECT
+private slots:
+    void samePaddingMatchesTensorFlow() {
+        // TF: out = ceil(in / stride); total pad = max((out - 1) * stride + k - in, 0), odd pixel after.
+        auto p = tfPadding(24, 3, 2, true);
+        QCOMPARE(p.out, 12);
+        QCOMPARE(p.before, 0);
+        QCOMPARE(p.after, 1);
+        p = tfPadding(28, 5, 1, true);
+        QCOMPARE(p.out, 28);
+        QCOMPARE(p.before, 2);
+        QCOMPARE(p.after, 2);
+        p = tfPadding(28, 5, 1, false);
+        QCOMPARE(p.out, 24);
+        QCOMPARE(p.before + p.after, 0);
+    }
+
+    void convForwardMatchesDirectSum() {
+        Rig rig(conv(3, 3, 2, true), {2, 7, 6}, 2);
+        const auto x = randomVector(rig.inSize(), 1);
+        const auto y = rig.forward(x);
+        const auto p = tfPadding(7, 3, 2, true), q = tfPadding(6, 3, 2, true);
+        const auto& w = rig.params[0];  // (out, in, kh, kw)
+        const auto& b = rig.params[1];
+        double worst = 0;
+        for (int n = 0; n < 2; ++n)
+            for (int oy = 0; oy < rig.out.h; ++oy)
+                for (int ox = 0; ox < rig.out.w; ++ox)
+                    for (int k = 0; k < 3; ++k) {
+                        double s = b[size_t(k)];
+                        for (int c = 0; c < 2; ++c)
+                            for (int ky = 0; ky < 3; ++ky)
+                                for (int kx = 0; kx < 3; ++kx) {
+                                    const int iy = oy * 2 + ky - p.before, ix = ox * 2 + kx - q.before;
+                                    if (iy < 0 || iy >= 7 || ix < 0 || ix >= 6) continue;
+                                    s += double(x[size_t(((n * 7 + iy) * 6 + ix) * 2 + c)]) *
+                                         w[size_t(((k * 2 + c) * 3 + ky) * 3 + kx)];
+                                }
+                        const float got = y[size_t(((n * rig.out.h + oy) * rig.out.w + ox) * 3 + k)];
+                        worst = std::max(worst, std::abs(got - s));
+                    }
+        QVERIFY2(worst < 1e-5, qPrintable(QString("max abs error %1").arg(worst)));
+    }
+
+    void maxPoolSameMatchesTensorFlow() {
+        // 3x3 stride 2 SAME on 6x6 (as CIFAR's 24 -> 12): total padding 1, all of it after, so
+        // windows start at 0, 2, 4 and the last is padded; the padding never wins even when
+        // every value is negative.
+        Rig rig(pool(3, 2, true), {1, 6, 6}, 1);
+        std::vector<float> x(36);
+        for (int i = 0; i < 36; ++i) x[size_t(i)] = -100.f + float(i);
+        const auto y = rig.forward(x);
+        QCOMPARE(rig.out.h, 3);
+        QCOMPARE(y[0], x[14]);   // rows 0-2, cols 0-2 -> (2, 2)
+        QCOMPARE(y[2], x[17]);   // rows 0-2, cols 4-5 (+ pad) -> (2, 5)
+        QCOMPARE(y[8], x[35]);   // rows 4-5, cols 4-5 (+ pad) -> (5, 5)
+    }
+
+    void lrnMatchesTensorFlowFormula() {
+        const int c = 12, r = 2;
+        const float bias = 1.5f, alpha = 0.3f, beta = 0.75f;
+        Rig rig(lrn(r, bias, alpha, beta), {c, 2, 3}, 2);
+        const auto x = randomVector(rig.inSize(), 3, -2.f, 2.f);
+        const auto y = rig.forward(x);
+        double worst = 0;
+        for (size_t p = 0; p < x.size() / c; ++p)
+            for (int j = 0; j < c; ++j) {
+                double s = 0;
+                for (int i = std::max(0, j - r); i <= std::min(c - 1, j + r); ++i) s += double(x[p * c + i]) * x[p * c + i];
+                const double want = x[p * c + j] / std::pow(bias + alpha * s, beta);
+                worst = std::max(worst, std::abs(want - y[p * c + j]));
+            }
+        QVERIFY2(worst < 1e-5, qPrintable(QString("max abs error %1").arg(worst)));
+    }
+
+    void gradients_data() {
+        QTest::addColumn<int>("which");
+        QTest::newRow("conv 5x5 same") << 0;
+        QTest::newRow("conv 3x3 stride 2 same") << 1;
+        QTest::newRow("conv 3x3 valid") << 2;
+        QTest::newRow("maxpool 2x2/2 same") << 3;
+        QTest::newRow("maxpool 3x3/2 same") << 4;
+        QTest::newRow("relu") << 5;
+        QTest::newRow("lrn cifar (r 4, beta 0.75)") << 6;
+        QTest::newRow("lrn general beta") << 7;
+        QTest::newRow("dense") << 8;
+        QTest::newRow("dropout keep 0.6") << 9;
+    }
+    void gradients() {
+        QFETCH(int, which);
+        LayerSpec spec;
+        Dims in{3, 6, 5};
+        bool kinks = false;  // ReLU and max-pool: inputs spaced so no kink lies within the step
+        switch (which) {
+        case 0: spec = conv(4, 5, 1, true); break;
+        case 1: spec = conv(4, 3, 2, true); break;
+        case 2: spec = conv(2, 3, 1, false); break;
+        case 3: spec = pool(2, 2, true); kinks = true; break;
+        case 4: spec = pool(3, 2, true); kinks = true; break;
+        case 5: spec = simple(LayerType::Relu); kinks = true; break;
+        case 6: spec = lrn(4, 1.f, 0.001f / 9.f, 0.75f); in = {16, 3, 2}; break;
+        case 7: spec = lrn(2, 2.f, 0.2f, 0.6f); in = {9, 2, 2}; break;
+        case 8: spec = simple(LayerType::Dense); spec.units = 7; in = {11, 1, 1}; break;
+        case 9: spec = simple(LayerType::Dropout); spec.keep = 0.6f; break;
+        }
+        Rig rig(spec, in, 2);
+        const auto x = kinks ? separatedVector(rig.inSize(), 11, 0.05f) : randomVector(rig.inSize(), 11);
+        const double err = gradientCheck(rig, x, 1e-2f);
+        QVERIFY2(err < kTolerance, qPrintable(QString("worst relative error %1").arg(err)));
+    }
+
+    void lrnGradientScalesWithAlpha() {
+        // With a large alpha the cross-channel term dominates: a wrong sign or factor there
+        // would fail this even if the diagonal term is right.
+        Rig rig(lrn(1, 1.f, 2.f, 0.75f), {5, 1, 2}, 1);
+        const double err = gradientCheck(rig, randomVector(rig.inSize(), 4), 1e-3f);
+        QVERIFY2(err < 5e-3, qPrintable(QString("worst relative error %1").arg(err)));
+    }
+
+    void dropoutMaskIsDeterministicAndScaled() {
+        LayerSpec s = simple(LayerType::Dropout);
+        s.keep = 0.5f;
+        Rig rig(s, {1000, 1, 1}, 4);
+        const std::vector<float> x(rig.inSize(), 1.f);
+        const auto a = rig.forward(x), b = rig.forward(x);
+        QCOMPARE(a, b);
+        int kept = 0;
+        for (float v : a) {
+            QVERIFY(v == 0.f || v == 2.f);
+            kept += v == 2.f;
+        }
+        QVERIFY2(std::abs(kept - 2000) < 150, qPrintable(QString("kept %1 of 4000").arg(kept)));
+    }
+
+    // The loss head and weight decay, checked through a whole network: d(mean cross-entropy +
+    // sum wd * l2_loss(W)) / dW against central differences of the loss the network reports.
+    void networkLossAndWeightDecayGradients() {
+        const std::string json = R"({"name": "check", "input": [2, 4, 4], "layers": [
+            {"type": "conv2d", "filters": 3, "kernel": 3, "init": {"type": "truncated_normal", "stddev": 0.5}, "bias": 0.1, "weight_decay": 0.3},
+            {"type": "relu"}, {"type": "maxpool", "size": 2, "stride": 2},
+            {"type": "lrn", "depth_radius": 1, "alpha": 0.5, "beta": 0.75},
+            {"type": "flatten"}, {"type": "dropout", "keep": 0.7},
+            {"type": "dense", "units": 5, "init": {"type": "glorot"}, "weight_decay": 0.2}]})";
+        auto be = makeCpuBackend(1);
+        Network net(parseModelSpec(json, "check.json"), *be, 3);
+        auto p = net.initialParams(3);
+        std::copy(p.begin(), p.end(), net.params());
+        const auto x = randomVector(size_t(3 * 2 * 4 * 4), 8);
+        std::copy(x.begin(), x.end(), net.input());
+        const int32_t labels[3] = {0, 4, 2};
+        std::copy(labels, labels + 3, net.labels());
+        auto loss = [&] {
+            float stats[3] = {0, 0, 0};
+            net.forward(nullptr, true, 77, 3, stats);  // same seed: the same dropout mask
+            return double(stats[0]) / 3.0 + stats[2];
+        };
+        loss();
+        net.backward(nullptr);
+        const std::vector<float> g(net.grads(), net.grads() + net.paramCount());
+        double worst = 0;
+        for (int64_t i = 0; i < net.paramCount(); i += 7) {
+            float& v = net.params()[i];
+            const float keep = v;
+            v = keep + 1e-2f;
+            const double up = loss();
+            v = keep - 1e-2f;
+            const double down = loss();
+            v = keep;
+            const double numeric = (up - down) / 2e-2;
+            worst = std::max(worst, std::abs(numeric - g[size_t(i)]) / std::max(1.0, std::abs(numeric)));
+        }
+        QVERIFY2(worst < 5e-3, qPrintable(QString("worst relative error %1").arg(worst)));
+    }
+};
+
+QTEST_GUILESS_MAIN(TestLayers)
+#include "tst_layers.moc"
