@@ -4,8 +4,18 @@
 #pragma once
 #include <cstdint>
 #include <string>
+#include <vector>
+
+#include "parallel/tower_set.hpp"
 
 namespace tb {
+
+// One tower's share of a step.
+struct TowerMetrics {
+    double loss = 0, accuracy = 0;  // over its own slice (NaN in async reports of other towers)
+    TowerPhases phases;             // seconds
+    double busyFraction = 0;        // (forward + backward + straggle + reduce + apply) / step time
+};
 
 struct StepMetrics {
     int64_t step = 0;              // 1-based count of completed steps
@@ -19,6 +29,10 @@ struct StepMetrics {
     double dataWaitSeconds = 0;    // time blocked on the input pipeline
     double computeSeconds = 0;     // forward + backward + update
     double elapsedSeconds = 0;     // since training started
+    std::vector<TowerMetrics> towers;
+    int64_t bytesMoved = 0;        // gradients / parameters moved to and from the synchronisation point
+    int pusher = -1;               // async: the tower whose update this was
+    int64_t staleness = -1;        // async: updates applied by other towers since it pulled
 };
 
 struct EvalResult {

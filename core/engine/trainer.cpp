@@ -4,6 +4,7 @@
 #include <chrono>
 #include <cmath>
 #include <deque>
+#include <thread>
 
 #include "backend/backend.hpp"
 #include "data/dataset.hpp"
@@ -11,6 +12,8 @@
 #include "nn/model_spec.hpp"
 #include "nn/network.hpp"
 #include "optim/optimizer.hpp"
+#include "parallel/tower_set.hpp"
+#include "engine/observer_hub.hpp"
 #include "util/error.hpp"
 
 namespace tb {
@@ -27,9 +30,12 @@ const char* toString(RunState s) {
 }
 
 nlohmann::json RunSummary::toJson() const {
+    nlohmann::json towers = nlohmann::json::array();
+    for (const Device& d : plan.towers) towers.push_back(d.str());
     nlohmann::json j = {{"steps", steps},
                         {"epochs", epochs},
                         {"examples_per_sec", examplesPerSec},
+                        {"steady_examples_per_sec", steadyExamplesPerSec},
                         {"train_seconds", trainSeconds},
                         {"final_loss", finalLoss},
                         {"final_accuracy", finalAccuracy},
@@ -37,13 +43,38 @@ nlohmann::json RunSummary::toJson() const {
                         {"test_accuracy", testAccuracy},
                         {"params", params},
                         {"flops_per_example", flopsPerExample},
-                        {"steady_examples_per_sec", steadyExamplesPerSec},
                         {"model", model},
                         {"data", data},
                         {"backend", backend},
+                        {"towers", towers},
+                        {"tower_busy", towerBusy},
+                        {"reduce_apply_fraction", reduceApplyFraction},
+                        {"plan", plan.toJson()},
                         {"stopped", stopped}};
     if (validationAccuracy >= 0) j["validation_accuracy"] = validationAccuracy;
+    if (meanStaleness >= 0) j["mean_staleness"] = meanStaleness;
     return j;
+}
+
+int cpuTowerSlots() { return std::max(8, 4 * int(std::max(1u, std::thread::hardware_concurrency()))); }
+
+DeploymentPlan makePlan(const RunConfig& c) {
+    DeploymentPlan p;
+    p.towers = DeploymentPlan::parseTowers(c.towers, int(std::max(1u, std::thread::hardware_concurrency())), "--towers");
+    DeploymentPlan::parseVariables(c.variables, p, "--variables");
+    p.reduce = DeploymentPlan::parseReduce(c.reduce, "--reduce");
+    p.update = DeploymentPlan::parseUpdate(c.update, "--update");
+    p.averageEvery = c.averageEvery;
+    p.psShards = c.psShards;
+    p.slowdown = DeploymentPlan::parseSlowdown(c.slow, p.towerCount(), "--slow");
+    const int n = p.towerCount();
+    if (c.batchPerTower > 0) p.batchPerTower = c.batchPerTower;
+    else if (n > 0 && c.batch % n == 0) p.batchPerTower = c.batch / n;
+    else if (n > 0)
+        throw Error("--batch: " + std::to_string(c.batch) + " examples do not split evenly over " + std::to_string(n) +
+                    " towers; give --batch-per-tower");
+    p.validate(cpuTowerSlots(), 0);
+    return p;
 }
 
 namespace {
@@ -52,9 +83,9 @@ using Clock = std::chrono::steady_clock;
 double seconds(Clock::time_point a, Clock::time_point b) { return std::chrono::duration<double>(b - a).count(); }
 
 // How the pipeline shapes a dataset for this run (CIFAR-10: 24x24 crops, standardised).
-PipelineOptions pipelineFor(const RunConfig& c, bool cifar, bool training) {
+PipelineOptions pipelineFor(const RunConfig& c, bool cifar, bool training, int batch) {
     PipelineOptions o;
-    o.batchSize = c.batch;
+    o.batchSize = batch;
     o.shuffle = training;
     o.shuffleBuffer = size_t(c.shuffleBuffer);
     o.repeat = training;
@@ -67,13 +98,12 @@ PipelineOptions pipelineFor(const RunConfig& c, bool cifar, bool training) {
     return o;
 }
 
-// Runs one pass over `data` with the network's current parameters: (mean loss, accuracy).
+// One pass over `data` with the network's current parameters, in batches of net.batch().
 EvalResult evaluate(Network& net, Stream s, float* stats, const Dataset& data, const RunConfig& c, bool cifar) {
     Backend& be = net.backend();
-    InputPipeline pipe(data, pipelineFor(c, cifar, false));
+    InputPipeline pipe(data, pipelineFor(c, cifar, false, net.batch()));
     Batch b;
     float host[3] = {0, 0, 0};
-    double loss = 0, correct = 0;
     int64_t count = 0;
     be.fill(s, stats, 0.f, 3);
     while (pipe.next(b)) {
@@ -84,13 +114,47 @@ EvalResult evaluate(Network& net, Stream s, float* stats, const Dataset& data, c
     }
     be.copyToHost(s, host, stats, sizeof(host));
     be.synchronize(s);
-    loss = host[0];
-    correct = host[1];
     EvalResult r;
     r.examples = count;
-    r.loss = count ? loss / double(count) : 0;
-    r.accuracy = count ? correct / double(count) : 0;
+    r.loss = count ? host[0] / double(count) : 0;
+    r.accuracy = count ? host[1] / double(count) : 0;
     return r;
+}
+
+// Step metrics from what the towers report; stepSeconds is the wall time the step took.
+StepMetrics toMetrics(const TowerStep& r, double stepSeconds) {
+    StepMetrics m;
+    m.step = r.update;
+    m.lr = r.lr;
+    m.stepSeconds = stepSeconds;
+    m.bytesMoved = r.bytesMoved;
+    m.pusher = r.pusher;
+    m.staleness = r.staleness;
+    double loss = 0, correct = 0;
+    int examples = 0;
+    for (size_t i = 0; i < r.phases.size(); ++i) {
+        TowerMetrics t;
+        t.phases = r.phases[i];
+        const auto& p = t.phases;
+        const double busy = p.forward + p.backward + p.straggle + p.reduce + p.apply;
+        t.busyFraction = stepSeconds > 0 ? std::min(1.0, busy / stepSeconds) : 0;
+        if (r.examples[i] > 0) {
+            t.loss = r.lossSum[i] / r.examples[i] + r.weightDecayLoss;
+            t.accuracy = r.correct[i] / r.examples[i];
+            loss += r.lossSum[i];
+            correct += r.correct[i];
+            examples += r.examples[i];
+            m.dataWaitSeconds = std::max(m.dataWaitSeconds, p.dataWait);
+        } else {
+            t.loss = t.accuracy = std::nan("");
+        }
+        m.towers.push_back(t);
+    }
+    m.loss = examples ? loss / examples + r.weightDecayLoss : 0;
+    m.accuracy = examples ? correct / examples : 0;
+    m.computeSeconds = stepSeconds - m.dataWaitSeconds;
+    m.examplesPerSec = stepSeconds > 0 ? examples / stepSeconds : 0;
+    return m;
 }
 
 }  // namespace
@@ -101,142 +165,155 @@ Trainer::~Trainer() = default;
 RunSummary Trainer::run() {
     const RunConfig& c = config_;
     c.validate();
-    auto notify = [&](RunState st, const std::string& detail) {
-        for (auto* o : observers_) o->onStateChanged(st, detail);
-    };
-    notify(RunState::Loading, c.model + " on " + c.data);
+    ObserverHub hub(observers_);
+    hub.onStateChanged(RunState::Loading, c.model + " on " + c.data);
 
+    const DeploymentPlan plan = makePlan(c);
     const ModelSpec spec = findModel(c.model);
-    int64_t validation = c.validation;
     DataSplits data = loadData(c.data, 0, c.seed);
+    int64_t validation = c.validation;
     if (validation < 0) validation = std::min<int64_t>(5000, int64_t(data.train.size()) / 10);
     if (validation >= int64_t(data.train.size()))
         throw Error("--validation: " + std::to_string(validation) + " samples leave none of the " +
                     std::to_string(data.train.size()) + " training samples");
     if (validation > 0) data.validation = splitTail(data.train, size_t(validation), data.train.name + " validation");
     const bool cifar = data.cifarAugment;
-
     const Dims dataDims = cifar ? Dims{data.train.channels, 24, 24}
                                 : Dims{data.train.channels, data.train.height, data.train.width};
     const Dims modelDims{spec.inC, spec.inH, spec.inW};
     if (!(dataDims == modelDims))
         throw Error("--model: " + spec.name + " expects input " + modelDims.str() + " but --data " + c.data +
                     " gives " + dataDims.str());
+    const bool async = plan.update == UpdateMode::Async;
+    if (async && c.emaDecay > 0)
+        throw Error("--ema-decay: the moving average needs synchronous updates (--update sync)");
 
-    auto backend = makeCpuBackend(c.threads);
-    Network net(spec, *backend, c.batch);
+    OptimizerSettings opt;
+    opt.rule = parseUpdateRule(c.optimizer, "--optimizer");
+    opt.hyper.momentum = float(c.momentum);
+    opt.schedule.initial = float(c.lr);
+    if (c.lrDecaySteps > 0) {
+        opt.schedule.kind = LrSchedule::Kind::Exponential;
+        opt.schedule.decaySteps = c.lrDecaySteps;
+        opt.schedule.decayRate = float(c.lrDecayRate);
+        opt.schedule.staircase = c.lrStaircase;
+    }
+    const int cores = c.threads > 0 ? c.threads : int(std::max(1u, std::thread::hardware_concurrency()));
+    const int n = plan.towerCount();
+    TowerSet towers(spec, plan, opt, std::max(1, cores / n), c.seed);
+    Network& net = towers.evalNetwork();
     if (net.outputs() < data.train.numClasses)
         throw Error("--model: " + spec.name + " has " + std::to_string(net.outputs()) + " outputs but --data " + c.data +
                     " has " + std::to_string(data.train.numClasses) + " classes");
-    Stream s = backend->createStream();
-    struct StreamGuard {
-        Backend& be;
-        Stream s;
-        ~StreamGuard() { be.destroyStream(s); }
-    } guard{*backend, s};
-
-    const std::vector<float> init = net.initialParams(c.seed);
-    backend->copyFromHost(s, net.params(), init.data(), init.size() * sizeof(float));
-    backend->fill(s, reinterpret_cast<float*>(net.labels()), 0.f, size_t(c.batch));  // 0.0f is all-zero bits: label 0
-    LrSchedule schedule;
-    schedule.initial = float(c.lr);
-    if (c.lrDecaySteps > 0) {
-        schedule.kind = LrSchedule::Kind::Exponential;
-        schedule.decaySteps = c.lrDecaySteps;
-        schedule.decayRate = float(c.lrDecayRate);
-        schedule.staircase = c.lrStaircase;
-    }
-    UpdateParams hyper;
-    hyper.momentum = float(c.momentum);
+    Backend& be = net.backend();
+    const Stream s = towers.evalStream();
     const size_t count = size_t(net.paramCount());
-    Optimizer opt(*backend, parseUpdateRule(c.optimizer, "--optimizer"), hyper, schedule, count);
     std::unique_ptr<WeightEma> ema;
-    if (c.emaDecay > 0) ema = std::make_unique<WeightEma>(*backend, float(c.emaDecay), net.params(), count);
-    Tensor stats = backend->empty(Shape{3});
+    if (c.emaDecay > 0) ema = std::make_unique<WeightEma>(be, float(c.emaDecay), net.params(), count);
+    Tensor stats = be.empty(Shape{3});
     Tensor backup;  // the live weights while evaluating with the moving average
-    if (ema) backup = backend->empty(Shape{int64_t(count)});
+    if (ema) backup = be.empty(Shape{int64_t(count)});
 
+    double evalSeconds = 0;
     auto evalWith = [&](const Dataset& d, const std::string& split, int64_t step) {
+        const auto e0 = Clock::now();
+        towers.averageNow();
+        Network& en = towers.evalNetwork();
         if (ema) {
-            backend->copy(s, backup.data(), net.params(), count * sizeof(float));
-            backend->copy(s, net.params(), ema->shadow(), count * sizeof(float));
+            be.copy(s, backup.data(), en.params(), count * sizeof(float));
+            be.copy(s, en.params(), ema->shadow(), count * sizeof(float));
         }
-        EvalResult r = evaluate(net, s, stats.data(), d, c, cifar);
-        if (ema) backend->copy(s, net.params(), backup.data(), count * sizeof(float));
+        EvalResult r = evaluate(en, s, stats.data(), d, c, cifar);
+        if (ema) be.copy(s, en.params(), backup.data(), count * sizeof(float));
         r.step = step;
         r.split = split;
         r.averagedWeights = bool(ema);
-        for (auto* o : observers_) o->onEval(r);
+        hub.onEval(r);
+        evalSeconds += seconds(e0, Clock::now());
         return r;
     };
 
     RunSummary sum;
     sum.model = spec.name;
     sum.data = c.data;
-    sum.backend = backend->name();
+    sum.backend = towers.backendName();
     sum.params = net.paramCount();
     sum.flopsPerExample = net.trainFlopsPerExample();
+    sum.plan = plan;
+    const int perStep = async ? plan.batchPerTower : n * plan.batchPerTower;
     const int64_t total = c.steps > 0 ? c.steps
                                       : std::max<int64_t>(1, int64_t(std::ceil(c.epochs * double(data.train.size()) /
-                                                                                 double(c.batch))));
-    InputPipeline train(data.train, pipelineFor(c, cifar, true));
-    notify(RunState::Running, backend->name());
+                                                                                 double(perStep))));
+    InputPipeline train(data.train, pipelineFor(c, cifar, true, perStep));
+    hub.onStateChanged(RunState::Running, plan.describe() + "; " + towers.backendName());
 
     std::deque<std::pair<double, double>> recent;  // (loss, accuracy) of the last steps
-    Batch b;
-    float host[3];
-    const auto start = Clock::now();
-    auto afterFirst = start;
+    std::vector<double> busy(size_t(n), 0.0);
+    double reduceApply = 0, stepTime = 0, staleness = 0;
     int64_t step = 0;
-    while (step < total && !stop_) {
-        const auto t0 = Clock::now();
-        train.next(b);
-        const auto t1 = Clock::now();
-        backend->copyFromHost(s, net.input(), b.x.data(), b.x.size() * sizeof(float));
-        backend->copyFromHost(s, net.labels(), b.y.data(), b.y.size() * sizeof(int32_t));
-        backend->fill(s, stats.data(), 0.f, 3);
-        net.forward(s, true, c.seed * 7919ull + uint64_t(step), c.batch, stats.data());
-        net.backward(s);
-        const float lr = opt.apply(s, net.params(), net.grads(), step);
-        if (ema) ema->update(s, net.params());
-        backend->copyToHost(s, host, stats.data(), sizeof(host));
-        backend->synchronize(s);
-        const auto t2 = Clock::now();
-        if (++step == 1) afterFirst = t2;
-
-        StepMetrics m;
-        m.step = step;
+    const auto start = Clock::now();
+    auto afterFirst = start, last = start;
+    auto record = [&](StepMetrics& m) {
+        const auto now = Clock::now();
         m.totalSteps = total;
-        m.epoch = double(step) * c.batch / double(data.train.size());
-        m.loss = host[0] / c.batch + host[2];
-        m.accuracy = host[1] / c.batch;
-        m.lr = lr;
-        m.stepSeconds = seconds(t0, t2);
-        m.dataWaitSeconds = seconds(t0, t1);
-        m.computeSeconds = seconds(t1, t2);
-        m.examplesPerSec = c.batch / m.stepSeconds;
-        m.elapsedSeconds = seconds(start, t2);
+        m.epoch = double(m.step) * perStep / double(data.train.size());
+        m.elapsedSeconds = seconds(start, now);
         if (!std::isfinite(m.loss))
-            throw Error("training diverged at step " + std::to_string(step) + " (loss is " + std::to_string(m.loss) +
+            throw Error("training diverged at step " + std::to_string(m.step) + " (loss is " + std::to_string(m.loss) +
                         "); lower --lr");
         recent.emplace_back(m.loss, m.accuracy);
         if (recent.size() > 50) recent.pop_front();
-        for (auto* o : observers_) o->onStepEnd(m);
-        if (c.evalEvery > 0 && step % c.evalEvery == 0 && step < total) {
-            const auto e0 = Clock::now();
-            evalWith(data.validation.size() ? data.validation : data.test,
-                     data.validation.size() ? "validation" : "test", step);
-            sumEvalSeconds_ += seconds(e0, Clock::now());
+        double worst = 0;
+        for (size_t i = 0; i < m.towers.size(); ++i) {
+            const auto& p = m.towers[i].phases;
+            busy[i] += p.forward + p.backward + p.straggle + p.reduce + p.apply;
+            worst = std::max(worst, p.reduce + p.apply);
         }
+        reduceApply += worst;
+        stepTime += m.stepSeconds;
+        if (m.staleness >= 0) staleness += double(m.staleness);
+        if (m.step == 1) afterFirst = now;
+        hub.onStepEnd(m);
+    };
+
+    if (!async) {
+        Batch b;
+        while (step < total && control_.awaitStep()) {
+            const auto t0 = Clock::now();
+            train.next(b);
+            const double wait = seconds(t0, Clock::now());
+            TowerStep r = towers.step(b, step, wait);
+            if (ema) ema->update(s, net.params(), step);
+            be.synchronize(s);
+            StepMetrics m = toMetrics(r, seconds(t0, Clock::now()));
+            ++step;
+            record(m);
+            if (c.evalEvery > 0 && step % c.evalEvery == 0 && step < total)
+                evalWith(data.validation.size() ? data.validation : data.test,
+                         data.validation.size() ? "validation" : "test", step);
+        }
+    } else {
+        towers.runAsync(
+            total, [&](Batch& b) { train.next(b); }, control_,
+            [&](const TowerStep& r) {
+                const auto now = Clock::now();
+                StepMetrics m = toMetrics(r, seconds(last, now));
+                last = now;
+                step = r.update;
+                record(m);
+            });
     }
     const auto end = Clock::now();
-    sum.trainSeconds = seconds(start, end) - sumEvalSeconds_;
-    const double steadySeconds = seconds(afterFirst, end) - sumEvalSeconds_;
-    if (step > 1 && steadySeconds > 0) sum.steadyExamplesPerSec = double(step - 1) * c.batch / steadySeconds;
+    sum.trainSeconds = seconds(start, end) - evalSeconds;
+    const double steadySeconds = seconds(afterFirst, end) - evalSeconds;
     sum.steps = step;
     sum.stopped = step < total;
-    sum.epochs = double(step) * c.batch / double(data.train.size());
-    sum.examplesPerSec = sum.trainSeconds > 0 ? double(step) * c.batch / sum.trainSeconds : 0;
+    sum.epochs = double(step) * perStep / double(data.train.size());
+    sum.examplesPerSec = sum.trainSeconds > 0 ? double(step) * perStep / sum.trainSeconds : 0;
+    if (step > 1 && steadySeconds > 0) sum.steadyExamplesPerSec = double(step - 1) * perStep / steadySeconds;
+    for (double b : busy) sum.towerBusy.push_back(sum.trainSeconds > 0 ? std::min(1.0, b / sum.trainSeconds) : 0);
+    sum.reduceApplyFraction = stepTime > 0 ? reduceApply / stepTime : 0;
+    if (async && step > 0) sum.meanStaleness = staleness / double(step);
     for (auto& [l, a] : recent) {
         sum.finalLoss += l / double(recent.size());
         sum.finalAccuracy += a / double(recent.size());
@@ -245,7 +322,7 @@ RunSummary Trainer::run() {
     const EvalResult test = evalWith(data.test, "test", step);
     sum.testAccuracy = test.accuracy;
     sum.testLoss = test.loss;
-    notify(sum.stopped ? RunState::Stopped : RunState::Finished, "");
+    hub.onStateChanged(sum.stopped ? RunState::Stopped : RunState::Finished, "");
     return sum;
 }
 

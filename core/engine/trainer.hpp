@@ -1,19 +1,21 @@
-// Trainer: runs one training run on one device, start to finish: data, network, optimiser,
-// evaluation, metrics to observers. The tower engine generalises its step to many replicas.
+// Trainer: one training run from start to finish: data, model replicas on the towers of a
+// DeploymentPlan, optimiser, evaluation, and metrics to observers (delivered on a thread of
+// their own, so a slow observer never stalls training). Pause, resume, single-step and stop
+// are safe from any thread at any moment.
 #pragma once
-#include <atomic>
 #include <cstdint>
-#include <memory>
 #include <string>
 #include <vector>
 
 #include "engine/observer.hpp"
 #include "io/run_config.hpp"
+#include "parallel/deployment_plan.hpp"
+#include "parallel/run_control.hpp"
 
 namespace tb {
 
 struct RunSummary {
-    int64_t steps = 0;
+    int64_t steps = 0;             // sync: global steps; async: applied updates
     double epochs = 0;
     double examplesPerSec = 0;     // training examples / training wall time (evaluation excluded)
     double steadyExamplesPerSec = 0;  // the same without the first step (oneDNN's kernel generation)
@@ -25,25 +27,33 @@ struct RunSummary {
     int64_t params = 0;
     int64_t flopsPerExample = 0;   // training FLOPs per example (3x forward of conv and dense)
     std::string model, data, backend;
-    bool stopped = false;          // ended early by requestStop()
+    DeploymentPlan plan;
+    std::vector<double> towerBusy; // per tower: busy time / training time
+    double reduceApplyFraction = 0;  // reduce + apply time / step time (slowest tower's view)
+    double meanStaleness = -1;     // async only
+    bool stopped = false;          // ended early by stop()
     nlohmann::json toJson() const;
 };
+
+// The deployment plan a run config describes (flags --towers, --variables, ...), validated.
+DeploymentPlan makePlan(const RunConfig& c);
+// How many virtual CPU towers may exist: several per core, for teaching on small machines.
+int cpuTowerSlots();
 
 class Trainer {
 public:
     explicit Trainer(RunConfig config);
     ~Trainer();
     void addObserver(TrainingObserver* o) { observers_.push_back(o); }
-    // Runs to the end (or until requestStop); throws tb::Error on bad input.
+    // Runs to the end (or until stop); throws tb::Error on bad input.
     RunSummary run();
-    // From any thread: the run ends after the step in progress.
-    void requestStop() { stop_ = true; }
+    RunControl& control() { return control_; }
+    void requestStop() { control_.stop(); }
 
 private:
     RunConfig config_;
     std::vector<TrainingObserver*> observers_;
-    std::atomic<bool> stop_{false};
-    double sumEvalSeconds_ = 0;  // evaluation time inside the training loop, not counted as training
+    RunControl control_;
 };
 
 }  // namespace tb

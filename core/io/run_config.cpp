@@ -49,6 +49,14 @@ const std::map<std::string, Setting>& table() {
         {"threads", bind(Kind::Int, &RunConfig::threads)},
         {"metrics", bind(Kind::Text, &RunConfig::metrics)},
         {"quiet", bind(Kind::Flag, &RunConfig::quiet)},
+        {"towers", bind(Kind::Text, &RunConfig::towers)},
+        {"variables", bind(Kind::Text, &RunConfig::variables)},
+        {"reduce", bind(Kind::Text, &RunConfig::reduce)},
+        {"update", bind(Kind::Text, &RunConfig::update)},
+        {"average_every", bind(Kind::Int, &RunConfig::averageEvery)},
+        {"ps_shards", bind(Kind::Int, &RunConfig::psShards)},
+        {"batch_per_tower", bind(Kind::Int, &RunConfig::batchPerTower)},
+        {"slow", bind(Kind::Text, &RunConfig::slow)},
     };
     return t;
 }

@@ -31,6 +31,15 @@ struct RunConfig {
     int threads = 0;                     // 0: all cores
     std::string metrics;                 // JSON-lines metrics file; empty: none
     bool quiet = false;
+    // Deployment (see parallel/deployment_plan.hpp).
+    std::string towers = "cpu:0";        // cpu:0,cpu:1,... | gpu:0,... | auto
+    std::string variables = "cpu";      // cpu | a tower's device | replicated
+    std::string reduce = "mean";         // mean | allreduce
+    std::string update = "sync";         // sync | async
+    int averageEvery = 1;                // K: local steps between parameter averages
+    int psShards = 1;                    // S parameter-server shards
+    int batchPerTower = 0;               // 0: batch / towers
+    std::string slow;                    // straggler injection: TOWER=FACTOR,...
 
     // Sets one setting by its file key from a JSON value; `origin` names the file or flag in errors.
     void set(const std::string& key, const nlohmann::json& value, const std::string& origin);

@@ -36,7 +36,8 @@ Network::Network(const ModelSpec& spec, Backend& backend, int batch)
         throw Error(spec.source + ": the last layer must output a flat vector of class logits, not " + d.str());
     outputs_ = d.c;
 
-    params_ = backend.empty(Shape{std::max<int64_t>(paramCount_, 1)});
+    own_params_ = backend.empty(Shape{std::max<int64_t>(paramCount_, 1)});
+    params_ = own_params_.data();
     grads_ = backend.empty(Shape{std::max<int64_t>(paramCount_, 1)});
     input_buf_ = backend.empty(Shape{batch, input_.h, input_.w, input_.c});
     probs_ = backend.empty(Shape{batch, outputs_});
@@ -53,7 +54,7 @@ Network::Network(const ModelSpec& spec, Backend& backend, int batch)
         layer->prepare(backend, batch);
         ws = std::max(ws, layer->workspaceBytes());
         for (size_t k = layer->params().size(); k-- > 0;) {
-            layer->w.push_back(params_.data() + offsets_[pi]);
+            layer->w.push_back(params_ + offsets_[pi]);
             layer->dw.push_back(grads_.data() + offsets_[pi]);
             ++pi;
         }
@@ -78,6 +79,13 @@ Network::Network(const ModelSpec& spec, Backend& backend, int batch)
 }
 
 Network::~Network() { backend_.deallocate(labels_); }
+
+void Network::bindParams(float* external) {
+    params_ = external;
+    size_t pi = 0;
+    for (auto& layer : layers_)
+        for (float*& w : layer->w) w = params_ + offsets_[pi++];
+}
 
 std::vector<float> Network::initialParams(uint64_t seed) const {
     std::vector<float> all(static_cast<size_t>(paramCount_));
@@ -109,7 +117,7 @@ void Network::forward(Stream s, bool training, uint64_t seed, int valid, float* 
     if (!training) return;
     for (size_t i = 0; i < infos_.size(); ++i)
         if (infos_[i].weightDecay > 0)  // tf.nn.l2_loss(W) * wd = wd * sum(W^2) / 2
-            backend_.addSumSquares(s, params_.data() + offsets_[i], size_t(infos_[i].shape.numel()),
+            backend_.addSumSquares(s, params_ + offsets_[i], size_t(infos_[i].shape.numel()),
                                    0.5f * infos_[i].weightDecay, stats + 2);
 }
 
@@ -136,7 +144,7 @@ void Network::backward(Stream s) {
     }
     for (size_t i = 0; i < infos_.size(); ++i)
         if (infos_[i].weightDecay > 0)
-            backend_.axpy(s, infos_[i].weightDecay, params_.data() + offsets_[i], grads_.data() + offsets_[i],
+            backend_.axpy(s, infos_[i].weightDecay, params_ + offsets_[i], grads_.data() + offsets_[i],
                           size_t(infos_[i].shape.numel()));
 }
 

@@ -32,7 +32,10 @@ public:
     const std::vector<int64_t>& paramOffsets() const { return offsets_; }  // into the flat buffers
     const std::vector<std::unique_ptr<Layer>>& layers() const { return layers_; }
 
-    float* params() const { return params_.data(); }   // (paramCount) on the backend's device
+    float* params() const { return params_; }          // (paramCount) on the backend's device
+    // Reads and updates the parameters in `external` (paramCount floats on this device) instead
+    // of its own buffer: CPU towers share the variables held in host memory without copies.
+    void bindParams(float* external);
     float* grads() const { return grads_.data(); }     // (paramCount)
     float* input() const { return input_buf_.data(); } // (batch, h, w, c)
     int32_t* labels() const { return labels_; }        // (batch)
@@ -57,7 +60,8 @@ private:
     std::vector<ParamInfo> infos_;
     std::vector<int64_t> offsets_;
     int64_t paramCount_ = 0;
-    Tensor params_, grads_, input_buf_, probs_, dlogits_, workspace_, gradA_, gradB_;
+    float* params_ = nullptr;          // own_params_ or a bound external buffer
+    Tensor own_params_, grads_, input_buf_, probs_, dlogits_, workspace_, gradA_, gradB_;
     std::vector<Tensor> activations_;    // per layer output (n, h, w, c); aliasing layers share
     std::vector<const float*> outputs_of_;
     std::vector<Tensor> saved_;

@@ -1,5 +1,6 @@
 #include "optim/optimizer.hpp"
 
+#include <algorithm>
 #include <cmath>
 
 #include "util/error.hpp"
@@ -49,11 +50,13 @@ Optimizer::~Optimizer() {
     if (v_) backend_.deallocate(v_);
 }
 
-float Optimizer::apply(Stream s, float* params, const float* grads, int64_t step) {
+float Optimizer::applyRange(Stream s, float* params, const float* grads, size_t offset, size_t count, int64_t step) {
+    if (offset + count > count_) throw Error("optimizer range past the end of the parameters");
     UpdateParams h = hyper_;
     h.lr = schedule_.at(step);
     h.step = step + 1;
-    backend_.applyUpdate(s, rule_, h, params, grads, m_, v_, count_);
+    backend_.applyUpdate(s, rule_, h, params + offset, grads + offset, m_ ? m_ + offset : nullptr,
+                         v_ ? v_ + offset : nullptr, count);
     return h.lr;
 }
 
@@ -65,6 +68,9 @@ WeightEma::WeightEma(Backend& backend, float decay, const float* params, size_t 
 
 WeightEma::~WeightEma() { backend_.deallocate(shadow_); }
 
-void WeightEma::update(Stream s, const float* params) { backend_.emaUpdate(s, shadow_, params, decay_, count_); }
+void WeightEma::update(Stream s, const float* params, int64_t step) {
+    const float d = std::min(decay_, float(1 + step) / float(10 + step));
+    backend_.emaUpdate(s, shadow_, params, d, count_);
+}
 
 }  // namespace tb

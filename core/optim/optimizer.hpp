@@ -31,7 +31,12 @@ public:
     Optimizer& operator=(const Optimizer&) = delete;
 
     // One update of params from grads at 0-based global step `step`; returns the lr used.
-    float apply(Stream s, float* params, const float* grads, int64_t step);
+    float apply(Stream s, float* params, const float* grads, int64_t step) {
+        return applyRange(s, params, grads, 0, count_, step);
+    }
+    // The same on elements [offset, offset + count) of params, grads and the slots: threads
+    // or parameter-server shards update disjoint ranges of one buffer.
+    float applyRange(Stream s, float* params, const float* grads, size_t offset, size_t count, int64_t step);
     UpdateRule rule() const { return rule_; }
 
 private:
@@ -44,14 +49,16 @@ private:
     float* v_ = nullptr;   // (count) Adam's second moment
 };
 
-// shadow = decay * shadow + (1 - decay) * params after every step; starts equal to params.
+// shadow = d * shadow + (1 - d) * params after every step, starting equal to params, with
+// d = min(decay, (1 + t) / (10 + t)) at update t as tf.train.ExponentialMovingAverage with
+// num_updates: early on the average follows the weights instead of remembering the initialisation.
 class WeightEma {
 public:
     WeightEma(Backend& backend, float decay, const float* params, size_t count);
     ~WeightEma();
     WeightEma(const WeightEma&) = delete;
     WeightEma& operator=(const WeightEma&) = delete;
-    void update(Stream s, const float* params);
+    void update(Stream s, const float* params, int64_t step);
     const float* shadow() const { return shadow_; }
     float decay() const { return decay_; }
 

@@ -1,0 +1,72 @@
+#include "engine/observer_hub.hpp"
+
+#include <algorithm>
+
+namespace tb {
+
+ObserverHub::ObserverHub(std::vector<TrainingObserver*> observers, size_t capacity)
+    : observers_(std::move(observers)), capacity_(std::max<size_t>(capacity, 2)), thread_([this] { run(); }) {}
+
+ObserverHub::~ObserverHub() {
+    {
+        std::lock_guard lock(mutex_);
+        closing_ = true;
+    }
+    wake_.notify_all();
+    thread_.join();
+}
+
+void ObserverHub::push(Event e) {
+    {
+        std::lock_guard lock(mutex_);
+        if (queue_.size() >= capacity_) {
+            auto step = std::find_if(queue_.begin(), queue_.end(),
+                                     [](const Event& q) { return std::holds_alternative<StepMetrics>(q); });
+            if (step != queue_.end()) {
+                queue_.erase(step);
+                ++dropped_;
+            }
+        }
+        queue_.push_back(std::move(e));
+    }
+    wake_.notify_one();
+}
+
+void ObserverHub::onStateChanged(RunState s, const std::string& detail) { push(State{s, detail}); }
+void ObserverHub::onStepEnd(const StepMetrics& m) { push(m); }
+void ObserverHub::onEval(const EvalResult& r) { push(r); }
+
+void ObserverHub::flush() {
+    std::unique_lock lock(mutex_);
+    idle_.wait(lock, [&] { return queue_.empty() && !busy_; });
+}
+
+int64_t ObserverHub::dropped() const {
+    std::lock_guard lock(mutex_);
+    return dropped_;
+}
+
+void ObserverHub::run() {
+    std::unique_lock lock(mutex_);
+    for (;;) {
+        wake_.wait(lock, [&] { return closing_ || !queue_.empty(); });
+        if (queue_.empty()) {
+            if (closing_) return;
+            continue;
+        }
+        Event e = std::move(queue_.front());
+        queue_.pop_front();
+        busy_ = true;
+        lock.unlock();
+        for (TrainingObserver* o : observers_) {
+            if (auto* s = std::get_if<State>(&e)) o->onStateChanged(s->state, s->detail);
+            else if (auto* m = std::get_if<StepMetrics>(&e)) o->onStepEnd(*m);
+            else o->onEval(std::get<EvalResult>(e));
+        }
+        lock.lock();
+        busy_ = false;
+        if (queue_.empty()) idle_.notify_all();
+    }
+}
+
+}  // namespace tb

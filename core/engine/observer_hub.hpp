@@ -1,0 +1,46 @@
+// ObserverHub: hands engine events to observers on a thread of its own, so a slow observer
+// (a window repainting, a disk) never stalls training. The queue is bounded: when it is full,
+// the oldest step reports are dropped (and counted); state changes and evaluations never are.
+#pragma once
+#include <condition_variable>
+#include <cstdint>
+#include <deque>
+#include <mutex>
+#include <thread>
+#include <variant>
+#include <vector>
+
+#include "engine/observer.hpp"
+
+namespace tb {
+
+class ObserverHub final : public TrainingObserver {
+public:
+    explicit ObserverHub(std::vector<TrainingObserver*> observers, size_t capacity = 4096);
+    ~ObserverHub() override;  // delivers everything still queued, then joins
+    void onStateChanged(RunState, const std::string& detail) override;
+    void onStepEnd(const StepMetrics&) override;
+    void onEval(const EvalResult&) override;
+    void flush();             // waits until every queued event has been delivered
+    int64_t dropped() const;
+
+private:
+    struct State {
+        RunState state;
+        std::string detail;
+    };
+    using Event = std::variant<State, StepMetrics, EvalResult>;
+    void push(Event e);
+    void run();
+
+    std::vector<TrainingObserver*> observers_;
+    size_t capacity_;
+    mutable std::mutex mutex_;
+    std::condition_variable wake_, idle_;
+    std::deque<Event> queue_;
+    bool busy_ = false, closing_ = false;
+    int64_t dropped_ = 0;
+    std::thread thread_;
+};
+
+}  // namespace tb

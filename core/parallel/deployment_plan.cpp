@@ -1,0 +1,173 @@
+#include "parallel/deployment_plan.hpp"
+
+#include <charconv>
+#include <set>
+#include <sstream>
+
+#include "util/error.hpp"
+
+namespace tb {
+
+namespace {
+
+std::vector<std::string> split(const std::string& text, char sep) {
+    std::vector<std::string> out;
+    std::stringstream ss(text);
+    for (std::string item; std::getline(ss, item, sep);) out.push_back(item);
+    return out;
+}
+
+const char* toString(VariablePlacement v) {
+    switch (v) {
+    case VariablePlacement::Cpu: return "cpu";
+    case VariablePlacement::Tower: return "tower";
+    case VariablePlacement::Replicated: return "replicated";
+    }
+    return "?";
+}
+
+}  // namespace
+
+std::vector<Device> DeploymentPlan::parseTowers(const std::string& text, int cpuDevices, const std::string& origin) {
+    std::vector<Device> towers;
+    if (text == "auto") {
+        // No GPU backend yet: one CPU tower per core, as clone_on_cpu would place them.
+        for (int i = 0; i < cpuDevices; ++i) towers.push_back(Device{DeviceType::Cpu, i});
+        return towers;
+    }
+    for (const std::string& item : split(text, ',')) {
+        if (item.empty()) throw Error(origin + ": empty entry in the tower list '" + text + "'");
+        try {
+            towers.push_back(Device::parse(item));
+        } catch (const Error& e) {
+            throw Error(origin + ": " + e.what());
+        }
+    }
+    return towers;
+}
+
+void DeploymentPlan::parseVariables(const std::string& text, DeploymentPlan& plan, const std::string& origin) {
+    if (text == "cpu") {
+        plan.variables = VariablePlacement::Cpu;
+        return;
+    }
+    if (text == "replicated") {
+        plan.variables = VariablePlacement::Replicated;
+        return;
+    }
+    Device d;
+    try {
+        d = Device::parse(text);
+    } catch (const Error&) {
+        throw Error(origin + ": '" + text + "' is not a place for variables (expected cpu, replicated or a tower's device)");
+    }
+    for (size_t i = 0; i < plan.towers.size(); ++i)
+        if (plan.towers[i] == d) {
+            plan.variables = VariablePlacement::Tower;
+            plan.variablesTower = int(i);
+            return;
+        }
+    throw Error(origin + ": variables on " + d.str() + ", which is not one of the towers");
+}
+
+ReduceMode DeploymentPlan::parseReduce(const std::string& text, const std::string& origin) {
+    if (text == "mean") return ReduceMode::Mean;
+    if (text == "allreduce") return ReduceMode::AllReduce;
+    throw Error(origin + ": unknown reduction '" + text + "' (expected mean or allreduce)");
+}
+
+UpdateMode DeploymentPlan::parseUpdate(const std::string& text, const std::string& origin) {
+    if (text == "sync") return UpdateMode::Sync;
+    if (text == "async") return UpdateMode::Async;
+    throw Error(origin + ": unknown update mode '" + text + "' (expected sync or async)");
+}
+
+std::vector<double> DeploymentPlan::parseSlowdown(const std::string& text, int towers, const std::string& origin) {
+    std::vector<double> f(size_t(towers), 1.0);
+    if (text.empty()) return {};
+    for (const std::string& item : split(text, ',')) {
+        const auto eq = item.find('=');
+        int tower = -1;
+        double factor = 0;
+        bool ok = eq != std::string::npos;
+        if (ok) {
+            auto [p, ec] = std::from_chars(item.data(), item.data() + eq, tower);
+            ok = ec == std::errc() && p == item.data() + eq;
+            try {
+                size_t used = 0;
+                factor = std::stod(item.substr(eq + 1), &used);
+                ok = ok && used == item.size() - eq - 1;
+            } catch (const std::exception&) {
+                ok = false;
+            }
+        }
+        if (!ok) throw Error(origin + ": '" + item + "' is not TOWER=FACTOR (e.g. 1=3)");
+        if (tower < 0 || tower >= towers)
+            throw Error(origin + ": tower " + std::to_string(tower) + " does not exist (there are " +
+                        std::to_string(towers) + ")");
+        if (!(factor >= 1.0 && factor <= 1000.0))
+            throw Error(origin + ": slowdown factor " + item.substr(eq + 1) + " must be between 1 and 1000");
+        f[size_t(tower)] = factor;
+    }
+    return f;
+}
+
+void DeploymentPlan::validate(int cpuDevices, int gpuDevices) const {
+    if (towers.empty()) throw Error("--towers: a plan needs at least one tower");
+    std::set<std::string> seen;
+    for (const Device& d : towers) {
+        if (!seen.insert(d.str()).second) throw Error("--towers: " + d.str() + " is listed twice");
+        if (d.type == DeviceType::Cuda && d.index >= gpuDevices)
+            throw Error("--towers: " + d.str() + " does not exist (" +
+                        (gpuDevices ? std::to_string(gpuDevices) + " GPUs here" : std::string("no GPU backend here")) +
+                        ")");
+        if (d.type == DeviceType::Cpu && d.index >= cpuDevices)
+            throw Error("--towers: " + d.str() + " does not exist (this machine has " + std::to_string(cpuDevices) +
+                        " CPU tower slots, one per core: cpu:0 to cpu:" + std::to_string(cpuDevices - 1) + ")");
+    }
+    if (variables == VariablePlacement::Tower && (variablesTower < 0 || variablesTower >= towerCount()))
+        throw Error("--variables: the variables' tower is not one of the towers");
+    if (reduce == ReduceMode::AllReduce && variables != VariablePlacement::Replicated)
+        throw Error("--reduce allreduce needs --variables replicated (every tower holds a copy to reduce into)");
+    if (reduce == ReduceMode::Mean && variables == VariablePlacement::Replicated)
+        throw Error("--variables replicated needs --reduce allreduce (there is no single holder to average on)");
+    if (averageEvery < 1) throw Error("--average-every: K must be at least 1, got " + std::to_string(averageEvery));
+    if (averageEvery > 1 && update == UpdateMode::Async)
+        throw Error("--average-every: periodic averaging is a synchronous scheme; it cannot be combined with --update async");
+    if (psShards < 1) throw Error("--ps-shards: S must be at least 1, got " + std::to_string(psShards));
+    if (psShards > 1 && variables == VariablePlacement::Replicated)
+        throw Error("--ps-shards: replicated variables have no parameter servers to shard");
+    if (batchPerTower < 0) throw Error("--batch-per-tower: must be positive");
+    if (!slowdown.empty() && int(slowdown.size()) != towerCount())
+        throw Error("--slow: one factor per tower expected");
+}
+
+std::string DeploymentPlan::describe() const {
+    std::string t;
+    for (const Device& d : towers) t += (t.empty() ? "" : ", ") + d.str();
+    std::string s = std::to_string(towers.size()) + (towers.size() == 1 ? " tower (" : " towers (") + t + "), variables ";
+    s += variables == VariablePlacement::Tower ? "on " + towers[size_t(variablesTower)].str()
+         : variables == VariablePlacement::Cpu ? std::string("on cpu")
+                                               : std::string("replicated");
+    s += reduce == ReduceMode::Mean ? ", mean" : ", all-reduce";
+    s += update == UpdateMode::Sync ? ", sync" : ", async";
+    if (averageEvery > 1) s += ", averaged every " + std::to_string(averageEvery) + " steps";
+    if (psShards > 1) s += ", " + std::to_string(psShards) + " ps shards";
+    return s;
+}
+
+nlohmann::json DeploymentPlan::toJson() const {
+    nlohmann::json t = nlohmann::json::array();
+    for (const Device& d : towers) t.push_back(d.str());
+    return {{"towers", t},
+            {"variables", variables == VariablePlacement::Tower ? towers[size_t(variablesTower)].str()
+                                                                : std::string(toString(variables))},
+            {"reduce", reduce == ReduceMode::Mean ? "mean" : "allreduce"},
+            {"update", update == UpdateMode::Sync ? "sync" : "async"},
+            {"average_every", averageEvery},
+            {"ps_shards", psShards},
+            {"batch_per_tower", batchPerTower},
+            {"slowdown", slowdown}};
+}
+
+}  // namespace tb

@@ -1,0 +1,45 @@
+// DeploymentPlan: where a data-parallel run puts its replicas (towers) and its variables, how
+// gradients meet, and when updates happen: the choices of TF-Slim's DeploymentConfig and of
+// cifar10_multi_gpu_train.py, as one value saved in the run config and shown by the window.
+#pragma once
+#include <string>
+#include <vector>
+
+#include <nlohmann/json.hpp>
+
+#include "tensor/tensor.hpp"
+
+namespace tb {
+
+enum class VariablePlacement { Cpu, Tower, Replicated };
+enum class ReduceMode { Mean, AllReduce };
+enum class UpdateMode { Sync, Async };
+
+struct DeploymentPlan {
+    std::vector<Device> towers{Device{}};      // one replica each
+    VariablePlacement variables = VariablePlacement::Cpu;
+    int variablesTower = 0;                    // with Tower: index into towers holding the variables
+    ReduceMode reduce = ReduceMode::Mean;
+    UpdateMode update = UpdateMode::Sync;
+    int averageEvery = 1;                      // > 1: local steps, parameters averaged every K steps
+    int psShards = 1;                          // variables split round-robin over S holders
+    int batchPerTower = 0;                     // 0: the run's batch split evenly over the towers
+    std::vector<double> slowdown;              // per tower, >= 1 (straggler injection); empty: none
+
+    int towerCount() const { return int(towers.size()); }
+    // Refuses an invalid plan with one sentence naming the setting; cpuDevices/gpuDevices:
+    // how many of each exist here.
+    void validate(int cpuDevices, int gpuDevices) const;
+    std::string describe() const;              // "2 towers (cpu:0, cpu:1), variables on cpu, ..."
+    nlohmann::json toJson() const;
+
+    // Parsers for the settings' text forms; `origin` names the flag or file in errors.
+    static std::vector<Device> parseTowers(const std::string& text, int cpuDevices, const std::string& origin);
+    static void parseVariables(const std::string& text, DeploymentPlan& plan, const std::string& origin);
+    static ReduceMode parseReduce(const std::string& text, const std::string& origin);
+    static UpdateMode parseUpdate(const std::string& text, const std::string& origin);
+    // "1=3,0=1.5": tower index = slowdown factor.
+    static std::vector<double> parseSlowdown(const std::string& text, int towers, const std::string& origin);
+};
+
+}  // namespace tb
