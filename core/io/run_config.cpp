@@ -106,6 +106,8 @@ void RunConfig::set(const std::string& key, const json& value, const std::string
         throw Error(origin + ": '" + key + "' must be " + kindName(it->second.kind) + ", got " + value.dump());
     if (it->second.kind == Kind::Int && value.is_number_unsigned() && value.get<uint64_t>() > uint64_t(INT64_MAX))
         throw Error(origin + ": '" + key + "' is too large");
+    if (key == "average_every" && value.get<int64_t>() < 1)  // 0 is the default, "off"; asking for it is a mistake
+        throw Error(origin + ": 'average_every' K must be at least 1, got " + value.dump());
     it->second.assign(*this, value);
 }
 

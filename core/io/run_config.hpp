@@ -36,7 +36,7 @@ struct RunConfig {
     std::string variables = "cpu";      // cpu | a tower's device | replicated
     std::string reduce = "mean";         // mean | allreduce
     std::string update = "sync";         // sync | async
-    int averageEvery = 1;                // K: local steps between parameter averages
+    int averageEvery = 0;                // K >= 1: parameters averaged every K steps; 0: off
     int psShards = 1;                    // S parameter-server shards
     int batchPerTower = 0;               // 0: batch / towers
     std::string slow;                    // straggler injection: TOWER=FACTOR,...

@@ -122,8 +122,8 @@ void DeploymentPlan::validate(int cpuDevices, int gpuDevices) const {
                         (gpuDevices ? std::to_string(gpuDevices) + " GPUs here" : std::string("no GPU backend here")) +
                         ")");
         if (d.type == DeviceType::Cpu && d.index >= cpuDevices)
-            throw Error("--towers: " + d.str() + " does not exist (this machine has " + std::to_string(cpuDevices) +
-                        " CPU tower slots, one per core: cpu:0 to cpu:" + std::to_string(cpuDevices - 1) + ")");
+            throw Error("--towers: " + d.str() + " does not exist (this machine offers " + std::to_string(cpuDevices) +
+                        " virtual CPU towers: cpu:0 to cpu:" + std::to_string(cpuDevices - 1) + ")");
     }
     if (variables == VariablePlacement::Tower && (variablesTower < 0 || variablesTower >= towerCount()))
         throw Error("--variables: the variables' tower is not one of the towers");
@@ -131,9 +131,11 @@ void DeploymentPlan::validate(int cpuDevices, int gpuDevices) const {
         throw Error("--reduce allreduce needs --variables replicated (every tower holds a copy to reduce into)");
     if (reduce == ReduceMode::Mean && variables == VariablePlacement::Replicated)
         throw Error("--variables replicated needs --reduce allreduce (there is no single holder to average on)");
-    if (averageEvery < 1) throw Error("--average-every: K must be at least 1, got " + std::to_string(averageEvery));
-    if (averageEvery > 1 && update == UpdateMode::Async)
-        throw Error("--average-every: periodic averaging is a synchronous scheme; it cannot be combined with --update async");
+    if (averageEvery < 0) throw Error("--average-every: K must be at least 1, got " + std::to_string(averageEvery));
+    if (averaging() && variables != VariablePlacement::Replicated)
+        throw Error("--average-every needs --variables replicated (each tower keeps its own copy between averages)");
+    if (update == UpdateMode::Async && variables == VariablePlacement::Replicated)
+        throw Error("--update async needs the variables on one holder (--variables cpu or a tower), not replicated");
     if (psShards < 1) throw Error("--ps-shards: S must be at least 1, got " + std::to_string(psShards));
     if (psShards > 1 && variables == VariablePlacement::Replicated)
         throw Error("--ps-shards: replicated variables have no parameter servers to shard");
@@ -151,7 +153,7 @@ std::string DeploymentPlan::describe() const {
                                                : std::string("replicated");
     s += reduce == ReduceMode::Mean ? ", mean" : ", all-reduce";
     s += update == UpdateMode::Sync ? ", sync" : ", async";
-    if (averageEvery > 1) s += ", averaged every " + std::to_string(averageEvery) + " steps";
+    if (averaging()) s += ", parameters averaged every " + std::to_string(averageEvery) + " steps";
     if (psShards > 1) s += ", " + std::to_string(psShards) + " ps shards";
     return s;
 }

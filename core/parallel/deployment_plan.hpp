@@ -21,12 +21,16 @@ struct DeploymentPlan {
     int variablesTower = 0;                    // with Tower: index into towers holding the variables
     ReduceMode reduce = ReduceMode::Mean;
     UpdateMode update = UpdateMode::Sync;
-    int averageEvery = 1;                      // > 1: local steps, parameters averaged every K steps
+    // 0: off (gradients meet every step). K >= 1: every replica takes local steps on its own
+    // gradients and the parameters are all-reduced to their mean every K steps (K = 1 equals
+    // synchronous training for SGD and momentum). Needs replicated variables.
+    int averageEvery = 0;
     int psShards = 1;                          // variables split round-robin over S holders
     int batchPerTower = 0;                     // 0: the run's batch split evenly over the towers
     std::vector<double> slowdown;              // per tower, >= 1 (straggler injection); empty: none
 
     int towerCount() const { return int(towers.size()); }
+    bool averaging() const { return averageEvery > 0; }
     // Refuses an invalid plan with one sentence naming the setting; cpuDevices/gpuDevices:
     // how many of each exist here.
     void validate(int cpuDevices, int gpuDevices) const;

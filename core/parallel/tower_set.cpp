@@ -154,7 +154,7 @@ void TowerSet::syncStep(int i) {
     chunk(i, begin, end);
     const size_t len = end - begin;
     const int n = towers();
-    if (plan_.averageEvery == 1) {
+    if (!plan_.averaging()) {
         // Mean of the towers' gradients over this tower's chunk: the holder's reduction, split
         // across the towers' threads (on GPUs: NCCL's ncclAvg, or the copies to the CPU).
         t0 = Clock::now();
@@ -225,14 +225,14 @@ TowerStep TowerSet::step(const Batch& global, int64_t step, double dataWait) {
     r.weightDecayLoss = towers_[0]->wd;
     if (n > 1) {
         if (holderBased()) r.bytesMoved = n * bytes;  // every tower's gradients read by the holder's mean
-        else if (plan_.averageEvery == 1 || (step + 1) % plan_.averageEvery == 0)
+        else if (!plan_.averaging() || (step + 1) % plan_.averageEvery == 0)
             r.bytesMoved = 2 * (n - 1) * bytes;  // all-reduce / averaging: ring-equivalent bus bytes
     }
     return r;
 }
 
 void TowerSet::averageNow() {
-    if (plan_.averageEvery == 1) return;
+    if (!plan_.averaging()) return;
     Tower& t0 = *towers_[0];
     const size_t count = size_t(paramCount_);
     float* mean = meanGrads_.data();
@@ -246,14 +246,14 @@ void TowerSet::averageNow() {
 void TowerSet::runAsync(int64_t updates, const std::function<void(Batch&)>& nextBatch, RunControl& control,
                         const std::function<void(const TowerStep&)>& onUpdate) {
     std::mutex dataMutex, reportMutex;
-    std::atomic<int64_t> applied{0};
+    std::atomic<int64_t> applied{0}, claimed{0};  // claimed: updates a tower has started on
     std::exception_ptr failure;
     auto body = [&](int i) {
         Tower& t = *towers_[size_t(i)];
         Backend& be = *t.backend;
         Batch b;
         try {
-            while (applied.load() < updates && control.awaitStep()) {
+            while (control.awaitStep() && claimed.fetch_add(1) < updates) {
                 t.phases = {};
                 auto t0 = Clock::now();
                 {

@@ -90,7 +90,7 @@ private:
     void syncStep(int i);
     void chunk(int i, size_t& begin, size_t& end) const;  // tower i's share of the flat buffers
     void straggle(Tower& t, int i);
-    bool holderBased() const { return plan_.variables != VariablePlacement::Replicated && plan_.averageEvery == 1; }
+    bool holderBased() const { return plan_.variables != VariablePlacement::Replicated; }
 
     DeploymentPlan plan_;
     OptimizerSettings optSettings_;

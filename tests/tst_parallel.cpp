@@ -1,0 +1,265 @@
+// The tower engine: the equivalences data parallelism rests on (N towers x b == 1 tower x N*b;
+// all-reduce == mean on a holder; averaging every step == sync; shards change nothing),
+// asynchronous training, pause/resume/single-step, and deployment-plan validation.
+#include <QtTest>
+
+#include <cmath>
+#include <thread>
+
+#include "data/dataset.hpp"
+#include "data/pipeline.hpp"
+#include "engine/trainer.hpp"
+#include "nn/model_spec.hpp"
+#include "parallel/deployment_plan.hpp"
+#include "parallel/tower_set.hpp"
+#include "util/error.hpp"
+
+using namespace tb;
+
+namespace {
+
+// A small CNN with every parameterised layer kind and weight decay, on 8x8 images.
+ModelSpec smallCnn() {
+    return parseModelSpec(R"({"name": "small", "input": [1, 8, 8], "layers": [
+        {"type": "conv2d", "filters": 4, "kernel": 3, "init": {"type": "truncated_normal", "stddev": 0.3}, "bias": 0.1, "weight_decay": 0.01},
+        {"type": "relu"}, {"type": "maxpool", "size": 2, "stride": 2},
+        {"type": "lrn", "depth_radius": 1, "alpha": 0.01, "beta": 0.75},
+        {"type": "flatten"},
+        {"type": "dense", "units": 16, "init": {"type": "glorot"}, "weight_decay": 0.004}, {"type": "relu"},
+        {"type": "dense", "units": 4, "init": {"type": "glorot"}}]})",
+                          "small.json");
+}
+
+// 512 random 8x8 images whose label is the brightest quadrant: learnable, and fast.
+Dataset quadrants() {
+    Dataset d;
+    d.name = "quadrants";
+    d.channels = 1;
+    d.height = d.width = 8;
+    d.numClasses = 4;
+    uint64_t state = 12345;
+    auto next = [&] { return uint8_t((state = state * 6364136223846793005ull + 1442695040888963407ull) >> 56); };
+    for (int i = 0; i < 512; ++i) {
+        const int q = i % 4;
+        for (int y = 0; y < 8; ++y)
+            for (int x = 0; x < 8; ++x) {
+                const bool hot = (y / 4) * 2 + (x / 4) == q;
+                d.pixels.push_back(uint8_t(next() / 2 + (hot ? 100 : 0)));
+            }
+        d.labels.push_back(q);
+    }
+    return d;
+}
+
+OptimizerSettings momentum(float lr = 0.05f) {
+    OptimizerSettings o;
+    o.rule = UpdateRule::Momentum;
+    o.hyper.momentum = 0.9f;
+    o.schedule.initial = lr;
+    return o;
+}
+
+DeploymentPlan plan(int towers, int perTower, VariablePlacement v = VariablePlacement::Cpu) {
+    DeploymentPlan p;
+    p.towers.clear();
+    for (int i = 0; i < towers; ++i) p.towers.push_back(Device{DeviceType::Cpu, i});
+    p.variables = v;
+    p.reduce = v == VariablePlacement::Replicated ? ReduceMode::AllReduce : ReduceMode::Mean;
+    p.batchPerTower = perTower;
+    return p;
+}
+
+// Trains `steps` synchronous steps with global batches of towers x batchPerTower drawn in the
+// same order whatever the plan, and returns the variables.
+std::vector<float> trainSync(const DeploymentPlan& p, int steps, const OptimizerSettings& opt = momentum()) {
+    static const Dataset data = quadrants();
+    TowerSet towers(smallCnn(), p, opt, 1, 7);
+    PipelineOptions po;
+    po.batchSize = p.towerCount() * p.batchPerTower;
+    po.prefetch = 0;
+    po.seed = 3;
+    po.channelsLast = true;
+    InputPipeline pipe(data, po);
+    Batch b;
+    for (int s = 0; s < steps; ++s) {
+        pipe.next(b);
+        towers.step(b, s, 0);
+    }
+    towers.averageNow();
+    Network& net = towers.evalNetwork();
+    return std::vector<float>(net.params(), net.params() + net.paramCount());
+}
+
+double relativeDifference(const std::vector<float>& a, const std::vector<float>& b) {
+    double num = 0, den = 0;
+    for (size_t i = 0; i < a.size(); ++i) {
+        num += (double(a[i]) - b[i]) * (double(a[i]) - b[i]);
+        den += double(a[i]) * a[i];
+    }
+    return std::sqrt(num / den);
+}
+
+RunConfig quickRun() {
+    RunConfig c;
+    c.model = "tiny_mlp";
+    c.data = "synthetic:blobs";
+    c.batch = 64;
+    c.steps = 60;
+    c.optimizer = "momentum";
+    c.lr = 0.05;
+    c.threads = 2;
+    c.quiet = true;
+    return c;
+}
+
+}  // namespace
+
+class TestParallel : public QObject {
+    Q_OBJECT
+private slots:
+    void syncTowersEqualOneBigBatch_data() {
+        QTest::addColumn<int>("towers");
+        QTest::newRow("2 towers x 16") << 2;
+        QTest::newRow("4 towers x 8") << 4;
+    }
+    void syncTowersEqualOneBigBatch() {
+        QFETCH(int, towers);
+        const auto one = trainSync(plan(1, 32), 20);
+        const auto many = trainSync(plan(towers, 32 / towers), 20);
+        const auto before = trainSync(plan(1, 32), 0);
+        QVERIFY2(relativeDifference(one, before) > 1e-2, "training must move the weights");
+        const double d = relativeDifference(one, many);
+        QVERIFY2(d <= 1e-5, qPrintable(QString("relative difference %1").arg(d)));
+    }
+    void allReduceEqualsMeanOnHolder() {
+        const auto mean = trainSync(plan(2, 16, VariablePlacement::Cpu), 20);
+        const auto all = trainSync(plan(2, 16, VariablePlacement::Replicated), 20);
+        const double d = relativeDifference(mean, all);
+        QVERIFY2(d <= 1e-6, qPrintable(QString("relative difference %1").arg(d)));
+    }
+    void variablesOnATowerEqualCpu() {
+        auto p = plan(2, 16);
+        p.variables = VariablePlacement::Tower;
+        p.variablesTower = 1;
+        QVERIFY(relativeDifference(trainSync(plan(2, 16), 10), trainSync(p, 10)) <= 1e-6);
+    }
+    void averageEveryStepEqualsSync() {
+        auto avg = plan(2, 16, VariablePlacement::Replicated);
+        avg.averageEvery = 1;
+        const double d = relativeDifference(trainSync(plan(2, 16), 20), trainSync(avg, 20));
+        QVERIFY2(d <= 1e-5, qPrintable(QString("relative difference %1").arg(d)));
+        // ...and averaging less often really is a different algorithm.
+        avg.averageEvery = 5;
+        QVERIFY(relativeDifference(trainSync(plan(2, 16), 20), trainSync(avg, 20)) > 1e-4);
+    }
+    void shardsChangeNothing() {
+        auto sharded = plan(2, 16);
+        sharded.psShards = 3;
+        QCOMPARE(trainSync(plan(2, 16), 15), trainSync(sharded, 15));
+    }
+    void slowTowerSlowsSyncNotResults() {
+        auto slow = plan(2, 16);
+        slow.slowdown = {1.0, 3.0};
+        QCOMPARE(trainSync(plan(2, 16), 5), trainSync(slow, 5));
+    }
+
+    void asyncReachesAccuracy() {
+        // Stated: 4 async CPU towers on the blobs set reach at least 90% test accuracy
+        // (measured 95.0-96.6% over seeds 1-5, mean staleness 0.9-1.5 updates).
+        RunConfig c = quickRun();
+        c.towers = "cpu:0,cpu:1,cpu:2,cpu:3";
+        c.update = "async";
+        c.batchPerTower = 32;
+        c.steps = 400;
+        c.psShards = 2;
+        c.slow = "3=2";
+        Trainer t(c);
+        const RunSummary s = t.run();
+        QCOMPARE(s.steps, 400);
+        QVERIFY2(s.testAccuracy >= 0.90, qPrintable(QString("accuracy %1").arg(s.testAccuracy)));
+        QVERIFY2(s.meanStaleness > 0.5, qPrintable(QString("staleness %1").arg(s.meanStaleness)));
+        QCOMPARE(int(s.towerBusy.size()), 4);
+    }
+
+    void pauseResumeChangesNothing() {
+        RunConfig c = quickRun();
+        c.towers = "cpu:0,cpu:1";
+        const RunSummary plain = Trainer(c).run();
+
+        // Collects step numbers as they are delivered, to see that a paused run holds still.
+        struct Steps : TrainingObserver {
+            std::atomic<int64_t> last{0};
+            void onStepEnd(const StepMetrics& m) override { last = m.step; }
+        } steps;
+        Trainer t(c);
+        t.addObserver(&steps);
+        t.control().pause();
+        RunSummary paused;
+        std::thread runner([&] { paused = t.run(); });
+        std::this_thread::sleep_for(std::chrono::milliseconds(300));
+        QCOMPARE(steps.last.load(), 0);  // paused before the first step
+        t.control().stepOnce();
+        QTRY_COMPARE_WITH_TIMEOUT(steps.last.load(), 1, 5000);
+        t.control().stepOnce();
+        QTRY_COMPARE_WITH_TIMEOUT(steps.last.load(), 2, 5000);
+        std::this_thread::sleep_for(std::chrono::milliseconds(200));
+        QCOMPARE(steps.last.load(), 2);  // single steps stay single
+        t.control().resume();
+        runner.join();
+        QCOMPARE(paused.steps, plain.steps);
+        QCOMPARE(paused.testAccuracy, plain.testAccuracy);
+        QCOMPARE(paused.testLoss, plain.testLoss);
+    }
+
+    void stopEndsARunEarly() {
+        RunConfig c = quickRun();
+        c.steps = 1000000;
+        Trainer t(c);
+        RunSummary s;
+        std::thread runner([&] { s = t.run(); });
+        std::this_thread::sleep_for(std::chrono::milliseconds(500));
+        t.requestStop();
+        runner.join();
+        QVERIFY(s.stopped);
+        QVERIFY(s.steps > 0 && s.steps < 1000000);
+    }
+
+    void invalidPlansAreRefused_data() {
+        QTest::addColumn<QString>("key");
+        QTest::addColumn<QString>("value");
+        QTest::addColumn<QString>("expected");
+        QTest::newRow("no towers") << "towers" << "" << "at least one tower";
+        QTest::newRow("missing gpu") << "towers" << "gpu:0" << "gpu:0 does not exist";
+        QTest::newRow("missing cpu") << "towers" << "cpu:4096" << "cpu:4096 does not exist";
+        QTest::newRow("twice") << "towers" << "cpu:0,cpu:0" << "listed twice";
+        QTest::newRow("allreduce on holder") << "reduce" << "allreduce" << "needs --variables replicated";
+        QTest::newRow("variables elsewhere") << "variables" << "cpu:5" << "not one of the towers";
+        QTest::newRow("bad update") << "update" << "later" << "unknown update mode";
+        QTest::newRow("bad slowdown") << "slow" << "0=fast" << "TOWER=FACTOR";
+    }
+    void invalidPlansAreRefused() {
+        QFETCH(QString, key);
+        QFETCH(QString, value);
+        QFETCH(QString, expected);
+        RunConfig c = quickRun();
+        c.setFromText(key.toStdString(), value.toStdString(), "--" + key.toStdString());
+        try {
+            makePlan(c);
+            QFAIL("plan accepted");
+        } catch (const Error& e) {
+            QVERIFY2(QString(e.what()).contains(expected), e.what());
+        }
+    }
+    void averagingNeedsReplicasAndK() {
+        RunConfig c = quickRun();
+        QVERIFY_THROWS_EXCEPTION(Error, c.setFromText("average_every", "0", "--average-every"));
+        c.setFromText("average_every", "4", "--average-every");
+        QVERIFY_THROWS_EXCEPTION(Error, makePlan(c));  // variables on the cpu
+        c.variables = "replicated";
+        c.reduce = "allreduce";
+        QCOMPARE(makePlan(c).averageEvery, 4);
+    }
+};
+
+QTEST_GUILESS_MAIN(TestParallel)
+#include "tst_parallel.moc"
