@@ -55,7 +55,7 @@ int main(int argc, char** argv) {
         // The file first, wherever --config stands, so every flag overrides it.
         for (size_t i = 0; i < args.size(); ++i) {
             if (args[i] == "--config") {
-                if (i + 1 >= args.size()) return fail("--config: needs a file name");
+                if (i + 1 >= args.size() || args[i + 1].starts_with("--")) return fail("--config: needs a file name");
                 config.loadFile(args[i + 1]);
             }
         }
@@ -78,7 +78,7 @@ int main(int argc, char** argv) {
                 std::find(tb::RunConfig::keys().begin(), tb::RunConfig::keys().end(), key) ==
                     tb::RunConfig::keys().end())
                 return fail("unknown argument '" + a + "' (see --help)");
-            if (i + 1 >= args.size()) return fail(a + ": needs a value");
+            if (i + 1 >= args.size() || args[i + 1].starts_with("--")) return fail(a + ": needs a value");
             config.setFromText(key, args[++i], a);
         }
         config.validate();

@@ -2,6 +2,9 @@
 
 #include <fstream>
 #include <functional>
+#include <limits>
+#include <stdexcept>
+#include <type_traits>
 #include <map>
 #include <sstream>
 
@@ -21,9 +24,20 @@ struct Setting {
     std::function<json(const RunConfig&)> read;
 };
 
+// Binds a setting to its member. Integers must fit the member's type (a seed is never negative):
+// nothing wraps around silently.
 template <class T>
 Setting bind(Kind kind, T RunConfig::*member) {
-    return {kind, [member](RunConfig& c, const json& v) { c.*member = v.get<T>(); },
+    return {kind,
+            [member](RunConfig& c, const json& v) {
+                if constexpr (std::is_integral_v<T> && !std::is_same_v<T, bool>) {
+                    const bool fits = v.is_number_unsigned() ? v.get<uint64_t>() <= uint64_t(std::numeric_limits<T>::max())
+                                                             : v.get<int64_t>() >= int64_t(std::numeric_limits<T>::min()) &&
+                                                                   v.get<int64_t>() <= int64_t(std::numeric_limits<T>::max());
+                    if (!fits) throw std::out_of_range("");
+                }
+                c.*member = v.get<T>();
+            },
             [member](const RunConfig& c) { return json(c.*member); }};
 }
 
@@ -104,11 +118,13 @@ void RunConfig::set(const std::string& key, const json& value, const std::string
     if (it == table().end()) throw Error(origin + ": unknown setting '" + key + "'");
     if (!fits(it->second.kind, value))
         throw Error(origin + ": '" + key + "' must be " + kindName(it->second.kind) + ", got " + value.dump());
-    if (it->second.kind == Kind::Int && value.is_number_unsigned() && value.get<uint64_t>() > uint64_t(INT64_MAX))
-        throw Error(origin + ": '" + key + "' is too large");
     if (key == "average_every" && value.get<int64_t>() < 1)  // 0 is the default, "off"; asking for it is a mistake
         throw Error(origin + ": 'average_every' K must be at least 1, got " + value.dump());
-    it->second.assign(*this, value);
+    try {
+        it->second.assign(*this, value);
+    } catch (const std::out_of_range&) {
+        throw Error(origin + ": '" + key + "' is out of range: " + value.dump());
+    }
 }
 
 void RunConfig::setFromText(const std::string& key, const std::string& text, const std::string& origin) {

@@ -25,7 +25,7 @@ struct RunConfig {
     double emaDecay = 0.0;               // 0: no moving average; else evaluate with averaged weights
     uint64_t seed = 1;
     int64_t evalEvery = 0;               // steps between validation passes; 0: only at the end
-    int64_t validation = -1;             // training samples held out; -1: 10% up to 5000 (0 for synthetic)
+    int64_t validation = -1;             // training samples held out; -1: 10% of the training set, at most 5000
     int64_t shuffleBuffer = 0;           // 0: the whole training set
     int prefetch = 2;                    // batches made ahead on the loader thread
     int threads = 0;                     // 0: all cores

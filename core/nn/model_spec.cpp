@@ -4,7 +4,9 @@
 #include <filesystem>
 #include <fstream>
 #include <nlohmann/json.hpp>
+#include <climits>
 #include <sstream>
+#include <type_traits>
 
 #include "util/error.hpp"
 
@@ -24,6 +26,22 @@ template <class T>
 T field(const json& obj, const char* key, T fallback, const std::string& where) {
     auto it = obj.find(key);
     if (it == obj.end()) return fallback;
+    // nlohmann converts 2.5 -> 2 and true -> 1 on get<int>(); a model file must say what it means.
+    bool ok = true;
+    auto isInt = [](const json& v) {
+        return v.is_number_integer() && v.get<int64_t>() >= INT32_MIN && v.get<int64_t>() <= INT32_MAX &&
+               !(v.is_number_unsigned() && v.get<uint64_t>() > uint64_t(INT32_MAX));
+    };
+    if constexpr (std::is_same_v<T, int>) ok = isInt(*it);
+    else if constexpr (std::is_same_v<T, float>) ok = it->is_number();
+    else if constexpr (std::is_same_v<T, std::string>) ok = it->is_string();
+    else if constexpr (std::is_same_v<T, std::vector<int>>) {
+        ok = it->is_array();
+        for (const auto& e : *it) ok = ok && isInt(e);
+    }
+    if (!ok) throw Error(where + ": field '" + key + "' has the wrong type (" + it->type_name() + ", expected " +
+                         (std::is_same_v<T, int> ? "an integer" : std::is_same_v<T, float> ? "a number"
+                          : std::is_same_v<T, std::string> ? "a string" : "an array of integers") + ")");
     try {
         return it->get<T>();
     } catch (const json::exception&) {

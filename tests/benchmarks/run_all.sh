@@ -1,16 +1,33 @@
 #!/usr/bin/env bash
-# Runs the CPU speed benchmark: Towerbench against PyTorch on the same networks (see README.md).
-#   usage: tests/benchmarks/run_all.sh BUILD_DIR [extra bench_cpu_vs_pytorch.py arguments]
+# Runs the CPU benchmarks (see README.md):
+#   cpu     bench_cpu_vs_pytorch.py  Towerbench against PyTorch on the same networks, one process
+#   towers  bench_towers_vs_ddp.py   1/2/4 CPU towers against PyTorch DistributedDataParallel (gloo)
+#   usage: tests/benchmarks/run_all.sh BUILD_DIR [--which all|cpu|towers] [extra script arguments]
+# --which all (the default) runs cpu, then towers; the extra arguments then go to the first script
+# (cpu) only, and towers runs with its defaults. --which cpu / --which towers runs that one script and
+# hands it the extra arguments. The exit status is non-zero when any script that ran failed.
 # Installs python3-torch and libopenblas0-pthread first when they are missing (idempotent:
 # dpkg-query decides; apt-get runs only when something is missing). `make bench` calls this.
 set -euo pipefail
 
 if [ $# -lt 1 ]; then
-  echo "usage: $0 BUILD_DIR [benchmark arguments...]" >&2
+  echo "usage: $0 BUILD_DIR [--which all|cpu|towers] [benchmark arguments...]" >&2
   exit 2
 fi
 build=$1
 shift
+which=all
+if [ $# -ge 1 ]; then
+  case "$1" in
+    --which) [ $# -ge 2 ] || { echo "$0: --which needs all, cpu or towers" >&2; exit 2; }
+             which=$2; shift 2 ;;
+    --which=*) which=${1#--which=}; shift ;;
+  esac
+fi
+case "$which" in
+  all|cpu|towers) ;;
+  *) echo "$0: --which $which: expected all, cpu or towers" >&2; exit 2 ;;
+esac
 here=$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)
 
 packages=(python3-torch libopenblas0-pthread)
@@ -33,13 +50,24 @@ if [ ! -x "$binary" ]; then
   echo "bench: $binary not found; build first (make build)" >&2
   exit 1
 fi
-args=(--binary "$binary")
+cpu_args=(--binary "$binary")
 peak="$build/tests/benchmarks/tb_gemm_peak"
-if [ -x "$peak" ]; then
-  args+=(--gemm-peak-binary "$peak")
-else
-  echo "bench: $peak not built; the '% of GEMM peak' column will read n/a" >&2
+if [ "$which" != towers ]; then
+  if [ -x "$peak" ]; then
+    cpu_args+=(--gemm-peak-binary "$peak")
+  else
+    echo "bench: $peak not built; the '% of GEMM peak' column will read n/a" >&2
+  fi
 fi
 
 # Debian's interpreter: python3-torch installs for it, not for a pyenv/venv python3 on PATH.
-exec /usr/bin/python3 "$here/bench_cpu_vs_pytorch.py" "${args[@]}" "$@"
+py=/usr/bin/python3
+case "$which" in
+  cpu) exec "$py" "$here/bench_cpu_vs_pytorch.py" "${cpu_args[@]}" "$@" ;;
+  towers) exec "$py" "$here/bench_towers_vs_ddp.py" --binary "$binary" "$@" ;;
+esac
+status=0
+"$py" "$here/bench_cpu_vs_pytorch.py" "${cpu_args[@]}" "$@" || status=$?
+echo
+"$py" "$here/bench_towers_vs_ddp.py" --binary "$binary" || status=$?
+exit "$status"

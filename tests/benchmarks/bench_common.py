@@ -1,0 +1,301 @@
+"""Shared pieces of the CPU benchmarks (bench_cpu_vs_pytorch.py, bench_towers_vs_ddp.py).
+
+Model description from the model JSON (shapes, parameters, FLOPs), the PyTorch copy of a model JSON
+and its training step, fake CIFAR-10 files, running towerbench-run and reading its summary/metrics,
+and the plain-text table. Nothing here imports torch at module level: callers pass the module in.
+"""
+import json
+import math
+import os
+import random
+import subprocess
+import time
+
+GOAL_RATIO = 1.25
+DEFAULT_STEPS = {"mlp": 200, "mnist_cnn": 60, "cifar10_cnn": 60}
+DEFAULT_STEPS_OTHER = 60
+# Parameter counts Towerbench reports for the shipped models; the PyTorch copies must match exactly.
+EXPECTED_PARAMS = {"mlp": 669_706, "mnist_cnn": 3_274_634, "cifar10_cnn": 1_068_298}
+
+REPO = os.path.abspath(os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", ".."))
+
+
+# ----------------------------------------------------------------------------------------------
+# Model description: shapes, parameters and FLOPs straight from the model JSON (no torch needed).
+
+def same_pads(size, kernel, stride):
+    """TensorFlow SAME padding along one axis: (output size, pad before, pad after)."""
+    out = -(-size // stride)
+    total = max((out - 1) * stride + kernel - size, 0)
+    return out, total // 2, total - total // 2
+
+
+def valid_out(size, kernel, stride):
+    return (size - kernel) // stride + 1
+
+
+def walk_spec(spec):
+    """Yields (layer, in_shape, out_shape, pads) for each layer; shapes are (C, H, W) or (N,)."""
+    shape = tuple(spec["input"])
+    for layer in spec["layers"]:
+        t = layer["type"]
+        pads = (0, 0, 0, 0)  # left, right, top, bottom
+        if t in ("conv2d", "maxpool"):
+            c, h, w = shape
+            k = layer["kernel"] if t == "conv2d" else layer.get("size", 2)
+            s = layer.get("stride", 1 if t == "conv2d" else k)
+            if layer.get("padding", "same") == "same":
+                oh, pt, pb = same_pads(h, k, s)
+                ow, pl, pr = same_pads(w, k, s)
+                pads = (pl, pr, pt, pb)
+            else:
+                oh, ow = valid_out(h, k, s), valid_out(w, k, s)
+            out = (layer["filters"] if t == "conv2d" else c, oh, ow)
+        elif t in ("flatten", "dense"):
+            flat = (math.prod(shape),)
+            out = (layer["units"],) if t == "dense" else flat
+        elif t in ("relu", "lrn", "dropout"):
+            out = shape
+        else:
+            raise ValueError(f"unknown layer type {t!r}")
+        yield layer, shape, out, pads
+        shape = out
+
+
+def spec_stats(spec):
+    """(parameter count, training FLOPs per example = 3 x 2 x forward multiply-adds of conv/dense)."""
+    params = 0
+    macs = 0
+    for layer, ins, out, _ in walk_spec(spec):
+        if layer["type"] == "conv2d":
+            k = layer["kernel"]
+            params += k * k * ins[0] * out[0] + out[0]
+            macs += out[1] * out[2] * out[0] * k * k * ins[0]
+        elif layer["type"] == "dense":
+            n_in = math.prod(ins)
+            params += n_in * out[0] + out[0]
+            macs += n_in * out[0]
+    return params, 3 * 2 * macs
+
+
+def load_spec(models_dir, name):
+    path = name if name.endswith(".json") else os.path.join(models_dir, name + ".json")
+    with open(path) as f:
+        return json.load(f)
+
+
+# ----------------------------------------------------------------------------------------------
+# PyTorch copy of a model JSON.
+
+def build_torch_model(spec, torch):
+    nn = torch.nn
+    modules = []
+    decay_groups = []  # (weight parameter, weight_decay)
+
+    def init_tensor(t, init, default_kind):
+        if isinstance(init, (int, float)):
+            nn.init.constant_(t, float(init))
+            return
+        kind = (init or {}).get("type", default_kind)
+        if kind == "truncated_normal":
+            sd = init["stddev"]
+            nn.init.trunc_normal_(t, std=sd, a=-2 * sd, b=2 * sd)
+        elif kind == "constant":
+            nn.init.constant_(t, float(init.get("value", 0.0)))
+        else:  # glorot (and anything else): only speed is measured here
+            nn.init.xavier_uniform_(t)
+
+    for layer, ins, out, pads in walk_spec(spec):
+        t = layer["type"]
+        if t == "conv2d":
+            k = layer["kernel"]
+            s = layer.get("stride", 1)
+            pl, pr, pt, pb = pads
+            if pl == pr and pt == pb:
+                conv = nn.Conv2d(ins[0], out[0], k, stride=s, padding=(pt, pl))
+            else:
+                modules.append(nn.ZeroPad2d(pads))
+                conv = nn.Conv2d(ins[0], out[0], k, stride=s, padding=0)
+            layer_module = conv
+        elif t == "dense":
+            if len(ins) == 3:
+                modules.append(nn.Flatten())
+            layer_module = nn.Linear(math.prod(ins), out[0])
+        elif t == "maxpool":
+            k = layer.get("size", 2)
+            s = layer.get("stride", k)
+            if any(pads):
+                # TF SAME pads after (bottom/right) first; PyTorch's padding= is symmetric and would
+                # shift the windows, so pad explicitly with -inf (never the maximum).
+                modules.append(nn.ConstantPad2d(pads, float("-inf")))
+            modules.append(nn.MaxPool2d(k, stride=s))
+            continue
+        elif t == "relu":
+            modules.append(nn.ReLU())
+            continue
+        elif t == "lrn":
+            r = layer.get("depth_radius", 5)
+            size = 2 * r + 1
+            # TF: x / (bias + alpha * sum_{window} x^2)^beta;  PyTorch divides alpha by size.
+            modules.append(nn.LocalResponseNorm(size, alpha=layer.get("alpha", 1.0) * size,
+                                                beta=layer.get("beta", 0.5), k=layer.get("bias", 1.0)))
+            continue
+        elif t == "flatten":
+            modules.append(nn.Flatten())
+            continue
+        elif t == "dropout":
+            modules.append(nn.Dropout(p=1.0 - layer.get("keep", 0.5)))
+            continue
+        with torch.no_grad():
+            init_tensor(layer_module.weight, layer.get("init"), "glorot")
+            init_tensor(layer_module.bias, layer.get("bias", 0.0), "constant")
+        decay_groups.append((layer_module.weight, float(layer.get("weight_decay", 0.0))))
+        modules.append(layer_module)
+    return nn.Sequential(*modules), decay_groups
+
+
+def make_torch_step(spec, batch, lr, torch, wrap=None, data_seed=None):
+    """Builds the PyTorch copy of `spec` with cross-entropy and SGD(momentum 0.9, per-layer weight decay)
+    on one batch of random tensors made here, before any timing (no input pipeline).
+    wrap(model) may return a wrapper to run the steps through (DistributedDataParallel); data_seed,
+    when given, reseeds torch before the batch is drawn. Returns (step function, parameter count)."""
+    model, decay = build_torch_model(spec, torch)
+    model.train()
+    params = sum(p.numel() for p in model.parameters())
+    net = wrap(model) if wrap is not None else model
+    decayed = {id(w) for w, wd in decay if wd > 0}
+    groups = [{"params": [w], "weight_decay": wd} for w, wd in decay if wd > 0]
+    groups.append({"params": [p for p in model.parameters() if id(p) not in decayed], "weight_decay": 0.0})
+    opt = torch.optim.SGD(groups, lr=lr, momentum=0.9)
+    loss_fn = torch.nn.CrossEntropyLoss()
+    classes = list(walk_spec(spec))[-1][2][0]
+    if data_seed is not None:
+        torch.manual_seed(data_seed)
+    # One batch made once, before timing: no input pipeline on the PyTorch side.
+    x = torch.randn(batch, *spec["input"])
+    y = torch.randint(0, classes, (batch,))
+
+    def step():
+        opt.zero_grad(set_to_none=True)
+        loss = loss_fn(net(x), y)
+        loss.backward()
+        opt.step()
+        return loss
+
+    return step, params
+
+
+def time_steps(step, steps, warmup, sync=None):
+    """`warmup` untimed steps, then the seconds `steps` steps take. sync (e.g. a barrier) is called
+    before the clock starts and before it stops. Raises when the last loss is not finite."""
+    for _ in range(warmup):
+        step()
+    if sync is not None:
+        sync()
+    t0 = time.perf_counter()
+    loss = None
+    for _ in range(steps):
+        loss = step()
+    if sync is not None:
+        sync()
+    seconds = time.perf_counter() - t0
+    if loss is not None and not math.isfinite(float(loss)):
+        raise RuntimeError(f"PyTorch loss is {float(loss)}")
+    return seconds
+
+
+def bench_pytorch(spec, batch, steps, warmup, threads, lr, torch):
+    """One PyTorch process with `threads` threads: examples/sec over `steps` steps after `warmup`."""
+    torch.manual_seed(1)
+    torch.set_num_threads(threads)
+    step, params = make_torch_step(spec, batch, lr, torch)
+    seconds = time_steps(step, steps, warmup)
+    return {"params": params, "seconds": seconds, "examples_per_sec": steps * batch / seconds}
+
+
+# ----------------------------------------------------------------------------------------------
+# Towerbench.
+
+def make_cifar_dir(root, train_records=2000, test_records=1000, seed=1):
+    """CIFAR-10 binary files of random bytes in the real format: records of 1 label byte (0..9)
+    followed by 3072 pixel bytes (R, G, B planes of 32x32)."""
+    rng = random.Random(seed)
+    record = 3073
+
+    def write(name, n):
+        data = bytearray(rng.randbytes(n * record))
+        data[0::record] = bytes(rng.randrange(10) for _ in range(n))
+        with open(os.path.join(root, name), "wb") as f:
+            f.write(data)
+
+    for i in range(1, 6):
+        write(f"data_batch_{i}.bin", train_records)
+    write("test_batch.bin", test_records)
+    return root
+
+
+def data_spec_for(spec, cifar_dir):
+    c, h, w = spec["input"]
+    if c == 3:
+        return f"cifar10:{cifar_dir}"
+    if (c, h, w) == (1, 28, 28):
+        return "fashion-mnist"
+    raise ValueError(f"no benchmark data for input {spec['input']}")
+
+
+def bench_towerbench(binary, model, data, batch, steps, warmup, threads, workdir, extra_args=(), tag=""):
+    """Runs towerbench-run for warmup+steps steps of `batch` examples (the global batch) and measures
+    examples/sec over the last `steps` steps from the metrics file's elapsed_s. extra_args are appended
+    to the command line (e.g. --towers); tag keeps the metrics files of several runs of one model apart."""
+    metrics = os.path.join(workdir, f"metrics_{os.path.basename(model)}{'_' + tag if tag else ''}.jsonl")
+    cmd = [binary, "--model", model, "--data", data, "--batch", str(batch), "--steps", str(warmup + steps),
+           "--threads", str(threads), "--validation", "0", "--quiet", "--metrics", metrics, *extra_args]
+    proc = subprocess.run(cmd, cwd=REPO, capture_output=True, text=True)
+    if proc.returncode != 0:
+        raise RuntimeError(f"{' '.join(cmd)} exited with {proc.returncode}:\n{proc.stderr.strip()[-2000:]}")
+    lines = [ln for ln in proc.stdout.splitlines() if ln.strip()]
+    if not lines:
+        raise RuntimeError(f"{' '.join(cmd)} printed nothing")
+    summary = json.loads(lines[-1])
+    elapsed = {}
+    step_records = {}
+    with open(metrics) as f:
+        for ln in f:
+            rec = json.loads(ln)
+            if rec.get("type") == "step":
+                elapsed[rec["step"]] = rec["elapsed_s"]
+                step_records[rec["step"]] = rec
+    last = warmup + steps
+    if warmup > 0 and warmup in elapsed and last in elapsed and elapsed[last] > elapsed[warmup]:
+        seconds = elapsed[last] - elapsed[warmup]
+        eps = steps * batch / seconds
+    else:  # no warm-up requested: the whole run, first step included
+        seconds = summary["train_seconds"]
+        eps = summary["examples_per_sec"]
+    return {"summary": summary, "seconds": seconds, "examples_per_sec": eps, "command": cmd,
+            "step_records": step_records}
+
+
+# ----------------------------------------------------------------------------------------------
+# Command line and output.
+
+def parse_steps_overrides(text):
+    out = {}
+    for item in filter(None, (text or "").split(",")):
+        name, _, value = item.partition("=")
+        out[name.strip()] = int(value)
+    return out
+
+
+def steps_for(name, steps, overrides):
+    """Timed steps of one model: --model-steps override, else --steps, else the per-model default."""
+    return overrides.get(name, steps if steps is not None else DEFAULT_STEPS.get(name, DEFAULT_STEPS_OTHER))
+
+
+def print_table(header, rows):
+    """Column-aligned table: header, a dashed rule, then the rows (lists of strings)."""
+    widths = [max(len(h), *(len(row[i]) for row in rows)) for i, h in enumerate(header)]
+    print(" | ".join(h.ljust(w) for h, w in zip(header, widths)))
+    print("-|-".join("-" * w for w in widths))
+    for row in rows:
+        print(" | ".join(c.ljust(w) for c, w in zip(row, widths)))
