@@ -1,11 +1,12 @@
 # Two entry points for a fresh Debian 12 machine (see README):
 #   make run    install missing packages, build Release, run the default experiment
 #   make test   install missing packages, build, run the whole suite through CTest
+#   make tsan   the tower engine's tests under ThreadSanitizer (CI runs it after make test)
 BUILD ?= build
 JOBS ?= $(shell nproc)
 RUN_ARGS ?=
 
-.PHONY: setup configure build run test bench clean
+.PHONY: setup configure build run test tsan bench clean
 
 setup:
 	@bash scripts/setup.sh
@@ -21,6 +22,12 @@ run: build
 
 test: build
 	@cd $(BUILD) && ctest --output-on-failure -j 1
+
+# The tower engine's tests under ThreadSanitizer (a separate build: sanitizers change every object).
+tsan: setup
+	@cmake -S . -B $(BUILD)-tsan -DCMAKE_BUILD_TYPE=RelWithDebInfo -DTB_SANITIZE_THREAD=ON > /dev/null
+	@cmake --build $(BUILD)-tsan -j $(JOBS) --target tst_parallel
+	@cd $(BUILD)-tsan && TSAN_OPTIONS="halt_on_error=1 second_deadlock_stack=1" ./tests/tst_parallel
 
 bench: build
 	@bash tests/benchmarks/run_all.sh $(BUILD)

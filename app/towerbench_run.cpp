@@ -20,8 +20,10 @@ namespace {
 const char* kUsage = R"(usage: towerbench-run [--config FILE.json] [--model NAME|FILE] [--data SPEC]
                       [--batch N] [--steps N | --epochs N] [--optimizer sgd|momentum|nesterov|adam]
                       [--lr X] [--seed N] [--eval-every N] [--metrics FILE.jsonl] [--threads N] [--quiet]
+                      [--towers LIST --variables WHERE --reduce mean|allreduce --update sync|async
+                       --average-every K --ps-shards S --batch-per-tower N --slow TOWER=FACTOR]
 
-Trains a model on one CPU device and prints a JSON summary as the last line of stdout.
+Trains a model on one or more towers and prints a JSON summary as the last line of stdout.
   --config FILE       run config (JSON object); its keys are the flags' names with '_' for '-'
   --model NAME|FILE   mlp, mnist_cnn, cifar10_cnn, tiny_mlp, or a model .json file (default mnist_cnn)
   --data SPEC         fashion-mnist | idx:DIR | cifar10:DIR | synthetic:blobs | synthetic:spirals
@@ -37,8 +39,20 @@ Trains a model on one CPU device and prints a JSON summary as the last line of s
   --validation N      training samples held out for validation (default 10%, at most 5000)
   --shuffle-buffer N  --prefetch N   input pipeline (defaults: whole set, 2 batches)
   --metrics FILE      write JSON-lines metrics (schema in README)
-  --threads N         compute threads (default: all cores)
+  --threads N         compute threads (default: all cores), shared evenly by the towers
   --quiet             no progress output
+
+Data parallelism (the seeds' tower pattern; see README):
+  --towers LIST       cpu:0,cpu:1,... (virtual CPU towers, each its own thread) or auto (default cpu:0)
+  --batch-per-tower N examples per tower per step; the global batch is towers x N
+                      (default: --batch split evenly over the towers)
+  --variables WHERE   cpu (default: variables on the CPU, gradients averaged there), a tower's
+                      device, or replicated (every tower holds a copy)
+  --reduce MODE       mean (on the variables' holder) or allreduce (among replicated towers)
+  --update MODE       sync (every step waits for the slowest tower) or async (parameter server)
+  --average-every K   replicated towers take local steps; parameters averaged every K steps
+  --ps-shards S       variables dealt round-robin over S parameter-server shards
+  --slow T=F,...      straggler injection: tower T runs F times slower (teaching)
 )";
 
 int fail(const std::string& message) {

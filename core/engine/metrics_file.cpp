@@ -1,6 +1,7 @@
 #include "engine/metrics_file.hpp"
 
 #include <cerrno>
+#include <cmath>
 #include <cstring>
 #include <nlohmann/json.hpp>
 
@@ -26,8 +27,21 @@ void MetricsFile::onStateChanged(RunState s, const std::string& detail) {
 }
 
 void MetricsFile::onStepEnd(const StepMetrics& m) {
-    write(nlohmann::json{{"type", "step"},
-                         {"step", m.step},
+    nlohmann::json towers = nlohmann::json::array();
+    for (const TowerMetrics& t : m.towers) {
+        const TowerPhases& p = t.phases;
+        nlohmann::json j = {{"busy", t.busyFraction},     {"data_wait_ms", p.dataWait * 1e3},
+                            {"forward_ms", p.forward * 1e3}, {"backward_ms", p.backward * 1e3},
+                            {"reduce_ms", p.reduce * 1e3},   {"wait_ms", p.wait * 1e3},
+                            {"apply_ms", p.apply * 1e3},     {"straggle_ms", p.straggle * 1e3}};
+        if (std::isfinite(t.loss)) {  // async: only the tower that pushed has a loss
+            j["loss"] = t.loss;
+            j["accuracy"] = t.accuracy;
+        }
+        towers.push_back(std::move(j));
+    }
+    nlohmann::json line = {{"type", "step"},
+                           {"step", m.step},
                          {"total_steps", m.totalSteps},
                          {"epoch", m.epoch},
                          {"loss", m.loss},
@@ -37,8 +51,14 @@ void MetricsFile::onStepEnd(const StepMetrics& m) {
                          {"step_ms", m.stepSeconds * 1e3},
                          {"data_wait_ms", m.dataWaitSeconds * 1e3},
                          {"compute_ms", m.computeSeconds * 1e3},
-                         {"elapsed_s", m.elapsedSeconds}}
-              .dump());
+                         {"elapsed_s", m.elapsedSeconds},
+                         {"bytes_moved", m.bytesMoved},
+                         {"towers", std::move(towers)}};
+    if (m.pusher >= 0) {
+        line["pusher"] = m.pusher;
+        line["staleness"] = m.staleness;
+    }
+    write(line.dump());
 }
 
 void MetricsFile::onEval(const EvalResult& r) {

@@ -2,7 +2,10 @@
 // evaluation and state change. Schema, one "type" per line:
 //   {"type":"state","state":"running","detail":"cpu (oneDNN 2.6.3, 2 threads)","time":...}
 //   {"type":"step","step":12,"total_steps":469,"epoch":0.0256,"loss":0.71,"accuracy":0.76,"lr":0.01,
-//    "examples_per_sec":612.3,"step_ms":209.1,"data_wait_ms":0.02,"compute_ms":209.0,"elapsed_s":2.5}
+//    "examples_per_sec":612.3,"step_ms":209.1,"data_wait_ms":0.02,"compute_ms":209.0,"elapsed_s":2.5,
+//    "bytes_moved":26197072,"towers":[{"busy":0.97,"loss":0.70,"accuracy":0.77,"data_wait_ms":0.01,
+//    "forward_ms":60.2,"backward_ms":130.4,"reduce_ms":1.9,"wait_ms":3.1,"apply_ms":2.2,"straggle_ms":0}, ...]}
+//   async steps add "pusher" (the tower whose update it was) and "staleness" (updates since its pull).
 //   {"type":"eval","step":469,"split":"test","loss":0.31,"accuracy":0.89,"examples":10000,"ema":false}
 #pragma once
 #include <cstdio>
