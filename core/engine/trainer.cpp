@@ -299,7 +299,7 @@ RunSummary Trainer::run() {
                 const auto now = Clock::now();
                 StepMetrics m = toMetrics(r, seconds(last, now));
                 last = now;
-                step = r.update;
+                step = std::max(step, r.update);  // reports of concurrent pushes may arrive out of order
                 record(m);
             });
     }

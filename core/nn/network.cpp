@@ -82,6 +82,7 @@ Network::~Network() { backend_.deallocate(labels_); }
 
 void Network::bindParams(float* external) {
     params_ = external;
+    own_params_ = Tensor();  // not needed any more
     size_t pi = 0;
     for (auto& layer : layers_)
         for (float*& w : layer->w) w = params_ + offsets_[pi++];

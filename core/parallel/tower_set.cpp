@@ -54,7 +54,7 @@ TowerSet::TowerSet(const ModelSpec& spec, const DeploymentPlan& plan, const Opti
     // replica reads them in place, as TensorFlow does for towers on the CPU, so nothing is copied.
     holderParams_ = t0.backend->empty(Shape{int64_t(count)});
     t0.backend->copyFromHost(t0.stream, holderParams_.data(), init.data(), bytes);
-    meanGrads_ = t0.backend->empty(Shape{int64_t(count)});
+    if (towers() > 1 || plan_.averaging()) meanGrads_ = t0.backend->empty(Shape{int64_t(count)});  // the mean
     if (holderBased() || plan_.update == UpdateMode::Async)
         holderOpt_ = std::make_unique<Optimizer>(*t0.backend, opt.rule, opt.hyper, opt.schedule, count);
     for (auto& t : towers_) {
