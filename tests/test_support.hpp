@@ -1,10 +1,16 @@
-// Helpers shared by the Qt Test suites: a scratch directory and a runner for towerbench-run.
+// Helpers shared by the Qt Test suites: writing test files, checking tb::Error messages, and
+// running towerbench-run.
 #pragma once
+#include <zlib.h>
+
+#include <QFile>
 #include <QProcess>
 #include <QString>
 #include <QStringList>
 #include <QTemporaryDir>
 #include <QtTest>
+
+#include "util/error.hpp"
 
 namespace tbtest {
 
@@ -31,5 +37,44 @@ inline RunResult runTowerbench(const QStringList& args, int timeoutMs = 120000) 
 }
 
 inline QString sourcePath(const QString& rel) { return QStringLiteral(TB_SOURCE_DIR "/") + rel; }
+
+// A 32-bit big-endian integer, as IDX headers store them.
+inline QByteArray be32(uint32_t v) {
+    const char b[4] = {char(v >> 24), char(v >> 16), char(v >> 8), char(v)};
+    return QByteArray(b, 4);
+}
+
+inline void writeFile(const QString& path, const QByteArray& bytes) {
+    QFile f(path);
+    QVERIFY2(f.open(QIODevice::WriteOnly | QIODevice::Truncate), qPrintable(path));
+    QCOMPARE(f.write(bytes), bytes.size());
+}
+
+inline void writeGz(const QString& path, const QByteArray& bytes) {
+    gzFile gz = gzopen(path.toLocal8Bit().constData(), "wb");
+    QVERIFY2(gz != nullptr, qPrintable(path));
+    QCOMPARE(gzwrite(gz, bytes.constData(), unsigned(bytes.size())), int(bytes.size()));
+    QCOMPARE(gzclose(gz), Z_OK);
+}
+
+// The tb::Error message of f(), or a marker saying what happened instead.
+template <typename F>
+QString errorOf(F&& f) {
+    try {
+        f();
+    } catch (const tb::Error& e) {
+        return QString::fromUtf8(e.what());
+    } catch (const std::exception& e) {
+        return QStringLiteral("<not a tb::Error: ") + QString::fromUtf8(e.what()) + QStringLiteral(">");
+    }
+    return QStringLiteral("<no exception>");
+}
+
+// True when msg contains every part; used as QVERIFY2(mentions(...), qPrintable(msg)).
+inline bool mentions(const QString& msg, std::initializer_list<QString> parts) {
+    for (const QString& p : parts)
+        if (!msg.contains(p)) return false;
+    return true;
+}
 
 }  // namespace tbtest

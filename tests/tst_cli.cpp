@@ -23,14 +23,14 @@
 
 namespace {
 
+using tbtest::be32;
+using tbtest::writeFile;
+using tbtest::writeGz;
+
 const QString kRunFailed = QStringLiteral("towerbench-run: ");
 
 QString slice() { return tbtest::sourcePath(QStringLiteral("samples/fashion-mnist-slice")); }
 
-QByteArray be32(uint32_t v) {
-    const char b[4] = {char(v >> 24), char(v >> 16), char(v >> 8), char(v)};
-    return QByteArray(b, 4);
-}
 
 // IDX files: magic, counts (big-endian), then `count` samples of zero bytes.
 QByteArray idxImages(uint32_t n, uint32_t count, uint32_t magic = 0x00000803) {
@@ -38,18 +38,7 @@ QByteArray idxImages(uint32_t n, uint32_t count, uint32_t magic = 0x00000803) {
 }
 QByteArray idxLabels(uint32_t n, uint32_t count) { return be32(0x00000801) + be32(n) + QByteArray(qsizetype(count), '\1'); }
 
-void writeFile(const QString& path, const QByteArray& bytes) {
-    QFile f(path);
-    QVERIFY2(f.open(QIODevice::WriteOnly | QIODevice::Truncate), qPrintable(path));
-    QCOMPARE(f.write(bytes), bytes.size());
-}
 
-void writeGz(const QString& path, const QByteArray& bytes) {
-    gzFile gz = gzopen(path.toLocal8Bit().constData(), "wb");
-    QVERIFY2(gz != nullptr, qPrintable(path));
-    QCOMPARE(gzwrite(gz, bytes.constData(), unsigned(bytes.size())), int(bytes.size()));
-    QCOMPARE(gzclose(gz), Z_OK);
-}
 
 // An IDX folder with the given training images and labels and a valid 10-sample test set.
 void writeIdxDir(const QString& dir, const QByteArray& trainImages, const QByteArray& trainLabels, bool gzImages = false) {

@@ -27,10 +27,12 @@
 
 namespace {
 
-QByteArray be32(uint32_t v) {
-    const char b[4] = {char(v >> 24), char(v >> 16), char(v >> 8), char(v)};
-    return QByteArray(b, 4);
-}
+using tbtest::be32;
+using tbtest::writeFile;
+using tbtest::writeGz;
+using tbtest::errorOf;
+using tbtest::mentions;
+
 
 QByteArray bytesOf(const std::vector<uint8_t>& v) {
     return QByteArray(reinterpret_cast<const char*>(v.data()), qsizetype(v.size()));
@@ -46,18 +48,7 @@ QByteArray idxLabels(uint32_t n, const std::vector<uint8_t>& labels, uint32_t ma
     return be32(magic) + be32(n) + bytesOf(labels);
 }
 
-void writeFile(const QString& path, const QByteArray& bytes) {
-    QFile f(path);
-    QVERIFY2(f.open(QIODevice::WriteOnly | QIODevice::Truncate), qPrintable(path));
-    QCOMPARE(f.write(bytes), bytes.size());
-}
 
-void writeGz(const QString& path, const QByteArray& bytes) {
-    gzFile gz = gzopen(path.toLocal8Bit().constData(), "wb");
-    QVERIFY2(gz != nullptr, qPrintable(path));
-    QCOMPARE(gzwrite(gz, bytes.constData(), unsigned(bytes.size())), int(bytes.size()));
-    QCOMPARE(gzclose(gz), Z_OK);
-}
 
 std::vector<uint8_t> randomBytes(size_t n, uint32_t seed, int maxValue = 255) {
     std::mt19937 rng(seed);
@@ -66,25 +57,7 @@ std::vector<uint8_t> randomBytes(size_t n, uint32_t seed, int maxValue = 255) {
     return v;
 }
 
-// The tb::Error message of f(), or a marker saying what happened instead.
-template <typename F>
-QString errorOf(F&& f) {
-    try {
-        f();
-    } catch (const tb::Error& e) {
-        return QString::fromUtf8(e.what());
-    } catch (const std::exception& e) {
-        return QStringLiteral("<not a tb::Error: ") + QString::fromUtf8(e.what()) + QStringLiteral(">");
-    }
-    return QStringLiteral("<no exception>");
-}
 
-// True when msg contains every part; used as QVERIFY2(mentions(...), qPrintable(msg)).
-bool mentions(const QString& msg, std::initializer_list<QString> parts) {
-    for (const QString& p : parts)
-        if (!msg.contains(p)) return false;
-    return true;
-}
 
 std::string str(const QString& s) { return s.toStdString(); }
 

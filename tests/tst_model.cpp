@@ -27,25 +27,10 @@
 
 namespace {
 
-// The tb::Error message of f(), or a marker saying what happened instead.
-template <typename F>
-QString errorOf(F&& f) {
-    try {
-        f();
-    } catch (const tb::Error& e) {
-        return QString::fromUtf8(e.what());
-    } catch (const std::exception& e) {
-        return QStringLiteral("<not a tb::Error: ") + QString::fromUtf8(e.what()) + QStringLiteral(">");
-    }
-    return QStringLiteral("<no exception>");
-}
+using tbtest::errorOf;
+using tbtest::mentions;
 
-// True when msg contains every part; used as QVERIFY2(mentions(...), qPrintable(msg)).
-bool mentions(const QString& msg, std::initializer_list<QString> parts) {
-    for (const QString& p : parts)
-        if (!msg.contains(p)) return false;
-    return true;
-}
+
 
 std::string str(const QString& s) { return s.toStdString(); }
 

@@ -25,23 +25,10 @@
 
 namespace {
 
-template <typename F>
-QString errorOf(F&& f) {
-    try {
-        f();
-    } catch (const tb::Error& e) {
-        return QString::fromUtf8(e.what());
-    } catch (const std::exception& e) {
-        return QStringLiteral("<not a tb::Error: ") + QString::fromUtf8(e.what()) + QStringLiteral(">");
-    }
-    return QStringLiteral("<no exception>");
-}
+using tbtest::errorOf;
+using tbtest::mentions;
 
-bool mentions(const QString& msg, std::initializer_list<QString> parts) {
-    for (const QString& p : parts)
-        if (!msg.contains(p)) return false;
-    return true;
-}
+
 
 // Starting parameters in [1, 2) and per-step gradients in [-1, 1] of both signs and varied sizes:
 // three steps move a parameter by less than 0.5, so none comes near 0 (where a relative

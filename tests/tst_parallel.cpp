@@ -214,6 +214,26 @@ private slots:
         QCOMPARE(paused.testLoss, plain.testLoss);
     }
 
+    void slowObserverDoesNotSlowTraining() {
+        // An observer that takes 20 ms per step (a window repainting, a slow disk) would add
+        // 1.2 s to 60 steps if the engine waited for it; the hub queues instead.
+        struct Slow : TrainingObserver {
+            std::atomic<int> seen{0};
+            void onStepEnd(const StepMetrics&) override {
+                std::this_thread::sleep_for(std::chrono::milliseconds(20));
+                ++seen;
+            }
+        } slow;
+        RunConfig c = quickRun();
+        const RunSummary fast = Trainer(c).run();
+        Trainer t(c);
+        t.addObserver(&slow);
+        const RunSummary s = t.run();
+        QCOMPARE(slow.seen.load(), 60);  // every step still delivered, after training
+        QVERIFY2(s.trainSeconds < fast.trainSeconds + 0.6,
+                 qPrintable(QString("%1 s with a slow observer, %2 s without").arg(s.trainSeconds).arg(fast.trainSeconds)));
+    }
+
     void stopEndsARunEarly() {
         RunConfig c = quickRun();
         c.steps = 1000000;

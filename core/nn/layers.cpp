@@ -70,9 +70,24 @@ private:
     std::unique_ptr<ConvOp> op_;
 };
 
-class MaxPoolLayer final : public Layer {
+// Pooling and LRN: a backend plan whose forward saves what its backward reads.
+template <class Op>
+class SavedOpLayer : public Layer {
 public:
     using Layer::Layer;
+    size_t savedBytes() const override { return op_->savedBytes(); }
+    void forward(const LayerContext& c, const float* x, float* y) override { op_->forward(c.stream, x, y, saved); }
+    void backward(const LayerContext& c, const float* x, const float* y, const float* dy, float* dx) override {
+        if (dx) op_->backward(c.stream, x, y, dy, dx, saved);
+    }
+
+protected:
+    std::unique_ptr<Op> op_;
+};
+
+class MaxPoolLayer final : public SavedOpLayer<PoolOp> {
+public:
+    using SavedOpLayer::SavedOpLayer;
     Dims configure(Dims in) override {
         in_ = in;
         ph_ = tfPadding(in.h, spec_.kernel, spec_.stride, spec_.samePadding);
@@ -87,32 +102,18 @@ public:
                    ph_.before, pw_.before, ph_.after, pw_.after};
         op_ = be.makeMaxPool(d);
     }
-    size_t savedBytes() const override { return op_->savedBytes(); }
-    void forward(const LayerContext& c, const float* x, float* y) override { op_->forward(c.stream, x, y, saved); }
-    void backward(const LayerContext& c, const float* x, const float* y, const float* dy, float* dx) override {
-        if (dx) op_->backward(c.stream, x, y, dy, dx, saved);
-    }
 
 private:
     AxisPadding ph_, pw_;
-    std::unique_ptr<PoolOp> op_;
 };
 
-class LrnLayer final : public Layer {
+class LrnLayer final : public SavedOpLayer<LrnOp> {
 public:
-    using Layer::Layer;
+    using SavedOpLayer::SavedOpLayer;
     Dims configure(Dims in) override { return in_ = out_ = in; }
     void prepare(Backend& be, int n) override {
         op_ = be.makeLrn({n, in_.c, in_.h, in_.w, spec_.depthRadius, spec_.lrnBias, spec_.alpha, spec_.beta});
     }
-    size_t savedBytes() const override { return op_->savedBytes(); }
-    void forward(const LayerContext& c, const float* x, float* y) override { op_->forward(c.stream, x, y, saved); }
-    void backward(const LayerContext& c, const float* x, const float* y, const float* dy, float* dx) override {
-        if (dx) op_->backward(c.stream, x, y, dy, dx, saved);
-    }
-
-private:
-    std::unique_ptr<LrnOp> op_;
 };
 
 class ReluLayer final : public Layer {

@@ -79,10 +79,25 @@ void useThreads(int threads) {
     if (omp_get_max_threads() != threads) omp_set_num_threads(threads);
 }
 
-class CpuConv final : public ConvOp {
+// What every oneDNN plan holds: the engine, the backend's default queue and its thread count.
+class OneDnnOp {
+protected:
+    OneDnnOp(const dnnl::engine& eng, dnnl::stream& s, int threads) : eng_(eng), default_(s), threads_(threads) {}
+    dnnl::stream& pick(Stream st) {
+        useThreads(threads_);
+        return st ? st->stream : default_;
+    }
+    memory wrap(const memory::desc& md, const void* p) const { return memory(md, eng_, const_cast<void*>(p)); }
+
+    dnnl::engine eng_;
+    dnnl::stream& default_;
+    int threads_;
+};
+
+class CpuConv final : public ConvOp, OneDnnOp {
 public:
     CpuConv(const dnnl::engine& eng, dnnl::stream& defaultStream, int threads, const ConvDesc& d)
-        : eng_(eng), default_(defaultStream), threads_(threads) {
+        : OneDnnOp(eng, defaultStream, threads) {
         memory::desc x = {dims4(d.n, d.c, d.h, d.w), dt::f32, kAct};
         memory::desc w = {dims4(d.k, d.c, d.r, d.s), dt::f32, tag::oihw};
         memory::desc b = {{d.k}, dt::f32, tag::x};
@@ -125,7 +140,7 @@ public:
         memory out = fy_.dst(y);
         fwd_.execute(s, {{DNNL_ARG_SRC, fx_.in(s, x)},
                          {DNNL_ARG_WEIGHTS, fw_.in(s, w)},
-                         {DNNL_ARG_BIAS, memory(bias_, eng_, const_cast<float*>(b))},
+                         {DNNL_ARG_BIAS, wrap(bias_, b)},
                          {DNNL_ARG_DST, out},
                          {DNNL_ARG_SCRATCHPAD, scratch(fwdPd_, ws)}});
         fy_.out(s, y);
@@ -145,21 +160,14 @@ public:
         bwdWeights_.execute(s, {{DNNL_ARG_SRC, wx_.in(s, x)},
                                 {DNNL_ARG_DIFF_DST, wdy_.in(s, dy)},
                                 {DNNL_ARG_DIFF_WEIGHTS, out},
-                                {DNNL_ARG_DIFF_BIAS, memory(bias_, eng_, db)},
+                                {DNNL_ARG_DIFF_BIAS, wrap(bias_, db)},
                                 {DNNL_ARG_SCRATCHPAD, scratch(bwdWeightsPd_, ws)}});
         wdw_.out(s, dw);
     }
 
 private:
-    dnnl::stream& pick(Stream st) {
-        useThreads(threads_);
-        return st ? st->stream : default_;
-    }
-    memory scratch(const dnnl::primitive_desc& pd, void* ws) { return memory(pd.scratchpad_desc(), eng_, ws); }
+    memory scratch(const dnnl::primitive_desc& pd, void* ws) { return wrap(pd.scratchpad_desc(), ws); }
 
-    dnnl::engine eng_;
-    dnnl::stream& default_;
-    int threads_;
     dnnl::convolution_forward::primitive_desc fwdPd_;
     dnnl::convolution_backward_data::primitive_desc bwdDataPd_;
     dnnl::convolution_backward_weights::primitive_desc bwdWeightsPd_;
@@ -171,70 +179,39 @@ private:
     size_t workspace_ = 0;
 };
 
-// Pooling and LRN share a shape: a forward that saves oneDNN's workspace (argmax, or the
-// normalisers) and a backward that reads it. Both run in the plain layout, where oneDNN's
-// AVX2 kernels work directly.
-template <class FwdPd, class Fwd, class BwdPd, class Bwd>
-class CpuSavedOp {
-protected:
-    CpuSavedOp(const dnnl::engine& eng, dnnl::stream& s, int threads) : eng_(eng), default_(s), threads_(threads) {}
-    void build(const FwdPd& fwdPd, const BwdPd& bwdPd, const memory::desc& x, const memory::desc& y) {
-        fwdPd_ = fwdPd;
-        fwd_ = Fwd(fwdPd);
-        bwd_ = Bwd(bwdPd);
-        xMd_ = x;
-        yMd_ = y;
+// Max-pooling runs in (n, h, w, c), where oneDNN's AVX2 kernels work directly; the forward
+// saves the argmax (oneDNN's workspace) that the backward reads.
+class CpuMaxPool final : public PoolOp, OneDnnOp {
+public:
+    CpuMaxPool(const dnnl::engine& eng, dnnl::stream& s, int threads, const PoolDesc& d) : OneDnnOp(eng, s, threads) {
+        using namespace dnnl;
+        x_ = {dims4(d.n, d.c, d.h, d.w), dt::f32, kAct};
+        y_ = {dims4(d.n, d.c, d.outH(), d.outW()), dt::f32, kAct};
+        memory::dims strides = {d.strideH, d.strideW}, kernel = {d.r, d.s}, padL = {d.padTop, d.padLeft},
+                     padR = {d.padBottom, d.padRight};
+        fwdPd_ = pooling_forward::primitive_desc(
+            pooling_forward::desc(prop_kind::forward_training, algorithm::pooling_max, x_, y_, strides, kernel, padL,
+                                  padR),
+            eng);
+        fwd_ = pooling_forward(fwdPd_);
+        bwd_ = pooling_backward(pooling_backward::primitive_desc(
+            pooling_backward::desc(algorithm::pooling_max, x_, y_, strides, kernel, padL, padR), eng, fwdPd_));
     }
-    size_t saved() const { return fwdPd_.workspace_desc().get_size(); }
-    void fwd(Stream st, const float* x, float* y, void* saved) {
-        fwd_.execute(pick(st), {{DNNL_ARG_SRC, mem(xMd_, x)}, {DNNL_ARG_DST, mem(yMd_, y)}, {DNNL_ARG_WORKSPACE, ws(saved)}});
+    size_t savedBytes() const override { return fwdPd_.workspace_desc().get_size(); }
+    void forward(Stream st, const float* x, float* y, void* saved) override {
+        fwd_.execute(pick(st), {{DNNL_ARG_SRC, wrap(x_, x)}, {DNNL_ARG_DST, wrap(y_, y)},
+                                {DNNL_ARG_WORKSPACE, wrap(fwdPd_.workspace_desc(), saved)}});
     }
-    // LRN's backward reads the source; pooling's ignores it and uses the saved argmax.
-    void bwd(Stream st, const float* x, const float* dy, float* dx, const void* saved) {
-        bwd_.execute(pick(st), {{DNNL_ARG_SRC, mem(xMd_, x)}, {DNNL_ARG_DIFF_DST, mem(yMd_, dy)},
-                                {DNNL_ARG_DIFF_SRC, mem(xMd_, dx)}, {DNNL_ARG_WORKSPACE, ws(saved)}});
+    void backward(Stream st, const float*, const float*, const float* dy, float* dx, const void* saved) override {
+        bwd_.execute(pick(st), {{DNNL_ARG_DIFF_DST, wrap(y_, dy)}, {DNNL_ARG_DIFF_SRC, wrap(x_, dx)},
+                                {DNNL_ARG_WORKSPACE, wrap(fwdPd_.workspace_desc(), saved)}});
     }
 
 private:
-    dnnl::stream& pick(Stream st) {
-        useThreads(threads_);
-        return st ? st->stream : default_;
-    }
-    memory mem(const memory::desc& md, const float* p) { return memory(md, eng_, const_cast<float*>(p)); }
-    memory ws(const void* p) { return memory(fwdPd_.workspace_desc(), eng_, const_cast<void*>(p)); }
-
-    dnnl::engine eng_;
-    dnnl::stream& default_;
-    int threads_;
-    FwdPd fwdPd_;
-    Fwd fwd_;
-    Bwd bwd_;
-    memory::desc xMd_, yMd_;
-};
-
-class CpuMaxPool final : public PoolOp,
-                         CpuSavedOp<dnnl::pooling_forward::primitive_desc, dnnl::pooling_forward,
-                                    dnnl::pooling_backward::primitive_desc, dnnl::pooling_backward> {
-public:
-    CpuMaxPool(const dnnl::engine& eng, dnnl::stream& s, int threads, const PoolDesc& d)
-        : CpuSavedOp(eng, s, threads) {
-        using namespace dnnl;
-        memory::desc x = {dims4(d.n, d.c, d.h, d.w), dt::f32, kAct};
-        memory::desc y = {dims4(d.n, d.c, d.outH(), d.outW()), dt::f32, kAct};
-        memory::dims strides = {d.strideH, d.strideW}, kernel = {d.r, d.s}, padL = {d.padTop, d.padLeft},
-                     padR = {d.padBottom, d.padRight};
-        auto fpd = pooling_forward::primitive_desc(
-            pooling_forward::desc(prop_kind::forward_training, algorithm::pooling_max, x, y, strides, kernel, padL, padR),
-            eng);
-        auto bpd = pooling_backward::primitive_desc(
-            pooling_backward::desc(algorithm::pooling_max, x, y, strides, kernel, padL, padR), eng, fpd);
-        build(fpd, bpd, x, y);
-    }
-    size_t savedBytes() const override { return saved(); }
-    void forward(Stream st, const float* x, float* y, void* saved) override { fwd(st, x, y, saved); }
-    void backward(Stream st, const float* x, const float*, const float* dy, float* dx, const void* saved) override {
-        bwd(st, x, dy, dx, saved);
-    }
+    memory::desc x_, y_;
+    dnnl::pooling_forward::primitive_desc fwdPd_;
+    dnnl::pooling_forward fwd_;
+    dnnl::pooling_backward bwd_;
 };
 
 // LRN is our own kernel: oneDNN 2.6's only AVX2 LRN handles a window of 5 channels, and the
@@ -319,10 +296,9 @@ private:
     LrnDesc d_;
 };
 
-class CpuDense final : public DenseOp {
+class CpuDense final : public DenseOp, OneDnnOp {
 public:
-    CpuDense(const dnnl::engine& eng, dnnl::stream& s, int threads, const DenseDesc& d)
-        : eng_(eng), default_(s), threads_(threads) {
+    CpuDense(const dnnl::engine& eng, dnnl::stream& s, int threads, const DenseDesc& d) : OneDnnOp(eng, s, threads) {
         using namespace dnnl;
         // Plain layouts throughout: oneDNN runs these as GEMMs, so no reorder of the (out, in)
         // weights, which for the 3136x1024 layer of mnist_cnn would cost as much as a GEMM pass.
@@ -354,15 +330,8 @@ public:
     }
 
 private:
-    dnnl::stream& pick(Stream st) {
-        useThreads(threads_);
-        return st ? st->stream : default_;
-    }
-    memory m(const memory::desc& md, const float* p) { return memory(md, eng_, const_cast<float*>(p)); }
+    memory m(const memory::desc& md, const float* p) const { return wrap(md, p); }
 
-    dnnl::engine eng_;
-    dnnl::stream& default_;
-    int threads_;
     memory::desc x_, w_, b_, y_;
     dnnl::inner_product_forward::primitive_desc fwdPd_;
     dnnl::inner_product_backward_data::primitive_desc bwdDataPd_;
