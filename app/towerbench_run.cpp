@@ -9,10 +9,8 @@
 #include <string>
 #include <vector>
 
-#include "engine/metrics_file.hpp"
-#include "engine/trainer.hpp"
+#include "headless_run.hpp"
 #include "io/run_config.hpp"
-#include "progress_bar.hpp"
 #include "util/error.hpp"
 
 namespace {
@@ -55,10 +53,7 @@ Data parallelism (the seeds' tower pattern; see README):
   --slow T=F,...      straggler injection: tower T runs F times slower (teaching)
 )";
 
-int fail(const std::string& message) {
-    std::fprintf(stderr, "towerbench-run: %s\n", message.c_str());
-    return 2;
-}
+int fail(const std::string& message) { return failWith("towerbench-run", message); }
 
 }  // namespace
 
@@ -96,18 +91,7 @@ int main(int argc, char** argv) {
             config.setFromText(key, args[++i], a);
         }
         config.validate();
-
-        tb::Trainer trainer(config);
-        ProgressBar progress(stderr);
-        std::unique_ptr<tb::MetricsFile> metrics;
-        if (!config.quiet) trainer.addObserver(&progress);
-        if (!config.metrics.empty()) {
-            metrics = std::make_unique<tb::MetricsFile>(config.metrics);
-            trainer.addObserver(metrics.get());
-        }
-        const tb::RunSummary summary = trainer.run();
-        std::cout << summary.toJson().dump() << std::endl;
-        return 0;
+        return runHeadless(config);
     } catch (const tb::Error& e) {
         return fail(e.what());
     } catch (const std::bad_alloc&) {

@@ -13,6 +13,9 @@
 #ifndef TB_MODELS_DIR
 #define TB_MODELS_DIR ""
 #endif
+#ifndef TB_INSTALLED_MODELS_DIR
+#define TB_INSTALLED_MODELS_DIR ""
+#endif
 
 namespace tb {
 
@@ -173,6 +176,7 @@ std::vector<std::string> modelSearchPath() {
             if (!d.empty()) dirs.push_back(d);
     }
     if (const char* home = std::getenv("HOME")) dirs.push_back(std::string(home) + "/.local/share/towerbench/models");
+    if (*TB_INSTALLED_MODELS_DIR) dirs.push_back(TB_INSTALLED_MODELS_DIR);
     if (*TB_MODELS_DIR) dirs.push_back(TB_MODELS_DIR);
     return dirs;
 }

@@ -1,0 +1,55 @@
+// towerbench: the workbench window. `towerbench [--config FILE.json] [--start]` opens the window
+// on a run config (and starts it). With no display it says so in one line and runs the same
+// experiment headless, as towerbench-run would.
+#include <QApplication>
+#include <QStringList>
+#include <cstdlib>
+
+#include "headless_run.hpp"
+#include "io/run_config.hpp"
+#include "main_window.hpp"
+#include "util/error.hpp"
+
+namespace {
+bool haveDisplay() {
+    const char* platform = std::getenv("QT_QPA_PLATFORM");
+    if (platform && *platform) return true;  // offscreen, xcb, wayland... chosen explicitly
+    return (std::getenv("DISPLAY") && *std::getenv("DISPLAY")) ||
+           (std::getenv("WAYLAND_DISPLAY") && *std::getenv("WAYLAND_DISPLAY"));
+}
+}  // namespace
+
+int main(int argc, char** argv) {
+    QString config;
+    bool start = false;
+    for (int i = 1; i < argc; ++i) {
+        const QString a = QString::fromLocal8Bit(argv[i]);
+        if (a == "--config" && i + 1 < argc) config = QString::fromLocal8Bit(argv[++i]);
+        else if (a == "--start") start = true;
+        else if (a == "--help" || a == "-h") {
+            std::puts("usage: towerbench [--config FILE.json] [--start]");
+            return 0;
+        } else {
+            return failWith("towerbench", "unknown argument '" + a.toStdString() + "' (see --help)");
+        }
+    }
+    if (!haveDisplay()) {
+        std::fprintf(stderr, "towerbench: no display (DISPLAY and WAYLAND_DISPLAY are unset); running the experiment headless\n");
+        tb::RunConfig c;
+        try {
+            if (!config.isEmpty()) c.loadFile(config.toStdString());
+        } catch (const tb::Error& e) {
+            return failWith("towerbench", e.what());
+        }
+        return runHeadless(c);
+    }
+    QApplication app(argc, argv);
+    QApplication::setOrganizationName("Towerbench");
+    QApplication::setApplicationName("Towerbench");
+    QApplication::setApplicationVersion(TB_VERSION);
+    MainWindow window;
+    if (!config.isEmpty() && !window.loadConfigFile(config)) return 2;
+    window.show();
+    if (start) QMetaObject::invokeMethod(&window, &MainWindow::start, Qt::QueuedConnection);
+    return app.exec();
+}

@@ -1,0 +1,88 @@
+// GUI responsiveness benchmark: trains the same experiment headless and then with the window
+// open (charts, diagram and timeline updating), and reports
+//   - the event loop's latency while training at full speed on all cores: a 10 ms timer's
+//     lateness, p50 / p99 / max (goal: p99 below 20 ms);
+//   - training throughput with the window open as a fraction of headless (goal: at least 95%).
+// usage: tb_bench_gui [--model mnist_cnn] [--data fashion-mnist] [--towers 2] [--steps 150]
+// Run it under Xvfb for a real X11 window, or with QT_QPA_PLATFORM=offscreen.
+#include <QApplication>
+#include <QElapsedTimer>
+#include <QJsonDocument>
+#include <QTimer>
+#include <algorithm>
+#include <cstdio>
+#include <vector>
+
+#include "engine/trainer.hpp"
+#include "experiment_panel.hpp"
+#include "main_window.hpp"
+
+int main(int argc, char** argv) {
+    QApplication app(argc, argv);
+    QApplication::setOrganizationName("TowerbenchBench");
+    tb::RunConfig c;
+    c.model = "mnist_cnn";
+    c.data = "fashion-mnist";
+    c.steps = 150;
+    c.validation = 0;
+    c.quiet = true;
+    int towers = 2;
+    const QStringList args = app.arguments();
+    for (int i = 1; i + 1 < args.size(); i += 2) {
+        if (args[i] == "--model") c.model = args[i + 1].toStdString();
+        else if (args[i] == "--data") c.data = args[i + 1].toStdString();
+        else if (args[i] == "--towers") towers = args[i + 1].toInt();
+        else if (args[i] == "--steps") c.steps = args[i + 1].toLongLong();
+    }
+    c.towers.clear();
+    for (int i = 0; i < towers; ++i) c.towers += (i ? ",cpu:" : "cpu:") + std::to_string(i);
+    c.batch = 128;
+    c.batchPerTower = 128 / towers;
+
+    // 1. Headless.
+    const tb::RunSummary headless = tb::Trainer(c).run();
+
+    // 2. The window, with a 10 ms timer measuring how late the event loop serves it.
+    MainWindow w;
+    w.resize(1400, 900);
+    w.show();
+    w.experiment()->setConfig(c);
+    std::vector<double> lateness;
+    QElapsedTimer clock;
+    QTimer probe;
+    probe.setTimerType(Qt::PreciseTimer);
+    double last = -1;
+    QObject::connect(&probe, &QTimer::timeout, [&] {
+        const double now = clock.nsecsElapsed() / 1e6;
+        if (last >= 0) lateness.push_back(std::max(0.0, now - last - 10.0));
+        last = now;
+    });
+    QObject::connect(&w, &MainWindow::runEnded, &app, &QApplication::quit);
+    clock.start();
+    probe.start(10);
+    w.start();
+    app.exec();
+    probe.stop();
+    const auto summary = QJsonDocument::fromJson(w.lastSummary().toUtf8());
+    if (summary.isNull()) {
+        std::fprintf(stderr, "tb_bench_gui: the windowed run failed: %s\n", qPrintable(w.lastError()));
+        return 1;
+    }
+    std::sort(lateness.begin(), lateness.end());
+    auto pct = [&](double p) { return lateness.empty() ? 0.0 : lateness[size_t(p * double(lateness.size() - 1))]; };
+    const double windowed = summary["steady_examples_per_sec"].toDouble();
+    const double ratio = windowed / headless.steadyExamplesPerSec;
+    std::printf("model %s, %d towers, %lld steps, platform %s\n", c.model.c_str(), towers, (long long)c.steps,
+                qPrintable(QGuiApplication::platformName()));
+    std::printf("event-loop latency (10 ms timer lateness, %zu samples): p50 %.2f ms, p99 %.2f ms, max %.2f ms  "
+                "(goal p99 < 20 ms: %s)\n",
+                lateness.size(), pct(0.5), pct(0.99), lateness.empty() ? 0.0 : lateness.back(),
+                pct(0.99) < 20 ? "met" : "NOT met");
+    std::printf("throughput: headless %.1f ex/s, window open %.1f ex/s, ratio %.3f  (goal >= 0.95: %s)\n",
+                headless.steadyExamplesPerSec, windowed, ratio, ratio >= 0.95 ? "met" : "NOT met");
+    std::printf("{\"p50_ms\":%.3f,\"p99_ms\":%.3f,\"max_ms\":%.3f,\"headless_ex_s\":%.2f,\"window_ex_s\":%.2f,"
+                "\"ratio\":%.4f}\n",
+                pct(0.5), pct(0.99), lateness.empty() ? 0.0 : lateness.back(), headless.steadyExamplesPerSec,
+                windowed, ratio);
+    return 0;
+}

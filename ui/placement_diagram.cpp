@@ -1,0 +1,401 @@
+// PlacementDiagram and PlacementModel: see placement_diagram.hpp. The geometry is recomputed
+// from the widget's size on every paint (a handful of rectangles), so the picture scales
+// freely and there is no cached layout to invalidate when the model or the size changes.
+#include "placement_diagram.hpp"
+
+#include <QFontMetricsF>
+#include <QPainter>
+#include <QPainterPath>
+#include <QTimer>
+#include <algorithm>
+#include <cmath>
+
+#include "phase_colors.hpp"
+
+using tb::ui::Phase;
+
+PlacementModel PlacementModel::fromPlan(const tb::DeploymentPlan& plan, int64_t paramCount) {
+    PlacementModel m;
+    const int n = plan.towerCount();
+    m.towers.reserve(n);
+    for (int i = 0; i < n; ++i) {
+        Tower t;
+        t.device = QString::fromStdString(plan.towers[size_t(i)].str());
+        t.batch = plan.batchPerTower;
+        t.slowdown = size_t(i) < plan.slowdown.size() ? plan.slowdown[size_t(i)] : 1.0;
+        m.towers.push_back(t);
+    }
+    switch (plan.variables) {
+    case tb::VariablePlacement::Cpu: m.holder = QStringLiteral("cpu"); break;
+    case tb::VariablePlacement::Tower:
+        // validate() refuses an index out of range; clamp anyway so a diagram never crashes.
+        if (n > 0) m.holder = m.towers[std::clamp(plan.variablesTower, 0, n - 1)].device;
+        break;
+    case tb::VariablePlacement::Replicated: break;
+    }
+    m.psShards = std::max(1, plan.psShards);
+    if (plan.variables == tb::VariablePlacement::Replicated)
+        m.links = Links::Ring;
+    else if (m.psShards > 1)
+        m.links = Links::Shards;
+    else
+        m.links = Links::HolderArrows;
+    m.async = plan.update == tb::UpdateMode::Async;
+    m.averageEvery = plan.averageEvery;
+    m.variablesMB = double(paramCount) * 4.0 / 1e6;
+    return m;
+}
+
+int PlacementModel::arrowCount() const {
+    const int n = int(towers.size());
+    switch (links) {
+    case Links::HolderArrows: return 2 * n;
+    case Links::Shards: return 2 * n * psShards;
+    case Links::Ring: return n > 1 ? n : 0;
+    }
+    return 0;
+}
+
+namespace {
+
+constexpr int kPulseMs = 50;       // ~20 Hz: dashes move smoothly at negligible cost
+constexpr int kPulsePeriod = 12;   // Qt::DashLine repeats every 6 pen widths; half a width per tick
+constexpr int kIdleTicks = 40;     // 2 s without a step (paused, or the run stalled): stop pulsing
+
+// The share of a step a tower spent on each kind of activity, for its box's colour.
+QColor dominantColor(const tb::TowerPhases& p) {
+    const double compute = p.forward + p.backward + p.straggle;
+    const double sync = p.reduce + p.apply;
+    double best = compute;
+    Phase phase = Phase::Forward;
+    if (p.wait > best) {
+        best = p.wait;
+        phase = Phase::Wait;
+    }
+    if (p.dataWait > best) {
+        best = p.dataWait;
+        phase = Phase::Data;
+    }
+    if (sync > best) phase = Phase::Reduce;
+    return tb::ui::phaseColor(phase);
+}
+
+QColor mix(const QColor& a, const QColor& b, double t) {
+    return QColor::fromRgbF(float(a.redF() + (b.redF() - a.redF()) * t), float(a.greenF() + (b.greenF() - a.greenF()) * t),
+                            float(a.blueF() + (b.blueF() - a.blueF()) * t));
+}
+
+// Draws a line from a to b with a filled head at b, using the painter's pen for the shaft.
+void drawArrow(QPainter& p, QPointF a, QPointF b, double head) {
+    const QPointF d = b - a;
+    const double len = std::hypot(d.x(), d.y());
+    if (len < 1e-3) return;
+    const QPointF u = d / len;
+    const QPointF normal(-u.y(), u.x());
+    const QPointF base = b - u * std::min(head, len * 0.5);
+    p.drawLine(a, base);
+    const QPen pen = p.pen();
+    const QBrush brush = p.brush();
+    const QPointF tri[3] = {b, base + normal * (head * 0.45), base - normal * (head * 0.45)};
+    p.setPen(Qt::NoPen);
+    p.setBrush(pen.color());
+    p.drawPolygon(tri, 3);
+    p.setPen(pen);
+    p.setBrush(brush);
+}
+
+}  // namespace
+
+PlacementDiagram::PlacementDiagram(QWidget* parent) : QWidget(parent) {
+    setToolTip(tr("A tower is one replica of the model training on its own slice of each batch; at the "
+                  "synchronisation point the towers' gradients meet and are averaged, and the parameter "
+                  "server (the variables' holder) keeps the one copy of the parameters every tower reads."));
+    timer_ = new QTimer(this);
+    timer_->setInterval(kPulseMs);
+    connect(timer_, &QTimer::timeout, this, [this] {
+        if (!active_ || ++idleTicks_ > kIdleTicks) {
+            timer_->stop();  // arrows stand still: nothing is moving between places any more
+            update();
+            return;
+        }
+        pulse_ = (pulse_ + 1) % kPulsePeriod;
+        if (isVisible()) update();
+    });
+}
+
+void PlacementDiagram::setModel(const PlacementModel& model) {
+    model_ = model;
+    update();
+}
+
+void PlacementDiagram::showStep(const tb::StepMetrics& m) {
+    last_ = m;
+    active_ = true;
+    idleTicks_ = 0;
+    if (!timer_->isActive()) timer_->start();
+    update();
+}
+
+void PlacementDiagram::clearActivity() {
+    active_ = false;
+    timer_->stop();
+    pulse_ = 0;
+    idleTicks_ = 0;
+    last_ = {};
+    update();
+}
+
+void PlacementDiagram::paintEvent(QPaintEvent*) {
+    QPainter p(this);
+    p.setRenderHint(QPainter::Antialiasing);
+    const QPalette& pal = palette();
+    const QColor base = pal.color(QPalette::Base);
+    const QColor text = pal.color(QPalette::Text);
+    QColor faint = text;
+    faint.setAlphaF(0.6f);
+    p.fillRect(rect(), base);
+
+    const double scale = std::clamp(std::min(width() / 520.0, height() / 300.0), 0.75, 1.6);
+    QFont font = this->font();
+    if (font.pointSizeF() > 0) font.setPointSizeF(font.pointSizeF() * std::min(scale, 1.3));
+    p.setFont(font);
+    const QFontMetricsF fm(font);
+    const double lineH = fm.height();
+    const QRectF area = QRectF(rect()).adjusted(8 * scale, 6 * scale, -8 * scale, -6 * scale);
+
+    const int n = int(model_.towers.size());
+    if (n == 0) {
+        p.setPen(faint);
+        p.drawText(area, Qt::AlignCenter, tr("No deployment plan"));
+        return;
+    }
+    const int reported = int(last_.towers.size());  // may differ from n if a plan changed mid-run
+    const bool ring = model_.links == PlacementModel::Links::Ring;
+    const bool shards = model_.links == PlacementModel::Links::Shards;
+    const bool pulsing = active_ && timer_->isActive();
+    const int pusher = model_.async && active_ ? last_.pusher : -1;
+
+    // Vertical bands: header (step, push), holder, arrows, towers, "slowest" marks, caption.
+    const double headerH = lineH * 1.3;
+    const double markH = lineH * 1.2;
+    const double captionH = model_.async ? lineH * 1.3 : 0;
+    const double avail = area.height() - headerH - markH - captionH;
+    const double holderH = ring ? lineH * 1.6 : std::max(shards ? lineH * 3.0 : lineH * 1.8, avail * 0.22);
+    const double towerH = std::max(lineH * 3.4, avail * 0.34);
+    const double holderTop = area.top() + headerH;
+    const double holderBottom = holderTop + holderH;
+    const double towerTop = area.bottom() - captionH - markH - towerH;
+
+    // The row of towers, centred, wider gaps for the ring's arrows between neighbours.
+    const double gap = (ring ? 36 : 14) * scale;
+    const double boxW = std::max(8.0, std::min((area.width() - gap * (n - 1)) / n, 170 * scale));
+    const double rowLeft = area.center().x() - (n * boxW + (n - 1) * gap) / 2;
+    auto towerRect = [&](int i) { return QRectF(rowLeft + i * (boxW + gap), towerTop, boxW, towerH); };
+
+    // Pens: quiet when static; while a step is shown, the links that carried it are highlighted,
+    // as wide as the log of the bytes moved, and dashed dashes travel along them.
+    const double staticW = 1.3 * scale;
+    const double liveW =
+        scale * std::clamp(1.2 + 0.35 * std::log10(1.0 + double(std::max<int64_t>(0, last_.bytesMoved))), 1.2, 4.5);
+    const QPen staticPen(faint, staticW, Qt::SolidLine, Qt::FlatCap);
+    QPen livePen(pal.color(QPalette::Highlight), liveW, Qt::SolidLine, Qt::FlatCap);
+    if (pulsing) {
+        livePen.setStyle(Qt::DashLine);
+        livePen.setDashOffset(-0.5 * pulse_);  // negative: the dashes travel toward the head
+    }
+    auto linkLive = [&](int tower) { return active_ && (!model_.async || tower == pusher); };
+    auto headFor = [&](bool live) { return 7 * scale + (live ? liveW : staticW); };
+
+    // A label with the background behind it, so it stays readable over arrows and lines.
+    auto label = [&](const QRectF& r, int align, const QString& s, const QColor& c) {
+        const QRectF b = fm.boundingRect(r, align, s).adjusted(-2, 0, 2, 0);
+        p.fillRect(b, base);
+        p.setPen(c);
+        p.drawText(r, align, s);
+    };
+
+    const QString mb = QString::number(model_.variablesMB, 'f', model_.variablesMB < 1 ? 2 : 1);
+
+    // --- the variables' holder, its shards, or the note that every tower holds a copy ----------
+    QRectF holder;
+    double shardW = 0, shardTop = holderTop;
+    if (ring) {
+        holder = QRectF(area.left(), holderTop, area.width(), holderH);
+        p.setPen(text);
+        p.drawText(holder, Qt::AlignCenter,
+                   tr("Variables replicated on every tower \u2014 %1 MB each").arg(mb));
+    } else if (shards) {
+        const int s = model_.psShards;
+        const QRectF title(area.left(), holderTop, area.width(), lineH * 1.2);
+        p.setPen(text);
+        p.drawText(title, Qt::AlignCenter, tr("Variables on %1 \u2014 %2 MB in %3 shards").arg(model_.holder, mb).arg(s));
+        const double sGap = 10 * scale;
+        shardTop = title.bottom() + 2 * scale;
+        const double rowW = area.width() * 0.8;
+        shardW = std::max(8.0, std::min((rowW - sGap * (s - 1)) / s, 90 * scale));
+        const double left = area.center().x() - (s * shardW + (s - 1) * sGap) / 2;
+        holder = QRectF(left, shardTop, s * shardW + (s - 1) * sGap, holderBottom - shardTop);
+        p.setBrush(pal.color(QPalette::AlternateBase));
+        for (int j = 0; j < s; ++j) {
+            const QRectF r(left + j * (shardW + sGap), shardTop, shardW, holderBottom - shardTop);
+            p.setPen(QPen(faint, staticW));
+            p.drawRoundedRect(r, 4 * scale, 4 * scale);
+            p.setPen(text);
+            p.drawText(r, Qt::AlignCenter, QStringLiteral("ps %1").arg(j));
+        }
+    } else {
+        const QString title = tr("Variables on %1 \u2014 %2 MB").arg(model_.holder, mb);
+        const double w = std::clamp(fm.horizontalAdvance(title) + 28 * scale, area.width() * 0.35, area.width() * 0.6);
+        holder = QRectF(area.center().x() - w / 2, holderTop, w, holderH);
+        p.setPen(QPen(faint, staticW));
+        p.setBrush(pal.color(QPalette::AlternateBase));
+        p.drawRoundedRect(holder, 5 * scale, 5 * scale);
+        p.setPen(text);
+        p.drawText(holder.adjusted(4, 0, -4, 0), Qt::AlignCenter,
+                   fm.elidedText(title, Qt::ElideRight, holder.width() - 8));
+    }
+
+    // --- the synchronisation point ---------------------------------------------------------------
+    const double apexY = holderBottom + (towerTop - holderBottom) * 0.4;  // top of the ring's wrap arrow
+    const bool syncNow = active_ && !model_.async &&
+                         (model_.averageEvery <= 1 || (last_.step > 0 && last_.step % model_.averageEvery == 0));
+    if (syncNow) {
+        const double y = ring ? apexY - lineH * 1.0 : (holderBottom + towerTop) / 2;
+        QPen pen(text, 1.0 * scale, Qt::DashDotLine);
+        p.setPen(pen);
+        p.drawLine(QPointF(area.left(), y), QPointF(area.right(), y));
+        label(QRectF(area.left(), y - lineH - 1, area.width(), lineH), Qt::AlignRight | Qt::AlignBottom, tr("sync point"),
+              text);
+    }
+
+    // --- the links --------------------------------------------------------------------------------
+    p.setBrush(Qt::NoBrush);
+    if (ring) {
+        for (int i = 0; n > 1 && i < n; ++i) {
+            const int j = (i + 1) % n;
+            const bool live = linkLive(i);
+            p.setPen(live ? livePen : staticPen);
+            const QRectF a = towerRect(i), b = towerRect(j);
+            if (j == i + 1) {
+                drawArrow(p, QPointF(a.right() + 3 * scale, a.center().y()), QPointF(b.left() - 3 * scale, b.center().y()),
+                          headFor(live));
+            } else {
+                // The wrap-around from the last tower back to the first arches over the row.
+                const QPointF from(a.center().x(), towerTop - 2 * scale), to(b.center().x(), towerTop - 2 * scale);
+                const QPointF ctrl((from.x() + to.x()) / 2, 2 * apexY - towerTop);
+                QPainterPath path(from);
+                path.quadTo(ctrl, to);
+                p.drawPath(path);
+                // The head follows the curve's tangent at its end (from the control point).
+                const QPointF dir = to - ctrl;
+                const double len = std::hypot(dir.x(), dir.y());
+                drawArrow(p, to - dir / len * (2 * headFor(live)), to, headFor(live));
+            }
+        }
+        if (n > 1) {
+            const QString s = model_.averageEvery == 1  ? tr("average every step")
+                              : model_.averageEvery > 1 ? tr("average every %1 steps").arg(model_.averageEvery)
+                                                        : tr("all-reduce");
+            label(QRectF(area.left(), apexY - lineH / 2, area.width(), lineH), Qt::AlignCenter, s, text);
+        }
+    } else {
+        const int s = shards ? model_.psShards : 1;
+        const double d = (shards ? 3 : 4) * scale + liveW / 2;  // params and grads side by side
+        for (int i = 0; i < n; ++i) {
+            const QRectF t = towerRect(i);
+            const bool live = linkLive(i);
+            p.setPen(live ? livePen : staticPen);
+            for (int j = 0; j < s; ++j) {
+                const double hx = shards ? holder.left() + j * (shardW + 10 * scale) + shardW * (i + 0.5) / n
+                                         : holder.left() + holder.width() * (i + 0.5) / n;
+                const double tx = t.left() + t.width() * (j + 0.5) / s;
+                const QPointF down0(hx - d, holderBottom + 1), down1(tx - d, towerTop - 1);
+                const QPointF up0(tx + d, towerTop - 1), up1(hx + d, holderBottom + 1);
+                drawArrow(p, down0, down1, headFor(live));  // parameters out to the tower
+                drawArrow(p, up0, up1, headFor(live));      // gradients back to the holder
+                if (i == 0 && j == 0) {
+                    // Nearer the holder than the middle, where the sync point line runs.
+                    const QPointF mDown = down0 + (down1 - down0) * 0.3, mUp = up1 + (up0 - up1) * 0.3;
+                    const double w = 80 * scale;
+                    label(QRectF(mDown.x() - w - 4 * scale, mDown.y() - lineH / 2, w, lineH),
+                          Qt::AlignRight | Qt::AlignVCenter, tr("params"), faint);
+                    label(QRectF(mUp.x() + 4 * scale, mUp.y() - lineH / 2, w, lineH), Qt::AlignLeft | Qt::AlignVCenter,
+                          tr("grads"), faint);
+                    p.setPen(live ? livePen : staticPen);
+                }
+            }
+        }
+    }
+
+    // --- the towers -------------------------------------------------------------------------------
+    const QColor straggler = tb::ui::phaseColor(Phase::Straggle);
+    int slowest = -1;
+    if (active_ && !model_.async && std::min(n, reported) > 1) {
+        double most = 0;
+        for (int i = 0; i < std::min(n, reported); ++i) {
+            const auto& ph = last_.towers[size_t(i)].phases;
+            const double busy = ph.forward + ph.backward + ph.straggle;
+            if (busy > most) {
+                most = busy;
+                slowest = i;
+            }
+        }
+    }
+    const double barH = std::max(4.0, 6 * scale);
+    for (int i = 0; i < n; ++i) {
+        const PlacementModel::Tower& t = model_.towers[i];
+        const QRectF r = towerRect(i);
+        const tb::TowerPhases* ph = active_ && i < reported ? &last_.towers[size_t(i)].phases : nullptr;
+        const double total = ph ? tb::ui::phasesTotal(*ph) : 0;
+        QColor fill = pal.color(QPalette::AlternateBase);
+        if (total > 0) fill = mix(base, dominantColor(*ph), 0.45);
+        if (i == pusher)
+            p.setPen(QPen(pal.color(QPalette::Highlight), 2.5 * scale));
+        else if (t.slowdown > 1)
+            p.setPen(QPen(straggler, 2 * scale));
+        else
+            p.setPen(QPen(faint, staticW));
+        p.setBrush(fill);
+        p.drawRoundedRect(r, 5 * scale, 5 * scale);
+
+        QString s = t.device;
+        if (t.batch > 0) s += tr("\nbatch %1").arg(t.batch);
+        if (t.slowdown > 1) s += tr("\n\u00d7%1 slower").arg(t.slowdown, 0, 'g', 3);
+        p.setPen(text);
+        p.drawText(r.adjusted(3, 2, -3, -(barH + 4 * scale)), Qt::AlignCenter, s);
+
+        if (total > 0) {
+            // The step's phases as one stacked bar, in the order the tower went through them.
+            const QRectF bar(r.left() + 5 * scale, r.bottom() - 5 * scale - barH, r.width() - 10 * scale, barH);
+            double x = bar.left();
+            for (Phase phase : tb::ui::kPhaseOrder) {
+                const double sec = tb::ui::phaseSeconds(*ph, phase);
+                if (sec <= 0) continue;
+                const double w = bar.width() * sec / total;
+                p.fillRect(QRectF(x, bar.top(), w, bar.height()), tb::ui::phaseColor(phase));
+                x += w;
+            }
+        }
+        if (i == slowest) {
+            QFont bold = font;
+            bold.setBold(true);
+            p.setFont(bold);
+            p.setPen(QColor(220, 40, 40));
+            p.drawText(QRectF(r.left(), r.bottom() + 1, r.width(), markH), Qt::AlignHCenter | Qt::AlignTop, tr("slowest"));
+            p.setFont(font);
+        }
+    }
+
+    // --- header and caption ---------------------------------------------------------------------
+    const QRectF header(area.left(), area.top(), area.width(), headerH);
+    p.setPen(text);
+    if (active_) p.drawText(header, Qt::AlignLeft | Qt::AlignVCenter, tr("step %1").arg(last_.step));
+    if (pusher >= 0)
+        p.drawText(header, Qt::AlignRight | Qt::AlignVCenter,
+                   tr("tower %1 pushed, staleness %2").arg(pusher).arg(std::max<int64_t>(0, last_.staleness)));
+    if (model_.async) {
+        p.setPen(faint);
+        p.drawText(QRectF(area.left(), area.bottom() - captionH, area.width(), captionH), Qt::AlignCenter,
+                   tr("async: towers push without waiting"));
+    }
+}

@@ -1,0 +1,61 @@
+// PlacementDiagram: where the variables and the towers of a deployment plan live, drawn as the
+// seeds' pictures are: the variables' holder (with their size in MB), one box per tower with its
+// device and batch slice, arrows for parameters out and gradients back (or the ring among
+// replicated towers, or the parameter-server shards). During a run it animates each step:
+// towers coloured by phase, arrows pulsing with the bytes moved, the straggler marked.
+#pragma once
+#include <QString>
+#include <QVector>
+#include <QWidget>
+
+#include "engine/observer.hpp"
+#include "parallel/deployment_plan.hpp"
+
+// What the diagram draws; a plain value derived from a plan, compared by tests.
+struct PlacementModel {
+    struct Tower {
+        QString device;      // "cpu:0"
+        int batch = 0;       // examples per step
+        double slowdown = 1; // > 1: an injected straggler
+        bool operator==(const Tower&) const = default;  // without it the model's == is deleted
+    };
+    enum class Links { HolderArrows, Ring, Shards };
+    QVector<Tower> towers;
+    QString holder;          // "cpu" or a tower's device; empty when replicated
+    Links links = Links::HolderArrows;
+    bool async = false;
+    int averageEvery = 0;    // > 0: parameters averaged every K steps (replicated)
+    int psShards = 1;
+    double variablesMB = 0;  // parameter count * 4 bytes
+
+    static PlacementModel fromPlan(const tb::DeploymentPlan& plan, int64_t paramCount);
+    // Arrows the diagram draws: HolderArrows 2 per tower (parameters out, gradients back);
+    // Shards 2 per tower per shard; Ring one per tower (tower i -> i+1 mod N; none for 1 tower).
+    int arrowCount() const;
+    bool operator==(const PlacementModel&) const = default;
+};
+
+class PlacementDiagram : public QWidget {
+    Q_OBJECT
+public:
+    explicit PlacementDiagram(QWidget* parent = nullptr);
+    const PlacementModel& model() const { return model_; }
+    QSize sizeHint() const override { return {520, 300}; }
+    QSize minimumSizeHint() const override { return {320, 200}; }
+
+public slots:
+    void setModel(const PlacementModel& model);   // redraws at once
+    void showStep(const tb::StepMetrics& m);      // animates one step (phases, bytes, step number)
+    void clearActivity();                         // back to the static picture (run ended)
+
+protected:
+    void paintEvent(QPaintEvent*) override;
+
+private:
+    PlacementModel model_;
+    bool active_ = false;
+    tb::StepMetrics last_;
+    int pulse_ = 0;      // animation phase of the arrows, advanced by a timer while active
+    int idleTicks_ = 0;  // timer ticks since the last step; the pulse stops when steps stop coming
+    class QTimer* timer_ = nullptr;
+};
