@@ -17,8 +17,10 @@ configure: setup
 build: configure
 	@cmake --build $(BUILD) -j $(JOBS)
 
+# Opens the window on the default experiment and starts it; without a display it says so and
+# runs the same experiment headless.
 run: build
-	@$(BUILD)/app/towerbench-run --config samples/configs/default.json $(RUN_ARGS)
+	@$(BUILD)/app/towerbench --config samples/configs/default.json --start $(RUN_ARGS)
 
 test: build
 	@cd $(BUILD) && ctest --output-on-failure -j 1

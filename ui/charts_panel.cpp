@@ -1,5 +1,5 @@
 // ChartsPanel: four QCustomPlot charts (loss, accuracy, examples/sec, learning rate) fed by the
-// engine's step and evaluation reports. addStep/addEval append and mark the panel dirty; a 15 Hz
+// engine's step and evaluation reports. addStep/addEval append and mark the panel dirty; a 10 Hz
 // timer fits the axes and queues one replot per chart (QCustomPlot's real-time demo), so a burst
 // of fast steps costs one redraw, not one per step.
 #include "charts_panel.hpp"
@@ -19,8 +19,8 @@
 namespace {
 
 constexpr double kWindowSteps = 500;  // the scrolling window
-constexpr int kFrameMs = 66;          // 15 Hz: smooth enough to watch, cheap beside training
-constexpr double kDrawShare = 0.25;   // most of a frame period that drawing may use, on average
+constexpr int kFrameMs = 100;         // 10 Hz: smooth enough to watch, cheap beside training
+constexpr double kDrawShare = 0.1;    // most of a frame period that drawing may use, on average
 constexpr size_t kSpeedAverage = 50;  // steps in the examples/sec moving average
 constexpr int kTowersInLegend = 8;    // beyond this the legend would cover the chart
 
@@ -360,7 +360,7 @@ void ChartsPanel::replot() {
         drawMs += p->replotTime(true);  // running average of this chart's recent replots
     }
     // Training shares the cores with the window: when a long run in full view makes drawing
-    // cost more than a quarter of the frame period, draw less often rather than slow it down.
+    // cost more than a tenth of the frame period, draw less often rather than slow it down.
     skipFrames_ = int(drawMs / (kDrawShare * kFrameMs));
 }
 

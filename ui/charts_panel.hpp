@@ -1,7 +1,7 @@
 // ChartsPanel: live QCustomPlot charts of a run: loss (each tower thin, the mean bold, optional
 // log scale), train and test accuracy, examples/sec, learning rate. Data arrival is separate
 // from drawing (QCustomPlot's real-time demo): addStep/addEval only append, a timer replots at
-// 15 Hz. A scrolling window or the whole run; zoom and pan with the mouse. Series keep every
+// 10 Hz. A scrolling window or the whole run; zoom and pan with the mouse. Series keep every
 // point (QCustomPlot's adaptive sampling draws millions smoothly).
 #pragma once
 #include <QHash>

@@ -1,5 +1,7 @@
 #include "engine_worker.hpp"
 
+#include <utility>
+
 #include "util/error.hpp"
 
 EngineWorker::EngineWorker(QObject* parent) : QObject(parent) {}
@@ -30,6 +32,27 @@ void EngineWorker::stepOnce() {
 void EngineWorker::stop() {
     std::lock_guard lock(mutex_);
     if (trainer_) trainer_->control().stop();
+}
+
+void EngineWorker::abort() {
+    std::lock_guard lock(mutex_);
+    if (trainer_) trainer_->control().abort();
+}
+
+void EngineWorker::onStepEnd(const tb::StepMetrics& m) {
+    {
+        std::lock_guard lock(stepsMutex_);
+        steps_.push_back(m);
+        if (signalled_) return;
+        signalled_ = true;
+    }
+    emit stepsReady();
+}
+
+std::vector<tb::StepMetrics> EngineWorker::takeSteps() {
+    std::lock_guard lock(stepsMutex_);
+    signalled_ = false;
+    return std::exchange(steps_, {});
 }
 
 void EngineWorker::onStateChanged(tb::RunState s, const std::string& detail) {

@@ -8,6 +8,7 @@
 #include <QString>
 #include <atomic>
 #include <mutex>
+#include <vector>
 
 #include "engine/observer.hpp"
 #include "engine/trainer.hpp"
@@ -25,23 +26,32 @@ public:
     void resume();
     void stepOnce();
     void stop();
+    void abort();   // stop without the final evaluation (the window is closing)
+    // The steps reported since the last call (GUI thread, after stepsReady).
+    std::vector<tb::StepMetrics> takeSteps();
 
 public slots:
     void run(const tb::RunConfig& config);   // runs to the end on the worker's thread
 
 signals:
     void started(const QString& plan);
-    void stepEnded(const tb::StepMetrics& m);
+    // New steps wait in takeSteps(). At most one of these is queued at a time, so an engine
+    // faster than the window's drawing never floods the GUI event queue: the window takes
+    // whatever piled up in one go.
+    void stepsReady();
     void evaluated(const tb::EvalResult& r);
     void finished(const QString& summaryJson, bool stopped);
     void failed(const QString& message);     // one sentence from the engine (bad input, ...)
 
 private:
     void onStateChanged(tb::RunState, const std::string& detail) override;
-    void onStepEnd(const tb::StepMetrics& m) override { emit stepEnded(m); }
+    void onStepEnd(const tb::StepMetrics& m) override;
     void onEval(const tb::EvalResult& r) override { emit evaluated(r); }
 
     std::mutex mutex_;                 // guards trainer_ against controls racing its start/end
     tb::Trainer* trainer_ = nullptr;   // the run in progress, owned by run()'s stack
     std::atomic<int> pendingPause_{0}; // controls that arrived before the trainer existed
+    std::mutex stepsMutex_;
+    std::vector<tb::StepMetrics> steps_;  // reported, not yet taken by the window
+    bool signalled_ = false;              // a stepsReady is queued and not yet answered
 };

@@ -69,10 +69,16 @@ MainWindow::MainWindow(QWidget* parent) : QMainWindow(parent) {
     connect(worker_, &EngineWorker::started, this, [this](const QString& plan) {
         statusBar()->showMessage(tr("Running: %1").arg(plan));
     });
-    connect(worker_, &EngineWorker::stepEnded, this, [this](const tb::StepMetrics& m) {
-        charts_->addStep(m);
+    connect(worker_, &EngineWorker::stepsReady, this, [this] {
+        const std::vector<tb::StepMetrics> steps = worker_->takeSteps();
+        if (steps.empty()) return;
+        for (const tb::StepMetrics& m : steps) charts_->addStep(m);  // every point is plotted
+        // The timeline shows the last few steps; the diagram and status bar the latest one.
+        for (size_t i = steps.size() > size_t(TimelineView::kMaxSteps) ? steps.size() - TimelineView::kMaxSteps : 0;
+             i < steps.size(); ++i)
+            devices_->addStep(steps[i]);
+        const tb::StepMetrics& m = steps.back();
         diagram_->showStep(m);
-        devices_->addStep(m);
         stepLabel_->setText(tr("step %1/%2").arg(m.step).arg(m.totalSteps));
         epochLabel_->setText(tr("epoch %1").arg(m.epoch, 0, 'f', 2));
         speedLabel_->setText(tr("%1 ex/s").arg(m.examplesPerSec, 0, 'f', 0));
@@ -120,7 +126,7 @@ MainWindow::MainWindow(QWidget* parent) : QMainWindow(parent) {
 }
 
 MainWindow::~MainWindow() {
-    worker_->stop();
+    worker_->abort();
     thread_.quit();
     thread_.wait();
 }
@@ -270,7 +276,7 @@ void MainWindow::closeEvent(QCloseEvent* e) {
     settings.setValue("window/state", saveState());
     if (running_) {
         // Stop the run and wait for the worker to return (a step at most), so nothing outlives us.
-        worker_->stop();
+        worker_->abort();
         QEventLoop loop;
         connect(this, &MainWindow::runEnded, &loop, &QEventLoop::quit);
         if (running_) loop.exec();

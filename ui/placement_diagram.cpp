@@ -58,7 +58,7 @@ int PlacementModel::arrowCount() const {
 
 namespace {
 
-constexpr int kPulseMs = 50;       // ~20 Hz: dashes move smoothly at negligible cost
+constexpr int kPulseMs = 100;      // 10 Hz: dashes move visibly at negligible cost
 constexpr int kPulsePeriod = 12;   // Qt::DashLine repeats every 6 pen widths; half a width per tick
 constexpr int kIdleTicks = 40;     // 2 s without a step (paused, or the run stalled): stop pulsing
 

@@ -52,6 +52,7 @@ nlohmann::json RunSummary::toJson() const {
                         {"plan", plan.toJson()},
                         {"stopped", stopped}};
     if (validationAccuracy >= 0) j["validation_accuracy"] = validationAccuracy;
+    if (!evaluated) j["test_accuracy"] = j["test_loss"] = nullptr;
     if (meanStaleness >= 0) j["mean_staleness"] = meanStaleness;
     return j;
 }
@@ -318,10 +319,13 @@ RunSummary Trainer::run() {
         sum.finalLoss += l / double(recent.size());
         sum.finalAccuracy += a / double(recent.size());
     }
-    if (data.validation.size()) sum.validationAccuracy = evalWith(data.validation, "validation", step).accuracy;
-    const EvalResult test = evalWith(data.test, "test", step);
-    sum.testAccuracy = test.accuracy;
-    sum.testLoss = test.loss;
+    sum.evaluated = !control_.aborted();
+    if (sum.evaluated) {
+        if (data.validation.size()) sum.validationAccuracy = evalWith(data.validation, "validation", step).accuracy;
+        const EvalResult test = evalWith(data.test, "test", step);
+        sum.testAccuracy = test.accuracy;
+        sum.testLoss = test.loss;
+    }
     hub.onStateChanged(sum.stopped ? RunState::Stopped : RunState::Finished, "");
     return sum;
 }

@@ -23,7 +23,7 @@ struct RunSummary {
     double finalLoss = 0;          // mean training loss over the last min(50, steps) steps
     double finalAccuracy = 0;      // mean training accuracy over the same steps
     double validationAccuracy = -1;  // -1: no validation split
-    double testAccuracy = 0, testLoss = 0;
+    double testAccuracy = 0, testLoss = 0;  // null in JSON when the run was aborted before them
     int64_t params = 0;
     int64_t flopsPerExample = 0;   // training FLOPs per example (3x forward of conv and dense)
     std::string model, data, backend;
@@ -32,6 +32,7 @@ struct RunSummary {
     double reduceApplyFraction = 0;  // reduce + apply time / step time (slowest tower's view)
     double meanStaleness = -1;     // async only
     bool stopped = false;          // ended early by stop()
+    bool evaluated = true;         // false: aborted, no final evaluation
     nlohmann::json toJson() const;
 };
 

@@ -33,6 +33,19 @@ void RunControl::stop() {
     changed_.notify_all();
 }
 
+void RunControl::abort() {
+    {
+        std::lock_guard lock(mutex_);
+        aborted_ = stopped_ = true;
+    }
+    changed_.notify_all();
+}
+
+bool RunControl::aborted() const {
+    std::lock_guard lock(mutex_);
+    return aborted_;
+}
+
 bool RunControl::paused() const {
     std::lock_guard lock(mutex_);
     return paused_;

@@ -13,6 +13,8 @@ public:
     void resume();
     void stepOnce();     // while paused: allow exactly one more step, then stay paused
     void stop();         // also releases a paused engine
+    void abort();        // stop, and skip the final evaluation (the user is leaving)
+    bool aborted() const;
     bool paused() const;
     bool stopped() const;
 
@@ -22,7 +24,7 @@ public:
 private:
     mutable std::mutex mutex_;
     std::condition_variable changed_;
-    bool paused_ = false, stopped_ = false;
+    bool paused_ = false, stopped_ = false, aborted_ = false;
     int granted_ = 0;    // single steps allowed while paused
 };
 

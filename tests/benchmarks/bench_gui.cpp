@@ -4,6 +4,7 @@
 //     lateness, p50 / p99 / max (goal: p99 below 20 ms);
 //   - training throughput with the window open as a fraction of headless (goal: at least 95%).
 // usage: tb_bench_gui [--model mnist_cnn] [--data fashion-mnist] [--towers 2] [--steps 150]
+//                     [--screenshot FILE.png]   (the window half-way through the run)
 // Run it under Xvfb for a real X11 window, or with QT_QPA_PLATFORM=offscreen.
 #include <QApplication>
 #include <QElapsedTimer>
@@ -14,6 +15,7 @@
 #include <vector>
 
 #include "engine/trainer.hpp"
+#include "charts_panel.hpp"
 #include "experiment_panel.hpp"
 #include "main_window.hpp"
 
@@ -27,12 +29,14 @@ int main(int argc, char** argv) {
     c.validation = 0;
     c.quiet = true;
     int towers = 2;
+    QString screenshot;
     const QStringList args = app.arguments();
     for (int i = 1; i + 1 < args.size(); i += 2) {
         if (args[i] == "--model") c.model = args[i + 1].toStdString();
         else if (args[i] == "--data") c.data = args[i + 1].toStdString();
         else if (args[i] == "--towers") towers = args[i + 1].toInt();
         else if (args[i] == "--steps") c.steps = args[i + 1].toLongLong();
+        else if (args[i] == "--screenshot") screenshot = args[i + 1];
     }
     c.towers.clear();
     for (int i = 0; i < towers; ++i) c.towers += (i ? ",cpu:" : "cpu:") + std::to_string(i);
@@ -58,6 +62,14 @@ int main(int argc, char** argv) {
         last = now;
     });
     QObject::connect(&w, &MainWindow::runEnded, &app, &QApplication::quit);
+    QTimer shooter;  // checks ten times a second whether the run is half-way
+    bool shot = screenshot.isEmpty();
+    QObject::connect(&shooter, &QTimer::timeout, [&] {
+        if (shot || w.charts()->stepPoints() < c.steps / 2) return;
+        shot = true;
+        if (!w.grab().save(screenshot)) std::fprintf(stderr, "tb_bench_gui: cannot write %s\n", qPrintable(screenshot));
+    });
+    shooter.start(100);
     clock.start();
     probe.start(10);
     w.start();
