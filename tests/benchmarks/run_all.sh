@@ -2,7 +2,7 @@
 # Runs the CPU benchmarks (see README.md):
 #   cpu     bench_cpu_vs_pytorch.py  Towerbench against PyTorch on the same networks, one process
 #   towers  bench_towers_vs_ddp.py   1/2/4 CPU towers against PyTorch DistributedDataParallel (gloo)
-#   usage: tests/benchmarks/run_all.sh BUILD_DIR [--which all|cpu|towers] [extra script arguments]
+#   usage: tests/benchmarks/run_all.sh BUILD_DIR [--which all|cpu|towers|gui] [extra script arguments]
 # --which all (the default) runs cpu, then towers; the extra arguments then go to the first script
 # (cpu) only, and towers runs with its defaults. --which cpu / --which towers runs that one script and
 # hands it the extra arguments. The exit status is non-zero when any script that ran failed.
@@ -11,7 +11,7 @@
 set -euo pipefail
 
 if [ $# -lt 1 ]; then
-  echo "usage: $0 BUILD_DIR [--which all|cpu|towers] [benchmark arguments...]" >&2
+  echo "usage: $0 BUILD_DIR [--which all|cpu|towers|gui] [benchmark arguments...]" >&2
   exit 2
 fi
 build=$1
@@ -19,14 +19,14 @@ shift
 which=all
 if [ $# -ge 1 ]; then
   case "$1" in
-    --which) [ $# -ge 2 ] || { echo "$0: --which needs all, cpu or towers" >&2; exit 2; }
+    --which) [ $# -ge 2 ] || { echo "$0: --which needs all, cpu, towers or gui" >&2; exit 2; }
              which=$2; shift 2 ;;
     --which=*) which=${1#--which=}; shift ;;
   esac
 fi
 case "$which" in
-  all|cpu|towers) ;;
-  *) echo "$0: --which $which: expected all, cpu or towers" >&2; exit 2 ;;
+  all|cpu|towers|gui) ;;
+  *) echo "$0: --which $which: expected all, cpu, towers or gui" >&2; exit 2 ;;
 esac
 here=$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)
 
@@ -62,7 +62,15 @@ fi
 
 # Debian's interpreter: python3-torch installs for it, not for a pyenv/venv python3 on PATH.
 py=/usr/bin/python3
+# The window's responsiveness: a real X11 window under Xvfb when xvfb-run exists, else offscreen.
+gui() {
+  local bin="$build/tests/benchmarks/tb_bench_gui"
+  [ -x "$bin" ] || { echo "bench: $bin not built (needs Qt)" >&2; return 1; }
+  if command -v xvfb-run >/dev/null; then xvfb-run -a -s "-screen 0 1600x1000x24" "$bin" "$@"
+  else QT_QPA_PLATFORM=offscreen "$bin" "$@"; fi
+}
 case "$which" in
+  gui) gui "$@"; exit $? ;;
   cpu) exec "$py" "$here/bench_cpu_vs_pytorch.py" "${cpu_args[@]}" "$@" ;;
   towers) exec "$py" "$here/bench_towers_vs_ddp.py" --binary "$binary" "$@" ;;
 esac
@@ -70,4 +78,6 @@ status=0
 "$py" "$here/bench_cpu_vs_pytorch.py" "${cpu_args[@]}" "$@" || status=$?
 echo
 "$py" "$here/bench_towers_vs_ddp.py" --binary "$binary" || status=$?
+echo
+gui || status=$?
 exit "$status"
