@@ -28,14 +28,19 @@ AxisPadding tfPadding(int in, int kernel, int stride, bool same) {
 
 namespace {
 
+// TF padding of a square kernel / window along both axes; false when it does not fit.
+bool tfWindow(const LayerSpec& s, Dims in, AxisPadding& ph, AxisPadding& pw) {
+    ph = tfPadding(in.h, s.kernel, s.stride, s.samePadding);
+    pw = tfPadding(in.w, s.kernel, s.stride, s.samePadding);
+    return ph.out >= 1 && pw.out >= 1;
+}
+
 class Conv2dLayer final : public Layer {
 public:
     using Layer::Layer;
     Dims configure(Dims in) override {
         in_ = in;
-        ph_ = tfPadding(in.h, spec_.kernel, spec_.stride, spec_.samePadding);
-        pw_ = tfPadding(in.w, spec_.kernel, spec_.stride, spec_.samePadding);
-        if (ph_.out < 1 || pw_.out < 1)
+        if (!tfWindow(spec_, in, ph_, pw_))
             throw Error("layer '" + name() + "': a " + std::to_string(spec_.kernel) + "x" + std::to_string(spec_.kernel) +
                         " VALID convolution does not fit its input " + in.str());
         out_ = {spec_.filters, ph_.out, pw_.out};
@@ -90,9 +95,7 @@ public:
     using SavedOpLayer::SavedOpLayer;
     Dims configure(Dims in) override {
         in_ = in;
-        ph_ = tfPadding(in.h, spec_.kernel, spec_.stride, spec_.samePadding);
-        pw_ = tfPadding(in.w, spec_.kernel, spec_.stride, spec_.samePadding);
-        if (ph_.out < 1 || pw_.out < 1)
+        if (!tfWindow(spec_, in, ph_, pw_))
             throw Error("layer '" + name() + "': the pooling window does not fit its input " + in.str());
         out_ = {in.c, ph_.out, pw_.out};
         return out_;

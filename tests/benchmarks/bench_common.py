@@ -279,6 +279,18 @@ def bench_towerbench(binary, model, data, batch, steps, warmup, threads, workdir
 # ----------------------------------------------------------------------------------------------
 # Command line and output.
 
+def add_common_args(ap, default_steps, default_models, repo):
+    """The options both benchmarks share (steps, warm-up, models, learning rate, data)."""
+    ap.add_argument("--steps", type=int, default=None,
+                    help=f"timed steps for every model (default per model: {default_steps})")
+    ap.add_argument("--model-steps", default="", help="per-model override, e.g. mlp=400,cifar10_cnn=30")
+    ap.add_argument("--warmup", type=int, default=5, help="untimed steps before timing (every run)")
+    ap.add_argument("--models", default=",".join(default_models), help="comma-separated model names")
+    ap.add_argument("--models-dir", default=os.path.join(repo, "resources", "models"))
+    ap.add_argument("--lr", type=float, default=0.01, help="learning rate of every run (towerbench's default)")
+    ap.add_argument("--cifar-dir", default=None, help="CIFAR-10 binary directory (default: random files in a temp dir)")
+
+
 def parse_steps_overrides(text):
     out = {}
     for item in filter(None, (text or "").split(",")):

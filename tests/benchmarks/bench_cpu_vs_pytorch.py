@@ -27,7 +27,7 @@ import subprocess
 import sys
 import tempfile
 
-from bench_common import (DEFAULT_STEPS, EXPECTED_PARAMS, GOAL_RATIO, REPO, bench_pytorch, bench_towerbench,
+from bench_common import (DEFAULT_STEPS, EXPECTED_PARAMS, GOAL_RATIO, REPO, add_common_args, bench_pytorch, bench_towerbench,
                           data_spec_for, load_spec, make_cifar_dir, parse_steps_overrides, print_table, spec_stats,
                           steps_for)
 
@@ -51,14 +51,7 @@ def main():
     ap.add_argument("--binary", required=True, help="path of towerbench-run")
     ap.add_argument("--threads", type=int, default=os.cpu_count(), help="threads for both (default: all cores)")
     ap.add_argument("--batch", type=int, default=128)
-    ap.add_argument("--steps", type=int, default=None,
-                    help=f"timed steps for every model (default per model: {DEFAULT_STEPS})")
-    ap.add_argument("--model-steps", default="", help="per-model override, e.g. mlp=400,cifar10_cnn=30")
-    ap.add_argument("--warmup", type=int, default=5, help="untimed steps before timing (both sides)")
-    ap.add_argument("--models", default=",".join(DEFAULT_MODELS), help="comma-separated model names")
-    ap.add_argument("--models-dir", default=os.path.join(REPO, "resources", "models"))
-    ap.add_argument("--lr", type=float, default=0.01, help="learning rate of both (towerbench's default)")
-    ap.add_argument("--cifar-dir", default=None, help="CIFAR-10 binary directory (default: random files in a temp dir)")
+    add_common_args(ap, DEFAULT_STEPS, DEFAULT_MODELS, REPO)
     ap.add_argument("--gemm-peak-binary", default=None, help="path of tb_gemm_peak (optional)")
     args = ap.parse_args()
 

@@ -34,7 +34,7 @@ import sys
 import tempfile
 from contextlib import contextmanager
 
-from bench_common import (DEFAULT_STEPS, EXPECTED_PARAMS, GOAL_RATIO, REPO, bench_pytorch, bench_towerbench,
+from bench_common import (DEFAULT_STEPS, EXPECTED_PARAMS, GOAL_RATIO, REPO, add_common_args, bench_pytorch, bench_towerbench,
                           data_spec_for, load_spec, make_cifar_dir, make_torch_step, parse_steps_overrides,
                           print_table, spec_stats, steps_for, time_steps)
 
@@ -180,14 +180,7 @@ def main():
     ap.add_argument("--towers", default=",".join(map(str, DEFAULT_TOWERS)),
                     help="tower counts to run; the first is the scaling baseline (default 1,2,4)")
     ap.add_argument("--ddp-procs", type=int, default=2, help="PyTorch DDP processes (default 2)")
-    ap.add_argument("--steps", type=int, default=None,
-                    help=f"timed steps for every model (default per model: {DEFAULT_STEPS})")
-    ap.add_argument("--model-steps", default="", help="per-model override, e.g. cifar10_cnn=30")
-    ap.add_argument("--warmup", type=int, default=5, help="untimed steps before timing (every run)")
-    ap.add_argument("--models", default=",".join(DEFAULT_MODELS), help="comma-separated model names")
-    ap.add_argument("--models-dir", default=os.path.join(REPO, "resources", "models"))
-    ap.add_argument("--lr", type=float, default=0.01, help="learning rate of all runs (towerbench's default)")
-    ap.add_argument("--cifar-dir", default=None, help="CIFAR-10 binary directory (default: random files in a temp dir)")
+    add_common_args(ap, DEFAULT_STEPS, DEFAULT_MODELS, REPO)
     ap.add_argument("--no-pytorch-single", action="store_true",
                     help="skip the single-process PyTorch reference (DDP's scaling efficiency then reads n/a)")
     args = ap.parse_args()
