@@ -29,7 +29,7 @@ test: build
 tsan: setup
 	@cmake -S . -B $(BUILD)-tsan -DCMAKE_BUILD_TYPE=RelWithDebInfo -DTB_SANITIZE_THREAD=ON > /dev/null
 	@cmake --build $(BUILD)-tsan -j $(JOBS) --target tst_parallel
-	@cd $(BUILD)-tsan && TSAN_OPTIONS="halt_on_error=1 second_deadlock_stack=1" ./tests/tst_parallel
+	@cd $(BUILD)-tsan && TSAN_OPTIONS="halt_on_error=1 second_deadlock_stack=1 suppressions=$(CURDIR)/tests/tsan.supp" ./tests/tst_parallel
 
 bench: build
 	@bash tests/benchmarks/run_all.sh $(BUILD)
