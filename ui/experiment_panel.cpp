@@ -84,7 +84,8 @@ ExperimentPanel::ExperimentPanel(QWidget* parent) : QWidget(parent) {
                                               "the variables' holder, or all-reduced among replicated towers."));
     update_ = combo({"sync", "async"},
                     tr("Synchronous: every step waits for the slowest tower. Asynchronous: a parameter server "
-                       "applies each tower's gradients as they arrive, so updates can be stale."));
+                       "applies each tower's gradients as they arrive; their staleness is how many updates other "
+                       "towers applied between this tower reading the variables and pushing its gradients."));
     averageEvery_ = spin(0, 100000, 0,
                          tr("Replicated towers take local steps and average their parameters every K steps "
                             "(0: off, gradients meet every step)."));
