@@ -234,6 +234,17 @@ def make_cifar_dir(root, train_records=2000, test_records=1000, seed=1):
     return root
 
 
+def prepare_model(models_dir, name, tmp, cifar_dir):
+    """Loads a model's spec and its --data spec, writing fake CIFAR-10 files into tmp the first
+    time a 3-channel model needs them. Returns (spec, data, cifar_dir)."""
+    spec = load_spec(models_dir, name)
+    if spec["input"][0] == 3 and cifar_dir is None:
+        cifar_dir = os.path.join(tmp, "cifar10")
+        os.makedirs(cifar_dir)
+        make_cifar_dir(cifar_dir)
+    return spec, data_spec_for(spec, cifar_dir), cifar_dir
+
+
 def data_spec_for(spec, cifar_dir):
     c, h, w = spec["input"]
     if c == 3:

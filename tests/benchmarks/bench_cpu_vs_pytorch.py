@@ -27,8 +27,8 @@ import subprocess
 import sys
 import tempfile
 
-from bench_common import (DEFAULT_STEPS, EXPECTED_PARAMS, GOAL_RATIO, REPO, add_common_args, bench_pytorch, bench_towerbench,
-                          data_spec_for, load_spec, make_cifar_dir, parse_steps_overrides, print_table, spec_stats,
+from bench_common import (DEFAULT_STEPS, EXPECTED_PARAMS, GOAL_RATIO, REPO, add_common_args, bench_pytorch, prepare_model, bench_towerbench,
+                          parse_steps_overrides, print_table, spec_stats,
                           steps_for)
 
 DEFAULT_MODELS = ["mlp", "mnist_cnn", "cifar10_cnn"]
@@ -88,13 +88,8 @@ def main():
             row = {"model": name, "batch": args.batch, "steps": steps, "warmup": args.warmup,
                    "threads": args.threads}
             try:
-                spec = load_spec(args.models_dir, name)
+                spec, data, cifar_dir = prepare_model(args.models_dir, name, tmp, cifar_dir)
                 spec_params, flops = spec_stats(spec)
-                if spec["input"][0] == 3 and cifar_dir is None:
-                    cifar_dir = os.path.join(tmp, "cifar10")
-                    os.makedirs(cifar_dir)
-                    make_cifar_dir(cifar_dir)
-                data = data_spec_for(spec, cifar_dir)
                 tb = bench_towerbench(binary, name, data, args.batch, steps, args.warmup, args.threads, tmp)
                 s = tb["summary"]
                 flops = s.get("flops_per_example", flops)

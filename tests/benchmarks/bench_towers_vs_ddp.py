@@ -34,8 +34,8 @@ import sys
 import tempfile
 from contextlib import contextmanager
 
-from bench_common import (DEFAULT_STEPS, EXPECTED_PARAMS, GOAL_RATIO, REPO, add_common_args, bench_pytorch, bench_towerbench,
-                          data_spec_for, load_spec, make_cifar_dir, make_torch_step, parse_steps_overrides,
+from bench_common import (DEFAULT_STEPS, EXPECTED_PARAMS, GOAL_RATIO, REPO, add_common_args, bench_pytorch, prepare_model, bench_towerbench,
+                          make_torch_step, parse_steps_overrides,
                           print_table, spec_stats, steps_for, time_steps)
 
 DEFAULT_MODELS = ["mnist_cnn", "cifar10_cnn"]
@@ -226,13 +226,8 @@ def main():
                       "threads": args.threads}
             rows = []
             try:
-                spec = load_spec(args.models_dir, name)
+                spec, data, cifar_dir = prepare_model(args.models_dir, name, tmp, cifar_dir)
                 spec_params, _ = spec_stats(spec)
-                if spec["input"][0] == 3 and cifar_dir is None:
-                    cifar_dir = os.path.join(tmp, "cifar10")
-                    os.makedirs(cifar_dir)
-                    make_cifar_dir(cifar_dir)
-                data = data_spec_for(spec, cifar_dir)
             except Exception as e:  # noqa: BLE001 - one model failing must not hide the others
                 err = f"{type(e).__name__}: {e}"
                 failures.append(f"{name}: {err}")
