@@ -9,6 +9,7 @@ import math
 import os
 import random
 import subprocess
+import sys
 import time
 
 GOAL_RATIO = 1.25
@@ -300,6 +301,15 @@ def add_common_args(ap, default_steps, default_models, repo):
     ap.add_argument("--models-dir", default=os.path.join(repo, "resources", "models"))
     ap.add_argument("--lr", type=float, default=0.01, help="learning rate of every run (towerbench's default)")
     ap.add_argument("--cifar-dir", default=None, help="CIFAR-10 binary directory (default: random files in a temp dir)")
+
+
+def report(records, failures):
+    """Prints one JSON line per record and one FAILED line per failure; the exit status."""
+    for r in records:
+        print(json.dumps(r, sort_keys=True, default=str))
+    for f in failures:
+        print(f"FAILED: {f}", file=sys.stderr)
+    return 1 if failures else 0
 
 
 def parse_steps_overrides(text):

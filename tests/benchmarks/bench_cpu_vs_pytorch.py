@@ -27,7 +27,7 @@ import subprocess
 import sys
 import tempfile
 
-from bench_common import (DEFAULT_STEPS, EXPECTED_PARAMS, GOAL_RATIO, REPO, add_common_args, bench_pytorch, prepare_model, bench_towerbench,
+from bench_common import (DEFAULT_STEPS, EXPECTED_PARAMS, GOAL_RATIO, REPO, add_common_args, bench_pytorch, prepare_model, report, bench_towerbench,
                           parse_steps_overrides, print_table, spec_stats,
                           steps_for)
 
@@ -135,11 +135,7 @@ def main():
     if any((r.get("percent_of_gemm_peak") or 0) > 100 for r in results):
         print("# WARNING: above 100% of the GEMM peak: the peak was measured while the cores were busy; "
               "rerun on an idle machine")
-    for r in results:
-        print(json.dumps(r, sort_keys=True, default=str))
-    for f in failures:
-        print(f"FAILED: {f}", file=sys.stderr)
-    return 1 if failures else 0
+    return report(results, failures)
 
 
 if __name__ == "__main__":

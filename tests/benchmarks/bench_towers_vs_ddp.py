@@ -34,7 +34,7 @@ import sys
 import tempfile
 from contextlib import contextmanager
 
-from bench_common import (DEFAULT_STEPS, EXPECTED_PARAMS, GOAL_RATIO, REPO, add_common_args, bench_pytorch, prepare_model, bench_towerbench,
+from bench_common import (DEFAULT_STEPS, EXPECTED_PARAMS, GOAL_RATIO, REPO, add_common_args, bench_pytorch, prepare_model, report, bench_towerbench,
                           make_torch_step, parse_steps_overrides,
                           print_table, spec_stats, steps_for, time_steps)
 
@@ -326,11 +326,7 @@ def main():
     print("# busy: per-tower busy fraction (forward+backward+reduce+apply time / train time; from the summary, "
           "whole run including warm-up, unless the metrics file has per-step tower data); reduce+apply %: "
           "reduce+apply time of the slowest tower / step time")
-    for r in results + comparisons:
-        print(json.dumps(r, sort_keys=True, default=str))
-    for f in failures:
-        print(f"FAILED: {f}", file=sys.stderr)
-    return 1 if failures else 0
+    return report(results + comparisons, failures)
 
 
 if __name__ == "__main__":
