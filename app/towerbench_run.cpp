@@ -9,19 +9,23 @@
 #include <string>
 #include <vector>
 
+#include "engine/selftest.hpp"
 #include "headless_run.hpp"
 #include "io/run_config.hpp"
 #include "util/error.hpp"
 
 namespace {
 
-const char* kUsage = R"(usage: towerbench-run [--config FILE.json] [--model NAME|FILE] [--data SPEC]
+const char* kUsage = R"(usage: towerbench-run selftest
+       towerbench-run [--config FILE.json] [--model NAME|FILE] [--data SPEC]
                       [--batch N] [--steps N | --epochs N] [--optimizer sgd|momentum|nesterov|adam]
                       [--lr X] [--seed N] [--eval-every N] [--metrics FILE.jsonl] [--threads N] [--quiet]
                       [--towers LIST --variables WHERE --reduce mean|allreduce --update sync|async
                        --average-every K --ps-shards S --batch-per-tower N --slow TOWER=FACTOR]
 
 Trains a model on one or more towers and prints a JSON summary as the last line of stdout.
+`selftest` lists the devices, checks every op of every backend against a double-precision
+reference, and trains a GPU tower beside a CPU tower; exit status 1 if any check fails.
   --config FILE       run config (JSON object); its keys are the flags' names with '_' for '-'
   --model NAME|FILE   mlp, mnist_cnn, cifar10_cnn, tiny_mlp, or a model .json file (default mnist_cnn)
   --data SPEC         fashion-mnist | idx:DIR | cifar10:DIR | synthetic:blobs | synthetic:spirals
@@ -41,7 +45,10 @@ Trains a model on one or more towers and prints a JSON summary as the last line 
   --quiet             no progress output
 
 Data parallelism (the seeds' tower pattern; see README):
-  --towers LIST       cpu:0,cpu:1,... (virtual CPU towers, each its own thread) or auto (default cpu:0)
+  --towers LIST       cpu:0,cpu:1,... (virtual CPU towers, each its own thread), gpu:0,gpu:1,...,
+                      gpu:0*2 (two towers sharing gpu:0, each its own stream), or auto (every
+                      GPU, else one CPU tower per core); default cpu:0
+  --tf32 true|false   GPU towers: tensor-core TF32 math (default false: plain FP32)
   --batch-per-tower N examples per tower per step; the global batch is towers x N
                       (default: --batch split evenly over the towers)
   --variables WHERE   cpu (default: variables on the CPU, gradients averaged there), a tower's
@@ -61,6 +68,10 @@ int main(int argc, char** argv) {
     std::vector<std::string> args(argv + 1, argv + argc);
     tb::RunConfig config;
     try {
+        if (!args.empty() && args[0] == "selftest") {
+            if (args.size() > 1) return fail("selftest takes no arguments, got '" + args[1] + "'");
+            return tb::runSelfTest(std::cout);
+        }
         // The file first, wherever --config stands, so every flag overrides it.
         for (size_t i = 0; i < args.size(); ++i) {
             if (args[i] == "--config") {

@@ -4,6 +4,8 @@
 // - Heavy ops are plans made once per shape (like cuDNN descriptors with a chosen algorithm):
 //   each reports the scratch it needs, and the caller passes that workspace explicitly.
 // - Reductions write into device memory (e.g. a loss scalar), never return host values.
+// - Streams, events and graphs belong to the backend that made them; so do the op plans, which
+//   must be used on that backend's streams only. The backend must outlive all of them.
 // Layouts: activations are (n, h, w, c) row-major (TensorFlow's NHWC; descriptors still give
 // the sizes as n, c, h, w); conv weights (out, in, kh, kw); dense weights (out, in). Pointers are device pointers of this backend unless named host*.
 #pragma once
@@ -13,14 +15,27 @@
 #include <string>
 
 #include "tensor/tensor.hpp"
+#include "util/error.hpp"
 
 namespace tb {
 
 struct StreamImpl;
 using Stream = StreamImpl*;   // an in-order queue of work on one backend
+struct EventImpl;
+using Event = EventImpl*;     // a point in a stream's work that others can wait for and time
+struct GraphImpl;
+using Graph = GraphImpl*;     // a recorded sequence of a stream's work, replayed as one launch
 
 struct MemoryInfo {
     size_t freeBytes = 0, totalBytes = 0;
+};
+
+// What the backend's allocator holds (device memory; zeros where it keeps no books).
+struct AllocatorStats {
+    size_t inUseBytes = 0;      // handed out now
+    size_t peakInUseBytes = 0;  // the most ever handed out at once
+    size_t reservedBytes = 0;   // taken from the device, in use or cached for reuse
+    int64_t deviceMallocs = 0;  // calls to the device's own allocator (cudaMalloc) so far
 };
 
 struct ConvDesc {
@@ -112,6 +127,10 @@ public:
     virtual void* allocate(size_t bytes) = 0;
     virtual void deallocate(void* p) = 0;
     Tensor empty(const Shape& shape);
+    // Host memory the device can copy from and to asynchronously (pinned on a GPU; plain on the CPU).
+    virtual void* allocateHost(size_t bytes) = 0;
+    virtual void deallocateHost(void* p) = 0;
+    virtual AllocatorStats allocatorStats() const = 0;
     virtual void copyFromHost(Stream, void* dst, const void* hostSrc, size_t bytes) = 0;
     virtual void copyToHost(Stream, void* hostDst, const void* src, size_t bytes) = 0;
     virtual void copy(Stream, void* dst, const void* src, size_t bytes) = 0;
@@ -120,6 +139,20 @@ public:
     virtual Stream createStream() = 0;
     virtual void destroyStream(Stream) = 0;
     virtual void synchronize(Stream) = 0;
+    // Events: record marks the stream's work so far; waitEvent makes later work on another
+    // stream of this backend wait for it; elapsedSeconds times two completed events.
+    virtual Event createEvent() = 0;
+    virtual void destroyEvent(Event) = 0;
+    virtual void recordEvent(Event, Stream) = 0;
+    virtual void waitEvent(Stream, Event) = 0;
+    virtual double elapsedSeconds(Event start, Event end) = 0;
+    // (optional) Graphs: the work enqueued on a stream between beginCapture and endCapture is
+    // recorded, not run, and launchGraph replays it with the same pointers and arguments.
+    virtual bool canCapture() const { return false; }
+    virtual void beginCapture(Stream) { throw Error(name() + ": this backend cannot record graphs"); }
+    virtual Graph endCapture(Stream) { throw Error(name() + ": this backend cannot record graphs"); }
+    virtual void launchGraph(Graph, Stream) { throw Error(name() + ": this backend cannot record graphs"); }
+    virtual void destroyGraph(Graph) {}
 
     // Plans for the heavy ops.
     virtual std::unique_ptr<ConvOp> makeConv(const ConvDesc&) = 0;

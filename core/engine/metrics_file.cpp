@@ -72,4 +72,34 @@ void MetricsFile::onEval(const EvalResult& r) {
               .dump());
 }
 
+namespace {
+// NaN (a double NVML could not read) and -1 (such a byte count) become null.
+nlohmann::json orNull(double v) { return std::isfinite(v) ? nlohmann::json(v) : nlohmann::json(nullptr); }
+nlohmann::json orNull(int64_t v) { return v >= 0 ? nlohmann::json(v) : nlohmann::json(nullptr); }
+}  // namespace
+
+void MetricsFile::onDeviceSamples(const std::vector<DeviceSample>& samples) {
+    if (samples.empty()) return;
+    std::string lines;  // written as one piece: a reader tailing the file sees whole batches
+    for (const DeviceSample& d : samples) {
+        if (!lines.empty()) lines += '\n';
+        lines += nlohmann::json{{"type", "device"},
+                                {"t", d.t},
+                                {"time_unix", d.timeUnix},
+                                {"index", d.index},
+                                {"name", d.name},
+                                {"util_gpu", orNull(d.utilGpu)},
+                                {"util_mem", orNull(d.utilMem)},
+                                {"mem_used_bytes", orNull(d.memUsed)},
+                                {"mem_total_bytes", orNull(d.memTotal)},
+                                {"power_w", orNull(d.powerW)},
+                                {"temp_c", orNull(d.tempC)},
+                                {"sm_clock_mhz", orNull(d.smClockMHz)},
+                                {"pcie_tx_mbps", orNull(d.pcieTxMBps)},
+                                {"pcie_rx_mbps", orNull(d.pcieRxMBps)}}
+                     .dump(-1, ' ', false, nlohmann::json::error_handler_t::replace);  // the name is the driver's
+    }
+    write(lines);
+}
+
 }  // namespace tb

@@ -7,6 +7,11 @@
 //    "forward_ms":60.2,"backward_ms":130.4,"reduce_ms":1.9,"wait_ms":3.1,"apply_ms":2.2,"straggle_ms":0}, ...]}
 //   async steps add "pusher" (the tower whose update it was) and "staleness" (updates since its pull).
 //   {"type":"eval","step":469,"split":"test","loss":0.31,"accuracy":0.89,"examples":10000,"ema":false}
+//   {"type":"device","t":12.4,"time_unix":1718000000.25,"index":0,"name":"NVIDIA H100 80GB HBM3",
+//    "util_gpu":97,"util_mem":41,"mem_used_bytes":12345678848,"mem_total_bytes":85520809984,
+//    "power_w":512.3,"temp_c":61,"sm_clock_mhz":1980,"pcie_tx_mbps":120.4,"pcie_rx_mbps":2210.5}
+//   one line per GPU per monitor batch (runs with GPU towers, ~5 per second); t is seconds since
+//   training started (the clock of "elapsed_s"); a reading NVML could not give is null.
 #pragma once
 #include <cstdio>
 #include <string>
@@ -22,6 +27,7 @@ public:
     void onStateChanged(RunState, const std::string& detail) override;
     void onStepEnd(const StepMetrics&) override;
     void onEval(const EvalResult&) override;
+    void onDeviceSamples(const std::vector<DeviceSample>&) override;
 
 private:
     void write(const std::string& line);

@@ -6,6 +6,7 @@
 #include <string>
 #include <vector>
 
+#include "engine/device_monitor.hpp"
 #include "parallel/tower_set.hpp"
 
 namespace tb {
@@ -52,6 +53,9 @@ public:
     virtual void onStateChanged(RunState, const std::string& /*detail*/) {}
     virtual void onStepEnd(const StepMetrics&) {}
     virtual void onEval(const EvalResult&) {}
+    // One batch from the device monitor (every GPU of the machine, about 5 per second) while a
+    // run with GPU towers trains; droppable like step reports.
+    virtual void onDeviceSamples(const std::vector<DeviceSample>&) {}
 };
 
 }  // namespace tb

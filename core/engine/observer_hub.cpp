@@ -20,8 +20,9 @@ void ObserverHub::push(Event e) {
     {
         std::lock_guard lock(mutex_);
         if (queue_.size() >= capacity_) {
-            auto step = std::find_if(queue_.begin(), queue_.end(),
-                                     [](const Event& q) { return std::holds_alternative<StepMetrics>(q); });
+            auto step = std::find_if(queue_.begin(), queue_.end(), [](const Event& q) {
+                return std::holds_alternative<StepMetrics>(q) || std::holds_alternative<std::vector<DeviceSample>>(q);
+            });
             if (step != queue_.end()) {
                 queue_.erase(step);
                 ++dropped_;
@@ -35,6 +36,7 @@ void ObserverHub::push(Event e) {
 void ObserverHub::onStateChanged(RunState s, const std::string& detail) { push(State{s, detail}); }
 void ObserverHub::onStepEnd(const StepMetrics& m) { push(m); }
 void ObserverHub::onEval(const EvalResult& r) { push(r); }
+void ObserverHub::onDeviceSamples(const std::vector<DeviceSample>& s) { push(s); }
 
 void ObserverHub::flush() {
     std::unique_lock lock(mutex_);
@@ -61,6 +63,7 @@ void ObserverHub::run() {
         for (TrainingObserver* o : observers_) {
             if (auto* s = std::get_if<State>(&e)) o->onStateChanged(s->state, s->detail);
             else if (auto* m = std::get_if<StepMetrics>(&e)) o->onStepEnd(*m);
+            else if (auto* d = std::get_if<std::vector<DeviceSample>>(&e)) o->onDeviceSamples(*d);
             else o->onEval(std::get<EvalResult>(e));
         }
         lock.lock();

@@ -1,6 +1,7 @@
 // ObserverHub: hands engine events to observers on a thread of its own, so a slow observer
 // (a window repainting, a disk) never stalls training. The queue is bounded: when it is full,
-// the oldest step reports are dropped (and counted); state changes and evaluations never are.
+// the oldest step reports and device samples are dropped (and counted); state changes and
+// evaluations never are.
 #pragma once
 #include <condition_variable>
 #include <cstdint>
@@ -21,6 +22,7 @@ public:
     void onStateChanged(RunState, const std::string& detail) override;
     void onStepEnd(const StepMetrics&) override;
     void onEval(const EvalResult&) override;
+    void onDeviceSamples(const std::vector<DeviceSample>&) override;  // safe from any thread
     void flush();             // waits until every queued event has been delivered
     int64_t dropped() const;
 
@@ -29,7 +31,7 @@ private:
         RunState state;
         std::string detail;
     };
-    using Event = std::variant<State, StepMetrics, EvalResult>;
+    using Event = std::variant<State, StepMetrics, EvalResult, std::vector<DeviceSample>>;
     void push(Event e);
     void run();
 

@@ -4,15 +4,18 @@
 #include <chrono>
 #include <cmath>
 #include <deque>
+#include <memory>
 #include <thread>
 
 #include "backend/backend.hpp"
+#include "backend/registry.hpp"
 #include "data/dataset.hpp"
 #include "data/pipeline.hpp"
 #include "nn/model_spec.hpp"
 #include "nn/network.hpp"
 #include "optim/optimizer.hpp"
 #include "parallel/tower_set.hpp"
+#include "engine/device_monitor.hpp"
 #include "engine/observer_hub.hpp"
 #include "util/error.hpp"
 
@@ -54,6 +57,23 @@ nlohmann::json RunSummary::toJson() const {
     if (validationAccuracy >= 0) j["validation_accuracy"] = validationAccuracy;
     if (!evaluated) j["test_accuracy"] = j["test_loss"] = nullptr;
     if (meanStaleness >= 0) j["mean_staleness"] = meanStaleness;
+    const NetworkMemory& m = towerMemory;
+    j["memory"] = {{"params_bytes", m.params}, {"grads_bytes", m.grads}, {"activations_bytes", m.activations},
+                   {"saved_bytes", m.saved}, {"workspace_bytes", m.workspace},
+                   {"optimizer_slot_bytes", optimizerSlotBytes}};
+    if (!deviceMemory.empty()) {
+        nlohmann::json devices = nlohmann::json::array();
+        size_t peak = 0;
+        for (const DeviceMemoryUse& d : deviceMemory) {
+            devices.push_back({{"device", d.device.str()},
+                               {"peak_bytes", d.stats.peakInUseBytes},
+                               {"reserved_bytes", d.stats.reservedBytes},
+                               {"device_mallocs", d.stats.deviceMallocs}});
+            peak = std::max(peak, d.stats.peakInUseBytes);
+        }
+        j["device_memory"] = devices;
+        j["peak_device_bytes"] = peak;
+    }
     return j;
 }
 
@@ -61,7 +81,14 @@ int cpuTowerSlots() { return std::max(8, 4 * int(std::max(1u, std::thread::hardw
 
 DeploymentPlan makePlan(const RunConfig& c) {
     DeploymentPlan p;
-    p.towers = DeploymentPlan::parseTowers(c.towers, int(std::max(1u, std::thread::hardware_concurrency())), "--towers");
+    // Only a plan that names GPUs loads the CUDA module (cuDNN alone takes a while to load).
+    const bool wantsGpu = c.towers == "auto" || c.towers.find("gpu") != std::string::npos ||
+                          c.towers.find("cuda") != std::string::npos;
+    const int gpus = wantsGpu ? gpuCount() : 0;
+    if (wantsGpu && gpus == 0 && c.towers != "auto")
+        throw Error("--towers " + c.towers + ": no GPU can be used here (" + gpuRuntime().whyNot + ")");
+    p.towers = DeploymentPlan::parseTowers(c.towers, int(std::max(1u, std::thread::hardware_concurrency())), gpus,
+                                           "--towers");
     DeploymentPlan::parseVariables(c.variables, p, "--variables");
     p.reduce = DeploymentPlan::parseReduce(c.reduce, "--reduce");
     p.update = DeploymentPlan::parseUpdate(c.update, "--update");
@@ -74,7 +101,7 @@ DeploymentPlan makePlan(const RunConfig& c) {
     else if (n > 0)
         throw Error("--batch: " + std::to_string(c.batch) + " examples do not split evenly over " + std::to_string(n) +
                     " towers; give --batch-per-tower");
-    p.validate(cpuTowerSlots(), 0);
+    p.validate(cpuTowerSlots(), gpus);
     return p;
 }
 
@@ -193,6 +220,7 @@ RunSummary Trainer::run() {
     opt.rule = parseUpdateRule(c.optimizer, "--optimizer");
     opt.hyper.momentum = float(c.momentum);
     opt.schedule.initial = float(c.lr);
+    opt.allowTf32 = c.tf32;
     if (c.lrDecaySteps > 0) {
         opt.schedule.kind = LrSchedule::Kind::Exponential;
         opt.schedule.decaySteps = c.lrDecaySteps;
@@ -209,8 +237,11 @@ RunSummary Trainer::run() {
     Backend& be = net.backend();
     const Stream s = towers.evalStream();
     const size_t count = size_t(net.paramCount());
+    // The moving average follows the variables where they live (the holder's copy).
+    const VariablesView vars = towers.variables();
     std::unique_ptr<WeightEma> ema;
-    if (c.emaDecay > 0) ema = std::make_unique<WeightEma>(be, float(c.emaDecay), net.params(), count);
+    if (c.emaDecay > 0)
+        ema = std::make_unique<WeightEma>(*vars.backend, float(c.emaDecay), vars.params, count, vars.stream);
     Tensor stats = be.empty(Shape{3});
     Tensor backup;  // the live weights while evaluating with the moving average
     if (ema) backup = be.empty(Shape{int64_t(count)});
@@ -246,13 +277,27 @@ RunSummary Trainer::run() {
                                       : std::max<int64_t>(1, int64_t(std::ceil(c.epochs * double(data.train.size()) /
                                                                                  double(perStep))));
     InputPipeline train(data.train, pipelineFor(c, cifar, true, perStep));
-    hub.onStateChanged(RunState::Running, plan.describe() + "; " + towers.backendName());
+    // GPU telemetry while training; runs without a GPU tower never touch NVML. NVML starts up
+    // here, before the training clock does, so its start-up is not counted as training time.
+    std::string noTelemetry;
+    std::unique_ptr<TelemetrySource> nvml;
+    if (std::any_of(plan.towers.begin(), plan.towers.end(), [](const Device& d) { return d.type == DeviceType::Cuda; })) {
+        nvml = makeNvmlSource(&noTelemetry);
+        if (!nvml) noTelemetry = "; no GPU telemetry: " + noTelemetry;
+    }
+    hub.onStateChanged(RunState::Running, plan.describe() + "; " + towers.backendName() + noTelemetry);
 
     std::deque<std::pair<double, double>> recent;  // (loss, accuracy) of the last steps
     std::vector<double> busy(size_t(n), 0.0);
     double reduceApply = 0, stepTime = 0, staleness = 0;
     int64_t step = 0;
     const auto start = Clock::now();
+    // Samples on the clock of StepMetrics::elapsedSeconds; declared after the hub, so it stops first.
+    std::unique_ptr<DeviceMonitor> monitor;
+    if (nvml)
+        monitor = std::make_unique<DeviceMonitor>(
+            std::move(nvml), [&hub](const std::vector<DeviceSample>& d) { hub.onDeviceSamples(d); },
+            DeviceMonitor::kDefaultInterval, start);
     auto afterFirst = start, last = start;
     auto record = [&](StepMetrics& m) {
         const auto now = Clock::now();
@@ -284,8 +329,10 @@ RunSummary Trainer::run() {
             train.next(b);
             const double wait = seconds(t0, Clock::now());
             TowerStep r = towers.step(b, step, wait);
-            if (ema) ema->update(s, net.params(), step);
-            be.synchronize(s);
+            if (ema) {
+                ema->update(vars.stream, vars.params, step);
+                vars.backend->synchronize(vars.stream);
+            }
             StepMetrics m = toMetrics(r, seconds(t0, Clock::now()));
             ++step;
             record(m);
@@ -319,6 +366,8 @@ RunSummary Trainer::run() {
         sum.finalLoss += l / double(recent.size());
         sum.finalAccuracy += a / double(recent.size());
     }
+    sum.towerMemory = net.memoryUse();
+    sum.optimizerSlotBytes = towers.optimizerSlotBytes();
     sum.evaluated = !control_.aborted();
     if (sum.evaluated) {
         if (data.validation.size()) sum.validationAccuracy = evalWith(data.validation, "validation", step).accuracy;
@@ -326,6 +375,8 @@ RunSummary Trainer::run() {
         sum.testAccuracy = test.accuracy;
         sum.testLoss = test.loss;
     }
+    monitor.reset();  // no samples after the final state
+    sum.deviceMemory = towers.deviceMemory();
     hub.onStateChanged(sum.stopped ? RunState::Stopped : RunState::Finished, "");
     return sum;
 }

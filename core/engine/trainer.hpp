@@ -11,6 +11,7 @@
 #include "io/run_config.hpp"
 #include "parallel/deployment_plan.hpp"
 #include "parallel/run_control.hpp"
+#include "parallel/tower_set.hpp"
 
 namespace tb {
 
@@ -31,6 +32,11 @@ struct RunSummary {
     std::vector<double> towerBusy; // per tower: busy time / training time
     double reduceApplyFraction = 0;  // reduce + apply time / step time (slowest tower's view)
     double meanStaleness = -1;     // async only
+    // Memory: what each GPU's allocator handed out (peak included), and what one replica and the
+    // optimiser slots account for, to compare the peak with.
+    std::vector<DeviceMemoryUse> deviceMemory;
+    NetworkMemory towerMemory;     // tower 0's replica
+    size_t optimizerSlotBytes = 0; // all optimisers of the run
     bool stopped = false;          // ended early by stop()
     bool evaluated = true;         // false: aborted, no final evaluation
     nlohmann::json toJson() const;

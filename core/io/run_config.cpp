@@ -71,6 +71,7 @@ const std::map<std::string, Setting>& table() {
         {"ps_shards", bind(Kind::Int, &RunConfig::psShards)},
         {"batch_per_tower", bind(Kind::Int, &RunConfig::batchPerTower)},
         {"slow", bind(Kind::Text, &RunConfig::slow)},
+        {"tf32", bind(Kind::Flag, &RunConfig::tf32)},
     };
     return t;
 }

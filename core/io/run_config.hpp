@@ -40,6 +40,7 @@ struct RunConfig {
     int psShards = 1;                    // S parameter-server shards
     int batchPerTower = 0;               // 0: batch / towers
     std::string slow;                    // straggler injection: TOWER=FACTOR,...
+    bool tf32 = false;                   // GPU towers: tensor-core TF32 math (default plain FP32)
 
     // Sets one setting by its file key from a JSON value; `origin` names the file or flag in errors.
     void set(const std::string& key, const nlohmann::json& value, const std::string& origin);

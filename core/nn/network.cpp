@@ -100,6 +100,24 @@ std::vector<float> Network::initialParams(uint64_t seed) const {
     return all;
 }
 
+NetworkMemory Network::memoryUse() const {
+    NetworkMemory m;
+    m.params = own_params_.empty() ? 0 : own_params_.bytes();
+    m.grads = grads_.bytes();
+    for (const Tensor& t : activations_) m.activations += t.bytes();
+    m.activations += gradA_.bytes() + gradB_.bytes() + input_buf_.bytes() + probs_.bytes() + dlogits_.bytes() +
+                     size_t(batch_) * sizeof(int32_t);
+    for (const Tensor& t : saved_) m.saved += t.bytes();
+    m.workspace = workspace_.bytes();
+    return m;
+}
+
+bool Network::drawsRandomNumbers() const {
+    for (const auto& l : layers_)
+        if (l->spec().type == LayerType::Dropout && l->spec().keep < 1.f) return true;
+    return false;
+}
+
 int64_t Network::trainFlopsPerExample() const {
     int64_t f = 0;
     for (const auto& l : layers_) f += l->forwardFlops();

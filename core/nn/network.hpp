@@ -13,6 +13,14 @@
 
 namespace tb {
 
+// Device memory one replica holds, in bytes.
+struct NetworkMemory {
+    size_t params = 0, grads = 0;
+    size_t activations = 0;  // layer outputs, the two gradient buffers, input, labels, probs, dlogits
+    size_t saved = 0;        // what forward keeps for backward (argmax, LRN scales, dropout masks)
+    size_t workspace = 0;    // the scratch all layers share (cuDNN's chosen algorithms' workspace)
+};
+
 class Network {
 public:
     Network(const ModelSpec& spec, Backend& backend, int batch);
@@ -40,6 +48,10 @@ public:
     float* input() const { return input_buf_.data(); } // (batch, h, w, c)
     int32_t* labels() const { return labels_; }        // (batch)
     const float* probs() const { return probs_.data(); }  // (batch, outputs) softmax of the last forward
+    NetworkMemory memoryUse() const;
+    // True when a training step's work depends on its seed (dropout), so one recorded step
+    // cannot be replayed for the next.
+    bool drawsRandomNumbers() const;
     // Host-side initial values of all parameters for a seed, in flat-buffer order.
     std::vector<float> initialParams(uint64_t seed) const;
 

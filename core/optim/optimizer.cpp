@@ -32,16 +32,17 @@ std::string toString(UpdateRule rule) {
     return "?";
 }
 
-Optimizer::Optimizer(Backend& backend, UpdateRule rule, UpdateParams hyper, LrSchedule schedule, size_t count)
+Optimizer::Optimizer(Backend& backend, UpdateRule rule, UpdateParams hyper, LrSchedule schedule, size_t count,
+                     Stream init)
     : backend_(backend), rule_(rule), hyper_(hyper), schedule_(schedule), count_(count) {
     const size_t bytes = count * sizeof(float);
     if (rule != UpdateRule::Sgd) {
         m_ = static_cast<float*>(backend.allocate(bytes));
-        backend.fill(nullptr, m_, 0.f, count);
+        backend.fill(init, m_, 0.f, count);
     }
     if (rule == UpdateRule::Adam) {
         v_ = static_cast<float*>(backend.allocate(bytes));
-        backend.fill(nullptr, v_, 0.f, count);
+        backend.fill(init, v_, 0.f, count);
     }
 }
 
@@ -60,10 +61,10 @@ float Optimizer::applyRange(Stream s, float* params, const float* grads, size_t 
     return h.lr;
 }
 
-WeightEma::WeightEma(Backend& backend, float decay, const float* params, size_t count)
+WeightEma::WeightEma(Backend& backend, float decay, const float* params, size_t count, Stream init)
     : backend_(backend), decay_(decay), count_(count) {
     shadow_ = static_cast<float*>(backend.allocate(count * sizeof(float)));
-    backend.copy(nullptr, shadow_, params, count * sizeof(float));
+    backend.copy(init, shadow_, params, count * sizeof(float));
 }
 
 WeightEma::~WeightEma() { backend_.deallocate(shadow_); }

@@ -22,10 +22,12 @@ struct LrSchedule {
 UpdateRule parseUpdateRule(const std::string& name, const std::string& where);
 std::string toString(UpdateRule rule);
 
-// Owns the optimiser slots (m, v) for `count` parameters on one backend.
+// Owns the optimiser slots (m, v) for `count` parameters on one backend; `init` is the stream
+// that zeroes them (a GPU backend needs one; the CPU backend runs without).
 class Optimizer {
 public:
-    Optimizer(Backend& backend, UpdateRule rule, UpdateParams hyper, LrSchedule schedule, size_t count);
+    Optimizer(Backend& backend, UpdateRule rule, UpdateParams hyper, LrSchedule schedule, size_t count,
+              Stream init = nullptr);
     ~Optimizer();
     Optimizer(const Optimizer&) = delete;
     Optimizer& operator=(const Optimizer&) = delete;
@@ -38,6 +40,7 @@ public:
     // or parameter-server shards update disjoint ranges of one buffer.
     float applyRange(Stream s, float* params, const float* grads, size_t offset, size_t count, int64_t step);
     UpdateRule rule() const { return rule_; }
+    size_t slotBytes() const { return count_ * sizeof(float) * ((m_ ? 1 : 0) + (v_ ? 1 : 0)); }
 
 private:
     Backend& backend_;
@@ -54,7 +57,7 @@ private:
 // num_updates: early on the average follows the weights instead of remembering the initialisation.
 class WeightEma {
 public:
-    WeightEma(Backend& backend, float decay, const float* params, size_t count);
+    WeightEma(Backend& backend, float decay, const float* params, size_t count, Stream init = nullptr);
     ~WeightEma();
     WeightEma(const WeightEma&) = delete;
     WeightEma& operator=(const WeightEma&) = delete;

@@ -28,17 +28,30 @@ const char* toString(VariablePlacement v) {
 
 }  // namespace
 
-std::vector<Device> DeploymentPlan::parseTowers(const std::string& text, int cpuDevices, const std::string& origin) {
+std::vector<Device> DeploymentPlan::parseTowers(const std::string& text, int cpuDevices, int gpuDevices,
+                                                const std::string& origin) {
     std::vector<Device> towers;
     if (text == "auto") {
-        // No GPU backend yet: one CPU tower per core, as clone_on_cpu would place them.
-        for (int i = 0; i < cpuDevices; ++i) towers.push_back(Device{DeviceType::Cpu, i});
+        // Every GPU found, one tower each (model_deploy's num_clones); else one CPU tower per
+        // core, as clone_on_cpu would place them.
+        for (int i = 0; i < gpuDevices; ++i) towers.push_back(Device{DeviceType::Cuda, i});
+        for (int i = 0; towers.empty() && i < cpuDevices; ++i) towers.push_back(Device{DeviceType::Cpu, i});
         return towers;
     }
     for (const std::string& item : split(text, ',')) {
         if (item.empty()) throw Error(origin + ": empty entry in the tower list '" + text + "'");
+        // "gpu:0*2": two towers on gpu:0, each with its own stream (teaching on one GPU).
+        const auto star = item.find('*');
+        int copies = 1;
+        if (star != std::string::npos) {
+            const std::string count = item.substr(star + 1);
+            auto [p, ec] = std::from_chars(count.data(), count.data() + count.size(), copies);
+            if (ec != std::errc() || p != count.data() + count.size() || count.empty() || copies < 1 || copies > 64)
+                throw Error(origin + ": '" + item + "': the count after '*' must be an integer from 1 to 64");
+        }
         try {
-            towers.push_back(Device::parse(item));
+            const Device d = Device::parse(item.substr(0, star));
+            towers.insert(towers.end(), size_t(copies), d);
         } catch (const Error& e) {
             throw Error(origin + ": " + e.what());
         }
@@ -61,6 +74,8 @@ void DeploymentPlan::parseVariables(const std::string& text, DeploymentPlan& pla
     } catch (const Error&) {
         throw Error(origin + ": '" + text + "' is not a place for variables (expected cpu, replicated or a tower's device)");
     }
+    // The first tower on that device: towers sharing a GPU share its memory, so the holder is
+    // the device, and variablesTower names the first of its towers.
     for (size_t i = 0; i < plan.towers.size(); ++i)
         if (plan.towers[i] == d) {
             plan.variables = VariablePlacement::Tower;
@@ -116,7 +131,13 @@ void DeploymentPlan::validate(int cpuDevices, int gpuDevices) const {
     if (towers.empty()) throw Error("--towers: a plan needs at least one tower");
     std::set<std::string> seen;
     for (const Device& d : towers) {
-        if (!seen.insert(d.str()).second) throw Error("--towers: " + d.str() + " is listed twice");
+        // Several towers may share a GPU (each with its own stream); a CPU tower is a virtual
+        // device of its own, so listing one twice is a mistake.
+        if (!seen.insert(d.str()).second && d.type == DeviceType::Cpu)
+            throw Error("--towers: " + d.str() + " is listed twice (CPU towers are cpu:0, cpu:1, ...)");
+        if (d.type != towers[0].type)
+            throw Error("--towers: " + towers[0].str() + " and " + d.str() +
+                        " mix CPU and GPU towers in one run; use only CPU or only GPU towers");
         if (d.type == DeviceType::Cuda && d.index >= gpuDevices)
             throw Error("--towers: " + d.str() + " does not exist (" +
                         (gpuDevices ? std::to_string(gpuDevices) + " GPUs here" : std::string("no GPU backend here")) +

@@ -28,6 +28,9 @@ struct DeploymentPlan {
     int psShards = 1;                          // variables split round-robin over S holders
     int batchPerTower = 0;                     // 0: the run's batch split evenly over the towers
     std::vector<double> slowdown;              // per tower, >= 1 (straggler injection); empty: none
+    // Towers share no memory with the variables' holder even where they could (CPU towers):
+    // every pull and push is an explicit copy, as between GPUs or processes (tests use it).
+    bool explicitCopies = false;
 
     int towerCount() const { return int(towers.size()); }
     bool averaging() const { return averageEvery > 0; }
@@ -38,7 +41,10 @@ struct DeploymentPlan {
     nlohmann::json toJson() const;
 
     // Parsers for the settings' text forms; `origin` names the flag or file in errors.
-    static std::vector<Device> parseTowers(const std::string& text, int cpuDevices, const std::string& origin);
+    // "cpu:0,cpu:1", "gpu:0,gpu:1", "gpu:0*2" (two towers on gpu:0) or "auto" (every GPU, else
+    // one CPU tower per core).
+    static std::vector<Device> parseTowers(const std::string& text, int cpuDevices, int gpuDevices,
+                                           const std::string& origin);
     static void parseVariables(const std::string& text, DeploymentPlan& plan, const std::string& origin);
     static ReduceMode parseReduce(const std::string& text, const std::string& origin);
     static UpdateMode parseUpdate(const std::string& text, const std::string& origin);

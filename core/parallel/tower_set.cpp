@@ -3,8 +3,10 @@
 #include <algorithm>
 #include <chrono>
 #include <cmath>
+#include <cstring>
 #include <exception>
 
+#include "backend/registry.hpp"
 #include "util/error.hpp"
 
 namespace tb {
@@ -12,19 +14,59 @@ namespace tb {
 namespace {
 using Clock = std::chrono::steady_clock;
 double since(Clock::time_point t) { return std::chrono::duration<double>(Clock::now() - t).count(); }
+
+// Host memory from `pinner` (pinned where it is a GPU backend), freed by it.
+Tensor hostTensor(Backend& pinner, int64_t count) {
+    float* p = static_cast<float*>(pinner.allocateHost(size_t(count) * sizeof(float)));
+    return Tensor(p, Shape{count}, Device{}, [&pinner](float* q) { pinner.deallocateHost(q); });
+}
 }  // namespace
 
 struct TowerSet::Tower {
     Device device;
-    std::unique_ptr<Backend> backend;
-    Stream stream = nullptr;
+    Backend* backend = nullptr;      // shared by the towers of one device
+    Stream stream = nullptr;         // this tower's own queue on it
     std::unique_ptr<Network> net;
     std::unique_ptr<Optimizer> opt;  // replicated and averaging: each replica updates itself
-    Tensor stats;                    // (3) loss sum, correct, weight-decay loss
+    Tensor stats;                    // (3) loss sum, correct, weight-decay loss, on the device
+    Tensor hostStats;                // (3) the same in host memory the device can write to
+    Tensor inputStage, labelStage;   // (batch, h, w, c), (batch) host staging of the input
+    bool sharesHolder = false;       // reads the variables and has its gradients read in place
+    Tensor staged;                   // (P) beside the holder: pushed gradients (when not sharing)
+    Stream holderStream = nullptr;   // this tower's queue on the holder's backend
+    Event marks[5] = {};             // start, pulled, forward done, backward done, pushed
+    Graph graph = nullptr;           // one recorded step (GPU towers without dropout)
+    int64_t computed = 0;            // steps computed so far (the first runs eagerly)
     TowerPhases phases;
     double lossSum = 0, correct = 0, wd = 0;
     std::exception_ptr error;
+    Backend* holder = nullptr;       // owner of holderStream where it is not `stream`
+
+    // Everything above belongs to `backend` (or the holder's): give it back in dependency order.
+    ~Tower() {
+        if (!backend) return;
+        backend->destroyGraph(graph);
+        for (Event e : marks) backend->destroyEvent(e);
+        net.reset();
+        opt.reset();
+        stats = hostStats = inputStage = labelStage = staged = Tensor();
+        if (holder && holderStream && holderStream != stream) holder->destroyStream(holderStream);
+        backend->destroyStream(stream);
+    }
 };
+
+Backend& TowerSet::backendFor(const Device& d, int threadsPerTower) {
+    // Towers on one GPU share its backend (one allocator, one cuDNN search per shape); CPU
+    // towers are virtual devices with their own threads, so each gets a backend of its own.
+    if (d.type == DeviceType::Cuda)
+        for (const auto& t : towers_)
+            if (t->device == d) return *t->backend;
+    BackendOptions o;
+    o.cpuThreads = threadsPerTower;
+    o.allowTf32 = optSettings_.allowTf32;
+    backends_.push_back(makeBackend(d, o));
+    return *backends_.back();
+}
 
 TowerSet::TowerSet(const ModelSpec& spec, const DeploymentPlan& plan, const OptimizerSettings& opt, int threadsPerTower,
                    uint64_t seed)
@@ -36,35 +78,74 @@ TowerSet::TowerSet(const ModelSpec& spec, const DeploymentPlan& plan, const Opti
       reduced_(plan.towerCount()) {
     if (plan_.batchPerTower < 1) throw Error("--batch-per-tower: must be at least 1");
     for (const Device& d : plan_.towers) {
-        if (d.type != DeviceType::Cpu)
-            throw Error("--towers: " + d.str() + " needs the CUDA backend, which this build does not have");
         auto t = std::make_unique<Tower>();
         t->device = d;
-        t->backend = makeCpuBackend(threadsPerTower);
+        t->backend = &backendFor(d, threadsPerTower);
         t->stream = t->backend->createStream();
         t->net = std::make_unique<Network>(spec, *t->backend, plan_.batchPerTower);
         t->stats = t->backend->empty(Shape{3});
+        t->hostStats = hostTensor(*t->backend, 3);
+        const Dims in = t->net->inputDims();
+        t->inputStage = hostTensor(*t->backend, int64_t(plan_.batchPerTower) * in.size());
+        t->labelStage = hostTensor(*t->backend, plan_.batchPerTower);  // int32 labels, float-sized slots
+        for (Event& e : t->marks) e = t->backend->createEvent();
         towers_.push_back(std::move(t));
     }
     Tower& t0 = *towers_[0];
     paramCount_ = t0.net->paramCount();
+    if (paramCount_ == 0) throw Error("--model: " + spec.name + " has no parameters to train");
     const size_t count = size_t(paramCount_), bytes = count * sizeof(float);
     const std::vector<float> init = t0.net->initialParams(seed);
-    // CPU towers share host memory with the variables' holder: with variables on the CPU each
-    // replica reads them in place, as TensorFlow does for towers on the CPU, so nothing is copied.
-    holderParams_ = t0.backend->empty(Shape{int64_t(count)});
-    t0.backend->copyFromHost(t0.stream, holderParams_.data(), init.data(), bytes);
-    if (towers() > 1 || plan_.averaging()) meanGrads_ = t0.backend->empty(Shape{int64_t(count)});  // the mean
-    if (holderBased() || plan_.update == UpdateMode::Async)
-        holderOpt_ = std::make_unique<Optimizer>(*t0.backend, opt.rule, opt.hyper, opt.schedule, count);
+    const bool gpuTowers = t0.device.type == DeviceType::Cuda;
+
+    if (holderBased()) {
+        if (plan_.variables == VariablePlacement::Tower) {
+            holder_ = towers_[size_t(plan_.variablesTower)]->backend;
+            holderParams_ = holder_->empty(Shape{int64_t(count)});
+        } else if (!gpuTowers) {
+            holder_ = t0.backend;  // CPU towers: the host is tower 0's memory too
+            holderParams_ = holder_->empty(Shape{int64_t(count)});
+        } else {
+            // The seeds' default on GPUs: variables in host memory, pinned so that the towers'
+            // pulls and pushes are DMA copies; mean and update run on the CPU.
+            backends_.push_back(makeBackend(Device{}, BackendOptions{threadsPerTower}));
+            holder_ = backends_.back().get();
+            holderParams_ = hostTensor(*t0.backend, int64_t(count));
+        }
+        for (auto& t : towers_) {
+            t->sharesHolder = !plan_.explicitCopies &&
+                              (t->backend == holder_ ||
+                               (t->device.type == DeviceType::Cpu && holder_->device().type == DeviceType::Cpu));
+            t->holder = holder_;
+            t->holderStream = t->backend == holder_ && t->sharesHolder ? t->stream : holder_->createStream();
+            if (!t->sharesHolder)
+                t->staged = holder_->device().type == DeviceType::Cpu ? hostTensor(*t->backend, int64_t(count))
+                                                                      : holder_->empty(Shape{int64_t(count)});
+        }
+        Stream hs = t0.holderStream;
+        holder_->copyFromHost(hs, holderParams_.data(), init.data(), bytes);
+        if (towers() > 1) meanGrads_ = holder_->empty(Shape{int64_t(count)});
+        holderOpt_ = std::make_unique<Optimizer>(*holder_, opt.rule, opt.hyper, opt.schedule, count, hs);
+        holder_->synchronize(hs);
+    } else {
+        // Replicated variables: towers read each other's buffers, so they must share one memory
+        // (all CPU towers, or towers on one GPU); between GPUs this is NCCL's work.
+        for (const auto& t : towers_)
+            if (t->device.type != t0.device.type || (gpuTowers && !(t->device == t0.device)))
+                throw Error("--variables replicated: towers on " + t0.device.str() + " and " + t->device.str() +
+                            " do not share memory; across GPUs this needs the NCCL all-reduce, which this build "
+                            "does not have yet (put all towers on one GPU, or use --variables cpu)");
+        if (towers() > 1 || plan_.averaging()) meanGrads_ = t0.backend->empty(Shape{int64_t(count)});
+    }
     for (auto& t : towers_) {
-        if (holderBased() && plan_.update == UpdateMode::Sync) {
+        if (holderBased() && plan_.update == UpdateMode::Sync && t->sharesHolder) {
             t->net->bindParams(holderParams_.data());
         } else {
             t->backend->copyFromHost(t->stream, t->net->params(), init.data(), bytes);
             if (!holderBased())
-                t->opt = std::make_unique<Optimizer>(*t->backend, opt.rule, opt.hyper, opt.schedule, count);
+                t->opt = std::make_unique<Optimizer>(*t->backend, opt.rule, opt.hyper, opt.schedule, count, t->stream);
         }
+        t->backend->synchronize(t->stream);
     }
     // Parameter-server shards: whole variables dealt round-robin, as model_deploy's device chooser.
     shards_.resize(size_t(plan_.psShards));
@@ -79,7 +160,10 @@ TowerSet::~TowerSet() {
     quit_ = true;
     start_.arrive_and_wait();  // the barrier publishes quit_ to the towers
     for (auto& th : threads_) th.join();
-    for (auto& t : towers_) t->backend->destroyStream(t->stream);
+    // The holder's optimiser and buffers, then the towers, then (as members) the backends.
+    holderOpt_.reset();
+    holderParams_ = meanGrads_ = Tensor();
+    towers_.clear();
 }
 
 std::string TowerSet::backendName() const { return towers_[0]->backend->name() + " per tower"; }
@@ -91,6 +175,10 @@ void TowerSet::chunk(int i, size_t& begin, size_t& end) const {
     end = std::min(size_t(paramCount_), lines * size_t(i + 1) / n * 16);
 }
 
+const float* TowerSet::gradientsAtHolder(const Tower& t) const {
+    return t.sharesHolder ? t.net->grads() : t.staged.data();
+}
+
 void TowerSet::towerLoop(int i) {
     for (;;) {
         start_.arrive_and_wait();
@@ -100,24 +188,61 @@ void TowerSet::towerLoop(int i) {
     }
 }
 
-void TowerSet::computeGradients(Tower& t, int i, const float* x, const int32_t* y, int n, uint64_t seed) {
+// The whole of a tower's step as device work on its stream: pull the variables (towers with their
+// own copy), the input from the host stage, forward, backward, push the gradients beside the
+// holder, the loss statistics to the host. Events between the phases time them on the device.
+void TowerSet::enqueueCompute(Tower& t, int n, uint64_t seed, bool pull) {
     Backend& be = *t.backend;
     Network& net = *t.net;
-    const Dims d = net.inputDims();
+    const size_t bytes = size_t(paramCount_) * sizeof(float);
+    be.recordEvent(t.marks[0], t.stream);
+    if (pull) be.copy(t.stream, net.params(), holderParams_.data(), bytes);
+    be.recordEvent(t.marks[1], t.stream);
+    be.copyFromHost(t.stream, net.input(), t.inputStage.data(), size_t(n) * size_t(net.inputDims().size()) * 4);
+    be.copyFromHost(t.stream, net.labels(), t.labelStage.data(), size_t(n) * sizeof(int32_t));
+    be.fill(t.stream, t.stats.data(), 0.f, 3);
+    net.forward(t.stream, true, seed, n, t.stats.data());
+    be.recordEvent(t.marks[2], t.stream);
+    net.backward(t.stream);
+    be.recordEvent(t.marks[3], t.stream);
+    if (!t.sharesHolder && holderBased()) be.copy(t.stream, t.staged.data(), net.grads(), bytes);
+    be.copyToHost(t.stream, t.hostStats.data(), t.stats.data(), 3 * sizeof(float));
+    be.recordEvent(t.marks[4], t.stream);
+}
+
+void TowerSet::computeGradients(Tower& t, int i, const float* x, const int32_t* y, int n, uint64_t seed, bool pull) {
+    Backend& be = *t.backend;
+    Network& net = *t.net;
     try {
-        be.copyFromHost(t.stream, net.input(), x, size_t(n) * size_t(d.size()) * sizeof(float));
-        be.copyFromHost(t.stream, net.labels(), y, size_t(n) * sizeof(int32_t));
-        be.fill(t.stream, t.stats.data(), 0.f, 3);
-        auto t0 = Clock::now();
-        net.forward(t.stream, true, seed * 7919ull + uint64_t(i) * 1000003ull, n, t.stats.data());
+        std::memcpy(t.inputStage.data(), x, size_t(n) * size_t(net.inputDims().size()) * sizeof(float));
+        std::memcpy(t.labelStage.data(), y, size_t(n) * sizeof(int32_t));
+        const uint64_t stepSeed = seed * 7919ull + uint64_t(i) * 1000003ull;
+        // GPUs: the second step is recorded as a graph and every later one replays it, one launch
+        // instead of dozens (these models are small enough to be launch-bound). The first runs
+        // eagerly so that one-time set-up stays out of the recording. Dropout draws a new mask
+        // each step and the last batch of a pass may be short, so those steps are not replayed.
+        const bool replayable = be.canCapture() && n == plan_.batchPerTower && !net.drawsRandomNumbers();
+        if (replayable && t.computed >= 1) {
+            if (!t.graph) {
+                be.beginCapture(t.stream);
+                try {
+                    enqueueCompute(t, n, stepSeed, pull);
+                } catch (...) {
+                    be.endCapture(t.stream);
+                    throw;
+                }
+                t.graph = be.endCapture(t.stream);
+            }
+            be.launchGraph(t.graph, t.stream);
+        } else {
+            enqueueCompute(t, n, stepSeed, pull);
+        }
+        ++t.computed;
         be.synchronize(t.stream);
-        t.phases.forward = since(t0);
-        t0 = Clock::now();
-        net.backward(t.stream);
-        float host[3];
-        be.copyToHost(t.stream, host, t.stats.data(), sizeof(host));
-        be.synchronize(t.stream);
-        t.phases.backward = since(t0);
+        t.phases.reduce += be.elapsedSeconds(t.marks[0], t.marks[1]) + be.elapsedSeconds(t.marks[3], t.marks[4]);
+        t.phases.forward = be.elapsedSeconds(t.marks[1], t.marks[2]);
+        t.phases.backward = be.elapsedSeconds(t.marks[2], t.marks[3]);
+        const float* host = t.hostStats.data();
         t.lossSum = host[0];
         t.correct = host[1];
         t.wd = host[2];
@@ -136,69 +261,90 @@ void TowerSet::straggle(Tower& t, int i) {
 
 void TowerSet::syncStep(int i) {
     Tower& t = *towers_[size_t(i)];
-    Backend& be = *t.backend;
     t.phases = {};
     t.phases.dataWait = callerWait_;
     const Batch& b = *batch_;
     const int per = plan_.batchPerTower;
     const size_t sample = b.x.size() / size_t(b.n);
+    const bool pull = holderBased() && !t.sharesHolder;
     computeGradients(t, i, b.x.data() + size_t(i) * size_t(per) * sample, b.y.data() + size_t(i) * size_t(per), per,
-                     uint64_t(step_));
+                     uint64_t(step_), pull);
     straggle(t, i);
 
     auto t0 = Clock::now();
     computed_.arrive_and_wait();  // the synchronisation point: every tower's gradients are ready
     t.phases.wait = since(t0);
+    if (t.error) return;  // step() rethrows it; the others finish this step on what they have
 
     size_t begin, end;
     chunk(i, begin, end);
     const size_t len = end - begin;
     const int n = towers();
-    if (!plan_.averaging()) {
-        // Mean of the towers' gradients over this tower's chunk: the holder's reduction, split
-        // across the towers' threads (on GPUs: NCCL's ncclAvg, or the copies to the CPU).
+    if (holderBased()) {
+        // Mean of the towers' gradients over this tower's chunk, on the holder: the seeds'
+        // average_gradients, split across the towers' threads.
+        Backend& hb = *holder_;
+        Stream hs = t.holderStream;
         t0 = Clock::now();
-        // One tower: its gradients are the mean already.
+        const float* grads = gradientsAtHolder(t);
+        if (n > 1) {
+            float* mean = meanGrads_.data() + begin;
+            hb.copy(hs, mean, gradientsAtHolder(*towers_[0]) + begin, len * sizeof(float));
+            for (int j = 1; j < n; ++j) hb.axpy(hs, 1.f, gradientsAtHolder(*towers_[size_t(j)]) + begin, mean, len);
+            hb.scale(hs, mean, 1.f / float(n), len);
+            grads = meanGrads_.data();
+        }
+        t.phases.reduce += since(t0);
+        t0 = Clock::now();
+        holderOpt_->applyRange(hs, holderParams_.data(), grads, begin, len, step_);
+        hb.synchronize(hs);
+        t.phases.apply = since(t0);
+        return;
+    }
+    Backend& be = *t.backend;
+    if (!plan_.averaging()) {
+        // All-reduce among replicas sharing one memory: each tower reduces its chunk into the
+        // mean, then every replica applies the whole mean to its own copy.
+        t0 = Clock::now();
         const float* grads = n == 1 ? t.net->grads() : meanGrads_.data();
         if (n > 1) {
             float* mean = meanGrads_.data() + begin;
             be.copy(t.stream, mean, towers_[0]->net->grads() + begin, len * sizeof(float));
             for (int j = 1; j < n; ++j) be.axpy(t.stream, 1.f, towers_[size_t(j)]->net->grads() + begin, mean, len);
             be.scale(t.stream, mean, 1.f / float(n), len);
+            be.synchronize(t.stream);
         }
-        t.phases.reduce = since(t0);
+        t.phases.reduce += since(t0);
         t0 = Clock::now();
-        if (holderBased()) {
-            holderOpt_->applyRange(t.stream, holderParams_.data(), grads, begin, len, step_);
-            t.phases.apply = since(t0);
-        } else {
-            reduced_.arrive_and_wait();  // all-reduce complete: every replica sees the whole mean
-            t.phases.wait += since(t0);
-            t0 = Clock::now();
-            t.opt->apply(t.stream, t.net->params(), grads, step_);
-            t.phases.apply = since(t0);
-        }
-    } else {
+        reduced_.arrive_and_wait();  // all-reduce complete: every replica sees the whole mean
+        t.phases.wait += since(t0);
         t0 = Clock::now();
-        t.opt->apply(t.stream, t.net->params(), t.net->grads(), step_);
+        t.opt->apply(t.stream, t.net->params(), grads, step_);
+        be.synchronize(t.stream);
         t.phases.apply = since(t0);
-        if ((step_ + 1) % plan_.averageEvery == 0) {
-            t0 = Clock::now();
-            reduced_.arrive_and_wait();  // every replica has taken its local step
-            t.phases.wait += since(t0);
-            t0 = Clock::now();
-            float* mean = meanGrads_.data() + begin;
-            be.copy(t.stream, mean, towers_[0]->net->params() + begin, len * sizeof(float));
-            for (int j = 1; j < n; ++j) be.axpy(t.stream, 1.f, towers_[size_t(j)]->net->params() + begin, mean, len);
-            be.scale(t.stream, mean, 1.f / float(n), len);
-            for (int j = 0; j < n; ++j) be.copy(t.stream, towers_[size_t(j)]->net->params() + begin, mean, len * sizeof(float));
-            t.phases.reduce = since(t0);
-            t0 = Clock::now();
-            reduced_.arrive_and_wait();  // every replica holds the average again
-            t.phases.wait += since(t0);
-        }
+        return;
     }
+    t0 = Clock::now();
+    t.opt->apply(t.stream, t.net->params(), t.net->grads(), step_);
     be.synchronize(t.stream);
+    t.phases.apply = since(t0);
+    if ((step_ + 1) % plan_.averageEvery == 0) {
+        t0 = Clock::now();
+        reduced_.arrive_and_wait();  // every replica has taken its local step
+        t.phases.wait += since(t0);
+        t0 = Clock::now();
+        float* mean = meanGrads_.data() + begin;
+        be.copy(t.stream, mean, towers_[0]->net->params() + begin, len * sizeof(float));
+        for (int j = 1; j < n; ++j) be.axpy(t.stream, 1.f, towers_[size_t(j)]->net->params() + begin, mean, len);
+        be.scale(t.stream, mean, 1.f / float(n), len);
+        for (int j = 0; j < n; ++j)
+            be.copy(t.stream, towers_[size_t(j)]->net->params() + begin, mean, len * sizeof(float));
+        be.synchronize(t.stream);
+        t.phases.reduce += since(t0);
+        t0 = Clock::now();
+        reduced_.arrive_and_wait();  // every replica holds the average again
+        t.phases.wait += since(t0);
+    }
 }
 
 TowerStep TowerSet::step(const Batch& global, int64_t step, double dataWait) {
@@ -223,10 +369,12 @@ TowerStep TowerSet::step(const Batch& global, int64_t step, double dataWait) {
         r.phases.push_back(t->phases);
     }
     r.weightDecayLoss = towers_[0]->wd;
-    if (n > 1) {
-        if (holderBased()) r.bytesMoved = n * bytes;  // every tower's gradients read by the holder's mean
-        else if (!plan_.averaging() || (step + 1) % plan_.averageEvery == 0)
-            r.bytesMoved = 2 * (n - 1) * bytes;  // all-reduce / averaging: ring-equivalent bus bytes
+    if (holderBased()) {
+        // Every tower's gradients read by the holder's mean; towers with their own copy of the
+        // variables also pull them each step.
+        for (auto& t : towers_) r.bytesMoved += (t->sharesHolder ? n > 1 : 2) * bytes;
+    } else if (n > 1 && (!plan_.averaging() || (step + 1) % plan_.averageEvery == 0)) {
+        r.bytesMoved = 2 * (n - 1) * bytes;  // all-reduce / averaging: ring-equivalent bus bytes
     }
     return r;
 }
@@ -251,6 +399,7 @@ void TowerSet::runAsync(int64_t updates, const std::function<void(Batch&)>& next
     auto body = [&](int i) {
         Tower& t = *towers_[size_t(i)];
         Backend& be = *t.backend;
+        Backend& hb = *holder_;
         Batch b;
         try {
             while (control.awaitStep() && claimed.fetch_add(1) < updates) {
@@ -262,25 +411,31 @@ void TowerSet::runAsync(int64_t updates, const std::function<void(Batch&)>& next
                 }
                 t.phases.dataWait = since(t0);
                 // Pull: copy the variables shard by shard; the version says how fresh they are.
+                // Each copy completes under its shard's lock, so no push lands half-way through.
                 t0 = Clock::now();
                 const int64_t pulledAt = applied.load();
                 for (int s = 0; s < plan_.psShards; ++s) {
                     std::lock_guard lock(*shardLocks_[size_t(s)]);
                     for (auto [off, len] : shards_[size_t(s)])
                         be.copy(t.stream, t.net->params() + off, holderParams_.data() + off, len * sizeof(float));
+                    be.synchronize(t.stream);
                 }
                 t.phases.reduce = since(t0);
-                computeGradients(t, i, b.x.data(), b.y.data(), std::min(b.n, plan_.batchPerTower), uint64_t(pulledAt));
+                computeGradients(t, i, b.x.data(), b.y.data(), std::min(b.n, plan_.batchPerTower), uint64_t(pulledAt),
+                                 false);
                 if (t.error) std::rethrow_exception(t.error);
                 straggle(t, i);
-                // Push: the holder applies this tower's gradients at once, shard by shard.
+                // Push: the holder applies this tower's gradients at once, shard by shard; the
+                // lock covers the update's completion, not just its enqueueing.
                 t0 = Clock::now();
                 float lr = 0;
                 const int64_t at = applied.load();
+                const float* grads = gradientsAtHolder(t);
                 for (int s = 0; s < plan_.psShards; ++s) {
                     std::lock_guard lock(*shardLocks_[size_t(s)]);
                     for (auto [off, len] : shards_[size_t(s)])
-                        lr = holderOpt_->applyRange(t.stream, holderParams_.data(), t.net->grads(), off, len, at);
+                        lr = holderOpt_->applyRange(t.holderStream, holderParams_.data(), grads, off, len, at);
+                    hb.synchronize(t.holderStream);
                 }
                 t.phases.apply = since(t0);
                 const int64_t u = applied.fetch_add(1) + 1;
@@ -316,11 +471,35 @@ void TowerSet::runAsync(int64_t updates, const std::function<void(Batch&)>& next
 
 Network& TowerSet::evalNetwork() {
     Tower& t0 = *towers_[0];
-    if (holderBased() && plan_.update == UpdateMode::Async)  // tower 0 holds its last pull: refresh it
+    // Tower 0 holds its last pull when it keeps its own copy (async, or not in the holder's
+    // memory): refresh it from the holder.
+    if (holderBased() && (plan_.update == UpdateMode::Async || !t0.sharesHolder)) {
         t0.backend->copy(t0.stream, t0.net->params(), holderParams_.data(), size_t(paramCount_) * sizeof(float));
+        t0.backend->synchronize(t0.stream);
+    }
     return *t0.net;
 }
 
 Stream TowerSet::evalStream() { return towers_[0]->stream; }
+
+VariablesView TowerSet::variables() {
+    if (holderBased()) return {holder_, towers_[0]->holderStream, holderParams_.data()};
+    Tower& t0 = *towers_[0];
+    return {t0.backend, t0.stream, t0.net->params()};
+}
+
+std::vector<DeviceMemoryUse> TowerSet::deviceMemory() const {
+    std::vector<DeviceMemoryUse> out;
+    for (const auto& b : backends_)
+        if (b->device().type == DeviceType::Cuda) out.push_back({b->device(), b->allocatorStats()});
+    return out;
+}
+
+size_t TowerSet::optimizerSlotBytes() const {
+    size_t total = holderOpt_ ? holderOpt_->slotBytes() : 0;
+    for (const auto& t : towers_)
+        if (t->opt) total += t->opt->slotBytes();
+    return total;
+}
 
 }  // namespace tb

@@ -1,10 +1,17 @@
-// TowerSet: N replicas of a model (towers), each on its own thread and backend, and the
+// TowerSet: N replicas of a model (towers), each on its own thread and stream, and the
 // variables they share — the engine of cifar10_multi_gpu_train.py's tower loop:
 //   every tower computes gradients on its own slice of the global batch; the gradients meet at
 //   one synchronisation point (mean on the variables' holder, or all-reduce among replicas);
 //   the update is applied; the next step starts.
 // Also asynchronous parameter-server updates (towers pull, compute and push on their own; the
 // staleness of each update is recorded) and local steps with parameter averaging every K steps.
+//
+// Devices: one backend per device; towers on one device (e.g. two towers on gpu:0) share it and
+// each has its own stream. The variables' holder is the host (--variables cpu) or a tower's
+// device. A tower in the holder's memory (CPU towers with host variables, GPU towers on the
+// holder's GPU) reads the variables and has its gradients read in place; any other tower pulls
+// the variables into its own copy and pushes its gradients into a staging buffer beside the
+// holder (pinned host memory for a host holder) every step.
 #pragma once
 #include <atomic>
 #include <barrier>
@@ -30,6 +37,7 @@ struct OptimizerSettings {
     UpdateRule rule = UpdateRule::Momentum;
     UpdateParams hyper;
     LrSchedule schedule;
+    bool allowTf32 = false;  // GPU towers: tensor-core TF32 math (default plain FP32)
 };
 
 // Seconds one tower spent in each phase of a step.
@@ -53,6 +61,19 @@ struct TowerStep {
     int64_t bytesMoved = 0;             // gradients, parameters and averages moved between places
     int pusher = -1;                    // async: the tower whose update this is
     int64_t staleness = -1;             // async: updates applied by others since it pulled
+};
+
+// Memory one device's backend handed out during the run.
+struct DeviceMemoryUse {
+    Device device;
+    AllocatorStats stats;
+};
+
+// The authoritative copy of the variables: the holder's, or replica 0's when replicated.
+struct VariablesView {
+    Backend* backend = nullptr;
+    Stream stream = nullptr;
+    float* params = nullptr;  // (paramCount) in that backend's memory
 };
 
 class TowerSet {
@@ -82,21 +103,33 @@ public:
     // The network that evaluation and checkpoints see: tower 0 with the current variables.
     Network& evalNetwork();
     Stream evalStream();
+    VariablesView variables();
+    // Per device with an allocator that keeps books (GPUs): what it handed out, peak included.
+    std::vector<DeviceMemoryUse> deviceMemory() const;
+    // Bytes of optimiser slots of the whole run (holder and replicas).
+    size_t optimizerSlotBytes() const;
 
 private:
     struct Tower;
     void towerLoop(int i);
-    void computeGradients(Tower& t, int i, const float* x, const int32_t* y, int n, uint64_t seed);
+    // Pull (if the tower keeps its own copy), input, forward, backward, push; timed with events.
+    void computeGradients(Tower& t, int i, const float* x, const int32_t* y, int n, uint64_t seed, bool pull);
+    void enqueueCompute(Tower& t, int n, uint64_t seed, bool pull);
     void syncStep(int i);
     void chunk(int i, size_t& begin, size_t& end) const;  // tower i's share of the flat buffers
     void straggle(Tower& t, int i);
     bool holderBased() const { return plan_.variables != VariablePlacement::Replicated; }
+    const float* gradientsAtHolder(const Tower& t) const;  // the tower's gradients as the holder reads them
+    Backend& backendFor(const Device& d, int threadsPerTower);
 
     DeploymentPlan plan_;
     OptimizerSettings optSettings_;
     int64_t paramCount_ = 0;
+    // Declared first, destroyed last: every tensor, stream and plan below belongs to one of them.
+    std::vector<std::unique_ptr<Backend>> backends_;
     std::vector<std::unique_ptr<Tower>> towers_;
-    Tensor holderParams_;   // (P) the variables, on the holder (host memory for CPU towers)
+    Backend* holder_ = nullptr;  // the variables' backend (holder-based plans)
+    Tensor holderParams_;   // (P) the variables, on the holder
     Tensor meanGrads_;      // (P) the averaged gradients
     std::unique_ptr<Optimizer> holderOpt_;  // the holder's optimiser (mean and async)
     std::vector<std::unique_ptr<std::mutex>> shardLocks_;  // async: one per parameter-server shard

@@ -1,4 +1,4 @@
-"""Shared pieces of the CPU benchmarks (bench_cpu_vs_pytorch.py, bench_towers_vs_ddp.py).
+"""Shared pieces of the benchmarks (bench_cpu_vs_pytorch.py, bench_towers_vs_ddp.py, bench_gpu_vs_pytorch.py).
 
 Model description from the model JSON (shapes, parameters, FLOPs), the PyTorch copy of a model JSON
 and its training step, fake CIFAR-10 files, running towerbench-run and reading its summary/metrics,
@@ -155,13 +155,16 @@ def build_torch_model(spec, torch):
     return nn.Sequential(*modules), decay_groups
 
 
-def make_torch_step(spec, batch, lr, torch, wrap=None, data_seed=None):
+def make_torch_step(spec, batch, lr, torch, wrap=None, data_seed=None, device=None):
     """Builds the PyTorch copy of `spec` with cross-entropy and SGD(momentum 0.9, per-layer weight decay)
     on one batch of random tensors made here, before any timing (no input pipeline).
-    wrap(model) may return a wrapper to run the steps through (DistributedDataParallel); data_seed,
-    when given, reseeds torch before the batch is drawn. Returns (step function, parameter count)."""
+    wrap(model) may return a wrapper to run the steps through (DistributedDataParallel, torch.compile);
+    data_seed, when given, reseeds torch before the batch is drawn; device (e.g. "cuda:0") holds the
+    model, its optimizer state and the batch (default: the CPU). Returns (step function, parameter count)."""
     model, decay = build_torch_model(spec, torch)
     model.train()
+    if device is not None:
+        model.to(device)  # before the wrapper and the optimizer, which must see the device's parameters
     params = sum(p.numel() for p in model.parameters())
     net = wrap(model) if wrap is not None else model
     decayed = {id(w) for w, wd in decay if wd > 0}
@@ -173,8 +176,8 @@ def make_torch_step(spec, batch, lr, torch, wrap=None, data_seed=None):
     if data_seed is not None:
         torch.manual_seed(data_seed)
     # One batch made once, before timing: no input pipeline on the PyTorch side.
-    x = torch.randn(batch, *spec["input"])
-    y = torch.randint(0, classes, (batch,))
+    x = torch.randn(batch, *spec["input"], device=device)
+    y = torch.randint(0, classes, (batch,), device=device)
 
     def step():
         opt.zero_grad(set_to_none=True)
@@ -235,34 +238,38 @@ def make_cifar_dir(root, train_records=2000, test_records=1000, seed=1):
     return root
 
 
-def prepare_model(models_dir, name, tmp, cifar_dir):
+def prepare_model(models_dir, name, tmp, cifar_dir, mnist_data="fashion-mnist"):
     """Loads a model's spec and its --data spec, writing fake CIFAR-10 files into tmp the first
-    time a 3-channel model needs them. Returns (spec, data, cifar_dir)."""
+    time a 3-channel model needs them. mnist_data is the --data of 1x28x28 models (the installed
+    package by default; an idx:DIR where it is not installed). Returns (spec, data, cifar_dir)."""
     spec = load_spec(models_dir, name)
     if spec["input"][0] == 3 and cifar_dir is None:
         cifar_dir = os.path.join(tmp, "cifar10")
         os.makedirs(cifar_dir)
         make_cifar_dir(cifar_dir)
-    return spec, data_spec_for(spec, cifar_dir), cifar_dir
+    return spec, data_spec_for(spec, cifar_dir, mnist_data), cifar_dir
 
 
-def data_spec_for(spec, cifar_dir):
+def data_spec_for(spec, cifar_dir, mnist_data="fashion-mnist"):
     c, h, w = spec["input"]
     if c == 3:
         return f"cifar10:{cifar_dir}"
     if (c, h, w) == (1, 28, 28):
-        return "fashion-mnist"
+        return mnist_data
     raise ValueError(f"no benchmark data for input {spec['input']}")
 
 
-def bench_towerbench(binary, model, data, batch, steps, warmup, threads, workdir, extra_args=(), tag=""):
+def bench_towerbench(binary, model, data, batch, steps, warmup, threads, workdir, extra_args=(), tag="",
+                     timeout=None):
     """Runs towerbench-run for warmup+steps steps of `batch` examples (the global batch) and measures
     examples/sec over the last `steps` steps from the metrics file's elapsed_s. extra_args are appended
-    to the command line (e.g. --towers); tag keeps the metrics files of several runs of one model apart."""
+    to the command line (e.g. --towers); tag keeps the metrics files of several runs of one model apart;
+    timeout (seconds) ends a run that hangs (subprocess.TimeoutExpired). The result names the metrics
+    file, for callers that read more of it."""
     metrics = os.path.join(workdir, f"metrics_{os.path.basename(model)}{'_' + tag if tag else ''}.jsonl")
     cmd = [binary, "--model", model, "--data", data, "--batch", str(batch), "--steps", str(warmup + steps),
            "--threads", str(threads), "--validation", "0", "--quiet", "--metrics", metrics, *extra_args]
-    proc = subprocess.run(cmd, cwd=REPO, capture_output=True, text=True)
+    proc = subprocess.run(cmd, cwd=REPO, capture_output=True, text=True, timeout=timeout)
     if proc.returncode != 0:
         raise RuntimeError(f"{' '.join(cmd)} exited with {proc.returncode}:\n{proc.stderr.strip()[-2000:]}")
     lines = [ln for ln in proc.stdout.splitlines() if ln.strip()]
@@ -285,7 +292,7 @@ def bench_towerbench(binary, model, data, batch, steps, warmup, threads, workdir
         seconds = summary["train_seconds"]
         eps = summary["examples_per_sec"]
     return {"summary": summary, "seconds": seconds, "examples_per_sec": eps, "command": cmd,
-            "step_records": step_records}
+            "step_records": step_records, "metrics": metrics}
 
 
 # ----------------------------------------------------------------------------------------------

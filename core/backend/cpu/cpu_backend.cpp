@@ -10,6 +10,7 @@
 
 #include <algorithm>
 #include <cblas.h>
+#include <chrono>
 #include <cmath>
 #include <cstdlib>
 #include <cstring>
@@ -18,12 +19,19 @@
 #include <oneapi/dnnl/dnnl.hpp>
 
 #include "backend/backend.hpp"
+#include "backend/elementwise_math.hpp"
 #include "util/error.hpp"
 
 namespace tb {
 
 struct StreamImpl {
     dnnl::stream stream;
+};
+
+// The CPU backend runs every call to completion before returning, so an event is the moment it
+// was recorded.
+struct EventImpl {
+    std::chrono::steady_clock::time_point at;
 };
 
 namespace {
@@ -341,16 +349,6 @@ private:
     dnnl::inner_product_backward_weights bwdWeights_;
 };
 
-// A counter-based uniform in [0, 1): the same (seed, index) gives the same number on every
-// backend and thread, so dropout masks do not depend on scheduling (SplitMix64 finaliser).
-inline float uniformAt(uint64_t seed, uint64_t i) {
-    uint64_t z = seed + 0x9E3779B97F4A7C15ull * (i + 1);
-    z = (z ^ (z >> 30)) * 0xBF58476D1CE4E5B9ull;
-    z = (z ^ (z >> 27)) * 0x94D049BB133111EBull;
-    z ^= z >> 31;
-    return float(z >> 40) * (1.0f / 16777216.0f);
-}
-
 // Element-wise loops go parallel only when a vector is big enough to pay for waking the team.
 constexpr int64_t kParallelMin = 1 << 15;
 
@@ -379,6 +377,9 @@ public:
         return p;
     }
     void deallocate(void* p) override { std::free(p); }
+    void* allocateHost(size_t bytes) override { return allocate(bytes); }
+    void deallocateHost(void* p) override { std::free(p); }
+    AllocatorStats allocatorStats() const override { return {}; }
     void copyFromHost(Stream, void* dst, const void* src, size_t bytes) override { std::memcpy(dst, src, bytes); }
     void copyToHost(Stream, void* dst, const void* src, size_t bytes) override { std::memcpy(dst, src, bytes); }
     void copy(Stream, void* dst, const void* src, size_t bytes) override { std::memmove(dst, src, bytes); }
@@ -386,6 +387,11 @@ public:
     Stream createStream() override { return new StreamImpl{dnnl::stream(eng_)}; }
     void destroyStream(Stream s) override { delete s; }
     void synchronize(Stream s) override { (s ? s->stream : default_).wait(); }
+    Event createEvent() override { return new EventImpl{}; }
+    void destroyEvent(Event e) override { delete e; }
+    void recordEvent(Event e, Stream) override { e->at = std::chrono::steady_clock::now(); }
+    void waitEvent(Stream, Event) override {}
+    double elapsedSeconds(Event a, Event b) override { return std::chrono::duration<double>(b->at - a->at).count(); }
 
     std::unique_ptr<ConvOp> makeConv(const ConvDesc& d) override {
         return std::make_unique<CpuConv>(eng_, default_, threads_, d);
@@ -426,10 +432,9 @@ public:
     void dropoutForward(Stream, const float* x, float* y, float* mask, size_t n, float keep, uint64_t seed) override {
         useThreads(threads_);
         const int64_t m = int64_t(n);
-        const float inv = 1.f / keep;
 #pragma omp parallel for if (m > kParallelMin)
         for (int64_t i = 0; i < m; ++i) {
-            mask[i] = uniformAt(seed, uint64_t(i)) < keep ? inv : 0.f;
+            mask[i] = ew::dropoutMask(seed, uint64_t(i), keep);
             y[i] = x[i] * mask[i];
         }
     }
@@ -483,27 +488,17 @@ public:
             break;
         case UpdateRule::Momentum:  // TF MomentumOptimizer: a = mu a + g; p -= lr a
 #pragma omp parallel for simd if (n > kParallelMin)
-            for (int64_t i = 0; i < n; ++i) {
-                m[i] = mu * m[i] + g[i];
-                p[i] -= lr * m[i];
-            }
+            for (int64_t i = 0; i < n; ++i) ew::momentumStep(p[i], m[i], g[i], lr, mu);
             break;
         case UpdateRule::Nesterov:  // TF use_nesterov: a = mu a + g; p -= lr (g + mu a)
 #pragma omp parallel for simd if (n > kParallelMin)
-            for (int64_t i = 0; i < n; ++i) {
-                m[i] = mu * m[i] + g[i];
-                p[i] -= lr * (g[i] + mu * m[i]);
-            }
+            for (int64_t i = 0; i < n; ++i) ew::nesterovStep(p[i], m[i], g[i], lr, mu);
             break;
         case UpdateRule::Adam: {  // Kingma & Ba with TF's epsilon placement
             const float b1 = h.beta1, b2 = h.beta2, eps = h.epsilon;
-            const float lrT = lr * std::sqrt(1.f - std::pow(b2, float(h.step))) / (1.f - std::pow(b1, float(h.step)));
+            const float lrT = ew::adamStepSize(lr, b1, b2, h.step);
 #pragma omp parallel for simd if (n > kParallelMin)
-            for (int64_t i = 0; i < n; ++i) {
-                m[i] = b1 * m[i] + (1.f - b1) * g[i];
-                v[i] = b2 * v[i] + (1.f - b2) * g[i] * g[i];
-                p[i] -= lrT * m[i] / (std::sqrt(v[i]) + eps);
-            }
+            for (int64_t i = 0; i < n; ++i) ew::adamStep(p[i], m[i], v[i], g[i], lrT, b1, b2, eps);
             break;
         }
         }
@@ -512,7 +507,7 @@ public:
         useThreads(threads_);
         const int64_t n = int64_t(count);
 #pragma omp parallel for simd if (n > kParallelMin)
-        for (int64_t i = 0; i < n; ++i) shadow[i] = decay * shadow[i] + (1.f - decay) * p[i];
+        for (int64_t i = 0; i < n; ++i) shadow[i] = ew::emaStep(shadow[i], p[i], decay);
     }
 
 private:

@@ -1,0 +1,471 @@
+#include "backend/backend_check.hpp"
+
+#include <algorithm>
+#include <cmath>
+#include <cstdio>
+#include <functional>
+#include <limits>
+#include <random>
+
+#include "backend/elementwise_math.hpp"
+#include "util/error.hpp"
+
+namespace tb {
+
+namespace {
+
+using Vec = std::vector<float>;
+using DVec = std::vector<double>;
+
+Vec randomVec(size_t n, std::mt19937_64& rng, float lo = -1.f, float hi = 1.f) {
+    std::uniform_real_distribution<float> u(lo, hi);
+    Vec v(n);
+    for (float& x : v) x = u(rng);
+    return v;
+}
+
+// ||out - ref|| / ||ref||; a NaN anywhere in out (an unwritten, poisoned element) is infinite.
+double normError(const Vec& out, const DVec& ref) {
+    if (out.size() != ref.size()) return std::numeric_limits<double>::infinity();
+    double num = 0, den = 0;
+    for (size_t i = 0; i < out.size(); ++i) {
+        if (!std::isfinite(out[i]) && std::isfinite(ref[i])) return std::numeric_limits<double>::infinity();
+        num += (double(out[i]) - ref[i]) * (double(out[i]) - ref[i]);
+        den += ref[i] * ref[i];
+    }
+    return den > 0 ? std::sqrt(num / den) : std::sqrt(num);
+}
+
+DVec toDouble(const Vec& v) { return DVec(v.begin(), v.end()); }
+
+// Device buffers of one case, freed when it ends; outputs start as NaN.
+class Rig {
+public:
+    explicit Rig(Backend& be) : be_(be), s_(be.createStream()) {}
+    ~Rig() {
+        be_.synchronize(s_);
+        for (void* p : owned_) be_.deallocate(p);
+        be_.destroyStream(s_);
+    }
+    Rig(const Rig&) = delete;
+    Rig& operator=(const Rig&) = delete;
+    Stream stream() const { return s_; }
+    Backend& backend() const { return be_; }
+    void* raw(size_t bytes) {
+        owned_.push_back(be_.allocate(std::max<size_t>(bytes, 4)));
+        return owned_.back();
+    }
+    float* upload(const Vec& v) {
+        auto* p = static_cast<float*>(raw(v.size() * sizeof(float)));
+        be_.copyFromHost(s_, p, v.data(), v.size() * sizeof(float));
+        be_.synchronize(s_);
+        return p;
+    }
+    int32_t* uploadLabels(const std::vector<int32_t>& v) {
+        auto* p = static_cast<int32_t*>(raw(v.size() * sizeof(int32_t)));
+        be_.copyFromHost(s_, p, v.data(), v.size() * sizeof(int32_t));
+        be_.synchronize(s_);
+        return p;
+    }
+    float* poisoned(size_t n) { return upload(Vec(n, std::numeric_limits<float>::quiet_NaN())); }
+    Vec download(const float* p, size_t n) {
+        Vec v(n);
+        be_.copyToHost(s_, v.data(), p, n * sizeof(float));
+        be_.synchronize(s_);
+        return v;
+    }
+
+private:
+    Backend& be_;
+    Stream s_;
+    std::vector<void*> owned_;
+};
+
+class Checker {
+public:
+    explicit Checker(Backend& be) : be_(be) {}
+    // Runs one op case; `body` returns its worst error (or throws).
+    void run(const std::string& op, const std::string& shape, double tol, const std::function<double(Rig&)>& body) {
+        OpCheck c{op, shape, 0, tol, false, {}};
+        try {
+            Rig rig(be_);
+            c.error = body(rig);
+            c.passed = c.error <= tol;
+        } catch (const std::exception& e) {
+            c.failure = e.what();
+            c.error = std::numeric_limits<double>::infinity();
+        }
+        results.push_back(std::move(c));
+    }
+    std::vector<OpCheck> results;
+
+private:
+    Backend& be_;
+};
+
+// ---- convolution ------------------------------------------------------------------------------
+
+std::string convShape(const ConvDesc& d) {
+    char b[160];
+    std::snprintf(b, sizeof b, "n%d c%d %dx%d k%d %dx%d s%d,%d pad %d/%d/%d/%d", d.n, d.c, d.h, d.w, d.k, d.r, d.s,
+                  d.strideH, d.strideW, d.padTop, d.padLeft, d.padBottom, d.padRight);
+    return b;
+}
+
+// Calls f(n, oy, ox, iy, ix, r, s) for every output position and kernel tap that lands inside x.
+template <class F>
+void forTaps(const ConvDesc& d, F&& f) {
+    const int oh = d.outH(), ow = d.outW();
+    for (int n = 0; n < d.n; ++n)
+        for (int oy = 0; oy < oh; ++oy)
+            for (int ox = 0; ox < ow; ++ox)
+                for (int r = 0; r < d.r; ++r)
+                    for (int s = 0; s < d.s; ++s) {
+                        const int iy = oy * d.strideH - d.padTop + r, ix = ox * d.strideW - d.padLeft + s;
+                        if (iy >= 0 && iy < d.h && ix >= 0 && ix < d.w) f(n, oy, ox, iy, ix, r, s);
+                    }
+}
+
+void checkConv(Checker& ck, const ConvDesc& d, uint64_t seed) {
+    std::mt19937_64 rng(seed);
+    const size_t xs = size_t(d.n) * d.h * d.w * d.c, ws = size_t(d.k) * d.c * d.r * d.s;
+    const size_t ys = size_t(d.n) * d.outH() * d.outW() * d.k;
+    const Vec x = randomVec(xs, rng), w = randomVec(ws, rng), b = randomVec(size_t(d.k), rng), dy = randomVec(ys, rng);
+    const int oh = d.outH(), ow = d.outW();
+    auto xi = [&](int n, int y, int xx, int c) { return ((size_t(n) * d.h + y) * d.w + xx) * d.c + c; };
+    auto yi = [&](int n, int y, int xx, int k) { return ((size_t(n) * oh + y) * ow + xx) * d.k + k; };
+    auto wi = [&](int k, int c, int r, int s) { return ((size_t(k) * d.c + c) * d.r + r) * d.s + s; };
+    const std::string shape = convShape(d);
+    ck.run("conv.forward", shape, 1e-5, [&](Rig& rig) {
+        DVec ref(ys);
+        for (int n = 0; n < d.n; ++n)
+            for (int oy = 0; oy < oh; ++oy)
+                for (int ox = 0; ox < ow; ++ox)
+                    for (int k = 0; k < d.k; ++k) ref[yi(n, oy, ox, k)] = b[size_t(k)];
+        forTaps(d, [&](int n, int oy, int ox, int iy, int ix, int r, int s) {
+            for (int k = 0; k < d.k; ++k)
+                for (int c = 0; c < d.c; ++c) ref[yi(n, oy, ox, k)] += double(x[xi(n, iy, ix, c)]) * w[wi(k, c, r, s)];
+        });
+        auto op = rig.backend().makeConv(d);
+        void* wsp = rig.raw(op->workspaceBytes());
+        float* y = rig.poisoned(ys);
+        op->forward(rig.stream(), rig.upload(x), rig.upload(w), rig.upload(b), y, wsp);
+        return normError(rig.download(y, ys), ref);
+    });
+    ck.run("conv.backward_data", shape, 1e-5, [&](Rig& rig) {
+        DVec ref(xs, 0.0);
+        forTaps(d, [&](int n, int oy, int ox, int iy, int ix, int r, int s) {
+            for (int k = 0; k < d.k; ++k)
+                for (int c = 0; c < d.c; ++c) ref[xi(n, iy, ix, c)] += double(dy[yi(n, oy, ox, k)]) * w[wi(k, c, r, s)];
+        });
+        auto op = rig.backend().makeConv(d);
+        void* wsp = rig.raw(op->workspaceBytes());
+        float* dx = rig.poisoned(xs);
+        op->backwardData(rig.stream(), rig.upload(dy), rig.upload(w), dx, wsp);
+        return normError(rig.download(dx, xs), ref);
+    });
+    ck.run("conv.backward_weights", shape, 1e-5, [&](Rig& rig) {
+        DVec refW(ws, 0.0), refB(size_t(d.k), 0.0);
+        forTaps(d, [&](int n, int oy, int ox, int iy, int ix, int r, int s) {
+            for (int k = 0; k < d.k; ++k)
+                for (int c = 0; c < d.c; ++c) refW[wi(k, c, r, s)] += double(x[xi(n, iy, ix, c)]) * dy[yi(n, oy, ox, k)];
+        });
+        for (size_t i = 0; i < ys; ++i) refB[i % size_t(d.k)] += dy[i];
+        auto op = rig.backend().makeConv(d);
+        void* wsp = rig.raw(op->workspaceBytes());
+        float* dw = rig.poisoned(ws);
+        float* db = rig.poisoned(size_t(d.k));
+        op->backwardWeights(rig.stream(), rig.upload(x), rig.upload(dy), dw, db, wsp);
+        return std::max(normError(rig.download(dw, ws), refW), normError(rig.download(db, size_t(d.k)), refB));
+    });
+}
+
+// ---- pooling and LRN ----------------------------------------------------------------------------
+
+void checkPool(Checker& ck, const PoolDesc& d, uint64_t seed) {
+    std::mt19937_64 rng(seed);
+    const size_t xs = size_t(d.n) * d.h * d.w * d.c, ys = size_t(d.n) * d.outH() * d.outW() * d.c;
+    const Vec x = randomVec(xs, rng), dy = randomVec(ys, rng);
+    // Reference: the maximum over the window's real pixels (padding never wins), first one on ties.
+    DVec refY(ys), refDx(xs, 0.0);
+    const int oh = d.outH(), ow = d.outW();
+    for (int n = 0; n < d.n; ++n)
+        for (int oy = 0; oy < oh; ++oy)
+            for (int ox = 0; ox < ow; ++ox)
+                for (int c = 0; c < d.c; ++c) {
+                    double best = -std::numeric_limits<double>::infinity();
+                    size_t at = 0;
+                    for (int r = 0; r < d.r; ++r)
+                        for (int s = 0; s < d.s; ++s) {
+                            const int iy = oy * d.strideH - d.padTop + r, ix = ox * d.strideW - d.padLeft + s;
+                            if (iy < 0 || iy >= d.h || ix < 0 || ix >= d.w) continue;
+                            const size_t i = ((size_t(n) * d.h + iy) * d.w + ix) * d.c + c;
+                            if (x[i] > best) best = x[i], at = i;
+                        }
+                    const size_t o = ((size_t(n) * oh + oy) * ow + ox) * d.c + c;
+                    refY[o] = best;
+                    refDx[at] += dy[o];
+                }
+    char shape[128];
+    std::snprintf(shape, sizeof shape, "n%d c%d %dx%d win %dx%d s%d,%d pad %d/%d/%d/%d", d.n, d.c, d.h, d.w, d.r, d.s,
+                  d.strideH, d.strideW, d.padTop, d.padLeft, d.padBottom, d.padRight);
+    ck.run("maxpool.forward+backward", shape, 1e-6, [&](Rig& rig) {
+        auto op = rig.backend().makeMaxPool(d);
+        void* saved = rig.raw(op->savedBytes());
+        float* xd = rig.upload(x);
+        float* y = rig.poisoned(ys);
+        float* dx = rig.poisoned(xs);
+        op->forward(rig.stream(), xd, y, saved);
+        op->backward(rig.stream(), xd, y, rig.upload(dy), dx, saved);
+        return std::max(normError(rig.download(y, ys), refY), normError(rig.download(dx, xs), refDx));
+    });
+}
+
+void checkLrn(Checker& ck, const LrnDesc& d, uint64_t seed) {
+    std::mt19937_64 rng(seed);
+    const size_t count = size_t(d.n) * d.h * d.w * d.c;
+    const Vec x = randomVec(count, rng, -2.f, 2.f), dy = randomVec(count, rng);
+    DVec scale(count), refY(count), refDx(count);
+    const size_t pixels = count / size_t(d.c);
+    for (size_t p = 0; p < pixels; ++p)
+        for (int j = 0; j < d.c; ++j) {
+            double sum = 0;
+            for (int i = std::max(0, j - d.depthRadius); i <= std::min(d.c - 1, j + d.depthRadius); ++i)
+                sum += double(x[p * d.c + i]) * x[p * d.c + i];
+            scale[p * d.c + j] = d.bias + d.alpha * sum;
+            refY[p * d.c + j] = x[p * d.c + j] * std::pow(scale[p * d.c + j], -double(d.beta));
+        }
+    for (size_t p = 0; p < pixels; ++p)
+        for (int j = 0; j < d.c; ++j) {
+            double sum = 0;
+            for (int i = std::max(0, j - d.depthRadius); i <= std::min(d.c - 1, j + d.depthRadius); ++i)
+                sum += dy[p * d.c + i] * refY[p * d.c + i] / scale[p * d.c + i];
+            const size_t o = p * d.c + j;
+            refDx[o] = dy[o] * std::pow(scale[o], -double(d.beta)) - 2.0 * d.alpha * d.beta * x[o] * sum;
+        }
+    char shape[128];
+    std::snprintf(shape, sizeof shape, "n%d c%d %dx%d r%d bias %g alpha %g beta %g", d.n, d.c, d.h, d.w, d.depthRadius,
+                  double(d.bias), double(d.alpha), double(d.beta));
+    ck.run("lrn.forward+backward", shape, 1e-5, [&](Rig& rig) {
+        auto op = rig.backend().makeLrn(d);
+        void* saved = rig.raw(op->savedBytes());
+        float* xd = rig.upload(x);
+        float* y = rig.poisoned(count);
+        float* dx = rig.poisoned(count);
+        op->forward(rig.stream(), xd, y, saved);
+        op->backward(rig.stream(), xd, y, rig.upload(dy), dx, saved);
+        return std::max(normError(rig.download(y, count), refY), normError(rig.download(dx, count), refDx));
+    });
+}
+
+// ---- dense and the loss head ------------------------------------------------------------------
+
+void checkDense(Checker& ck, const DenseDesc& d, uint64_t seed) {
+    std::mt19937_64 rng(seed);
+    const size_t xs = size_t(d.n) * d.in, ws = size_t(d.out) * d.in, ys = size_t(d.n) * d.out;
+    const Vec x = randomVec(xs, rng), w = randomVec(ws, rng), b = randomVec(size_t(d.out), rng), dy = randomVec(ys, rng);
+    DVec y(ys), dx(xs, 0.0), dw(ws, 0.0), db(size_t(d.out), 0.0);
+    for (int n = 0; n < d.n; ++n)
+        for (int o = 0; o < d.out; ++o) {
+            double acc = b[size_t(o)];
+            for (int i = 0; i < d.in; ++i) acc += double(x[size_t(n) * d.in + i]) * w[size_t(o) * d.in + i];
+            y[size_t(n) * d.out + o] = acc;
+            const double g = dy[size_t(n) * d.out + o];
+            db[size_t(o)] += g;
+            for (int i = 0; i < d.in; ++i) {
+                dx[size_t(n) * d.in + i] += g * w[size_t(o) * d.in + i];
+                dw[size_t(o) * d.in + i] += g * x[size_t(n) * d.in + i];
+            }
+        }
+    const std::string shape = "n" + std::to_string(d.n) + " in " + std::to_string(d.in) + " out " + std::to_string(d.out);
+    ck.run("dense.forward", shape, 1e-5, [&](Rig& rig) {
+        auto op = rig.backend().makeDense(d);
+        float* yd = rig.poisoned(ys);
+        op->forward(rig.stream(), rig.upload(x), rig.upload(w), rig.upload(b), yd);
+        return normError(rig.download(yd, ys), y);
+    });
+    ck.run("dense.backward", shape, 1e-5, [&](Rig& rig) {
+        auto op = rig.backend().makeDense(d);
+        float *dxd = rig.poisoned(xs), *dwd = rig.poisoned(ws), *dbd = rig.poisoned(size_t(d.out));
+        float *dyd = rig.upload(dy), *wd = rig.upload(w);
+        op->backwardData(rig.stream(), dyd, wd, dxd);
+        op->backwardWeights(rig.stream(), rig.upload(x), dyd, dwd, dbd);
+        return std::max({normError(rig.download(dxd, xs), dx), normError(rig.download(dwd, ws), dw),
+                         normError(rig.download(dbd, size_t(d.out)), db)});
+    });
+}
+
+void checkSoftmax(Checker& ck, int n, int k, uint64_t seed) {
+    std::mt19937_64 rng(seed);
+    const size_t count = size_t(n) * k;
+    const Vec logits = randomVec(count, rng, -4.f, 4.f);
+    std::vector<int32_t> labels(static_cast<size_t>(n));
+    for (auto& l : labels) l = int32_t(rng() % uint64_t(k));
+    const float scale = 1.f / float(n + 3);  // as with a global batch larger than this slice
+    DVec probs(count), dlogits(count);
+    double loss = 0.5, correct = 2;  // the op adds to what the stats hold
+    for (int i = 0; i < n; ++i) {
+        const float* z = logits.data() + size_t(i) * k;
+        const double mx = *std::max_element(z, z + k);
+        double sum = 0;
+        for (int j = 0; j < k; ++j) sum += std::exp(z[j] - mx);
+        for (int j = 0; j < k; ++j) {
+            probs[size_t(i) * k + j] = std::exp(z[j] - mx) / sum;
+            dlogits[size_t(i) * k + j] = scale * (probs[size_t(i) * k + j] - (j == labels[size_t(i)] ? 1.0 : 0.0));
+        }
+        loss += std::log(sum) - (z[labels[size_t(i)]] - mx);
+        correct += int(std::max_element(z, z + k) - z) == labels[size_t(i)];
+    }
+    const std::string shape = "n" + std::to_string(n) + " k" + std::to_string(k);
+    ck.run("softmax_cross_entropy", shape, 1e-5, [&](Rig& rig) {
+        float* p = rig.poisoned(count);
+        float* d = rig.poisoned(count);
+        float* stats = rig.upload({0.5f, 2.f, 0.f});
+        int32_t* y = rig.uploadLabels(labels);
+        rig.backend().softmaxCrossEntropy(rig.stream(), rig.upload(logits), y, p, n, k, stats);
+        rig.backend().softmaxCrossEntropyBackward(rig.stream(), p, y, d, n, k, scale);
+        const Vec st = rig.download(stats, 3);
+        return std::max({normError(rig.download(p, count), probs), normError(rig.download(d, count), dlogits),
+                         normError({st[0]}, {loss}), normError({st[1]}, {correct})});
+    });
+}
+
+// ---- element-wise, optimiser rules, moving average ---------------------------------------------
+
+void checkElementwise(Checker& ck, size_t n, uint64_t seed) {
+    std::mt19937_64 rng(seed);
+    const Vec x = randomVec(n, rng), y0 = randomVec(n, rng), dy = randomVec(n, rng);
+    const std::string shape = "n" + std::to_string(n);
+    ck.run("fill+scale+axpy", shape, 1e-6, [&](Rig& rig) {
+        Backend& be = rig.backend();
+        float* f = rig.poisoned(n);
+        be.fill(rig.stream(), f, 0.75f, n);
+        float* y = rig.upload(y0);
+        be.scale(rig.stream(), y, -1.5f, n);
+        be.axpy(rig.stream(), 0.25f, rig.upload(x), y, n);
+        DVec ref(n);
+        for (size_t i = 0; i < n; ++i) ref[i] = -1.5 * y0[i] + 0.25 * x[i];
+        return std::max(normError(rig.download(f, n), DVec(n, 0.75)), normError(rig.download(y, n), ref));
+    });
+    ck.run("add_sum_squares", shape, 1e-5, [&](Rig& rig) {
+        float* out = rig.upload({1.f});
+        rig.backend().addSumSquares(rig.stream(), rig.upload(x), n, 0.5f, out);
+        double ref = 1;
+        for (float v : x) ref += 0.5 * double(v) * v;
+        return normError(rig.download(out, 1), {ref});
+    });
+    ck.run("relu.forward+backward", shape, 0, [&](Rig& rig) {
+        float* yd = rig.poisoned(n);
+        float* dx = rig.poisoned(n);
+        rig.backend().reluForward(rig.stream(), rig.upload(x), yd, n);
+        rig.backend().reluBackward(rig.stream(), yd, rig.upload(dy), dx, n);
+        DVec ry(n), rdx(n);
+        for (size_t i = 0; i < n; ++i) {
+            ry[i] = x[i] > 0 ? x[i] : 0;
+            rdx[i] = x[i] > 0 ? dy[i] : 0;
+        }
+        return std::max(normError(rig.download(yd, n), ry), normError(rig.download(dx, n), rdx));
+    });
+    // The mask is a pure function of (seed, index): every backend must draw exactly the same one.
+    ck.run("dropout.forward+backward", shape, 0, [&](Rig& rig) {
+        const float keep = 0.7f;
+        const uint64_t s = 0x1234567ull + n;
+        float *yd = rig.poisoned(n), *mask = rig.poisoned(n), *dx = rig.poisoned(n);
+        rig.backend().dropoutForward(rig.stream(), rig.upload(x), yd, mask, n, keep, s);
+        rig.backend().dropoutBackward(rig.stream(), rig.upload(dy), mask, dx, n);
+        DVec ry(n), rdx(n);
+        for (size_t i = 0; i < n; ++i) {
+            const float m = ew::dropoutMask(s, i, keep);
+            ry[i] = x[i] * m;
+            rdx[i] = dy[i] * m;
+        }
+        return std::max(normError(rig.download(yd, n), ry), normError(rig.download(dx, n), rdx));
+    });
+    ck.run("ema", shape, 1e-6, [&](Rig& rig) {
+        float* sh = rig.upload(y0);
+        rig.backend().emaUpdate(rig.stream(), sh, rig.upload(x), 0.9f, n);
+        DVec ref(n);
+        const double d = double(0.9f);  // the decay as the backend holds it
+        for (size_t i = 0; i < n; ++i) ref[i] = d * y0[i] + (1 - d) * x[i];
+        return normError(rig.download(sh, n), ref);
+    });
+}
+
+void checkUpdate(Checker& ck, UpdateRule rule, const char* name, size_t n, uint64_t seed) {
+    std::mt19937_64 rng(seed);
+    const Vec p0 = randomVec(n, rng), g = randomVec(n, rng), m0 = randomVec(n, rng, -0.1f, 0.1f),
+              v0 = randomVec(n, rng, 0.f, 0.01f);
+    UpdateParams h;
+    h.lr = 0.05f;
+    h.momentum = 0.9f;
+    h.step = 3;
+    // The rules written out in double, independently of elementwise_math.hpp.
+    DVec p(n), m(n), v(n);
+    const double lrT = h.lr * std::sqrt(1.0 - std::pow(double(h.beta2), 3.0)) / (1.0 - std::pow(double(h.beta1), 3.0));
+    for (size_t i = 0; i < n; ++i) {
+        p[i] = p0[i];
+        m[i] = m0[i];
+        v[i] = v0[i];
+        switch (rule) {
+        case UpdateRule::Sgd: p[i] -= h.lr * g[i]; break;
+        case UpdateRule::Momentum:
+            m[i] = h.momentum * m[i] + g[i];
+            p[i] -= h.lr * m[i];
+            break;
+        case UpdateRule::Nesterov:
+            m[i] = h.momentum * m[i] + g[i];
+            p[i] -= h.lr * (g[i] + h.momentum * m[i]);
+            break;
+        case UpdateRule::Adam:
+            m[i] = h.beta1 * m[i] + (1 - double(h.beta1)) * g[i];
+            v[i] = h.beta2 * v[i] + (1 - double(h.beta2)) * g[i] * g[i];
+            p[i] -= lrT * m[i] / (std::sqrt(v[i]) + h.epsilon);
+            break;
+        }
+    }
+    ck.run(std::string("update.") + name, "n" + std::to_string(n), 1e-6, [&](Rig& rig) {
+        float *pd = rig.upload(p0), *md = rig.upload(m0), *vd = rig.upload(v0);
+        rig.backend().applyUpdate(rig.stream(), rule, h, pd, rig.upload(g), md, vd, n);
+        double e = normError(rig.download(pd, n), p);
+        if (rule != UpdateRule::Sgd) e = std::max(e, normError(rig.download(md, n), m));
+        if (rule == UpdateRule::Adam) e = std::max(e, normError(rig.download(vd, n), v));
+        return e;
+    });
+}
+
+ConvDesc conv(int n, int c, int h, int w, int k, int r, int stride, int pt, int pl, int pb, int pr) {
+    return ConvDesc{n, c, h, w, k, r, r, stride, stride, pt, pl, pb, pr};
+}
+PoolDesc pool(int n, int c, int h, int w, int r, int stride, int pt, int pl, int pb, int pr) {
+    return PoolDesc{n, c, h, w, r, r, stride, stride, pt, pl, pb, pr};
+}
+
+}  // namespace
+
+std::vector<OpCheck> checkBackendOps(Backend& backend) {
+    Checker ck(backend);
+    uint64_t seed = 1;
+    for (const ConvDesc& d : {conv(2, 3, 7, 9, 4, 3, 1, 1, 1, 1, 1),      // 3x3 SAME
+                              conv(3, 5, 8, 6, 7, 2, 2, 0, 0, 0, 0),      // even kernel, stride 2, VALID
+                              conv(2, 4, 9, 9, 3, 4, 2, 1, 1, 2, 2),      // SAME with the odd pixel after
+                              conv(2, 1, 28, 28, 32, 5, 1, 2, 2, 2, 2),   // mnist_cnn conv1
+                              conv(4, 32, 14, 14, 64, 5, 1, 2, 2, 2, 2),  // mnist_cnn conv2
+                              conv(2, 64, 12, 12, 64, 5, 1, 2, 2, 2, 2)}) // cifar10_cnn conv2
+        checkConv(ck, d, seed++);
+    for (const PoolDesc& d : {pool(2, 3, 7, 7, 3, 2, 1, 1, 1, 1), pool(3, 5, 24, 24, 3, 2, 0, 0, 1, 1),
+                              pool(2, 4, 28, 28, 2, 2, 0, 0, 0, 0), pool(1, 3, 5, 6, 2, 1, 0, 0, 0, 0)})
+        checkPool(ck, d, seed++);
+    for (const LrnDesc& d : {LrnDesc{2, 7, 3, 5, 2, 1.f, 0.1f, 0.75f}, LrnDesc{2, 64, 4, 4, 4, 1.f, 0.001f / 9, 0.75f},
+                             LrnDesc{1, 5, 2, 3, 5, 2.f, 0.5f, 0.5f}, LrnDesc{2, 9, 2, 2, 1, 1.5f, 0.3f, 0.6f}})
+        checkLrn(ck, d, seed++);
+    for (const DenseDesc& d : {DenseDesc{3, 7, 5}, DenseDesc{1, 1, 1}, DenseDesc{128, 2304, 384}, DenseDesc{17, 33, 10}})
+        checkDense(ck, d, seed++);
+    for (auto [n, k] : {std::pair{5, 10}, std::pair{130, 3}, std::pair{1, 1000}}) checkSoftmax(ck, n, k, seed++);
+    for (size_t n : {size_t(1), size_t(1000), size_t(100003)}) checkElementwise(ck, n, seed++);
+    for (auto [rule, name] : {std::pair{UpdateRule::Sgd, "sgd"}, std::pair{UpdateRule::Momentum, "momentum"},
+                              std::pair{UpdateRule::Nesterov, "nesterov"}, std::pair{UpdateRule::Adam, "adam"}})
+        for (size_t n : {size_t(7), size_t(100003)}) checkUpdate(ck, rule, name, n, seed++);
+    return ck.results;
+}
+
+}  // namespace tb

@@ -1,0 +1,288 @@
+// The CUDA backend: the Backend interface on one GPU with cuDNN, cuBLAS and our own kernels,
+// a caching allocator, streams with their own library handles, events and CUDA Graphs; and the
+// module entry point the registry loads (cuda_module.hpp).
+#include <cublas_v2.h>
+#include <cuda_runtime.h>
+#include <cudnn.h>
+#include <nccl.h>
+
+#include <cstdio>
+#include <cstring>
+#include <memory>
+#include <string>
+
+#include "backend/backend.hpp"
+#include "backend/cuda/cuda_check.hpp"
+#include "backend/cuda/cuda_ops.hpp"
+#include "backend/cuda/cuda_stream.hpp"
+#include "backend/cuda/device_allocator.hpp"
+#include "backend/cuda/kernels.cuh"
+#include "backend/cuda_module.hpp"
+
+namespace tb::cuda {
+
+namespace {
+
+std::string versionText(int v, int major, int minor) {  // 91000, 10000, 100 -> "9.10.0"
+    return std::to_string(v / major) + "." + std::to_string(v % major / minor) + "." + std::to_string(v % minor);
+}
+
+class CudaBackend final : public Backend {
+public:
+    CudaBackend(int device, const TbCudaOptions& options) : device_(device), tf32_(options.allowTf32 != 0),
+                                                            allocator_(device) {
+        use();
+        cudaDeviceProp prop{};
+        TB_CUDA(cudaGetDeviceProperties(&prop, device));
+        gpuName_ = prop.name;
+        setup_ = createStream();
+        ctx_ = PlanContext{device_, &allocator_, setup_, tf32_};
+    }
+    ~CudaBackend() override {
+        cudaSetDevice(device_);
+        destroyStream(setup_);
+    }
+
+    std::string name() const override {
+        return "gpu:" + std::to_string(device_) + " " + gpuName_ + " (cuDNN " +
+               versionText(int(cudnnGetVersion()), 10000, 100) + (tf32_ ? ", TF32" : ", FP32") + ")";
+    }
+    Device device() const override { return Device{DeviceType::Cuda, device_}; }
+    MemoryInfo memoryInfo() const override {
+        use();
+        MemoryInfo m;
+        TB_CUDA(cudaMemGetInfo(&m.freeBytes, &m.totalBytes));
+        return m;
+    }
+
+    void* allocate(size_t bytes) override { return allocator_.allocate(bytes); }
+    void deallocate(void* p) override { allocator_.deallocate(p); }
+    void* allocateHost(size_t bytes) override {
+        use();
+        void* p = nullptr;
+        // Portable: pinned for every GPU of the process, so one staging buffer serves them all.
+        TB_CUDA(cudaHostAlloc(&p, std::max<size_t>(bytes, 1), cudaHostAllocPortable));
+        return p;
+    }
+    void deallocateHost(void* p) override {
+        if (p) cudaFreeHost(p);
+    }
+    AllocatorStats allocatorStats() const override { return allocator_.stats(); }
+
+    // cudaMemcpyDefault: unified addressing tells host from device memory, so one call serves
+    // pinned or pageable host buffers and this or another GPU's memory.
+    void copyFromHost(Stream s, void* dst, const void* src, size_t bytes) override { copy(s, dst, src, bytes); }
+    void copyToHost(Stream s, void* dst, const void* src, size_t bytes) override { copy(s, dst, src, bytes); }
+    void copy(Stream s, void* dst, const void* src, size_t bytes) override {
+        if (bytes == 0 || dst == src) return;
+        use();
+        TB_CUDA(cudaMemcpyAsync(dst, src, bytes, cudaMemcpyDefault, queueOf(s)));
+    }
+
+    Stream createStream() override {
+        use();
+        auto s = std::make_unique<StreamImpl>();
+        TB_CUDA(cudaStreamCreateWithFlags(&s->stream, cudaStreamNonBlocking));
+        TB_CUDA(cudnnCreate(&s->cudnn));
+        TB_CUDA(cudnnSetStream(s->cudnn, s->stream));
+        TB_CUDA(cublasCreate(&s->cublas));
+        TB_CUDA(cublasSetStream(s->cublas, s->stream));
+        s->cublasWorkspace = allocator_.allocate(kCublasWorkspaceBytes);
+        TB_CUDA(cublasSetWorkspace(s->cublas, s->cublasWorkspace, kCublasWorkspaceBytes));
+        TB_CUDA(cublasSetMathMode(s->cublas, tf32_ ? CUBLAS_TF32_TENSOR_OP_MATH : CUBLAS_DEFAULT_MATH));
+        s->scratch = static_cast<float*>(allocator_.allocate(kScratchFloats * sizeof(float)));
+        return s.release();
+    }
+    void destroyStream(Stream s) override {
+        if (!s) return;
+        use();
+        cudaStreamSynchronize(s->stream);
+        cublasDestroy(s->cublas);
+        cudnnDestroy(s->cudnn);
+        allocator_.deallocate(s->cublasWorkspace);
+        allocator_.deallocate(s->scratch);
+        cudaStreamDestroy(s->stream);
+        delete s;
+    }
+    void synchronize(Stream s) override {
+        use();
+        TB_CUDA(cudaStreamSynchronize(queueOf(s)));
+    }
+
+    Event createEvent() override {
+        use();
+        auto e = std::make_unique<EventImpl>();
+        TB_CUDA(cudaEventCreate(&e->event));
+        return e.release();
+    }
+    void destroyEvent(Event e) override {
+        if (!e) return;
+        cudaEventDestroy(e->event);
+        delete e;
+    }
+    void recordEvent(Event e, Stream s) override {
+        use();
+        // Inside a recording the event becomes a node of the graph, recorded at each replay.
+        if (s && s->capturing) TB_CUDA(cudaEventRecordWithFlags(e->event, s->stream, cudaEventRecordExternal));
+        else TB_CUDA(cudaEventRecord(e->event, queueOf(s)));
+    }
+    void waitEvent(Stream s, Event e) override {
+        use();
+        TB_CUDA(cudaStreamWaitEvent(queueOf(s), e->event, 0));
+    }
+    double elapsedSeconds(Event a, Event b) override {
+        float ms = 0;
+        TB_CUDA(cudaEventElapsedTime(&ms, a->event, b->event));
+        return ms * 1e-3;
+    }
+
+    bool canCapture() const override { return true; }
+    void beginCapture(Stream s) override {
+        use();
+        // Thread-local: other towers' threads may allocate or synchronise while this one records.
+        TB_CUDA(cudaStreamBeginCapture(queueOf(s), cudaStreamCaptureModeThreadLocal));
+        s->capturing = true;
+    }
+    Graph endCapture(Stream s) override {
+        use();
+        cudaGraph_t graph = nullptr;
+        s->capturing = false;
+        TB_CUDA(cudaStreamEndCapture(queueOf(s), &graph));
+        auto g = std::make_unique<GraphImpl>();
+        const cudaError_t e = cudaGraphInstantiate(&g->exec, graph, 0);
+        cudaGraphDestroy(graph);
+        TB_CUDA(e);
+        return g.release();
+    }
+    void launchGraph(Graph g, Stream s) override {
+        use();
+        TB_CUDA(cudaGraphLaunch(g->exec, queueOf(s)));
+    }
+    void destroyGraph(Graph g) override {
+        if (!g) return;
+        cudaGraphExecDestroy(g->exec);
+        delete g;
+    }
+
+    std::unique_ptr<ConvOp> makeConv(const ConvDesc& d) override {
+        use();
+        return cuda::makeConv(ctx_, d);
+    }
+    std::unique_ptr<PoolOp> makeMaxPool(const PoolDesc& d) override { return cuda::makeMaxPool(ctx_, d); }
+    std::unique_ptr<LrnOp> makeLrn(const LrnDesc& d) override { return cuda::makeLrn(ctx_, d); }
+    std::unique_ptr<DenseOp> makeDense(const DenseDesc& d) override {
+        use();
+        return cuda::makeDense(ctx_, d);
+    }
+
+    void fill(Stream s, float* x, float value, size_t n) override { cuda::fill(q(s), x, value, n); }
+    void scale(Stream s, float* x, float a, size_t n) override { cuda::scale(q(s), x, a, n); }
+    void axpy(Stream s, float a, const float* x, float* y, size_t n) override { cuda::axpy(q(s), a, x, y, n); }
+    void addSumSquares(Stream s, const float* x, size_t n, float a, float* out) override {
+        cuda::addSumSquares(q(s), x, n, a, out, s->scratch);
+    }
+    void reluForward(Stream s, const float* x, float* y, size_t n) override { cuda::reluForward(q(s), x, y, n); }
+    void reluBackward(Stream s, const float* y, const float* dy, float* dx, size_t n) override {
+        cuda::reluBackward(q(s), y, dy, dx, n);
+    }
+    void dropoutForward(Stream s, const float* x, float* y, float* mask, size_t n, float keep, uint64_t seed) override {
+        cuda::dropoutForward(q(s), x, y, mask, n, keep, seed);
+    }
+    void dropoutBackward(Stream s, const float* dy, const float* mask, float* dx, size_t n) override {
+        cuda::multiply(q(s), dy, mask, dx, n);
+    }
+    void softmaxCrossEntropy(Stream s, const float* logits, const int32_t* labels, float* probs, int n, int k,
+                             float* stats) override {
+        cuda::softmaxCrossEntropy(q(s), logits, labels, probs, n, k, stats);
+    }
+    void softmaxCrossEntropyBackward(Stream s, const float* probs, const int32_t* labels, float* dlogits, int n, int k,
+                                     float scale) override {
+        cuda::softmaxCrossEntropyBackward(q(s), probs, labels, dlogits, n, k, scale);
+    }
+    void applyUpdate(Stream s, UpdateRule rule, const UpdateParams& h, float* p, const float* g, float* m, float* v,
+                     size_t n) override {
+        cuda::applyUpdate(q(s), rule, h, p, g, m, v, n);
+    }
+    void emaUpdate(Stream s, float* shadow, const float* p, float decay, size_t n) override {
+        cuda::emaUpdate(q(s), shadow, p, decay, n);
+    }
+
+private:
+    void use() const { TB_CUDA(cudaSetDevice(device_)); }
+    cudaStream_t q(Stream s) const {
+        use();
+        return queueOf(s);
+    }
+
+    int device_;
+    bool tf32_;
+    std::string gpuName_;
+    DeviceAllocator allocator_;  // declared before the streams and plans that hand memory back to it
+    Stream setup_ = nullptr;
+    PlanContext ctx_;
+};
+
+void writeError(char* err, size_t len, const std::string& text) {
+    if (err && len) std::snprintf(err, len, "%s", text.c_str());
+}
+
+int deviceCount(char* err, size_t len) {
+    int n = 0;
+    const cudaError_t e = cudaGetDeviceCount(&n);
+    if (e != cudaSuccess) {
+        cudaGetLastError();
+        int driver = 0;
+        cudaDriverGetVersion(&driver);
+        writeError(err, len, driver == 0 ? std::string("no NVIDIA driver is installed")
+                                         : std::string("no usable CUDA device (") + cudaGetErrorString(e) + ")");
+        return -1;
+    }
+    return n;
+}
+
+int deviceInfo(int index, TbGpuInfo* out, char* err, size_t len) {
+    cudaDeviceProp p{};
+    const cudaError_t e = cudaGetDeviceProperties(&p, index);
+    if (e != cudaSuccess) {
+        writeError(err, len, "gpu:" + std::to_string(index) + ": " + cudaGetErrorString(e));
+        return -1;
+    }
+    std::memset(out, 0, sizeof(*out));
+    std::snprintf(out->name, sizeof out->name, "%s", p.name);
+    out->totalBytes = p.totalGlobalMem;
+    out->ccMajor = p.major;
+    out->ccMinor = p.minor;
+    out->multiprocessors = p.multiProcessorCount;
+    cudaDeviceGetPCIBusId(out->pciBusId, int(sizeof out->pciBusId), index);
+    return 0;
+}
+
+void versions(TbCudaVersions* v) {
+    std::memset(v, 0, sizeof(*v));
+    cudaDriverGetVersion(&v->driver);
+    cudaRuntimeGetVersion(&v->runtime);
+    v->cudnn = int(cudnnGetVersion());
+    int major = 0, minor = 0, patch = 0;
+    cublasGetProperty(MAJOR_VERSION, &major);
+    cublasGetProperty(MINOR_VERSION, &minor);
+    cublasGetProperty(PATCH_LEVEL, &patch);
+    v->cublas = major * 10000 + minor * 100 + patch;
+    ncclGetVersion(&v->nccl);
+}
+
+Backend* createBackend(int index, const TbCudaOptions* options, char* err, size_t len) {
+    try {
+        const TbCudaOptions o = options ? *options : TbCudaOptions{};
+        return new CudaBackend(index, o);
+    } catch (const std::exception& e) {
+        writeError(err, len, e.what());
+        return nullptr;
+    }
+}
+
+const TbCudaModule kModule{kTbCudaModuleAbi, deviceCount, deviceInfo, versions, createBackend};
+
+}  // namespace
+}  // namespace tb::cuda
+
+extern "C" __attribute__((visibility("default"))) const TbCudaModule* tb_cuda_module() { return &tb::cuda::kModule; }

@@ -1,0 +1,29 @@
+// The CUDA backend's op plans: convolution on cuDNN, dense layers on cuBLAS, max-pooling and
+// LRN on our own kernels (kernels.cuh says why). Each plan is made once per shape and owns the
+// little device memory it keeps between calls; scratch comes in as the caller's workspace.
+#pragma once
+#include <memory>
+
+#include "backend/backend.hpp"
+#include "backend/cuda/device_allocator.hpp"
+
+namespace tb::cuda {
+
+// What plans need from their backend. `setup` is the backend's own stream, used only while a
+// plan is made (cuDNN's algorithm search), never by the plans' calls.
+struct PlanContext {
+    int device = 0;
+    DeviceAllocator* allocator = nullptr;
+    StreamImpl* setup = nullptr;
+    bool allowTf32 = false;
+};
+
+std::unique_ptr<ConvOp> makeConv(const PlanContext&, const ConvDesc&);
+std::unique_ptr<PoolOp> makeMaxPool(const PlanContext&, const PoolDesc&);
+std::unique_ptr<LrnOp> makeLrn(const PlanContext&, const LrnDesc&);
+std::unique_ptr<DenseOp> makeDense(const PlanContext&, const DenseDesc&);
+
+// The stream's queue, or a tb::Error: every GPU call names the stream it runs on.
+cudaStream_t queueOf(Stream s);
+
+}  // namespace tb::cuda

@@ -1,0 +1,372 @@
+#include "backend/cuda/kernels.cuh"
+
+#include <algorithm>
+#include <cmath>
+
+#include "backend/cuda/cuda_check.hpp"
+#include "backend/cuda/cuda_stream.hpp"
+#include "backend/elementwise_math.hpp"
+
+namespace tb::cuda {
+
+namespace {
+
+constexpr int kThreads = 256;
+
+// Grid of a grid-stride loop over n elements: enough blocks to fill the GPU, no more than needed.
+unsigned blocksFor(size_t n) { return unsigned(std::clamp<size_t>((n + kThreads - 1) / kThreads, 1, 1 << 16)); }
+
+#define TB_GRID_STRIDE(i, n) \
+    for (size_t i = size_t(blockIdx.x) * blockDim.x + threadIdx.x; i < (n); i += size_t(gridDim.x) * blockDim.x)
+
+__global__ void fillKernel(float* x, float v, size_t n) {
+    TB_GRID_STRIDE(i, n) x[i] = v;
+}
+__global__ void scaleKernel(float* x, float a, size_t n) {
+    TB_GRID_STRIDE(i, n) x[i] *= a;
+}
+__global__ void axpyKernel(float a, const float* __restrict__ x, float* __restrict__ y, size_t n) {
+    TB_GRID_STRIDE(i, n) y[i] += a * x[i];
+}
+__global__ void reluForwardKernel(const float* __restrict__ x, float* __restrict__ y, size_t n) {
+    TB_GRID_STRIDE(i, n) y[i] = x[i] > 0.f ? x[i] : 0.f;
+}
+__global__ void reluBackwardKernel(const float* __restrict__ y, const float* __restrict__ dy, float* __restrict__ dx,
+                                   size_t n) {
+    TB_GRID_STRIDE(i, n) dx[i] = y[i] > 0.f ? dy[i] : 0.f;
+}
+__global__ void dropoutForwardKernel(const float* __restrict__ x, float* __restrict__ y, float* __restrict__ mask,
+                                     size_t n, float keep, uint64_t seed) {
+    TB_GRID_STRIDE(i, n) {
+        mask[i] = ew::dropoutMask(seed, i, keep);
+        y[i] = x[i] * mask[i];
+    }
+}
+__global__ void multiplyKernel(const float* __restrict__ a, const float* __restrict__ b, float* __restrict__ out,
+                               size_t n) {
+    TB_GRID_STRIDE(i, n) out[i] = a[i] * b[i];
+}
+
+// Sum of a block's values in thread 0 (blockDim.x == kThreads).
+template <class T>
+__device__ T blockSum(T v) {
+    __shared__ T part[kThreads];
+    part[threadIdx.x] = v;
+    __syncthreads();
+    for (int w = kThreads / 2; w > 0; w /= 2) {
+        if (int(threadIdx.x) < w) part[threadIdx.x] += part[threadIdx.x + w];
+        __syncthreads();
+    }
+    return part[0];
+}
+
+__global__ void sumSquaresPartial(const float* __restrict__ x, size_t n, float* __restrict__ partial) {
+    float acc = 0.f;
+    TB_GRID_STRIDE(i, n) acc += x[i] * x[i];
+    const float total = blockSum(acc);
+    if (threadIdx.x == 0) partial[blockIdx.x] = total;
+}
+__global__ void sumPartials(const float* __restrict__ partial, int count, float a, float* out) {
+    float acc = 0.f;
+    for (int i = int(threadIdx.x); i < count; i += kThreads) acc += partial[i];
+    const float total = blockSum(acc);
+    if (threadIdx.x == 0) out[0] += a * total;
+}
+
+// One block: each thread takes whole rows; the loss sum and the count of right answers are
+// reduced in double in a fixed order, as the CPU backend sums them.
+__global__ void softmaxCrossEntropyKernel(const float* __restrict__ logits, const int32_t* __restrict__ labels,
+                                          float* __restrict__ probs, int n, int k, float* stats) {
+    double loss = 0, correct = 0;
+    for (int i = int(threadIdx.x); i < n; i += kThreads) {
+        const float* z = logits + int64_t(i) * k;
+        float* p = probs + int64_t(i) * k;
+        int arg = 0;
+        for (int j = 1; j < k; ++j)
+            if (z[j] > z[arg]) arg = j;
+        const float mx = z[arg];
+        double sum = 0;
+        for (int j = 0; j < k; ++j) {
+            p[j] = expf(z[j] - mx);
+            sum += p[j];
+        }
+        const float inv = float(1.0 / sum);
+        for (int j = 0; j < k; ++j) p[j] *= inv;
+        const int y = labels[i];
+        // A label outside the model's outputs cannot be scored: NaN makes the run fail loudly.
+        loss += (y >= 0 && y < k) ? log(sum) - double(z[y] - mx) : nan("");
+        correct += arg == y;
+    }
+    const double l = blockSum(loss);
+    __syncthreads();
+    const double c = blockSum(correct);
+    if (threadIdx.x == 0) {
+        stats[0] += float(l);
+        stats[1] += float(c);
+    }
+}
+__global__ void softmaxCrossEntropyBackwardKernel(const float* __restrict__ probs, const int32_t* __restrict__ labels,
+                                                  float* __restrict__ d, int n, int k, float scale) {
+    TB_GRID_STRIDE(i, size_t(n) * k) {
+        const int row = int(i / size_t(k)), j = int(i % size_t(k));
+        d[i] = scale * (probs[i] - (j == labels[row] ? 1.f : 0.f));
+    }
+}
+
+__global__ void sgdKernel(float* __restrict__ p, const float* __restrict__ g, float lr, size_t n) {
+    TB_GRID_STRIDE(i, n) p[i] -= lr * g[i];
+}
+__global__ void momentumKernel(float* __restrict__ p, const float* __restrict__ g, float* __restrict__ m, float lr,
+                               float mu, size_t n) {
+    TB_GRID_STRIDE(i, n) ew::momentumStep(p[i], m[i], g[i], lr, mu);
+}
+__global__ void nesterovKernel(float* __restrict__ p, const float* __restrict__ g, float* __restrict__ m, float lr,
+                               float mu, size_t n) {
+    TB_GRID_STRIDE(i, n) ew::nesterovStep(p[i], m[i], g[i], lr, mu);
+}
+__global__ void adamKernel(float* __restrict__ p, const float* __restrict__ g, float* __restrict__ m,
+                           float* __restrict__ v, float lrT, float b1, float b2, float eps, size_t n) {
+    TB_GRID_STRIDE(i, n) ew::adamStep(p[i], m[i], v[i], g[i], lrT, b1, b2, eps);
+}
+__global__ void emaKernel(float* __restrict__ shadow, const float* __restrict__ p, float decay, size_t n) {
+    TB_GRID_STRIDE(i, n) shadow[i] = ew::emaStep(shadow[i], p[i], decay);
+}
+
+__global__ void addBiasKernel(float* __restrict__ y, const float* __restrict__ b, size_t total, int k) {
+    TB_GRID_STRIDE(i, total) y[i] += b[i % size_t(k)];
+}
+
+// to == true: (k, c, r, s) -> (k, r, s, c); else the inverse. One thread per element.
+__global__ void filterTransposeKernel(const float* __restrict__ in, float* __restrict__ out, int k, int c, int r,
+                                      int sz, bool toKrsc) {
+    const size_t total = size_t(k) * c * r * sz;
+    TB_GRID_STRIDE(i, total) {
+        // i indexes the KRSC layout: i = ((kk * r + rr) * sz + ss) * c + cc.
+        const int cc = int(i % size_t(c));
+        size_t rest = i / size_t(c);
+        const int ss = int(rest % size_t(sz));
+        rest /= size_t(sz);
+        const int rr = int(rest % size_t(r));
+        const size_t kk = rest / size_t(r);
+        const size_t kcrs = ((kk * c + cc) * r + rr) * sz + ss;
+        if (toKrsc) out[i] = in[kcrs];
+        else out[kcrs] = in[i];
+    }
+}
+
+// One thread per padded element: interior copies, border zeros (pad) or interior gathers (crop).
+__global__ void padKernel(const float* __restrict__ x, float* __restrict__ xp, int n, int h, int w, int c, int top,
+                          int left, int hp, int wp) {
+    const size_t total = size_t(n) * hp * wp * c;
+    TB_GRID_STRIDE(i, total) {
+        const int cc = int(i % size_t(c));
+        size_t rest = i / size_t(c);
+        const int x1 = int(rest % size_t(wp)) - left;
+        rest /= size_t(wp);
+        const int y1 = int(rest % size_t(hp)) - top;
+        const size_t nn = rest / size_t(hp);
+        xp[i] = (y1 >= 0 && y1 < h && x1 >= 0 && x1 < w) ? x[((nn * h + y1) * w + x1) * c + cc] : 0.f;
+    }
+}
+__global__ void cropKernel(const float* __restrict__ xp, float* __restrict__ x, int n, int h, int w, int c, int top,
+                           int left, int hp, int wp) {
+    const size_t total = size_t(n) * h * w * c;
+    TB_GRID_STRIDE(i, total) {
+        const int cc = int(i % size_t(c));
+        size_t rest = i / size_t(c);
+        const int x1 = int(rest % size_t(w));
+        rest /= size_t(w);
+        const int y1 = int(rest % size_t(h));
+        const size_t nn = rest / size_t(h);
+        x[i] = xp[((nn * hp + y1 + top) * wp + x1 + left) * c + cc];
+    }
+}
+
+__global__ void maxPoolForwardKernel(PoolDesc d, int oh, int ow, const float* __restrict__ x, float* __restrict__ y,
+                                     int32_t* __restrict__ argmax) {
+    const size_t total = size_t(d.n) * oh * ow * d.c;
+    TB_GRID_STRIDE(i, total) {
+        const int cc = int(i % size_t(d.c));
+        size_t rest = i / size_t(d.c);
+        const int ox = int(rest % size_t(ow));
+        rest /= size_t(ow);
+        const int oy = int(rest % size_t(oh));
+        const int nn = int(rest / size_t(oh));
+        const int y0 = oy * d.strideH - d.padTop, x0 = ox * d.strideW - d.padLeft;
+        float best = -INFINITY;
+        int32_t at = -1;
+        for (int a = max(y0, 0); a < min(y0 + d.r, d.h); ++a)
+            for (int b = max(x0, 0); b < min(x0 + d.s, d.w); ++b) {
+                const int32_t idx = int32_t(((int64_t(nn) * d.h + a) * d.w + b) * d.c + cc);
+                if (at < 0 || x[idx] > best) {
+                    best = x[idx];
+                    at = idx;
+                }
+            }
+        y[i] = best;
+        argmax[i] = at;
+    }
+}
+__global__ void maxPoolBackwardKernel(PoolDesc d, int oh, int ow, const float* __restrict__ dy,
+                                      const int32_t* __restrict__ argmax, float* __restrict__ dx) {
+    const size_t total = size_t(d.n) * d.h * d.w * d.c;
+    TB_GRID_STRIDE(i, total) {
+        const int cc = int(i % size_t(d.c));
+        size_t rest = i / size_t(d.c);
+        const int ix = int(rest % size_t(d.w));
+        rest /= size_t(d.w);
+        const int iy = int(rest % size_t(d.h));
+        const int nn = int(rest / size_t(d.h));
+        // The windows that contain (iy, ix): oy * strideH - padTop <= iy < that + r.
+        const int oyLo = max(0, (iy + d.padTop - d.r + d.strideH) / d.strideH);
+        const int oyHi = min(oh - 1, (iy + d.padTop) / d.strideH);
+        const int oxLo = max(0, (ix + d.padLeft - d.s + d.strideW) / d.strideW);
+        const int oxHi = min(ow - 1, (ix + d.padLeft) / d.strideW);
+        float g = 0.f;
+        for (int oy = oyLo; oy <= oyHi; ++oy)
+            for (int ox = oxLo; ox <= oxHi; ++ox) {
+                const size_t o = ((size_t(nn) * oh + oy) * ow + ox) * d.c + cc;
+                if (argmax[o] == int32_t(i)) g += dy[o];
+            }
+        dx[i] = g;
+    }
+}
+
+// s^-beta as the CPU backend computes it (square roots for TF's common 0.75 and 0.5).
+__device__ float lrnPower(float s, float beta) {
+    if (beta == 0.75f) {
+        const float q = sqrtf(s);
+        return 1.f / (q * sqrtf(q));
+    }
+    if (beta == 0.5f) return 1.f / sqrtf(s);
+    return powf(s, -beta);
+}
+
+__global__ void lrnForwardKernel(LrnDesc d, size_t total, const float* __restrict__ x, float* __restrict__ y,
+                                 float* __restrict__ scale, float* __restrict__ power) {
+    TB_GRID_STRIDE(i, total) {
+        const int j = int(i % size_t(d.c));
+        const float* px = x + (i - size_t(j));
+        float sum = 0.f;  // ascending over the window, as the CPU's sliding sum
+        for (int q = max(0, j - d.depthRadius); q <= min(d.c - 1, j + d.depthRadius); ++q) sum += px[q] * px[q];
+        const float s = d.bias + d.alpha * sum;
+        const float pw = lrnPower(s, d.beta);
+        scale[i] = s;
+        power[i] = pw;
+        y[i] = x[i] * pw;
+    }
+}
+// dx_j = dy_j scale_j^-beta - 2 alpha beta x_j sum_{|i-j|<=r} dy_i y_i / scale_i
+__global__ void lrnBackwardKernel(LrnDesc d, size_t total, const float* __restrict__ x, const float* __restrict__ y,
+                                  const float* __restrict__ dy, float* __restrict__ dx, const float* __restrict__ scale,
+                                  const float* __restrict__ power) {
+    const float k = 2.f * d.alpha * d.beta;
+    TB_GRID_STRIDE(i, total) {
+        const int j = int(i % size_t(d.c));
+        const size_t base = i - size_t(j);
+        float sum = 0.f;
+        for (int q = max(0, j - d.depthRadius); q <= min(d.c - 1, j + d.depthRadius); ++q)
+            sum += dy[base + q] * y[base + q] / scale[base + q];
+        dx[i] = dy[i] * power[i] - k * x[i] * sum;
+    }
+}
+
+}  // namespace
+
+#define TB_LAUNCH(kernel, n, s, ...)                                     \
+    do {                                                                 \
+        if ((n) == 0) break;                                             \
+        kernel<<<blocksFor(n), kThreads, 0, s>>>(__VA_ARGS__);           \
+        TB_CUDA_LAUNCHED(#kernel);                                       \
+    } while (0)
+
+void fill(cudaStream_t s, float* x, float v, size_t n) { TB_LAUNCH(fillKernel, n, s, x, v, n); }
+void scale(cudaStream_t s, float* x, float a, size_t n) { TB_LAUNCH(scaleKernel, n, s, x, a, n); }
+void axpy(cudaStream_t s, float a, const float* x, float* y, size_t n) { TB_LAUNCH(axpyKernel, n, s, a, x, y, n); }
+void reluForward(cudaStream_t s, const float* x, float* y, size_t n) { TB_LAUNCH(reluForwardKernel, n, s, x, y, n); }
+void reluBackward(cudaStream_t s, const float* y, const float* dy, float* dx, size_t n) {
+    TB_LAUNCH(reluBackwardKernel, n, s, y, dy, dx, n);
+}
+void dropoutForward(cudaStream_t s, const float* x, float* y, float* mask, size_t n, float keep, uint64_t seed) {
+    TB_LAUNCH(dropoutForwardKernel, n, s, x, y, mask, n, keep, seed);
+}
+void multiply(cudaStream_t s, const float* a, const float* b, float* out, size_t n) {
+    TB_LAUNCH(multiplyKernel, n, s, a, b, out, n);
+}
+
+void addSumSquares(cudaStream_t s, const float* x, size_t n, float a, float* out, float* scratch) {
+    if (n == 0) return;
+    const unsigned blocks = std::min<unsigned>(blocksFor(n), unsigned(kScratchFloats));
+    sumSquaresPartial<<<blocks, kThreads, 0, s>>>(x, n, scratch);
+    TB_CUDA_LAUNCHED("sumSquaresPartial");
+    sumPartials<<<1, kThreads, 0, s>>>(scratch, int(blocks), a, out);
+    TB_CUDA_LAUNCHED("sumPartials");
+}
+
+void softmaxCrossEntropy(cudaStream_t s, const float* logits, const int32_t* labels, float* probs, int n, int k,
+                         float* stats) {
+    if (n <= 0) return;
+    softmaxCrossEntropyKernel<<<1, kThreads, 0, s>>>(logits, labels, probs, n, k, stats);
+    TB_CUDA_LAUNCHED("softmaxCrossEntropyKernel");
+}
+void softmaxCrossEntropyBackward(cudaStream_t s, const float* probs, const int32_t* labels, float* dlogits, int n,
+                                 int k, float scale) {
+    TB_LAUNCH(softmaxCrossEntropyBackwardKernel, size_t(n) * size_t(k), s, probs, labels, dlogits, n, k, scale);
+}
+
+void applyUpdate(cudaStream_t s, UpdateRule rule, const UpdateParams& h, float* p, const float* g, float* m, float* v,
+                 size_t n) {
+    switch (rule) {
+    case UpdateRule::Sgd: TB_LAUNCH(sgdKernel, n, s, p, g, h.lr, n); break;
+    case UpdateRule::Momentum: TB_LAUNCH(momentumKernel, n, s, p, g, m, h.lr, h.momentum, n); break;
+    case UpdateRule::Nesterov: TB_LAUNCH(nesterovKernel, n, s, p, g, m, h.lr, h.momentum, n); break;
+    case UpdateRule::Adam: {
+        const float lrT = ew::adamStepSize(h.lr, h.beta1, h.beta2, h.step);
+        TB_LAUNCH(adamKernel, n, s, p, g, m, v, lrT, h.beta1, h.beta2, h.epsilon, n);
+        break;
+    }
+    }
+}
+void emaUpdate(cudaStream_t s, float* shadow, const float* p, float decay, size_t n) {
+    TB_LAUNCH(emaKernel, n, s, shadow, p, decay, n);
+}
+
+void addBias(cudaStream_t s, float* y, const float* b, size_t rows, int k) {
+    TB_LAUNCH(addBiasKernel, rows * size_t(k), s, y, b, rows * size_t(k), k);
+}
+void filterToKrsc(cudaStream_t s, const float* w, float* out, int k, int c, int r, int sz) {
+    TB_LAUNCH(filterTransposeKernel, size_t(k) * c * r * sz, s, w, out, k, c, r, sz, true);
+}
+void filterFromKrsc(cudaStream_t s, const float* in, float* w, int k, int c, int r, int sz) {
+    TB_LAUNCH(filterTransposeKernel, size_t(k) * c * r * sz, s, in, w, k, c, r, sz, false);
+}
+void padNhwc(cudaStream_t s, const float* x, float* xp, int n, int h, int w, int c, int top, int left, int bottom,
+             int right) {
+    const int hp = h + top + bottom, wp = w + left + right;
+    TB_LAUNCH(padKernel, size_t(n) * hp * wp * c, s, x, xp, n, h, w, c, top, left, hp, wp);
+}
+void cropNhwc(cudaStream_t s, const float* xp, float* x, int n, int h, int w, int c, int top, int left, int bottom,
+              int right) {
+    const int hp = h + top + bottom, wp = w + left + right;
+    TB_LAUNCH(cropKernel, size_t(n) * h * w * c, s, xp, x, n, h, w, c, top, left, hp, wp);
+}
+
+void maxPoolForward(cudaStream_t s, const PoolDesc& d, const float* x, float* y, int32_t* argmax) {
+    const int oh = d.outH(), ow = d.outW();
+    TB_LAUNCH(maxPoolForwardKernel, size_t(d.n) * oh * ow * d.c, s, d, oh, ow, x, y, argmax);
+}
+void maxPoolBackward(cudaStream_t s, const PoolDesc& d, const float* dy, const int32_t* argmax, float* dx) {
+    TB_LAUNCH(maxPoolBackwardKernel, size_t(d.n) * d.h * d.w * d.c, s, d, d.outH(), d.outW(), dy, argmax, dx);
+}
+
+void lrnForward(cudaStream_t s, const LrnDesc& d, const float* x, float* y, float* saved) {
+    const size_t total = size_t(d.n) * d.c * d.h * d.w;
+    TB_LAUNCH(lrnForwardKernel, total, s, d, total, x, y, saved, saved + total);
+}
+void lrnBackward(cudaStream_t s, const LrnDesc& d, const float* x, const float* y, const float* dy, float* dx,
+                 const float* saved) {
+    const size_t total = size_t(d.n) * d.c * d.h * d.w;
+    TB_LAUNCH(lrnBackwardKernel, total, s, d, total, x, y, dy, dx, saved, saved + total);
+}
+
+}  // namespace tb::cuda

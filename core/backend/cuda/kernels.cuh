@@ -1,0 +1,58 @@
+// The CUDA backend's own kernels: element-wise work, reductions, softmax cross-entropy, the
+// optimiser rules and the moving average (one fused pass each, arithmetic shared with the CPU
+// backend through backend/elementwise_math.hpp), and the layout work cuDNN does not do for us:
+// TF-style max-pooling with asymmetric SAME padding, TF's LRN, bias adds, filter transposes and
+// explicit padding. Every launcher enqueues on `s` and checks the launch.
+// Layouts as in backend.hpp: activations (n, h, w, c), channels contiguous.
+#pragma once
+#include <cuda_runtime.h>
+
+#include <cstddef>
+#include <cstdint>
+
+#include "backend/backend.hpp"
+
+namespace tb::cuda {
+
+void fill(cudaStream_t s, float* x, float v, size_t n);
+void scale(cudaStream_t s, float* x, float a, size_t n);
+void axpy(cudaStream_t s, float a, const float* x, float* y, size_t n);
+// out[0] += a * sum(x^2); scratch holds kScratchFloats partial sums (deterministic order).
+void addSumSquares(cudaStream_t s, const float* x, size_t n, float a, float* out, float* scratch);
+void reluForward(cudaStream_t s, const float* x, float* y, size_t n);
+void reluBackward(cudaStream_t s, const float* y, const float* dy, float* dx, size_t n);
+void dropoutForward(cudaStream_t s, const float* x, float* y, float* mask, size_t n, float keep, uint64_t seed);
+void multiply(cudaStream_t s, const float* a, const float* b, float* out, size_t n);  // out = a * b
+void softmaxCrossEntropy(cudaStream_t s, const float* logits, const int32_t* labels, float* probs, int n, int k,
+                         float* stats);
+void softmaxCrossEntropyBackward(cudaStream_t s, const float* probs, const int32_t* labels, float* dlogits, int n,
+                                 int k, float scale);
+void applyUpdate(cudaStream_t s, UpdateRule rule, const UpdateParams& h, float* p, const float* g, float* m, float* v,
+                 size_t n);
+void emaUpdate(cudaStream_t s, float* shadow, const float* p, float decay, size_t n);
+
+// y (rows, k) += b (k) broadcast over rows: the bias of a channels-last conv or a dense layer.
+void addBias(cudaStream_t s, float* y, const float* b, size_t rows, int k);
+// w (k, c, r, s) -> out (k, r, s, c), the filter layout cuDNN takes with NHWC activations; and back.
+void filterToKrsc(cudaStream_t s, const float* w, float* out, int k, int c, int r, int sz);
+void filterFromKrsc(cudaStream_t s, const float* in, float* w, int k, int c, int r, int sz);
+// x (n, h, w, c) -> xp (n, h + top + bottom, w + left + right, c) with zeros around; and the
+// gradient's crop back (dx = the interior of dxp).
+void padNhwc(cudaStream_t s, const float* x, float* xp, int n, int h, int w, int c, int top, int left, int bottom,
+             int right);
+void cropNhwc(cudaStream_t s, const float* xp, float* x, int n, int h, int w, int c, int top, int left, int bottom,
+              int right);
+
+// Max-pooling as TensorFlow computes it: padding is never the maximum; argmax (int32, one per
+// output) is the flat index into x of the winner, and the backward gathers (no atomics, so the
+// result does not depend on scheduling).
+void maxPoolForward(cudaStream_t s, const PoolDesc& d, const float* x, float* y, int32_t* argmax);
+void maxPoolBackward(cudaStream_t s, const PoolDesc& d, const float* dy, const int32_t* argmax, float* dx);
+
+// TensorFlow's LRN: scale = bias + alpha * sum_{|i-j|<=r} x_i^2, y = x * scale^-beta; saved
+// holds scale and scale^-beta, (2, n, h, w, c).
+void lrnForward(cudaStream_t s, const LrnDesc& d, const float* x, float* y, float* saved);
+void lrnBackward(cudaStream_t s, const LrnDesc& d, const float* x, const float* y, const float* dy, float* dx,
+                 const float* saved);
+
+}  // namespace tb::cuda

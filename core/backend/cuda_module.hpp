@@ -1,0 +1,50 @@
+// The C entry point of the CUDA backend module (libtb_backend_cuda.so). Programs are not linked
+// against CUDA: the registry dlopen()s this module on first use, as ggml loads its backends, so a
+// binary built with CUDA still starts on a laptop without the CUDA libraries and says why GPUs
+// are unavailable. Both sides include this header; kTbCudaModuleAbi guards against a stale module.
+#pragma once
+#include <cstddef>
+
+namespace tb {
+class Backend;
+}
+
+extern "C" {
+
+constexpr int kTbCudaModuleAbi = 2;
+
+struct TbGpuInfo {
+    char name[256];
+    size_t totalBytes;
+    int ccMajor, ccMinor;        // compute capability
+    int multiprocessors;
+    char pciBusId[32];
+};
+
+struct TbCudaVersions {
+    int driver, runtime;         // CUDA's encoding: 13000 = 13.0
+    int cudnn;                   // cudnnGetVersion(): 91000 = 9.10.0
+    int cublas;                  // cublasGetProperty major*10000 + minor*100 + patch
+    int nccl;                    // ncclGetVersion(): 22803 = 2.28.3
+};
+
+// Backend options that change numerics; a zero-initialised struct is the default.
+struct TbCudaOptions {
+    int allowTf32;               // 1: tensor-core TF32 math in cuDNN and cuBLAS; 0: plain FP32 FMA
+};
+
+struct TbCudaModule {
+    int abi;
+    // Number of usable GPUs, or -1 with a one-sentence reason in err (no driver, no device).
+    int (*deviceCount)(char* err, size_t errLen);
+    // 0 on success; else -1 and a reason.
+    int (*deviceInfo)(int index, TbGpuInfo* out, char* err, size_t errLen);
+    void (*versions)(TbCudaVersions* out);
+    // A new backend on GPU `index`, owned by the caller (delete it); nullptr and a reason on failure.
+    tb::Backend* (*createBackend)(int index, const TbCudaOptions* options, char* err, size_t errLen);
+};
+
+// The module's only exported symbol.
+const TbCudaModule* tb_cuda_module();
+using TbCudaModuleEntry = const TbCudaModule* (*)();
+}

@@ -1,0 +1,58 @@
+// The per-element arithmetic that every backend shares: the counter-based dropout draw, the
+// optimiser rules and the weights' moving average. The CPU loops and the CUDA kernels call the
+// same functions (DESIGN.md example 19), so both backends compute bit-for-bit the same rule and
+// the cross-backend test checks this arithmetic on machines without a GPU.
+#pragma once
+#include <cmath>
+#include <cstdint>
+
+#if defined(__CUDACC__)
+#define TB_HD __host__ __device__ __forceinline__
+#else
+#define TB_HD inline
+#endif
+
+namespace tb::ew {
+
+// A counter-based uniform in [0, 1): the same (seed, index) gives the same number on every
+// backend and thread, so dropout masks do not depend on scheduling (SplitMix64 finaliser).
+TB_HD float uniformAt(uint64_t seed, uint64_t i) {
+    uint64_t z = seed + 0x9E3779B97F4A7C15ull * (i + 1);
+    z = (z ^ (z >> 30)) * 0xBF58476D1CE4E5B9ull;
+    z = (z ^ (z >> 27)) * 0x94D049BB133111EBull;
+    z ^= z >> 31;
+    return float(z >> 40) * (1.0f / 16777216.0f);
+}
+
+// The inverted-dropout mask value of element i: 1/keep where kept, else 0.
+TB_HD float dropoutMask(uint64_t seed, uint64_t i, float keep) { return uniformAt(seed, i) < keep ? 1.f / keep : 0.f; }
+
+// TF MomentumOptimizer: a = mu a + g; p -= lr a.
+TB_HD void momentumStep(float& p, float& a, float g, float lr, float mu) {
+    a = mu * a + g;
+    p -= lr * a;
+}
+
+// TF MomentumOptimizer(use_nesterov=True): a = mu a + g; p -= lr (g + mu a).
+TB_HD void nesterovStep(float& p, float& a, float g, float lr, float mu) {
+    a = mu * a + g;
+    p -= lr * (g + mu * a);
+}
+
+// Adam (Kingma & Ba) with TF's epsilon placement; lrT = lr sqrt(1 - b2^t) / (1 - b1^t) is made
+// once per step on the host (adamStepSize), so the kernel does no pow.
+TB_HD void adamStep(float& p, float& m, float& v, float g, float lrT, float b1, float b2, float eps) {
+    m = b1 * m + (1.f - b1) * g;
+    v = b2 * v + (1.f - b2) * g * g;
+    p -= lrT * m / (sqrtf(v) + eps);
+}
+
+// Adam's step size at 1-based step t, computed once per update on the host.
+inline float adamStepSize(float lr, float b1, float b2, int64_t t) {
+    return lr * std::sqrt(1.f - std::pow(b2, float(t))) / (1.f - std::pow(b1, float(t)));
+}
+
+// shadow = decay * shadow + (1 - decay) * params.
+TB_HD float emaStep(float shadow, float p, float decay) { return decay * shadow + (1.f - decay) * p; }
+
+}  // namespace tb::ew

@@ -1,0 +1,45 @@
+// The backend registry: makeBackend(Device) for every device kind, and what this machine offers.
+// The CPU backend is built in. The CUDA backend is a module (libtb_backend_cuda.so) loaded on
+// first use, so binaries built with CUDA still run where the CUDA libraries or the driver are
+// missing, and say why in one sentence (ggml's backend registry does the same).
+#pragma once
+#include <cstddef>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "backend/backend.hpp"
+
+namespace tb {
+
+struct GpuInfo {
+    int index = 0;
+    std::string name;            // "NVIDIA H200"
+    size_t totalBytes = 0;
+    int ccMajor = 0, ccMinor = 0;
+    int multiprocessors = 0;
+    std::string pciBusId;
+};
+
+// What the CUDA module found, loaded once per process.
+struct GpuRuntime {
+    bool available = false;      // the module loaded and at least one GPU answered
+    std::string whyNot;          // one sentence when not available
+    std::string modulePath;      // the module that was loaded (empty if none)
+    std::vector<GpuInfo> gpus;
+    int driver = 0, runtime = 0, cudnn = 0, cublas = 0, nccl = 0;  // versions, 0 = unknown
+    std::string versionsText() const;  // "driver 13.0, runtime 13.0, cuDNN 9.10.0, cuBLAS 13.0.0, NCCL 2.28.3"
+};
+
+struct BackendOptions {
+    int cpuThreads = 0;          // CPU backend: 0 = all cores
+    bool allowTf32 = false;      // CUDA backend: tensor-core TF32 math (default: plain FP32)
+};
+
+const GpuRuntime& gpuRuntime();
+int gpuCount();
+
+// A backend for `device`; throws tb::Error naming the device when it cannot be made.
+std::unique_ptr<Backend> makeBackend(const Device& device, const BackendOptions& options = {});
+
+}  // namespace tb

@@ -1,0 +1,35 @@
+// Checks a machine's backends end to end: the devices found, the cross-backend op check on every
+// backend, and towers on two plans trained side by side from the same weights on the same
+// batches, whose per-step losses must agree (e.g. a GPU tower against a CPU tower). Used by
+// `towerbench-run selftest` and by the GPU test suite.
+#pragma once
+#include <cstdint>
+#include <ostream>
+#include <vector>
+
+#include "backend/backend.hpp"
+#include "nn/model_spec.hpp"
+#include "parallel/deployment_plan.hpp"
+
+namespace tb {
+
+struct LossComparison {
+    std::vector<double> reference, candidate;  // mean loss per step (weight decay included)
+    double worstRelative = 0;                  // max over steps of |candidate - ref| / |ref|
+    std::vector<float> referenceParams, candidateParams;  // the variables after the last step
+};
+
+// A small convolutional network with every layer type the models use (conv, ReLU, max-pool with
+// SAME padding, LRN, dense, weight decay), on 3x12x12 inputs, so the check runs in a second.
+ModelSpec selfTestModel();
+
+// Trains selfTestModel() for `steps` steps under each plan (batch per tower from the plan) on
+// the same random batches and returns both loss curves. Plans must have equal global batches.
+LossComparison compareTowerLosses(const DeploymentPlan& reference, const DeploymentPlan& candidate, int steps,
+                                  UpdateRule rule = UpdateRule::Momentum, uint64_t seed = 5);
+
+// The whole self test, printed to `out`; returns the process exit status (0: every check that
+// could run passed; without a GPU only the CPU part runs, which is not a failure).
+int runSelfTest(std::ostream& out);
+
+}  // namespace tb

@@ -1,0 +1,546 @@
+#!/usr/bin/env python3
+"""GPU training throughput: Towerbench's CUDA towers against PyTorch (eager and torch.compile) on one GPU.
+
+Run on a machine with one NVIDIA GPU and a CUDA build of PyTorch:
+
+    python3 tests/benchmarks/bench_gpu_vs_pytorch.py --binary build/app/towerbench-run \
+        [--models mnist_cnn,cifar10_cnn] [--steps 100] [--warmup 20] [--repeats 3] [--no-compile]
+
+For each model (batch 128, fp32 with TF32 off on both sides) it measures
+  1. PyTorch eager on cuda:0: the network built from the same model JSON (bench_common), cross-entropy,
+     SGD(lr 0.01, momentum 0.9, per-layer weight decay) on one pre-made batch on the GPU, cuDNN's
+     autotuner on; `warmup` untimed steps, then `repeats` timings of `steps` steps, each between two
+     torch.cuda.synchronize() calls; the median examples/sec;
+  2. the same with torch.compile (default mode) in a subprocess that is killed after --compile-timeout
+     seconds; a failure or timeout reads "n/a" with its reason and does not fail the script;
+  3. towerbench-run with one GPU tower (--towers gpu:0 --variables gpu:0, momentum 0.9, lr 0.01) for
+     warmup + repeats x steps steps; examples/sec over the timed steps from the metrics file; the
+     summary's peak_device_bytes and model_bytes when present;
+  4. two towers on the same GPU (--towers gpu:0*2, 64 examples each, global batch 128) against the
+     one-tower run of 3.; overhead = 1 - ex/s(2 towers) / ex/s(1 tower).
+Then it runs towerbench-run for about --nvml-seconds of training while nvidia-smi samples the GPU every
+250 ms, and compares the engine's mean NVML utilisation (the metrics file's "device" lines) with
+nvidia-smi's over the same wall-clock seconds of training (goal: within 5 points).
+It prints the machine, a throughput table, a two-tower table, the NVML line, then one JSON object per
+record (lines starting with '{'). The exit status is 0 when everything ran (whatever the ratios);
+non-zero only when something failed to run (torch.compile excepted), parameter counts disagree, or
+the NVML comparison could not be made (e.g. no device lines).
+"""
+import argparse
+import datetime
+import json
+import math
+import os
+import signal
+import statistics
+import subprocess
+import sys
+import tempfile
+import time
+
+from bench_common import (EXPECTED_PARAMS, REPO, bench_towerbench, load_spec, make_torch_step, prepare_model,
+                          print_table, report, spec_stats, time_steps)
+
+DEFAULT_MODELS = ["mnist_cnn", "cifar10_cnn"]
+GOAL_VS_EAGER = 1.5     # towerbench ex/s / PyTorch eager ex/s
+NVML_GOAL_POINTS = 5.0  # |engine mean util - nvidia-smi mean util|, percentage points
+NVML_MIN_HZ = 4.0       # the engine's promised device-sample rate
+GPU_INDEX = 0           # the one GPU: cuda:0, towerbench's gpu:0, NVML / nvidia-smi index 0
+DEVICE = f"cuda:{GPU_INDEX}"
+SMI_PERIOD_MS = 250
+SMI_FIELDS = "timestamp,utilization.gpu,memory.used"
+SMI_TIME_FORMAT = "%Y/%m/%d %H:%M:%S.%f"  # nvidia-smi's timestamp column, local time
+MNIST_SLICE = os.path.join(REPO, "samples", "fashion-mnist-slice")  # GPU machines lack Debian's package
+
+
+# ----------------------------------------------------------------------------------------------
+# PyTorch on the GPU (torch is passed in or imported inside functions, so --help works without it).
+
+def setup_torch(torch):
+    """Plain fp32 like Towerbench: TF32 off for cuDNN convolutions and cuBLAS matmuls (the legacy flags
+    only; mixing them with the newer fp32_precision API is refused by some PyTorch versions), and cuDNN's
+    autotuner on, so each convolution shape gets its fastest algorithm during warm-up."""
+    torch.backends.cudnn.allow_tf32 = False
+    torch.backends.cuda.matmul.allow_tf32 = False
+    torch.backends.cudnn.benchmark = True
+
+
+def bench_torch_gpu(spec, args, torch, wrap=None):
+    """One training setup on cuda:0: the first step timed alone (cuDNN autotuning, or compilation when
+    wrap is torch.compile), `warmup` more untimed steps, then `repeats` timings of `steps` steps; the
+    median examples/sec, each repeat's, and the peak memory PyTorch's allocator handed out."""
+    torch.manual_seed(1)
+    torch.cuda.reset_peak_memory_stats(DEVICE)
+    step, params = make_torch_step(spec, args.batch, args.lr, torch, wrap=wrap, device=DEVICE)
+    sync = torch.cuda.synchronize
+    t0 = time.perf_counter()
+    step()
+    sync()
+    first = time.perf_counter() - t0
+    eps = [args.steps * args.batch / time_steps(step, args.steps, args.warmup if i == 0 else 0, sync=sync)
+           for i in range(args.repeats)]
+    return {"params": params, "examples_per_sec": statistics.median(eps), "repeats_examples_per_sec": eps,
+            "first_step_seconds": first, "peak_allocated_bytes": torch.cuda.max_memory_allocated(DEVICE)}
+
+
+def compile_worker(args):
+    """The body of the torch.compile subprocess: prints its result as one JSON line."""
+    import torch
+
+    setup_torch(torch)
+    r = bench_torch_gpu(load_spec(args.models_dir, args.compile_worker), args, torch, wrap=torch.compile)
+    print(json.dumps(r), flush=True)
+    return 0
+
+
+def bench_compile(name, args):
+    """torch.compile of one model in a subprocess of this script, so that a compiler that fails, hangs or
+    crashes costs at most --compile-timeout seconds and never the benchmark. Returns (result, None) or
+    (None, the reason it is n/a)."""
+    cmd = [sys.executable, os.path.abspath(__file__), "--compile-worker", name, "--models-dir", args.models_dir,
+           "--batch", str(args.batch), "--steps", str(args.steps), "--warmup", str(args.warmup),
+           "--repeats", str(args.repeats), "--lr", repr(args.lr)]
+    # A session of its own: on timeout the whole group goes, inductor's compile workers included.
+    proc = subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, start_new_session=True)
+    try:
+        out, err = proc.communicate(timeout=args.compile_timeout)
+    except subprocess.TimeoutExpired:
+        os.killpg(proc.pid, signal.SIGKILL)
+        proc.communicate()
+        return None, f"compilation and timing took longer than --compile-timeout {args.compile_timeout:g} s"
+    results = [ln for ln in out.splitlines() if ln.startswith("{")]
+    if proc.returncode != 0 or not results:
+        last = (err.strip().splitlines() or ["no output"])[-1]
+        return None, f"exit status {proc.returncode}: {last[:300]}"
+    return json.loads(results[-1]), None
+
+
+# ----------------------------------------------------------------------------------------------
+# Towerbench on the GPU.
+
+def towerbench_gpu_args(towers, lr):
+    """The plan and optimizer of every GPU run: variables on the GPU, SGD momentum 0.9 as PyTorch's."""
+    return ["--towers", towers, "--variables", f"gpu:{GPU_INDEX}", "--optimizer", "momentum",
+            "--momentum", "0.9", "--lr", repr(lr)]
+
+
+def run_towerbench(name, data, towers, tag, args, tmp, steps=None, timeout=None):
+    """towerbench-run with `towers`: warmup + (steps, default repeats x steps) steps; timed ex/s as
+    bench_towerbench measures it (the timed steps equal PyTorch's repeats together). Killed after
+    timeout seconds (default --run-timeout), so a hung run cannot eat the machine's time."""
+    tb = bench_towerbench(args.binary, name, data, args.batch, steps or args.repeats * args.steps, args.warmup,
+                          args.threads, tmp, extra_args=towerbench_gpu_args(towers, args.lr), tag=tag,
+                          timeout=timeout or args.run_timeout)
+    s = tb["summary"]
+    return {"examples_per_sec": tb["examples_per_sec"], "seconds": tb["seconds"], "params": s.get("params"),
+            "backend": s.get("backend"), "peak_device_bytes": s.get("peak_device_bytes"),
+            "model_bytes": s.get("model_bytes"), "tower_busy": s.get("tower_busy"),
+            "reduce_apply_fraction": s.get("reduce_apply_fraction"), "command": " ".join(tb["command"]),
+            "metrics": tb["metrics"]}
+
+
+# ----------------------------------------------------------------------------------------------
+# NVML (the engine's device lines) against nvidia-smi. Pure functions first: they are what can be
+# checked without a GPU.
+
+def parse_smi_csv(text):
+    """nvidia-smi --query-gpu=timestamp,utilization.gpu,memory.used --format=csv,noheader,nounits
+    output -> [(unix seconds, util %, MiB used)]. The timestamp is local time, which datetime's
+    timestamp() reads as local too, so it compares with time.time(). Lines that cannot be read (the
+    last one when nvidia-smi is killed mid-write, [N/A] readings) are skipped."""
+    samples = []
+    for line in text.splitlines():
+        parts = [p.strip() for p in line.split(",")]
+        if len(parts) != 3:
+            continue
+        try:
+            when = datetime.datetime.strptime(parts[0], SMI_TIME_FORMAT).timestamp()
+            samples.append((when, float(parts[1]), float(parts[2])))
+        except ValueError:
+            continue
+    return samples
+
+
+def read_device_metrics(path):
+    """(device lines of GPU_INDEX, elapsed_s of every step line) of a towerbench metrics file."""
+    devices, elapsed = [], []
+    with open(path) as f:
+        for ln in f:
+            rec = json.loads(ln)
+            if rec.get("type") == "device" and rec.get("index") == GPU_INDEX:
+                devices.append(rec)
+            elif rec.get("type") == "step":
+                elapsed.append(rec["elapsed_s"])
+    return devices, elapsed
+
+
+def compare_utilisation(devices, elapsed, smi, launch_wall, trim):
+    """Mean GPU utilisation from the engine's device lines and from nvidia-smi over the same seconds of
+    training. The window is [first step's elapsed_s + trim, last step's - trim] on the engine's clock
+    (device "t" counts from training start, as elapsed_s does); trim drops the edges, where the two
+    samplers, reading at different instants, straddle a change of load. The window is mapped to the
+    wall clock with the device lines' time_unix (median of time_unix - t), or, for lines without it,
+    with the wall time at which towerbench-run was started (then off by the run's set-up time).
+    Returns a dict; its "error" says why no comparison was possible."""
+    if not devices:
+        return {"error": "no device lines in the metrics file"}
+    if not elapsed:
+        return {"error": "no step lines in the metrics file"}
+    t0, t1 = min(elapsed) + trim, max(elapsed) - trim
+    if t1 <= t0:
+        return {"error": f"training lasted {max(elapsed) - min(elapsed):.2f} s, not more than 2 x trim ({trim:g} s)"}
+    if all(isinstance(d.get("time_unix"), (int, float)) for d in devices):
+        offset, alignment = statistics.median(d["time_unix"] - d["t"] for d in devices), "time_unix"
+    else:
+        offset, alignment = launch_wall, "launch time + t"
+    engine = [d for d in devices if t0 <= d["t"] <= t1]
+    engine_util = [d["util_gpu"] for d in engine if d.get("util_gpu") is not None]
+    engine_mem = [d["mem_used_bytes"] / 2**20 for d in engine if d.get("mem_used_bytes") is not None]
+    window = [s for s in smi if t0 + offset <= s[0] <= t1 + offset]
+    r = {"window_s": t1 - t0, "trim_s": trim, "alignment": alignment, "engine_samples": len(engine_util),
+         "engine_samples_per_sec": len(engine) / (t1 - t0), "smi_samples": len(window),
+         "engine_util_mean": statistics.fmean(engine_util) if engine_util else None,
+         "smi_util_mean": statistics.fmean(s[1] for s in window) if window else None,
+         "engine_mem_used_mib_mean": statistics.fmean(engine_mem) if engine_mem else None,
+         "smi_mem_used_mib_mean": statistics.fmean(s[2] for s in window) if window else None}
+    if not engine_util:
+        r["error"] = "no device line with util_gpu inside the training window"
+    elif not window:
+        r["error"] = "no nvidia-smi sample inside the training window"
+    else:
+        r["diff_points"] = abs(r["engine_util_mean"] - r["smi_util_mean"])
+        r["goal_met"] = r["diff_points"] <= NVML_GOAL_POINTS
+    return r
+
+
+def wait_for_output(path, proc, seconds):
+    """Waits until nvidia-smi has written its first sample, so the run's start is covered."""
+    deadline = time.monotonic() + seconds
+    while time.monotonic() < deadline:
+        if proc.poll() is not None:
+            raise RuntimeError(f"nvidia-smi exited with {proc.returncode} before its first sample")
+        if os.path.getsize(path) > 0:
+            return
+        time.sleep(0.05)
+    raise RuntimeError(f"nvidia-smi wrote nothing in {seconds} s")
+
+
+def nvml_check(name, data, steps, args, tmp):
+    """towerbench-run for `steps` timed steps (about --nvml-seconds) while nvidia-smi samples the GPU."""
+    smi_log = os.path.join(tmp, "nvidia-smi.csv")
+    cmd = ["nvidia-smi", "-i", str(GPU_INDEX), f"--query-gpu={SMI_FIELDS}", "--format=csv,noheader,nounits",
+           "-lms", str(SMI_PERIOD_MS)]
+    with open(smi_log, "w") as log:
+        smi = subprocess.Popen(cmd, stdout=log, stderr=subprocess.DEVNULL)
+        try:
+            wait_for_output(smi_log, smi, 10)
+            launch = time.time()
+            run = run_towerbench(name, data, f"gpu:{GPU_INDEX}", "nvml", args, tmp, steps=steps,
+                                 timeout=args.run_timeout + args.nvml_seconds)
+        finally:
+            smi.terminate()
+            try:
+                smi.wait(timeout=5)
+            except subprocess.TimeoutExpired:
+                smi.kill()
+                smi.wait()
+    with open(smi_log) as f:
+        smi_samples = parse_smi_csv(f.read())
+    devices, elapsed = read_device_metrics(run["metrics"])
+    r = compare_utilisation(devices, elapsed, smi_samples, launch, args.nvml_trim)
+    r.update(kind="nvml", model=name, steps=steps, warmup=args.warmup, examples_per_sec=run["examples_per_sec"],
+             device_lines=len(devices), smi_command=" ".join(cmd), command=run["command"])
+    return r
+
+
+# ----------------------------------------------------------------------------------------------
+# One model's runs. Each records into its row and appends to failures; nothing here raises.
+
+def pytorch_part(row, spec, expected, args, torch, failures):
+    """PyTorch eager in this process, then torch.compile in a subprocess (n/a, not a failure, if it fails)."""
+    name = row["model"]
+    try:
+        pt = bench_torch_gpu(spec, args, torch)
+        torch.cuda.empty_cache()  # hand the memory back before towerbench and the compile process
+        row.update(eager_examples_per_sec=pt["examples_per_sec"],
+                   eager_repeats_examples_per_sec=pt["repeats_examples_per_sec"],
+                   eager_first_step_seconds=pt["first_step_seconds"],
+                   eager_peak_allocated_bytes=pt["peak_allocated_bytes"], pytorch_params=pt["params"])
+        print(f"# {name}: pytorch eager {fmt_eps(pt['examples_per_sec'])} ex/s", flush=True)
+        if pt["params"] != expected:
+            failures.append(f"{name}: pytorch has {pt['params']} parameters, expected {expected}")
+    except Exception as e:  # noqa: BLE001 - reported, then the rest still runs
+        failures.append(f"{name} pytorch eager: {type(e).__name__}: {e}")
+    if args.no_compile:
+        row["compile_na_reason"] = "--no-compile"
+        return
+    print(f"# {name}: torch.compile (at most {args.compile_timeout:g} s) ...", flush=True)
+    res, reason = bench_compile(name, args)
+    if res is None:
+        row["compile_na_reason"] = reason
+        print(f"# {name}: torch.compile n/a: {reason}", flush=True)
+        return
+    row.update(compile_examples_per_sec=res["examples_per_sec"],
+               compile_repeats_examples_per_sec=res["repeats_examples_per_sec"],
+               compile_first_step_seconds=res["first_step_seconds"],
+               compile_peak_allocated_bytes=res["peak_allocated_bytes"])
+    print(f"# {name}: torch.compile {fmt_eps(res['examples_per_sec'])} ex/s (first step, compiling, "
+          f"{res['first_step_seconds']:.1f} s)", flush=True)
+
+
+def towerbench_part(row, pair, data, expected, args, tmp, failures):
+    """One GPU tower (the throughput row and the pair's baseline), then two towers on the same GPU."""
+    name = row["model"]
+    try:
+        one = run_towerbench(name, data, f"gpu:{GPU_INDEX}", "1gpu", args, tmp)
+        row.update(towerbench_examples_per_sec=one["examples_per_sec"], towerbench_seconds=one["seconds"],
+                   towerbench_params=one["params"], backend=one["backend"], peak_device_bytes=one["peak_device_bytes"],
+                   model_bytes=one["model_bytes"], towerbench_command=one["command"])
+        pair["one_tower_examples_per_sec"] = one["examples_per_sec"]
+        print(f"# {name}: towerbench 1 tower {fmt_eps(one['examples_per_sec'])} ex/s", flush=True)
+        if one["params"] != expected:
+            failures.append(f"{name}: towerbench reports {one['params']} parameters, expected {expected}")
+    except Exception as e:  # noqa: BLE001
+        failures.append(f"{name} towerbench gpu:{GPU_INDEX}: {type(e).__name__}: {e}")
+    try:
+        two = run_towerbench(name, data, f"gpu:{GPU_INDEX}*2", "2gpu", args, tmp)
+        pair.update(two_towers_examples_per_sec=two["examples_per_sec"], two_towers_busy=two["tower_busy"],
+                    two_towers_reduce_apply_fraction=two["reduce_apply_fraction"],
+                    two_towers_peak_device_bytes=two["peak_device_bytes"], two_towers_command=two["command"])
+        print(f"# {name}: towerbench 2 towers {fmt_eps(two['examples_per_sec'])} ex/s", flush=True)
+    except Exception as e:  # noqa: BLE001
+        failures.append(f"{name} towerbench gpu:{GPU_INDEX}*2: {type(e).__name__}: {e}")
+    two_vs_one = ratio(pair.get("two_towers_examples_per_sec"), pair.get("one_tower_examples_per_sec"))
+    pair["overhead"] = 1 - two_vs_one if two_vs_one is not None else None
+
+
+def nvml_part(measured, cifar_dir, args, tmp, failures):
+    """The NVML vs nvidia-smi run of --nvml-model, sized from its measured ex/s (a short run measures it
+    when the model was not in --models or its run failed). Returns its record."""
+    name = args.nvml_model
+    try:
+        data, eps = measured.get(name, (None, None))
+        if data is None:
+            _, data, _ = prepare_model(args.models_dir, name, tmp, cifar_dir, mnist_data=args.mnist_data)
+        if eps is None:
+            eps = run_towerbench(name, data, f"gpu:{GPU_INDEX}", "calibrate", args, tmp)["examples_per_sec"]
+        steps = max(50, math.ceil(args.nvml_seconds * eps / args.batch))
+        r = nvml_check(name, data, steps, args, tmp)
+    except Exception as e:  # noqa: BLE001
+        r = {"kind": "nvml", "model": name, "error": f"{type(e).__name__}: {e}"}
+    if "error" in r:
+        failures.append(f"NVML vs nvidia-smi: {r['error']}")
+    return r
+
+
+# ----------------------------------------------------------------------------------------------
+# The machine.
+
+def cpu_model():
+    try:
+        with open("/proc/cpuinfo") as f:
+            for line in f:
+                if line.startswith("model name"):
+                    return line.split(":", 1)[1].strip()
+    except OSError:
+        pass
+    return "n/a"
+
+
+def smi_query(fields):
+    """One nvidia-smi --query-gpu row for GPU_INDEX as a dict, or {} where nvidia-smi is absent or fails."""
+    try:
+        proc = subprocess.run(["nvidia-smi", "-i", str(GPU_INDEX), f"--query-gpu={fields}",
+                               "--format=csv,noheader,nounits"], capture_output=True, text=True, timeout=30)
+    except (OSError, subprocess.TimeoutExpired):
+        return {}
+    if proc.returncode != 0 or not proc.stdout.strip():
+        return {}
+    return dict(zip(fields.split(","), (v.strip() for v in proc.stdout.strip().splitlines()[0].split(","))))
+
+
+def machine_info(torch):
+    smi = smi_query("name,driver_version,memory.total,compute_cap")
+    info = {"kind": "machine", "cpu": cpu_model(), "cpu_cores": os.cpu_count(),
+            "gpu": smi.get("name", "n/a"), "capability": smi.get("compute_cap", "n/a"),
+            "driver": smi.get("driver_version", "n/a"), "gpu_memory_mib": smi.get("memory.total", "n/a"),
+            "torch": "n/a", "torch_cuda": "n/a", "cudnn": "n/a"}
+    if torch is not None:
+        major, minor = torch.cuda.get_device_capability(GPU_INDEX)
+        info.update(gpu=torch.cuda.get_device_name(GPU_INDEX), capability=f"{major}.{minor}",
+                    torch=torch.__version__, torch_cuda=torch.version.cuda, cudnn=torch.backends.cudnn.version(),
+                    cudnn_allow_tf32=torch.backends.cudnn.allow_tf32,
+                    matmul_allow_tf32=torch.backends.cuda.matmul.allow_tf32,
+                    cudnn_benchmark=torch.backends.cudnn.benchmark)
+    return info
+
+
+# ----------------------------------------------------------------------------------------------
+# Output.
+
+def fmt_eps(x):
+    return f"{x:,.0f}" if isinstance(x, (int, float)) else "n/a"
+
+
+def ratio(num, den):
+    """num / den, or None when either is missing (a run that failed or was skipped)."""
+    return num / den if isinstance(num, (int, float)) and isinstance(den, (int, float)) and den > 0 else None
+
+
+def fmt_ratio(x, goal=None):
+    if x is None:
+        return "n/a"
+    return f"{x:.2f}" + ("" if goal is None else " (met)" if x >= goal else " (not met)")
+
+
+def fmt_bytes(v):
+    """Bytes as MiB; a dict (model_bytes' breakdown) as 'key MiB, ...'; anything else n/a."""
+    if isinstance(v, dict):
+        return ", ".join(f"{k} {fmt_bytes(x)}" for k, x in v.items()) or "n/a"
+    if isinstance(v, (int, float)) and not isinstance(v, bool):
+        return f"{v / 2**20:.1f} MiB"
+    return "n/a"
+
+
+def nvml_line(r):
+    if r is None:
+        return "NVML vs nvidia-smi: not run"
+    if "diff_points" not in r:  # every record without a comparison says why in "error"
+        return f"NVML vs nvidia-smi ({r['model']}): FAILED ({r['error']})"
+    return (f"NVML vs nvidia-smi ({r['model']}, {r['window_s']:.1f} s of training, aligned by {r['alignment']}): "
+            f"engine {r['engine_util_mean']:.1f}% ({r['engine_samples']} samples, "
+            f"{r['engine_samples_per_sec']:.1f}/s, goal >= {NVML_MIN_HZ:g}/s) vs nvidia-smi {r['smi_util_mean']:.1f}% "
+            f"({r['smi_samples']} samples): difference {r['diff_points']:.1f} points "
+            f"(goal <= {NVML_GOAL_POINTS:g}): {'met' if r['goal_met'] else 'not met'}")
+
+
+def print_results(throughput, towers, nvml):
+    """The throughput table with the memory lines, the two-tower table, the NVML line."""
+    print()
+    print_table(["model", "pytorch eager ex/s", "torch.compile ex/s", "towerbench ex/s",
+                 f"ratio vs eager (goal >= {GOAL_VS_EAGER})", "ratio vs compile"],
+                [[r["model"], fmt_eps(r.get("eager_examples_per_sec")), fmt_eps(r.get("compile_examples_per_sec")),
+                  fmt_eps(r.get("towerbench_examples_per_sec")), fmt_ratio(r["ratio_vs_eager"], GOAL_VS_EAGER),
+                  fmt_ratio(r["ratio_vs_compile"])] for r in throughput])
+    for r in throughput:
+        if "compile_na_reason" in r:
+            print(f"# torch.compile n/a for {r['model']}: {r['compile_na_reason']}")
+        if "towerbench_examples_per_sec" in r:
+            print(f"# {r['model']} towerbench memory: peak device {fmt_bytes(r.get('peak_device_bytes'))}; "
+                  f"model_bytes {fmt_bytes(r.get('model_bytes'))}; PyTorch eager peak allocated "
+                  f"{fmt_bytes(r.get('eager_peak_allocated_bytes'))}")
+    if towers:
+        print()
+        print_table(["model", "1 tower ex/s", f"2 towers gpu:{GPU_INDEX}*2 ex/s", "overhead (1 - eps2/eps1)"],
+                    [[p["model"], fmt_eps(p.get("one_tower_examples_per_sec")),
+                      fmt_eps(p.get("two_towers_examples_per_sec")),
+                      f"{100 * p['overhead']:.1f}%" if p["overhead"] is not None else "n/a"] for p in towers])
+    print()
+    print(nvml_line(nvml))
+    print()
+
+
+# ----------------------------------------------------------------------------------------------
+
+def main():
+    ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    ap.add_argument("--binary", help="path of towerbench-run (needed unless --skip-towerbench)")
+    ap.add_argument("--models", default=",".join(DEFAULT_MODELS), help="comma-separated model names")
+    ap.add_argument("--models-dir", default=os.path.join(REPO, "resources", "models"))
+    ap.add_argument("--batch", type=int, default=128, help="global batch of every run (default 128)")
+    ap.add_argument("--steps", type=int, default=100, help="timed steps per repeat (default 100)")
+    ap.add_argument("--warmup", type=int, default=20, help="untimed steps before timing, every run (default 20)")
+    ap.add_argument("--repeats", type=int, default=3,
+                    help="PyTorch: timings of --steps steps, median reported; towerbench times repeats x steps "
+                         "steps in one run (default 3)")
+    ap.add_argument("--lr", type=float, default=0.01, help="learning rate of every run (default 0.01)")
+    ap.add_argument("--threads", type=int, default=os.cpu_count(), help="towerbench-run --threads (default: all cores)")
+    ap.add_argument("--mnist-data", default=f"idx:{MNIST_SLICE}",
+                    help="--data of the 1x28x28 models (default: the shipped 2,000-image Fashion-MNIST slice)")
+    ap.add_argument("--cifar-dir", default=None, help="CIFAR-10 binary directory (default: random files in a temp dir)")
+    ap.add_argument("--no-compile", action="store_true", help="skip torch.compile")
+    ap.add_argument("--compile-timeout", type=float, default=60,
+                    help="seconds for each model's torch.compile subprocess, compilation and timing (default 60)")
+    ap.add_argument("--run-timeout", type=float, default=30,
+                    help="seconds before a towerbench-run is killed; the NVML run gets --nvml-seconds more (default 30)")
+    ap.add_argument("--nvml-model", default="cifar10_cnn", help="model of the NVML vs nvidia-smi run")
+    ap.add_argument("--nvml-seconds", type=float, default=8,
+                    help="training seconds of the NVML run; its steps come from the model's measured ex/s (default 8)")
+    ap.add_argument("--nvml-trim", type=float, default=0.5,
+                    help="seconds left out at each end of the training window in the comparison (default 0.5)")
+    ap.add_argument("--no-nvml", action="store_true", help="skip the NVML vs nvidia-smi run")
+    ap.add_argument("--skip-pytorch", action="store_true", help="no PyTorch runs (torch is then not imported)")
+    ap.add_argument("--skip-towerbench", action="store_true", help="no towerbench-run runs (nor the NVML run)")
+    ap.add_argument("--out-json", default=None, help="also write every record and failure to this JSON file")
+    ap.add_argument("--compile-worker", default=None, help=argparse.SUPPRESS)  # the torch.compile subprocess
+    args = ap.parse_args()
+    if args.compile_worker:
+        return compile_worker(args)
+    if not args.skip_towerbench and not args.binary:
+        ap.error("--binary is required unless --skip-towerbench")
+    if args.binary:
+        args.binary = os.path.abspath(args.binary)
+    models = [m.strip() for m in args.models.split(",") if m.strip()]
+    failures = []
+
+    torch = None
+    if not args.skip_pytorch:
+        import torch  # imported here so that --help works without it
+
+        if torch.cuda.is_available():
+            setup_torch(torch)
+        else:
+            failures.append(f"pytorch: torch {torch.__version__} sees no CUDA device; PyTorch runs skipped")
+            torch = None
+    machine = machine_info(torch)
+    print(f"# gpu: {machine['gpu']} (capability {machine['capability']}, {machine['gpu_memory_mib']} MiB), "
+          f"driver {machine['driver']}; cpu: {machine['cpu']}, {machine['cpu_cores']} cores")
+    print(f"# torch {machine['torch']} (CUDA {machine['torch_cuda']}, cuDNN {machine['cudnn']}); fp32, TF32 off, "
+          f"cudnn.benchmark on; batch {args.batch}; {args.warmup} warm-up + {args.repeats} x {args.steps} timed steps")
+    print(f"# towerbench {args.binary}; PyTorch trains on one pre-made batch on the GPU (no input pipeline), "
+          f"Towerbench's timing includes its input pipeline", flush=True)
+
+    records = [machine]
+    throughput, towers = [], []
+    measured = {}  # model -> (data, one-tower towerbench ex/s): the NVML run reuses them
+    with tempfile.TemporaryDirectory(prefix="tb_bench_gpu_") as tmp:
+        cifar_dir = args.cifar_dir
+        for name in models:
+            row = {"kind": "throughput", "model": name, "batch": args.batch, "steps": args.steps,
+                   "warmup": args.warmup, "repeats": args.repeats}
+            throughput.append(row)
+            try:
+                spec, data, cifar_dir = prepare_model(args.models_dir, name, tmp, cifar_dir, mnist_data=args.mnist_data)
+            except Exception as e:  # noqa: BLE001 - one model failing must not hide the others
+                row["error"] = f"{type(e).__name__}: {e}"
+                failures.append(f"{name}: {row['error']}")
+                continue
+            row["data"] = data
+            expected = EXPECTED_PARAMS.get(name, spec_stats(spec)[0])
+            if torch is not None:
+                pytorch_part(row, spec, expected, args, torch, failures)
+            if not args.skip_towerbench:
+                pair = {"kind": "towers", "model": name, "batch": args.batch, "steps": args.repeats * args.steps,
+                        "warmup": args.warmup}
+                towers.append(pair)
+                towerbench_part(row, pair, data, expected, args, tmp, failures)
+                measured[name] = (data, row.get("towerbench_examples_per_sec"))
+        nvml = None
+        if not args.skip_towerbench and not args.no_nvml:
+            nvml = nvml_part(measured, cifar_dir, args, tmp, failures)
+
+    for row in throughput:
+        tb = row.get("towerbench_examples_per_sec")
+        row.update(ratio_vs_eager=ratio(tb, row.get("eager_examples_per_sec")),
+                   ratio_vs_compile=ratio(tb, row.get("compile_examples_per_sec")), goal_vs_eager=GOAL_VS_EAGER)
+        row["goal_met"] = row["ratio_vs_eager"] >= GOAL_VS_EAGER if row["ratio_vs_eager"] is not None else None
+    print_results(throughput, towers, nvml)
+    records += throughput + towers + ([nvml] if nvml else [])
+    if args.out_json:
+        with open(args.out_json, "w") as f:
+            json.dump({"records": records, "failures": failures}, f, indent=1, sort_keys=True, default=str)
+    return report(records, failures)
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,169 @@
+#!/usr/bin/env bash
+# The device check: everything GPU-side in one call on a lent GPU machine (no Qt, no apt, no
+# network; CUDA with nvcc, CMake, ninja, PyTorch; cuDNN and NCCL as Python wheels).
+#   tests/gpu/device_check.sh [--prebuilt DIR] [--no-bench] [--quick] OUT_DIR
+# 1. unpacks the Debian packages of .deps/debs (scripts/fetch_device_deps.sh fetches them where
+#    apt works) into .deps/root and finds cuDNN, NCCL and cuBLAS in the toolkit or the wheels;
+# 2. builds the Qt-free core with the CUDA module (or, with --prebuilt DIR, takes towerbench-run,
+#    libtb_backend_cuda.so and the tst_* programs built elsewhere from DIR, to save device time);
+# 3. runs `towerbench-run selftest`, the Qt-free tests (those labelled gpu must run, not skip),
+#    compute-sanitizer's memcheck on a short GPU run, and the GPU benchmark against PyTorch;
+# 4. writes logs and summary.txt (one table, also printed last) into OUT_DIR.
+# Exit status: 0 when every step passed; the summary says which did not.
+set -uo pipefail
+cd "$(dirname "$0")/../.."
+repo=$(pwd)
+
+prebuilt="" bench=1 quick=0
+while [ $# -gt 1 ]; do
+  case "$1" in
+    --prebuilt) prebuilt=$(cd "$2" && pwd); shift 2 ;;
+    --no-bench) bench=0; shift ;;
+    --quick) quick=1; shift ;;
+    *) echo "device_check: unknown option $1" >&2; exit 2 ;;
+  esac
+done
+out=${1:?usage: tests/gpu/device_check.sh [--prebuilt DIR] [--no-bench] [--quick] OUT_DIR}
+mkdir -p "$out"
+out=$(cd "$out" && pwd)
+log="$out/device_check.log"
+: > "$log"
+summary=()
+failed=0
+started=$(date +%s)
+
+# step NAME COMMAND...: runs it with its output appended to the log, records status and seconds.
+# A command may set step_note to report something other than passed/failed (and not fail).
+step() {
+  local name=$1; shift
+  local t0=$(date +%s.%N)
+  echo "=== $name: $*" >> "$log"
+  step_note=""
+  "$@" >> "$log" 2>&1
+  local rc=$?
+  local secs=$(awk "BEGIN{printf \"%.1f\", $(date +%s.%N) - $t0}")
+  local status=passed
+  if [ -n "$step_note" ]; then status=$step_note; rc=0
+  elif [ $rc -ne 0 ]; then status="FAILED (exit $rc)"; failed=1; fi
+  summary+=("$(printf '%-34s %-18s %7ss' "$name" "$status" "$secs")")
+  echo "=== $name: $status in ${secs}s" | tee -a "$log"
+  return $rc
+}
+note() { summary+=("$(printf '%-34s %s' "$1" "$2")"); echo "=== $1: $2" | tee -a "$log"; }
+
+echo "device check in $repo, output in $out"
+{
+  date -u; uname -a; nproc; free -g | head -2
+  nvidia-smi --query-gpu=name,driver_version,memory.total,clocks.max.sm,power.limit --format=csv || true
+  nvcc --version | tail -2 || true; cmake --version | head -1; (g++ --version | head -1) || true
+  python3 -c 'import torch; print("torch", torch.__version__, "cuda", torch.version.cuda, "cudnn", torch.backends.cudnn.version())' || true
+} >> "$log" 2>&1
+
+# --- 1. dependencies ---------------------------------------------------------------------------
+deps="$repo/.deps/root"
+unpack() {
+  mkdir -p "$deps"
+  for d in "$repo"/.deps/debs/*.deb; do dpkg -x "$d" "$deps" || return 1; done
+}
+step "unpack Debian packages" unpack
+site=$(python3 -c 'import site; print(site.getsitepackages()[0])' 2>/dev/null)
+# The directory holding a library (first match under the toolkit, then the Python wheels).
+libdir_of() {
+  local f
+  f=$(find /usr/local/cuda/lib64/ /usr/local/cuda/lib/ /usr/local/cuda/targets/ "$site/nvidia" -name "$1" 2>/dev/null | head -1)
+  [ -n "$f" ] && dirname "$f"
+}
+incdir_of() {
+  local f
+  f=$(find /usr/local/cuda/include/ /usr/local/cuda/targets/ "$site/nvidia" -name "$1" 2>/dev/null | head -1)
+  [ -n "$f" ] && dirname "$f"
+}
+cudnn_lib=$(libdir_of 'libcudnn.so.9'); nccl_lib=$(libdir_of 'libnccl.so.2'); cublas_lib=$(libdir_of 'libcublas.so.1[0-9]')
+cudart_lib=$(libdir_of 'libcudart.so.1[0-9]')
+echo "cudnn $cudnn_lib, nccl $nccl_lib, cublas $cublas_lib, cudart $cudart_lib" >> "$log"
+arch_lib="$deps/usr/lib/x86_64-linux-gnu"
+export LD_LIBRARY_PATH="$arch_lib:$arch_lib/openblas-pthread:$cudnn_lib:$nccl_lib:$cublas_lib:$cudart_lib:${LD_LIBRARY_PATH:-}"
+
+# --- 2. build or take the prebuilt programs --------------------------------------------------------
+bin="$repo/build-device"
+build() {
+  cmake -S "$repo" -B "$bin" -G Ninja -DCMAKE_BUILD_TYPE=Release -DTB_WITH_GUI=OFF -DTB_WITH_MPI=OFF \
+    -DTB_WITH_CUDA=ON -DTB_CUDA_ARCHITECTURES=90 -DCMAKE_PREFIX_PATH="$deps/usr" \
+    -DTB_DNNL_LIB="$arch_lib/libdnnl.so.2" -DTB_DNNL_INCLUDE="$deps/usr/include" \
+    -DTB_OPENBLAS_LIB="$arch_lib/openblas-pthread/libopenblas.so.0" \
+    -DTB_CBLAS_INCLUDE="$deps/usr/include/x86_64-linux-gnu/openblas-pthread" \
+    -DZLIB_LIBRARY="$arch_lib/libz.so" -DZLIB_INCLUDE_DIR="$deps/usr/include" \
+    -DCUDNN_ROOT="$(dirname "$cudnn_lib")" -DNCCL_ROOT="$(dirname "$nccl_lib")" \
+    -DCUBLAS_ROOT="$(dirname "$cublas_lib")" &&
+  cmake --build "$bin" -j "$(nproc)"
+}
+if [ -n "$prebuilt" ]; then
+  note "build" "prebuilt programs from $prebuilt (built on the development machine)"
+  run_bin="$prebuilt"
+  tests_bin="$prebuilt"
+else
+  step "configure and build (CUDA, no Qt)" build || { printf '%s\n' "${summary[@]}" | tee "$out/summary.txt"; exit 1; }
+  run_bin="$bin/app"
+  tests_bin="$bin/tests/gpu"
+fi
+tbrun="$run_bin/towerbench-run"
+export TB_CUDA_MODULE="$run_bin/libtb_backend_cuda.so"
+
+# --- 3. checks ---------------------------------------------------------------------------------
+selftest() { "$tbrun" selftest | tee "$out/selftest.txt"; }
+step "towerbench-run selftest" selftest
+
+# The Qt-free tests: exit 77 means skipped; a GPU test that skips here is a failure.
+tests() {
+  local status=0 name args rc gpu_ran=0
+  for t in "tst_backend_ops cpu" "tst_tower_transfers" "tst_device_monitor" "tst_backend_ops gpu" "tst_gpu_towers"; do
+    name=${t%% *}; args=${t#"$name"}
+    echo "--- $t"
+    (cd "$repo" && OMP_NUM_THREADS=4 timeout 300 "$tests_bin/$name" $args)
+    rc=$?
+    case "$t" in *gpu*) [ $rc -eq 0 ] && gpu_ran=$((gpu_ran + 1)) ;; esac
+    echo "--- $t: exit $rc"
+    [ $rc -ne 0 ] && status=1
+  done
+  echo "GPU tests that ran and passed: $gpu_ran of 2"
+  [ $gpu_ran -eq 2 ] || status=1
+  return $status
+}
+step "tests (Qt-free, GPU ones must run)" tests
+
+# compute-sanitizer's memcheck on a short GPU run; some sandboxes refuse it ("not supported").
+memcheck() {
+  local o="$out/memcheck.txt"
+  timeout 150 compute-sanitizer --tool memcheck --error-exitcode 9 --print-limit 20 \
+    "$tbrun" --model mnist_cnn --data "idx:$repo/samples/fashion-mnist-slice" --towers gpu:0*2 --variables gpu:0 \
+    --batch 32 --steps 4 --validation 0 --quiet > "$o" 2>&1
+  local rc=$?
+  tail -5 "$o"
+  [ $rc -eq 124 ] && step_note="timed out after 150 s (not a finding)"
+  if [ $rc -ne 0 ] && [ $rc -ne 9 ] && grep -qiE "not supported|Unable to|failed to (start|initialize)" "$o"; then
+    step_note="not supported here"
+  fi
+  return $rc
+}
+if command -v compute-sanitizer >/dev/null; then
+  step "compute-sanitizer memcheck" memcheck
+else
+  note "compute-sanitizer memcheck" "not installed here"
+fi
+
+if [ $bench -eq 1 ]; then
+  bench_args=(--binary "$tbrun" --out-json "$out/bench_gpu.json")
+  [ $quick -eq 1 ] && bench_args+=(--steps 40 --repeats 2 --no-compile --nvml-seconds 5)
+  # shellcheck disable=SC2206 # extra benchmark options, split on spaces on purpose
+  [ -n "${TB_BENCH_ARGS:-}" ] && bench_args+=($TB_BENCH_ARGS)
+  bench() { python3 "$repo/tests/benchmarks/bench_gpu_vs_pytorch.py" "${bench_args[@]}" 2>&1 | tee "$out/bench_gpu.txt"; }
+  step "GPU benchmark vs PyTorch" bench
+fi
+
+{
+  echo
+  echo "device check summary ($(nvidia-smi --query-gpu=name --format=csv,noheader 2>/dev/null | head -1), $(( $(date +%s) - started )) s)"
+  printf '%s\n' "${summary[@]}"
+  [ -f "$out/bench_gpu.txt" ] && { echo; grep -A30 -E "^model +\|" "$out/bench_gpu.txt" | head -40; }
+} | tee "$out/summary.txt"
+exit $failed

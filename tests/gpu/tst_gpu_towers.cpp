@@ -1,0 +1,125 @@
+// tst_gpu_towers (CTest label gpu): GPU towers against CPU towers and against each other, on the
+// self test's small CNN from the same weights on the same batches. Skipped (77) without a GPU.
+//   - a GPU tower gives the CPU tower's losses (within 1e-3 relative over 20 steps; momentum, Adam)
+//   - two towers sharing gpu:0 (two streams, on-device mean) equal one tower of the global batch
+//   - variables in pinned host memory (pull and push every step) equal variables on the GPU
+//   - replicated variables with the on-device all-reduce, and averaging every step, equal sync
+//   - after the first steps nothing in the step loop calls cudaMalloc
+//   - asynchronous towers on one GPU apply exactly the updates asked for
+#include <atomic>
+#include <cmath>
+#include <cstdio>
+
+#include "backend/registry.hpp"
+#include "data/pipeline.hpp"
+#include "engine/selftest.hpp"
+#include "parallel/run_control.hpp"
+#include "parallel/tower_set.hpp"
+#include "plain_check.hpp"
+
+using namespace tb;
+
+namespace {
+
+const Device kGpu{DeviceType::Cuda, 0};
+
+double relativeDistance(const std::vector<float>& a, const std::vector<float>& b) {
+    double num = 0, den = 0;
+    for (size_t i = 0; i < a.size(); ++i) {
+        num += (double(a[i]) - b[i]) * (double(a[i]) - b[i]);
+        den += double(a[i]) * a[i];
+    }
+    return std::sqrt(num / den);
+}
+
+DeploymentPlan plan(std::vector<Device> towers, int perTower, VariablePlacement v = VariablePlacement::Tower) {
+    DeploymentPlan p;
+    p.towers = std::move(towers);
+    p.batchPerTower = perTower;
+    p.variables = v;
+    if (v == VariablePlacement::Replicated) p.reduce = ReduceMode::AllReduce;
+    return p;
+}
+
+void compare(const char* what, const DeploymentPlan& a, const DeploymentPlan& b, double tol,
+             UpdateRule rule = UpdateRule::Momentum) {
+    const LossComparison c = compareTowerLosses(a, b, 20, rule);
+    const double params = relativeDistance(c.referenceParams, c.candidateParams);
+    std::printf("%-58s losses %.5f -> %.5f, worst relative difference %.3g, parameters %.3g\n", what,
+                c.reference.front(), c.reference.back(), c.worstRelative, params);
+    CHECK(c.worstRelative <= tol, "%s: losses differ by %g (limit %g)", what, c.worstRelative, tol);
+    CHECK(params <= 10 * tol, "%s: parameters differ by %g", what, params);
+}
+
+Batch randomBatch(int n, uint64_t seed) {
+    const ModelSpec spec = selfTestModel();
+    Batch b;
+    b.n = n;
+    b.c = spec.inC;
+    b.h = spec.inH;
+    b.w = spec.inW;
+    b.x.resize(size_t(n) * spec.inC * spec.inH * spec.inW);
+    uint64_t z = seed;
+    for (float& v : b.x) v = float((z = z * 6364136223846793005ull + 1442695040888963407ull) >> 40) / 8388608.f - 1.f;
+    b.y.resize(size_t(n));
+    for (int32_t& y : b.y) y = int32_t((z = z * 6364136223846793005ull + 1) >> 60) % 10;
+    return b;
+}
+
+void noAllocationInTheStepLoop() {
+    OptimizerSettings opt;
+    TowerSet towers(selfTestModel(), plan({kGpu, kGpu}, 16), opt, 1, 3);
+    const Batch b = randomBatch(32, 9);
+    for (int s = 0; s < 3; ++s) towers.step(b, s, 0);
+    const int64_t before = towers.deviceMemory().at(0).stats.deviceMallocs;
+    for (int s = 3; s < 30; ++s) towers.step(b, s, 0);
+    const int64_t after = towers.deviceMemory().at(0).stats.deviceMallocs;
+    std::printf("cudaMalloc calls: %lld after 3 steps, %lld after 30\n", (long long)before, (long long)after);
+    CHECK(after == before, "the step loop called cudaMalloc %lld times", (long long)(after - before));
+}
+
+void asyncUpdatesAreCounted() {
+    OptimizerSettings opt;
+    DeploymentPlan p = plan({kGpu, kGpu}, 16);
+    p.update = UpdateMode::Async;
+    TowerSet towers(selfTestModel(), p, opt, 1, 3);
+    RunControl control;
+    std::atomic<uint64_t> next{1};
+    int reports = 0;
+    double first = -1, last = 0;
+    towers.runAsync(
+        60, [&](Batch& b) { b = randomBatch(16, next++ % 4); }, control,
+        [&](const TowerStep& r) {
+            ++reports;
+            const double loss = r.lossSum[size_t(r.pusher)] / 16 + r.weightDecayLoss;
+            if (first < 0) first = loss;
+            last = loss;
+        });
+    std::printf("async on gpu:0 x2: %d updates, loss %.4f -> %.4f\n", reports, first, last);
+    CHECK(reports == 60, "%d updates reported, 60 asked for", reports);
+    CHECK(std::isfinite(last) && last < first, "the loss did not fall (%g -> %g)", first, last);
+}
+
+}  // namespace
+
+int main() {
+    const GpuRuntime& rt = gpuRuntime();
+    if (!rt.available) return tbcheck::skip(rt.whyNot.c_str());
+    const Device cpu{};
+    compare("gpu:0 tower vs cpu:0 tower (momentum)", plan({cpu}, 32, VariablePlacement::Cpu), plan({kGpu}, 32), 1e-3);
+    compare("gpu:0 tower vs cpu:0 tower (adam)", plan({cpu}, 32, VariablePlacement::Cpu), plan({kGpu}, 32), 1e-3,
+            UpdateRule::Adam);
+    compare("2 towers on gpu:0 vs 1 tower of the global batch", plan({kGpu}, 32), plan({kGpu, kGpu}, 16), 1e-5);
+    compare("variables on the host (pinned, pull/push) vs on gpu:0", plan({kGpu}, 32),
+            plan({kGpu}, 32, VariablePlacement::Cpu), 1e-5);
+    compare("2 towers on gpu:0, variables on the host vs on gpu:0", plan({kGpu, kGpu}, 16),
+            plan({kGpu, kGpu}, 16, VariablePlacement::Cpu), 1e-5);
+    compare("2 replicas on gpu:0 (all-reduce) vs 1 tower", plan({kGpu}, 32),
+            plan({kGpu, kGpu}, 16, VariablePlacement::Replicated), 1e-5);
+    DeploymentPlan avg = plan({kGpu, kGpu}, 16, VariablePlacement::Replicated);
+    avg.averageEvery = 1;
+    compare("2 replicas on gpu:0 averaged every step vs 1 tower", plan({kGpu}, 32), avg, 1e-4);
+    noAllocationInTheStepLoop();
+    asyncUpdatesAreCounted();
+    return tbcheck::exitStatus();
+}
