@@ -12,6 +12,7 @@
 #include "nn/model_spec.hpp"
 #include "parallel/deployment_plan.hpp"
 #include "parallel/tower_set.hpp"
+#include "test_support.hpp"
 #include "util/error.hpp"
 
 using namespace tb;
@@ -252,7 +253,7 @@ private slots:
         QTest::addColumn<QString>("value");
         QTest::addColumn<QString>("expected");
         QTest::newRow("no towers") << "towers" << "" << "at least one tower";
-        QTest::newRow("missing gpu") << "towers" << "gpu:0" << "gpu:0 does not exist";
+        QTest::newRow("missing gpu") << "towers" << "gpu:0" << "no GPU can be used here";
         QTest::newRow("missing cpu") << "towers" << "cpu:4096" << "cpu:4096 does not exist";
         QTest::newRow("twice") << "towers" << "cpu:0,cpu:0" << "listed twice";
         QTest::newRow("allreduce on holder") << "reduce" << "allreduce" << "needs --variables replicated";
@@ -272,6 +273,27 @@ private slots:
         } catch (const Error& e) {
             QVERIFY2(QString(e.what()).contains(expected), e.what());
         }
+    }
+    // GPU tower lists, parsed and validated as if this machine had two GPUs.
+    void gpuTowerListsAreParsed() {
+        auto towers = [](const std::string& text) { return DeploymentPlan::parseTowers(text, 2, 2, "--towers"); };
+        QCOMPARE(towers("gpu:0*2").size(), size_t(2));
+        QCOMPARE(towers("gpu:1*3,gpu:0").size(), size_t(4));
+        QVERIFY(towers("gpu:1*3,gpu:0")[3] == (Device{DeviceType::Cuda, 0}));
+        QCOMPARE(towers("auto").size(), size_t(2));
+        QVERIFY(towers("auto")[1] == (Device{DeviceType::Cuda, 1}));
+        QVERIFY(DeploymentPlan::parseTowers("auto", 3, 0, "--towers")[2] == (Device{DeviceType::Cpu, 2}));
+        for (const char* bad : {"gpu:0*0", "gpu:0*", "gpu:0*x", "gpu:0*65", "gpu:0**2"})
+            QVERIFY2(tbtest::errorOf([&] { towers(bad); }).contains("--towers"), bad);
+        DeploymentPlan p;
+        p.towers = towers("gpu:0*2,gpu:1");
+        p.validate(2, 2);  // a GPU shared by two towers is fine
+        DeploymentPlan::parseVariables("gpu:1", p, "--variables");
+        QCOMPARE(p.variablesTower, 2);  // the first tower on gpu:1
+        p.towers = towers("cpu:0,gpu:0");
+        QVERIFY(tbtest::errorOf([&] { p.validate(2, 2); }).contains("mix CPU and GPU towers"));
+        p.towers = towers("gpu:2");
+        QVERIFY(tbtest::errorOf([&] { p.validate(2, 2); }).contains("gpu:2 does not exist"));
     }
     void averagingNeedsReplicasAndK() {
         RunConfig c = quickRun();

@@ -36,8 +36,6 @@ double normError(const Vec& out, const DVec& ref) {
     return den > 0 ? std::sqrt(num / den) : std::sqrt(num);
 }
 
-DVec toDouble(const Vec& v) { return DVec(v.begin(), v.end()); }
-
 // Device buffers of one case, freed when it ends; outputs start as NaN.
 class Rig {
 public:

@@ -52,6 +52,26 @@ inline float adamStepSize(float lr, float b1, float b2, int64_t t) {
     return lr * std::sqrt(1.f - std::pow(b2, float(t))) / (1.f - std::pow(b1, float(t)));
 }
 
+// One row of softmax cross-entropy: p = softmax(z) over k logits; returns this example's loss in
+// the log-sum-exp form (-log softmax_y = log(sum) - (z_y - max), exact even where p_y underflows)
+// and sets `right` when the argmax is the label. A label outside [0, k) scores NaN, so a run with
+// such data fails loudly instead of reading past the row.
+TB_HD double softmaxRow(const float* z, float* p, int k, int label, bool& right) {
+    int arg = 0;
+    for (int j = 1; j < k; ++j)
+        if (z[j] > z[arg]) arg = j;
+    const float mx = z[arg];
+    double sum = 0;
+    for (int j = 0; j < k; ++j) {
+        p[j] = expf(z[j] - mx);
+        sum += p[j];
+    }
+    const float inv = float(1.0 / sum);
+    for (int j = 0; j < k; ++j) p[j] *= inv;
+    right = arg == label;
+    return (label >= 0 && label < k) ? log(sum) - double(z[label] - mx) : nan("");
+}
+
 // shadow = decay * shadow + (1 - decay) * params.
 TB_HD float emaStep(float shadow, float p, float decay) { return decay * shadow + (1.f - decay) * p; }
 

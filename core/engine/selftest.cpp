@@ -121,6 +121,13 @@ LossComparison compareTowerLosses(const DeploymentPlan& reference, const Deploym
     c.candidate = trainLosses(spec, candidate, batches, rule, seed, c.candidateParams);
     for (size_t i = 0; i < c.reference.size(); ++i)
         c.worstRelative = std::max(c.worstRelative, std::abs(c.candidate[i] - c.reference[i]) / std::abs(c.reference[i]));
+    double num = 0, den = 0;
+    for (size_t i = 0; i < c.referenceParams.size(); ++i) {
+        const double d = double(c.candidateParams[i]) - c.referenceParams[i];
+        num += d * d;
+        den += double(c.referenceParams[i]) * c.referenceParams[i];
+    }
+    c.paramsRelative = std::sqrt(num / den);
     return c;
 }
 

@@ -17,6 +17,7 @@ struct LossComparison {
     std::vector<double> reference, candidate;  // mean loss per step (weight decay included)
     double worstRelative = 0;                  // max over steps of |candidate - ref| / |ref|
     std::vector<float> referenceParams, candidateParams;  // the variables after the last step
+    double paramsRelative = 0;                 // ||candidate - reference|| / ||reference|| of those
 };
 
 // A small convolutional network with every layer type the models use (conv, ReLU, max-pool with

@@ -35,7 +35,8 @@ std::vector<Device> DeploymentPlan::parseTowers(const std::string& text, int cpu
         // Every GPU found, one tower each (model_deploy's num_clones); else one CPU tower per
         // core, as clone_on_cpu would place them.
         for (int i = 0; i < gpuDevices; ++i) towers.push_back(Device{DeviceType::Cuda, i});
-        for (int i = 0; towers.empty() && i < cpuDevices; ++i) towers.push_back(Device{DeviceType::Cpu, i});
+        if (towers.empty())
+            for (int i = 0; i < cpuDevices; ++i) towers.push_back(Device{DeviceType::Cpu, i});
         return towers;
     }
     for (const std::string& item : split(text, ',')) {

@@ -18,7 +18,9 @@ struct Device {
     int index = 0;
     std::string str() const;            // "cpu:0", "gpu:1"
     static Device parse(const std::string& text);  // throws tb::Error on anything else
-    bool operator==(const Device&) const = default;
+    // Written out: this header is also compiled as C++17 (the CUDA module's sources).
+    bool operator==(const Device& o) const { return type == o.type && index == o.index; }
+    bool operator!=(const Device& o) const { return !(*this == o); }
 };
 
 class Shape {
@@ -32,7 +34,7 @@ public:
     int64_t numel() const;
     const std::vector<int64_t>& dims() const { return dims_; }
     std::string str() const;            // "(128, 1, 28, 28)"
-    bool operator==(const Shape&) const = default;
+    bool operator==(const Shape& o) const { return dims_ == o.dims_; }
 
 private:
     std::vector<int64_t> dims_;

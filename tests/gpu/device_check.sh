@@ -92,7 +92,7 @@ build() {
     -DTB_DNNL_LIB="$arch_lib/libdnnl.so.2" -DTB_DNNL_INCLUDE="$deps/usr/include" \
     -DTB_OPENBLAS_LIB="$arch_lib/openblas-pthread/libopenblas.so.0" \
     -DTB_CBLAS_INCLUDE="$deps/usr/include/x86_64-linux-gnu/openblas-pthread" \
-    -DZLIB_LIBRARY="$arch_lib/libz.so" -DZLIB_INCLUDE_DIR="$deps/usr/include" \
+    -DZLIB_LIBRARY="$(find "$deps" -name 'libz.so.1.*' -type f | head -1)" -DZLIB_INCLUDE_DIR="$deps/usr/include" \
     -DCUDNN_ROOT="$(dirname "$cudnn_lib")" -DNCCL_ROOT="$(dirname "$nccl_lib")" \
     -DCUBLAS_ROOT="$(dirname "$cublas_lib")" &&
   cmake --build "$bin" -j "$(nproc)"

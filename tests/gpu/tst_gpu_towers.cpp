@@ -23,15 +23,6 @@ namespace {
 
 const Device kGpu{DeviceType::Cuda, 0};
 
-double relativeDistance(const std::vector<float>& a, const std::vector<float>& b) {
-    double num = 0, den = 0;
-    for (size_t i = 0; i < a.size(); ++i) {
-        num += (double(a[i]) - b[i]) * (double(a[i]) - b[i]);
-        den += double(a[i]) * a[i];
-    }
-    return std::sqrt(num / den);
-}
-
 DeploymentPlan plan(std::vector<Device> towers, int perTower, VariablePlacement v = VariablePlacement::Tower) {
     DeploymentPlan p;
     p.towers = std::move(towers);
@@ -44,7 +35,7 @@ DeploymentPlan plan(std::vector<Device> towers, int perTower, VariablePlacement 
 void compare(const char* what, const DeploymentPlan& a, const DeploymentPlan& b, double tol,
              UpdateRule rule = UpdateRule::Momentum) {
     const LossComparison c = compareTowerLosses(a, b, 20, rule);
-    const double params = relativeDistance(c.referenceParams, c.candidateParams);
+    const double params = c.paramsRelative;
     std::printf("%-58s losses %.5f -> %.5f, worst relative difference %.3g, parameters %.3g\n", what,
                 c.reference.front(), c.reference.back(), c.worstRelative, params);
     CHECK(c.worstRelative <= tol, "%s: losses differ by %g (limit %g)", what, c.worstRelative, tol);

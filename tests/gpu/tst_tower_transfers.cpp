@@ -9,20 +9,11 @@
 
 namespace {
 
-double relativeDistance(const std::vector<float>& a, const std::vector<float>& b) {
-    double num = 0, den = 0;
-    for (size_t i = 0; i < a.size(); ++i) {
-        num += (double(a[i]) - b[i]) * (double(a[i]) - b[i]);
-        den += double(a[i]) * a[i];
-    }
-    return std::sqrt(num / den);
-}
-
 void compare(const char* what, tb::DeploymentPlan plan) {
     tb::DeploymentPlan copies = plan;
     copies.explicitCopies = true;
     const tb::LossComparison c = tb::compareTowerLosses(plan, copies, 8);
-    const double params = relativeDistance(c.referenceParams, c.candidateParams);
+    const double params = c.paramsRelative;
     std::printf("%s: losses %.5f -> %.5f, worst relative difference %g, parameters %g\n", what, c.reference.front(),
                 c.reference.back(), c.worstRelative, params);
     CHECK(c.worstRelative <= 1e-6, "%s: losses differ by %g", what, c.worstRelative);

@@ -448,22 +448,9 @@ public:
                              float* stats) override {
         double loss = 0, correct = 0;
         for (int i = 0; i < n; ++i) {
-            const float* z = logits + int64_t(i) * k;
-            float* p = probs + int64_t(i) * k;
-            int arg = 0;
-            for (int j = 1; j < k; ++j)
-                if (z[j] > z[arg]) arg = j;
-            const float mx = z[arg];
-            double sum = 0;
-            for (int j = 0; j < k; ++j) {
-                p[j] = std::exp(z[j] - mx);
-                sum += p[j];
-            }
-            const float inv = float(1.0 / sum);
-            for (int j = 0; j < k; ++j) p[j] *= inv;
-            // log-sum-exp form: -log softmax = log(sum) - (z_y - max), exact even when p_y underflows.
-            loss += std::log(sum) - double(z[labels[i]] - mx);
-            correct += arg == labels[i];
+            bool right = false;
+            loss += ew::softmaxRow(logits + int64_t(i) * k, probs + int64_t(i) * k, k, labels[i], right);
+            correct += right;
         }
         stats[0] += float(loss);
         stats[1] += float(correct);

@@ -35,7 +35,7 @@ public:
         cudaDeviceProp prop{};
         TB_CUDA(cudaGetDeviceProperties(&prop, device));
         gpuName_ = prop.name;
-        setup_ = createStream();
+        setup_ = makeStream(false);
         ctx_ = PlanContext{device_, &allocator_, setup_, tf32_};
     }
     ~CudaBackend() override {
@@ -79,25 +79,12 @@ public:
         TB_CUDA(cudaMemcpyAsync(dst, src, bytes, cudaMemcpyDefault, queueOf(s)));
     }
 
-    Stream createStream() override {
-        use();
-        auto s = std::make_unique<StreamImpl>();
-        TB_CUDA(cudaStreamCreateWithFlags(&s->stream, cudaStreamNonBlocking));
-        TB_CUDA(cudnnCreate(&s->cudnn));
-        TB_CUDA(cudnnSetStream(s->cudnn, s->stream));
-        TB_CUDA(cublasCreate(&s->cublas));
-        TB_CUDA(cublasSetStream(s->cublas, s->stream));
-        s->cublasWorkspace = allocator_.allocate(kCublasWorkspaceBytes);
-        TB_CUDA(cublasSetWorkspace(s->cublas, s->cublasWorkspace, kCublasWorkspaceBytes));
-        TB_CUDA(cublasSetMathMode(s->cublas, tf32_ ? CUBLAS_TF32_TENSOR_OP_MATH : CUBLAS_DEFAULT_MATH));
-        s->scratch = static_cast<float*>(allocator_.allocate(kScratchFloats * sizeof(float)));
-        return s.release();
-    }
+    Stream createStream() override { return makeStream(true); }
     void destroyStream(Stream s) override {
         if (!s) return;
         use();
         cudaStreamSynchronize(s->stream);
-        cublasDestroy(s->cublas);
+        if (s->cublas) cublasDestroy(s->cublas);
         cudnnDestroy(s->cudnn);
         allocator_.deallocate(s->cublasWorkspace);
         allocator_.deallocate(s->scratch);
@@ -209,6 +196,24 @@ public:
 
 private:
     void use() const { TB_CUDA(cudaSetDevice(device_)); }
+    // withBlas: false for the set-up stream, which runs cuDNN's searches and fills but no GEMM,
+    // and so needs no 32 MiB cuBLAS workspace.
+    Stream makeStream(bool withBlas) {
+        use();
+        auto s = std::make_unique<StreamImpl>();
+        TB_CUDA(cudaStreamCreateWithFlags(&s->stream, cudaStreamNonBlocking));
+        TB_CUDA(cudnnCreate(&s->cudnn));
+        TB_CUDA(cudnnSetStream(s->cudnn, s->stream));
+        if (withBlas) {
+            TB_CUDA(cublasCreate(&s->cublas));
+            TB_CUDA(cublasSetStream(s->cublas, s->stream));
+            s->cublasWorkspace = allocator_.allocate(kCublasWorkspaceBytes);
+            TB_CUDA(cublasSetWorkspace(s->cublas, s->cublasWorkspace, kCublasWorkspaceBytes));
+            TB_CUDA(cublasSetMathMode(s->cublas, tf32_ ? CUBLAS_TF32_TENSOR_OP_MATH : CUBLAS_DEFAULT_MATH));
+        }
+        s->scratch = static_cast<float*>(allocator_.allocate(kScratchFloats * sizeof(float)));
+        return s.release();
+    }
     cudaStream_t q(Stream s) const {
         use();
         return queueOf(s);

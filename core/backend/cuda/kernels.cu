@@ -79,23 +79,9 @@ __global__ void softmaxCrossEntropyKernel(const float* __restrict__ logits, cons
                                           float* __restrict__ probs, int n, int k, float* stats) {
     double loss = 0, correct = 0;
     for (int i = int(threadIdx.x); i < n; i += kThreads) {
-        const float* z = logits + int64_t(i) * k;
-        float* p = probs + int64_t(i) * k;
-        int arg = 0;
-        for (int j = 1; j < k; ++j)
-            if (z[j] > z[arg]) arg = j;
-        const float mx = z[arg];
-        double sum = 0;
-        for (int j = 0; j < k; ++j) {
-            p[j] = expf(z[j] - mx);
-            sum += p[j];
-        }
-        const float inv = float(1.0 / sum);
-        for (int j = 0; j < k; ++j) p[j] *= inv;
-        const int y = labels[i];
-        // A label outside the model's outputs cannot be scored: NaN makes the run fail loudly.
-        loss += (y >= 0 && y < k) ? log(sum) - double(z[y] - mx) : nan("");
-        correct += arg == y;
+        bool right = false;
+        loss += ew::softmaxRow(logits + int64_t(i) * k, probs + int64_t(i) * k, k, labels[i], right);
+        correct += right;
     }
     const double l = blockSum(loss);
     __syncthreads();
