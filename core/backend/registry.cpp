@@ -97,6 +97,11 @@ Loaded load() {
 #endif
 }
 
+BackendFactory& factoryFor(DeviceType type) {
+    static BackendFactory cpu, cuda;
+    return type == DeviceType::Cpu ? cpu : cuda;
+}
+
 const Loaded& loaded() {
     static const Loaded l = load();
     return l;
@@ -121,7 +126,14 @@ const GpuRuntime& gpuRuntime() { return loaded().runtime; }
 
 int gpuCount() { return int(gpuRuntime().gpus.size()); }
 
+BackendFactory setBackendFactory(DeviceType type, BackendFactory factory) {
+    BackendFactory previous = std::move(factoryFor(type));
+    factoryFor(type) = std::move(factory);
+    return previous;
+}
+
 std::unique_ptr<Backend> makeBackend(const Device& device, const BackendOptions& options) {
+    if (const BackendFactory& f = factoryFor(device.type)) return f(device, options);
     if (device.type == DeviceType::Cpu) return makeCpuBackend(options.cpuThreads);
     const Loaded& l = loaded();
     if (!l.runtime.available || !l.module)

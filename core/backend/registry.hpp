@@ -4,6 +4,7 @@
 // missing, and say why in one sentence (ggml's backend registry does the same).
 #pragma once
 #include <cstddef>
+#include <functional>
 #include <memory>
 #include <string>
 #include <vector>
@@ -41,5 +42,11 @@ int gpuCount();
 
 // A backend for `device`; throws tb::Error naming the device when it cannot be made.
 std::unique_ptr<Backend> makeBackend(const Device& device, const BackendOptions& options = {});
+
+// Replaces how backends of one device type are made, e.g. by a test that wraps the CPU backend
+// to watch every call; an empty factory restores the built-in one. Returns the previous factory.
+// Not thread-safe: set it before anything makes backends.
+using BackendFactory = std::function<std::unique_ptr<Backend>(const Device&, const BackendOptions&)>;
+BackendFactory setBackendFactory(DeviceType type, BackendFactory factory);
 
 }  // namespace tb

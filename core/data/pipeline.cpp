@@ -10,6 +10,7 @@
 #include <utility>
 
 #include "util/error.hpp"
+#include "util/float_mode.hpp"
 
 namespace tb {
 namespace {
@@ -197,6 +198,7 @@ void InputPipeline::writeSample(size_t index, float* dst) {
 }
 
 void InputPipeline::produce() {
+    flushDenormals();  // augmentation and standardisation are float arithmetic (util/float_mode.hpp)
     for (;;) {
         Batch b;
         {

@@ -18,6 +18,7 @@
 #include "engine/device_monitor.hpp"
 #include "engine/observer_hub.hpp"
 #include "util/error.hpp"
+#include "util/float_mode.hpp"
 
 namespace tb {
 
@@ -193,6 +194,9 @@ Trainer::~Trainer() = default;
 RunSummary Trainer::run() {
     const RunConfig& c = config_;
     c.validate();
+    const int cores = c.threads > 0 ? c.threads : int(std::max(1u, std::thread::hardware_concurrency()));
+    // This thread evaluates and keeps the moving average: flush denormals here and in its team.
+    flushDenormalsInTeam(cores);
     ObserverHub hub(observers_);
     hub.onStateChanged(RunState::Loading, c.model + " on " + c.data);
 
@@ -227,7 +231,6 @@ RunSummary Trainer::run() {
         opt.schedule.decayRate = float(c.lrDecayRate);
         opt.schedule.staircase = c.lrStaircase;
     }
-    const int cores = c.threads > 0 ? c.threads : int(std::max(1u, std::thread::hardware_concurrency()));
     const int n = plan.towerCount();
     TowerSet towers(spec, plan, opt, std::max(1, cores / n), c.seed);
     Network& net = towers.evalNetwork();

@@ -8,6 +8,7 @@
 
 #include "backend/registry.hpp"
 #include "util/error.hpp"
+#include "util/float_mode.hpp"
 
 namespace tb {
 
@@ -72,6 +73,7 @@ TowerSet::TowerSet(const ModelSpec& spec, const DeploymentPlan& plan, const Opti
                    uint64_t seed)
     : plan_(plan),
       optSettings_(opt),
+      threadsPerTower_(threadsPerTower),
       start_(plan.towerCount() + 1),
       done_(plan.towerCount() + 1),
       computed_(plan.towerCount()),
@@ -180,6 +182,7 @@ const float* TowerSet::gradientsAtHolder(const Tower& t) const {
 }
 
 void TowerSet::towerLoop(int i) {
+    flushDenormalsInTeam(threadsPerTower_);
     for (;;) {
         start_.arrive_and_wait();
         if (quit_) return;
@@ -397,6 +400,7 @@ void TowerSet::runAsync(int64_t updates, const std::function<void(Batch&)>& next
     std::atomic<int64_t> applied{0}, claimed{0};  // claimed: updates a tower has started on
     std::exception_ptr failure;
     auto body = [&](int i) {
+        flushDenormalsInTeam(threadsPerTower_);
         Tower& t = *towers_[size_t(i)];
         Backend& be = *t.backend;
         Backend& hb = *holder_;

@@ -124,6 +124,7 @@ private:
 
     DeploymentPlan plan_;
     OptimizerSettings optSettings_;
+    int threadsPerTower_ = 1;  // compute threads of each tower's CPU work (its OpenMP team)
     int64_t paramCount_ = 0;
     // Declared first, destroyed last: every tensor, stream and plan below belongs to one of them.
     std::vector<std::unique_ptr<Backend>> backends_;

@@ -2,7 +2,7 @@
 # Runs the CPU benchmarks (see README.md):
 #   cpu     bench_cpu_vs_pytorch.py  Towerbench against PyTorch on the same networks, one process
 #   towers  bench_towers_vs_ddp.py   1/2/4 CPU towers against PyTorch DistributedDataParallel (gloo)
-#   usage: tests/benchmarks/run_all.sh BUILD_DIR [--which all|cpu|towers|gui] [extra script arguments]
+#   usage: tests/benchmarks/run_all.sh BUILD_DIR [--which all|cpu|towers|gui|denormals] [extra script arguments]
 # --which all (the default) runs cpu, then towers; the extra arguments then go to the first script
 # (cpu) only, and towers runs with its defaults. --which cpu / --which towers runs that one script and
 # hands it the extra arguments. The exit status is non-zero when any script that ran failed.
@@ -25,8 +25,8 @@ if [ $# -ge 1 ]; then
   esac
 fi
 case "$which" in
-  all|cpu|towers|gui) ;;
-  *) echo "$0: --which $which: expected all, cpu, towers or gui" >&2; exit 2 ;;
+  all|cpu|towers|gui|denormals) ;;
+  *) echo "$0: --which $which: expected all, cpu, towers, gui or denormals" >&2; exit 2 ;;
 esac
 here=$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)
 
@@ -69,8 +69,10 @@ gui() {
   if command -v xvfb-run >/dev/null; then xvfb-run -a -s "-screen 0 1600x1000x24" "$bin" "$@"
   else QT_QPA_PLATFORM=offscreen "$bin" "$@"; fi
 }
+denormals() { "$build/tests/benchmarks/tb_bench_denormals" "$@"; }
 case "$which" in
   gui) gui "$@"; exit $? ;;
+  denormals) denormals "$@"; exit $? ;;
   cpu) exec "$py" "$here/bench_cpu_vs_pytorch.py" "${cpu_args[@]}" "$@" ;;
   towers) exec "$py" "$here/bench_towers_vs_ddp.py" --binary "$binary" "$@" ;;
 esac
@@ -80,4 +82,6 @@ echo
 "$py" "$here/bench_towers_vs_ddp.py" --binary "$binary" || status=$?
 echo
 gui || status=$?
+echo
+denormals || status=$?
 exit "$status"

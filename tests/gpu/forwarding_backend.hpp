@@ -1,0 +1,176 @@
+// ForwardingBackend: a Backend that hands every call to another one. Tests derive from it to
+// plant a fault in one op or to watch every call (which thread makes it, in which mode).
+#pragma once
+#include <memory>
+#include <string>
+
+#include "backend/backend.hpp"
+
+namespace tbtest {
+
+class ForwardingBackend : public tb::Backend {
+public:
+    explicit ForwardingBackend(std::unique_ptr<tb::Backend> inner) : be_(std::move(inner)) {}
+    // Called before every call that runs arithmetic (all but memory, streams and events).
+    virtual void onCompute(const char* /*op*/) {}
+
+    std::string name() const override { return be_->name(); }
+    tb::Device device() const override { return be_->device(); }
+    tb::MemoryInfo memoryInfo() const override { return be_->memoryInfo(); }
+    void* allocate(size_t b) override { return be_->allocate(b); }
+    void deallocate(void* p) override { be_->deallocate(p); }
+    void* allocateHost(size_t b) override { return be_->allocateHost(b); }
+    void deallocateHost(void* p) override { be_->deallocateHost(p); }
+    tb::AllocatorStats allocatorStats() const override { return be_->allocatorStats(); }
+    void copyFromHost(tb::Stream s, void* d, const void* h, size_t b) override { be_->copyFromHost(s, d, h, b); }
+    void copyToHost(tb::Stream s, void* h, const void* d, size_t b) override { be_->copyToHost(s, h, d, b); }
+    void copy(tb::Stream s, void* d, const void* x, size_t b) override { be_->copy(s, d, x, b); }
+    tb::Stream createStream() override { return be_->createStream(); }
+    void destroyStream(tb::Stream s) override { be_->destroyStream(s); }
+    void synchronize(tb::Stream s) override { be_->synchronize(s); }
+    tb::Event createEvent() override { return be_->createEvent(); }
+    void destroyEvent(tb::Event e) override { be_->destroyEvent(e); }
+    void recordEvent(tb::Event e, tb::Stream s) override { be_->recordEvent(e, s); }
+    void waitEvent(tb::Stream s, tb::Event e) override { be_->waitEvent(s, e); }
+    double elapsedSeconds(tb::Event a, tb::Event b) override { return be_->elapsedSeconds(a, b); }
+    std::unique_ptr<tb::ConvOp> makeConv(const tb::ConvDesc& d) override;
+    std::unique_ptr<tb::PoolOp> makeMaxPool(const tb::PoolDesc& d) override;
+    std::unique_ptr<tb::LrnOp> makeLrn(const tb::LrnDesc& d) override;
+    std::unique_ptr<tb::DenseOp> makeDense(const tb::DenseDesc& d) override;
+    void fill(tb::Stream s, float* x, float v, size_t n) override {
+        onCompute("fill");
+        be_->fill(s, x, v, n);
+    }
+    void scale(tb::Stream s, float* x, float a, size_t n) override {
+        onCompute("scale");
+        be_->scale(s, x, a, n);
+    }
+    void axpy(tb::Stream s, float a, const float* x, float* y, size_t n) override {
+        onCompute("axpy");
+        be_->axpy(s, a, x, y, n);
+    }
+    void addSumSquares(tb::Stream s, const float* x, size_t n, float a, float* o) override {
+        onCompute("addSumSquares");
+        be_->addSumSquares(s, x, n, a, o);
+    }
+    void reluForward(tb::Stream s, const float* x, float* y, size_t n) override {
+        onCompute("reluForward");
+        be_->reluForward(s, x, y, n);
+    }
+    void reluBackward(tb::Stream s, const float* y, const float* dy, float* dx, size_t n) override {
+        onCompute("reluBackward");
+        be_->reluBackward(s, y, dy, dx, n);
+    }
+    void dropoutForward(tb::Stream s, const float* x, float* y, float* m, size_t n, float k, uint64_t seed) override {
+        onCompute("dropoutForward");
+        be_->dropoutForward(s, x, y, m, n, k, seed);
+    }
+    void dropoutBackward(tb::Stream s, const float* dy, const float* m, float* dx, size_t n) override {
+        onCompute("dropoutBackward");
+        be_->dropoutBackward(s, dy, m, dx, n);
+    }
+    void softmaxCrossEntropy(tb::Stream s, const float* z, const int32_t* y, float* p, int n, int k,
+                             float* st) override {
+        onCompute("softmaxCrossEntropy");
+        be_->softmaxCrossEntropy(s, z, y, p, n, k, st);
+    }
+    void softmaxCrossEntropyBackward(tb::Stream s, const float* p, const int32_t* y, float* d, int n, int k,
+                                     float sc) override {
+        onCompute("softmaxCrossEntropyBackward");
+        be_->softmaxCrossEntropyBackward(s, p, y, d, n, k, sc);
+    }
+    void applyUpdate(tb::Stream s, tb::UpdateRule r, const tb::UpdateParams& h, float* p, const float* g, float* m,
+                     float* v, size_t n) override {
+        onCompute("applyUpdate");
+        be_->applyUpdate(s, r, h, p, g, m, v, n);
+    }
+    void emaUpdate(tb::Stream s, float* sh, const float* p, float d, size_t n) override {
+        onCompute("emaUpdate");
+        be_->emaUpdate(s, sh, p, d, n);
+    }
+
+protected:
+    tb::Backend& inner() { return *be_; }
+
+private:
+    std::unique_ptr<tb::Backend> be_;
+};
+
+// The heavy ops' plans, forwarding too, so that onCompute sees their calls.
+namespace detail {
+class ConvFwd final : public tb::ConvOp {
+public:
+    ConvFwd(ForwardingBackend& b, std::unique_ptr<tb::ConvOp> op) : b_(b), op_(std::move(op)) {}
+    size_t workspaceBytes() const override { return op_->workspaceBytes(); }
+    void forward(tb::Stream s, const float* x, const float* w, const float* bb, float* y, void* ws) override {
+        b_.onCompute("conv.forward");
+        op_->forward(s, x, w, bb, y, ws);
+    }
+    void backwardData(tb::Stream s, const float* dy, const float* w, float* dx, void* ws) override {
+        b_.onCompute("conv.backwardData");
+        op_->backwardData(s, dy, w, dx, ws);
+    }
+    void backwardWeights(tb::Stream s, const float* x, const float* dy, float* dw, float* db, void* ws) override {
+        b_.onCompute("conv.backwardWeights");
+        op_->backwardWeights(s, x, dy, dw, db, ws);
+    }
+
+private:
+    ForwardingBackend& b_;
+    std::unique_ptr<tb::ConvOp> op_;
+};
+template <class Op>
+class SavedFwd final : public Op {
+public:
+    SavedFwd(ForwardingBackend& b, std::unique_ptr<Op> op, const char* name) : b_(b), op_(std::move(op)), name_(name) {}
+    size_t savedBytes() const override { return op_->savedBytes(); }
+    void forward(tb::Stream s, const float* x, float* y, void* saved) override {
+        b_.onCompute(name_);
+        op_->forward(s, x, y, saved);
+    }
+    void backward(tb::Stream s, const float* x, const float* y, const float* dy, float* dx, const void* saved) override {
+        b_.onCompute(name_);
+        op_->backward(s, x, y, dy, dx, saved);
+    }
+
+private:
+    ForwardingBackend& b_;
+    std::unique_ptr<Op> op_;
+    const char* name_;
+};
+class DenseFwd final : public tb::DenseOp {
+public:
+    DenseFwd(ForwardingBackend& b, std::unique_ptr<tb::DenseOp> op) : b_(b), op_(std::move(op)) {}
+    void forward(tb::Stream s, const float* x, const float* w, const float* bb, float* y) override {
+        b_.onCompute("dense.forward");
+        op_->forward(s, x, w, bb, y);
+    }
+    void backwardData(tb::Stream s, const float* dy, const float* w, float* dx) override {
+        b_.onCompute("dense.backwardData");
+        op_->backwardData(s, dy, w, dx);
+    }
+    void backwardWeights(tb::Stream s, const float* x, const float* dy, float* dw, float* db) override {
+        b_.onCompute("dense.backwardWeights");
+        op_->backwardWeights(s, x, dy, dw, db);
+    }
+
+private:
+    ForwardingBackend& b_;
+    std::unique_ptr<tb::DenseOp> op_;
+};
+}  // namespace detail
+
+inline std::unique_ptr<tb::ConvOp> ForwardingBackend::makeConv(const tb::ConvDesc& d) {
+    return std::make_unique<detail::ConvFwd>(*this, be_->makeConv(d));
+}
+inline std::unique_ptr<tb::PoolOp> ForwardingBackend::makeMaxPool(const tb::PoolDesc& d) {
+    return std::make_unique<detail::SavedFwd<tb::PoolOp>>(*this, be_->makeMaxPool(d), "maxpool");
+}
+inline std::unique_ptr<tb::LrnOp> ForwardingBackend::makeLrn(const tb::LrnDesc& d) {
+    return std::make_unique<detail::SavedFwd<tb::LrnOp>>(*this, be_->makeLrn(d), "lrn");
+}
+inline std::unique_ptr<tb::DenseOp> ForwardingBackend::makeDense(const tb::DenseDesc& d) {
+    return std::make_unique<detail::DenseFwd>(*this, be_->makeDense(d));
+}
+
+}  // namespace tbtest
