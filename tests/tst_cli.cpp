@@ -33,10 +33,12 @@ QString slice() { return tbtest::sourcePath(QStringLiteral("samples/fashion-mnis
 
 
 // IDX files: magic, counts (big-endian), then `count` samples of zero bytes.
-QByteArray idxImages(uint32_t n, uint32_t count, uint32_t magic = 0x00000803) {
-    return be32(magic) + be32(n) + be32(28) + be32(28) + QByteArray(qsizetype(count) * 784, '\0');
+QByteArray idxImages(uint32_t n, uint32_t count, uint32_t magic = 0x00000803, uint32_t side = 28) {
+    return be32(magic) + be32(n) + be32(side) + be32(side) + QByteArray(qsizetype(count * side * side), '\0');
 }
-QByteArray idxLabels(uint32_t n, uint32_t count) { return be32(0x00000801) + be32(n) + QByteArray(qsizetype(count), '\1'); }
+QByteArray idxLabels(uint32_t n, uint32_t count, char label = 1) {
+    return be32(0x00000801) + be32(n) + QByteArray(qsizetype(count), label);
+}
 
 
 
@@ -143,6 +145,13 @@ void TestCli::initTestCase() {
     writeIdxDir(t + "/hugegz", idxImages(0x80000000u, 10), idxLabels(100, 100), true);
     writeIdxDir(t + "/mismatch", idxImages(100, 100), idxLabels(90, 90));
     writeIdxDir(t + "/magic", idxImages(100, 100, 0x00000801), idxLabels(100, 100));
+    // Test images larger than the training images (once a heap overflow in evaluation), and
+    // test labels beyond the model's 10 outputs.
+    writeIdxDir(t + "/testshape", idxImages(100, 100), idxLabels(100, 100));
+    writeFile(t + "/testshape/t10k-images-idx3-ubyte", idxImages(10, 10, 0x00000803, 32));
+    writeIdxDir(t + "/testlabels", idxImages(100, 100), idxLabels(100, 100));
+    writeFile(t + "/testlabels/t10k-labels-idx1-ubyte", idxLabels(10, 10, 12));
+    writeFile(t + "/no_params.json", R"({"name": "no_params", "input": [1, 28, 28], "layers": [{"type": "flatten"}]})");
     writeFile(t + "/malformed.json", R"({"batch": 32,)");
     writeFile(t + "/unknown_key.json", R"({"batchsize": 32})");
     writeFile(t + "/wrong_type.json", R"({"batch": "big"})");
@@ -172,6 +181,14 @@ void TestCli::badInput_data() {
     QTest::newRow("model unknown layer type")
         << QStringList{"--model", t + "/unknown_layer.json", "--data", "idx:" + slice()}
         << QStringList{t + "/unknown_layer.json", "unknown layer type 'conv3d'"};
+    QTest::newRow("model without parameters")
+        << QStringList{"--model", t + "/no_params.json", "--data", "idx:" + slice(), "--steps", "2"}
+        << QStringList{"--model", "no_params has no parameters to train"};
+    QTest::newRow("idx test images larger") << QStringList{"--data", "idx:" + t + "/testshape", "--steps", "2"}
+                                            << QStringList{"--data", "the test samples are 1x32x32",
+                                                           "training samples 1x28x28"};
+    QTest::newRow("idx test label too large") << QStringList{"--data", "idx:" + t + "/testlabels", "--steps", "2"}
+                                              << QStringList{"--data", "13 classes", "10 outputs"};
     QTest::newRow("idx missing dir") << QStringList{"--data", "idx:/nonexistent"}
                                      << QStringList{"/nonexistent", "no such directory"};
     QTest::newRow("cifar10 wrong size") << QStringList{"--model", "cifar10_cnn", "--data", "cifar10:" + t + "/cifar"}

@@ -150,6 +150,13 @@ DataSplits loadData(const std::string& spec, size_t validationSize, uint64_t see
         throw Error("--data: unknown data spec '" + spec +
                     "' (expected fashion-mnist, idx:DIR, cifar10:DIR, synthetic:blobs or synthetic:spirals)");
     }
+    // The network is built for the training samples' shape; a test set of another shape would be
+    // read past its end (larger) or scored as garbage (smaller).
+    if (s.test.channels != s.train.channels || s.test.height != s.train.height || s.test.width != s.train.width)
+        throw Error("--data " + spec + ": the test samples are " + std::to_string(s.test.channels) + "x" +
+                    std::to_string(s.test.height) + "x" + std::to_string(s.test.width) + " but the training samples " +
+                    std::to_string(s.train.channels) + "x" + std::to_string(s.train.height) + "x" +
+                    std::to_string(s.train.width) + " (channels x height x width); both must match");
     if (s.test.numClasses != s.train.numClasses) {
         // A test set lacking the top class must still be scored against the training classes.
         int k = std::max(s.train.numClasses, s.test.numClasses);

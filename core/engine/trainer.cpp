@@ -202,6 +202,8 @@ RunSummary Trainer::run() {
 
     const DeploymentPlan plan = makePlan(c);
     const ModelSpec spec = findModel(c.model);
+    const ModelShape shape = shapeOf(spec);
+    if (shape.params == 0) throw Error("--model: " + spec.name + " has no parameters to train");
     DataSplits data = loadData(c.data, 0, c.seed);
     int64_t validation = c.validation;
     if (validation < 0) validation = std::min<int64_t>(5000, int64_t(data.train.size()) / 10);
@@ -216,6 +218,10 @@ RunSummary Trainer::run() {
     if (!(dataDims == modelDims))
         throw Error("--model: " + spec.name + " expects input " + modelDims.str() + " but --data " + c.data +
                     " gives " + dataDims.str());
+    // Every label of every split (loadData makes numClasses cover them all) must be a logit.
+    if (shape.outputs < data.train.numClasses)
+        throw Error("--model: " + spec.name + " has " + std::to_string(shape.outputs) + " outputs but --data " + c.data +
+                    " has " + std::to_string(data.train.numClasses) + " classes");
     const bool async = plan.update == UpdateMode::Async;
     if (async && c.emaDecay > 0)
         throw Error("--ema-decay: the moving average needs synchronous updates (--update sync)");
@@ -234,9 +240,6 @@ RunSummary Trainer::run() {
     const int n = plan.towerCount();
     TowerSet towers(spec, plan, opt, std::max(1, cores / n), c.seed);
     Network& net = towers.evalNetwork();
-    if (net.outputs() < data.train.numClasses)
-        throw Error("--model: " + spec.name + " has " + std::to_string(net.outputs()) + " outputs but --data " + c.data +
-                    " has " + std::to_string(data.train.numClasses) + " classes");
     Backend& be = net.backend();
     const Stream s = towers.evalStream();
     const size_t count = size_t(net.paramCount());

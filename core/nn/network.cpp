@@ -12,11 +12,20 @@ Tensor bytesTensor(Backend& be, size_t bytes) {  // scratch of `bytes`, rounded 
 }
 }  // namespace
 
-Network::Network(const ModelSpec& spec, Backend& backend, int batch)
-    : spec_(spec), backend_(backend), batch_(batch), input_{spec.inC, spec.inH, spec.inW} {
-    if (batch < 1) throw Error("batch size must be at least 1, got " + std::to_string(batch));
-    Dims d = input_;
+namespace {
+// The layers of a spec, configured for its input: their output shapes and parameters.
+struct ConfiguredLayers {
+    std::vector<std::unique_ptr<Layer>> layers;
     std::vector<Dims> outDims;
+    std::vector<ParamInfo> infos;
+    std::vector<int64_t> offsets;
+    int64_t paramCount = 0;
+    Dims output;
+};
+
+ConfiguredLayers configureLayers(const ModelSpec& spec) {
+    ConfiguredLayers c;
+    Dims d{spec.inC, spec.inH, spec.inW};
     for (const LayerSpec& ls : spec.layers) {
         auto layer = makeLayer(ls);
         try {
@@ -24,17 +33,36 @@ Network::Network(const ModelSpec& spec, Backend& backend, int batch)
         } catch (const Error& e) {
             throw Error(spec.source + ": " + e.what());
         }
-        outDims.push_back(d);
+        c.outDims.push_back(d);
         for (auto& p : layer->params()) {
-            offsets_.push_back(paramCount_);
-            paramCount_ += p.shape.numel();
-            infos_.push_back(std::move(p));
+            c.offsets.push_back(c.paramCount);
+            c.paramCount += p.shape.numel();
+            c.infos.push_back(std::move(p));
         }
-        layers_.push_back(std::move(layer));
+        c.layers.push_back(std::move(layer));
     }
     if (d.h != 1 || d.w != 1)
         throw Error(spec.source + ": the last layer must output a flat vector of class logits, not " + d.str());
-    outputs_ = d.c;
+    c.output = d;
+    return c;
+}
+}  // namespace
+
+ModelShape shapeOf(const ModelSpec& spec) {
+    const ConfiguredLayers c = configureLayers(spec);
+    return {Dims{spec.inC, spec.inH, spec.inW}, c.output.c, c.paramCount};
+}
+
+Network::Network(const ModelSpec& spec, Backend& backend, int batch)
+    : spec_(spec), backend_(backend), batch_(batch), input_{spec.inC, spec.inH, spec.inW} {
+    if (batch < 1) throw Error("batch size must be at least 1, got " + std::to_string(batch));
+    ConfiguredLayers configured = configureLayers(spec);
+    layers_ = std::move(configured.layers);
+    infos_ = std::move(configured.infos);
+    offsets_ = std::move(configured.offsets);
+    paramCount_ = configured.paramCount;
+    outputs_ = configured.output.c;
+    const std::vector<Dims>& outDims = configured.outDims;
 
     own_params_ = backend.empty(Shape{std::max<int64_t>(paramCount_, 1)});
     params_ = own_params_.data();

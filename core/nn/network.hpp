@@ -21,6 +21,15 @@ struct NetworkMemory {
     size_t workspace = 0;    // the scratch all layers share (cuDNN's chosen algorithms' workspace)
 };
 
+// What a model is without building it: input shape, number of logits, parameter count.
+struct ModelShape {
+    Dims input;
+    int outputs = 0;
+    int64_t params = 0;
+};
+// Configures the spec's layers (no memory, no backend); throws tb::Error naming the file.
+ModelShape shapeOf(const ModelSpec& spec);
+
 class Network {
 public:
     Network(const ModelSpec& spec, Backend& backend, int batch);
