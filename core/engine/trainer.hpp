@@ -26,7 +26,7 @@ struct RunSummary {
     double validationAccuracy = -1;  // -1: no validation split
     double testAccuracy = 0, testLoss = 0;  // null in JSON when the run was aborted before them
     int64_t params = 0;
-    int64_t flopsPerExample = 0;   // training FLOPs per example (3x forward of conv and dense)
+    int64_t flopsPerExample = 0;   // training FLOPs per example (Network::trainFlopsPerExample)
     std::string model, data, backend;
     DeploymentPlan plan;
     std::vector<double> towerBusy; // per tower: busy time / training time

@@ -53,8 +53,8 @@ public:
     virtual size_t savedBytes() const { return 0; }   // kept from forward for backward
     // Output is the input itself (Flatten): no buffer, and dx is dy.
     virtual bool aliasesInput() const { return false; }
-    // Floating-point operations of the forward pass per example (multiply-adds count 2);
-    // backward costs about twice this for conv and dense layers.
+    // Floating-point operations of the forward pass per example (multiply-adds count 2); the
+    // weight gradient and the input gradient each cost as much again for conv and dense layers.
     virtual int64_t forwardFlops() const { return 0; }
 
     virtual void forward(const LayerContext&, const float* x, float* y) = 0;

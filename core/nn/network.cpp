@@ -147,9 +147,17 @@ bool Network::drawsRandomNumbers() const {
 }
 
 int64_t Network::trainFlopsPerExample() const {
+    // Forward, the weight gradient (as many multiply-adds as forward) and the input gradient
+    // (as many again), except at the first layer that computes anything: backward() skips its
+    // input gradient, which nothing needs.
     int64_t f = 0;
-    for (const auto& l : layers_) f += l->forwardFlops();
-    return 3 * f;
+    bool first = true;
+    for (const auto& l : layers_) {
+        if (l->aliasesInput()) continue;
+        f += (first ? 2 : 3) * l->forwardFlops();
+        first = false;
+    }
+    return f;
 }
 
 void Network::forward(Stream s, bool training, uint64_t seed, int valid, float* stats) {

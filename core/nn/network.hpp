@@ -43,7 +43,8 @@ public:
     Dims inputDims() const { return input_; }
     int outputs() const { return outputs_; }   // number of logits (classes)
     int64_t paramCount() const { return paramCount_; }
-    // Training FLOPs per example: forward + backward of the conv and dense layers (3x forward).
+    // Training FLOPs per example of the conv and dense layers: forward, weight gradient and input
+    // gradient (2 FLOPs per multiply-add), without the input gradient of the first layer.
     int64_t trainFlopsPerExample() const;
     const std::vector<ParamInfo>& paramInfos() const { return infos_; }
     const std::vector<int64_t>& paramOffsets() const { return offsets_; }  // into the flat buffers

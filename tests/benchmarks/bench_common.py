@@ -64,19 +64,26 @@ def walk_spec(spec):
 
 
 def spec_stats(spec):
-    """(parameter count, training FLOPs per example = 3 x 2 x forward multiply-adds of conv/dense)."""
+    """(parameter count, training FLOPs per example): 2 FLOPs per multiply-add of conv/dense layers in
+    forward, weight gradient and input gradient, except the first layer's input gradient, which is not
+    computed (as towerbench-run's flops_per_example)."""
     params = 0
     macs = 0
+    first_macs = None  # multiply-adds of the first layer that computes anything (flatten does not)
     for layer, ins, out, _ in walk_spec(spec):
+        layer_macs = 0
         if layer["type"] == "conv2d":
             k = layer["kernel"]
             params += k * k * ins[0] * out[0] + out[0]
-            macs += out[1] * out[2] * out[0] * k * k * ins[0]
+            layer_macs = out[1] * out[2] * out[0] * k * k * ins[0]
         elif layer["type"] == "dense":
             n_in = math.prod(ins)
             params += n_in * out[0] + out[0]
-            macs += n_in * out[0]
-    return params, 3 * 2 * macs
+            layer_macs = n_in * out[0]
+        if first_macs is None and layer["type"] != "flatten":
+            first_macs = layer_macs
+        macs += layer_macs
+    return params, 2 * (3 * macs - (first_macs or 0))
 
 
 def load_spec(models_dir, name):
