@@ -295,6 +295,32 @@ private slots:
         p.towers = towers("gpu:2");
         QVERIFY(tbtest::errorOf([&] { p.validate(2, 2); }).contains("gpu:2 does not exist"));
     }
+    // --seed reaches dropout: from the same weights and batch, two seeds draw different masks (so
+    // different losses), one seed the same.
+    void seedReachesDropout() {
+        ModelSpec spec = parseModelSpec(R"({"name": "drop", "input": [1, 8, 8], "layers": [
+            {"type": "flatten"}, {"type": "dense", "units": 32, "init": {"type": "glorot"}}, {"type": "relu"},
+            {"type": "dropout", "keep": 0.5}, {"type": "dense", "units": 4, "init": {"type": "glorot"}}]})",
+                                        "drop.json");
+        static const Dataset data = quadrants();
+        PipelineOptions po;
+        po.batchSize = 16;
+        po.prefetch = 0;
+        po.channelsLast = true;
+        InputPipeline pipe(data, po);
+        Batch b;
+        pipe.next(b);
+        auto firstLoss = [&](uint64_t seed) {
+            TowerSet towers(spec, plan(1, 16), momentum(), 1, seed);
+            // The same weights whatever the seed: those of seed 1.
+            const std::vector<float> init = towers.evalNetwork().initialParams(1);
+            const VariablesView v = towers.variables();
+            v.backend->copyFromHost(v.stream, v.params, init.data(), init.size() * sizeof(float));
+            return towers.step(b, 0, 0).lossSum[0];
+        };
+        QCOMPARE(firstLoss(1), firstLoss(1));
+        QVERIFY2(firstLoss(1) != firstLoss(2), "the dropout mask does not depend on --seed");
+    }
     void averagingNeedsReplicasAndK() {
         RunConfig c = quickRun();
         QVERIFY_THROWS_EXCEPTION(Error, c.setFromText("average_every", "0", "--average-every"));

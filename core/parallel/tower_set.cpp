@@ -74,6 +74,7 @@ TowerSet::TowerSet(const ModelSpec& spec, const DeploymentPlan& plan, const Opti
     : plan_(plan),
       optSettings_(opt),
       threadsPerTower_(threadsPerTower),
+      seed_(seed),
       start_(plan.towerCount() + 1),
       done_(plan.towerCount() + 1),
       computed_(plan.towerCount()),
@@ -219,7 +220,8 @@ void TowerSet::computeGradients(Tower& t, int i, const float* x, const int32_t* 
     try {
         std::memcpy(t.inputStage.data(), x, size_t(n) * size_t(net.inputDims().size()) * sizeof(float));
         std::memcpy(t.labelStage.data(), y, size_t(n) * sizeof(int32_t));
-        const uint64_t stepSeed = seed * 7919ull + uint64_t(i) * 1000003ull;
+        // Dropout masks: a function of the run's seed, the step and the tower.
+        const uint64_t stepSeed = (seed_ + 1) * 0x9E3779B97F4A7C15ull ^ (seed * 7919ull + uint64_t(i) * 1000003ull);
         // GPUs: the second step is recorded as a graph and every later one replays it, one launch
         // instead of dozens (these models are small enough to be launch-bound). The first runs
         // eagerly so that one-time set-up stays out of the recording. Dropout draws a new mask

@@ -113,7 +113,8 @@ private:
     struct Tower;
     void towerLoop(int i);
     // Pull (if the tower keeps its own copy), input, forward, backward, push; timed with events.
-    void computeGradients(Tower& t, int i, const float* x, const int32_t* y, int n, uint64_t seed, bool pull);
+    // `step` is the global step (sync) or the update the tower pulled (async).
+    void computeGradients(Tower& t, int i, const float* x, const int32_t* y, int n, uint64_t step, bool pull);
     void enqueueCompute(Tower& t, int n, uint64_t seed, bool pull);
     void syncStep(int i);
     void chunk(int i, size_t& begin, size_t& end) const;  // tower i's share of the flat buffers
@@ -125,6 +126,7 @@ private:
     DeploymentPlan plan_;
     OptimizerSettings optSettings_;
     int threadsPerTower_ = 1;  // compute threads of each tower's CPU work (its OpenMP team)
+    uint64_t seed_ = 0;        // the run's seed: initialisation and dropout masks
     int64_t paramCount_ = 0;
     // Declared first, destroyed last: every tensor, stream and plan below belongs to one of them.
     std::vector<std::unique_ptr<Backend>> backends_;
