@@ -12,8 +12,9 @@ void ProgressBar::endLine() {
 }
 
 void ProgressBar::onStateChanged(tb::RunState s, const std::string& detail) {
-    // Loading is silent: if the input is bad, the error is the only line the user sees.
-    if (s == tb::RunState::Loading) return;
+    // Loading is silent, and a failure is printed once by the program itself: if the input is
+    // bad, the error is the only line the user sees.
+    if (s == tb::RunState::Loading || s == tb::RunState::Failed) return;
     endLine();
     std::fprintf(out_, "%s%s%s\n", tb::toString(s), detail.empty() ? "" : ": ", detail.c_str());
     std::fflush(out_);

@@ -134,6 +134,7 @@ private slots:
     void idxGzipRoundTrip();
     void idxDirFindsPlainAndGz();
     void idxDirMissingFile();
+    void loadingGivesWayToCancel();
     void idxMissingFile();
     void idxTruncatedImages();
     void idxTruncatedLabels();
@@ -224,6 +225,23 @@ void TestData::idxDirFindsPlainAndGz() {
     QCOMPARE(train.pixels[7], uint8_t(8));
     QCOMPARE(test.size(), size_t(1));
     QCOMPARE(test.pixels[0], uint8_t(9));
+}
+
+// Loading asks its CancelCheck between chunks and stops at the first "yes": a stop does not
+// wait for a whole data set (60,000 images: ~50 chunks of 1 MiB).
+void TestData::loadingGivesWayToCancel() {
+    int asked = 0;
+    bool thrown = false;
+    try {
+        tb::loadData("idx:" + str(tbtest::sourcePath("samples/fashion-mnist-slice")), 0, 1, [&] { return ++asked >= 2; });
+    } catch (const tb::Cancelled&) {
+        thrown = true;
+    }
+    QVERIFY(thrown);
+    QCOMPARE(asked, 2);
+    const tb::DataSplits whole = tb::loadData("idx:" + str(tbtest::sourcePath("samples/fashion-mnist-slice")), 0, 1,
+                                              [] { return false; });
+    QCOMPARE(whole.train.size(), size_t(2000));
 }
 
 void TestData::idxDirMissingFile() {

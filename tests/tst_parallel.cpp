@@ -3,15 +3,21 @@
 // asynchronous training, pause/resume/single-step, and deployment-plan validation.
 #include <QtTest>
 
+#include <atomic>
 #include <cmath>
+#include <functional>
+#include <mutex>
+#include <stdexcept>
 #include <thread>
 
+#include "backend/registry.hpp"
 #include "data/dataset.hpp"
 #include "data/pipeline.hpp"
 #include "engine/trainer.hpp"
 #include "nn/model_spec.hpp"
 #include "parallel/deployment_plan.hpp"
 #include "parallel/tower_set.hpp"
+#include "gpu/forwarding_backend.hpp"
 #include "test_support.hpp"
 #include "util/error.hpp"
 
@@ -91,6 +97,57 @@ std::vector<float> trainSync(const DeploymentPlan& p, int steps, const Optimizer
     return std::vector<float>(net.params(), net.params() + net.paramCount());
 }
 
+// Runs `steps` steps through TowerSet::steps in calls of `perCall` (the trainer's rounds) and
+// returns what each step reported.
+std::vector<TowerStep> stepsOf(const DeploymentPlan& p, int steps, int perCall) {
+    static const Dataset data = quadrants();
+    TowerSet towers(smallCnn(), p, momentum(), 1, 7);
+    PipelineOptions po;
+    po.batchSize = p.towerCount() * p.batchPerTower;
+    po.prefetch = 0;
+    po.channelsLast = true;
+    InputPipeline pipe(data, po);
+    std::vector<Batch> batches(static_cast<size_t>(perCall));
+    std::vector<TowerStep> out;
+    for (int s = 0; s < steps; s += perCall) {
+        std::vector<const Batch*> round;
+        for (auto& b : batches) {
+            pipe.next(b);
+            round.push_back(&b);
+        }
+        for (const TowerStep& r : towers.steps(round, s, 0)) out.push_back(r);
+    }
+    return out;
+}
+
+// The variables after steps taken in calls of the given sizes; between calls, `between` may
+// look at the towers (evaluate, say).
+std::vector<float> paramsAfter(const DeploymentPlan& p, const std::vector<int>& calls,
+                               const std::function<void(TowerSet&)>& between = {}) {
+    static const Dataset data = quadrants();
+    TowerSet towers(smallCnn(), p, momentum(), 1, 7);
+    PipelineOptions po;
+    po.batchSize = p.towerCount() * p.batchPerTower;
+    po.prefetch = 0;
+    po.channelsLast = true;
+    InputPipeline pipe(data, po);
+    int64_t step = 0;
+    for (int n : calls) {
+        std::vector<Batch> batches(static_cast<size_t>(n));
+        std::vector<const Batch*> round;
+        for (auto& b : batches) {
+            pipe.next(b);
+            round.push_back(&b);
+        }
+        towers.steps(round, step, 0);
+        step += n;
+        if (between) between(towers);
+    }
+    towers.averageNow();
+    Network& net = towers.evalNetwork();
+    return std::vector<float>(net.params(), net.params() + net.paramCount());
+}
+
 double relativeDifference(const std::vector<float>& a, const std::vector<float>& b) {
     double num = 0, den = 0;
     for (size_t i = 0; i < a.size(); ++i) {
@@ -112,6 +169,40 @@ RunConfig quickRun() {
     c.quiet = true;
     return c;
 }
+
+// The CPU backend, failing at its `n`-th call of one op (as a device error would).
+class FailingBackend final : public tbtest::ForwardingBackend {
+public:
+    FailingBackend(int threads, std::string op, int n)
+        : ForwardingBackend(makeCpuBackend(threads)), op_(std::move(op)), left_(n) {}
+    void onCompute(const char* op) override {
+        if (op_ == op && --left_ == 0) throw Error("planted failure in " + op_);
+    }
+
+private:
+    std::string op_;
+    std::atomic<int> left_;
+};
+
+// Records the states a run reports; throws at its `throwAt`-th step when asked to.
+class StateLog final : public TrainingObserver {
+public:
+    explicit StateLog(int throwAt = 0) : throwAt_(throwAt) {}
+    void onStateChanged(RunState s, const std::string& detail) override {
+        std::lock_guard lock(m_);
+        states.push_back(s);
+        details.push_back(detail);
+    }
+    void onStepEnd(const StepMetrics& m) override {
+        if (throwAt_ && m.step == throwAt_) throw std::runtime_error("observer broke at step " + std::to_string(throwAt_));
+    }
+    std::mutex m_;
+    std::vector<RunState> states;
+    std::vector<std::string> details;
+
+private:
+    int throwAt_;
+};
 
 }  // namespace
 
@@ -162,6 +253,77 @@ private slots:
         auto slow = plan(2, 16);
         slow.slowdown = {1.0, 3.0};
         QCOMPARE(trainSync(plan(2, 16), 5), trainSync(slow, 5));
+        // ...but in synchronous training the fast tower waits for it at every step.
+        const std::vector<TowerStep> steps = stepsOf(slow, 6, 1);
+        double waited = 0, straggled = 0;
+        for (const TowerStep& r : steps) {
+            QVERIFY(r.phases[0].wait > 0);
+            waited += r.phases[0].wait;
+            straggled += r.phases[1].straggle;
+        }
+        QVERIFY2(straggled > 0 && waited >= 0.5 * straggled,
+                 qPrintable(QString("tower 0 waited %1 s while tower 1 straggled %2 s").arg(waited).arg(straggled)));
+    }
+    // Averaging every K: replicas take their local steps without meeting, so the fast tower waits
+    // for the straggler only where they average (it waited at every step once).
+    void localStepsRunFree() {
+        auto avg = plan(2, 16, VariablePlacement::Replicated);
+        avg.averageEvery = 4;
+        avg.slowdown = {1.0, 3.0};
+        const std::vector<TowerStep> steps = stepsOf(avg, 8, 4);
+        QCOMPARE(steps.size(), size_t(8));
+        for (size_t k = 0; k < steps.size(); ++k) {
+            const double wait = steps[k].phases[0].wait;
+            if (k % 4 == 3) QVERIFY2(wait > 0, qPrintable(QString("no wait at the average after step %1").arg(k + 1)));
+            else QVERIFY2(wait == 0, qPrintable(QString("tower 0 waited %1 s at local step %2").arg(wait).arg(k + 1)));
+        }
+    }
+    // However the steps are split into calls (a paused run gives short calls), the result is the
+    // same: tower i trains on slice i of global batch t, and the average falls every K steps.
+    void anySplitOfLocalStepsIsTheSame() {
+        auto avg = plan(2, 16, VariablePlacement::Replicated);
+        avg.averageEvery = 3;
+        const std::vector<float> rounds = paramsAfter(avg, {3, 3, 3});
+        QCOMPARE(paramsAfter(avg, {1, 1, 1, 1, 1, 1, 1, 1, 1}), rounds);
+        QCOMPARE(paramsAfter(avg, {2, 1, 1, 2, 3}), rounds);
+    }
+    // Evaluating (which looks at the replicas' mean) must not change training: between local
+    // steps, where the replicas differ, the evaluation network is their mean in a copy.
+    void evaluationChangesNothing() {
+        auto avg = plan(2, 16, VariablePlacement::Replicated);
+        avg.averageEvery = 3;
+        const std::vector<float> plain = paramsAfter(avg, {1, 1, 1, 1, 1, 1, 1, 1, 1});
+        QCOMPARE(paramsAfter(avg, {1, 1, 1, 1, 1, 1, 1, 1, 1}, [](TowerSet& t) { t.evalNetwork(); }), plain);
+        QCOMPARE(paramsAfter(avg, {1, 1, 1, 1, 1, 1, 1, 1, 1}, [](TowerSet& t) { t.variables(); }), plain);
+        // What evaluation did once, averaging the replicas in place, does change training.
+        QVERIFY(paramsAfter(avg, {1, 1, 1, 1, 1, 1, 1, 1, 1}, [](TowerSet& t) { t.averageNow(); }) != plain);
+        // And through the trainer: the same run with and without periodic evaluation.
+        RunConfig c = quickRun();
+        c.towers = "cpu:0,cpu:1";
+        c.variables = "replicated";
+        c.reduce = "allreduce";
+        c.averageEvery = 3;
+        c.steps = 31;
+        const RunSummary quiet = Trainer(c).run();
+        c.evalEvery = 4;
+        const RunSummary evaluated = Trainer(c).run();
+        QCOMPARE(evaluated.finalLoss, quiet.finalLoss);
+        QCOMPARE(evaluated.testLoss, quiet.testLoss);
+    }
+    // With averaging, the weights' moving average follows the replicas' mean (it followed replica
+    // 0): with a decay of ~0 it evaluates exactly as the mean itself.
+    void movingAverageFollowsTheMean() {
+        RunConfig c = quickRun();
+        c.towers = "cpu:0,cpu:1";
+        c.variables = "replicated";
+        c.reduce = "allreduce";
+        c.averageEvery = 5;
+        c.steps = 32;  // not a multiple of 5: the replicas differ at the end
+        const RunSummary mean = Trainer(c).run();
+        c.emaDecay = 1e-7;
+        const RunSummary ema = Trainer(c).run();
+        QVERIFY2(std::abs(ema.testLoss - mean.testLoss) <= 1e-5 * std::abs(mean.testLoss),
+                 qPrintable(QString("moving average %1, mean %2").arg(ema.testLoss).arg(mean.testLoss)));
     }
 
     void asyncReachesAccuracy() {
@@ -320,6 +482,47 @@ private slots:
         };
         QCOMPARE(firstLoss(1), firstLoss(1));
         QVERIFY2(firstLoss(1) != firstLoss(2), "the dropout mask does not depend on --seed");
+    }
+    // A failure anywhere on a tower thread (here the update after the synchronisation point, and
+    // the all-reduce between two barriers) ends the run with one message and RunState::Failed,
+    // never std::terminate or a tower left waiting at a barrier.
+    void failuresOnTowerThreadsEndTheRun_data() {
+        QTest::addColumn<QString>("variables");
+        QTest::addColumn<QString>("op");
+        QTest::newRow("update on the holder") << "cpu" << "applyUpdate";
+        QTest::newRow("all-reduce between barriers") << "replicated" << "scale";
+    }
+    void failuresOnTowerThreadsEndTheRun() {
+        QFETCH(QString, variables);
+        QFETCH(QString, op);
+        auto previous = setBackendFactory(DeviceType::Cpu, [op](const Device&, const BackendOptions& o) {
+            return std::unique_ptr<Backend>(new FailingBackend(o.cpuThreads, op.toStdString(), 5));
+        });
+        RunConfig c = quickRun();
+        c.towers = "cpu:0,cpu:1";
+        c.variables = variables.toStdString();
+        c.reduce = variables == "replicated" ? "allreduce" : "mean";
+        Trainer t(c);
+        StateLog log;
+        t.addObserver(&log);
+        const QString msg = tbtest::errorOf([&] { t.run(); });
+        setBackendFactory(DeviceType::Cpu, previous);
+        QVERIFY2(msg.contains("planted failure in " + op), qPrintable(msg));
+        QVERIFY(!log.states.empty());
+        QCOMPARE(log.states.back(), RunState::Failed);
+        QVERIFY2(QString::fromStdString(log.details.back()).contains("planted failure"), log.details.back().c_str());
+    }
+    // An observer that throws is reported as the run's failure; the process and the other
+    // observers carry on.
+    void throwingObserverIsReported() {
+        RunConfig c = quickRun();
+        Trainer t(c);
+        StateLog broken(3), log;
+        t.addObserver(&broken);
+        t.addObserver(&log);
+        const QString msg = tbtest::errorOf([&] { t.run(); });
+        QVERIFY2(msg.contains("observer broke at step 3"), qPrintable(msg));
+        QCOMPARE(log.states.back(), RunState::Failed);
     }
     void averagingNeedsReplicasAndK() {
         RunConfig c = quickRun();

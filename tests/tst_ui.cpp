@@ -7,6 +7,7 @@
 #include <QSpinBox>
 
 #include "charts_panel.hpp"
+#include "engine_worker.hpp"
 #include "devices_panel.hpp"
 #include "experiment_panel.hpp"
 #include "main_window.hpp"
@@ -121,6 +122,49 @@ private slots:
         QTRY_COMPARE_WITH_TIMEOUT(ended.count(), 1, 20000);
         QVERIFY(!w.running());
         QVERIFY2(w.lastError().contains("expects input"), qPrintable(w.lastError()));
+    }
+
+    // A stop that reaches the worker before its queued run has made the trainer is kept (it was
+    // dropped once), and the run ends at once instead of training.
+    void stopBeforeTheRunStartsIsKept() {
+        EngineWorker worker;
+        QSignalSpy finished(&worker, &EngineWorker::finished);
+        worker.expectRun();
+        worker.stop();
+        QElapsedTimer t;
+        t.start();
+        worker.run(syntheticRun(1000000));  // on this thread: returns when the run ends
+        QVERIFY2(t.elapsed() < 5000, qPrintable(QString("the run took %1 ms").arg(t.elapsed())));
+        QCOMPARE(finished.count(), 1);
+        QVERIFY(finished.at(0).at(1).toBool());  // stopped
+        // Without a run announced, a stray stop is not kept for the next one.
+        worker.stop();
+        worker.expectRun();
+        t.restart();
+        worker.run(syntheticRun(20));
+        QCOMPARE(finished.count(), 2);
+        QVERIFY2(!finished.at(1).at(1).toBool(), "a stale stop stopped the next run");
+    }
+
+    // Closing while the full Fashion-MNIST loads takes effect within a second: loading gives way.
+    void closingWhileLoadingIsPrompt() {
+        if (!QFileInfo::exists(QStringLiteral("/usr/share/datasets/fashion-mnist/train-images-idx3-ubyte.gz")))
+            QSKIP("Debian's dataset-fashion-mnist is not installed");
+        auto* w = new MainWindow;
+        w->show();
+        tb::RunConfig c;
+        c.model = "mnist_cnn";
+        c.data = "fashion-mnist";
+        c.steps = 1000000;
+        w->experiment()->setConfig(c);
+        w->start();
+        QTest::qWait(100);  // the worker is reading the training images now (they take ~0.35 s here)
+        QElapsedTimer t;
+        t.start();
+        QVERIFY(w->close());
+        QVERIFY(!w->running());
+        QVERIFY2(t.elapsed() < 1000, qPrintable(QString("close took %1 ms").arg(t.elapsed())));
+        delete w;
     }
 
     void closingMidRunStopsCleanly() {

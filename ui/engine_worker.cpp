@@ -12,15 +12,22 @@ void EngineWorker::registerTypes() {
     qRegisterMetaType<tb::RunConfig>();
 }
 
+void EngineWorker::expectRun() {
+    std::lock_guard lock(mutex_);
+    expecting_ = true;
+    pendingPause_ = false;
+    pendingStop_ = Pending::None;
+}
+
 void EngineWorker::pause() {
     std::lock_guard lock(mutex_);
     if (trainer_) trainer_->control().pause();
-    else pendingPause_ = 1;
+    else if (expecting_) pendingPause_ = true;
 }
 
 void EngineWorker::resume() {
     std::lock_guard lock(mutex_);
-    pendingPause_ = 0;
+    pendingPause_ = false;
     if (trainer_) trainer_->control().resume();
 }
 
@@ -32,11 +39,13 @@ void EngineWorker::stepOnce() {
 void EngineWorker::stop() {
     std::lock_guard lock(mutex_);
     if (trainer_) trainer_->control().stop();
+    else if (expecting_ && pendingStop_ == Pending::None) pendingStop_ = Pending::Stop;
 }
 
 void EngineWorker::abort() {
     std::lock_guard lock(mutex_);
     if (trainer_) trainer_->control().abort();
+    else if (expecting_) pendingStop_ = Pending::Abort;
 }
 
 void EngineWorker::onStepEnd(const tb::StepMetrics& m) {
@@ -65,7 +74,12 @@ void EngineWorker::run(const tb::RunConfig& config) {
     {
         std::lock_guard lock(mutex_);
         trainer_ = &trainer;
-        if (pendingPause_.exchange(0)) trainer.control().pause();
+        expecting_ = false;
+        if (pendingPause_) trainer.control().pause();
+        if (pendingStop_ == Pending::Stop) trainer.control().stop();
+        if (pendingStop_ == Pending::Abort) trainer.control().abort();
+        pendingPause_ = false;
+        pendingStop_ = Pending::None;
     }
     try {
         const tb::RunSummary s = trainer.run();

@@ -6,7 +6,6 @@
 #pragma once
 #include <QObject>
 #include <QString>
-#include <atomic>
 #include <mutex>
 #include <vector>
 
@@ -21,6 +20,9 @@ public:
     explicit EngineWorker(QObject* parent = nullptr);
     static void registerTypes();
 
+    // The GUI thread announces a run it has queued: controls that arrive before run() has made
+    // its trainer are kept for it (and only then: a stray stop must not hit the next run).
+    void expectRun();
     // Thread-safe controls, callable from the GUI thread while run() is busy.
     void pause();
     void resume();
@@ -50,7 +52,10 @@ private:
 
     std::mutex mutex_;                 // guards trainer_ against controls racing its start/end
     tb::Trainer* trainer_ = nullptr;   // the run in progress, owned by run()'s stack
-    std::atomic<int> pendingPause_{0}; // controls that arrived before the trainer existed
+    // Controls that arrived after expectRun() and before the trainer existed (guarded by mutex_).
+    bool expecting_ = false;
+    bool pendingPause_ = false;
+    enum class Pending { None, Stop, Abort } pendingStop_ = Pending::None;
     std::mutex stepsMutex_;
     std::vector<tb::StepMetrics> steps_;  // reported, not yet taken by the window
     bool signalled_ = false;              // a stepsReady is queued and not yet answered

@@ -212,8 +212,10 @@ void MainWindow::start() {
     lastError_.clear();
     running_ = true;
     paused_ = false;
+    stopping_ = false;
     updateActions();
     statusBar()->showMessage(tr("Loading data…"));
+    worker_->expectRun();
     emit runRequested(c);
 }
 
@@ -233,7 +235,17 @@ void MainWindow::stepOnce() {
 }
 
 void MainWindow::stop() {
-    if (running_) worker_->stop();
+    if (!running_) return;
+    // The first Stop ends training within a step and the run then reports its test accuracy; a
+    // second Stop skips that final evaluation too.
+    if (stopping_) {
+        worker_->abort();
+        statusBar()->showMessage(tr("Stopping without the final evaluation…"));
+    } else {
+        worker_->stop();
+        statusBar()->showMessage(tr("Stopping: the final evaluation runs next (Stop again to skip it)…"));
+    }
+    stopping_ = true;
 }
 
 void MainWindow::showError(const QString& message) {

@@ -62,6 +62,7 @@ private:
     QAction *startAct_, *pauseAct_, *stepAct_, *stopAct_;
     QLabel *stepLabel_, *epochLabel_, *speedLabel_, *etaLabel_;
     bool running_ = false, paused_ = false, valid_ = false;
+    bool stopping_ = false;  // Stop was pressed once this run: the next press skips the final evaluation
     QString lastError_, lastSummary_;
     QString paramsModel_;      // model whose parameter count is cached
     int64_t paramCount_ = 0;

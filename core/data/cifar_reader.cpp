@@ -27,7 +27,7 @@ bool fileExists(const std::string& path) {
 
 }  // namespace
 
-Dataset readCifar10(const std::string& dir, bool train) {
+Dataset readCifar10(const std::string& dir, bool train, const CancelCheck& cancelled) {
     std::error_code ec;
     if (!std::filesystem::is_directory(dir, ec)) throw Error(dir + ": no such directory");
     // Accept both the folder holding the .bin files and its parent from the official tarball.
@@ -69,6 +69,7 @@ Dataset readCifar10(const std::string& dir, bool train) {
     std::vector<unsigned char> buf;
     size_t at = 0;
     for (size_t fi = 0; fi < files.size(); ++fi) {
+        throwIfCancelled(cancelled);
         const std::string& f = files[fi];
         buf.resize(records[fi] * kRecordBytes);
         std::ifstream in(f, std::ios::binary);

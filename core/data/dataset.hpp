@@ -6,6 +6,8 @@
 #include <string>
 #include <vector>
 
+#include "util/cancel.hpp"
+
 namespace tb {
 
 struct Dataset {
@@ -23,14 +25,16 @@ struct Dataset {
 
 // Reads an IDX image file (magic 0x00000803, u8, n x rows x cols) and its label file
 // (magic 0x00000801, u8, n); either may be gzip-compressed (.gz). Throws tb::Error naming the file.
-Dataset readIdx(const std::string& imagesPath, const std::string& labelsPath, const std::string& name);
+// Readers ask `cancelled` between chunks (1 MiB, or a CIFAR-10 file) and throw Cancelled.
+Dataset readIdx(const std::string& imagesPath, const std::string& labelsPath, const std::string& name,
+                const CancelCheck& cancelled = {});
 
 // Finds {train,t10k}-{images-idx3,labels-idx1}-ubyte[.gz] in dir and reads the train or test pair.
-Dataset readIdxDir(const std::string& dir, bool train);
+Dataset readIdxDir(const std::string& dir, bool train, const CancelCheck& cancelled = {});
 
 // Reads CIFAR-10 binary batches from dir: data_batch_1..5.bin (train) or test_batch.bin (test).
 // Each record is 1 label byte then 3072 bytes: 1024 R, 1024 G, 1024 B (so already (3, 32, 32)).
-Dataset readCifar10(const std::string& dir, bool train);
+Dataset readCifar10(const std::string& dir, bool train, const CancelCheck& cancelled = {});
 
 // Synthetic teaching sets of 2-D points, shape (2, 1, 1): Gaussian blobs, interleaved spirals.
 Dataset makeBlobs(size_t n, int classes, uint64_t seed);
@@ -44,7 +48,7 @@ struct DataSplits {
     Dataset train, validation, test;
     bool cifarAugment = false;  // CIFAR-10: random 24x24 crops etc. for training, central crops for eval
 };
-DataSplits loadData(const std::string& spec, size_t validationSize, uint64_t seed);
+DataSplits loadData(const std::string& spec, size_t validationSize, uint64_t seed, const CancelCheck& cancelled = {});
 
 // Where Debian's dataset-fashion-mnist package puts the IDX files.
 inline constexpr const char* kFashionMnistDir = "/usr/share/datasets/fashion-mnist";

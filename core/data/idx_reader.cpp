@@ -37,7 +37,7 @@ std::string hex32(uint32_t v) {
 // One open IDX file, plain or gzip (zlib's gzread reads plain files transparently).
 class IdxFile {
 public:
-    explicit IdxFile(const std::string& path) : path_(path) {
+    IdxFile(const std::string& path, const CancelCheck& cancelled) : path_(path), cancelled_(cancelled) {
         std::error_code ec;
         if (!std::filesystem::is_regular_file(path, ec))
             throw Error(path + ": file not found");
@@ -65,6 +65,7 @@ public:
         auto* p = static_cast<unsigned char*>(dst);
         size_t got = 0;
         while (got < n) {
+            throwIfCancelled(cancelled_);
             unsigned ask = unsigned(std::min<size_t>(n - got, kChunk));
             int r = gzread(gz_, p + got, ask);
             if (r < 0) {
@@ -126,6 +127,7 @@ public:
 
 private:
     std::string path_;
+    CancelCheck cancelled_;
     gzFile gz_ = nullptr;
     bool plain_ = false;
     uint64_t diskSize_ = 0;
@@ -155,9 +157,10 @@ bool fileExists(const std::string& path) {
 
 }  // namespace
 
-Dataset readIdx(const std::string& imagesPath, const std::string& labelsPath, const std::string& name) {
+Dataset readIdx(const std::string& imagesPath, const std::string& labelsPath, const std::string& name,
+                const CancelCheck& cancelled) {
     // Both headers are read and cross-checked before either data block is allocated.
-    IdxFile images(imagesPath);
+    IdxFile images(imagesPath, cancelled);
     checkMagic(images, kImagesMagic, "images");
     uint32_t n = readCount(images, "images");
     uint32_t rows = images.readU32("rows");
@@ -166,7 +169,7 @@ Dataset readIdx(const std::string& imagesPath, const std::string& labelsPath, co
         throw Error(imagesPath + ": image size " + std::to_string(rows) + "x" + std::to_string(cols) +
                     " is outside 1..4096 rows and columns");
 
-    IdxFile labels(labelsPath);
+    IdxFile labels(labelsPath, cancelled);
     checkMagic(labels, kLabelsMagic, "labels");
     uint32_t nLabels = readCount(labels, "labels");
     if (nLabels != n)
@@ -195,7 +198,7 @@ Dataset readIdx(const std::string& imagesPath, const std::string& labelsPath, co
     return d;
 }
 
-Dataset readIdxDir(const std::string& dir, bool train) {
+Dataset readIdxDir(const std::string& dir, bool train, const CancelCheck& cancelled) {
     std::error_code ec;
     if (!std::filesystem::is_directory(dir, ec)) throw Error(dir + ": no such directory");
     const std::string prefix = train ? "train" : "t10k";
@@ -209,7 +212,7 @@ Dataset readIdxDir(const std::string& dir, bool train) {
     const std::string labelsPath = find(prefix + "-labels-idx1-ubyte");
     std::string base = std::filesystem::path(dir).lexically_normal().filename().string();
     if (base.empty()) base = std::filesystem::path(dir).lexically_normal().parent_path().filename().string();
-    return readIdx(imagesPath, labelsPath, base + (train ? " train" : " test"));
+    return readIdx(imagesPath, labelsPath, base + (train ? " train" : " test"), cancelled);
 }
 
 }  // namespace tb

@@ -111,7 +111,7 @@ Dataset splitTail(Dataset& from, size_t count, const std::string& name) {
     return out;
 }
 
-DataSplits loadData(const std::string& spec, size_t validationSize, uint64_t seed) {
+DataSplits loadData(const std::string& spec, size_t validationSize, uint64_t seed, const CancelCheck& cancelled) {
     DataSplits s;
     std::string base;  // name stem: "fashion-mnist", "cifar10", ...
     auto dirAfter = [&](size_t prefixLen) {
@@ -125,18 +125,18 @@ DataSplits loadData(const std::string& spec, size_t validationSize, uint64_t see
             throw Error(std::string("--data fashion-mnist: ") + kFashionMnistDir +
                         " not found (install Debian's dataset-fashion-mnist package, or use idx:DIR)");
         base = "fashion-mnist";
-        s.train = readIdxDir(kFashionMnistDir, true);
-        s.test = readIdxDir(kFashionMnistDir, false);
+        s.train = readIdxDir(kFashionMnistDir, true, cancelled);
+        s.test = readIdxDir(kFashionMnistDir, false, cancelled);
     } else if (spec.starts_with("idx:")) {
         std::string dir = dirAfter(4);
-        s.train = readIdxDir(dir, true);
-        s.test = readIdxDir(dir, false);
+        s.train = readIdxDir(dir, true, cancelled);
+        s.test = readIdxDir(dir, false, cancelled);
         base = s.train.name.substr(0, s.train.name.rfind(' '));
     } else if (spec.starts_with("cifar10:")) {
         std::string dir = dirAfter(8);
         base = "cifar10";
-        s.train = readCifar10(dir, true);
-        s.test = readCifar10(dir, false);
+        s.train = readCifar10(dir, true, cancelled);
+        s.test = readCifar10(dir, false, cancelled);
         s.cifarAugment = true;
     } else if (spec == "synthetic:blobs") {
         base = "blobs";

@@ -5,7 +5,7 @@
 namespace tb {
 
 ObserverHub::ObserverHub(std::vector<TrainingObserver*> observers, size_t capacity)
-    : observers_(std::move(observers)), capacity_(std::max<size_t>(capacity, 2)), thread_([this] { run(); }) {}
+    : observers_(std::move(observers)), failed_(observers_.size(), false), capacity_(std::max<size_t>(capacity, 2)), thread_([this] { run(); }) {}
 
 ObserverHub::~ObserverHub() {
     {
@@ -48,6 +48,11 @@ int64_t ObserverHub::dropped() const {
     return dropped_;
 }
 
+std::string ObserverHub::error() const {
+    std::lock_guard lock(mutex_);
+    return error_;
+}
+
 void ObserverHub::run() {
     std::unique_lock lock(mutex_);
     for (;;) {
@@ -60,13 +65,25 @@ void ObserverHub::run() {
         queue_.pop_front();
         busy_ = true;
         lock.unlock();
-        for (TrainingObserver* o : observers_) {
-            if (auto* s = std::get_if<State>(&e)) o->onStateChanged(s->state, s->detail);
-            else if (auto* m = std::get_if<StepMetrics>(&e)) o->onStepEnd(*m);
-            else if (auto* d = std::get_if<std::vector<DeviceSample>>(&e)) o->onDeviceSamples(*d);
-            else o->onEval(std::get<EvalResult>(e));
+        std::string failure;
+        for (size_t i = 0; i < observers_.size(); ++i) {
+            if (failed_[i]) continue;
+            TrainingObserver* o = observers_[i];
+            try {
+                if (auto* s = std::get_if<State>(&e)) o->onStateChanged(s->state, s->detail);
+                else if (auto* m = std::get_if<StepMetrics>(&e)) o->onStepEnd(*m);
+                else if (auto* d = std::get_if<std::vector<DeviceSample>>(&e)) o->onDeviceSamples(*d);
+                else o->onEval(std::get<EvalResult>(e));
+            } catch (const std::exception& ex) {
+                failed_[i] = true;
+                if (failure.empty()) failure = ex.what();
+            } catch (...) {
+                failed_[i] = true;
+                if (failure.empty()) failure = "an observer of the run failed";
+            }
         }
         lock.lock();
+        if (!failure.empty() && error_.empty()) error_ = failure;
         busy_ = false;
         if (queue_.empty()) idle_.notify_all();
     }

@@ -1,12 +1,14 @@
 // ObserverHub: hands engine events to observers on a thread of its own, so a slow observer
 // (a window repainting, a disk) never stalls training. The queue is bounded: when it is full,
 // the oldest step reports and device samples are dropped (and counted); state changes and
-// evaluations never are.
+// evaluations never are. An observer that throws is not called again; its error is kept for the
+// engine to end the run with (error()), instead of ending the process.
 #pragma once
 #include <condition_variable>
 #include <cstdint>
 #include <deque>
 #include <mutex>
+#include <string>
 #include <thread>
 #include <variant>
 #include <vector>
@@ -25,6 +27,7 @@ public:
     void onDeviceSamples(const std::vector<DeviceSample>&) override;  // safe from any thread
     void flush();             // waits until every queued event has been delivered
     int64_t dropped() const;
+    std::string error() const;  // the first observer failure, one sentence; empty while none
 
 private:
     struct State {
@@ -36,12 +39,14 @@ private:
     void run();
 
     std::vector<TrainingObserver*> observers_;
+    std::vector<bool> failed_;  // per observer: threw once, not called again
     size_t capacity_;
     mutable std::mutex mutex_;
     std::condition_variable wake_, idle_;
     std::deque<Event> queue_;
     bool busy_ = false, closing_ = false;
     int64_t dropped_ = 0;
+    std::string error_;
     std::thread thread_;
 };
 

@@ -4,6 +4,7 @@
 #include <chrono>
 #include <cmath>
 #include <deque>
+#include <optional>
 #include <memory>
 #include <thread>
 
@@ -128,7 +129,9 @@ PipelineOptions pipelineFor(const RunConfig& c, bool cifar, bool training, int b
 }
 
 // One pass over `data` with the network's current parameters, in batches of net.batch().
-EvalResult evaluate(Network& net, Stream s, float* stats, const Dataset& data, const RunConfig& c, bool cifar) {
+// Nothing when `cancelled` says so between batches (a stop must not wait for a whole pass).
+std::optional<EvalResult> evaluate(Network& net, Stream s, float* stats, const Dataset& data, const RunConfig& c,
+                                   bool cifar, const CancelCheck& cancelled) {
     Backend& be = net.backend();
     InputPipeline pipe(data, pipelineFor(c, cifar, false, net.batch()));
     Batch b;
@@ -136,6 +139,10 @@ EvalResult evaluate(Network& net, Stream s, float* stats, const Dataset& data, c
     int64_t count = 0;
     be.fill(s, stats, 0.f, 3);
     while (pipe.next(b)) {
+        if (cancelled()) {
+            be.synchronize(s);
+            return std::nullopt;
+        }
         be.copyFromHost(s, net.input(), b.x.data(), b.x.size() * sizeof(float));
         be.copyFromHost(s, net.labels(), b.y.data(), b.y.size() * sizeof(int32_t));
         net.forward(s, false, 0, b.n, stats);  // rows past b.n hold the previous batch and are not counted
@@ -192,19 +199,42 @@ Trainer::Trainer(RunConfig config) : config_(std::move(config)) {}
 Trainer::~Trainer() = default;
 
 RunSummary Trainer::run() {
+    ObserverHub hub(observers_);
+    try {
+        return execute(hub);
+    } catch (const std::exception& e) {
+        // Every failure ends the run the same way: observers see it, the caller gets it.
+        hub.onStateChanged(RunState::Failed, e.what());
+        throw;
+    }
+}
+
+RunSummary Trainer::execute(ObserverHub& hub) {
     const RunConfig& c = config_;
     c.validate();
     const int cores = c.threads > 0 ? c.threads : int(std::max(1u, std::thread::hardware_concurrency()));
     // This thread evaluates and keeps the moving average: flush denormals here and in its team.
     flushDenormalsInTeam(cores);
-    ObserverHub hub(observers_);
     hub.onStateChanged(RunState::Loading, c.model + " on " + c.data);
 
     const DeploymentPlan plan = makePlan(c);
     const ModelSpec spec = findModel(c.model);
     const ModelShape shape = shapeOf(spec);
     if (shape.params == 0) throw Error("--model: " + spec.name + " has no parameters to train");
-    DataSplits data = loadData(c.data, 0, c.seed);
+    // Loading gives way to a stop or an abort at once (the run ends with no steps).
+    DataSplits data;
+    try {
+        data = loadData(c.data, 0, c.seed, [this] { return control_.stopped(); });
+    } catch (const Cancelled&) {
+        RunSummary stopped;
+        stopped.model = spec.name;
+        stopped.data = c.data;
+        stopped.plan = plan;
+        stopped.stopped = true;
+        stopped.evaluated = false;
+        hub.onStateChanged(RunState::Stopped, "stopped while loading " + c.data);
+        return stopped;
+    }
     int64_t validation = c.validation;
     if (validation < 0) validation = std::min<int64_t>(5000, int64_t(data.train.size()) / 10);
     if (validation >= int64_t(data.train.size()))
@@ -243,33 +273,44 @@ RunSummary Trainer::run() {
     Backend& be = net.backend();
     const Stream s = towers.evalStream();
     const size_t count = size_t(net.paramCount());
-    // The moving average follows the variables where they live (the holder's copy).
-    const VariablesView vars = towers.variables();
+    // The moving average follows the variables where they live (the holder's copy; averaging:
+    // the replicas' mean).
     std::unique_ptr<WeightEma> ema;
-    if (c.emaDecay > 0)
+    if (c.emaDecay > 0) {
+        const VariablesView vars = towers.variables();
         ema = std::make_unique<WeightEma>(*vars.backend, float(c.emaDecay), vars.params, count, vars.stream);
+    }
     Tensor stats = be.empty(Shape{3});
     Tensor backup;  // the live weights while evaluating with the moving average
     if (ema) backup = be.empty(Shape{int64_t(count)});
 
     double evalSeconds = 0;
-    auto evalWith = [&](const Dataset& d, const std::string& split, int64_t step) {
+    // A pass over a split; nothing (and nothing reported) when `cancelled` cuts it short.
+    auto evalWith = [&](const Dataset& d, const std::string& split, int64_t step,
+                        const CancelCheck& cancelled) -> std::optional<EvalResult> {
         const auto e0 = Clock::now();
-        towers.averageNow();
         Network& en = towers.evalNetwork();
         if (ema) {
             be.copy(s, backup.data(), en.params(), count * sizeof(float));
             be.copy(s, en.params(), ema->shadow(), count * sizeof(float));
         }
-        EvalResult r = evaluate(en, s, stats.data(), d, c, cifar);
-        if (ema) be.copy(s, en.params(), backup.data(), count * sizeof(float));
-        r.step = step;
-        r.split = split;
-        r.averagedWeights = bool(ema);
-        hub.onEval(r);
+        std::optional<EvalResult> r = evaluate(en, s, stats.data(), d, c, cifar, cancelled);
+        if (ema) {
+            be.copy(s, en.params(), backup.data(), count * sizeof(float));
+            be.synchronize(s);
+        }
         evalSeconds += seconds(e0, Clock::now());
+        if (!r) return r;
+        r->step = step;
+        r->split = split;
+        r->averagedWeights = bool(ema);
+        hub.onEval(*r);
         return r;
     };
+    // Periodic evaluations give way to a stop; the final one only to an abort (the user leaving,
+    // or a second stop in the window), so a stopped run still reports its test accuracy.
+    const CancelCheck stopped = [this] { return control_.stopped(); };
+    const CancelCheck aborted = [this] { return control_.aborted(); };
 
     RunSummary sum;
     sum.model = spec.name;
@@ -326,25 +367,44 @@ RunSummary Trainer::run() {
         if (m.staleness >= 0) staleness += double(m.staleness);
         if (m.step == 1) afterFirst = now;
         hub.onStepEnd(m);
+        if (std::string e = hub.error(); !e.empty()) throw Error(e);  // e.g. the metrics file
     };
 
     if (!async) {
-        Batch b;
+        // One step at a time; averaging: the local steps up to the next average in one call, so
+        // the replicas run them without meeting (fewer where the run is paused or stopped).
+        std::vector<Batch> round(plan.averaging() ? size_t(plan.averageEvery) : 1);
+        std::vector<const Batch*> batches;
+        auto roundGoesOn = [&](size_t k) {
+            const int64_t next = step + int64_t(k);
+            return plan.averaging() && k < round.size() && next % plan.averageEvery != 0 && next < total &&
+                   !control_.paused() && control_.awaitStep();
+        };
         while (step < total && control_.awaitStep()) {
             const auto t0 = Clock::now();
-            train.next(b);
+            batches.clear();
+            do {
+                train.next(round[batches.size()]);
+                batches.push_back(&round[batches.size()]);
+            } while (roundGoesOn(batches.size()));
             const double wait = seconds(t0, Clock::now());
-            TowerStep r = towers.step(b, step, wait);
-            if (ema) {
-                ema->update(vars.stream, vars.params, step);
-                vars.backend->synchronize(vars.stream);
+            const std::vector<TowerStep> rs = towers.steps(batches, step, wait);
+            const double each = seconds(t0, Clock::now()) / double(rs.size());  // local steps share the wall time
+            bool evalDue = false;
+            for (const TowerStep& r : rs) {
+                if (ema) {  // averaging: the mean of the replicas as they are after this call's steps
+                    const VariablesView v = towers.variables();
+                    ema->update(v.stream, v.params, step);
+                    v.backend->synchronize(v.stream);
+                }
+                StepMetrics m = toMetrics(r, each);
+                ++step;
+                record(m);
+                evalDue |= c.evalEvery > 0 && step % c.evalEvery == 0 && step < total;
             }
-            StepMetrics m = toMetrics(r, seconds(t0, Clock::now()));
-            ++step;
-            record(m);
-            if (c.evalEvery > 0 && step % c.evalEvery == 0 && step < total)
+            if (evalDue)
                 evalWith(data.validation.size() ? data.validation : data.test,
-                         data.validation.size() ? "validation" : "test", step);
+                         data.validation.size() ? "validation" : "test", step, stopped);
         }
     } else {
         towers.runAsync(
@@ -374,15 +434,23 @@ RunSummary Trainer::run() {
     }
     sum.towerMemory = net.memoryUse();
     sum.optimizerSlotBytes = towers.optimizerSlotBytes();
-    sum.evaluated = !control_.aborted();
-    if (sum.evaluated) {
-        if (data.validation.size()) sum.validationAccuracy = evalWith(data.validation, "validation", step).accuracy;
-        const EvalResult test = evalWith(data.test, "test", step);
-        sum.testAccuracy = test.accuracy;
-        sum.testLoss = test.loss;
+    sum.evaluated = false;
+    if (!control_.aborted()) {
+        std::optional<EvalResult> validation;
+        if (data.validation.size()) validation = evalWith(data.validation, "validation", step, aborted);
+        const std::optional<EvalResult> test =
+            data.validation.size() && !validation ? std::nullopt : evalWith(data.test, "test", step, aborted);
+        if (test) {
+            if (validation) sum.validationAccuracy = validation->accuracy;
+            sum.testAccuracy = test->accuracy;
+            sum.testLoss = test->loss;
+            sum.evaluated = true;
+        }
     }
     monitor.reset();  // no samples after the final state
     sum.deviceMemory = towers.deviceMemory();
+    hub.flush();
+    if (std::string e = hub.error(); !e.empty()) throw Error(e);
     hub.onStateChanged(sum.stopped ? RunState::Stopped : RunState::Finished, "");
     return sum;
 }

@@ -15,6 +15,8 @@
 
 namespace tb {
 
+class ObserverHub;
+
 struct RunSummary {
     int64_t steps = 0;             // sync: global steps; async: applied updates
     double epochs = 0;
@@ -52,12 +54,15 @@ public:
     explicit Trainer(RunConfig config);
     ~Trainer();
     void addObserver(TrainingObserver* o) { observers_.push_back(o); }
-    // Runs to the end (or until stop); throws tb::Error on bad input.
+    // Runs to the end (or until stop); throws tb::Error on bad input or any failure, after the
+    // observers have seen RunState::Failed with the same message.
     RunSummary run();
     RunControl& control() { return control_; }
     void requestStop() { control_.stop(); }
 
 private:
+    RunSummary execute(ObserverHub& hub);
+
     RunConfig config_;
     std::vector<TrainingObserver*> observers_;
     RunControl control_;

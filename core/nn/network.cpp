@@ -109,8 +109,12 @@ Network::Network(const ModelSpec& spec, Backend& backend, int batch)
 Network::~Network() { backend_.deallocate(labels_); }
 
 void Network::bindParams(float* external) {
-    params_ = external;
+    viewParams(external);
     own_params_ = Tensor();  // not needed any more
+}
+
+void Network::viewParams(float* p) {
+    params_ = p ? p : own_params_.data();
     size_t pi = 0;
     for (auto& layer : layers_)
         for (float*& w : layer->w) w = params_ + offsets_[pi++];

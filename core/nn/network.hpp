@@ -54,6 +54,8 @@ public:
     // Reads and updates the parameters in `external` (paramCount floats on this device) instead
     // of its own buffer: CPU towers share the variables held in host memory without copies.
     void bindParams(float* external);
+    // Reads parameters from `p` for a while (nullptr: its own buffer again), keeping its own.
+    void viewParams(float* p);
     float* grads() const { return grads_.data(); }     // (paramCount)
     float* input() const { return input_buf_.data(); } // (batch, h, w, c)
     int32_t* labels() const { return labels_; }        // (batch)

@@ -40,7 +40,13 @@ struct TowerSet::Tower {
     int64_t computed = 0;            // steps computed so far (the first runs eagerly)
     TowerPhases phases;
     double lossSum = 0, correct = 0, wd = 0;
-    std::exception_ptr error;
+    // Per step of the current call (one step; averaging: the local steps up to an average).
+    struct Result {
+        TowerPhases phases;
+        double lossSum = 0, correct = 0, wd = 0;
+    };
+    std::vector<Result> results;
+    std::exception_ptr error;        // the first failure of this call; cleared at the next
     Backend* holder = nullptr;       // owner of holderStream where it is not `stream`
 
     // Everything above belongs to `backend` (or the holder's): give it back in dependency order.
@@ -187,9 +193,156 @@ void TowerSet::towerLoop(int i) {
     for (;;) {
         start_.arrive_and_wait();
         if (quit_) return;
-        syncStep(i);
+        Tower& t = *towers_[size_t(i)];
+        t.error = nullptr;
+        t.results.assign(round_.size(), {});
+        if (plan_.averaging()) localSteps(i);
+        else syncStep(i);
         done_.arrive_and_wait();
     }
+}
+
+// Runs f unless the tower has failed already; a failure is kept for step() to rethrow. Towers
+// still meet at every barrier of the step, failed or not, so no tower waits for one that left.
+template <class F>
+void TowerSet::guarded(Tower& t, F&& f) {
+    if (t.error) return;
+    try {
+        f();
+    } catch (...) {
+        t.error = std::current_exception();
+    }
+}
+
+bool TowerSet::anyFailed() const {
+    return std::any_of(towers_.begin(), towers_.end(), [](const auto& t) { return bool(t->error); });
+}
+
+// Tower i's slice of global batch `k` of this call, through forward and backward.
+void TowerSet::computeSlice(Tower& t, int i, size_t k) {
+    const Batch& b = *round_[k];
+    const int per = plan_.batchPerTower;
+    const size_t sample = b.x.size() / size_t(b.n);
+    const bool pull = holderBased() && !t.sharesHolder;
+    computeGradients(t, i, b.x.data() + size_t(i) * size_t(per) * sample, b.y.data() + size_t(i) * size_t(per), per,
+                     uint64_t(step_ + int64_t(k)), pull);
+    straggle(t, i);
+}
+
+// Keeps what tower t measured for step k of this call.
+void TowerSet::keep(Tower& t, size_t k) {
+    t.results[k].phases = t.phases;
+    t.results[k].lossSum = t.lossSum;
+    t.results[k].correct = t.correct;
+    t.results[k].wd = t.wd;
+}
+
+void TowerSet::syncStep(int i) {
+    Tower& t = *towers_[size_t(i)];
+    t.phases = {};
+    t.phases.dataWait = callerWait_;
+    guarded(t, [&] { computeSlice(t, i, 0); });
+
+    auto t0 = Clock::now();
+    computed_.arrive_and_wait();  // the synchronisation point: every tower's gradients are ready
+    t.phases.wait = since(t0);
+    const bool failed = anyFailed();  // the same answer in every tower: read after the barrier
+
+    size_t begin, end;
+    chunk(i, begin, end);
+    const size_t len = end - begin;
+    const int n = towers();
+    if (holderBased()) {
+        // Mean of the towers' gradients over this tower's chunk, on the holder: the seeds'
+        // average_gradients, split across the towers' threads.
+        if (!failed) guarded(t, [&] {
+            Backend& hb = *holder_;
+            Stream hs = t.holderStream;
+            t0 = Clock::now();
+            const float* grads = gradientsAtHolder(t);
+            if (n > 1) {
+                float* mean = meanGrads_.data() + begin;
+                hb.copy(hs, mean, gradientsAtHolder(*towers_[0]) + begin, len * sizeof(float));
+                for (int j = 1; j < n; ++j) hb.axpy(hs, 1.f, gradientsAtHolder(*towers_[size_t(j)]) + begin, mean, len);
+                hb.scale(hs, mean, 1.f / float(n), len);
+                grads = meanGrads_.data();
+            }
+            t.phases.reduce += since(t0);
+            t0 = Clock::now();
+            holderOpt_->applyRange(hs, holderParams_.data(), grads, begin, len, step_);
+            hb.synchronize(hs);
+            t.phases.apply = since(t0);
+        });
+        keep(t, 0);
+        return;
+    }
+    // All-reduce among replicas sharing one memory: each tower reduces its chunk into the mean,
+    // then every replica applies the whole mean to its own copy.
+    Backend& be = *t.backend;
+    const float* grads = n == 1 ? t.net->grads() : meanGrads_.data();
+    if (!failed && n > 1) guarded(t, [&] {
+        t0 = Clock::now();
+        float* mean = meanGrads_.data() + begin;
+        be.copy(t.stream, mean, towers_[0]->net->grads() + begin, len * sizeof(float));
+        for (int j = 1; j < n; ++j) be.axpy(t.stream, 1.f, towers_[size_t(j)]->net->grads() + begin, mean, len);
+        be.scale(t.stream, mean, 1.f / float(n), len);
+        be.synchronize(t.stream);
+        t.phases.reduce += since(t0);
+    });
+    t0 = Clock::now();
+    reduced_.arrive_and_wait();  // all-reduce complete: every replica sees the whole mean
+    t.phases.wait += since(t0);
+    if (!failed) guarded(t, [&] {
+        t0 = Clock::now();
+        t.opt->apply(t.stream, t.net->params(), grads, step_);
+        be.synchronize(t.stream);
+        t.phases.apply = since(t0);
+    });
+    keep(t, 0);
+}
+
+// Averaging: each replica takes its local steps on its slices of this call's batches without
+// meeting the others (a straggler costs them nothing until the average), then, where the last
+// of them completes K steps, the replicas meet and are all-reduced to their mean.
+void TowerSet::localSteps(int i) {
+    Tower& t = *towers_[size_t(i)];
+    Backend& be = *t.backend;
+    const size_t count = round_.size();
+    for (size_t k = 0; k < count; ++k) {
+        t.phases = {};
+        t.phases.dataWait = k == 0 ? callerWait_ : 0;
+        guarded(t, [&] {
+            computeSlice(t, i, k);
+            const auto t0 = Clock::now();
+            t.opt->apply(t.stream, t.net->params(), t.net->grads(), step_ + int64_t(k));
+            be.synchronize(t.stream);
+            t.phases.apply = since(t0);
+        });
+        keep(t, k);
+    }
+    if ((step_ + int64_t(count)) % plan_.averageEvery != 0) return;
+    TowerPhases& last = t.results.back().phases;
+    auto t0 = Clock::now();
+    reduced_.arrive_and_wait();  // every replica has taken its local steps
+    last.wait += since(t0);
+    if (!anyFailed()) guarded(t, [&] {
+        size_t begin, end;
+        chunk(i, begin, end);
+        const size_t len = end - begin;
+        const int n = towers();
+        t0 = Clock::now();
+        float* mean = meanGrads_.data() + begin;
+        be.copy(t.stream, mean, towers_[0]->net->params() + begin, len * sizeof(float));
+        for (int j = 1; j < n; ++j) be.axpy(t.stream, 1.f, towers_[size_t(j)]->net->params() + begin, mean, len);
+        be.scale(t.stream, mean, 1.f / float(n), len);
+        for (int j = 0; j < n; ++j)
+            be.copy(t.stream, towers_[size_t(j)]->net->params() + begin, mean, len * sizeof(float));
+        be.synchronize(t.stream);
+        last.reduce += since(t0);
+    });
+    t0 = Clock::now();
+    reduced_.arrive_and_wait();  // every replica holds the average again
+    last.wait += since(t0);
 }
 
 // The whole of a tower's step as device work on its stream: pull the variables (towers with their
@@ -264,135 +417,66 @@ void TowerSet::straggle(Tower& t, int i) {
     t.phases.straggle = extra;
 }
 
-void TowerSet::syncStep(int i) {
-    Tower& t = *towers_[size_t(i)];
-    t.phases = {};
-    t.phases.dataWait = callerWait_;
-    const Batch& b = *batch_;
-    const int per = plan_.batchPerTower;
-    const size_t sample = b.x.size() / size_t(b.n);
-    const bool pull = holderBased() && !t.sharesHolder;
-    computeGradients(t, i, b.x.data() + size_t(i) * size_t(per) * sample, b.y.data() + size_t(i) * size_t(per), per,
-                     uint64_t(step_), pull);
-    straggle(t, i);
-
-    auto t0 = Clock::now();
-    computed_.arrive_and_wait();  // the synchronisation point: every tower's gradients are ready
-    t.phases.wait = since(t0);
-    if (t.error) return;  // step() rethrows it; the others finish this step on what they have
-
-    size_t begin, end;
-    chunk(i, begin, end);
-    const size_t len = end - begin;
+std::vector<TowerStep> TowerSet::steps(const std::vector<const Batch*>& batches, int64_t first, double dataWait) {
     const int n = towers();
-    if (holderBased()) {
-        // Mean of the towers' gradients over this tower's chunk, on the holder: the seeds'
-        // average_gradients, split across the towers' threads.
-        Backend& hb = *holder_;
-        Stream hs = t.holderStream;
-        t0 = Clock::now();
-        const float* grads = gradientsAtHolder(t);
-        if (n > 1) {
-            float* mean = meanGrads_.data() + begin;
-            hb.copy(hs, mean, gradientsAtHolder(*towers_[0]) + begin, len * sizeof(float));
-            for (int j = 1; j < n; ++j) hb.axpy(hs, 1.f, gradientsAtHolder(*towers_[size_t(j)]) + begin, mean, len);
-            hb.scale(hs, mean, 1.f / float(n), len);
-            grads = meanGrads_.data();
-        }
-        t.phases.reduce += since(t0);
-        t0 = Clock::now();
-        holderOpt_->applyRange(hs, holderParams_.data(), grads, begin, len, step_);
-        hb.synchronize(hs);
-        t.phases.apply = since(t0);
-        return;
+    if (batches.empty()) return {};
+    if (batches.size() > 1 && !plan_.averaging())
+        throw Error("several steps at once are for local steps between averages (--average-every)");
+    for (const Batch* b : batches)
+        if (b->n != n * plan_.batchPerTower)
+            throw Error("a global batch of " + std::to_string(b->n) + " does not split into " + std::to_string(n) +
+                        " towers of " + std::to_string(plan_.batchPerTower));
+    if (evalView_) {  // evaluation looked at the replicas' mean through tower 0: back to its own copy
+        towers_[0]->net->viewParams(nullptr);
+        evalView_ = false;
     }
-    Backend& be = *t.backend;
-    if (!plan_.averaging()) {
-        // All-reduce among replicas sharing one memory: each tower reduces its chunk into the
-        // mean, then every replica applies the whole mean to its own copy.
-        t0 = Clock::now();
-        const float* grads = n == 1 ? t.net->grads() : meanGrads_.data();
-        if (n > 1) {
-            float* mean = meanGrads_.data() + begin;
-            be.copy(t.stream, mean, towers_[0]->net->grads() + begin, len * sizeof(float));
-            for (int j = 1; j < n; ++j) be.axpy(t.stream, 1.f, towers_[size_t(j)]->net->grads() + begin, mean, len);
-            be.scale(t.stream, mean, 1.f / float(n), len);
-            be.synchronize(t.stream);
-        }
-        t.phases.reduce += since(t0);
-        t0 = Clock::now();
-        reduced_.arrive_and_wait();  // all-reduce complete: every replica sees the whole mean
-        t.phases.wait += since(t0);
-        t0 = Clock::now();
-        t.opt->apply(t.stream, t.net->params(), grads, step_);
-        be.synchronize(t.stream);
-        t.phases.apply = since(t0);
-        return;
-    }
-    t0 = Clock::now();
-    t.opt->apply(t.stream, t.net->params(), t.net->grads(), step_);
-    be.synchronize(t.stream);
-    t.phases.apply = since(t0);
-    if ((step_ + 1) % plan_.averageEvery == 0) {
-        t0 = Clock::now();
-        reduced_.arrive_and_wait();  // every replica has taken its local step
-        t.phases.wait += since(t0);
-        t0 = Clock::now();
-        float* mean = meanGrads_.data() + begin;
-        be.copy(t.stream, mean, towers_[0]->net->params() + begin, len * sizeof(float));
-        for (int j = 1; j < n; ++j) be.axpy(t.stream, 1.f, towers_[size_t(j)]->net->params() + begin, mean, len);
-        be.scale(t.stream, mean, 1.f / float(n), len);
-        for (int j = 0; j < n; ++j)
-            be.copy(t.stream, towers_[size_t(j)]->net->params() + begin, mean, len * sizeof(float));
-        be.synchronize(t.stream);
-        t.phases.reduce += since(t0);
-        t0 = Clock::now();
-        reduced_.arrive_and_wait();  // every replica holds the average again
-        t.phases.wait += since(t0);
-    }
-}
-
-TowerStep TowerSet::step(const Batch& global, int64_t step, double dataWait) {
-    const int n = towers();
-    if (global.n != n * plan_.batchPerTower)
-        throw Error("a global batch of " + std::to_string(global.n) + " does not split into " + std::to_string(n) +
-                    " towers of " + std::to_string(plan_.batchPerTower));
-    batch_ = &global;
-    step_ = step;
+    round_ = batches;
+    step_ = first;
     callerWait_ = dataWait;
     start_.arrive_and_wait();
     done_.arrive_and_wait();
-    TowerStep r;
-    r.update = step + 1;
-    r.lr = optSettings_.schedule.at(step);
-    const int64_t bytes = paramCount_ * int64_t(sizeof(float));
-    for (auto& t : towers_) {
+    for (auto& t : towers_)
         if (t->error) std::rethrow_exception(t->error);
-        r.lossSum.push_back(t->lossSum);
-        r.correct.push_back(t->correct);
-        r.examples.push_back(plan_.batchPerTower);
-        r.phases.push_back(t->phases);
+    const int64_t bytes = paramCount_ * int64_t(sizeof(float));
+    std::vector<TowerStep> out(batches.size());
+    for (size_t k = 0; k < batches.size(); ++k) {
+        TowerStep& r = out[k];
+        const int64_t step = first + int64_t(k);
+        r.update = step + 1;
+        r.lr = optSettings_.schedule.at(step);
+        for (auto& t : towers_) {
+            const Tower::Result& res = t->results[k];
+            r.lossSum.push_back(res.lossSum);
+            r.correct.push_back(res.correct);
+            r.examples.push_back(plan_.batchPerTower);
+            r.phases.push_back(res.phases);
+        }
+        r.weightDecayLoss = towers_[0]->results[k].wd;
+        if (holderBased()) {
+            // Every tower's gradients read by the holder's mean; towers with their own copy of
+            // the variables also pull them each step.
+            for (auto& t : towers_) r.bytesMoved += (t->sharesHolder ? n > 1 : 2) * bytes;
+        } else if (n > 1 && (!plan_.averaging() || (step + 1) % plan_.averageEvery == 0)) {
+            r.bytesMoved = 2 * (n - 1) * bytes;  // all-reduce / averaging: ring-equivalent bus bytes
+        }
     }
-    r.weightDecayLoss = towers_[0]->wd;
-    if (holderBased()) {
-        // Every tower's gradients read by the holder's mean; towers with their own copy of the
-        // variables also pull them each step.
-        for (auto& t : towers_) r.bytesMoved += (t->sharesHolder ? n > 1 : 2) * bytes;
-    } else if (n > 1 && (!plan_.averaging() || (step + 1) % plan_.averageEvery == 0)) {
-        r.bytesMoved = 2 * (n - 1) * bytes;  // all-reduce / averaging: ring-equivalent bus bytes
-    }
-    return r;
+    return out;
+}
+
+TowerStep TowerSet::step(const Batch& global, int64_t step, double dataWait) {
+    return steps({&global}, step, dataWait).front();
 }
 
 void TowerSet::averageNow() {
     if (!plan_.averaging()) return;
     Tower& t0 = *towers_[0];
-    const size_t count = size_t(paramCount_);
-    float* mean = meanGrads_.data();
-    t0.backend->copy(t0.stream, mean, t0.net->params(), count * sizeof(float));
-    for (size_t j = 1; j < towers_.size(); ++j) t0.backend->axpy(t0.stream, 1.f, towers_[j]->net->params(), mean, count);
-    t0.backend->scale(t0.stream, mean, 1.f / float(towers()), count);
-    for (auto& t : towers_) t0.backend->copy(t0.stream, t->net->params(), mean, count * sizeof(float));
+    if (evalView_) {
+        t0.net->viewParams(nullptr);
+        evalView_ = false;
+    }
+    float* mean = evalParams();
+    meanOfReplicas(mean);
+    for (auto& t : towers_) t0.backend->copy(t0.stream, t->net->params(), mean, size_t(paramCount_) * sizeof(float));
     t0.backend->synchronize(t0.stream);
 }
 
@@ -483,7 +567,31 @@ Network& TowerSet::evalNetwork() {
         t0.backend->copy(t0.stream, t0.net->params(), holderParams_.data(), size_t(paramCount_) * sizeof(float));
         t0.backend->synchronize(t0.stream);
     }
+    // Averaging: the model is the replicas' mean. Tower 0 looks at a copy of it until the next
+    // step, so evaluating changes nothing in training.
+    if (plan_.averaging()) {
+        meanOfReplicas(evalParams());
+        t0.net->viewParams(evalParams_.data());
+        evalView_ = true;
+    }
     return *t0.net;
+}
+
+float* TowerSet::evalParams() {
+    if (evalParams_.empty()) evalParams_ = towers_[0]->backend->empty(Shape{paramCount_});
+    return evalParams_.data();
+}
+
+void TowerSet::meanOfReplicas(float* out) {
+    Tower& t0 = *towers_[0];
+    Backend& be = *t0.backend;
+    const size_t count = size_t(paramCount_);
+    if (evalView_) t0.net->viewParams(nullptr);  // the replica's own parameters, not the last mean
+    be.copy(t0.stream, out, t0.net->params(), count * sizeof(float));
+    for (size_t j = 1; j < towers_.size(); ++j) be.axpy(t0.stream, 1.f, towers_[j]->net->params(), out, count);
+    be.scale(t0.stream, out, 1.f / float(towers()), count);
+    be.synchronize(t0.stream);
+    if (evalView_) t0.net->viewParams(evalParams_.data());
 }
 
 Stream TowerSet::evalStream() { return towers_[0]->stream; }
@@ -491,6 +599,10 @@ Stream TowerSet::evalStream() { return towers_[0]->stream; }
 VariablesView TowerSet::variables() {
     if (holderBased()) return {holder_, towers_[0]->holderStream, holderParams_.data()};
     Tower& t0 = *towers_[0];
+    if (plan_.averaging()) {
+        meanOfReplicas(evalParams());
+        return {t0.backend, t0.stream, evalParams_.data()};
+    }
     return {t0.backend, t0.stream, t0.net->params()};
 }
 

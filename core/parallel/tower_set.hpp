@@ -93,6 +93,10 @@ public:
     // Sync and averaging: one step on `global` (towers x batchPerTower examples; tower i takes
     // the i-th contiguous slice). dataWait is how long the caller waited for the batch.
     TowerStep step(const Batch& global, int64_t step, double dataWait);
+    // Averaging: consecutive steps first, first + 1, ... on these global batches, which the
+    // replicas take as local steps without meeting; they average where a step completes a
+    // multiple of K. Any split of the steps into calls gives the same result.
+    std::vector<TowerStep> steps(const std::vector<const Batch*>& batches, int64_t first, double dataWait);
     // Async: towers run free until `updates` updates are applied or `control` stops them.
     // nextBatch is called under a lock; onUpdate is called on tower threads, serialised.
     void runAsync(int64_t updates, const std::function<void(Batch&)>& nextBatch, RunControl& control,
@@ -100,9 +104,12 @@ public:
     // Averaging: makes every replica equal to the mean (also done every K steps).
     void averageNow();
 
-    // The network that evaluation and checkpoints see: tower 0 with the current variables.
+    // The network that evaluation and checkpoints see: tower 0 with the current variables
+    // (averaging: looking at the replicas' mean, in a copy, until the next step; training is
+    // not touched by evaluating).
     Network& evalNetwork();
     Stream evalStream();
+    // The variables (averaging: the replicas' mean, computed now).
     VariablesView variables();
     // Per device with an allocator that keeps books (GPUs): what it handed out, peak included.
     std::vector<DeviceMemoryUse> deviceMemory() const;
@@ -112,6 +119,14 @@ public:
 private:
     struct Tower;
     void towerLoop(int i);
+    template <class F>
+    void guarded(Tower& t, F&& f);
+    bool anyFailed() const;
+    void computeSlice(Tower& t, int i, size_t k);
+    void keep(Tower& t, size_t k);
+    void localSteps(int i);
+    float* evalParams();              // (P) on tower 0's device, made on first use
+    void meanOfReplicas(float* out);  // out = mean of the replicas' own parameters
     // Pull (if the tower keeps its own copy), input, forward, backward, push; timed with events.
     // `step` is the global step (sync) or the update the tower pulled (async).
     void computeGradients(Tower& t, int i, const float* x, const int32_t* y, int n, uint64_t step, bool pull);
@@ -141,7 +156,9 @@ private:
     // Sync machinery: the caller and N tower threads meet at start_ and done_; towers also meet
     // at computed_ (the synchronisation point) and reduced_ (all-reduce / averaging).
     std::barrier<> start_, done_, computed_, reduced_;
-    const Batch* batch_ = nullptr;
+    std::vector<const Batch*> round_;  // this call's global batches (one, or local steps)
+    Tensor evalParams_;     // (P) averaging: the replicas' mean that evaluation looks at
+    bool evalView_ = false; // tower 0 looks at evalParams_ until the next step
     int64_t step_ = 0;
     double callerWait_ = 0;
     bool quit_ = false;
