@@ -47,6 +47,9 @@ struct TowerSet::Tower {
     };
     std::vector<Result> results;
     std::exception_ptr error;        // the first failure of this call; cleared at the next
+    // Set with `error`; other towers read this flag (their reads may race with a late failure),
+    // the exception itself only the caller reads, after the step.
+    std::atomic<bool> failed{false};
     Backend* holder = nullptr;       // owner of holderStream where it is not `stream`
 
     // Everything above belongs to `backend` (or the holder's): give it back in dependency order.
@@ -195,6 +198,7 @@ void TowerSet::towerLoop(int i) {
         if (quit_) return;
         Tower& t = *towers_[size_t(i)];
         t.error = nullptr;
+        t.failed = false;
         t.results.assign(round_.size(), {});
         if (plan_.averaging()) localSteps(i);
         else syncStep(i);
@@ -211,11 +215,12 @@ void TowerSet::guarded(Tower& t, F&& f) {
         f();
     } catch (...) {
         t.error = std::current_exception();
+        t.failed = true;
     }
 }
 
 bool TowerSet::anyFailed() const {
-    return std::any_of(towers_.begin(), towers_.end(), [](const auto& t) { return bool(t->error); });
+    return std::any_of(towers_.begin(), towers_.end(), [](const auto& t) { return t->failed.load(); });
 }
 
 // Tower i's slice of global batch `k` of this call, through forward and backward.
@@ -367,46 +372,42 @@ void TowerSet::enqueueCompute(Tower& t, int n, uint64_t seed, bool pull) {
     be.recordEvent(t.marks[4], t.stream);
 }
 
-void TowerSet::computeGradients(Tower& t, int i, const float* x, const int32_t* y, int n, uint64_t seed, bool pull) {
+void TowerSet::computeGradients(Tower& t, int i, const float* x, const int32_t* y, int n, uint64_t step, bool pull) {
     Backend& be = *t.backend;
     Network& net = *t.net;
-    try {
-        std::memcpy(t.inputStage.data(), x, size_t(n) * size_t(net.inputDims().size()) * sizeof(float));
-        std::memcpy(t.labelStage.data(), y, size_t(n) * sizeof(int32_t));
-        // Dropout masks: a function of the run's seed, the step and the tower.
-        const uint64_t stepSeed = (seed_ + 1) * 0x9E3779B97F4A7C15ull ^ (seed * 7919ull + uint64_t(i) * 1000003ull);
-        // GPUs: the second step is recorded as a graph and every later one replays it, one launch
-        // instead of dozens (these models are small enough to be launch-bound). The first runs
-        // eagerly so that one-time set-up stays out of the recording. Dropout draws a new mask
-        // each step and the last batch of a pass may be short, so those steps are not replayed.
-        const bool replayable = be.canCapture() && n == plan_.batchPerTower && !net.drawsRandomNumbers();
-        if (replayable && t.computed >= 1) {
-            if (!t.graph) {
-                be.beginCapture(t.stream);
-                try {
-                    enqueueCompute(t, n, stepSeed, pull);
-                } catch (...) {
-                    be.endCapture(t.stream);
-                    throw;
-                }
-                t.graph = be.endCapture(t.stream);
+    std::memcpy(t.inputStage.data(), x, size_t(n) * size_t(net.inputDims().size()) * sizeof(float));
+    std::memcpy(t.labelStage.data(), y, size_t(n) * sizeof(int32_t));
+    // Dropout masks: a function of the run's seed, the step and the tower.
+    const uint64_t stepSeed = (seed_ + 1) * 0x9E3779B97F4A7C15ull ^ (step * 7919ull + uint64_t(i) * 1000003ull);
+    // GPUs: the second step is recorded as a graph and every later one replays it, one launch
+    // instead of dozens (these models are small enough to be launch-bound). The first runs
+    // eagerly so that one-time set-up stays out of the recording. Dropout draws a new mask
+    // each step and the last batch of a pass may be short, so those steps are not replayed.
+    const bool replayable = be.canCapture() && n == plan_.batchPerTower && !net.drawsRandomNumbers();
+    if (replayable && t.computed >= 1) {
+        if (!t.graph) {
+            be.beginCapture(t.stream);
+            try {
+                enqueueCompute(t, n, stepSeed, pull);
+            } catch (...) {
+                be.endCapture(t.stream);
+                throw;
             }
-            be.launchGraph(t.graph, t.stream);
-        } else {
-            enqueueCompute(t, n, stepSeed, pull);
+            t.graph = be.endCapture(t.stream);
         }
-        ++t.computed;
-        be.synchronize(t.stream);
-        t.phases.reduce += be.elapsedSeconds(t.marks[0], t.marks[1]) + be.elapsedSeconds(t.marks[3], t.marks[4]);
-        t.phases.forward = be.elapsedSeconds(t.marks[1], t.marks[2]);
-        t.phases.backward = be.elapsedSeconds(t.marks[2], t.marks[3]);
-        const float* host = t.hostStats.data();
-        t.lossSum = host[0];
-        t.correct = host[1];
-        t.wd = host[2];
-    } catch (...) {
-        t.error = std::current_exception();
+        be.launchGraph(t.graph, t.stream);
+    } else {
+        enqueueCompute(t, n, stepSeed, pull);
     }
+    ++t.computed;
+    be.synchronize(t.stream);
+    t.phases.reduce += be.elapsedSeconds(t.marks[0], t.marks[1]) + be.elapsedSeconds(t.marks[3], t.marks[4]);
+    t.phases.forward = be.elapsedSeconds(t.marks[1], t.marks[2]);
+    t.phases.backward = be.elapsedSeconds(t.marks[2], t.marks[3]);
+    const float* host = t.hostStats.data();
+    t.lossSum = host[0];
+    t.correct = host[1];
+    t.wd = host[2];
 }
 
 void TowerSet::straggle(Tower& t, int i) {
@@ -513,7 +514,6 @@ void TowerSet::runAsync(int64_t updates, const std::function<void(Batch&)>& next
                 t.phases.reduce = since(t0);
                 computeGradients(t, i, b.x.data(), b.y.data(), std::min(b.n, plan_.batchPerTower), uint64_t(pulledAt),
                                  false);
-                if (t.error) std::rethrow_exception(t.error);
                 straggle(t, i);
                 // Push: the holder applies this tower's gradients at once, shard by shard; the
                 // lock covers the update's completion, not just its enqueueing.
