@@ -101,10 +101,12 @@ if [ -n "$prebuilt" ]; then
   note "build" "prebuilt programs from $prebuilt (built on the development machine)"
   run_bin="$prebuilt"
   tests_bin="$prebuilt"
+  bench_bin="$prebuilt"
 else
   step "configure and build (CUDA, no Qt)" build || { printf '%s\n' "${summary[@]}" | tee "$out/summary.txt"; exit 1; }
   run_bin="$bin/app"
   tests_bin="$bin/tests/gpu"
+  bench_bin="$bin/tests/benchmarks"
 fi
 tbrun="$run_bin/towerbench-run"
 export TB_CUDA_MODULE="$run_bin/libtb_backend_cuda.so"
@@ -116,7 +118,8 @@ step "towerbench-run selftest" selftest
 # The Qt-free tests: exit 77 means skipped; a GPU test that skips here is a failure.
 tests() {
   local status=0 name args rc gpu_ran=0
-  for t in "tst_backend_ops cpu" "tst_tower_transfers" "tst_device_monitor" "tst_backend_ops gpu" "tst_gpu_towers"; do
+  for t in "tst_backend_ops cpu" "tst_tower_transfers" "tst_device_monitor" "tst_float_mode" "tst_observer_hub" \
+           "tst_backend_ops gpu" "tst_gpu_towers"; do
     name=${t%% *}; args=${t#"$name"}
     echo "--- $t"
     (cd "$repo" && OMP_NUM_THREADS=4 timeout 300 "$tests_bin/$name" $args)
@@ -150,6 +153,10 @@ if command -v compute-sanitizer >/dev/null; then
 else
   note "compute-sanitizer memcheck" "not installed here"
 fi
+
+# The host's price of denormal floats (these machines have Intel processors, which pay most).
+denormals() { "$bench_bin/tb_bench_denormals" --threads 4 | tee "$out/denormals.txt"; }
+step "denormal benchmark (host CPU)" denormals
 
 if [ $bench -eq 1 ]; then
   bench_args=(--binary "$tbrun" --out-json "$out/bench_gpu.json")
