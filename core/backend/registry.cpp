@@ -12,6 +12,12 @@ namespace tb {
 
 namespace {
 
+struct Loaded {
+    GpuRuntime runtime;
+    const TbCudaModule* module = nullptr;
+};
+
+#ifdef TB_HAVE_CUDA_MODULE
 constexpr const char* kModuleName = "libtb_backend_cuda.so";
 
 // Where the module may be, first match wins: $TB_CUDA_MODULE; beside the running program; the
@@ -30,11 +36,7 @@ std::vector<std::string> candidatePaths() {
 #endif
     return paths;
 }
-
-struct Loaded {
-    GpuRuntime runtime;
-    const TbCudaModule* module = nullptr;
-};
+#endif
 
 Loaded load() {
     Loaded l;

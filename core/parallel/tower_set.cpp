@@ -5,6 +5,7 @@
 #include <cmath>
 #include <cstring>
 #include <exception>
+#include <mutex>
 
 #include "backend/registry.hpp"
 #include "util/error.hpp"
@@ -15,6 +16,9 @@ namespace tb {
 namespace {
 using Clock = std::chrono::steady_clock;
 double since(Clock::time_point t) { return std::chrono::duration<double>(Clock::now() - t).count(); }
+
+// The host as the variables' holder: a parameter server of its own, not one of the CPU towers.
+constexpr Device kHostHolder{DeviceType::Cpu, -1};
 
 // Host memory from `pinner` (pinned where it is a GPU backend), freed by it.
 Tensor hostTensor(Backend& pinner, int64_t count) {
@@ -28,14 +32,10 @@ struct TowerSet::Tower {
     Backend* backend = nullptr;      // shared by the towers of one device
     Stream stream = nullptr;         // this tower's own queue on it
     std::unique_ptr<Network> net;
-    std::unique_ptr<Optimizer> opt;  // replicated and averaging: each replica updates itself
     Tensor stats;                    // (3) loss sum, correct, weight-decay loss, on the device
     Tensor hostStats;                // (3) the same in host memory the device can write to
     Tensor inputStage, labelStage;   // (batch, h, w, c), (batch) host staging of the input
-    bool sharesHolder = false;       // reads the variables and has its gradients read in place
-    Tensor staged;                   // (P) beside the holder: pushed gradients (when not sharing)
-    Stream holderStream = nullptr;   // this tower's queue on the holder's backend
-    Event marks[5] = {};             // start, pulled, forward done, backward done, pushed
+    Event marks[4] = {};             // start, forward done, backward done, statistics copied
     Graph graph = nullptr;           // one recorded step (GPU towers without dropout)
     int64_t computed = 0;            // steps computed so far (the first runs eagerly)
     TowerPhases phases;
@@ -47,20 +47,14 @@ struct TowerSet::Tower {
     };
     std::vector<Result> results;
     std::exception_ptr error;        // the first failure of this call; cleared at the next
-    // Set with `error`; other towers read this flag (their reads may race with a late failure),
-    // the exception itself only the caller reads, after the step.
-    std::atomic<bool> failed{false};
-    Backend* holder = nullptr;       // owner of holderStream where it is not `stream`
 
-    // Everything above belongs to `backend` (or the holder's): give it back in dependency order.
+    // Everything above belongs to `backend`: give it back in dependency order.
     ~Tower() {
         if (!backend) return;
         backend->destroyGraph(graph);
         for (Event e : marks) backend->destroyEvent(e);
         net.reset();
-        opt.reset();
-        stats = hostStats = inputStage = labelStage = staged = Tensor();
-        if (holder && holderStream && holderStream != stream) holder->destroyStream(holderStream);
+        stats = hostStats = inputStage = labelStage = Tensor();
         backend->destroyStream(stream);
     }
 };
@@ -85,9 +79,7 @@ TowerSet::TowerSet(const ModelSpec& spec, const DeploymentPlan& plan, const Opti
       threadsPerTower_(threadsPerTower),
       seed_(seed),
       start_(plan.towerCount() + 1),
-      done_(plan.towerCount() + 1),
-      computed_(plan.towerCount()),
-      reduced_(plan.towerCount()) {
+      done_(plan.towerCount() + 1) {
     if (plan_.batchPerTower < 1) throw Error("--batch-per-tower: must be at least 1");
     for (const Device& d : plan_.towers) {
         auto t = std::make_unique<Tower>();
@@ -103,68 +95,34 @@ TowerSet::TowerSet(const ModelSpec& spec, const DeploymentPlan& plan, const Opti
         for (Event& e : t->marks) e = t->backend->createEvent();
         towers_.push_back(std::move(t));
     }
-    Tower& t0 = *towers_[0];
+    const Tower& t0 = *towers_[0];
     paramCount_ = t0.net->paramCount();
     if (paramCount_ == 0) throw Error("--model: " + spec.name + " has no parameters to train");
-    const size_t count = size_t(paramCount_), bytes = count * sizeof(float);
-    const std::vector<float> init = t0.net->initialParams(seed);
-    const bool gpuTowers = t0.device.type == DeviceType::Cuda;
 
-    if (holderBased()) {
-        if (plan_.variables == VariablePlacement::Tower) {
-            holder_ = towers_[size_t(plan_.variablesTower)]->backend;
-            holderParams_ = holder_->empty(Shape{int64_t(count)});
-        } else if (!gpuTowers) {
-            holder_ = t0.backend;  // CPU towers: the host is tower 0's memory too
-            holderParams_ = holder_->empty(Shape{int64_t(count)});
-        } else {
-            // The seeds' default on GPUs: variables in host memory, pinned so that the towers'
-            // pulls and pushes are DMA copies; mean and update run on the CPU.
-            backends_.push_back(makeBackend(Device{}, BackendOptions{threadsPerTower}));
-            holder_ = backends_.back().get();
-            holderParams_ = hostTensor(*t0.backend, int64_t(count));
-        }
-        for (auto& t : towers_) {
-            t->sharesHolder = !plan_.explicitCopies &&
-                              (t->backend == holder_ ||
-                               (t->device.type == DeviceType::Cpu && holder_->device().type == DeviceType::Cpu));
-            t->holder = holder_;
-            t->holderStream = t->backend == holder_ && t->sharesHolder ? t->stream : holder_->createStream();
-            if (!t->sharesHolder)
-                t->staged = holder_->device().type == DeviceType::Cpu ? hostTensor(*t->backend, int64_t(count))
-                                                                      : holder_->empty(Shape{int64_t(count)});
-        }
-        Stream hs = t0.holderStream;
-        holder_->copyFromHost(hs, holderParams_.data(), init.data(), bytes);
-        if (towers() > 1) meanGrads_ = holder_->empty(Shape{int64_t(count)});
-        holderOpt_ = std::make_unique<Optimizer>(*holder_, opt.rule, opt.hyper, opt.schedule, count, hs);
-        holder_->synchronize(hs);
-    } else {
-        // Replicated variables: towers read each other's buffers, so they must share one memory
-        // (all CPU towers, or towers on one GPU); between GPUs this is NCCL's work.
-        for (const auto& t : towers_)
-            if (t->device.type != t0.device.type || (gpuTowers && !(t->device == t0.device)))
-                throw Error("--variables replicated: towers on " + t0.device.str() + " and " + t->device.str() +
-                            " do not share memory; across GPUs this needs the NCCL all-reduce, which this build "
-                            "does not have yet (put all towers on one GPU, or use --variables cpu)");
-        if (towers() > 1 || plan_.averaging()) meanGrads_ = t0.backend->empty(Shape{int64_t(count)});
+    StrategySetup s;
+    s.plan = plan_;
+    s.opt = opt;
+    s.init = t0.net->initialParams(seed);
+    for (auto& t : towers_) s.replicas.push_back({t->backend, t->stream, t->net.get(), t->device});
+    if (plan_.variables == VariablePlacement::Tower) {
+        const Tower& h = *towers_[size_t(plan_.variablesTower)];
+        s.holder = {h.backend, h.device};
+    } else if (plan_.variables == VariablePlacement::Cpu) {
+        // The host: a CPU backend of its own for the mean and the update.
+        backends_.push_back(makeBackend(Device{}, BackendOptions{threadsPerTower}));
+        s.holder = {backends_.back().get(), kHostHolder};
     }
-    for (auto& t : towers_) {
-        if (holderBased() && plan_.update == UpdateMode::Sync && t->sharesHolder) {
-            t->net->bindParams(holderParams_.data());
-        } else {
-            t->backend->copyFromHost(t->stream, t->net->params(), init.data(), bytes);
-            if (!holderBased())
-                t->opt = std::make_unique<Optimizer>(*t->backend, opt.rule, opt.hyper, opt.schedule, count, t->stream);
-        }
-        t->backend->synchronize(t->stream);
+    // Shared memory where the towers (and the holder) are all in one memory: all CPU, or all on
+    // one GPU that also holds the variables; explicit copies otherwise.
+    bool shared = !plan_.explicitCopies;
+    for (const auto& t : towers_) {
+        const bool cpu = t->device.type == DeviceType::Cpu;
+        shared = shared && (cpu ? t0.device.type == DeviceType::Cpu : t->device == t0.device);
+        if (s.holder.backend)
+            shared = shared && (cpu ? s.holder.device.type == DeviceType::Cpu : t->device == s.holder.device);
     }
-    // Parameter-server shards: whole variables dealt round-robin, as model_deploy's device chooser.
-    shards_.resize(size_t(plan_.psShards));
-    const auto& infos = t0.net->paramInfos();
-    for (size_t v = 0; v < infos.size(); ++v)
-        shards_[v % shards_.size()].emplace_back(size_t(t0.net->paramOffsets()[v]), size_t(infos[v].shape.numel()));
-    for (int s = 0; s < plan_.psShards; ++s) shardLocks_.push_back(std::make_unique<std::mutex>());
+    s.comm = shared ? CommKind::SharedMemory : CommKind::Copies;
+    strategy_ = makeStrategy(s);
     for (int i = 0; i < towers(); ++i) threads_.emplace_back([this, i] { towerLoop(i); });
 }
 
@@ -172,24 +130,14 @@ TowerSet::~TowerSet() {
     quit_ = true;
     start_.arrive_and_wait();  // the barrier publishes quit_ to the towers
     for (auto& th : threads_) th.join();
-    // The holder's optimiser and buffers, then the towers, then (as members) the backends.
-    holderOpt_.reset();
-    holderParams_ = meanGrads_ = Tensor();
+    // The strategy's buffers and communicator, then the towers, then (as members) the backends.
+    strategy_.reset();
     towers_.clear();
 }
 
 std::string TowerSet::backendName() const { return towers_[0]->backend->name() + " per tower"; }
 
-void TowerSet::chunk(int i, size_t& begin, size_t& end) const {
-    // Chunks of whole cache lines (16 floats), so two towers never write the same line.
-    const size_t lines = (size_t(paramCount_) + 15) / 16, n = size_t(towers());
-    begin = std::min(size_t(paramCount_), lines * size_t(i) / n * 16);
-    end = std::min(size_t(paramCount_), lines * size_t(i + 1) / n * 16);
-}
-
-const float* TowerSet::gradientsAtHolder(const Tower& t) const {
-    return t.sharesHolder ? t.net->grads() : t.staged.data();
-}
+std::string TowerSet::strategyName() const { return strategy_->name() + ", " + strategy_->comm().name(); }
 
 void TowerSet::towerLoop(int i) {
     flushDenormalsInTeam(threadsPerTower_);
@@ -198,7 +146,6 @@ void TowerSet::towerLoop(int i) {
         if (quit_) return;
         Tower& t = *towers_[size_t(i)];
         t.error = nullptr;
-        t.failed = false;
         t.results.assign(round_.size(), {});
         if (plan_.averaging()) localSteps(i);
         else syncStep(i);
@@ -206,8 +153,7 @@ void TowerSet::towerLoop(int i) {
     }
 }
 
-// Runs f unless the tower has failed already; a failure is kept for step() to rethrow. Towers
-// still meet at every barrier of the step, failed or not, so no tower waits for one that left.
+// Runs f unless the tower has failed already; a failure is kept for steps() to rethrow.
 template <class F>
 void TowerSet::guarded(Tower& t, F&& f) {
     if (t.error) return;
@@ -215,12 +161,7 @@ void TowerSet::guarded(Tower& t, F&& f) {
         f();
     } catch (...) {
         t.error = std::current_exception();
-        t.failed = true;
     }
-}
-
-bool TowerSet::anyFailed() const {
-    return std::any_of(towers_.begin(), towers_.end(), [](const auto& t) { return t->failed.load(); });
 }
 
 // Tower i's slice of global batch `k` of this call, through forward and backward.
@@ -228,9 +169,8 @@ void TowerSet::computeSlice(Tower& t, int i, size_t k) {
     const Batch& b = *round_[k];
     const int per = plan_.batchPerTower;
     const size_t sample = b.x.size() / size_t(b.n);
-    const bool pull = holderBased() && !t.sharesHolder;
     computeGradients(t, i, b.x.data() + size_t(i) * size_t(per) * sample, b.y.data() + size_t(i) * size_t(per), per,
-                     uint64_t(step_ + int64_t(k)), pull);
+                     uint64_t(step_ + int64_t(k)));
     straggle(t, i);
 }
 
@@ -242,137 +182,63 @@ void TowerSet::keep(Tower& t, size_t k) {
     t.results[k].wd = t.wd;
 }
 
+// The strategy's collectives are made by every tower, failed or not (a failed tower's buffers
+// are then garbage and the step is thrown away): no tower waits for one that left.
 void TowerSet::syncStep(int i) {
     Tower& t = *towers_[size_t(i)];
     t.phases = {};
     t.phases.dataWait = callerWait_;
+    guarded(t, [&] { strategy_->beforeCompute(i, t.phases); });
     guarded(t, [&] { computeSlice(t, i, 0); });
-
-    auto t0 = Clock::now();
-    computed_.arrive_and_wait();  // the synchronisation point: every tower's gradients are ready
-    t.phases.wait = since(t0);
-    const bool failed = anyFailed();  // the same answer in every tower: read after the barrier
-
-    size_t begin, end;
-    chunk(i, begin, end);
-    const size_t len = end - begin;
-    const int n = towers();
-    if (holderBased()) {
-        // Mean of the towers' gradients over this tower's chunk, on the holder: the seeds'
-        // average_gradients, split across the towers' threads.
-        if (!failed) guarded(t, [&] {
-            Backend& hb = *holder_;
-            Stream hs = t.holderStream;
-            t0 = Clock::now();
-            const float* grads = gradientsAtHolder(t);
-            if (n > 1) {
-                float* mean = meanGrads_.data() + begin;
-                hb.copy(hs, mean, gradientsAtHolder(*towers_[0]) + begin, len * sizeof(float));
-                for (int j = 1; j < n; ++j) hb.axpy(hs, 1.f, gradientsAtHolder(*towers_[size_t(j)]) + begin, mean, len);
-                hb.scale(hs, mean, 1.f / float(n), len);
-                grads = meanGrads_.data();
-            }
-            t.phases.reduce += since(t0);
-            t0 = Clock::now();
-            holderOpt_->applyRange(hs, holderParams_.data(), grads, begin, len, step_);
-            hb.synchronize(hs);
-            t.phases.apply = since(t0);
-        });
-        keep(t, 0);
-        return;
+    try {
+        strategy_->afterCompute(i, step_, t.phases);
+    } catch (...) {
+        if (!t.error) t.error = std::current_exception();
     }
-    // All-reduce among replicas sharing one memory: each tower reduces its chunk into the mean,
-    // then every replica applies the whole mean to its own copy.
-    Backend& be = *t.backend;
-    const float* grads = n == 1 ? t.net->grads() : meanGrads_.data();
-    if (!failed && n > 1) guarded(t, [&] {
-        t0 = Clock::now();
-        float* mean = meanGrads_.data() + begin;
-        be.copy(t.stream, mean, towers_[0]->net->grads() + begin, len * sizeof(float));
-        for (int j = 1; j < n; ++j) be.axpy(t.stream, 1.f, towers_[size_t(j)]->net->grads() + begin, mean, len);
-        be.scale(t.stream, mean, 1.f / float(n), len);
-        be.synchronize(t.stream);
-        t.phases.reduce += since(t0);
-    });
-    t0 = Clock::now();
-    reduced_.arrive_and_wait();  // all-reduce complete: every replica sees the whole mean
-    t.phases.wait += since(t0);
-    if (!failed) guarded(t, [&] {
-        t0 = Clock::now();
-        t.opt->apply(t.stream, t.net->params(), grads, step_);
-        be.synchronize(t.stream);
-        t.phases.apply = since(t0);
-    });
     keep(t, 0);
 }
 
 // Averaging: each replica takes its local steps on its slices of this call's batches without
-// meeting the others (a straggler costs them nothing until the average), then, where the last
-// of them completes K steps, the replicas meet and are all-reduced to their mean.
+// meeting the others (a straggler costs them nothing until the average); the strategy averages
+// where the last of them completes K steps.
 void TowerSet::localSteps(int i) {
     Tower& t = *towers_[size_t(i)];
-    Backend& be = *t.backend;
     const size_t count = round_.size();
     for (size_t k = 0; k < count; ++k) {
         t.phases = {};
         t.phases.dataWait = k == 0 ? callerWait_ : 0;
         guarded(t, [&] {
             computeSlice(t, i, k);
-            const auto t0 = Clock::now();
-            t.opt->apply(t.stream, t.net->params(), t.net->grads(), step_ + int64_t(k));
-            be.synchronize(t.stream);
-            t.phases.apply = since(t0);
+            strategy_->afterCompute(i, step_ + int64_t(k), t.phases);
         });
         keep(t, k);
     }
-    if ((step_ + int64_t(count)) % plan_.averageEvery != 0) return;
     TowerPhases& last = t.results.back().phases;
-    auto t0 = Clock::now();
-    reduced_.arrive_and_wait();  // every replica has taken its local steps
-    last.wait += since(t0);
-    if (!anyFailed()) guarded(t, [&] {
-        size_t begin, end;
-        chunk(i, begin, end);
-        const size_t len = end - begin;
-        const int n = towers();
-        t0 = Clock::now();
-        float* mean = meanGrads_.data() + begin;
-        be.copy(t.stream, mean, towers_[0]->net->params() + begin, len * sizeof(float));
-        for (int j = 1; j < n; ++j) be.axpy(t.stream, 1.f, towers_[size_t(j)]->net->params() + begin, mean, len);
-        be.scale(t.stream, mean, 1.f / float(n), len);
-        for (int j = 0; j < n; ++j)
-            be.copy(t.stream, towers_[size_t(j)]->net->params() + begin, mean, len * sizeof(float));
-        be.synchronize(t.stream);
-        last.reduce += since(t0);
-    });
-    t0 = Clock::now();
-    reduced_.arrive_and_wait();  // every replica holds the average again
-    last.wait += since(t0);
+    try {
+        strategy_->endRound(i, step_ + int64_t(count), last);
+    } catch (...) {
+        if (!t.error) t.error = std::current_exception();
+    }
 }
 
-// The whole of a tower's step as device work on its stream: pull the variables (towers with their
-// own copy), the input from the host stage, forward, backward, push the gradients beside the
-// holder, the loss statistics to the host. Events between the phases time them on the device.
-void TowerSet::enqueueCompute(Tower& t, int n, uint64_t seed, bool pull) {
+// The whole of a tower's compute as device work on its stream: the input from the host stage,
+// forward, backward, the loss statistics to the host. Events between the phases time them.
+void TowerSet::enqueueCompute(Tower& t, int n, uint64_t seed) {
     Backend& be = *t.backend;
     Network& net = *t.net;
-    const size_t bytes = size_t(paramCount_) * sizeof(float);
     be.recordEvent(t.marks[0], t.stream);
-    if (pull) be.copy(t.stream, net.params(), holderParams_.data(), bytes);
-    be.recordEvent(t.marks[1], t.stream);
     be.copyFromHost(t.stream, net.input(), t.inputStage.data(), size_t(n) * size_t(net.inputDims().size()) * 4);
     be.copyFromHost(t.stream, net.labels(), t.labelStage.data(), size_t(n) * sizeof(int32_t));
     be.fill(t.stream, t.stats.data(), 0.f, 3);
     net.forward(t.stream, true, seed, n, t.stats.data());
-    be.recordEvent(t.marks[2], t.stream);
+    be.recordEvent(t.marks[1], t.stream);
     net.backward(t.stream);
-    be.recordEvent(t.marks[3], t.stream);
-    if (!t.sharesHolder && holderBased()) be.copy(t.stream, t.staged.data(), net.grads(), bytes);
+    be.recordEvent(t.marks[2], t.stream);
     be.copyToHost(t.stream, t.hostStats.data(), t.stats.data(), 3 * sizeof(float));
-    be.recordEvent(t.marks[4], t.stream);
+    be.recordEvent(t.marks[3], t.stream);
 }
 
-void TowerSet::computeGradients(Tower& t, int i, const float* x, const int32_t* y, int n, uint64_t step, bool pull) {
+void TowerSet::computeGradients(Tower& t, int i, const float* x, const int32_t* y, int n, uint64_t step) {
     Backend& be = *t.backend;
     Network& net = *t.net;
     std::memcpy(t.inputStage.data(), x, size_t(n) * size_t(net.inputDims().size()) * sizeof(float));
@@ -381,14 +247,14 @@ void TowerSet::computeGradients(Tower& t, int i, const float* x, const int32_t* 
     const uint64_t stepSeed = (seed_ + 1) * 0x9E3779B97F4A7C15ull ^ (step * 7919ull + uint64_t(i) * 1000003ull);
     // GPUs: the second step is recorded as a graph and every later one replays it, one launch
     // instead of dozens (these models are small enough to be launch-bound). The first runs
-    // eagerly so that one-time set-up stays out of the recording. Dropout draws a new mask
-    // each step and the last batch of a pass may be short, so those steps are not replayed.
+    // eagerly so that one-time set-up stays out of the recording. Dropout draws a new mask each
+    // step and the last batch of a pass may be short, so those steps are not replayed.
     const bool replayable = be.canCapture() && n == plan_.batchPerTower && !net.drawsRandomNumbers();
     if (replayable && t.computed >= 1) {
         if (!t.graph) {
             be.beginCapture(t.stream);
             try {
-                enqueueCompute(t, n, stepSeed, pull);
+                enqueueCompute(t, n, stepSeed);
             } catch (...) {
                 be.endCapture(t.stream);
                 throw;
@@ -397,13 +263,12 @@ void TowerSet::computeGradients(Tower& t, int i, const float* x, const int32_t* 
         }
         be.launchGraph(t.graph, t.stream);
     } else {
-        enqueueCompute(t, n, stepSeed, pull);
+        enqueueCompute(t, n, stepSeed);
     }
     ++t.computed;
     be.synchronize(t.stream);
-    t.phases.reduce += be.elapsedSeconds(t.marks[0], t.marks[1]) + be.elapsedSeconds(t.marks[3], t.marks[4]);
-    t.phases.forward = be.elapsedSeconds(t.marks[1], t.marks[2]);
-    t.phases.backward = be.elapsedSeconds(t.marks[2], t.marks[3]);
+    t.phases.forward = be.elapsedSeconds(t.marks[0], t.marks[1]);
+    t.phases.backward = be.elapsedSeconds(t.marks[1], t.marks[2]) + be.elapsedSeconds(t.marks[2], t.marks[3]);
     const float* host = t.hostStats.data();
     t.lossSum = host[0];
     t.correct = host[1];
@@ -427,18 +292,15 @@ std::vector<TowerStep> TowerSet::steps(const std::vector<const Batch*>& batches,
         if (b->n != n * plan_.batchPerTower)
             throw Error("a global batch of " + std::to_string(b->n) + " does not split into " + std::to_string(n) +
                         " towers of " + std::to_string(plan_.batchPerTower));
-    if (evalView_) {  // evaluation looked at the replicas' mean through tower 0: back to its own copy
-        towers_[0]->net->viewParams(nullptr);
-        evalView_ = false;
-    }
+    strategy_->endEvaluation();
     round_ = batches;
     step_ = first;
     callerWait_ = dataWait;
+    const int64_t bytesBefore = bytesMoved();
     start_.arrive_and_wait();
     done_.arrive_and_wait();
     for (auto& t : towers_)
         if (t->error) std::rethrow_exception(t->error);
-    const int64_t bytes = paramCount_ * int64_t(sizeof(float));
     std::vector<TowerStep> out(batches.size());
     for (size_t k = 0; k < batches.size(); ++k) {
         TowerStep& r = out[k];
@@ -453,14 +315,9 @@ std::vector<TowerStep> TowerSet::steps(const std::vector<const Batch*>& batches,
             r.phases.push_back(res.phases);
         }
         r.weightDecayLoss = towers_[0]->results[k].wd;
-        if (holderBased()) {
-            // Every tower's gradients read by the holder's mean; towers with their own copy of
-            // the variables also pull them each step.
-            for (auto& t : towers_) r.bytesMoved += (t->sharesHolder ? n > 1 : 2) * bytes;
-        } else if (n > 1 && (!plan_.averaging() || (step + 1) % plan_.averageEvery == 0)) {
-            r.bytesMoved = 2 * (n - 1) * bytes;  // all-reduce / averaging: ring-equivalent bus bytes
-        }
     }
+    // The communicator's count for the call; local steps move nothing until their average.
+    out.back().bytesMoved = bytesMoved() - bytesBefore;
     return out;
 }
 
@@ -468,29 +325,17 @@ TowerStep TowerSet::step(const Batch& global, int64_t step, double dataWait) {
     return steps({&global}, step, dataWait).front();
 }
 
-void TowerSet::averageNow() {
-    if (!plan_.averaging()) return;
-    Tower& t0 = *towers_[0];
-    if (evalView_) {
-        t0.net->viewParams(nullptr);
-        evalView_ = false;
-    }
-    float* mean = evalParams();
-    meanOfReplicas(mean);
-    for (auto& t : towers_) t0.backend->copy(t0.stream, t->net->params(), mean, size_t(paramCount_) * sizeof(float));
-    t0.backend->synchronize(t0.stream);
-}
+void TowerSet::averageNow() { strategy_->averageNow(); }
 
 void TowerSet::runAsync(int64_t updates, const std::function<void(Batch&)>& nextBatch, RunControl& control,
                         const std::function<void(const TowerStep&)>& onUpdate) {
     std::mutex dataMutex, reportMutex;
     std::atomic<int64_t> applied{0}, claimed{0};  // claimed: updates a tower has started on
     std::exception_ptr failure;
+    Communicator& comm = strategy_->comm();
     auto body = [&](int i) {
         flushDenormalsInTeam(threadsPerTower_);
         Tower& t = *towers_[size_t(i)];
-        Backend& be = *t.backend;
-        Backend& hb = *holder_;
         Batch b;
         try {
             while (control.awaitStep() && claimed.fetch_add(1) < updates) {
@@ -501,32 +346,15 @@ void TowerSet::runAsync(int64_t updates, const std::function<void(Batch&)>& next
                     nextBatch(b);
                 }
                 t.phases.dataWait = since(t0);
-                // Pull: copy the variables shard by shard; the version says how fresh they are.
-                // Each copy completes under its shard's lock, so no push lands half-way through.
+                const int64_t bytesBefore = comm.bytesMovedBy(i);
                 t0 = Clock::now();
-                const int64_t pulledAt = applied.load();
-                for (int s = 0; s < plan_.psShards; ++s) {
-                    std::lock_guard lock(*shardLocks_[size_t(s)]);
-                    for (auto [off, len] : shards_[size_t(s)])
-                        be.copy(t.stream, t.net->params() + off, holderParams_.data() + off, len * sizeof(float));
-                    be.synchronize(t.stream);
-                }
+                const int64_t pulledAt = applied.load();  // the version says how fresh the pull is
+                strategy_->pull(i);
                 t.phases.reduce = since(t0);
-                computeGradients(t, i, b.x.data(), b.y.data(), std::min(b.n, plan_.batchPerTower), uint64_t(pulledAt),
-                                 false);
+                computeGradients(t, i, b.x.data(), b.y.data(), std::min(b.n, plan_.batchPerTower), uint64_t(pulledAt));
                 straggle(t, i);
-                // Push: the holder applies this tower's gradients at once, shard by shard; the
-                // lock covers the update's completion, not just its enqueueing.
                 t0 = Clock::now();
-                float lr = 0;
-                const int64_t at = applied.load();
-                const float* grads = gradientsAtHolder(t);
-                for (int s = 0; s < plan_.psShards; ++s) {
-                    std::lock_guard lock(*shardLocks_[size_t(s)]);
-                    for (auto [off, len] : shards_[size_t(s)])
-                        lr = holderOpt_->applyRange(t.holderStream, holderParams_.data(), grads, off, len, at);
-                    hb.synchronize(t.holderStream);
-                }
+                const float lr = strategy_->push(i, applied.load());
                 t.phases.apply = since(t0);
                 const int64_t u = applied.fetch_add(1) + 1;
                 TowerStep r;
@@ -543,7 +371,7 @@ void TowerSet::runAsync(int64_t updates, const std::function<void(Batch&)>& next
                 r.examples[size_t(i)] = plan_.batchPerTower;
                 r.phases[size_t(i)] = t.phases;
                 r.weightDecayLoss = t.wd;
-                r.bytesMoved = 2 * paramCount_ * int64_t(sizeof(float));  // pull the variables, push the gradients
+                r.bytesMoved = comm.bytesMovedBy(i) - bytesBefore;
                 std::lock_guard lock(reportMutex);
                 onUpdate(r);
             }
@@ -559,52 +387,11 @@ void TowerSet::runAsync(int64_t updates, const std::function<void(Batch&)>& next
     if (failure) std::rethrow_exception(failure);
 }
 
-Network& TowerSet::evalNetwork() {
-    Tower& t0 = *towers_[0];
-    // Tower 0 holds its last pull when it keeps its own copy (async, or not in the holder's
-    // memory): refresh it from the holder.
-    if (holderBased() && (plan_.update == UpdateMode::Async || !t0.sharesHolder)) {
-        t0.backend->copy(t0.stream, t0.net->params(), holderParams_.data(), size_t(paramCount_) * sizeof(float));
-        t0.backend->synchronize(t0.stream);
-    }
-    // Averaging: the model is the replicas' mean. Tower 0 looks at a copy of it until the next
-    // step, so evaluating changes nothing in training.
-    if (plan_.averaging()) {
-        meanOfReplicas(evalParams());
-        t0.net->viewParams(evalParams_.data());
-        evalView_ = true;
-    }
-    return *t0.net;
-}
-
-float* TowerSet::evalParams() {
-    if (evalParams_.empty()) evalParams_ = towers_[0]->backend->empty(Shape{paramCount_});
-    return evalParams_.data();
-}
-
-void TowerSet::meanOfReplicas(float* out) {
-    Tower& t0 = *towers_[0];
-    Backend& be = *t0.backend;
-    const size_t count = size_t(paramCount_);
-    if (evalView_) t0.net->viewParams(nullptr);  // the replica's own parameters, not the last mean
-    be.copy(t0.stream, out, t0.net->params(), count * sizeof(float));
-    for (size_t j = 1; j < towers_.size(); ++j) be.axpy(t0.stream, 1.f, towers_[j]->net->params(), out, count);
-    be.scale(t0.stream, out, 1.f / float(towers()), count);
-    be.synchronize(t0.stream);
-    if (evalView_) t0.net->viewParams(evalParams_.data());
-}
+Network& TowerSet::evalNetwork() { return strategy_->evalNetwork(); }
 
 Stream TowerSet::evalStream() { return towers_[0]->stream; }
 
-VariablesView TowerSet::variables() {
-    if (holderBased()) return {holder_, towers_[0]->holderStream, holderParams_.data()};
-    Tower& t0 = *towers_[0];
-    if (plan_.averaging()) {
-        meanOfReplicas(evalParams());
-        return {t0.backend, t0.stream, evalParams_.data()};
-    }
-    return {t0.backend, t0.stream, t0.net->params()};
-}
+VariablesView TowerSet::variables() { return strategy_->variables(); }
 
 std::vector<DeviceMemoryUse> TowerSet::deviceMemory() const {
     std::vector<DeviceMemoryUse> out;
@@ -613,11 +400,8 @@ std::vector<DeviceMemoryUse> TowerSet::deviceMemory() const {
     return out;
 }
 
-size_t TowerSet::optimizerSlotBytes() const {
-    size_t total = holderOpt_ ? holderOpt_->slotBytes() : 0;
-    for (const auto& t : towers_)
-        if (t->opt) total += t->opt->slotBytes();
-    return total;
-}
+size_t TowerSet::optimizerSlotBytes() const { return strategy_->optimizerSlotBytes(); }
+
+int64_t TowerSet::bytesMoved() const { return strategy_->comm().bytesMoved(); }
 
 }  // namespace tb

@@ -1,54 +1,33 @@
-// TowerSet: N replicas of a model (towers), each on its own thread and stream, and the
-// variables they share — the engine of cifar10_multi_gpu_train.py's tower loop:
-//   every tower computes gradients on its own slice of the global batch; the gradients meet at
-//   one synchronisation point (mean on the variables' holder, or all-reduce among replicas);
-//   the update is applied; the next step starts.
-// Also asynchronous parameter-server updates (towers pull, compute and push on their own; the
-// staleness of each update is recorded) and local steps with parameter averaging every K steps.
+// TowerSet: N replicas of a model (towers), each on its own thread and stream — the engine of
+// cifar10_multi_gpu_train.py's tower loop: every tower computes gradients on its own slice of
+// the global batch, and a Strategy (strategy.hpp) turns them into an update of the variables,
+// moving data only through its Communicator (comm/communicator.hpp).
 //
-// Devices: one backend per device; towers on one device (e.g. two towers on gpu:0) share it and
-// each has its own stream. The variables' holder is the host (--variables cpu) or a tower's
-// device. A tower in the holder's memory (CPU towers with host variables, GPU towers on the
-// holder's GPU) reads the variables and has its gradients read in place; any other tower pulls
-// the variables into its own copy and pushes its gradients into a staging buffer beside the
-// holder (pinned host memory for a host holder) every step.
+// Devices: one backend per device; towers on one GPU (gpu:0*2) share it, each with its own
+// stream; CPU towers are virtual devices, each with its own threads. The variables' holder is the
+// host (--variables cpu: a parameter server of its own) or a tower's device. Towers that share
+// memory with each other and the holder (CPU towers; towers on the holder's GPU) meet through a
+// shared-memory communicator; any other placement through explicit copies.
 #pragma once
 #include <atomic>
 #include <barrier>
 #include <cstdint>
+#include <exception>
 #include <functional>
 #include <memory>
-#include <mutex>
 #include <string>
 #include <thread>
 #include <vector>
 
 #include "backend/backend.hpp"
 #include "data/pipeline.hpp"
-#include "parallel/run_control.hpp"
 #include "nn/model_spec.hpp"
 #include "nn/network.hpp"
-#include "optim/optimizer.hpp"
 #include "parallel/deployment_plan.hpp"
+#include "parallel/run_control.hpp"
+#include "parallel/strategy.hpp"
 
 namespace tb {
-
-struct OptimizerSettings {
-    UpdateRule rule = UpdateRule::Momentum;
-    UpdateParams hyper;
-    LrSchedule schedule;
-    bool allowTf32 = false;  // GPU towers: tensor-core TF32 math (default plain FP32)
-};
-
-// Seconds one tower spent in each phase of a step.
-struct TowerPhases {
-    double dataWait = 0;   // waiting for the input pipeline
-    double forward = 0, backward = 0;
-    double reduce = 0;     // gradients to the synchronisation point (mean / all-reduce / averaging)
-    double wait = 0;       // idle at the synchronisation point, waiting for the slowest tower
-    double apply = 0;      // optimiser update (its share of it)
-    double straggle = 0;   // injected slowdown (teaching), also counted as busy
-};
 
 // What one global step (sync) or one pushed update (async) did.
 struct TowerStep {
@@ -58,7 +37,7 @@ struct TowerStep {
     std::vector<int> examples;          // per tower
     double weightDecayLoss = 0;
     std::vector<TowerPhases> phases;    // per tower
-    int64_t bytesMoved = 0;             // gradients, parameters and averages moved between places
+    int64_t bytesMoved = 0;             // counted by the communicator (communicator.hpp)
     int pusher = -1;                    // async: the tower whose update this is
     int64_t staleness = -1;             // async: updates applied by others since it pulled
 };
@@ -67,13 +46,6 @@ struct TowerStep {
 struct DeviceMemoryUse {
     Device device;
     AllocatorStats stats;
-};
-
-// The authoritative copy of the variables: the holder's, or replica 0's when replicated.
-struct VariablesView {
-    Backend* backend = nullptr;
-    Stream stream = nullptr;
-    float* params = nullptr;  // (paramCount) in that backend's memory
 };
 
 class TowerSet {
@@ -89,6 +61,7 @@ public:
     int64_t paramCount() const { return paramCount_; }
     const DeploymentPlan& plan() const { return plan_; }
     std::string backendName() const;
+    std::string strategyName() const;  // "holder mean, shared memory"
 
     // Sync and averaging: one step on `global` (towers x batchPerTower examples; tower i takes
     // the i-th contiguous slice). dataWait is how long the caller waited for the batch.
@@ -115,27 +88,23 @@ public:
     std::vector<DeviceMemoryUse> deviceMemory() const;
     // Bytes of optimiser slots of the whole run (holder and replicas).
     size_t optimizerSlotBytes() const;
+    // Bytes the communicator has counted since the start.
+    int64_t bytesMoved() const;
 
 private:
     struct Tower;
     void towerLoop(int i);
     template <class F>
     void guarded(Tower& t, F&& f);
-    bool anyFailed() const;
     void computeSlice(Tower& t, int i, size_t k);
     void keep(Tower& t, size_t k);
-    void localSteps(int i);
-    float* evalParams();              // (P) on tower 0's device, made on first use
-    void meanOfReplicas(float* out);  // out = mean of the replicas' own parameters
-    // Pull (if the tower keeps its own copy), input, forward, backward, push; timed with events.
-    // `step` is the global step (sync) or the update the tower pulled (async).
-    void computeGradients(Tower& t, int i, const float* x, const int32_t* y, int n, uint64_t step, bool pull);
-    void enqueueCompute(Tower& t, int n, uint64_t seed, bool pull);
     void syncStep(int i);
-    void chunk(int i, size_t& begin, size_t& end) const;  // tower i's share of the flat buffers
+    void localSteps(int i);
+    // Input, forward, backward on tower t; timed with events.
+    // `step` is the global step (sync) or the update the tower pulled (async).
+    void computeGradients(Tower& t, int i, const float* x, const int32_t* y, int n, uint64_t step);
+    void enqueueCompute(Tower& t, int n, uint64_t seed);
     void straggle(Tower& t, int i);
-    bool holderBased() const { return plan_.variables != VariablePlacement::Replicated; }
-    const float* gradientsAtHolder(const Tower& t) const;  // the tower's gradients as the holder reads them
     Backend& backendFor(const Device& d, int threadsPerTower);
 
     DeploymentPlan plan_;
@@ -146,19 +115,11 @@ private:
     // Declared first, destroyed last: every tensor, stream and plan below belongs to one of them.
     std::vector<std::unique_ptr<Backend>> backends_;
     std::vector<std::unique_ptr<Tower>> towers_;
-    Backend* holder_ = nullptr;  // the variables' backend (holder-based plans)
-    Tensor holderParams_;   // (P) the variables, on the holder
-    Tensor meanGrads_;      // (P) the averaged gradients
-    std::unique_ptr<Optimizer> holderOpt_;  // the holder's optimiser (mean and async)
-    std::vector<std::unique_ptr<std::mutex>> shardLocks_;  // async: one per parameter-server shard
-    std::vector<std::vector<std::pair<size_t, size_t>>> shards_;  // element ranges of each shard
+    std::unique_ptr<Strategy> strategy_;
 
-    // Sync machinery: the caller and N tower threads meet at start_ and done_; towers also meet
-    // at computed_ (the synchronisation point) and reduced_ (all-reduce / averaging).
-    std::barrier<> start_, done_, computed_, reduced_;
+    // The caller and N tower threads meet at start_ and done_ around each call.
+    std::barrier<> start_, done_;
     std::vector<const Batch*> round_;  // this call's global batches (one, or local steps)
-    Tensor evalParams_;     // (P) averaging: the replicas' mean that evaluation looks at
-    bool evalView_ = false; // tower 0 looks at evalParams_ until the next step
     int64_t step_ = 0;
     double callerWait_ = 0;
     bool quit_ = false;

@@ -1,0 +1,75 @@
+#include "comm/communicator.hpp"
+
+#include <algorithm>
+#include <chrono>
+#include <set>
+#include <utility>
+
+#include "comm/implementations.hpp"
+#include "util/error.hpp"
+
+namespace tb {
+
+Communicator::Communicator(std::vector<RankEndpoint> ranks, HolderEndpoint holder)
+    : ranks_(std::move(ranks)),
+      holder_(holder),
+      published_(ranks_.size(), nullptr),
+      publishedOut_(ranks_.size(), nullptr),
+      barrier_(std::ptrdiff_t(ranks_.size())),
+      waited_(ranks_.size(), 0.0) {
+    if (ranks_.empty()) throw Error("a communicator needs at least one rank");
+    std::set<std::string> devices;
+    for (const RankEndpoint& r : ranks_) {
+        devices.insert(r.device.str());
+        byRank_.push_back(std::make_unique<std::atomic<int64_t>>(0));
+        // A rank on the holder's backend does its share of the holder's work on its own stream.
+        holderStreams_.push_back(!holder_.backend ? nullptr
+                                 : r.backend == holder_.backend ? r.stream
+                                                                : holder_.backend->createStream());
+    }
+    distinctDevices_ = int(devices.size());
+}
+
+Communicator::~Communicator() {
+    for (size_t i = 0; i < ranks_.size(); ++i)
+        if (holder_.backend && holderStreams_[i] != ranks_[i].stream) holder_.backend->destroyStream(holderStreams_[i]);
+}
+
+Range Communicator::chunk(int rank, size_t count) const {
+    // Whole cache lines (16 floats), so two ranks never write the same line.
+    const size_t lines = (count + 15) / 16, n = ranks_.size();
+    return {std::min(count, lines * size_t(rank) / n * 16), std::min(count, lines * size_t(rank + 1) / n * 16)};
+}
+
+void Communicator::meet(int rank) {
+    const auto t0 = std::chrono::steady_clock::now();
+    barrier_.arrive_and_wait();
+    waited_[size_t(rank)] += std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+}
+
+void Communicator::barrier(int rank) { meet(rank); }
+
+double Communicator::takeWaitSeconds(int rank) { return std::exchange(waited_[size_t(rank)], 0.0); }
+
+void Communicator::countByRank(int rank, int64_t bytes) {
+    *byRank_[size_t(rank)] += bytes;
+    total_ += bytes;
+}
+
+void Communicator::countTotal(int64_t bytes) { total_ += bytes; }
+
+int64_t Communicator::ringBytes(size_t count) const {
+    return 2 * int64_t(distinctDevices_ - 1) * int64_t(count) * int64_t(sizeof(float));
+}
+
+}  // namespace tb
+
+namespace tb {
+
+std::unique_ptr<Communicator> makeCommunicator(CommKind kind, std::vector<RankEndpoint> ranks, HolderEndpoint holder,
+                                               size_t maxCount) {
+    if (kind == CommKind::SharedMemory) return makeSharedMemoryCommunicator(std::move(ranks), holder, maxCount);
+    return makeCopyCommunicator(std::move(ranks), holder, maxCount);
+}
+
+}  // namespace tb

@@ -1,0 +1,143 @@
+// Communicator: everything that crosses between towers, and between towers and the variables'
+// holder, goes through one of these (PyTorch's ProcessGroup, NCCL's communicator): the
+// strategies in parallel/ never read another tower's buffers themselves.
+//
+// Ranks are towers; each has its device's backend and its own stream there. The holder (for
+// holder-based strategies) is the backend whose memory keeps the variables. Collectives are
+// called by every rank from its own thread with its own buffers, whose work must be complete
+// (the rank's stream synchronised); they synchronise the ranks inside, as NCCL's do, and a
+// rank that fails still meets the others (the failure is rethrown at the collective's end), so
+// no rank is ever left waiting. A collective's buffers are read until every rank has returned.
+// Implementations:
+//   shared memory  ranks and holder share one memory (CPU towers; towers on one GPU): reductions
+//                  read every rank's buffer in place, split in chunks across the ranks' threads
+//   copies         nothing is shared: every transfer is an explicit copy through staging
+//                  buffers beside the holder (pinned host memory for a host holder)
+// NCCL (GPUs) and MPI (processes) implement the same interface.
+//
+// Bytes moved are counted here, once, by one definition: the bytes a strategy sends between the
+// holder and the towers, or among towers, as they would move between separate devices. A rank
+// on the holder's own device moves nothing to or from it; ranks sharing a device move nothing
+// between them; a read in place stands for the transfer it replaces. Per call:
+//   reduceToHolder, broadcastFromHolder   count x 4 bytes for each rank not on the holder's device
+//   allReduce                            2 (D - 1) x count x 4 over the D distinct devices of the
+//                                        ranks (a ring, as nccl-tests' bus bandwidth counts)
+//   pull, push                           count x 4 for a rank not on the holder's device
+#pragma once
+#include <atomic>
+#include <barrier>
+#include <cstddef>
+#include <cstdint>
+#include <exception>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "backend/backend.hpp"
+
+namespace tb {
+
+enum class ReduceOp { Sum, Mean };
+
+// One rank: a tower's device, its backend and its own queue there.
+struct RankEndpoint {
+    Backend* backend = nullptr;
+    Stream stream = nullptr;
+    Device device;
+};
+
+// The holder of the variables: its backend and device. `separate` is true for a holder that is a
+// device of its own (the host as a parameter server), false when it is one of the ranks' devices.
+struct HolderEndpoint {
+    Backend* backend = nullptr;
+    Device device;
+};
+
+struct Range {
+    size_t begin = 0, end = 0;
+    size_t size() const { return end - begin; }
+};
+
+enum class CommKind { SharedMemory, Copies };
+
+class Communicator {
+public:
+    Communicator(std::vector<RankEndpoint> ranks, HolderEndpoint holder);
+    virtual ~Communicator();
+    Communicator(const Communicator&) = delete;
+    Communicator& operator=(const Communicator&) = delete;
+
+    virtual std::string name() const = 0;  // "shared memory", "copies"
+    int size() const { return int(ranks_.size()); }
+    // Rank r's share of `count` elements, in whole cache lines, for work split across the ranks.
+    Range chunk(int rank, size_t count) const;
+    // True when the rank reads the holder's memory in place (a strategy may then bind its
+    // replica to the holder's variables, and broadcastFromHolder has nothing to copy).
+    virtual bool sharesHolder(int rank) const = 0;
+
+    // holder := op over every rank's `send` (count floats). Returns where the holder reads the
+    // result: `holderScratch` (count floats of holder memory), or a single rank's own buffer
+    // where the holder reads it in place. On return this rank's chunk(rank, count) of it is
+    // complete; all of it once every rank has returned.
+    virtual const float* reduceToHolder(int rank, const float* send, float* holderScratch, size_t count,
+                                        ReduceOp op) = 0;
+    // recv := holderSrc (nothing to do where recv is holderSrc itself). Complete on return.
+    virtual void broadcastFromHolder(int rank, const float* holderSrc, float* recv, size_t count) = 0;
+    // Every rank's buf := op over all of them, in place. Complete for all ranks on return.
+    virtual void allReduce(int rank, float* buf, size_t count, ReduceOp op) = 0;
+    // Point to point with the holder (asynchronous updates), complete on return: the rank's dst
+    // := the holder's src; and the rank's src made readable by the holder (returns where).
+    virtual void pull(int rank, const float* holderSrc, float* dst, size_t count) = 0;
+    virtual const float* push(int rank, const float* src, size_t count) = 0;
+    void barrier(int rank);
+    // Not a collective: from one thread while the ranks are idle (evaluating, say), out (count
+    // floats on rank 0's device) := the mean of every rank's buffer. Not counted as traffic.
+    virtual void meanOfRanks(const std::vector<const float*>& perRank, float* out, size_t count) = 0;
+    // Rank r's queue on the holder's backend, for its share of the holder's work.
+    Stream holderStream(int rank) const { return holderStreams_[size_t(rank)]; }
+
+    // Bytes moved by the definition above: all ranks, and one rank's point-to-point share.
+    int64_t bytesMoved() const { return total_.load(); }
+    int64_t bytesMovedBy(int rank) const { return byRank_[size_t(rank)]->load(); }
+    // Seconds this rank waited inside collectives for the others since the last call.
+    double takeWaitSeconds(int rank);
+
+protected:
+    // Waits for every rank (timed as this rank's wait).
+    void meet(int rank);
+    // Runs one stage of a collective: a failure is kept (in `failure`) instead of thrown, so the
+    // rank still meets the others at every barrier of the collective; rethrown at its end.
+    template <class F>
+    static void attempt(std::exception_ptr& failure, F&& f) {
+        if (failure) return;
+        try {
+            f();
+        } catch (...) {
+            failure = std::current_exception();
+        }
+    }
+    void countByRank(int rank, int64_t bytes);
+    void countTotal(int64_t bytes);
+    bool onHolderDevice(int rank) const { return ranks_[size_t(rank)].device == holder_.device; }
+    int64_t ringBytes(size_t count) const;  // 2 (D - 1) x count x 4
+
+    std::vector<RankEndpoint> ranks_;
+    HolderEndpoint holder_;
+    std::vector<Stream> holderStreams_;    // per rank, on the holder's backend: its share of reductions
+    std::vector<const float*> published_;  // per rank: the buffer it brought to the current collective
+    std::vector<float*> publishedOut_;
+
+private:
+    std::barrier<> barrier_;
+    std::atomic<int64_t> total_{0};
+    std::vector<std::unique_ptr<std::atomic<int64_t>>> byRank_;
+    std::vector<double> waited_;
+    int distinctDevices_ = 0;
+};
+
+// The communicator for ranks and a holder (holder.backend null: no holder, replicas only);
+// `maxCount` bounds the floats of one transfer (staging is sized for it).
+std::unique_ptr<Communicator> makeCommunicator(CommKind kind, std::vector<RankEndpoint> ranks, HolderEndpoint holder,
+                                               size_t maxCount);
+
+}  // namespace tb

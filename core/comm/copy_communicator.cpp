@@ -1,0 +1,127 @@
+// Nothing shared: every transfer is an explicit copy, as between GPUs or processes. Each rank has
+// a staging slot beside the holder (pinned host memory for a host holder, the holder GPU's memory
+// otherwise); with no holder (replicas) the slots and the result live in pinned host memory and
+// the host does the arithmetic, each rank's thread its own chunk.
+#include <algorithm>
+
+#include "comm/communicator.hpp"
+#include "comm/implementations.hpp"
+#include "util/error.hpp"
+
+namespace tb {
+
+namespace {
+
+// Host memory from `pinner` (pinned where it is a GPU backend), freed by it.
+Tensor hostTensor(Backend& pinner, size_t count) {
+    float* p = static_cast<float*>(pinner.allocateHost(std::max<size_t>(count, 1) * sizeof(float)));
+    return Tensor(p, Shape{int64_t(count)}, Device{}, [&pinner](float* q) { pinner.deallocateHost(q); });
+}
+
+class CopyCommunicator final : public Communicator {
+public:
+    CopyCommunicator(std::vector<RankEndpoint> ranks, HolderEndpoint holder, size_t maxCount)
+        : Communicator(std::move(ranks), holder) {
+        // The host does the replicas' arithmetic where there is no holder, or the holder is the host.
+        const bool hostSide = !holder_.backend || holder_.device.type == DeviceType::Cpu;
+        if (!holder_.backend) {
+            host_ = makeCpuBackend(1);
+            for (size_t i = 0; i < ranks_.size(); ++i) hostStreams_.push_back(host_->createStream());
+            result_ = hostTensor(*ranks_[0].backend, maxCount);
+        }
+        for (const RankEndpoint& r : ranks_)
+            slots_.push_back(hostSide ? hostTensor(*r.backend, maxCount)
+                                      : holder_.backend->empty(Shape{int64_t(std::max<size_t>(maxCount, 1))}));
+    }
+    ~CopyCommunicator() override {
+        for (Stream s : hostStreams_) host_->destroyStream(s);
+    }
+    std::string name() const override { return "copies"; }
+    bool sharesHolder(int) const override { return false; }
+
+    const float* reduceToHolder(int rank, const float* send, float* holderScratch, size_t count, ReduceOp op) override {
+        if (!onHolderDevice(rank)) countByRank(rank, int64_t(count * sizeof(float)));
+        if (size() == 1) {
+            stage(rank, send, count);
+            return slots_[0].data();
+        }
+        std::exception_ptr failure;
+        attempt(failure, [&] { stage(rank, send, count); });
+        meet(rank);  // every rank's slot is filled
+        attempt(failure, [&] {
+            reduceChunk(*holder_.backend, holderStreams_[size_t(rank)], chunk(rank, count), holderScratch, op);
+        });
+        if (failure) std::rethrow_exception(failure);
+        return holderScratch;
+    }
+
+    void broadcastFromHolder(int rank, const float* holderSrc, float* recv, size_t count) override {
+        if (!onHolderDevice(rank)) countByRank(rank, int64_t(count * sizeof(float)));
+        copyOnRank(rank, recv, holderSrc, count);
+    }
+
+    void allReduce(int rank, float* buf, size_t count, ReduceOp op) override {
+        if (rank == 0) countTotal(ringBytes(count));
+        if (size() == 1) return;
+        std::exception_ptr failure;
+        attempt(failure, [&] { stage(rank, buf, count); });
+        meet(rank);
+        attempt(failure, [&] { reduceChunk(*host_, hostStreams_[size_t(rank)], chunk(rank, count), result_.data(), op); });
+        meet(rank);  // the whole result is ready
+        attempt(failure, [&] { copyOnRank(rank, buf, result_.data(), count); });
+        if (failure) std::rethrow_exception(failure);
+    }
+
+    void meanOfRanks(const std::vector<const float*>& perRank, float* out, size_t count) override {
+        if (!host_) throw Error("meanOfRanks is for replicas: this communicator has a holder");
+        // Through the host: every rank's buffer to its slot, their mean into the result.
+        for (size_t j = 0; j < perRank.size(); ++j) stage(int(j), perRank[j], count);
+        Backend& be = *host_;
+        const Stream s = hostStreams_[0];
+        be.copy(s, result_.data(), slots_[0].data(), count * sizeof(float));
+        for (size_t j = 1; j < slots_.size(); ++j) be.axpy(s, 1.f, slots_[j].data(), result_.data(), count);
+        be.scale(s, result_.data(), 1.f / float(slots_.size()), count);
+        be.synchronize(s);
+        copyOnRank(0, out, result_.data(), count);
+    }
+
+    void pull(int rank, const float* holderSrc, float* dst, size_t count) override {
+        if (!onHolderDevice(rank)) countByRank(rank, int64_t(count * sizeof(float)));
+        copyOnRank(rank, dst, holderSrc, count);
+    }
+    const float* push(int rank, const float* src, size_t count) override {
+        if (!onHolderDevice(rank)) countByRank(rank, int64_t(count * sizeof(float)));
+        stage(rank, src, count);
+        return slots_[size_t(rank)].data();
+    }
+
+private:
+    void copyOnRank(int rank, float* dst, const float* src, size_t count) {
+        const RankEndpoint& r = ranks_[size_t(rank)];
+        r.backend->copy(r.stream, dst, src, count * sizeof(float));
+        r.backend->synchronize(r.stream);
+    }
+    void stage(int rank, const float* src, size_t count) { copyOnRank(rank, slots_[size_t(rank)].data(), src, count); }
+    // out[c] := op over every rank's slot, chunk c.
+    void reduceChunk(Backend& be, Stream s, Range c, float* out, ReduceOp op) {
+        const size_t n = c.size();
+        be.copy(s, out + c.begin, slots_[0].data() + c.begin, n * sizeof(float));
+        for (size_t j = 1; j < slots_.size(); ++j) be.axpy(s, 1.f, slots_[j].data() + c.begin, out + c.begin, n);
+        if (op == ReduceOp::Mean) be.scale(s, out + c.begin, 1.f / float(size()), n);
+        be.synchronize(s);
+    }
+
+    std::unique_ptr<Backend> host_;    // the host's arithmetic when there is no holder
+    std::vector<Stream> hostStreams_;  // per rank, on host_
+    std::vector<Tensor> slots_;        // per rank (maxCount): what it sent, beside the holder
+    Tensor result_;                    // (maxCount) the replicas' all-reduce, in host memory
+};
+
+}  // namespace
+
+std::unique_ptr<Communicator> makeCopyCommunicator(std::vector<RankEndpoint> ranks, HolderEndpoint holder,
+                                                   size_t maxCount) {
+    return std::make_unique<CopyCommunicator>(std::move(ranks), holder, maxCount);
+}
+
+}  // namespace tb

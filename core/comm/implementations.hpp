@@ -1,0 +1,15 @@
+// The communicators behind makeCommunicator (communicator.hpp); one file each.
+#pragma once
+#include <memory>
+#include <vector>
+
+#include "comm/communicator.hpp"
+
+namespace tb {
+
+std::unique_ptr<Communicator> makeSharedMemoryCommunicator(std::vector<RankEndpoint> ranks, HolderEndpoint holder,
+                                                           size_t maxCount);
+std::unique_ptr<Communicator> makeCopyCommunicator(std::vector<RankEndpoint> ranks, HolderEndpoint holder,
+                                                   size_t maxCount);
+
+}  // namespace tb

@@ -1,0 +1,103 @@
+// Ranks and holder in one memory (CPU towers with host variables; towers on the holder's GPU):
+// reductions read every rank's buffer in place, each rank's thread reducing its own chunk.
+#include <algorithm>
+
+#include "comm/communicator.hpp"
+#include "comm/implementations.hpp"
+
+namespace tb {
+
+namespace {
+
+class SharedMemoryCommunicator final : public Communicator {
+public:
+    SharedMemoryCommunicator(std::vector<RankEndpoint> ranks, HolderEndpoint holder, size_t maxCount)
+        : Communicator(std::move(ranks), holder) {
+        if (size() > 1) scratch_ = ranks_[0].backend->empty(Shape{int64_t(std::max<size_t>(maxCount, 1))});
+    }
+    std::string name() const override { return "shared memory"; }
+    bool sharesHolder(int) const override { return true; }
+
+    const float* reduceToHolder(int rank, const float* send, float* holderScratch, size_t count, ReduceOp op) override {
+        if (!onHolderDevice(rank)) countByRank(rank, int64_t(count * sizeof(float)));
+        if (size() == 1) return send;  // the holder reads the one rank's buffer in place
+        published_[size_t(rank)] = send;
+        meet(rank);  // every rank's buffer is ready
+        std::exception_ptr failure;
+        attempt(failure, [&] {
+            reduceChunk(*holder_.backend, holderStreams_[size_t(rank)], chunk(rank, count), holderScratch, op);
+        });
+        if (failure) std::rethrow_exception(failure);
+        return holderScratch;
+    }
+
+    void broadcastFromHolder(int rank, const float* holderSrc, float* recv, size_t count) override {
+        if (!onHolderDevice(rank)) countByRank(rank, int64_t(count * sizeof(float)));
+        copyInto(rank, recv, holderSrc, count);
+    }
+
+    void allReduce(int rank, float* buf, size_t count, ReduceOp op) override {
+        if (rank == 0) countTotal(ringBytes(count));
+        if (size() == 1) return;
+        published_[size_t(rank)] = buf;
+        publishedOut_[size_t(rank)] = buf;
+        meet(rank);
+        std::exception_ptr failure;
+        attempt(failure, [&] {
+            const Range c = chunk(rank, count);
+            Backend& be = *ranks_[size_t(rank)].backend;
+            const Stream s = ranks_[size_t(rank)].stream;
+            reduceChunk(be, s, c, scratch_.data(), op);
+            for (float* out : publishedOut_)
+                be.copy(s, out + c.begin, scratch_.data() + c.begin, c.size() * sizeof(float));
+            be.synchronize(s);
+        });
+        meet(rank);  // every rank's chunk is written into every buffer
+        if (failure) std::rethrow_exception(failure);
+    }
+
+    void meanOfRanks(const std::vector<const float*>& perRank, float* out, size_t count) override {
+        Backend& be = *ranks_[0].backend;
+        const Stream s = ranks_[0].stream;
+        be.copy(s, out, perRank[0], count * sizeof(float));
+        for (size_t j = 1; j < perRank.size(); ++j) be.axpy(s, 1.f, perRank[j], out, count);
+        be.scale(s, out, 1.f / float(perRank.size()), count);
+        be.synchronize(s);
+    }
+
+    void pull(int rank, const float* holderSrc, float* dst, size_t count) override {
+        if (!onHolderDevice(rank)) countByRank(rank, int64_t(count * sizeof(float)));
+        copyInto(rank, dst, holderSrc, count);
+    }
+    const float* push(int rank, const float* src, size_t count) override {
+        if (!onHolderDevice(rank)) countByRank(rank, int64_t(count * sizeof(float)));
+        return src;
+    }
+
+private:
+    // out[c] := op over the published buffers' chunk c.
+    void reduceChunk(Backend& be, Stream s, Range c, float* out, ReduceOp op) {
+        const size_t n = c.size();
+        be.copy(s, out + c.begin, published_[0] + c.begin, n * sizeof(float));
+        for (size_t j = 1; j < published_.size(); ++j) be.axpy(s, 1.f, published_[j] + c.begin, out + c.begin, n);
+        if (op == ReduceOp::Mean) be.scale(s, out + c.begin, 1.f / float(size()), n);
+        be.synchronize(s);
+    }
+    void copyInto(int rank, float* dst, const float* src, size_t count) {
+        if (dst == src) return;  // read in place
+        const RankEndpoint& r = ranks_[size_t(rank)];
+        r.backend->copy(r.stream, dst, src, count * sizeof(float));
+        r.backend->synchronize(r.stream);
+    }
+
+    Tensor scratch_;  // (maxCount) the all-reduce's result, chunk by chunk
+};
+
+}  // namespace
+
+std::unique_ptr<Communicator> makeSharedMemoryCommunicator(std::vector<RankEndpoint> ranks, HolderEndpoint holder,
+                                                           size_t maxCount) {
+    return std::make_unique<SharedMemoryCommunicator>(std::move(ranks), holder, maxCount);
+}
+
+}  // namespace tb

@@ -1,0 +1,58 @@
+// AsyncParameterServer — the variables on a holder, dealt round-robin over S shards (as
+// model_deploy's device chooser deals them over parameter servers), each with its own lock.
+// Towers run alone: a tower pulls the variables shard by shard (P x 4 bytes down), computes, and
+// pushes its gradients (P x 4 bytes up), which the holder applies at once, shard by shard; both
+// counted for towers off the holder's device. A lock covers a shard's copy or update until it
+// has completed, not only until it is enqueued. Staleness: updates others applied in between.
+#include "parallel/strategies.hpp"
+
+namespace tb {
+
+AsyncParameterServer::AsyncParameterServer(const StrategySetup& s)
+    : Strategy(s.replicas, int64_t(s.init.size())), holder_(s.holder.backend) {
+    comm_ = makeCommunicator(s.comm, rankEndpoints(replicas_), s.holder, s.init.size());
+    const Stream hs = comm_->holderStream(0);
+    params_ = variablesOnHolder(s.holder, replicas_, s.init.size());
+    holder_->copyFromHost(hs, params_.data(), s.init.data(), bytes());
+    opt_ = std::make_unique<Optimizer>(*holder_, s.opt.rule, s.opt.hyper, s.opt.schedule, size_t(count_), hs);
+    holder_->synchronize(hs);
+    for (Replica& r : replicas_) copyInitial(r, s.init);
+    const Network& net = *replicas_[0].net;
+    shards_.resize(size_t(s.plan.psShards));
+    for (size_t v = 0; v < net.paramInfos().size(); ++v)
+        shards_[v % shards_.size()].emplace_back(size_t(net.paramOffsets()[v]), size_t(net.paramInfos()[v].shape.numel()));
+    for (int i = 0; i < s.plan.psShards; ++i) locks_.push_back(std::make_unique<std::mutex>());
+}
+
+void AsyncParameterServer::pull(int rank) {
+    float* dst = replicas_[size_t(rank)].net->params();
+    for (size_t s = 0; s < shards_.size(); ++s) {
+        std::lock_guard lock(*locks_[s]);
+        for (auto [off, len] : shards_[s]) comm_->pull(rank, params_.data() + off, dst + off, len);
+    }
+}
+
+float AsyncParameterServer::push(int rank, int64_t update) {
+    const float* grads = comm_->push(rank, replicas_[size_t(rank)].net->grads(), size_t(count_));
+    const Stream hs = comm_->holderStream(rank);
+    float lr = 0;
+    for (size_t s = 0; s < shards_.size(); ++s) {
+        std::lock_guard lock(*locks_[s]);
+        for (auto [off, len] : shards_[s]) lr = opt_->applyRange(hs, params_.data(), grads, off, len, update);
+        holder_->synchronize(hs);
+    }
+    return lr;
+}
+
+VariablesView AsyncParameterServer::variables() { return {holder_, comm_->holderStream(0), params_.data()}; }
+
+Network& AsyncParameterServer::evalNetwork() {
+    Replica& r = replicas_[0];  // it holds its last pull
+    r.backend->copy(r.stream, r.net->params(), params_.data(), bytes());
+    r.backend->synchronize(r.stream);
+    return *r.net;
+}
+
+size_t AsyncParameterServer::optimizerSlotBytes() const { return opt_->slotBytes(); }
+
+}  // namespace tb

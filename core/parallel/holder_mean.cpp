@@ -1,0 +1,68 @@
+// HolderMean — the seeds' average_gradients: the variables and their optimiser live on the
+// holder (the host, or one tower's device); the update runs there, each tower's thread its chunk.
+// Per step, for each of the N towers (P parameters, P x 4 bytes, counted for towers off the
+// holder's device):
+//   down  the variables, holder -> tower (towers in the holder's memory read them in place)
+//   up    the tower's gradients, tower -> holder, where the holder takes their mean
+// then the holder applies the update to the variables.
+#include <chrono>
+
+#include "parallel/strategies.hpp"
+
+namespace tb {
+
+namespace {
+using Clock = std::chrono::steady_clock;
+double since(Clock::time_point t) { return std::chrono::duration<double>(Clock::now() - t).count(); }
+}  // namespace
+
+HolderMean::HolderMean(const StrategySetup& s) : Strategy(s.replicas, int64_t(s.init.size())), holder_(s.holder.backend) {
+    comm_ = makeCommunicator(s.comm, rankEndpoints(replicas_), s.holder, s.init.size());
+    const Stream hs = comm_->holderStream(0);
+    params_ = variablesOnHolder(s.holder, replicas_, s.init.size());
+    holder_->copyFromHost(hs, params_.data(), s.init.data(), bytes());
+    if (replicas_.size() > 1) mean_ = holder_->empty(Shape{count_});
+    opt_ = std::make_unique<Optimizer>(*holder_, s.opt.rule, s.opt.hyper, s.opt.schedule, size_t(count_), hs);
+    holder_->synchronize(hs);
+    for (size_t r = 0; r < replicas_.size(); ++r) {
+        // Towers in the holder's memory read and update the variables themselves.
+        if (comm_->sharesHolder(int(r))) replicas_[r].net->bindParams(params_.data());
+        else copyInitial(replicas_[r], s.init);
+    }
+}
+
+void HolderMean::beforeCompute(int rank, TowerPhases& ph) {
+    const auto t0 = Clock::now();
+    comm_->broadcastFromHolder(rank, params_.data(), replicas_[size_t(rank)].net->params(), size_t(count_));
+    ph.reduce += since(t0);
+}
+
+void HolderMean::afterCompute(int rank, int64_t step, TowerPhases& ph) {
+    auto t0 = Clock::now();
+    const float* grads = comm_->reduceToHolder(rank, replicas_[size_t(rank)].net->grads(), mean_.data(),
+                                               size_t(count_), ReduceOp::Mean);
+    const double waited = comm_->takeWaitSeconds(rank);
+    ph.wait += waited;
+    ph.reduce += since(t0) - waited;
+    t0 = Clock::now();
+    const Range c = comm_->chunk(rank, size_t(count_));
+    const Stream hs = comm_->holderStream(rank);
+    opt_->applyRange(hs, params_.data(), grads, c.begin, c.size(), step);
+    holder_->synchronize(hs);
+    ph.apply += since(t0);
+}
+
+VariablesView HolderMean::variables() { return {holder_, comm_->holderStream(0), params_.data()}; }
+
+Network& HolderMean::evalNetwork() {
+    Replica& r = replicas_[0];
+    if (r.net->params() != params_.data()) {  // a tower with its own copy holds its last pull
+        r.backend->copy(r.stream, r.net->params(), params_.data(), bytes());
+        r.backend->synchronize(r.stream);
+    }
+    return *r.net;
+}
+
+size_t HolderMean::optimizerSlotBytes() const { return opt_->slotBytes(); }
+
+}  // namespace tb

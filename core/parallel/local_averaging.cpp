@@ -1,0 +1,55 @@
+// LocalAveraging — replicated variables, averaged every K steps: each tower takes local steps on
+// its own gradients with its own optimiser, meeting no one, and where a step completes a multiple
+// of K the replicas' parameters are all-reduced to their mean (2 (D - 1) x P x 4 bytes over the
+// towers' D devices, then; nothing on the other steps). Evaluation and the moving average look at
+// the replicas' mean, taken into a copy, so they change nothing in training.
+#include <chrono>
+
+#include "parallel/strategies.hpp"
+
+namespace tb {
+
+LocalAveraging::LocalAveraging(const StrategySetup& s) : ReplicatedStrategy(s), every_(s.plan.averageEvery) {
+    mean_ = replicas_[0].backend->empty(Shape{count_});
+}
+
+void LocalAveraging::afterCompute(int rank, int64_t step, TowerPhases& ph) { apply(rank, step, ph); }
+
+void LocalAveraging::endRound(int rank, int64_t next, TowerPhases& ph) {
+    if (next % every_ == 0) allReduce(rank, replicas_[size_t(rank)].net->params(), ph);
+}
+
+void LocalAveraging::takeMean() {
+    endEvaluation();
+    std::vector<const float*> params;
+    for (const Replica& r : replicas_) params.push_back(r.net->params());
+    comm_->meanOfRanks(params, mean_.data(), size_t(count_));
+}
+
+VariablesView LocalAveraging::variables() {
+    takeMean();
+    return {replicas_[0].backend, replicas_[0].stream, mean_.data()};
+}
+
+Network& LocalAveraging::evalNetwork() {
+    takeMean();
+    replicas_[0].net->viewParams(mean_.data());
+    viewing_ = true;
+    return *replicas_[0].net;
+}
+
+void LocalAveraging::endEvaluation() {
+    if (!viewing_) return;
+    replicas_[0].net->viewParams(nullptr);
+    viewing_ = false;
+}
+
+void LocalAveraging::averageNow() {
+    takeMean();
+    for (Replica& r : replicas_) {
+        r.backend->copy(r.stream, r.net->params(), mean_.data(), bytes());
+        r.backend->synchronize(r.stream);
+    }
+}
+
+}  // namespace tb

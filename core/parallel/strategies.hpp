@@ -1,0 +1,95 @@
+// The four strategies (strategy.hpp says what each is; their .cpp files say what moves where).
+// Internal to parallel/: TowerSet makes them through makeStrategy.
+#pragma once
+#include <memory>
+#include <mutex>
+#include <utility>
+#include <vector>
+
+#include "parallel/strategy.hpp"
+
+namespace tb {
+
+class HolderMean final : public Strategy {
+public:
+    explicit HolderMean(const StrategySetup& s);
+    std::string name() const override { return "holder mean"; }
+    void beforeCompute(int rank, TowerPhases& ph) override;
+    void afterCompute(int rank, int64_t step, TowerPhases& ph) override;
+    VariablesView variables() override;
+    Network& evalNetwork() override;
+    size_t optimizerSlotBytes() const override;
+
+private:
+    Backend* holder_;
+    Tensor params_;  // (P) the variables, in the holder's memory
+    Tensor mean_;    // (P) the towers' mean gradients, on the holder (several towers)
+    std::unique_ptr<Optimizer> opt_;
+};
+
+// What AllReduce and LocalAveraging share: a copy of the variables and an optimiser per replica.
+class ReplicatedStrategy : public Strategy {
+public:
+    explicit ReplicatedStrategy(const StrategySetup& s);
+    size_t optimizerSlotBytes() const override;
+
+protected:
+    void allReduce(int rank, float* buf, TowerPhases& ph);  // mean over the replicas, in place
+    void apply(int rank, int64_t step, TowerPhases& ph);    // the replica's own update
+    std::vector<std::unique_ptr<Optimizer>> opts_;
+};
+
+class AllReduce final : public ReplicatedStrategy {
+public:
+    using ReplicatedStrategy::ReplicatedStrategy;
+    std::string name() const override { return "all-reduce"; }
+    void afterCompute(int rank, int64_t step, TowerPhases& ph) override;
+    VariablesView variables() override;
+    Network& evalNetwork() override;
+};
+
+class LocalAveraging final : public ReplicatedStrategy {
+public:
+    explicit LocalAveraging(const StrategySetup& s);
+    std::string name() const override { return "local steps, averaged"; }
+    void afterCompute(int rank, int64_t step, TowerPhases& ph) override;
+    void endRound(int rank, int64_t next, TowerPhases& ph) override;
+    VariablesView variables() override;
+    Network& evalNetwork() override;
+    void endEvaluation() override;
+    void averageNow() override;
+
+private:
+    void takeMean();  // mean_ := the replicas' mean
+    int every_;
+    Tensor mean_;     // (P) on replica 0's device
+    bool viewing_ = false;  // replica 0 looks at mean_ (evaluation) until the next step
+};
+
+class AsyncParameterServer final : public Strategy {
+public:
+    explicit AsyncParameterServer(const StrategySetup& s);
+    std::string name() const override { return "asynchronous parameter server"; }
+    void afterCompute(int, int64_t, TowerPhases&) override {}
+    void pull(int rank) override;
+    float push(int rank, int64_t update) override;
+    VariablesView variables() override;
+    Network& evalNetwork() override;
+    size_t optimizerSlotBytes() const override;
+
+private:
+    Backend* holder_;
+    Tensor params_;
+    std::unique_ptr<Optimizer> opt_;
+    std::vector<std::vector<std::pair<size_t, size_t>>> shards_;  // element ranges of each shard
+    std::vector<std::unique_ptr<std::mutex>> locks_;              // one per shard
+};
+
+// Helpers of the strategies (strategy.cpp).
+std::vector<RankEndpoint> rankEndpoints(const std::vector<Replica>& replicas);
+// The variables' buffer on the holder: pinned host memory where the holder is the host and the
+// towers are GPUs (their pulls and pushes are then DMA copies), else the holder's own memory.
+Tensor variablesOnHolder(const HolderEndpoint& holder, const std::vector<Replica>& replicas, size_t count);
+void copyInitial(Replica& r, const std::vector<float>& init);
+
+}  // namespace tb

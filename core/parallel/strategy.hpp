@@ -1,0 +1,106 @@
+// Strategy: how the towers' gradients become an update of the variables — one class per way,
+// each owning its buffers and saying in its header lines what moves where per step, and each
+// moving data between towers and holder only through its Communicator:
+//   HolderMean             variables on a holder; gradients meet there (the seeds' default)
+//   AllReduce              replicated variables; gradients all-reduced, every replica updates
+//   LocalAveraging         replicated variables; local steps, parameters averaged every K
+//   AsyncParameterServer   variables on a holder, split in shards; towers pull and push alone
+// TowerSet runs the towers and calls these hooks on each tower's thread; a hook that fails
+// throws, but the collective calls of the step are made by every tower regardless (see
+// TowerSet), so that no tower is left waiting.
+#pragma once
+#include <cstdint>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "comm/communicator.hpp"
+#include "nn/network.hpp"
+#include "optim/optimizer.hpp"
+#include "parallel/deployment_plan.hpp"
+
+namespace tb {
+
+struct OptimizerSettings {
+    UpdateRule rule = UpdateRule::Momentum;
+    UpdateParams hyper;
+    LrSchedule schedule;
+    bool allowTf32 = false;  // GPU towers: tensor-core TF32 math (default plain FP32)
+};
+
+// Seconds one tower spent in each phase of a step.
+struct TowerPhases {
+    double dataWait = 0;   // waiting for the input pipeline
+    double forward = 0, backward = 0;
+    double reduce = 0;     // moving and reducing gradients or parameters (the communicator's work)
+    double wait = 0;       // idle at the synchronisation point, waiting for the slowest tower
+    double apply = 0;      // optimiser update (its share of it)
+    double straggle = 0;   // injected slowdown (teaching), also counted as busy
+};
+
+// One tower's replica as a strategy sees it.
+struct Replica {
+    Backend* backend = nullptr;
+    Stream stream = nullptr;
+    Network* net = nullptr;
+    Device device;
+};
+
+// The authoritative copy of the variables: the holder's, or the replicas' (their mean).
+struct VariablesView {
+    Backend* backend = nullptr;
+    Stream stream = nullptr;
+    float* params = nullptr;  // (paramCount) in that backend's memory
+};
+
+class Strategy {
+public:
+    virtual ~Strategy() = default;
+    virtual std::string name() const = 0;
+    Communicator& comm() { return *comm_; }
+    int64_t paramCount() const { return count_; }
+
+    // Sync, on tower `rank`'s thread: before it computes, make its replica's parameters current.
+    virtual void beforeCompute(int /*rank*/, TowerPhases&) {}
+    // Sync: its gradients are ready (its stream synchronised): reduce them and update.
+    virtual void afterCompute(int rank, int64_t step, TowerPhases&) = 0;
+    // Averaging: after the local steps of one call, `next` being the first step of the next.
+    virtual void endRound(int /*rank*/, int64_t /*next*/, TowerPhases&) {}
+    // Async: pull the variables into the replica, shard by shard; push its gradients and have
+    // the holder apply them. Both complete on return.
+    virtual void pull(int /*rank*/) {}
+    virtual float push(int /*rank*/, int64_t /*update*/) { return 0; }
+
+    // The variables (replicas: their mean, computed now into a copy).
+    virtual VariablesView variables() = 0;
+    // Tower 0's network, looking at the current variables (until the next step).
+    virtual Network& evalNetwork() = 0;
+    // Makes every replica equal to the replicas' mean (LocalAveraging; others have one copy).
+    virtual void averageNow() {}
+    virtual size_t optimizerSlotBytes() const = 0;
+    // Called by TowerSet before each step: tower 0 looks at its own parameters again.
+    virtual void endEvaluation() {}
+
+protected:
+    Strategy(std::vector<Replica> replicas, int64_t count) : replicas_(std::move(replicas)), count_(count) {}
+    size_t bytes() const { return size_t(count_) * sizeof(float); }
+
+    std::vector<Replica> replicas_;
+    int64_t count_;
+    std::unique_ptr<Communicator> comm_;
+};
+
+// What a strategy is made from. `holder.backend` is null for replicated plans; `init` is the
+// variables' initial values (host, flat); `comm` says whether towers and holder share memory.
+struct StrategySetup {
+    DeploymentPlan plan;
+    OptimizerSettings opt;
+    std::vector<Replica> replicas;
+    HolderEndpoint holder;
+    std::vector<float> init;
+    CommKind comm = CommKind::SharedMemory;
+};
+
+std::unique_ptr<Strategy> makeStrategy(const StrategySetup& setup);
+
+}  // namespace tb
