@@ -66,8 +66,13 @@ OptimizerSettings momentum(float lr = 0.05f) {
     return o;
 }
 
+// Set by `tst_parallel --copies`: every test runs again with towers that share no memory, all
+// transfers explicit copies (the second communicator).
+bool gCopies = false;
+
 DeploymentPlan plan(int towers, int perTower, VariablePlacement v = VariablePlacement::Cpu) {
     DeploymentPlan p;
+    p.explicitCopies = gCopies;
     p.towers.clear();
     for (int i = 0; i < towers; ++i) p.towers.push_back(Device{DeviceType::Cpu, i});
     p.variables = v;
@@ -159,6 +164,7 @@ double relativeDifference(const std::vector<float>& a, const std::vector<float>&
 
 RunConfig quickRun() {
     RunConfig c;
+    if (gCopies) c.transfers = "copies";
     c.model = "tiny_mlp";
     c.data = "synthetic:blobs";
     c.batch = 64;
@@ -524,6 +530,53 @@ private slots:
         QVERIFY2(msg.contains("observer broke at step 3"), qPrintable(msg));
         QCOMPARE(log.states.back(), RunState::Failed);
     }
+    // bytes_moved, counted by the communicator, against each strategy's formula (README): N towers,
+    // P parameters of 4 bytes, D distinct devices among the towers.
+    void bytesMovedFollowTheDefinition() {
+        const int64_t B = shapeOf(smallCnn()).params * 4;
+        auto counts = [](const std::vector<TowerStep>& steps) {
+            std::vector<int64_t> out;
+            for (const TowerStep& r : steps) out.push_back(r.bytesMoved);
+            return out;
+        };
+        // Holder mean: every tower's gradients up and the variables down, N x P x 4 each way...
+        QCOMPARE(counts(stepsOf(plan(2, 16), 3, 1)), (std::vector<int64_t>{4 * B, 4 * B, 4 * B}));
+        QCOMPARE(counts(stepsOf(plan(1, 32), 2, 1)), (std::vector<int64_t>{2 * B, 2 * B}));
+        // ...but a tower on the holder's own device moves nothing (--variables cpu:1).
+        auto onTower = plan(2, 16, VariablePlacement::Tower);
+        onTower.variablesTower = 1;
+        QCOMPARE(counts(stepsOf(onTower, 2, 1)), (std::vector<int64_t>{2 * B, 2 * B}));
+        // All-reduce: a ring over D devices moves 2 (D - 1) x P x 4.
+        QCOMPARE(counts(stepsOf(plan(2, 16, VariablePlacement::Replicated), 2, 1)), (std::vector<int64_t>{2 * B, 2 * B}));
+        QCOMPARE(counts(stepsOf(plan(4, 8, VariablePlacement::Replicated), 1, 1)), (std::vector<int64_t>{6 * B}));
+        // Averaging every 3: the same all-reduce of the parameters, only where steps 3, 6, ... end.
+        auto avg = plan(2, 16, VariablePlacement::Replicated);
+        avg.averageEvery = 3;
+        QCOMPARE(counts(stepsOf(avg, 6, 3)), (std::vector<int64_t>{0, 0, 2 * B, 0, 0, 2 * B}));
+        // Asynchronous: each update pulls the variables and pushes gradients, 2 x P x 4, except for
+        // a tower on the holder's device.
+        for (int holder : {-1, 1}) {
+            auto async = plan(2, 16, holder < 0 ? VariablePlacement::Cpu : VariablePlacement::Tower);
+            async.variablesTower = std::max(holder, 0);
+            async.update = UpdateMode::Async;
+            TowerSet towers(smallCnn(), async, momentum(), 1, 7);
+            static const Dataset data = quadrants();
+            PipelineOptions po;
+            po.batchSize = 16;
+            po.prefetch = 0;
+            po.channelsLast = true;
+            InputPipeline pipe(data, po);
+            RunControl control;
+            int updates = 0;
+            towers.runAsync(
+                10, [&](Batch& b) { pipe.next(b); }, control,
+                [&](const TowerStep& r) {
+                    ++updates;
+                    QCOMPARE(r.bytesMoved, r.pusher == holder ? int64_t(0) : 2 * B);
+                });
+            QCOMPARE(updates, 10);
+        }
+    }
     void averagingNeedsReplicasAndK() {
         RunConfig c = quickRun();
         QVERIFY_THROWS_EXCEPTION(Error, c.setFromText("average_every", "0", "--average-every"));
@@ -535,5 +588,15 @@ private slots:
     }
 };
 
-QTEST_GUILESS_MAIN(TestParallel)
+int main(int argc, char** argv) {
+    QCoreApplication app(argc, argv);
+    std::vector<char*> args(argv, argv + argc);
+    const auto copies = std::find_if(args.begin(), args.end(), [](const char* a) { return std::string(a) == "--copies"; });
+    if (copies != args.end()) {
+        gCopies = true;
+        args.erase(copies);
+    }
+    TestParallel t;
+    return QTest::qExec(&t, int(args.size()), args.data());
+}
 #include "tst_parallel.moc"

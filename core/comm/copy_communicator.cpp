@@ -5,6 +5,7 @@
 #include <algorithm>
 
 #include "comm/communicator.hpp"
+#include "backend/registry.hpp"
 #include "comm/implementations.hpp"
 #include "util/error.hpp"
 
@@ -25,7 +26,7 @@ public:
         // The host does the replicas' arithmetic where there is no holder, or the holder is the host.
         const bool hostSide = !holder_.backend || holder_.device.type == DeviceType::Cpu;
         if (!holder_.backend) {
-            host_ = makeCpuBackend(1);
+            host_ = makeBackend(Device{}, BackendOptions{1});
             for (size_t i = 0; i < ranks_.size(); ++i) hostStreams_.push_back(host_->createStream());
             result_ = hostTensor(*ranks_[0].backend, maxCount);
         }

@@ -72,6 +72,7 @@ const std::map<std::string, Setting>& table() {
         {"batch_per_tower", bind(Kind::Int, &RunConfig::batchPerTower)},
         {"slow", bind(Kind::Text, &RunConfig::slow)},
         {"tf32", bind(Kind::Flag, &RunConfig::tf32)},
+        {"transfers", bind(Kind::Text, &RunConfig::transfers)},
     };
     return t;
 }
@@ -185,6 +186,8 @@ void RunConfig::validate() const {
     require(shuffleBuffer >= 0, "--shuffle-buffer: must not be negative");
     require(prefetch >= 0 && prefetch <= 64, "--prefetch: must be between 0 and 64");
     require(threads >= 0 && threads <= 1024, "--threads: must be between 0 (all cores) and 1024");
+    require(transfers == "auto" || transfers == "copies",
+            "--transfers: '" + transfers + "' is not auto or copies");
     require(!model.empty(), "--model: must not be empty");
     require(!data.empty(), "--data: must not be empty");
     if (optimizer != "sgd" && optimizer != "momentum" && optimizer != "nesterov" && optimizer != "adam")

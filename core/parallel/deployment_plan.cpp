@@ -177,6 +177,7 @@ std::string DeploymentPlan::describe() const {
     s += update == UpdateMode::Sync ? ", sync" : ", async";
     if (averaging()) s += ", parameters averaged every " + std::to_string(averageEvery) + " steps";
     if (psShards > 1) s += ", " + std::to_string(psShards) + " ps shards";
+    if (explicitCopies) s += ", every transfer copied";
     return s;
 }
 
@@ -191,7 +192,8 @@ nlohmann::json DeploymentPlan::toJson() const {
             {"average_every", averageEvery},
             {"ps_shards", psShards},
             {"batch_per_tower", batchPerTower},
-            {"slowdown", slowdown}};
+            {"slowdown", slowdown},
+            {"transfers", explicitCopies ? "copies" : "auto"}};
 }
 
 }  // namespace tb

@@ -28,8 +28,8 @@ struct DeploymentPlan {
     int psShards = 1;                          // variables split round-robin over S holders
     int batchPerTower = 0;                     // 0: the run's batch split evenly over the towers
     std::vector<double> slowdown;              // per tower, >= 1 (straggler injection); empty: none
-    // Towers share no memory with the variables' holder even where they could (CPU towers):
-    // every pull and push is an explicit copy, as between GPUs or processes (tests use it).
+    // --transfers copies: towers share no memory with each other or the holder even where they
+    // could (CPU towers): every transfer is an explicit copy, as between GPUs or processes.
     bool explicitCopies = false;
 
     int towerCount() const { return int(towers.size()); }
