@@ -34,7 +34,7 @@ std::vector<float> separatedVector(size_t n, uint64_t seed, float gap) {
 
 // One layer wired to host buffers: x (n, h, w, c) in, y out, its parameters and scratch.
 struct Rig {
-    std::unique_ptr<Backend> be = makeCpuBackend(1);
+    std::shared_ptr<Backend> be = makeCpuBackend(1);
     std::unique_ptr<Layer> layer;
     Dims in, out;
     int n;

@@ -502,7 +502,7 @@ private slots:
         QFETCH(QString, variables);
         QFETCH(QString, op);
         auto previous = setBackendFactory(DeviceType::Cpu, [op](const Device&, const BackendOptions& o) {
-            return std::unique_ptr<Backend>(new FailingBackend(o.cpuThreads, op.toStdString(), 5));
+            return std::shared_ptr<Backend>(new FailingBackend(o.cpuThreads, op.toStdString(), 5));
         });
         RunConfig c = quickRun();
         c.towers = "cpu:0,cpu:1";

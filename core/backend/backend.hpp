@@ -5,7 +5,8 @@
 //   each reports the scratch it needs, and the caller passes that workspace explicitly.
 // - Reductions write into device memory (e.g. a loss scalar), never return host values.
 // - Streams, events and graphs belong to the backend that made them; so do the op plans, which
-//   must be used on that backend's streams only. The backend must outlive all of them.
+//   must be used on that backend's streams only. Backends are shared: tensors and op plans hold
+//   their backend, so none can outlive it (streams and events are handed back to it explicitly).
 // Layouts: activations are (n, h, w, c) row-major (TensorFlow's NHWC; descriptors still give
 // the sizes as n, c, h, w); conv weights (out, in, kh, kw); dense weights (out, in). Pointers are device pointers of this backend unless named host*.
 #pragma once
@@ -115,7 +116,7 @@ struct UpdateParams {
 
 enum class UpdateRule { Sgd, Momentum, Nesterov, Adam };
 
-class Backend {
+class Backend : public std::enable_shared_from_this<Backend> {
 public:
     virtual ~Backend() = default;
 
@@ -123,7 +124,7 @@ public:
     virtual Device device() const = 0;
     virtual MemoryInfo memoryInfo() const = 0;             // (optional) zeros where unknown
 
-    // Memory: allocate never initialises; tensors own memory through empty().
+    // Memory: allocate never initialises; tensors own memory (and hold the backend) through empty().
     virtual void* allocate(size_t bytes) = 0;
     virtual void deallocate(void* p) = 0;
     Tensor empty(const Shape& shape);
@@ -187,7 +188,8 @@ public:
     virtual void emaUpdate(Stream, float* shadow, const float* params, float decay, size_t n) = 0;
 };
 
-// The always-available CPU backend (oneDNN + BLAS); threads = 0 means all cores.
-std::unique_ptr<Backend> makeCpuBackend(int threads = 0);
+// The always-available CPU backend (oneDNN + BLAS) as device cpu:index; threads = 0 means all
+// cores. CPU towers are virtual devices: cpu:1 is a backend of its own, not cpu:0.
+std::shared_ptr<Backend> makeCpuBackend(int threads = 0, int index = 0);
 
 }  // namespace tb

@@ -134,9 +134,9 @@ BackendFactory setBackendFactory(DeviceType type, BackendFactory factory) {
     return previous;
 }
 
-std::unique_ptr<Backend> makeBackend(const Device& device, const BackendOptions& options) {
+std::shared_ptr<Backend> makeBackend(const Device& device, const BackendOptions& options) {
     if (const BackendFactory& f = factoryFor(device.type)) return f(device, options);
-    if (device.type == DeviceType::Cpu) return makeCpuBackend(options.cpuThreads);
+    if (device.type == DeviceType::Cpu) return makeCpuBackend(options.cpuThreads, device.index);
     const Loaded& l = loaded();
     if (!l.runtime.available || !l.module)
         throw Error(device.str() + ": no GPU backend here (" + l.runtime.whyNot + ")");
@@ -147,7 +147,7 @@ std::unique_ptr<Backend> makeBackend(const Device& device, const BackendOptions&
     char err[1024] = {};
     Backend* b = l.module->createBackend(device.index, &o, err, sizeof err);
     if (!b) throw Error(device.str() + ": " + err);
-    return std::unique_ptr<Backend>(b);
+    return std::shared_ptr<Backend>(b);
 }
 
 }  // namespace tb

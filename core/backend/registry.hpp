@@ -41,12 +41,12 @@ const GpuRuntime& gpuRuntime();
 int gpuCount();
 
 // A backend for `device`; throws tb::Error naming the device when it cannot be made.
-std::unique_ptr<Backend> makeBackend(const Device& device, const BackendOptions& options = {});
+std::shared_ptr<Backend> makeBackend(const Device& device, const BackendOptions& options = {});
 
 // Replaces how backends of one device type are made, e.g. by a test that wraps the CPU backend
 // to watch every call; an empty factory restores the built-in one. Returns the previous factory.
 // Not thread-safe: set it before anything makes backends.
-using BackendFactory = std::function<std::unique_ptr<Backend>(const Device&, const BackendOptions&)>;
+using BackendFactory = std::function<std::shared_ptr<Backend>(const Device&, const BackendOptions&)>;
 BackendFactory setBackendFactory(DeviceType type, BackendFactory factory);
 
 }  // namespace tb

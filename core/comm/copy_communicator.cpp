@@ -112,7 +112,7 @@ private:
         be.synchronize(s);
     }
 
-    std::unique_ptr<Backend> host_;    // the host's arithmetic when there is no holder
+    std::shared_ptr<Backend> host_;    // the host's arithmetic when there is no holder
     std::vector<Stream> hostStreams_;  // per rank, on host_
     std::vector<Tensor> slots_;        // per rank (maxCount): what it sent, beside the holder
     Tensor result_;                    // (maxCount) the replicas' all-reduce, in host memory

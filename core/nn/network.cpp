@@ -70,7 +70,7 @@ Network::Network(const ModelSpec& spec, Backend& backend, int batch)
     input_buf_ = backend.empty(Shape{batch, input_.h, input_.w, input_.c});
     probs_ = backend.empty(Shape{batch, outputs_});
     dlogits_ = backend.empty(Shape{batch, outputs_});
-    labels_ = static_cast<int32_t*>(backend.allocate(size_t(batch) * sizeof(int32_t)));
+    labels_ = backend.empty(Shape{batch});  // int32 labels in float-sized slots
 
     size_t ws = 0;
     int64_t maxAct = 0;
@@ -106,7 +106,6 @@ Network::Network(const ModelSpec& spec, Backend& backend, int batch)
     gradB_ = backend.empty(Shape{maxAct});
 }
 
-Network::~Network() { backend_.deallocate(labels_); }
 
 void Network::bindParams(float* external) {
     viewParams(external);
@@ -138,7 +137,7 @@ NetworkMemory Network::memoryUse() const {
     m.grads = grads_.bytes();
     for (const Tensor& t : activations_) m.activations += t.bytes();
     m.activations += gradA_.bytes() + gradB_.bytes() + input_buf_.bytes() + probs_.bytes() + dlogits_.bytes() +
-                     size_t(batch_) * sizeof(int32_t);
+                     labels_.bytes();
     for (const Tensor& t : saved_) m.saved += t.bytes();
     m.workspace = workspace_.bytes();
     return m;
@@ -172,7 +171,7 @@ void Network::forward(Stream s, bool training, uint64_t seed, int valid, float* 
         if (!layers_[i]->aliasesInput()) layers_[i]->forward(ctx, x, const_cast<float*>(outputs_of_[i]));
         x = outputs_of_[i];
     }
-    backend_.softmaxCrossEntropy(s, x, labels_, probs_.data(), std::min(valid, batch_), outputs_, stats);
+    backend_.softmaxCrossEntropy(s, x, labels(), probs_.data(), std::min(valid, batch_), outputs_, stats);
     if (!training) return;
     for (size_t i = 0; i < infos_.size(); ++i)
         if (infos_[i].weightDecay > 0)  // tf.nn.l2_loss(W) * wd = wd * sum(W^2) / 2
@@ -182,7 +181,7 @@ void Network::forward(Stream s, bool training, uint64_t seed, int valid, float* 
 
 void Network::backward(Stream s) {
     LayerContext ctx{backend_, s, true, 0, workspace_.data()};
-    backend_.softmaxCrossEntropyBackward(s, probs_.data(), labels_, dlogits_.data(), batch_, outputs_,
+    backend_.softmaxCrossEntropyBackward(s, probs_.data(), labels(), dlogits_.data(), batch_, outputs_,
                                          1.f / float(batch_));
     const float* dy = dlogits_.data();
     float* bufs[2] = {gradA_.data(), gradB_.data()};

@@ -33,7 +33,6 @@ ModelShape shapeOf(const ModelSpec& spec);
 class Network {
 public:
     Network(const ModelSpec& spec, Backend& backend, int batch);
-    ~Network();
     Network(const Network&) = delete;
     Network& operator=(const Network&) = delete;
 
@@ -58,7 +57,7 @@ public:
     void viewParams(float* p);
     float* grads() const { return grads_.data(); }     // (paramCount)
     float* input() const { return input_buf_.data(); } // (batch, h, w, c)
-    int32_t* labels() const { return labels_; }        // (batch)
+    int32_t* labels() const { return reinterpret_cast<int32_t*>(labels_.data()); }  // (batch)
     const float* probs() const { return probs_.data(); }  // (batch, outputs) softmax of the last forward
     NetworkMemory memoryUse() const;
     // True when a training step's work depends on its seed (dropout), so one recorded step
@@ -89,7 +88,7 @@ private:
     std::vector<Tensor> activations_;    // per layer output (n, h, w, c); aliasing layers share
     std::vector<const float*> outputs_of_;
     std::vector<Tensor> saved_;
-    int32_t* labels_ = nullptr;
+    Tensor labels_;  // (batch) int32 in float-sized slots
 };
 
 }  // namespace tb

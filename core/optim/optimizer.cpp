@@ -35,20 +35,14 @@ std::string toString(UpdateRule rule) {
 Optimizer::Optimizer(Backend& backend, UpdateRule rule, UpdateParams hyper, LrSchedule schedule, size_t count,
                      Stream init)
     : backend_(backend), rule_(rule), hyper_(hyper), schedule_(schedule), count_(count) {
-    const size_t bytes = count * sizeof(float);
     if (rule != UpdateRule::Sgd) {
-        m_ = static_cast<float*>(backend.allocate(bytes));
-        backend.fill(init, m_, 0.f, count);
+        m_ = backend.empty(Shape{int64_t(count)});
+        backend.fill(init, m_.data(), 0.f, count);
     }
     if (rule == UpdateRule::Adam) {
-        v_ = static_cast<float*>(backend.allocate(bytes));
-        backend.fill(init, v_, 0.f, count);
+        v_ = backend.empty(Shape{int64_t(count)});
+        backend.fill(init, v_.data(), 0.f, count);
     }
-}
-
-Optimizer::~Optimizer() {
-    if (m_) backend_.deallocate(m_);
-    if (v_) backend_.deallocate(v_);
 }
 
 float Optimizer::applyRange(Stream s, float* params, const float* grads, size_t offset, size_t count, int64_t step) {
@@ -56,22 +50,19 @@ float Optimizer::applyRange(Stream s, float* params, const float* grads, size_t 
     UpdateParams h = hyper_;
     h.lr = schedule_.at(step);
     h.step = step + 1;
-    backend_.applyUpdate(s, rule_, h, params + offset, grads + offset, m_ ? m_ + offset : nullptr,
-                         v_ ? v_ + offset : nullptr, count);
+    backend_.applyUpdate(s, rule_, h, params + offset, grads + offset, m_.empty() ? nullptr : m_.data() + offset,
+                         v_.empty() ? nullptr : v_.data() + offset, count);
     return h.lr;
 }
 
 WeightEma::WeightEma(Backend& backend, float decay, const float* params, size_t count, Stream init)
-    : backend_(backend), decay_(decay), count_(count) {
-    shadow_ = static_cast<float*>(backend.allocate(count * sizeof(float)));
-    backend.copy(init, shadow_, params, count * sizeof(float));
+    : backend_(backend), decay_(decay), count_(count), shadow_(backend.empty(Shape{int64_t(count)})) {
+    backend.copy(init, shadow_.data(), params, count * sizeof(float));
 }
-
-WeightEma::~WeightEma() { backend_.deallocate(shadow_); }
 
 void WeightEma::update(Stream s, const float* params, int64_t step) {
     const float d = std::min(decay_, float(1 + step) / float(10 + step));
-    backend_.emaUpdate(s, shadow_, params, d, count_);
+    backend_.emaUpdate(s, shadow_.data(), params, d, count_);
 }
 
 }  // namespace tb

@@ -28,7 +28,6 @@ class Optimizer {
 public:
     Optimizer(Backend& backend, UpdateRule rule, UpdateParams hyper, LrSchedule schedule, size_t count,
               Stream init = nullptr);
-    ~Optimizer();
     Optimizer(const Optimizer&) = delete;
     Optimizer& operator=(const Optimizer&) = delete;
 
@@ -40,7 +39,7 @@ public:
     // or parameter-server shards update disjoint ranges of one buffer.
     float applyRange(Stream s, float* params, const float* grads, size_t offset, size_t count, int64_t step);
     UpdateRule rule() const { return rule_; }
-    size_t slotBytes() const { return count_ * sizeof(float) * ((m_ ? 1 : 0) + (v_ ? 1 : 0)); }
+    size_t slotBytes() const { return m_.bytes() + v_.bytes(); }
 
 private:
     Backend& backend_;
@@ -48,8 +47,8 @@ private:
     UpdateParams hyper_;
     LrSchedule schedule_;
     size_t count_;
-    float* m_ = nullptr;   // (count) momentum accumulator or Adam's first moment
-    float* v_ = nullptr;   // (count) Adam's second moment
+    Tensor m_;   // (count) momentum accumulator or Adam's first moment; empty for SGD
+    Tensor v_;   // (count) Adam's second moment
 };
 
 // shadow = d * shadow + (1 - d) * params after every step, starting equal to params, with
@@ -58,18 +57,17 @@ private:
 class WeightEma {
 public:
     WeightEma(Backend& backend, float decay, const float* params, size_t count, Stream init = nullptr);
-    ~WeightEma();
     WeightEma(const WeightEma&) = delete;
     WeightEma& operator=(const WeightEma&) = delete;
     void update(Stream s, const float* params, int64_t step);
-    const float* shadow() const { return shadow_; }
+    const float* shadow() const { return shadow_.data(); }
     float decay() const { return decay_; }
 
 private:
     Backend& backend_;
     float decay_;
     size_t count_;
-    float* shadow_ = nullptr;
+    Tensor shadow_;  // (count)
 };
 
 }  // namespace tb

@@ -113,7 +113,7 @@ private:
     uint64_t seed_ = 0;        // the run's seed: initialisation and dropout masks
     int64_t paramCount_ = 0;
     // Declared first, destroyed last: every tensor, stream and plan below belongs to one of them.
-    std::vector<std::unique_ptr<Backend>> backends_;
+    std::vector<std::shared_ptr<Backend>> backends_;
     std::vector<std::unique_ptr<Tower>> towers_;
     std::unique_ptr<Strategy> strategy_;
 

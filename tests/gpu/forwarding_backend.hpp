@@ -10,7 +10,7 @@ namespace tbtest {
 
 class ForwardingBackend : public tb::Backend {
 public:
-    explicit ForwardingBackend(std::unique_ptr<tb::Backend> inner) : be_(std::move(inner)) {}
+    explicit ForwardingBackend(std::shared_ptr<tb::Backend> inner) : be_(std::move(inner)) {}
     // Called before every call that runs arithmetic (all but memory, streams and events).
     virtual void onCompute(const char* /*op*/) {}
 
@@ -91,86 +91,92 @@ public:
 
 protected:
     tb::Backend& inner() { return *be_; }
+    std::shared_ptr<ForwardingBackend> self();
 
 private:
-    std::unique_ptr<tb::Backend> be_;
+    std::shared_ptr<tb::Backend> be_;
 };
 
-// The heavy ops' plans, forwarding too, so that onCompute sees their calls.
+// The heavy ops' plans, forwarding too, so that onCompute sees their calls; like every plan they
+// hold their backend.
 namespace detail {
 class ConvFwd final : public tb::ConvOp {
 public:
-    ConvFwd(ForwardingBackend& b, std::unique_ptr<tb::ConvOp> op) : b_(b), op_(std::move(op)) {}
+    ConvFwd(std::shared_ptr<ForwardingBackend> b, std::unique_ptr<tb::ConvOp> op) : b_(std::move(b)), op_(std::move(op)) {}
     size_t workspaceBytes() const override { return op_->workspaceBytes(); }
     void forward(tb::Stream s, const float* x, const float* w, const float* bb, float* y, void* ws) override {
-        b_.onCompute("conv.forward");
+        b_->onCompute("conv.forward");
         op_->forward(s, x, w, bb, y, ws);
     }
     void backwardData(tb::Stream s, const float* dy, const float* w, float* dx, void* ws) override {
-        b_.onCompute("conv.backwardData");
+        b_->onCompute("conv.backwardData");
         op_->backwardData(s, dy, w, dx, ws);
     }
     void backwardWeights(tb::Stream s, const float* x, const float* dy, float* dw, float* db, void* ws) override {
-        b_.onCompute("conv.backwardWeights");
+        b_->onCompute("conv.backwardWeights");
         op_->backwardWeights(s, x, dy, dw, db, ws);
     }
 
 private:
-    ForwardingBackend& b_;
+    std::shared_ptr<ForwardingBackend> b_;
     std::unique_ptr<tb::ConvOp> op_;
 };
 template <class Op>
 class SavedFwd final : public Op {
 public:
-    SavedFwd(ForwardingBackend& b, std::unique_ptr<Op> op, const char* name) : b_(b), op_(std::move(op)), name_(name) {}
+    SavedFwd(std::shared_ptr<ForwardingBackend> b, std::unique_ptr<Op> op, const char* name)
+        : b_(std::move(b)), op_(std::move(op)), name_(name) {}
     size_t savedBytes() const override { return op_->savedBytes(); }
     void forward(tb::Stream s, const float* x, float* y, void* saved) override {
-        b_.onCompute(name_);
+        b_->onCompute(name_);
         op_->forward(s, x, y, saved);
     }
     void backward(tb::Stream s, const float* x, const float* y, const float* dy, float* dx, const void* saved) override {
-        b_.onCompute(name_);
+        b_->onCompute(name_);
         op_->backward(s, x, y, dy, dx, saved);
     }
 
 private:
-    ForwardingBackend& b_;
+    std::shared_ptr<ForwardingBackend> b_;
     std::unique_ptr<Op> op_;
     const char* name_;
 };
 class DenseFwd final : public tb::DenseOp {
 public:
-    DenseFwd(ForwardingBackend& b, std::unique_ptr<tb::DenseOp> op) : b_(b), op_(std::move(op)) {}
+    DenseFwd(std::shared_ptr<ForwardingBackend> b, std::unique_ptr<tb::DenseOp> op) : b_(std::move(b)), op_(std::move(op)) {}
     void forward(tb::Stream s, const float* x, const float* w, const float* bb, float* y) override {
-        b_.onCompute("dense.forward");
+        b_->onCompute("dense.forward");
         op_->forward(s, x, w, bb, y);
     }
     void backwardData(tb::Stream s, const float* dy, const float* w, float* dx) override {
-        b_.onCompute("dense.backwardData");
+        b_->onCompute("dense.backwardData");
         op_->backwardData(s, dy, w, dx);
     }
     void backwardWeights(tb::Stream s, const float* x, const float* dy, float* dw, float* db) override {
-        b_.onCompute("dense.backwardWeights");
+        b_->onCompute("dense.backwardWeights");
         op_->backwardWeights(s, x, dy, dw, db);
     }
 
 private:
-    ForwardingBackend& b_;
+    std::shared_ptr<ForwardingBackend> b_;
     std::unique_ptr<tb::DenseOp> op_;
 };
 }  // namespace detail
 
+inline std::shared_ptr<ForwardingBackend> ForwardingBackend::self() {
+    return std::static_pointer_cast<ForwardingBackend>(shared_from_this());
+}
 inline std::unique_ptr<tb::ConvOp> ForwardingBackend::makeConv(const tb::ConvDesc& d) {
-    return std::make_unique<detail::ConvFwd>(*this, be_->makeConv(d));
+    return std::make_unique<detail::ConvFwd>(self(), be_->makeConv(d));
 }
 inline std::unique_ptr<tb::PoolOp> ForwardingBackend::makeMaxPool(const tb::PoolDesc& d) {
-    return std::make_unique<detail::SavedFwd<tb::PoolOp>>(*this, be_->makeMaxPool(d), "maxpool");
+    return std::make_unique<detail::SavedFwd<tb::PoolOp>>(self(), be_->makeMaxPool(d), "maxpool");
 }
 inline std::unique_ptr<tb::LrnOp> ForwardingBackend::makeLrn(const tb::LrnDesc& d) {
-    return std::make_unique<detail::SavedFwd<tb::LrnOp>>(*this, be_->makeLrn(d), "lrn");
+    return std::make_unique<detail::SavedFwd<tb::LrnOp>>(self(), be_->makeLrn(d), "lrn");
 }
 inline std::unique_ptr<tb::DenseOp> ForwardingBackend::makeDense(const tb::DenseDesc& d) {
-    return std::make_unique<detail::DenseFwd>(*this, be_->makeDense(d));
+    return std::make_unique<detail::DenseFwd>(self(), be_->makeDense(d));
 }
 
 }  // namespace tbtest

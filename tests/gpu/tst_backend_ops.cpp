@@ -5,6 +5,7 @@
 #include <cstdio>
 #include <cstring>
 #include <memory>
+#include <set>
 #include <string>
 
 #include "backend/backend_check.hpp"
@@ -14,13 +15,14 @@
 
 namespace {
 
-// Reports every failing case; returns how many there were.
-int failedCases(tb::Backend& be) {
+// Reports every failing case; returns how many there were (`ops`: the failing ops' names).
+int failedCases(tb::Backend& be, std::set<std::string>* ops = nullptr) {
     int failed = 0;
     const auto results = tb::checkBackendOps(be);
     for (const tb::OpCheck& c : results)
         if (!c.passed) {
             ++failed;
+            if (ops) ops->insert(c.op);
             std::fprintf(stderr, "  %s: %s [%s] error %g > %g %s\n", be.name().c_str(), c.op.c_str(), c.shape.c_str(),
                          c.error, c.tolerance, c.failure.c_str());
         }
@@ -36,16 +38,45 @@ public:
     void reluForward(tb::Stream s, const float* x, float* y, size_t n) override { inner().copy(s, y, x, n * 4); }
 };
 
+// Notes when it is destroyed.
+class Watched final : public tbtest::ForwardingBackend {
+public:
+    explicit Watched(bool* destroyed) : ForwardingBackend(tb::makeCpuBackend(1)), destroyed_(destroyed) {}
+    ~Watched() override { *destroyed_ = true; }
+
+private:
+    bool* destroyed_;
+};
+
+// Tensors and op plans hold their backend: dropping the last other reference to it leaves it
+// alive until they are gone.
+void tensorsAndPlansKeepTheirBackend() {
+    bool destroyed = false;
+    std::shared_ptr<tb::Backend> be = std::make_shared<Watched>(&destroyed);
+    tb::Tensor t = be->empty(tb::Shape{16});
+    std::unique_ptr<tb::DenseOp> plan = be->makeDense({2, 4, 2});
+    be.reset();
+    CHECK(!destroyed, "the backend went while a tensor and a plan still used it");
+    t = tb::Tensor();
+    CHECK(!destroyed, "the backend went while a plan still used it");
+    plan.reset();
+    CHECK(destroyed, "the backend outlived everything that used it");
+    // And the CPU backend reports the device it stands for.
+    CHECK(tb::makeCpuBackend(1, 3)->device() == (tb::Device{tb::DeviceType::Cpu, 3}), "cpu:3 does not say cpu:3");
+}
+
 }  // namespace
 
 int main(int argc, char** argv) {
     const std::string which = argc > 1 ? argv[1] : "cpu";
     if (which == "cpu") {
+        tensorsAndPlansKeepTheirBackend();
         auto cpu = tb::makeCpuBackend(0);
         CHECK(failedCases(*cpu) == 0, "the CPU backend must pass every case");
-        LeakyRelu faulty;
-        const int caught = failedCases(faulty);
-        CHECK(caught >= 1, "the planted ReLU fault went unnoticed");
+        std::set<std::string> failing;
+        failedCases(*std::make_shared<LeakyRelu>(), &failing);
+        CHECK(failing == std::set<std::string>{"relu.forward+backward"}, "the planted ReLU fault was not caught, or "
+              "other ops failed too (%zu ops failed)", failing.size());
         return tbcheck::exitStatus();
     }
     if (which != "gpu") {

@@ -96,7 +96,7 @@ int main() {
     const std::string dir = std::filesystem::temp_directory_path() / "tb_float_mode";
     std::filesystem::create_directories(dir);
     auto previous = tb::setBackendFactory(tb::DeviceType::Cpu, [](const tb::Device&, const tb::BackendOptions& o) {
-        return std::unique_ptr<tb::Backend>(new ModeProbe(o.cpuThreads));
+        return std::shared_ptr<tb::Backend>(new ModeProbe(o.cpuThreads));
     });
     tb::RunConfig c;
     c.model = writeModel(dir);

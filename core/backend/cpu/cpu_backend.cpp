@@ -87,10 +87,19 @@ void useThreads(int threads) {
     if (omp_get_max_threads() != threads) omp_set_num_threads(threads);
 }
 
-// What every oneDNN plan holds: the engine, the backend's default queue and its thread count.
+// What a plan gets from its backend: the engine, the backend's default queue, its thread count,
+// and the backend itself, which the plan holds so that it cannot outlive it.
+struct CpuContext {
+    dnnl::engine eng;
+    dnnl::stream* defaultStream;
+    int threads;
+    std::shared_ptr<Backend> owner;
+};
+
+// What every oneDNN plan holds.
 class OneDnnOp {
 protected:
-    OneDnnOp(const dnnl::engine& eng, dnnl::stream& s, int threads) : eng_(eng), default_(s), threads_(threads) {}
+    explicit OneDnnOp(const CpuContext& c) : eng_(c.eng), default_(*c.defaultStream), threads_(c.threads), owner_(c.owner) {}
     dnnl::stream& pick(Stream st) {
         useThreads(threads_);
         return st ? st->stream : default_;
@@ -100,12 +109,12 @@ protected:
     dnnl::engine eng_;
     dnnl::stream& default_;
     int threads_;
+    std::shared_ptr<Backend> owner_;
 };
 
 class CpuConv final : public ConvOp, OneDnnOp {
 public:
-    CpuConv(const dnnl::engine& eng, dnnl::stream& defaultStream, int threads, const ConvDesc& d)
-        : OneDnnOp(eng, defaultStream, threads) {
+    CpuConv(const CpuContext& c, const ConvDesc& d) : OneDnnOp(c) {
         memory::desc x = {dims4(d.n, d.c, d.h, d.w), dt::f32, kAct};
         memory::desc w = {dims4(d.k, d.c, d.r, d.s), dt::f32, tag::oihw};
         memory::desc b = {{d.k}, dt::f32, tag::x};
@@ -191,7 +200,7 @@ private:
 // saves the argmax (oneDNN's workspace) that the backward reads.
 class CpuMaxPool final : public PoolOp, OneDnnOp {
 public:
-    CpuMaxPool(const dnnl::engine& eng, dnnl::stream& s, int threads, const PoolDesc& d) : OneDnnOp(eng, s, threads) {
+    CpuMaxPool(const CpuContext& c, const PoolDesc& d) : OneDnnOp(c) {
         using namespace dnnl;
         x_ = {dims4(d.n, d.c, d.h, d.w), dt::f32, kAct};
         y_ = {dims4(d.n, d.c, d.outH(), d.outW()), dt::f32, kAct};
@@ -200,10 +209,10 @@ public:
         fwdPd_ = pooling_forward::primitive_desc(
             pooling_forward::desc(prop_kind::forward_training, algorithm::pooling_max, x_, y_, strides, kernel, padL,
                                   padR),
-            eng);
+            eng_);
         fwd_ = pooling_forward(fwdPd_);
         bwd_ = pooling_backward(pooling_backward::primitive_desc(
-            pooling_backward::desc(algorithm::pooling_max, x_, y_, strides, kernel, padL, padR), eng, fwdPd_));
+            pooling_backward::desc(algorithm::pooling_max, x_, y_, strides, kernel, padL, padR), eng_, fwdPd_));
     }
     size_t savedBytes() const override { return fwdPd_.workspace_desc().get_size(); }
     void forward(Stream st, const float* x, float* y, void* saved) override {
@@ -228,7 +237,7 @@ private:
 // the contiguous channels of one pixel, so both directions are vectorised sliding sums.
 class CpuLrn final : public LrnOp {
 public:
-    CpuLrn(int threads, const LrnDesc& d) : threads_(threads), d_(d) {}
+    CpuLrn(const CpuContext& c, const LrnDesc& d) : threads_(c.threads), d_(d), owner_(c.owner) {}
     // scale = bias + alpha * window sum of x^2, and scale^-beta: (2, n, h, w, c).
     size_t savedBytes() const override { return 2 * count() * sizeof(float); }
     void forward(Stream, const float* x, float* y, void* saved) override {
@@ -302,11 +311,12 @@ private:
 
     int threads_;
     LrnDesc d_;
+    std::shared_ptr<Backend> owner_;  // held so that the plan cannot outlive its backend
 };
 
 class CpuDense final : public DenseOp, OneDnnOp {
 public:
-    CpuDense(const dnnl::engine& eng, dnnl::stream& s, int threads, const DenseDesc& d) : OneDnnOp(eng, s, threads) {
+    CpuDense(const CpuContext& c, const DenseDesc& d) : OneDnnOp(c) {
         using namespace dnnl;
         // Plain layouts throughout: oneDNN runs these as GEMMs, so no reorder of the (out, in)
         // weights, which for the 3136x1024 layer of mnist_cnn would cost as much as a GEMM pass.
@@ -354,8 +364,11 @@ constexpr int64_t kParallelMin = 1 << 15;
 
 class CpuBackend final : public Backend {
 public:
-    explicit CpuBackend(int threads)
-        : threads_(threads > 0 ? threads : omp_get_num_procs()), eng_(dnnl::engine::kind::cpu, 0), default_(eng_) {
+    CpuBackend(int threads, int index)
+        : threads_(threads > 0 ? threads : omp_get_num_procs()),
+          index_(index),
+          eng_(dnnl::engine::kind::cpu, 0),
+          default_(eng_) {
         useThreads(threads_);
         // BLAS here does only vector arithmetic that is memory bound; a second thread pool
         // spinning beside oneDNN's OpenMP team would steal cores from the convolutions.
@@ -367,7 +380,7 @@ public:
         return "cpu (oneDNN " + std::to_string(v->major) + "." + std::to_string(v->minor) + "." +
                std::to_string(v->patch) + ", " + std::to_string(threads_) + " threads)";
     }
-    Device device() const override { return Device{DeviceType::Cpu, 0}; }
+    Device device() const override { return Device{DeviceType::Cpu, index_}; }
     MemoryInfo memoryInfo() const override { return {}; }
 
     void* allocate(size_t bytes) override {
@@ -394,16 +407,16 @@ public:
     double elapsedSeconds(Event a, Event b) override { return std::chrono::duration<double>(b->at - a->at).count(); }
 
     std::unique_ptr<ConvOp> makeConv(const ConvDesc& d) override {
-        return std::make_unique<CpuConv>(eng_, default_, threads_, d);
+        return std::make_unique<CpuConv>(context(), d);
     }
     std::unique_ptr<PoolOp> makeMaxPool(const PoolDesc& d) override {
-        return std::make_unique<CpuMaxPool>(eng_, default_, threads_, d);
+        return std::make_unique<CpuMaxPool>(context(), d);
     }
     std::unique_ptr<LrnOp> makeLrn(const LrnDesc& d) override {
-        return std::make_unique<CpuLrn>(threads_, d);
+        return std::make_unique<CpuLrn>(context(), d);
     }
     std::unique_ptr<DenseOp> makeDense(const DenseDesc& d) override {
-        return std::make_unique<CpuDense>(eng_, default_, threads_, d);
+        return std::make_unique<CpuDense>(context(), d);
     }
 
     void fill(Stream, float* x, float value, size_t n) override {
@@ -498,7 +511,10 @@ public:
     }
 
 private:
+    CpuContext context() { return {eng_, &default_, threads_, shared_from_this()}; }
+
     int threads_;
+    int index_;
     dnnl::engine eng_;
     dnnl::stream default_;
 };
@@ -507,9 +523,9 @@ private:
 
 Tensor Backend::empty(const Shape& shape) {
     float* p = static_cast<float*>(allocate(size_t(shape.numel()) * sizeof(float)));
-    return Tensor(p, shape, device(), [this](float* q) { deallocate(q); });
+    return Tensor(p, shape, device(), [owner = shared_from_this()](float* q) { owner->deallocate(q); });
 }
 
-std::unique_ptr<Backend> makeCpuBackend(int threads) { return std::make_unique<CpuBackend>(threads); }
+std::shared_ptr<Backend> makeCpuBackend(int threads, int index) { return std::make_shared<CpuBackend>(threads, index); }
 
 }  // namespace tb

@@ -36,7 +36,7 @@ public:
         TB_CUDA(cudaGetDeviceProperties(&prop, device));
         gpuName_ = prop.name;
         setup_ = makeStream(false);
-        ctx_ = PlanContext{device_, &allocator_, setup_, tf32_};
+        ctx_ = PlanContext{nullptr, device_, &allocator_, setup_, tf32_};
     }
     ~CudaBackend() override {
         cudaSetDevice(device_);
@@ -153,13 +153,13 @@ public:
 
     std::unique_ptr<ConvOp> makeConv(const ConvDesc& d) override {
         use();
-        return cuda::makeConv(ctx_, d);
+        return cuda::makeConv(planContext(), d);
     }
-    std::unique_ptr<PoolOp> makeMaxPool(const PoolDesc& d) override { return cuda::makeMaxPool(ctx_, d); }
-    std::unique_ptr<LrnOp> makeLrn(const LrnDesc& d) override { return cuda::makeLrn(ctx_, d); }
+    std::unique_ptr<PoolOp> makeMaxPool(const PoolDesc& d) override { return cuda::makeMaxPool(planContext(), d); }
+    std::unique_ptr<LrnOp> makeLrn(const LrnDesc& d) override { return cuda::makeLrn(planContext(), d); }
     std::unique_ptr<DenseOp> makeDense(const DenseDesc& d) override {
         use();
-        return cuda::makeDense(ctx_, d);
+        return cuda::makeDense(planContext(), d);
     }
 
     void fill(Stream s, float* x, float value, size_t n) override { cuda::fill(q(s), x, value, n); }
@@ -213,6 +213,11 @@ private:
         }
         s->scratch = static_cast<float*>(allocator_.allocate(kScratchFloats * sizeof(float)));
         return s.release();
+    }
+    PlanContext planContext() {
+        PlanContext c = ctx_;
+        c.owner = shared_from_this();
+        return c;
     }
     cudaStream_t q(Stream s) const {
         use();

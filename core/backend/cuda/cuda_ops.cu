@@ -266,7 +266,7 @@ private:
 // view a row-major (a, b) matrix is its (b x a) transpose, which gives the operand orders below.
 class CudaDense final : public DenseOp {
 public:
-    CudaDense(const PlanContext& ctx, const DenseDesc& d) : d_(d), ones_(onesVector(ctx, size_t(d.n))) {}
+    CudaDense(const PlanContext& ctx, const DenseDesc& d) : owner_(ctx.owner), d_(d), ones_(onesVector(ctx, size_t(d.n))) {}
     void forward(Stream st, const float* x, const float* w, const float* b, float* y) override {
         const float one = 1.f, zero = 0.f;
         // y^T (out x n) = W (out x in) x^T (in x n): W is stored as W^T (in x out) in column-major.
@@ -289,6 +289,7 @@ public:
     }
 
 private:
+    std::shared_ptr<Backend> owner_;
     DenseDesc d_;
     DeviceBuffer ones_;  // (n)
 };
@@ -298,7 +299,7 @@ private:
 // own NHWC kernel.
 class CudaMaxPool final : public PoolOp {
 public:
-    explicit CudaMaxPool(const PoolDesc& d) : d_(d) {
+    CudaMaxPool(const PlanContext& ctx, const PoolDesc& d) : owner_(ctx.owner), d_(d) {
         if (int64_t(d.n) * d.h * d.w * d.c >= INT32_MAX)
             throw Error("CUDA backend: a max-pooling input of " + std::to_string(int64_t(d.n) * d.h * d.w * d.c) +
                         " elements is too large for its 32-bit argmax");
@@ -312,6 +313,7 @@ public:
     }
 
 private:
+    std::shared_ptr<Backend> owner_;
     PoolDesc d_;
 };
 
@@ -320,7 +322,7 @@ private:
 // contiguous channels, so one thread per element reads a cached neighbourhood.
 class CudaLrn final : public LrnOp {
 public:
-    explicit CudaLrn(const LrnDesc& d) : d_(d) {}
+    CudaLrn(const PlanContext& ctx, const LrnDesc& d) : owner_(ctx.owner), d_(d) {}
     size_t savedBytes() const override { return 2 * size_t(d_.n) * d_.c * d_.h * d_.w * sizeof(float); }
     void forward(Stream st, const float* x, float* y, void* saved) override {
         lrnForward(queueOf(st), d_, x, y, static_cast<float*>(saved));
@@ -330,14 +332,17 @@ public:
     }
 
 private:
+    std::shared_ptr<Backend> owner_;
     LrnDesc d_;
 };
 
 }  // namespace
 
 std::unique_ptr<ConvOp> makeConv(const PlanContext& ctx, const ConvDesc& d) { return std::make_unique<CudaConv>(ctx, d); }
-std::unique_ptr<PoolOp> makeMaxPool(const PlanContext&, const PoolDesc& d) { return std::make_unique<CudaMaxPool>(d); }
-std::unique_ptr<LrnOp> makeLrn(const PlanContext&, const LrnDesc& d) { return std::make_unique<CudaLrn>(d); }
+std::unique_ptr<PoolOp> makeMaxPool(const PlanContext& ctx, const PoolDesc& d) {
+    return std::make_unique<CudaMaxPool>(ctx, d);
+}
+std::unique_ptr<LrnOp> makeLrn(const PlanContext& ctx, const LrnDesc& d) { return std::make_unique<CudaLrn>(ctx, d); }
 std::unique_ptr<DenseOp> makeDense(const PlanContext& ctx, const DenseDesc& d) {
     return std::make_unique<CudaDense>(ctx, d);
 }

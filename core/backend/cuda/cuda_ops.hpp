@@ -12,6 +12,7 @@ namespace tb::cuda {
 // What plans need from their backend. `setup` is the backend's own stream, used only while a
 // plan is made (cuDNN's algorithm search), never by the plans' calls.
 struct PlanContext {
+    std::shared_ptr<Backend> owner;  // held by every plan (declared first), so none outlives it
     int device = 0;
     DeviceAllocator* allocator = nullptr;
     StreamImpl* setup = nullptr;
