@@ -166,7 +166,7 @@ void TestOptim::rulesMatchReference() {
     hyper.epsilon = 1e-8f;
     tb::LrSchedule schedule;
     schedule.initial = lr;
-    tb::Optimizer opt(*backend, r, hyper, schedule, n);
+    tb::Optimizer opt(*backend, r, hyper, schedule, n, nullptr);
     QVERIFY(opt.rule() == r);
 
     std::vector<float> p = startParams(n);
@@ -203,9 +203,9 @@ void TestOptim::momentumZeroIsSgd() {
     hyper.momentum = 0.f;
     tb::LrSchedule schedule;
     schedule.initial = 0.1f;
-    tb::Optimizer sgd(*backend, tb::UpdateRule::Sgd, hyper, schedule, n);
-    tb::Optimizer mom(*backend, tb::UpdateRule::Momentum, hyper, schedule, n);
-    tb::Optimizer nes(*backend, tb::UpdateRule::Nesterov, hyper, schedule, n);
+    tb::Optimizer sgd(*backend, tb::UpdateRule::Sgd, hyper, schedule, n, nullptr);
+    tb::Optimizer mom(*backend, tb::UpdateRule::Momentum, hyper, schedule, n, nullptr);
+    tb::Optimizer nes(*backend, tb::UpdateRule::Nesterov, hyper, schedule, n, nullptr);
     std::vector<float> a = startParams(n), b = a, c = a;
     for (int step = 0; step < 3; ++step) {
         const std::vector<float> g = gradsAt(n, step);
@@ -229,7 +229,7 @@ void TestOptim::applyRangeMatchesWhole() {
         auto backend = tb::makeCpuBackend(2);
         tb::LrSchedule schedule;
         schedule.initial = 0.01f;
-        tb::Optimizer whole(*backend, r, {}, schedule, n), parts(*backend, r, {}, schedule, n);
+        tb::Optimizer whole(*backend, r, {}, schedule, n, nullptr), parts(*backend, r, {}, schedule, n, nullptr);
         std::vector<float> a = startParams(n), b = a;
         for (int step = 0; step < 3; ++step) {
             const std::vector<float> g = gradsAt(n, step);
@@ -293,7 +293,7 @@ void TestOptim::optimizerUsesSchedule() {
     s.initial = 0.5f;
     s.decaySteps = 1;
     s.decayRate = 0.5f;
-    tb::Optimizer opt(*backend, tb::UpdateRule::Sgd, {}, s, 4);
+    tb::Optimizer opt(*backend, tb::UpdateRule::Sgd, {}, s, 4, nullptr);
     std::vector<float> p = {1.f, 2.f, 3.f, 4.f};
     const std::vector<float> g = {1.f, -1.f, 0.5f, 0.f};
     const float expectLr[] = {0.5f, 0.25f, 0.125f};
@@ -317,7 +317,7 @@ void TestOptim::weightEmaClosedForm() {
             auto backend = tb::makeCpuBackend(2);
             std::vector<float> p = startParams(n);
             const std::vector<float> p0 = p;
-            tb::WeightEma ema(*backend, decay, p.data(), n);
+            tb::WeightEma ema(*backend, decay, p.data(), n, nullptr);
             QCOMPARE(ema.decay(), decay);
             QVERIFY(std::equal(p.begin(), p.end(), ema.shadow()));  // starts equal to the params
             p[0] = -100.f;                                          // a copy, not a view
@@ -382,7 +382,7 @@ void TestOptim::networkLearnsBlobs() {
     hyper.momentum = 0.9f;
     tb::LrSchedule schedule;
     schedule.initial = 0.05f;
-    tb::Optimizer opt(*backend, tb::UpdateRule::Momentum, hyper, schedule, size_t(net.paramCount()));
+    tb::Optimizer opt(*backend, tb::UpdateRule::Momentum, hyper, schedule, size_t(net.paramCount()), nullptr);
 
     const auto [acc0, loss0] = evaluate(net, d);
     std::vector<size_t> order(d.size());

@@ -1,6 +1,8 @@
 // Backend: what a device can do for training, in the shape the CUDA backend needs too.
 // - Queues are opaque handles (Stream); every call is enqueued on one and may return before
-//   it has run. synchronize() is the only host wait; nothing else blocks the host.
+//   it has run. synchronize() is the only host wait; nothing else blocks the host. The engine
+//   names the stream of every call; the CUDA backend refuses a null one. The CPU backend runs
+//   each call to completion on the calling thread, so its tests and tools may pass null.
 // - Heavy ops are plans made once per shape (like cuDNN descriptors with a chosen algorithm):
 //   each reports the scratch it needs, and the caller passes that workspace explicitly.
 // - Reductions write into device memory (e.g. a loss scalar), never return host values.

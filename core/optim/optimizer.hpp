@@ -23,11 +23,10 @@ UpdateRule parseUpdateRule(const std::string& name, const std::string& where);
 std::string toString(UpdateRule rule);
 
 // Owns the optimiser slots (m, v) for `count` parameters on one backend; `init` is the stream
-// that zeroes them (a GPU backend needs one; the CPU backend runs without).
+// that zeroes them.
 class Optimizer {
 public:
-    Optimizer(Backend& backend, UpdateRule rule, UpdateParams hyper, LrSchedule schedule, size_t count,
-              Stream init = nullptr);
+    Optimizer(Backend& backend, UpdateRule rule, UpdateParams hyper, LrSchedule schedule, size_t count, Stream init);
     Optimizer(const Optimizer&) = delete;
     Optimizer& operator=(const Optimizer&) = delete;
 
@@ -56,7 +55,7 @@ private:
 // num_updates: early on the average follows the weights instead of remembering the initialisation.
 class WeightEma {
 public:
-    WeightEma(Backend& backend, float decay, const float* params, size_t count, Stream init = nullptr);
+    WeightEma(Backend& backend, float decay, const float* params, size_t count, Stream init);
     WeightEma(const WeightEma&) = delete;
     WeightEma& operator=(const WeightEma&) = delete;
     void update(Stream s, const float* params, int64_t step);
