@@ -4,6 +4,7 @@
 #include <QtTest>
 
 #include <atomic>
+#include <algorithm>
 #include <cmath>
 #include <functional>
 #include <mutex>
@@ -209,6 +210,32 @@ public:
 private:
     int throwAt_;
 };
+
+// Keeps every step report.
+class StepLog final : public TrainingObserver {
+public:
+    void onStepEnd(const StepMetrics& m) override { steps.push_back(m); }
+    std::vector<StepMetrics> steps;
+};
+
+double median(std::vector<double> v) {
+    std::sort(v.begin(), v.end());
+    return v[v.size() / 2];
+}
+
+RunConfig sliceRun(const char* towers, int64_t steps) {
+    RunConfig c;
+    c.model = "mnist_cnn";
+    c.data = "idx:" + tbtest::sourcePath("samples/fashion-mnist-slice").toStdString();
+    c.batch = 32;
+    c.steps = steps;
+    c.threads = 2;
+    c.validation = 0;
+    c.quiet = true;
+    c.towers = towers;
+    if (gCopies) c.transfers = "copies";
+    return c;
+}
 
 }  // namespace
 
@@ -576,6 +603,76 @@ private slots:
                 });
             QCOMPARE(updates, 10);
         }
+    }
+    // What a run reports is what happened: examples/sec is the examples trained over the wall time
+    // they took (within 2%), the step times add up to that wall time, and each tower's phases add
+    // up to its step time (within 5%, the median over steps).
+    void reportedSpeedAndPhasesAreTrue_data() {
+        QTest::addColumn<QString>("towers");
+        QTest::addColumn<QString>("slow");
+        QTest::newRow("1 tower") << "cpu:0" << "";
+        QTest::newRow("2 towers, one slower") << "cpu:0,cpu:1" << "1=2";
+    }
+    void reportedSpeedAndPhasesAreTrue() {
+        QFETCH(QString, towers);
+        QFETCH(QString, slow);
+        RunConfig c = sliceRun(towers.toStdString().c_str(), 40);
+        c.slow = slow.toStdString();
+        Trainer t(c);
+        StepLog log;
+        t.addObserver(&log);
+        const RunSummary s = t.run();
+        QCOMPARE(log.steps.size(), size_t(40));
+        const double wall = log.steps.back().elapsedSeconds, truth = 40.0 * c.batch / wall;
+        QVERIFY2(std::abs(s.examplesPerSec - truth) <= 0.02 * truth,
+                 qPrintable(QString("reported %1 ex/s, measured %2").arg(s.examplesPerSec).arg(truth)));
+        double stepSum = 0;
+        for (const StepMetrics& m : log.steps) stepSum += m.stepSeconds;
+        QVERIFY2(std::abs(stepSum - wall) <= 0.02 * wall, qPrintable(QString("steps %1 s, wall %2 s").arg(stepSum).arg(wall)));
+        for (size_t i = 0; i < log.steps[0].towers.size(); ++i) {
+            std::vector<double> ratio;
+            for (size_t k = 2; k < log.steps.size(); ++k) {
+                const TowerPhases& p = log.steps[k].towers[i].phases;
+                const double sum = p.dataWait + p.forward + p.backward + p.straggle + p.reduce + p.wait + p.apply;
+                ratio.push_back(sum / log.steps[k].stepSeconds);
+            }
+            const double m = median(ratio);
+            QVERIFY2(std::abs(m - 1) <= 0.05, qPrintable(QString("tower %1: phases are %2 of the step time").arg(i).arg(m)));
+        }
+    }
+    // Asynchronous reports: examples/sec over a window of wall time (no spikes), the loss as the
+    // mean of every tower's latest push, busy fractions on each tower's own cycle.
+    void asyncReportsAreTrue() {
+        RunConfig c = sliceRun("cpu:0,cpu:1", 60);
+        c.update = "async";
+        c.batchPerTower = 16;
+        Trainer t(c);
+        StepLog log;
+        t.addObserver(&log);
+        const RunSummary s = t.run();
+        QCOMPARE(log.steps.size(), size_t(60));
+        const double wall = log.steps.back().elapsedSeconds, truth = 60.0 * 16 / wall;
+        QVERIFY2(std::abs(s.examplesPerSec - truth) <= 0.02 * truth,
+                 qPrintable(QString("reported %1 ex/s, measured %2").arg(s.examplesPerSec).arg(truth)));
+        std::vector<double> latest(2, std::nan(""));
+        double fastest = 0;
+        std::vector<double> rates;
+        for (const StepMetrics& m : log.steps) {
+            latest[size_t(m.pusher)] = m.towers[size_t(m.pusher)].loss;
+            const double expect = std::isfinite(latest[0]) && std::isfinite(latest[1]) ? (latest[0] + latest[1]) / 2
+                                  : std::isfinite(latest[0])                          ? latest[0]
+                                                                                      : latest[1];
+            QVERIFY2(std::abs(m.loss - expect) <= 1e-9 * std::abs(expect), "the loss is not the mean of the latest pushes");
+            const double busy = m.towers[size_t(m.pusher)].busyFraction;
+            QVERIFY(busy > 0 && busy <= 1);
+            if (m.step > 10) {
+                fastest = std::max(fastest, m.examplesPerSec);
+                rates.push_back(m.examplesPerSec);
+            }
+        }
+        QVERIFY2(fastest <= 3 * truth, qPrintable(QString("a report said %1 ex/s of %2").arg(fastest).arg(truth)));
+        QVERIFY2(std::abs(median(rates) - truth) <= 0.15 * truth,
+                 qPrintable(QString("reports say %1 ex/s (median), the run did %2").arg(median(rates)).arg(truth)));
     }
     void averagingNeedsReplicasAndK() {
         RunConfig c = quickRun();

@@ -346,7 +346,7 @@ RunSummary Trainer::execute(ObserverHub& hub) {
         monitor = std::make_unique<DeviceMonitor>(
             std::move(nvml), [&hub](const std::vector<DeviceSample>& d) { hub.onDeviceSamples(d); },
             DeviceMonitor::kDefaultInterval, start);
-    auto afterFirst = start, last = start;
+    auto afterFirst = start;
     auto record = [&](StepMetrics& m) {
         const auto now = Clock::now();
         m.totalSteps = total;
@@ -408,12 +408,36 @@ RunSummary Trainer::execute(ObserverHub& hub) {
                          data.validation.size() ? "validation" : "test", step, stopped);
         }
     } else {
+        // Each report is one tower's update. Its step time is that tower's own cycle (since its
+        // previous push), against which its busy fraction is measured; the loss and accuracy
+        // shown are the means of every tower's latest push; examples/sec counts the examples
+        // pushed over the last second of wall time (per push it would spike to millions).
+        std::vector<Clock::time_point> lastPush(size_t(n), start);
+        std::vector<double> latestLoss(size_t(n), std::nan("")), latestAccuracy(size_t(n), std::nan(""));
+        std::deque<std::pair<Clock::time_point, int>> window;  // (when, examples) of recent pushes
         towers.runAsync(
             total, [&](Batch& b) { train.next(b); }, control_,
             [&](const TowerStep& r) {
                 const auto now = Clock::now();
-                StepMetrics m = toMetrics(r, seconds(last, now));
-                last = now;
+                const size_t i = size_t(r.pusher);
+                StepMetrics m = toMetrics(r, seconds(lastPush[i], now));
+                lastPush[i] = now;
+                latestLoss[i] = m.towers[i].loss;
+                latestAccuracy[i] = m.towers[i].accuracy;
+                double loss = 0, accuracy = 0, pushed = 0;
+                for (size_t j = 0; j < latestLoss.size(); ++j)
+                    if (std::isfinite(latestLoss[j])) {
+                        loss += latestLoss[j];
+                        accuracy += latestAccuracy[j];
+                        ++pushed;
+                    }
+                m.loss = loss / pushed;
+                m.accuracy = accuracy / pushed;
+                window.emplace_back(now, r.examples[i]);
+                while (window.size() > 2 && seconds(window.front().first, now) > 1.0) window.pop_front();
+                double examples = 0;
+                for (size_t k = 1; k < window.size(); ++k) examples += window[k].second;
+                m.examplesPerSec = window.size() > 1 ? examples / seconds(window.front().first, now) : m.examplesPerSec;
                 step = std::max(step, r.update);  // reports of concurrent pushes may arrive out of order
                 record(m);
             });

@@ -45,6 +45,7 @@ struct TowerSet::Tower {
         TowerPhases phases;
         double lossSum = 0, correct = 0, wd = 0;
     };
+    Clock::time_point finished;      // when this call's work was done (the rest is waiting)
     std::vector<Result> results;
     std::exception_ptr error;        // the first failure of this call; cleared at the next
 
@@ -149,6 +150,7 @@ void TowerSet::towerLoop(int i) {
         t.results.assign(round_.size(), {});
         if (plan_.averaging()) localSteps(i);
         else syncStep(i);
+        t.finished = Clock::now();
         done_.arrive_and_wait();
     }
 }
@@ -241,8 +243,10 @@ void TowerSet::enqueueCompute(Tower& t, int n, uint64_t seed) {
 void TowerSet::computeGradients(Tower& t, int i, const float* x, const int32_t* y, int n, uint64_t step) {
     Backend& be = *t.backend;
     Network& net = *t.net;
+    const auto staged = Clock::now();
     std::memcpy(t.inputStage.data(), x, size_t(n) * size_t(net.inputDims().size()) * sizeof(float));
     std::memcpy(t.labelStage.data(), y, size_t(n) * sizeof(int32_t));
+    const double stageSeconds = since(staged);
     // Dropout masks: a function of the run's seed, the step and the tower.
     const uint64_t stepSeed = (seed_ + 1) * 0x9E3779B97F4A7C15ull ^ (step * 7919ull + uint64_t(i) * 1000003ull);
     // GPUs: the second step is recorded as a graph and every later one replays it, one launch
@@ -267,7 +271,7 @@ void TowerSet::computeGradients(Tower& t, int i, const float* x, const int32_t* 
     }
     ++t.computed;
     be.synchronize(t.stream);
-    t.phases.forward = be.elapsedSeconds(t.marks[0], t.marks[1]);
+    t.phases.forward = stageSeconds + be.elapsedSeconds(t.marks[0], t.marks[1]);
     t.phases.backward = be.elapsedSeconds(t.marks[1], t.marks[2]) + be.elapsedSeconds(t.marks[2], t.marks[3]);
     const float* host = t.hostStats.data();
     t.lossSum = host[0];
@@ -299,8 +303,12 @@ std::vector<TowerStep> TowerSet::steps(const std::vector<const Batch*>& batches,
     const int64_t bytesBefore = bytesMoved();
     start_.arrive_and_wait();
     done_.arrive_and_wait();
-    for (auto& t : towers_)
+    const auto done = Clock::now();
+    for (auto& t : towers_) {
         if (t->error) std::rethrow_exception(t->error);
+        // A tower that finished early waited for the others to finish too.
+        t->results.back().phases.wait += std::chrono::duration<double>(done - t->finished).count();
+    }
     std::vector<TowerStep> out(batches.size());
     for (size_t k = 0; k < batches.size(); ++k) {
         TowerStep& r = out[k];
