@@ -98,14 +98,17 @@ void TestUiWidgets::linksAndArrows_data() {
     QTest::addColumn<int>("links");      // PlacementModel::Links
     QTest::addColumn<int>("arrows");
     QTest::addColumn<QString>("holder");
+    QTest::addColumn<bool>("async");
     const int cpu = int(tb::VariablePlacement::Cpu), replicated = int(tb::VariablePlacement::Replicated);
     const int arrowsLink = int(PlacementModel::Links::HolderArrows), ring = int(PlacementModel::Links::Ring),
               shards = int(PlacementModel::Links::Shards);
-    QTest::newRow("2 towers, holder") << 2 << cpu << 1 << arrowsLink << 4 << QStringLiteral("cpu");
-    QTest::newRow("4 towers, ring") << 4 << replicated << 1 << ring << 4 << QString();
-    QTest::newRow("2 towers, 3 shards") << 2 << cpu << 3 << shards << 12 << QStringLiteral("cpu");
-    QTest::newRow("1 tower, ring") << 1 << replicated << 1 << ring << 0 << QString();
-    QTest::newRow("2 towers, ring") << 2 << replicated << 1 << ring << 2 << QString();
+    QTest::newRow("2 towers, holder") << 2 << cpu << 1 << arrowsLink << 4 << QStringLiteral("cpu") << false;
+    QTest::newRow("4 towers, ring") << 4 << replicated << 1 << ring << 4 << QString() << false;
+    QTest::newRow("2 async towers, 3 shards") << 2 << cpu << 3 << shards << 12 << QStringLiteral("cpu") << true;
+    // Synchronous updates take the variables as one: shards are not drawn where they do nothing.
+    QTest::newRow("2 sync towers, 3 shards") << 2 << cpu << 1 << arrowsLink << 4 << QStringLiteral("cpu") << false;
+    QTest::newRow("1 tower, ring") << 1 << replicated << 1 << ring << 0 << QString() << false;
+    QTest::newRow("2 towers, ring") << 2 << replicated << 1 << ring << 2 << QString() << false;
 }
 
 void TestUiWidgets::linksAndArrows() {
@@ -115,8 +118,10 @@ void TestUiWidgets::linksAndArrows() {
     QFETCH(int, links);
     QFETCH(int, arrows);
     QFETCH(QString, holder);
+    QFETCH(bool, async);
     auto plan = cpuPlan(towers, tb::VariablePlacement(variables));
-    plan.psShards = shards;
+    plan.psShards = 3;
+    plan.update = async ? tb::UpdateMode::Async : tb::UpdateMode::Sync;
     const auto m = PlacementModel::fromPlan(plan, 1000);
     QCOMPARE(int(m.links), links);
     QCOMPARE(m.arrowCount(), arrows);
@@ -130,7 +135,10 @@ void TestUiWidgets::holderOnTower() {
     const auto m = PlacementModel::fromPlan(plan, 1000);
     QCOMPARE(m.holder, QStringLiteral("cpu:1"));
     QVERIFY(m.links == PlacementModel::Links::HolderArrows);
-    QCOMPARE(m.arrowCount(), 4);
+    // Tower 1 is on the holder's device and reads the variables in place: only tower 0's
+    // parameters and gradients move.
+    QVERIFY(!m.towers[0].local && m.towers[1].local);
+    QCOMPARE(m.arrowCount(), 2);
 }
 
 void TestUiWidgets::slowdownCarried() {

@@ -23,6 +23,8 @@ PlacementModel PlacementModel::fromPlan(const tb::DeploymentPlan& plan, int64_t 
         t.device = QString::fromStdString(plan.towers[size_t(i)].str());
         t.batch = plan.batchPerTower;
         t.slowdown = size_t(i) < plan.slowdown.size() ? plan.slowdown[size_t(i)] : 1.0;
+        t.local = plan.variables == tb::VariablePlacement::Tower && plan.variablesTower >= 0 &&
+                  plan.variablesTower < n && plan.towers[size_t(i)] == plan.towers[size_t(plan.variablesTower)];
         m.towers.push_back(t);
     }
     switch (plan.variables) {
@@ -33,7 +35,9 @@ PlacementModel PlacementModel::fromPlan(const tb::DeploymentPlan& plan, int64_t 
         break;
     case tb::VariablePlacement::Replicated: break;
     }
-    m.psShards = std::max(1, plan.psShards);
+    // Shards act only in asynchronous mode (each has its own lock); a synchronous plan updates
+    // the variables as one, so the diagram draws one holder.
+    m.psShards = plan.update == tb::UpdateMode::Async ? std::max(1, plan.psShards) : 1;
     if (plan.variables == tb::VariablePlacement::Replicated)
         m.links = Links::Ring;
     else if (m.psShards > 1)
@@ -48,9 +52,10 @@ PlacementModel PlacementModel::fromPlan(const tb::DeploymentPlan& plan, int64_t 
 
 int PlacementModel::arrowCount() const {
     const int n = int(towers.size());
+    const int moving = int(std::count_if(towers.begin(), towers.end(), [](const Tower& t) { return !t.local; }));
     switch (links) {
-    case Links::HolderArrows: return 2 * n;
-    case Links::Shards: return 2 * n * psShards;
+    case Links::HolderArrows: return 2 * moving;
+    case Links::Shards: return 2 * moving * psShards;
     case Links::Ring: return n > 1 ? n : 0;
     }
     return 0;
@@ -301,9 +306,16 @@ void PlacementDiagram::paintEvent(QPaintEvent*) {
     } else {
         const int s = shards ? model_.psShards : 1;
         const double d = (shards ? 3 : 4) * scale + liveW / 2;  // params and grads side by side
+        bool labelled = false;
         for (int i = 0; i < n; ++i) {
             const QRectF t = towerRect(i);
             const bool live = linkLive(i);
+            if (model_.towers[i].local) {
+                // On the holder's device: the tower reads the variables in place; nothing moves.
+                label(QRectF(t.left(), holderBottom, t.width(), towerTop - holderBottom), Qt::AlignCenter,
+                      tr("in place"), faint);
+                continue;
+            }
             p.setPen(live ? livePen : staticPen);
             for (int j = 0; j < s; ++j) {
                 const double hx = shards ? holder.left() + j * (shardW + 10 * scale) + shardW * (i + 0.5) / n
@@ -313,7 +325,8 @@ void PlacementDiagram::paintEvent(QPaintEvent*) {
                 const QPointF up0(tx + d, towerTop - 1), up1(hx + d, holderBottom + 1);
                 drawArrow(p, down0, down1, headFor(live));  // parameters out to the tower
                 drawArrow(p, up0, up1, headFor(live));      // gradients back to the holder
-                if (i == 0 && j == 0) {
+                if (!labelled) {
+                    labelled = true;
                     // Nearer the holder than the middle, where the sync point line runs.
                     const QPointF mDown = down0 + (down1 - down0) * 0.3, mUp = up1 + (up0 - up1) * 0.3;
                     const double w = 80 * scale;

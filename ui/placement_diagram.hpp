@@ -17,6 +17,7 @@ struct PlacementModel {
         QString device;      // "cpu:0"
         int batch = 0;       // examples per step
         double slowdown = 1; // > 1: an injected straggler
+        bool local = false;  // on the holder's own device: reads the variables in place, nothing moves
         bool operator==(const Tower&) const = default;  // without it the model's == is deleted
     };
     enum class Links { HolderArrows, Ring, Shards };
@@ -29,8 +30,9 @@ struct PlacementModel {
     double variablesMB = 0;  // parameter count * 4 bytes
 
     static PlacementModel fromPlan(const tb::DeploymentPlan& plan, int64_t paramCount);
-    // Arrows the diagram draws: HolderArrows 2 per tower (parameters out, gradients back);
-    // Shards 2 per tower per shard; Ring one per tower (tower i -> i+1 mod N; none for 1 tower).
+    // Arrows the diagram draws: HolderArrows 2 per tower off the holder's device (parameters out,
+    // gradients back); Shards (asynchronous updates, where shards have locks of their own) 2 per
+    // such tower per shard; Ring one per tower (tower i -> i+1 mod N; none for 1 tower).
     int arrowCount() const;
     bool operator==(const PlacementModel&) const = default;
 };
