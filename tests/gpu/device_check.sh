@@ -119,7 +119,7 @@ step "towerbench-run selftest" selftest
 tests() {
   local status=0 name args rc gpu_ran=0
   for t in "tst_backend_ops cpu" "tst_tower_transfers" "tst_device_monitor" "tst_float_mode" "tst_observer_hub" \
-           "tst_backend_ops gpu" "tst_gpu_towers"; do
+           "tst_reference cpu" "tst_backend_ops gpu" "tst_gpu_towers" "tst_reference gpu"; do
     name=${t%% *}; args=${t#"$name"}
     echo "--- $t"
     (cd "$repo" && OMP_NUM_THREADS=4 timeout 300 "$tests_bin/$name" $args)
@@ -128,8 +128,8 @@ tests() {
     echo "--- $t: exit $rc"
     [ $rc -ne 0 ] && status=1
   done
-  echo "GPU tests that ran and passed: $gpu_ran of 2"
-  [ $gpu_ran -eq 2 ] || status=1
+  echo "GPU tests that ran and passed: $gpu_ran of 3"
+  [ $gpu_ran -eq 3 ] || status=1
   return $status
 }
 step "tests (Qt-free, GPU ones must run)" tests
