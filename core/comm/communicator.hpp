@@ -120,6 +120,9 @@ protected:
     void countTotal(int64_t bytes);
     bool onHolderDevice(int rank) const { return ranks_[size_t(rank)].device == holder_.device; }
     int64_t ringBytes(size_t count) const;  // 2 (D - 1) x count x 4
+    // out[c] := op over the sources' chunk c (one per rank), on `be` and stream `s`, completed.
+    void reduceChunk(Backend& be, Stream s, Range c, const std::vector<const float*>& sources, float* out,
+                     ReduceOp op) const;
 
     std::vector<RankEndpoint> ranks_;
     HolderEndpoint holder_;

@@ -30,9 +30,11 @@ public:
             for (size_t i = 0; i < ranks_.size(); ++i) hostStreams_.push_back(host_->createStream());
             result_ = hostTensor(*ranks_[0].backend, maxCount);
         }
-        for (const RankEndpoint& r : ranks_)
+        for (const RankEndpoint& r : ranks_) {
             slots_.push_back(hostSide ? hostTensor(*r.backend, maxCount)
                                       : holder_.backend->empty(Shape{int64_t(std::max<size_t>(maxCount, 1))}));
+            slotPointers_.push_back(slots_.back().data());
+        }
     }
     ~CopyCommunicator() override {
         for (Stream s : hostStreams_) host_->destroyStream(s);
@@ -50,7 +52,8 @@ public:
         attempt(failure, [&] { stage(rank, send, count); });
         meet(rank);  // every rank's slot is filled
         attempt(failure, [&] {
-            reduceChunk(*holder_.backend, holderStreams_[size_t(rank)], chunk(rank, count), holderScratch, op);
+            reduceChunk(*holder_.backend, holderStreams_[size_t(rank)], chunk(rank, count), slotPointers_, holderScratch,
+                        op);
         });
         if (failure) std::rethrow_exception(failure);
         return holderScratch;
@@ -67,7 +70,9 @@ public:
         std::exception_ptr failure;
         attempt(failure, [&] { stage(rank, buf, count); });
         meet(rank);
-        attempt(failure, [&] { reduceChunk(*host_, hostStreams_[size_t(rank)], chunk(rank, count), result_.data(), op); });
+        attempt(failure, [&] {
+            reduceChunk(*host_, hostStreams_[size_t(rank)], chunk(rank, count), slotPointers_, result_.data(), op);
+        });
         meet(rank);  // the whole result is ready
         attempt(failure, [&] { copyOnRank(rank, buf, result_.data(), count); });
         if (failure) std::rethrow_exception(failure);
@@ -77,12 +82,7 @@ public:
         if (!host_) throw Error("meanOfRanks is for replicas: this communicator has a holder");
         // Through the host: every rank's buffer to its slot, their mean into the result.
         for (size_t j = 0; j < perRank.size(); ++j) stage(int(j), perRank[j], count);
-        Backend& be = *host_;
-        const Stream s = hostStreams_[0];
-        be.copy(s, result_.data(), slots_[0].data(), count * sizeof(float));
-        for (size_t j = 1; j < slots_.size(); ++j) be.axpy(s, 1.f, slots_[j].data(), result_.data(), count);
-        be.scale(s, result_.data(), 1.f / float(slots_.size()), count);
-        be.synchronize(s);
+        reduceChunk(*host_, hostStreams_[0], Range{0, count}, slotPointers_, result_.data(), ReduceOp::Mean);
         copyOnRank(0, out, result_.data(), count);
     }
 
@@ -103,18 +103,11 @@ private:
         r.backend->synchronize(r.stream);
     }
     void stage(int rank, const float* src, size_t count) { copyOnRank(rank, slots_[size_t(rank)].data(), src, count); }
-    // out[c] := op over every rank's slot, chunk c.
-    void reduceChunk(Backend& be, Stream s, Range c, float* out, ReduceOp op) {
-        const size_t n = c.size();
-        be.copy(s, out + c.begin, slots_[0].data() + c.begin, n * sizeof(float));
-        for (size_t j = 1; j < slots_.size(); ++j) be.axpy(s, 1.f, slots_[j].data() + c.begin, out + c.begin, n);
-        if (op == ReduceOp::Mean) be.scale(s, out + c.begin, 1.f / float(size()), n);
-        be.synchronize(s);
-    }
 
     std::shared_ptr<Backend> host_;    // the host's arithmetic when there is no holder
     std::vector<Stream> hostStreams_;  // per rank, on host_
     std::vector<Tensor> slots_;        // per rank (maxCount): what it sent, beside the holder
+    std::vector<const float*> slotPointers_;  // the same, as reduceChunk takes them
     Tensor result_;                    // (maxCount) the replicas' all-reduce, in host memory
 };
 

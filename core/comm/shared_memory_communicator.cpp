@@ -25,7 +25,7 @@ public:
         meet(rank);  // every rank's buffer is ready
         std::exception_ptr failure;
         attempt(failure, [&] {
-            reduceChunk(*holder_.backend, holderStreams_[size_t(rank)], chunk(rank, count), holderScratch, op);
+            reduceChunk(*holder_.backend, holderStreams_[size_t(rank)], chunk(rank, count), published_, holderScratch, op);
         });
         if (failure) std::rethrow_exception(failure);
         return holderScratch;
@@ -47,7 +47,7 @@ public:
             const Range c = chunk(rank, count);
             Backend& be = *ranks_[size_t(rank)].backend;
             const Stream s = ranks_[size_t(rank)].stream;
-            reduceChunk(be, s, c, scratch_.data(), op);
+            reduceChunk(be, s, c, published_, scratch_.data(), op);
             for (float* out : publishedOut_)
                 be.copy(s, out + c.begin, scratch_.data() + c.begin, c.size() * sizeof(float));
             be.synchronize(s);
@@ -57,12 +57,7 @@ public:
     }
 
     void meanOfRanks(const std::vector<const float*>& perRank, float* out, size_t count) override {
-        Backend& be = *ranks_[0].backend;
-        const Stream s = ranks_[0].stream;
-        be.copy(s, out, perRank[0], count * sizeof(float));
-        for (size_t j = 1; j < perRank.size(); ++j) be.axpy(s, 1.f, perRank[j], out, count);
-        be.scale(s, out, 1.f / float(perRank.size()), count);
-        be.synchronize(s);
+        reduceChunk(*ranks_[0].backend, ranks_[0].stream, Range{0, count}, perRank, out, ReduceOp::Mean);
     }
 
     void pull(int rank, const float* holderSrc, float* dst, size_t count) override {
@@ -75,14 +70,6 @@ public:
     }
 
 private:
-    // out[c] := op over the published buffers' chunk c.
-    void reduceChunk(Backend& be, Stream s, Range c, float* out, ReduceOp op) {
-        const size_t n = c.size();
-        be.copy(s, out + c.begin, published_[0] + c.begin, n * sizeof(float));
-        for (size_t j = 1; j < published_.size(); ++j) be.axpy(s, 1.f, published_[j] + c.begin, out + c.begin, n);
-        if (op == ReduceOp::Mean) be.scale(s, out + c.begin, 1.f / float(size()), n);
-        be.synchronize(s);
-    }
     void copyInto(int rank, float* dst, const float* src, size_t count) {
         if (dst == src) return;  // read in place
         const RankEndpoint& r = ranks_[size_t(rank)];

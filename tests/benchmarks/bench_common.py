@@ -305,6 +305,19 @@ def bench_towerbench(binary, model, data, batch, steps, warmup, threads, workdir
 # ----------------------------------------------------------------------------------------------
 # Command line and output.
 
+def cpu_model():
+    """The processor's name from /proc/cpuinfo ("n/a" where there is none)."""
+    try:
+        with open("/proc/cpuinfo") as f:
+            for line in f:
+                if line.startswith("model name"):
+                    return line.split(":", 1)[1].strip()
+    except OSError:
+        pass
+    return "n/a"
+
+
+
 def add_common_args(ap, default_steps, default_models, repo):
     """The options both benchmarks share (steps, warm-up, models, learning rate, data)."""
     ap.add_argument("--steps", type=int, default=None,

@@ -38,8 +38,8 @@ import sys
 import tempfile
 import time
 
-from bench_common import (EXPECTED_PARAMS, REPO, bench_towerbench, load_spec, make_torch_step, prepare_model,
-                          print_table, report, spec_stats, time_steps)
+from bench_common import (EXPECTED_PARAMS, REPO, bench_towerbench, cpu_model, load_spec, make_torch_step,
+                          prepare_model, print_table, report, spec_stats, time_steps)
 
 DEFAULT_MODELS = ["mnist_cnn", "cifar10_cnn"]
 GOAL_VS_EAGER = 1.5     # towerbench ex/s / PyTorch eager ex/s
@@ -335,17 +335,6 @@ def nvml_part(measured, cifar_dir, args, tmp, failures):
 
 # ----------------------------------------------------------------------------------------------
 # The machine.
-
-def cpu_model():
-    try:
-        with open("/proc/cpuinfo") as f:
-            for line in f:
-                if line.startswith("model name"):
-                    return line.split(":", 1)[1].strip()
-    except OSError:
-        pass
-    return "n/a"
-
 
 def smi_query(fields):
     """One nvidia-smi --query-gpu row for GPU_INDEX as a dict, or {} where nvidia-smi is absent or fails."""
