@@ -76,6 +76,8 @@ public:
     VariablesView variables() override;
     Network& evalNetwork() override;
     size_t optimizerSlotBytes() const override;
+    // Element ranges (offset, count) of each shard's variables.
+    const std::vector<std::vector<std::pair<size_t, size_t>>>& shards() const { return shards_; }
 
 private:
     Backend* holder_;
