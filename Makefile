@@ -30,6 +30,7 @@ tsan: setup
 	@cmake -S . -B $(BUILD)-tsan -DCMAKE_BUILD_TYPE=RelWithDebInfo -DTB_SANITIZE_THREAD=ON -DTB_WITH_CUDA=OFF > /dev/null
 	@cmake --build $(BUILD)-tsan -j $(JOBS) --target tst_parallel
 	@cd $(BUILD)-tsan && TSAN_OPTIONS="halt_on_error=1 second_deadlock_stack=1 suppressions=$(CURDIR)/tests/tsan.supp" ./tests/tst_parallel
+	@cd $(BUILD)-tsan && TSAN_OPTIONS="halt_on_error=1 second_deadlock_stack=1 suppressions=$(CURDIR)/tests/tsan.supp" ./tests/tst_parallel --copies
 
 bench: build
 	@bash tests/benchmarks/run_all.sh $(BUILD)
