@@ -58,8 +58,9 @@ Data parallelism (the seeds' tower pattern; see README):
   --average-every K   replicated towers take local steps; parameters averaged every K steps
   --ps-shards S       variables dealt round-robin over S parameter-server shards
   --slow T=F,...      straggler injection: tower T runs F times slower (teaching)
-  --transfers MODE    auto (towers in one memory read it in place) or copies (every transfer an
-                      explicit copy through staging buffers, as between separate devices)
+  --transfers MODE    auto (towers in one memory read it in place; NCCL between GPUs where it
+                      applies), copies (every transfer an explicit copy through staging buffers,
+                      as between separate devices) or nccl (NCCL collectives, one tower per GPU)
 )";
 
 int fail(const std::string& message) { return failWith("towerbench-run", message); }

@@ -74,7 +74,7 @@ bool gCopies = false;
 
 DeploymentPlan plan(int towers, int perTower, VariablePlacement v = VariablePlacement::Cpu) {
     DeploymentPlan p;
-    p.explicitCopies = gCopies;
+    p.transfers = gCopies ? Transfers::Copies : Transfers::Auto;
     p.towers.clear();
     for (int i = 0; i < towers; ++i) p.towers.push_back(Device{DeviceType::Cpu, i});
     p.variables = v;
@@ -524,6 +524,23 @@ private slots:
         QVERIFY(tbtest::errorOf([&] { p.validate(2, 2); }).contains("mix CPU and GPU towers"));
         p.towers = towers("gpu:2");
         QVERIFY(tbtest::errorOf([&] { p.validate(2, 2); }).contains("gpu:2 does not exist"));
+        // NCCL: one tower per GPU, synchronous, variables on a GPU or replicated.
+        p.towers = towers("gpu:0,gpu:1");
+        p.variables = VariablePlacement::Replicated;
+        p.reduce = ReduceMode::AllReduce;
+        p.transfers = Transfers::Nccl;
+        p.validate(2, 2);
+        p.towers = towers("gpu:0*2");
+        QVERIFY(tbtest::errorOf([&] { p.validate(2, 2); }).contains("one tower per GPU"));
+        p.towers = towers("gpu:0,gpu:1");
+        p.variables = VariablePlacement::Cpu;
+        p.reduce = ReduceMode::Mean;
+        QVERIFY(tbtest::errorOf([&] { p.validate(2, 2); }).contains("put the variables on a tower's GPU"));
+        p.variables = VariablePlacement::Tower;
+        p.variablesTower = 0;
+        p.update = UpdateMode::Async;
+        const QString asyncMsg = tbtest::errorOf([&] { p.validate(2, 2); });
+        QVERIFY2(asyncMsg.contains("asynchronous"), qPrintable(asyncMsg));
     }
     // --seed reaches dropout: from the same weights and batch, two seeds draw different masks (so
     // different losses), one seed the same.

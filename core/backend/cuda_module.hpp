@@ -7,11 +7,15 @@
 
 namespace tb {
 class Backend;
+struct StreamImpl;
 }
 
 extern "C" {
 
-constexpr int kTbCudaModuleAbi = 2;
+constexpr int kTbCudaModuleAbi = 3;
+
+// An NCCL communicator per GPU of a group (ncclCommInitAll); opaque to the program.
+struct TbNcclGroup;
 
 struct TbGpuInfo {
     char name[256];
@@ -42,6 +46,17 @@ struct TbCudaModule {
     void (*versions)(TbCudaVersions* out);
     // A new backend on GPU `index`, owned by the caller (delete it); nullptr and a reason on failure.
     tb::Backend* (*createBackend)(int index, const TbCudaOptions* options, char* err, size_t errLen);
+    // NCCL over `n` distinct GPUs (one rank each, rank r on devices[r]); nullptr and a reason on
+    // failure. Collectives enqueue on the rank's stream of that GPU's backend and return 0, or -1
+    // and a reason; `mean`: 1 average (ncclAvg), 0 sum.
+    TbNcclGroup* (*ncclCreate)(int n, const int* devices, char* err, size_t errLen);
+    void (*ncclDestroy)(TbNcclGroup* group);
+    int (*ncclAllReduce)(TbNcclGroup* group, int rank, float* buf, size_t count, int mean, tb::StreamImpl* stream,
+                         char* err, size_t errLen);
+    int (*ncclReduce)(TbNcclGroup* group, int rank, const float* send, float* recv, size_t count, int mean, int root,
+                      tb::StreamImpl* stream, char* err, size_t errLen);
+    int (*ncclBroadcast)(TbNcclGroup* group, int rank, float* buf, size_t count, int root, tb::StreamImpl* stream,
+                         char* err, size_t errLen);
 };
 
 // The module's only exported symbol.

@@ -150,4 +150,43 @@ std::shared_ptr<Backend> makeBackend(const Device& device, const BackendOptions&
     return std::shared_ptr<Backend>(b);
 }
 
+bool ncclAvailable() { return loaded().module != nullptr && gpuRuntime().nccl > 0; }
+
+namespace {
+const TbCudaModule& moduleOf(const void* m) { return *static_cast<const TbCudaModule*>(m); }
+void ncclCheck(int rc, const char* err) {
+    if (rc != 0) throw Error(err);
+}
+}  // namespace
+
+NcclGroup::NcclGroup(const std::vector<int>& devices) : module_(loaded().module), group_(nullptr) {
+    if (!module_) throw Error("NCCL: no GPU backend here (" + gpuRuntime().whyNot + ")");
+    char err[512] = {};
+    group_ = moduleOf(module_).ncclCreate(int(devices.size()), devices.data(), err, sizeof err);
+    if (!group_) throw Error(err);
+}
+
+NcclGroup::~NcclGroup() { moduleOf(module_).ncclDestroy(static_cast<TbNcclGroup*>(group_)); }
+
+void NcclGroup::allReduce(int rank, float* buf, size_t count, bool mean, Stream s) {
+    char err[512] = {};
+    ncclCheck(moduleOf(module_).ncclAllReduce(static_cast<TbNcclGroup*>(group_), rank, buf, count, mean, s, err,
+                                              sizeof err),
+              err);
+}
+
+void NcclGroup::reduce(int rank, const float* send, float* recv, size_t count, bool mean, int root, Stream s) {
+    char err[512] = {};
+    ncclCheck(moduleOf(module_).ncclReduce(static_cast<TbNcclGroup*>(group_), rank, send, recv, count, mean, root, s,
+                                           err, sizeof err),
+              err);
+}
+
+void NcclGroup::broadcast(int rank, float* buf, size_t count, int root, Stream s) {
+    char err[512] = {};
+    ncclCheck(moduleOf(module_).ncclBroadcast(static_cast<TbNcclGroup*>(group_), rank, buf, count, root, s, err,
+                                              sizeof err),
+              err);
+}
+
 }  // namespace tb

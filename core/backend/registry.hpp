@@ -43,6 +43,25 @@ int gpuCount();
 // A backend for `device`; throws tb::Error naming the device when it cannot be made.
 std::shared_ptr<Backend> makeBackend(const Device& device, const BackendOptions& options = {});
 
+// NCCL over GPUs, through the CUDA module: one rank per GPU of `devices` (rank r on devices[r]).
+// Each collective is enqueued on the rank's stream (of that GPU's backend). Throws tb::Error where
+// the build or the machine has no NCCL.
+class NcclGroup {
+public:
+    explicit NcclGroup(const std::vector<int>& devices);
+    ~NcclGroup();
+    NcclGroup(const NcclGroup&) = delete;
+    NcclGroup& operator=(const NcclGroup&) = delete;
+    void allReduce(int rank, float* buf, size_t count, bool mean, Stream s);
+    void reduce(int rank, const float* send, float* recv, size_t count, bool mean, int root, Stream s);
+    void broadcast(int rank, float* buf, size_t count, int root, Stream s);
+
+private:
+    const void* module_;  // the TbCudaModule
+    void* group_;         // its TbNcclGroup
+};
+bool ncclAvailable();
+
 // Replaces how backends of one device type are made, e.g. by a test that wraps the CPU backend
 // to watch every call; an empty factory restores the built-in one. Returns the previous factory.
 // Not thread-safe: set it before anything makes backends.

@@ -78,6 +78,7 @@ namespace tb {
 std::unique_ptr<Communicator> makeCommunicator(CommKind kind, std::vector<RankEndpoint> ranks, HolderEndpoint holder,
                                                size_t maxCount) {
     if (kind == CommKind::SharedMemory) return makeSharedMemoryCommunicator(std::move(ranks), holder, maxCount);
+    if (kind == CommKind::Nccl) return makeNcclCommunicator(std::move(ranks), holder, maxCount);
     return makeCopyCommunicator(std::move(ranks), holder, maxCount);
 }
 

@@ -13,7 +13,9 @@
 //                  read every rank's buffer in place, split in chunks across the ranks' threads
 //   copies         nothing is shared: every transfer is an explicit copy through staging
 //                  buffers beside the holder (pinned host memory for a host holder)
-// NCCL (GPUs) and MPI (processes) implement the same interface.
+//   NCCL           towers on distinct GPUs (one rank each), holder on one of them or none:
+//                  NCCL's all-reduce, reduce and broadcast on the towers' streams
+// MPI (processes) implements the same interface.
 //
 // Bytes moved are counted here, once, by one definition: the bytes a strategy sends between the
 // holder and the towers, or among towers, as they would move between separate devices. A rank
@@ -58,7 +60,7 @@ struct Range {
     size_t size() const { return end - begin; }
 };
 
-enum class CommKind { SharedMemory, Copies };
+enum class CommKind { SharedMemory, Copies, Nccl };
 
 class Communicator {
 public:

@@ -11,5 +11,7 @@ std::unique_ptr<Communicator> makeSharedMemoryCommunicator(std::vector<RankEndpo
                                                            size_t maxCount);
 std::unique_ptr<Communicator> makeCopyCommunicator(std::vector<RankEndpoint> ranks, HolderEndpoint holder,
                                                    size_t maxCount);
+std::unique_ptr<Communicator> makeNcclCommunicator(std::vector<RankEndpoint> ranks, HolderEndpoint holder,
+                                                   size_t maxCount);
 
 }  // namespace tb

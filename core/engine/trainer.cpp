@@ -97,7 +97,7 @@ DeploymentPlan makePlan(const RunConfig& c) {
     p.averageEvery = c.averageEvery;
     p.psShards = c.psShards;
     p.slowdown = DeploymentPlan::parseSlowdown(c.slow, p.towerCount(), "--slow");
-    p.explicitCopies = c.transfers == "copies";
+    p.transfers = DeploymentPlan::parseTransfers(c.transfers, "--transfers");
     const int n = p.towerCount();
     if (c.batchPerTower > 0) p.batchPerTower = c.batchPerTower;
     else if (n > 0 && c.batch % n == 0) p.batchPerTower = c.batch / n;

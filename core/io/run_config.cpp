@@ -186,8 +186,8 @@ void RunConfig::validate() const {
     require(shuffleBuffer >= 0, "--shuffle-buffer: must not be negative");
     require(prefetch >= 0 && prefetch <= 64, "--prefetch: must be between 0 and 64");
     require(threads >= 0 && threads <= 1024, "--threads: must be between 0 (all cores) and 1024");
-    require(transfers == "auto" || transfers == "copies",
-            "--transfers: '" + transfers + "' is not auto or copies");
+    require(transfers == "auto" || transfers == "copies" || transfers == "nccl",
+            "--transfers: '" + transfers + "' is not auto, copies or nccl");
     require(!model.empty(), "--model: must not be empty");
     require(!data.empty(), "--data: must not be empty");
     if (optimizer != "sgd" && optimizer != "momentum" && optimizer != "nesterov" && optimizer != "adam")

@@ -41,7 +41,7 @@ struct RunConfig {
     int batchPerTower = 0;               // 0: batch / towers
     std::string slow;                    // straggler injection: TOWER=FACTOR,...
     bool tf32 = false;                   // GPU towers: tensor-core TF32 math (default plain FP32)
-    std::string transfers = "auto";      // auto: towers in one memory read it in place | copies
+    std::string transfers = "auto";      // auto | copies | nccl (parallel/deployment_plan.hpp)
 
     // Sets one setting by its file key from a JSON value; `origin` names the file or flag in errors.
     void set(const std::string& key, const nlohmann::json& value, const std::string& origin);

@@ -98,6 +98,13 @@ UpdateMode DeploymentPlan::parseUpdate(const std::string& text, const std::strin
     throw Error(origin + ": unknown update mode '" + text + "' (expected sync or async)");
 }
 
+Transfers DeploymentPlan::parseTransfers(const std::string& text, const std::string& origin) {
+    if (text == "auto") return Transfers::Auto;
+    if (text == "copies") return Transfers::Copies;
+    if (text == "nccl") return Transfers::Nccl;
+    throw Error(origin + ": unknown transfers '" + text + "' (expected auto, copies or nccl)");
+}
+
 std::vector<double> DeploymentPlan::parseSlowdown(const std::string& text, int towers, const std::string& origin) {
     std::vector<double> f(size_t(towers), 1.0);
     if (text.empty()) return {};
@@ -162,6 +169,17 @@ void DeploymentPlan::validate(int cpuDevices, int gpuDevices) const {
     if (psShards > 1 && variables == VariablePlacement::Replicated)
         throw Error("--ps-shards: replicated variables have no parameter servers to shard");
     if (batchPerTower < 0) throw Error("--batch-per-tower: must be positive");
+    if (transfers == Transfers::Nccl) {
+        std::set<std::string> gpus;
+        for (const Device& d : towers)
+            if (d.type != DeviceType::Cuda || !gpus.insert(d.str()).second)
+                throw Error("--transfers nccl: NCCL takes one tower per GPU (" + d.str() + " is " +
+                            (d.type == DeviceType::Cuda ? "listed twice" : "not a GPU") + ")");
+        if (update == UpdateMode::Async)
+            throw Error("--transfers nccl: asynchronous updates pull and push alone, which NCCL's collectives do not");
+        if (variables == VariablePlacement::Cpu)
+            throw Error("--transfers nccl: NCCL connects GPUs; put the variables on a tower's GPU or replicate them");
+    }
     if (!slowdown.empty() && int(slowdown.size()) != towerCount())
         throw Error("--slow: one factor per tower expected");
 }
@@ -177,7 +195,8 @@ std::string DeploymentPlan::describe() const {
     s += update == UpdateMode::Sync ? ", sync" : ", async";
     if (averaging()) s += ", parameters averaged every " + std::to_string(averageEvery) + " steps";
     if (psShards > 1) s += ", " + std::to_string(psShards) + " ps shards";
-    if (explicitCopies) s += ", every transfer copied";
+    if (transfers == Transfers::Copies) s += ", every transfer copied";
+    if (transfers == Transfers::Nccl) s += ", NCCL";
     return s;
 }
 
@@ -193,7 +212,7 @@ nlohmann::json DeploymentPlan::toJson() const {
             {"ps_shards", psShards},
             {"batch_per_tower", batchPerTower},
             {"slowdown", slowdown},
-            {"transfers", explicitCopies ? "copies" : "auto"}};
+            {"transfers", transfers == Transfers::Copies ? "copies" : transfers == Transfers::Nccl ? "nccl" : "auto"}};
 }
 
 }  // namespace tb

@@ -14,6 +14,9 @@ namespace tb {
 enum class VariablePlacement { Cpu, Tower, Replicated };
 enum class ReduceMode { Mean, AllReduce };
 enum class UpdateMode { Sync, Async };
+// How towers exchange data: auto (shared memory where they share it; NCCL between distinct GPUs
+// where it applies; explicit copies otherwise), or forced.
+enum class Transfers { Auto, Copies, Nccl };
 
 struct DeploymentPlan {
     std::vector<Device> towers{Device{}};      // one replica each
@@ -30,7 +33,8 @@ struct DeploymentPlan {
     std::vector<double> slowdown;              // per tower, >= 1 (straggler injection); empty: none
     // --transfers copies: towers share no memory with each other or the holder even where they
     // could (CPU towers): every transfer is an explicit copy, as between GPUs or processes.
-    bool explicitCopies = false;
+    // --transfers nccl: NCCL collectives (towers on distinct GPUs, synchronous updates).
+    Transfers transfers = Transfers::Auto;
 
     int towerCount() const { return int(towers.size()); }
     bool averaging() const { return averageEvery > 0; }
@@ -48,6 +52,7 @@ struct DeploymentPlan {
     static void parseVariables(const std::string& text, DeploymentPlan& plan, const std::string& origin);
     static ReduceMode parseReduce(const std::string& text, const std::string& origin);
     static UpdateMode parseUpdate(const std::string& text, const std::string& origin);
+    static Transfers parseTransfers(const std::string& text, const std::string& origin);
     // "1=3,0=1.5": tower index = slowdown factor.
     static std::vector<double> parseSlowdown(const std::string& text, int towers, const std::string& origin);
 };

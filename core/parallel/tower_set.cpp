@@ -114,15 +114,29 @@ TowerSet::TowerSet(const ModelSpec& spec, const DeploymentPlan& plan, const Opti
         s.holder = {backends_.back().get(), kHostHolder};
     }
     // Shared memory where the towers (and the holder) are all in one memory: all CPU, or all on
-    // one GPU that also holds the variables; explicit copies otherwise.
-    bool shared = !plan_.explicitCopies;
+    // one GPU that also holds the variables. NCCL where the towers are on distinct GPUs, update
+    // synchronously, and the holder (if any) is one of their GPUs. Explicit copies otherwise.
+    bool shared = true, ncclFits = plan_.update == UpdateMode::Sync;
+    std::vector<Device> gpus;
     for (const auto& t : towers_) {
         const bool cpu = t->device.type == DeviceType::Cpu;
         shared = shared && (cpu ? t0.device.type == DeviceType::Cpu : t->device == t0.device);
         if (s.holder.backend)
             shared = shared && (cpu ? s.holder.device.type == DeviceType::Cpu : t->device == s.holder.device);
+        ncclFits = ncclFits && !cpu && std::find(gpus.begin(), gpus.end(), t->device) == gpus.end();
+        gpus.push_back(t->device);
     }
-    s.comm = shared ? CommKind::SharedMemory : CommKind::Copies;
+    if (s.holder.backend)
+        ncclFits = ncclFits && std::find(gpus.begin(), gpus.end(), s.holder.device) != gpus.end();
+    switch (plan_.transfers) {
+    case Transfers::Copies: s.comm = CommKind::Copies; break;
+    case Transfers::Nccl: s.comm = CommKind::Nccl; break;
+    case Transfers::Auto:
+        s.comm = shared                         ? CommKind::SharedMemory
+                 : ncclFits && ncclAvailable() ? CommKind::Nccl
+                                               : CommKind::Copies;
+        break;
+    }
     strategy_ = makeStrategy(s);
     for (int i = 0; i < towers(); ++i) threads_.emplace_back([this, i] { towerLoop(i); });
 }

@@ -110,6 +110,24 @@ int main() {
     DeploymentPlan avg = plan({kGpu, kGpu}, 16, VariablePlacement::Replicated);
     avg.averageEvery = 1;
     compare("2 replicas on gpu:0 averaged every step vs 1 tower", plan({kGpu}, 32), avg, 1e-4);
+    // NCCL refuses two ranks on one GPU: with one GPU it runs with a single rank (its collectives
+    // still run); with more, towers on distinct GPUs meet through it.
+    DeploymentPlan ncclReplicas = plan({kGpu}, 32, VariablePlacement::Replicated);
+    ncclReplicas.transfers = Transfers::Nccl;
+    compare("NCCL, one rank: replicated vs shared memory", plan({kGpu}, 32), ncclReplicas, 1e-6);
+    DeploymentPlan ncclHolder = plan({kGpu}, 32);
+    ncclHolder.transfers = Transfers::Nccl;
+    compare("NCCL, one rank: variables on gpu:0 vs shared memory", plan({kGpu}, 32), ncclHolder, 1e-6);
+    if (rt.gpus.size() >= 2) {
+        const Device kGpu1{DeviceType::Cuda, 1};
+        compare("NCCL: replicas on gpu:0 and gpu:1 vs 1 tower", plan({kGpu}, 32),
+                plan({kGpu, kGpu1}, 16, VariablePlacement::Replicated), 1e-5);
+        compare("NCCL: variables on gpu:0, towers on gpu:0 and gpu:1", plan({kGpu}, 32), plan({kGpu, kGpu1}, 16), 1e-5);
+        compare("copies: variables on the host, towers on gpu:0 and gpu:1", plan({kGpu}, 32),
+                plan({kGpu, kGpu1}, 16, VariablePlacement::Cpu), 1e-5);
+    } else {
+        std::printf("multi-GPU cases skipped: one GPU here (NCCL ran with a single rank)\n");
+    }
     noAllocationInTheStepLoop();
     asyncUpdatesAreCounted();
     return tbcheck::exitStatus();

@@ -11,7 +11,7 @@ namespace {
 
 void compare(const char* what, tb::DeploymentPlan plan) {
     tb::DeploymentPlan copies = plan;
-    copies.explicitCopies = true;
+    copies.transfers = tb::Transfers::Copies;
     const tb::LossComparison c = tb::compareTowerLosses(plan, copies, 8);
     const double params = c.paramsRelative;
     std::printf("%s: losses %.5f -> %.5f, worst relative difference %g, parameters %g\n", what, c.reference.front(),

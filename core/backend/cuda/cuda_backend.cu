@@ -290,7 +290,19 @@ Backend* createBackend(int index, const TbCudaOptions* options, char* err, size_
     }
 }
 
-const TbCudaModule kModule{kTbCudaModuleAbi, deviceCount, deviceInfo, versions, createBackend};
+}  // namespace
+
+// nccl_group.cu
+TbNcclGroup* ncclCreate(int n, const int* devices, char* err, size_t len);
+void ncclDestroy(TbNcclGroup* g);
+int ncclAllReduce(TbNcclGroup* g, int rank, float* buf, size_t count, int mean, StreamImpl* s, char* err, size_t len);
+int ncclReduce(TbNcclGroup* g, int rank, const float* send, float* recv, size_t count, int mean, int root,
+               StreamImpl* s, char* err, size_t len);
+int ncclBroadcast(TbNcclGroup* g, int rank, float* buf, size_t count, int root, StreamImpl* s, char* err, size_t len);
+
+namespace {
+const TbCudaModule kModule{kTbCudaModuleAbi, deviceCount,  deviceInfo,    versions,  createBackend,
+                           ncclCreate,       ncclDestroy,  ncclAllReduce, ncclReduce, ncclBroadcast};
 
 }  // namespace
 }  // namespace tb::cuda
