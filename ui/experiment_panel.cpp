@@ -10,11 +10,16 @@
 #include <QHBoxLayout>
 #include <QLabel>
 #include <QLineEdit>
+#include <QListWidget>
 #include <QPushButton>
 #include <QRegularExpression>
+#include <QSignalBlocker>
 #include <QSpinBox>
+#include <QStandardItemModel>
 #include <QVBoxLayout>
-#include <filesystem>
+#include <algorithm>
+#include <thread>
+#include <utility>
 
 #include "data/dataset.hpp"
 #include "engine/trainer.hpp"
@@ -61,7 +66,8 @@ QComboBox* combo(const QStringList& items, const QString& tip) {
 
 }  // namespace
 
-ExperimentPanel::ExperimentPanel(QWidget* parent) : QWidget(parent) {
+ExperimentPanel::ExperimentPanel(DeviceCatalog catalog, QWidget* parent)
+    : QWidget(parent), catalog_(std::move(catalog)) {
     model_ = combo(modelNames(), tr("The network: a JSON file from resources/models or your models folder "
                                     "(~/.local/share/towerbench/models)."));
     data_ = new QComboBox;
@@ -74,12 +80,32 @@ ExperimentPanel::ExperimentPanel(QWidget* parent) : QWidget(parent) {
     folderRow->addWidget(folder_);
     folderRow->addWidget(browse_);
 
+    runOn_ = combo({tr("CPU towers"), catalog_.gpus.empty() ? tr("GPUs (none found)") : tr("GPUs")},
+                   tr("Where the towers run: threads on the CPU, or GPUs (one or more towers each)."));
+    if (catalog_.gpus.empty()) {
+        // Not offered, but still shown when a loaded config asks for GPUs: so it is explained.
+        QStandardItem* gpuChoice = qobject_cast<QStandardItemModel*>(runOn_->model())->item(kGpus);
+        gpuChoice->setEnabled(false);
+        gpuChoice->setToolTip(catalog_.whyNoGpu);
+    }
     towers_ = spin(1, tb::cpuTowerSlots(), 2,
-                   tr("Towers: model replicas, each computing gradients on its own slice of every batch. "
-                      "With no GPU they are CPU threads."));
-    variables_ = combo({"cpu", "tower 0", "replicated"},
-                       tr("Where the variables live and are updated: on the CPU (the seeds' default), on one "
-                          "tower, or a copy on every tower."));
+                   tr("CPU towers: model replicas, each a thread computing gradients on its own slice of every "
+                      "batch."));
+    gpus_ = new QListWidget;
+    gpus_->setToolTip(tr("The GPUs that get towers: each checked GPU holds the towers per GPU below."));
+    for (int i = 0; i < catalog_.gpuCount(); ++i) {
+        auto* item = new QListWidgetItem(catalog_.describe(i), gpus_);
+        item->setData(Qt::UserRole, i);
+        item->setFlags(Qt::ItemIsUserCheckable | Qt::ItemIsEnabled);
+        item->setCheckState(Qt::Checked);
+    }
+    fitGpuList();
+    perGpu_ = spin(1, 8, 1,
+                   tr("Towers sharing each GPU (gpu:0*2), each with its own stream: they reduce on the device "
+                      "and move nothing between them."));
+    variables_ = combo({}, tr("Where the variables live and are updated: on the host (cpu, the seeds' default), "
+                              "on one of the towers' devices, or a copy on every tower (replicated)."));
+    setVariablesChoices(QStringLiteral("cpu"));
     reduce_ = combo({"mean", "allreduce"}, tr("How gradients meet at the synchronisation point: averaged once on "
                                               "the variables' holder, or all-reduced among replicated towers."));
     update_ = combo({"sync", "async"},
@@ -123,7 +149,11 @@ ExperimentPanel::ExperimentPanel(QWidget* parent) : QWidget(parent) {
     f1->addRow(QString(), folderRow);
     auto* where = new QGroupBox(tr("Devices and strategy"));
     auto* f2 = new QFormLayout(where);
+    devicesForm_ = f2;
+    f2->addRow(tr("Run on"), runOn_);
     f2->addRow(tr("CPU towers"), towers_);
+    f2->addRow(tr("GPUs"), gpus_);
+    f2->addRow(tr("Towers per GPU"), perGpu_);
     f2->addRow(tr("Variables"), variables_);
     f2->addRow(tr("Reduce"), reduce_);
     f2->addRow(tr("Updates"), update_);
@@ -150,9 +180,12 @@ ExperimentPanel::ExperimentPanel(QWidget* parent) : QWidget(parent) {
     v->addStretch();
 
     connect(browse_, &QPushButton::clicked, this, &ExperimentPanel::browseFolder);
+    connect(runOn_, &QComboBox::currentIndexChanged, this, &ExperimentPanel::devicesChanged);
+    connect(gpus_, &QListWidget::itemChanged, this, &ExperimentPanel::devicesChanged);
+    for (QSpinBox* s : {towers_, perGpu_}) connect(s, &QSpinBox::valueChanged, this, &ExperimentPanel::devicesChanged);
     for (QComboBox* c : {model_, data_, variables_, reduce_, update_, optimizer_, length_})
         connect(c, &QComboBox::currentIndexChanged, this, &ExperimentPanel::revalidate);
-    for (QSpinBox* s : {towers_, averageEvery_, psShards_, batchPerTower_, decaySteps_, seed_})
+    for (QSpinBox* s : {averageEvery_, psShards_, batchPerTower_, decaySteps_, seed_})
         connect(s, &QSpinBox::valueChanged, this, &ExperimentPanel::revalidate);
     for (QDoubleSpinBox* s : {lr_, decayRate_, lengthValue_})
         connect(s, &QDoubleSpinBox::valueChanged, this, &ExperimentPanel::revalidate);
@@ -175,21 +208,112 @@ void ExperimentPanel::browseFolder() {
     if (!dir.isEmpty()) folder_->setText(dir);
 }
 
+bool ExperimentPanel::onGpus() const { return runOn_->currentIndex() == kGpus; }
+
+QStringList ExperimentPanel::chosenDevices() const {
+    QStringList devices;
+    if (onGpus()) {
+        for (int i = 0; i < gpus_->count(); ++i)
+            if (gpus_->item(i)->checkState() == Qt::Checked)
+                devices << QStringLiteral("gpu:%1").arg(gpus_->item(i)->data(Qt::UserRole).toInt());
+    } else {
+        for (int i = 0; i < towers_->value(); ++i) devices << QStringLiteral("cpu:%1").arg(i);
+    }
+    return devices;
+}
+
+int ExperimentPanel::towersPerDevice() const { return onGpus() ? perGpu_->value() : 1; }
+
+void ExperimentPanel::fitGpuList() {
+    // As tall as its rows: a list of two GPUs should not take the height of ten.
+    const int rows = std::max(1, gpus_->count());
+    const int rowH = gpus_->count() > 0 ? gpus_->sizeHintForRow(0) : gpus_->fontMetrics().height() + 4;
+    gpus_->setFixedHeight(rows * rowH + 2 * gpus_->frameWidth() + 2);
+}
+
+void ExperimentPanel::setVariablesChoices(const QString& keep) {
+    const QSignalBlocker quiet(variables_);  // one revalidation follows, from the caller
+    variables_->clear();
+    variables_->addItem(QStringLiteral("cpu"), QStringLiteral("cpu"));
+    variables_->setItemData(0, tr("On the host, in its memory (the seeds' default)"), Qt::ToolTipRole);
+    for (const QString& d : chosenDevices()) {
+        variables_->addItem(d, d);
+        variables_->setItemData(variables_->count() - 1,
+                                tr("On %1: its towers read the variables in place, the others' move").arg(d),
+                                Qt::ToolTipRole);
+    }
+    variables_->addItem(QStringLiteral("replicated"), QStringLiteral("replicated"));
+    variables_->setItemData(variables_->count() - 1, tr("A copy on every tower, kept equal by all-reduce"),
+                            Qt::ToolTipRole);
+    const int i = variables_->findData(keep);
+    variables_->setCurrentIndex(i >= 0 ? i : 0);
+}
+
+void ExperimentPanel::devicesChanged() {
+    const bool gpus = onGpus();
+    devicesForm_->setRowVisible(towers_, !gpus);
+    devicesForm_->setRowVisible(gpus_, gpus);
+    devicesForm_->setRowVisible(perGpu_, gpus);
+    setVariablesChoices(variables_->currentData().toString());
+    revalidate();
+}
+
+void ExperimentPanel::showTowers(const std::string& text) {
+    std::vector<tb::Device> towers;
+    try {
+        towers = tb::DeploymentPlan::parseTowers(text, int(std::max(1u, std::thread::hardware_concurrency())),
+                                                 catalog_.gpuCount(), "towers");
+    } catch (const tb::Error&) {
+        return;  // not a tower list: the controls keep their choice
+    }
+    // GPUs a previous config named that this machine lacks are listed no longer.
+    while (gpus_->count() > catalog_.gpuCount()) delete gpus_->takeItem(gpus_->count() - 1);
+    // The form holds towers of one kind, as a valid plan does: the first tower's decides. It
+    // holds the same number of towers on every GPU chosen; that of the first GPU is taken.
+    if (towers.empty() || towers[0].type == tb::DeviceType::Cpu) {
+        runOn_->setCurrentIndex(kCpuTowers);
+        towers_->setValue(int(towers.size()));
+    } else {
+        runOn_->setCurrentIndex(kGpus);
+        for (int i = 0; i < gpus_->count(); ++i) gpus_->item(i)->setCheckState(Qt::Unchecked);
+        for (const tb::Device& d : towers) {
+            if (d.type != tb::DeviceType::Cuda) continue;
+            QListWidgetItem* item = nullptr;
+            for (int i = 0; i < gpus_->count() && !item; ++i)
+                if (gpus_->item(i)->data(Qt::UserRole).toInt() == d.index) item = gpus_->item(i);
+            if (!item) {
+                // Shown checked, so the config reads as it was written, and refused by validation.
+                item = new QListWidgetItem(tr("gpu:%1 \u2014 not on this machine").arg(d.index), gpus_);
+                item->setData(Qt::UserRole, d.index);
+                item->setFlags(Qt::ItemIsUserCheckable | Qt::ItemIsEnabled);
+                item->setForeground(QColor(0xc0, 0x39, 0x2b));
+            }
+            item->setCheckState(Qt::Checked);
+        }
+        perGpu_->setValue(int(std::count(towers.begin(), towers.end(), towers[0])));
+    }
+    fitGpuList();
+    devicesChanged();
+}
+
 tb::RunConfig ExperimentPanel::config() const {
     tb::RunConfig c;
     c.model = model_->currentText().toStdString();
     c.data = dataSpec().toStdString();
-    std::string towers;
-    for (int i = 0; i < towers_->value(); ++i) towers += (i ? ",cpu:" : "cpu:") + std::to_string(i);
-    c.towers = towers;
-    c.variables = variables_->currentIndex() == 1 ? "cpu:0" : variables_->currentText().toStdString();
+    // "gpu:0*2" is two towers on gpu:0 (DeploymentPlan::parseTowers).
+    const QStringList devices = chosenDevices();
+    const int perDevice = towersPerDevice();
+    QStringList items;
+    for (const QString& d : devices) items << (perDevice > 1 ? d + QStringLiteral("*%1").arg(perDevice) : d);
+    c.towers = items.join(',').toStdString();
+    c.variables = variables_->currentData().toString().toStdString();
     c.reduce = reduce_->currentText().toStdString();
     c.update = update_->currentText().toStdString();
     c.averageEvery = averageEvery_->value();
     c.psShards = psShards_->value();
     c.slow = slow_->text().trimmed().toStdString();
     c.batchPerTower = batchPerTower_->value();
-    c.batch = towers_->value() * batchPerTower_->value();
+    c.batch = int(devices.size()) * perDevice * batchPerTower_->value();
     c.optimizer = optimizer_->currentText().toStdString();
     c.lr = lr_->value();
     c.lrDecaySteps = decaySteps_->value();
@@ -216,15 +340,29 @@ void ExperimentPanel::setConfig(const tb::RunConfig& c) {
             folder_->setText(choice.endsWith(':') ? spec.mid(choice.size()) : QString());
         }
     }
-    const int towers = std::max<int>(1, int(std::count(c.towers.begin(), c.towers.end(), ',')) + 1);
-    towers_->setValue(towers);
-    variables_->setCurrentIndex(c.variables == "cpu" ? 0 : c.variables == "replicated" ? 2 : 1);
+    showTowers(c.towers);
+    // A device named as in the tower list ("cuda:0" is gpu:0); one that is not among the towers
+    // is still shown, for validation to explain.
+    QString variables = QString::fromStdString(c.variables);
+    if (variables != QLatin1String("cpu") && variables != QLatin1String("replicated")) {
+        try {
+            variables = QString::fromStdString(tb::Device::parse(c.variables).str());
+        } catch (const tb::Error&) {
+            // Not a device: shown as written, and validation names the problem.
+        }
+    }
+    setVariablesChoices(variables);
+    if (variables_->currentData().toString() != variables) {
+        variables_->addItem(variables, variables);
+        variables_->setCurrentIndex(variables_->count() - 1);
+    }
+    const int towers = int(chosenDevices().size()) * towersPerDevice();
     reduce_->setCurrentText(QString::fromStdString(c.reduce));
     update_->setCurrentText(QString::fromStdString(c.update));
     averageEvery_->setValue(c.averageEvery);
     psShards_->setValue(c.psShards);
     slow_->setText(QString::fromStdString(c.slow));
-    batchPerTower_->setValue(c.batchPerTower > 0 ? c.batchPerTower : std::max(1, c.batch / towers));
+    batchPerTower_->setValue(c.batchPerTower > 0 ? c.batchPerTower : std::max(1, c.batch / std::max(1, towers)));
     optimizer_->setCurrentText(QString::fromStdString(c.optimizer));
     lr_->setValue(c.lr);
     decaySteps_->setValue(int(c.lrDecaySteps));
@@ -247,8 +385,9 @@ void ExperimentPanel::revalidate() {
     QString why;
     try {
         // The engine's own checks, in the order a run makes them, so the message is the same.
+        if (onGpus() && chosenDevices().isEmpty()) throw tb::Error("--towers: check at least one GPU");
         c.validate();
-        tb::makePlan(c);
+        catalog_.makePlan(c);
         tb::findModel(c.model);
         if (folder && folder_->text().isEmpty()) throw tb::Error("--data: choose a folder");
         if (folder && !QFileInfo(folder_->text()).isDir())

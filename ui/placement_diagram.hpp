@@ -1,8 +1,10 @@
 // PlacementDiagram: where the variables and the towers of a deployment plan live, drawn as the
 // seeds' pictures are: the variables' holder (with their size in MB), one box per tower with its
-// device and batch slice, arrows for parameters out and gradients back (or the ring among
-// replicated towers, or the parameter-server shards). During a run it animates each step:
-// towers coloured by phase, arrows pulsing with the bytes moved, the straggler marked.
+// device and batch slice, arrows for parameters out and gradients back labelled with the bytes
+// each link carries per step and its kind (host↔GPU, GPU↔GPU), or the ring among replicated
+// towers with its all-reduce volume, or the parameter-server shards; towers sharing a GPU are
+// framed together. During a run it animates each step: towers coloured by phase, arrows
+// pulsing with the bytes moved, the straggler marked.
 #pragma once
 #include <QString>
 #include <QVector>
@@ -21,19 +23,41 @@ struct PlacementModel {
         bool operator==(const Tower&) const = default;  // without it the model's == is deleted
     };
     enum class Links { HolderArrows, Ring, Shards };
+    // Consecutive towers on one device: several towers sharing a GPU, framed as one.
+    struct DeviceGroup {
+        QString device;
+        int first = 0, count = 0;
+        bool operator==(const DeviceGroup&) const = default;
+    };
     QVector<Tower> towers;
     QString holder;          // "cpu" or a tower's device; empty when replicated
     Links links = Links::HolderArrows;
     bool async = false;
     int averageEvery = 0;    // > 0: parameters averaged every K steps (replicated)
     int psShards = 1;
-    double variablesMB = 0;  // parameter count * 4 bytes
+    int64_t paramCount = 0;  // P: the variables are P x 4 bytes
 
     static PlacementModel fromPlan(const tb::DeploymentPlan& plan, int64_t paramCount);
+    double variablesMB() const { return double(paramCount) * 4.0 / 1e6; }
     // Arrows the diagram draws: HolderArrows 2 per tower off the holder's device (parameters out,
     // gradients back); Shards (asynchronous updates, where shards have locks of their own) 2 per
     // such tower per shard; Ring one per tower (tower i -> i+1 mod N; none for 1 tower).
     int arrowCount() const;
+
+    // What moves, as README's bytes table counts it; per step, or per update when asynchronous.
+    // HolderArrows and Shards: bytes each way (variables down, gradients up) between the holder
+    // and a tower off its device, P x 4; 0 for a tower on it, and for replicated towers.
+    int64_t linkBytes(int tower) const;
+    // The link those bytes cross: "host↔GPU" (a GPU tower, variables on the host), "GPU↔GPU"
+    // (variables on another GPU); empty where nothing moves or CPU towers share the host's memory.
+    QString linkKind(int tower) const;
+    QString linkLabel(int tower) const;  // "13.1 MB ↓↑ per step"; empty where nothing moves
+    // Ring: D distinct devices among the towers; a ring all-reduce sends 2(D−1)/D × P × 4 bytes
+    // from each device (nothing when D = 1: towers on one GPU reduce on the device).
+    int distinctDevices() const;
+    double ringBytesPerDevice() const;
+    QString ringLabel() const;           // "all-reduce: 19.7 MB per GPU per step (2(D−1)/D × P × 4, D = 4)"
+    QVector<DeviceGroup> sharedDevices() const;  // groups of 2 or more
     bool operator==(const PlacementModel&) const = default;
 };
 

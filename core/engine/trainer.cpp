@@ -60,7 +60,9 @@ nlohmann::json RunSummary::toJson() const {
     if (!evaluated) j["test_accuracy"] = j["test_loss"] = nullptr;
     if (meanStaleness >= 0) j["mean_staleness"] = meanStaleness;
     const NetworkMemory& m = towerMemory;
-    j["memory"] = {{"params_bytes", m.params}, {"grads_bytes", m.grads}, {"activations_bytes", m.activations},
+    // variables: one copy of the parameters (on the holder, or each replica's own: params_bytes).
+    j["memory"] = {{"variables_bytes", params * int64_t(sizeof(float))}, {"params_bytes", m.params},
+                   {"grads_bytes", m.grads}, {"activations_bytes", m.activations},
                    {"saved_bytes", m.saved}, {"workspace_bytes", m.workspace},
                    {"optimizer_slot_bytes", optimizerSlotBytes}};
     if (!deviceMemory.empty()) {

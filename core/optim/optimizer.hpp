@@ -38,7 +38,7 @@ public:
     // or parameter-server shards update disjoint ranges of one buffer.
     float applyRange(Stream s, float* params, const float* grads, size_t offset, size_t count, int64_t step);
     UpdateRule rule() const { return rule_; }
-    size_t slotBytes() const { return m_.bytes() + v_.bytes(); }
+    size_t slotBytes() const { return (m_.empty() ? 0 : m_.bytes()) + (v_.empty() ? 0 : v_.bytes()); }
 
 private:
     Backend& backend_;

@@ -110,8 +110,12 @@ def bench_compile(name, args):
         return None, f"compilation and timing took longer than --compile-timeout {args.compile_timeout:g} s"
     results = [ln for ln in out.splitlines() if ln.startswith("{")]
     if proc.returncode != 0 or not results:
-        last = (err.strip().splitlines() or ["no output"])[-1]
-        return None, f"exit status {proc.returncode}: {last[:300]}"
+        lines = err.strip().splitlines() or ["no output"]
+        # The whole traceback's end goes to the log (stderr); the reason keeps its last line.
+        print(f"# torch.compile worker for {name} failed; the end of its stderr:", file=sys.stderr)
+        for line in lines[-25:]:
+            print(f"#   {line}", file=sys.stderr)
+        return None, f"exit status {proc.returncode}: {lines[-1][:300]}"
     return json.loads(results[-1]), None
 
 

@@ -154,6 +154,34 @@ else
   note "compute-sanitizer memcheck" "not installed here"
 fi
 
+# Placements on the GPU (mnist_cnn, batch 128, 200 steps each): the seeds' default with the
+# variables in host memory against variables on the GPU, two towers sharing it, replicas, copies.
+placements() {
+  local data="idx:$repo/samples/fashion-mnist-slice" p
+  printf '%-58s %12s %10s %14s %12s\n' "plan" "ex/s" "reduce+apply" "bytes/step" "peak MiB"
+  for p in "--towers gpu:0 --variables gpu:0" "--towers gpu:0 --variables cpu" \
+           "--towers gpu:0*2 --variables gpu:0" "--towers gpu:0*2 --variables cpu" \
+           "--towers gpu:0*2 --variables replicated --reduce allreduce" \
+           "--towers gpu:0 --variables replicated --reduce allreduce --transfers nccl" \
+           "--towers gpu:0*2 --variables gpu:0 --transfers copies"; do
+    # shellcheck disable=SC2086 # the plan's flags, split on purpose
+    "$tbrun" --model mnist_cnn --data "$data" --batch 128 --steps 200 --validation 0 --quiet $p \
+        --metrics "$out/placement.jsonl" > "$out/placement.json" || return 1
+    python3 - "$p" "$out/placement.json" "$out/placement.jsonl" <<'PY'
+import json, sys
+s = json.loads(open(sys.argv[2]).read().strip().splitlines()[-1])
+steps = [json.loads(l) for l in open(sys.argv[3]) if '"type":"step"' in l]
+b = steps[-1]["bytes_moved"] if steps else 0
+print(f"{sys.argv[1]:<58} {s['steady_examples_per_sec']:12,.0f} {s['reduce_apply_fraction']:10.1%} "
+      f"{b:14,d} {s.get('peak_device_bytes', 0) / 2**20:12.1f}")
+if sys.argv[1].endswith("gpu:0 --variables gpu:0"):
+    print("  memory:", json.dumps(s["memory"]), "devices:", json.dumps(s.get("device_memory")))
+PY
+  done
+  rm -f "$out/placement.json" "$out/placement.jsonl"
+}
+step "placements on the GPU" placements
+
 # The host's price of denormal floats (these machines have Intel processors, which pay most).
 denormals() { "$bench_bin/tb_bench_denormals" --threads 4 | tee "$out/denormals.txt"; }
 step "denormal benchmark (host CPU)" denormals
