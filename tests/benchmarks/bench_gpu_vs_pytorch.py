@@ -70,6 +70,7 @@ def bench_torch_gpu(spec, args, torch, wrap=None):
     wrap is torch.compile), `warmup` more untimed steps, then `repeats` timings of `steps` steps; the
     median examples/sec, each repeat's, and the peak memory PyTorch's allocator handed out."""
     torch.manual_seed(1)
+    torch.zeros(1, device=DEVICE)  # a fresh process (the compile worker) must initialise CUDA first
     torch.cuda.reset_peak_memory_stats(DEVICE)
     step, params = make_torch_step(spec, args.batch, args.lr, torch, wrap=wrap, device=DEVICE)
     sync = torch.cuda.synchronize
