@@ -1,15 +1,22 @@
 // The workbench window, driven as a user would (offscreen): the diagram follows the experiment,
-// invalid combinations are explained before Start, a short run fills the charts, pause /
-// single-step / resume / stop behave, closing mid-run does not hang, and a screenshot is saved.
+// invalid combinations are explained before Start, GPUs of a fake catalog are offered, become
+// tower lists and round-trip through configs, GPUs that do not exist are explained and block
+// Start, the devices panel follows a fake telemetry source (or says why there is none), a short
+// run fills the charts, pause / single-step / resume / stop behave, closing mid-run does not
+// hang, and a screenshot is saved.
 #include <QtTest>
 
 #include <QComboBox>
+#include <QListWidget>
 #include <QSpinBox>
+#include <QStandardItemModel>
+#include <qcustomplot.h>
 
 #include "charts_panel.hpp"
 #include "engine_worker.hpp"
 #include "devices_panel.hpp"
 #include "experiment_panel.hpp"
+#include "fake_devices.hpp"
 #include "main_window.hpp"
 #include "placement_diagram.hpp"
 
@@ -26,6 +33,25 @@ tb::RunConfig syntheticRun(int64_t steps) {
     c.optimizer = "sgd";
     c.lr = 0.1;
     return c;
+}
+
+MainWindow::TelemetryFactory fakeTelemetry(int gpus, std::shared_ptr<tbtest::FakeGpuReadings> readings) {
+    return [gpus, readings](std::string*) -> std::unique_ptr<tb::TelemetrySource> {
+        return std::make_unique<tbtest::FakeTelemetry>(gpus, readings);
+    };
+}
+
+MainWindow::TelemetryFactory noTelemetry(const std::string& why) {
+    return [why](std::string* whyNot) -> std::unique_ptr<tb::TelemetrySource> {
+        *whyNot = why;
+        return nullptr;
+    };
+}
+
+QStringList comboItems(const QComboBox* box) {
+    QStringList items;
+    for (int i = 0; i < box->count(); ++i) items << box->itemText(i);
+    return items;
 }
 
 }  // namespace
@@ -65,6 +91,165 @@ private slots:
         QVERIFY2(e->problem().contains("replicated"), qPrintable(e->problem()));
         w.start();
         QVERIFY(!w.running());  // Start refused
+    }
+
+    void gpuChoicesMakeTowers() {
+        MainWindow w(tbtest::fakeCatalog(2), noTelemetry("not needed here"));
+        ExperimentPanel* e = w.experiment();
+        e->setConfig(syntheticRun(10));
+        QCOMPARE(e->runOnBox()->currentIndex(), ExperimentPanel::kCpuTowers);
+        QCOMPARE(e->gpuList()->count(), 2);
+        QCOMPARE(e->gpuList()->item(0)->text(), QStringLiteral("gpu:0 NVIDIA H200 \u2014 139.7 GiB"));
+        QCOMPARE(e->gpuList()->item(1)->text(), QStringLiteral("gpu:1 NVIDIA H200 \u2014 139.7 GiB"));
+
+        e->runOnBox()->setCurrentIndex(ExperimentPanel::kGpus);
+        QCOMPARE(e->config().towers, std::string("gpu:0,gpu:1"));  // every GPU, to begin with
+        QVERIFY2(e->isValid(), qPrintable(e->problem()));
+        QCOMPARE(comboItems(e->variablesBox()), (QStringList{"cpu", "gpu:0", "gpu:1", "replicated"}));
+
+        e->gpuList()->item(0)->setCheckState(Qt::Unchecked);
+        QCOMPARE(e->config().towers, std::string("gpu:1"));
+        QCOMPARE(e->config().batch, 32);
+        QCOMPARE(comboItems(e->variablesBox()), (QStringList{"cpu", "gpu:1", "replicated"}));
+        // The diagram is planned against the catalog's GPUs, not this machine's (which has none).
+        QCOMPARE(w.diagram()->model().towers.size(), 1);
+        QCOMPARE(w.diagram()->model().towers[0].device, QStringLiteral("gpu:1"));
+
+        e->gpuList()->item(0)->setCheckState(Qt::Checked);
+        e->towersPerGpuBox()->setValue(2);
+        QCOMPARE(e->config().towers, std::string("gpu:0*2,gpu:1*2"));
+        QCOMPARE(e->config().batch, 4 * 32);
+        QVERIFY2(e->isValid(), qPrintable(e->problem()));
+        const PlacementModel& m = w.diagram()->model();
+        QCOMPARE(m.towers.size(), 4);
+        QCOMPARE(m.sharedDevices().size(), 2);
+        QCOMPARE(m.linkKind(0), QStringLiteral("host\u2194GPU"));
+
+        e->variablesBox()->setCurrentText("gpu:1");
+        QCOMPARE(e->config().variables, std::string("gpu:1"));
+        QCOMPARE(w.diagram()->model().holder, QStringLiteral("gpu:1"));
+        QCOMPARE(w.diagram()->model().linkKind(0), QStringLiteral("GPU\u2194GPU"));
+        QVERIFY(w.diagram()->model().towers[3].local);
+        // The holder's GPU unchecked: the variables go back to the host rather than nowhere.
+        e->gpuList()->item(1)->setCheckState(Qt::Unchecked);
+        QCOMPARE(e->config().variables, std::string("cpu"));
+
+        e->gpuList()->item(0)->setCheckState(Qt::Unchecked);
+        QVERIFY(!e->isValid());
+        QCOMPARE(e->problem(), QStringLiteral("towers: check at least one GPU"));
+
+        e->runOnBox()->setCurrentIndex(ExperimentPanel::kCpuTowers);
+        QCOMPARE(e->config().towers, std::string("cpu:0,cpu:1"));
+        QVERIFY2(e->isValid(), qPrintable(e->problem()));
+    }
+
+    void gpuConfigRoundTrips_data() {
+        QTest::addColumn<QString>("towers");
+        QTest::addColumn<QString>("variables");
+        QTest::addColumn<QString>("reduce");
+        QTest::newRow("2 GPUs") << "gpu:0,gpu:1" << "cpu" << "mean";
+        QTest::newRow("2 towers on gpu:0") << "gpu:0*2" << "gpu:0" << "mean";
+        QTest::newRow("2 GPUs, 2 towers each, replicated") << "gpu:0*2,gpu:1*2" << "replicated" << "allreduce";
+        QTest::newRow("gpu:1 alone") << "gpu:1" << "gpu:1" << "mean";
+        QTest::newRow("2 CPU towers") << "cpu:0,cpu:1" << "cpu" << "mean";
+        QTest::newRow("3 CPU towers, variables on cpu:1") << "cpu:0,cpu:1,cpu:2" << "cpu:1" << "mean";
+    }
+
+    void gpuConfigRoundTrips() {
+        QFETCH(QString, towers);
+        QFETCH(QString, variables);
+        QFETCH(QString, reduce);
+        const DeviceCatalog catalog = tbtest::fakeCatalog(2);
+        MainWindow w(catalog, noTelemetry("not needed here"));
+        tb::RunConfig c = syntheticRun(10);
+        c.towers = towers.toStdString();
+        c.variables = variables.toStdString();
+        c.reduce = reduce.toStdString();
+        c.batch = catalog.makePlan(c).towerCount() * c.batchPerTower;
+        w.experiment()->setConfig(c);
+        QVERIFY2(w.experiment()->isValid(), qPrintable(w.experiment()->problem()));
+        QCOMPARE(QString::fromStdString(w.experiment()->config().toJson().dump()),
+                 QString::fromStdString(c.toJson().dump()));
+        QCOMPARE(w.experiment()->runOnBox()->currentIndex(),
+                 towers.startsWith("gpu") ? ExperimentPanel::kGpus : ExperimentPanel::kCpuTowers);
+    }
+
+    void missingGpuIsExplained() {
+        MainWindow w(tbtest::fakeCatalog(2), noTelemetry("not needed here"));
+        ExperimentPanel* e = w.experiment();
+        tb::RunConfig c = syntheticRun(10);
+        c.towers = "gpu:0,gpu:3";
+        e->setConfig(c);
+        QVERIFY(!e->isValid());
+        QCOMPARE(e->problem(), QStringLiteral("towers: gpu:3 does not exist (2 GPUs here)"));
+        // The form shows what the config asks for, the missing GPU as such.
+        QCOMPARE(e->config().towers, c.towers);
+        QCOMPARE(e->gpuList()->count(), 3);
+        const QString missing = e->gpuList()->item(2)->text();
+        QVERIFY2(missing.contains("not on this machine"), qPrintable(missing));
+        QCOMPARE(e->gpuList()->item(2)->checkState(), Qt::Checked);
+        w.start();
+        QVERIFY(!w.running());  // Start refused
+
+        // Unchecking it is the fix; loading another config drops it from the list.
+        e->gpuList()->item(2)->setCheckState(Qt::Unchecked);
+        QVERIFY2(e->isValid(), qPrintable(e->problem()));
+        e->setConfig(syntheticRun(10));
+        QCOMPARE(e->gpuList()->count(), 2);
+
+        // No GPU at all: the catalog's reason.
+        MainWindow bare(tbtest::fakeCatalog(0), noTelemetry("not needed here"));
+        auto* runOn = qobject_cast<QStandardItemModel*>(bare.experiment()->runOnBox()->model());
+        QVERIFY(!runOn->item(ExperimentPanel::kGpus)->isEnabled());  // not offered
+        c.towers = "gpu:0";
+        bare.experiment()->setConfig(c);
+        QVERIFY(!bare.experiment()->isValid());
+        QCOMPARE(bare.experiment()->problem(),
+                 QStringLiteral("towers gpu:0: no GPU can be used here (the fake machine has no GPU)"));
+        QCOMPARE(bare.experiment()->runOnBox()->currentIndex(), ExperimentPanel::kGpus);  // shown as asked
+        bare.start();
+        QVERIFY(!bare.running());
+    }
+
+    void devicesPanelFollowsTelemetry() {
+        auto readings = std::make_shared<tbtest::FakeGpuReadings>();
+        const int64_t gib = int64_t(1) << 30;
+        readings->utilGpu = 42;
+        readings->memUsed = 25 * gib / 2;
+        auto* w = new MainWindow(tbtest::fakeCatalog(2), fakeTelemetry(2, readings));
+        w->show();
+        DevicesPanel* d = w->devices();
+        QCOMPARE(d->gpuRows(), 2);
+        QVERIFY(d->gpuNote().isEmpty());
+        QTRY_COMPARE_WITH_TIMEOUT(d->gpuUtilPercent(0), 42, 1000);
+        QCOMPARE(d->gpuUtilPercent(1), 43);
+        QCOMPARE(d->gpuMemoryText(0), QStringLiteral("12.5 / 139.7 GiB"));
+        QCOMPARE(d->gpuMemoryText(1), QStringLiteral("13.5 / 139.7 GiB"));
+
+        readings->utilGpu = 77;
+        readings->memUsed = 100 * gib;
+        QTRY_COMPARE_WITH_TIMEOUT(d->gpuUtilPercent(0), 77, 1000);
+        QTRY_COMPARE_WITH_TIMEOUT(d->gpuMemoryText(0), QStringLiteral("100.0 / 139.7 GiB"), 1000);
+        // The sparkline holds both readings, in order.
+        QCPGraphDataContainer& util = *d->gpuPlot(0)->graph(0)->data();
+        QCOMPARE(util.constBegin()->value, 42.0);
+        QCOMPARE((util.constEnd() - 1)->value, 77.0);
+        QCOMPARE((d->gpuPlot(0)->graph(1)->data()->constEnd() - 1)->value, 100.0 * 100 * gib / tbtest::kFakeGpuBytes);
+
+        // Closing the window stops sampling (the monitor's thread is joined with it).
+        delete w;
+        const int samples = readings->samples;
+        QTest::qWait(500);
+        QCOMPARE(readings->samples.load(), samples);
+    }
+
+    void noTelemetryShowsWhy() {
+        MainWindow w(tbtest::fakeCatalog(2), noTelemetry("libnvidia-ml.so.1: cannot open shared object file"));
+        w.show();
+        QCOMPARE(w.devices()->gpuRows(), 2);
+        QCOMPARE(w.devices()->gpuNote(),
+                 QStringLiteral("No GPU telemetry: libnvidia-ml.so.1: cannot open shared object file"));
+        QCOMPARE(w.devices()->gpuUtilPercent(0), -1);
     }
 
     void shortRunPauseStepResumeStop() {

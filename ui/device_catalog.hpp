@@ -18,8 +18,7 @@ struct DeviceCatalog {
     int gpuCount() const { return int(gpus.size()); }
     // "gpu:0 NVIDIA H200 — 139.7 GiB"
     QString describe(int gpu) const;
-    // tb::makePlan with this catalog's GPUs in place of the machine's: the same steps, in the
-    // same order, so an invalid config is refused in the same words, and a fake catalog plans
+    // tb::makePlan with this catalog's GPUs in place of the machine's, so a fake catalog plans
     // (and refuses) GPU towers like a machine with those GPUs.
     tb::DeploymentPlan makePlan(const tb::RunConfig& c) const;
 };

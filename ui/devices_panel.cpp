@@ -1,21 +1,80 @@
 // DevicesPanel and TimelineView: see devices_panel.hpp. The timeline paints straight from the
 // last kMaxSteps StepMetrics it keeps; a step is a few rectangles per tower, so a full repaint
-// per step costs next to nothing.
+// per step costs next to nothing. GPU samples set the bars and append to the sparklines at
+// once; a timer replots the sparklines (QCustomPlot's real-time demo, as the charts panel).
 #include "devices_panel.hpp"
 
+#include <qcustomplot.h>
+
 #include <QFontMetricsF>
+#include <QGridLayout>
 #include <QHBoxLayout>
 #include <QLabel>
 #include <QPainter>
 #include <QProgressBar>
+#include <QScrollArea>
+#include <QTimer>
 #include <QVBoxLayout>
 #include <algorithm>
+#include <cmath>
 
 #include "phase_colors.hpp"
 
 using tb::ui::Phase;
 
 namespace {
+
+// The charts panel's Tableau blue and orange: legible on light and dark palettes alike.
+const QColor kUtilColour(0x4E, 0x79, 0xA7), kMemoryColour(0xF2, 0x8E, 0x2B);
+constexpr double kGiB = double(1ull << 30);
+
+// A chart with no decoration but a 0-100 % scale: a minute of one GPU at a glance.
+QCustomPlot* sparkline(QWidget* parent) {
+    auto* p = new QCustomPlot(parent);
+    p->setMinimumHeight(48);
+    p->setSizePolicy(QSizePolicy::Expanding, QSizePolicy::Preferred);
+    const QPalette pal = parent->palette();
+    const QColor text = pal.color(QPalette::Text);
+    QColor grid = text;
+    grid.setAlpha(40);
+    p->setBackground(pal.color(QPalette::Base));
+    p->xAxis->setTicks(false);
+    p->xAxis->setTickLabels(false);
+    p->xAxis->setBasePen(QPen(grid, 1));
+    p->xAxis->grid()->setVisible(false);
+    QFont small = p->font();
+    small.setPointSizeF(std::max(6.0, small.pointSizeF() - 2));
+    p->yAxis->setRange(0, 100);
+    auto ticker = QSharedPointer<QCPAxisTickerFixed>::create();
+    ticker->setTickStep(50);
+    ticker->setScaleStrategy(QCPAxisTickerFixed::ssNone);
+    p->yAxis->setTicker(ticker);
+    p->yAxis->setSubTicks(false);
+    p->yAxis->setBasePen(QPen(grid, 1));
+    p->yAxis->setTickPen(QPen(grid, 1));
+    p->yAxis->setTickLabelColor(text);
+    p->yAxis->setTickLabelFont(small);
+    p->yAxis->grid()->setPen(QPen(grid, 1, Qt::DotLine));
+    // Room above for the 100 label, which sits on the plot's top edge (QCustomPlot leaves out a
+    // label that would cross the widget's edge), and below for half of the 0 label.
+    const int labelH = QFontMetrics(small).height();
+    p->axisRect()->setAutoMargins(QCP::msLeft);
+    p->axisRect()->setMargins(QMargins(0, labelH, 4, labelH / 2 + 1));
+    p->xAxis->setRange(-DevicesPanel::kHistorySeconds, 0);
+    return p;
+}
+
+QCPGraph* sparkLine(QCustomPlot* p, const QColor& colour) {
+    QCPGraph* g = p->addGraph();
+    g->setPen(QPen(colour, 1.5));
+    return g;
+}
+
+QLabel* legendLabel(const QString& text, const QColor& colour, QWidget* parent) {
+    auto* l = new QLabel(QStringLiteral("\u25A0 ") + text, parent);
+    l->setStyleSheet(QStringLiteral("color: %1;").arg(colour.name()));
+    return l;
+}
 
 // How long a step lasted: its wall time, or, where a report has none, its longest tower.
 double stepDuration(const tb::StepMetrics& m) {
@@ -132,11 +191,76 @@ void TimelineView::paintEvent(QPaintEvent*) {
     }
 }
 
-DevicesPanel::DevicesPanel(QWidget* parent) : QWidget(parent) {
+DevicesPanel::DevicesPanel(const DeviceCatalog& catalog, QWidget* parent) : QWidget(parent) {
     auto* layout = new QVBoxLayout(this);
-    auto* title = new QLabel(tr("CPU towers (busy %)"), this);
-    QFont bold = title->font();
+    QFont bold = font();
     bold.setBold(true);
+
+    auto* gpuTitle = new QLabel(tr("GPUs"), this);
+    gpuTitle->setFont(bold);
+    gpuTitle->setToolTip(tr("Every GPU of the machine, read through NVML 5 times a second, during a run or not: "
+                            "utilisation is the share of time a kernel was running, memory is used as nvidia-smi "
+                            "shows it. The charts show the last %1 s in percent.")
+                             .arg(kHistorySeconds));
+    layout->addWidget(gpuTitle);
+    if (catalog.gpuCount() > 0) {
+        // Scrolls where a machine has more GPUs than the dock has height (8 is common).
+        auto* box = new QWidget;
+        auto* boxLayout = new QVBoxLayout(box);
+        boxLayout->setContentsMargins(0, 0, 0, 0);
+        for (int i = 0; i < catalog.gpuCount(); ++i) {
+            const tb::GpuInfo& info = catalog.gpus[size_t(i)];
+            GpuRow row;
+            auto* name = new QLabel(QStringLiteral("gpu:%1 %2").arg(i).arg(QString::fromStdString(info.name)), box);
+            row.util = new QProgressBar(box);
+            row.util->setRange(0, 100);
+            row.util->setFormat(QStringLiteral("%p%"));
+            row.util->reset();  // no reading yet: no value shown
+            row.memory = new QProgressBar(box);
+            row.memory->setRange(0, 1000);
+            row.memory->setFormat(tr("\u2014 / %1 GiB").arg(double(info.totalBytes) / kGiB, 0, 'f', 1));
+            row.memory->setValue(0);
+            row.plot = sparkline(box);
+            row.plot->setToolTip(tr("gpu:%1 over the last %2 s: utilisation (blue) and memory used (orange), "
+                                    "in percent")
+                                     .arg(i)
+                                     .arg(kHistorySeconds));
+            row.utilGraph = sparkLine(row.plot, kUtilColour);
+            row.memoryGraph = sparkLine(row.plot, kMemoryColour);
+            auto* grid = new QGridLayout;
+            grid->setContentsMargins(0, 0, 0, 6);
+            grid->setVerticalSpacing(2);
+            grid->addWidget(name, 0, 0, 1, 2);
+            grid->addWidget(legendLabel(tr("util"), kUtilColour, box), 1, 0);
+            grid->addWidget(row.util, 1, 1);
+            grid->addWidget(legendLabel(tr("memory"), kMemoryColour, box), 2, 0);
+            grid->addWidget(row.memory, 2, 1);
+            grid->addWidget(row.plot, 3, 0, 1, 2);
+            grid->setColumnStretch(1, 1);
+            grid->setRowStretch(3, 1);  // height to spare goes to the chart
+            boxLayout->addLayout(grid);
+            gpus_.push_back(row);
+        }
+        auto* scroll = new QScrollArea(this);
+        scroll->setWidget(box);
+        scroll->setWidgetResizable(true);
+        scroll->setFrameShape(QFrame::NoFrame);
+        scroll->setHorizontalScrollBarPolicy(Qt::ScrollBarAlwaysOff);
+        scroll->setSizeAdjustPolicy(QAbstractScrollArea::AdjustToContents);
+        layout->addWidget(scroll, 1);
+    }
+    gpuNote_ = new QLabel(this);
+    gpuNote_->setWordWrap(true);
+    QPalette faint = gpuNote_->palette();
+    QColor faintText = faint.color(QPalette::WindowText);
+    faintText.setAlphaF(0.7f);
+    faint.setColor(QPalette::WindowText, faintText);
+    gpuNote_->setPalette(faint);
+    if (catalog.gpuCount() == 0) gpuNote_->setText(tr("No GPU: %1").arg(catalog.whyNoGpu));
+    gpuNote_->setVisible(!gpuNote_->text().isEmpty());
+    layout->addWidget(gpuNote_);
+
+    auto* title = new QLabel(tr("Towers (busy %)"), this);
     title->setFont(bold);
     title->setToolTip(tr("Share of each step a tower spent computing, reducing or applying the update, rather "
                          "than waiting for input or for the other towers."));
@@ -145,6 +269,70 @@ DevicesPanel::DevicesPanel(QWidget* parent) : QWidget(parent) {
     layout->addLayout(bars_);
     timeline_ = new TimelineView(this);
     layout->addWidget(timeline_, 1);
+
+    timer_ = new QTimer(this);
+    connect(timer_, &QTimer::timeout, this, &DevicesPanel::replotGpus);
+    timer_->start(kFrameMs);
+}
+
+int DevicesPanel::gpuUtilPercent(int gpu) const {
+    return gpu >= 0 && gpu < gpus_.size() ? gpus_[gpu].util->value() : -1;  // reset(): below the range
+}
+
+QString DevicesPanel::gpuMemoryText(int gpu) const {
+    return gpu >= 0 && gpu < gpus_.size() ? gpus_[gpu].memory->text() : QString();
+}
+
+QCustomPlot* DevicesPanel::gpuPlot(int gpu) const {
+    return gpu >= 0 && gpu < gpus_.size() ? gpus_[gpu].plot : nullptr;
+}
+
+QString DevicesPanel::gpuNote() const { return gpuNote_->text(); }
+
+void DevicesPanel::setTelemetryUnavailable(const QString& why) {
+    // Only where there are GPUs to watch: "No GPU" already says everything otherwise.
+    if (gpus_.isEmpty()) return;
+    gpuNote_->setText(tr("No GPU telemetry: %1").arg(why));
+    gpuNote_->setVisible(true);
+}
+
+void DevicesPanel::addSamples(const std::vector<tb::DeviceSample>& samples) {
+    for (const tb::DeviceSample& s : samples) {
+        if (s.index < 0 || s.index >= gpus_.size()) continue;
+        GpuRow& row = gpus_[s.index];
+        // Unknown readings (NaN, -1) leave the bar empty and the line with a gap, not a zero.
+        if (std::isfinite(s.utilGpu)) {
+            row.util->setValue(std::clamp(qRound(s.utilGpu), 0, 100));
+            row.utilGraph->addData(s.t, s.utilGpu);
+        } else {
+            row.util->reset();
+            row.utilGraph->addData(s.t, qQNaN());
+        }
+        if (s.memUsed >= 0 && s.memTotal > 0) {
+            const double share = double(s.memUsed) / double(s.memTotal);
+            row.memory->setValue(std::clamp(qRound(share * 1000), 0, 1000));
+            row.memory->setFormat(tr("%1 / %2 GiB")
+                                      .arg(double(s.memUsed) / kGiB, 0, 'f', 1)
+                                      .arg(double(s.memTotal) / kGiB, 0, 'f', 1));
+            row.memoryGraph->addData(s.t, 100 * share);
+        } else {
+            row.memoryGraph->addData(s.t, qQNaN());
+        }
+        // A little more than the window is kept, so the line enters from the left edge.
+        for (QCPGraph* g : {row.utilGraph, row.memoryGraph}) g->data()->removeBefore(s.t - kHistorySeconds - 1);
+        row.lastT = s.t;
+        dirty_ = true;
+    }
+}
+
+void DevicesPanel::replotGpus() {
+    // A hidden panel (dock closed) keeps dirty_ and catches up when shown.
+    if (!dirty_ || !isVisible()) return;
+    dirty_ = false;
+    for (const GpuRow& row : gpus_) {
+        row.plot->xAxis->setRange(std::max(row.lastT, kHistorySeconds), kHistorySeconds, Qt::AlignRight);
+        row.plot->replot(QCustomPlot::rpQueuedReplot);
+    }
 }
 
 int DevicesPanel::busyPercent(int tower) const {

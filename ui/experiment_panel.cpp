@@ -93,8 +93,13 @@ ExperimentPanel::ExperimentPanel(DeviceCatalog catalog, QWidget* parent)
                       "batch."));
     gpus_ = new QListWidget;
     gpus_->setToolTip(tr("The GPUs that get towers: each checked GPU holds the towers per GPU below."));
+    // Across the form's width and elided in the middle where even that is too narrow, so a name
+    // and its memory stay readable (the whole line is the item's tooltip).
+    gpus_->setHorizontalScrollBarPolicy(Qt::ScrollBarAlwaysOff);
+    gpus_->setTextElideMode(Qt::ElideMiddle);
     for (int i = 0; i < catalog_.gpuCount(); ++i) {
         auto* item = new QListWidgetItem(catalog_.describe(i), gpus_);
+        item->setToolTip(item->text());
         item->setData(Qt::UserRole, i);
         item->setFlags(Qt::ItemIsUserCheckable | Qt::ItemIsEnabled);
         item->setCheckState(Qt::Checked);
@@ -152,7 +157,7 @@ ExperimentPanel::ExperimentPanel(DeviceCatalog catalog, QWidget* parent)
     devicesForm_ = f2;
     f2->addRow(tr("Run on"), runOn_);
     f2->addRow(tr("CPU towers"), towers_);
-    f2->addRow(tr("GPUs"), gpus_);
+    f2->addRow(gpus_);
     f2->addRow(tr("Towers per GPU"), perGpu_);
     f2->addRow(tr("Variables"), variables_);
     f2->addRow(tr("Reduce"), reduce_);
@@ -284,6 +289,7 @@ void ExperimentPanel::showTowers(const std::string& text) {
             if (!item) {
                 // Shown checked, so the config reads as it was written, and refused by validation.
                 item = new QListWidgetItem(tr("gpu:%1 \u2014 not on this machine").arg(d.index), gpus_);
+                item->setToolTip(item->text());
                 item->setData(Qt::UserRole, d.index);
                 item->setFlags(Qt::ItemIsUserCheckable | Qt::ItemIsEnabled);
                 item->setForeground(QColor(0xc0, 0x39, 0x2b));
@@ -384,8 +390,11 @@ void ExperimentPanel::revalidate() {
     const tb::RunConfig c = config();
     QString why;
     try {
-        // The engine's own checks, in the order a run makes them, so the message is the same.
+        // No GPU checked leaves no towers and no batch: say so before the engine's checks would
+        // complain about the batch size.
         if (onGpus() && chosenDevices().isEmpty()) throw tb::Error("--towers: check at least one GPU");
+        // The engine's own checks, in the order a run makes them, so the message is the same
+        // (the plan's against the catalog's GPUs).
         c.validate();
         catalog_.makePlan(c);
         tb::findModel(c.model);

@@ -20,19 +20,19 @@
 #include "backend/backend.hpp"
 #include "charts_panel.hpp"
 #include "devices_panel.hpp"
-#include "engine/trainer.hpp"
 #include "engine_worker.hpp"
 #include "experiment_panel.hpp"
 #include "nn/model_spec.hpp"
 #include "nn/network.hpp"
 #include "placement_diagram.hpp"
 
-MainWindow::MainWindow(QWidget* parent) : QMainWindow(parent) {
+MainWindow::MainWindow(DeviceCatalog catalog, const TelemetryFactory& telemetry, QWidget* parent)
+    : QMainWindow(parent), catalog_(std::move(catalog)) {
     setWindowTitle(tr("Towerbench"));
     setWindowIcon(QIcon(":/towerbench.svg"));
     EngineWorker::registerTypes();
 
-    experiment_ = new ExperimentPanel;
+    experiment_ = new ExperimentPanel(catalog_);
     auto* scroll = new QScrollArea;
     scroll->setWidget(experiment_);
     scroll->setWidgetResizable(true);
@@ -49,11 +49,23 @@ MainWindow::MainWindow(QWidget* parent) : QMainWindow(parent) {
     centre->setStretchFactor(1, 2);
     setCentralWidget(centre);
 
-    devices_ = new DevicesPanel;
+    devices_ = new DevicesPanel(catalog_);
     auto* right = new QDockWidget(tr("Devices and timeline"), this);
     right->setObjectName("devicesDock");
     right->setWidget(devices_);
     addDockWidget(Qt::RightDockWidgetArea, right);
+    std::string noTelemetry;
+    if (std::unique_ptr<tb::TelemetrySource> source = telemetry ? telemetry(&noTelemetry) : nullptr) {
+        monitor_ = std::make_unique<tb::DeviceMonitor>(
+            std::move(source), [panel = devices_](const std::vector<tb::DeviceSample>& samples) {
+                // On the monitor's thread: the panel gets a copy on the GUI thread, where it lives
+                // (and a batch still queued when it is destroyed is dropped with it).
+                QMetaObject::invokeMethod(panel, [panel, samples] { panel->addSamples(samples); },
+                                          Qt::QueuedConnection);
+            });
+    } else {
+        devices_->setTelemetryUnavailable(QString::fromStdString(noTelemetry));
+    }
 
     stepLabel_ = new QLabel;
     epochLabel_ = new QLabel;
@@ -194,7 +206,7 @@ void MainWindow::configChanged(const tb::RunConfig& c, bool valid) {
             paramCount_ = net.paramCount();
             paramsModel_ = QString::fromStdString(c.model);
         }
-        diagram_->setModel(PlacementModel::fromPlan(tb::makePlan(c), paramCount_));
+        diagram_->setModel(PlacementModel::fromPlan(catalog_.makePlan(c), paramCount_));
     } catch (const std::exception& e) {
         statusBar()->showMessage(QString::fromUtf8(e.what()));
     }
@@ -204,7 +216,7 @@ void MainWindow::start() {
     if (running_ || !experiment_->isValid()) return;
     const tb::RunConfig c = experiment_->config();
     QSettings().setValue("experiment/last", QByteArray::fromStdString(c.toJson().dump()));
-    const tb::DeploymentPlan plan = tb::makePlan(c);
+    const tb::DeploymentPlan plan = catalog_.makePlan(c);  // tb::makePlan's, on a real catalog
     QStringList devices;
     for (const auto& d : plan.towers) devices << QString::fromStdString(d.str());
     charts_->reset(plan.towerCount());

@@ -1,11 +1,17 @@
 // MainWindow: the workbench. Experiment panel (left), placement diagram and live charts
-// (centre), devices panel with the per-tower timeline (right), run controls in a toolbar and
-// menu, status bar with step, epoch, examples/sec and ETA. The engine runs in an EngineWorker
-// on its own QThread; closing the window stops a run cleanly.
+// (centre), devices panel with the GPUs and the per-tower timeline (right), run controls in a
+// toolbar and menu, status bar with step, epoch, examples/sec and ETA. The engine runs in an
+// EngineWorker on its own QThread; a DeviceMonitor samples the GPUs on its own thread for as
+// long as the window is open; closing the window stops a run cleanly.
 #pragma once
 #include <QMainWindow>
 #include <QThread>
+#include <functional>
+#include <memory>
+#include <string>
 
+#include "device_catalog.hpp"
+#include "engine/device_monitor.hpp"
 #include "io/run_config.hpp"
 
 class ExperimentPanel;
@@ -19,7 +25,13 @@ class QLabel;
 class MainWindow : public QMainWindow {
     Q_OBJECT
 public:
-    explicit MainWindow(QWidget* parent = nullptr);
+    // Where GPU telemetry comes from (NVML in the program, a fake in tests): a source, or
+    // nullptr and one sentence in *whyNot.
+    using TelemetryFactory = std::function<std::unique_ptr<tb::TelemetrySource>(std::string* whyNot)>;
+
+    // The GPUs offered and watched, and their telemetry, are injected so tests can fake them.
+    explicit MainWindow(DeviceCatalog catalog = DeviceCatalog::detect(),
+                        const TelemetryFactory& telemetry = &tb::makeNvmlSource, QWidget* parent = nullptr);
     ~MainWindow() override;
 
     ExperimentPanel* experiment() const { return experiment_; }
@@ -53,6 +65,7 @@ private:
     void openConfig();
     void saveConfig();
 
+    DeviceCatalog catalog_;
     ExperimentPanel* experiment_;
     PlacementDiagram* diagram_;
     ChartsPanel* charts_;
@@ -66,4 +79,7 @@ private:
     QString lastError_, lastSummary_;
     QString paramsModel_;      // model whose parameter count is cached
     int64_t paramCount_ = 0;
+    // Null without telemetry. A member, so its thread is joined before QWidget's destructor
+    // deletes the panel it posts to.
+    std::unique_ptr<tb::DeviceMonitor> monitor_;
 };

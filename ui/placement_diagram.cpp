@@ -6,6 +6,7 @@
 #include <QFontMetricsF>
 #include <QPainter>
 #include <QPainterPath>
+#include <QSet>
 #include <QTimer>
 #include <algorithm>
 #include <cmath>
@@ -13,6 +14,20 @@
 #include "phase_colors.hpp"
 
 using tb::ui::Phase;
+
+namespace {
+
+bool isGpu(const QString& device) { return device.startsWith(QLatin1String("gpu:")); }
+
+// Decimal units, as the holder's "N MB" and the README's bytes table.
+QString formatBytes(double bytes) {
+    if (bytes >= 1e9) return QStringLiteral("%1 GB").arg(bytes / 1e9, 0, 'f', 1);
+    if (bytes >= 1e6) return QStringLiteral("%1 MB").arg(bytes / 1e6, 0, 'f', 1);
+    if (bytes >= 1e3) return QStringLiteral("%1 kB").arg(bytes / 1e3, 0, 'f', 1);
+    return QStringLiteral("%1 B").arg(qRound64(bytes));
+}
+
+}  // namespace
 
 PlacementModel PlacementModel::fromPlan(const tb::DeploymentPlan& plan, int64_t paramCount) {
     PlacementModel m;
@@ -46,7 +61,7 @@ PlacementModel PlacementModel::fromPlan(const tb::DeploymentPlan& plan, int64_t 
         m.links = Links::HolderArrows;
     m.async = plan.update == tb::UpdateMode::Async;
     m.averageEvery = plan.averageEvery;
-    m.variablesMB = double(paramCount) * 4.0 / 1e6;
+    m.paramCount = paramCount;
     return m;
 }
 
@@ -59,6 +74,60 @@ int PlacementModel::arrowCount() const {
     case Links::Ring: return n > 1 ? n : 0;
     }
     return 0;
+}
+
+int64_t PlacementModel::linkBytes(int tower) const {
+    if (links == Links::Ring || tower < 0 || tower >= towers.size() || towers[tower].local) return 0;
+    return paramCount * 4;
+}
+
+QString PlacementModel::linkKind(int tower) const {
+    if (linkBytes(tower) == 0 || !isGpu(towers[tower].device)) return {};
+    return isGpu(holder) ? QStringLiteral("GPU\u2194GPU") : QStringLiteral("host\u2194GPU");
+}
+
+QString PlacementModel::linkLabel(int tower) const {
+    const int64_t bytes = linkBytes(tower);
+    if (bytes == 0) return {};
+    return QObject::tr("%1 \u2193\u2191 per %2")
+        .arg(formatBytes(double(bytes)), async ? QObject::tr("update") : QObject::tr("step"));
+}
+
+int PlacementModel::distinctDevices() const {
+    QSet<QString> devices;
+    for (const Tower& t : towers) devices.insert(t.device);
+    return int(devices.size());
+}
+
+double PlacementModel::ringBytesPerDevice() const {
+    const int d = distinctDevices();
+    if (links != Links::Ring || d < 2) return 0;
+    return 2.0 * (d - 1) / d * double(paramCount) * 4.0;
+}
+
+QString PlacementModel::ringLabel() const {
+    if (links != Links::Ring || towers.size() < 2) return {};
+    const QString how = averageEvery == 1  ? QObject::tr("average every step")
+                        : averageEvery > 1 ? QObject::tr("average every %1 steps").arg(averageEvery)
+                                           : QObject::tr("all-reduce");
+    const int d = distinctDevices();
+    if (d < 2) return QObject::tr("%1 within %2: nothing leaves the device").arg(how, towers[0].device);
+    return QObject::tr("%1: %2 %3 %4 (2(D\u22121)/D \u00d7 P \u00d7 4, D = %5)")
+        .arg(how, formatBytes(ringBytesPerDevice()),
+             isGpu(towers[0].device) ? QObject::tr("per GPU") : QObject::tr("per tower"),
+             averageEvery > 1 ? QObject::tr("each time") : QObject::tr("per step"))
+        .arg(d);
+}
+
+QVector<PlacementModel::DeviceGroup> PlacementModel::sharedDevices() const {
+    QVector<DeviceGroup> groups;
+    for (int i = 0; i < towers.size();) {
+        int j = i + 1;
+        while (j < towers.size() && towers[j].device == towers[i].device) ++j;
+        if (j - i > 1) groups.push_back({towers[i].device, i, j - i});
+        i = j;
+    }
+    return groups;
 }
 
 namespace {
@@ -191,8 +260,10 @@ void PlacementDiagram::paintEvent(QPaintEvent*) {
     const double holderBottom = holderTop + holderH;
     const double towerTop = area.bottom() - captionH - markH - towerH;
 
-    // The row of towers, centred, wider gaps for the ring's arrows between neighbours.
-    const double gap = (ring ? 36 : 14) * scale;
+    // The row of towers, centred, wider gaps for the ring's arrows between neighbours and for
+    // the frames around towers that share a device.
+    const QVector<PlacementModel::DeviceGroup> groups = model_.sharedDevices();
+    const double gap = (ring ? 36 : groups.isEmpty() ? 14 : 22) * scale;
     const double boxW = std::max(8.0, std::min((area.width() - gap * (n - 1)) / n, 170 * scale));
     const double rowLeft = area.center().x() - (n * boxW + (n - 1) * gap) / 2;
     auto towerRect = [&](int i) { return QRectF(rowLeft + i * (boxW + gap), towerTop, boxW, towerH); };
@@ -219,7 +290,8 @@ void PlacementDiagram::paintEvent(QPaintEvent*) {
         p.drawText(r, align, s);
     };
 
-    const QString mb = QString::number(model_.variablesMB, 'f', model_.variablesMB < 1 ? 2 : 1);
+    const double variablesMB = model_.variablesMB();
+    const QString mb = QString::number(variablesMB, 'f', variablesMB < 1 ? 2 : 1);
 
     // --- the variables' holder, its shards, or the note that every tower holds a copy ----------
     QRectF holder;
@@ -297,12 +369,9 @@ void PlacementDiagram::paintEvent(QPaintEvent*) {
                 drawArrow(p, to - dir / len * (2 * headFor(live)), to, headFor(live));
             }
         }
-        if (n > 1) {
-            const QString s = model_.averageEvery == 1  ? tr("average every step")
-                              : model_.averageEvery > 1 ? tr("average every %1 steps").arg(model_.averageEvery)
-                                                        : tr("all-reduce");
-            label(QRectF(area.left(), apexY - lineH / 2, area.width(), lineH), Qt::AlignCenter, s, text);
-        }
+        if (n > 1)
+            label(QRectF(area.left(), apexY - lineH / 2, area.width(), lineH), Qt::AlignCenter,
+                  fm.elidedText(model_.ringLabel(), Qt::ElideRight, area.width()), text);
     } else {
         const int s = shards ? model_.psShards : 1;
         const double d = (shards ? 3 : 4) * scale + liveW / 2;  // params and grads side by side
@@ -338,6 +407,42 @@ void PlacementDiagram::paintEvent(QPaintEvent*) {
                 }
             }
         }
+        // What each link carries, near its tower, drawn after every arrow so none crosses a
+        // label. The labels of all moving towers read the same (one holder, towers of one kind):
+        // where they do not fit side by side, one line says it for all.
+        const double labelY = holderBottom + (towerTop - holderBottom) * 0.72;
+        double widest = 0;
+        for (int i = 0; i < n; ++i)
+            widest = std::max({widest, fm.horizontalAdvance(model_.linkLabel(i)),
+                               fm.horizontalAdvance(model_.linkKind(i))});
+        const bool each = widest + 8 * scale <= boxW + gap / 2;  // a clear space between neighbours
+        for (int i = 0; i < n; ++i) {
+            const QString bytes = model_.linkLabel(i), kind = model_.linkKind(i);
+            if (bytes.isEmpty()) continue;
+            if (!each) {
+                const QString all =
+                    tr("each tower: %1").arg(kind.isEmpty() ? bytes : bytes + QStringLiteral(", ") + kind);
+                label(QRectF(area.left(), labelY - lineH / 2, area.width(), lineH), Qt::AlignCenter,
+                      fm.elidedText(all, Qt::ElideRight, area.width()), text);
+                break;
+            }
+            const double cx = towerRect(i).center().x();
+            label(QRectF(cx - (boxW + gap) / 2, labelY - lineH, boxW + gap, 2 * lineH), Qt::AlignCenter,
+                  kind.isEmpty() ? bytes : bytes + QLatin1Char('\n') + kind, text);
+        }
+    }
+
+    // --- frames around towers that share a device --------------------------------------------------
+    for (const PlacementModel::DeviceGroup& g : groups) {
+        const double pad = 5 * scale;
+        const QRectF frame = towerRect(g.first).united(towerRect(g.first + g.count - 1)).adjusted(-pad, -pad, pad, pad);
+        p.setPen(QPen(faint, staticW, Qt::DashLine));
+        p.setBrush(Qt::NoBrush);
+        p.drawRoundedRect(frame, 7 * scale, 7 * scale);
+        // On the frame's top edge, left, as a group box's title: short and clear of the arrows,
+        // which meet the towers in their middle.
+        label(QRectF(frame.left() + 8 * scale, frame.top() - lineH / 2, frame.width() - 16 * scale, lineH),
+              Qt::AlignLeft | Qt::AlignVCenter, g.device, text);
     }
 
     // --- the towers -------------------------------------------------------------------------------

@@ -84,13 +84,17 @@ nlohmann::json RunSummary::toJson() const {
 int cpuTowerSlots() { return std::max(8, 4 * int(std::max(1u, std::thread::hardware_concurrency()))); }
 
 DeploymentPlan makePlan(const RunConfig& c) {
-    DeploymentPlan p;
     // Only a plan that names GPUs loads the CUDA module (cuDNN alone takes a while to load).
     const bool wantsGpu = c.towers == "auto" || c.towers.find("gpu") != std::string::npos ||
                           c.towers.find("cuda") != std::string::npos;
-    const int gpus = wantsGpu ? gpuCount() : 0;
-    if (wantsGpu && gpus == 0 && c.towers != "auto")
-        throw Error("--towers " + c.towers + ": no GPU can be used here (" + gpuRuntime().whyNot + ")");
+    return wantsGpu ? makePlan(c, gpuCount(), gpuRuntime().whyNot) : makePlan(c, 0, "");
+}
+
+DeploymentPlan makePlan(const RunConfig& c, int gpus, const std::string& whyNoGpu) {
+    DeploymentPlan p;
+    const bool wantsGpu = c.towers.find("gpu") != std::string::npos || c.towers.find("cuda") != std::string::npos;
+    if (wantsGpu && gpus == 0)
+        throw Error("--towers " + c.towers + ": no GPU can be used here (" + whyNoGpu + ")");
     p.towers = DeploymentPlan::parseTowers(c.towers, int(std::max(1u, std::thread::hardware_concurrency())), gpus,
                                            "--towers");
     DeploymentPlan::parseVariables(c.variables, p, "--variables");

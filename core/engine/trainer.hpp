@@ -46,6 +46,9 @@ struct RunSummary {
 
 // The deployment plan a run config describes (flags --towers, --variables, ...), validated.
 DeploymentPlan makePlan(const RunConfig& c);
+// The same for a machine with `gpus` GPUs (whyNoGpu: the reason there are none), e.g. the
+// window's device catalog, which tests fake.
+DeploymentPlan makePlan(const RunConfig& c, int gpus, const std::string& whyNoGpu);
 // How many virtual CPU towers may exist: several per core, for teaching on small machines.
 int cpuTowerSlots();
 
