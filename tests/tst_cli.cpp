@@ -410,7 +410,7 @@ void TestCli::metricsFile() {
         }
     }
     const QStringList expected = {"state:loading", "state:running", "step:1", "step:2", "eval:validation:2", "step:3",
-                                  "step:4", "eval:validation:4", "step:5", "step:6", "eval:validation:6",
+                                  "step:4", "eval:validation:4", "step:5", "step:6", "state:evaluating", "eval:validation:6",
                                   "eval:test:6", "state:finished"};
     QVERIFY2(sequence == expected, qPrintable(sequence.join(' ')));
     // The file's last test evaluation is the summary's.

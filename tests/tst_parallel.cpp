@@ -728,6 +728,44 @@ private slots:
         QVERIFY2(std::abs(median(rates) - truth) <= 0.15 * truth,
                  qPrintable(QString("reports say %1 ex/s (median), the run did %2").arg(median(rates)).arg(truth)));
     }
+    // Slow motion holds steps back to the pace asked for, and neither that nor a pause counts as
+    // training time: the summary's seconds (and examples/sec) are the machine's, not the
+    // watcher's. Sync and async (where the run is held only while every tower waits).
+    void heldTimeIsNotTrainingTime_data() {
+        QTest::addColumn<QString>("update");
+        QTest::newRow("sync") << "sync";
+        QTest::newRow("async") << "async";
+    }
+    void heldTimeIsNotTrainingTime() {
+        skipUnderThreadSanitizer();
+        QFETCH(QString, update);
+        RunConfig c = quickRun();
+        c.towers = "cpu:0,cpu:1";
+        c.update = update.toStdString();
+        c.steps = 12;
+        Trainer paced(c);
+        paced.control().setPace(20);
+        const auto t0 = std::chrono::steady_clock::now();
+        const RunSummary s = paced.run();
+        const double wall = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+        QCOMPARE(s.steps, int64_t(12));
+        QVERIFY2(wall >= 11 / 20.0, qPrintable(QString("12 steps at 20 per second took %1 s").arg(wall)));
+        QVERIFY2(s.trainSeconds < 0.25 * wall, qPrintable(QString("training %1 s of %2 s").arg(s.trainSeconds).arg(wall)));
+
+        // A pause in the middle: the same.
+        c.steps = 1000000;
+        Trainer paused(c);
+        std::thread pauser([&] {
+            std::this_thread::sleep_for(std::chrono::milliseconds(100));
+            paused.control().pause();
+            std::this_thread::sleep_for(std::chrono::milliseconds(600));
+            paused.control().stop();
+        });
+        const RunSummary p = paused.run();
+        pauser.join();
+        QVERIFY2(p.trainSeconds < 0.35, qPrintable(QString("trained %1 s of about 0.7 s, 0.6 s of it paused").arg(p.trainSeconds)));
+        QVERIFY(p.steps > 0);
+    }
     void averagingNeedsReplicasAndK() {
         RunConfig c = quickRun();
         QVERIFY_THROWS_EXCEPTION(Error, c.setFromText("average_every", "0", "--average-every"));

@@ -6,7 +6,12 @@
 // hang, and a screenshot is saved.
 #include <QtTest>
 
+#include <QAction>
+#include <QCheckBox>
 #include <QComboBox>
+#include <QDoubleSpinBox>
+#include <QLabel>
+#include <QLineEdit>
 #include <QListWidget>
 #include <QSpinBox>
 #include <QStandardItemModel>
@@ -136,7 +141,7 @@ private slots:
 
         e->gpuList()->item(0)->setCheckState(Qt::Unchecked);
         QVERIFY(!e->isValid());
-        QCOMPARE(e->problem(), QStringLiteral("towers: check at least one GPU"));
+        QCOMPARE(e->problem(), QStringLiteral("Towers: check at least one GPU"));
 
         e->runOnBox()->setCurrentIndex(ExperimentPanel::kCpuTowers);
         QCOMPARE(e->config().towers, std::string("cpu:0,cpu:1"));
@@ -181,7 +186,7 @@ private slots:
         c.towers = "gpu:0,gpu:3";
         e->setConfig(c);
         QVERIFY(!e->isValid());
-        QCOMPARE(e->problem(), QStringLiteral("towers: gpu:3 does not exist (2 GPUs here)"));
+        QCOMPARE(e->problem(), QStringLiteral("Towers: gpu:3 does not exist (2 GPUs here)"));
         // The form shows what the config asks for, the missing GPU as such.
         QCOMPARE(e->config().towers, c.towers);
         QCOMPARE(e->gpuList()->count(), 3);
@@ -205,7 +210,7 @@ private slots:
         bare.experiment()->setConfig(c);
         QVERIFY(!bare.experiment()->isValid());
         QCOMPARE(bare.experiment()->problem(),
-                 QStringLiteral("towers gpu:0: no GPU can be used here (the fake machine has no GPU)"));
+                 QStringLiteral("Towers gpu:0: no GPU can be used here (the fake machine has no GPU)"));
         QCOMPARE(bare.experiment()->runOnBox()->currentIndex(), ExperimentPanel::kGpus);  // shown as asked
         bare.start();
         QVERIFY(!bare.running());
@@ -344,6 +349,7 @@ private slots:
         w->experiment()->setConfig(c);
         w->start();
         QTest::qWait(100);  // the worker is reading the training images now (they take ~0.35 s here)
+        w->setQuitConfirmation([] { return true; });
         QElapsedTimer t;
         t.start();
         QVERIFY(w->close());
@@ -358,12 +364,259 @@ private slots:
         w->experiment()->setConfig(syntheticRun(1000000));
         w->start();
         QTRY_VERIFY_WITH_TIMEOUT(w->charts()->stepPoints() > 5, 20000);
+        w->setQuitConfirmation([] { return true; });
         QElapsedTimer t;
         t.start();
         QVERIFY(w->close());
         QVERIFY(!w->running());
         QVERIFY2(t.elapsed() < 5000, qPrintable(QString("close took %1 ms").arg(t.elapsed())));
         delete w;
+    }
+
+    // Every setting the engine has is in the form: each RunConfig key has a field that changes
+    // it (or is on the short list of command-line-only keys), so a key added later without a
+    // field fails here.
+    void everySettingHasAField() {
+        MainWindow w;
+        ExperimentPanel* e = w.experiment();
+        e->setConfig(syntheticRun(0));  // a length in epochs: the steps' field is the unit
+        const QStringList cliOnly = ExperimentPanel::commandLineOnlyKeys();
+        for (const std::string& k : tb::RunConfig::keys()) {
+            const QString key = QString::fromStdString(k);
+            if (cliOnly.contains(key)) continue;
+            QWidget* field = e->fieldFor(key);
+            QVERIFY2(field, qPrintable("no field in the form sets '" + key + "'"));
+            const nlohmann::json before = e->config().toJson()[k];
+            if (auto* s = qobject_cast<QSpinBox*>(field)) s->setValue(s->value() < s->maximum() ? s->value() + 1 : s->value() - 1);
+            else if (auto* d = qobject_cast<QDoubleSpinBox*>(field)) d->setValue(d->value() + (d->value() < d->maximum() / 2 ? 1 : -1) * d->singleStep());
+            else if (auto* c = qobject_cast<QComboBox*>(field)) c->setCurrentIndex((c->currentIndex() + 1) % c->count());
+            else if (auto* l = qobject_cast<QLineEdit*>(field)) l->setText(l->text() + "1=2");
+            else if (auto* b = qobject_cast<QCheckBox*>(field)) b->toggle();
+            else QFAIL(qPrintable("the field of '" + key + "' is of a kind this test does not know"));
+            QVERIFY2(e->config().toJson()[k] != before, qPrintable("changing its field left '" + key + "' as it was"));
+            e->setConfig(syntheticRun(0));
+        }
+    }
+
+    // Opening a shipped config and saving it gives back exactly the settings of the file.
+    void sampleConfigsRoundTrip() {
+        const QDir samples(MainWindow::sampleConfigsDir());
+        const QStringList files = samples.entryList({"*.json"}, QDir::Files);
+        QVERIFY(files.size() >= 4);
+        QTemporaryDir tmp;
+        for (const QString& f : files) {
+            tb::RunConfig file;
+            file.loadFile(samples.filePath(f).toStdString());
+            MainWindow w;
+            QVERIFY(w.loadConfigFile(samples.filePath(f)));
+            QCOMPARE(QString::fromStdString(w.experiment()->config().toJson().dump()),
+                     QString::fromStdString(file.toJson().dump()));
+            const QString saved = tmp.filePath(f);
+            QVERIFY(w.saveConfigFile(saved));
+            tb::RunConfig back;
+            back.loadFile(saved.toStdString());
+            QCOMPARE(QString::fromStdString(back.toJson().dump()), QString::fromStdString(file.toJson().dump()));
+        }
+    }
+
+    // The window reopens on the last experiment started, every setting as it was (an
+    // averaging-off config could not be read back once, and the window fell back to defaults).
+    void lastExperimentIsRestored() {
+        tb::RunConfig c = syntheticRun(77);
+        c.emaDecay = 0.99;
+        c.evalEvery = 13;
+        QSettings().setValue("experiment/last", QByteArray::fromStdString(c.toJson().dump()));
+        MainWindow w;
+        QCOMPARE(QString::fromStdString(w.experiment()->config().toJson().dump()), QString::fromStdString(c.toJson().dump()));
+        QSettings().remove("experiment/last");
+    }
+
+    // A fresh start (no settings) is the README's default experiment.
+    void freshStartIsTheDefaultExperiment() {
+        QSettings().clear();
+        MainWindow w;
+        tb::RunConfig readme;
+        readme.loadFile(QDir(MainWindow::sampleConfigsDir()).filePath("default.json").toStdString());
+        QCOMPARE(QString::fromStdString(w.experiment()->config().toJson().dump()),
+                 QString::fromStdString(readme.toJson().dump()));
+    }
+
+    void globalBatchAndItsSplitAreShown() {
+        MainWindow w;
+        ExperimentPanel* e = w.experiment();
+        e->setConfig(syntheticRun(10));  // 2 towers, 32 each
+        QCOMPARE(e->batchSplit(), QStringLiteral("64 = 2 towers × 32"));
+        e->towersBox()->setValue(4);  // per tower: the global batch grows
+        QCOMPARE(e->batchSplit(), QStringLiteral("128 = 4 towers × 32"));
+        QCOMPARE(e->config().batch, 128);
+        e->batchMeaningBox()->setCurrentIndex(ExperimentPanel::kGlobalBatch);
+        e->batchBox()->setValue(128);
+        e->towersBox()->setValue(2);  // global: the split follows
+        QCOMPARE(e->batchSplit(), QStringLiteral("128 = 2 towers × 64"));
+        e->towersBox()->setValue(3);
+        QCOMPARE(e->batchSplit(), QStringLiteral("128 does not split over 3 towers"));
+        QVERIFY(!e->isValid());
+        QVERIFY2(e->problem().startsWith("Batch: 128 examples do not split evenly over 3 towers"), qPrintable(e->problem()));
+    }
+
+    // The mouse wheel over a field without focus scrolls the form; it changes only a focused field.
+    void wheelChangesOnlyFocusedFields() {
+        MainWindow w;
+        w.show();
+        QVERIFY(QTest::qWaitForWindowExposed(&w));
+        auto* decay = qobject_cast<QDoubleSpinBox*>(w.experiment()->fieldFor("lr_decay_rate"));
+        decay->setEnabled(true);
+        const double before = decay->value();
+        auto wheel = [&] {
+            const QPointF at = decay->rect().center();
+            QWheelEvent ev(at, decay->mapToGlobal(at), QPoint(), QPoint(0, -120), Qt::NoButton, Qt::NoModifier,
+                           Qt::NoScrollPhase, false);
+            QCoreApplication::sendEvent(decay, &ev);
+        };
+        w.experiment()->fieldFor("seed")->setFocus();
+        wheel();
+        QCOMPARE(decay->value(), before);
+        decay->setFocus();
+        QTRY_VERIFY(decay->hasFocus());
+        wheel();
+        QVERIFY(decay->value() != before);
+    }
+
+    // An invalid combination is explained beside Start in the form's words, and on Start itself.
+    void problemIsExplainedBesideStart() {
+        MainWindow w;
+        w.show();
+        QVERIFY(QTest::qWaitForWindowExposed(&w));
+        ExperimentPanel* e = w.experiment();
+        e->setConfig(syntheticRun(10));
+        e->variablesBox()->setCurrentText("replicated");  // with reduce "mean"
+        QVERIFY(!e->isValid());
+        QCOMPARE(e->problem(), QStringLiteral("Variables replicated needs Reduce allreduce (there is no single holder "
+                                              "to average on)"));
+        auto* beside = w.findChild<QLabel*>("startProblem");
+        QVERIFY(beside && beside->isVisible());
+        QVERIFY2(beside->text().contains("<b>Reduce</b>"), qPrintable(beside->text()));
+        QVERIFY(!w.startAction()->isEnabled());
+        QCOMPARE(w.startAction()->toolTip(), "Cannot start: " + e->problem());
+        e->reduceBox()->setCurrentText("allreduce");
+        QVERIFY(e->isValid());
+        QVERIFY(!beside->isVisible());
+        QVERIFY(w.startAction()->isEnabled());
+    }
+
+    void quittingMidRunAsksFirst() {
+        auto* w = new MainWindow;
+        w->show();
+        w->experiment()->setConfig(syntheticRun(1000000));
+        w->start();
+        QTRY_VERIFY_WITH_TIMEOUT(w->charts()->stepPoints() > 5, 20000);
+        int asked = 0;
+        w->setQuitConfirmation([&] { return ++asked, false; });
+        QVERIFY(!w->close());  // "Cancel": the run goes on
+        QCOMPARE(asked, 1);
+        QVERIFY(w->running());
+        const int points = w->charts()->stepPoints();
+        QTRY_VERIFY_WITH_TIMEOUT(w->charts()->stepPoints() > points, 5000);
+        w->setQuitConfirmation([&] { return ++asked, true; });
+        QVERIFY(w->close());
+        QCOMPARE(asked, 2);
+        QVERIFY(!w->running());
+        delete w;
+    }
+
+    // A run that fails before training (a folder without data) leaves the last run's charts.
+    void failedStartKeepsTheLastCharts() {
+        MainWindow w;
+        w.experiment()->setConfig(syntheticRun(30));
+        QSignalSpy ended(&w, &MainWindow::runEnded);
+        w.start();
+        QTRY_COMPARE_WITH_TIMEOUT(ended.count(), 1, 20000);
+        const int points = w.charts()->stepPoints();
+        QCOMPARE(points, 30);
+        QTemporaryDir empty;
+        tb::RunConfig c = syntheticRun(30);
+        c.model = "mlp";
+        c.data = "idx:" + empty.path().toStdString();
+        w.experiment()->setConfig(c);
+        QVERIFY2(w.experiment()->isValid(), qPrintable(w.experiment()->problem()));
+        w.start();
+        QTRY_COMPARE_WITH_TIMEOUT(ended.count(), 2, 20000);
+        QVERIFY(!w.lastError().isEmpty());
+        QCOMPARE(w.charts()->stepPoints(), points);
+        QCOMPARE(w.stateText(), QStringLiteral("Failed"));
+    }
+
+    // Step with no run starts one paused at step one; the state and ETA say so; Resume goes on.
+    void stepStartsARunPausedAtStepOne() {
+        MainWindow w;
+        w.show();
+        w.experiment()->setConfig(syntheticRun(1000000));
+        w.stepOnce();
+        QVERIFY(w.running());
+        QVERIFY(w.paused());
+        QTRY_COMPARE_WITH_TIMEOUT(w.charts()->stepPoints(), 1, 20000);
+        QTest::qWait(300);
+        QCOMPARE(w.charts()->stepPoints(), 1);
+        QCOMPARE(w.stateText(), QStringLiteral("Paused at step 1"));
+        QCOMPARE(w.etaText(), QStringLiteral("ETA: paused"));
+        w.stepOnce();
+        QTRY_COMPARE_WITH_TIMEOUT(w.charts()->stepPoints(), 2, 5000);
+        QTRY_COMPARE(w.stateText(), QStringLiteral("Paused at step 2"));
+        w.togglePause();
+        QTRY_VERIFY_WITH_TIMEOUT(w.charts()->stepPoints() > 20, 10000);
+        QTRY_COMPARE(w.stateText(), QStringLiteral("Running"));
+        QTRY_VERIFY(w.etaText().startsWith("ETA "));
+        w.setQuitConfirmation([] { return true; });
+    }
+
+    // Slow motion: the pace holds steps back (and the held time is not training time).
+    void paceSlowsTheRun() {
+        MainWindow w;
+        w.experiment()->setConfig(syntheticRun(12));
+        w.paceBox()->setCurrentIndex(w.paceBox()->findData(20.0));
+        QSignalSpy ended(&w, &MainWindow::runEnded);
+        QElapsedTimer t;
+        t.start();
+        w.start();
+        QTRY_COMPARE_WITH_TIMEOUT(ended.count(), 1, 20000);
+        const double wall = t.elapsed() / 1000.0;
+        QVERIFY2(wall >= 11 / 20.0, qPrintable(QString("12 steps at 20 per second took %1 s").arg(wall)));
+        const auto summary = QJsonDocument::fromJson(w.lastSummary().toUtf8()).object();
+        QVERIFY2(summary["train_seconds"].toDouble() < 0.25, qPrintable(w.lastSummary()));
+        w.paceBox()->setCurrentIndex(0);
+    }
+
+    // The end of a run: its summary in words, with the async caveats where they apply; Stop
+    // says that the final evaluation runs.
+    void endOfRunSummary() {
+        MainWindow w;
+        w.experiment()->setConfig(syntheticRun(40));
+        QSignalSpy ended(&w, &MainWindow::runEnded);
+        w.start();
+        QTRY_COMPARE_WITH_TIMEOUT(ended.count(), 1, 20000);
+        QCOMPARE(w.stateText(), QStringLiteral("Finished"));
+        QString text = w.summaryText();
+        QVERIFY2(text.contains("Finished") && text.contains("40 steps") && text.contains("examples/s on average") &&
+                     text.contains("test accuracy"),
+                 qPrintable(text));
+        QVERIFY(!text.contains("staleness"));
+
+        tb::RunConfig c = syntheticRun(1000000);
+        c.update = "async";
+        w.experiment()->setConfig(c);
+        QSignalSpy states(&w, &MainWindow::stateChanged);
+        w.start();
+        QTRY_VERIFY_WITH_TIMEOUT(w.charts()->stepPoints() > 20, 20000);
+        w.stop();
+        QTRY_COMPARE_WITH_TIMEOUT(ended.count(), 2, 20000);
+        QStringList seen;
+        for (const auto& s : states) seen << s.at(0).toString();
+        QVERIFY2(seen.contains("Stopping: evaluating on the validation and test sets (Stop again to skip)"),
+                 qPrintable(seen.join(" | ")));
+        QVERIFY2(w.stateText().startsWith("Stopped at step "), qPrintable(w.stateText()));
+        text = w.summaryText();
+        QVERIFY2(text.contains("Stopped") && text.contains("Mean staleness") && text.contains("not reproducible"),
+                 qPrintable(text));
     }
 };
 

@@ -16,6 +16,7 @@ void EngineWorker::expectRun() {
     std::lock_guard lock(mutex_);
     expecting_ = true;
     pendingPause_ = false;
+    pendingSteps_ = 0;
     pendingStop_ = Pending::None;
 }
 
@@ -28,12 +29,20 @@ void EngineWorker::pause() {
 void EngineWorker::resume() {
     std::lock_guard lock(mutex_);
     pendingPause_ = false;
+    pendingSteps_ = 0;
     if (trainer_) trainer_->control().resume();
 }
 
 void EngineWorker::stepOnce() {
     std::lock_guard lock(mutex_);
     if (trainer_) trainer_->control().stepOnce();
+    else if (expecting_) ++pendingSteps_;
+}
+
+void EngineWorker::setPace(double stepsPerSecond) {
+    std::lock_guard lock(mutex_);
+    pace_ = stepsPerSecond;
+    if (trainer_) trainer_->control().setPace(stepsPerSecond);
 }
 
 void EngineWorker::stop() {
@@ -66,6 +75,7 @@ std::vector<tb::StepMetrics> EngineWorker::takeSteps() {
 
 void EngineWorker::onStateChanged(tb::RunState s, const std::string& detail) {
     if (s == tb::RunState::Running) emit started(QString::fromStdString(detail));
+    if (s == tb::RunState::Evaluating) emit evaluating(QString::fromStdString(detail));
 }
 
 void EngineWorker::run(const tb::RunConfig& config) {
@@ -75,7 +85,9 @@ void EngineWorker::run(const tb::RunConfig& config) {
         std::lock_guard lock(mutex_);
         trainer_ = &trainer;
         expecting_ = false;
+        trainer.control().setPace(pace_);
         if (pendingPause_) trainer.control().pause();
+        for (; pendingSteps_ > 0; --pendingSteps_) trainer.control().stepOnce();
         if (pendingStop_ == Pending::Stop) trainer.control().stop();
         if (pendingStop_ == Pending::Abort) trainer.control().abort();
         pendingPause_ = false;

@@ -26,7 +26,8 @@ public:
     // Thread-safe controls, callable from the GUI thread while run() is busy.
     void pause();
     void resume();
-    void stepOnce();
+    void stepOnce();     // before the run has started: it starts paused and takes one step
+    void setPace(double stepsPerSecond);  // slow motion; 0: full speed (kept for later runs)
     void stop();
     void abort();   // stop without the final evaluation (the window is closing)
     // The steps reported since the last call (GUI thread, after stepsReady).
@@ -36,7 +37,8 @@ public slots:
     void run(const tb::RunConfig& config);   // runs to the end on the worker's thread
 
 signals:
-    void started(const QString& plan);
+    void started(const QString& plan);       // data loaded, training begins
+    void evaluating(const QString& splits);  // training ended, the final evaluation runs
     // New steps wait in takeSteps(). At most one of these is queued at a time, so an engine
     // faster than the window's drawing never floods the GUI event queue: the window takes
     // whatever piled up in one go.
@@ -55,6 +57,8 @@ private:
     // Controls that arrived after expectRun() and before the trainer existed (guarded by mutex_).
     bool expecting_ = false;
     bool pendingPause_ = false;
+    int pendingSteps_ = 0;             // single steps granted before the trainer existed
+    double pace_ = 0;                  // steps per second for every run, 0: full speed
     enum class Pending { None, Stop, Abort } pendingStop_ = Pending::None;
     std::mutex stepsMutex_;
     std::vector<tb::StepMetrics> steps_;  // reported, not yet taken by the window

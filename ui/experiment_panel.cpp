@@ -1,5 +1,6 @@
 #include "experiment_panel.hpp"
 
+#include <QCheckBox>
 #include <QComboBox>
 #include <QDir>
 #include <QDoubleSpinBox>
@@ -11,6 +12,7 @@
 #include <QLabel>
 #include <QLineEdit>
 #include <QListWidget>
+#include <QLocale>
 #include <QPushButton>
 #include <QRegularExpression>
 #include <QSignalBlocker>
@@ -18,11 +20,13 @@
 #include <QStandardItemModel>
 #include <QVBoxLayout>
 #include <algorithm>
+#include <climits>
 #include <thread>
 #include <utility>
 
 #include "data/dataset.hpp"
 #include "engine/trainer.hpp"
+#include "form_widgets.hpp"
 #include "nn/model_spec.hpp"
 #include "util/error.hpp"
 
@@ -36,8 +40,8 @@ struct DataChoice {
 constexpr DataChoice kData[] = {{"Fashion-MNIST (installed)", "fashion-mnist"},
                                 {"IDX folder (MNIST format)", "idx:"},
                                 {"CIFAR-10 binary folder", "cifar10:"},
-                                {"Synthetic: Gaussian blobs", "synthetic:blobs"},
-                                {"Synthetic: spirals", "synthetic:spirals"}};
+                                {"Synthetic 2-D: Gaussian blobs", "synthetic:blobs"},
+                                {"Synthetic 2-D: spirals", "synthetic:spirals"}};
 
 QStringList modelNames() {
     QStringList names;
@@ -49,11 +53,23 @@ QStringList modelNames() {
     return names;
 }
 
-QSpinBox* spin(int lo, int hi, int value, const QString& tip) {
+QSpinBox* spin(int lo, int hi, const QString& tip, const QString& offText = {}) {
     auto* s = new QSpinBox;
     s->setRange(lo, hi);
-    s->setValue(value);
     s->setToolTip(tip);
+    s->setSpecialValueText(offText);  // shown at the minimum, where the minimum means "off" or "automatic"
+    s->setGroupSeparatorShown(true);
+    WheelGuard::guard(s);
+    return s;
+}
+
+QDoubleSpinBox* real(double lo, double hi, int decimals, double step, const QString& tip) {
+    auto* s = new QDoubleSpinBox;
+    s->setRange(lo, hi);
+    s->setDecimals(decimals);
+    s->setSingleStep(step);
+    s->setToolTip(tip);
+    WheelGuard::guard(s);
     return s;
 }
 
@@ -61,25 +77,39 @@ QComboBox* combo(const QStringList& items, const QString& tip) {
     auto* c = new QComboBox;
     c->addItems(items);
     c->setToolTip(tip);
+    // As wide as the longest item, also one added later (a model from a loaded config).
+    c->setSizeAdjustPolicy(QComboBox::AdjustToContents);
+    WheelGuard::guard(c);
     return c;
+}
+
+// A row of widgets as one form field.
+QWidget* row(std::initializer_list<QWidget*> widgets) {
+    auto* w = new QWidget;
+    auto* h = new QHBoxLayout(w);
+    h->setContentsMargins(0, 0, 0, 0);
+    for (QWidget* x : widgets) h->addWidget(x, x == *widgets.begin() ? 1 : 0);
+    return w;
 }
 
 }  // namespace
 
 ExperimentPanel::ExperimentPanel(DeviceCatalog catalog, QWidget* parent)
     : QWidget(parent), catalog_(std::move(catalog)) {
+    // --- Experiment: what is learnt from what.
     model_ = combo(modelNames(), tr("The network: a JSON file from resources/models or your models folder "
                                     "(~/.local/share/towerbench/models)."));
     data_ = new QComboBox;
     for (const DataChoice& d : kData) data_->addItem(tr(d.label), QString::fromLatin1(d.spec));
-    data_->setToolTip(tr("The training data; folders hold MNIST-format IDX files or CIFAR-10 binary batches."));
+    data_->setToolTip(tr("The training data; folders hold MNIST-format IDX files or CIFAR-10 binary batches. "
+                         "The 2-D sets draw their decision boundary as they train."));
+    WheelGuard::guard(data_);
     folder_ = new QLineEdit;
     folder_->setPlaceholderText(tr("folder"));
     browse_ = new QPushButton(tr("Browse…"));
-    auto* folderRow = new QHBoxLayout;
-    folderRow->addWidget(folder_);
-    folderRow->addWidget(browse_);
+    folderRow_ = row({folder_, browse_});
 
+    // --- Devices and strategy: the deployment plan.
     runOn_ = combo({tr("CPU towers"), catalog_.gpus.empty() ? tr("GPUs (none found)") : tr("GPUs")},
                    tr("Where the towers run: threads on the CPU, or GPUs (one or more towers each)."));
     if (catalog_.gpus.empty()) {
@@ -88,7 +118,7 @@ ExperimentPanel::ExperimentPanel(DeviceCatalog catalog, QWidget* parent)
         gpuChoice->setEnabled(false);
         gpuChoice->setToolTip(catalog_.whyNoGpu);
     }
-    towers_ = spin(1, tb::cpuTowerSlots(), 2,
+    towers_ = spin(1, tb::cpuTowerSlots(),
                    tr("CPU towers: model replicas, each a thread computing gradients on its own slice of every "
                       "batch."));
     gpus_ = new QListWidget;
@@ -105,7 +135,7 @@ ExperimentPanel::ExperimentPanel(DeviceCatalog catalog, QWidget* parent)
         item->setCheckState(Qt::Checked);
     }
     fitGpuList();
-    perGpu_ = spin(1, 8, 1,
+    perGpu_ = spin(1, 8,
                    tr("Towers sharing each GPU (gpu:0*2), each with its own stream: they reduce on the device "
                       "and move nothing between them."));
     variables_ = combo({}, tr("Where the variables live and are updated: on the host (cpu, the seeds' default), "
@@ -116,90 +146,150 @@ ExperimentPanel::ExperimentPanel(DeviceCatalog catalog, QWidget* parent)
     update_ = combo({"sync", "async"},
                     tr("Synchronous: every step waits for the slowest tower. Asynchronous: a parameter server "
                        "applies each tower's gradients as they arrive; their staleness is how many updates other "
-                       "towers applied between this tower reading the variables and pushing its gradients."));
-    averageEvery_ = spin(0, 100000, 0,
+                       "towers applied between this tower reading the variables and pushing its gradients. "
+                       "Asynchronous runs are not reproducible: thread timing decides the order of updates."));
+    averageEvery_ = spin(0, 100000,
                          tr("Replicated towers take local steps and average their parameters every K steps "
-                            "(0: off, gradients meet every step)."));
-    averageEvery_->setSpecialValueText(tr("off"));
-    psShards_ = spin(1, 64, 1, tr("Parameter-server shards: variables dealt round-robin over S holders."));
+                            "(off: gradients meet every step)."),
+                         tr("off"));
+    psShards_ = spin(1, 64, tr("Parameter-server shards: variables dealt round-robin over S holders."));
     slow_ = new QLineEdit;
-    slow_->setPlaceholderText(tr("e.g. 1=3"));
+    slow_->setPlaceholderText(tr("none, e.g. 1=3"));
     slow_->setToolTip(tr("Straggler injection: tower T runs F times slower (sync waits for it, async does not)."));
-    batchPerTower_ = spin(1, 65536, 64, tr("Examples each tower computes per step; the global batch is towers × this."));
+
+    // --- Training.
+    batch_ = spin(1, 65536, tr("Examples per step: the global batch (split over the towers), or each tower's."));
+    batchMeaning_ = combo({tr("global"), tr("per tower")},
+                          tr("Global: the batch is split evenly over the towers. Per tower: each tower computes "
+                             "this many, and the global batch grows with the towers."));
+    split_ = new QLabel;
+    split_->setToolTip(tr("The global batch of one step and how it is split over the towers."));
     optimizer_ = combo({"sgd", "momentum", "nesterov", "adam"}, tr("The optimiser applied to the variables."));
-    lr_ = new QDoubleSpinBox;
-    lr_->setDecimals(5);
-    lr_->setRange(0.00001, 10);
-    lr_->setSingleStep(0.001);
-    lr_->setToolTip(tr("Learning rate (initial, when a decay is set)."));
-    decaySteps_ = spin(0, 100000000, 0, tr("Exponential decay every N steps (staircase); 0: constant."));
-    decaySteps_->setSpecialValueText(tr("constant"));
-    decayRate_ = new QDoubleSpinBox;
-    decayRate_->setRange(0.001, 1);
-    decayRate_->setDecimals(3);
-    decayRate_->setToolTip(tr("Factor applied at each decay."));
-    length_ = combo({"epochs", "steps"}, tr("Train for a number of passes over the data, or of steps."));
-    lengthValue_ = new QDoubleSpinBox;
-    lengthValue_->setRange(0.01, 1e7);
-    lengthValue_->setDecimals(2);
-    seed_ = spin(0, 1 << 30, 1, tr("Seeds initialisation, shuffling, augmentation and dropout."));
-    auto* lengthRow = new QHBoxLayout;
-    lengthRow->addWidget(lengthValue_);
-    lengthRow->addWidget(length_);
+    lr_ = real(0.00001, 999, 5, 0.001, tr("Learning rate (initial, when a decay is set)."));
+    momentum_ = real(0, 0.999, 3, 0.01, tr("Momentum coefficient (momentum and Nesterov)."));
+    decaySteps_ = spin(0, INT_MAX, tr("Exponential decay every N steps; constant: no decay."), tr("constant"));
+    decayRate_ = real(0.001, 1, 3, 0.01, tr("Factor applied at each decay."));
+    staircase_ = new QCheckBox(tr("in steps (staircase)"));
+    staircase_->setToolTip(tr("Decay at whole multiples of N steps rather than smoothly."));
+    length_ = combo({tr("epochs"), tr("steps")}, tr("Train for a number of passes over the data, or of steps."));
+    lengthValue_ = real(0.01, 1e6, 2, 1, tr("How long to train."));
+    seed_ = spin(0, INT_MAX, tr("Seeds initialisation, shuffling, augmentation and dropout."));
+
+    // --- Evaluation.
+    emaDecay_ = real(0, 0.99999, 5, 0.001,
+                     tr("Evaluate with a moving average of the weights with this decay (e.g. 0.999); off: the "
+                        "weights as trained."));
+    emaDecay_->setSpecialValueText(tr("off"));
+    evalEvery_ = spin(0, INT_MAX, tr("Steps between evaluations during training (validation set, or the test set "
+                                     "when none is held out)."),
+                      tr("at the end only"));
+    validation_ = spin(-1, INT_MAX, tr("Training examples held out for validation; automatic: 10% of the training "
+                                       "set, at most 5,000; 0: none."),
+                       tr("automatic"));
+
+    // --- Advanced (folded).
+    threads_ = spin(0, 1024, tr("Compute threads in all; all cores: one share per tower."), tr("all cores"));
+    prefetch_ = spin(0, 64, tr("Batches the loader thread prepares ahead of training."));
+    shuffleBuffer_ = spin(0, INT_MAX, tr("Examples shuffled at a time; whole set: a full shuffle every epoch."),
+                          tr("whole set"));
+    metrics_ = new QLineEdit;
+    metrics_->setPlaceholderText(tr("none"));
+    metrics_->setToolTip(tr("A JSON-lines file that receives every step, evaluation and device sample."));
+    browseMetrics_ = new QPushButton(tr("Browse…"));
+    transfers_ = combo({"auto", "copies", "nccl"},
+                       tr("How GPU towers exchange data: auto picks NCCL where it fits, otherwise explicit copies."));
+    tf32_ = new QCheckBox(tr("tensor-core TF32 math"));
+    tf32_->setToolTip(tr("GPU towers: faster, less exact matrix math; off: plain FP32."));
 
     auto* what = new QGroupBox(tr("Experiment"));
-    auto* f1 = new QFormLayout(what);
-    f1->addRow(tr("Model"), model_);
-    f1->addRow(tr("Data"), data_);
-    f1->addRow(QString(), folderRow);
+    dataForm_ = new QFormLayout(what);
     auto* where = new QGroupBox(tr("Devices and strategy"));
-    auto* f2 = new QFormLayout(where);
-    devicesForm_ = f2;
-    f2->addRow(tr("Run on"), runOn_);
-    f2->addRow(tr("CPU towers"), towers_);
-    f2->addRow(gpus_);
-    f2->addRow(tr("Towers per GPU"), perGpu_);
-    f2->addRow(tr("Variables"), variables_);
-    f2->addRow(tr("Reduce"), reduce_);
-    f2->addRow(tr("Updates"), update_);
-    f2->addRow(tr("Average every"), averageEvery_);
-    f2->addRow(tr("PS shards"), psShards_);
-    f2->addRow(tr("Stragglers"), slow_);
-    auto* how = new QGroupBox(tr("Hyperparameters"));
-    auto* f3 = new QFormLayout(how);
-    f3->addRow(tr("Batch per tower"), batchPerTower_);
-    f3->addRow(tr("Optimiser"), optimizer_);
-    f3->addRow(tr("Learning rate"), lr_);
-    f3->addRow(tr("Decay every"), decaySteps_);
-    f3->addRow(tr("Decay rate"), decayRate_);
-    f3->addRow(tr("Length"), lengthRow);
-    f3->addRow(tr("Seed"), seed_);
-    problem_ = new QLabel;
-    problem_->setWordWrap(true);
-    problem_->setStyleSheet("color: #c0392b;");
+    devicesForm_ = new QFormLayout(where);
+    auto* how = new QGroupBox(tr("Training"));
+    trainingForm_ = new QFormLayout(how);
+    auto* judge = new QGroupBox(tr("Evaluation"));
+    auto* evalForm = new QFormLayout(judge);
+    advanced_ = new FoldSection(tr("Advanced"));
+
+    auto add = [&](QFormLayout* form, const QString& key, const QString& label, QWidget* field, QWidget* shown = nullptr) {
+        form->addRow(label, shown ? shown : field);
+        if (!key.isEmpty()) bind(key, field, label);
+    };
+    add(dataForm_, "model", tr("Model"), model_);
+    add(dataForm_, "data", tr("Data"), data_);
+    add(dataForm_, {}, tr("Folder"), folderRow_);
+    add(devicesForm_, {}, tr("Run on"), runOn_);
+    add(devicesForm_, "towers", tr("CPU towers"), towers_);
+    devicesForm_->addRow(gpus_);
+    add(devicesForm_, {}, tr("Towers per GPU"), perGpu_);
+    add(devicesForm_, "variables", tr("Variables"), variables_);
+    add(devicesForm_, "reduce", tr("Reduce"), reduce_);
+    add(devicesForm_, "update", tr("Updates"), update_);
+    add(devicesForm_, "average_every", tr("Average every"), averageEvery_);
+    add(devicesForm_, "ps_shards", tr("PS shards"), psShards_);
+    add(devicesForm_, "slow", tr("Stragglers"), slow_);
+    add(trainingForm_, "batch", tr("Batch"), batch_, row({batch_, batchMeaning_}));
+    bind("batch_per_tower", batchMeaning_, tr("Batch per tower"));
+    add(trainingForm_, {}, tr("Global batch"), split_);
+    add(trainingForm_, "optimizer", tr("Optimiser"), optimizer_);
+    add(trainingForm_, "lr", tr("Learning rate"), lr_);
+    add(trainingForm_, "momentum", tr("Momentum"), momentum_);
+    add(trainingForm_, "lr_decay_steps", tr("Decay every"), decaySteps_);
+    add(trainingForm_, "lr_decay_rate", tr("Decay rate"), decayRate_);
+    add(trainingForm_, "lr_staircase", QString(), staircase_);
+    add(trainingForm_, "epochs", tr("Length"), lengthValue_, row({lengthValue_, length_}));
+    bind("steps", length_, tr("Steps"));
+    add(trainingForm_, "seed", tr("Seed"), seed_);
+    add(evalForm, "ema_decay", tr("Weight average"), emaDecay_);
+    add(evalForm, "eval_every", tr("Evaluate every"), evalEvery_);
+    add(evalForm, "validation", tr("Validation"), validation_);
+    add(advanced_->form(), "threads", tr("Threads"), threads_);
+    add(advanced_->form(), "prefetch", tr("Prefetch"), prefetch_);
+    add(advanced_->form(), "shuffle_buffer", tr("Shuffle buffer"), shuffleBuffer_);
+    add(advanced_->form(), "metrics", tr("Metrics file"), metrics_, row({metrics_, browseMetrics_}));
+    add(advanced_->form(), "transfers", tr("Transfers"), transfers_);
+    add(advanced_->form(), "tf32", tr("GPU math"), tf32_);
+    names_["lr_staircase"] = tr("Staircase");
+    names_["towers"] = tr("Towers");
+
     auto* v = new QVBoxLayout(this);
-    v->addWidget(what);
-    v->addWidget(where);
-    v->addWidget(how);
-    v->addWidget(problem_);
+    for (QWidget* w : std::initializer_list<QWidget*>{what, where, how, judge, advanced_}) v->addWidget(w);
     v->addStretch();
 
     connect(browse_, &QPushButton::clicked, this, &ExperimentPanel::browseFolder);
+    connect(browseMetrics_, &QPushButton::clicked, this, &ExperimentPanel::browseMetrics);
     connect(runOn_, &QComboBox::currentIndexChanged, this, &ExperimentPanel::devicesChanged);
     connect(gpus_, &QListWidget::itemChanged, this, &ExperimentPanel::devicesChanged);
     for (QSpinBox* s : {towers_, perGpu_}) connect(s, &QSpinBox::valueChanged, this, &ExperimentPanel::devicesChanged);
-    for (QComboBox* c : {model_, data_, variables_, reduce_, update_, optimizer_, length_})
+    for (QComboBox* c : {model_, data_, variables_, reduce_, update_, optimizer_, length_, batchMeaning_, transfers_})
         connect(c, &QComboBox::currentIndexChanged, this, &ExperimentPanel::revalidate);
-    for (QSpinBox* s : {averageEvery_, psShards_, batchPerTower_, decaySteps_, seed_})
+    for (QSpinBox* s : {averageEvery_, psShards_, batch_, decaySteps_, seed_, evalEvery_, validation_, shuffleBuffer_,
+                        prefetch_, threads_})
         connect(s, &QSpinBox::valueChanged, this, &ExperimentPanel::revalidate);
-    for (QDoubleSpinBox* s : {lr_, decayRate_, lengthValue_})
+    for (QDoubleSpinBox* s : {lr_, momentum_, decayRate_, lengthValue_, emaDecay_})
         connect(s, &QDoubleSpinBox::valueChanged, this, &ExperimentPanel::revalidate);
-    for (QLineEdit* e : {folder_, slow_}) connect(e, &QLineEdit::textChanged, this, &ExperimentPanel::revalidate);
+    for (QLineEdit* e : {folder_, slow_, metrics_}) connect(e, &QLineEdit::textChanged, this, &ExperimentPanel::revalidate);
+    for (QCheckBox* b : {staircase_, tf32_}) connect(b, &QCheckBox::toggled, this, &ExperimentPanel::revalidate);
+    // The length's unit changes what its number means: whole steps, or epochs to two decimals
+    // (and the other unit's number is kept for switching back).
+    connect(length_, &QComboBox::currentIndexChanged, this, [this](int unit) {
+        const QSignalBlocker quiet(lengthValue_);
+        const bool steps = unit == 1;
+        lengthValue_->setDecimals(steps ? 0 : 2);
+        lengthValue_->setRange(steps ? 1 : 0.01, steps ? 1e9 : 1e6);
+        lengthValue_->setSingleStep(steps ? 100 : 1);
+        lengthValue_->setGroupSeparatorShown(steps);
+        lengthValue_->setValue(steps ? double(base_.steps > 0 ? base_.steps : 1000) : base_.epochs);
+        revalidate();
+    });
 
-    tb::RunConfig defaults;
-    defaults.towers = "cpu:0,cpu:1";
-    defaults.batch = 128;
-    setConfig(defaults);
+    setConfig(tb::RunConfig());
+}
+
+void ExperimentPanel::bind(const QString& key, QWidget* field, const QString& label) {
+    fields_[key] = field;
+    names_[key] = label;
+    field->setProperty("configKey", key);
 }
 
 QString ExperimentPanel::dataSpec() const {
@@ -211,6 +301,13 @@ QString ExperimentPanel::dataSpec() const {
 void ExperimentPanel::browseFolder() {
     const QString dir = QFileDialog::getExistingDirectory(this, tr("Data folder"), folder_->text());
     if (!dir.isEmpty()) folder_->setText(dir);
+}
+
+void ExperimentPanel::browseMetrics() {
+    const QString file = QFileDialog::getSaveFileName(
+        this, tr("Metrics file"), metrics_->text().isEmpty() ? QStringLiteral("metrics.jsonl") : metrics_->text(),
+        tr("JSON lines (*.jsonl)"));
+    if (!file.isEmpty()) metrics_->setText(file);
 }
 
 bool ExperimentPanel::onGpus() const { return runOn_->currentIndex() == kGpus; }
@@ -303,14 +400,13 @@ void ExperimentPanel::showTowers(const std::string& text) {
 }
 
 tb::RunConfig ExperimentPanel::config() const {
-    tb::RunConfig c;
+    tb::RunConfig c = base_;
     c.model = model_->currentText().toStdString();
     c.data = dataSpec().toStdString();
     // "gpu:0*2" is two towers on gpu:0 (DeploymentPlan::parseTowers).
-    const QStringList devices = chosenDevices();
     const int perDevice = towersPerDevice();
     QStringList items;
-    for (const QString& d : devices) items << (perDevice > 1 ? d + QStringLiteral("*%1").arg(perDevice) : d);
+    for (const QString& d : chosenDevices()) items << (perDevice > 1 ? d + QStringLiteral("*%1").arg(perDevice) : d);
     c.towers = items.join(',').toStdString();
     c.variables = variables_->currentData().toString().toStdString();
     c.reduce = reduce_->currentText().toStdString();
@@ -318,12 +414,21 @@ tb::RunConfig ExperimentPanel::config() const {
     c.averageEvery = averageEvery_->value();
     c.psShards = psShards_->value();
     c.slow = slow_->text().trimmed().toStdString();
-    c.batchPerTower = batchPerTower_->value();
-    c.batch = int(devices.size()) * perDevice * batchPerTower_->value();
+    // A global batch leaves the split to the plan; a batch per tower makes the global batch
+    // follow the towers (written out, so a saved file says what a step is).
+    if (batchMeaning_->currentIndex() == kGlobalBatch) {
+        c.batch = batch_->value();
+        c.batchPerTower = 0;
+    } else {
+        c.batchPerTower = batch_->value();
+        c.batch = int(std::min<int64_t>(INT_MAX, int64_t(towerCount()) * batch_->value()));
+    }
     c.optimizer = optimizer_->currentText().toStdString();
     c.lr = lr_->value();
+    c.momentum = momentum_->value();
     c.lrDecaySteps = decaySteps_->value();
     c.lrDecayRate = decayRate_->value();
+    c.lrStaircase = staircase_->isChecked();
     if (length_->currentIndex() == 0) {
         c.epochs = lengthValue_->value();
         c.steps = 0;
@@ -331,11 +436,21 @@ tb::RunConfig ExperimentPanel::config() const {
         c.steps = int64_t(lengthValue_->value());
     }
     c.seed = uint64_t(seed_->value());
+    c.emaDecay = emaDecay_->value();
+    c.evalEvery = evalEvery_->value();
+    c.validation = validation_->value();
+    c.threads = threads_->value();
+    c.prefetch = prefetch_->value();
+    c.shuffleBuffer = shuffleBuffer_->value();
+    c.metrics = metrics_->text().trimmed().toStdString();
+    c.transfers = transfers_->currentText().toStdString();
+    c.tf32 = tf32_->isChecked();
     return c;
 }
 
 void ExperimentPanel::setConfig(const tb::RunConfig& c) {
     loading_ = true;
+    base_ = c;
     if (model_->findText(QString::fromStdString(c.model)) < 0) model_->addItem(QString::fromStdString(c.model));
     model_->setCurrentText(QString::fromStdString(c.model));
     const QString spec = QString::fromStdString(c.data);
@@ -362,31 +477,78 @@ void ExperimentPanel::setConfig(const tb::RunConfig& c) {
         variables_->addItem(variables, variables);
         variables_->setCurrentIndex(variables_->count() - 1);
     }
-    const int towers = int(chosenDevices().size()) * towersPerDevice();
     reduce_->setCurrentText(QString::fromStdString(c.reduce));
     update_->setCurrentText(QString::fromStdString(c.update));
     averageEvery_->setValue(c.averageEvery);
     psShards_->setValue(c.psShards);
     slow_->setText(QString::fromStdString(c.slow));
-    batchPerTower_->setValue(c.batchPerTower > 0 ? c.batchPerTower : std::max(1, c.batch / std::max(1, towers)));
+    batchMeaning_->setCurrentIndex(c.batchPerTower > 0 ? kBatchPerTower : kGlobalBatch);
+    batch_->setValue(c.batchPerTower > 0 ? c.batchPerTower : c.batch);
     optimizer_->setCurrentText(QString::fromStdString(c.optimizer));
     lr_->setValue(c.lr);
-    decaySteps_->setValue(int(c.lrDecaySteps));
+    momentum_->setValue(c.momentum);
+    decaySteps_->setValue(int(std::min<int64_t>(INT_MAX, c.lrDecaySteps)));
     decayRate_->setValue(c.lrDecayRate);
-    length_->setCurrentIndex(c.steps > 0 ? 1 : 0);
+    staircase_->setChecked(c.lrStaircase);
+    length_->setCurrentIndex(c.steps > 0 ? 1 : 0);  // its handler sets the value from base_
     lengthValue_->setValue(c.steps > 0 ? double(c.steps) : c.epochs);
-    seed_->setValue(int(c.seed));
+    seed_->setValue(int(std::min<uint64_t>(INT_MAX, c.seed)));
+    emaDecay_->setValue(c.emaDecay);
+    evalEvery_->setValue(int(std::min<int64_t>(INT_MAX, c.evalEvery)));
+    validation_->setValue(int(std::min<int64_t>(INT_MAX, c.validation)));
+    threads_->setValue(c.threads);
+    prefetch_->setValue(c.prefetch);
+    shuffleBuffer_->setValue(int(std::min<int64_t>(INT_MAX, c.shuffleBuffer)));
+    metrics_->setText(QString::fromStdString(c.metrics));
+    transfers_->setCurrentText(QString::fromStdString(c.transfers));
+    tf32_->setChecked(c.tf32);
+    // Advanced settings someone changed are shown, not hidden behind the fold.
+    const tb::RunConfig defaults;
+    if (c.threads != defaults.threads || c.prefetch != defaults.prefetch || c.shuffleBuffer != defaults.shuffleBuffer ||
+        !c.metrics.empty() || c.transfers != defaults.transfers || c.tf32 != defaults.tf32)
+        advanced_->setOpen(true);
     loading_ = false;
     revalidate();
 }
 
-QString ExperimentPanel::problem() const { return problem_->text(); }
+QString ExperimentPanel::batchSplit() const {
+    const int towers = towerCount();
+    if (towers == 0) return tr("no towers");
+    const QLocale locale;
+    const int per = batchMeaning_->currentIndex() == kGlobalBatch ? batch_->value() / towers : batch_->value();
+    const QString towersText = towers == 1 ? tr("1 tower") : tr("%1 towers").arg(towers);
+    if (batchMeaning_->currentIndex() == kGlobalBatch && batch_->value() % towers != 0)
+        return tr("%1 does not split over %2").arg(locale.toString(batch_->value()), towersText);
+    return tr("%1 = %2 × %3").arg(locale.toString(int64_t(per) * towers), towersText, locale.toString(per));
+}
+
+QString ExperimentPanel::inFormWords(const QString& message, bool bold) const {
+    static const QRegularExpression flag(QStringLiteral("--([a-z0-9-]+)"));
+    QString out;
+    qsizetype at = 0;
+    for (auto it = flag.globalMatch(message); it.hasNext();) {
+        const QRegularExpressionMatch m = it.next();
+        const QString key = QString::fromStdString(tb::RunConfig::flagToKey(m.captured(1).toStdString()));
+        const QString name = names_.value(key, m.captured(1));
+        const QString between = message.mid(at, m.capturedStart() - at);
+        out += (bold ? between.toHtmlEscaped() : between) + (bold ? "<b>" + name.toHtmlEscaped() + "</b>" : name);
+        at = m.capturedEnd();
+    }
+    const QString rest = message.mid(at);
+    return out + (bold ? rest.toHtmlEscaped() : rest);
+}
+
+QString ExperimentPanel::problemHtml() const { return inFormWords(engineProblem_, true); }
 
 void ExperimentPanel::revalidate() {
     if (loading_) return;
     const bool folder = data_->currentData().toString().endsWith(':');
-    folder_->setEnabled(folder);
-    browse_->setEnabled(folder);
+    dataForm_->setRowVisible(folderRow_, folder);
+    const QString optimizer = optimizer_->currentText();
+    momentum_->setEnabled(optimizer == QLatin1String("momentum") || optimizer == QLatin1String("nesterov"));
+    decayRate_->setEnabled(decaySteps_->value() > 0);
+    staircase_->setEnabled(decaySteps_->value() > 0);
+    split_->setText(batchSplit());
     const tb::RunConfig c = config();
     QString why;
     try {
@@ -407,9 +569,8 @@ void ExperimentPanel::revalidate() {
     } catch (const std::exception& e) {
         why = QString::fromUtf8(e.what());
     }
-    // Flags name the settings in the engine's messages; the window shows them without "--".
-    why.replace(QRegularExpression("--([a-z-]+)"), "\\1");
-    problem_->setText(why);
+    engineProblem_ = why;
+    problem_ = inFormWords(why, false);
     valid_ = why.isEmpty();
     emit configChanged(c, valid_);
 }

@@ -1,22 +1,26 @@
-// ExperimentPanel: everything a run needs, chosen by pointing and clicking: model, dataset,
+// ExperimentPanel: every setting of a run, chosen by pointing and clicking: model and data,
 // towers (CPU towers, or GPUs from a DeviceCatalog with a number of towers per GPU) and
-// strategy, hyperparameters. It produces a RunConfig (the same settings as the CLI's flags and
-// config files) and explains an invalid combination in place, in the engine's own words, before
-// Start is allowed.
+// strategy, training, evaluation, and the advanced settings folded away. It produces a RunConfig
+// (the same settings as the CLI's flags and config files: every key of RunConfig has a field
+// here, or is on commandLineOnlyKeys()) and explains an invalid combination in plain words,
+// naming the form's fields, before Start is allowed.
 #pragma once
+#include <QHash>
 #include <QWidget>
 
 #include "device_catalog.hpp"
 #include "io/run_config.hpp"
 
+class QCheckBox;
 class QComboBox;
-class QFormLayout;
-class QListWidget;
-class QSpinBox;
 class QDoubleSpinBox;
-class QLineEdit;
+class QFormLayout;
 class QLabel;
+class QLineEdit;
+class QListWidget;
 class QPushButton;
+class QSpinBox;
+class FoldSection;
 
 class ExperimentPanel : public QWidget {
     Q_OBJECT
@@ -25,9 +29,26 @@ public:
     // missing and refused.
     explicit ExperimentPanel(DeviceCatalog catalog, QWidget* parent = nullptr);
     tb::RunConfig config() const;
+    // Shows `c`; settings the form has no field for (commandLineOnlyKeys) are kept as they are,
+    // so config() gives back exactly what was set.
     void setConfig(const tb::RunConfig& c);
     bool isValid() const { return valid_; }
-    QString problem() const;          // the explanation shown, empty when valid
+    // The explanation of an invalid combination in the form's own words ("Reduce allreduce
+    // needs Variables replicated ..."), empty when valid; problemHtml() the same with the fields'
+    // names in bold.
+    QString problem() const { return problem_; }
+    QString problemHtml() const;
+    // "128 = 2 towers × 64": the global batch and its split (or why there is none).
+    QString batchSplit() const;
+
+    // The field that sets a RunConfig key (file key, e.g. "ema_decay"), nullptr for the keys
+    // without one. Keys whose field sets them through a choice ("steps": the length's unit,
+    // "batch_per_tower": the batch's meaning) give that choice.
+    QWidget* fieldFor(const QString& key) const { return fields_.value(key); }
+    // Keys that only the command line sets: their meaning is the terminal's.
+    static QStringList commandLineOnlyKeys() { return {QStringLiteral("quiet")}; }
+    FoldSection* advancedSection() const { return advanced_; }
+
     QComboBox* runOnBox() const { return runOn_; }    // kCpuTowers or kGpus
     QSpinBox* towersBox() const { return towers_; }   // CPU towers
     QListWidget* gpuList() const { return gpus_; }    // one checkable item per GPU
@@ -35,8 +56,11 @@ public:
     QComboBox* variablesBox() const { return variables_; }
     QComboBox* reduceBox() const { return reduce_; }
     QComboBox* updateBox() const { return update_; }
+    QSpinBox* batchBox() const { return batch_; }
+    QComboBox* batchMeaningBox() const { return batchMeaning_; }  // kGlobalBatch or kBatchPerTower
 
-    static constexpr int kCpuTowers = 0, kGpus = 1;  // runOnBox() indexes
+    static constexpr int kCpuTowers = 0, kGpus = 1;         // runOnBox() indexes
+    static constexpr int kGlobalBatch = 0, kBatchPerTower = 1;  // batchMeaningBox() indexes
 
 signals:
     void configChanged(const tb::RunConfig& c, bool valid);
@@ -47,26 +71,43 @@ private slots:
 private:
     QString dataSpec() const;
     void browseFolder();
+    void browseMetrics();
     bool onGpus() const;
     // The devices chosen, each once, in order: cpu:0 ... cpu:N-1, or the GPUs checked.
     QStringList chosenDevices() const;
     int towersPerDevice() const;                    // 1 for CPU towers (a CPU tower is a device of its own)
+    int towerCount() const { return int(chosenDevices().size()) * towersPerDevice(); }
     // Run on, CPU towers, GPU checks or towers per GPU changed: show the rows of the choice made
     // and offer its devices as the variables' places.
     void devicesChanged();
     void setVariablesChoices(const QString& keep);  // keeps `keep` selected where it is offered
     void showTowers(const std::string& towers);     // setConfig's part for the device controls
     void fitGpuList();
+    // Registers `field` as the one that sets `key`, and its form label as the key's name in
+    // explanations.
+    void bind(const QString& key, QWidget* field, const QString& label);
+    // An engine message ("--reduce allreduce needs --variables replicated") with the flags
+    // replaced by the fields' names; `bold` marks them up for the rich-text label.
+    QString inFormWords(const QString& engineMessage, bool bold) const;
 
     DeviceCatalog catalog_;
-    QComboBox *model_, *data_, *runOn_, *variables_, *reduce_, *update_, *optimizer_, *length_;
+    tb::RunConfig base_;  // the last config set: what the form has no field for comes from here
+    QHash<QString, QWidget*> fields_;
+    QHash<QString, QString> names_;  // key -> the field's label
+    QComboBox *model_, *data_, *runOn_, *variables_, *reduce_, *update_, *optimizer_, *length_, *batchMeaning_,
+        *transfers_;
     QListWidget* gpus_;
-    QFormLayout* devicesForm_;
-    QLineEdit *folder_, *slow_;
-    QPushButton* browse_;
-    QSpinBox *towers_, *perGpu_, *averageEvery_, *psShards_, *batchPerTower_, *decaySteps_, *seed_;
-    QDoubleSpinBox *lr_, *decayRate_, *lengthValue_;
-    QLabel* problem_;
+    QFormLayout *devicesForm_, *trainingForm_, *dataForm_;
+    QWidget* folderRow_;
+    QLineEdit *folder_, *slow_, *metrics_;
+    QPushButton *browse_, *browseMetrics_;
+    QSpinBox *towers_, *perGpu_, *averageEvery_, *psShards_, *batch_, *decaySteps_, *seed_, *evalEvery_, *validation_,
+        *shuffleBuffer_, *prefetch_, *threads_;
+    QDoubleSpinBox *lr_, *momentum_, *decayRate_, *lengthValue_, *emaDecay_;
+    QCheckBox *staircase_, *tf32_;
+    QLabel* split_;
+    FoldSection* advanced_;
+    QString problem_, engineProblem_;
     bool valid_ = false;
     bool loading_ = false;  // setConfig in progress: one revalidation at the end
 };

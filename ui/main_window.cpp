@@ -3,18 +3,28 @@
 #include <QAction>
 #include <QApplication>
 #include <QCloseEvent>
+#include <QComboBox>
+#include <QDir>
 #include <QDockWidget>
-#include <QFile>
 #include <QFileDialog>
+#include <QFileInfo>
+#include <QJsonArray>
 #include <QJsonDocument>
+#include <QJsonObject>
 #include <QLabel>
+#include <QLocale>
 #include <QMenuBar>
 #include <QMessageBox>
+#include <QProgressBar>
+#include <QScreen>
 #include <QScrollArea>
+#include <QScrollBar>
 #include <QSettings>
 #include <QSplitter>
 #include <QStatusBar>
 #include <QToolBar>
+#include <QToolButton>
+#include <QVBoxLayout>
 #include <fstream>
 
 #include "backend/backend.hpp"
@@ -22,24 +32,54 @@
 #include "devices_panel.hpp"
 #include "engine_worker.hpp"
 #include "experiment_panel.hpp"
+#include "form_widgets.hpp"
 #include "nn/model_spec.hpp"
 #include "nn/network.hpp"
 #include "placement_diagram.hpp"
+
+namespace {
+
+// Slow motion: steps per second (0: as fast as the machine goes).
+struct Pace {
+    const char* label;
+    double stepsPerSecond;
+};
+constexpr Pace kPaces[] = {{"full speed", 0}, {"20 steps/s", 20}, {"5 steps/s", 5},
+                           {"2 steps/s", 2},  {"1 step/s", 1},    {"1 step / 2 s", 0.5}};
+
+QString duration(double seconds) {
+    if (seconds < 60) return QObject::tr("%1 s").arg(seconds, 0, 'f', seconds < 10 ? 1 : 0);
+    const qint64 s = qint64(seconds + 0.5);
+    if (s < 3600) return QObject::tr("%1 min %2 s").arg(s / 60).arg(s % 60);
+    return QObject::tr("%1 h %2 min").arg(s / 3600).arg(s % 3600 / 60);
+}
+
+QString percent(double fraction) { return QLocale().toString(100 * fraction, 'f', 1) + QLatin1Char('%'); }
+
+}  // namespace
 
 MainWindow::MainWindow(DeviceCatalog catalog, const TelemetryFactory& telemetry, QWidget* parent)
     : QMainWindow(parent), catalog_(std::move(catalog)) {
     setWindowTitle(tr("Towerbench"));
     setWindowIcon(QIcon(":/towerbench.svg"));
     EngineWorker::registerTypes();
+    wall_.start();
+    createActions();
 
     experiment_ = new ExperimentPanel(catalog_);
-    auto* scroll = new QScrollArea;
-    scroll->setWidget(experiment_);
-    scroll->setWidgetResizable(true);
-    auto* left = new QDockWidget(tr("Experiment"), this);
-    left->setObjectName("experimentDock");
-    left->setWidget(scroll);
-    addDockWidget(Qt::LeftDockWidgetArea, left);
+    scroll_ = new QScrollArea;
+    scroll_->setWidget(experiment_);
+    scroll_->setWidgetResizable(true);
+    experiment_->installEventFilter(this);
+    auto* leftBody = new QWidget;
+    auto* leftLayout = new QVBoxLayout(leftBody);
+    leftLayout->setContentsMargins(0, 0, 0, 0);
+    leftLayout->addWidget(scroll_, 1);
+    leftLayout->addWidget(buildRunBox());
+    left_ = new QDockWidget(tr("Experiment"), this);
+    left_->setObjectName("experimentDock");
+    left_->setWidget(leftBody);
+    addDockWidget(Qt::LeftDockWidgetArea, left_);
 
     diagram_ = new PlacementDiagram;
     charts_ = new ChartsPanel;
@@ -47,13 +87,24 @@ MainWindow::MainWindow(DeviceCatalog catalog, const TelemetryFactory& telemetry,
     centre->addWidget(diagram_);
     centre->addWidget(charts_);
     centre->setStretchFactor(1, 2);
-    setCentralWidget(centre);
+    summary_ = new QLabel;
+    summary_->setObjectName("runSummary");
+    summary_->setWordWrap(true);
+    summary_->setTextInteractionFlags(Qt::TextSelectableByMouse);
+    summary_->setStyleSheet("#runSummary { background: #eef5ea; border: 1px solid #9fc49a; padding: 6px; }");
+    summary_->hide();
+    auto* centreBody = new QWidget;
+    auto* centreLayout = new QVBoxLayout(centreBody);
+    centreLayout->setContentsMargins(0, 0, 0, 0);
+    centreLayout->addWidget(summary_);
+    centreLayout->addWidget(centre, 1);
+    setCentralWidget(centreBody);
 
     devices_ = new DevicesPanel(catalog_);
-    auto* right = new QDockWidget(tr("Devices and timeline"), this);
-    right->setObjectName("devicesDock");
-    right->setWidget(devices_);
-    addDockWidget(Qt::RightDockWidgetArea, right);
+    right_ = new QDockWidget(tr("Devices and timeline"), this);
+    right_->setObjectName("devicesDock");
+    right_->setWidget(devices_);
+    addDockWidget(Qt::RightDockWidgetArea, right_);
     std::string noTelemetry;
     if (std::unique_ptr<tb::TelemetrySource> source = telemetry ? telemetry(&noTelemetry) : nullptr) {
         monitor_ = std::make_unique<tb::DeviceMonitor>(
@@ -67,19 +118,35 @@ MainWindow::MainWindow(DeviceCatalog catalog, const TelemetryFactory& telemetry,
         devices_->setTelemetryUnavailable(QString::fromStdString(noTelemetry));
     }
 
+    // The state takes the free width and says one short thing; its detail is its tooltip, so
+    // nothing in the bar ever overlaps or is cut.
+    stateLabel_ = new QLabel;
+    statusBar()->addWidget(stateLabel_, 1);
+    evalBusy_ = new QProgressBar;
+    evalBusy_->setRange(0, 0);  // busy: the evaluation reports no progress
+    evalBusy_->setMaximumWidth(120);
+    evalBusy_->hide();
     stepLabel_ = new QLabel;
     epochLabel_ = new QLabel;
     speedLabel_ = new QLabel;
     etaLabel_ = new QLabel;
+    statusBar()->addPermanentWidget(evalBusy_);
     for (QLabel* l : {stepLabel_, epochLabel_, speedLabel_, etaLabel_}) statusBar()->addPermanentWidget(l);
-    statusBar()->showMessage(tr("Ready"));
+    setState(tr("Ready"));
 
     worker_ = new EngineWorker;
     worker_->moveToThread(&thread_);
     connect(&thread_, &QThread::finished, worker_, &QObject::deleteLater);
     connect(this, &MainWindow::runRequested, worker_, &EngineWorker::run);  // queued: another thread
     connect(worker_, &EngineWorker::started, this, [this](const QString& plan) {
-        statusBar()->showMessage(tr("Running: %1").arg(plan));
+        // The data loaded and training begins: only now do the last run's charts give way.
+        charts_->reset(int(pendingTowers_.size()));
+        devices_->reset(pendingTowers_);
+        summary_->hide();
+        training_ = true;
+        recentSteps_.clear();
+        runDetail_ = plan;
+        setState(paused_ ? tr("Paused at step 0") : tr("Running"), plan);
     });
     connect(worker_, &EngineWorker::stepsReady, this, [this] {
         const std::vector<tb::StepMetrics> steps = worker_->takeSteps();
@@ -91,27 +158,38 @@ MainWindow::MainWindow(DeviceCatalog catalog, const TelemetryFactory& telemetry,
             devices_->addStep(steps[i]);
         const tb::StepMetrics& m = steps.back();
         diagram_->showStep(m);
-        stepLabel_->setText(tr("step %1/%2").arg(m.step).arg(m.totalSteps));
-        epochLabel_->setText(tr("epoch %1").arg(m.epoch, 0, 'f', 2));
-        speedLabel_->setText(tr("%1 ex/s").arg(m.examplesPerSec, 0, 'f', 0));
-        const double perStep = m.elapsedSeconds / double(std::max<int64_t>(1, m.step));
-        etaLabel_->setText(tr("ETA %1 s").arg(double(m.totalSteps - m.step) * perStep, 0, 'f', 0));
+        const QLocale locale;
+        lastStep_ = m.step;
+        totalSteps_ = m.totalSteps;
+        stepLabel_->setText(tr("step %1 / %2").arg(locale.toString(m.step), locale.toString(m.totalSteps)));
+        epochLabel_->setText(tr("epoch %1").arg(locale.toString(m.epoch, 'f', 2)));
+        speedLabel_->setText(tr("%1 ex/s").arg(locale.toString(m.examplesPerSec, 'f', 0)));
+        const qint64 now = wall_.elapsed();
+        recentSteps_.emplace_back(now, m.step);
+        while (recentSteps_.size() > 2 && now - recentSteps_.front().first > 5000) recentSteps_.pop_front();
+        showStepsTaken();
     });
     connect(worker_, &EngineWorker::evaluated, charts_, &ChartsPanel::addEval);
+    connect(worker_, &EngineWorker::evaluating, this, [this](const QString& splits) {
+        training_ = false;
+        evalBusy_->show();
+        etaLabel_->clear();
+        setState(stopping_ ? tr("Stopping: evaluating on the %1 (Stop again to skip)").arg(splits)
+                           : tr("Evaluating on the %1").arg(splits));
+    });
     connect(worker_, &EngineWorker::finished, this, [this](const QString& summary, bool stopped) {
         lastSummary_ = summary;
-        const auto j = QJsonDocument::fromJson(summary.toUtf8());
-        statusBar()->showMessage(stopped ? tr("Stopped") : tr("Finished: test accuracy %1%")
-                                                                  .arg(100 * j["test_accuracy"].toDouble(), 0, 'f', 2));
-        running_ = paused_ = false;
+        running_ = paused_ = training_ = false;
+        showSummary(summary, stopped);
         diagram_->clearActivity();
         updateActions();
         emit runEnded();
     });
     connect(worker_, &EngineWorker::failed, this, [this](const QString& message) {
-        running_ = paused_ = false;
+        running_ = paused_ = training_ = false;
         diagram_->clearActivity();
         updateActions();
+        setState(tr("Failed"), message);
         showError(message);
         emit runEnded();
     });
@@ -121,19 +199,30 @@ MainWindow::MainWindow(DeviceCatalog catalog, const TelemetryFactory& telemetry,
     buildMenus();
 
     QSettings settings;
-    restoreGeometry(settings.value("window/geometry").toByteArray());
+    fitOnShow_ = !restoreGeometry(settings.value("window/geometry").toByteArray());
     restoreState(settings.value("window/state").toByteArray());
+    // The last experiment, or on a fresh start the README's default one.
     const QByteArray last = settings.value("experiment/last").toByteArray();
-    tb::RunConfig c = experiment_->config();
+    tb::RunConfig c;
+    bool restored = false;
     if (!last.isEmpty()) {
         try {
             const auto j = nlohmann::json::parse(last.toStdString());
             for (const auto& [k, v] : j.items()) c.set(k, v, "saved settings");
-            experiment_->setConfig(c);
+            restored = true;
         } catch (const std::exception&) {
-            // Settings from another version: keep the defaults.
+            c = tb::RunConfig();  // settings from another version: the default experiment
         }
     }
+    const QString defaults = QDir(sampleConfigsDir()).filePath(QStringLiteral("default.json"));
+    if (!restored && QFileInfo::exists(defaults)) {
+        try {
+            c.loadFile(defaults.toStdString());
+        } catch (const std::exception&) {
+            c = tb::RunConfig();  // a damaged installation: the engine's defaults
+        }
+    }
+    experiment_->setConfig(c);
     configChanged(experiment_->config(), experiment_->isValid());
 }
 
@@ -141,6 +230,64 @@ MainWindow::~MainWindow() {
     worker_->abort();
     thread_.quit();
     thread_.wait();
+}
+
+QString MainWindow::sampleConfigsDir() {
+    for (const char* dir : {TB_SAMPLES_DIR, TB_INSTALLED_SAMPLES_DIR})
+        if (QFileInfo(QString::fromUtf8(dir)).isDir()) return QString::fromUtf8(dir);
+    return QDir::homePath();
+}
+
+void MainWindow::createActions() {
+    startAct_ = new QAction(tr("&Start"), this);
+    pauseAct_ = new QAction(tr("&Pause"), this);
+    stepAct_ = new QAction(tr("S&tep"), this);
+    stopAct_ = new QAction(tr("St&op"), this);
+    startAct_->setShortcut(QKeySequence(Qt::CTRL | Qt::Key_R));
+    pauseAct_->setShortcut(QKeySequence(Qt::CTRL | Qt::Key_P));
+    stepAct_->setShortcut(QKeySequence(Qt::CTRL | Qt::Key_T));
+    stopAct_->setShortcut(QKeySequence(Qt::CTRL | Qt::Key_Period));
+    pauseAct_->setToolTip(tr("Pause after the step in progress, or resume (Ctrl+P)"));
+    stepAct_->setToolTip(tr("Run exactly one step, then pause: watch the towers meet. With no run, starts one "
+                            "paused at step one (Ctrl+T)"));
+    stopAct_->setToolTip(tr("Stop after the step in progress and evaluate; press again to skip the evaluation "
+                            "(Ctrl+.)"));
+    connect(startAct_, &QAction::triggered, this, &MainWindow::start);
+    connect(pauseAct_, &QAction::triggered, this, &MainWindow::togglePause);
+    connect(stepAct_, &QAction::triggered, this, &MainWindow::stepOnce);
+    connect(stopAct_, &QAction::triggered, this, &MainWindow::stop);
+
+    pace_ = new QComboBox;
+    for (const Pace& p : kPaces) pace_->addItem(tr(p.label), p.stepsPerSecond);
+    pace_->setToolTip(tr("Slow motion: at most this many steps per second, to watch the towers and the "
+                         "synchronisation point step by step. Time held back is not training time."));
+    WheelGuard::guard(pace_);
+    connect(pace_, &QComboBox::currentIndexChanged, this, [this] {
+        worker_->setPace(pace_->currentData().toDouble());
+        recentSteps_.clear();  // the ETA's rate starts again at the new pace
+    });
+}
+
+QWidget* MainWindow::buildRunBox() {
+    auto* box = new QWidget;
+    auto* v = new QVBoxLayout(box);
+    v->setContentsMargins(6, 4, 6, 6);
+    problem_ = new QLabel;
+    problem_->setObjectName("startProblem");
+    problem_->setWordWrap(true);
+    problem_->setTextFormat(Qt::RichText);
+    problem_->setStyleSheet("#startProblem { color: #b03a2e; }");
+    v->addWidget(problem_);
+    auto* buttons = new QHBoxLayout;
+    for (QAction* a : {startAct_, pauseAct_, stepAct_, stopAct_}) {
+        auto* b = new QToolButton;
+        b->setDefaultAction(a);
+        b->setToolButtonStyle(Qt::ToolButtonTextOnly);
+        buttons->addWidget(b);
+    }
+    buttons->addStretch();
+    v->addLayout(buttons);
+    return box;
 }
 
 void MainWindow::buildMenus() {
@@ -151,17 +298,15 @@ void MainWindow::buildMenus() {
     file->addAction(tr("&Quit"), QKeySequence::Quit, this, &QWidget::close);
 
     auto* run = menuBar()->addMenu(tr("&Run"));
-    startAct_ = run->addAction(tr("&Start"), QKeySequence(Qt::CTRL | Qt::Key_R), this, &MainWindow::start);
-    pauseAct_ = run->addAction(tr("&Pause"), QKeySequence(Qt::CTRL | Qt::Key_P), this, &MainWindow::togglePause);
-    stepAct_ = run->addAction(tr("S&tep"), QKeySequence(Qt::CTRL | Qt::Key_T), this, &MainWindow::stepOnce);
-    stopAct_ = run->addAction(tr("St&op"), QKeySequence(Qt::CTRL | Qt::Key_Period), this, &MainWindow::stop);
-    startAct_->setToolTip(tr("Start training with this experiment (Ctrl+R)"));
-    pauseAct_->setToolTip(tr("Pause after the step in progress, or resume (Ctrl+P)"));
-    stepAct_->setToolTip(tr("Run exactly one synchronous step, then pause: watch the towers meet (Ctrl+T)"));
-    stopAct_->setToolTip(tr("Stop after the step in progress and evaluate (Ctrl+.)"));
+    run->addActions({startAct_, pauseAct_, stepAct_, stopAct_});
     auto* bar = addToolBar(tr("Run"));
     bar->setObjectName("runToolBar");
     bar->addActions({startAct_, pauseAct_, stepAct_, stopAct_});
+    bar->addSeparator();
+    auto* paceLabel = new QLabel(tr(" Pace "));
+    paceLabel->setToolTip(pace_->toolTip());
+    bar->addWidget(paceLabel);
+    bar->addWidget(pace_);
 
     auto* view = menuBar()->addMenu(tr("&View"));
     for (QDockWidget* d : findChildren<QDockWidget*>()) view->addAction(d->toggleViewAction());
@@ -187,11 +332,16 @@ void MainWindow::buildMenus() {
 
 void MainWindow::updateActions() {
     startAct_->setEnabled(!running_ && valid_);
+    startAct_->setToolTip(valid_ || running_ ? tr("Start training with this experiment (Ctrl+R)")
+                                             : tr("Cannot start: %1").arg(experiment_->problem()));
     pauseAct_->setEnabled(running_);
     pauseAct_->setText(paused_ ? tr("&Resume") : tr("&Pause"));
-    stepAct_->setEnabled(running_);
+    stepAct_->setEnabled(running_ || valid_);
     stopAct_->setEnabled(running_);
     experiment_->setEnabled(!running_);
+    const QString why = running_ ? QString() : experiment_->problemHtml();
+    problem_->setText(why.isEmpty() ? QString() : tr("Cannot start: %1").arg(why));
+    problem_->setVisible(!why.isEmpty());
 }
 
 void MainWindow::configChanged(const tb::RunConfig& c, bool valid) {
@@ -208,26 +358,28 @@ void MainWindow::configChanged(const tb::RunConfig& c, bool valid) {
         }
         diagram_->setModel(PlacementModel::fromPlan(catalog_.makePlan(c), paramCount_));
     } catch (const std::exception& e) {
-        statusBar()->showMessage(QString::fromUtf8(e.what()));
+        setState(tr("Ready"), QString::fromUtf8(e.what()));
     }
 }
 
-void MainWindow::start() {
+void MainWindow::start() { launch(false); }
+
+void MainWindow::launch(bool startPaused) {
     if (running_ || !experiment_->isValid()) return;
     const tb::RunConfig c = experiment_->config();
     QSettings().setValue("experiment/last", QByteArray::fromStdString(c.toJson().dump()));
     const tb::DeploymentPlan plan = catalog_.makePlan(c);  // tb::makePlan's, on a real catalog
-    QStringList devices;
-    for (const auto& d : plan.towers) devices << QString::fromStdString(d.str());
-    charts_->reset(plan.towerCount());
-    devices_->reset(devices);
+    pendingTowers_.clear();
+    for (const auto& d : plan.towers) pendingTowers_ << QString::fromStdString(d.str());
     lastError_.clear();
     running_ = true;
-    paused_ = false;
-    stopping_ = false;
+    paused_ = startPaused;
+    stopping_ = training_ = false;
+    lastStep_ = 0;
     updateActions();
-    statusBar()->showMessage(tr("Loading data…"));
+    setState(tr("Loading data…"), QString::fromStdString(c.data));
     worker_->expectRun();
+    if (startPaused) worker_->stepOnce();  // kept for the run: it starts paused and takes one step
     emit runRequested(c);
 }
 
@@ -236,14 +388,20 @@ void MainWindow::togglePause() {
     paused_ = !paused_;
     if (paused_) worker_->pause();
     else worker_->resume();
+    recentSteps_.clear();
     updateActions();
+    showStepsTaken();
 }
 
 void MainWindow::stepOnce() {
-    if (!running_) return;
+    if (!running_) {
+        launch(true);
+        return;
+    }
     paused_ = true;
     worker_->stepOnce();
     updateActions();
+    showStepsTaken();
 }
 
 void MainWindow::stop() {
@@ -252,17 +410,80 @@ void MainWindow::stop() {
     // second Stop skips that final evaluation too.
     if (stopping_) {
         worker_->abort();
-        statusBar()->showMessage(tr("Stopping without the final evaluation…"));
+        setState(tr("Stopping without the final evaluation…"));
     } else {
         worker_->stop();
-        statusBar()->showMessage(tr("Stopping: the final evaluation runs next (Stop again to skip it)…"));
+        setState(tr("Stopping after the step in progress…"));
     }
+    paused_ = false;
     stopping_ = true;
+    etaLabel_->clear();
+    updateActions();
+}
+
+void MainWindow::setState(const QString& text, const QString& detail) {
+    if (text != stateLabel_->text()) emit stateChanged(text);
+    stateLabel_->setText(text);
+    stateLabel_->setToolTip(detail.isEmpty() ? text : QStringLiteral("<p>%1</p>").arg(detail.toHtmlEscaped()));
+}
+
+QString MainWindow::stateText() const { return stateLabel_->text(); }
+QString MainWindow::etaText() const { return etaLabel_->text(); }
+QString MainWindow::summaryText() const { return summary_->text(); }
+
+// The state and ETA while training: paused, or running at the rate of the last seconds.
+void MainWindow::showStepsTaken() {
+    if (!running_ || !training_ || stopping_) return;
+    const QLocale locale;
+    if (paused_) {
+        setState(tr("Paused at step %1").arg(locale.toString(lastStep_)),
+                 tr("Step (Ctrl+T) takes one more step; Resume (Ctrl+P) goes on."));
+        etaLabel_->setText(tr("ETA: paused"));
+        return;
+    }
+    setState(tr("Running"), runDetail_);
+    if (recentSteps_.size() < 2 || recentSteps_.back().first == recentSteps_.front().first) return;
+    const double rate = double(recentSteps_.back().second - recentSteps_.front().second) /
+                        (double(recentSteps_.back().first - recentSteps_.front().first) / 1000.0);
+    if (rate > 0) etaLabel_->setText(tr("ETA %1").arg(duration(double(totalSteps_ - lastStep_) / rate)));
+}
+
+void MainWindow::showSummary(const QString& summaryJson, bool stopped) {
+    evalBusy_->hide();
+    etaLabel_->clear();
+    const QJsonObject j = QJsonDocument::fromJson(summaryJson.toUtf8()).object();
+    const QLocale locale;
+    const qint64 steps = j["steps"].toInteger();
+    const bool async = j["plan"].toObject()["update"].toString() == QLatin1String("async");
+    QString text = stopped ? tr("<b>Stopped</b> at step %1 of %2 after %3 of training")
+                                 .arg(locale.toString(steps), locale.toString(totalSteps_),
+                                      duration(j["train_seconds"].toDouble()))
+                           : tr("<b>Finished</b> %1 steps in %2 of training")
+                                 .arg(locale.toString(steps), duration(j["train_seconds"].toDouble()));
+    text += tr(" (%1 epochs; pauses, slow motion and evaluations not counted): %2 examples/s on average.")
+                .arg(locale.toString(j["epochs"].toDouble(), 'f', 2),
+                     locale.toString(j["examples_per_sec"].toDouble(), 'f', 0));
+    if (j.contains("validation_accuracy"))
+        text += tr(" Validation accuracy %1,").arg(percent(j["validation_accuracy"].toDouble()));
+    if (j["test_accuracy"].isNull()) text += tr(" no test evaluation (skipped).");
+    else text += tr(" test accuracy <b>%1</b>.").arg(percent(j["test_accuracy"].toDouble()));
+    QStringList busy;
+    for (const QJsonValue& b : j["tower_busy"].toArray()) busy << percent(b.toDouble());
+    text += tr(" Towers busy %1 of the time.").arg(busy.join(QStringLiteral(" / ")));
+    if (async) {
+        text += tr(" Mean staleness %1 updates. Asynchronous runs are not reproducible: the order of updates "
+                   "follows thread timing.")
+                    .arg(locale.toString(j["mean_staleness"].toDouble(), 'f', 2));
+    }
+    summary_->setText(text);
+    summary_->show();
+    setState(stopped ? tr("Stopped at step %1").arg(locale.toString(steps)) : tr("Finished"));
 }
 
 void MainWindow::showError(const QString& message) {
     lastError_ = message;
-    statusBar()->showMessage(message);
+    evalBusy_->hide();
+    etaLabel_->clear();
     // Window-modal and non-blocking: the event loop (and a test driving it) keeps running.
     auto* box = new QMessageBox(QMessageBox::Warning, tr("Towerbench"), message, QMessageBox::Ok, this);
     box->setAttribute(Qt::WA_DeleteOnClose);
@@ -281,20 +502,79 @@ bool MainWindow::loadConfigFile(const QString& path) {
     return true;
 }
 
+bool MainWindow::saveConfigFile(const QString& path) {
+    std::ofstream f(path.toStdString());
+    f << experiment_->config().toJson().dump(2) << "\n";
+    f.close();
+    if (!f) {
+        showError(tr("%1: could not be written").arg(path));
+        return false;
+    }
+    return true;
+}
+
 void MainWindow::openConfig() {
-    const QString path = QFileDialog::getOpenFileName(this, tr("Open run config"), {}, tr("Run configs (*.json)"));
+    const QString path =
+        QFileDialog::getOpenFileName(this, tr("Open run config"), sampleConfigsDir(), tr("Run configs (*.json)"));
     if (!path.isEmpty()) loadConfigFile(path);
 }
 
 void MainWindow::saveConfig() {
-    const QString path = QFileDialog::getSaveFileName(this, tr("Save run config"), {}, tr("Run configs (*.json)"));
+    QString path = QFileDialog::getSaveFileName(this, tr("Save run config"), QDir::homePath(), tr("Run configs (*.json)"));
     if (path.isEmpty()) return;
-    std::ofstream f(path.toStdString());
-    f << experiment_->config().toJson().dump(2) << "\n";
-    if (!f) showError(tr("%1: could not be written").arg(path));
+    if (QFileInfo(path).suffix().isEmpty()) path += QStringLiteral(".json");
+    saveConfigFile(path);
+}
+
+void MainWindow::fitToScreen() {
+    const QRect avail = screen()->availableGeometry();
+    // Small screens get all of it (maximised, where a window manager does that), large ones
+    // most of it, centred; the frame (title bar, borders, where known yet) included.
+    const QSize frame = frameGeometry().size() - geometry().size();
+    const QSize size = (avail.width() <= 1600 ? avail.size() : avail.size() * 0.85) - frame;
+    setGeometry(QStyle::alignedRect(Qt::LeftToRight, Qt::AlignCenter, size, avail));
+    if (avail.width() <= 1600) setWindowState(windowState() | Qt::WindowMaximized);
+    // The form as wide as its widest row plus the scroll bar it may need (never a horizontal
+    // one); the devices panel as wide as it asks, within a quarter of the window.
+    fitFormWidth();
+    const int formWidth = scroll_->minimumWidth();
+    const int devicesWidth = std::min(devices_->sizeHint().width(), size.width() / 4);
+    resizeDocks({left_, right_}, {formWidth, devicesWidth}, Qt::Horizontal);
+}
+
+void MainWindow::fitFormWidth() {
+    // Its size hint, not its minimum: a combo box's minimum would cut its longest item.
+    scroll_->setMinimumWidth(experiment_->sizeHint().width() + scroll_->verticalScrollBar()->sizeHint().width() +
+                             2 * scroll_->frameWidth());
+}
+
+bool MainWindow::eventFilter(QObject* watched, QEvent* e) {
+    // The form's rows changed (another config, GPUs shown, the advanced settings unfolded):
+    // its dock follows its widest row, so the form never scrolls sideways.
+    if (watched == experiment_ && e->type() == QEvent::LayoutRequest) fitFormWidth();
+    return QMainWindow::eventFilter(watched, e);
+}
+
+void MainWindow::showEvent(QShowEvent* e) {
+    QMainWindow::showEvent(e);
+    fitFormWidth();
+    if (fitOnShow_ || !screen()->availableGeometry().contains(frameGeometry())) fitToScreen();
+    fitOnShow_ = false;
 }
 
 void MainWindow::closeEvent(QCloseEvent* e) {
+    if (running_) {
+        const bool quit = confirmQuit_ ? confirmQuit_() : QMessageBox::question(
+            this, tr("Quit Towerbench?"),
+            tr("A run is in progress (step %1 of %2). Quitting stops it without the final evaluation, and its "
+               "charts close with the window.")
+                .arg(QLocale().toString(lastStep_), QLocale().toString(totalSteps_)),
+            QMessageBox::Discard | QMessageBox::Cancel, QMessageBox::Cancel) == QMessageBox::Discard;
+        if (!quit) {
+            e->ignore();
+            return;
+        }
+    }
     QSettings settings;
     settings.setValue("window/geometry", saveGeometry());
     settings.setValue("window/state", saveState());

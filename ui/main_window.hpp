@@ -1,11 +1,16 @@
-// MainWindow: the workbench. Experiment panel (left), placement diagram and live charts
-// (centre), devices panel with the GPUs and the per-tower timeline (right), run controls in a
-// toolbar and menu, status bar with step, epoch, examples/sec and ETA. The engine runs in an
-// EngineWorker on its own QThread; a DeviceMonitor samples the GPUs on its own thread for as
-// long as the window is open; closing the window stops a run cleanly.
+// MainWindow: the workbench. Experiment panel (left) with the run controls and, beside Start,
+// what stops a run from starting; placement diagram and live charts (centre) under the last
+// run's summary; devices panel with the GPUs and the per-tower timeline (right); a toolbar with
+// the run controls and the pace (slow motion); a status bar with the run's state, step, epoch,
+// examples/sec and ETA. The engine runs in an EngineWorker on its own QThread; a DeviceMonitor
+// samples the GPUs on its own thread for as long as the window is open; closing the window
+// mid-run asks first, then stops the run cleanly. A fresh start opens the README's default
+// experiment (samples/configs/default.json) in a window sized to the screen it opens on.
 #pragma once
+#include <QElapsedTimer>
 #include <QMainWindow>
 #include <QThread>
+#include <deque>
 #include <functional>
 #include <memory>
 #include <string>
@@ -20,7 +25,11 @@ class ChartsPanel;
 class DevicesPanel;
 class EngineWorker;
 class QAction;
+class QComboBox;
+class QDockWidget;
 class QLabel;
+class QProgressBar;
+class QScrollArea;
 
 class MainWindow : public QMainWindow {
     Q_OBJECT
@@ -38,47 +47,86 @@ public:
     PlacementDiagram* diagram() const { return diagram_; }
     ChartsPanel* charts() const { return charts_; }
     DevicesPanel* devices() const { return devices_; }
+    QScrollArea* experimentScroll() const { return scroll_; }
+    QComboBox* paceBox() const { return pace_; }
+    QAction* startAction() const { return startAct_; }
     bool running() const { return running_; }
     bool paused() const { return paused_; }
+    QString stateText() const;        // the status bar's state: "Running", "Paused at step 12", ...
+    QString etaText() const;
+    QString summaryText() const;      // the last run's summary banner (plain text), empty before
     QString lastError() const { return lastError_; }
     QString lastSummary() const { return lastSummary_; }
     bool loadConfigFile(const QString& path);   // false (and a message) on a bad file
+    bool saveConfigFile(const QString& path);   // writes every setting; false (and a message) on failure
+    // Where the shipped run configs are (the source tree's samples/configs, or the installed
+    // copy); the open dialog starts there.
+    static QString sampleConfigsDir();
+    // Asked before closing the window mid-run; true: stop the run and quit. A dialog by default.
+    void setQuitConfirmation(std::function<bool()> ask) { confirmQuit_ = std::move(ask); }
 
 public slots:
     void start();
     void togglePause();
-    void stepOnce();
+    void stepOnce();   // paused: one more step; with no run: starts one paused at step one
     void stop();
 
 signals:
     void runRequested(const tb::RunConfig& c);
     void runEnded();                               // finished, stopped or failed
+    void stateChanged(const QString& state);       // what the status bar's state now says
 
 protected:
     void closeEvent(QCloseEvent* e) override;
+    bool eventFilter(QObject* watched, QEvent* e) override;
+    void showEvent(QShowEvent* e) override;
 
 private:
+    void createActions();
     void buildMenus();
+    QWidget* buildRunBox();
     void updateActions();
     void configChanged(const tb::RunConfig& c, bool valid);
+    void launch(bool paused);
+    void setState(const QString& text, const QString& detail = {});
+    void showStepsTaken();
+    void showSummary(const QString& summaryJson, bool stopped);
     void showError(const QString& message);
     void openConfig();
     void saveConfig();
+    // Sizes a window with no saved geometry (or one that no longer fits) to the screen's
+    // available area and gives the docks the width their content needs.
+    void fitToScreen();
+    void fitFormWidth();  // the form's dock at least as wide as the form's widest row
 
     DeviceCatalog catalog_;
     ExperimentPanel* experiment_;
+    QScrollArea* scroll_;
     PlacementDiagram* diagram_;
     ChartsPanel* charts_;
     DevicesPanel* devices_;
+    QDockWidget *left_, *right_;
     QThread thread_;
     EngineWorker* worker_;
     QAction *startAct_, *pauseAct_, *stepAct_, *stopAct_;
-    QLabel *stepLabel_, *epochLabel_, *speedLabel_, *etaLabel_;
-    bool running_ = false, paused_ = false, valid_ = false;
+    QComboBox* pace_;
+    QLabel *problem_, *summary_;
+    QLabel *stateLabel_, *stepLabel_, *epochLabel_, *speedLabel_, *etaLabel_;
+    QProgressBar* evalBusy_;
+    bool running_ = false, paused_ = false, valid_ = false, training_ = false;
     bool stopping_ = false;  // Stop was pressed once this run: the next press skips the final evaluation
+    bool fitOnShow_ = false;
+    int64_t lastStep_ = 0, totalSteps_ = 0;
+    QStringList pendingTowers_;  // the towers of the run requested, shown once it starts
+    // (wall time, step) of the last seconds of steps seen: the ETA's rate, as the user lives it
+    // (slow motion included, pauses not).
+    std::deque<std::pair<qint64, int64_t>> recentSteps_;
+    QElapsedTimer wall_;
     QString lastError_, lastSummary_;
+    QString runDetail_;        // the running plan, in words (the state's tooltip)
     QString paramsModel_;      // model whose parameter count is cached
     int64_t paramCount_ = 0;
+    std::function<bool()> confirmQuit_;
     // Null without telemetry. A member, so its thread is joined before QWidget's destructor
     // deletes the panel it posts to.
     std::unique_ptr<tb::DeviceMonitor> monitor_;

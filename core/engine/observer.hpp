@@ -44,7 +44,8 @@ struct EvalResult {
     bool averagedWeights = false;  // evaluated with the weights' moving average
 };
 
-enum class RunState { Loading, Running, Finished, Stopped, Failed };
+// Evaluating: the final evaluation after training (detail: the splits).
+enum class RunState { Loading, Running, Evaluating, Finished, Stopped, Failed };
 const char* toString(RunState s);
 
 class TrainingObserver {

@@ -27,6 +27,7 @@ const char* toString(RunState s) {
     switch (s) {
     case RunState::Loading: return "loading";
     case RunState::Running: return "running";
+    case RunState::Evaluating: return "evaluating";
     case RunState::Finished: return "finished";
     case RunState::Stopped: return "stopped";
     case RunState::Failed: return "failed";
@@ -353,11 +354,12 @@ RunSummary Trainer::execute(ObserverHub& hub) {
             std::move(nvml), [&hub](const std::vector<DeviceSample>& d) { hub.onDeviceSamples(d); },
             DeviceMonitor::kDefaultInterval, start);
     auto afterFirst = start;
+    double heldBeforeSecond = 0;
     auto record = [&](StepMetrics& m) {
         const auto now = Clock::now();
         m.totalSteps = total;
         m.epoch = double(m.step) * perStep / double(data.train.size());
-        m.elapsedSeconds = seconds(start, now);
+        m.elapsedSeconds = seconds(start, now) - control_.heldSeconds();  // pauses and slow motion are not training
         if (!std::isfinite(m.loss))
             throw Error("training diverged at step " + std::to_string(m.step) + " (loss is " + std::to_string(m.loss) +
                         "); lower --lr");
@@ -372,7 +374,10 @@ RunSummary Trainer::execute(ObserverHub& hub) {
         reduceApply += worst;
         stepTime += m.stepSeconds;
         if (m.staleness >= 0) staleness += double(m.staleness);
-        if (m.step == 1) afterFirst = now;
+        if (m.step == 1) {
+            afterFirst = now;
+            heldBeforeSecond = control_.heldSeconds();
+        }
         hub.onStepEnd(m);
         if (std::string e = hub.error(); !e.empty()) throw Error(e);  // e.g. the metrics file
     };
@@ -421,6 +426,7 @@ RunSummary Trainer::execute(ObserverHub& hub) {
         std::vector<Clock::time_point> lastPush(size_t(n), start);
         std::vector<double> latestLoss(size_t(n), std::nan("")), latestAccuracy(size_t(n), std::nan(""));
         std::deque<std::pair<Clock::time_point, int>> window;  // (when, examples) of recent pushes
+        control_.setParticipants(n);  // the run is held when every tower waits
         towers.runAsync(
             total, [&](Batch& b) { train.next(b); }, control_,
             [&](const TowerStep& r) {
@@ -449,8 +455,9 @@ RunSummary Trainer::execute(ObserverHub& hub) {
             });
     }
     const auto end = Clock::now();
-    sum.trainSeconds = seconds(start, end) - evalSeconds;
-    const double steadySeconds = seconds(afterFirst, end) - evalSeconds;
+    const double held = control_.heldSeconds();
+    sum.trainSeconds = seconds(start, end) - evalSeconds - held;
+    const double steadySeconds = seconds(afterFirst, end) - evalSeconds - (held - heldBeforeSecond);
     sum.steps = step;
     sum.stopped = step < total;
     sum.epochs = double(step) * perStep / double(data.train.size());
@@ -467,6 +474,7 @@ RunSummary Trainer::execute(ObserverHub& hub) {
     sum.optimizerSlotBytes = towers.optimizerSlotBytes();
     sum.evaluated = false;
     if (!control_.aborted()) {
+        hub.onStateChanged(RunState::Evaluating, data.validation.size() ? "validation and test sets" : "test set");
         std::optional<EvalResult> validation;
         if (data.validation.size()) validation = evalWith(data.validation, "validation", step, aborted);
         const std::optional<EvalResult> test =

@@ -120,8 +120,10 @@ void RunConfig::set(const std::string& key, const json& value, const std::string
     if (it == table().end()) throw Error(origin + ": unknown setting '" + key + "'");
     if (!fits(it->second.kind, value))
         throw Error(origin + ": '" + key + "' must be " + kindName(it->second.kind) + ", got " + value.dump());
-    if (key == "average_every" && value.get<int64_t>() < 1)  // 0 is the default, "off"; asking for it is a mistake
-        throw Error(origin + ": 'average_every' K must be at least 1, got " + value.dump());
+    // 0 is "off", as toJson() writes it; a negative K is a mistake (and so is the flag asking
+    // for 0: see setFromText).
+    if (key == "average_every" && value.get<int64_t>() < 0)
+        throw Error(origin + ": 'average_every' K must be at least 1 (0: off), got " + value.dump());
     try {
         it->second.assign(*this, value);
     } catch (const std::out_of_range&) {
@@ -148,6 +150,8 @@ void RunConfig::setFromText(const std::string& key, const std::string& text, con
         }
         if (!fits(it->second.kind, v))
             throw Error(origin + ": expected " + std::string(kindName(it->second.kind)) + ", got '" + text + "'");
+        // Averaging is off unless asked for; asking for it every 0 steps is a mistake.
+        if (key == "average_every" && v.get<int64_t>() < 1) throw Error(origin + ": K must be at least 1, got " + text);
         break;
     }
     }
