@@ -34,6 +34,8 @@ struct StepMetrics {
     int64_t bytesMoved = 0;        // gradients / parameters moved to and from the synchronisation point
     int pusher = -1;               // async: the tower whose update this was
     int64_t staleness = -1;        // async: updates applied by other towers since it pulled
+    int64_t examples = 0;          // examples this report trained on (async: the pusher's batch)
+    bool averaged = false;         // averaging every K: the replicas were averaged after this step
 };
 
 struct EvalResult {
@@ -42,6 +44,28 @@ struct EvalResult {
     double loss = 0, accuracy = 0;
     int64_t examples = 0;
     bool averagedWeights = false;  // evaluated with the weights' moving average
+};
+
+// The model's predicted class over the input plane of a 2-D dataset (synthetic:blobs, spirals),
+// for the window's decision-boundary view. Made by DecisionGridProbe (decision_grid.hpp).
+struct DecisionGrid {
+    int64_t step = 0;              // the step (async: update) whose report it follows
+    int64_t version = 0;           // updates applied to the variables it shows (async: those the
+                                   // pusher had pulled; otherwise = step)
+    int pusher = -1;               // async: the tower whose pulled variables these are
+    int cols = 0, rows = 0;        // grid cells along x and y
+    double xMin = 0, xMax = 0, yMin = 0, yMax = 0;  // centres of the first and last cells
+    int classes = 0;
+    std::vector<uint8_t> predicted;  // (rows, cols), row 0 at yMin: the arg-max class
+    std::vector<float> confidence;   // (rows, cols): that class's softmax probability
+    std::vector<float> points;       // (n, 2): training points to draw over the grid
+    std::vector<int32_t> labels;     // (n)
+};
+
+// What an observer asks of decision grids: about `frames` per run (0: none), cells x cells each.
+struct DecisionGridRequest {
+    int frames = 0;
+    int cells = 64;
 };
 
 // Evaluating: the final evaluation after training (detail: the splits).
@@ -57,6 +81,10 @@ public:
     // One batch from the device monitor (every GPU of the machine, about 5 per second) while a
     // run with GPU towers trains; droppable like step reports.
     virtual void onDeviceSamples(const std::vector<DeviceSample>&) {}
+    // Decision grids: asked for once when a run starts (2-D data only), delivered like steps
+    // (droppable when the queue is full).
+    virtual DecisionGridRequest decisionGridRequest() const { return {}; }
+    virtual void onDecisionGrid(const DecisionGrid&) {}
 };
 
 }  // namespace tb

@@ -21,7 +21,8 @@ void ObserverHub::push(Event e) {
         std::lock_guard lock(mutex_);
         if (queue_.size() >= capacity_) {
             auto step = std::find_if(queue_.begin(), queue_.end(), [](const Event& q) {
-                return std::holds_alternative<StepMetrics>(q) || std::holds_alternative<std::vector<DeviceSample>>(q);
+                return std::holds_alternative<StepMetrics>(q) || std::holds_alternative<std::vector<DeviceSample>>(q) ||
+                       std::holds_alternative<DecisionGrid>(q);
             });
             if (step != queue_.end()) {
                 queue_.erase(step);
@@ -37,6 +38,7 @@ void ObserverHub::onStateChanged(RunState s, const std::string& detail) { push(S
 void ObserverHub::onStepEnd(const StepMetrics& m) { push(m); }
 void ObserverHub::onEval(const EvalResult& r) { push(r); }
 void ObserverHub::onDeviceSamples(const std::vector<DeviceSample>& s) { push(s); }
+void ObserverHub::onDecisionGrid(const DecisionGrid& g) { push(g); }
 
 void ObserverHub::flush() {
     std::unique_lock lock(mutex_);
@@ -73,6 +75,7 @@ void ObserverHub::run() {
                 if (auto* s = std::get_if<State>(&e)) o->onStateChanged(s->state, s->detail);
                 else if (auto* m = std::get_if<StepMetrics>(&e)) o->onStepEnd(*m);
                 else if (auto* d = std::get_if<std::vector<DeviceSample>>(&e)) o->onDeviceSamples(*d);
+                else if (auto* g = std::get_if<DecisionGrid>(&e)) o->onDecisionGrid(*g);
                 else o->onEval(std::get<EvalResult>(e));
             } catch (const std::exception& ex) {
                 failed_[i] = true;

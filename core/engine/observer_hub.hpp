@@ -1,6 +1,6 @@
 // ObserverHub: hands engine events to observers on a thread of its own, so a slow observer
 // (a window repainting, a disk) never stalls training. The queue is bounded: when it is full,
-// the oldest step reports and device samples are dropped (and counted); state changes and
+// the oldest step reports, device samples and decision grids are dropped (and counted); state changes and
 // evaluations never are. An observer that throws is not called again; its error is kept for the
 // engine to end the run with (error()), instead of ending the process.
 #pragma once
@@ -25,6 +25,7 @@ public:
     void onStepEnd(const StepMetrics&) override;
     void onEval(const EvalResult&) override;
     void onDeviceSamples(const std::vector<DeviceSample>&) override;  // safe from any thread
+    void onDecisionGrid(const DecisionGrid&) override;
     void flush();             // waits until every queued event has been delivered
     int64_t dropped() const;
     std::string error() const;  // the first observer failure, one sentence; empty while none
@@ -34,7 +35,7 @@ private:
         RunState state;
         std::string detail;
     };
-    using Event = std::variant<State, StepMetrics, EvalResult, std::vector<DeviceSample>>;
+    using Event = std::variant<State, StepMetrics, EvalResult, std::vector<DeviceSample>, DecisionGrid>;
     void push(Event e);
     void run();
 

@@ -16,6 +16,7 @@
 #include "nn/network.hpp"
 #include "optim/optimizer.hpp"
 #include "parallel/tower_set.hpp"
+#include "engine/decision_grid.hpp"
 #include "engine/device_monitor.hpp"
 #include "engine/observer_hub.hpp"
 #include "util/error.hpp"
@@ -174,6 +175,7 @@ StepMetrics toMetrics(const TowerStep& r, double stepSeconds) {
     m.bytesMoved = r.bytesMoved;
     m.pusher = r.pusher;
     m.staleness = r.staleness;
+    m.averaged = r.averaged;
     double loss = 0, correct = 0;
     int examples = 0;
     for (size_t i = 0; i < r.phases.size(); ++i) {
@@ -197,6 +199,7 @@ StepMetrics toMetrics(const TowerStep& r, double stepSeconds) {
     m.loss = examples ? loss / examples + r.weightDecayLoss : 0;
     m.accuracy = examples ? correct / examples : 0;
     m.computeSeconds = stepSeconds - m.dataWaitSeconds;
+    m.examples = examples;
     m.examplesPerSec = stepSeconds > 0 ? examples / stepSeconds : 0;
     return m;
 }
@@ -342,6 +345,10 @@ RunSummary Trainer::execute(ObserverHub& hub) {
     }
     hub.onStateChanged(RunState::Running, plan.describe() + "; " + towers.backendName() + noTelemetry);
 
+    // --- decision grids for the window's boundary view (2-D data, when an observer asks) -------
+    const std::unique_ptr<DecisionGridProbe> grids =
+        DecisionGridProbe::make(observers_, spec, data.train, total, plan.averaging());
+    // ---------------------------------------------------------------------------------------------
     std::deque<std::pair<double, double>> recent;  // (loss, accuracy) of the last steps
     std::vector<double> busy(size_t(n), 0.0);
     double reduceApply = 0, stepTime = 0, staleness = 0;
@@ -379,6 +386,7 @@ RunSummary Trainer::execute(ObserverHub& hub) {
             heldBeforeSecond = control_.heldSeconds();
         }
         hub.onStepEnd(m);
+        if (grids) grids->after(m, towers, hub);  // after the step's report, as the window draws them
         if (std::string e = hub.error(); !e.empty()) throw Error(e);  // e.g. the metrics file
     };
 

@@ -15,8 +15,10 @@ LocalAveraging::LocalAveraging(const StrategySetup& s) : ReplicatedStrategy(s), 
 
 void LocalAveraging::afterCompute(int rank, int64_t step, TowerPhases& ph) { apply(rank, step, ph); }
 
-void LocalAveraging::endRound(int rank, int64_t next, TowerPhases& ph) {
-    if (next % every_ == 0) allReduce(rank, replicas_[size_t(rank)].net->params(), ph);
+bool LocalAveraging::endRound(int rank, int64_t next, TowerPhases& ph) {
+    if (next % every_ != 0) return false;
+    allReduce(rank, replicas_[size_t(rank)].net->params(), ph);
+    return true;
 }
 
 void LocalAveraging::takeMean() {

@@ -53,7 +53,7 @@ public:
     explicit LocalAveraging(const StrategySetup& s);
     std::string name() const override { return "local steps, averaged"; }
     void afterCompute(int rank, int64_t step, TowerPhases& ph) override;
-    void endRound(int rank, int64_t next, TowerPhases& ph) override;
+    bool endRound(int rank, int64_t next, TowerPhases& ph) override;
     VariablesView variables() override;
     Network& evalNetwork() override;
     void endEvaluation() override;

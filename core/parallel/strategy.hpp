@@ -64,8 +64,9 @@ public:
     virtual void beforeCompute(int /*rank*/, TowerPhases&) {}
     // Sync: its gradients are ready (its stream synchronised): reduce them and update.
     virtual void afterCompute(int rank, int64_t step, TowerPhases&) = 0;
-    // Averaging: after the local steps of one call, `next` being the first step of the next.
-    virtual void endRound(int /*rank*/, int64_t /*next*/, TowerPhases&) {}
+    // Averaging: after the local steps of one call, `next` being the first step of the next;
+    // true where it averaged the replicas.
+    virtual bool endRound(int /*rank*/, int64_t /*next*/, TowerPhases&) { return false; }
     // Async: pull the variables into the replica, shard by shard; push its gradients and have
     // the holder apply them. Both complete on return.
     virtual void pull(int /*rank*/) {}

@@ -46,6 +46,7 @@ struct TowerSet::Tower {
         double lossSum = 0, correct = 0, wd = 0;
     };
     Clock::time_point finished;      // when this call's work was done (the rest is waiting)
+    bool averaged = false;           // this call's last step ended in an average of the replicas
     std::vector<Result> results;
     std::exception_ptr error;        // the first failure of this call; cleared at the next
 
@@ -161,6 +162,7 @@ void TowerSet::towerLoop(int i) {
         if (quit_) return;
         Tower& t = *towers_[size_t(i)];
         t.error = nullptr;
+        t.averaged = false;
         t.results.assign(round_.size(), {});
         if (plan_.averaging()) localSteps(i);
         else syncStep(i);
@@ -231,7 +233,7 @@ void TowerSet::localSteps(int i) {
     }
     TowerPhases& last = t.results.back().phases;
     try {
-        strategy_->endRound(i, step_ + int64_t(count), last);
+        t.averaged = strategy_->endRound(i, step_ + int64_t(count), last);
     } catch (...) {
         if (!t.error) t.error = std::current_exception();
     }
@@ -340,6 +342,7 @@ std::vector<TowerStep> TowerSet::steps(const std::vector<const Batch*>& batches,
     }
     // The communicator's count for the call; local steps move nothing until their average.
     out.back().bytesMoved = bytesMoved() - bytesBefore;
+    out.back().averaged = towers_[0]->averaged;  // every replica takes part in an average
     return out;
 }
 
@@ -414,6 +417,11 @@ Network& TowerSet::evalNetwork() { return strategy_->evalNetwork(); }
 Stream TowerSet::evalStream() { return towers_[0]->stream; }
 
 VariablesView TowerSet::variables() { return strategy_->variables(); }
+
+VariablesView TowerSet::replica(int tower) {
+    const Tower& t = *towers_.at(size_t(tower));
+    return {t.backend, t.stream, t.net->params()};
+}
 
 std::vector<DeviceMemoryUse> TowerSet::deviceMemory() const {
     std::vector<DeviceMemoryUse> out;

@@ -40,6 +40,7 @@ struct TowerStep {
     int64_t bytesMoved = 0;             // counted by the communicator (communicator.hpp)
     int pusher = -1;                    // async: the tower whose update this is
     int64_t staleness = -1;             // async: updates applied by others since it pulled
+    bool averaged = false;              // averaging: the replicas were averaged after this step
 };
 
 // Memory one device's backend handed out during the run.
@@ -84,6 +85,9 @@ public:
     Stream evalStream();
     // The variables (averaging: the replicas' mean, computed now).
     VariablesView variables();
+    // Tower i's own replica of the parameters (async: what it last pulled). Safe to read on
+    // tower i's own thread, or between steps.
+    VariablesView replica(int tower);
     // Per device with an allocator that keeps books (GPUs): what it handed out, peak included.
     std::vector<DeviceMemoryUse> deviceMemory() const;
     // Bytes of optimiser slots of the whole run (holder and replicas).
