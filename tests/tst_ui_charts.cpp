@@ -1,7 +1,10 @@
 // Tests of ui/ChartsPanel: steps and evaluations become points (NaN tower losses skipped),
-// reset rebuilds the per-tower loss series, the log-loss switch sets the axis scale, the 15 Hz
-// timer replots and scrolls the key axis, a user's zoom turns scrolling off and is kept, and a
-// million points replot within a second.
+// reset rebuilds the per-tower loss series, the log-loss switch sets the axis scale, the 10 Hz
+// timer replots and scrolls the key axis, a user's zoom turns scrolling off and is kept, a
+// million points replot within a second; examples/sec over the run and the last seconds (no
+// spike from two pushes landing together), staleness per push and the not-reproducible note
+// for asynchronous runs, averaging steps marked on the loss, legends outside the data, numbers
+// with thousands separators, whole-number step ticks that do not run together.
 #include <QtTest>
 
 #include <QCheckBox>
@@ -12,7 +15,9 @@
 #include <limits>
 #include <qcustomplot.h>
 
+#include "chart_style.hpp"
 #include "charts_panel.hpp"
+#include "view_format.hpp"
 
 namespace {
 
@@ -29,7 +34,9 @@ tb::StepMetrics stepAt(int64_t step, int towers, double loss) {
     m.loss = loss;
     m.accuracy = 0.5 + 0.4 * double(step % 100) / 100.0;
     m.lr = 0.1;
+    m.examples = 64;
     m.examplesPerSec = 1000 + double(step % 7);
+    m.stepSeconds = double(m.examples) / m.examplesPerSec;
     m.towers.resize(size_t(towers));
     for (int i = 0; i < towers; ++i) {
         m.towers[size_t(i)].loss = loss + 0.01 * (i + 1);
@@ -42,6 +49,25 @@ QCPGraph* graphNamed(QCustomPlot* p, const QString& name) {
     for (int i = 0; i < p->graphCount(); ++i)
         if (p->graph(i)->name() == name) return p->graph(i);
     return nullptr;
+}
+
+// An asynchronous push of `tower` ending at `t` on the run's clock.
+tb::StepMetrics pushAt(int64_t update, int towers, int tower, double t, int64_t staleness) {
+    tb::StepMetrics m = stepAt(update, towers, 1.0);
+    for (int i = 0; i < towers; ++i)
+        if (i != tower) m.towers[size_t(i)].loss = std::numeric_limits<double>::quiet_NaN();
+    m.pusher = tower;
+    m.staleness = staleness;
+    m.examples = 64;
+    m.elapsedSeconds = t;
+    return m;
+}
+
+// Tick labels as the chart last drew them.
+QStringList tickLabels(QCPAxis* axis) {
+    QStringList out;
+    for (const QString& l : axis->tickVectorLabels()) out << l;
+    return out;
 }
 
 void showPanel(ChartsPanel& panel) {
@@ -64,6 +90,15 @@ private slots:
     void timerReplotsAndScrolls();
     void userZoomStopsScrolling();
     void millionPointsReplotQuickly();
+    void syncSpeedOverRunAndRecent();
+    void asyncSpeedWithoutSpikes();
+    void stalenessChartAndNote();
+    void averagingStepsMarked();
+    void legendsOutsideTheData();
+    void thousandsSeparators();
+    void wholeStepTicks();
+    void ticksDoNotRunTogether();
+    void picturesRender();
 };
 
 void ChartsPanelTest::stepsBecomePoints() {
@@ -71,7 +106,7 @@ void ChartsPanelTest::stepsBecomePoints() {
     panel.reset(2);
     for (int s = 1; s <= 1000; ++s) panel.addStep(stepAt(s, 2, 2.0 / s));
     QCOMPARE(panel.stepPoints(), 1000);
-    QCOMPARE(panel.lossPlot()->graphCount(), 3);  // tower 0, tower 1, mean
+    QCOMPARE(panel.lossPlot()->graphCount(), 4);  // tower 0, tower 1, mean, averaging marks
     QCPGraph* mean = graphNamed(panel.lossPlot(), QStringLiteral("mean"));
     QVERIFY(mean != nullptr);
     QCOMPARE(mean->data()->size(), 1000);
@@ -112,7 +147,7 @@ void ChartsPanelTest::resetRebuildsTowerSeries() {
     panel.reset(4);
     QCOMPARE(panel.stepPoints(), 0);
     QCOMPARE(panel.evalPoints(), 0);
-    QCOMPARE(panel.lossPlot()->graphCount(), 5);
+    QCOMPARE(panel.lossPlot()->graphCount(), 6);
     for (int i = 0; i < panel.lossPlot()->graphCount(); ++i)
         QCOMPARE(panel.lossPlot()->graph(i)->data()->size(), 0);
     QVERIFY(graphNamed(panel.lossPlot(), "tower 3") != nullptr);
@@ -262,6 +297,231 @@ void ChartsPanelTest::millionPointsReplotQuickly() {
     panel.lossPlot()->replot(QCustomPlot::rpImmediateRefresh);
     const qint64 ms = clock.elapsed();
     QVERIFY2(ms < 1000, qPrintable(QStringLiteral("replot of 10^6 points took %1 ms").arg(ms)));
+}
+
+void ChartsPanelTest::syncSpeedOverRunAndRecent() {
+    ChartsPanel panel;
+    panel.reset(1);
+    // Ten steps of 0.5 s, then four of 0.25 s, 100 examples each: 6 s of training.
+    for (int s = 1; s <= 14; ++s) {
+        tb::StepMetrics m = stepAt(s, 1, 1.0);
+        m.examples = 100;
+        m.stepSeconds = s <= 10 ? 0.5 : 0.25;
+        m.examplesPerSec = 100 / m.stepSeconds;
+        panel.addStep(m);
+    }
+    QVERIFY(std::abs(panel.runExamplesPerSec() - 1400 / 6.0) < 1e-9);
+    // The last 2 s are the four short steps and the two before them (whole steps, ending
+    // after 4 s): 600 examples in 2 s.
+    QVERIFY(std::abs(panel.recentExamplesPerSec() - 600 / 2.0) < 1e-9);
+    // Per step: the engine's own figure, the step's examples over its time.
+    QCPGraph* perStep = graphNamed(panel.speedPlot(), QStringLiteral("per step"));
+    QVERIFY(perStep != nullptr);
+    QCOMPARE((perStep->data()->constEnd() - 1)->value, 400.0);
+}
+
+void ChartsPanelTest::asyncSpeedWithoutSpikes() {
+    ChartsPanel panel;
+    panel.reset(2);
+    // The run's first two pushes land 10 us apart, 50 ms into the run. Over the span between
+    // them (the engine's window) that would be 6.4 million examples/sec.
+    panel.addStep(pushAt(1, 2, 0, 0.05, 0));
+    panel.addStep(pushAt(2, 2, 1, 0.05001, 1));
+    QVERIFY2(std::abs(panel.recentExamplesPerSec() - 128 / 0.05001) < 1e-6,
+             qPrintable(QString::number(panel.recentExamplesPerSec())));
+    QVERIFY(std::abs(panel.runExamplesPerSec() - 128 / 0.05001) < 1e-6);
+    // Later: a push every 10 ms from each tower for 3 s; the recent window holds the last 2 s.
+    int64_t update = 2;
+    for (int k = 1; k <= 300; ++k)
+        for (int tower = 0; tower < 2; ++tower) panel.addStep(pushAt(++update, 2, tower, 0.05001 + 0.01 * k, 0));
+    const double t = 0.05001 + 3.0;
+    QVERIFY(std::abs(panel.runExamplesPerSec() - 64.0 * double(update) / t) < 1e-6);
+    QVERIFY2(std::abs(panel.recentExamplesPerSec() - 64.0 * 2 * 200 / 2.0) < 1e-6,
+             qPrintable(QString::number(panel.recentExamplesPerSec())));
+    // Nothing per push: a push alone says nothing about throughput.
+    QVERIFY(graphNamed(panel.speedPlot(), QStringLiteral("per step"))->data()->isEmpty());
+}
+
+void ChartsPanelTest::stalenessChartAndNote() {
+    ChartsPanel panel;
+    panel.reset(2);
+    showPanel(panel);
+    for (int s = 1; s <= 5; ++s) panel.addStep(stepAt(s, 2, 1.0));
+    QVERIFY(!panel.stalenessPlot()->isVisible());
+    QVERIFY(!panel.asyncNote()->isVisible());
+
+    panel.reset(2);
+    const int64_t staleness[] = {0, 1, 1, 2, 0, 3};
+    for (int s = 1; s <= 6; ++s) panel.addStep(pushAt(s, 2, s % 2, 0.01 * s, staleness[s - 1]));
+    QVERIFY(panel.stalenessPlot()->isVisible());
+    QVERIFY(panel.asyncNote()->isVisible());
+    QVERIFY(panel.asyncNote()->text().contains(QStringLiteral("not reproducible")));
+    QCPGraph* tower0 = graphNamed(panel.stalenessPlot(), QStringLiteral("tower 0"));
+    QCPGraph* tower1 = graphNamed(panel.stalenessPlot(), QStringLiteral("tower 1"));
+    QVERIFY(tower0 != nullptr && tower1 != nullptr);
+    QCOMPARE(tower0->data()->size(), 3);  // updates 2, 4, 6
+    QCOMPARE(tower1->data()->size(), 3);  // updates 1, 3, 5
+    QCOMPARE(tower0->data()->at(2)->key, 6.0);
+    QCOMPARE(tower0->data()->at(2)->value, 3.0);
+    QCOMPARE(tower1->data()->at(1)->value, 1.0);
+    QTRY_VERIFY_WITH_TIMEOUT(
+        panel.stalenessPlot()->plotLayout()->element(0, 0) &&
+            tb::ui::chartTitle(panel.stalenessPlot())->text().contains(tb::ui::formatCount(7.0 / 6, 2)),
+        1000);
+
+    panel.reset(2);  // a new run starts synchronous until told otherwise
+    QVERIFY(!panel.stalenessPlot()->isVisible());
+    QVERIFY(!panel.asyncNote()->isVisible());
+}
+
+void ChartsPanelTest::averagingStepsMarked() {
+    ChartsPanel panel;
+    panel.reset(2);
+    for (int s = 1; s <= 20; ++s) {
+        tb::StepMetrics m = stepAt(s, 2, 1.0 / s);
+        m.averaged = s % 5 == 0;
+        panel.addStep(m);
+    }
+    QCPGraph* marks = graphNamed(panel.lossPlot(), QStringLiteral("averaged"));
+    QVERIFY(marks != nullptr);
+    QCOMPARE(marks->data()->size(), 4);
+    for (int i = 0; i < 4; ++i) {
+        QCOMPARE(marks->data()->at(i)->key, 5.0 * (i + 1));
+        QCOMPARE(marks->data()->at(i)->value, 1.0 / (5 * (i + 1)));  // on the mean loss
+    }
+    QVERIFY(panel.lossPlot()->legend->hasItemWithPlottable(marks));
+    panel.reset(2);
+    QVERIFY(!panel.lossPlot()->legend->hasItemWithPlottable(graphNamed(panel.lossPlot(), "averaged")));
+}
+
+void ChartsPanelTest::legendsOutsideTheData() {
+    ChartsPanel panel;
+    panel.reset(4);  // five loss entries: four towers and the mean
+    showPanel(panel);
+    panel.resize(700, 600);  // narrow charts: the legends must wrap, not spill
+    for (int s = 1; s <= 300; ++s) {
+        tb::StepMetrics m = stepAt(s, 4, 1.0 / s);
+        m.averaged = s % 10 == 0;
+        panel.addStep(m);
+    }
+    panel.addEval({300, "validation", 1.0, 0.7, 100, false});
+    QSignalSpy replots(panel.lossPlot(), &QCustomPlot::afterReplot);
+    QTRY_VERIFY_WITH_TIMEOUT(replots.count() > 0, 1000);
+    for (const char* name : {"lossPlot", "accuracyPlot", "speedPlot"}) {
+        auto* p = panel.findChild<QCustomPlot*>(QLatin1String(name));
+        QVERIFY(p != nullptr);
+        p->replot(QCustomPlot::rpImmediateRefresh);
+        const QRect legend = p->legend->outerRect(), data = p->axisRect()->rect();
+        QVERIFY2(!legend.intersects(data), name);
+        QVERIFY2(p->rect().contains(legend), name);  // wrapped within the chart, nothing spills
+        QVERIFY(legend.height() > 0);
+    }
+}
+
+void ChartsPanelTest::thousandsSeparators() {
+    ChartsPanel panel;
+    panel.reset(1);
+    showPanel(panel);
+    QSignalSpy replots(panel.speedPlot(), &QCustomPlot::afterReplot);
+    for (int s = 1; s <= 50; ++s) {
+        tb::StepMetrics m = stepAt(s, 1, 1.0);
+        m.examples = 963834;
+        m.stepSeconds = 1.0;
+        m.examplesPerSec = 963834;
+        panel.addStep(m);
+    }
+    const QString separated = tb::ui::formatCount(963834);
+    QVERIFY(separated.contains(tb::ui::groupedLocale().groupSeparator()));
+    QTRY_VERIFY_WITH_TIMEOUT(graphNamed(panel.speedPlot(), QStringLiteral("whole run: %1").arg(separated)) != nullptr, 1000);
+    QTRY_VERIFY_WITH_TIMEOUT(replots.count() > 0, 1000);
+    panel.speedPlot()->replot(QCustomPlot::rpImmediateRefresh);
+    const QStringList labels = tickLabels(panel.speedPlot()->yAxis);
+    QVERIFY(!labels.isEmpty());
+    for (const QString& l : labels) {
+        QVERIFY2(!l.contains(QLatin1Char('e')), qPrintable(l));  // no 9.6e+05
+        QVERIFY2(l.contains(tb::ui::groupedLocale().groupSeparator()), qPrintable(labels.join(" | ")));
+    }
+}
+
+void ChartsPanelTest::wholeStepTicks() {
+    ChartsPanel panel;
+    panel.reset(1);
+    showPanel(panel);
+    // A short run in full view: keys 199..201 would tick at halves.
+    for (int s = 199; s <= 201; ++s) panel.addStep(stepAt(s, 1, 1.0));
+    panel.setScrolling(false);
+    QSignalSpy replots(panel.lossPlot(), &QCustomPlot::afterReplot);
+    QTRY_VERIFY_WITH_TIMEOUT(replots.count() > 0 && panel.lossPlot()->xAxis->range().upper >= 201, 1000);
+    panel.lossPlot()->replot(QCustomPlot::rpImmediateRefresh);
+    const QStringList labels = tickLabels(panel.lossPlot()->xAxis);
+    QVERIFY(!labels.isEmpty());
+    for (const QString& l : labels) QVERIFY2(!l.contains(tb::ui::groupedLocale().decimalPoint()), qPrintable(l));
+    QVERIFY(labels.contains(QStringLiteral("200")));
+}
+
+void ChartsPanelTest::ticksDoNotRunTogether() {
+    ChartsPanel panel;
+    panel.reset(1);
+    showPanel(panel);
+    panel.resize(560, 420);  // charts about 260 px wide
+    for (int s = 999001; s <= 1000000; s += 10) panel.addStep(stepAt(s, 1, 1.0));
+    QSignalSpy replots(panel.lossPlot(), &QCustomPlot::afterReplot);
+    QTRY_VERIFY_WITH_TIMEOUT(replots.count() > 0, 1000);
+    for (auto* p : panel.findChildren<QCustomPlot*>()) {
+        if (!p->isVisible()) continue;
+        p->replot(QCustomPlot::rpImmediateRefresh);
+        const QFontMetrics fm(p->xAxis->tickLabelFont());
+        const QVector<double> ticks = p->xAxis->tickVector();
+        const QVector<QString> labels = p->xAxis->tickVectorLabels();
+        QVERIFY(ticks.size() >= 2);
+        for (int i = 1; i < ticks.size(); ++i) {
+            const double gap = p->xAxis->coordToPixel(ticks[i]) - p->xAxis->coordToPixel(ticks[i - 1]);
+            const double need = (fm.horizontalAdvance(labels[i]) + fm.horizontalAdvance(labels[i - 1])) / 2.0 + 4;
+            QVERIFY2(gap >= need, qPrintable(QStringLiteral("%1: %2 and %3 are %4 px apart")
+                                                 .arg(p->objectName(), labels[i - 1], labels[i])
+                                                 .arg(gap)));
+        }
+    }
+}
+
+// Pictures to look at, saved beside the test binary: a synchronous run with averaging every 10
+// steps and 4 towers, and an asynchronous run with staleness.
+void ChartsPanelTest::picturesRender() {
+    const auto save = [](ChartsPanel& panel, const char* file) {
+        QTest::qWait(250);
+        const QImage image = panel.grab().toImage();
+        QVERIFY(!image.isNull());
+        const QString path = QDir(QCoreApplication::applicationDirPath()).filePath(QLatin1String(file));
+        QVERIFY2(image.save(path), qPrintable(path));
+    };
+    ChartsPanel sync;
+    sync.reset(4);
+    showPanel(sync);
+    sync.resize(900, 560);
+    for (int s = 1; s <= 200; ++s) {
+        tb::StepMetrics m = stepAt(s, 4, 2.0 / std::sqrt(double(s)));
+        m.averaged = s % 10 == 0;
+        m.examples = 512;
+        m.stepSeconds = 0.0005 + 0.0001 * (s % 3);
+        m.examplesPerSec = 512 / m.stepSeconds;
+        sync.addStep(m);
+        if (s % 50 == 0) sync.addEval({s, "validation", 1.0, 0.6 + s / 1000.0, 1000, false});
+    }
+    sync.setScrolling(false);
+    save(sync, "charts-averaging.png");
+
+    ChartsPanel async;
+    async.reset(4);
+    showPanel(async);
+    async.resize(900, 600);
+    for (int s = 1; s <= 400; ++s) {
+        const int tower = s % 7 == 0 ? 3 : s % 3;  // tower 3 is a straggler
+        tb::StepMetrics m = pushAt(s, 4, tower, 0.004 * s, tower == 3 ? 9 + s % 3 : s % 4);
+        m.loss = m.towers[size_t(tower)].loss = 2.0 / std::sqrt(double(s));
+        async.addStep(m);
+    }
+    async.setScrolling(false);
+    save(async, "charts-async.png");
 }
 
 QTEST_MAIN(ChartsPanelTest)

@@ -13,7 +13,9 @@
 
 #include "devices_panel.hpp"
 #include "fake_devices.hpp"
+#include "phase_colors.hpp"
 #include "placement_diagram.hpp"
+#include "view_format.hpp"
 
 namespace {
 
@@ -87,7 +89,11 @@ private slots:
     void sharedGpusGrouped();
     void gpuPicturesRender();
     void devicesPanelBars();
-    void devicesPanelAsyncKeepsOthers();
+    void devicesPanelAsyncBusyPerTower();
+    void timelineAsyncWallClock();
+    void timelineAveragingMarks();
+    void timelineHoverShowsPhases();
+    void timelinePicturesRender();
     void devicesPanelGpus();
     void devicesPanelWithoutGpus();
     void timelineKeepsLastSteps();
@@ -399,13 +405,22 @@ void TestUiWidgets::devicesPanelBars() {
     QCOMPARE(panel.busyPercent(0), 0);
     QCOMPARE(panel.busyPercent(2), -1);
 
-    auto step = syntheticStep(2, 1);
-    step.towers[0].busyFraction = 0.734;
-    step.towers[1].busyFraction = 0.456;
-    panel.addStep(step);
-    QCOMPARE(panel.busyPercent(0), qRound(0.734 * 100));
-    QCOMPARE(panel.busyPercent(1), qRound(0.456 * 100));
-    QCOMPARE(panel.timeline()->stepsShown(), 1);
+    // Forty steps of 0.1 s: in the first twenty tower 0 is busy 0.09 s of each, then 0.03 s. The
+    // bar shows the run (60%), the text beside it the last 2 s (30%); the last step alone
+    // (which the bars showed before) would read 30% too, so the run is what tells them apart.
+    for (int s = 1; s <= 40; ++s) {
+        auto step = syntheticStep(2, s);
+        step.stepSeconds = 0.1;
+        step.towers[0].phases = {};
+        step.towers[0].phases.forward = s <= 20 ? 0.09 : 0.03;
+        step.towers[0].phases.wait = 0.1 - step.towers[0].phases.forward;
+        step.towers[0].busyFraction = step.towers[0].phases.forward / 0.1;
+        panel.addStep(step);
+    }
+    QCOMPARE(panel.busyPercent(0), 60);
+    QCOMPARE(panel.recentBusyPercent(0), 30);
+    QVERIFY(panel.findChildren<QProgressBar*>()[0]->text().contains(QStringLiteral("30%")));
+    QCOMPARE(panel.timeline()->stepsShown(), TimelineView::kMaxSteps);
 
     // A new run replaces the bars rather than adding to them, and empties the timeline.
     panel.reset({QStringLiteral("cpu:0"), QStringLiteral("cpu:1"), QStringLiteral("cpu:2")});
@@ -414,22 +429,180 @@ void TestUiWidgets::devicesPanelBars() {
     QCOMPARE(panel.timeline()->stepsShown(), 0);
 }
 
-void TestUiWidgets::devicesPanelAsyncKeepsOthers() {
+// An asynchronous report measures only its pusher, over that tower's own cycle: each tower's run
+// figure is its busy time over its own time, whatever the others do.
+void TestUiWidgets::devicesPanelAsyncBusyPerTower() {
     DevicesPanel panel{DeviceCatalog{}};
     panel.reset({QStringLiteral("cpu:0"), QStringLiteral("cpu:1")});
-    auto sync = syntheticStep(2, 1);
-    sync.towers[0].busyFraction = 0.6;
-    sync.towers[1].busyFraction = 0.8;
-    panel.addStep(sync);
-
-    auto push = syntheticStep(2, 2);
-    push.pusher = 1;
-    push.staleness = 0;
-    push.towers[0].busyFraction = 0;  // not measured in this report
-    push.towers[1].busyFraction = 0.9;
-    panel.addStep(push);
-    QCOMPARE(panel.busyPercent(0), 60);
+    std::vector<tb::StepMetrics> pushes;
+    for (int k = 1; k <= 20; ++k) {
+        for (int tower = 0; tower < 2; ++tower) {
+            auto push = syntheticStep(2, int64_t(pushes.size()) + 1);
+            push.pusher = tower;
+            push.staleness = 0;
+            push.stepSeconds = tower == 0 ? 0.1 : 0.2;  // its cycle since its previous push
+            for (auto& t : push.towers) t.phases = {};
+            push.towers[size_t(tower)].phases.forward = tower == 0 ? 0.05 : 0.18;
+            push.towers[size_t(tower)].phases.dataWait = push.stepSeconds - push.towers[size_t(tower)].phases.forward;
+            push.towers[size_t(tower)].busyFraction = k == 20 ? 1.0 : 0.5;  // never read: phases are
+            pushes.push_back(push);
+        }
+    }
+    panel.addSteps(pushes);
+    QCOMPARE(panel.busyPercent(0), 50);
     QCOMPARE(panel.busyPercent(1), 90);
+    QCOMPARE(panel.recentBusyPercent(1), 90);
+    QVERIFY(panel.timeline()->wallClock());
+    QCOMPARE(panel.timeline()->stepsShown(), 40);  // every push, not the last twelve
+}
+
+// Asynchronous pushes on the run's clock: tower 0 pushes every 100 ms, tower 1 (a straggler)
+// takes 190 ms. Their bars overlap in time as the towers did, and the straggler's is 1.9 times
+// as long; a column per push would have put them side by side, each as wide as its report.
+void TestUiWidgets::timelineAsyncWallClock() {
+    TimelineView view;
+    view.resize(600, 160);
+    view.reset(2);
+    int64_t update = 0;
+    const auto push = [&](int tower, double end, double compute) {
+        tb::StepMetrics m = syntheticStep(2, ++update);
+        for (auto& t : m.towers) t.phases = {};
+        m.pusher = tower;
+        m.staleness = tower;
+        m.elapsedSeconds = end;
+        m.stepSeconds = compute;
+        tb::TowerPhases& p = m.towers[size_t(tower)].phases;
+        p.reduce = 0.001;  // the pull
+        p.forward = (compute - 0.002) / 3;
+        p.backward = 2 * (compute - 0.002) / 3;
+        p.apply = 0.001;   // the push
+        view.addStep(m);
+    };
+    push(0, 0.10, 0.1);
+    push(0, 0.20, 0.1);
+    push(1, 0.19, 0.19);
+    push(0, 0.30, 0.1);
+    push(1, 0.38, 0.19);
+    QVERIFY(view.wallClock());
+    const QVector<TimelineView::Bar> bars = view.bars();
+    const auto find = [&](int tower, double end) {
+        for (const auto& b : bars)
+            if (b.tower == tower && std::abs(b.end - end) < 1e-9) return b;
+        return TimelineView::Bar{};
+    };
+    const TimelineView::Bar fast = find(0, 0.30), slow = find(1, 0.38);
+    QVERIFY(fast.rect.width() > 0 && slow.rect.width() > 0);
+    QVERIFY2(fast.rect.left() < slow.rect.right() && slow.rect.left() < fast.rect.right(),
+             "pushes that overlapped in time must overlap on the timeline");
+    QVERIFY2(std::abs(slow.rect.width() / fast.rect.width() - 1.9) < 0.05,
+             qPrintable(QString::number(slow.rect.width() / fast.rect.width())));
+    QVERIFY(std::abs(slow.start - 0.19) < 1e-9);  // derived: its time less its phases
+    QVERIFY(slow.rect.top() > fast.rect.bottom());  // its own lane
+    // The window holds each lane's last two pushes whole: the straggler's first push too.
+    const TimelineView::Bar first = find(1, 0.19);
+    QVERIFY(first.rect.width() > 0);
+    QVERIFY(std::abs(first.rect.width() / fast.rect.width() - 1.9) < 0.05);
+    QVERIFY(!grabImage(view).isNull());
+}
+
+// Averaging every 5: the steps after which the replicas were averaged carry a mark in the
+// timeline, drawn in the reduce colour at the step's end.
+void TestUiWidgets::timelineAveragingMarks() {
+    TimelineView view;
+    view.resize(600, 180);
+    view.reset(2);
+    for (int s = 1; s <= 12; ++s) {
+        auto step = syntheticStep(2, s);
+        step.averaged = s % 5 == 0;
+        view.addStep(step);
+    }
+    QCOMPARE(view.averagingMarks(), (QVector<int64_t>{5, 10}));
+    const QImage image = grabImage(view);
+    const qreal dpr = view.devicePixelRatio();
+    const QColor mark = tb::ui::phaseColor(tb::ui::Phase::Reduce);
+    for (const auto& b : view.bars()) {
+        if (b.tower != 1) continue;
+        // Between tower 1's bar and its lane's end nothing is drawn but the step boundary.
+        const QPoint at(int(std::round((b.cell.right() - 0.5) * dpr)), int((b.cell.top() + 2) * dpr));
+        const QColor seen = image.pixelColor(at);
+        const bool isMark = std::abs(seen.red() - mark.red()) < 40 && std::abs(seen.green() - mark.green()) < 40 &&
+                            std::abs(seen.blue() - mark.blue()) < 40;
+        QVERIFY2(isMark == (b.step % 5 == 0), qPrintable(QStringLiteral("step %1: %2").arg(b.step).arg(seen.name())));
+    }
+}
+
+// Hovering a bar shows that tower's phases for that step in milliseconds.
+void TestUiWidgets::timelineHoverShowsPhases() {
+    TimelineView view;
+    view.resize(600, 160);
+    view.reset(2);
+    for (int s = 1; s <= 3; ++s) view.addStep(syntheticStep(2, s));
+    const QVector<TimelineView::Bar> bars = view.bars();
+    const auto bar = std::find_if(bars.begin(), bars.end(), [](const auto& b) { return b.tower == 1 && b.step == 2; });
+    QVERIFY(bar != bars.end());
+    const QString tip = view.toolTipAt(bar->rect.center());
+    QVERIFY2(tip.contains(QStringLiteral("tower 1")) && tip.contains(QStringLiteral("step 2")), qPrintable(tip));
+    const tb::TowerPhases p = syntheticStep(2, 2).towers[1].phases;
+    for (const auto& [name, sec] : {std::pair{"forward", p.forward}, {"backward", p.backward}, {"wait", p.wait},
+                                    {"reduce", p.reduce}, {"apply", p.apply}, {"data", p.dataWait}}) {
+        QVERIFY2(tip.contains(QLatin1String(name)), name);
+        QVERIFY2(tip.contains(tb::ui::formatMs(sec)), qPrintable(tb::ui::formatMs(sec) + QStringLiteral(" in ") + tip));
+    }
+    QVERIFY(Qt::mightBeRichText(tip));
+    QVERIFY(view.toolTipAt(QPointF(1, 1)).isEmpty());  // the legend row
+}
+
+// Pictures to look at, saved beside the test binary: the timeline of a run averaging every 5
+// steps, and of an asynchronous run with a straggler, in a devices panel.
+void TestUiWidgets::timelinePicturesRender() {
+    const auto save = [](QWidget& w, const char* file) {
+        const QImage image = grabImage(w);
+        QVERIFY(!image.isNull());
+        const QString path = QDir(QCoreApplication::applicationDirPath()).filePath(QLatin1String(file));
+        QVERIFY2(image.save(path), qPrintable(path));
+    };
+    DevicesPanel sync{DeviceCatalog{}};
+    sync.resize(380, 420);
+    const QStringList four{QStringLiteral("cpu:0"), QStringLiteral("cpu:1"), QStringLiteral("cpu:2"),
+                           QStringLiteral("cpu:3")};
+    sync.reset(four);
+    for (int s = 1; s <= 30; ++s) {
+        auto step = syntheticStep(4, s);
+        step.averaged = s % 5 == 0;
+        if (!step.averaged)
+            for (auto& t : step.towers) t.phases.reduce = t.phases.wait = 0;
+        sync.addStep(step);
+    }
+    save(sync, "timeline-averaging.png");
+
+    DevicesPanel async{DeviceCatalog{}};
+    async.resize(380, 420);
+    async.reset(four);
+    // Towers 0-2 push every 13 ms, tower 3 every 190 ms, from the same start.
+    std::vector<tb::StepMetrics> pushes;
+    std::vector<double> next{0.013, 0.0135, 0.014, 0.19};
+    int64_t update = 0;
+    while (pushes.size() < 200) {
+        const int tower = int(std::min_element(next.begin(), next.end()) - next.begin());
+        tb::StepMetrics m = syntheticStep(4, ++update);
+        for (auto& t : m.towers) t.phases = {};
+        const double cycle = tower == 3 ? 0.19 : 0.013;
+        m.pusher = tower;
+        m.staleness = tower == 3 ? 40 : 2;
+        m.elapsedSeconds = next[size_t(tower)];
+        m.stepSeconds = cycle;
+        tb::TowerPhases& p = m.towers[size_t(tower)].phases;
+        p.dataWait = 0.0005;
+        p.reduce = 0.001;
+        p.forward = 0.0035;
+        p.backward = 0.007;
+        p.straggle = tower == 3 ? 0.19 - 0.013 : 0;
+        p.apply = 0.001;
+        pushes.push_back(m);
+        next[size_t(tower)] += cycle;
+    }
+    async.addSteps(pushes);
+    save(async, "timeline-async.png");
 }
 
 void TestUiWidgets::timelineKeepsLastSteps() {
@@ -446,6 +619,7 @@ void TestUiWidgets::timelineKeepsLastSteps() {
         QVERIFY(view.stepsShown() <= TimelineView::kMaxSteps);
     }
     QCOMPARE(view.stepsShown(), TimelineView::kMaxSteps);
+    QVERIFY(!view.wallClock());
     const QImage full = grabImage(view);
     QVERIFY(!full.isNull());
     QVERIFY(full != empty);

@@ -1,5 +1,5 @@
-// ChartsPanel: four QCustomPlot charts (loss, accuracy, examples/sec, learning rate) fed by the
-// engine's step and evaluation reports. addStep/addEval append and mark the panel dirty; a 10 Hz
+// ChartsPanel: QCustomPlot charts (loss, accuracy, examples/sec, learning rate; staleness for
+// asynchronous runs) fed by the engine's step and evaluation reports. addStep/addEval append and mark the panel dirty; a 10 Hz
 // timer fits the axes and queues one replot per chart (QCustomPlot's real-time demo), so a burst
 // of fast steps costs one redraw, not one per step.
 #include "charts_panel.hpp"
@@ -10,28 +10,24 @@
 #include <QEvent>
 #include <QGridLayout>
 #include <QHBoxLayout>
+#include <QLabel>
 #include <QTimer>
 #include <QVBoxLayout>
 #include <algorithm>
 #include <cmath>
-#include <iterator>
+
+#include "chart_style.hpp"
+#include "view_format.hpp"
 
 namespace {
+
+using namespace tb::ui;
 
 constexpr double kWindowSteps = 500;  // the scrolling window
 constexpr int kFrameMs = 100;         // 10 Hz: smooth enough to watch, cheap beside training
 constexpr double kDrawShare = 0.1;    // most of a frame period that drawing may use, on average
-constexpr size_t kSpeedAverage = 50;  // steps in the examples/sec moving average
-constexpr int kTowersInLegend = 8;    // beyond this the legend would cover the chart
-
-// Tableau 10: mid-luminance hues chosen to stay legible on white and on near-black, which is
-// what the charts' background is under a light or a dark palette (applyTheme).
-const QColor kBlue(0x4E, 0x79, 0xA7), kOrange(0xF2, 0x8E, 0x2B), kRed(0xE1, 0x57, 0x59),
-    kTeal(0x76, 0xB7, 0xB2), kGreen(0x59, 0xA1, 0x4F), kYellow(0xED, 0xC9, 0x48),
-    kPurple(0xB0, 0x7A, 0xA1), kPink(0xFF, 0x9D, 0xA7), kBrown(0x9C, 0x75, 0x5F),
-    kGrey(0xBA, 0xB0, 0xAC);
-// Towers cycle through these; red is kept for the mean so it never looks like one tower.
-const QColor kTowerColours[] = {kBlue, kTeal, kGreen, kPurple, kOrange, kBrown, kPink, kYellow, kGrey};
+constexpr int kTowersInLegend = 8;    // beyond this the legend would take more room than the chart
+constexpr size_t kStalenessMean = 50; // pushes in the staleness moving average
 
 // Marks range changes made by the panel itself, so the rangeChanged handler can tell them from
 // the user's drags and zooms.
@@ -46,29 +42,6 @@ private:
     bool& flag_;
     bool old_;
 };
-
-QCustomPlot* makePlot(QWidget* parent, const QString& name, const QString& title,
-                      const QString& valueLabel) {
-    auto* p = new QCustomPlot(parent);
-    p->setObjectName(name);
-    p->setMinimumSize(240, 160);
-    p->plotLayout()->insertRow(0);
-    QFont titleFont = p->font();
-    titleFont.setBold(true);
-    p->plotLayout()->addElement(0, 0, new QCPTextElement(p, title, titleFont));
-    p->xAxis->setLabel(QObject::tr("step"));
-    p->xAxis->setNumberPrecision(7);  // step 1000000 as digits, not 1·10⁶
-    p->yAxis->setLabel(valueLabel);
-    p->setInteractions(QCP::iRangeDrag | QCP::iRangeZoom);
-    // Dragging redraws at mouse rate; without antialiasing that stays fluid with long series.
-    p->setNoAntialiasingOnDrag(true);
-    QFont legendFont = p->font();
-    legendFont.setPointSizeF(std::max(6.0, legendFont.pointSizeF() - 1));
-    p->legend->setFont(legendFont);
-    p->legend->setRowSpacing(0);
-    p->axisRect()->insetLayout()->setInsetAlignment(0, Qt::AlignTop | Qt::AlignRight);
-    return p;
-}
 
 QCPGraph* addLine(QCustomPlot* p, const QString& name, const QColor& colour, double width) {
     QCPGraph* g = p->addGraph();
@@ -85,8 +58,9 @@ QCPRange padded(QCPRange r, bool log) {
         if (r.lower == r.upper) return {r.lower / 2, r.upper * 2};
         return {r.lower / 1.15, r.upper * 1.15};
     }
+    // A range within rounding noise of one value (a steady 16,000 examples/sec) is flat.
     double pad = 0.05 * r.size();
-    if (pad == 0) pad = std::max(std::abs(r.upper) * 0.05, 1e-9);
+    if (pad <= 1e-9 * std::abs(r.upper)) pad = std::max(std::abs(r.upper) * 0.05, 1e-9);
     return {r.lower - pad, r.upper + pad};
 }
 
@@ -102,40 +76,68 @@ ChartsPanel::ChartsPanel(QWidget* parent) : QWidget(parent) {
     scrolling_ = new QCheckBox(tr("Scrolling window"), this);
     scrolling_->setObjectName(QStringLiteral("scrolling"));
     scrolling_->setChecked(true);
-    scrolling_->setToolTip(
+    scrolling_->setToolTip(wrappedToolTip(
         tr("Follow the last %1 steps; unchecked shows the whole run.\n"
            "Dragging or zooming a chart unchecks it; double-click a chart to fit it again.")
-            .arg(int(kWindowSteps)));
+            .arg(int(kWindowSteps))));
     logLoss_ = new QCheckBox(tr("Log loss"), this);
     logLoss_->setObjectName(QStringLiteral("logLoss"));
-    logLoss_->setToolTip(tr("Logarithmic loss axis: late, small improvements stay visible."));
+    logLoss_->setToolTip(wrappedToolTip(tr("Logarithmic loss axis: late, small improvements stay visible.")));
     auto* bar = new QHBoxLayout;
     bar->addWidget(scrolling_);
     bar->addWidget(logLoss_);
     bar->addStretch(1);
 
-    loss_ = makePlot(this, QStringLiteral("lossPlot"), tr("Loss"), tr("loss"));
-    accuracy_ = makePlot(this, QStringLiteral("accuracyPlot"), tr("Accuracy"), tr("accuracy"));
-    speed_ = makePlot(this, QStringLiteral("speedPlot"), tr("Examples/sec"), tr("examples/sec"));
-    lr_ = makePlot(this, QStringLiteral("lrPlot"), tr("Learning rate"), tr("learning rate"));
-    loss_->legend->setVisible(true);
-    accuracy_->legend->setVisible(true);
-    speed_->legend->setVisible(true);
+    asyncNote_ = new QLabel(
+        tr("<b>Asynchronous updates: this run is not reproducible.</b> Thread timing decides the order in which "
+           "the towers' updates reach the variables, so the same seed gives a different run each time."),
+        this);
+    asyncNote_->setObjectName(QStringLiteral("asyncNote"));
+    asyncNote_->setWordWrap(true);
+    asyncNote_->setAutoFillBackground(true);
+    asyncNote_->setMargin(4);
+    asyncNote_->setVisible(false);
+
+    const QString step = tr("step"), update = tr("update");
+    loss_ = makeChart(this, QStringLiteral("lossPlot"), tr("Loss"), step, tr("loss"));
+    accuracy_ = makeChart(this, QStringLiteral("accuracyPlot"), tr("Accuracy"), step, tr("accuracy"));
+    speed_ = makeChart(this, QStringLiteral("speedPlot"), tr("Examples/sec"), step, tr("examples/sec"));
+    lr_ = makeChart(this, QStringLiteral("lrPlot"), tr("Learning rate"), step, tr("learning rate"));
+    staleness_ = makeChart(this, QStringLiteral("stalenessPlot"), tr("Staleness per push"), update,
+                           tr("updates missed"));
+    staleness_->yAxis->setTicker(QSharedPointer<IntegerTicker>::create());
+    staleness_->setToolTip(wrappedToolTip(
+        tr("Each dot is one push: how many updates other towers applied between this tower's pull of the "
+           "variables and its push of gradients computed on them. Its gradients are that many updates old.")));
+    staleness_->setVisible(false);
+    for (QCustomPlot* p : {loss_, accuracy_, speed_, staleness_}) p->legend->setVisible(true);
 
     trainAccuracy_ = addLine(accuracy_, tr("train"), kBlue, 1.5);
     QColor rawSpeed = kGreen;
-    rawSpeed.setAlpha(110);  // per-step speed is noisy; the average on top carries the trend
+    rawSpeed.setAlpha(110);  // per-step speed is noisy; the windows on top carry the trend
     speedGraph_ = addLine(speed_, tr("per step"), rawSpeed, 1);
-    speedAverage_ = addLine(speed_, tr("average of %1").arg(kSpeedAverage), kPurple, 2);
+    speedRecent_ = addLine(speed_, tr("last %1 s").arg(kRecentSeconds), kPurple, 2);
+    speedRun_ = addLine(speed_, tr("whole run"), kRed, 2);
     lrGraph_ = addLine(lr_, tr("learning rate"), kTeal, 1.5);
+    speed_->setToolTip(wrappedToolTip(
+        tr("Per step: the step's examples over its wall time (synchronous runs only; an asynchronous push "
+           "alone says nothing about throughput).\nLast %1 s: examples trained in the last %1 s of training "
+           "time over that time.\nWhole run: all examples so far over the training time so far (evaluation "
+           "excluded), as the run's summary counts it.")
+            .arg(kRecentSeconds)));
 
     auto* grid = new QGridLayout;
     grid->addWidget(loss_, 0, 0);
     grid->addWidget(accuracy_, 0, 1);
-    grid->addWidget(speed_, 1, 0);
-    grid->addWidget(lr_, 1, 1);
+    // Staleness joins the second row of asynchronous runs, which have no averaging marks to
+    // show and one more thing to watch.
+    auto* second = new QHBoxLayout;
+    second->setSpacing(grid->horizontalSpacing());
+    for (QCustomPlot* p : {speed_, lr_, staleness_}) second->addWidget(p, 1);
+    grid->addLayout(second, 1, 0, 1, 2);
     auto* layout = new QVBoxLayout(this);
     layout->addLayout(bar);
+    layout->addWidget(asyncNote_);
     layout->addLayout(grid, 1);
 
     for (QCustomPlot* p : plots()) {
@@ -148,6 +150,7 @@ ChartsPanel::ChartsPanel(QWidget* parent) : QWidget(parent) {
             userView_ = false;
             dirty_ = true;
         });
+        p->installEventFilter(this);
     }
     connect(scrolling_, &QCheckBox::toggled, this, &ChartsPanel::setScrolling);
     connect(logLoss_, &QCheckBox::toggled, this, &ChartsPanel::setLogLoss);
@@ -171,20 +174,41 @@ void ChartsPanel::reset(int towers) {
     loss_->clearGraphs();  // also takes them out of the legend
     towerLoss_.clear();
     for (int i = 0; i < towers_; ++i) {
-        QColor c = kTowerColours[i % std::size(kTowerColours)];
+        QColor c = towerColour(i);
         c.setAlpha(110);  // towers overlap; translucency keeps the mean readable through them
         QCPGraph* g = addLine(loss_, tr("tower %1").arg(i), c, 1);
         if (i >= kTowersInLegend) g->removeFromLegend();
         towerLoss_.push_back(g);
     }
-    meanLoss_ = addLine(loss_, tr("mean"), kRed, 2.5);  // added last: drawn on top
+    meanLoss_ = addLine(loss_, tr("mean"), kRed, 2.5);  // added last but one: drawn over the towers
+    // Averaging every K: a ring on the mean at each step that ended in an average; in the
+    // legend only once there is one.
+    averagedLoss_ = addLine(loss_, tr("averaged"), kBlue, 1.5);
+    averagedLoss_->setLineStyle(QCPGraph::lsNone);
+    averagedLoss_->setScatterStyle(QCPScatterStyle(QCPScatterStyle::ssCircle, 7));
+    averagedLoss_->removeFromLegend();
+
+    staleness_->clearGraphs();
+    towerStaleness_.clear();
+    for (int i = 0; i < towers_; ++i) {
+        QCPGraph* g = addLine(staleness_, tr("tower %1").arg(i), towerColour(i), 1);
+        g->setLineStyle(QCPGraph::lsNone);
+        g->setScatterStyle(QCPScatterStyle(QCPScatterStyle::ssDisc, 4));
+        if (i >= kTowersInLegend) g->removeFromLegend();
+        towerStaleness_.push_back(g);
+    }
+    stalenessMean_ = addLine(staleness_, tr("mean of %1").arg(kStalenessMean), kRed, 2);
 
     for (QCPGraph* g : evalAccuracy_) accuracy_->removeGraph(g);
     evalAccuracy_.clear();
-    for (QCPGraph* g : {trainAccuracy_, speedGraph_, speedAverage_, lrGraph_}) g->data()->clear();
-    speedWindow_.clear();
-    speedSum_ = 0;
-    lossBounds_ = accuracyBounds_ = speedBounds_ = lrBounds_ = Bounds{};
+    for (QCPGraph* g : {trainAccuracy_, speedGraph_, speedRecent_, speedRun_, lrGraph_}) g->data()->clear();
+    recent_.clear();
+    runExamples_ = runSeconds_ = 0;
+    stalenessWindow_.clear();
+    stalenessSum_ = stalenessTotal_ = 0;
+    pushes_ = 0;
+    lossBounds_ = accuracyBounds_ = speedBounds_ = lrBounds_ = stalenessBounds_ = Bounds{};
+    showAsync(false);
 
     for (QCustomPlot* p : plots()) {
         p->xAxis->setRange(0, kWindowSteps);
@@ -193,6 +217,19 @@ void ChartsPanel::reset(int towers) {
         else
             p->yAxis->setRange(0, 1);
     }
+    dirty_ = true;
+}
+
+void ChartsPanel::showAsync(bool async) {
+    async_ = async;
+    // Asynchronous reports count applied updates, each one tower's push, not global steps.
+    for (QCustomPlot* p : plots()) p->xAxis->setLabel(async ? tr("update") : tr("step"));
+    asyncNote_->setVisible(async);
+    staleness_->setVisible(async);
+    // A push alone says nothing about throughput: asynchronous runs draw only the windows.
+    speedGraph_->setVisible(!async);
+    if (async) speedGraph_->removeFromLegend();
+    else speedGraph_->addToLegend();
     dirty_ = true;
 }
 
@@ -209,6 +246,7 @@ void ChartsPanel::noteKey(double key) {
 void ChartsPanel::addStep(const tb::StepMetrics& m) {
     const double key = double(m.step);
     noteKey(key);
+    if (m.pusher >= 0 && !async_) showAsync(true);
     // Non-finite values are skipped, not drawn: NaN marks a tower that did not report this
     // step (async), and an infinite loss would flatten every other point against the axis.
     const int n = std::min<int>(towerLoss_.size(), int(m.towers.size()));
@@ -221,28 +259,86 @@ void ChartsPanel::addStep(const tb::StepMetrics& m) {
     if (std::isfinite(m.loss)) {
         meanLoss_->addData(key, m.loss);
         lossBounds_.add(m.loss);
+        if (m.averaged) {
+            if (averagedLoss_->data()->isEmpty()) averagedLoss_->addToLegend();
+            averagedLoss_->addData(key, m.loss);
+        }
     }
     if (std::isfinite(m.accuracy)) {
         trainAccuracy_->addData(key, m.accuracy);
         accuracyBounds_.add(m.accuracy);
     }
-    if (std::isfinite(m.examplesPerSec)) {
-        speedGraph_->addData(key, m.examplesPerSec);
-        speedBounds_.add(m.examplesPerSec);
-        speedWindow_.push_back(m.examplesPerSec);
-        speedSum_ += m.examplesPerSec;
-        if (speedWindow_.size() > kSpeedAverage) {
-            speedSum_ -= speedWindow_.front();
-            speedWindow_.pop_front();
-        }
-        speedAverage_->addData(key, speedSum_ / double(speedWindow_.size()));
-    }
+    addSpeed(m, key);
     if (std::isfinite(m.lr)) {
         lrGraph_->addData(key, m.lr);
         lrBounds_.add(m.lr);
     }
+    if (m.pusher >= 0 && m.staleness >= 0) addStaleness(m, key);
     ++steps_;
     dirty_ = true;
+}
+
+void ChartsPanel::addSpeed(const tb::StepMetrics& m, double key) {
+    const double examples = double(std::max<int64_t>(0, m.examples));
+    double recentExamples = 0, recentSeconds = 0;
+    if (m.pusher < 0) {
+        // Synchronous: training time is the sum of the steps' wall times (evaluations and
+        // pauses lie between steps), and the window holds whole steps.
+        if (!(m.stepSeconds > 0)) return;
+        runExamples_ += examples;
+        runSeconds_ += m.stepSeconds;
+        recent_.push_back({runSeconds_, m.stepSeconds, examples});
+        while (recent_.size() > 1 && recent_.front().t <= runSeconds_ - kRecentSeconds) recent_.pop_front();
+        for (const Span& s : recent_) {
+            recentExamples += s.examples;
+            recentSeconds += s.seconds;
+        }
+        if (std::isfinite(m.examplesPerSec)) {
+            speedGraph_->addData(key, m.examplesPerSec);  // the step's examples over its wall time
+            speedBounds_.add(m.examplesPerSec);
+        }
+    } else {
+        // Asynchronous: towers push at their own pace on one clock, the run's; the window is the
+        // last kRecentSeconds of it (all of it, early on), not the span between the pushes in
+        // it, which two pushes landing together would make microseconds long.
+        runExamples_ += examples;
+        runSeconds_ = std::max(runSeconds_, m.elapsedSeconds);
+        recent_.push_back({m.elapsedSeconds, 0, examples});
+        while (!recent_.empty() && recent_.front().t <= runSeconds_ - kRecentSeconds) recent_.pop_front();
+        for (const Span& s : recent_) recentExamples += s.examples;
+        recentSeconds = std::min(kRecentSeconds, runSeconds_);
+    }
+    if (recentSeconds > 0) {
+        speedRecent_->addData(key, recentExamples / recentSeconds);
+        speedBounds_.add(recentExamples / recentSeconds);
+    }
+    if (runSeconds_ > 0) {
+        speedRun_->addData(key, runExamples_ / runSeconds_);
+        speedBounds_.add(runExamples_ / runSeconds_);
+    }
+}
+
+double ChartsPanel::runExamplesPerSec() const {
+    return speedRun_->data()->isEmpty() ? 0 : (speedRun_->data()->constEnd() - 1)->value;
+}
+
+double ChartsPanel::recentExamplesPerSec() const {
+    return speedRecent_->data()->isEmpty() ? 0 : (speedRecent_->data()->constEnd() - 1)->value;
+}
+
+void ChartsPanel::addStaleness(const tb::StepMetrics& m, double key) {
+    const double s = double(m.staleness);
+    if (m.pusher < towerStaleness_.size()) towerStaleness_[m.pusher]->addData(key, s);
+    stalenessBounds_.add(s);
+    stalenessWindow_.push_back(s);
+    stalenessSum_ += s;
+    if (stalenessWindow_.size() > kStalenessMean) {
+        stalenessSum_ -= stalenessWindow_.front();
+        stalenessWindow_.pop_front();
+    }
+    stalenessMean_->addData(key, stalenessSum_ / double(stalenessWindow_.size()));
+    stalenessTotal_ += s;
+    ++pushes_;
 }
 
 QCPGraph* ChartsPanel::evalGraph(const QString& split) {
@@ -285,7 +381,7 @@ void ChartsPanel::setLogLoss(bool log) {
             ticker->setSubTickCount(8);  // 2..9 between decades, the usual log paper
             loss_->yAxis->setTicker(ticker);
         } else {
-            loss_->yAxis->setTicker(QSharedPointer<QCPAxisTicker>::create());
+            loss_->yAxis->setTicker(QSharedPointer<LocaleTicker>::create());
         }
         // Refit now even in a user's view: the old linear range means little on a log axis.
         fitValues(loss_, lossBounds_, !userView_ && !scrolling_->isChecked());
@@ -341,6 +437,7 @@ void ChartsPanel::applyRanges() {
     fitValues(accuracy_, accuracyBounds_, !scrolling);
     fitValues(speed_, speedBounds_, !scrolling);
     fitValues(lr_, lrBounds_, !scrolling);
+    fitValues(staleness_, stalenessBounds_, !scrolling);
 }
 
 void ChartsPanel::replot() {
@@ -352,16 +449,32 @@ void ChartsPanel::replot() {
     }
     dirty_ = false;
     if (!userView_ && haveKey_) applyRanges();
+    // The latest figures in the legend, where each names its line.
+    speedRun_->setName(runExamples_ > 0 ? tr("whole run: %1").arg(formatCount(runExamplesPerSec())) : tr("whole run"));
+    speedRecent_->setName(runExamples_ > 0
+                              ? tr("last %1 s: %2").arg(kRecentSeconds).arg(formatCount(recentExamplesPerSec()))
+                              : tr("last %1 s").arg(kRecentSeconds));
+    if (pushes_ > 0)
+        chartTitle(staleness_)->setText(
+            tr("Staleness per push \u2014 mean %1").arg(formatCount(stalenessTotal_ / double(pushes_), 2)));
     // Queued: each chart redraws in its own event-loop turn, so the GUI never stalls for all
-    // four at once, and repeated requests within a turn collapse into one.
+    // of them at once, and repeated requests within a turn collapse into one.
     double drawMs = 0;
     for (QCustomPlot* p : plots()) {
+        if (!p->isVisible()) continue;
+        fitToSize(p);
         p->replot(QCustomPlot::rpQueuedReplot);
         drawMs += p->replotTime(true);  // running average of this chart's recent replots
     }
     // Training shares the cores with the window: when a long run in full view makes drawing
     // cost more than a tenth of the frame period, draw less often rather than slow it down.
     skipFrames_ = int(drawMs / (kDrawShare * kFrameMs));
+}
+
+bool ChartsPanel::eventFilter(QObject* watched, QEvent* e) {
+    if (e->type() == QEvent::Resize)
+        if (auto* p = qobject_cast<QCustomPlot*>(watched)) fitToSize(p);
+    return QWidget::eventFilter(watched, e);
 }
 
 void ChartsPanel::userMovedView(QCustomPlot* source, bool keyAxis) {
@@ -392,30 +505,10 @@ void ChartsPanel::changeEvent(QEvent* e) {
 }
 
 void ChartsPanel::applyTheme() {
-    // QCustomPlot draws black on white whatever the palette; take the palette's colours so the
-    // charts match a dark desktop, where the fixed series colours were chosen to read too.
-    const QPalette pal = palette();
-    const QColor background = pal.color(QPalette::Base), text = pal.color(QPalette::Text);
-    QColor gridColour = text, subGridColour = text, legendBackground = background;
-    gridColour.setAlpha(50);
-    subGridColour.setAlpha(20);
-    legendBackground.setAlpha(200);  // the lines under the legend stay faintly visible
-    for (QCustomPlot* p : plots()) {
-        p->setBackground(background);
-        for (QCPAxis* a : {p->xAxis, p->yAxis, p->xAxis2, p->yAxis2}) {
-            a->setBasePen(QPen(text, 1));
-            a->setTickPen(QPen(text, 1));
-            a->setSubTickPen(QPen(text, 1));
-            a->setLabelColor(text);
-            a->setTickLabelColor(text);
-            a->grid()->setPen(QPen(gridColour, 1, Qt::DotLine));
-            a->grid()->setSubGridPen(QPen(subGridColour, 1, Qt::DotLine));
-            a->grid()->setZeroLinePen(QPen(gridColour, 1));
-        }
-        p->legend->setBrush(legendBackground);
-        p->legend->setBorderPen(QPen(gridColour, 1));
-        p->legend->setTextColor(text);
-        if (auto* title = qobject_cast<QCPTextElement*>(p->plotLayout()->element(0, 0)))
-            title->setTextColor(text);
-    }
+    for (QCustomPlot* p : plots()) applyChartTheme(p, palette());
+    // The asynchronous note on the tooltip colours: set apart from the charts in either theme.
+    QPalette note = asyncNote_->palette();
+    note.setColor(QPalette::Window, palette().color(QPalette::ToolTipBase));
+    note.setColor(QPalette::WindowText, palette().color(QPalette::ToolTipText));
+    asyncNote_->setPalette(note);
 }

@@ -1,8 +1,10 @@
 // ChartsPanel: live QCustomPlot charts of a run: loss (each tower thin, the mean bold, optional
-// log scale), train and test accuracy, examples/sec, learning rate. Data arrival is separate
-// from drawing (QCustomPlot's real-time demo): addStep/addEval only append, a timer replots at
-// 10 Hz. A scrolling window or the whole run; zoom and pan with the mouse. Series keep every
-// point (QCustomPlot's adaptive sampling draws millions smoothly).
+// log scale, averaging steps marked), train and test accuracy, examples/sec (per step, over the
+// last seconds, over the whole run), learning rate, and for asynchronous runs the staleness of
+// every push with a note that such runs are not reproducible. Data arrival is separate from
+// drawing (QCustomPlot's real-time demo): addStep/addEval only append, a timer replots at 10 Hz.
+// A scrolling window or the whole run; zoom and pan with the mouse. Series keep every point
+// (QCustomPlot's adaptive sampling draws millions smoothly).
 #pragma once
 #include <QHash>
 #include <QString>
@@ -16,16 +18,25 @@
 class QCustomPlot;
 class QCPGraph;
 class QCheckBox;
+class QLabel;
 class QTimer;
 
 class ChartsPanel : public QWidget {
     Q_OBJECT
 public:
+    static constexpr double kRecentSeconds = 2;  // the "recent" window of examples/sec
+
     explicit ChartsPanel(QWidget* parent = nullptr);
     // Points received so far (tests): steps and evaluations.
     int stepPoints() const { return steps_; }
     int evalPoints() const { return evals_; }
     QCustomPlot* lossPlot() const { return loss_; }
+    QCustomPlot* speedPlot() const { return speed_; }
+    QCustomPlot* stalenessPlot() const { return staleness_; }
+    QLabel* asyncNote() const { return asyncNote_; }
+    // Examples/sec over the whole run and over the last kRecentSeconds (0 before any step).
+    double runExamplesPerSec() const;
+    double recentExamplesPerSec() const;
 
 public slots:
     void reset(int towers);                  // a new run: clears everything, one thin series per tower
@@ -33,6 +44,9 @@ public slots:
     void addEval(const tb::EvalResult& r);
     void setScrolling(bool scrolling);       // last 500 steps, or the whole run
     void setLogLoss(bool log);
+
+protected:
+    bool eventFilter(QObject* watched, QEvent* e) override;  // a chart resized: refit legend and ticks
 
 private:
     // Smallest and largest value a chart has received, kept as points arrive so fitting the
@@ -43,6 +57,12 @@ private:
         double loPositive = std::numeric_limits<double>::infinity();  // for a log axis
         void add(double v);
     };
+    // Examples and seconds of one report, for the run's and the recent examples/sec.
+    struct Span {
+        double t;        // when it ended: training seconds (sync) or the run's clock (async)
+        double seconds;  // how long it took (sync); unused for async
+        double examples;
+    };
 
     void replot();
     void changeEvent(QEvent* e) override;   // palette/style change: recolour the charts
@@ -51,20 +71,29 @@ private:
     void fitValues(QCustomPlot* p, const Bounds& all, bool wholeRun);
     void noteKey(double key);
     void userMovedView(QCustomPlot* source, bool keyAxis);
+    void addSpeed(const tb::StepMetrics& m, double key);
+    void addStaleness(const tb::StepMetrics& m, double key);
+    void showAsync(bool async);
     QCPGraph* evalGraph(const QString& split);
-    QVector<QCustomPlot*> plots() const { return {loss_, accuracy_, speed_, lr_}; }
+    QVector<QCustomPlot*> plots() const { return {loss_, accuracy_, speed_, lr_, staleness_}; }
 
-    QCustomPlot *loss_ = nullptr, *accuracy_ = nullptr, *speed_ = nullptr, *lr_ = nullptr;
+    QCustomPlot *loss_ = nullptr, *accuracy_ = nullptr, *speed_ = nullptr, *lr_ = nullptr, *staleness_ = nullptr;
     QCheckBox *scrolling_ = nullptr, *logLoss_ = nullptr;
+    QLabel* asyncNote_ = nullptr;
     QTimer* timer_ = nullptr;
     QVector<QCPGraph*> towerLoss_;           // one per tower, drawn under the mean
-    QCPGraph *meanLoss_ = nullptr, *trainAccuracy_ = nullptr, *speedGraph_ = nullptr,
-             *speedAverage_ = nullptr, *lrGraph_ = nullptr;
+    QVector<QCPGraph*> towerStaleness_;      // async: one dot per push, per tower
+    QCPGraph *meanLoss_ = nullptr, *averagedLoss_ = nullptr, *trainAccuracy_ = nullptr, *speedGraph_ = nullptr,
+             *speedRecent_ = nullptr, *speedRun_ = nullptr, *lrGraph_ = nullptr, *stalenessMean_ = nullptr;
     QHash<QString, QCPGraph*> evalAccuracy_; // by split ("validation", "test"), made on first use
-    std::deque<double> speedWindow_;         // last kSpeedAverage examples/sec, for the average
-    double speedSum_ = 0;
-    Bounds lossBounds_, accuracyBounds_, speedBounds_, lrBounds_;
+    std::deque<Span> recent_;                // reports within the last kRecentSeconds
+    double runExamples_ = 0, runSeconds_ = 0;
+    std::deque<double> stalenessWindow_;     // last pushes' staleness, for the mean line
+    double stalenessSum_ = 0, stalenessTotal_ = 0;
+    int64_t pushes_ = 0;
+    Bounds lossBounds_, accuracyBounds_, speedBounds_, lrBounds_, stalenessBounds_;
     int towers_ = 0, steps_ = 0, evals_ = 0;
+    bool async_ = false;
     double firstKey_ = 0, lastKey_ = 0;
     bool haveKey_ = false;
     bool dirty_ = false;

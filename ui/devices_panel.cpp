@@ -1,6 +1,6 @@
-// DevicesPanel and TimelineView: see devices_panel.hpp. The timeline paints straight from the
-// last kMaxSteps StepMetrics it keeps; a step is a few rectangles per tower, so a full repaint
-// per step costs next to nothing. GPU samples set the bars and append to the sparklines at
+// DevicesPanel and TimelineView: see devices_panel.hpp. The timeline lays its bars out from the
+// reports it keeps (the last kMaxSteps steps, or each tower's last pushes) on every paint and
+// hover: a few rectangles per tower, so a full repaint per report costs next to nothing. GPU samples set the bars and append to the sparklines at
 // once; a timer replots the sparklines (QCustomPlot's real-time demo, as the charts panel).
 #include "devices_panel.hpp"
 
@@ -9,16 +9,20 @@
 #include <QFontMetricsF>
 #include <QGridLayout>
 #include <QHBoxLayout>
+#include <QHelpEvent>
 #include <QLabel>
 #include <QPainter>
 #include <QProgressBar>
 #include <QScrollArea>
 #include <QTimer>
+#include <QToolTip>
 #include <QVBoxLayout>
 #include <algorithm>
 #include <cmath>
+#include <span>
 
 #include "phase_colors.hpp"
+#include "view_format.hpp"
 
 using tb::ui::Phase;
 
@@ -84,25 +88,255 @@ double stepDuration(const tb::StepMetrics& m) {
     return longest;
 }
 
+// Seconds the trainer counts as busy (Trainer::execute's busy sum): everything but waiting.
+double busySeconds(const tb::TowerPhases& p) { return p.forward + p.backward + p.straggle + p.reduce + p.apply; }
+
+// A tick step of 1, 2 or 5 x 10^k seconds that leaves at least `minGap` between labels.
+double timeTickStep(double secondsPerPixel, double minGap) {
+    const double want = secondsPerPixel * minGap;
+    const double decade = std::pow(10.0, std::floor(std::log10(want)));
+    for (double m : {1.0, 2.0, 5.0, 10.0})
+        if (m * decade >= want) return m * decade;
+    return 10 * decade;
+}
+
+// Decimals that write multiples of `step` exactly (0.05 -> 2).
+int decimalsFor(double step) { return std::max(0, int(std::ceil(-std::log10(step) - 1e-9))); }
+
+// A step's or a push's phases stacked from x0 in `order`, `perSecond` pixels a second, drawn
+// only between lo and hi (a step's end; the window's left edge).
+void paintPhases(QPainter& p, const tb::TowerPhases& ph, std::span<const Phase> order, double x0, double perSecond,
+                 double lo, double hi, double top, double h) {
+    const QBrush hatch(QColor(0, 0, 0, 110), Qt::BDiagPattern);
+    double x = x0;
+    for (Phase phase : order) {
+        const double sec = tb::ui::phaseSeconds(ph, phase);
+        if (sec <= 0) continue;
+        const double a = std::max(x, lo), b = std::min(x + sec * perSecond, hi);
+        x += sec * perSecond;
+        if (b <= a) continue;
+        const QRectF seg(a, top, b - a, h);
+        p.fillRect(seg, tb::ui::phaseColor(phase));
+        if (phase == Phase::Straggle) p.fillRect(seg, hatch);
+    }
+}
+
 }  // namespace
 
 TimelineView::TimelineView(QWidget* parent) : QWidget(parent) {
     setMinimumHeight(90);
-    setToolTip(tr("The last %1 steps, left to right, one lane per tower; each step is as wide as it took, split "
-                  "into the phases of the legend. Amber is time spent waiting for the slowest tower.")
-                   .arg(kMaxSteps));
+    setToolTip(tb::ui::wrappedToolTip(
+        tr("One lane per tower. Synchronous runs: the last %1 steps, left to right, each as wide as it took, split "
+           "into the phases of the legend; amber is time spent waiting for the slowest tower, and a blue mark "
+           "ends a step after which the replicas were averaged.\n"
+           "Asynchronous runs: the run's clock, each push in its tower's lane where it happened; the towers "
+           "work side by side and nobody waits.\nHover a bar for its phases in milliseconds.")
+            .arg(kMaxSteps)));
 }
 
 void TimelineView::reset(int towers) {
     towers_ = std::max(0, towers);
+    async_ = sawAverage_ = false;
     steps_.clear();
+    pushes_.clear();
     update();
 }
 
 void TimelineView::addStep(const tb::StepMetrics& m) {
-    steps_.push_back(m);
-    while (int(steps_.size()) > kMaxSteps) steps_.pop_front();
+    if (m.pusher >= 0) {
+        // An asynchronous report measures the pusher alone: it joins that tower's lane.
+        async_ = true;
+        if (int(pushes_.size()) <= m.pusher) pushes_.resize(size_t(m.pusher) + 1);
+        if (size_t(m.pusher) >= m.towers.size()) return;
+        auto& lane = pushes_[size_t(m.pusher)];
+        lane.push_back({m.step, m.staleness, m.elapsedSeconds, m.towers[size_t(m.pusher)].phases});
+        while (int(lane.size()) > kMaxPushesPerTower) lane.pop_front();
+    } else {
+        steps_.push_back(m);
+        while (int(steps_.size()) > kMaxSteps) steps_.pop_front();
+        sawAverage_ = sawAverage_ || m.averaged;
+    }
     update();
+}
+
+int TimelineView::stepsShown() const {
+    if (!async_) return int(steps_.size());
+    int n = 0;
+    for (const auto& lane : pushes_) n += int(lane.size());
+    return n;
+}
+
+std::span<const Phase> TimelineView::phaseOrder() const {
+    return async_ ? std::span<const Phase>(tb::ui::kAsyncPhaseOrder) : std::span<const Phase>(tb::ui::kPhaseOrder);
+}
+
+QString TimelineView::phaseLabel(Phase phase) const {
+    // An asynchronous push has no wait; its reduce and apply are the pull and the push.
+    return QLatin1String(async_ ? tb::ui::asyncPhaseName(phase) : tb::ui::phaseName(phase));
+}
+
+QVector<TimelineView::LegendEntry> TimelineView::legendEntries(double width) const {
+    const QFontMetricsF fm(font());
+    const double lineH = fm.height(), sw = std::max(6.0, lineH * 0.7);
+    QVector<LegendEntry> out;
+    double x = 0, y = 0;
+    for (Phase phase : phaseOrder()) {
+        const double textW = fm.horizontalAdvance(phaseLabel(phase));
+        if (x > 0 && x + sw + 4 + textW > width) {  // wrap rather than leave a phase out
+            x = 0;
+            y += lineH;
+        }
+        out.push_back({phase, QRectF(x, y + (lineH - sw) / 2, sw, sw), QRectF(x + sw + 4, y, textW + 2, lineH)});
+        x += sw + 4 + textW + 12;
+    }
+    return out;
+}
+
+int TimelineView::lanes() const {
+    int n = std::max(towers_, int(pushes_.size()));
+    for (const auto& m : steps_) n = std::max(n, int(m.towers.size()));
+    return n;
+}
+
+TimelineView::Frame TimelineView::frame() const {
+    Frame f;
+    const QFontMetricsF fm(font());
+    const double lineH = fm.height();
+    const QRectF area = QRectF(rect()).adjusted(6, 4, -6, -4);
+    f.lanes = lanes();
+    const QVector<LegendEntry> entries = legendEntries(area.width());
+    f.legend = QRectF(area.left(), area.top(), area.width(), entries.isEmpty() ? lineH : entries.back().label.bottom());
+    const double marksH = !async_ && sawAverage_ ? lineH : 0;
+    f.marks = QRectF(area.left(), f.legend.bottom() + 4, area.width(), marksH);
+    f.labelW = fm.horizontalAdvance(tr("tower %1").arg(std::max(0, f.lanes - 1))) + 8;
+    const double top = f.marks.bottom() + (marksH > 0 ? 2 : 0);
+    f.plot = QRectF(area.left() + f.labelW, top, area.width() - f.labelW, area.bottom() - lineH - 2 - top);
+    f.axis = QRectF(f.plot.left(), f.plot.bottom() + 2, f.plot.width(), lineH);
+    f.laneH = f.lanes > 0 ? f.plot.height() / f.lanes : 0;
+    f.barH = std::max(2.0, f.laneH * 0.72);
+    if (async_) {
+        // Each lane shows at least its last two pushes whole, so the window is as long as the
+        // slowest tower needs: a straggler's long compute is seen at its true length, and the
+        // fast towers' many pushes in the same time beside it.
+        for (const auto& lane : pushes_)
+            if (!lane.empty()) f.t1 = std::max(f.t1, lane.back().end);
+        double span = 0;
+        for (const auto& lane : pushes_) {
+            if (lane.empty()) continue;
+            const Push& older = lane.size() > 1 ? lane[lane.size() - 2] : lane.back();
+            span = std::max(span, f.t1 - (older.end - tb::ui::phasesTotal(older.phases)));
+        }
+        f.t0 = f.t1 - std::max(span * 1.04, 1e-3);
+        f.perSecond = f.plot.width() / (f.t1 - f.t0);
+    } else {
+        double total = 0;
+        for (const auto& m : steps_) total += stepDuration(m);
+        f.perSecond = total > 0 ? f.plot.width() / total : 0;
+    }
+    return f;
+}
+
+QVector<TimelineView::Bar> TimelineView::bars() const {
+    QVector<Bar> out;
+    const Frame f = frame();
+    if (f.lanes == 0 || f.plot.width() <= 0) return out;
+    auto laneTop = [&](int lane) { return f.plot.top() + lane * f.laneH; };
+    if (async_) {
+        const double perSecond = f.perSecond;
+        for (int lane = 0; lane < int(pushes_.size()); ++lane)
+            for (const Push& push : pushes_[size_t(lane)]) {
+                // The engine stamps a push when it records it, just after the holder applied it;
+                // no start time is reported, so it is derived: that stamp less the phases the
+                // tower measured (its input, pull, compute, slowdown and push).
+                const double start = push.end - tb::ui::phasesTotal(push.phases);
+                if (push.end <= f.t0) continue;
+                Bar b;
+                b.tower = lane;
+                b.step = push.update;
+                b.start = start;
+                b.end = push.end;
+                b.staleness = push.staleness;
+                b.phases = push.phases;
+                const double x0 = f.plot.left() + (start - f.t0) * perSecond;
+                const double x1 = f.plot.left() + (push.end - f.t0) * perSecond;
+                b.rect = QRectF(QPointF(std::max(x0, f.plot.left()), laneTop(lane) + (f.laneH - f.barH) / 2),
+                                QPointF(x1, laneTop(lane) + (f.laneH + f.barH) / 2));
+                b.cell = QRectF(b.rect.left(), laneTop(lane), std::max(3.0, b.rect.width()), f.laneH);
+                out.push_back(b);
+            }
+        return out;
+    }
+    if (f.perSecond <= 0) return out;
+    const double perSecond = f.perSecond;
+    double x = f.plot.left();
+    for (const auto& m : steps_) {
+        const double w = stepDuration(m) * perSecond;
+        for (int lane = 0; lane < int(m.towers.size()); ++lane) {
+            Bar b;
+            b.tower = lane;
+            b.step = m.step;
+            b.stepSeconds = m.stepSeconds;
+            b.averaged = m.averaged;
+            b.phases = m.towers[size_t(lane)].phases;
+            // Timings that overrun the step's wall time (clocks read on different threads) are
+            // clipped at the step's end.
+            const double len = std::min(tb::ui::phasesTotal(b.phases) * perSecond, w);
+            b.rect = QRectF(x, laneTop(lane) + (f.laneH - f.barH) / 2, len, f.barH);
+            b.cell = QRectF(x, laneTop(lane), w, f.laneH);
+            out.push_back(b);
+        }
+        x += w;
+    }
+    return out;
+}
+
+QVector<int64_t> TimelineView::averagingMarks() const {
+    QVector<int64_t> marks;
+    if (async_) return marks;
+    for (const auto& m : steps_)
+        if (m.averaged) marks.push_back(m.step);
+    return marks;
+}
+
+QString TimelineView::toolTipAt(const QPointF& pos) const {
+    const QVector<Bar> all = bars();
+    // The last hit is the one drawn on top (async pushes of one lane may touch).
+    auto hit = std::find_if(all.rbegin(), all.rend(), [&](const Bar& b) { return b.cell.contains(pos); });
+    if (hit == all.rend()) return {};
+    const Bar& b = *hit;
+    QString head = async_ ? tr("<b>tower %1 \u00b7 update %2</b> \u00b7 staleness %3")
+                                .arg(b.tower)
+                                .arg(tb::ui::formatCount(double(b.step)))
+                                .arg(b.staleness)
+                          : tr("<b>tower %1 \u00b7 step %2</b>").arg(b.tower).arg(tb::ui::formatCount(double(b.step)));
+    QString rows;
+    double sum = 0;
+    for (Phase phase : phaseOrder()) {
+        const double sec = tb::ui::phaseSeconds(b.phases, phase);
+        sum += std::max(0.0, sec);
+        rows += QStringLiteral("<tr><td><span style='color:%1'>\u25A0</span> %2</td><td align='right'>%3</td></tr>")
+                    .arg(tb::ui::phaseColor(phase).name(), phaseLabel(phase), tb::ui::formatMs(sec));
+    }
+    rows += tr("<tr><td><b>total</b></td><td align='right'><b>%1</b></td></tr>").arg(tb::ui::formatMs(sum));
+    QString foot;
+    if (async_)
+        foot = tr("From %1 s to %2 s on the run's clock; the start is the push's time less its phases.")
+                   .arg(tb::ui::formatCount(b.start, 3), tb::ui::formatCount(b.end, 3));
+    else
+        foot = tr("The step took %1 of wall time.%2")
+                   .arg(tb::ui::formatMs(b.stepSeconds),
+                        b.averaged ? tr(" The replicas were averaged after it (its reduce phase).") : QString());
+    return QStringLiteral("<p>%1</p><table cellspacing='0' cellpadding='1'>%2</table><p>%3</p>").arg(head, rows, foot);
+}
+
+bool TimelineView::event(QEvent* e) {
+    if (e->type() == QEvent::ToolTip) {
+        auto* help = static_cast<QHelpEvent*>(e);
+        const QString tip = toolTipAt(help->pos());
+        QToolTip::showText(help->globalPos(), tip.isEmpty() ? toolTip() : tip, this);
+        return true;
+    }
+    return QWidget::event(e);
 }
 
 void TimelineView::paintEvent(QPaintEvent*) {
@@ -112,82 +346,89 @@ void TimelineView::paintEvent(QPaintEvent*) {
     QColor faint = text;
     faint.setAlphaF(0.6f);
     p.fillRect(rect(), pal.color(QPalette::Base));
-
     const QFontMetricsF fm(font());
-    const double lineH = fm.height();
-    const QRectF area = QRectF(rect()).adjusted(6, 4, -6, -4);
+    const Frame f = frame();
 
-    // Legend row: a swatch and a name per phase, as many as fit.
-    double x = area.left();
-    const double sw = std::max(6.0, lineH * 0.7);
-    for (Phase phase : tb::ui::kPhaseOrder) {
-        const QString name = QLatin1String(tb::ui::phaseName(phase));
-        const double w = sw + 4 + fm.horizontalAdvance(name) + 12;
-        if (x + w - 12 > area.right()) break;
-        const QRectF swatch(x, area.top() + (lineH - sw) / 2, sw, sw);
-        p.fillRect(swatch, tb::ui::phaseColor(phase));
-        if (phase == Phase::Straggle) p.fillRect(swatch, QBrush(QColor(0, 0, 0, 110), Qt::BDiagPattern));
+    // Legend: a swatch and a name per phase, in rows as the frame laid them out.
+    const std::span<const Phase> order = phaseOrder();
+    for (const LegendEntry& e : legendEntries(f.legend.width())) {
+        const QRectF swatch = e.swatch.translated(f.legend.topLeft());
+        p.fillRect(swatch, tb::ui::phaseColor(e.phase));
+        if (e.phase == Phase::Straggle) p.fillRect(swatch, QBrush(QColor(0, 0, 0, 110), Qt::BDiagPattern));
         p.setPen(text);
-        p.drawText(QRectF(x + sw + 4, area.top(), w, lineH), Qt::AlignLeft | Qt::AlignVCenter, name);
-        x += w;
+        p.drawText(e.label.translated(f.legend.topLeft()), Qt::AlignLeft | Qt::AlignVCenter, phaseLabel(e.phase));
     }
 
-    int lanes = towers_;
-    for (const auto& m : steps_) lanes = std::max(lanes, int(m.towers.size()));
-    double total = 0;
-    for (const auto& m : steps_) total += stepDuration(m);
-    const QRectF body(area.left(), area.top() + lineH + 6, area.width(), area.height() - lineH - 6);
-    if (steps_.empty() || lanes == 0 || total <= 0) {
+    const QVector<Bar> all = bars();
+    if (all.isEmpty()) {
         p.setPen(faint);
-        p.drawText(body, Qt::AlignCenter, tr("No steps yet"));
+        p.drawText(f.plot.united(f.axis), Qt::AlignCenter, tr("No steps yet"));
+        return;
+    }
+    p.setPen(text);
+    for (int lane = 0; lane < f.lanes; ++lane)
+        p.drawText(QRectF(f.plot.left() - f.labelW, f.plot.top() + lane * f.laneH, f.labelW - 6, f.laneH),
+                   Qt::AlignRight | Qt::AlignVCenter, tr("tower %1").arg(lane));
+
+    p.save();
+    p.setClipRect(f.plot.adjusted(0, 0, 1, 0));
+    for (const Bar& b : all) {
+        // A push starts where its derived start lies, clipped at the window's left edge; a
+        // step's phases start at its column's left and are clipped at its end.
+        if (async_)
+            paintPhases(p, b.phases, order, f.plot.left() + (b.start - f.t0) * f.perSecond, f.perSecond, f.plot.left(),
+                        b.rect.right(), b.rect.top(), b.rect.height());
+        else
+            paintPhases(p, b.phases, order, b.cell.left(), f.perSecond, b.cell.left(), b.cell.right(), b.rect.top(),
+                        b.rect.height());
+    }
+    p.restore();
+
+    if (async_) {
+        // The run's clock along the bottom, in ticks of 1, 2 or 5 x 10^k seconds.
+        const double perSecond = f.perSecond;
+        const double widest = fm.horizontalAdvance(tb::ui::formatCount(f.t1, 3) + QStringLiteral(" s"));
+        const double tick = timeTickStep(1 / perSecond, widest + 16);
+        const int decimals = decimalsFor(tick);
+        for (double t = std::ceil(f.t0 / tick) * tick; t <= f.t1 + 1e-12; t += tick) {
+            const double tx = f.plot.left() + (t - f.t0) * perSecond;
+            p.setPen(QPen(faint, 1, Qt::DotLine));
+            p.drawLine(QPointF(tx, f.plot.top()), QPointF(tx, f.plot.bottom()));
+            const QString label = tb::ui::formatCount(t, decimals) + QStringLiteral(" s");
+            const double lw = fm.horizontalAdvance(label);
+            if (tx - lw / 2 < f.axis.left() - f.labelW || tx + lw / 2 > f.axis.right() + 6) continue;
+            p.setPen(faint);
+            p.drawText(QRectF(tx - lw / 2 - 2, f.axis.top(), lw + 4, f.axis.height()), Qt::AlignCenter, label);
+        }
         return;
     }
 
-    // Lane labels on the left, step numbers along the bottom, the plot between.
-    const double labelW = fm.horizontalAdvance(tr("tower %1").arg(lanes - 1)) + 8;
-    const QRectF plot(body.left() + labelW, body.top(), body.width() - labelW, body.height() - lineH - 2);
-    const double laneH = plot.height() / lanes;
-    const double barH = std::max(2.0, laneH * 0.72);
-    p.setPen(text);
-    for (int lane = 0; lane < lanes; ++lane)
-        p.drawText(QRectF(body.left(), plot.top() + lane * laneH, labelW - 6, laneH), Qt::AlignRight | Qt::AlignVCenter,
-                   tr("tower %1").arg(lane));
-
-    const QBrush hatch(QColor(0, 0, 0, 110), Qt::BDiagPattern);
-    const double perSecond = plot.width() / total;
-    x = plot.left();
+    // Step boundaries, averaging marks, step numbers where they fit without overlapping.
     double lastLabelEnd = -1e9;
-    for (const auto& m : steps_) {
-        const double dur = stepDuration(m);
-        const double stepW = dur * perSecond;
-        const double stepEnd = x + stepW;
-        for (int lane = 0; lane < int(m.towers.size()); ++lane) {
-            const tb::TowerPhases& ph = m.towers[size_t(lane)].phases;
-            const double top = plot.top() + lane * laneH + (laneH - barH) / 2;
-            double sx = x;
-            // Phases in the order the tower lived them; timings that overrun the step's wall time
-            // (clocks read on different threads) are clipped at the step's end.
-            for (Phase phase : tb::ui::kPhaseOrder) {
-                const double sec = tb::ui::phaseSeconds(ph, phase);
-                if (sec <= 0 || sx >= stepEnd) continue;
-                const double w = std::min(sec * perSecond, stepEnd - sx);
-                const QRectF seg(sx, top, w, barH);
-                p.fillRect(seg, tb::ui::phaseColor(phase));
-                if (phase == Phase::Straggle) p.fillRect(seg, hatch);
-                sx += w;
-            }
+    const QColor averaging = tb::ui::phaseColor(Phase::Reduce);
+    for (const Bar& b : all) {
+        if (b.tower != 0) continue;  // one per step
+        const double stepEnd = b.cell.right();
+        if (b.averaged) {
+            p.setPen(QPen(averaging, 2));
+            p.drawLine(QPointF(stepEnd, f.marks.top() + f.marks.height() / 2), QPointF(stepEnd, f.plot.bottom()));
+            p.setPen(averaging);
+            const QString avg = tr("avg");
+            const double aw = fm.horizontalAdvance(avg);
+            p.drawText(QRectF(stepEnd - aw - 3, f.marks.top(), aw + 2, f.marks.height()), Qt::AlignRight | Qt::AlignVCenter,
+                       avg);
+        } else {
+            p.setPen(QPen(faint, 1));
+            p.drawLine(QPointF(stepEnd, f.plot.top()), QPointF(stepEnd, f.plot.bottom()));
         }
-        p.setPen(QPen(faint, 1));
-        p.drawLine(QPointF(stepEnd, plot.top()), QPointF(stepEnd, plot.bottom()));
-        // A step number under the step where there is room for it without overlapping the last.
-        const QString num = QString::number(m.step);
+        const QString num = tb::ui::formatCount(double(b.step));
         const double numW = fm.horizontalAdvance(num);
-        if (numW + 4 <= stepW && x >= lastLabelEnd) {
+        if (numW + 4 <= b.cell.width() && b.cell.left() >= lastLabelEnd) {
             p.setPen(faint);
-            p.drawText(QRectF(x, plot.bottom() + 2, stepW, lineH), Qt::AlignHCenter | Qt::AlignTop, num);
-            lastLabelEnd = x + (stepW + numW) / 2 + 4;
+            p.drawText(QRectF(b.cell.left(), f.axis.top(), b.cell.width(), f.axis.height()),
+                       Qt::AlignHCenter | Qt::AlignTop, num);
+            lastLabelEnd = b.cell.left() + (b.cell.width() + numW) / 2 + 4;
         }
-        x = stepEnd;
     }
 }
 
@@ -262,11 +503,17 @@ DevicesPanel::DevicesPanel(const DeviceCatalog& catalog, QWidget* parent) : QWid
 
     auto* title = new QLabel(tr("Towers (busy %)"), this);
     title->setFont(bold);
-    title->setToolTip(tr("Share of each step a tower spent computing, reducing or applying the update, rather "
-                         "than waiting for input or for the other towers."));
+    title->setToolTip(tb::ui::wrappedToolTip(
+        tr("Share of its time a tower spent computing, reducing or applying the update, rather than waiting for "
+           "input or for the other towers: over the whole run (the bar, as the run's summary counts it), and "
+           "over its last %1 s beside it.")
+            .arg(kRecentSeconds)));
     layout->addWidget(title);
     bars_ = new QVBoxLayout;
     layout->addLayout(bars_);
+    timelineTitle_ = new QLabel(this);
+    timelineTitle_->setFont(bold);
+    layout->addWidget(timelineTitle_);
     timeline_ = new TimelineView(this);
     layout->addWidget(timeline_, 1);
 
@@ -336,7 +583,20 @@ void DevicesPanel::replotGpus() {
 }
 
 int DevicesPanel::busyPercent(int tower) const {
-    return tower >= 0 && tower < busy_.size() ? busy_[tower]->value() : -1;
+    return tower >= 0 && tower < busyBars_.size() ? busyBars_[tower]->value() : -1;
+}
+
+int DevicesPanel::recentBusyPercent(int tower) const {
+    return tower >= 0 && tower < busy_.size() ? qRound(100 * busy_[tower].recentFraction()) : -1;
+}
+
+double DevicesPanel::Busy::recentFraction() const {
+    double b = 0, t = 0;
+    for (const Report& r : recent) {
+        b += r.busy;
+        t += r.seconds;
+    }
+    return t > 0 ? std::min(1.0, b / t) : 0;
 }
 
 void DevicesPanel::reset(const QStringList& towerDevices) {
@@ -345,6 +605,7 @@ void DevicesPanel::reset(const QStringList& towerDevices) {
         delete item->widget();
         delete item;
     }
+    busyBars_.clear();
     busy_.clear();
     for (const QString& device : towerDevices) {
         auto* row = new QWidget(this);
@@ -359,18 +620,36 @@ void DevicesPanel::reset(const QStringList& towerDevices) {
         rowLayout->addWidget(name);
         rowLayout->addWidget(bar, 1);
         bars_->addWidget(row);
-        busy_.push_back(bar);
+        busyBars_.push_back(bar);
+        busy_.push_back({});
     }
     timeline_->reset(int(towerDevices.size()));
+    timelineTitle_->setText(tr("Timeline: the last %1 steps").arg(TimelineView::kMaxSteps));
 }
 
 void DevicesPanel::addStep(const tb::StepMetrics& m) {
-    // An async report measures only the tower that pushed; the others keep their last value.
+    // Every tower of a synchronous step reports; an asynchronous report measures the pusher
+    // alone, over its own cycle (stepSeconds), and the others keep their figures.
     const bool async = m.pusher >= 0;
-    const int n = std::min(int(busy_.size()), int(m.towers.size()));
-    for (int i = 0; i < n; ++i) {
+    const int n = std::min(int(busyBars_.size()), int(m.towers.size()));
+    for (int i = 0; i < n && m.stepSeconds > 0; ++i) {
         if (async && i != m.pusher) continue;
-        busy_[i]->setValue(std::clamp(qRound(m.towers[size_t(i)].busyFraction * 100), 0, 100));
+        Busy& b = busy_[i];
+        const double busy = busySeconds(m.towers[size_t(i)].phases);
+        b.busy += busy;
+        b.seconds += m.stepSeconds;
+        // The recent window on the tower's own clock (its time summed), whole reports, at least one.
+        b.recent.push_back({b.seconds, busy, m.stepSeconds});
+        while (b.recent.size() > 1 && b.recent.front().t <= b.seconds - kRecentSeconds) b.recent.pop_front();
+        QProgressBar* bar = busyBars_[i];
+        bar->setValue(std::clamp(qRound(100 * std::min(1.0, b.busy / b.seconds)), 0, 100));
+        bar->setFormat(tr("run %p% \u00b7 last %1 s %2%").arg(kRecentSeconds).arg(qRound(100 * b.recentFraction())));
     }
+    if (async && !timeline_->wallClock())
+        timelineTitle_->setText(tr("Timeline: each tower's pushes on the run's clock"));
     timeline_->addStep(m);
+}
+
+void DevicesPanel::addSteps(const std::vector<tb::StepMetrics>& steps) {
+    for (const tb::StepMetrics& m : steps) addStep(m);
 }

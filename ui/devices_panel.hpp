@@ -1,13 +1,20 @@
 // DevicesPanel: the machine's GPUs live (name, utilisation and memory bars, sparklines of the
-// last minute, from the window's device monitor, with or without a run), per-tower busy % and
-// a timeline of the last steps, one lane per tower, each step split into data, forward,
-// backward, reduce, wait and apply.
+// last minute, from the window's device monitor, with or without a run), per-tower busy % (over
+// the whole run, and over the last seconds beside it) and a timeline, one lane per tower.
+// TimelineView: synchronous runs show the last steps side by side, each as wide as its wall
+// time, split into data, forward, backward, straggle, wait, reduce and apply, with the steps that
+// ended in an average marked; asynchronous runs show the run's wall clock, each push in its
+// tower's lane at the time it happened, so the towers run side by side and a straggler's long
+// compute shows at its true length. Hovering a bar shows each phase in milliseconds.
 #pragma once
 #include <QWidget>
 #include <deque>
+#include <span>
+#include <vector>
 
 #include "device_catalog.hpp"
 #include "engine/observer.hpp"
+#include "phase_colors.hpp"
 
 class QCPGraph;
 class QCustomPlot;
@@ -19,19 +26,67 @@ class QVBoxLayout;
 class TimelineView : public QWidget {
     Q_OBJECT
 public:
+    static constexpr int kMaxSteps = 12;             // synchronous steps shown
+    static constexpr int kMaxPushesPerTower = 400;   // asynchronous pushes kept per lane
+
+    // One tower's part of one step (sync) or one push (async), laid out for the current size.
+    struct Bar {
+        int tower = 0;
+        int64_t step = 0;          // the step, or the update the push made
+        QRectF rect;               // the bar as drawn; its phases run left to right
+        QRectF cell;               // where hovering finds it (its column or its push in the lane)
+        double start = 0, end = 0; // async: seconds on the run's clock
+        double stepSeconds = 0;    // sync: the step's wall time
+        int64_t staleness = -1;    // async
+        bool averaged = false;     // sync: the replicas were averaged after this step
+        tb::TowerPhases phases;
+    };
+
     explicit TimelineView(QWidget* parent = nullptr);
     void reset(int towers);
-    void addStep(const tb::StepMetrics& m);   // keeps the last kMaxSteps
-    int stepsShown() const { return int(steps_.size()); }
+    void addStep(const tb::StepMetrics& m);
+    int stepsShown() const;                     // reports kept: steps, or pushes (async)
+    bool wallClock() const { return async_; }   // an asynchronous run: lanes on the run's clock
+    QVector<Bar> bars() const;                  // what is drawn at the current size
+    QVector<int64_t> averagingMarks() const;    // steps drawn with an averaging mark
+    QString toolTipAt(const QPointF& pos) const;  // a bar's phases in ms; empty off the bars
     QSize sizeHint() const override { return {520, 160}; }
-    static constexpr int kMaxSteps = 12;
 
 protected:
+    bool event(QEvent* e) override;  // tooltips per bar
     void paintEvent(QPaintEvent*) override;
 
 private:
+    // An asynchronous push as the timeline keeps it.
+    struct Push {
+        int64_t update = 0, staleness = -1;
+        double end = 0;            // the run's clock when the engine recorded it
+        tb::TowerPhases phases;
+    };
+    // The geometry shared by painting, hit-testing and tests.
+    struct Frame {
+        QRectF legend, marks, plot, axis;  // rows top to bottom; plot holds the lanes
+        double labelW = 0, laneH = 0, barH = 0;
+        int lanes = 0;
+        double t0 = 0, t1 = 0;             // async: the window on the run's clock
+        double perSecond = 0;              // pixels per second (sync: all steps fill the plot)
+    };
+    // One phase's swatch and name in the legend, relative to the legend's top left.
+    struct LegendEntry {
+        tb::ui::Phase phase;
+        QRectF swatch, label;
+    };
+    Frame frame() const;
+    int lanes() const;
+    std::span<const tb::ui::Phase> phaseOrder() const;  // the order a step or a push runs them
+    QString phaseLabel(tb::ui::Phase phase) const;
+    QVector<LegendEntry> legendEntries(double width) const;  // wrapped into rows of `width`
+
     int towers_ = 0;
-    std::deque<tb::StepMetrics> steps_;
+    bool async_ = false;
+    bool sawAverage_ = false;              // a row for averaging marks, kept once needed
+    std::deque<tb::StepMetrics> steps_;    // sync: the last kMaxSteps
+    std::vector<std::deque<Push>> pushes_; // async: per tower, its last pushes
 };
 
 class DevicesPanel : public QWidget {
@@ -42,9 +97,12 @@ public:
 
     // One row of bars and a sparkline per GPU of the catalog.
     explicit DevicesPanel(const DeviceCatalog& catalog, QWidget* parent = nullptr);
+    static constexpr double kRecentSeconds = 2;    // the recent busy window, of each tower's time
+
     TimelineView* timeline() const { return timeline_; }
-    // Busy % shown for tower i (tests).
+    // Busy % of tower i over the whole run (the bar) and over its last kRecentSeconds (beside it).
     int busyPercent(int tower) const;
+    int recentBusyPercent(int tower) const;
     // What GPU row i shows (tests): utilisation % (-1 before a reading), the memory bar's text,
     // its sparkline (graph 0 utilisation, graph 1 memory used, both in %).
     int gpuRows() const { return int(gpus_.size()); }
@@ -56,6 +114,8 @@ public:
 public slots:
     void reset(const QStringList& towerDevices);
     void addStep(const tb::StepMetrics& m);
+    // Every report of a batch (the run's busy fractions need all of them).
+    void addSteps(const std::vector<tb::StepMetrics>& steps);
     // A batch from the device monitor, delivered on the GUI thread. Samples are matched to rows
     // by index: NVML's, which is CUDA's where CUDA_VISIBLE_DEVICES does not renumber the GPUs
     // (DeviceSample carries no PCI bus id to match on).
@@ -69,6 +129,15 @@ private:
         QCPGraph *utilGraph = nullptr, *memoryGraph = nullptr;
         double lastT = 0;
     };
+    // One tower's busy time and time over the run, and its last reports, on its own clock.
+    struct Busy {
+        double busy = 0, seconds = 0;
+        struct Report {
+            double t, busy, seconds;
+        };
+        std::deque<Report> recent;
+        double recentFraction() const;
+    };
     void replotGpus();
 
     QVector<GpuRow> gpus_;
@@ -76,6 +145,8 @@ private:
     QTimer* timer_ = nullptr;
     bool dirty_ = false;  // samples arrived since the last replot
     QVBoxLayout* bars_ = nullptr;
-    QVector<QProgressBar*> busy_;
+    QVector<QProgressBar*> busyBars_;
+    QVector<Busy> busy_;
+    QLabel* timelineTitle_ = nullptr;
     TimelineView* timeline_ = nullptr;
 };

@@ -16,6 +16,13 @@ inline constexpr int kPhaseCount = 7;
 inline constexpr Phase kPhaseOrder[kPhaseCount] = {Phase::Data,     Phase::Forward, Phase::Backward, Phase::Straggle,
                                                    Phase::Wait,     Phase::Reduce,  Phase::Apply};
 
+// An asynchronous push in the order TowerSet::runAsync runs it: input, pull of the variables
+// (measured as reduce), gradients, injected slowdown, push and update at the holder (measured as
+// apply). Nobody waits for anybody, so there is no wait phase.
+inline constexpr int kAsyncPhaseCount = 6;
+inline constexpr Phase kAsyncPhaseOrder[kAsyncPhaseCount] = {Phase::Data,     Phase::Reduce,   Phase::Forward,
+                                                             Phase::Backward, Phase::Straggle, Phase::Apply};
+
 inline double phaseSeconds(const tb::TowerPhases& p, Phase phase) {
     switch (phase) {
     case Phase::Data: return p.dataWait;
@@ -64,6 +71,15 @@ inline const char* phaseName(Phase phase) {
     case Phase::Apply: return "apply";
     }
     return "";
+}
+
+// What a phase is called in an asynchronous push, where reduce is the pull and apply the push.
+inline const char* asyncPhaseName(Phase phase) {
+    switch (phase) {
+    case Phase::Reduce: return "pull";
+    case Phase::Apply: return "push";
+    default: return phaseName(phase);
+    }
 }
 
 }  // namespace tb::ui
