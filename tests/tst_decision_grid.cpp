@@ -22,7 +22,7 @@ namespace {
 // Keeps every report and every grid; asks for `frames` grids of `cells` x `cells`.
 class Recorder final : public TrainingObserver {
 public:
-    Recorder(int frames, int cells) : request_{frames, cells} {}
+    Recorder(int frames, int cells, double maxGapSeconds = 0) : request_{frames, cells, maxGapSeconds} {}
     DecisionGridRequest decisionGridRequest() const override { return request_; }
     void onStepEnd(const StepMetrics& m) override {
         std::lock_guard lock(mutex_);
@@ -66,6 +66,7 @@ class DecisionGridTest : public QObject {
 private slots:
     void onlyWhenAskedAndTwoDimensional();
     void blobsFramesFollowTraining();
+    void longRunsKeepFramesComing();
     void averagingFlagsAndFrames();
     void asyncFramesFromPulledVariables();
     void reportsCountTheirExamples();
@@ -128,6 +129,32 @@ void DecisionGridTest::blobsFramesFollowTraining() {
         const double a = 2 * std::numbers::pi * k / 4;
         QCOMPARE(predictedAt(last, 3 * std::cos(a), 3 * std::sin(a)), k);
     }
+}
+
+// Two frames asked over a run (steps 1, 30 and the last), and one at least every 0.02 s of the
+// run's clock besides: with slowed steps, frames come exactly where that gap has passed, as the
+// reports' own clock says, where without the gap there would be three.
+void DecisionGridTest::longRunsKeepFramesComing() {
+    RunConfig c = blobs(60);
+    c.slow = "0=30";
+    Recorder rec(2, 16, 0.02);
+    Trainer t(c);
+    t.addObserver(&rec);
+    t.run();
+    QCOMPARE(int(rec.steps.size()), 60);
+    std::vector<int64_t> expected{1};
+    double last = rec.steps[0].elapsedSeconds;
+    for (const StepMetrics& m : rec.steps) {
+        if (m.step == 1) continue;
+        if (m.step % 30 == 0 || m.elapsedSeconds - last >= 0.02) {
+            expected.push_back(m.step);
+            last = m.elapsedSeconds;
+        }
+    }
+    std::vector<int64_t> got;
+    for (const DecisionGrid& g : rec.grids) got.push_back(g.step);
+    QCOMPARE(got, expected);
+    QVERIFY2(got.size() > 5, qPrintable(QStringLiteral("%1 frames in %2 s").arg(got.size()).arg(rec.steps.back().elapsedSeconds)));
 }
 
 void DecisionGridTest::averagingFlagsAndFrames() {

@@ -23,6 +23,7 @@
 #include "experiment_panel.hpp"
 #include "fake_devices.hpp"
 #include "main_window.hpp"
+#include "decision_view.hpp"
 #include "placement_diagram.hpp"
 
 namespace {
@@ -498,10 +499,14 @@ private slots:
         QVERIFY2(beside->text().contains("<b>Reduce</b>"), qPrintable(beside->text()));
         QVERIFY(!w.startAction()->isEnabled());
         QCOMPARE(w.startAction()->toolTip(), "Cannot start: " + e->problem());
+        // The diagram does not keep drawing "Variables on cpu" for settings that cannot run.
+        QCOMPARE(w.diagram()->invalidReason(), e->problem());
         e->reduceBox()->setCurrentText("allreduce");
         QVERIFY(e->isValid());
         QVERIFY(!beside->isVisible());
         QVERIFY(w.startAction()->isEnabled());
+        QVERIFY(w.diagram()->invalidReason().isEmpty());
+        QCOMPARE(w.diagram()->model().links, PlacementModel::Links::Ring);
     }
 
     void quittingMidRunAsksFirst() {
@@ -588,6 +593,38 @@ private slots:
 
     // The end of a run: its summary in words, with the async caveats where they apply; Stop
     // says that the final evaluation runs.
+    // A 2-D set shows its decision regions forming: frames arrive during the run, step by step,
+    // and the last one classifies the blobs far better than chance. An image set hides the view.
+    void decisionRegionsFormAsTheRunTrains() {
+        MainWindow w;
+        w.show();
+        QVERIFY(QTest::qWaitForWindowExposed(&w));
+        tb::RunConfig c = syntheticRun(300);
+        w.experiment()->setConfig(c);
+        DecisionView* view = w.decisionView();
+        QVERIFY(view->isVisible());
+        QVERIFY(!view->hasGrid());
+        QSignalSpy ended(&w, &MainWindow::runEnded);
+        QList<int64_t> frames;
+        QTimer poll;
+        connect(&poll, &QTimer::timeout, [&] {
+            if (view->hasGrid() && (frames.isEmpty() || frames.back() != view->grid().step)) frames << view->grid().step;
+        });
+        poll.start(1);
+        w.start();
+        QTRY_COMPARE_WITH_TIMEOUT(ended.count(), 1, 30000);
+        poll.stop();
+        QVERIFY(view->hasGrid());
+        QCOMPARE(view->grid().step, int64_t(300));  // the run's end is always drawn
+        QVERIFY2(frames.size() >= 2, qPrintable(QString::number(frames.size())));
+        QVERIFY2(view->pointsRight() > 0.9, qPrintable(view->caption()));
+        QVERIFY(view->caption().startsWith("step 300\n"));
+
+        c.data = "fashion-mnist";
+        w.experiment()->setConfig(c);
+        QVERIFY(view->isVisible());  // the last run's regions stay until a new run starts
+    }
+
     void endOfRunSummary() {
         MainWindow w;
         w.experiment()->setConfig(syntheticRun(40));

@@ -20,6 +20,9 @@
 #include <QToolButton>
 
 #include "charts_panel.hpp"
+#include "decision_view.hpp"
+#include "devices_panel.hpp"
+#include "phase_colors.hpp"
 #include "experiment_panel.hpp"
 #include "fake_devices.hpp"
 #include "form_widgets.hpp"
@@ -65,6 +68,27 @@ QStringList layoutProblems(MainWindow& top) {
             need(needed, "text");
         }
     }
+    // The timeline's painted legend names every phase inside the view and leaves room for bars.
+    for (TimelineView* t : top.findChildren<TimelineView*>()) {
+        if (!t->isVisible()) continue;
+        const QVector<QRectF> labels = t->legendLabels();
+        const int phases = t->wallClock() ? tb::ui::kAsyncPhaseCount : tb::ui::kPhaseCount;
+        if (labels.size() != phases)
+            problems << QStringLiteral("timeline legend: %1 of %2 phases").arg(labels.size()).arg(phases);
+        for (const QRectF& r : labels)
+            if (!QRectF(t->rect()).contains(r))
+                problems << QStringLiteral("timeline legend: a phase's name (%1 px at %2) is cut by the view's %3 px")
+                                .arg(r.width()).arg(r.left()).arg(t->width());
+        if (t->plotArea().height() < 3 * t->fontMetrics().height())
+            problems << QStringLiteral("timeline: %1 px left for the towers' bars").arg(t->plotArea().height());
+    }
+    // The decision view's caption is painted line by line: every line whole.
+    for (DecisionView* d : top.findChildren<DecisionView*>()) {
+        if (!d->isVisible()) continue;
+        for (const QString& line : d->caption().split(QLatin1Char('\n')))
+            if (d->fontMetrics().horizontalAdvance(line) > d->width() - 12)
+                problems << QStringLiteral("decision view: '%1' cut at %2 px").arg(line).arg(d->width());
+    }
     if (top.experimentScroll()->horizontalScrollBar()->isVisible())
         problems << QStringLiteral("the experiment form scrolls sideways (%1 px of form in %2 px)")
                         .arg(top.experiment()->minimumSizeHint().width())
@@ -109,6 +133,9 @@ void runAndPause(MainWindow& w, const QString& config, int steps) {
     QVERIFY2(w.experiment()->isValid(), qPrintable(w.experiment()->problem()));
     w.start();
     QTRY_VERIFY_WITH_TIMEOUT(w.charts()->stepPoints() >= steps, 60000);
+    // A 2-D set: the decision regions shown are of a model that trained a while, not step 1's.
+    if (w.decisionView()->isVisible())
+        QTRY_VERIFY_WITH_TIMEOUT(w.decisionView()->hasGrid() && w.decisionView()->grid().step >= steps, 60000);
     w.togglePause();
     QTRY_COMPARE_WITH_TIMEOUT(w.stateText().startsWith(QStringLiteral("Paused")), true, 5000);
     QTest::qWait(400);  // queued steps drawn, charts replotted (10 Hz)

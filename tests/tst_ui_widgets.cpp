@@ -11,8 +11,12 @@
 #include <cmath>
 #include <qcustomplot.h>
 
+#include "backend/backend.hpp"
+#include "concepts_help.hpp"
+#include "decision_view.hpp"
 #include "devices_panel.hpp"
 #include "fake_devices.hpp"
+#include "nn/network.hpp"
 #include "phase_colors.hpp"
 #include "placement_diagram.hpp"
 #include "view_format.hpp"
@@ -88,6 +92,14 @@ private slots:
     void ringVolume();
     void sharedGpusGrouped();
     void gpuPicturesRender();
+    void shardsSizedRoundRobin();
+    void shardPictureBundlesArrows();
+    void bytesPerStepAsReadme_data();
+    void bytesPerStepAsReadme();
+    void diagramTooltipWraps();
+    void diagramShowsInvalidSettings();
+    void decisionViewDrawsRegions();
+    void conceptsEachHaveADiagram();
     void devicesPanelBars();
     void devicesPanelAsyncBusyPerTower();
     void timelineAsyncWallClock();
@@ -136,7 +148,8 @@ void TestUiWidgets::linksAndArrows_data() {
               shards = int(PlacementModel::Links::Shards);
     QTest::newRow("2 towers, holder") << 2 << cpu << 1 << arrowsLink << 4 << QStringLiteral("cpu") << false;
     QTest::newRow("4 towers, ring") << 4 << replicated << 1 << ring << 4 << QString() << false;
-    QTest::newRow("2 async towers, 3 shards") << 2 << cpu << 3 << shards << 12 << QStringLiteral("cpu") << true;
+    // One pair of arrows per tower to the bus that reaches every shard, not a pair per shard.
+    QTest::newRow("2 async towers, 3 shards") << 2 << cpu << 3 << shards << 4 << QStringLiteral("cpu") << true;
     // Synchronous updates take the variables as one: shards are not drawn where they do nothing.
     QTest::newRow("2 sync towers, 3 shards") << 2 << cpu << 1 << arrowsLink << 4 << QStringLiteral("cpu") << false;
     QTest::newRow("1 tower, ring") << 1 << replicated << 1 << ring << 0 << QString() << false;
@@ -396,6 +409,114 @@ void TestUiWidgets::gpuPicturesRender() {
         const QString path = QDir(QCoreApplication::applicationDirPath()).filePath(QLatin1String(pic.file));
         QVERIFY2(image.save(path), qPrintable(path));
     }
+}
+
+// Variables dealt round-robin over the shards, as AsyncParameterServer deals them: variable v to
+// shard v mod S. Checked against a real model's variables too: every byte in exactly one shard.
+void TestUiWidgets::shardsSizedRoundRobin() {
+    auto plan = cpuPlan(2);
+    plan.update = tb::UpdateMode::Async;
+    plan.psShards = 2;
+    const auto m = PlacementModel::fromPlan(plan, QVector<int64_t>{10, 20, 30, 40, 50});
+    QCOMPARE(m.paramCount, int64_t(150));
+    QCOMPARE(m.shardVariables(0), 3);  // variables 0, 2, 4
+    QCOMPARE(m.shardVariables(1), 2);  // variables 1, 3
+    QCOMPARE(m.shardBytes(0), int64_t(4 * (10 + 30 + 50)));
+    QCOMPARE(m.shardBytes(1), int64_t(4 * (20 + 40)));
+    QCOMPARE(m.shardVariables(2), 0);
+
+    auto be = tb::makeCpuBackend(1);
+    tb::Network net(tb::findModel("mnist_cnn"), *be, 1);
+    QVector<int64_t> sizes;
+    for (const auto& info : net.paramInfos()) sizes << info.shape.numel();
+    plan.psShards = 3;
+    const auto real = PlacementModel::fromPlan(plan, sizes);
+    QCOMPARE(real.paramCount, net.paramCount());
+    int variables = 0;
+    int64_t bytes = 0;
+    for (int j = 0; j < 3; ++j) {
+        variables += real.shardVariables(j);
+        bytes += real.shardBytes(j);
+    }
+    QCOMPARE(variables, int(net.paramInfos().size()));
+    QCOMPARE(bytes, net.paramCount() * 4);
+}
+
+// Four towers and two shards: one bus, a pair of arrows per tower (8, not 16), and each shard
+// labelled with what it holds. Saved beside the test binary to look at.
+void TestUiWidgets::shardPictureBundlesArrows() {
+    auto plan = cpuPlan(4);
+    plan.update = tb::UpdateMode::Async;
+    plan.psShards = 2;
+    auto be = tb::makeCpuBackend(1);
+    tb::Network net(tb::findModel("mnist_cnn"), *be, 1);
+    QVector<int64_t> sizes;
+    for (const auto& info : net.paramInfos()) sizes << info.shape.numel();
+    const auto m = PlacementModel::fromPlan(plan, sizes);
+    QCOMPARE(m.arrowCount(), 8);
+    PlacementDiagram d;
+    d.resize(640, 360);
+    d.setModel(m);
+    const QImage still = grabImage(d);
+    auto step = syntheticStep(4, 9);
+    step.pusher = 2;
+    step.staleness = 3;
+    step.bytesMoved = 2 * net.paramCount() * 4;
+    d.showStep(step);
+    const QImage live = grabImage(d);
+    QVERIFY(live != still);
+    const QString path = QDir(QCoreApplication::applicationDirPath()).filePath(QStringLiteral("diagram-shards.png"));
+    QVERIFY2(live.save(path), qPrintable(path));
+    d.clearActivity();
+}
+
+// The caption's bytes per step are README's bytes table, for mnist_cnn (P = 3,274,634).
+void TestUiWidgets::bytesPerStepAsReadme_data() {
+    QTest::addColumn<QString>("towers");
+    QTest::addColumn<QString>("variables");
+    QTest::addColumn<bool>("async");
+    QTest::addColumn<int>("averageEvery");
+    QTest::addColumn<qint64>("bytes");
+    QTest::addColumn<QString>("label");
+    const qint64 p4 = qint64(3'274'634) * 4;
+    QTest::newRow("holder mean, 2 CPU towers") << "cpu:0,cpu:1" << "cpu" << false << 0 << 4 * p4
+                                               << QStringLiteral("52.4 MB per step (2 \u00d7 M \u00d7 P \u00d7 4, M = 2)");
+    QTest::newRow("holder on cpu:1") << "cpu:0,cpu:1" << "cpu:1" << false << 0 << 2 * p4
+                                     << QStringLiteral("26.2 MB per step (2 \u00d7 M \u00d7 P \u00d7 4, M = 1)");
+    QTest::newRow("all-reduce") << "cpu:0,cpu:1" << "replicated" << false << 0 << 2 * p4
+                                << QStringLiteral("26.2 MB per step (2 \u00d7 (D\u22121) \u00d7 P \u00d7 4, D = 2)");
+    QTest::newRow("averaging every 5") << "cpu:0,cpu:1" << "replicated" << false << 5 << 2 * p4
+                                       << QStringLiteral("26.2 MB every 5 steps (2 \u00d7 (D\u22121) \u00d7 P \u00d7 4, D = 2)");
+    QTest::newRow("async") << "cpu:0,cpu:1" << "cpu" << true << 0 << 2 * p4
+                           << QStringLiteral("26.2 MB per update off the holder (2 \u00d7 P \u00d7 4)");
+}
+
+void TestUiWidgets::bytesPerStepAsReadme() {
+    QFETCH(QString, towers);
+    QFETCH(QString, variables);
+    QFETCH(bool, async);
+    QFETCH(int, averageEvery);
+    QFETCH(qint64, bytes);
+    QFETCH(QString, label);
+    auto plan = planOf(towers.toStdString(), variables.toStdString());
+    if (async) plan.update = tb::UpdateMode::Async;
+    plan.averageEvery = averageEvery;
+    const auto m = PlacementModel::fromPlan(plan, 3'274'634);
+    QCOMPARE(m.bytesPerStep(), bytes);
+    QCOMPARE(m.bytesLabel(), label);
+}
+
+// Qt shows a plain-text tooltip as one line as wide as its text (1,552 px for the diagram's);
+// rich text it wraps. Laid out as QToolTip lays it out: a label that word-wraps rich text.
+void TestUiWidgets::diagramTooltipWraps() {
+    PlacementDiagram d;
+    const QString tip = d.toolTip();
+    QVERIFY(Qt::mightBeRichText(tip));
+    QLabel shown;
+    shown.setWordWrap(Qt::mightBeRichText(tip));
+    shown.setText(tip);
+    QVERIFY2(shown.sizeHint().width() < 700, qPrintable(QString::number(shown.sizeHint().width())));
+    QVERIFY(shown.sizeHint().height() > 2 * shown.fontMetrics().height());  // wrapped onto lines
 }
 
 void TestUiWidgets::devicesPanelBars() {
@@ -699,3 +820,98 @@ void TestUiWidgets::devicesPanelWithoutGpus() {
 
 QTEST_MAIN(TestUiWidgets)
 #include "tst_ui_widgets.moc"
+
+// Settings that cannot run leave no stale plan on screen: the reason instead, until a valid one.
+void TestUiWidgets::diagramShowsInvalidSettings() {
+    PlacementDiagram d;
+    d.resize(520, 300);
+    d.setModel(PlacementModel::fromPlan(cpuPlan(2), 1000));
+    const QImage plan = grabImage(d);
+    d.setInvalid(QStringLiteral("Variables replicated needs Reduce allreduce"));
+    QCOMPARE(d.invalidReason(), QStringLiteral("Variables replicated needs Reduce allreduce"));
+    const QImage invalid = grabImage(d);
+    QVERIFY(invalid != plan);
+    d.setModel(PlacementModel::fromPlan(cpuPlan(2), 1000));
+    QVERIFY(d.invalidReason().isEmpty());
+    QCOMPARE(grabImage(d), plan);
+}
+
+namespace {
+// A 3 x 2 grid over x, y in [0, 1], class 1 right of x = 0.5, and points on either side.
+tb::DecisionGrid halfPlane() {
+    tb::DecisionGrid g;
+    g.step = g.version = 12;
+    g.cols = 3;
+    g.rows = 2;
+    g.xMin = g.yMin = 0;
+    g.xMax = g.yMax = 1;
+    g.classes = 2;
+    g.predicted = {0, 0, 1, 0, 0, 1};
+    g.confidence = {0.9f, 0.6f, 0.99f, 0.9f, 0.5f, 0.99f};
+    g.points = {0.1f, 0.1f, 0.9f, 0.8f, 0.2f, 0.9f, 0.95f, 0.05f};
+    g.labels = {0, 1, 1, 1};  // the third is on the wrong side
+    return g;
+}
+}  // namespace
+
+void TestUiWidgets::decisionViewDrawsRegions() {
+    DecisionView v;
+    v.resize(300, 300);
+    QVERIFY(!v.hasGrid());
+    v.showGrid(halfPlane());
+    QVERIFY(v.hasGrid());
+    QCOMPARE(v.pointsRight(), 0.75);
+    QCOMPARE(v.caption(), QStringLiteral("step 12\n75% of the points in their region"));
+    const QImage img = grabImage(v);
+    // Left of the plane tinted with class 0's hue, right with class 1's.
+    const QColor left = img.pixelColor(40, 200), right = img.pixelColor(260, 200);
+    QVERIFY2(left.red() > left.blue() && right.blue() > right.red(),
+             qPrintable(left.name() + QLatin1Char(' ') + right.name()));
+
+    auto async = halfPlane();
+    async.pusher = 2;
+    async.version = 9;
+    v.showGrid(async);
+    QCOMPARE(v.caption(), QStringLiteral("update 12\ntower 2's copy, version 9\n75% of the points in their region"));
+
+    auto broken = halfPlane();  // sizes that disagree are ignored, not read past their end
+    broken.predicted.pop_back();
+    v.showGrid(broken);
+    QCOMPARE(v.grid().pusher, 2);
+    auto noPoints = halfPlane();
+    noPoints.labels.pop_back();
+    v.showGrid(noPoints);
+    QCOMPARE(v.grid().pusher, 2);
+    v.clear();
+    QVERIFY(!v.hasGrid());
+}
+
+// Help covers every concept the window draws, each with a picture that draws something.
+void TestUiWidgets::conceptsEachHaveADiagram() {
+    ConceptsDialog dialog;
+    const QVector<Concept> all = concepts();
+    QCOMPARE(dialog.conceptCount(), int(all.size()));
+    QStringList titles;
+    for (const Concept& c : all) titles << c.title.toLower();
+    for (const char* needed : {"tower", "synchronisation point", "holder", "all-reduce", "replicated", "averaging",
+                               "shards", "straggler", "staleness", "asynchronous", "busy", "global batch", "phases"}) {
+        const bool covered = std::any_of(titles.begin(), titles.end(), [&](const QString& t) { return t.contains(needed); });
+        QVERIFY2(covered, needed);
+    }
+    dialog.resize(820, 560);
+    dialog.show();
+    QVERIFY(QTest::qWaitForWindowExposed(&dialog));
+    const QString dir = QCoreApplication::applicationDirPath();
+    for (int i = 0; i < dialog.conceptCount(); ++i) {
+        dialog.showConcept(i);
+        QWidget* picture = dialog.pictureOf(i);
+        QVERIFY(picture && picture->isVisible());
+        QVERIFY(!all[i].text.isEmpty());
+        const QImage img = picture->grab().toImage();
+        QSet<QRgb> colours;
+        for (int y = 0; y < img.height(); y += 4)
+            for (int x = 0; x < img.width(); x += 4) colours.insert(img.pixel(x, y));
+        QVERIFY2(colours.size() > 6, qPrintable(all[i].title));  // more than a blank and a caption
+        QVERIFY(dialog.grab().save(QDir(dir).filePath(QStringLiteral("concept-%1.png").arg(i))));
+    }
+}

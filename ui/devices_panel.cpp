@@ -192,6 +192,15 @@ QVector<TimelineView::LegendEntry> TimelineView::legendEntries(double width) con
     return out;
 }
 
+QVector<QRectF> TimelineView::legendLabels() const {
+    const Frame f = frame();
+    QVector<QRectF> out;
+    for (const LegendEntry& e : legendEntries(f.legend.width())) out << e.label.translated(f.legend.topLeft());
+    return out;
+}
+
+QRectF TimelineView::plotArea() const { return frame().plot; }
+
 int TimelineView::lanes() const {
     int n = std::max(towers_, int(pushes_.size()));
     for (const auto& m : steps_) n = std::max(n, int(m.towers.size()));

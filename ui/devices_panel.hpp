@@ -50,6 +50,10 @@ public:
     QVector<Bar> bars() const;                  // what is drawn at the current size
     QVector<int64_t> averagingMarks() const;    // steps drawn with an averaging mark
     QString toolTipAt(const QPointF& pos) const;  // a bar's phases in ms; empty off the bars
+    // Where the legend writes each phase's name and where the bars go, at the current size (the
+    // legend wraps rather than leave a phase out; the screen test checks both fit).
+    QVector<QRectF> legendLabels() const;
+    QRectF plotArea() const;
     QSize sizeHint() const override { return {520, 160}; }
 
 protected:

@@ -9,6 +9,7 @@ EngineWorker::EngineWorker(QObject* parent) : QObject(parent) {}
 void EngineWorker::registerTypes() {
     qRegisterMetaType<tb::StepMetrics>();
     qRegisterMetaType<tb::EvalResult>();
+    qRegisterMetaType<tb::DecisionGrid>();
     qRegisterMetaType<tb::RunConfig>();
 }
 

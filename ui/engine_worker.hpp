@@ -44,6 +44,7 @@ signals:
     // whatever piled up in one go.
     void stepsReady();
     void evaluated(const tb::EvalResult& r);
+    void decisionGrid(const tb::DecisionGrid& g);  // 2-D sets: the model's regions, ~kGridFrames a run
     void finished(const QString& summaryJson, bool stopped);
     void failed(const QString& message);     // one sentence from the engine (bad input, ...)
 
@@ -51,6 +52,11 @@ private:
     void onStateChanged(tb::RunState, const std::string& detail) override;
     void onStepEnd(const tb::StepMetrics& m) override;
     void onEval(const tb::EvalResult& r) override { emit evaluated(r); }
+    // Frames enough to watch a boundary form, and ten a second of training however long the
+    // run; 64 x 64 cells are a 4,096-row forward pass each (about a millisecond for tiny_mlp).
+    static constexpr int kGridFrames = 120;
+    tb::DecisionGridRequest decisionGridRequest() const override { return {kGridFrames, 64, 0.1}; }
+    void onDecisionGrid(const tb::DecisionGrid& g) override { emit decisionGrid(g); }
 
     std::mutex mutex_;                 // guards trainer_ against controls racing its start/end
     tb::Trainer* trainer_ = nullptr;   // the run in progress, owned by run()'s stack

@@ -29,12 +29,14 @@
 
 #include "backend/backend.hpp"
 #include "charts_panel.hpp"
+#include "concepts_help.hpp"
 #include "devices_panel.hpp"
 #include "engine_worker.hpp"
 #include "experiment_panel.hpp"
 #include "form_widgets.hpp"
 #include "nn/model_spec.hpp"
 #include "nn/network.hpp"
+#include "decision_view.hpp"
 #include "placement_diagram.hpp"
 
 namespace {
@@ -56,6 +58,11 @@ QString duration(double seconds) {
 
 QString percent(double fraction) { return QLocale().toString(100 * fraction, 'f', 1) + QLatin1Char('%'); }
 
+}  // namespace
+
+namespace {
+// The synthetic sets are the 2-D ones (dataset.hpp): their decision regions can be drawn.
+bool isPlanar(const tb::RunConfig& c) { return c.data.rfind("synthetic:", 0) == 0; }
 }  // namespace
 
 MainWindow::MainWindow(DeviceCatalog catalog, const TelemetryFactory& telemetry, QWidget* parent)
@@ -82,9 +89,17 @@ MainWindow::MainWindow(DeviceCatalog catalog, const TelemetryFactory& telemetry,
     addDockWidget(Qt::LeftDockWidgetArea, left_);
 
     diagram_ = new PlacementDiagram;
+    decision_ = new DecisionView;
+    decision_->setObjectName("decisionView");
+    decision_->hide();  // shown for the 2-D sets only
+    auto* top = new QSplitter(Qt::Horizontal);
+    top->addWidget(diagram_);
+    top->addWidget(decision_);
+    top->setStretchFactor(0, 2);
+    top->setStretchFactor(1, 1);
     charts_ = new ChartsPanel;
     auto* centre = new QSplitter(Qt::Vertical);
-    centre->addWidget(diagram_);
+    centre->addWidget(top);
     centre->addWidget(charts_);
     centre->setStretchFactor(1, 2);
     summary_ = new QLabel;
@@ -142,6 +157,8 @@ MainWindow::MainWindow(DeviceCatalog catalog, const TelemetryFactory& telemetry,
         // The data loaded and training begins: only now do the last run's charts give way.
         charts_->reset(int(pendingTowers_.size()));
         devices_->reset(pendingTowers_);
+        decision_->clear();
+        decision_->setVisible(pendingPlanar_);
         summary_->hide();
         training_ = true;
         recentSteps_.clear();
@@ -170,6 +187,7 @@ MainWindow::MainWindow(DeviceCatalog catalog, const TelemetryFactory& telemetry,
         showStepsTaken();
     });
     connect(worker_, &EngineWorker::evaluated, charts_, &ChartsPanel::addEval);
+    connect(worker_, &EngineWorker::decisionGrid, decision_, &DecisionView::showGrid);
     connect(worker_, &EngineWorker::evaluating, this, [this](const QString& splits) {
         training_ = false;
         evalBusy_->show();
@@ -313,14 +331,9 @@ void MainWindow::buildMenus() {
 
     auto* help = menuBar()->addMenu(tr("&Help"));
     help->addAction(tr("&Concepts"), this, [this] {
-        QMessageBox::information(
-            this, tr("Concepts"),
-            tr("<p><b>Tower</b>: one replica of the model on one device, computing gradients on its own slice "
-               "of the batch.</p><p><b>Synchronisation point</b>: where the towers' gradients meet and are "
-               "averaged before one update is applied; every step waits there for the slowest tower.</p>"
-               "<p><b>Parameter server</b>: the holder of the variables that applies updates; asynchronous "
-               "towers push to it without waiting for each other.</p><p><b>Staleness</b>: how many updates "
-               "others applied between a tower reading the variables and pushing its gradients.</p>"));
+        auto* dialog = new ConceptsDialog(this);
+        dialog->setAttribute(Qt::WA_DeleteOnClose);
+        dialog->show();
     });
     help->addAction(tr("&About Towerbench"), this, [this] {
         QMessageBox::about(this, tr("About Towerbench"),
@@ -347,16 +360,22 @@ void MainWindow::updateActions() {
 void MainWindow::configChanged(const tb::RunConfig& c, bool valid) {
     valid_ = valid;
     if (!running_) updateActions();
-    if (!valid) return;
+    if (!valid) {
+        diagram_->setInvalid(experiment_->problem());
+        return;
+    }
+    // The decision view stays with the last run's regions until a new run starts.
+    if (!running_) decision_->setVisible(isPlanar(c) || decision_->hasGrid());
     try {
         if (paramsModel_ != QString::fromStdString(c.model)) {
-            // Parameter count for the diagram's "variables: N MB": a batch-1 replica is cheap.
+            // Variables' sizes for the diagram's megabytes and shards: a batch-1 replica is cheap.
             auto be = tb::makeCpuBackend(1);
             tb::Network net(tb::findModel(c.model), *be, 1);
-            paramCount_ = net.paramCount();
+            variableSizes_.clear();
+            for (const auto& info : net.paramInfos()) variableSizes_ << info.shape.numel();
             paramsModel_ = QString::fromStdString(c.model);
         }
-        diagram_->setModel(PlacementModel::fromPlan(catalog_.makePlan(c), paramCount_));
+        diagram_->setModel(PlacementModel::fromPlan(catalog_.makePlan(c), variableSizes_));
     } catch (const std::exception& e) {
         setState(tr("Ready"), QString::fromUtf8(e.what()));
     }
@@ -371,6 +390,7 @@ void MainWindow::launch(bool startPaused) {
     const tb::DeploymentPlan plan = catalog_.makePlan(c);  // tb::makePlan's, on a real catalog
     pendingTowers_.clear();
     for (const auto& d : plan.towers) pendingTowers_ << QString::fromStdString(d.str());
+    pendingPlanar_ = isPlanar(c);
     lastError_.clear();
     running_ = true;
     paused_ = startPaused;

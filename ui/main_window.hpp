@@ -10,6 +10,7 @@
 #include <QElapsedTimer>
 #include <QMainWindow>
 #include <QThread>
+#include <QVector>
 #include <deque>
 #include <functional>
 #include <memory>
@@ -21,6 +22,7 @@
 
 class ExperimentPanel;
 class PlacementDiagram;
+class DecisionView;
 class ChartsPanel;
 class DevicesPanel;
 class EngineWorker;
@@ -46,6 +48,7 @@ public:
     ExperimentPanel* experiment() const { return experiment_; }
     PlacementDiagram* diagram() const { return diagram_; }
     ChartsPanel* charts() const { return charts_; }
+    DecisionView* decisionView() const { return decision_; }
     DevicesPanel* devices() const { return devices_; }
     QScrollArea* experimentScroll() const { return scroll_; }
     QComboBox* paceBox() const { return pace_; }
@@ -104,6 +107,7 @@ private:
     QScrollArea* scroll_;
     PlacementDiagram* diagram_;
     ChartsPanel* charts_;
+    DecisionView* decision_;
     DevicesPanel* devices_;
     QDockWidget *left_, *right_;
     QThread thread_;
@@ -118,6 +122,7 @@ private:
     bool fitOnShow_ = false;
     int64_t lastStep_ = 0, totalSteps_ = 0;
     QStringList pendingTowers_;  // the towers of the run requested, shown once it starts
+    bool pendingPlanar_ = false;  // the run requested trains on a 2-D set
     // (wall time, step) of the last seconds of steps seen: the ETA's rate, as the user lives it
     // (slow motion included, pauses not).
     std::deque<std::pair<qint64, int64_t>> recentSteps_;
@@ -125,7 +130,7 @@ private:
     QString lastError_, lastSummary_;
     QString runDetail_;        // the running plan, in words (the state's tooltip)
     QString paramsModel_;      // model whose parameter count is cached
-    int64_t paramCount_ = 0;
+    QVector<int64_t> variableSizes_;  // elements of each of the model's variables, for the diagram
     std::function<bool()> confirmQuit_;
     // Null without telemetry. A member, so its thread is joined before QWidget's destructor
     // deletes the panel it posts to.

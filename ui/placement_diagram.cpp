@@ -12,6 +12,7 @@
 #include <cmath>
 
 #include "phase_colors.hpp"
+#include "view_format.hpp"
 
 using tb::ui::Phase;
 
@@ -65,15 +66,64 @@ PlacementModel PlacementModel::fromPlan(const tb::DeploymentPlan& plan, int64_t 
     return m;
 }
 
+PlacementModel PlacementModel::fromPlan(const tb::DeploymentPlan& plan, const QVector<int64_t>& variableSizes) {
+    int64_t count = 0;
+    for (int64_t v : variableSizes) count += v;
+    PlacementModel m = fromPlan(plan, count);
+    m.variableSizes = variableSizes;
+    return m;
+}
+
 int PlacementModel::arrowCount() const {
     const int n = int(towers.size());
     const int moving = int(std::count_if(towers.begin(), towers.end(), [](const Tower& t) { return !t.local; }));
     switch (links) {
-    case Links::HolderArrows: return 2 * moving;
-    case Links::Shards: return 2 * moving * psShards;
+    case Links::HolderArrows:
+    case Links::Shards: return 2 * moving;
     case Links::Ring: return n > 1 ? n : 0;
     }
     return 0;
+}
+
+int PlacementModel::shardVariables(int shard) const {
+    const int v = int(variableSizes.size());
+    if (shard < 0 || shard >= psShards || shard >= v) return 0;
+    return (v - shard + psShards - 1) / psShards;  // shard, shard + S, shard + 2S, ... below v
+}
+
+int64_t PlacementModel::shardBytes(int shard) const {
+    int64_t elements = 0;
+    for (int v = shard; shard >= 0 && v < variableSizes.size(); v += std::max(1, psShards)) elements += variableSizes[v];
+    return elements * 4;
+}
+
+int64_t PlacementModel::bytesPerStep() const {
+    const int64_t p4 = paramCount * 4;
+    if (links == Links::Ring) return 2 * int64_t(std::max(0, distinctDevices() - 1)) * p4;
+    if (async) return 2 * p4;  // per update: the pusher's pull and push (a tower off the holder's device)
+    int64_t moved = 0;
+    for (int i = 0; i < towers.size(); ++i) moved += 2 * linkBytes(i);
+    return moved;
+}
+
+QString PlacementModel::bytesLabel() const {
+    if (towers.isEmpty()) return {};
+    const int64_t bytes = bytesPerStep();
+    if (links == Links::Ring) {
+        const int d = distinctDevices();
+        if (d < 2) return QObject::tr("nothing moves between devices");
+        const QString when = averageEvery > 1 ? QObject::tr("every %1 steps").arg(averageEvery) : QObject::tr("per step");
+        return QObject::tr("%1 %2 (2 \u00d7 (D\u22121) \u00d7 P \u00d7 4, D = %3)").arg(formatBytes(double(bytes)), when).arg(d);
+    }
+    if (async) {
+        const int local = int(std::count_if(towers.begin(), towers.end(), [](const Tower& t) { return t.local; }));
+        return local == towers.size() ? QObject::tr("nothing moves: every tower reads the variables in place")
+                                       : QObject::tr("%1 per update off the holder (2 \u00d7 P \u00d7 4)")
+                                             .arg(formatBytes(double(bytes)));
+    }
+    const int moving = int(std::count_if(towers.begin(), towers.end(), [](const Tower& t) { return !t.local; }));
+    if (moving == 0) return QObject::tr("nothing moves: every tower reads the variables in place");
+    return QObject::tr("%1 per step (2 \u00d7 M \u00d7 P \u00d7 4, M = %2)").arg(formatBytes(double(bytes))).arg(moving);
 }
 
 int64_t PlacementModel::linkBytes(int tower) const {
@@ -181,9 +231,10 @@ void drawArrow(QPainter& p, QPointF a, QPointF b, double head) {
 }  // namespace
 
 PlacementDiagram::PlacementDiagram(QWidget* parent) : QWidget(parent) {
-    setToolTip(tr("A tower is one replica of the model training on its own slice of each batch; at the "
-                  "synchronisation point the towers' gradients meet and are averaged, and the parameter "
-                  "server (the variables' holder) keeps the one copy of the parameters every tower reads."));
+    setToolTip(tb::ui::wrappedToolTip(
+        tr("A tower is one replica of the model training on its own slice of each batch; at the "
+           "synchronisation point the towers' gradients meet and are averaged, and the parameter "
+           "server (the variables' holder) keeps the one copy of the parameters every tower reads.")));
     timer_ = new QTimer(this);
     timer_->setInterval(kPulseMs);
     connect(timer_, &QTimer::timeout, this, [this] {
@@ -199,6 +250,12 @@ PlacementDiagram::PlacementDiagram(QWidget* parent) : QWidget(parent) {
 
 void PlacementDiagram::setModel(const PlacementModel& model) {
     model_ = model;
+    invalid_.clear();
+    update();
+}
+
+void PlacementDiagram::setInvalid(const QString& why) {
+    invalid_ = why;
     update();
 }
 
@@ -238,9 +295,11 @@ void PlacementDiagram::paintEvent(QPaintEvent*) {
     const QRectF area = QRectF(rect()).adjusted(8 * scale, 6 * scale, -8 * scale, -6 * scale);
 
     const int n = int(model_.towers.size());
-    if (n == 0) {
+    if (n == 0 || !invalid_.isEmpty()) {
         p.setPen(faint);
-        p.drawText(area, Qt::AlignCenter, tr("No deployment plan"));
+        const QString why = invalid_.isEmpty() ? tr("No deployment plan")
+                                               : tr("No placement: these settings cannot run.\n%1").arg(invalid_);
+        p.drawText(area.adjusted(12 * scale, 0, -12 * scale, 0), Qt::AlignCenter | Qt::TextWordWrap, why);
         return;
     }
     const int reported = int(last_.towers.size());  // may differ from n if a plan changed mid-run
@@ -252,9 +311,9 @@ void PlacementDiagram::paintEvent(QPaintEvent*) {
     // Vertical bands: header (step, push), holder, arrows, towers, "slowest" marks, caption.
     const double headerH = lineH * 1.3;
     const double markH = lineH * 1.2;
-    const double captionH = model_.async ? lineH * 1.3 : 0;
+    const double captionH = lineH * 1.3;
     const double avail = area.height() - headerH - markH - captionH;
-    const double holderH = ring ? lineH * 1.6 : std::max(shards ? lineH * 3.0 : lineH * 1.8, avail * 0.22);
+    const double holderH = ring ? lineH * 1.6 : std::max(shards ? lineH * (model_.variableSizes.isEmpty() ? 3.0 : 4.8) : lineH * 1.8, avail * 0.22);
     const double towerH = std::max(lineH * 3.4, avail * 0.34);
     const double holderTop = area.top() + headerH;
     const double holderBottom = holderTop + holderH;
@@ -290,8 +349,7 @@ void PlacementDiagram::paintEvent(QPaintEvent*) {
         p.drawText(r, align, s);
     };
 
-    const double variablesMB = model_.variablesMB();
-    const QString mb = QString::number(variablesMB, 'f', variablesMB < 1 ? 2 : 1);
+    const QString size = formatBytes(double(model_.paramCount) * 4);  // "13.1 MB", "18.4 kB"
 
     // --- the variables' holder, its shards, or the note that every tower holds a copy ----------
     QRectF holder;
@@ -300,12 +358,12 @@ void PlacementDiagram::paintEvent(QPaintEvent*) {
         holder = QRectF(area.left(), holderTop, area.width(), holderH);
         p.setPen(text);
         p.drawText(holder, Qt::AlignCenter,
-                   tr("Variables replicated on every tower \u2014 %1 MB each").arg(mb));
+                   tr("Variables replicated on every tower \u2014 %1 each").arg(size));
     } else if (shards) {
         const int s = model_.psShards;
         const QRectF title(area.left(), holderTop, area.width(), lineH * 1.2);
         p.setPen(text);
-        p.drawText(title, Qt::AlignCenter, tr("Variables on %1 \u2014 %2 MB in %3 shards").arg(model_.holder, mb).arg(s));
+        p.drawText(title, Qt::AlignCenter, tr("Variables on %1 \u2014 %2 in %3 shards").arg(model_.holder, size).arg(s));
         const double sGap = 10 * scale;
         shardTop = title.bottom() + 2 * scale;
         const double rowW = area.width() * 0.8;
@@ -317,11 +375,19 @@ void PlacementDiagram::paintEvent(QPaintEvent*) {
             const QRectF r(left + j * (shardW + sGap), shardTop, shardW, holderBottom - shardTop);
             p.setPen(QPen(faint, staticW));
             p.drawRoundedRect(r, 4 * scale, 4 * scale);
+            // What round-robin dealing gave this shard, where the model's variables are known.
+            QString what = QStringLiteral("ps %1").arg(j);
+            if (!model_.variableSizes.isEmpty())
+            {
+                const int k = model_.shardVariables(j);
+                what += QLatin1Char('\n') + (k == 1 ? tr("1 variable") : tr("%1 variables").arg(k)) +
+                        QLatin1Char('\n') + formatBytes(double(model_.shardBytes(j)));
+            }
             p.setPen(text);
-            p.drawText(r, Qt::AlignCenter, QStringLiteral("ps %1").arg(j));
+            p.drawText(r.adjusted(2, 0, -2, 0), Qt::AlignCenter, what);
         }
     } else {
-        const QString title = tr("Variables on %1 \u2014 %2 MB").arg(model_.holder, mb);
+        const QString title = tr("Variables on %1 \u2014 %2").arg(model_.holder, size);
         const double w = std::clamp(fm.horizontalAdvance(title) + 28 * scale, area.width() * 0.35, area.width() * 0.6);
         holder = QRectF(area.center().x() - w / 2, holderTop, w, holderH);
         p.setPen(QPen(faint, staticW));
@@ -373,8 +439,26 @@ void PlacementDiagram::paintEvent(QPaintEvent*) {
             label(QRectF(area.left(), apexY - lineH / 2, area.width(), lineH), Qt::AlignCenter,
                   fm.elidedText(model_.ringLabel(), Qt::ElideRight, area.width()), text);
     } else {
-        const int s = shards ? model_.psShards : 1;
-        const double d = (shards ? 3 : 4) * scale + liveW / 2;  // params and grads side by side
+        const double d = 4 * scale + liveW / 2;  // params and grads side by side
+        // Shards: every tower pulls from and pushes to every shard. One bus under the shards
+        // says so with one pair of arrows per tower (4 towers, 2 shards: 8 arrows, not 16).
+        double linkTop = holderBottom;
+        if (shards) {
+            linkTop = holderBottom + (towerTop - holderBottom) * 0.28;
+            const double first = std::min(holder.left() + shardW / 2, towerRect(0).center().x());
+            const double last = std::max(holder.right() - shardW / 2, towerRect(n - 1).center().x());
+            const bool anyLive = active_ && pusher >= 0 && !model_.towers[std::min(pusher, n - 1)].local;
+            QPen bus = anyLive ? livePen : staticPen;
+            bus.setWidthF(bus.widthF() * 1.6);
+            p.setPen(bus);
+            p.drawLine(QPointF(first, linkTop), QPointF(last, linkTop));
+            for (int j = 0; j < model_.psShards; ++j) {
+                const double x = holder.left() + j * (shardW + 10 * scale) + shardW / 2;
+                p.drawLine(QPointF(x, holderBottom + 1), QPointF(x, linkTop));
+            }
+            label(QRectF(area.left(), linkTop - lineH - 1, first - area.left() + shardW, lineH),
+                  Qt::AlignRight | Qt::AlignBottom, tr("every shard"), faint);
+        }
         bool labelled = false;
         for (int i = 0; i < n; ++i) {
             const QRectF t = towerRect(i);
@@ -386,25 +470,21 @@ void PlacementDiagram::paintEvent(QPaintEvent*) {
                 continue;
             }
             p.setPen(live ? livePen : staticPen);
-            for (int j = 0; j < s; ++j) {
-                const double hx = shards ? holder.left() + j * (shardW + 10 * scale) + shardW * (i + 0.5) / n
-                                         : holder.left() + holder.width() * (i + 0.5) / n;
-                const double tx = t.left() + t.width() * (j + 0.5) / s;
-                const QPointF down0(hx - d, holderBottom + 1), down1(tx - d, towerTop - 1);
-                const QPointF up0(tx + d, towerTop - 1), up1(hx + d, holderBottom + 1);
-                drawArrow(p, down0, down1, headFor(live));  // parameters out to the tower
-                drawArrow(p, up0, up1, headFor(live));      // gradients back to the holder
-                if (!labelled) {
-                    labelled = true;
-                    // Nearer the holder than the middle, where the sync point line runs.
-                    const QPointF mDown = down0 + (down1 - down0) * 0.3, mUp = up1 + (up0 - up1) * 0.3;
-                    const double w = 80 * scale;
-                    label(QRectF(mDown.x() - w - 4 * scale, mDown.y() - lineH / 2, w, lineH),
-                          Qt::AlignRight | Qt::AlignVCenter, tr("params"), faint);
-                    label(QRectF(mUp.x() + 4 * scale, mUp.y() - lineH / 2, w, lineH), Qt::AlignLeft | Qt::AlignVCenter,
-                          tr("grads"), faint);
-                    p.setPen(live ? livePen : staticPen);
-                }
+            const double tx = t.center().x();
+            const double hx = shards ? tx : holder.left() + holder.width() * (i + 0.5) / n;
+            const QPointF down0(hx - d, linkTop + 1), down1(tx - d, towerTop - 1);
+            const QPointF up0(tx + d, towerTop - 1), up1(hx + d, linkTop + 1);
+            drawArrow(p, down0, down1, headFor(live));  // parameters out to the tower
+            drawArrow(p, up0, up1, headFor(live));      // gradients back to the holder
+            if (!labelled) {
+                labelled = true;
+                // Nearer the holder than the middle, where the sync point line runs.
+                const QPointF mDown = down0 + (down1 - down0) * 0.3, mUp = up1 + (up0 - up1) * 0.3;
+                const double w = 80 * scale;
+                label(QRectF(mDown.x() - w - 4 * scale, mDown.y() - lineH / 2, w, lineH),
+                      Qt::AlignRight | Qt::AlignVCenter, tr("params"), faint);
+                label(QRectF(mUp.x() + 4 * scale, mUp.y() - lineH / 2, w, lineH), Qt::AlignLeft | Qt::AlignVCenter,
+                      tr("grads"), faint);
             }
         }
         // What each link carries, near its tower, drawn after every arrow so none crosses a
@@ -507,13 +587,17 @@ void PlacementDiagram::paintEvent(QPaintEvent*) {
     // --- header and caption ---------------------------------------------------------------------
     const QRectF header(area.left(), area.top(), area.width(), headerH);
     p.setPen(text);
-    if (active_) p.drawText(header, Qt::AlignLeft | Qt::AlignVCenter, tr("step %1").arg(last_.step));
+    if (active_)  // the bytes the communicator counted for this step, beside the plan's figure below
+        p.drawText(header, Qt::AlignLeft | Qt::AlignVCenter,
+                   tr("%1 %2: %3 moved")
+                       .arg(model_.async ? tr("update") : tr("step"), tb::ui::formatCount(double(last_.step)),
+                            formatBytes(double(std::max<int64_t>(0, last_.bytesMoved)))));
     if (pusher >= 0)
         p.drawText(header, Qt::AlignRight | Qt::AlignVCenter,
                    tr("tower %1 pushed, staleness %2").arg(pusher).arg(std::max<int64_t>(0, last_.staleness)));
-    if (model_.async) {
-        p.setPen(faint);
-        p.drawText(QRectF(area.left(), area.bottom() - captionH, area.width(), captionH), Qt::AlignCenter,
-                   tr("async: towers push without waiting"));
-    }
+    const QString caption = model_.async ? tr("async: towers push without waiting; %1").arg(model_.bytesLabel())
+                                         : model_.bytesLabel();
+    p.setPen(faint);
+    p.drawText(QRectF(area.left(), area.bottom() - captionH, area.width(), captionH), Qt::AlignCenter,
+               fm.elidedText(caption, Qt::ElideRight, area.width()));
 }

@@ -2,9 +2,10 @@
 // seeds' pictures are: the variables' holder (with their size in MB), one box per tower with its
 // device and batch slice, arrows for parameters out and gradients back labelled with the bytes
 // each link carries per step and its kind (host↔GPU, GPU↔GPU), or the ring among replicated
-// towers with its all-reduce volume, or the parameter-server shards; towers sharing a GPU are
-// framed together. During a run it animates each step: towers coloured by phase, arrows
-// pulsing with the bytes moved, the straggler marked.
+// towers with its all-reduce volume, or the parameter-server shards (each with the variables
+// and megabytes dealt to it, joined to the towers by one bus); towers sharing a GPU are framed
+// together; the bytes the whole step moves are written under it. During a run it animates each
+// step: towers coloured by phase, arrows pulsing with the bytes moved, the straggler marked.
 #pragma once
 #include <QString>
 #include <QVector>
@@ -36,13 +37,26 @@ struct PlacementModel {
     int averageEvery = 0;    // > 0: parameters averaged every K steps (replicated)
     int psShards = 1;
     int64_t paramCount = 0;  // P: the variables are P x 4 bytes
+    QVector<int64_t> variableSizes;  // elements of each variable (tensor) in the model's order; may be empty
 
     static PlacementModel fromPlan(const tb::DeploymentPlan& plan, int64_t paramCount);
+    // The same knowing each variable's size (Network::paramInfos()), so shards can be sized.
+    static PlacementModel fromPlan(const tb::DeploymentPlan& plan, const QVector<int64_t>& variableSizes);
     double variablesMB() const { return double(paramCount) * 4.0 / 1e6; }
-    // Arrows the diagram draws: HolderArrows 2 per tower off the holder's device (parameters out,
-    // gradients back); Shards (asynchronous updates, where shards have locks of their own) 2 per
-    // such tower per shard; Ring one per tower (tower i -> i+1 mod N; none for 1 tower).
+    // Arrows the diagram draws: 2 per tower off the holder's device (parameters out, gradients
+    // back), to the holder or, with shards (asynchronous updates, where shards have locks of
+    // their own), to the bus that reaches every shard; Ring one per tower (tower i -> i+1 mod N;
+    // none for 1 tower).
     int arrowCount() const;
+    // Shards: variables are dealt round-robin, variable v to shard v mod S (as
+    // AsyncParameterServer deals them); how many each holds and their bytes (0 when the
+    // variables' sizes are unknown).
+    int shardVariables(int shard) const;
+    int64_t shardBytes(int shard) const;
+    // What a whole step (async: update) moves, as README's bytes table counts it, and the line
+    // that says so under the diagram: "52.4 MB per step (2 × M × P × 4, M = 2)".
+    int64_t bytesPerStep() const;
+    QString bytesLabel() const;
 
     // What moves, as README's bytes table counts it; per step, or per update when asynchronous.
     // HolderArrows and Shards: bytes each way (variables down, gradients up) between the holder
@@ -70,7 +84,11 @@ public:
     QSize minimumSizeHint() const override { return {320, 200}; }
 
 public slots:
-    void setModel(const PlacementModel& model);   // redraws at once
+    void setModel(const PlacementModel& model);   // redraws at once; clears an invalid state
+    // The form's settings cannot run: the diagram shows why instead of a plan the form no longer
+    // describes (the diagram and the form never disagree).
+    void setInvalid(const QString& why);
+    QString invalidReason() const { return invalid_; }
     void showStep(const tb::StepMetrics& m);      // animates one step (phases, bytes, step number)
     void clearActivity();                         // back to the static picture (run ended)
 
@@ -79,6 +97,7 @@ protected:
 
 private:
     PlacementModel model_;
+    QString invalid_;  // non-empty: no plan is drawn, this is
     bool active_ = false;
     tb::StepMetrics last_;
     int pulse_ = 0;      // animation phase of the arrows, advanced by a timer while active

@@ -11,19 +11,26 @@ std::unique_ptr<DecisionGridProbe> DecisionGridProbe::make(const std::vector<Tra
     // A point is a (2, 1, 1) sample of float features; images have no plane to draw.
     if (train.sampleSize() != 2 || train.features.empty() || totalSteps < 1) return nullptr;
     int frames = 0, cells = 0;
+    double gap = 0;
     for (const TrainingObserver* o : observers) {
         const DecisionGridRequest r = o->decisionGridRequest();
         frames = std::max(frames, r.frames);
         cells = std::max(cells, r.cells);
+        if (r.maxGapSeconds > 0) gap = gap > 0 ? std::min(gap, r.maxGapSeconds) : r.maxGapSeconds;
     }
     if (frames < 1 || cells < 2) return nullptr;
     const int64_t every = std::max<int64_t>(1, totalSteps / frames);
-    return std::make_unique<DecisionGridProbe>(spec, train, every, std::min(cells, kMaxCells), averaging, totalSteps);
+    return std::make_unique<DecisionGridProbe>(spec, train, every, std::min(cells, kMaxCells), averaging, totalSteps,
+                                               gap);
 }
 
 DecisionGridProbe::DecisionGridProbe(const ModelSpec& spec, const Dataset& train, int64_t every, int cells,
-                                     bool averaging, int64_t totalSteps)
-    : cpu_(makeCpuBackend(1)), every_(std::max<int64_t>(1, every)), total_(totalSteps), averaging_(averaging) {
+                                     bool averaging, int64_t totalSteps, double maxGapSeconds)
+    : cpu_(makeCpuBackend(1)),
+      every_(std::max<int64_t>(1, every)),
+      total_(totalSteps),
+      maxGap_(maxGapSeconds),
+      averaging_(averaging) {
     net_ = std::make_unique<Network>(spec, *cpu_, cells * cells);
     stream_ = cpu_->createStream();
     stats_ = cpu_->empty(Shape{3});
@@ -74,9 +81,11 @@ DecisionGridProbe::~DecisionGridProbe() {
 
 void DecisionGridProbe::after(const StepMetrics& m, TowerSet& towers, TrainingObserver& out) {
     const bool last = m.step >= total_;
-    if (m.step < next_ && !last) return;
+    const bool late = maxGap_ > 0 && m.elapsedSeconds - lastFrameAt_ >= maxGap_;
+    if (m.step < next_ && !late && !last) return;
     if (averaging_ && !m.averaged && !last) return;  // mid-round the replicas have moved on
     next_ = (m.step / every_ + 1) * every_;  // the first step, then multiples of the spacing
+    lastFrameAt_ = m.elapsedSeconds;
     if (m.pusher >= 0) {
         // Async: the report runs on the pusher's thread, whose replica holds the variables it
         // pulled; the holder's own copy is being updated by the other towers meanwhile.

@@ -28,12 +28,13 @@ public:
                                                    const ModelSpec& spec, const Dataset& train, int64_t totalSteps,
                                                    bool averaging);
     DecisionGridProbe(const ModelSpec& spec, const Dataset& train, int64_t every, int cells, bool averaging,
-                      int64_t totalSteps);
+                      int64_t totalSteps, double maxGapSeconds = 0);
     ~DecisionGridProbe();
     DecisionGridProbe(const DecisionGridProbe&) = delete;
     DecisionGridProbe& operator=(const DecisionGridProbe&) = delete;
 
-    // After step m's report: a grid to `out` when one is due and the variables are known to be
+    // After step m's report: a grid to `out` when one is due (by steps, or by time where a
+    // maximum gap was asked) and the variables are known to be
     // those of m (averaging: the replicas agree only where they were just averaged, and at the
     // run's end; async: the pusher's own pulled copy, read on its own thread).
     void after(const StepMetrics& m, TowerSet& towers, TrainingObserver& out);
@@ -48,6 +49,8 @@ private:
     std::vector<float> host_;       // (P) the variables, staged through the host
     int64_t every_ = 1, next_ = 1;  // frame spacing in steps; the next step due (step 1 first)
     int64_t total_ = 0;
+    double maxGap_ = 0;             // > 0: a frame at least this often (seconds, the run's clock)
+    double lastFrameAt_ = 0;        // the run's clock at the last frame
     bool averaging_ = false;
     DecisionGrid frame_;            // geometry and points, filled once; predictions per sample
 };

@@ -62,10 +62,13 @@ struct DecisionGrid {
     std::vector<int32_t> labels;     // (n)
 };
 
-// What an observer asks of decision grids: about `frames` per run (0: none), cells x cells each.
+// What an observer asks of decision grids: about `frames` per run (0: none), cells x cells each,
+// and, where maxGapSeconds > 0, one at least that often on the run's clock besides, so a long
+// run's view keeps moving (a million-step run's 120 frames would be minutes apart).
 struct DecisionGridRequest {
     int frames = 0;
     int cells = 64;
+    double maxGapSeconds = 0;
 };
 
 // Evaluating: the final evaluation after training (detail: the splits).
