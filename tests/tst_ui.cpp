@@ -7,6 +7,9 @@
 #include <QtTest>
 
 #include <QAction>
+#include <QJsonArray>
+#include <QJsonDocument>
+#include <QJsonObject>
 #include <QCheckBox>
 #include <QComboBox>
 #include <QDoubleSpinBox>
@@ -623,6 +626,27 @@ private slots:
         c.data = "fashion-mnist";
         w.experiment()->setConfig(c);
         QVERIFY(view->isVisible());  // the last run's regions stay until a new run starts
+    }
+
+    // The devices panel sees every report, however many arrive between two repaints: the run's
+    // busy fractions are the engine's summary's, and an asynchronous run's lanes hold every push
+    // (a window that passed on only each batch's last 12 reports drew lanes full of gaps).
+    void devicesPanelSeesEveryReport() {
+        MainWindow w;
+        tb::RunConfig c = syntheticRun(300);
+        c.update = "async";
+        w.experiment()->setConfig(c);
+        QSignalSpy ended(&w, &MainWindow::runEnded);
+        w.start();
+        QTRY_COMPARE_WITH_TIMEOUT(ended.count(), 1, 30000);
+        QCOMPARE(w.devices()->timeline()->stepsShown(), 300);
+        const QJsonObject summary = QJsonDocument::fromJson(w.lastSummary().toUtf8()).object();
+        const QJsonArray busy = summary.value("tower_busy").toArray();
+        QCOMPARE(busy.size(), 2);
+        for (int i = 0; i < 2; ++i)
+            QVERIFY2(std::abs(w.devices()->busyPercent(i) - 100 * busy[i].toDouble()) <= 1.0,
+                     qPrintable(QStringLiteral("tower %1: panel %2%, engine %3").arg(i).arg(w.devices()->busyPercent(i))
+                                    .arg(100 * busy[i].toDouble())));
     }
 
     void endOfRunSummary() {

@@ -19,6 +19,8 @@
 #include <QToolBar>
 #include <QToolButton>
 
+#include <qcustomplot.h>
+
 #include "charts_panel.hpp"
 #include "decision_view.hpp"
 #include "devices_panel.hpp"
@@ -42,6 +44,12 @@ QString describe(const QWidget* w) {
 QStringList layoutProblems(MainWindow& top) {
     QStringList problems;
     const QRect window = top.rect();
+    // A run's views must not push the window past the screen (minimum sizes add up).
+    const QRect avail = top.screen()->availableGeometry(), frame = top.frameGeometry();
+    if (!avail.contains(frame))
+        problems << QStringLiteral("the window (%1x%2 at %3,%4) does not fit the screen's %5x%6")
+                        .arg(frame.width()).arg(frame.height()).arg(frame.x()).arg(frame.y())
+                        .arg(avail.width()).arg(avail.height());
     for (QWidget* w : top.findChildren<QWidget*>()) {
         if (!w->isVisible() || w->window() != &top) continue;
         const QRect where(w->mapTo(&top, QPoint(0, 0)), w->size());
@@ -81,6 +89,16 @@ QStringList layoutProblems(MainWindow& top) {
                                 .arg(r.width()).arg(r.left()).arg(t->width());
         if (t->plotArea().height() < 3 * t->fontMetrics().height())
             problems << QStringLiteral("timeline: %1 px left for the towers' bars").arg(t->plotArea().height());
+    }
+    // Chart titles are painted by QCustomPlot, which cuts them at the plot's edges.
+    for (QCustomPlot* plot : top.findChildren<QCustomPlot*>()) {
+        if (!plot->isVisible() || plot->plotLayout()->rowCount() < 2) continue;
+        if (auto* title = qobject_cast<QCPTextElement*>(plot->plotLayout()->element(0, 0))) {
+            const int needed = QFontMetrics(title->font()).horizontalAdvance(title->text()) + 8;
+            if (needed > plot->width())
+                problems << QStringLiteral("chart title '%1' needs %2 px, its chart is %3 px")
+                                .arg(title->text()).arg(needed).arg(plot->width());
+        }
     }
     // The decision view's caption is painted line by line: every line whole.
     for (DecisionView* d : top.findChildren<DecisionView*>()) {

@@ -53,7 +53,7 @@ QCustomPlot* makeChart(QWidget* parent, const QString& name, const QString& titl
                        const QString& yLabel) {
     auto* p = new QCustomPlot(parent);
     p->setObjectName(name);
-    p->setMinimumSize(240, 160);
+    p->setMinimumSize(200, 160);  // three side by side (async) must fit beside both docks at 1366 px
     p->plotLayout()->insertRow(0);
     QFont titleFont = p->font();
     titleFont.setBold(true);

@@ -456,7 +456,7 @@ void ChartsPanel::replot() {
                               : tr("last %1 s").arg(kRecentSeconds));
     if (pushes_ > 0)
         chartTitle(staleness_)->setText(
-            tr("Staleness per push \u2014 mean %1").arg(formatCount(stalenessTotal_ / double(pushes_), 2)));
+            tr("Staleness \u2014 mean %1").arg(formatCount(stalenessTotal_ / double(pushes_), 2)));
     // Queued: each chart redraws in its own event-loop turn, so the GUI never stalls for all
     // of them at once, and repeated requests within a turn collapse into one.
     double drawMs = 0;

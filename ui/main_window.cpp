@@ -169,10 +169,9 @@ MainWindow::MainWindow(DeviceCatalog catalog, const TelemetryFactory& telemetry,
         const std::vector<tb::StepMetrics> steps = worker_->takeSteps();
         if (steps.empty()) return;
         for (const tb::StepMetrics& m : steps) charts_->addStep(m);  // every point is plotted
-        // The timeline shows the last few steps; the diagram and status bar the latest one.
-        for (size_t i = steps.size() > size_t(TimelineView::kMaxSteps) ? steps.size() - TimelineView::kMaxSteps : 0;
-             i < steps.size(); ++i)
-            devices_->addStep(steps[i]);
+        // Busy fractions and the async lanes need every report (the timeline keeps its own
+        // window); the diagram and status bar show the latest one.
+        devices_->addSteps(steps);
         const tb::StepMetrics& m = steps.back();
         diagram_->showStep(m);
         const QLocale locale;
