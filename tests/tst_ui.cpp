@@ -28,6 +28,7 @@
 #include "main_window.hpp"
 #include "decision_view.hpp"
 #include "placement_diagram.hpp"
+#include "view_format.hpp"
 
 namespace {
 
@@ -501,7 +502,7 @@ private slots:
         QVERIFY(beside && beside->isVisible());
         QVERIFY2(beside->text().contains("<b>Reduce</b>"), qPrintable(beside->text()));
         QVERIFY(!w.startAction()->isEnabled());
-        QCOMPARE(w.startAction()->toolTip(), "Cannot start: " + e->problem());
+        QCOMPARE(w.startAction()->toolTip(), tb::ui::wrappedToolTip("Cannot start: " + e->problem()));
         // The diagram does not keep drawing "Variables on cpu" for settings that cannot run.
         QCOMPARE(w.diagram()->invalidReason(), e->problem());
         e->reduceBox()->setCurrentText("allreduce");

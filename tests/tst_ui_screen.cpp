@@ -8,6 +8,7 @@
 #include <QtTest>
 
 #include <QAbstractSpinBox>
+#include <QAction>
 #include <QComboBox>
 #include <QDockWidget>
 #include <QLabel>
@@ -90,6 +91,14 @@ QStringList layoutProblems(MainWindow& top) {
         if (t->plotArea().height() < 3 * t->fontMetrics().height())
             problems << QStringLiteral("timeline: %1 px left for the towers' bars").arg(t->plotArea().height());
     }
+    // Qt shows a plain-text tooltip on one line as wide as its text; rich text it wraps.
+    auto longTip = [&](const QString& tip, const QString& owner) {
+        if (!tip.isEmpty() && !Qt::mightBeRichText(tip) && top.fontMetrics().horizontalAdvance(tip) > 600)
+            problems << QStringLiteral("%1: a one-line tooltip %2 px wide").arg(owner).arg(top.fontMetrics().horizontalAdvance(tip));
+    };
+    for (QWidget* w : top.findChildren<QWidget*>())
+        if (w->isVisible()) longTip(w->toolTip(), describe(w));
+    for (QAction* a : top.findChildren<QAction*>()) longTip(a->toolTip(), QStringLiteral("action '%1'").arg(a->text()));
     // Chart titles are painted by QCustomPlot, which cuts them at the plot's edges.
     for (QCustomPlot* plot : top.findChildren<QCustomPlot*>()) {
         if (!plot->isVisible() || plot->plotLayout()->rowCount() < 2) continue;

@@ -448,10 +448,10 @@ DevicesPanel::DevicesPanel(const DeviceCatalog& catalog, QWidget* parent) : QWid
 
     auto* gpuTitle = new QLabel(tr("GPUs"), this);
     gpuTitle->setFont(bold);
-    gpuTitle->setToolTip(tr("Every GPU of the machine, read through NVML 5 times a second, during a run or not: "
+    gpuTitle->setToolTip(tb::ui::wrappedToolTip(tr("Every GPU of the machine, read through NVML 5 times a second, during a run or not: "
                             "utilisation is the share of time a kernel was running, memory is used as nvidia-smi "
                             "shows it. The charts show the last %1 s in percent.")
-                             .arg(kHistorySeconds));
+                             .arg(kHistorySeconds)));
     layout->addWidget(gpuTitle);
     if (catalog.gpuCount() > 0) {
         // Scrolls where a machine has more GPUs than the dock has height (8 is common).
@@ -471,10 +471,10 @@ DevicesPanel::DevicesPanel(const DeviceCatalog& catalog, QWidget* parent) : QWid
             row.memory->setFormat(tr("\u2014 / %1 GiB").arg(double(info.totalBytes) / kGiB, 0, 'f', 1));
             row.memory->setValue(0);
             row.plot = sparkline(box);
-            row.plot->setToolTip(tr("gpu:%1 over the last %2 s: utilisation (blue) and memory used (orange), "
+            row.plot->setToolTip(tb::ui::wrappedToolTip(tr("gpu:%1 over the last %2 s: utilisation (blue) and memory used (orange), "
                                     "in percent")
                                      .arg(i)
-                                     .arg(kHistorySeconds));
+                                     .arg(kHistorySeconds)));
             row.utilGraph = sparkLine(row.plot, kUtilColour);
             row.memoryGraph = sparkLine(row.plot, kMemoryColour);
             auto* grid = new QGridLayout;

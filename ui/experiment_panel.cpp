@@ -27,6 +27,7 @@
 #include "data/dataset.hpp"
 #include "engine/trainer.hpp"
 #include "form_widgets.hpp"
+#include "view_format.hpp"
 #include "nn/model_spec.hpp"
 #include "util/error.hpp"
 
@@ -56,7 +57,7 @@ QStringList modelNames() {
 QSpinBox* spin(int lo, int hi, const QString& tip, const QString& offText = {}) {
     auto* s = new QSpinBox;
     s->setRange(lo, hi);
-    s->setToolTip(tip);
+    s->setToolTip(tb::ui::wrappedToolTip(tip));
     s->setSpecialValueText(offText);  // shown at the minimum, where the minimum means "off" or "automatic"
     s->setGroupSeparatorShown(true);
     WheelGuard::guard(s);
@@ -68,7 +69,7 @@ QDoubleSpinBox* real(double lo, double hi, int decimals, double step, const QStr
     s->setRange(lo, hi);
     s->setDecimals(decimals);
     s->setSingleStep(step);
-    s->setToolTip(tip);
+    s->setToolTip(tb::ui::wrappedToolTip(tip));
     WheelGuard::guard(s);
     return s;
 }
@@ -76,7 +77,7 @@ QDoubleSpinBox* real(double lo, double hi, int decimals, double step, const QStr
 QComboBox* combo(const QStringList& items, const QString& tip) {
     auto* c = new QComboBox;
     c->addItems(items);
-    c->setToolTip(tip);
+    c->setToolTip(tb::ui::wrappedToolTip(tip));
     // As wide as the longest item, also one added later (a model from a loaded config).
     c->setSizeAdjustPolicy(QComboBox::AdjustToContents);
     WheelGuard::guard(c);
@@ -101,8 +102,9 @@ ExperimentPanel::ExperimentPanel(DeviceCatalog catalog, QWidget* parent)
                                     "(~/.local/share/towerbench/models)."));
     data_ = new QComboBox;
     for (const DataChoice& d : kData) data_->addItem(tr(d.label), QString::fromLatin1(d.spec));
-    data_->setToolTip(tr("The training data; folders hold MNIST-format IDX files or CIFAR-10 binary batches. "
-                         "The 2-D sets draw their decision boundary as they train."));
+    data_->setToolTip(tb::ui::wrappedToolTip(tr("The training data; folders hold MNIST-format IDX files or CIFAR-10 "
+                                                "binary batches. The 2-D sets draw their decision boundary as "
+                                                "they train.")));
     WheelGuard::guard(data_);
     folder_ = new QLineEdit;
     folder_->setPlaceholderText(tr("folder"));

@@ -34,6 +34,7 @@
 #include "engine_worker.hpp"
 #include "experiment_panel.hpp"
 #include "form_widgets.hpp"
+#include "view_format.hpp"
 #include "nn/model_spec.hpp"
 #include "nn/network.hpp"
 #include "decision_view.hpp"
@@ -265,10 +266,10 @@ void MainWindow::createActions() {
     stepAct_->setShortcut(QKeySequence(Qt::CTRL | Qt::Key_T));
     stopAct_->setShortcut(QKeySequence(Qt::CTRL | Qt::Key_Period));
     pauseAct_->setToolTip(tr("Pause after the step in progress, or resume (Ctrl+P)"));
-    stepAct_->setToolTip(tr("Run exactly one step, then pause: watch the towers meet. With no run, starts one "
-                            "paused at step one (Ctrl+T)"));
-    stopAct_->setToolTip(tr("Stop after the step in progress and evaluate; press again to skip the evaluation "
-                            "(Ctrl+.)"));
+    stepAct_->setToolTip(tb::ui::wrappedToolTip(tr("Run exactly one step, then pause: watch the towers meet. With "
+                                                   "no run, starts one paused at step one (Ctrl+T)")));
+    stopAct_->setToolTip(tb::ui::wrappedToolTip(tr("Stop after the step in progress and evaluate; press again to "
+                                                   "skip the evaluation (Ctrl+.)")));
     connect(startAct_, &QAction::triggered, this, &MainWindow::start);
     connect(pauseAct_, &QAction::triggered, this, &MainWindow::togglePause);
     connect(stepAct_, &QAction::triggered, this, &MainWindow::stepOnce);
@@ -276,8 +277,9 @@ void MainWindow::createActions() {
 
     pace_ = new QComboBox;
     for (const Pace& p : kPaces) pace_->addItem(tr(p.label), p.stepsPerSecond);
-    pace_->setToolTip(tr("Slow motion: at most this many steps per second, to watch the towers and the "
-                         "synchronisation point step by step. Time held back is not training time."));
+    pace_->setToolTip(tb::ui::wrappedToolTip(tr("Slow motion: at most this many steps per second, to watch the "
+                                                "towers and the synchronisation point step by step. Time held "
+                                                "back is not training time.")));
     WheelGuard::guard(pace_);
     connect(pace_, &QComboBox::currentIndexChanged, this, [this] {
         worker_->setPace(pace_->currentData().toDouble());
@@ -345,7 +347,7 @@ void MainWindow::buildMenus() {
 void MainWindow::updateActions() {
     startAct_->setEnabled(!running_ && valid_);
     startAct_->setToolTip(valid_ || running_ ? tr("Start training with this experiment (Ctrl+R)")
-                                             : tr("Cannot start: %1").arg(experiment_->problem()));
+                                             : tb::ui::wrappedToolTip(tr("Cannot start: %1").arg(experiment_->problem())));
     pauseAct_->setEnabled(running_);
     pauseAct_->setText(paused_ ? tr("&Resume") : tr("&Pause"));
     stepAct_->setEnabled(running_ || valid_);
