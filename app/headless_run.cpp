@@ -5,6 +5,7 @@
 #include <memory>
 
 #include "engine/metrics_file.hpp"
+#include "engine/run_folder.hpp"
 #include "engine/trainer.hpp"
 #include "progress_bar.hpp"
 #include "util/error.hpp"
@@ -14,11 +15,15 @@ int failWith(const char* program, const std::string& message) {
     return 2;
 }
 
-int runHeadless(const tb::RunConfig& config) {
+int runHeadless(const tb::RunConfig& config, const RunStorage& storage) {
     try {
         config.validate();
+        // Every run keeps a folder; a resumed one continues its own.
+        std::unique_ptr<tb::RunFolder> folder = storage.resumeDir.empty() ? tb::RunFolder::create(config, storage.runDir)
+                                                                          : tb::RunFolder::reopen(storage.resumeDir);
         tb::Trainer trainer(config);
-        ProgressBar progress(stderr);
+        trainer.setRunFolder(folder.get());
+        ProgressBar progress(stderr, folder->path());
         std::unique_ptr<tb::MetricsFile> metrics;
         if (!config.quiet) trainer.addObserver(&progress);
         if (!config.metrics.empty()) {
@@ -26,7 +31,9 @@ int runHeadless(const tb::RunConfig& config) {
             trainer.addObserver(metrics.get());
         }
         const tb::RunSummary summary = trainer.run();
-        std::cout << summary.toJson().dump() << std::endl;
+        nlohmann::json out = summary.toJson();
+        out["run_dir"] = folder->path();
+        std::cout << out.dump() << std::endl;
         return 0;
     } catch (const tb::Error& e) {
         return failWith("towerbench-run", e.what());

@@ -1,10 +1,13 @@
 #include "progress_bar.hpp"
 
+#include <utility>
+
 #include <unistd.h>
 
 #include <string>
 
-ProgressBar::ProgressBar(std::FILE* out) : out_(out), tty_(isatty(fileno(out)) != 0) {}
+ProgressBar::ProgressBar(std::FILE* out, std::string runFolder)
+    : out_(out), runFolder_(std::move(runFolder)), tty_(isatty(fileno(out)) != 0) {}
 
 void ProgressBar::endLine() {
     if (open_) std::fputc('\n', out_);
@@ -17,6 +20,7 @@ void ProgressBar::onStateChanged(tb::RunState s, const std::string& detail) {
     if (s == tb::RunState::Loading || s == tb::RunState::Failed) return;
     endLine();
     std::fprintf(out_, "%s%s%s\n", tb::toString(s), detail.empty() ? "" : ": ", detail.c_str());
+    if (s == tb::RunState::Running && !runFolder_.empty()) std::fprintf(out_, "run folder: %s\n", runFolder_.c_str());
     std::fflush(out_);
 }
 

@@ -4,12 +4,14 @@
 #pragma once
 #include <chrono>
 #include <cstdio>
+#include <string>
 
 #include "engine/observer.hpp"
 
 class ProgressBar final : public tb::TrainingObserver {
 public:
-    explicit ProgressBar(std::FILE* out);
+    // `runFolder`: where the run is kept, said once training starts.
+    explicit ProgressBar(std::FILE* out, std::string runFolder = {});
     void onStateChanged(tb::RunState, const std::string& detail) override;
     void onStepEnd(const tb::StepMetrics&) override;
     void onEval(const tb::EvalResult&) override;
@@ -17,6 +19,7 @@ public:
 private:
     void endLine();
     std::FILE* out_;
+    std::string runFolder_;
     bool tty_;
     bool open_ = false;   // a progress line is drawn and not yet ended
     int64_t lastDecile_ = -1;

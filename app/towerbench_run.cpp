@@ -4,12 +4,16 @@
 #include <cstdio>
 #include <algorithm>
 #include <cstring>
+#include <filesystem>
 #include <iostream>
 #include <memory>
 #include <string>
 #include <vector>
 
+#include "engine/checkpoint.hpp"
+#include "engine/run_folder.hpp"
 #include "engine/selftest.hpp"
+#include "engine/trainer.hpp"
 #include "headless_run.hpp"
 #include "io/run_config.hpp"
 #include "util/error.hpp"
@@ -17,7 +21,9 @@
 namespace {
 
 const char* kUsage = R"(usage: towerbench-run selftest
-       towerbench-run [--config FILE.json] [--model NAME|FILE] [--data SPEC]
+       towerbench-run eval RUN_DIR|CHECKPOINT [--data SPEC] [--batch N] [--threads N]
+       towerbench-run --resume RUN_DIR [--steps N | --epochs N] [--eval-every N] [--quiet]
+       towerbench-run [--run-dir DIR] [--config FILE.json] [--model NAME|FILE] [--data SPEC]
                       [--batch N] [--steps N | --epochs N] [--optimizer sgd|momentum|nesterov|adam]
                       [--lr X] [--seed N] [--eval-every N] [--metrics FILE.jsonl] [--threads N] [--quiet]
                       [--towers LIST --variables WHERE --reduce mean|allreduce --update sync|async
@@ -44,6 +50,19 @@ reference, and trains a GPU tower beside a CPU tower; exit status 1 if any check
   --threads N         compute threads (default: all cores), shared evenly by the towers
   --quiet             no progress output
 
+Run folders (README: "Runs that last"):
+  --run-dir DIR       keep this run in DIR (default: a new folder under $TOWERBENCH_RUNS_DIR or
+                      ~/.local/share/towerbench/runs): settings, model, metrics, log, summary,
+                      checkpoints
+  --checkpoint-every N  --checkpoint-minutes M (default 10)  --keep-checkpoints K (default 3)
+                      checkpoints (safetensors) every N steps or M minutes and at the end; the last
+                      K are kept, and the best by validation accuracy
+  --resume RUN_DIR    continue a stopped or crashed run from its newest checkpoint, exactly as if
+                      it had not stopped (synchronous updates); may give more --steps or --epochs
+  --init-from CKPT    start from a checkpoint's weights, with any plan (e.g. 1 tower -> 4)
+  eval RUN_DIR|CKPT   test accuracy of a run's newest checkpoint (or of one file) on --data
+                      (default: the run's data); prints one JSON line
+
 Data parallelism (the seeds' tower pattern; see README):
   --towers LIST       cpu:0,cpu:1,... (virtual CPU towers, each its own thread), gpu:0,gpu:1,...,
                       gpu:0*2 (two towers sharing gpu:0, each its own stream), or auto (every
@@ -65,6 +84,25 @@ Data parallelism (the seeds' tower pattern; see README):
 
 int fail(const std::string& message) { return failWith("towerbench-run", message); }
 
+// eval RUN_DIR|CHECKPOINT: one JSON line with the test accuracy of the checkpoint's weights.
+int runEval(const std::string& target, tb::RunConfig config, bool dataGiven) {
+    std::error_code ec;
+    std::string checkpoint = target;
+    if (std::filesystem::is_directory(target, ec)) {
+        checkpoint = tb::RunFolder::newestCheckpointIn(target);
+        if (checkpoint.empty()) return fail("eval: " + target + " holds no checkpoint (checkpoints/ is empty)");
+    }
+    if (!dataGiven) config.data = tb::Checkpoint::open(checkpoint).meta().config.value("data", config.data);
+    config.validate();
+    const tb::EvalResult r = tb::evaluateCheckpoint(checkpoint, config);
+    std::cout << nlohmann::json{{"checkpoint", checkpoint}, {"step", r.step},         {"data", config.data},
+                                {"test_accuracy", r.accuracy}, {"test_loss", r.loss}, {"examples", r.examples},
+                                {"ema", r.averagedWeights}}
+                     .dump()
+              << std::endl;
+    return 0;
+}
+
 }  // namespace
 
 int main(int argc, char** argv) {
@@ -75,23 +113,43 @@ int main(int argc, char** argv) {
             if (args.size() > 1) return fail("selftest takes no arguments, got '" + args[1] + "'");
             return tb::runSelfTest(std::cout);
         }
-        // The file first, wherever --config stands, so every flag overrides it.
-        for (size_t i = 0; i < args.size(); ++i) {
-            if (args[i] == "--config") {
-                if (i + 1 >= args.size() || args[i + 1].starts_with("--")) return fail("--config: needs a file name");
-                config.loadFile(args[i + 1]);
-            }
+        const bool eval = !args.empty() && args[0] == "eval";
+        std::string evalTarget;
+        if (eval) {
+            if (args.size() < 2 || args[1].starts_with("--")) return fail("eval: needs a run folder or a checkpoint file");
+            evalTarget = args[1];
+            args.erase(args.begin(), args.begin() + 2);
         }
+        RunStorage storage;
+        // The base settings first, wherever their flag stands, so every other flag overrides
+        // them: a config file, or the folder of the run to resume.
+        std::string configFile;
+        for (size_t i = 0; i < args.size(); ++i) {
+            if (args[i] != "--config" && args[i] != "--resume" && args[i] != "--run-dir") continue;
+            if (i + 1 >= args.size() || args[i + 1].starts_with("--"))
+                return fail(args[i] + (args[i] == "--config" ? ": needs a file name" : ": needs a folder"));
+            (args[i] == "--config" ? configFile : args[i] == "--resume" ? storage.resumeDir : storage.runDir) = args[i + 1];
+        }
+        if (!storage.resumeDir.empty()) {
+            if (!storage.runDir.empty()) return fail("--run-dir: a resumed run stays in its own folder (--resume)");
+            if (!configFile.empty()) return fail("--config: a resumed run keeps its own settings (--resume)");
+            config = tb::RunFolder::resumeConfig(storage.resumeDir);
+        }
+        if (!configFile.empty()) config.loadFile(configFile);
+        if (eval && (!storage.resumeDir.empty() || !storage.runDir.empty()))
+            return fail("eval: --resume and --run-dir do not apply");
+        bool dataGiven = false;
         for (size_t i = 0; i < args.size(); ++i) {
             const std::string& a = args[i];
             if (a == "--help" || a == "-h") {
                 std::fputs(kUsage, stdout);
                 return 0;
             }
-            if (a == "--config") {
+            if (a == "--config" || a == "--resume" || a == "--run-dir") {
                 ++i;
                 continue;
             }
+            dataGiven |= a == "--data";
             if (a == "--quiet") {
                 config.quiet = true;
                 continue;
@@ -104,8 +162,9 @@ int main(int argc, char** argv) {
             if (i + 1 >= args.size() || args[i + 1].starts_with("--")) return fail(a + ": needs a value");
             config.setFromText(key, args[++i], a);
         }
+        if (eval) return runEval(evalTarget, config, dataGiven);
         config.validate();
-        return runHeadless(config);
+        return runHeadless(config, storage);
     } catch (const tb::Error& e) {
         return fail(e.what());
     } catch (const std::bad_alloc&) {

@@ -1,7 +1,9 @@
 #include "engine_worker.hpp"
 
+#include <memory>
 #include <utility>
 
+#include "engine/run_folder.hpp"
 #include "util/error.hpp"
 
 EngineWorker::EngineWorker(QObject* parent) : QObject(parent) {}
@@ -80,6 +82,7 @@ void EngineWorker::onStateChanged(tb::RunState s, const std::string& detail) {
 }
 
 void EngineWorker::run(const tb::RunConfig& config) {
+    std::unique_ptr<tb::RunFolder> folder;  // outlives the trainer that writes to it
     tb::Trainer trainer(config);
     trainer.addObserver(this);
     {
@@ -95,6 +98,9 @@ void EngineWorker::run(const tb::RunConfig& config) {
         pendingStop_ = Pending::None;
     }
     try {
+        // Every run from the window keeps a folder, as from the command line.
+        folder = tb::RunFolder::create(config);
+        trainer.setRunFolder(folder.get());
         const tb::RunSummary s = trainer.run();
         {
             std::lock_guard lock(mutex_);

@@ -203,6 +203,18 @@ ExperimentPanel::ExperimentPanel(DeviceCatalog catalog, QWidget* parent)
     tf32_ = new QCheckBox(tr("tensor-core TF32 math"));
     tf32_->setToolTip(tr("GPU towers: faster, less exact matrix math; off: plain FP32."));
 
+    // --- Checkpoints (folded): the run's folder keeps them.
+    checkpointEvery_ = spin(0, INT_MAX, tr("Steps between checkpoints in the run's folder; off: by time only. A "
+                                           "checkpoint is always written at the end."),
+                            tr("off"));
+    checkpointMinutes_ = real(0, 1e6, 1, 1, tr("Minutes between checkpoints; 0: by steps only."));
+    keepCheckpoints_ = spin(1, 1000, tr("Checkpoints kept: the last ones, besides the best by validation accuracy."));
+    initFrom_ = new QLineEdit;
+    initFrom_->setPlaceholderText(tr("fresh weights"));
+    initFrom_->setToolTip(tb::ui::wrappedToolTip(tr("A checkpoint (.safetensors) whose weights the run starts from, "
+                                                    "whatever plan trained them.")));
+    browseInit_ = new QPushButton(tr("Browse…"));
+
     auto* what = new QGroupBox(tr("Experiment"));
     dataForm_ = new QFormLayout(what);
     auto* where = new QGroupBox(tr("Devices and strategy"));
@@ -212,6 +224,7 @@ ExperimentPanel::ExperimentPanel(DeviceCatalog catalog, QWidget* parent)
     auto* judge = new QGroupBox(tr("Evaluation"));
     auto* evalForm = new QFormLayout(judge);
     advanced_ = new FoldSection(tr("Advanced"));
+    checkpoints_ = new FoldSection(tr("Checkpoints"));
 
     auto add = [&](QFormLayout* form, const QString& key, const QString& label, QWidget* field, QWidget* shown = nullptr) {
         form->addRow(label, shown ? shown : field);
@@ -251,26 +264,35 @@ ExperimentPanel::ExperimentPanel(DeviceCatalog catalog, QWidget* parent)
     add(advanced_->form(), "metrics", tr("Metrics file"), metrics_, row({metrics_, browseMetrics_}));
     add(advanced_->form(), "transfers", tr("Transfers"), transfers_);
     add(advanced_->form(), "tf32", tr("GPU math"), tf32_);
+    add(checkpoints_->form(), "checkpoint_every", tr("Every (steps)"), checkpointEvery_);
+    add(checkpoints_->form(), "checkpoint_minutes", tr("Every (minutes)"), checkpointMinutes_);
+    add(checkpoints_->form(), "keep_checkpoints", tr("Keep last"), keepCheckpoints_);
+    add(checkpoints_->form(), "init_from", tr("Start from"), initFrom_, row({initFrom_, browseInit_}));
     names_["lr_staircase"] = tr("Staircase");
     names_["towers"] = tr("Towers");
 
     auto* v = new QVBoxLayout(this);
-    for (QWidget* w : std::initializer_list<QWidget*>{what, where, how, judge, advanced_}) v->addWidget(w);
+    for (QWidget* w : std::initializer_list<QWidget*>{what, where, how, judge, checkpoints_, advanced_}) v->addWidget(w);
     v->addStretch();
 
     connect(browse_, &QPushButton::clicked, this, &ExperimentPanel::browseFolder);
     connect(browseMetrics_, &QPushButton::clicked, this, &ExperimentPanel::browseMetrics);
+    connect(browseInit_, &QPushButton::clicked, this, [this] {
+        const QString file = QFileDialog::getOpenFileName(this, tr("Start from a checkpoint"), initFrom_->text(),
+                                                          tr("Checkpoints (*.safetensors)"));
+        if (!file.isEmpty()) initFrom_->setText(file);
+    });
     connect(runOn_, &QComboBox::currentIndexChanged, this, &ExperimentPanel::devicesChanged);
     connect(gpus_, &QListWidget::itemChanged, this, &ExperimentPanel::devicesChanged);
     for (QSpinBox* s : {towers_, perGpu_}) connect(s, &QSpinBox::valueChanged, this, &ExperimentPanel::devicesChanged);
     for (QComboBox* c : {model_, data_, variables_, reduce_, update_, optimizer_, length_, batchMeaning_, transfers_})
         connect(c, &QComboBox::currentIndexChanged, this, &ExperimentPanel::revalidate);
     for (QSpinBox* s : {averageEvery_, psShards_, batch_, decaySteps_, seed_, evalEvery_, validation_, shuffleBuffer_,
-                        prefetch_, threads_})
+                        prefetch_, threads_, checkpointEvery_, keepCheckpoints_})
         connect(s, &QSpinBox::valueChanged, this, &ExperimentPanel::revalidate);
-    for (QDoubleSpinBox* s : {lr_, momentum_, decayRate_, lengthValue_, emaDecay_})
+    for (QDoubleSpinBox* s : {lr_, momentum_, decayRate_, lengthValue_, emaDecay_, checkpointMinutes_})
         connect(s, &QDoubleSpinBox::valueChanged, this, &ExperimentPanel::revalidate);
-    for (QLineEdit* e : {folder_, slow_, metrics_}) connect(e, &QLineEdit::textChanged, this, &ExperimentPanel::revalidate);
+    for (QLineEdit* e : {folder_, slow_, metrics_, initFrom_}) connect(e, &QLineEdit::textChanged, this, &ExperimentPanel::revalidate);
     for (QCheckBox* b : {staircase_, tf32_}) connect(b, &QCheckBox::toggled, this, &ExperimentPanel::revalidate);
     // The length's unit changes what its number means: whole steps, or epochs to two decimals
     // (and the other unit's number is kept for switching back).
@@ -447,6 +469,10 @@ tb::RunConfig ExperimentPanel::config() const {
     c.metrics = metrics_->text().trimmed().toStdString();
     c.transfers = transfers_->currentText().toStdString();
     c.tf32 = tf32_->isChecked();
+    c.checkpointEvery = checkpointEvery_->value();
+    c.checkpointMinutes = checkpointMinutes_->value();
+    c.keepCheckpoints = keepCheckpoints_->value();
+    c.initFrom = initFrom_->text().trimmed().toStdString();
     return c;
 }
 
@@ -504,11 +530,18 @@ void ExperimentPanel::setConfig(const tb::RunConfig& c) {
     metrics_->setText(QString::fromStdString(c.metrics));
     transfers_->setCurrentText(QString::fromStdString(c.transfers));
     tf32_->setChecked(c.tf32);
+    checkpointEvery_->setValue(int(std::min<int64_t>(INT_MAX, c.checkpointEvery)));
+    checkpointMinutes_->setValue(c.checkpointMinutes);
+    keepCheckpoints_->setValue(c.keepCheckpoints);
+    initFrom_->setText(QString::fromStdString(c.initFrom));
     // Advanced settings someone changed are shown, not hidden behind the fold.
     const tb::RunConfig defaults;
     if (c.threads != defaults.threads || c.prefetch != defaults.prefetch || c.shuffleBuffer != defaults.shuffleBuffer ||
         !c.metrics.empty() || c.transfers != defaults.transfers || c.tf32 != defaults.tf32)
         advanced_->setOpen(true);
+    if (c.checkpointEvery != defaults.checkpointEvery || c.checkpointMinutes != defaults.checkpointMinutes ||
+        c.keepCheckpoints != defaults.keepCheckpoints || !c.initFrom.empty())
+        checkpoints_->setOpen(true);
     loading_ = false;
     revalidate();
 }

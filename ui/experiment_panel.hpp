@@ -99,14 +99,14 @@ private:
     QListWidget* gpus_;
     QFormLayout *devicesForm_, *trainingForm_, *dataForm_;
     QWidget* folderRow_;
-    QLineEdit *folder_, *slow_, *metrics_;
-    QPushButton *browse_, *browseMetrics_;
+    QLineEdit *folder_, *slow_, *metrics_, *initFrom_;
+    QPushButton *browse_, *browseMetrics_, *browseInit_;
     QSpinBox *towers_, *perGpu_, *averageEvery_, *psShards_, *batch_, *decaySteps_, *seed_, *evalEvery_, *validation_,
-        *shuffleBuffer_, *prefetch_, *threads_;
-    QDoubleSpinBox *lr_, *momentum_, *decayRate_, *lengthValue_, *emaDecay_;
+        *shuffleBuffer_, *prefetch_, *threads_, *checkpointEvery_, *keepCheckpoints_;
+    QDoubleSpinBox *lr_, *momentum_, *decayRate_, *lengthValue_, *emaDecay_, *checkpointMinutes_;
     QCheckBox *staircase_, *tf32_;
     QLabel* split_;
-    FoldSection* advanced_;
+    FoldSection *advanced_, *checkpoints_;
     QString problem_, engineProblem_;
     bool valid_ = false;
     bool loading_ = false;  // setConfig in progress: one revalidation at the end

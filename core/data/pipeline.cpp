@@ -61,7 +61,20 @@ InputPipeline::InputPipeline(const Dataset& data, PipelineOptions options)
     outW_ = opt_.cropW > 0 ? opt_.cropW : data.width;
     useBuffer_ = opt_.shuffle && opt_.shuffleBuffer > 0 && opt_.shuffleBuffer < data.size();
     startEpoch();
+    if (opt_.skipSamples > 0) {
+        if (!opt_.repeat) throw Error(who + ": only a repeating (training) pipeline can skip samples");
+        skip(opt_.skipSamples);
+    }
     if (opt_.prefetch > 0) producer_ = std::thread([this] { produce(); });
+}
+
+void InputPipeline::skip(uint64_t samples) {
+    // makeBatch's draws without the pixels: the order's, and writeSample's five augmentation draws.
+    for (uint64_t i = 0; i < samples; ++i) {
+        size_t index;
+        while (!nextIndex(index)) startEpoch();
+        if (opt_.augment) augmentRng_.discard(5);
+    }
 }
 
 InputPipeline::~InputPipeline() {

@@ -32,6 +32,9 @@ struct PipelineOptions {
     bool channelsLast = false;   // emit (h, w, c) samples instead of (c, h, w)
     int prefetch = 2;            // batches made ahead by the background thread; 0: made on the caller's thread
     uint64_t seed = 1;
+    // Resume: start as if `skipSamples` samples had been taken already (the same order and
+    // augmentation draws from here on as an uninterrupted run; repeating pipelines only).
+    uint64_t skipSamples = 0;
 };
 
 class InputPipeline {
@@ -55,6 +58,7 @@ private:
     bool nextIndex(size_t& index);                // next sample of this pass; false once it is over
     bool makeBatch(Batch& b);                     // false once a non-repeating pass is over
     void writeSample(size_t index, float* dst);   // one (outC, outH, outW) sample, transformed
+    void skip(uint64_t samples);                  // advance order and augmentation draws, no pixels
     void produce();                               // body of the prefetch thread
 
     const Dataset& data_;

@@ -9,8 +9,8 @@
 
 namespace tb {
 
-MetricsFile::MetricsFile(const std::string& path) : path_(path) {
-    file_ = std::fopen(path.c_str(), "w");
+MetricsFile::MetricsFile(const std::string& path, bool append) : path_(path) {
+    file_ = std::fopen(path.c_str(), append ? "a" : "w");
     if (!file_) throw Error("--metrics: cannot create " + path + " (" + std::strerror(errno) + ")");
 }
 

@@ -22,7 +22,8 @@ namespace tb {
 
 class MetricsFile final : public TrainingObserver {
 public:
-    explicit MetricsFile(const std::string& path);  // throws tb::Error if it cannot be created
+    // Throws tb::Error if it cannot be created. `append`: continue a file (a resumed run).
+    explicit MetricsFile(const std::string& path, bool append = false);
     ~MetricsFile() override;
     void onStateChanged(RunState, const std::string& detail) override;
     void onStepEnd(const StepMetrics&) override;

@@ -16,9 +16,11 @@
 #include "nn/network.hpp"
 #include "optim/optimizer.hpp"
 #include "parallel/tower_set.hpp"
+#include "engine/checkpoint.hpp"
 #include "engine/decision_grid.hpp"
 #include "engine/device_monitor.hpp"
 #include "engine/observer_hub.hpp"
+#include "engine/run_folder.hpp"
 #include "util/error.hpp"
 #include "util/float_mode.hpp"
 
@@ -57,7 +59,11 @@ nlohmann::json RunSummary::toJson() const {
                         {"tower_busy", towerBusy},
                         {"reduce_apply_fraction", reduceApplyFraction},
                         {"plan", plan.toJson()},
-                        {"stopped", stopped}};
+                        {"stopped", stopped},
+                        {"checkpoints", checkpoints},
+                        {"checkpoint_seconds", checkpointSeconds},
+                        {"checkpoint_write_seconds", checkpointWriteSeconds}};
+    if (resumedAt > 0) j["resumed_at"] = resumedAt;
     if (validationAccuracy >= 0) j["validation_accuracy"] = validationAccuracy;
     if (!evaluated) j["test_accuracy"] = j["test_loss"] = nullptr;
     if (meanStaleness >= 0) j["mean_staleness"] = meanStaleness;
@@ -209,13 +215,72 @@ StepMetrics toMetrics(const TowerStep& r, double stepSeconds) {
 Trainer::Trainer(RunConfig config) : config_(std::move(config)) {}
 Trainer::~Trainer() = default;
 
+namespace {
+std::string trainedAll(int64_t total) {
+    return "--resume: the run has trained its " + std::to_string(total) +
+           " steps already; give it more with --steps or --epochs";
+}
+}  // namespace
+
+EvalResult evaluateCheckpoint(const std::string& checkpointPath, const RunConfig& config) {
+    const Checkpoint ck = Checkpoint::open(checkpointPath);
+    const ModelSpec spec = parseModelSpec(ck.meta().modelSpec, checkpointPath + " (its model)");
+    DataSplits data = loadData(config.data, 0, config.seed);
+    const int threads = config.threads > 0 ? config.threads : int(std::max(1u, std::thread::hardware_concurrency()));
+    flushDenormalsInTeam(threads);
+    auto be = makeCpuBackend(threads);
+    Network net(spec, *be, config.batch);
+    const Dims dataDims = data.cifarAugment ? Dims{data.test.channels, 24, 24}
+                                            : Dims{data.test.channels, data.test.height, data.test.width};
+    if (!(dataDims == Dims{spec.inC, spec.inH, spec.inW}))
+        throw Error("--data: " + config.data + " gives " + dataDims.str() + " but " + checkpointPath + "'s model " +
+                    spec.name + " expects " + Dims{spec.inC, spec.inH, spec.inW}.str());
+    if (net.outputs() < data.test.numClasses)
+        throw Error("--data: " + config.data + " has " + std::to_string(data.test.numClasses) + " classes but " +
+                    spec.name + " has " + std::to_string(net.outputs()) + " outputs");
+    std::vector<float> weights = ck.loadWeights(net);
+    const bool ema = ck.file().has("ema/" + net.paramInfos().front().name);
+    if (ema)  // the run evaluated with its moving average: so does this
+        for (size_t i = 0; i < net.paramInfos().size(); ++i)
+            ck.file().readFloats("ema/" + net.paramInfos()[i].name, weights.data() + net.paramOffsets()[i],
+                                 size_t(net.paramInfos()[i].shape.numel()));
+    const Stream s = be->createStream();
+    be->copyFromHost(s, net.params(), weights.data(), weights.size() * sizeof(float));
+    Tensor stats = be->empty(Shape{3});
+    std::optional<EvalResult> r =
+        evaluate(net, s, stats.data(), data.test, config, data.cifarAugment, [] { return false; });
+    be->synchronize(s);
+    stats = Tensor();
+    be->destroyStream(s);
+    if (!r) throw Error("eval: the evaluation was cancelled");
+    r->step = ck.meta().step;
+    r->split = "test";
+    r->averagedWeights = ema;
+    return *r;
+}
+
+void Trainer::setRunFolder(RunFolder* folder) {
+    folder_ = folder;
+    if (folder) observers_.push_back(folder);
+}
+
 RunSummary Trainer::run() {
     ObserverHub hub(observers_);
     try {
-        return execute(hub);
+        RunSummary sum = execute(hub);
+        if (folder_) {
+            folder_->waitForCheckpoint();
+            sum.checkpointWriteSeconds = folder_->writeSeconds();
+            folder_->finish(sum);
+        }
+        return sum;
     } catch (const std::exception& e) {
         // Every failure ends the run the same way: observers see it, the caller gets it.
         hub.onStateChanged(RunState::Failed, e.what());
+        if (folder_) {
+            hub.flush();
+            folder_->fail(e.what());
+        }
         throw;
     }
 }
@@ -226,10 +291,19 @@ RunSummary Trainer::execute(ObserverHub& hub) {
     const int cores = c.threads > 0 ? c.threads : int(std::max(1u, std::thread::hardware_concurrency()));
     // This thread evaluates and keeps the moving average: flush denormals here and in its team.
     flushDenormalsInTeam(cores);
-    hub.onStateChanged(RunState::Loading, c.model + " on " + c.data);
-
     const DeploymentPlan plan = makePlan(c);
     const ModelSpec spec = findModel(c.model);
+    // A resume that cannot be exact is refused before anything is written to the run's folder.
+    const bool resuming = folder_ && folder_->resuming();
+    std::optional<Checkpoint> resumeFrom;
+    if (resuming) {
+        resumeFrom = Checkpoint::open(folder_->resumeCheckpoint());
+        if (const std::string why = resumeFrom->resumeProblem(c, spec.json); !why.empty()) throw Error("--resume: " + why);
+        if (c.steps > 0 && resumeFrom->meta().step >= c.steps) throw Error(trainedAll(c.steps));
+    }
+    if (folder_) folder_->begin(c, spec.json, plan.toJson());
+    hub.onStateChanged(RunState::Loading, c.model + " on " + c.data);
+
     const ModelShape shape = shapeOf(spec);
     if (shape.params == 0) throw Error("--model: " + spec.name + " has no parameters to train");
     // Loading gives way to a stop or an abort at once (the run ends with no steps).
@@ -284,12 +358,28 @@ RunSummary Trainer::execute(ObserverHub& hub) {
     Backend& be = net.backend();
     const Stream s = towers.evalStream();
     const size_t count = size_t(net.paramCount());
+    if (!c.initFrom.empty() && !resuming) {  // another run's weights, any plan
+        const std::vector<float> weights = Checkpoint::open(c.initFrom).loadWeights(net);
+        towers.setVariables(weights.data());
+    }
     // The moving average follows the variables where they live (the holder's copy; averaging:
     // the replicas' mean).
     std::unique_ptr<WeightEma> ema;
+    Stream emaStream = nullptr;
     if (c.emaDecay > 0) {
         const VariablesView vars = towers.variables();
         ema = std::make_unique<WeightEma>(*vars.backend, float(c.emaDecay), vars.params, count, vars.stream);
+        emaStream = vars.stream;
+    }
+    // A resumed run: every buffer of the training state as the checkpoint has it; the step
+    // count, the input's position and the counter-based dropout follow from its step.
+    int64_t resumeStep = 0;
+    double bestValidation = -1;
+    if (resumeFrom) {
+        resumeFrom->restore(towers, net, ema.get(), emaStream);
+        resumeStep = resumeFrom->meta().step;
+        bestValidation = resumeFrom->meta().validationAccuracy;
+        resumeFrom.reset();  // its bytes are in the towers now
     }
     Tensor stats = be.empty(Shape{3});
     Tensor backup;  // the live weights while evaluating with the moving average
@@ -330,11 +420,15 @@ RunSummary Trainer::execute(ObserverHub& hub) {
     sum.params = net.paramCount();
     sum.flopsPerExample = net.trainFlopsPerExample();
     sum.plan = plan;
+    sum.resumedAt = resumeStep;
     const int perStep = async ? plan.batchPerTower : n * plan.batchPerTower;
     const int64_t total = c.steps > 0 ? c.steps
                                       : std::max<int64_t>(1, int64_t(std::ceil(c.epochs * double(data.train.size()) /
                                                                                  double(perStep))));
-    InputPipeline train(data.train, pipelineFor(c, cifar, true, perStep));
+    if (resumeStep >= total) throw Error(trainedAll(total));
+    PipelineOptions trainInput = pipelineFor(c, cifar, true, perStep);
+    trainInput.skipSamples = uint64_t(resumeStep) * uint64_t(perStep);  // every step takes perStep samples
+    InputPipeline train(data.train, trainInput);
     // GPU telemetry while training; runs without a GPU tower never touch NVML. NVML starts up
     // here, before the training clock does, so its start-up is not counted as training time.
     std::string noTelemetry;
@@ -352,7 +446,8 @@ RunSummary Trainer::execute(ObserverHub& hub) {
     std::deque<std::pair<double, double>> recent;  // (loss, accuracy) of the last steps
     std::vector<double> busy(size_t(n), 0.0);
     double reduceApply = 0, stepTime = 0, staleness = 0;
-    int64_t step = 0;
+    int64_t step = resumeStep;
+    const int64_t firstStep = resumeStep;
     const auto start = Clock::now();
     // Samples on the clock of StepMetrics::elapsedSeconds; declared after the hub, so it stops first.
     std::unique_ptr<DeviceMonitor> monitor;
@@ -381,13 +476,44 @@ RunSummary Trainer::execute(ObserverHub& hub) {
         reduceApply += worst;
         stepTime += m.stepSeconds;
         if (m.staleness >= 0) staleness += double(m.staleness);
-        if (m.step == 1) {
+        if (m.step == firstStep + 1) {
             afterFirst = now;
             heldBeforeSecond = control_.heldSeconds();
         }
         hub.onStepEnd(m);
         if (grids) grids->after(m, towers, hub);  // after the step's report, as the window draws them
         if (std::string e = hub.error(); !e.empty()) throw Error(e);  // e.g. the metrics file
+    };
+
+    // --- checkpoints: every N steps or M minutes, the best validation, and at the end ---------
+    int64_t lastCheckpoint = step;
+    auto lastCheckpointAt = start;
+    double periodicCheckpointSeconds = 0;
+    double lastValidation = bestValidation;
+    auto checkpoint = [&](bool best) {
+        const auto t0 = Clock::now();
+        CheckpointMeta meta;
+        meta.step = step;
+        meta.samples = uint64_t(step) * uint64_t(perStep);
+        meta.model = spec.name;
+        meta.modelSpec = spec.json;
+        meta.config = c.toJson();
+        meta.plan = plan.toJson();
+        meta.validationAccuracy = lastValidation;
+        // The training waits for the snapshot (and for the previous write, if still going);
+        // the file is written while it trains on.
+        folder_->checkpoint(meta, takeSnapshot(towers, count, ema.get(), emaStream), VariableLayout::of(net), best);
+        lastCheckpoint = step;
+        lastCheckpointAt = Clock::now();
+        ++sum.checkpoints;
+        const double took = seconds(t0, lastCheckpointAt);
+        sum.checkpointSeconds += took;
+        return took;
+    };
+    auto checkpointDue = [&] {
+        if (!folder_ || step == lastCheckpoint) return false;
+        return (c.checkpointEvery > 0 && step - lastCheckpoint >= c.checkpointEvery) ||
+               (c.checkpointMinutes > 0 && seconds(lastCheckpointAt, Clock::now()) >= 60 * c.checkpointMinutes);
     };
 
     if (!async) {
@@ -422,9 +548,19 @@ RunSummary Trainer::execute(ObserverHub& hub) {
                 record(m);
                 evalDue |= c.evalEvery > 0 && step % c.evalEvery == 0 && step < total;
             }
-            if (evalDue)
-                evalWith(data.validation.size() ? data.validation : data.test,
-                         data.validation.size() ? "validation" : "test", step, stopped);
+            bool best = false;
+            if (evalDue) {
+                const std::optional<EvalResult> r = evalWith(data.validation.size() ? data.validation : data.test,
+                                                             data.validation.size() ? "validation" : "test", step, stopped);
+                if (r && data.validation.size()) {
+                    lastValidation = r->accuracy;
+                    best = folder_ && r->accuracy > bestValidation;
+                    bestValidation = std::max(bestValidation, r->accuracy);
+                }
+            }
+            // Between calls the replicas are idle (averaging: at a round's end, a multiple of K
+            // unless a pause cut the round), so the state is whole.
+            if (best || checkpointDue()) periodicCheckpointSeconds += checkpoint(best);
         }
     } else {
         // Each report is one tower's update. Its step time is that tower's own cycle (since its
@@ -464,13 +600,15 @@ RunSummary Trainer::execute(ObserverHub& hub) {
     }
     const auto end = Clock::now();
     const double held = control_.heldSeconds();
-    sum.trainSeconds = seconds(start, end) - evalSeconds - held;
-    const double steadySeconds = seconds(afterFirst, end) - evalSeconds - (held - heldBeforeSecond);
+    sum.trainSeconds = seconds(start, end) - evalSeconds - held - periodicCheckpointSeconds;
+    const double steadySeconds =
+        seconds(afterFirst, end) - evalSeconds - (held - heldBeforeSecond) - periodicCheckpointSeconds;
     sum.steps = step;
     sum.stopped = step < total;
     sum.epochs = double(step) * perStep / double(data.train.size());
-    sum.examplesPerSec = sum.trainSeconds > 0 ? double(step) * perStep / sum.trainSeconds : 0;
-    if (step > 1 && steadySeconds > 0) sum.steadyExamplesPerSec = double(step - 1) * perStep / steadySeconds;
+    const int64_t trained = step - firstStep;  // this session's steps (a resumed run's, since the checkpoint)
+    sum.examplesPerSec = sum.trainSeconds > 0 ? double(trained) * perStep / sum.trainSeconds : 0;
+    if (trained > 1 && steadySeconds > 0) sum.steadyExamplesPerSec = double(trained - 1) * perStep / steadySeconds;
     for (double b : busy) sum.towerBusy.push_back(sum.trainSeconds > 0 ? std::min(1.0, b / sum.trainSeconds) : 0);
     sum.reduceApplyFraction = stepTime > 0 ? reduceApply / stepTime : 0;
     if (async && step > 0) sum.meanStaleness = staleness / double(step);
@@ -493,6 +631,12 @@ RunSummary Trainer::execute(ObserverHub& hub) {
             sum.testLoss = test->loss;
             sum.evaluated = true;
         }
+    }
+    // The final checkpoint, after the final evaluation so it carries its validation accuracy
+    // (and becomes the best where that beat every earlier one).
+    if (folder_ && step > lastCheckpoint) {
+        if (sum.evaluated && sum.validationAccuracy >= 0) lastValidation = sum.validationAccuracy;
+        checkpoint(sum.evaluated && sum.validationAccuracy > bestValidation);
     }
     monitor.reset();  // no samples after the final state
     sum.deviceMemory = towers.deviceMemory();

@@ -16,6 +16,7 @@
 namespace tb {
 
 class ObserverHub;
+class RunFolder;
 
 struct RunSummary {
     int64_t steps = 0;             // sync: global steps; async: applied updates
@@ -41,6 +42,11 @@ struct RunSummary {
     size_t optimizerSlotBytes = 0; // all optimisers of the run
     bool stopped = false;          // ended early by stop()
     bool evaluated = true;         // false: aborted, no final evaluation
+    int64_t resumedAt = 0;         // the checkpoint's step a resumed run continued from; 0: none
+    int checkpoints = 0;           // written by this run (periodic, best and final)
+    double checkpointSeconds = 0;  // training held for them (snapshots, a previous write still going);
+                                   // not counted in trainSeconds
+    double checkpointWriteSeconds = 0;  // writing them, fsync included, on the folder's own thread
     nlohmann::json toJson() const;
 };
 
@@ -49,6 +55,9 @@ DeploymentPlan makePlan(const RunConfig& c);
 // The same for a machine with `gpus` GPUs (whyNoGpu: the reason there are none), e.g. the
 // window's device catalog, which tests fake.
 DeploymentPlan makePlan(const RunConfig& c, int gpus, const std::string& whyNoGpu);
+// towerbench-run eval: a checkpoint's weights (its moving average where it kept one, as the run
+// evaluated) on the test set of `config.data`, with the checkpoint's own model, on the CPU.
+EvalResult evaluateCheckpoint(const std::string& checkpointPath, const RunConfig& config);
 // How many virtual CPU towers may exist: several per core, for teaching on small machines.
 int cpuTowerSlots();
 
@@ -62,11 +71,15 @@ public:
     RunSummary run();
     RunControl& control() { return control_; }
     void requestStop() { control_.stop(); }
+    // The run keeps its folder (settings, metrics, log, checkpoints, summary); a reopened folder
+    // makes the run continue from its newest checkpoint. The folder must outlive run().
+    void setRunFolder(RunFolder* folder);
 
 private:
     RunSummary execute(ObserverHub& hub);
 
     RunConfig config_;
+    RunFolder* folder_ = nullptr;
     std::vector<TrainingObserver*> observers_;
     RunControl control_;
 };

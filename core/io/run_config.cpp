@@ -73,6 +73,10 @@ const std::map<std::string, Setting>& table() {
         {"slow", bind(Kind::Text, &RunConfig::slow)},
         {"tf32", bind(Kind::Flag, &RunConfig::tf32)},
         {"transfers", bind(Kind::Text, &RunConfig::transfers)},
+        {"checkpoint_every", bind(Kind::Int, &RunConfig::checkpointEvery)},
+        {"checkpoint_minutes", bind(Kind::Real, &RunConfig::checkpointMinutes)},
+        {"keep_checkpoints", bind(Kind::Int, &RunConfig::keepCheckpoints)},
+        {"init_from", bind(Kind::Text, &RunConfig::initFrom)},
     };
     return t;
 }
@@ -192,6 +196,9 @@ void RunConfig::validate() const {
     require(threads >= 0 && threads <= 1024, "--threads: must be between 0 (all cores) and 1024");
     require(transfers == "auto" || transfers == "copies" || transfers == "nccl",
             "--transfers: '" + transfers + "' is not auto, copies or nccl");
+    require(checkpointEvery >= 0, "--checkpoint-every: must not be negative");
+    require(checkpointMinutes >= 0 && checkpointMinutes <= 1e6, "--checkpoint-minutes: must be between 0 and 1e6");
+    require(keepCheckpoints >= 1 && keepCheckpoints <= 1000, "--keep-checkpoints: must be between 1 and 1000");
     require(!model.empty(), "--model: must not be empty");
     require(!data.empty(), "--data: must not be empty");
     if (optimizer != "sgd" && optimizer != "momentum" && optimizer != "nesterov" && optimizer != "adam")

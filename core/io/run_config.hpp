@@ -42,6 +42,11 @@ struct RunConfig {
     std::string slow;                    // straggler injection: TOWER=FACTOR,...
     bool tf32 = false;                   // GPU towers: tensor-core TF32 math (default plain FP32)
     std::string transfers = "auto";      // auto | copies | nccl (parallel/deployment_plan.hpp)
+    // Checkpoints in the run's folder (engine/checkpoint.hpp), always one at the end as well.
+    int64_t checkpointEvery = 0;         // steps between checkpoints; 0: by time only
+    double checkpointMinutes = 10;       // minutes between checkpoints; 0: by steps only
+    int keepCheckpoints = 3;             // the last K kept (and the best by validation accuracy)
+    std::string initFrom;                // a checkpoint whose weights the run starts from; empty: none
 
     // Sets one setting by its file key from a JSON value; `origin` names the file or flag in errors.
     void set(const std::string& key, const nlohmann::json& value, const std::string& origin);

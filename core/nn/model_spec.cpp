@@ -147,6 +147,7 @@ ModelSpec parseModelSpec(const std::string& text, const std::string& source) {
     if (!j.is_object()) throw Error(source + ": a model file must hold one JSON object");
     ModelSpec m;
     m.source = source;
+    m.json = text;
     m.name = field<std::string>(j, "name", fs::path(source).stem().string(), source);
     m.description = field<std::string>(j, "description", "", source);
     auto in = field<std::vector<int>>(j, "input", {}, source);

@@ -33,6 +33,7 @@ struct LayerSpec {
 
 struct ModelSpec {
     std::string name, description, source;  // source: the file it came from
+    std::string json;                        // the text it was parsed from (run folders keep it)
     int inC = 0, inH = 0, inW = 0;
     std::vector<LayerSpec> layers;
 };

@@ -45,6 +45,13 @@ Optimizer::Optimizer(Backend& backend, UpdateRule rule, UpdateParams hyper, LrSc
     }
 }
 
+std::vector<std::pair<std::string, Tensor*>> Optimizer::slotBuffers() {
+    std::vector<std::pair<std::string, Tensor*>> out;
+    if (!m_.empty()) out.emplace_back("m", &m_);
+    if (!v_.empty()) out.emplace_back("v", &v_);
+    return out;
+}
+
 float Optimizer::applyRange(Stream s, float* params, const float* grads, size_t offset, size_t count, int64_t step) {
     if (offset + count > count_) throw Error("optimizer range past the end of the parameters");
     UpdateParams h = hyper_;

@@ -4,6 +4,8 @@
 #pragma once
 #include <cstdint>
 #include <string>
+#include <utility>
+#include <vector>
 
 #include "backend/backend.hpp"
 
@@ -38,6 +40,10 @@ public:
     // or parameter-server shards update disjoint ranges of one buffer.
     float applyRange(Stream s, float* params, const float* grads, size_t offset, size_t count, int64_t step);
     UpdateRule rule() const { return rule_; }
+    // The slots a checkpoint saves: ("m", momentum or Adam's first moment), ("v", Adam's second
+    // moment), each (count) floats on backend(); none for plain SGD.
+    std::vector<std::pair<std::string, Tensor*>> slotBuffers();
+    Backend& backend() { return backend_; }
     size_t slotBytes() const { return (m_.empty() ? 0 : m_.bytes()) + (v_.empty() ? 0 : v_.bytes()); }
 
 private:
@@ -60,6 +66,7 @@ public:
     WeightEma& operator=(const WeightEma&) = delete;
     void update(Stream s, const float* params, int64_t step);
     const float* shadow() const { return shadow_.data(); }
+    float* shadow() { return shadow_.data(); }  // (count) on the backend: checkpoints restore it
     float decay() const { return decay_; }
 
 private:

@@ -23,6 +23,17 @@ ReplicatedStrategy::ReplicatedStrategy(const StrategySetup& s) : Strategy(s.repl
     }
 }
 
+std::vector<StateBuffer> ReplicatedStrategy::state() {
+    std::vector<StateBuffer> out;
+    for (size_t r = 0; r < replicas_.size(); ++r)
+        appendSlots(out, "replica" + std::to_string(r) + "/", *opts_[r], replicas_[r].stream);
+    return out;
+}
+
+void ReplicatedStrategy::setVariables(const float* host) {
+    for (Replica& r : replicas_) copyInitial(r, host, size_t(count_));
+}
+
 void ReplicatedStrategy::allReduce(int rank, float* buf, TowerPhases& ph) {
     const auto t0 = Clock::now();
     comm_->allReduce(rank, buf, size_t(count_), ReduceOp::Mean);

@@ -46,6 +46,19 @@ float AsyncParameterServer::push(int rank, int64_t update) {
 
 VariablesView AsyncParameterServer::variables() { return {holder_, comm_->holderStream(0), params_.data()}; }
 
+std::vector<StateBuffer> AsyncParameterServer::state() {
+    std::vector<StateBuffer> out;
+    appendSlots(out, "", *opt_, comm_->holderStream(0));
+    return out;
+}
+
+void AsyncParameterServer::setVariables(const float* host) {
+    const Stream hs = comm_->holderStream(0);
+    holder_->copyFromHost(hs, params_.data(), host, bytes());
+    holder_->synchronize(hs);
+    for (Replica& r : replicas_) copyInitial(r, host, size_t(count_));  // pulled again before each push
+}
+
 Network& AsyncParameterServer::evalNetwork() {
     Replica& r = replicas_[0];  // it holds its last pull
     r.backend->copy(r.stream, r.net->params(), params_.data(), bytes());

@@ -54,6 +54,20 @@ void HolderMean::afterCompute(int rank, int64_t step, TowerPhases& ph) {
 
 VariablesView HolderMean::variables() { return {holder_, comm_->holderStream(0), params_.data()}; }
 
+std::vector<StateBuffer> HolderMean::state() {
+    std::vector<StateBuffer> out;
+    appendSlots(out, "", *opt_, comm_->holderStream(0));
+    return out;
+}
+
+void HolderMean::setVariables(const float* host) {
+    const Stream hs = comm_->holderStream(0);
+    holder_->copyFromHost(hs, params_.data(), host, bytes());
+    holder_->synchronize(hs);
+    for (size_t r = 0; r < replicas_.size(); ++r)  // towers with a copy of their own pull it anyway
+        if (!comm_->sharesHolder(int(r))) copyInitial(replicas_[r], host, size_t(count_));
+}
+
 Network& HolderMean::evalNetwork() {
     Replica& r = replicas_[0];
     if (r.net->params() != params_.data()) {  // a tower with its own copy holds its last pull

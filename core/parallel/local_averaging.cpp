@@ -46,6 +46,15 @@ void LocalAveraging::endEvaluation() {
     viewing_ = false;
 }
 
+std::vector<StateBuffer> LocalAveraging::state() {
+    std::vector<StateBuffer> out = ReplicatedStrategy::state();
+    endEvaluation();  // replica 0's network looks at its own parameters again
+    for (size_t r = 0; r < replicas_.size(); ++r)
+        out.push_back({"replica" + std::to_string(r) + "/variables", replicas_[r].backend, replicas_[r].stream,
+                       replicas_[r].net->params(), size_t(count_)});
+    return out;
+}
+
 void LocalAveraging::averageNow() {
     takeMean();
     for (Replica& r : replicas_) {

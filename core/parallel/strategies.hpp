@@ -19,6 +19,8 @@ public:
     VariablesView variables() override;
     Network& evalNetwork() override;
     size_t optimizerSlotBytes() const override;
+    std::vector<StateBuffer> state() override;
+    void setVariables(const float* host) override;
 
 private:
     Backend* holder_;
@@ -32,6 +34,8 @@ class ReplicatedStrategy : public Strategy {
 public:
     explicit ReplicatedStrategy(const StrategySetup& s);
     size_t optimizerSlotBytes() const override;
+    std::vector<StateBuffer> state() override;
+    void setVariables(const float* host) override;
 
 protected:
     void allReduce(int rank, float* buf, TowerPhases& ph);  // mean over the replicas, in place
@@ -58,6 +62,7 @@ public:
     Network& evalNetwork() override;
     void endEvaluation() override;
     void averageNow() override;
+    std::vector<StateBuffer> state() override;  // the slots and each replica's parameters
 
 private:
     void takeMean();  // mean_ := the replicas' mean
@@ -76,6 +81,8 @@ public:
     VariablesView variables() override;
     Network& evalNetwork() override;
     size_t optimizerSlotBytes() const override;
+    std::vector<StateBuffer> state() override;
+    void setVariables(const float* host) override;
     // Element ranges (offset, count) of each shard's variables.
     const std::vector<std::vector<std::pair<size_t, size_t>>>& shards() const { return shards_; }
 
@@ -93,5 +100,8 @@ std::vector<RankEndpoint> rankEndpoints(const std::vector<Replica>& replicas);
 // towers are GPUs (their pulls and pushes are then DMA copies), else the holder's own memory.
 Tensor variablesOnHolder(const HolderEndpoint& holder, const std::vector<Replica>& replicas, size_t count);
 void copyInitial(Replica& r, const std::vector<float>& init);
+void copyInitial(Replica& r, const float* host, size_t count);
+// The optimiser's slots as state buffers named prefix + "optimizer/m", ...
+void appendSlots(std::vector<StateBuffer>& out, const std::string& prefix, Optimizer& opt, Stream stream);
 
 }  // namespace tb

@@ -19,9 +19,16 @@ Tensor variablesOnHolder(const HolderEndpoint& holder, const std::vector<Replica
     return holder.backend->empty(Shape{int64_t(count)});
 }
 
-void copyInitial(Replica& r, const std::vector<float>& init) {
-    r.backend->copyFromHost(r.stream, r.net->params(), init.data(), init.size() * sizeof(float));
+void copyInitial(Replica& r, const std::vector<float>& init) { copyInitial(r, init.data(), init.size()); }
+
+void copyInitial(Replica& r, const float* host, size_t count) {
+    r.backend->copyFromHost(r.stream, r.net->params(), host, count * sizeof(float));
     r.backend->synchronize(r.stream);
+}
+
+void appendSlots(std::vector<StateBuffer>& out, const std::string& prefix, Optimizer& opt, Stream stream) {
+    for (auto& [name, slot] : opt.slotBuffers())
+        out.push_back({prefix + "optimizer/" + name, &opt.backend(), stream, slot->data(), size_t(slot->numel())});
 }
 
 std::unique_ptr<Strategy> makeStrategy(const StrategySetup& s) {

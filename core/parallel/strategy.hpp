@@ -53,6 +53,15 @@ struct VariablesView {
     float* params = nullptr;  // (paramCount) in that backend's memory
 };
 
+// A buffer of training state as checkpoints save and restore it (between steps).
+struct StateBuffer {
+    std::string name;           // "optimizer/m", "replica1/optimizer/v", "replica1/variables"
+    Backend* backend = nullptr;
+    Stream stream = nullptr;
+    float* data = nullptr;      // (count) in that backend's memory
+    size_t count = 0;
+};
+
 class Strategy {
 public:
     virtual ~Strategy() = default;
@@ -79,6 +88,12 @@ public:
     // Makes every replica equal to the replicas' mean (LocalAveraging; others have one copy).
     virtual void averageNow() {}
     virtual size_t optimizerSlotBytes() const = 0;
+    // Checkpoints, between steps. state(): every buffer besides the variables that the run's
+    // continuation depends on: the optimisers' slots, and with LocalAveraging each replica's own
+    // parameters (they drift apart between averages). setVariables: every copy of the variables
+    // (the holder's, each replica's) := host (P floats); a resume then restores state().
+    virtual std::vector<StateBuffer> state() = 0;
+    virtual void setVariables(const float* host) = 0;
     // Called by TowerSet before each step: tower 0 looks at its own parameters again.
     virtual void endEvaluation() {}
 

@@ -85,6 +85,9 @@ public:
     Stream evalStream();
     // The variables (averaging: the replicas' mean, computed now).
     VariablesView variables();
+    // Checkpoints, between steps (Strategy::state, Strategy::setVariables).
+    std::vector<StateBuffer> state() { return strategy_->state(); }
+    void setVariables(const float* host) { strategy_->setVariables(host); }
     // Tower i's own replica of the parameters (async: what it last pulled). Safe to read on
     // tower i's own thread, or between steps.
     VariablesView replica(int tower);

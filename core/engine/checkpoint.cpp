@@ -1,0 +1,202 @@
+#include "engine/checkpoint.hpp"
+
+#include <algorithm>
+#include <cstring>
+#include <ctime>
+#include <map>
+
+#include "io/atomic_file.hpp"
+#include "util/error.hpp"
+
+namespace tb {
+
+namespace {
+
+std::vector<float> toHost(Backend& backend, Stream stream, const float* data, size_t count) {
+    std::vector<float> out(count);
+    backend.copyToHost(stream, out.data(), data, count * sizeof(float));
+    backend.synchronize(stream);
+    return out;
+}
+
+void fromHost(Backend& backend, Stream stream, float* data, const float* host, size_t count) {
+    backend.copyFromHost(stream, data, host, count * sizeof(float));
+    backend.synchronize(stream);
+}
+
+std::string shapeText(const std::vector<int64_t>& dims) {
+    std::string s = "(";
+    for (size_t i = 0; i < dims.size(); ++i) s += (i ? ", " : "") + std::to_string(dims[i]);
+    return s + ")";
+}
+
+std::string utcNow() {
+    const std::time_t t = std::time(nullptr);
+    std::tm tm{};
+    gmtime_r(&t, &tm);
+    char buf[32];
+    std::strftime(buf, sizeof buf, "%Y-%m-%dT%H:%M:%SZ", &tm);
+    return buf;
+}
+
+}  // namespace
+
+const std::vector<std::string>& resumeMayChange() {
+    // model: compared by its spec instead (a resumed run reads its folder's copy of the model);
+    // init_from: the checkpoint's weights replace the initial ones anyway.
+    static const std::vector<std::string> keys = {"steps", "epochs", "eval_every", "checkpoint_every",
+                                                  "checkpoint_minutes", "keep_checkpoints", "metrics",
+                                                  "quiet", "prefetch", "model", "init_from"};
+    return keys;
+}
+
+TrainingSnapshot takeSnapshot(TowerSet& towers, size_t count, WeightEma* ema, Stream emaStream) {
+    TrainingSnapshot snap;
+    const VariablesView v = towers.variables();
+    snap.variables = toHost(*v.backend, v.stream, v.params, count);
+    if (ema) snap.ema = toHost(*v.backend, emaStream, ema->shadow(), count);
+    for (const StateBuffer& b : towers.state())
+        snap.state.push_back({b.name, toHost(*b.backend, b.stream, b.data, b.count)});
+    return snap;
+}
+
+void writeCheckpoint(const std::string& path, const CheckpointMeta& meta, const TrainingSnapshot& snap,
+                     const VariableLayout& layout) {
+    const auto& infos = layout.infos;
+    const auto& offsets = layout.offsets;
+    std::vector<safetensors::TensorRef> tensors;
+    auto perVariable = [&](const std::string& prefix, const std::vector<float>& flat) {
+        for (size_t i = 0; i < infos.size(); ++i)
+            tensors.push_back({prefix + infos[i].name, safetensors::Dtype::F32, infos[i].shape.dims(),
+                               flat.data() + offsets[i]});
+    };
+    perVariable("params/", snap.variables);
+    if (!snap.ema.empty()) perVariable("ema/", snap.ema);
+    for (const auto& b : snap.state)
+        tensors.push_back({"state/" + b.name, safetensors::Dtype::F32, {int64_t(b.values.size())}, b.values.data()});
+    const std::map<std::string, std::string> metadata = {
+        {"format", kCheckpointFormat},
+        {"version", std::to_string(meta.version)},
+        {"step", std::to_string(meta.step)},
+        {"samples", std::to_string(meta.samples)},
+        {"model", meta.model},
+        {"model_spec", meta.modelSpec},
+        {"config", meta.config.dump()},
+        {"plan", meta.plan.dump()},
+        {"validation_accuracy", meta.validationAccuracy >= 0 ? std::to_string(meta.validationAccuracy) : ""},
+        {"created", meta.created.empty() ? utcNow() : meta.created},
+    };
+    const std::string head = safetensors::header(tensors, metadata);
+    AtomicFile file(path);
+    file.write(head.data(), head.size());
+    for (const auto& t : tensors) {
+        size_t n = 1;
+        for (int64_t d : t.shape) n *= size_t(d);
+        file.write(t.data, n * sizeof(float));
+    }
+    file.commit();
+}
+
+Checkpoint Checkpoint::open(const std::string& path) {
+    Checkpoint c;
+    c.file_ = safetensors::File::read(path);
+    const auto& md = c.file_.metadata();
+    auto get = [&](const char* key) { return c.file_.meta(key); };
+    if (!md.count("format") || md.at("format") != kCheckpointFormat)
+        throw Error(path + ": not a Towerbench checkpoint (its metadata has no format \"" + kCheckpointFormat + "\")");
+    auto number = [&](const char* key) -> int64_t {
+        const std::string text = get(key);
+        try {
+            size_t used = 0;
+            const long long v = std::stoll(text, &used);
+            if (used == text.size() && v >= 0) return v;
+        } catch (const std::exception&) {
+        }
+        throw Error(path + ": metadata " + key + " is '" + text + "', not a count");
+    };
+    c.meta_.version = int(number("version"));
+    if (c.meta_.version > kCheckpointVersion)
+        throw Error(path + ": checkpoint format " + std::to_string(c.meta_.version) +
+                    " is newer than this Towerbench reads (" + std::to_string(kCheckpointVersion) + "); update Towerbench");
+    c.meta_.step = number("step");
+    c.meta_.samples = uint64_t(number("samples"));
+    c.meta_.model = get("model");
+    c.meta_.modelSpec = get("model_spec");
+    c.meta_.config = nlohmann::json::parse(get("config"), nullptr, false);
+    c.meta_.plan = nlohmann::json::parse(get("plan"), nullptr, false);
+    if (c.meta_.config.is_discarded() || !c.meta_.config.is_object())
+        throw Error(path + ": metadata config is not a JSON object");
+    if (c.meta_.plan.is_discarded()) throw Error(path + ": metadata plan is not JSON");
+    const std::string va = md.count("validation_accuracy") ? md.at("validation_accuracy") : "";
+    c.meta_.validationAccuracy = va.empty() ? -1 : std::atof(va.c_str());
+    c.meta_.created = md.count("created") ? md.at("created") : "";
+    return c;
+}
+
+std::vector<float> Checkpoint::loadWeights(const Network& layout) const {
+    const auto& infos = layout.paramInfos();
+    const auto& offsets = layout.paramOffsets();
+    std::vector<float> out(size_t(layout.paramCount()));
+    size_t variables = 0;
+    for (const std::string& name : file_.names()) variables += name.rfind("params/", 0) == 0;
+    if (variables != infos.size())
+        throw Error(path() + ": holds " + std::to_string(variables) + " variables, the model has " +
+                    std::to_string(infos.size()) + ": it was trained with another model (" + meta_.model + ")");
+    for (size_t i = 0; i < infos.size(); ++i) {
+        const std::string name = "params/" + infos[i].name;
+        if (!file_.has(name))
+            throw Error(path() + ": has no variable " + infos[i].name + ": it was trained with another model (" +
+                        meta_.model + ")");
+        const safetensors::TensorInfo& t = file_.info(name);
+        if (t.dtype != safetensors::Dtype::F32)
+            throw Error(path() + ": variable " + infos[i].name + " is " + safetensors::toString(t.dtype) +
+                        ", not F32: another precision cannot be loaded");
+        if (t.shape != infos[i].shape.dims())
+            throw Error(path() + ": variable " + infos[i].name + " is " + shapeText(t.shape) + " there but " +
+                        shapeText(infos[i].shape.dims()) + " in this model: the model changed");
+        file_.readFloats(name, out.data() + offsets[i], size_t(infos[i].shape.numel()));
+    }
+    return out;
+}
+
+std::string Checkpoint::resumeProblem(const RunConfig& config, const std::string& modelSpec) const {
+    const nlohmann::json now = config.toJson();
+    const auto& free = resumeMayChange();
+    for (auto it = now.begin(); it != now.end(); ++it) {
+        if (std::find(free.begin(), free.end(), it.key()) != free.end()) continue;
+        const auto then = meta_.config.find(it.key());
+        if (then == meta_.config.end())
+            return "setting " + it.key() + " is new since the checkpoint (an older Towerbench wrote it)";
+        if (*then != it.value())
+            return "--" + it.key() + " is " + it.value().dump() + " but the run was trained with " + then->dump() +
+                   "; a resumed run keeps its settings (start a new run with --init-from " + path() + " instead)";
+    }
+    const nlohmann::json a = nlohmann::json::parse(modelSpec, nullptr, false);
+    const nlohmann::json b = nlohmann::json::parse(meta_.modelSpec, nullptr, false);
+    if (a.is_discarded() || b.is_discarded() || a != b)
+        return "the model " + meta_.model + " is not the one the checkpoint was trained with";
+    return {};
+}
+
+void Checkpoint::restore(TowerSet& towers, const Network& layout, WeightEma* ema, Stream emaStream) const {
+    const std::vector<float> weights = loadWeights(layout);
+    const size_t count = weights.size();
+    towers.setVariables(weights.data());
+    if (ema) {
+        std::vector<float> shadow(count);
+        const auto& infos = layout.paramInfos();
+        const auto& offsets = layout.paramOffsets();
+        for (size_t i = 0; i < infos.size(); ++i)
+            file_.readFloats("ema/" + infos[i].name, shadow.data() + offsets[i], size_t(infos[i].shape.numel()));
+        const VariablesView v = towers.variables();
+        fromHost(*v.backend, emaStream, ema->shadow(), shadow.data(), count);
+    }
+    std::vector<float> host;
+    for (const StateBuffer& b : towers.state()) {
+        host.resize(b.count);
+        file_.readFloats("state/" + b.name, host.data(), b.count);
+        fromHost(*b.backend, b.stream, b.data, host.data(), b.count);
+    }
+}
+
+}  // namespace tb

@@ -1,0 +1,94 @@
+// Checkpoints: a run's whole training state at one step, in one safetensors file that Python's
+// `safetensors` reads as is. Tensors:
+//   params/<variable>   F32, the variable's shape (Network::paramInfos names: "conv1/weights")
+//                       the variables as evaluation sees them (averaging: the replicas' mean)
+//   ema/<variable>      F32, the weights' moving average, where the run keeps one
+//   state/<buffer>      F32 (count), Strategy::state(): optimiser slots ("optimizer/m"), and with
+//                       averaging every replica's own slots and parameters ("replica1/variables")
+// Metadata (strings): format "towerbench-checkpoint", version, step, samples (taken from the
+// training input so far), model (its name), model_spec (its JSON as trained), config (the
+// RunConfig, JSON), plan (the DeploymentPlan, JSON), validation_accuracy ("" when none), created.
+//
+// What a checkpoint can do for a run (checkResume / loadWeights say why not, in one sentence):
+//   resume exactly   same format version, model spec and every setting that shapes training;
+//   weights only     same variables (names and shapes), any plan: --init-from;
+//   refused          a newer format, another model, another precision.
+#pragma once
+#include <cstdint>
+#include <string>
+#include <vector>
+
+#include <nlohmann/json.hpp>
+
+#include "io/run_config.hpp"
+#include "io/safetensors.hpp"
+#include "nn/network.hpp"
+#include "optim/optimizer.hpp"
+#include "parallel/tower_set.hpp"
+
+namespace tb {
+
+inline constexpr int kCheckpointVersion = 1;
+inline constexpr const char* kCheckpointFormat = "towerbench-checkpoint";
+
+struct CheckpointMeta {
+    int version = kCheckpointVersion;
+    int64_t step = 0;
+    uint64_t samples = 0;          // training samples taken by the input pipeline
+    std::string model;             // the model's name
+    std::string modelSpec;         // the model's JSON, as trained
+    nlohmann::json config, plan;
+    double validationAccuracy = -1;  // the last validation accuracy at this step; -1: none
+    std::string created;           // UTC, ISO 8601
+};
+
+// The training state copied to the host between steps (towers idle): about 1x (SGD) to 4x
+// (Adam with EMA) the variables' bytes, plus replicas' own state with averaging.
+struct TrainingSnapshot {
+    std::vector<float> variables;  // (P)
+    std::vector<float> ema;        // (P) or empty
+    struct Buffer {
+        std::string name;
+        std::vector<float> values;
+    };
+    std::vector<Buffer> state;
+};
+
+// `count`: the variables' P; `ema` may be null.
+TrainingSnapshot takeSnapshot(TowerSet& towers, size_t count, WeightEma* ema, Stream emaStream);
+// The variables' names, shapes and offsets into the flat buffers (Network::paramInfos and
+// paramOffsets), kept apart from the network so a write may outlive it.
+struct VariableLayout {
+    std::vector<ParamInfo> infos;
+    std::vector<int64_t> offsets;
+    static VariableLayout of(const Network& net) { return {net.paramInfos(), net.paramOffsets()}; }
+};
+
+// Writes atomically (AtomicFile): a crash leaves the previous file at `path`, or none.
+void writeCheckpoint(const std::string& path, const CheckpointMeta& meta, const TrainingSnapshot& snap,
+                     const VariableLayout& layout);
+
+class Checkpoint {
+public:
+    static Checkpoint open(const std::string& path);  // checks the format and version
+    const std::string& path() const { return file_.origin(); }
+    const CheckpointMeta& meta() const { return meta_; }
+    const safetensors::File& file() const { return file_; }
+
+    // The variables laid out for `layout` (P floats); refuses other names or shapes.
+    std::vector<float> loadWeights(const Network& layout) const;
+    // Why `config` cannot continue this checkpoint exactly (empty: it can). The settings that
+    // may change: steps, epochs, evaluation, checkpoints, metrics, quiet, prefetch.
+    std::string resumeProblem(const RunConfig& config, const std::string& modelSpec) const;
+    // Restores variables, EMA and state into a freshly built run of the same plan.
+    void restore(TowerSet& towers, const Network& layout, WeightEma* ema, Stream emaStream) const;
+
+private:
+    safetensors::File file_;
+    CheckpointMeta meta_;
+};
+
+// The run-config keys a resume may change (they do not shape the training's arithmetic).
+const std::vector<std::string>& resumeMayChange();
+
+}  // namespace tb

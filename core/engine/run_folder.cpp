@@ -1,0 +1,277 @@
+#include "engine/run_folder.hpp"
+
+#include <unistd.h>
+
+#include <algorithm>
+#include <cerrno>
+#include <chrono>
+#include <cstdlib>
+#include <cstring>
+#include <ctime>
+#include <filesystem>
+#include <fstream>
+#include <sstream>
+
+#include "engine/trainer.hpp"
+#include "io/atomic_file.hpp"
+#include "util/error.hpp"
+
+namespace fs = std::filesystem;
+
+namespace tb {
+
+namespace {
+
+std::string timeText(const char* format) {
+    const std::time_t t = std::time(nullptr);
+    std::tm tm{};
+    gmtime_r(&t, &tm);
+    char buf[40];
+    std::strftime(buf, sizeof buf, format, &tm);
+    return buf;
+}
+
+std::string readText(const std::string& path, const std::string& what) {
+    std::ifstream in(path, std::ios::binary);
+    if (!in) throw Error(path + ": cannot read " + what + " (" + std::strerror(errno) + ")");
+    std::ostringstream s;
+    s << in.rdbuf();
+    return s.str();
+}
+
+// "synthetic:spirals" -> "synthetic-spirals", "/x/my_model.json" -> "my_model": a folder name
+// keeps letters, digits, '-', '_' and '.'.
+std::string slug(const std::string& text) {
+    const std::string base = text.find('/') != std::string::npos ? fs::path(text).stem().string() : text;
+    std::string out;
+    for (char c : base) {
+        const bool ok = std::isalnum(static_cast<unsigned char>(c)) || c == '-' || c == '_' || c == '.';
+        out += ok ? c : '-';
+    }
+    if (out.size() > 40) out.resize(40);
+    return out;
+}
+
+std::string hostName() {
+    char buf[256] = {};
+    return ::gethostname(buf, sizeof buf - 1) == 0 ? std::string(buf) : std::string();
+}
+
+// step-00000100.safetensors -> 100; -1 for other names.
+int64_t stepOf(const fs::path& p) {
+    const std::string n = p.filename().string();
+    if (n.rfind("step-", 0) != 0 || p.extension() != ".safetensors") return -1;
+    const std::string digits = n.substr(5, n.size() - 5 - std::string(".safetensors").size());
+    if (digits.empty() || !std::all_of(digits.begin(), digits.end(), ::isdigit) || digits.size() > 18) return -1;
+    return std::stoll(digits);
+}
+
+}  // namespace
+
+std::string RunFolder::runsRoot() {
+    if (const char* d = std::getenv("TOWERBENCH_RUNS_DIR"); d && *d) return d;
+    if (const char* x = std::getenv("XDG_DATA_HOME"); x && *x) return std::string(x) + "/towerbench/runs";
+    const char* home = std::getenv("HOME");
+    return std::string(home && *home ? home : ".") + "/.local/share/towerbench/runs";
+}
+
+std::unique_ptr<RunFolder> RunFolder::create(const RunConfig& config, const std::string& dir) {
+    std::string path = dir;
+    std::error_code ec;
+    if (path.empty()) {
+        const std::string base = runsRoot() + "/" + timeText("%Y%m%d-%H%M%S") + "-" + slug(config.model) + "-" +
+                                 slug(config.data);
+        path = base;
+        for (int i = 2; fs::exists(path, ec); ++i) path = base + "-" + std::to_string(i);
+    } else if (fs::exists(fs::path(path) / "run.json", ec)) {
+        throw Error("--run-dir: " + path + " already holds a run; continue it with --resume " + path +
+                    " or choose another folder");
+    }
+    auto f = std::unique_ptr<RunFolder>(new RunFolder(path));
+    f->config_ = config;
+    f->created_ = timeText("%Y-%m-%dT%H:%M:%SZ");
+    return f;
+}
+
+void RunFolder::openFiles() {
+    metrics_ = std::make_unique<MetricsFile>(path_ + "/metrics.jsonl", resuming_);
+    log_ = std::fopen((path_ + "/log.txt").c_str(), resuming_ ? "a" : "w");
+    if (!log_) throw Error(path_ + "/log.txt: cannot create (" + std::strerror(errno) + ")");
+}
+
+std::unique_ptr<RunFolder> RunFolder::reopen(const std::string& dir) {
+    std::error_code ec;
+    if (!fs::is_directory(dir, ec)) throw Error("--resume: " + dir + " is not a folder");
+    const std::string runFile = dir + "/run.json";
+    const nlohmann::json run = nlohmann::json::parse(readText(runFile, "the run's record"), nullptr, false);
+    if (run.is_discarded() || !run.is_object() || run.value("format", "") != "towerbench-run")
+        throw Error(runFile + ": not a Towerbench run record");
+    if (run.value("version", 0) > kRunFolderVersion)
+        throw Error(runFile + ": run folder format " + std::to_string(run.value("version", 0)) +
+                    " is newer than this Towerbench reads (" + std::to_string(kRunFolderVersion) + ")");
+    auto f = std::unique_ptr<RunFolder>(new RunFolder(dir));
+    f->config_ = resumeConfig(dir);
+    f->resuming_ = true;
+    f->created_ = run.value("created", "");
+    f->resumeCheckpoint_ = f->newestCheckpoint();
+    if (f->resumeCheckpoint_.empty())
+        throw Error("--resume: " + dir + " has no checkpoint to continue from (checkpoints/ is empty)");
+    return f;  // nothing in the folder changes before begin(): a refused resume leaves it as it was
+}
+
+RunConfig RunFolder::resumeConfig(const std::string& dir) {
+    std::error_code ec;
+    if (!fs::is_directory(dir, ec)) throw Error("--resume: " + dir + " is not a folder");
+    if (!fs::exists(fs::path(dir) / "config.json", ec))
+        throw Error("--resume: " + dir + " holds no run (it has no config.json)");
+    RunConfig c;
+    c.loadFile(dir + "/config.json");
+    c.model = dir + "/model.json";  // the model as it was trained
+    return c;
+}
+
+RunFolder::~RunFolder() {
+    if (writer_.joinable()) writer_.join();
+    if (log_) std::fclose(log_);
+}
+
+std::string RunFolder::newestCheckpointIn(const std::string& runDir) {
+    std::vector<std::pair<int64_t, fs::path>> found;
+    std::error_code ec;
+    for (const auto& e : fs::directory_iterator(runDir + "/checkpoints", ec))
+        if (const int64_t s = stepOf(e.path()); s >= 0) found.emplace_back(s, e.path());
+    std::sort(found.rbegin(), found.rend());
+    for (const auto& [s, p] : found) {
+        try {
+            Checkpoint::open(p.string());
+            return p.string();
+        } catch (const Error&) {  // torn by a crash mid-write cannot happen (atomic), foreign can
+        }
+    }
+    return {};
+}
+
+void RunFolder::writeState(const std::string& state, const std::string& error) {
+    nlohmann::json run = {{"format", "towerbench-run"},
+                          {"version", kRunFolderVersion},
+                          {"state", state},
+                          {"pid", int64_t(::getpid())},
+                          {"host", hostName()},
+                          {"created", created_},
+                          {"updated", timeText("%Y-%m-%dT%H:%M:%SZ")}};
+    if (!error.empty()) run["error"] = error;
+    writeFileAtomically(path_ + "/run.json", run.dump(2) + "\n");
+}
+
+void RunFolder::log(const std::string& line) {
+    std::lock_guard lock(logMutex_);
+    if (!log_) return;
+    std::fprintf(log_, "%s %s\n", timeText("%Y-%m-%dT%H:%M:%SZ").c_str(), line.c_str());
+    std::fflush(log_);
+}
+
+void RunFolder::begin(const RunConfig& config, const std::string& modelSpec, const nlohmann::json& plan) {
+    config_ = config;
+    keep_ = config.keepCheckpoints;
+    if (resuming_) {
+        // The metrics up to the checkpoint stay; what the stopped or crashed run wrote after it
+        // is written again by the resumed run.
+        const int64_t step = Checkpoint::open(resumeCheckpoint_).meta().step;
+        const std::string metrics = path_ + "/metrics.jsonl";
+        std::ifstream in(metrics);
+        std::string kept, line;
+        while (std::getline(in, line)) {
+            const nlohmann::json j = nlohmann::json::parse(line, nullptr, false);
+            if (j.is_object() && j.contains("step") && j["step"].is_number() && j["step"].get<int64_t>() > step) break;
+            const std::string state = j.is_object() && j.value("type", "") == "state" ? j.value("state", "") : "";
+            if (!state.empty() && state != "loading" && state != "running") continue;  // no longer its ending
+            kept += line + "\n";
+        }
+        in.close();
+        writeFileAtomically(metrics, kept);
+        // A writer killed mid-checkpoint leaves its temporary behind: never a checkpoint, removed.
+        std::error_code ec;
+        for (const auto& e : fs::directory_iterator(checkpointsDir(), ec))
+            if (e.path().filename().string().find(".tmp.") != std::string::npos) fs::remove(e.path(), ec);
+    }
+    // Made only now, so a run refused before it began leaves no empty folder behind.
+    std::error_code made;
+    fs::create_directories(checkpointsDir(), made);
+    if (made) throw Error("--run-dir: cannot create " + path_ + " (" + made.message() + ")");
+    openFiles();
+    began_ = true;
+    if (!resuming_) writeFileAtomically(modelFile(), modelSpec);
+    writeFileAtomically(path_ + "/config.json", config.toJson().dump(2) + "\n");
+    writeFileAtomically(path_ + "/plan.json", plan.dump(2) + "\n");
+    writeState("running");
+    log(resuming_ ? "resumed from " + resumeCheckpoint_ : "created for " + config.model + " on " + config.data);
+}
+
+void RunFolder::checkpoint(const CheckpointMeta& meta, TrainingSnapshot snap, VariableLayout layout, bool best) {
+    waitForCheckpoint();
+    writer_ = std::thread([this, meta, snap = std::move(snap), layout = std::move(layout), best] {
+        try {
+            const auto t0 = std::chrono::steady_clock::now();
+            char name[64];
+            std::snprintf(name, sizeof name, "step-%08lld.safetensors", static_cast<long long>(meta.step));
+            writeCheckpoint(checkpointsDir() + "/" + name, meta, snap, layout);
+            if (best) writeCheckpoint(checkpointsDir() + "/best.safetensors", meta, snap, layout);
+            // The last K by step; best.safetensors is apart from them.
+            std::vector<std::pair<int64_t, fs::path>> found;
+            std::error_code ec;
+            for (const auto& e : fs::directory_iterator(checkpointsDir(), ec))
+                if (const int64_t s = stepOf(e.path()); s >= 0) found.emplace_back(s, e.path());
+            std::sort(found.rbegin(), found.rend());
+            for (size_t i = size_t(keep_); i < found.size(); ++i) fs::remove(found[i].second, ec);
+            writeSeconds_ += std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+            log("checkpoint at step " + std::to_string(meta.step) + (best ? " (best validation accuracy so far)" : ""));
+        } catch (...) {
+            writeError_ = std::current_exception();
+        }
+    });
+}
+
+void RunFolder::waitForCheckpoint() {
+    if (writer_.joinable()) writer_.join();
+    if (writeError_) std::rethrow_exception(std::exchange(writeError_, nullptr));
+}
+
+void RunFolder::finish(const RunSummary& summary) {
+    waitForCheckpoint();
+    writeFileAtomically(path_ + "/summary.json", summary.toJson().dump(2) + "\n");
+    writeState(summary.stopped ? "stopped" : "finished");
+    log(summary.stopped ? "stopped at step " + std::to_string(summary.steps) : "finished");
+}
+
+void RunFolder::fail(const std::string& message) {
+    if (!began_) return;  // refused before it began: the folder is as it was
+    try {
+        waitForCheckpoint();
+    } catch (const Error&) {  // the run failed anyway; its message is the one to keep
+    }
+    try {
+        writeState("failed", message);
+    } catch (const Error&) {  // the failure being reported may be this very folder's
+    }
+    log("failed: " + message);
+}
+
+void RunFolder::onStateChanged(RunState s, const std::string& detail) {
+    if (metrics_) metrics_->onStateChanged(s, detail);
+    log(std::string(toString(s)) + (detail.empty() ? "" : ": " + detail));
+}
+
+void RunFolder::onStepEnd(const StepMetrics& m) {
+    if (metrics_) metrics_->onStepEnd(m);
+}
+
+void RunFolder::onEval(const EvalResult& r) {
+    if (metrics_) metrics_->onEval(r);
+    log("step " + std::to_string(r.step) + " " + r.split + " accuracy " + std::to_string(r.accuracy));
+}
+
+void RunFolder::onDeviceSamples(const std::vector<DeviceSample>& d) {
+    if (metrics_) metrics_->onDeviceSamples(d);
+}
+
+}  // namespace tb
