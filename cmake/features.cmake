@@ -110,3 +110,15 @@ if(NOT TB_WITH_MPI STREQUAL "OFF")
 endif()
 tb_resolve(TB_WITH_MPI ${_mpi_found} TB_HAVE_MPI)
 tb_feature("MPI" "${TB_HAVE_MPI}" "")
+
+# Optional: protobuf (libprotobuf and protoc): TensorBoard event files and TFRecord Examples. The
+# GPU machines build the core without it.
+set(_protobuf_found FALSE)
+if(NOT TB_WITH_PROTOBUF STREQUAL "OFF")
+  find_package(Protobuf QUIET)
+  if(Protobuf_FOUND AND Protobuf_PROTOC_EXECUTABLE)
+    set(_protobuf_found TRUE)
+  endif()
+endif()
+tb_resolve(TB_WITH_PROTOBUF ${_protobuf_found} TB_HAVE_PROTOBUF)
+tb_feature("protobuf (TensorBoard, TFRecord)" "${TB_HAVE_PROTOBUF}" "${Protobuf_VERSION}")

@@ -7,6 +7,7 @@ packages=(
   build-essential cmake pkg-config zlib1g-dev
   libdnnl-dev libopenblas-dev nlohmann-json3-dev
   qt6-base-dev libqcustomplot-dev
+  libprotobuf-dev protobuf-compiler
   dataset-fashion-mnist
 )
 [ "${TB_SETUP_EXTRA:-}" != "" ] && packages+=(${TB_SETUP_EXTRA})

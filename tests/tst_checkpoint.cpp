@@ -23,7 +23,11 @@
 #include "engine/run_folder.hpp"
 #include "engine/trainer.hpp"
 #include "io/safetensors.hpp"
+#include "io/tfrecord.hpp"
 #include "test_support.hpp"
+#ifdef TB_HAVE_PROTOBUF
+#include "tensorflow/tensorflow.pb.h"
+#endif
 
 using namespace tb;
 using tbtest::errorOf;
@@ -74,6 +78,41 @@ QByteArray rawFile(const QByteArray& header, const QByteArray& data, qint64 clai
     QByteArray out(8, '\0');
     for (int i = 0; i < 8; ++i) out[i] = char((n >> (8 * i)) & 0xff);
     return out + header + data;
+}
+
+// CRC-32C bit by bit, from its definition (reflected polynomial 0x82F63B78), and TFRecord's
+// mask: a reader independent of io/tfrecord's table.
+uint32_t bitwiseCrc32c(const char* p, size_t n) {
+    uint32_t c = 0xffffffffu;
+    for (size_t i = 0; i < n; ++i) {
+        c ^= uint8_t(p[i]);
+        for (int k = 0; k < 8; ++k) c = (c >> 1) ^ (0x82F63B78u & (0u - (c & 1u)));
+    }
+    return ~c;
+}
+uint32_t masked(uint32_t c) { return ((c >> 15) | (c << 17)) + 0xa282ead8u; }
+
+// Every record of a TFRecord file, each length and CRC checked; empty on any fault.
+QList<QByteArray> independentRecords(const QByteArray& file, QString* problem) {
+    QList<QByteArray> out;
+    qsizetype at = 0;
+    auto le = [&](qsizetype pos, int bytes) {
+        quint64 v = 0;
+        for (int i = bytes - 1; i >= 0; --i) v = (v << 8) | quint8(file[pos + i]);
+        return v;
+    };
+    while (at < file.size()) {
+        if (file.size() - at < 16) return *problem = "cut short", QList<QByteArray>();
+        const quint64 n = le(at, 8);
+        if (le(at + 8, 4) != masked(bitwiseCrc32c(file.constData() + at, 8))) return *problem = "length CRC", QList<QByteArray>();
+        if (n > quint64(file.size() - at - 16)) return *problem = "length", QList<QByteArray>();
+        const QByteArray data = file.mid(at + 12, qsizetype(n));
+        if (le(at + 12 + qsizetype(n), 4) != masked(bitwiseCrc32c(data.constData(), size_t(data.size()))))
+            return *problem = "data CRC", QList<QByteArray>();
+        out << data;
+        at += 16 + qsizetype(n);
+    }
+    return out;
 }
 
 // A model with dropout, so exact resume covers the counter-based masks.
@@ -499,6 +538,106 @@ private slots:
         QCOMPARE(r.loss, s.testLoss);
     }
 
+    void tfrecordFraming() {
+        QCOMPARE(crc32c("123456789", 9), 0xE3069283u);  // the check value of CRC-32C
+        QCOMPARE(crc32c("123456789", 9), bitwiseCrc32c("123456789", 9));
+        const QString path = dir_.filePath("records.tfrecord");
+        {
+            TFRecordWriter w(path.toStdString());
+            w.write("first");
+            w.write(std::string());
+            w.write(std::string(70000, 'x'));
+        }
+        QString problem;
+        const QList<QByteArray> records = independentRecords(readAll(path), &problem);
+        QVERIFY2(problem.isEmpty(), qPrintable(problem));
+        QCOMPARE(records.size(), 3);
+        QCOMPARE(records[0], QByteArray("first"));
+        QCOMPARE(records[2].size(), 70000);
+        TFRecordReader r(path.toStdString());
+        std::string rec;
+        QVERIFY(r.next(rec) && rec == "first");
+        QVERIFY(r.next(rec) && rec.empty());
+        QVERIFY(r.next(rec) && rec.size() == 70000);
+        QVERIFY(!r.next(rec));
+
+        // Corrupt files: one line naming the file and the record, nothing allocated from a lie.
+        const QByteArray good = readAll(path);
+        struct Bad {
+            const char* name;
+            QByteArray bytes;
+            const char* says;
+        };
+        QByteArray flippedData = good;
+        flippedData[12 + 2] = 'X';  // inside record 0's data
+        QByteArray flippedLength = good;
+        flippedLength[0] = char(0x7f);  // record 0's length, its CRC now wrong
+        QByteArray huge = good.left(0);
+        {
+            char head[12];
+            const quint64 n = quint64(1) << 60;
+            for (int i = 0; i < 8; ++i) head[i] = char((n >> (8 * i)) & 0xff);
+            const uint32_t c = masked(bitwiseCrc32c(head, 8));
+            for (int i = 0; i < 4; ++i) head[8 + i] = char((c >> (8 * i)) & 0xff);
+            huge = QByteArray(head, 12) + QByteArray(8, '\0');
+        }
+        const QList<Bad> bads = {{"cut", good.left(good.size() - 3), "record 2 claims"},
+                                 {"data", flippedData, "record 0: its data's CRC does not match"},
+                                 {"length", flippedLength, "record 0: its length's CRC does not match"},
+                                 {"huge", huge, "record 0 claims 1152921504606846976 bytes"},
+                                 {"header", good.left(good.size() - 70016 - 10), "record 1 is cut short"}};
+        for (const Bad& b : bads) {
+            const QString p = dir_.filePath(QStringLiteral("bad-%1.tfrecord").arg(b.name));
+            tbtest::writeFile(p, b.bytes);
+            const QString e = errorOf([&] {
+                TFRecordReader rd(p.toStdString());
+                std::string x;
+                while (rd.next(x)) {
+                }
+            });
+            QVERIFY2(mentions(e, {p, b.says}), qPrintable(QString(b.name) + ": " + e));
+        }
+    }
+
+#ifdef TB_HAVE_PROTOBUF
+    // The run folder's TensorBoard file, read with the bit-by-bit CRC above and protobuf's own
+    // parser: the version record first, then every step's scalars and the evaluations'.
+    void tensorboardEvents() {
+        RunConfig c = run("holder");
+        c.steps = 25;
+        c.evalEvery = 10;
+        const QString folder = dir_.filePath("events");
+        auto f = RunFolder::create(c, folder.toStdString());
+        Trainer t(c);
+        Losses losses;
+        t.addObserver(&losses);
+        t.setRunFolder(f.get());
+        const RunSummary s = t.run();
+        f.reset();
+        const QStringList files = QDir(folder).entryList({"events.out.tfevents.*"});
+        QCOMPARE(files.size(), 1);
+        QString problem;
+        const QList<QByteArray> records = independentRecords(readAll(folder + "/" + files[0]), &problem);
+        QVERIFY2(problem.isEmpty(), qPrintable(problem));
+        tensorflow::Event first;
+        QVERIFY(first.ParseFromArray(records[0].constData(), int(records[0].size())));
+        QCOMPARE(QString::fromStdString(first.file_version()), QStringLiteral("brain.Event:2"));
+        std::map<std::string, std::map<int64_t, float>> scalars;
+        for (qsizetype i = 1; i < records.size(); ++i) {
+            tensorflow::Event e;
+            QVERIFY(e.ParseFromArray(records[i].constData(), int(records[i].size())));
+            QVERIFY(e.wall_time() > 1.7e9);
+            for (const auto& v : e.summary().value()) scalars[v.tag()][e.step()] = v.simple_value();
+        }
+        QCOMPARE(int(scalars["loss"].size()), 25);
+        for (const auto& [step, loss] : losses.byStep) QCOMPARE(scalars["loss"].at(step), float(loss));
+        QCOMPARE(int(scalars["tower1/backward_ms"].size()), 25);
+        QCOMPARE(int(scalars["validation/accuracy"].size()), 3);  // steps 10, 20 and the end
+        QCOMPARE(scalars["test/accuracy"].at(25), float(s.testAccuracy));
+        QVERIFY(scalars.count("learning_rate") && scalars.count("examples_per_sec"));
+    }
+#endif
+
     // The command line: a run's folder, its summary's run_dir, --resume with more steps, eval,
     // and the refusals of each in one line.
     void commandLine() {
@@ -527,6 +666,8 @@ private slots:
         QCOMPARE(e.value("data").toString(), QStringLiteral("synthetic:blobs"));
         QCOMPARE(e.value("test_accuracy").toDouble(), t.value("test_accuracy").toDouble());
 
+        const QString foreign = dir_.filePath("foreign.safetensors");  // a valid file, not ours
+        tbtest::writeFile(foreign, rawFile(R"({"__metadata__": {"format": "pt"}})", {}));
         struct Refusal {
             QStringList args;
             QString says;
@@ -537,7 +678,7 @@ private slots:
             {{"--resume", folder, "--lr", "0.9"}, "--resume: --lr is 0.9"},
             {{"--resume", folder, "--run-dir", folder}, "--run-dir: a resumed run stays in its own folder"},
             {base + QStringList{"--run-dir", folder}, "already holds a run"},
-            {{"eval", dir_.filePath("round.safetensors")}, "not a Towerbench checkpoint"},
+            {{"eval", foreign}, "not a Towerbench checkpoint"},
             {{"eval"}, "eval: needs a run folder or a checkpoint file"},
             {{"--steps", "5", "--init-from", dir_.filePath("nothing.safetensors")}, "nothing.safetensors: cannot open"},
         };

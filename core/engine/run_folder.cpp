@@ -14,6 +14,9 @@
 
 #include "engine/trainer.hpp"
 #include "io/atomic_file.hpp"
+#ifdef TB_HAVE_PROTOBUF
+#include "tensorflow/event_file.hpp"
+#endif
 #include "util/error.hpp"
 
 namespace fs = std::filesystem;
@@ -95,6 +98,9 @@ std::unique_ptr<RunFolder> RunFolder::create(const RunConfig& config, const std:
 
 void RunFolder::openFiles() {
     metrics_ = std::make_unique<MetricsFile>(path_ + "/metrics.jsonl", resuming_);
+#ifdef TB_HAVE_PROTOBUF
+    events_ = std::make_unique<EventFile>(path_);
+#endif
     log_ = std::fopen((path_ + "/log.txt").c_str(), resuming_ ? "a" : "w");
     if (!log_) throw Error(path_ + "/log.txt: cannot create (" + std::strerror(errno) + ")");
 }
@@ -258,15 +264,18 @@ void RunFolder::fail(const std::string& message) {
 
 void RunFolder::onStateChanged(RunState s, const std::string& detail) {
     if (metrics_) metrics_->onStateChanged(s, detail);
+    if (events_) events_->onStateChanged(s, detail);
     log(std::string(toString(s)) + (detail.empty() ? "" : ": " + detail));
 }
 
 void RunFolder::onStepEnd(const StepMetrics& m) {
     if (metrics_) metrics_->onStepEnd(m);
+    if (events_) events_->onStepEnd(m);
 }
 
 void RunFolder::onEval(const EvalResult& r) {
     if (metrics_) metrics_->onEval(r);
+    if (events_) events_->onEval(r);
     log("step " + std::to_string(r.step) + " " + r.split + " accuracy " + std::to_string(r.accuracy));
 }
 

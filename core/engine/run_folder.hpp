@@ -10,6 +10,7 @@
 //   metrics.jsonl     every step, evaluation and state (engine/metrics_file.hpp)
 //   log.txt           states, evaluations, checkpoints and errors, one timed line each
 //   summary.json      at the end (RunSummary JSON)
+//   events.out.tfevents.*   TensorBoard's scalars (tensorflow/event_file.hpp; builds with protobuf)
 //   checkpoints/step-NNNNNNNN.safetensors   the last K; best.safetensors, the best validation
 // Small files are written atomically; checkpoints too (engine/checkpoint.hpp).
 #pragma once
@@ -89,6 +90,7 @@ private:
     std::string resumeCheckpoint_;
     std::string created_;
     std::unique_ptr<MetricsFile> metrics_;
+    std::unique_ptr<TrainingObserver> events_;  // TensorBoard's events file, where protobuf is built in
     std::mutex logMutex_;  // the hub's thread (observer) and the trainer's (checkpoints) both log
     std::FILE* log_ = nullptr;
     int keep_ = 3;
