@@ -10,6 +10,7 @@
 #include <string>
 #include <vector>
 
+#include "data/dataset.hpp"
 #include "engine/checkpoint.hpp"
 #include "engine/run_folder.hpp"
 #include "engine/selftest.hpp"
@@ -17,11 +18,15 @@
 #include "headless_run.hpp"
 #include "io/run_config.hpp"
 #include "util/error.hpp"
+#ifdef TB_HAVE_PROTOBUF
+#include "tensorflow/tfrecord_dataset.hpp"
+#endif
 
 namespace {
 
 const char* kUsage = R"(usage: towerbench-run selftest
        towerbench-run eval RUN_DIR|CHECKPOINT [--data SPEC] [--batch N] [--threads N]
+       towerbench-run convert SPEC tfrecord:DIR
        towerbench-run --resume RUN_DIR [--steps N | --epochs N] [--eval-every N] [--quiet]
        towerbench-run [--run-dir DIR] [--config FILE.json] [--model NAME|FILE] [--data SPEC]
                       [--batch N] [--steps N | --epochs N] [--optimizer sgd|momentum|nesterov|adam]
@@ -60,6 +65,10 @@ Run folders (README: "Runs that last"):
   --resume RUN_DIR    continue a stopped or crashed run from its newest checkpoint, exactly as if
                       it had not stopped (synchronous updates); may give more --steps or --epochs
   --init-from CKPT    start from a checkpoint's weights, with any plan (e.g. 1 tower -> 4)
+  convert SPEC tfrecord:DIR   writes an image set (fashion-mnist, idx:DIR, cifar10:DIR) as
+                      DIR/train.tfrecords and DIR/test.tfrecords of tf.train.Example records, as
+                      TensorFlow's MNIST article does; --data tfrecord:DIR reads them back
+                      (--tfrecord-features image=KEY,label=KEY for other feature names)
   eval RUN_DIR|CKPT   test accuracy of a run's newest checkpoint (or of one file) on --data
                       (default: the run's data); prints one JSON line
 
@@ -83,6 +92,28 @@ Data parallelism (the seeds' tower pattern; see README):
 )";
 
 int fail(const std::string& message) { return failWith("towerbench-run", message); }
+
+// convert SPEC tfrecord:DIR: the set's train and test splits as TFRecord files.
+int runConvert(const std::string& spec, const std::string& target) {
+    if (!target.starts_with("tfrecord:") || target.size() == 9)
+        return fail("convert: the target '" + target + "' is not tfrecord:DIR");
+#ifdef TB_HAVE_PROTOBUF
+    const std::string dir = target.substr(9);
+    std::error_code ec;
+    std::filesystem::create_directories(dir, ec);
+    if (ec) return fail("convert: cannot create " + dir + " (" + ec.message() + ")");
+    const tb::DataSplits data = tb::loadData(spec, 0, 1);
+    tb::writeTFRecordExamples(data.train, dir + "/train.tfrecords");
+    tb::writeTFRecordExamples(data.test, dir + "/test.tfrecords");
+    std::cout << nlohmann::json{{"train", dir + "/train.tfrecords"}, {"train_records", data.train.size()},
+                                {"test", dir + "/test.tfrecords"}, {"test_records", data.test.size()}}
+                     .dump()
+              << std::endl;
+    return 0;
+#else
+    return fail("convert: this build of Towerbench has no protobuf, which TFRecord files need");
+#endif
+}
 
 // eval RUN_DIR|CHECKPOINT: one JSON line with the test accuracy of the checkpoint's weights.
 int runEval(const std::string& target, tb::RunConfig config, bool dataGiven) {
@@ -112,6 +143,10 @@ int main(int argc, char** argv) {
         if (!args.empty() && args[0] == "selftest") {
             if (args.size() > 1) return fail("selftest takes no arguments, got '" + args[1] + "'");
             return tb::runSelfTest(std::cout);
+        }
+        if (!args.empty() && args[0] == "convert") {
+            if (args.size() != 3) return fail("convert: expected SPEC tfrecord:DIR (e.g. convert idx:mnist tfrecord:mnist-tf)");
+            return runConvert(args[1], args[2]);
         }
         const bool eval = !args.empty() && args[0] == "eval";
         std::string evalTarget;

@@ -636,6 +636,73 @@ private slots:
         QCOMPARE(scalars["test/accuracy"].at(25), float(s.testAccuracy));
         QVERIFY(scalars.count("learning_rate") && scalars.count("examples_per_sec"));
     }
+
+    // convert writes the IDX slice as TFRecord Examples; training on them is bitwise training on
+    // the IDX files (same pixels, labels and order); broken Examples are refused in one line.
+    void tfrecordInput() {
+        const QString slice = tbtest::sourcePath("samples/fashion-mnist-slice");
+        const QString out = dir_.filePath("slice-tf");
+        tbtest::RunResult r = tbtest::runTowerbench({"convert", "idx:" + slice, "tfrecord:" + out});
+        QVERIFY2(r.exitCode == 0, qPrintable(r.err));
+        const QJsonObject made = QJsonDocument::fromJson(r.out.trimmed().toUtf8()).object();
+        QCOMPARE(made.value("train_records").toInt(), 2000);
+        QCOMPARE(made.value("test_records").toInt(), 500);
+        QString problem;
+        const QList<QByteArray> records = independentRecords(readAll(out + "/train.tfrecords"), &problem);
+        QVERIFY2(problem.isEmpty() && records.size() == 2000, qPrintable(problem));
+        tensorflow::Example e;
+        QVERIFY(e.ParseFromArray(records[0].constData(), int(records[0].size())));
+        QCOMPARE(int(e.features().feature().at("image_raw").bytes_list().value(0).size()), 784);
+        QCOMPARE(e.features().feature().at("height").int64_list().value(0), int64_t(28));
+
+        const QStringList run = {"--model", "mlp", "--steps", "20", "--batch", "32", "--threads", "2", "--quiet"};
+        const tbtest::RunResult a = tbtest::runTowerbench(run + QStringList{"--data", "idx:" + slice});
+        const tbtest::RunResult b = tbtest::runTowerbench(run + QStringList{"--data", "tfrecord:" + out});
+        QVERIFY2(a.exitCode == 0 && b.exitCode == 0, qPrintable(a.err + b.err));
+        const QJsonObject sa = QJsonDocument::fromJson(a.out.trimmed().section('\n', -1).toUtf8()).object();
+        const QJsonObject sb = QJsonDocument::fromJson(b.out.trimmed().section('\n', -1).toUtf8()).object();
+        QCOMPARE(sb.value("final_loss").toDouble(), sa.value("final_loss").toDouble());
+        QCOMPARE(sb.value("test_accuracy").toDouble(), sa.value("test_accuracy").toDouble());
+
+        // Broken Examples, each in a train file of its own folder.
+        auto example = [](const char* imageKey, int bytes, int64_t label, int64_t height) {
+            tensorflow::Example x;
+            auto& m = *x.mutable_features()->mutable_feature();
+            m[imageKey].mutable_bytes_list()->add_value(std::string(size_t(bytes), '\x7f'));
+            m["label"].mutable_int64_list()->add_value(label);
+            if (height > 0) m["height"].mutable_int64_list()->add_value(height);
+            return x.SerializeAsString();
+        };
+        struct Bad {
+            const char* name;
+            std::string record;
+            QString says;
+        };
+        const QList<Bad> bads = {{"not an Example", std::string("\xff\xff\xff", 3), "record 1 is not a tf.train.Example"},
+                                 {"no image", example("pixels", 16, 1, 0), "record 1 has no bytes feature 'image_raw'"},
+                                 {"wrong size", example("image_raw", 15, 1, 4), "image_raw holds 15 bytes, not "},
+                                 {"negative label", example("image_raw", 16, -3, 0), "label -3 is not a class index"},
+                                 {"huge height", example("image_raw", 16, 1, 1 << 20), "is not a plausible size"}};
+        for (const Bad& bad : bads) {
+            const QString folder = dir_.filePath(QStringLiteral("bad-tf-%1").arg(bad.name).replace(' ', '-'));
+            QDir().mkpath(folder);
+            {
+                TFRecordWriter w((folder + "/train.tfrecords").toStdString());
+                w.write(example("image_raw", 16, 0, 4));
+                w.write(bad.record);
+                TFRecordWriter t((folder + "/test.tfrecords").toStdString());
+                t.write(example("image_raw", 16, 0, 4));
+            }
+            const QString e = errorOf([&] { loadData(("tfrecord:" + folder).toStdString(), 0, 1); });
+            QVERIFY2(mentions(e, {folder + "/train.tfrecords", bad.says}), qPrintable(QString(bad.name) + ": " + e));
+        }
+        QVERIFY(mentions(errorOf([&] { loadData(("tfrecord:" + out).toStdString(), 0, 1, {}, "picture=x"); }),
+                         {"--tfrecord-features: unknown role 'picture'"}));
+        QVERIFY(mentions(errorOf([&] { loadData(("tfrecord:" + out).toStdString(), 0, 1, {}, "image=pixels"); }),
+                         {"has no bytes feature 'pixels'"}));
+        QVERIFY(mentions(errorOf([&] { loadData(("tfrecord:" + dir_.filePath("nowhere")).toStdString(), 0, 1); }),
+                         {"not a folder"}));
+    }
 #endif
 
     // The command line: a run's folder, its summary's run_dir, --resume with more steps, eval,

@@ -41,6 +41,7 @@ struct DataChoice {
 constexpr DataChoice kData[] = {{"Fashion-MNIST (installed)", "fashion-mnist"},
                                 {"IDX folder (MNIST format)", "idx:"},
                                 {"CIFAR-10 binary folder", "cifar10:"},
+                                {"TFRecord folder (tf.train.Example)", "tfrecord:"},
                                 {"Synthetic 2-D: Gaussian blobs", "synthetic:blobs"},
                                 {"Synthetic 2-D: spirals", "synthetic:spirals"}};
 
@@ -198,6 +199,12 @@ ExperimentPanel::ExperimentPanel(DeviceCatalog catalog, QWidget* parent)
     metrics_->setPlaceholderText(tr("none"));
     metrics_->setToolTip(tr("A JSON-lines file that receives every step, evaluation and device sample."));
     browseMetrics_ = new QPushButton(tr("Browse…"));
+    tfrecordFeatures_ = new QLineEdit;
+    tfrecordFeatures_->setPlaceholderText(tr("image_raw, label"));
+    tfrecordFeatures_->setToolTip(tb::ui::wrappedToolTip(
+        tr("TFRecord folders: the features that hold the image bytes and the label, as "
+           "image=KEY,label=KEY (also height=, width=, depth=); empty: image_raw and label, as TensorFlow's "
+           "MNIST article writes them.")));
     transfers_ = combo({"auto", "copies", "nccl"},
                        tr("How GPU towers exchange data: auto picks NCCL where it fits, otherwise explicit copies."));
     tf32_ = new QCheckBox(tr("tensor-core TF32 math"));
@@ -262,6 +269,7 @@ ExperimentPanel::ExperimentPanel(DeviceCatalog catalog, QWidget* parent)
     add(advanced_->form(), "prefetch", tr("Prefetch"), prefetch_);
     add(advanced_->form(), "shuffle_buffer", tr("Shuffle buffer"), shuffleBuffer_);
     add(advanced_->form(), "metrics", tr("Metrics file"), metrics_, row({metrics_, browseMetrics_}));
+    add(advanced_->form(), "tfrecord_features", tr("TFRecord features"), tfrecordFeatures_);
     add(advanced_->form(), "transfers", tr("Transfers"), transfers_);
     add(advanced_->form(), "tf32", tr("GPU math"), tf32_);
     add(checkpoints_->form(), "checkpoint_every", tr("Every (steps)"), checkpointEvery_);
@@ -292,7 +300,7 @@ ExperimentPanel::ExperimentPanel(DeviceCatalog catalog, QWidget* parent)
         connect(s, &QSpinBox::valueChanged, this, &ExperimentPanel::revalidate);
     for (QDoubleSpinBox* s : {lr_, momentum_, decayRate_, lengthValue_, emaDecay_, checkpointMinutes_})
         connect(s, &QDoubleSpinBox::valueChanged, this, &ExperimentPanel::revalidate);
-    for (QLineEdit* e : {folder_, slow_, metrics_, initFrom_}) connect(e, &QLineEdit::textChanged, this, &ExperimentPanel::revalidate);
+    for (QLineEdit* e : {folder_, slow_, metrics_, initFrom_, tfrecordFeatures_}) connect(e, &QLineEdit::textChanged, this, &ExperimentPanel::revalidate);
     for (QCheckBox* b : {staircase_, tf32_}) connect(b, &QCheckBox::toggled, this, &ExperimentPanel::revalidate);
     // The length's unit changes what its number means: whole steps, or epochs to two decimals
     // (and the other unit's number is kept for switching back).
@@ -468,6 +476,7 @@ tb::RunConfig ExperimentPanel::config() const {
     c.shuffleBuffer = shuffleBuffer_->value();
     c.metrics = metrics_->text().trimmed().toStdString();
     c.transfers = transfers_->currentText().toStdString();
+    c.tfrecordFeatures = tfrecordFeatures_->text().trimmed().toStdString();
     c.tf32 = tf32_->isChecked();
     c.checkpointEvery = checkpointEvery_->value();
     c.checkpointMinutes = checkpointMinutes_->value();
@@ -529,6 +538,7 @@ void ExperimentPanel::setConfig(const tb::RunConfig& c) {
     shuffleBuffer_->setValue(int(std::min<int64_t>(INT_MAX, c.shuffleBuffer)));
     metrics_->setText(QString::fromStdString(c.metrics));
     transfers_->setCurrentText(QString::fromStdString(c.transfers));
+    tfrecordFeatures_->setText(QString::fromStdString(c.tfrecordFeatures));
     tf32_->setChecked(c.tf32);
     checkpointEvery_->setValue(int(std::min<int64_t>(INT_MAX, c.checkpointEvery)));
     checkpointMinutes_->setValue(c.checkpointMinutes);
@@ -537,7 +547,7 @@ void ExperimentPanel::setConfig(const tb::RunConfig& c) {
     // Advanced settings someone changed are shown, not hidden behind the fold.
     const tb::RunConfig defaults;
     if (c.threads != defaults.threads || c.prefetch != defaults.prefetch || c.shuffleBuffer != defaults.shuffleBuffer ||
-        !c.metrics.empty() || c.transfers != defaults.transfers || c.tf32 != defaults.tf32)
+        !c.metrics.empty() || c.transfers != defaults.transfers || c.tf32 != defaults.tf32 || !c.tfrecordFeatures.empty())
         advanced_->setOpen(true);
     if (c.checkpointEvery != defaults.checkpointEvery || c.checkpointMinutes != defaults.checkpointMinutes ||
         c.keepCheckpoints != defaults.keepCheckpoints || !c.initFrom.empty())

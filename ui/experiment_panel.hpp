@@ -99,7 +99,7 @@ private:
     QListWidget* gpus_;
     QFormLayout *devicesForm_, *trainingForm_, *dataForm_;
     QWidget* folderRow_;
-    QLineEdit *folder_, *slow_, *metrics_, *initFrom_;
+    QLineEdit *folder_, *slow_, *metrics_, *initFrom_, *tfrecordFeatures_;
     QPushButton *browse_, *browseMetrics_, *browseInit_;
     QSpinBox *towers_, *perGpu_, *averageEvery_, *psShards_, *batch_, *decaySteps_, *seed_, *evalEvery_, *validation_,
         *shuffleBuffer_, *prefetch_, *threads_, *checkpointEvery_, *keepCheckpoints_;

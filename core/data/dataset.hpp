@@ -48,7 +48,9 @@ struct DataSplits {
     Dataset train, validation, test;
     bool cifarAugment = false;  // CIFAR-10: random 24x24 crops etc. for training, central crops for eval
 };
-DataSplits loadData(const std::string& spec, size_t validationSize, uint64_t seed, const CancelCheck& cancelled = {});
+// tfrecordFeatures: where the Examples of tfrecord:DIR keep image and label (--tfrecord-features).
+DataSplits loadData(const std::string& spec, size_t validationSize, uint64_t seed, const CancelCheck& cancelled = {},
+                    const std::string& tfrecordFeatures = {});
 
 // Where Debian's dataset-fashion-mnist package puts the IDX files.
 inline constexpr const char* kFashionMnistDir = "/usr/share/datasets/fashion-mnist";

@@ -13,6 +13,9 @@
 #include <system_error>
 
 #include "data/dataset.hpp"
+#ifdef TB_HAVE_PROTOBUF
+#include "tensorflow/tfrecord_dataset.hpp"
+#endif
 #include "util/error.hpp"
 
 namespace tb {
@@ -111,7 +114,8 @@ Dataset splitTail(Dataset& from, size_t count, const std::string& name) {
     return out;
 }
 
-DataSplits loadData(const std::string& spec, size_t validationSize, uint64_t seed, const CancelCheck& cancelled) {
+DataSplits loadData(const std::string& spec, size_t validationSize, uint64_t seed, const CancelCheck& cancelled,
+                    const std::string& tfrecordFeatures) {
     DataSplits s;
     std::string base;  // name stem: "fashion-mnist", "cifar10", ...
     auto dirAfter = [&](size_t prefixLen) {
@@ -138,6 +142,17 @@ DataSplits loadData(const std::string& spec, size_t validationSize, uint64_t see
         s.train = readCifar10(dir, true, cancelled);
         s.test = readCifar10(dir, false, cancelled);
         s.cifarAugment = true;
+    } else if (spec.starts_with("tfrecord:")) {
+#ifdef TB_HAVE_PROTOBUF
+        const std::string dir = dirAfter(9);
+        const TFRecordFeatures f = TFRecordFeatures::parse(tfrecordFeatures, "--tfrecord-features");
+        base = std::filesystem::path(dir).filename().string();
+        s.train = readTFRecordExamples(tfrecordFiles(dir, "train"), f, base + " train", cancelled);
+        s.test = readTFRecordExamples(tfrecordFiles(dir, "test"), f, base + " test", cancelled);
+#else
+        throw Error("--data " + spec + ": this build of Towerbench has no protobuf, which TFRecord input needs "
+                    "(install libprotobuf-dev and protobuf-compiler, and build again)");
+#endif
     } else if (spec == "synthetic:blobs") {
         base = "blobs";
         s.train = makeBlobs(kSyntheticTrain, 4, seed);
@@ -148,7 +163,7 @@ DataSplits loadData(const std::string& spec, size_t validationSize, uint64_t see
         s.test = makeSpirals(kSyntheticTest, 3, seed + kTestSeedOffset);
     } else {
         throw Error("--data: unknown data spec '" + spec +
-                    "' (expected fashion-mnist, idx:DIR, cifar10:DIR, synthetic:blobs or synthetic:spirals)");
+                    "' (expected fashion-mnist, idx:DIR, cifar10:DIR, tfrecord:DIR, synthetic:blobs or synthetic:spirals)");
     }
     // The network is built for the training samples' shape; a test set of another shape would be
     // read past its end (larger) or scored as garbage (smaller).

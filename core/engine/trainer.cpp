@@ -225,7 +225,7 @@ std::string trainedAll(int64_t total) {
 EvalResult evaluateCheckpoint(const std::string& checkpointPath, const RunConfig& config) {
     const Checkpoint ck = Checkpoint::open(checkpointPath);
     const ModelSpec spec = parseModelSpec(ck.meta().modelSpec, checkpointPath + " (its model)");
-    DataSplits data = loadData(config.data, 0, config.seed);
+    DataSplits data = loadData(config.data, 0, config.seed, {}, config.tfrecordFeatures);
     const int threads = config.threads > 0 ? config.threads : int(std::max(1u, std::thread::hardware_concurrency()));
     flushDenormalsInTeam(threads);
     auto be = makeCpuBackend(threads);
@@ -309,7 +309,7 @@ RunSummary Trainer::execute(ObserverHub& hub) {
     // Loading gives way to a stop or an abort at once (the run ends with no steps).
     DataSplits data;
     try {
-        data = loadData(c.data, 0, c.seed, [this] { return control_.stopped(); });
+        data = loadData(c.data, 0, c.seed, [this] { return control_.stopped(); }, c.tfrecordFeatures);
     } catch (const Cancelled&) {
         RunSummary stopped;
         stopped.model = spec.name;

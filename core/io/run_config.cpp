@@ -45,6 +45,7 @@ const std::map<std::string, Setting>& table() {
     static const std::map<std::string, Setting> t = {
         {"model", bind(Kind::Text, &RunConfig::model)},
         {"data", bind(Kind::Text, &RunConfig::data)},
+        {"tfrecord_features", bind(Kind::Text, &RunConfig::tfrecordFeatures)},
         {"batch", bind(Kind::Int, &RunConfig::batch)},
         {"steps", bind(Kind::Int, &RunConfig::steps)},
         {"epochs", bind(Kind::Real, &RunConfig::epochs)},

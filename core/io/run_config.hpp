@@ -12,7 +12,8 @@ namespace tb {
 
 struct RunConfig {
     std::string model = "mnist_cnn";     // a name in the models folders, or a .json path
-    std::string data = "fashion-mnist";  // fashion-mnist | idx:DIR | cifar10:DIR | synthetic:blobs|spirals
+    std::string data = "fashion-mnist";  // fashion-mnist | idx:DIR | cifar10:DIR | tfrecord:DIR | synthetic:blobs|spirals
+    std::string tfrecordFeatures;        // tfrecord:DIR: image=KEY,label=KEY,... (default image_raw, label)
     int batch = 128;
     int64_t steps = 0;                   // > 0 wins over epochs
     double epochs = 1.0;

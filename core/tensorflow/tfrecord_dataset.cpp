@@ -1,0 +1,144 @@
+#include "tensorflow/tfrecord_dataset.hpp"
+
+#include <algorithm>
+#include <filesystem>
+#include <sstream>
+
+#include "io/tfrecord.hpp"
+#include "tensorflow/tensorflow.pb.h"
+#include "util/error.hpp"
+
+namespace fs = std::filesystem;
+
+namespace tb {
+
+namespace {
+
+constexpr int64_t kMaxSide = 4096;       // height, width
+constexpr int64_t kMaxDepth = 64;
+constexpr int64_t kMaxClasses = 65536;
+
+const tensorflow::Feature* find(const tensorflow::Example& e, const std::string& key) {
+    const auto& map = e.features().feature();
+    auto it = map.find(key);
+    return it == map.end() ? nullptr : &it->second;
+}
+
+}  // namespace
+
+TFRecordFeatures TFRecordFeatures::parse(const std::string& text, const std::string& origin) {
+    TFRecordFeatures f;
+    std::stringstream ss(text);
+    for (std::string item; std::getline(ss, item, ',');) {
+        if (item.empty()) continue;
+        const size_t eq = item.find('=');
+        const std::string role = item.substr(0, eq), key = eq == std::string::npos ? "" : item.substr(eq + 1);
+        if (key.empty()) throw Error(origin + ": '" + item + "' is not ROLE=FEATURE (e.g. image=image_raw)");
+        if (role == "image") f.image = key;
+        else if (role == "label") f.label = key;
+        else if (role == "height") f.height = key;
+        else if (role == "width") f.width = key;
+        else if (role == "depth") f.depth = key;
+        else throw Error(origin + ": unknown role '" + role + "' (expected image, label, height, width or depth)");
+    }
+    return f;
+}
+
+std::vector<std::string> tfrecordFiles(const std::string& dir, const std::string& split) {
+    std::error_code ec;
+    if (!fs::is_directory(dir, ec)) throw Error("--data tfrecord:" + dir + ": not a folder");
+    std::vector<std::string> files;
+    for (const auto& e : fs::directory_iterator(dir, ec)) {
+        const std::string n = e.path().filename().string();
+        if (e.is_regular_file(ec) && n.rfind(split, 0) == 0 && n.find(".tfrecord") != std::string::npos)
+            files.push_back(e.path().string());
+    }
+    std::sort(files.begin(), files.end());
+    if (files.empty())
+        throw Error("--data tfrecord:" + dir + ": no " + split + "*.tfrecord* files (convert an IDX set with "
+                    "towerbench-run convert idx:DIR tfrecord:" + dir + ")");
+    return files;
+}
+
+Dataset readTFRecordExamples(const std::vector<std::string>& files, const TFRecordFeatures& features,
+                             const std::string& name, const CancelCheck& cancelled) {
+    Dataset d;
+    d.name = name;
+    int64_t maxLabel = -1;
+    std::string record;
+    for (const std::string& path : files) {
+        TFRecordReader in(path);
+        while (in.next(record)) {
+            if (cancelled && in.index() % 1024 == 0) throwIfCancelled(cancelled);
+            const std::string where = path + ": record " + std::to_string(in.index() - 1);
+            tensorflow::Example e;
+            if (!e.ParseFromString(record)) throw Error(where + " is not a tf.train.Example");
+            const tensorflow::Feature* image = find(e, features.image);
+            const tensorflow::Feature* label = find(e, features.label);
+            if (!image || !image->has_bytes_list() || image->bytes_list().value_size() != 1)
+                throw Error(where + " has no bytes feature '" + features.image + "' (--tfrecord-features image=KEY)");
+            if (!label || !label->has_int64_list() || label->int64_list().value_size() != 1)
+                throw Error(where + " has no int64 feature '" + features.label + "' (--tfrecord-features label=KEY)");
+            const std::string& pixels = image->bytes_list().value(0);
+            auto dim = [&](const std::string& key, int64_t fallback) -> int64_t {
+                const tensorflow::Feature* f = find(e, key);
+                if (!f) return fallback;
+                if (!f->has_int64_list() || f->int64_list().value_size() != 1)
+                    throw Error(where + ": feature '" + key + "' is not one int64");
+                return f->int64_list().value(0);
+            };
+            int64_t side = 0;
+            while ((side + 1) * (side + 1) <= int64_t(pixels.size())) ++side;
+            const int64_t h = dim(features.height, side), w = dim(features.width, side), c = dim(features.depth, 1);
+            if (h < 1 || w < 1 || c < 1 || h > kMaxSide || w > kMaxSide || c > kMaxDepth)
+                throw Error(where + ": image " + std::to_string(h) + "x" + std::to_string(w) + "x" + std::to_string(c) +
+                            " is not a plausible size");
+            if (int64_t(pixels.size()) != h * w * c)
+                throw Error(where + ": " + features.image + " holds " + std::to_string(pixels.size()) + " bytes, not " +
+                            std::to_string(h) + "x" + std::to_string(w) + "x" + std::to_string(c));
+            if (d.labels.empty()) {
+                d.height = int(h), d.width = int(w), d.channels = int(c);
+            } else if (h != d.height || w != d.width || c != d.channels) {
+                throw Error(where + ": image " + std::to_string(h) + "x" + std::to_string(w) + "x" + std::to_string(c) +
+                            " differs from the first record's " + std::to_string(d.height) + "x" +
+                            std::to_string(d.width) + "x" + std::to_string(d.channels));
+            }
+            const int64_t y = label->int64_list().value(0);
+            if (y < 0 || y >= kMaxClasses) throw Error(where + ": label " + std::to_string(y) + " is not a class index");
+            maxLabel = std::max(maxLabel, y);
+            // Channels last in the record, (c, h, w) in a Dataset.
+            const size_t plane = size_t(h * w), at = d.pixels.size();
+            d.pixels.resize(at + pixels.size());
+            for (size_t p = 0; p < plane; ++p)
+                for (int64_t ch = 0; ch < c; ++ch)
+                    d.pixels[at + size_t(ch) * plane + p] = uint8_t(pixels[p * size_t(c) + size_t(ch)]);
+            d.labels.push_back(int32_t(y));
+        }
+    }
+    if (d.labels.empty()) throw Error(files.front() + ": holds no records");
+    d.numClasses = int(maxLabel + 1);
+    return d;
+}
+
+void writeTFRecordExamples(const Dataset& d, const std::string& path) {
+    if (!d.isImage()) throw Error("convert: " + d.name + " is not an image set (only images go to TFRecord files)");
+    TFRecordWriter out(path);
+    const size_t plane = size_t(d.height) * size_t(d.width), c = size_t(d.channels);
+    std::string pixels(plane * c, '\0');
+    for (size_t i = 0; i < d.size(); ++i) {
+        const uint8_t* src = d.pixels.data() + i * d.sampleSize();
+        for (size_t p = 0; p < plane; ++p)
+            for (size_t ch = 0; ch < c; ++ch) pixels[p * c + ch] = char(src[ch * plane + p]);
+        tensorflow::Example e;
+        auto& map = *e.mutable_features()->mutable_feature();
+        map["height"].mutable_int64_list()->add_value(d.height);
+        map["width"].mutable_int64_list()->add_value(d.width);
+        map["depth"].mutable_int64_list()->add_value(d.channels);
+        map["label"].mutable_int64_list()->add_value(d.labels[i]);
+        map["image_raw"].mutable_bytes_list()->add_value(pixels);
+        out.write(e.SerializeAsString());
+    }
+    out.flush();
+}
+
+}  // namespace tb

@@ -1,0 +1,28 @@
+// Image sets as TFRecord files of tf.train.Example records, as TensorFlow's MNIST article
+// (convert_to_records.py) writes them: features image_raw (bytes: height x width x depth uint8,
+// row-major, channels last), label (int64), height, width, depth (int64). `--data tfrecord:DIR`
+// reads DIR/train*.tfrecord* and DIR/test*.tfrecord*; `towerbench-run convert SPEC tfrecord:DIR`
+// writes DIR/train.tfrecords and DIR/test.tfrecords. Other feature names: --tfrecord-features.
+#pragma once
+#include <string>
+#include <vector>
+
+#include "data/dataset.hpp"
+
+namespace tb {
+
+// Which features hold what: "image=KEY,label=KEY,height=KEY,width=KEY,depth=KEY", any subset;
+// without height/width/depth features a record's image is taken as square, one channel.
+struct TFRecordFeatures {
+    std::string image = "image_raw", label = "label", height = "height", width = "width", depth = "depth";
+    static TFRecordFeatures parse(const std::string& text, const std::string& origin);
+};
+
+// The split's files in DIR, sorted ("train" -> train.tfrecords, train-00001-of-00004.tfrecord).
+std::vector<std::string> tfrecordFiles(const std::string& dir, const std::string& split);
+// Every Example of `files`, in order; one tb::Error naming the file and record on any fault.
+Dataset readTFRecordExamples(const std::vector<std::string>& files, const TFRecordFeatures& features,
+                             const std::string& name, const CancelCheck& cancelled = {});
+void writeTFRecordExamples(const Dataset& d, const std::string& path);
+
+}  // namespace tb
