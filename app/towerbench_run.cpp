@@ -14,6 +14,7 @@
 #include "engine/checkpoint.hpp"
 #include "engine/run_folder.hpp"
 #include "engine/selftest.hpp"
+#include "io/run_index.hpp"
 #include "engine/trainer.hpp"
 #include "headless_run.hpp"
 #include "io/run_config.hpp"
@@ -27,6 +28,7 @@ namespace {
 const char* kUsage = R"(usage: towerbench-run selftest
        towerbench-run eval RUN_DIR|CHECKPOINT [--data SPEC] [--batch N] [--threads N]
        towerbench-run convert SPEC tfrecord:DIR
+       towerbench-run runs [--filter TEXT] [--sort COLUMN] [--ascending] [--json]
        towerbench-run --resume RUN_DIR [--steps N | --epochs N] [--eval-every N] [--quiet]
        towerbench-run [--run-dir DIR] [--config FILE.json] [--model NAME|FILE] [--data SPEC]
                       [--batch N] [--steps N | --epochs N] [--optimizer sgd|momentum|nesterov|adam]
@@ -69,6 +71,10 @@ Run folders (README: "Runs that last"):
                       DIR/train.tfrecords and DIR/test.tfrecords of tf.train.Example records, as
                       TensorFlow's MNIST article does; --data tfrecord:DIR reads them back
                       (--tfrecord-features image=KEY,label=KEY for other feature names)
+  runs                the run folders (SQLite index kept beside them, rebuilt from the folders
+                      when missing or stale), newest first: --filter matches model, data, plan,
+                      state or name; --sort created|name|model|data|state|steps|test_accuracy|
+                      validation_accuracy|examples_per_sec; --json: one object per line
   eval RUN_DIR|CKPT   test accuracy of a run's newest checkpoint (or of one file) on --data
                       (default: the run's data); prints one JSON line
 
@@ -92,6 +98,41 @@ Data parallelism (the seeds' tower pattern; see README):
 )";
 
 int fail(const std::string& message) { return failWith("towerbench-run", message); }
+
+// runs: the history, from the index.
+int runList(const std::vector<std::string>& args) {
+    std::string filter, sort = "created";
+    bool ascending = false, json = false;
+    for (size_t i = 0; i < args.size(); ++i) {
+        if (args[i] == "--ascending") ascending = true;
+        else if (args[i] == "--json") json = true;
+        else if ((args[i] == "--filter" || args[i] == "--sort") && i + 1 < args.size())
+            (args[i] == "--filter" ? filter : sort) = args[++i];
+        else return fail("runs: unknown argument '" + args[i] + "' (see --help)");
+    }
+    tb::RunIndex index(tb::RunFolder::runsRoot());
+    const std::vector<tb::RunRecord> runs = index.list(filter, sort, ascending);
+    for (const tb::RunRecord& r : runs) {
+        if (json) {
+            std::cout << nlohmann::json{{"path", r.path},   {"created", r.created}, {"state", r.state},
+                                        {"model", r.model}, {"data", r.data},       {"plan", r.plan},
+                                        {"steps", r.steps}, {"test_accuracy", r.testAccuracy},
+                                        {"validation_accuracy", r.validationAccuracy},
+                                        {"examples_per_sec", r.examplesPerSec}}
+                             .dump()
+                      << "\n";
+        } else {
+            char acc[16] = "-";
+            if (r.testAccuracy >= 0) std::snprintf(acc, sizeof acc, "%.2f%%", 100 * r.testAccuracy);
+            std::printf("%-44s %-9s %-12s %-18s %8lld  %7s  %8.0f ex/s  %s\n", r.name.c_str(), r.state.c_str(),
+                        r.model.c_str(), r.data.substr(0, 18).c_str(), static_cast<long long>(r.steps), acc,
+                        r.examplesPerSec, r.plan.c_str());
+        }
+    }
+    if (!json) std::fprintf(stderr, "%zu runs in %s%s\n", runs.size(), tb::RunFolder::runsRoot().c_str(),
+                            index.rebuilt() ? " (index rebuilt from the folders)" : "");
+    return 0;
+}
 
 // convert SPEC tfrecord:DIR: the set's train and test splits as TFRecord files.
 int runConvert(const std::string& spec, const std::string& target) {
@@ -144,6 +185,7 @@ int main(int argc, char** argv) {
             if (args.size() > 1) return fail("selftest takes no arguments, got '" + args[1] + "'");
             return tb::runSelfTest(std::cout);
         }
+        if (!args.empty() && args[0] == "runs") return runList({args.begin() + 1, args.end()});
         if (!args.empty() && args[0] == "convert") {
             if (args.size() != 3) return fail("convert: expected SPEC tfrecord:DIR (e.g. convert idx:mnist tfrecord:mnist-tf)");
             return runConvert(args[1], args[2]);

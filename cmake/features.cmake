@@ -23,7 +23,7 @@ endfunction()
 message(STATUS "Towerbench features:")
 
 # Required: oneDNN (CPU kernels), a CBLAS (OpenBLAS), OpenMP (threads of both), zlib (.gz datasets),
-# nlohmann-json (model and run files).
+# nlohmann-json (model and run files), SQLite (the runs index).
 # Debian's dnnl-config.cmake demands the OpenCL SDK (its GPU runtime); the CPU engine needs
 # only the library and its headers, so find those directly.
 find_library(TB_DNNL_LIB NAMES dnnl REQUIRED)
@@ -35,6 +35,7 @@ find_package(OpenMP REQUIRED)
 find_package(ZLIB REQUIRED)
 find_package(nlohmann_json 3 REQUIRED)
 find_package(Threads REQUIRED)
+find_package(SQLite3 REQUIRED)  # the runs index (io/run_index.hpp)
 find_library(TB_OPENBLAS_LIB NAMES openblas REQUIRED)
 find_path(TB_CBLAS_INCLUDE NAMES cblas.h PATH_SUFFIXES openblas REQUIRED)
 tb_feature("oneDNN" TRUE "${dnnl_VERSION}")

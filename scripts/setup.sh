@@ -7,7 +7,7 @@ packages=(
   build-essential cmake pkg-config zlib1g-dev
   libdnnl-dev libopenblas-dev nlohmann-json3-dev
   qt6-base-dev libqcustomplot-dev
-  libprotobuf-dev protobuf-compiler
+  libprotobuf-dev protobuf-compiler libsqlite3-dev
   dataset-fashion-mnist
 )
 [ "${TB_SETUP_EXTRA:-}" != "" ] && packages+=(${TB_SETUP_EXTRA})

@@ -22,6 +22,7 @@
 #include "engine/checkpoint.hpp"
 #include "engine/run_folder.hpp"
 #include "engine/trainer.hpp"
+#include "io/run_index.hpp"
 #include "io/safetensors.hpp"
 #include "io/tfrecord.hpp"
 #include "test_support.hpp"
@@ -704,6 +705,60 @@ private slots:
                          {"not a folder"}));
     }
 #endif
+
+    // The runs index mirrors the folders: built from them, updated where one changed, rows of
+    // removed folders dropped, and rebuilt when the database is garbage or of another schema.
+    void runIndexFollowsTheFolders() {
+        const QString root = dir_.filePath("index-root");
+        auto train = [&](const QString& name, const char* data, int64_t steps) {
+            RunConfig c = run("one tower");
+            c.data = data;
+            c.steps = steps;
+            auto f = RunFolder::create(c, (root + "/" + name).toStdString());
+            Trainer t(c);
+            t.setRunFolder(f.get());
+            return t.run();
+        };
+        const RunSummary a = train("a", "synthetic:blobs", 20);
+        train("b", "synthetic:spirals", 30);
+        {
+            RunIndex index(root.toStdString());
+            const std::vector<RunRecord> all = index.list({}, "steps", true);
+            QCOMPARE(int(all.size()), 2);
+            QCOMPARE(all[0].name, std::string("a"));
+            QCOMPARE(all[0].steps, int64_t(20));
+            QCOMPARE(all[0].testAccuracy, a.testAccuracy);
+            QCOMPARE(all[0].state, std::string("finished"));
+            QCOMPARE(all[0].model, std::string("dropnet"));
+            QCOMPARE(all[0].plan, std::string("1 tower, variables cpu, sync"));
+            QCOMPARE(int(index.list("spirals").size()), 1);
+            QVERIFY(mentions(errorOf([&] { index.list({}, "drop table"); }), {"--sort: unknown column"}));
+        }
+        // b resumed to 40 steps; a removed; c added.
+        {
+            auto f = RunFolder::reopen((root + "/b").toStdString());
+            RunConfig c = RunFolder::resumeConfig((root + "/b").toStdString());
+            c.steps = 40;
+            Trainer t(c);
+            t.setRunFolder(f.get());
+            t.run();
+        }
+        QVERIFY(QDir(root + "/a").removeRecursively());
+        train("c", "synthetic:blobs", 10);
+        RunIndex index(root.toStdString());
+        QVERIFY(!index.rebuilt());
+        std::vector<RunRecord> all = index.list({}, "name", true);
+        QCOMPARE(int(all.size()), 2);
+        QCOMPARE(all[0].name, std::string("b"));
+        QCOMPARE(all[0].steps, int64_t(40));
+        QCOMPARE(all[0].model, std::string("dropnet"));  // its config names model.json since the resume
+
+        // Garbage where the database was: rebuilt from the folders, same rows.
+        tbtest::writeFile(root + "/index.sqlite", QByteArray(4096, 'z'));
+        RunIndex again(root.toStdString());
+        QVERIFY(again.rebuilt());
+        QCOMPARE(int(again.list().size()), 2);
+    }
 
     // The command line: a run's folder, its summary's run_dir, --resume with more steps, eval,
     // and the refusals of each in one line.

@@ -93,6 +93,8 @@ build() {
     -DTB_OPENBLAS_LIB="$arch_lib/openblas-pthread/libopenblas.so.0" \
     -DTB_CBLAS_INCLUDE="$deps/usr/include/x86_64-linux-gnu/openblas-pthread" \
     -DZLIB_LIBRARY="$(find "$deps" -name 'libz.so.1.*' -type f | head -1)" -DZLIB_INCLUDE_DIR="$deps/usr/include" \
+    -DSQLite3_LIBRARY="$(find "$deps" -name 'libsqlite3.so.0.*' -type f | head -1)" -DSQLite3_INCLUDE_DIR="$deps/usr/include" \
+    -DTB_WITH_PROTOBUF=OFF \
     -DCUDNN_ROOT="$(dirname "$cudnn_lib")" -DNCCL_ROOT="$(dirname "$nccl_lib")" \
     -DCUBLAS_ROOT="$(dirname "$cublas_lib")" &&
   cmake --build "$bin" -j "$(nproc)"

@@ -1,0 +1,233 @@
+#include "io/run_index.hpp"
+
+#include <sqlite3.h>
+
+#include <algorithm>
+#include <filesystem>
+#include <fstream>
+#include <map>
+#include <nlohmann/json.hpp>
+#include <sstream>
+
+#include "util/error.hpp"
+
+namespace fs = std::filesystem;
+
+namespace tb {
+
+namespace {
+
+nlohmann::json readJson(const fs::path& p) {
+    std::ifstream in(p);
+    if (!in) return nullptr;
+    std::stringstream s;
+    s << in.rdbuf();
+    nlohmann::json j = nlohmann::json::parse(s.str(), nullptr, false);
+    return j.is_discarded() ? nlohmann::json(nullptr) : j;
+}
+
+// What identifies a version of a folder's record: its run.json and summary.json as they are now.
+std::string stamp(const fs::path& folder) {
+    std::string out;
+    for (const char* f : {"run.json", "summary.json", "metrics.jsonl"}) {
+        std::error_code ec;
+        const auto size = fs::file_size(folder / f, ec);
+        const auto time = fs::last_write_time(folder / f, ec);
+        out += ec ? "-;" : std::to_string(size) + "@" + std::to_string(time.time_since_epoch().count()) + ";";
+    }
+    return out;
+}
+
+struct Statement {
+    sqlite3_stmt* s = nullptr;
+    Statement(sqlite3* db, const std::string& sql) {
+        if (sqlite3_prepare_v2(db, sql.c_str(), -1, &s, nullptr) != SQLITE_OK)
+            throw Error(std::string("runs index: ") + sqlite3_errmsg(db));
+    }
+    ~Statement() { sqlite3_finalize(s); }
+    void bind(int i, const std::string& v) { sqlite3_bind_text(s, i, v.c_str(), -1, SQLITE_TRANSIENT); }
+    void bind(int i, double v) { sqlite3_bind_double(s, i, v); }
+    void bind(int i, int64_t v) { sqlite3_bind_int64(s, i, v); }
+    std::string text(int i) const {
+        const unsigned char* t = sqlite3_column_text(s, i);
+        return t ? reinterpret_cast<const char*>(t) : "";
+    }
+};
+
+const char* kColumns = "path, name, created, state, model, data, plan, steps, validation_accuracy, test_accuracy, "
+                       "examples_per_sec, stamp";
+
+}  // namespace
+
+RunRecord readRunFolder(const std::string& folder) {
+    const fs::path f(folder);
+    RunRecord r;
+    r.path = folder;
+    r.name = f.filename().string();
+    const nlohmann::json run = readJson(f / "run.json"), config = readJson(f / "config.json"),
+                         plan = readJson(f / "plan.json"), summary = readJson(f / "summary.json");
+    if (run.is_object()) {
+        r.created = run.value("created", "");
+        r.state = run.value("state", "");
+    }
+    if (config.is_object()) {
+        r.model = config.value("model", "");
+        r.data = config.value("data", "");
+    }
+    // The model's own name (a config may name a file, and a resumed run's names model.json).
+    if (const nlohmann::json spec = readJson(f / "model.json"); spec.is_object() && spec.contains("name")) {
+        r.model = spec.value("name", r.model);
+    }
+    if (plan.is_object()) {
+        const auto towers = plan.value("towers", nlohmann::json::array());
+        r.plan = std::to_string(towers.size()) + (towers.size() == 1 ? " tower" : " towers");
+        r.plan += ", variables " + plan.value("variables", std::string("?")) + ", " + plan.value("update", std::string("sync"));
+    }
+    if (summary.is_object()) {
+        r.steps = summary.value("steps", int64_t(0));
+        r.validationAccuracy = summary.value("validation_accuracy", -1.0);
+        if (summary.contains("test_accuracy") && summary["test_accuracy"].is_number())
+            r.testAccuracy = summary["test_accuracy"].get<double>();
+        r.examplesPerSec = summary.value("examples_per_sec", 0.0);
+    } else {  // running, or crashed: the last step written
+        std::ifstream in(f / "metrics.jsonl");
+        for (std::string line; std::getline(in, line);) {
+            if (line.find("\"type\":\"step\"") == std::string::npos) continue;
+            const nlohmann::json j = nlohmann::json::parse(line, nullptr, false);
+            if (j.is_object()) r.steps = j.value("step", r.steps);
+        }
+    }
+    return r;
+}
+
+RunIndex::RunIndex(const std::string& root) : root_(root), dbPath_(root + "/index.sqlite") {
+    std::error_code ec;
+    fs::create_directories(root_, ec);
+    if (ec) throw Error(root_ + ": cannot create the runs folder (" + ec.message() + ")");
+    openOrRebuild();
+    refresh();
+}
+
+RunIndex::~RunIndex() { sqlite3_close(db_); }
+
+void RunIndex::exec(const std::string& sql) const {
+    char* msg = nullptr;
+    if (sqlite3_exec(db_, sql.c_str(), nullptr, nullptr, &msg) != SQLITE_OK) {
+        const std::string why = msg ? msg : "unknown error";
+        sqlite3_free(msg);
+        throw Error(dbPath_ + ": " + why);
+    }
+}
+
+void RunIndex::openOrRebuild() {
+    // A database that will not open, fails its integrity check or has another schema version is
+    // set aside and made again from the folders: it only ever mirrors them.
+    auto usable = [&] {
+        if (sqlite3_open_v2(dbPath_.c_str(), &db_, SQLITE_OPEN_READWRITE | SQLITE_OPEN_CREATE, nullptr) != SQLITE_OK)
+            return false;
+        sqlite3_busy_timeout(db_, 5000);  // the window and a command line may refresh at once
+        try {
+            Statement check(db_, "PRAGMA quick_check");
+            if (sqlite3_step(check.s) != SQLITE_ROW || check.text(0) != "ok") return false;
+            Statement v(db_, "PRAGMA user_version");
+            if (sqlite3_step(v.s) != SQLITE_ROW) return false;
+            const int version = sqlite3_column_int(v.s, 0);
+            if (version == 0) {  // new: make it
+                exec("CREATE TABLE IF NOT EXISTS runs (path TEXT PRIMARY KEY, name TEXT, created TEXT, state TEXT, "
+                     "model TEXT, data TEXT, plan TEXT, steps INTEGER, validation_accuracy REAL, test_accuracy REAL, "
+                     "examples_per_sec REAL, stamp TEXT)");
+                exec("PRAGMA user_version = " + std::to_string(kSchemaVersion));
+                return true;
+            }
+            return version == kSchemaVersion;
+        } catch (const Error&) {
+            return false;
+        }
+    };
+    if (usable()) return;
+    sqlite3_close(db_);
+    db_ = nullptr;
+    std::error_code ec;
+    fs::remove(dbPath_, ec);
+    for (const char* suffix : {"-journal", "-wal", "-shm"}) fs::remove(dbPath_ + suffix, ec);
+    rebuilt_ = true;
+    if (!usable()) throw Error(dbPath_ + ": cannot create the runs index (" + (db_ ? sqlite3_errmsg(db_) : "no memory") + ")");
+}
+
+void RunIndex::refresh() {
+    std::map<std::string, std::string> known;  // path -> stamp
+    {
+        Statement all(db_, "SELECT path, stamp FROM runs");
+        while (sqlite3_step(all.s) == SQLITE_ROW) known[all.text(0)] = all.text(1);
+    }
+    exec("BEGIN");
+    try {
+        std::error_code ec;
+        for (const auto& e : fs::directory_iterator(root_, ec)) {
+            if (!e.is_directory(ec) || !fs::exists(e.path() / "run.json", ec)) continue;
+            const std::string path = e.path().string(), now = stamp(e.path());
+            auto it = known.find(path);
+            if (it != known.end()) {
+                const bool same = it->second == now;
+                known.erase(it);
+                if (same) continue;
+            }
+            const RunRecord r = readRunFolder(path);
+            Statement put(db_, std::string("INSERT OR REPLACE INTO runs (") + kColumns +
+                                   ") VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)");
+            put.bind(1, r.path);
+            put.bind(2, r.name);
+            put.bind(3, r.created);
+            put.bind(4, r.state);
+            put.bind(5, r.model);
+            put.bind(6, r.data);
+            put.bind(7, r.plan);
+            put.bind(8, r.steps);
+            put.bind(9, r.validationAccuracy);
+            put.bind(10, r.testAccuracy);
+            put.bind(11, r.examplesPerSec);
+            put.bind(12, now);
+            if (sqlite3_step(put.s) != SQLITE_DONE) throw Error(dbPath_ + ": " + sqlite3_errmsg(db_));
+        }
+        for (const auto& [path, s] : known) {  // folders that are gone
+            Statement drop(db_, "DELETE FROM runs WHERE path = ?");
+            drop.bind(1, path);
+            sqlite3_step(drop.s);
+        }
+        exec("COMMIT");
+    } catch (...) {
+        exec("ROLLBACK");
+        throw;
+    }
+}
+
+std::vector<RunRecord> RunIndex::list(const std::string& filter, const std::string& sortBy, bool ascending) const {
+    static const std::vector<std::string> sortable = {"created", "name", "model", "data", "state", "steps",
+                                                      "test_accuracy", "validation_accuracy", "examples_per_sec"};
+    if (std::find(sortable.begin(), sortable.end(), sortBy) == sortable.end())
+        throw Error("--sort: unknown column '" + sortBy + "' (created, name, model, data, state, steps, "
+                    "test_accuracy, validation_accuracy, examples_per_sec)");
+    Statement q(db_, std::string("SELECT ") + kColumns +
+                         " FROM runs WHERE ?1 = '' OR instr(name || ' ' || model || ' ' || data || ' ' || plan || ' ' "
+                         "|| state, ?1) > 0 ORDER BY " + sortBy + (ascending ? " ASC" : " DESC") + ", path");
+    q.bind(1, filter);
+    std::vector<RunRecord> out;
+    while (sqlite3_step(q.s) == SQLITE_ROW) {
+        RunRecord r;
+        r.path = q.text(0);
+        r.name = q.text(1);
+        r.created = q.text(2);
+        r.state = q.text(3);
+        r.model = q.text(4);
+        r.data = q.text(5);
+        r.plan = q.text(6);
+        r.steps = sqlite3_column_int64(q.s, 7);
+        r.validationAccuracy = sqlite3_column_double(q.s, 8);
+        r.testAccuracy = sqlite3_column_double(q.s, 9);
+        r.examplesPerSec = sqlite3_column_double(q.s, 10);
+        out.push_back(std::move(r));
+    }
+    return out;
+}
+
+}  // namespace tb
