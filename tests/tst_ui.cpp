@@ -16,7 +16,10 @@
 #include <QLabel>
 #include <QLineEdit>
 #include <QListWidget>
+#include <QPushButton>
 #include <QSpinBox>
+#include <QTemporaryDir>
+#include <QTableWidget>
 #include <QStandardItemModel>
 #include <qcustomplot.h>
 
@@ -27,6 +30,9 @@
 #include "fake_devices.hpp"
 #include "main_window.hpp"
 #include "decision_view.hpp"
+#include "engine/run_folder.hpp"
+#include "engine/trainer.hpp"
+#include "runs_panel.hpp"
 #include "placement_diagram.hpp"
 #include "view_format.hpp"
 
@@ -648,6 +654,70 @@ private slots:
             QVERIFY2(std::abs(w.devices()->busyPercent(i) - 100 * busy[i].toDouble()) <= 1.0,
                      qPrintable(QStringLiteral("tower %1: panel %2%, engine %3").arg(i).arg(w.devices()->busyPercent(i))
                                     .arg(100 * busy[i].toDouble())));
+    }
+
+    // The Runs tab: two run folders listed with their results, filtered, sorted by a number,
+    // compared (both loss curves whole, the differing setting marked), opened into the form, and
+    // deleted only when the user agrees.
+    void runsPanelListsComparesAndDeletes() {
+        EngineWorker::registerTypes();  // tb::RunConfig through a signal
+        QTemporaryDir root;
+        QVERIFY(root.isValid());
+        auto train = [&](const QString& name, const char* update, int64_t steps) {
+            tb::RunConfig c = syntheticRun(steps);
+            c.update = update;
+            auto folder = tb::RunFolder::create(c, root.filePath(name).toStdString());
+            tb::Trainer t(c);
+            t.setRunFolder(folder.get());
+            return t.run();
+        };
+        const tb::RunSummary sync = train("sync", "sync", 40);
+        train("async", "async", 60);
+        RunsPanel panel(root.path());
+        QCOMPARE(int(panel.runs().size()), 2);
+        QCOMPARE(panel.table()->rowCount(), 2);
+        panel.table()->sortItems(5, Qt::AscendingOrder);  // steps, as numbers
+        QCOMPARE(panel.table()->item(0, 5)->text(), QStringLiteral("40"));
+        QCOMPARE(panel.table()->item(0, 7)->data(Qt::UserRole).toDouble(), sync.testAccuracy);
+        QLineEdit* filter = panel.findChild<QLineEdit*>();
+        filter->setText("async");
+        QCOMPARE(panel.table()->rowCount(), 1);
+        filter->clear();
+        QCOMPARE(panel.table()->rowCount(), 2);
+
+        panel.select({root.filePath("sync"), root.filePath("async")});
+        QCOMPARE(panel.selectedFolders().size(), 2);
+        CompareDialog compare(panel.selectedFolders());
+        QCOMPARE(compare.lossPlot()->graphCount(), 2);
+        QSet<int> points;
+        for (int g = 0; g < 2; ++g) points << compare.lossPlot()->graph(g)->data()->size();
+        QCOMPARE(points, (QSet<int>{40, 60}));
+        QVERIFY2(compare.differingKeys().contains("update") && compare.differingKeys().contains("steps"),
+                 qPrintable(compare.differingKeys().join(", ")));
+        QVERIFY(!compare.differingKeys().contains("model"));
+        compare.show();
+        QVERIFY(QTest::qWaitForWindowExposed(&compare));
+        QVERIFY(compare.grab().save(QDir(QCoreApplication::applicationDirPath()).filePath("compare-runs.png")));
+
+        QSignalSpy opened(&panel, &RunsPanel::openSettings);
+        panel.select({root.filePath("async")});
+        for (QPushButton* b : panel.findChildren<QPushButton*>())
+            if (b->text() == "Open settings") b->click();
+        QCOMPARE(opened.count(), 1);
+        QCOMPARE(opened.at(0).at(0).value<tb::RunConfig>().update, std::string("async"));
+
+        QStringList asked;
+        panel.setDeleteConfirmation([&](const QStringList& f) { return asked = f, false; });
+        panel.deleteSelected();
+        QCOMPARE(asked, QStringList{root.filePath("async")});
+        QVERIFY(QDir(root.filePath("async")).exists());  // "Cancel" deletes nothing
+        panel.setDeleteConfirmation([](const QStringList&) { return true; });
+        panel.deleteSelected();
+        QVERIFY(!QDir(root.filePath("async")).exists());
+        QCOMPARE(panel.table()->rowCount(), 1);
+
+        MainWindow w;  // the window has the tab
+        QVERIFY(w.runsPanel() != nullptr);
     }
 
     void endOfRunSummary() {

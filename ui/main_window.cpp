@@ -38,6 +38,8 @@
 #include "nn/model_spec.hpp"
 #include "nn/network.hpp"
 #include "decision_view.hpp"
+#include "engine/run_folder.hpp"
+#include "runs_panel.hpp"
 #include "placement_diagram.hpp"
 
 namespace {
@@ -88,6 +90,22 @@ MainWindow::MainWindow(DeviceCatalog catalog, const TelemetryFactory& telemetry,
     left_->setObjectName("experimentDock");
     left_->setWidget(leftBody);
     addDockWidget(Qt::LeftDockWidgetArea, left_);
+
+    // The history of runs, a tab beside the form (it lists the run folders' index).
+    runs_ = new RunsPanel(QString::fromStdString(tb::RunFolder::runsRoot()));
+    auto* runsDock = new QDockWidget(tr("Runs"), this);
+    runsDock->setObjectName("runsDock");
+    runsDock->setWidget(runs_);
+    addDockWidget(Qt::LeftDockWidgetArea, runsDock);
+    tabifyDockWidget(runsDock, left_);  // the form on top: a fresh start shows the experiment
+    connect(runsDock, &QDockWidget::visibilityChanged, runs_, [this](bool shown) {
+        if (shown) runs_->refresh();
+    });
+    connect(runs_, &RunsPanel::openSettings, this, [this](const tb::RunConfig& c) {
+        experiment_->setConfig(c);
+        left_->raise();
+    });
+    connect(this, &MainWindow::runEnded, runs_, &RunsPanel::refresh);
 
     diagram_ = new PlacementDiagram;
     decision_ = new DecisionView;

@@ -23,6 +23,7 @@
 class ExperimentPanel;
 class PlacementDiagram;
 class DecisionView;
+class RunsPanel;
 class ChartsPanel;
 class DevicesPanel;
 class EngineWorker;
@@ -49,6 +50,7 @@ public:
     PlacementDiagram* diagram() const { return diagram_; }
     ChartsPanel* charts() const { return charts_; }
     DecisionView* decisionView() const { return decision_; }
+    RunsPanel* runsPanel() const { return runs_; }
     DevicesPanel* devices() const { return devices_; }
     QScrollArea* experimentScroll() const { return scroll_; }
     QComboBox* paceBox() const { return pace_; }
@@ -108,6 +110,7 @@ private:
     PlacementDiagram* diagram_;
     ChartsPanel* charts_;
     DecisionView* decision_;
+    RunsPanel* runs_;
     DevicesPanel* devices_;
     QDockWidget *left_, *right_;
     QThread thread_;

@@ -1,0 +1,315 @@
+#include "runs_panel.hpp"
+
+#include <QDir>
+#include <algorithm>
+#include <QFile>
+#include <QHBoxLayout>
+#include <QHeaderView>
+#include <QJsonArray>
+#include <QJsonDocument>
+#include <QJsonObject>
+#include <QLabel>
+#include <QLineEdit>
+#include <QMessageBox>
+#include <QPushButton>
+#include <QSet>
+#include <QSplitter>
+#include <QTableWidget>
+#include <QVBoxLayout>
+#include <qcustomplot.h>
+
+#include "chart_style.hpp"
+#include "util/error.hpp"
+#include "view_format.hpp"
+
+namespace {
+
+enum Column { Date, Model, Data, Plan, State, Steps, Validation, Test, Speed, ColumnCount };
+
+// A table cell that sorts by a number, not by its text.
+class NumberItem : public QTableWidgetItem {
+public:
+    NumberItem(const QString& text, double value) : QTableWidgetItem(text) { setData(Qt::UserRole, value); }
+    bool operator<(const QTableWidgetItem& o) const override {
+        return data(Qt::UserRole).toDouble() < o.data(Qt::UserRole).toDouble();
+    }
+};
+
+QString percent(double v) { return v < 0 ? QStringLiteral("–") : QLocale().toString(100 * v, 'f', 2) + QLatin1Char('%'); }
+
+}  // namespace
+
+RunsPanel::RunsPanel(QString root, QWidget* parent) : QWidget(parent), root_(std::move(root)) {
+    filter_ = new QLineEdit;
+    filter_->setPlaceholderText(tr("Filter"));
+    filter_->setToolTip(tr("Shows the runs whose model, data, plan, state or name contain this text"));
+    filter_->setClearButtonEnabled(true);
+    auto* refreshButton = new QPushButton(tr("Refresh"));
+    table_ = new QTableWidget(0, ColumnCount);
+    table_->setHorizontalHeaderLabels(
+        {tr("Date"), tr("Model"), tr("Data"), tr("Plan"), tr("State"), tr("Steps"), tr("Validation"), tr("Test"), tr("Examples/s")});
+    table_->setSelectionBehavior(QAbstractItemView::SelectRows);
+    table_->setSelectionMode(QAbstractItemView::ExtendedSelection);
+    table_->setEditTriggers(QAbstractItemView::NoEditTriggers);
+    table_->setSortingEnabled(true);
+    table_->verticalHeader()->hide();
+    table_->horizontalHeader()->setStretchLastSection(true);
+    compare_ = new QPushButton(tr("Compare"));
+    compare_->setToolTip(tb::ui::wrappedToolTip(tr("Overlay the selected runs' curves and list their settings side "
+                                                   "by side, differences marked.")));
+    open_ = new QPushButton(tr("Open settings"));
+    open_->setToolTip(tr("Put the selected run's settings into the experiment form"));
+    delete_ = new QPushButton(tr("Delete…"));
+
+    auto* top = new QHBoxLayout;
+    top->addWidget(filter_, 1);
+    top->addWidget(refreshButton);
+    auto* buttons = new QHBoxLayout;
+    buttons->addWidget(compare_);
+    buttons->addWidget(open_);
+    buttons->addStretch();
+    buttons->addWidget(delete_);
+    auto* v = new QVBoxLayout(this);
+    v->addLayout(top);
+    v->addWidget(table_, 1);
+    v->addLayout(buttons);
+
+    connect(refreshButton, &QPushButton::clicked, this, &RunsPanel::refresh);
+    connect(filter_, &QLineEdit::textChanged, this, &RunsPanel::refresh);
+    connect(compare_, &QPushButton::clicked, this, &RunsPanel::compareSelected);
+    connect(delete_, &QPushButton::clicked, this, &RunsPanel::deleteSelected);
+    connect(open_, &QPushButton::clicked, this, [this] {
+        const QStringList folders = selectedFolders();
+        if (folders.size() != 1) return;
+        try {
+            tb::RunConfig c;
+            c.loadFile((folders.front() + "/config.json").toStdString());
+            emit openSettings(c);
+        } catch (const tb::Error& e) {
+            QMessageBox::warning(this, tr("Open settings"), QString::fromUtf8(e.what()));
+        }
+    });
+    connect(table_, &QTableWidget::itemSelectionChanged, this, [this] {
+        const int n = int(selectedFolders().size());
+        compare_->setEnabled(n >= 2);
+        open_->setEnabled(n == 1);
+        delete_->setEnabled(n >= 1);
+    });
+    confirmDelete_ = [this](const QStringList& folders) {
+        QMessageBox box(QMessageBox::Warning, tr("Delete runs"),
+                        tr("Delete %n run folder(s) with their checkpoints? This cannot be undone.", nullptr,
+                           int(folders.size())),
+                        QMessageBox::Cancel, this);
+        box.setDetailedText(folders.join(QLatin1Char('\n')));
+        QPushButton* remove = box.addButton(tr("Delete"), QMessageBox::DestructiveRole);
+        box.setDefaultButton(QMessageBox::Cancel);
+        box.exec();
+        return box.clickedButton() == remove;
+    };
+    refresh();
+}
+
+void RunsPanel::refresh() {
+    const QStringList keep = selectedFolders();
+    try {
+        tb::RunIndex index(root_.toStdString());
+        runs_ = index.list(filter_->text().trimmed().toStdString());
+    } catch (const tb::Error& e) {
+        runs_.clear();
+        table_->setToolTip(QString::fromUtf8(e.what()));
+    }
+    const QLocale locale;
+    table_->setSortingEnabled(false);
+    table_->setRowCount(int(runs_.size()));
+    for (int i = 0; i < int(runs_.size()); ++i) {
+        const tb::RunRecord& r = runs_[size_t(i)];
+        auto* date = new QTableWidgetItem(QString::fromStdString(r.created).replace('T', ' ').remove('Z'));
+        date->setData(Qt::UserRole + 1, QString::fromStdString(r.path));
+        date->setToolTip(QString::fromStdString(r.path));
+        table_->setItem(i, Date, date);
+        table_->setItem(i, Model, new QTableWidgetItem(QString::fromStdString(r.model)));
+        table_->setItem(i, Data, new QTableWidgetItem(QString::fromStdString(r.data)));
+        table_->setItem(i, Plan, new QTableWidgetItem(QString::fromStdString(r.plan)));
+        table_->setItem(i, State, new QTableWidgetItem(QString::fromStdString(r.state)));
+        table_->setItem(i, Steps, new NumberItem(tb::ui::formatCount(double(r.steps)), double(r.steps)));
+        table_->setItem(i, Validation, new NumberItem(percent(r.validationAccuracy), r.validationAccuracy));
+        table_->setItem(i, Test, new NumberItem(percent(r.testAccuracy), r.testAccuracy));
+        table_->setItem(i, Speed, new NumberItem(tb::ui::formatCount(r.examplesPerSec), r.examplesPerSec));
+    }
+    table_->setSortingEnabled(true);
+    table_->resizeColumnsToContents();
+    select(keep);
+    emit table_->itemSelectionChanged();
+}
+
+QStringList RunsPanel::selectedFolders() const {
+    QStringList out;
+    for (const QModelIndex& row : table_->selectionModel()->selectedRows(Date))
+        out << row.data(Qt::UserRole + 1).toString();
+    return out;
+}
+
+void RunsPanel::select(const QStringList& folders) {
+    table_->clearSelection();
+    for (int i = 0; i < table_->rowCount(); ++i)
+        if (folders.contains(table_->item(i, Date)->data(Qt::UserRole + 1).toString()))
+            table_->selectionModel()->select(table_->model()->index(i, 0),
+                                             QItemSelectionModel::Select | QItemSelectionModel::Rows);
+}
+
+void RunsPanel::compareSelected() {
+    const QStringList folders = selectedFolders();
+    if (folders.size() < 2) return;
+    auto* d = new CompareDialog(folders, this);
+    d->setAttribute(Qt::WA_DeleteOnClose);
+    d->show();
+}
+
+void RunsPanel::deleteSelected() {
+    const QStringList folders = selectedFolders();
+    if (folders.isEmpty() || !confirmDelete_(folders)) return;
+    for (const QString& f : folders) {
+        // Only what is a run folder (it has run.json) under the runs folder is removed.
+        if (QFile::exists(f + "/run.json") && QDir(f).absolutePath().startsWith(QDir(root_).absolutePath() + '/'))
+            QDir(f).removeRecursively();
+    }
+    refresh();
+}
+
+namespace {
+
+struct Curves {
+    QVector<double> steps, loss;
+    QVector<double> evalSteps, accuracy;      // validation evaluations (test where there is none)
+    QVector<double> testSteps, testAccuracy;
+};
+
+// Training loss per step and test/validation accuracy per evaluation, from metrics.jsonl.
+Curves readCurves(const QString& folder) {
+    Curves c;
+    QFile f(folder + "/metrics.jsonl");
+    if (!f.open(QIODevice::ReadOnly)) return c;
+    while (!f.atEnd()) {
+        const QJsonObject j = QJsonDocument::fromJson(f.readLine()).object();
+        const QString type = j.value("type").toString();
+        if (type == "step") {
+            c.steps << j.value("step").toDouble();
+            c.loss << j.value("loss").toDouble();
+        } else if (type == "eval") {
+            auto& steps = j.value("split").toString() == "test" ? c.testSteps : c.evalSteps;
+            auto& acc = j.value("split").toString() == "test" ? c.testAccuracy : c.accuracy;
+            steps << j.value("step").toDouble();
+            acc << j.value("accuracy").toDouble();
+        }
+    }
+    if (c.evalSteps.isEmpty()) {  // no validation split: its test evaluations
+        c.evalSteps = c.testSteps;
+        c.accuracy = c.testAccuracy;
+    }
+    return c;
+}
+
+// A setting as the table shows it: text as is, numbers and flags as JSON writes them.
+QString cellText(const QJsonValue& v) {
+    if (v.isString()) return v.toString();
+    if (v.isUndefined()) return QStringLiteral("–");
+    return QString::fromUtf8(QJsonDocument(QJsonArray{v}).toJson(QJsonDocument::Compact)).mid(1).chopped(1);
+}
+
+QJsonObject readConfig(const QString& folder) {
+    QFile f(folder + "/config.json");
+    return f.open(QIODevice::ReadOnly) ? QJsonDocument::fromJson(f.readAll()).object() : QJsonObject();
+}
+
+}  // namespace
+
+CompareDialog::CompareDialog(const QStringList& folders, QWidget* parent) : QDialog(parent) {
+    setWindowTitle(tr("Compare %n runs", nullptr, int(folders.size())));
+    loss_ = tb::ui::makeChart(this, QStringLiteral("compareLoss"), tr("Training loss"), tr("step"), tr("loss"));
+    accuracy_ = tb::ui::makeChart(this, QStringLiteral("compareAccuracy"), tr("Validation accuracy (test where none)"),
+                                  tr("step"), tr("accuracy"));
+    QStringList keys;
+    std::vector<QJsonObject> configs;
+    for (int i = 0; i < folders.size(); ++i) {
+        const QString name = QDir(folders[i]).dirName();
+        const QColor colour = tb::ui::towerColour(i);
+        const Curves c = readCurves(folders[i]);
+        QCPGraph* g = loss_->addGraph();
+        g->setName(name);
+        g->setPen(QPen(colour, 1.5));
+        g->setData(c.steps, c.loss, true);
+        QCPGraph* a = accuracy_->addGraph();
+        a->setName(name);
+        a->setPen(QPen(colour, 1.5));
+        a->setScatterStyle(QCPScatterStyle(QCPScatterStyle::ssDisc, 5));
+        a->setData(c.evalSteps, c.accuracy, true);
+        configs.push_back(readConfig(folders[i]));
+        for (const QString& k : configs.back().keys())
+            if (!keys.contains(k)) keys << k;
+    }
+    for (QCustomPlot* p : {loss_, accuracy_}) {
+        p->legend->setVisible(true);
+        p->rescaleAxes();
+        for (QCPAxis* axis : {p->xAxis, p->yAxis}) {  // points on the edge stay whole
+            const QCPRange r = axis->range();
+            const double pad = r.size() > 0 ? r.size() * 0.04 : 0.5;
+            axis->setRange(r.lower - pad, r.upper + pad);
+        }
+        tb::ui::applyChartTheme(p, palette());
+        tb::ui::fitToSize(p);
+        p->replot();
+    }
+    // The settings that differ first, each group in name order.
+    auto differ = [&](const QString& key) {
+        QSet<QString> values;
+        for (const QJsonObject& c : configs) values << cellText(c.value(key));
+        return values.size() > 1;
+    };
+    std::sort(keys.begin(), keys.end(), [&](const QString& a, const QString& b) {
+        const bool da = differ(a), db = differ(b);
+        return da != db ? da : a < b;
+    });
+    settings_ = new QTableWidget(int(keys.size()), int(folders.size()));
+    QStringList headers;
+    for (const QString& f : folders) headers << QDir(f).dirName();
+    settings_->setHorizontalHeaderLabels(headers);
+    settings_->setVerticalHeaderLabels(keys);
+    settings_->setEditTriggers(QAbstractItemView::NoEditTriggers);
+    QFont bold = font();
+    bold.setBold(true);
+    for (int r = 0; r < keys.size(); ++r) {
+        QStringList values;
+        for (const QJsonObject& c : configs) values << cellText(c.value(keys[r]));
+        const bool differs = differ(keys[r]);
+        for (int col = 0; col < values.size(); ++col) {
+            auto* item = new QTableWidgetItem(values[col]);
+            if (differs) {
+                item->setBackground(QColor(255, 236, 179));  // the rows that differ, marked
+                item->setFont(bold);
+            }
+            settings_->setItem(r, col, item);
+        }
+        if (differs) settings_->verticalHeaderItem(r)->setFont(bold);
+    }
+    settings_->resizeColumnsToContents();
+    settings_->horizontalHeader()->setStretchLastSection(true);
+
+    auto* charts = new QSplitter(Qt::Vertical);
+    charts->addWidget(loss_);
+    charts->addWidget(accuracy_);
+    auto* body = new QSplitter(Qt::Horizontal);
+    body->addWidget(charts);
+    body->addWidget(settings_);
+    body->setStretchFactor(0, 3);
+    body->setStretchFactor(1, 2);
+    auto* v = new QVBoxLayout(this);
+    v->addWidget(body);
+    resize(1000, 600);
+}
+
+QStringList CompareDialog::differingKeys() const {
+    QStringList out;
+    for (int r = 0; r < settings_->rowCount(); ++r)
+        if (settings_->verticalHeaderItem(r)->font().bold()) out << settings_->verticalHeaderItem(r)->text();
+    return out;
+}

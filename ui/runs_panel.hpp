@@ -1,0 +1,63 @@
+// RunsPanel: the history of runs, as the runs index (io/run_index.hpp) lists their folders:
+// date, model, data, plan, state, steps, validation and test accuracy, examples/sec; a filter
+// box; sorted by any column. Select several and Compare overlays their curves beside a table of
+// their settings with the differences marked (CompareDialog); Open settings puts a run's settings
+// into the experiment form; Delete removes folders after asking.
+#pragma once
+#include <QDialog>
+#include <QStringList>
+#include <QWidget>
+#include <functional>
+#include <vector>
+
+#include "io/run_config.hpp"
+#include "io/run_index.hpp"
+
+class QLineEdit;
+class QPushButton;
+class QTableWidget;
+class QCustomPlot;
+
+class RunsPanel : public QWidget {
+    Q_OBJECT
+public:
+    explicit RunsPanel(QString root, QWidget* parent = nullptr);
+    const std::vector<tb::RunRecord>& runs() const { return runs_; }  // as shown, in order
+    QTableWidget* table() const { return table_; }
+    QStringList selectedFolders() const;
+    void select(const QStringList& folders);
+    // Deleting asks first; tests answer for the user.
+    void setDeleteConfirmation(std::function<bool(const QStringList&)> ask) { confirmDelete_ = std::move(ask); }
+
+public slots:
+    void refresh();
+    void compareSelected();
+    void deleteSelected();
+
+signals:
+    void openSettings(const tb::RunConfig& config);  // a run's settings, for the form
+
+private:
+    QString root_;
+    QLineEdit* filter_;
+    QTableWidget* table_;
+    QPushButton *compare_, *open_, *delete_;
+    std::vector<tb::RunRecord> runs_;
+    std::function<bool(const QStringList&)> confirmDelete_;
+};
+
+// Runs side by side: their training loss and test accuracy over the steps (from each folder's
+// metrics.jsonl), and their settings with every row where they differ marked.
+class CompareDialog : public QDialog {
+    Q_OBJECT
+public:
+    explicit CompareDialog(const QStringList& folders, QWidget* parent = nullptr);
+    QCustomPlot* lossPlot() const { return loss_; }
+    QTableWidget* settings() const { return settings_; }
+    QStringList differingKeys() const;  // the settings rows marked as differing
+
+private:
+    QCustomPlot* loss_;
+    QCustomPlot* accuracy_;
+    QTableWidget* settings_;
+};
