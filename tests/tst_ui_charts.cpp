@@ -9,6 +9,8 @@
 
 #include <QCheckBox>
 #include <QElapsedTimer>
+#include <QTemporaryDir>
+#include <memory>
 #include <QSignalSpy>
 #include <QWheelEvent>
 #include <cmath>
@@ -99,6 +101,7 @@ private slots:
     void wholeStepTicks();
     void ticksDoNotRunTogether();
     void picturesRender();
+    void exportWritesPngPdfCsv();
 };
 
 void ChartsPanelTest::stepsBecomePoints() {
@@ -524,5 +527,42 @@ void ChartsPanelTest::picturesRender() {
     save(async, "charts-async.png");
 }
 
+
+// A chart saved as a picture (PNG twice the pixels, vector PDF) and as its data: every point of
+// every graph in the CSV, and a bad suffix refused in one sentence.
+void ChartsPanelTest::exportWritesPngPdfCsv() {
+    QTemporaryDir dir;
+    QCustomPlot* p = tb::ui::makeChart(nullptr, "export", "Loss", "step", "loss");
+    std::unique_ptr<QCustomPlot> owner(p);
+    p->resize(400, 300);
+    QCPGraph* a = p->addGraph();
+    a->setName("tower 0");
+    QCPGraph* b = p->addGraph();
+    b->setName("mean \"all\"");
+    for (int i = 1; i <= 50; ++i) {
+        a->addData(i, 1.0 / i);
+        b->addData(i, 2.0 / i);
+    }
+    p->rescaleAxes();
+    QString error;
+    QVERIFY2(tb::ui::exportChart(p, dir.filePath("c.png"), &error), qPrintable(error));
+    const QImage png(dir.filePath("c.png"));
+    QCOMPARE(png.size(), QSize(800, 600));
+    QVERIFY2(tb::ui::exportChart(p, dir.filePath("c.pdf"), &error), qPrintable(error));
+    QFile pdf(dir.filePath("c.pdf"));
+    QVERIFY(pdf.open(QIODevice::ReadOnly) && pdf.read(5) == "%PDF-");
+    QVERIFY2(tb::ui::exportChart(p, dir.filePath("c.csv"), &error), qPrintable(error));
+    QFile csv(dir.filePath("c.csv"));
+    QVERIFY(csv.open(QIODevice::ReadOnly | QIODevice::Text));
+    const QStringList lines = QString::fromUtf8(csv.readAll()).split('\n', Qt::SkipEmptyParts);
+    QCOMPARE(lines.size(), 101);
+    QCOMPARE(lines[0], QStringLiteral("series,step,loss"));
+    QCOMPARE(lines[3], QStringLiteral("\"tower 0\",3,0.33333333333333331"));
+    QVERIFY(lines.contains(QStringLiteral("\"mean \"\"all\"\"\",50,0.040000000000000001")));
+    QVERIFY(!tb::ui::exportChart(p, dir.filePath("c.bmp"), &error));
+    QVERIFY2(error.contains("c.bmp: not .png, .pdf or .csv"), qPrintable(error));
+    QVERIFY(!tb::ui::exportChart(p, dir.filePath("no/such/dir/c.csv"), &error));
+    QVERIFY2(error.contains("cannot be written"), qPrintable(error));
+}
 QTEST_MAIN(ChartsPanelTest)
 #include "tst_ui_charts.moc"

@@ -5,6 +5,14 @@
 #include <cmath>
 #include <iterator>
 
+#include <QFileDialog>
+#include <QFileInfo>
+#include <QMenu>
+#include <QMessageBox>
+#include <QRegularExpression>
+#include <QSaveFile>
+#include <QTextStream>
+
 #include "view_format.hpp"
 
 namespace tb::ui {
@@ -78,7 +86,49 @@ QCustomPlot* makeChart(QWidget* parent, const QString& name, const QString& titl
     p->setInteractions(QCP::iRangeDrag | QCP::iRangeZoom);
     // Dragging redraws at mouse rate; without antialiasing that stays fluid with long series.
     p->setNoAntialiasingOnDrag(true);
+    // Right click: save the chart as a picture or its data as CSV.
+    p->setContextMenuPolicy(Qt::CustomContextMenu);
+    QObject::connect(p, &QWidget::customContextMenuRequested, p, [p](const QPoint& at) {
+        QMenu menu(p);
+        QAction* save = menu.addAction(QObject::tr("Export chart (PNG, PDF or CSV)…"));
+        if (menu.exec(p->mapToGlobal(at)) != save) return;
+        const QString title = chartTitle(p) ? chartTitle(p)->text() : QStringLiteral("chart");
+        const QString path = QFileDialog::getSaveFileName(
+            p, QObject::tr("Export chart"), QString(title).replace(QRegularExpression("[^A-Za-z0-9]+"), "-").toLower() + ".png",
+            QObject::tr("PNG picture (*.png);;PDF document (*.pdf);;CSV data (*.csv)"));
+        QString error;
+        if (!path.isEmpty() && !exportChart(p, path, &error)) QMessageBox::warning(p, QObject::tr("Export chart"), error);
+    });
     return p;
+}
+
+bool exportChart(QCustomPlot* p, const QString& path, QString* error) {
+    const QString suffix = QFileInfo(path).suffix().toLower();
+    bool ok = false;
+    if (suffix == "png") {
+        ok = p->savePng(path, 0, 0, 2.0);
+    } else if (suffix == "pdf") {
+        ok = p->savePdf(path);
+    } else if (suffix == "csv") {
+        QSaveFile f(path);  // whole or not at all
+        if (f.open(QIODevice::WriteOnly | QIODevice::Text)) {
+            QTextStream out(&f);
+            out.setRealNumberPrecision(17);
+            out << "series," << p->xAxis->label() << ',' << p->yAxis->label() << '\n';
+            for (int g = 0; g < p->graphCount(); ++g) {
+                QString name = p->graph(g)->name();
+                name.replace('"', "\"\"");
+                for (auto it = p->graph(g)->data()->constBegin(); it != p->graph(g)->data()->constEnd(); ++it)
+                    out << '"' << name << "\"," << it->key << ',' << it->value << '\n';
+            }
+            ok = f.commit();
+        }
+    } else {
+        *error = QObject::tr("%1: not .png, .pdf or .csv").arg(path);
+        return false;
+    }
+    if (!ok) *error = QObject::tr("%1: cannot be written").arg(path);
+    return ok;
 }
 
 QCPTextElement* chartTitle(QCustomPlot* p) { return qobject_cast<QCPTextElement*>(p->plotLayout()->element(0, 0)); }

@@ -40,6 +40,10 @@ QCustomPlot* makeChart(QWidget* parent, const QString& name, const QString& titl
 QCPTextElement* chartTitle(QCustomPlot* p);
 // Legend columns and tick counts for the chart's current size (call before a replot).
 void fitToSize(QCustomPlot* p);
+// Writes the chart as it is shown: .png (twice the screen's pixels), .pdf (vector), or .csv (every
+// graph's points: series,x,y); false with `error` set when the file cannot be written or its
+// suffix is none of these.
+bool exportChart(QCustomPlot* p, const QString& path, QString* error);
 // Background, axes, grid, legend and title colours from a palette.
 void applyChartTheme(QCustomPlot* p, const QPalette& pal);
 
