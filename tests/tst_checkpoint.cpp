@@ -809,6 +809,13 @@ private slots:
             QVERIFY2(r.exitCode == 2 && r.err.contains(x.says) && r.err.count('\n') == 1,
                      qPrintable(x.args.join(' ') + " -> " + QString::number(r.exitCode) + ": " + r.err));
         }
+        // A run that a live process on this machine is still training is not resumed beside it.
+        QJsonObject record = QJsonDocument::fromJson(readAll(folder + "/run.json")).object();
+        record["state"] = "running";
+        record["pid"] = QCoreApplication::applicationPid();
+        tbtest::writeFile(folder + "/run.json", QJsonDocument(record).toJson());
+        r = tbtest::runTowerbench({"--resume", folder, "--steps", "50"});
+        QVERIFY2(r.exitCode == 2 && r.err.contains("is still being trained by process"), qPrintable(r.err));
     }
 
     // 100 kill -9 at random instants of a run that checkpoints every step (a 19 MB checkpoint,

@@ -720,6 +720,46 @@ private slots:
         QVERIFY(w.runsPanel() != nullptr);
     }
 
+    // Resume from the Runs tab: a stopped run continues from its checkpoint to its own end; a
+    // finished one asks how far, then trains on; the summary says where each resumed.
+    void resumeFromTheWindow() {
+        QTemporaryDir root;
+        QVERIFY(root.isValid());
+        tb::RunConfig c = syntheticRun(60);
+        const QString stopped = root.filePath("stopped");
+        {
+            auto folder = tb::RunFolder::create(c, stopped.toStdString());
+            tb::Trainer t(c);
+            struct StopAt : tb::TrainingObserver {
+                tb::Trainer* t;
+                void onStepEnd(const tb::StepMetrics& m) override {
+                    if (m.step >= 20) t->requestStop();
+                }
+            } stop;
+            stop.t = &t;
+            t.addObserver(&stop);
+            t.setRunFolder(folder.get());
+            QVERIFY(t.run().stopped);
+        }
+        MainWindow w;
+        w.setQuitConfirmation([] { return true; });
+        QSignalSpy ended(&w, &MainWindow::runEnded);
+        w.resumeRun(stopped);
+        QTRY_COMPARE_WITH_TIMEOUT(ended.count(), 1, 30000);
+        QJsonObject s = QJsonDocument::fromJson(w.lastSummary().toUtf8()).object();
+        QVERIFY2(s.value("resumed_at").toInt() >= 20 && s.value("steps").toInt() == 60, qPrintable(w.lastSummary()));
+        QCOMPARE(w.experiment()->config().model, (stopped + "/model.json").toStdString());
+
+        int64_t asked = -1;
+        w.setResumeStepsQuestion([&](int64_t done) { return asked = done, int64_t(75); });
+        w.resumeRun(stopped);  // finished now: how far?
+        QTRY_COMPARE_WITH_TIMEOUT(ended.count(), 2, 30000);
+        QCOMPARE(asked, int64_t(60));
+        s = QJsonDocument::fromJson(w.lastSummary().toUtf8()).object();
+        QCOMPARE(s.value("resumed_at").toInt(), 60);
+        QCOMPARE(s.value("steps").toInt(), 75);
+    }
+
     void endOfRunSummary() {
         MainWindow w;
         w.experiment()->setConfig(syntheticRun(40));

@@ -81,7 +81,7 @@ void EngineWorker::onStateChanged(tb::RunState s, const std::string& detail) {
     if (s == tb::RunState::Evaluating) emit evaluating(QString::fromStdString(detail));
 }
 
-void EngineWorker::run(const tb::RunConfig& config) {
+void EngineWorker::run(const tb::RunConfig& config, const QString& resumeDir) {
     std::unique_ptr<tb::RunFolder> folder;  // outlives the trainer that writes to it
     tb::Trainer trainer(config);
     trainer.addObserver(this);
@@ -99,7 +99,7 @@ void EngineWorker::run(const tb::RunConfig& config) {
     }
     try {
         // Every run from the window keeps a folder, as from the command line.
-        folder = tb::RunFolder::create(config);
+        folder = resumeDir.isEmpty() ? tb::RunFolder::create(config) : tb::RunFolder::reopen(resumeDir.toStdString());
         trainer.setRunFolder(folder.get());
         const tb::RunSummary s = trainer.run();
         {

@@ -34,7 +34,9 @@ public:
     std::vector<tb::StepMetrics> takeSteps();
 
 public slots:
-    void run(const tb::RunConfig& config);   // runs to the end on the worker's thread
+    // Runs to the end on the worker's thread, in a new run folder, or continuing the run in
+    // `resumeDir` from its newest checkpoint.
+    void run(const tb::RunConfig& config, const QString& resumeDir = {});
 
 signals:
     void started(const QString& plan);       // data loaded, training begins

@@ -6,6 +6,7 @@
 #include <QComboBox>
 #include <QDir>
 #include <QDockWidget>
+#include <QInputDialog>
 #include <QFileDialog>
 #include <QFileInfo>
 #include <QJsonArray>
@@ -39,6 +40,7 @@
 #include "nn/network.hpp"
 #include "decision_view.hpp"
 #include "engine/run_folder.hpp"
+#include "io/run_index.hpp"
 #include "runs_panel.hpp"
 #include "placement_diagram.hpp"
 
@@ -101,6 +103,14 @@ MainWindow::MainWindow(DeviceCatalog catalog, const TelemetryFactory& telemetry,
     connect(runsDock, &QDockWidget::visibilityChanged, runs_, [this](bool shown) {
         if (shown) runs_->refresh();
     });
+    connect(runs_, &RunsPanel::resumeRequested, this, &MainWindow::resumeRun);
+    askSteps_ = [this](int64_t done) {
+        bool ok = false;
+        const int total = QInputDialog::getInt(this, tr("Resume a finished run"),
+                                               tr("It trained %1 steps. Train to step:").arg(done),
+                                               int(std::min<int64_t>(INT_MAX, 2 * done)), int(done + 1), INT_MAX, 100, &ok);
+        return ok ? int64_t(total) : int64_t(0);
+    };
     connect(runs_, &RunsPanel::openSettings, this, [this](const tb::RunConfig& c) {
         experiment_->setConfig(c);
         left_->raise();
@@ -402,7 +412,25 @@ void MainWindow::configChanged(const tb::RunConfig& c, bool valid) {
 
 void MainWindow::start() { launch(false); }
 
-void MainWindow::launch(bool startPaused) {
+void MainWindow::resumeRun(const QString& folder) {
+    if (running_) return;
+    try {
+        tb::RunConfig c = tb::RunFolder::resumeConfig(folder.toStdString());
+        const tb::RunRecord r = tb::readRunFolder(folder.toStdString());
+        if (r.state == "finished") {  // it trained all its steps: how many more?
+            const int64_t total = askSteps_(r.steps);
+            if (total <= r.steps) return;
+            c.steps = total;
+        }
+        experiment_->setConfig(c);
+    } catch (const tb::Error& e) {
+        showError(QString::fromUtf8(e.what()));
+        return;
+    }
+    launch(false, folder);
+}
+
+void MainWindow::launch(bool startPaused, const QString& resumeDir) {
     if (running_ || !experiment_->isValid()) return;
     const tb::RunConfig c = experiment_->config();
     QSettings().setValue("experiment/last", QByteArray::fromStdString(c.toJson().dump()));
@@ -419,7 +447,7 @@ void MainWindow::launch(bool startPaused) {
     setState(tr("Loading data…"), QString::fromStdString(c.data));
     worker_->expectRun();
     if (startPaused) worker_->stepOnce();  // kept for the run: it starts paused and takes one step
-    emit runRequested(c);
+    emit runRequested(c, resumeDir);
 }
 
 void MainWindow::togglePause() {

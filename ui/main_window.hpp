@@ -69,15 +69,21 @@ public:
     static QString sampleConfigsDir();
     // Asked before closing the window mid-run; true: stop the run and quit. A dialog by default.
     void setQuitConfirmation(std::function<bool()> ask) { confirmQuit_ = std::move(ask); }
+    // Resuming a finished run asks how far to train it (tests answer for the user): the total
+    // steps, or 0 to leave it.
+    void setResumeStepsQuestion(std::function<int64_t(int64_t done)> ask) { askSteps_ = std::move(ask); }
 
 public slots:
     void start();
+    // Continues the run in `folder` from its newest checkpoint, with its own settings (shown in
+    // the form); a finished one asks for more steps first.
+    void resumeRun(const QString& folder);
     void togglePause();
     void stepOnce();   // paused: one more step; with no run: starts one paused at step one
     void stop();
 
 signals:
-    void runRequested(const tb::RunConfig& c);
+    void runRequested(const tb::RunConfig& c, const QString& resumeDir);
     void runEnded();                               // finished, stopped or failed
     void stateChanged(const QString& state);       // what the status bar's state now says
 
@@ -92,7 +98,7 @@ private:
     QWidget* buildRunBox();
     void updateActions();
     void configChanged(const tb::RunConfig& c, bool valid);
-    void launch(bool paused);
+    void launch(bool paused, const QString& resumeDir = {});
     void setState(const QString& text, const QString& detail = {});
     void showStepsTaken();
     void showSummary(const QString& summaryJson, bool stopped);
@@ -134,6 +140,7 @@ private:
     QString runDetail_;        // the running plan, in words (the state's tooltip)
     QString paramsModel_;      // model whose parameter count is cached
     QVector<int64_t> variableSizes_;  // elements of each of the model's variables, for the diagram
+    std::function<int64_t(int64_t)> askSteps_;
     std::function<bool()> confirmQuit_;
     // Null without telemetry. A member, so its thread is joined before QWidget's destructor
     // deletes the panel it posts to.

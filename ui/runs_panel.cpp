@@ -59,6 +59,9 @@ RunsPanel::RunsPanel(QString root, QWidget* parent) : QWidget(parent), root_(std
                                                    "by side, differences marked.")));
     open_ = new QPushButton(tr("Open settings"));
     open_->setToolTip(tr("Put the selected run's settings into the experiment form"));
+    resume_ = new QPushButton(tr("Resume"));
+    resume_->setToolTip(tb::ui::wrappedToolTip(tr("Continue the selected run from its newest checkpoint, with its own "
+                                                  "settings: exactly where it stopped or crashed.")));
     delete_ = new QPushButton(tr("Delete…"));
 
     auto* top = new QHBoxLayout;
@@ -67,6 +70,7 @@ RunsPanel::RunsPanel(QString root, QWidget* parent) : QWidget(parent), root_(std
     auto* buttons = new QHBoxLayout;
     buttons->addWidget(compare_);
     buttons->addWidget(open_);
+    buttons->addWidget(resume_);
     buttons->addStretch();
     buttons->addWidget(delete_);
     auto* v = new QVBoxLayout(this);
@@ -89,10 +93,14 @@ RunsPanel::RunsPanel(QString root, QWidget* parent) : QWidget(parent), root_(std
             QMessageBox::warning(this, tr("Open settings"), QString::fromUtf8(e.what()));
         }
     });
+    connect(resume_, &QPushButton::clicked, this, [this] {
+        if (selectedFolders().size() == 1) emit resumeRequested(selectedFolders().front());
+    });
     connect(table_, &QTableWidget::itemSelectionChanged, this, [this] {
         const int n = int(selectedFolders().size());
         compare_->setEnabled(n >= 2);
         open_->setEnabled(n == 1);
+        resume_->setEnabled(n == 1);
         delete_->setEnabled(n >= 1);
     });
     confirmDelete_ = [this](const QStringList& folders) {

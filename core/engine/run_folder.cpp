@@ -1,5 +1,6 @@
 #include "engine/run_folder.hpp"
 
+#include <signal.h>
 #include <unistd.h>
 
 #include <algorithm>
@@ -115,6 +116,12 @@ std::unique_ptr<RunFolder> RunFolder::reopen(const std::string& dir) {
     if (run.value("version", 0) > kRunFolderVersion)
         throw Error(runFile + ": run folder format " + std::to_string(run.value("version", 0)) +
                     " is newer than this Towerbench reads (" + std::to_string(kRunFolderVersion) + ")");
+    // A run still going here is not resumed under its feet (a crashed one says "running" too,
+    // but its process is gone).
+    const int64_t pid = run.value("pid", int64_t(0));
+    if (run.value("state", "") == "running" && run.value("host", "") == hostName() && pid > 0 && pid != ::getpid() &&
+        ::kill(pid_t(pid), 0) == 0)
+        throw Error("--resume: " + dir + " is still being trained by process " + std::to_string(pid));
     auto f = std::unique_ptr<RunFolder>(new RunFolder(dir));
     f->config_ = resumeConfig(dir);
     f->resuming_ = true;
