@@ -32,7 +32,10 @@
 #include "decision_view.hpp"
 #include "engine/run_folder.hpp"
 #include "engine/trainer.hpp"
+#include "engine/metrics_file.hpp"
+#include "run_follower.hpp"
 #include "runs_panel.hpp"
+#include "test_support.hpp"
 #include "placement_diagram.hpp"
 #include "view_format.hpp"
 
@@ -758,6 +761,66 @@ private slots:
         s = QJsonDocument::fromJson(w.lastSummary().toUtf8()).object();
         QCOMPARE(s.value("resumed_at").toInt(), 60);
         QCOMPARE(s.value("steps").toInt(), 75);
+    }
+
+    // Following a folder another writer fills: whole lines only, the steps into the charts as
+    // they come, the writer's end ends the following. Then a real
+    // towerbench-run in another process, followed to its end: every step shown.
+    void followAFolderBeingWritten() {
+        QTemporaryDir root;
+        QVERIFY(root.isValid());
+        const QString folder = root.filePath("remote");
+        QVERIFY(QDir().mkpath(folder));
+        const tb::RunConfig c = syntheticRun(100);
+        tbtest::writeFile(folder + "/config.json", QByteArray::fromStdString(c.toJson().dump()));
+        QVERIFY(QFile::copy(tbtest::sourcePath("resources/models/tiny_mlp.json"), folder + "/model.json"));
+        tbtest::writeFile(folder + "/plan.json", R"({"towers": ["cpu:0", "cpu:1"]})");
+        tbtest::writeFile(folder + "/run.json", R"({"format": "towerbench-run", "version": 1, "state": "running"})");
+        MainWindow w;
+        w.setQuitConfirmation([] { return true; });
+        w.followRun(folder);
+        QVERIFY(w.following());
+        QVERIFY2(w.stateText().startsWith("Following remote"), qPrintable(w.stateText()));
+        {
+            tb::MetricsFile out((folder + "/metrics.jsonl").toStdString());
+            out.onStateChanged(tb::RunState::Running, "2 towers");
+            tb::StepMetrics m;
+            m.totalSteps = 100;
+            m.towers.resize(2);
+            for (int i = 1; i <= 10; ++i) {
+                m.step = i;
+                m.loss = 1.0 / i;
+                out.onStepEnd(m);
+            }
+            QTRY_COMPARE_WITH_TIMEOUT(w.charts()->stepPoints(), 10, 5000);
+        }
+        QFile append(folder + "/metrics.jsonl");
+        QVERIFY(append.open(QIODevice::Append));
+        append.write(R"({"type":"step","step":11,"total_steps":100,"loss":0.09,"tow)");  // half a line
+        append.flush();
+        QTest::qWait(3 * RunFollower::kPollMs);
+        QCOMPARE(w.charts()->stepPoints(), 10);
+        append.write(R"(ers":[{},{}]})" "\n");
+        append.flush();
+        QTRY_COMPARE_WITH_TIMEOUT(w.charts()->stepPoints(), 11, 5000);
+        append.write(R"({"type":"state","state":"finished","detail":""})" "\n");
+        append.close();
+        QTRY_VERIFY_WITH_TIMEOUT(!w.following(), 5000);
+        QCOMPARE(w.stateText(), QStringLiteral("Followed run finished"));
+
+        // A real run in another process, followed from before its first step to its end.
+        const QString real = root.filePath("real");
+        QProcess p;
+        p.start(QStringLiteral(TB_RUN_BINARY), {"--model", "tiny_mlp", "--data", "synthetic:spirals", "--steps", "3000",
+                                               "--batch", "32", "--threads", "1", "--quiet", "--run-dir", real});
+        QVERIFY(p.waitForStarted());
+        QTRY_VERIFY_WITH_TIMEOUT(QFile::exists(real + "/config.json"), 10000);
+        w.followRun(real);
+        QVERIFY(p.waitForFinished(60000));
+        QCOMPARE(p.exitCode(), 0);
+        QTRY_VERIFY_WITH_TIMEOUT(!w.following(), 5000);
+        QCOMPARE(w.charts()->stepPoints(), 3000);
+        QCOMPARE(w.stateText(), QStringLiteral("Followed run finished"));
     }
 
     void endOfRunSummary() {

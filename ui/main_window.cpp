@@ -41,6 +41,7 @@
 #include "decision_view.hpp"
 #include "engine/run_folder.hpp"
 #include "io/run_index.hpp"
+#include "run_follower.hpp"
 #include "runs_panel.hpp"
 #include "placement_diagram.hpp"
 
@@ -104,6 +105,7 @@ MainWindow::MainWindow(DeviceCatalog catalog, const TelemetryFactory& telemetry,
         if (shown) runs_->refresh();
     });
     connect(runs_, &RunsPanel::resumeRequested, this, &MainWindow::resumeRun);
+    connect(runs_, &RunsPanel::followRequested, this, &MainWindow::followRun);
     askSteps_ = [this](int64_t done) {
         bool ok = false;
         const int total = QInputDialog::getInt(this, tr("Resume a finished run"),
@@ -194,26 +196,7 @@ MainWindow::MainWindow(DeviceCatalog catalog, const TelemetryFactory& telemetry,
         runDetail_ = plan;
         setState(paused_ ? tr("Paused at step 0") : tr("Running"), plan);
     });
-    connect(worker_, &EngineWorker::stepsReady, this, [this] {
-        const std::vector<tb::StepMetrics> steps = worker_->takeSteps();
-        if (steps.empty()) return;
-        for (const tb::StepMetrics& m : steps) charts_->addStep(m);  // every point is plotted
-        // Busy fractions and the async lanes need every report (the timeline keeps its own
-        // window); the diagram and status bar show the latest one.
-        devices_->addSteps(steps);
-        const tb::StepMetrics& m = steps.back();
-        diagram_->showStep(m);
-        const QLocale locale;
-        lastStep_ = m.step;
-        totalSteps_ = m.totalSteps;
-        stepLabel_->setText(tr("step %1 / %2").arg(locale.toString(m.step), locale.toString(m.totalSteps)));
-        epochLabel_->setText(tr("epoch %1").arg(locale.toString(m.epoch, 'f', 2)));
-        speedLabel_->setText(tr("%1 ex/s").arg(locale.toString(m.examplesPerSec, 'f', 0)));
-        const qint64 now = wall_.elapsed();
-        recentSteps_.emplace_back(now, m.step);
-        while (recentSteps_.size() > 2 && now - recentSteps_.front().first > 5000) recentSteps_.pop_front();
-        showStepsTaken();
-    });
+    connect(worker_, &EngineWorker::stepsReady, this, [this] { showSteps(worker_->takeSteps()); });
     connect(worker_, &EngineWorker::evaluated, charts_, &ChartsPanel::addEval);
     connect(worker_, &EngineWorker::decisionGrid, decision_, &DecisionView::showGrid);
     connect(worker_, &EngineWorker::evaluating, this, [this](const QString& splits) {
@@ -412,6 +395,62 @@ void MainWindow::configChanged(const tb::RunConfig& c, bool valid) {
 
 void MainWindow::start() { launch(false); }
 
+void MainWindow::showSteps(const std::vector<tb::StepMetrics>& steps) {
+    if (steps.empty()) return;
+    for (const tb::StepMetrics& m : steps) charts_->addStep(m);  // every point is plotted
+    // Busy fractions and the async lanes need every report (the timeline keeps its own
+    // window); the diagram and status bar show the latest one.
+    devices_->addSteps(steps);
+    const tb::StepMetrics& m = steps.back();
+    diagram_->showStep(m);
+    const QLocale locale;
+    lastStep_ = m.step;
+    totalSteps_ = m.totalSteps;
+    stepLabel_->setText(tr("step %1 / %2").arg(locale.toString(m.step), locale.toString(m.totalSteps)));
+    epochLabel_->setText(tr("epoch %1").arg(locale.toString(m.epoch, 'f', 2)));
+    speedLabel_->setText(tr("%1 ex/s").arg(locale.toString(m.examplesPerSec, 'f', 0)));
+    const qint64 now = wall_.elapsed();
+    recentSteps_.emplace_back(now, m.step);
+    while (recentSteps_.size() > 2 && now - recentSteps_.front().first > 5000) recentSteps_.pop_front();
+    showStepsTaken();
+}
+
+void MainWindow::followRun(const QString& folder) {
+    if (running_) {
+        showError(tr("A run is training in this window; stop it before following another."));
+        return;
+    }
+    // The followed run's settings in the form, so the diagram draws its plan.
+    try {
+        experiment_->setConfig(tb::RunFolder::resumeConfig(folder.toStdString()));
+    } catch (const tb::Error& e) {
+        showError(QString::fromUtf8(e.what()));
+        return;
+    }
+    follower_ = std::make_unique<RunFollower>(folder);
+    const QStringList towers = follower_->towers();
+    auto start = [this, towers] {
+        charts_->reset(int(towers.size()));
+        devices_->reset(towers);
+        recentSteps_.clear();
+    };
+    start();
+    summary_->hide();
+    decision_->clear();
+    decision_->hide();
+    setState(tr("Following %1").arg(QDir(folder).dirName()), folder);
+    connect(follower_.get(), &RunFollower::reset, this, start);
+    connect(follower_.get(), &RunFollower::steps, this, &MainWindow::showSteps);
+    connect(follower_.get(), &RunFollower::evaluated, charts_, &ChartsPanel::addEval);
+    connect(follower_.get(), &RunFollower::stateChanged, this, [this, folder](const QString& state, const QString& detail) {
+        if (state != "finished" && state != "stopped" && state != "failed") return;
+        setState(tr("Followed run %1").arg(state), detail.isEmpty() ? folder : detail);
+        diagram_->clearActivity();
+        follower_.release()->deleteLater();  // done: this very signal is its own
+    });
+    follower_->poll();  // what is there already
+}
+
 void MainWindow::resumeRun(const QString& folder) {
     if (running_) return;
     try {
@@ -432,6 +471,7 @@ void MainWindow::resumeRun(const QString& folder) {
 
 void MainWindow::launch(bool startPaused, const QString& resumeDir) {
     if (running_ || !experiment_->isValid()) return;
+    follower_.reset();  // a run of this window's own takes the views
     const tb::RunConfig c = experiment_->config();
     QSettings().setValue("experiment/last", QByteArray::fromStdString(c.toJson().dump()));
     const tb::DeploymentPlan plan = catalog_.makePlan(c);  // tb::makePlan's, on a real catalog

@@ -15,15 +15,18 @@
 #include <functional>
 #include <memory>
 #include <string>
+#include <vector>
 
 #include "device_catalog.hpp"
 #include "engine/device_monitor.hpp"
+#include "engine/observer.hpp"
 #include "io/run_config.hpp"
 
 class ExperimentPanel;
 class PlacementDiagram;
 class DecisionView;
 class RunsPanel;
+class RunFollower;
 class ChartsPanel;
 class DevicesPanel;
 class EngineWorker;
@@ -78,6 +81,9 @@ public slots:
     // Continues the run in `folder` from its newest checkpoint, with its own settings (shown in
     // the form); a finished one asks for more steps first.
     void resumeRun(const QString& folder);
+    // Shows a run that another process is writing in `folder`, live, until it ends.
+    void followRun(const QString& folder);
+    bool following() const { return follower_ != nullptr; }
     void togglePause();
     void stepOnce();   // paused: one more step; with no run: starts one paused at step one
     void stop();
@@ -99,6 +105,7 @@ private:
     void updateActions();
     void configChanged(const tb::RunConfig& c, bool valid);
     void launch(bool paused, const QString& resumeDir = {});
+    void showSteps(const std::vector<tb::StepMetrics>& steps);  // a run's steps into every view
     void setState(const QString& text, const QString& detail = {});
     void showStepsTaken();
     void showSummary(const QString& summaryJson, bool stopped);
@@ -117,6 +124,7 @@ private:
     ChartsPanel* charts_;
     DecisionView* decision_;
     RunsPanel* runs_;
+    std::unique_ptr<RunFollower> follower_;  // a folder followed live; none while this window trains
     DevicesPanel* devices_;
     QDockWidget *left_, *right_;
     QThread thread_;

@@ -3,6 +3,7 @@
 #include <QDir>
 #include <algorithm>
 #include <QFile>
+#include <QGridLayout>
 #include <QHBoxLayout>
 #include <QHeaderView>
 #include <QJsonArray>
@@ -62,17 +63,21 @@ RunsPanel::RunsPanel(QString root, QWidget* parent) : QWidget(parent), root_(std
     resume_ = new QPushButton(tr("Resume"));
     resume_->setToolTip(tb::ui::wrappedToolTip(tr("Continue the selected run from its newest checkpoint, with its own "
                                                   "settings: exactly where it stopped or crashed.")));
+    follow_ = new QPushButton(tr("Follow"));
+    follow_->setToolTip(tb::ui::wrappedToolTip(tr("Show the selected run live in the charts while another process "
+                                                  "(a towerbench-run, a server writing to a shared folder) trains it.")));
     delete_ = new QPushButton(tr("Delete…"));
 
     auto* top = new QHBoxLayout;
     top->addWidget(filter_, 1);
     top->addWidget(refreshButton);
-    auto* buttons = new QHBoxLayout;
-    buttons->addWidget(compare_);
-    buttons->addWidget(open_);
-    buttons->addWidget(resume_);
-    buttons->addStretch();
-    buttons->addWidget(delete_);
+    // Two rows, so the tab is no wider than the form it shares the dock with.
+    auto* buttons = new QGridLayout;
+    buttons->addWidget(compare_, 0, 0);
+    buttons->addWidget(open_, 0, 1);
+    buttons->addWidget(delete_, 0, 2);
+    buttons->addWidget(resume_, 1, 0);
+    buttons->addWidget(follow_, 1, 1);
     auto* v = new QVBoxLayout(this);
     v->addLayout(top);
     v->addWidget(table_, 1);
@@ -93,6 +98,9 @@ RunsPanel::RunsPanel(QString root, QWidget* parent) : QWidget(parent), root_(std
             QMessageBox::warning(this, tr("Open settings"), QString::fromUtf8(e.what()));
         }
     });
+    connect(follow_, &QPushButton::clicked, this, [this] {
+        if (selectedFolders().size() == 1) emit followRequested(selectedFolders().front());
+    });
     connect(resume_, &QPushButton::clicked, this, [this] {
         if (selectedFolders().size() == 1) emit resumeRequested(selectedFolders().front());
     });
@@ -101,6 +109,7 @@ RunsPanel::RunsPanel(QString root, QWidget* parent) : QWidget(parent), root_(std
         compare_->setEnabled(n >= 2);
         open_->setEnabled(n == 1);
         resume_->setEnabled(n == 1);
+        follow_->setEnabled(n == 1);
         delete_->setEnabled(n >= 1);
     });
     confirmDelete_ = [this](const QStringList& folders) {

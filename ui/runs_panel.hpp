@@ -37,12 +37,13 @@ public slots:
 signals:
     void openSettings(const tb::RunConfig& config);  // a run's settings, for the form
     void resumeRequested(const QString& folder);     // continue it from its newest checkpoint
+    void followRequested(const QString& folder);     // show it live as another process writes it
 
 private:
     QString root_;
     QLineEdit* filter_;
     QTableWidget* table_;
-    QPushButton *compare_, *open_, *resume_, *delete_;
+    QPushButton *compare_, *open_, *resume_, *follow_, *delete_;
     std::vector<tb::RunRecord> runs_;
     std::function<bool(const QStringList&)> confirmDelete_;
 };

@@ -53,7 +53,9 @@ void MetricsFile::onStepEnd(const StepMetrics& m) {
                          {"compute_ms", m.computeSeconds * 1e3},
                          {"elapsed_s", m.elapsedSeconds},
                          {"bytes_moved", m.bytesMoved},
+                         {"examples", m.examples},
                          {"towers", std::move(towers)}};
+    if (m.averaged) line["averaged"] = true;
     if (m.pusher >= 0) {
         line["pusher"] = m.pusher;
         line["staleness"] = m.staleness;
@@ -70,6 +72,70 @@ void MetricsFile::onEval(const EvalResult& r) {
                          {"examples", r.examples},
                          {"ema", r.averagedWeights}}
               .dump());
+}
+
+bool parseMetricsLine(const std::string& line, MetricsLine& out) {
+    const nlohmann::json j = nlohmann::json::parse(line, nullptr, false);
+    if (!j.is_object() || !j.contains("type") || !j["type"].is_string()) return false;
+    const std::string type = j["type"].get<std::string>();
+    auto num = [&](const nlohmann::json& o, const char* k, double fallback = 0) {
+        auto it = o.find(k);
+        return it != o.end() && it->is_number() ? it->get<double>() : fallback;
+    };
+    out = MetricsLine{};
+    if (type == "state") {
+        out.kind = MetricsLine::Kind::State;
+        out.state = j.value("state", "");
+        out.detail = j.value("detail", "");
+        return true;
+    }
+    if (type == "eval") {
+        out.kind = MetricsLine::Kind::Eval;
+        out.eval.step = int64_t(num(j, "step"));
+        out.eval.split = j.value("split", "");
+        out.eval.loss = num(j, "loss");
+        out.eval.accuracy = num(j, "accuracy");
+        out.eval.examples = int64_t(num(j, "examples"));
+        out.eval.averagedWeights = j.value("ema", false);
+        return true;
+    }
+    if (type != "step") return false;
+    out.kind = MetricsLine::Kind::Step;
+    StepMetrics& m = out.step;
+    m.step = int64_t(num(j, "step"));
+    m.totalSteps = int64_t(num(j, "total_steps"));
+    m.epoch = num(j, "epoch");
+    m.loss = num(j, "loss");
+    m.accuracy = num(j, "accuracy");
+    m.lr = num(j, "lr");
+    m.examplesPerSec = num(j, "examples_per_sec");
+    m.stepSeconds = num(j, "step_ms") / 1e3;
+    m.dataWaitSeconds = num(j, "data_wait_ms") / 1e3;
+    m.computeSeconds = num(j, "compute_ms") / 1e3;
+    m.elapsedSeconds = num(j, "elapsed_s");
+    m.bytesMoved = int64_t(num(j, "bytes_moved"));
+    m.examples = int64_t(num(j, "examples"));
+    m.averaged = j.value("averaged", false);
+    m.pusher = int(num(j, "pusher", -1));
+    m.staleness = int64_t(num(j, "staleness", -1));
+    if (auto t = j.find("towers"); t != j.end() && t->is_array() && t->size() <= 4096)
+        for (const auto& o : *t) {
+            if (!o.is_object()) return false;
+            TowerMetrics tm;
+            tm.busyFraction = num(o, "busy");
+            tm.loss = num(o, "loss", std::nan(""));  // async: only the pusher has one
+            tm.accuracy = num(o, "accuracy", std::nan(""));
+            TowerPhases& p = tm.phases;
+            p.dataWait = num(o, "data_wait_ms") / 1e3;
+            p.forward = num(o, "forward_ms") / 1e3;
+            p.backward = num(o, "backward_ms") / 1e3;
+            p.reduce = num(o, "reduce_ms") / 1e3;
+            p.wait = num(o, "wait_ms") / 1e3;
+            p.apply = num(o, "apply_ms") / 1e3;
+            p.straggle = num(o, "straggle_ms") / 1e3;
+            m.towers.push_back(tm);
+        }
+    return true;
 }
 
 namespace {

@@ -3,9 +3,10 @@
 //   {"type":"state","state":"running","detail":"cpu (oneDNN 2.6.3, 2 threads)","time":...}
 //   {"type":"step","step":12,"total_steps":469,"epoch":0.0256,"loss":0.71,"accuracy":0.76,"lr":0.01,
 //    "examples_per_sec":612.3,"step_ms":209.1,"data_wait_ms":0.02,"compute_ms":209.0,"elapsed_s":2.5,
-//    "bytes_moved":26197072,"towers":[{"busy":0.97,"loss":0.70,"accuracy":0.77,"data_wait_ms":0.01,
+//    "bytes_moved":26197072,"examples":128,"towers":[{"busy":0.97,"loss":0.70,"accuracy":0.77,"data_wait_ms":0.01,
 //    "forward_ms":60.2,"backward_ms":130.4,"reduce_ms":1.9,"wait_ms":3.1,"apply_ms":2.2,"straggle_ms":0}, ...]}
-//   async steps add "pusher" (the tower whose update it was) and "staleness" (updates since its pull).
+//   async steps add "pusher" (the tower whose update it was) and "staleness" (updates since its pull);
+//   averaging steps add "averaged":true where the replicas were averaged after them.
 //   {"type":"eval","step":469,"split":"test","loss":0.31,"accuracy":0.89,"examples":10000,"ema":false}
 //   {"type":"device","t":12.4,"time_unix":1718000000.25,"index":0,"name":"NVIDIA H100 80GB HBM3",
 //    "util_gpu":97,"util_mem":41,"mem_used_bytes":12345678848,"mem_total_bytes":85520809984,
@@ -19,6 +20,17 @@
 #include "engine/observer.hpp"
 
 namespace tb {
+
+// One line of a metrics file read back (a window following a run another process writes):
+// its steps, evaluations and states as the observer calls that wrote them; device lines and
+// lines of no known type are left out (false).
+struct MetricsLine {
+    enum class Kind { Step, Eval, State } kind = Kind::State;
+    StepMetrics step;
+    EvalResult eval;
+    std::string state, detail;
+};
+bool parseMetricsLine(const std::string& line, MetricsLine& out);
 
 class MetricsFile final : public TrainingObserver {
 public:

@@ -1,0 +1,52 @@
+#include "run_follower.hpp"
+
+#include <QJsonArray>
+#include <QJsonDocument>
+#include <QJsonObject>
+
+#include "engine/metrics_file.hpp"
+
+RunFollower::RunFollower(QString folder, QObject* parent) : QObject(parent), folder_(std::move(folder)) {
+    timer_.setInterval(kPollMs);
+    connect(&timer_, &QTimer::timeout, this, &RunFollower::poll);
+    timer_.start();
+}
+
+QStringList RunFollower::towers() const {
+    QFile f(folder_ + "/plan.json");
+    QStringList out;
+    if (!f.open(QIODevice::ReadOnly)) return out;
+    for (const QJsonValue& v : QJsonDocument::fromJson(f.readAll()).object().value("towers").toArray()) out << v.toString();
+    return out;
+}
+
+void RunFollower::poll() {
+    QFile f(folder_ + "/metrics.jsonl");
+    if (!f.open(QIODevice::ReadOnly)) return;  // not yet written
+    if (f.size() < offset_) {
+        offset_ = 0;
+        emit reset();
+    }
+    if (f.size() == offset_ || !f.seek(offset_)) return;
+    const QByteArray fresh = f.read(f.size() - offset_);
+    const qsizetype end = fresh.lastIndexOf('\n');
+    if (end < 0) return;  // no whole line yet
+    offset_ += end + 1;
+    std::vector<tb::StepMetrics> batch;
+    tb::MetricsLine m;
+    for (const QByteArray& line : fresh.left(end).split('\n')) {
+        if (!tb::parseMetricsLine(line.toStdString(), m)) continue;
+        switch (m.kind) {
+        case tb::MetricsLine::Kind::Step: batch.push_back(m.step); break;
+        case tb::MetricsLine::Kind::Eval:
+            if (!batch.empty()) emit steps(std::exchange(batch, {}));
+            emit evaluated(m.eval);
+            break;
+        case tb::MetricsLine::Kind::State:
+            if (!batch.empty()) emit steps(std::exchange(batch, {}));
+            emit stateChanged(QString::fromStdString(m.state), QString::fromStdString(m.detail));
+            break;
+        }
+    }
+    if (!batch.empty()) emit steps(batch);
+}
