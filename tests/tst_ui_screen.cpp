@@ -18,12 +18,16 @@
 #include <QScrollBar>
 #include <QStatusBar>
 #include <QToolBar>
+#include <QTemporaryDir>
 #include <QToolButton>
 
 #include <qcustomplot.h>
 
 #include "charts_panel.hpp"
 #include "decision_view.hpp"
+#include "engine/run_folder.hpp"
+#include "engine/trainer.hpp"
+#include "runs_panel.hpp"
 #include "devices_panel.hpp"
 #include "phase_colors.hpp"
 #include "experiment_panel.hpp"
@@ -243,6 +247,40 @@ private slots:
         QTest::addColumn<int>("steps");
         QTest::newRow("async") << "async_straggler.json" << 400;
         QTest::newRow("averaging") << "averaging.json" << 300;
+    }
+
+    // Two runs compared, as the Runs tab's Compare shows them: synchronous and asynchronous
+    // updates, 2 towers each, on the Fashion-MNIST slice; saved for the README.
+    void compareTwoRuns() {
+        QTemporaryDir root;
+        QVERIFY(root.isValid());
+        QStringList folders;
+        for (const char* update : {"sync", "async"}) {
+            tb::RunConfig c;
+            c.model = "mlp";
+            c.data = "idx:" + std::string(TB_SOURCE_DIR) + "/samples/fashion-mnist-slice";
+            c.towers = "cpu:0,cpu:1";
+            c.update = update;
+            c.batch = 64;
+            c.steps = 240;
+            c.evalEvery = 40;
+            c.optimizer = "momentum";
+            c.threads = 2;
+            c.quiet = true;
+            folders << root.filePath(QString::fromLatin1(update));
+            auto folder = tb::RunFolder::create(c, folders.back().toStdString());
+            tb::Trainer t(c);
+            t.setRunFolder(folder.get());
+            t.run();
+        }
+        CompareDialog d(folders);
+        const QRect avail = QGuiApplication::primaryScreen()->availableGeometry();
+        d.resize(std::min(1200, avail.width() - 40), std::min(700, avail.height() - 60));
+        d.show();
+        QVERIFY(QTest::qWaitForWindowExposed(&d));
+        QVERIFY(d.differingKeys().contains("update"));
+        QTest::qWait(100);
+        QVERIFY(d.grab().save(shotPath(QStringLiteral("compare"))));
     }
 
     void runViews() {

@@ -308,8 +308,13 @@ CompareDialog::CompareDialog(const QStringList& folders, QWidget* parent) : QDia
         }
         if (differs) settings_->verticalHeaderItem(r)->setFont(bold);
     }
-    settings_->resizeColumnsToContents();
-    settings_->horizontalHeader()->setStretchLastSection(true);
+    // The runs share the width (a long data path is elided, its tooltip whole), so every run's
+    // column is in view.
+    settings_->horizontalHeader()->setSectionResizeMode(QHeaderView::Stretch);
+    settings_->setTextElideMode(Qt::ElideMiddle);
+    for (int r = 0; r < settings_->rowCount(); ++r)
+        for (int col = 0; col < settings_->columnCount(); ++col)
+            if (QTableWidgetItem* item = settings_->item(r, col)) item->setToolTip(item->text());
 
     auto* charts = new QSplitter(Qt::Vertical);
     charts->addWidget(loss_);
