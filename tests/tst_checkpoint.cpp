@@ -392,6 +392,15 @@ private slots:
         QCOMPARE(runJson.value("state").toString(), QStringLiteral("finished"));
         QVERIFY(QFile::exists(folderPath + "/summary.json"));
         QVERIFY(QFile::exists(folderPath + "/checkpoints/best.safetensors"));  // validation every 30 steps
+        // best.safetensors holds the best validation accuracy of all, the stopped part's included.
+        double bestSeen = -1;
+        std::ifstream evals((folderPath + "/metrics.jsonl").toStdString());
+        for (std::string line; std::getline(evals, line);) {
+            const nlohmann::json j = nlohmann::json::parse(line);
+            if (j["type"] == "eval" && j["split"] == "validation") bestSeen = std::max(bestSeen, j["accuracy"].get<double>());
+        }
+        QCOMPARE(Checkpoint::open((folderPath + "/checkpoints/best.safetensors").toStdString()).meta().validationAccuracy,
+                 bestSeen);
         // The last 3 step checkpoints and best.
         const QStringList kept = QDir(folderPath + "/checkpoints").entryList({"step-*.safetensors"});
         QCOMPARE(kept.size(), 3);
@@ -706,6 +715,20 @@ private slots:
     }
 #endif
 
+    // Two runs started in the same second get folders of their own (the name is claimed by making
+    // the folder), and a run refused before it began leaves none.
+    void folderNamesAreClaimed() {
+        qputenv("TOWERBENCH_RUNS_DIR", dir_.filePath("claimed").toLocal8Bit());
+        const RunConfig c = run("one tower");
+        auto a = RunFolder::create(c), b = RunFolder::create(c);
+        QVERIFY(a->path() != b->path());
+        QVERIFY(QDir(QString::fromStdString(a->path())).exists() && QDir(QString::fromStdString(b->path())).exists());
+        a.reset();
+        b.reset();
+        QCOMPARE(QDir(dir_.filePath("claimed")).entryList(QDir::Dirs | QDir::NoDotAndDotDot).size(), 0);
+        qputenv("TOWERBENCH_RUNS_DIR", dir_.filePath("runs").toLocal8Bit());
+    }
+
     // The runs index mirrors the folders: built from them, updated where one changed, rows of
     // removed folders dropped, and rebuilt when the database is garbage or of another schema.
     void runIndexFollowsTheFolders() {
@@ -770,7 +793,9 @@ private slots:
         QVERIFY2(r.exitCode == 0, qPrintable(r.err));
         const QJsonObject s = QJsonDocument::fromJson(r.out.trimmed().section('\n', -1).toUtf8()).object();
         QCOMPARE(s.value("run_dir").toString(), folder);
-        QCOMPARE(s.value("checkpoints").toInt(), 3);
+        // Steps 10, 20, 30, and 30 again as best.safetensors: the final validation is the first.
+        QCOMPARE(s.value("checkpoints").toInt(), 4);
+        QVERIFY(QFile::exists(folder + "/checkpoints/best.safetensors"));
         for (const char* f : {"run.json", "config.json", "model.json", "plan.json", "metrics.jsonl", "log.txt",
                               "summary.json", "checkpoints/step-00000030.safetensors"})
             QVERIFY2(QFile::exists(folder + "/" + f), f);

@@ -131,7 +131,7 @@ void RunsPanel::refresh() {
     try {
         tb::RunIndex index(root_.toStdString());
         runs_ = index.list(filter_->text().trimmed().toStdString());
-    } catch (const tb::Error& e) {
+    } catch (const std::exception& e) {  // an index that cannot be read shows no rows, says why
         runs_.clear();
         table_->setToolTip(QString::fromUtf8(e.what()));
     }

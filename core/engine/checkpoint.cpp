@@ -1,6 +1,7 @@
 #include "engine/checkpoint.hpp"
 
 #include <algorithm>
+#include <cstdio>
 #include <cstring>
 #include <ctime>
 #include <map>
@@ -28,6 +29,14 @@ std::string shapeText(const std::vector<int64_t>& dims) {
     std::string s = "(";
     for (size_t i = 0; i < dims.size(); ++i) s += (i ? ", " : "") + std::to_string(dims[i]);
     return s + ")";
+}
+
+// An accuracy as metadata text that reads back to the same double; "" for none (-1).
+std::string exact(double v) {
+    if (v < 0) return {};
+    char buf[32];
+    std::snprintf(buf, sizeof buf, "%.17g", v);
+    return buf;
 }
 
 std::string utcNow() {
@@ -83,7 +92,8 @@ void writeCheckpoint(const std::string& path, const CheckpointMeta& meta, const 
         {"model_spec", meta.modelSpec},
         {"config", meta.config.dump()},
         {"plan", meta.plan.dump()},
-        {"validation_accuracy", meta.validationAccuracy >= 0 ? std::to_string(meta.validationAccuracy) : ""},
+        {"validation_accuracy", exact(meta.validationAccuracy)},
+        {"best_validation_accuracy", exact(meta.bestValidationAccuracy)},
         {"created", meta.created.empty() ? utcNow() : meta.created},
     };
     const std::string head = safetensors::header(tensors, metadata);
@@ -127,8 +137,12 @@ Checkpoint Checkpoint::open(const std::string& path) {
     if (c.meta_.config.is_discarded() || !c.meta_.config.is_object())
         throw Error(path + ": metadata config is not a JSON object");
     if (c.meta_.plan.is_discarded()) throw Error(path + ": metadata plan is not JSON");
-    const std::string va = md.count("validation_accuracy") ? md.at("validation_accuracy") : "";
-    c.meta_.validationAccuracy = va.empty() ? -1 : std::atof(va.c_str());
+    auto accuracy = [&](const char* key) {
+        const std::string v = md.count(key) ? md.at(key) : "";
+        return v.empty() ? -1.0 : std::strtod(v.c_str(), nullptr);
+    };
+    c.meta_.validationAccuracy = accuracy("validation_accuracy");
+    c.meta_.bestValidationAccuracy = std::max(accuracy("best_validation_accuracy"), c.meta_.validationAccuracy);
     c.meta_.created = md.count("created") ? md.at("created") : "";
     return c;
 }

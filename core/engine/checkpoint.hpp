@@ -7,7 +7,8 @@
 //                       averaging every replica's own slots and parameters ("replica1/variables")
 // Metadata (strings): format "towerbench-checkpoint", version, step, samples (taken from the
 // training input so far), model (its name), model_spec (its JSON as trained), config (the
-// RunConfig, JSON), plan (the DeploymentPlan, JSON), validation_accuracy ("" when none), created.
+// RunConfig, JSON), plan (the DeploymentPlan, JSON), validation_accuracy and
+// best_validation_accuracy ("" when none; 17 digits), created.
 //
 // What a checkpoint can do for a run (checkResume / loadWeights say why not, in one sentence):
 //   resume exactly   same format version, model spec and every setting that shapes training;
@@ -39,6 +40,8 @@ struct CheckpointMeta {
     std::string modelSpec;         // the model's JSON, as trained
     nlohmann::json config, plan;
     double validationAccuracy = -1;  // the last validation accuracy at this step; -1: none
+    double bestValidationAccuracy = -1;  // the best so far (best.safetensors'), so a resumed run
+                                         // never replaces that file with a worse one
     std::string created;           // UTC, ISO 8601
 };
 

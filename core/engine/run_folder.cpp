@@ -66,7 +66,9 @@ int64_t stepOf(const fs::path& p) {
     const std::string n = p.filename().string();
     if (n.rfind("step-", 0) != 0 || p.extension() != ".safetensors") return -1;
     const std::string digits = n.substr(5, n.size() - 5 - std::string(".safetensors").size());
-    if (digits.empty() || !std::all_of(digits.begin(), digits.end(), ::isdigit) || digits.size() > 18) return -1;
+    if (digits.empty() || digits.size() > 18 ||
+        !std::all_of(digits.begin(), digits.end(), [](unsigned char c) { return std::isdigit(c) != 0; }))
+        return -1;
     return std::stoll(digits);
 }
 
@@ -82,11 +84,20 @@ std::string RunFolder::runsRoot() {
 std::unique_ptr<RunFolder> RunFolder::create(const RunConfig& config, const std::string& dir) {
     std::string path = dir;
     std::error_code ec;
+    bool claimed = false;
     if (path.empty()) {
+        // The name is claimed by making the folder (not by seeing it free), so two runs started
+        // in the same second (a sweep, the window beside a command line) never share one.
         const std::string base = runsRoot() + "/" + timeText("%Y%m%d-%H%M%S") + "-" + slug(config.model) + "-" +
                                  slug(config.data);
+        fs::create_directories(runsRoot(), ec);
+        if (ec) throw Error(runsRoot() + ": cannot create the runs folder (" + ec.message() + ")");
         path = base;
-        for (int i = 2; fs::exists(path, ec); ++i) path = base + "-" + std::to_string(i);
+        for (int i = 2; !fs::create_directory(path, ec); ++i) {
+            if (ec) throw Error(path + ": cannot create (" + ec.message() + ")");
+            path = base + "-" + std::to_string(i);
+        }
+        claimed = true;
     } else if (fs::exists(fs::path(path) / "run.json", ec)) {
         throw Error("--run-dir: " + path + " already holds a run; continue it with --resume " + path +
                     " or choose another folder");
@@ -94,13 +105,14 @@ std::unique_ptr<RunFolder> RunFolder::create(const RunConfig& config, const std:
     auto f = std::unique_ptr<RunFolder>(new RunFolder(path));
     f->config_ = config;
     f->created_ = timeText("%Y-%m-%dT%H:%M:%SZ");
+    f->claimed_ = claimed;
     return f;
 }
 
 void RunFolder::openFiles() {
     metrics_ = std::make_unique<MetricsFile>(path_ + "/metrics.jsonl", resuming_);
 #ifdef TB_HAVE_PROTOBUF
-    events_ = std::make_unique<EventFile>(path_);
+    events_ = std::make_unique<EventFile>(path_, resuming_ ? resumeStep_ : -1);
 #endif
     log_ = std::fopen((path_ + "/log.txt").c_str(), resuming_ ? "a" : "w");
     if (!log_) throw Error(path_ + "/log.txt: cannot create (" + std::strerror(errno) + ")");
@@ -146,6 +158,8 @@ RunConfig RunFolder::resumeConfig(const std::string& dir) {
 RunFolder::~RunFolder() {
     if (writer_.joinable()) writer_.join();
     if (log_) std::fclose(log_);
+    std::error_code ec;
+    if (claimed_ && !began_) fs::remove(path_, ec);  // a run refused before it began leaves no folder
 }
 
 std::string RunFolder::newestCheckpointIn(const std::string& runDir) {
@@ -189,7 +203,7 @@ void RunFolder::begin(const RunConfig& config, const std::string& modelSpec, con
     if (resuming_) {
         // The metrics up to the checkpoint stay; what the stopped or crashed run wrote after it
         // is written again by the resumed run.
-        const int64_t step = Checkpoint::open(resumeCheckpoint_).meta().step;
+        const int64_t step = resumeStep_ = Checkpoint::open(resumeCheckpoint_).meta().step;
         const std::string metrics = path_ + "/metrics.jsonl";
         std::ifstream in(metrics);
         std::string kept, line;
@@ -260,7 +274,7 @@ void RunFolder::fail(const std::string& message) {
     if (!began_) return;  // refused before it began: the folder is as it was
     try {
         waitForCheckpoint();
-    } catch (const Error&) {  // the run failed anyway; its message is the one to keep
+    } catch (...) {  // the run failed anyway; its message is the one to keep
     }
     try {
         writeState("failed", message);

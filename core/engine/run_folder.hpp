@@ -87,7 +87,9 @@ private:
     RunConfig config_;
     bool resuming_ = false;
     bool began_ = false;  // begin() ran: the files are open and the folder is the run's
+    bool claimed_ = false;  // create() made the (empty) folder to claim its name
     std::string resumeCheckpoint_;
+    int64_t resumeStep_ = -1;  // that checkpoint's step
     std::string created_;
     std::unique_ptr<MetricsFile> metrics_;
     std::unique_ptr<TrainingObserver> events_;  // TensorBoard's events file, where protobuf is built in

@@ -238,6 +238,7 @@ EvalResult evaluateCheckpoint(const std::string& checkpointPath, const RunConfig
     if (net.outputs() < data.test.numClasses)
         throw Error("--data: " + config.data + " has " + std::to_string(data.test.numClasses) + " classes but " +
                     spec.name + " has " + std::to_string(net.outputs()) + " outputs");
+    if (net.paramInfos().empty()) throw Error(checkpointPath + ": its model " + spec.name + " has no variables");
     std::vector<float> weights = ck.loadWeights(net);
     const bool ema = ck.file().has("ema/" + net.paramInfos().front().name);
     if (ema)  // the run evaluated with its moving average: so does this
@@ -378,7 +379,7 @@ RunSummary Trainer::execute(ObserverHub& hub) {
     if (resumeFrom) {
         resumeFrom->restore(towers, net, ema.get(), emaStream);
         resumeStep = resumeFrom->meta().step;
-        bestValidation = resumeFrom->meta().validationAccuracy;
+        bestValidation = resumeFrom->meta().bestValidationAccuracy;
         resumeFrom.reset();  // its bytes are in the towers now
     }
     Tensor stats = be.empty(Shape{3});
@@ -500,8 +501,13 @@ RunSummary Trainer::execute(ObserverHub& hub) {
         meta.config = c.toJson();
         meta.plan = plan.toJson();
         meta.validationAccuracy = lastValidation;
-        // The training waits for the snapshot (and for the previous write, if still going);
-        // the file is written while it trains on.
+        meta.bestValidationAccuracy = std::max(bestValidation, best ? lastValidation : -1.0);
+        // Every step line up to here reaches the folder's files first (a resume keeps the lines
+        // up to its checkpoint and writes none of them again). The training waits for the
+        // snapshot (and for the previous write, if still going); the file is written while it
+        // trains on.
+        hub.flush();
+        folder_->waitForCheckpoint();  // one snapshot in memory at a time
         folder_->checkpoint(meta, takeSnapshot(towers, count, ema.get(), emaStream), VariableLayout::of(net), best);
         lastCheckpoint = step;
         lastCheckpointAt = Clock::now();
@@ -634,9 +640,10 @@ RunSummary Trainer::execute(ObserverHub& hub) {
     }
     // The final checkpoint, after the final evaluation so it carries its validation accuracy
     // (and becomes the best where that beat every earlier one).
-    if (folder_ && step > lastCheckpoint) {
+    const bool finalIsBest = sum.evaluated && sum.validationAccuracy > bestValidation;
+    if (folder_ && (step > lastCheckpoint || finalIsBest)) {  // also where a periodic one fell on the last step
         if (sum.evaluated && sum.validationAccuracy >= 0) lastValidation = sum.validationAccuracy;
-        checkpoint(sum.evaluated && sum.validationAccuracy > bestValidation);
+        checkpoint(finalIsBest);
     }
     monitor.reset();  // no samples after the final state
     sum.deviceMemory = towers.deviceMemory();

@@ -54,9 +54,10 @@ void AtomicFile::write(const void* data, size_t bytes) {
 void AtomicFile::commit() {
     if (::fsync(fd_) != 0) throw Error(path_ + ": cannot flush to disk (" + reason() + ")");
     if (::close(fd_) != 0) {
+        const std::string why = reason();  // before unlink() sets errno again
         fd_ = -1;
         ::unlink(temp_.c_str());
-        throw Error(path_ + ": closing failed (" + reason() + ")");
+        throw Error(path_ + ": closing failed (" + why + ")");
     }
     fd_ = -1;
     if (::rename(temp_.c_str(), path_.c_str()) != 0) {

@@ -26,6 +26,17 @@ nlohmann::json readJson(const fs::path& p) {
     return j.is_discarded() ? nlohmann::json(nullptr) : j;
 }
 
+// A field of the type the record needs, else `fallback`: a folder edited by hand, or written by
+// another version, never throws here.
+std::string text(const nlohmann::json& j, const char* key, const std::string& fallback = {}) {
+    auto it = j.find(key);
+    return it != j.end() && it->is_string() ? it->get<std::string>() : fallback;
+}
+double number(const nlohmann::json& j, const char* key, double fallback) {
+    auto it = j.find(key);
+    return it != j.end() && it->is_number() ? it->get<double>() : fallback;
+}
+
 // What identifies a version of a folder's record: its run.json and summary.json as they are now.
 std::string stamp(const fs::path& folder) {
     std::string out;
@@ -67,34 +78,34 @@ RunRecord readRunFolder(const std::string& folder) {
     const nlohmann::json run = readJson(f / "run.json"), config = readJson(f / "config.json"),
                          plan = readJson(f / "plan.json"), summary = readJson(f / "summary.json");
     if (run.is_object()) {
-        r.created = run.value("created", "");
-        r.state = run.value("state", "");
+        r.created = text(run, "created");
+        r.state = text(run, "state");
     }
     if (config.is_object()) {
-        r.model = config.value("model", "");
-        r.data = config.value("data", "");
+        r.model = text(config, "model");
+        r.data = text(config, "data");
     }
     // The model's own name (a config may name a file, and a resumed run's names model.json).
-    if (const nlohmann::json spec = readJson(f / "model.json"); spec.is_object() && spec.contains("name")) {
-        r.model = spec.value("name", r.model);
+    if (const nlohmann::json spec = readJson(f / "model.json"); spec.is_object()) {
+        r.model = text(spec, "name", r.model);
     }
     if (plan.is_object()) {
-        const auto towers = plan.value("towers", nlohmann::json::array());
+        const auto towers = plan.contains("towers") && plan["towers"].is_array() ? plan["towers"] : nlohmann::json::array();
         r.plan = std::to_string(towers.size()) + (towers.size() == 1 ? " tower" : " towers");
-        r.plan += ", variables " + plan.value("variables", std::string("?")) + ", " + plan.value("update", std::string("sync"));
+        r.plan += ", variables " + text(plan, "variables", "?") + ", " + text(plan, "update", "sync");
     }
     if (summary.is_object()) {
-        r.steps = summary.value("steps", int64_t(0));
-        r.validationAccuracy = summary.value("validation_accuracy", -1.0);
+        r.steps = int64_t(number(summary, "steps", 0));
+        r.validationAccuracy = number(summary, "validation_accuracy", -1);
         if (summary.contains("test_accuracy") && summary["test_accuracy"].is_number())
             r.testAccuracy = summary["test_accuracy"].get<double>();
-        r.examplesPerSec = summary.value("examples_per_sec", 0.0);
+        r.examplesPerSec = number(summary, "examples_per_sec", 0);
     } else {  // running, or crashed: the last step written
         std::ifstream in(f / "metrics.jsonl");
         for (std::string line; std::getline(in, line);) {
             if (line.find("\"type\":\"step\"") == std::string::npos) continue;
             const nlohmann::json j = nlohmann::json::parse(line, nullptr, false);
-            if (j.is_object()) r.steps = j.value("step", r.steps);
+            if (j.is_object()) r.steps = int64_t(number(j, "step", double(r.steps)));
         }
     }
     return r;
@@ -160,19 +171,25 @@ void RunIndex::refresh() {
         Statement all(db_, "SELECT path, stamp FROM runs");
         while (sqlite3_step(all.s) == SQLITE_ROW) known[all.text(0)] = all.text(1);
     }
-    exec("BEGIN");
+    // The folders are read before the write transaction, which then stays short (the window and
+    // a command line may refresh at once).
+    std::vector<std::pair<RunRecord, std::string>> changed;  // (record, stamp)
+    std::error_code ec;
+    for (const auto& e : fs::directory_iterator(root_, ec)) {
+        std::error_code fe;
+        if (!e.is_directory(fe) || !fs::exists(e.path() / "run.json", fe)) continue;
+        const std::string path = e.path().string(), now = stamp(e.path());
+        auto it = known.find(path);
+        if (it != known.end()) {
+            const bool same = it->second == now;
+            known.erase(it);
+            if (same) continue;
+        }
+        changed.emplace_back(readRunFolder(path), now);
+    }
+    exec("BEGIN IMMEDIATE");
     try {
-        std::error_code ec;
-        for (const auto& e : fs::directory_iterator(root_, ec)) {
-            if (!e.is_directory(ec) || !fs::exists(e.path() / "run.json", ec)) continue;
-            const std::string path = e.path().string(), now = stamp(e.path());
-            auto it = known.find(path);
-            if (it != known.end()) {
-                const bool same = it->second == now;
-                known.erase(it);
-                if (same) continue;
-            }
-            const RunRecord r = readRunFolder(path);
+        for (const auto& [r, now] : changed) {
             Statement put(db_, std::string("INSERT OR REPLACE INTO runs (") + kColumns +
                                    ") VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)");
             put.bind(1, r.path);
@@ -196,7 +213,7 @@ void RunIndex::refresh() {
         }
         exec("COMMIT");
     } catch (...) {
-        exec("ROLLBACK");
+        sqlite3_exec(db_, "ROLLBACK", nullptr, nullptr, nullptr);  // the first error is the one to report
         throw;
     }
 }

@@ -24,11 +24,19 @@ std::string fileName(const std::string& folder) {
 
 }  // namespace
 
-EventFile::EventFile(const std::string& folder) : out_(fileName(folder)), lastFlush_(std::chrono::steady_clock::now()) {
+EventFile::EventFile(const std::string& folder, int64_t resumeStep)
+    : out_(fileName(folder)), lastFlush_(std::chrono::steady_clock::now()) {
     tensorflow::Event version;
     version.set_wall_time(now());
     version.set_file_version("brain.Event:2");
     out_.write(version.SerializeAsString());
+    if (resumeStep >= 0) {
+        tensorflow::Event start;
+        start.set_wall_time(now());
+        start.set_step(resumeStep + 1);
+        start.mutable_session_log()->set_status(tensorflow::SessionLog::START);
+        out_.write(start.SerializeAsString());
+    }
     out_.flush();
 }
 

@@ -18,7 +18,10 @@ namespace tb {
 
 class EventFile final : public TrainingObserver {
 public:
-    explicit EventFile(const std::string& folder);  // throws tb::Error when it cannot be created
+    // Throws tb::Error when it cannot be created. A resumed run (resumeStep >= 0) starts its file
+    // with SessionLog START just after that step, TensorBoard's sign to drop what earlier files
+    // recorded from there on (a crashed run's steps past its checkpoint).
+    explicit EventFile(const std::string& folder, int64_t resumeStep = -1);
     const std::string& path() const { return out_.path(); }
     void onStateChanged(RunState, const std::string&) override;
     void onStepEnd(const StepMetrics&) override;
