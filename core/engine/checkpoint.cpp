@@ -3,11 +3,11 @@
 #include <algorithm>
 #include <cstdio>
 #include <cstring>
-#include <ctime>
 #include <map>
 
 #include "io/atomic_file.hpp"
 #include "util/error.hpp"
+#include "util/system_text.hpp"
 
 namespace tb {
 
@@ -39,14 +39,6 @@ std::string exact(double v) {
     return buf;
 }
 
-std::string utcNow() {
-    const std::time_t t = std::time(nullptr);
-    std::tm tm{};
-    gmtime_r(&t, &tm);
-    char buf[32];
-    std::strftime(buf, sizeof buf, "%Y-%m-%dT%H:%M:%SZ", &tm);
-    return buf;
-}
 
 }  // namespace
 
@@ -94,7 +86,7 @@ void writeCheckpoint(const std::string& path, const CheckpointMeta& meta, const 
         {"plan", meta.plan.dump()},
         {"validation_accuracy", exact(meta.validationAccuracy)},
         {"best_validation_accuracy", exact(meta.bestValidationAccuracy)},
-        {"created", meta.created.empty() ? utcNow() : meta.created},
+        {"created", meta.created.empty() ? utcText() : meta.created},
     };
     const std::string head = safetensors::header(tensors, metadata);
     AtomicFile file(path);

@@ -8,13 +8,13 @@
 #include <chrono>
 #include <cstdlib>
 #include <cstring>
-#include <ctime>
 #include <filesystem>
 #include <fstream>
 #include <sstream>
 
 #include "engine/trainer.hpp"
 #include "io/atomic_file.hpp"
+#include "util/system_text.hpp"
 #ifdef TB_HAVE_PROTOBUF
 #include "tensorflow/event_file.hpp"
 #endif
@@ -26,14 +26,6 @@ namespace tb {
 
 namespace {
 
-std::string timeText(const char* format) {
-    const std::time_t t = std::time(nullptr);
-    std::tm tm{};
-    gmtime_r(&t, &tm);
-    char buf[40];
-    std::strftime(buf, sizeof buf, format, &tm);
-    return buf;
-}
 
 std::string readText(const std::string& path, const std::string& what) {
     std::ifstream in(path, std::ios::binary);
@@ -56,10 +48,6 @@ std::string slug(const std::string& text) {
     return out;
 }
 
-std::string hostName() {
-    char buf[256] = {};
-    return ::gethostname(buf, sizeof buf - 1) == 0 ? std::string(buf) : std::string();
-}
 
 // step-00000100.safetensors -> 100; -1 for other names.
 int64_t stepOf(const fs::path& p) {
@@ -88,7 +76,7 @@ std::unique_ptr<RunFolder> RunFolder::create(const RunConfig& config, const std:
     if (path.empty()) {
         // The name is claimed by making the folder (not by seeing it free), so two runs started
         // in the same second (a sweep, the window beside a command line) never share one.
-        const std::string base = runsRoot() + "/" + timeText("%Y%m%d-%H%M%S") + "-" + slug(config.model) + "-" +
+        const std::string base = runsRoot() + "/" + utcText("%Y%m%d-%H%M%S") + "-" + slug(config.model) + "-" +
                                  slug(config.data);
         fs::create_directories(runsRoot(), ec);
         if (ec) throw Error(runsRoot() + ": cannot create the runs folder (" + ec.message() + ")");
@@ -104,7 +92,7 @@ std::unique_ptr<RunFolder> RunFolder::create(const RunConfig& config, const std:
     }
     auto f = std::unique_ptr<RunFolder>(new RunFolder(path));
     f->config_ = config;
-    f->created_ = timeText("%Y-%m-%dT%H:%M:%SZ");
+    f->created_ = utcText();
     f->claimed_ = claimed;
     return f;
 }
@@ -185,7 +173,7 @@ void RunFolder::writeState(const std::string& state, const std::string& error) {
                           {"pid", int64_t(::getpid())},
                           {"host", hostName()},
                           {"created", created_},
-                          {"updated", timeText("%Y-%m-%dT%H:%M:%SZ")}};
+                          {"updated", utcText()}};
     if (!error.empty()) run["error"] = error;
     writeFileAtomically(path_ + "/run.json", run.dump(2) + "\n");
 }
@@ -193,7 +181,7 @@ void RunFolder::writeState(const std::string& state, const std::string& error) {
 void RunFolder::log(const std::string& line) {
     std::lock_guard lock(logMutex_);
     if (!log_) return;
-    std::fprintf(log_, "%s %s\n", timeText("%Y-%m-%dT%H:%M:%SZ").c_str(), line.c_str());
+    std::fprintf(log_, "%s %s\n", utcText().c_str(), line.c_str());
     std::fflush(log_);
 }
 

@@ -216,6 +216,20 @@ Trainer::Trainer(RunConfig config) : config_(std::move(config)) {}
 Trainer::~Trainer() = default;
 
 namespace {
+// The model takes the data's samples (CIFAR: their 24x24 crops) and has a logit for every label
+// of every split (loadData makes numClasses cover them all).
+void checkModelFitsData(const ModelSpec& spec, int outputs, const DataSplits& data, const std::string& dataSpec) {
+    const Dataset& d = data.train.size() ? data.train : data.test;
+    const Dims dataDims = data.cifarAugment ? Dims{d.channels, 24, 24} : Dims{d.channels, d.height, d.width};
+    const Dims modelDims{spec.inC, spec.inH, spec.inW};
+    if (!(dataDims == modelDims))
+        throw Error("--model: " + spec.name + " expects input " + modelDims.str() + " but --data " + dataSpec +
+                    " gives " + dataDims.str());
+    if (outputs < d.numClasses)
+        throw Error("--model: " + spec.name + " has " + std::to_string(outputs) + " outputs but --data " + dataSpec +
+                    " has " + std::to_string(d.numClasses) + " classes");
+}
+
 std::string trainedAll(int64_t total) {
     return "--resume: the run has trained its " + std::to_string(total) +
            " steps already; give it more with --steps or --epochs";
@@ -230,14 +244,7 @@ EvalResult evaluateCheckpoint(const std::string& checkpointPath, const RunConfig
     flushDenormalsInTeam(threads);
     auto be = makeCpuBackend(threads);
     Network net(spec, *be, config.batch);
-    const Dims dataDims = data.cifarAugment ? Dims{data.test.channels, 24, 24}
-                                            : Dims{data.test.channels, data.test.height, data.test.width};
-    if (!(dataDims == Dims{spec.inC, spec.inH, spec.inW}))
-        throw Error("--data: " + config.data + " gives " + dataDims.str() + " but " + checkpointPath + "'s model " +
-                    spec.name + " expects " + Dims{spec.inC, spec.inH, spec.inW}.str());
-    if (net.outputs() < data.test.numClasses)
-        throw Error("--data: " + config.data + " has " + std::to_string(data.test.numClasses) + " classes but " +
-                    spec.name + " has " + std::to_string(net.outputs()) + " outputs");
+    checkModelFitsData(spec, net.outputs(), data, config.data);
     if (net.paramInfos().empty()) throw Error(checkpointPath + ": its model " + spec.name + " has no variables");
     std::vector<float> weights = ck.loadWeights(net);
     const bool ema = ck.file().has("ema/" + net.paramInfos().front().name);
@@ -328,16 +335,7 @@ RunSummary Trainer::execute(ObserverHub& hub) {
                     std::to_string(data.train.size()) + " training samples");
     if (validation > 0) data.validation = splitTail(data.train, size_t(validation), data.train.name + " validation");
     const bool cifar = data.cifarAugment;
-    const Dims dataDims = cifar ? Dims{data.train.channels, 24, 24}
-                                : Dims{data.train.channels, data.train.height, data.train.width};
-    const Dims modelDims{spec.inC, spec.inH, spec.inW};
-    if (!(dataDims == modelDims))
-        throw Error("--model: " + spec.name + " expects input " + modelDims.str() + " but --data " + c.data +
-                    " gives " + dataDims.str());
-    // Every label of every split (loadData makes numClasses cover them all) must be a logit.
-    if (shape.outputs < data.train.numClasses)
-        throw Error("--model: " + spec.name + " has " + std::to_string(shape.outputs) + " outputs but --data " + c.data +
-                    " has " + std::to_string(data.train.numClasses) + " classes");
+    checkModelFitsData(spec, shape.outputs, data, c.data);
     const bool async = plan.update == UpdateMode::Async;
     if (async && c.emaDecay > 0)
         throw Error("--ema-decay: the moving average needs synchronous updates (--update sync)");

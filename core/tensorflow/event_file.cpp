@@ -5,6 +5,7 @@
 #include <cmath>
 
 #include "tensorflow/tensorflow.pb.h"
+#include "util/system_text.hpp"
 
 namespace tb {
 
@@ -15,10 +16,8 @@ double now() {
 }
 
 std::string fileName(const std::string& folder) {
-    char host[256] = {};
-    if (::gethostname(host, sizeof host - 1) != 0) host[0] = '\0';
     // TensorBoard orders a folder's files by name: seconds, then a pid against same-second twins.
-    return folder + "/events.out.tfevents." + std::to_string(int64_t(now())) + "." + host + "." +
+    return folder + "/events.out.tfevents." + std::to_string(int64_t(now())) + "." + hostName() + "." +
            std::to_string(::getpid());
 }
 
