@@ -3,6 +3,9 @@
 # (oneDNN, OpenBLAS and its Fortran runtime, nlohmann-json, zlib headers, SQLite) into .deps/debs, for
 # tests/gpu/device_check.sh to unpack there with dpkg -x. Run it here, where apt works; the GPU
 # machines have no network. .deps/ is git-ignored and travels as a carried path.
+# Also makes .deps/tbrun with this machine's build (build/app/towerbench-run): a run folder, 40
+# steps and then resumed to 80, whose TensorBoard events the device check reads with TensorBoard
+# (the device build has no protobuf, so it writes none; the GPU machines have TensorBoard).
 set -euo pipefail
 cd "$(dirname "$0")/.."
 mkdir -p .deps/debs
@@ -17,3 +20,14 @@ if [ ${#missing[@]} -gt 0 ]; then
   apt-get download "${missing[@]}"
 fi
 ls -la
+cd ../..
+if [ -x build/app/towerbench-run ]; then
+  rm -rf .deps/tbrun
+  run=(--model mnist_cnn --data idx:samples/fashion-mnist-slice --towers cpu:0,cpu:1 --batch 32 --eval-every 20 --quiet)
+  build/app/towerbench-run "${run[@]}" --steps 40 --run-dir .deps/tbrun > /dev/null
+  build/app/towerbench-run --resume .deps/tbrun --steps 80 --eval-every 20 --quiet > /dev/null
+  rm -r .deps/tbrun/checkpoints  # 100 MB the check does not read (a call carries 64 MiB at most)
+  ls .deps/tbrun
+else
+  echo "build/app/towerbench-run not built: no run folder for the TensorBoard check" >&2
+fi

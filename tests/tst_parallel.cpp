@@ -8,6 +8,7 @@
 #include <cmath>
 #include <functional>
 #include <mutex>
+#include <numeric>
 #include <stdexcept>
 #include <thread>
 
@@ -128,9 +129,12 @@ std::vector<TowerStep> stepsOf(const DeploymentPlan& p, int steps, int perCall) 
 }
 
 // The variables after steps taken in calls of the given sizes; between calls, `between` may
-// look at the towers (evaluate, say).
+// look at the towers (evaluate, say). lookahead: each call is also handed the next call's first
+// batch, as the trainer does. skip: after each call one step number and one batch are skipped
+// (so a batch announced as next is not the one the next call gets).
 std::vector<float> paramsAfter(const DeploymentPlan& p, const std::vector<int>& calls,
-                               const std::function<void(TowerSet&)>& between = {}) {
+                               const std::function<void(TowerSet&)>& between = {}, bool lookahead = false,
+                               bool skip = false) {
     static const Dataset data = quadrants();
     TowerSet towers(smallCnn(), p, momentum(), 1, 7);
     PipelineOptions po;
@@ -138,16 +142,14 @@ std::vector<float> paramsAfter(const DeploymentPlan& p, const std::vector<int>& 
     po.prefetch = 0;
     po.channelsLast = true;
     InputPipeline pipe(data, po);
+    std::vector<Batch> all(size_t(std::accumulate(calls.begin(), calls.end(), 0)) + 2 * calls.size());
+    for (Batch& b : all) pipe.next(b);
     int64_t step = 0;
     for (int n : calls) {
-        std::vector<Batch> batches(static_cast<size_t>(n));
         std::vector<const Batch*> round;
-        for (auto& b : batches) {
-            pipe.next(b);
-            round.push_back(&b);
-        }
-        towers.steps(round, step, 0);
-        step += n;
+        for (int k = 0; k < n; ++k) round.push_back(&all[size_t(step + k)]);
+        towers.steps(round, step, 0, lookahead ? &all[size_t(step + n)] : nullptr);
+        step += n + (skip ? 1 : 0);
         if (between) between(towers);
     }
     towers.averageNow();
@@ -377,6 +379,22 @@ private slots:
         const RunSummary evaluated = Trainer(c).run();
         QCOMPARE(evaluated.finalLoss, quiet.finalLoss);
         QCOMPARE(evaluated.testLoss, quiet.testLoss);
+    }
+    // The trainer hands each call the next call's first batch, which the towers stage while they
+    // compute: the variables must be exactly those of calls that stage their own input, in sync
+    // steps, in rounds of local steps, with evaluation between calls; and a call for another
+    // step than the one announced must take its own batch, not the staged one.
+    void stagingAheadChangesNothing() {
+        const auto sync = plan(2, 16);
+        const std::vector<int> ones(7, 1);
+        QCOMPARE(paramsAfter(sync, ones, {}, true), paramsAfter(sync, ones));
+        auto avg = plan(2, 16, VariablePlacement::Replicated);
+        avg.averageEvery = 3;
+        QCOMPARE(paramsAfter(avg, {3, 3, 2, 1}, {}, true), paramsAfter(avg, {3, 3, 2, 1}));
+        const auto eval = [](TowerSet& t) { t.evalNetwork(); };
+        QCOMPARE(paramsAfter(avg, {1, 2, 3, 3}, eval, true), paramsAfter(avg, {1, 2, 3, 3}));
+        QCOMPARE(paramsAfter(sync, ones, {}, true, true), paramsAfter(sync, ones, {}, false, true));
+        QVERIFY(paramsAfter(sync, ones, {}, false, true) != paramsAfter(sync, ones));
     }
     // With averaging, the weights' moving average follows the replicas' mean (it followed replica
     // 0): with a decay of ~0 it evaluates exactly as the mean itself.

@@ -140,6 +140,9 @@ public:
 
     // Queues: work on one stream runs in order; synchronize waits for all of it.
     virtual Stream createStream() = 0;
+    // A queue for copies alone (no library handles or workspaces where those cost memory): it
+    // moves a tower's next input while the tower's own stream computes.
+    virtual Stream createCopyStream() { return createStream(); }
     virtual void destroyStream(Stream) = 0;
     virtual void synchronize(Stream) = 0;
     // Events: record marks the stream's work so far; waitEvent makes later work on another

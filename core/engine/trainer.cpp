@@ -7,6 +7,7 @@
 #include <optional>
 #include <memory>
 #include <thread>
+#include <utility>
 
 #include "backend/backend.hpp"
 #include "backend/registry.hpp"
@@ -525,6 +526,10 @@ RunSummary Trainer::execute(ObserverHub& hub) {
         // the replicas run them without meeting (fewer where the run is paused or stopped).
         std::vector<Batch> round(plan.averaging() ? size_t(plan.averageEvery) : 1);
         std::vector<const Batch*> batches;
+        // The first batch of the next call, taken before this call so that the towers move it to
+        // their devices while they compute (a stop leaves it unused: a resume counts steps).
+        Batch ahead;
+        bool haveAhead = false;
         auto roundGoesOn = [&](size_t k) {
             const int64_t next = step + int64_t(k);
             return plan.averaging() && k < round.size() && next % plan.averageEvery != 0 && next < total &&
@@ -534,11 +539,16 @@ RunSummary Trainer::execute(ObserverHub& hub) {
             const auto t0 = Clock::now();
             batches.clear();
             do {
-                train.next(round[batches.size()]);
-                batches.push_back(&round[batches.size()]);
+                Batch& b = round[batches.size()];
+                if (haveAhead) std::swap(b, ahead);
+                else train.next(b);
+                haveAhead = false;
+                batches.push_back(&b);
             } while (roundGoesOn(batches.size()));
+            haveAhead = step + int64_t(batches.size()) < total;
+            if (haveAhead) train.next(ahead);
             const double wait = seconds(t0, Clock::now());
-            const std::vector<TowerStep> rs = towers.steps(batches, step, wait);
+            const std::vector<TowerStep> rs = towers.steps(batches, step, wait, haveAhead ? &ahead : nullptr);
             const double each = seconds(t0, Clock::now()) / double(rs.size());  // local steps share the wall time
             bool evalDue = false;
             for (const TowerStep& r : rs) {

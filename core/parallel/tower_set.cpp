@@ -34,8 +34,20 @@ struct TowerSet::Tower {
     std::unique_ptr<Network> net;
     Tensor stats;                    // (3) loss sum, correct, weight-decay loss, on the device
     Tensor hostStats;                // (3) the same in host memory the device can write to
-    Tensor inputStage, labelStage;   // (batch, h, w, c), (batch) host staging of the input
-    Event marks[4] = {};             // start, forward done, backward done, statistics copied
+    // The input, double-buffered: the host writes a slice into one pinned pair while the other
+    // may still be crossing to the device. On GPUs the copy stream moves it on into the device
+    // stage while this tower's stream still computes the step before, and a step begins by
+    // copying the stage into the network's input (device to device: microseconds), so the trip
+    // over PCIe is off the step's critical path. CPU towers copy the pinned pair in place.
+    Tensor hostInput[2], hostLabels[2];  // (batch, h, w, c), (batch) int32 in float-sized slots
+    Tensor deviceInput, deviceLabels;    // GPUs: the stage on the device, same shapes
+    Stream copyStream = nullptr;         // GPUs: the queue of the stage's copies
+    Event inputTaken = nullptr;          // GPUs: the step has copied the device stage out
+    Event inputReady = nullptr;          // GPUs: the device stage holds the staged slice
+    int hostSlot = 0;                    // the pinned pair written last
+    int stagedCount = 0;                 // examples in the staged slice
+    int64_t stagedFor = -1;              // sync: the step whose slice is staged (-1: none)
+    Event marks[4] = {};                 // start, forward done, backward done, statistics copied
     Graph graph = nullptr;           // one recorded step (GPU towers without dropout)
     int64_t computed = 0;            // steps computed so far (the first runs eagerly)
     TowerPhases phases;
@@ -55,8 +67,14 @@ struct TowerSet::Tower {
         if (!backend) return;
         backend->destroyGraph(graph);
         for (Event e : marks) backend->destroyEvent(e);
+        if (copyStream) {
+            backend->destroyStream(copyStream);  // waits for its copies
+            backend->destroyEvent(inputTaken);
+            backend->destroyEvent(inputReady);
+        }
         net.reset();
-        stats = hostStats = inputStage = labelStage = Tensor();
+        stats = hostStats = deviceInput = deviceLabels = Tensor();
+        for (int k = 0; k < 2; ++k) hostInput[k] = hostLabels[k] = Tensor();
         backend->destroyStream(stream);
     }
 };
@@ -91,9 +109,18 @@ TowerSet::TowerSet(const ModelSpec& spec, const DeploymentPlan& plan, const Opti
         t->net = std::make_unique<Network>(spec, *t->backend, plan_.batchPerTower);
         t->stats = t->backend->empty(Shape{3});
         t->hostStats = hostTensor(*t->backend, 3);
-        const Dims in = t->net->inputDims();
-        t->inputStage = hostTensor(*t->backend, int64_t(plan_.batchPerTower) * in.size());
-        t->labelStage = hostTensor(*t->backend, plan_.batchPerTower);  // int32 labels, float-sized slots
+        const int64_t inputCount = int64_t(plan_.batchPerTower) * t->net->inputDims().size();
+        for (int k = 0; k < 2; ++k) {
+            t->hostInput[k] = hostTensor(*t->backend, inputCount);
+            t->hostLabels[k] = hostTensor(*t->backend, plan_.batchPerTower);
+        }
+        if (d.type == DeviceType::Cuda) {
+            t->deviceInput = t->backend->empty(Shape{inputCount});
+            t->deviceLabels = t->backend->empty(Shape{plan_.batchPerTower});
+            t->copyStream = t->backend->createCopyStream();
+            t->inputTaken = t->backend->createEvent();
+            t->inputReady = t->backend->createEvent();
+        }
         for (Event& e : t->marks) e = t->backend->createEvent();
         towers_.push_back(std::move(t));
     }
@@ -182,14 +209,50 @@ void TowerSet::guarded(Tower& t, F&& f) {
     }
 }
 
-// Tower i's slice of global batch `k` of this call, through forward and backward.
+// Tower i's slice of global batch `k` of this call, through forward and backward. Its input is
+// staged already where the step before knew it (the next batch of this call, or the caller's
+// `next`); while the device computes, the host stages the slice of the step after.
 void TowerSet::computeSlice(Tower& t, int i, size_t k) {
-    const Batch& b = *round_[k];
+    const int64_t step = step_ + int64_t(k);
+    double staging = 0;
+    if (t.stagedFor != step) {
+        const auto t0 = Clock::now();
+        stageSlice(t, i, *round_[k], step);
+        staging = since(t0);
+    }
+    const Batch* after = k + 1 < round_.size() ? round_[k + 1] : next_;
+    computeGradients(t, i, uint64_t(step), [&] {
+        if (after) stageSlice(t, i, *after, step + 1);
+    });
+    t.phases.forward += staging;  // on the step's path: the host's copy and the wait for PCIe
+    straggle(t, i);
+}
+
+// Tower i's slice of global batch b, staged as the input of `step`.
+void TowerSet::stageSlice(Tower& t, int i, const Batch& b, int64_t step) {
     const int per = plan_.batchPerTower;
     const size_t sample = b.x.size() / size_t(b.n);
-    computeGradients(t, i, b.x.data() + size_t(i) * size_t(per) * sample, b.y.data() + size_t(i) * size_t(per), per,
-                     uint64_t(step_ + int64_t(k)));
-    straggle(t, i);
+    stageInput(t, b.x.data() + size_t(i) * size_t(per) * sample, b.y.data() + size_t(i) * size_t(per), per);
+    t.stagedFor = step;
+}
+
+// n examples (x: (n, h, w, c), y: (n)) as tower t's next input: into the pinned pair not
+// written last (the copy from that one may still be on its way), then on GPUs, once the step
+// before has copied the device stage out, on the copy stream into the device stage.
+void TowerSet::stageInput(Tower& t, const float* x, const int32_t* y, int n) {
+    Backend& be = *t.backend;
+    const size_t xBytes = size_t(n) * size_t(t.net->inputDims().size()) * sizeof(float);
+    const size_t yBytes = size_t(n) * sizeof(int32_t);
+    t.hostSlot ^= 1;
+    std::memcpy(t.hostInput[t.hostSlot].data(), x, xBytes);
+    std::memcpy(t.hostLabels[t.hostSlot].data(), y, yBytes);
+    t.stagedCount = n;
+    t.stagedFor = -1;
+    if (!t.copyStream) return;
+    be.waitEvent(t.copyStream, t.inputTaken);
+    be.copyFromHost(t.copyStream, t.deviceInput.data(), t.hostInput[t.hostSlot].data(), xBytes);
+    be.copyFromHost(t.copyStream, t.deviceLabels.data(), t.hostLabels[t.hostSlot].data(), yBytes);
+    be.recordEvent(t.inputReady, t.copyStream);
 }
 
 // Keeps what tower t measured for step k of this call.
@@ -239,14 +302,23 @@ void TowerSet::localSteps(int i) {
     }
 }
 
-// The whole of a tower's compute as device work on its stream: the input from the host stage,
-// forward, backward, the loss statistics to the host. Events between the phases time them.
+// The whole of a tower's compute as device work on its stream: the staged input into the
+// network's, forward, backward, the loss statistics to the host. Events between the phases time
+// them; inputTaken lets the copy stream refill the device stage.
 void TowerSet::enqueueCompute(Tower& t, int n, uint64_t seed) {
     Backend& be = *t.backend;
     Network& net = *t.net;
+    const size_t xBytes = size_t(n) * size_t(net.inputDims().size()) * sizeof(float);
+    const size_t yBytes = size_t(n) * sizeof(int32_t);
     be.recordEvent(t.marks[0], t.stream);
-    be.copyFromHost(t.stream, net.input(), t.inputStage.data(), size_t(n) * size_t(net.inputDims().size()) * 4);
-    be.copyFromHost(t.stream, net.labels(), t.labelStage.data(), size_t(n) * sizeof(int32_t));
+    if (t.copyStream) {
+        be.copy(t.stream, net.input(), t.deviceInput.data(), xBytes);
+        be.copy(t.stream, net.labels(), t.deviceLabels.data(), yBytes);
+        be.recordEvent(t.inputTaken, t.stream);
+    } else {
+        be.copyFromHost(t.stream, net.input(), t.hostInput[t.hostSlot].data(), xBytes);
+        be.copyFromHost(t.stream, net.labels(), t.hostLabels[t.hostSlot].data(), yBytes);
+    }
     be.fill(t.stream, t.stats.data(), 0.f, 3);
     net.forward(t.stream, true, seed, n, t.stats.data());
     be.recordEvent(t.marks[1], t.stream);
@@ -256,13 +328,11 @@ void TowerSet::enqueueCompute(Tower& t, int n, uint64_t seed) {
     be.recordEvent(t.marks[3], t.stream);
 }
 
-void TowerSet::computeGradients(Tower& t, int i, const float* x, const int32_t* y, int n, uint64_t step) {
+void TowerSet::computeGradients(Tower& t, int i, uint64_t step, const std::function<void()>& whileComputing) {
     Backend& be = *t.backend;
     Network& net = *t.net;
-    const auto staged = Clock::now();
-    std::memcpy(t.inputStage.data(), x, size_t(n) * size_t(net.inputDims().size()) * sizeof(float));
-    std::memcpy(t.labelStage.data(), y, size_t(n) * sizeof(int32_t));
-    const double stageSeconds = since(staged);
+    const int n = t.stagedCount;
+    if (t.copyStream) be.waitEvent(t.stream, t.inputReady);  // the staged slice is on the device
     // Dropout masks: a function of the run's seed, the step and the tower.
     const uint64_t stepSeed = (seed_ + 1) * 0x9E3779B97F4A7C15ull ^ (step * 7919ull + uint64_t(i) * 1000003ull);
     // GPUs: the second step is recorded as a graph and every later one replays it, one launch
@@ -286,8 +356,9 @@ void TowerSet::computeGradients(Tower& t, int i, const float* x, const int32_t* 
         enqueueCompute(t, n, stepSeed);
     }
     ++t.computed;
+    if (whileComputing) whileComputing();
     be.synchronize(t.stream);
-    t.phases.forward = stageSeconds + be.elapsedSeconds(t.marks[0], t.marks[1]);
+    t.phases.forward = be.elapsedSeconds(t.marks[0], t.marks[1]);
     t.phases.backward = be.elapsedSeconds(t.marks[1], t.marks[2]) + be.elapsedSeconds(t.marks[2], t.marks[3]);
     const float* host = t.hostStats.data();
     t.lossSum = host[0];
@@ -303,17 +374,21 @@ void TowerSet::straggle(Tower& t, int i) {
     t.phases.straggle = extra;
 }
 
-std::vector<TowerStep> TowerSet::steps(const std::vector<const Batch*>& batches, int64_t first, double dataWait) {
+std::vector<TowerStep> TowerSet::steps(const std::vector<const Batch*>& batches, int64_t first, double dataWait,
+                                       const Batch* next) {
     const int n = towers();
     if (batches.empty()) return {};
     if (batches.size() > 1 && !plan_.averaging())
         throw Error("several steps at once are for local steps between averages (--average-every)");
-    for (const Batch* b : batches)
+    std::vector<const Batch*> all = batches;
+    if (next) all.push_back(next);
+    for (const Batch* b : all)
         if (b->n != n * plan_.batchPerTower)
             throw Error("a global batch of " + std::to_string(b->n) + " does not split into " + std::to_string(n) +
                         " towers of " + std::to_string(plan_.batchPerTower));
     strategy_->endEvaluation();
     round_ = batches;
+    next_ = next;
     step_ = first;
     callerWait_ = dataWait;
     const int64_t bytesBefore = bytesMoved();
@@ -371,12 +446,16 @@ void TowerSet::runAsync(int64_t updates, const std::function<void(Batch&)>& next
                     nextBatch(b);
                 }
                 t.phases.dataWait = since(t0);
+                t0 = Clock::now();
+                stageInput(t, b.x.data(), b.y.data(), std::min(b.n, plan_.batchPerTower));  // crosses during the pull
+                const double staging = since(t0);
                 const int64_t bytesBefore = comm.bytesMovedBy(i);
                 t0 = Clock::now();
                 const int64_t pulledAt = applied.load();  // the version says how fresh the pull is
                 strategy_->pull(i);
                 t.phases.reduce = since(t0);
-                computeGradients(t, i, b.x.data(), b.y.data(), std::min(b.n, plan_.batchPerTower), uint64_t(pulledAt));
+                computeGradients(t, i, uint64_t(pulledAt), nullptr);
+                t.phases.forward += staging;
                 straggle(t, i);
                 t0 = Clock::now();
                 const float lr = strategy_->push(i, applied.load());

@@ -70,7 +70,12 @@ public:
     // Averaging: consecutive steps first, first + 1, ... on these global batches, which the
     // replicas take as local steps without meeting; they average where a step completes a
     // multiple of K. Any split of the steps into calls gives the same result.
-    std::vector<TowerStep> steps(const std::vector<const Batch*>& batches, int64_t first, double dataWait);
+    // `next`, where the caller has it already, is the global batch of the step after this call:
+    // the towers copy it to their devices while they compute this call's last step, and the next
+    // call for that step starts from it (a call for any other step stages its own input). It is
+    // read during this call only.
+    std::vector<TowerStep> steps(const std::vector<const Batch*>& batches, int64_t first, double dataWait,
+                                 const Batch* next = nullptr);
     // Async: towers run free until `updates` updates are applied or `control` stops them.
     // nextBatch is called under a lock; onUpdate is called on tower threads, serialised.
     void runAsync(int64_t updates, const std::function<void(Batch&)>& nextBatch, RunControl& control,
@@ -104,12 +109,15 @@ private:
     template <class F>
     void guarded(Tower& t, F&& f);
     void computeSlice(Tower& t, int i, size_t k);
+    void stageSlice(Tower& t, int i, const Batch& b, int64_t step);
+    void stageInput(Tower& t, const float* x, const int32_t* y, int n);
     void keep(Tower& t, size_t k);
     void syncStep(int i);
     void localSteps(int i);
-    // Input, forward, backward on tower t; timed with events.
+    // The staged input through forward and backward on tower t, timed with events;
+    // whileComputing (may be empty) runs on the host while the device works.
     // `step` is the global step (sync) or the update the tower pulled (async).
-    void computeGradients(Tower& t, int i, const float* x, const int32_t* y, int n, uint64_t step);
+    void computeGradients(Tower& t, int i, uint64_t step, const std::function<void()>& whileComputing);
     void enqueueCompute(Tower& t, int n, uint64_t seed);
     void straggle(Tower& t, int i);
     Backend& backendFor(const Device& d, int threadsPerTower);
@@ -127,6 +135,7 @@ private:
     // The caller and N tower threads meet at start_ and done_ around each call.
     std::barrier<> start_, done_;
     std::vector<const Batch*> round_;  // this call's global batches (one, or local steps)
+    const Batch* next_ = nullptr;      // the batch of the step after this call, or none
     int64_t step_ = 0;
     double callerWait_ = 0;
     bool quit_ = false;

@@ -15,39 +15,19 @@
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
-#include <fstream>
 #include <functional>
 #include <string>
 #include <thread>
 #include <vector>
 
 #include "backend/backend.hpp"
+#include "bench_machine.hpp"
 #include "util/float_mode.hpp"
 
 namespace {
 
-std::string cpuInfo(const char* key) {
-    std::ifstream f("/proc/cpuinfo");
-    for (std::string line; std::getline(f, line);)
-        if (line.rfind(key, 0) == 0) return line.substr(line.find(':') + 2);
-    return "";
-}
-
-std::string isa() {
-    std::string flags = cpuInfo("flags");
-    flags.insert(flags.begin(), ' ');
-    flags.push_back(' ');
-    std::string out, word;
-    for (const char* f : {"avx2", "fma", "avx512f", "avx512_bf16", "amx_tile", "amx_bf16"}) {
-        word.assign(1, ' ');
-        word.append(f).push_back(' ');
-        if (flags.find(word) != std::string::npos) {
-            if (!out.empty()) out += ' ';
-            out += f;
-        }
-    }
-    return out.empty() ? "no AVX2" : out;
-}
+using tbbench::cpuInfo;
+using tbbench::isa;
 
 struct Buffers {
     std::vector<float> p, g, m, v, y, mask;

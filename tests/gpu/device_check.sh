@@ -7,7 +7,8 @@
 # 2. builds the Qt-free core with the CUDA module (or, with --prebuilt DIR, takes towerbench-run,
 #    libtb_backend_cuda.so and the tst_* programs built elsewhere from DIR, to save device time);
 # 3. runs `towerbench-run selftest`, the Qt-free tests (those labelled gpu must run, not skip),
-#    compute-sanitizer's memcheck on a short GPU run, and the GPU benchmark against PyTorch;
+#    compute-sanitizer's memcheck on a short GPU run, the input-staging benchmark, TensorBoard's
+#    reader on a run folder made here, and the GPU benchmark against PyTorch;
 # 4. writes logs and summary.txt (one table, also printed last) into OUT_DIR.
 # Exit status: 0 when every step passed; the summary says which did not.
 set -uo pipefail
@@ -183,6 +184,27 @@ PY
   rm -f "$out/placement.json" "$out/placement.jsonl"
 }
 step "placements on the GPU" placements
+
+# Staging the next step's input while a step computes (the trainer's way) against staging it on
+# the step's path: alternating rounds in one process, per model and placement.
+staging() {
+  local p
+  for p in "--model mnist_cnn --towers gpu:0 --batch 128" "--model cifar10_cnn --towers gpu:0 --batch 128" \
+           "--model mnist_cnn --towers gpu:0*2 --batch 64" "--model mnist_cnn --towers gpu:0 --variables cpu --batch 128"; do
+    # shellcheck disable=SC2086 # the flags, split on purpose
+    "$bench_bin/tb_bench_input_staging" $p --steps 300 --rounds 5 --threads 4 || return 1
+  done 2>&1 | tee "$out/staging.txt"
+}
+step "input staged ahead vs on the path" staging
+
+# TensorBoard's own reader on a run folder (40 steps, then resumed to 80) that
+# scripts/fetch_device_deps.sh made on the development machine: this build has no protobuf.
+tensorboard_reads() { python3 "$repo/tests/gpu/read_events_with_tensorboard.py" "$repo/.deps/tbrun"; }
+if [ -d "$repo/.deps/tbrun" ]; then
+  step "TensorBoard reads a run's events" tensorboard_reads
+else
+  note "TensorBoard reads a run's events" "no .deps/tbrun (run scripts/fetch_device_deps.sh here)"
+fi
 
 # The host's price of denormal floats (these machines have Intel processors, which pay most).
 denormals() { "$bench_bin/tb_bench_denormals" --threads 4 | tee "$out/denormals.txt"; }

@@ -35,7 +35,7 @@ public:
         cudaDeviceProp prop{};
         TB_CUDA(cudaGetDeviceProperties(&prop, device));
         gpuName_ = prop.name;
-        setup_ = makeStream(false);
+        setup_ = makeStream(StreamUse::Setup);
         ctx_ = PlanContext{nullptr, device_, &allocator_, setup_, tf32_};
     }
     ~CudaBackend() override {
@@ -79,13 +79,14 @@ public:
         TB_CUDA(cudaMemcpyAsync(dst, src, bytes, cudaMemcpyDefault, queueOf(s)));
     }
 
-    Stream createStream() override { return makeStream(true); }
+    Stream createStream() override { return makeStream(StreamUse::Compute); }
+    Stream createCopyStream() override { return makeStream(StreamUse::Copies); }
     void destroyStream(Stream s) override {
         if (!s) return;
         use();
         cudaStreamSynchronize(s->stream);
         if (s->cublas) cublasDestroy(s->cublas);
-        cudnnDestroy(s->cudnn);
+        if (s->cudnn) cudnnDestroy(s->cudnn);
         allocator_.deallocate(s->cublasWorkspace);
         allocator_.deallocate(s->scratch);
         cudaStreamDestroy(s->stream);
@@ -198,13 +199,17 @@ private:
     void use() const { TB_CUDA(cudaSetDevice(device_)); }
     // withBlas: false for the set-up stream, which runs cuDNN's searches and fills but no GEMM,
     // and so needs no 32 MiB cuBLAS workspace.
-    Stream makeStream(bool withBlas) {
+    // Compute: cuDNN and cuBLAS with its workspace; Setup (plans, algorithm search): cuDNN;
+    // Copies: the bare queue. All but Copies get the reductions' scratch.
+    enum class StreamUse { Compute, Setup, Copies };
+    Stream makeStream(StreamUse kind) {
         use();
         auto s = std::make_unique<StreamImpl>();
         TB_CUDA(cudaStreamCreateWithFlags(&s->stream, cudaStreamNonBlocking));
+        if (kind == StreamUse::Copies) return s.release();
         TB_CUDA(cudnnCreate(&s->cudnn));
         TB_CUDA(cudnnSetStream(s->cudnn, s->stream));
-        if (withBlas) {
+        if (kind == StreamUse::Compute) {
             TB_CUDA(cublasCreate(&s->cublas));
             TB_CUDA(cublasSetStream(s->cublas, s->stream));
             s->cublasWorkspace = allocator_.allocate(kCublasWorkspaceBytes);
