@@ -13,6 +13,7 @@ import json
 import math
 import sys
 
+import tensorboard
 from tensorboard.backend.event_processing.event_accumulator import EventAccumulator
 
 
@@ -59,7 +60,7 @@ def main(run_dir):
     for t in ("tower0/forward_ms", "tower0/backward_ms", "tower0/wait_ms"):
         if t not in tags:
             problems.append(f"tag {t} missing")
-    print(f"{run_dir}: {len(files)} events file(s), {len(tags)} scalar tags, {len(steps)} steps and "
+    print(f"TensorBoard {tensorboard.__version__} on {run_dir}: {len(files)} events file(s), {len(tags)} scalar tags, {len(steps)} steps and "
           f"{len(evals)} evaluations in metrics.jsonl; TensorBoard's reader "
           + ("agrees on every one" if not problems else f"disagrees ({len(problems)} findings)"))
     for p in problems[:20]:
