@@ -5,7 +5,9 @@
 # machines have no network. .deps/ is git-ignored and travels as a carried path.
 # Also makes .deps/tbrun with this machine's build (build/app/towerbench-run): a run folder, 40
 # steps and then resumed to 80, whose TensorBoard events the device check reads with TensorBoard
-# (the device build has no protobuf, so it writes none; the GPU machines have TensorBoard).
+# (the device build has no protobuf, so it writes none; the GPU machines have TensorBoard), and
+# .deps/tbckpt: an mlp run with a moving average and eval's line, whose checkpoints the device
+# check opens with the Python safetensors package and runs in PyTorch.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 mkdir -p .deps/debs
@@ -28,6 +30,11 @@ if [ -x build/app/towerbench-run ]; then
   build/app/towerbench-run --resume .deps/tbrun --steps 80 --eval-every 20 --quiet > /dev/null
   rm -r .deps/tbrun/checkpoints  # 100 MB the check does not read (a call carries 64 MiB at most)
   ls .deps/tbrun
+  rm -rf .deps/tbckpt
+  build/app/towerbench-run --model mlp --data idx:samples/fashion-mnist-slice --towers cpu:0 --batch 32 \
+    --steps 60 --optimizer adam --ema-decay 0.99 --run-dir .deps/tbckpt --quiet > /dev/null
+  build/app/towerbench-run eval .deps/tbckpt > .deps/tbckpt/eval.json
+  ls .deps/tbckpt/checkpoints
 else
-  echo "build/app/towerbench-run not built: no run folder for the TensorBoard check" >&2
+  echo "build/app/towerbench-run not built: no run folders for the TensorBoard and safetensors checks" >&2
 fi

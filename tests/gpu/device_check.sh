@@ -8,7 +8,8 @@
 #    libtb_backend_cuda.so and the tst_* programs built elsewhere from DIR, to save device time);
 # 3. runs `towerbench-run selftest`, the Qt-free tests (those labelled gpu must run, not skip),
 #    compute-sanitizer's memcheck on a short GPU run, the input-staging benchmark, TensorBoard's
-#    reader on a run folder made here, and the GPU benchmark against PyTorch;
+#    reader and the safetensors package on run folders made here, and the GPU benchmark against
+#    PyTorch;
 # 4. writes logs and summary.txt (one table, also printed last) into OUT_DIR.
 # Exit status: 0 when every step passed; the summary says which did not.
 set -uo pipefail
@@ -204,6 +205,16 @@ if [ -d "$repo/.deps/tbrun" ]; then
   step "TensorBoard reads a run's events" tensorboard_reads
 else
   note "TensorBoard reads a run's events" "no .deps/tbrun (run scripts/fetch_device_deps.sh here)"
+fi
+
+# The Python safetensors package on checkpoints made here, and PyTorch on their weights.
+safetensors_reads() {
+  python3 "$repo/tests/gpu/read_checkpoint_with_safetensors.py" "$repo/.deps/tbckpt" "$repo/samples/fashion-mnist-slice"
+}
+if [ -d "$repo/.deps/tbckpt" ]; then
+  step "safetensors reads checkpoints" safetensors_reads
+else
+  note "safetensors reads checkpoints" "no .deps/tbckpt (run scripts/fetch_device_deps.sh here)"
 fi
 
 # The host's price of denormal floats (these machines have Intel processors, which pay most).
