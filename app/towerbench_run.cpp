@@ -11,6 +11,7 @@
 #include <vector>
 
 #include "data/dataset.hpp"
+#include "engine/metrics_file.hpp"
 #include "engine/checkpoint.hpp"
 #include "engine/run_folder.hpp"
 #include "engine/selftest.hpp"
@@ -169,7 +170,7 @@ int runEval(const std::string& target, tb::RunConfig config, bool dataGiven) {
     const tb::EvalResult r = tb::evaluateCheckpoint(checkpoint, config);
     std::cout << nlohmann::json{{"checkpoint", checkpoint}, {"step", r.step},         {"data", config.data},
                                 {"test_accuracy", r.accuracy}, {"test_loss", r.loss}, {"examples", r.examples},
-                                {"ema", r.averagedWeights}}
+                                {"ema", r.averagedWeights}, {"confusion", tb::confusionRows(r)}}
                      .dump()
               << std::endl;
     return 0;

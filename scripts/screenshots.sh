@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # The README's screenshots of the real window: the GUI screen suite (tst_ui_screen) run on the xcb
 # platform under Xvfb at 1366x768 and 1920x1080, the pictures it saves (a fresh start, an
-# asynchronous run with a straggler, an averaging run, two runs compared) copied to docs/. Installs Xvfb if missing.
+# asynchronous run with a straggler, an averaging run, two runs compared, the predictions after a
+# run) copied to docs/. Installs Xvfb if missing.
 # Usage: scripts/screenshots.sh [BUILD_DIR]   (default: build, already built)
 set -euo pipefail
 root=$(cd "$(dirname "$0")/.." && pwd)
@@ -10,8 +11,8 @@ TB_SETUP_EXTRA="xvfb xauth" "$root/scripts/setup.sh"
 for size in 1366x768 1920x1080; do
   xvfb-run -a -s "-screen 0 ${size}x24" env QT_QPA_PLATFORM=xcb "$build/tests/tst_ui_screen" -o -,txt \
     | grep -E "^(FAIL|Totals)" || true
-  for view in fresh async averaging compare; do
+  for view in fresh async averaging compare predictions; do
     cp "$build/tests/towerbench-$size-$view.png" "$root/docs/window-$size-$view.png"
   done
 done
-echo "screenshots: docs/window-{1366x768,1920x1080}-{fresh,async,averaging,compare}.png"
+echo "screenshots: docs/window-{1366x768,1920x1080}-{fresh,async,averaging,compare,predictions}.png"

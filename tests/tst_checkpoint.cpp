@@ -11,7 +11,9 @@
 #include <QJsonObject>
 #include <QTemporaryDir>
 #include <QThread>
+#include <algorithm>
 #include <atomic>
+#include <cmath>
 #include <cstring>
 #include <fstream>
 #include <mutex>
@@ -20,6 +22,7 @@
 #include "data/dataset.hpp"
 #include "data/pipeline.hpp"
 #include "engine/checkpoint.hpp"
+#include "engine/metrics_file.hpp"
 #include "engine/run_folder.hpp"
 #include "engine/trainer.hpp"
 #include "io/run_index.hpp"
@@ -645,6 +648,109 @@ private slots:
         QCOMPARE(int(scalars["validation/accuracy"].size()), 3);  // steps 10, 20 and the end
         QCOMPARE(scalars["test/accuracy"].at(25), float(s.testAccuracy));
         QVERIFY(scalars.count("learning_rate") && scalars.count("examples_per_sec"));
+    }
+
+    // What the window's grid and matrix show after an evaluation is what the model computes: a
+    // forward pass written here, in double, from the final checkpoint's weights (read by the
+    // independent reader) predicts every test image as the run said (but where its two best
+    // classes are within 1e-4 of each other), the matrix counts exactly those predictions, its
+    // diagonal is the accuracy the loss kernel counted, and predictions.json and the metrics
+    // line say the same. A 2-D set gets the matrix alone.
+    void predictionsAreTheModelsOwn() {
+        RunConfig c;
+        c.model = "mlp";
+        c.data = "idx:" + tbtest::sourcePath("samples/fashion-mnist-slice").toStdString();
+        c.towers = "cpu:0";
+        c.batch = 32;
+        c.steps = 40;
+        c.threads = 2;
+        c.quiet = true;
+        struct Evals : TrainingObserver {
+            std::vector<EvalResult> all;
+            void onEval(const EvalResult& r) override { all.push_back(r); }
+        } evals;
+        const QString dir = dir_.filePath("predictions");
+        auto folder = RunFolder::create(c, dir.toStdString());
+        Trainer t(c);
+        t.setRunFolder(folder.get());
+        t.addObserver(&evals);
+        const RunSummary s = t.run();
+        folder.reset();
+        QVERIFY(!evals.all.empty());
+        const EvalResult& r = evals.all.back();
+        QCOMPARE(QString::fromStdString(r.split), QStringLiteral("test"));
+        QVERIFY(r.predictions);
+        const Predictions& p = *r.predictions;
+        QCOMPARE(int(p.labels.size()), 500);
+        QCOMPARE(p.classNames.front(), std::string("T-shirt/top"));
+        QCOMPARE(r.classes, 10);
+        std::vector<int64_t> counts(100, 0);
+        for (size_t i = 0; i < 500; ++i) ++counts[size_t(p.labels[i]) * 10 + size_t(p.predicted[i])];
+        QCOMPARE(counts, r.confusion);
+        int64_t right = 0;
+        for (int k = 0; k < 10; ++k) right += r.confusion[size_t(k) * 11];
+        QCOMPARE(double(right) / 500.0, s.testAccuracy);
+
+        // The model by hand: 784-512-512-10, ReLU, on pixels / 255.
+        const QByteArray file = readAll(QString::fromStdString(RunFolder::newestCheckpointIn(dir.toStdString())));
+        QString problem;
+        const QJsonObject header = independentHeader(file, &problem);
+        QVERIFY2(problem.isEmpty(), qPrintable(problem));
+        const Dataset test = loadData(c.data, 0, 1).test;
+        std::vector<double> x(784), h1(512), h2(512), logits(10);
+        auto dense = [&](const std::vector<double>& in, std::vector<double>& out, const QString& layer, bool relu) {
+            const std::vector<float> w = independentFloats(file, header, "params/" + layer + "/weights");  // (out, in)
+            const std::vector<float> b = independentFloats(file, header, "params/" + layer + "/biases");
+            for (size_t o = 0; o < out.size(); ++o) {
+                double acc = b[o];
+                for (size_t i = 0; i < in.size(); ++i) acc += double(w[o * in.size() + i]) * in[i];
+                out[o] = relu ? std::max(0.0, acc) : acc;
+            }
+        };
+        int agree = 0, nearTies = 0;
+        for (size_t n = 0; n < 500; ++n) {
+            for (size_t i = 0; i < 784; ++i) x[i] = test.pixels[n * 784 + i] / 255.0;
+            dense(x, h1, "hidden1", true);
+            dense(h1, h2, "hidden2", true);
+            dense(h2, logits, "logits", false);
+            const int best = int(std::max_element(logits.begin(), logits.end()) - logits.begin());
+            std::vector<double> sorted = logits;
+            std::sort(sorted.rbegin(), sorted.rend());
+            if (best == p.predicted[n]) ++agree;
+            else if (sorted[0] - sorted[1] < 1e-4) ++nearTies;
+            double z = 0;
+            for (double l : logits) z += std::exp(l - sorted[0]);
+            QVERIFY2(std::fabs(1.0 / z - p.confidence[n]) < 1e-4, qPrintable(QString("example %1").arg(n)));
+        }
+        qInfo("hand-computed predictions: %d of 500 agree, %d near ties", agree, nearTies);
+        QCOMPARE(agree + nearTies, 500);
+
+        // The run folder: predictions.json and the metrics line's matrix.
+        const QJsonObject saved = QJsonDocument::fromJson(readAll(dir + "/predictions.json")).object();
+        QCOMPARE(saved.value("step").toInt(), 40);
+        const QJsonArray predicted = saved.value("predicted").toArray();
+        QCOMPARE(predicted.size(), qsizetype(500));
+        for (size_t n = 0; n < 500; ++n) QCOMPARE(predicted[qsizetype(n)].toInt(), p.predicted[n]);
+        QFile metrics(dir + "/metrics.jsonl");
+        QVERIFY(metrics.open(QIODevice::ReadOnly));
+        MetricsLine last;
+        for (const QByteArray& line : metrics.readAll().split('\n')) {
+            MetricsLine m;
+            if (parseMetricsLine(line.toStdString(), m) && m.kind == MetricsLine::Kind::Eval) last = m;
+        }
+        QCOMPARE(last.eval.confusion, r.confusion);
+
+        // A 2-D set: a matrix, no images.
+        RunConfig planar = run("sync");
+        planar.steps = 5;
+        Evals two;
+        Trainer t2(planar);
+        t2.addObserver(&two);
+        t2.run();
+        QVERIFY(!two.all.empty() && !two.all.back().predictions);
+        int64_t total = 0;
+        for (int64_t v : two.all.back().confusion) total += v;
+        QCOMPARE(total, two.all.back().examples);
     }
 
     // convert writes the IDX slice as TFRecord Examples; training on them is bitwise training on

@@ -142,7 +142,7 @@ void ChartsPanelTest::resetRebuildsTowerSeries() {
     ChartsPanel panel;
     panel.reset(2);
     for (int s = 1; s <= 20; ++s) panel.addStep(stepAt(s, 2, 1.0));
-    panel.addEval({20, "validation", 1.0, 0.7, 100, false});
+    panel.addEval({20, "validation", 1.0, 0.7, 100, false, 0, {}, nullptr});
     auto* accuracy = panel.findChild<QCustomPlot*>(QStringLiteral("accuracyPlot"));
     QVERIFY(accuracy != nullptr);
     QCOMPARE(accuracy->graphCount(), 2);  // train, validation
@@ -161,9 +161,9 @@ void ChartsPanelTest::resetRebuildsTowerSeries() {
 void ChartsPanelTest::evaluationsBecomePoints() {
     ChartsPanel panel;
     panel.reset(1);
-    panel.addEval({100, "validation", 0.9, 0.6, 1000, false});
-    panel.addEval({200, "validation", 0.7, 0.7, 1000, false});
-    panel.addEval({200, "test", 0.75, 0.68, 1000, false});
+    panel.addEval({100, "validation", 0.9, 0.6, 1000, false, 0, {}, nullptr});
+    panel.addEval({200, "validation", 0.7, 0.7, 1000, false, 0, {}, nullptr});
+    panel.addEval({200, "test", 0.75, 0.68, 1000, false, 0, {}, nullptr});
     QCOMPARE(panel.evalPoints(), 3);
     QCOMPARE(panel.stepPoints(), 0);
     auto* accuracy = panel.findChild<QCustomPlot*>(QStringLiteral("accuracyPlot"));
@@ -407,7 +407,7 @@ void ChartsPanelTest::legendsOutsideTheData() {
         m.averaged = s % 10 == 0;
         panel.addStep(m);
     }
-    panel.addEval({300, "validation", 1.0, 0.7, 100, false});
+    panel.addEval({300, "validation", 1.0, 0.7, 100, false, 0, {}, nullptr});
     QSignalSpy replots(panel.lossPlot(), &QCustomPlot::afterReplot);
     QTRY_VERIFY_WITH_TIMEOUT(replots.count() > 0, 1000);
     for (const char* name : {"lossPlot", "accuracyPlot", "speedPlot"}) {
@@ -508,7 +508,7 @@ void ChartsPanelTest::picturesRender() {
         m.stepSeconds = 0.0005 + 0.0001 * (s % 3);
         m.examplesPerSec = 512 / m.stepSeconds;
         sync.addStep(m);
-        if (s % 50 == 0) sync.addEval({s, "validation", 1.0, 0.6 + s / 1000.0, 1000, false});
+        if (s % 50 == 0) sync.addEval({s, "validation", 1.0, 0.6 + s / 1000.0, 1000, false, 0, {}, nullptr});
     }
     sync.setScrolling(false);
     save(sync, "charts-averaging.png");

@@ -3,7 +3,8 @@
 // the screen's available area and be readable there: no label cut short, no combo box or field
 // narrower than its content, no sideways scrolling of the form, no toolbar overflow, nothing
 // overlapping in the status bar. It also saves the screenshots the README shows (a fresh start,
-// an asynchronous run with a straggler, an averaging run) as towerbench-<size>-<view>.png in the
+// an asynchronous run with a straggler, an averaging run, two runs compared, the predictions after
+// a run) as towerbench-<size>-<view>.png in the
 // test's directory.
 #include <QtTest>
 
@@ -11,6 +12,8 @@
 #include <QAction>
 #include <QComboBox>
 #include <QDockWidget>
+#include <QJsonDocument>
+#include <QJsonObject>
 #include <QLabel>
 #include <QLineEdit>
 #include <QScreen>
@@ -34,6 +37,7 @@
 #include "fake_devices.hpp"
 #include "form_widgets.hpp"
 #include "main_window.hpp"
+#include "predictions_panel.hpp"
 
 namespace {
 
@@ -43,6 +47,14 @@ QString describe(const QWidget* w) {
     if (auto* c = qobject_cast<const QComboBox*>(w)) what += " '" + c->currentText() + "'";
     if (const QVariant key = w->property("configKey"); key.isValid()) what += " (" + key.toString() + ")";
     return what;
+}
+
+// A dock behind another's tab is moved out of sight rather than hidden: nothing in it is shown.
+bool behindATab(MainWindow& top, const QWidget* w) {
+    for (const QWidget* p = w; p; p = p->parentWidget())
+        if (auto* d = qobject_cast<const QDockWidget*>(p))
+            return !top.tabifiedDockWidgets(const_cast<QDockWidget*>(d)).isEmpty() && d->visibleRegion().isEmpty();
+    return false;
 }
 
 // Everything a reader would find cut, squeezed or overlapping in `top` as it is shown now.
@@ -56,7 +68,7 @@ QStringList layoutProblems(MainWindow& top) {
                         .arg(frame.width()).arg(frame.height()).arg(frame.x()).arg(frame.y())
                         .arg(avail.width()).arg(avail.height());
     for (QWidget* w : top.findChildren<QWidget*>()) {
-        if (!w->isVisible() || w->window() != &top) continue;
+        if (!w->isVisible() || w->window() != &top || behindATab(top, w)) continue;
         const QRect where(w->mapTo(&top, QPoint(0, 0)), w->size());
         auto need = [&](int needed, const char* what) {
             if (w->width() < needed)
@@ -75,6 +87,10 @@ QStringList layoutProblems(MainWindow& top) {
             need(c->sizeHint().width(), "longest item");
         } else if (auto* s = qobject_cast<QAbstractSpinBox*>(w)) {
             need(s->sizeHint().width(), "longest value");
+        } else if (auto* e = qobject_cast<QLineEdit*>(w); e && e->property("pathField").toBool()) {
+            // A path may be longer than its field: then its tooltip must say all of it.
+            if (!e->text().isEmpty() && e->toolTip() != e->text())
+                problems << describe(w) + QStringLiteral(": a path whose tooltip is not the whole path");
         } else if (auto* e = qobject_cast<QLineEdit*>(w)) {
             const QString shown = e->text().isEmpty() ? e->placeholderText() : e->text();
             const int needed = e->fontMetrics().horizontalAdvance(shown) + (e->width() - e->contentsRect().width()) + 8;
@@ -281,6 +297,46 @@ private slots:
         QVERIFY(d.differingKeys().contains("update"));
         QTest::qWait(100);
         QVERIFY(d.grab().save(shotPath(QStringLiteral("compare"))));
+    }
+
+    // A run on the Fashion-MNIST slice ends with the Predictions tab raised: the confusion matrix
+    // and the test images, mistakes first; the header's accuracy is the summary's. Saved for the
+    // README with the most frequent mistake selected in the matrix.
+    void predictionsAfterARun() {
+        MainWindow w(tbtest::fakeCatalog(0), noTelemetry());
+        w.setQuitConfirmation([] { return true; });
+        w.show();
+        QVERIFY(QTest::qWaitForWindowExposed(&w));
+        tb::RunConfig c = w.experiment()->config();
+        c.model = "mlp";
+        c.data = "idx:" + std::string(TB_SOURCE_DIR) + "/samples/fashion-mnist-slice";
+        c.towers = "cpu:0,cpu:1";
+        c.variables = "cpu";
+        c.update = "sync";
+        c.batch = 64;
+        c.steps = 300;
+        c.evalEvery = 0;
+        c.optimizer = "momentum";
+        w.experiment()->setConfig(c);
+        QVERIFY2(w.experiment()->isValid(), qPrintable(w.experiment()->problem()));
+        w.start();
+        QTRY_VERIFY_WITH_TIMEOUT(!w.running(), 120000);
+        PredictionsPanel* p = w.predictions();
+        QVERIFY(p->hasPredictions());
+        QVERIFY(!w.predictionsDock()->visibleRegion().isEmpty());  // raised over the devices
+        const QJsonObject summary = QJsonDocument::fromJson(w.lastSummary().toUtf8()).object();
+        const QString accuracy = QString::number(100 * summary.value("test_accuracy").toDouble(), 'f', 1) + "%";
+        QVERIFY2(p->header().startsWith("test set") && p->header().contains(accuracy), qPrintable(p->header()));
+        int worstTrue = 0, worstPred = 1;
+        for (int t = 0; t < p->matrix()->classes(); ++t)
+            for (int q = 0; q < p->matrix()->classes(); ++q)
+                if (t != q && p->matrix()->count(t, q) > p->matrix()->count(worstTrue, worstPred)) worstTrue = t, worstPred = q;
+        p->matrix()->select(worstTrue, worstPred);
+        QCOMPARE(p->grid()->order().size(), size_t(p->matrix()->count(worstTrue, worstPred)));
+        QTest::qWait(200);
+        const QStringList problems = layoutProblems(w);
+        QVERIFY2(problems.isEmpty(), qPrintable(problems.join('\n')));
+        QVERIFY(w.grab().save(shotPath(QStringLiteral("predictions"))));
     }
 
     void runViews() {

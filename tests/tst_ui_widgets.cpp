@@ -19,6 +19,7 @@
 #include "nn/network.hpp"
 #include "phase_colors.hpp"
 #include "placement_diagram.hpp"
+#include "predictions_panel.hpp"
 #include "view_format.hpp"
 
 namespace {
@@ -99,6 +100,7 @@ private slots:
     void diagramTooltipWraps();
     void diagramShowsInvalidSettings();
     void decisionViewDrawsRegions();
+    void predictionsShowMistakesFirst();
     void conceptsEachHaveADiagram();
     void devicesPanelBars();
     void devicesPanelAsyncBusyPerTower();
@@ -853,6 +855,71 @@ tb::DecisionGrid halfPlane() {
     return g;
 }
 }  // namespace
+
+// Six 2x2 grey examples of three classes: 0, 2 and 4 right; 1, 3 and 5 wrong.
+tb::EvalResult smallEvaluation() {
+    auto p = std::make_shared<tb::Predictions>();
+    p->channels = 1;
+    p->height = p->width = 2;
+    p->images = std::make_shared<const std::vector<uint8_t>>(24, uint8_t(200));
+    p->classNames = {"ant", "bee", "cat"};
+    p->labels = {0, 1, 2, 0, 1, 2};
+    p->predicted = {0, 2, 2, 1, 1, 0};
+    p->confidence = {0.9f, 0.8f, 0.6f, 0.95f, 0.5f, 0.7f};
+    tb::EvalResult r;
+    r.step = 7;
+    r.split = "test";
+    r.examples = 6;
+    r.classes = 3;
+    r.confusion.assign(9, 0);
+    for (size_t i = 0; i < 6; ++i) ++r.confusion[size_t(p->labels[i]) * 3 + size_t(p->predicted[i])];
+    r.predictions = p;
+    return r;
+}
+
+// The grid: mistakes first, most confident first, then the right ones, least sure first; a cell
+// of the matrix shows its pair alone, clicked again all; the header counts the matrix's diagonal.
+void TestUiWidgets::predictionsShowMistakesFirst() {
+    PredictionsPanel panel;
+    panel.resize(420, 700);
+    panel.show();
+    QVERIFY(QTest::qWaitForWindowExposed(&panel));
+    QVERIFY(!panel.hasPredictions());
+    const tb::EvalResult r = smallEvaluation();
+    panel.showEval(r);
+    QVERIFY(panel.hasPredictions());
+    QCOMPARE(panel.header(), QStringLiteral("test set at step 7: 3 of 6 right (50.0%)"));
+    QCOMPARE(panel.grid()->order(), (std::vector<int>{3, 1, 5, 4, 2, 0}));
+    QCOMPARE(panel.matrix()->count(1, 2), int64_t(1));
+    QCOMPARE(panel.grid()->exampleAt(QPoint(2, 2)), 3);
+    // The first tile is a mistake: its frame is red.
+    const QImage tiles = panel.grid()->grab().toImage();
+    bool red = false;
+    for (int y = 0; y < panel.grid()->tileSize().height() && !red; ++y)
+        for (int x = 0; x < panel.grid()->tileSize().width() && !red; ++x) {
+            const QColor c = tiles.pixelColor(x, y);
+            red = c.red() > 150 && c.green() < 80 && c.blue() < 80;
+        }
+    QVERIFY(red);
+    ConfusionView* m = panel.matrix();
+    QTest::mouseClick(m, Qt::LeftButton, {}, m->cellRect(1, 2).center());
+    QCOMPARE(m->selectedTrue(), 1);
+    QCOMPARE(panel.grid()->order(), (std::vector<int>{1}));
+    QTest::mouseClick(m, Qt::LeftButton, {}, m->cellRect(0, 0).center());
+    QCOMPARE(panel.grid()->order(), (std::vector<int>{0}));
+    QTest::mouseClick(m, Qt::LeftButton, {}, m->cellRect(0, 0).center());
+    QCOMPARE(m->selectedTrue(), -1);
+    QCOMPARE(panel.grid()->order().size(), size_t(6));
+    // Malformed predictions are not drawn (a class past the names would be read past its end).
+    tb::EvalResult bad = smallEvaluation();
+    auto broken = std::make_shared<tb::Predictions>(*bad.predictions);
+    broken->predicted[0] = 3;
+    bad.predictions = broken;
+    panel.showEval(bad);
+    QVERIFY(!panel.hasPredictions());
+    panel.clear();
+    QCOMPARE(panel.matrix()->classes(), 0);
+}
 
 void TestUiWidgets::decisionViewDrawsRegions() {
     DecisionView v;

@@ -301,6 +301,16 @@ ExperimentPanel::ExperimentPanel(DeviceCatalog catalog, QWidget* parent)
     for (QDoubleSpinBox* s : {lr_, momentum_, decayRate_, lengthValue_, emaDecay_, checkpointMinutes_})
         connect(s, &QDoubleSpinBox::valueChanged, this, &ExperimentPanel::revalidate);
     for (QLineEdit* e : {folder_, slow_, metrics_, initFrom_, tfrecordFeatures_}) connect(e, &QLineEdit::textChanged, this, &ExperimentPanel::revalidate);
+    // Paths are often longer than their field: the field shows the end (the folder's or file's
+    // own name), its tooltip the whole path, and its usual help while empty.
+    for (QLineEdit* e : {folder_, metrics_, initFrom_}) {
+        e->setProperty("pathField", true);
+        const QString help = e->toolTip();
+        connect(e, &QLineEdit::textChanged, e, [e, help](const QString& text) {
+            e->setToolTip(text.isEmpty() ? help : text);
+            if (!e->hasFocus()) e->setCursorPosition(int(text.size()));
+        });
+    }
     for (QCheckBox* b : {staircase_, tf32_}) connect(b, &QCheckBox::toggled, this, &ExperimentPanel::revalidate);
     // The length's unit changes what its number means: whole steps, or epochs to two decimals
     // (and the other unit's number is kept for switching back).

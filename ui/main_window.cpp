@@ -39,6 +39,7 @@
 #include "nn/model_spec.hpp"
 #include "nn/network.hpp"
 #include "decision_view.hpp"
+#include "predictions_panel.hpp"
 #include "engine/run_folder.hpp"
 #include "io/run_index.hpp"
 #include "run_follower.hpp"
@@ -151,6 +152,14 @@ MainWindow::MainWindow(DeviceCatalog catalog, const TelemetryFactory& telemetry,
     right_->setObjectName("devicesDock");
     right_->setWidget(devices_);
     addDockWidget(Qt::RightDockWidgetArea, right_);
+    // What the model gets wrong: a tab behind the devices, raised when a run ends with predictions.
+    predictions_ = new PredictionsPanel;
+    predictionsDock_ = new QDockWidget(tr("Predictions"), this);
+    predictionsDock_->setObjectName("predictionsDock");
+    predictionsDock_->setWidget(predictions_);
+    addDockWidget(Qt::RightDockWidgetArea, predictionsDock_);
+    tabifyDockWidget(right_, predictionsDock_);
+    right_->raise();
     std::string noTelemetry;
     if (std::unique_ptr<tb::TelemetrySource> source = telemetry ? telemetry(&noTelemetry) : nullptr) {
         monitor_ = std::make_unique<tb::DeviceMonitor>(
@@ -190,6 +199,7 @@ MainWindow::MainWindow(DeviceCatalog catalog, const TelemetryFactory& telemetry,
         devices_->reset(pendingTowers_);
         decision_->clear();
         decision_->setVisible(pendingPlanar_);
+        predictions_->clear();
         summary_->hide();
         training_ = true;
         recentSteps_.clear();
@@ -198,6 +208,7 @@ MainWindow::MainWindow(DeviceCatalog catalog, const TelemetryFactory& telemetry,
     });
     connect(worker_, &EngineWorker::stepsReady, this, [this] { showSteps(worker_->takeSteps()); });
     connect(worker_, &EngineWorker::evaluated, charts_, &ChartsPanel::addEval);
+    connect(worker_, &EngineWorker::evaluated, predictions_, &PredictionsPanel::showEval);
     connect(worker_, &EngineWorker::decisionGrid, decision_, &DecisionView::showGrid);
     connect(worker_, &EngineWorker::evaluating, this, [this](const QString& splits) {
         training_ = false;
@@ -211,6 +222,7 @@ MainWindow::MainWindow(DeviceCatalog catalog, const TelemetryFactory& telemetry,
         running_ = paused_ = training_ = false;
         showSummary(summary, stopped);
         diagram_->clearActivity();
+        if (predictions_->hasPredictions()) predictionsDock_->raise();
         updateActions();
         emit runEnded();
     });
@@ -438,10 +450,12 @@ void MainWindow::followRun(const QString& folder) {
     summary_->hide();
     decision_->clear();
     decision_->hide();
+    predictions_->clear();
     setState(tr("Following %1").arg(QDir(folder).dirName()), folder);
     connect(follower_.get(), &RunFollower::reset, this, start);
     connect(follower_.get(), &RunFollower::steps, this, &MainWindow::showSteps);
     connect(follower_.get(), &RunFollower::evaluated, charts_, &ChartsPanel::addEval);
+    connect(follower_.get(), &RunFollower::evaluated, predictions_, &PredictionsPanel::showEval);  // the matrix
     connect(follower_.get(), &RunFollower::stateChanged, this, [this, folder](const QString& state, const QString& detail) {
         if (state != "finished" && state != "stopped" && state != "failed") return;
         setState(tr("Followed run %1").arg(state), detail.isEmpty() ? folder : detail);

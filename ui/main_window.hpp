@@ -29,6 +29,7 @@ class RunsPanel;
 class RunFollower;
 class ChartsPanel;
 class DevicesPanel;
+class PredictionsPanel;
 class EngineWorker;
 class QAction;
 class QComboBox;
@@ -55,6 +56,8 @@ public:
     DecisionView* decisionView() const { return decision_; }
     RunsPanel* runsPanel() const { return runs_; }
     DevicesPanel* devices() const { return devices_; }
+    PredictionsPanel* predictions() const { return predictions_; }
+    QDockWidget* predictionsDock() const { return predictionsDock_; }
     QScrollArea* experimentScroll() const { return scroll_; }
     QComboBox* paceBox() const { return pace_; }
     QAction* startAction() const { return startAct_; }
@@ -126,7 +129,8 @@ private:
     RunsPanel* runs_;
     std::unique_ptr<RunFollower> follower_;  // a folder followed live; none while this window trains
     DevicesPanel* devices_;
-    QDockWidget *left_, *right_;
+    PredictionsPanel* predictions_;
+    QDockWidget *left_, *right_, *predictionsDock_;
     QThread thread_;
     EngineWorker* worker_;
     QAction *startAct_, *pauseAct_, *stepAct_, *stopAct_;

@@ -17,6 +17,8 @@ struct Dataset {
     std::vector<uint8_t> pixels;   // (n, c, h, w) 8-bit images; empty for float data
     std::vector<float> features;   // (n, c, h, w) float samples (synthetic sets); empty for images
     std::vector<int32_t> labels;   // (n), each in [0, numClasses)
+    std::vector<std::string> classNames;  // (numClasses) where the set is known (Fashion-MNIST,
+                                          // CIFAR-10); empty: the classes are their numbers
 
     size_t size() const { return labels.size(); }
     size_t sampleSize() const { return size_t(channels) * size_t(height) * size_t(width); }

@@ -52,6 +52,17 @@ Dataset pointSet(const char* what, size_t n, int classes) {
 constexpr uint64_t kTestSeedOffset = 0x9E3779B97F4A7C15ull;
 constexpr size_t kSyntheticTrain = 8000, kSyntheticTest = 2000;
 
+// The class names of the sets whose labels are known by their name stem; none for the others.
+std::vector<std::string> knownClassNames(const std::string& base, int classes) {
+    std::vector<std::string> names;
+    if (base.find("fashion") != std::string::npos)
+        names = {"T-shirt/top", "Trouser", "Pullover", "Dress", "Coat", "Sandal", "Shirt", "Sneaker", "Bag", "Ankle boot"};
+    else if (base == "cifar10")
+        names = {"airplane", "automobile", "bird", "cat", "deer", "dog", "frog", "horse", "ship", "truck"};
+    if (int(names.size()) != classes) names.clear();  // a set that only borrowed the name
+    return names;
+}
+
 }  // namespace
 
 Dataset makeBlobs(size_t n, int classes, uint64_t seed) {
@@ -101,6 +112,7 @@ Dataset splitTail(Dataset& from, size_t count, const std::string& name) {
     out.height = from.height;
     out.width = from.width;
     out.numClasses = from.numClasses;
+    out.classNames = from.classNames;
     const size_t keep = from.size() - count;
     const size_t ss = from.sampleSize();
     auto moveTail = [&](auto& src, auto& dst, size_t per) {
@@ -179,6 +191,7 @@ DataSplits loadData(const std::string& spec, size_t validationSize, uint64_t see
     }
     s.train.name = base + " train";
     s.test.name = base + " test";
+    s.train.classNames = s.test.classNames = knownClassNames(base, s.train.numClasses);
     if (validationSize > 0 && validationSize >= s.train.size())
         throw Error("--data " + spec + ": a validation set of " + std::to_string(validationSize) +
                     " samples needs a training set larger than its " + std::to_string(s.train.size()) +

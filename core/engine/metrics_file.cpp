@@ -64,14 +64,41 @@ void MetricsFile::onStepEnd(const StepMetrics& m) {
 }
 
 void MetricsFile::onEval(const EvalResult& r) {
-    write(nlohmann::json{{"type", "eval"},
-                         {"step", r.step},
-                         {"split", r.split},
-                         {"loss", r.loss},
-                         {"accuracy", r.accuracy},
-                         {"examples", r.examples},
-                         {"ema", r.averagedWeights}}
-              .dump());
+    nlohmann::json line{{"type", "eval"},         {"step", r.step},         {"split", r.split},
+                        {"loss", r.loss},         {"accuracy", r.accuracy}, {"examples", r.examples},
+                        {"ema", r.averagedWeights}};
+    if (nlohmann::json rows = confusionRows(r); !rows.is_null()) line["confusion"] = std::move(rows);
+    write(line.dump());
+}
+
+namespace {
+// An eval line's "confusion" (rows of counts, square, at most kMaxClasses) into r; a malformed
+// one is left out.
+constexpr size_t kMaxClasses = 1000;
+void readConfusion(const nlohmann::json& j, EvalResult& r) {
+    auto it = j.find("confusion");
+    if (it == j.end() || !it->is_array() || it->empty() || it->size() > kMaxClasses) return;
+    const size_t k = it->size();
+    std::vector<int64_t> counts;
+    counts.reserve(k * k);
+    for (const auto& row : *it) {
+        if (!row.is_array() || row.size() != k) return;
+        for (const auto& v : row) {
+            if (!v.is_number_integer() || v.get<int64_t>() < 0) return;
+            counts.push_back(v.get<int64_t>());
+        }
+    }
+    r.classes = int(k);
+    r.confusion = std::move(counts);
+}
+}  // namespace
+
+nlohmann::json confusionRows(const EvalResult& r) {
+    if (r.classes <= 0 || r.confusion.size() != size_t(r.classes) * size_t(r.classes)) return nullptr;
+    nlohmann::json rows = nlohmann::json::array();
+    for (int t = 0; t < r.classes; ++t)
+        rows.push_back(std::vector<int64_t>(r.confusion.begin() + t * r.classes, r.confusion.begin() + (t + 1) * r.classes));
+    return rows;
 }
 
 bool parseMetricsLine(const std::string& line, MetricsLine& out) {
@@ -97,6 +124,7 @@ bool parseMetricsLine(const std::string& line, MetricsLine& out) {
         out.eval.accuracy = num(j, "accuracy");
         out.eval.examples = int64_t(num(j, "examples"));
         out.eval.averagedWeights = j.value("ema", false);
+        readConfusion(j, out.eval);
         return true;
     }
     if (type != "step") return false;

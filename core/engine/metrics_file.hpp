@@ -17,6 +17,8 @@
 #include <cstdio>
 #include <string>
 
+#include <nlohmann/json.hpp>
+
 #include "engine/observer.hpp"
 
 namespace tb {
@@ -31,6 +33,8 @@ struct MetricsLine {
     std::string state, detail;
 };
 bool parseMetricsLine(const std::string& line, MetricsLine& out);
+// An evaluation's confusion counts as rows (true class) of columns (predicted); null if it has none.
+nlohmann::json confusionRows(const EvalResult& r);
 
 class MetricsFile final : public TrainingObserver {
 public:

@@ -3,6 +3,7 @@
 // Callbacks run on the training thread and must return quickly.
 #pragma once
 #include <cstdint>
+#include <memory>
 #include <string>
 #include <vector>
 
@@ -38,12 +39,26 @@ struct StepMetrics {
     bool averaged = false;         // averaging every K: the replicas were averaged after this step
 };
 
+// Image datasets: what the model said of each example of an evaluated split, with the examples
+// themselves for the window's grid of predictions.
+struct Predictions {
+    int channels = 0, height = 0, width = 0;            // one image (c, h, w), as stored
+    std::shared_ptr<const std::vector<uint8_t>> images;  // (n, c, h, w), shared by the split's evaluations
+    std::vector<std::string> classNames;                // (classes), or empty: the classes are numbers
+    std::vector<int32_t> labels;                        // (n) the true class
+    std::vector<int32_t> predicted;                     // (n) the arg-max class
+    std::vector<float> confidence;                      // (n) its softmax probability
+};
+
 struct EvalResult {
     int64_t step = 0;
     std::string split;             // "validation" or "test"
     double loss = 0, accuracy = 0;
     int64_t examples = 0;
     bool averagedWeights = false;  // evaluated with the weights' moving average
+    int classes = 0;
+    std::vector<int64_t> confusion;  // (classes, classes): examples of true class r predicted as c
+    std::shared_ptr<const Predictions> predictions;  // image datasets; null for the others
 };
 
 // The model's predicted class over the input plane of a 2-D dataset (synthetic:blobs, spirals),

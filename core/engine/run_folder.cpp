@@ -285,6 +285,21 @@ void RunFolder::onStepEnd(const StepMetrics& m) {
 void RunFolder::onEval(const EvalResult& r) {
     if (metrics_) metrics_->onEval(r);
     if (events_) events_->onEval(r);
+    // Image sets: what the model said of each test example, at the latest test evaluation (the
+    // pixels are the data's own; the window's history shows them beside the labels).
+    if (r.split == "test" && r.predictions) {
+        const Predictions& p = *r.predictions;
+        writeFileAtomically(path_ + "/predictions.json",
+                            nlohmann::json{{"step", r.step},
+                                           {"split", r.split},
+                                           {"classes", r.classes},
+                                           {"class_names", p.classNames},
+                                           {"labels", p.labels},
+                                           {"predicted", p.predicted},
+                                           {"confidence", p.confidence}}
+                                    .dump() +
+                                "\n");
+    }
     log("step " + std::to_string(r.step) + " " + r.split + " accuracy " + std::to_string(r.accuracy));
 }
 

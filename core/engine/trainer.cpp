@@ -4,6 +4,7 @@
 #include <chrono>
 #include <cmath>
 #include <deque>
+#include <map>
 #include <optional>
 #include <memory>
 #include <thread>
@@ -144,15 +145,35 @@ PipelineOptions pipelineFor(const RunConfig& c, bool cifar, bool training, int b
     return o;
 }
 
-// One pass over `data` with the network's current parameters, in batches of net.batch().
-// Nothing when `cancelled` says so between batches (a stop must not wait for a whole pass).
+// One pass over `data` with the network's current parameters, in batches of net.batch(): the
+// loss and accuracy, the confusion counts and, where `images` are given (image sets: the split's
+// pixels, shared by its evaluations), each example's prediction. Nothing when `cancelled` says
+// so between batches (a stop must not wait for a whole pass).
 std::optional<EvalResult> evaluate(Network& net, Stream s, float* stats, const Dataset& data, const RunConfig& c,
-                                   bool cifar, const CancelCheck& cancelled) {
+                                   bool cifar, const CancelCheck& cancelled,
+                                   std::shared_ptr<const std::vector<uint8_t>> images = nullptr) {
     Backend& be = net.backend();
-    InputPipeline pipe(data, pipelineFor(c, cifar, false, net.batch()));
+    InputPipeline pipe(data, pipelineFor(c, cifar, false, net.batch()));  // in the split's order
     Batch b;
     float host[3] = {0, 0, 0};
     int64_t count = 0;
+    const int classes = net.outputs();
+    EvalResult r;
+    r.classes = classes;
+    r.confusion.assign(size_t(classes) * size_t(classes), 0);
+    std::shared_ptr<Predictions> p;
+    if (images) {
+        p = std::make_shared<Predictions>();
+        p->channels = data.channels;
+        p->height = data.height;
+        p->width = data.width;
+        p->images = std::move(images);
+        p->classNames = data.classNames;
+        p->labels = data.labels;
+        p->predicted.reserve(data.size());
+        p->confidence.reserve(data.size());
+    }
+    std::vector<float> probs(size_t(net.batch()) * size_t(classes));  // (batch, classes)
     be.fill(s, stats, 0.f, 3);
     while (pipe.next(b)) {
         if (cancelled()) {
@@ -162,14 +183,25 @@ std::optional<EvalResult> evaluate(Network& net, Stream s, float* stats, const D
         be.copyFromHost(s, net.input(), b.x.data(), b.x.size() * sizeof(float));
         be.copyFromHost(s, net.labels(), b.y.data(), b.y.size() * sizeof(int32_t));
         net.forward(s, false, 0, b.n, stats);  // rows past b.n hold the previous batch and are not counted
+        be.copyToHost(s, probs.data(), net.probs(), size_t(b.n) * size_t(classes) * sizeof(float));
+        be.synchronize(s);
+        for (int i = 0; i < b.n; ++i) {
+            const float* row = probs.data() + size_t(i) * size_t(classes);
+            const int k = int(std::max_element(row, row + classes) - row);
+            ++r.confusion[size_t(b.y[size_t(i)]) * size_t(classes) + size_t(k)];  // labels < classes: checkModelFitsData
+            if (p) {
+                p->predicted.push_back(k);
+                p->confidence.push_back(row[k]);
+            }
+        }
         count += b.n;
     }
     be.copyToHost(s, host, stats, sizeof(host));
     be.synchronize(s);
-    EvalResult r;
     r.examples = count;
     r.loss = count ? host[0] / double(count) : 0;
     r.accuracy = count ? host[1] / double(count) : 0;
+    r.predictions = std::move(p);
     return r;
 }
 
@@ -386,6 +418,14 @@ RunSummary Trainer::execute(ObserverHub& hub) {
     if (ema) backup = be.empty(Shape{int64_t(count)});
 
     double evalSeconds = 0;
+    // Image sets: each split's pixels in one shared copy, for the predictions of its evaluations.
+    std::map<const Dataset*, std::shared_ptr<const std::vector<uint8_t>>> evalImages;
+    auto imagesOf = [&](const Dataset& d) -> std::shared_ptr<const std::vector<uint8_t>> {
+        if (!d.isImage()) return nullptr;
+        auto& shared = evalImages[&d];
+        if (!shared) shared = std::make_shared<const std::vector<uint8_t>>(d.pixels);
+        return shared;
+    };
     // A pass over a split; nothing (and nothing reported) when `cancelled` cuts it short.
     auto evalWith = [&](const Dataset& d, const std::string& split, int64_t step,
                         const CancelCheck& cancelled) -> std::optional<EvalResult> {
@@ -395,7 +435,7 @@ RunSummary Trainer::execute(ObserverHub& hub) {
             be.copy(s, backup.data(), en.params(), count * sizeof(float));
             be.copy(s, en.params(), ema->shadow(), count * sizeof(float));
         }
-        std::optional<EvalResult> r = evaluate(en, s, stats.data(), d, c, cifar, cancelled);
+        std::optional<EvalResult> r = evaluate(en, s, stats.data(), d, c, cifar, cancelled, imagesOf(d));
         if (ema) {
             be.copy(s, en.params(), backup.data(), count * sizeof(float));
             be.synchronize(s);
