@@ -5,7 +5,9 @@
 
 #include <atomic>
 #include <algorithm>
+#include <chrono>
 #include <cmath>
+#include <filesystem>
 #include <functional>
 #include <mutex>
 #include <numeric>
@@ -15,6 +17,8 @@
 #include "backend/registry.hpp"
 #include "data/dataset.hpp"
 #include "data/pipeline.hpp"
+#include "engine/checkpoint.hpp"
+#include "engine/run_folder.hpp"
 #include "engine/trainer.hpp"
 #include "nn/model_spec.hpp"
 #include "parallel/deployment_plan.hpp"
@@ -319,6 +323,51 @@ private slots:
             }
         QVERIFY(std::all_of(covered.begin(), covered.end(), [](int c) { return c == 1; }));
     }
+    // A checkpoint of an asynchronous run sees whole updates: one tower pushes gradients of 1
+    // (plain SGD, lr 1, variables from 0, so after k updates every variable is exactly -k) over
+    // three shards while another thread looks at the variables under withUpdatesHeld as often as
+    // it can: every look must find one k in every shard, never a push half applied.
+    void updatesHeldAreWhole() {
+        auto p = plan(2, 16);
+        p.update = UpdateMode::Async;
+        p.psShards = 3;
+        std::vector<std::unique_ptr<Network>> nets;
+        auto be = makeCpuBackend(1);
+        StrategySetup setup;
+        setup.plan = p;
+        setup.opt.rule = UpdateRule::Sgd;
+        setup.opt.schedule.initial = 1.0f;
+        for (int i = 0; i < 2; ++i) {
+            nets.push_back(std::make_unique<Network>(smallCnn(), *be, 16));
+            setup.replicas.push_back({be.get(), nullptr, nets.back().get(), Device{DeviceType::Cpu, i}});
+        }
+        setup.holder = {be.get(), Device{DeviceType::Cpu, -1}};
+        setup.init.assign(size_t(nets[0]->paramCount()), 0.f);
+        AsyncParameterServer ps(setup);
+        std::fill(nets[1]->grads(), nets[1]->grads() + nets[1]->paramCount(), 1.f);
+        std::atomic<bool> done{false};
+        std::atomic<int64_t> pushes{0};
+        std::thread pusher([&] {
+            while (!done) ps.push(1, pushes++);
+        });
+        int looks = 0, torn = 0;
+        const auto until = std::chrono::steady_clock::now() + std::chrono::milliseconds(300);
+        while (std::chrono::steady_clock::now() < until) {
+            ps.withUpdatesHeld([&] {
+                const float* v = ps.variables().params;
+                for (const auto& shard : ps.shards())
+                    for (auto [off, len] : shard)
+                        if (v[off] != v[0] || v[off + len - 1] != v[0]) ++torn;
+            });
+            ++looks;
+        }
+        done = true;
+        pusher.join();
+        QCOMPARE(ps.variables().params[0], -float(pushes.load()));
+        QVERIFY2(torn == 0, qPrintable(QString("%1 of %2 looks saw a push half applied").arg(torn).arg(looks)));
+        QVERIFY2(pushes > 100, qPrintable(QString("%1 pushes").arg(pushes.load())));
+        QVERIFY(looks > 100);
+    }
     void slowTowerSlowsSyncNotResults() {
         auto slow = plan(2, 16);
         slow.slowdown = {1.0, 3.0};
@@ -396,6 +445,57 @@ private slots:
         QCOMPARE(paramsAfter(sync, ones, {}, true, true), paramsAfter(sync, ones, {}, false, true));
         QVERIFY(paramsAfter(sync, ones, {}, false, true) != paramsAfter(sync, ones));
     }
+    // An asynchronous run checkpoints every N updates while its towers run on (each snapshot
+    // taken while no push is under way, so no update is half in it): the periodic
+    // checkpoints appear in step order and open; a run "crashed" after one of them resumes from
+    // it and ends at its length with a model as good (momentum, whose slots are in the state).
+    void asyncRunsCheckpointAsTheyGo() {
+        RunConfig c = quickRun();
+        c.towers = "cpu:0,cpu:1,cpu:2";
+        c.update = "async";
+        c.batchPerTower = 32;
+        c.steps = 240;
+        c.psShards = 2;
+        c.checkpointEvery = 50;
+        c.checkpointMinutes = 0;
+        c.keepCheckpoints = 10;
+        QTemporaryDir dir;
+        const std::string path = dir.filePath("async").toStdString();
+        RunSummary first;
+        {
+            auto folder = RunFolder::create(c, path);
+            Trainer t(c);
+            t.setRunFolder(folder.get());
+            first = t.run();
+        }
+        QCOMPARE(first.steps, 240);
+        QCOMPARE(first.checkpoints, 5);  // 4 on the way (at 50 updates or a few more apart) and the end
+        std::vector<int64_t> steps;
+        for (const auto& e : std::filesystem::directory_iterator(path + "/checkpoints")) {
+            const std::string name = e.path().filename().string();
+            if (!name.starts_with("step-")) continue;
+            const int64_t step = Checkpoint::open(e.path().string()).meta().step;
+            QCOMPARE(QString::fromStdString(name), QString("step-%1.safetensors").arg(step, 8, 10, QChar('0')));
+            steps.push_back(step);
+        }
+        std::sort(steps.begin(), steps.end());
+        QCOMPARE(int(steps.size()), 5);
+        QCOMPARE(steps.back(), int64_t(240));
+        for (size_t k = 1; k < steps.size(); ++k) QVERIFY(steps[k] - steps[k - 1] >= 50 || steps[k] == 240);
+        // Crash after the second periodic checkpoint: the later ones gone, the run said running.
+        for (size_t k = 2; k < steps.size(); ++k)
+            std::filesystem::remove(path + QString("/checkpoints/step-%1.safetensors").arg(steps[k], 8, 10, QChar('0')).toStdString());
+        std::filesystem::remove(path + "/checkpoints/best.safetensors");
+        auto folder = RunFolder::reopen(path);
+        Trainer t(RunFolder::resumeConfig(path));
+        t.setRunFolder(folder.get());
+        const RunSummary resumed = t.run();
+        QCOMPARE(resumed.resumedAt, steps[1]);
+        QCOMPARE(resumed.steps, 240);
+        QVERIFY2(resumed.testAccuracy >= first.testAccuracy - 0.05,
+                 qPrintable(QString("%1 resumed, %2 first").arg(resumed.testAccuracy).arg(first.testAccuracy)));
+    }
+
     // With averaging, the weights' moving average follows the replicas' mean (it followed replica
     // 0): with a decay of ~0 it evaluates exactly as the mean itself.
     void movingAverageFollowsTheMean() {

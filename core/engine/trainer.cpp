@@ -547,7 +547,9 @@ RunSummary Trainer::execute(ObserverHub& hub) {
         // trains on.
         hub.flush();
         folder_->waitForCheckpoint();  // one snapshot in memory at a time
-        folder_->checkpoint(meta, takeSnapshot(towers, count, ema.get(), emaStream), VariableLayout::of(net), best);
+        TrainingSnapshot snap;  // async: the other towers wait at their next push meanwhile
+        towers.withUpdatesHeld([&] { snap = takeSnapshot(towers, count, ema.get(), emaStream); });
+        folder_->checkpoint(meta, std::move(snap), VariableLayout::of(net), best);
         lastCheckpoint = step;
         lastCheckpointAt = Clock::now();
         ++sum.checkpoints;
@@ -650,6 +652,11 @@ RunSummary Trainer::execute(ObserverHub& hub) {
                 m.examplesPerSec = window.size() > 1 ? examples / seconds(window.front().first, now) : m.examplesPerSec;
                 step = std::max(step, r.update);  // reports of concurrent pushes may arrive out of order
                 record(m);
+                // On this tower's thread, reports serialised: the others run on until their next
+                // push. The snapshot holds every update reported so far, and those of towers
+                // whose pushes completed but whose reports wait behind this one (at most
+                // towers - 1 more than its step says).
+                if (checkpointDue()) periodicCheckpointSeconds += checkpoint(false);
             });
     }
     const auto end = Clock::now();

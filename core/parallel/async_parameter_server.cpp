@@ -33,6 +33,7 @@ void AsyncParameterServer::pull(int rank) {
 }
 
 float AsyncParameterServer::push(int rank, int64_t update) {
+    std::shared_lock whole(updating_);  // pushes run side by side; withUpdatesHeld waits for them
     const float* grads = comm_->push(rank, replicas_[size_t(rank)].net->grads(), size_t(count_));
     const Stream hs = comm_->holderStream(rank);
     float lr = 0;
@@ -42,6 +43,15 @@ float AsyncParameterServer::push(int rank, int64_t update) {
         holder_->synchronize(hs);
     }
     return lr;
+}
+
+// Pushes hold updating_ shared from their first shard to their last, so taking it exclusively
+// waits for those under way and keeps new ones out: f sees a whole number of updates in every
+// shard and in the optimiser's slots. (Taking the shard locks in order would not do: it can
+// overtake a push between two of its shards.)
+void AsyncParameterServer::withUpdatesHeld(const std::function<void()>& f) {
+    std::unique_lock held(updating_);
+    f();
 }
 
 VariablesView AsyncParameterServer::variables() { return {holder_, comm_->holderStream(0), params_.data()}; }

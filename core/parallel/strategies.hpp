@@ -3,6 +3,7 @@
 #pragma once
 #include <memory>
 #include <mutex>
+#include <shared_mutex>
 #include <utility>
 #include <vector>
 
@@ -83,6 +84,7 @@ public:
     size_t optimizerSlotBytes() const override;
     std::vector<StateBuffer> state() override;
     void setVariables(const float* host) override;
+    void withUpdatesHeld(const std::function<void()>& f) override;
     // Element ranges (offset, count) of each shard's variables.
     const std::vector<std::vector<std::pair<size_t, size_t>>>& shards() const { return shards_; }
 
@@ -92,6 +94,7 @@ private:
     std::unique_ptr<Optimizer> opt_;
     std::vector<std::vector<std::pair<size_t, size_t>>> shards_;  // element ranges of each shard
     std::vector<std::unique_ptr<std::mutex>> locks_;              // one per shard
+    std::shared_mutex updating_;  // shared by each push throughout; exclusive in withUpdatesHeld
 };
 
 // Helpers of the strategies (strategy.cpp).

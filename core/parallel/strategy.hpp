@@ -9,6 +9,7 @@
 // throws, but the collective calls of the step are made by every tower regardless (see
 // TowerSet), so that no tower is left waiting.
 #pragma once
+#include <functional>
 #include <cstdint>
 #include <memory>
 #include <string>
@@ -94,6 +95,9 @@ public:
     // (the holder's, each replica's) := host (P floats); a resume then restores state().
     virtual std::vector<StateBuffer> state() = 0;
     virtual void setVariables(const float* host) = 0;
+    // Runs f while no update is half applied and none begins: asynchronous towers keep running
+    // and wait at their next push (the others are between steps whenever f can be called).
+    virtual void withUpdatesHeld(const std::function<void()>& f) { f(); }
     // Called by TowerSet before each step: tower 0 looks at its own parameters again.
     virtual void endEvaluation() {}
 

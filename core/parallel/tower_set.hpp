@@ -92,6 +92,9 @@ public:
     VariablesView variables();
     // Checkpoints, between steps (Strategy::state, Strategy::setVariables).
     std::vector<StateBuffer> state() { return strategy_->state(); }
+    // Async: f with no update half applied or beginning (Strategy::withUpdatesHeld); for a
+    // checkpoint from runAsync's onUpdate while the other towers run on.
+    void withUpdatesHeld(const std::function<void()>& f) { strategy_->withUpdatesHeld(f); }
     void setVariables(const float* host) { strategy_->setVariables(host); }
     // Tower i's own replica of the parameters (async: what it last pulled). Safe to read on
     // tower i's own thread, or between steps.
