@@ -88,6 +88,25 @@ DeploymentPlan plan(int towers, int perTower, VariablePlacement v = VariablePlac
     return p;
 }
 
+// What an AsyncParameterServer is made from: two CPU replicas of smallCnn (batch 16) sharing one
+// backend, the host as holder, `shards` parameter-server shards; setup.init is left to the test.
+struct TwoReplicaParameterServer {
+    std::shared_ptr<Backend> be = makeCpuBackend(1);
+    std::vector<std::unique_ptr<Network>> nets;
+    StrategySetup setup;
+    TwoReplicaParameterServer(int shards, const OptimizerSettings& opt) {
+        setup.plan = plan(2, 16);
+        setup.plan.update = UpdateMode::Async;
+        setup.plan.psShards = shards;
+        setup.opt = opt;
+        for (int i = 0; i < 2; ++i) {
+            nets.push_back(std::make_unique<Network>(smallCnn(), *be, 16));
+            setup.replicas.push_back({be.get(), nullptr, nets.back().get(), Device{DeviceType::Cpu, i}});
+        }
+        setup.holder = {be.get(), Device{DeviceType::Cpu, -1}};
+    }
+};
+
 // Trains `steps` synchronous steps with global batches of towers x batchPerTower drawn in the
 // same order whatever the plan, and returns the variables.
 std::vector<float> trainSync(const DeploymentPlan& p, int steps, const OptimizerSettings& opt = momentum()) {
@@ -297,21 +316,10 @@ private slots:
     // Parameter-server shards act where updates are asynchronous: whole variables dealt
     // round-robin (model_deploy's device chooser), every parameter in exactly one shard.
     void shardsDealVariablesRoundRobin() {
-        auto p = plan(2, 16);
-        p.update = UpdateMode::Async;
-        p.psShards = 3;
-        std::vector<std::unique_ptr<Network>> nets;
-        auto be = makeCpuBackend(1);
-        StrategySetup setup;
-        setup.plan = p;
-        setup.opt = momentum();
-        for (int i = 0; i < 2; ++i) {
-            nets.push_back(std::make_unique<Network>(smallCnn(), *be, 16));
-            setup.replicas.push_back({be.get(), nullptr, nets.back().get(), Device{DeviceType::Cpu, i}});
-        }
-        setup.holder = {be.get(), Device{DeviceType::Cpu, -1}};
-        setup.init = nets[0]->initialParams(1);
-        AsyncParameterServer ps(setup);
+        TwoReplicaParameterServer f(3, momentum());
+        f.setup.init = f.nets[0]->initialParams(1);
+        AsyncParameterServer ps(f.setup);
+        const auto& nets = f.nets;
         const auto& offsets = nets[0]->paramOffsets();
         std::vector<int> covered(size_t(nets[0]->paramCount()), 0);
         QCOMPARE(ps.shards().size(), size_t(3));
@@ -328,22 +336,13 @@ private slots:
     // three shards while another thread looks at the variables under withUpdatesHeld as often as
     // it can: every look must find one k in every shard, never a push half applied.
     void updatesHeldAreWhole() {
-        auto p = plan(2, 16);
-        p.update = UpdateMode::Async;
-        p.psShards = 3;
-        std::vector<std::unique_ptr<Network>> nets;
-        auto be = makeCpuBackend(1);
-        StrategySetup setup;
-        setup.plan = p;
-        setup.opt.rule = UpdateRule::Sgd;
-        setup.opt.schedule.initial = 1.0f;
-        for (int i = 0; i < 2; ++i) {
-            nets.push_back(std::make_unique<Network>(smallCnn(), *be, 16));
-            setup.replicas.push_back({be.get(), nullptr, nets.back().get(), Device{DeviceType::Cpu, i}});
-        }
-        setup.holder = {be.get(), Device{DeviceType::Cpu, -1}};
-        setup.init.assign(size_t(nets[0]->paramCount()), 0.f);
-        AsyncParameterServer ps(setup);
+        OptimizerSettings sgd;
+        sgd.rule = UpdateRule::Sgd;
+        sgd.schedule.initial = 1.0f;
+        TwoReplicaParameterServer f(3, sgd);
+        f.setup.init.assign(size_t(f.nets[0]->paramCount()), 0.f);
+        AsyncParameterServer ps(f.setup);
+        const auto& nets = f.nets;
         std::fill(nets[1]->grads(), nets[1]->grads() + nets[1]->paramCount(), 1.f);
         std::atomic<bool> done{false};
         std::atomic<int64_t> pushes{0};
