@@ -50,6 +50,12 @@ inline void writeFile(const QString& path, const QByteArray& bytes) {
     QCOMPARE(f.write(bytes), bytes.size());
 }
 
+// The whole of a file; empty where it cannot be read.
+inline QByteArray readFile(const QString& path) {
+    QFile f(path);
+    return f.open(QIODevice::ReadOnly) ? f.readAll() : QByteArray();
+}
+
 inline void writeGz(const QString& path, const QByteArray& bytes) {
     gzFile gz = gzopen(path.toLocal8Bit().constData(), "wb");
     QVERIFY2(gz != nullptr, qPrintable(path));

@@ -30,6 +30,7 @@ namespace {
 using tbtest::be32;
 using tbtest::writeFile;
 using tbtest::writeGz;
+using tbtest::readFile;
 using tbtest::errorOf;
 using tbtest::mentions;
 
@@ -145,6 +146,7 @@ private slots:
     void idxHugeCountTinyFile();
     void idxBadHeaderFields();
     void idxTrailingBytes();
+    void idxGzipEndsInItsTrailer();
     // CIFAR-10 reader
     void cifarRoundTrip();
     void cifarWrongSize();
@@ -409,6 +411,47 @@ void TestData::idxTrailingBytes() {
         QString msg = errorOf([&] { tb::readIdx(str(img), str(lbl), "x"); });
         QVERIFY2(mentions(msg, {img, "unexpected bytes after the 2 images of 2x2"}), qPrintable(msg));
     }
+}
+
+// A gzip stream must end in its trailer (CRC-32 and length, 8 bytes), and only another gzip
+// member may follow it: a trailer cut off, a trailer that does not match, or garbage appended are
+// refused (zlib's gzread took all three); two members back to back are one file, as for gunzip.
+void TestData::idxGzipEndsInItsTrailer() {
+    QTemporaryDir tmp;
+    const QString lbl = tmp.filePath("lbls");
+    writeFile(lbl, idxLabels(2, {0, 1}));
+    const QByteArray content = idxImages(2, 2, 2, randomBytes(8, 1));
+    const QString whole = tmp.filePath("whole.gz");
+    writeGz(whole, content);
+    const QByteArray gz = readFile(whole);
+    QCOMPARE(tb::readIdx(str(whole), str(lbl), "x").size(), size_t(2));
+    struct Case {
+        const char* name;
+        QByteArray bytes;
+        QString says;
+    };
+    QByteArray badCrc = gz;
+    badCrc[badCrc.size() - 8] = char(badCrc[badCrc.size() - 8] ^ 0x5a);
+    const QList<Case> cases = {
+        {"no trailer", gz.left(gz.size() - 8), "the gzip stream ends before its trailer"},
+        {"half a trailer", gz.left(gz.size() - 3), "the gzip stream ends before its trailer"},
+        {"wrong CRC", badCrc, "corrupt gzip data (incorrect data check)"},
+        {"garbage after", gz + QByteArray("\n\0junk", 6), "6 bytes of other data after the gzip stream"},
+    };
+    for (const Case& c : cases) {
+        const QString img = tmp.filePath(QString::fromLatin1(c.name).replace(' ', '-') + ".gz");
+        writeFile(img, c.bytes);
+        const QString msg = errorOf([&] { tb::readIdx(str(img), str(lbl), "x"); });
+        QVERIFY2(mentions(msg, {img, c.says}), qPrintable(QString::fromLatin1(c.name) + ": " + msg));
+    }
+    // Two members: the header and first image in one, the second image in the next.
+    const QString first = tmp.filePath("first.gz"), second = tmp.filePath("second.gz");
+    writeGz(first, content.left(content.size() - 4));
+    writeGz(second, content.right(4));
+    const QString joined = tmp.filePath("joined.gz");
+    writeFile(joined, readFile(first) + readFile(second));
+    const tb::Dataset d = tb::readIdx(str(joined), str(lbl), "x");
+    QCOMPARE(QByteArray(reinterpret_cast<const char*>(d.pixels.data()), 8), content.right(8));
 }
 
 // ---------------------------------------------------------------- CIFAR-10

@@ -7,7 +7,9 @@
 
 #include <algorithm>
 #include <cstdio>
+#include <cstring>
 #include <filesystem>
+#include <memory>
 #include <string>
 #include <system_error>
 #include <vector>
@@ -34,7 +36,10 @@ std::string hex32(uint32_t v) {
     return buf;
 }
 
-// One open IDX file, plain or gzip (zlib's gzread reads plain files transparently).
+// One open IDX file, plain or gzip. A gzip stream is inflated by hand rather than through
+// gzread, which takes a stream cut before its trailer (CRC-32 and length) for a whole one and
+// skips whatever follows the last member: here the stream must end in its checked trailer, and
+// after it only another gzip member may follow.
 class IdxFile {
 public:
     IdxFile(const std::string& path, const CancelCheck& cancelled) : path_(path), cancelled_(cancelled) {
@@ -43,13 +48,17 @@ public:
             throw Error(path + ": file not found");
         diskSize_ = std::filesystem::file_size(path, ec);
         if (ec) throw Error(path + ": cannot read the file size (" + ec.message() + ")");
-        gz_ = gzopen(path.c_str(), "rb");
-        if (!gz_) throw Error(path + ": cannot open the file");
-        gzbuffer(gz_, 256 * 1024);
-        plain_ = gzdirect(gz_) == 1;
+        file_.reset(std::fopen(path.c_str(), "rb"));
+        if (!file_) throw Error(path + ": cannot open the file");
+        in_.resize(kInput);
+        fill();
+        plain_ = !startsMember();
+        if (!plain_ && inflateInit2(&z_, 15 + 16) != Z_OK)  // 16: gzip wrapper only
+            throw Error(path + ": cannot start gzip decompression");
+        inflating_ = !plain_;
     }
     ~IdxFile() {
-        if (gz_) gzclose(gz_);
+        if (!plain_) inflateEnd(&z_);
     }
     IdxFile(const IdxFile&) = delete;
     IdxFile& operator=(const IdxFile&) = delete;
@@ -58,24 +67,17 @@ public:
     bool plain() const { return plain_; }
     uint64_t diskSize() const { return diskSize_; }
 
-    // Reads up to n bytes; returns how many arrived before the end of the stream. A gzip stream
-    // that stops early (zlib's Z_BUF_ERROR) counts as an early end, so callers report "truncated";
-    // any other zlib error means corrupt data.
+    // Reads up to n bytes; returns how many arrived before the end of the data (a gzip stream
+    // cut short ends early too, so callers report "truncated"); corrupt gzip data throws.
     size_t read(void* dst, size_t n) {
         auto* p = static_cast<unsigned char*>(dst);
         size_t got = 0;
         while (got < n) {
             throwIfCancelled(cancelled_);
-            unsigned ask = unsigned(std::min<size_t>(n - got, kChunk));
-            int r = gzread(gz_, p + got, ask);
-            if (r < 0) {
-                int code = 0;
-                const char* msg = gzerror(gz_, &code);
-                if (code == Z_BUF_ERROR) break;
-                throw Error(path_ + ": corrupt gzip data (" + std::string(msg ? msg : "unknown zlib error") + ")");
-            }
+            const size_t ask = std::min(n - got, kChunk);
+            const size_t r = plain_ ? readPlain(p + got, ask) : inflateSome(p + got, ask);
             if (r == 0) break;
-            got += size_t(r);
+            got += r;
         }
         return got;
     }
@@ -118,18 +120,87 @@ public:
         }
     }
 
-    // Rejects bytes beyond the declared data: they mean the header and the data disagree.
+    // Rejects bytes beyond the declared data (they mean the header and the data disagree), and a
+    // gzip stream that does not end in its trailer or is followed by anything but gzip members.
     void expectEnd(const std::string& describe) {
         unsigned char extra[1];
         if (read(extra, 1) != 0)
             throw Error(path_ + ": unexpected bytes after the " + describe + " that the header declares");
+        if (plain_) return;
+        if (cutShort_)
+            throw Error(path_ + ": truncated: the gzip stream ends before its trailer (CRC-32 and length)");
+        if (trailing_ > 0)
+            throw Error(path_ + ": " + std::to_string(trailing_) + " bytes of other data after the gzip stream");
     }
 
 private:
+    static constexpr size_t kInput = 256 * 1024;  // compressed bytes read at a time
+
+    // Tops up the input buffer (its unread part moved to the front); false at the end of the file.
+    bool fill() {
+        if (z_.avail_in > 0 && z_.next_in != in_.data()) std::memmove(in_.data(), z_.next_in, z_.avail_in);
+        const size_t r = std::fread(in_.data() + z_.avail_in, 1, in_.size() - z_.avail_in, file_.get());
+        if (r == 0 && std::ferror(file_.get())) throw Error(path_ + ": read error");
+        z_.next_in = in_.data();
+        z_.avail_in += uInt(r);
+        return r > 0;
+    }
+    bool startsMember() const { return z_.avail_in >= 2 && z_.next_in[0] == 0x1f && z_.next_in[1] == 0x8b; }
+
+    size_t readPlain(unsigned char* dst, size_t n) {
+        size_t got = std::min<size_t>(n, z_.avail_in);  // what fill() read first
+        std::memcpy(dst, z_.next_in, got);
+        z_.next_in += got;
+        z_.avail_in -= uInt(got);
+        if (got < n) got += std::fread(dst + got, 1, n - got, file_.get());
+        if (got < n && std::ferror(file_.get())) throw Error(path_ + ": read error");
+        return got;
+    }
+
+    // Inflates up to n bytes; 0 at the end of the last member or where the stream is cut short.
+    size_t inflateSome(unsigned char* dst, size_t n) {
+        z_.next_out = dst;
+        z_.avail_out = uInt(n);
+        while (z_.avail_out > 0 && inflating_) {
+            if (z_.avail_in == 0 && !fill()) {
+                cutShort_ = true;  // the file ended inside a member
+                inflating_ = false;
+                break;
+            }
+            const int r = inflate(&z_, Z_NO_FLUSH);
+            if (r == Z_STREAM_END) {
+                // Its CRC-32 and length matched. Another member may follow; anything else may not.
+                if (z_.avail_in < 2) fill();
+                if (startsMember()) {
+                    inflateReset(&z_);
+                    continue;
+                }
+                inflating_ = false;
+                trailing_ = z_.avail_in;
+                z_.avail_in = 0;
+                while (fill()) {
+                    trailing_ += z_.avail_in;
+                    z_.avail_in = 0;
+                }
+                break;
+            }
+            // Z_BUF_ERROR: no progress; fine when the input ran dry (filled above), not otherwise.
+            if (r != Z_OK && (r != Z_BUF_ERROR || z_.avail_in > 0))
+                throw Error(path_ + ": corrupt gzip data (" + std::string(z_.msg ? z_.msg : "zlib error " + std::to_string(r)) +
+                            ")");
+        }
+        return n - z_.avail_out;
+    }
+
     std::string path_;
     CancelCheck cancelled_;
-    gzFile gz_ = nullptr;
+    std::unique_ptr<std::FILE, int (*)(std::FILE*)> file_{nullptr, &std::fclose};
+    std::vector<unsigned char> in_;  // (kInput) compressed input; z_.next_in / avail_in: its unread part
+    z_stream z_{};
     bool plain_ = false;
+    bool inflating_ = false;  // gzip: inside a member
+    bool cutShort_ = false;   // gzip: the file ended inside a member
+    uint64_t trailing_ = 0;   // gzip: bytes after the last member that are no member
     uint64_t diskSize_ = 0;
 };
 
