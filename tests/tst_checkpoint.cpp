@@ -39,11 +39,6 @@ using tbtest::mentions;
 
 namespace {
 
-QByteArray readAll(const QString& path) {
-    QFile f(path);
-    if (!f.open(QIODevice::ReadOnly)) return {};
-    return f.readAll();
-}
 
 // The published format, read without the code under test: u64 LE header length, a JSON header,
 // the data. Returns the header, and checks that every tensor's offsets lie in the data.
@@ -125,11 +120,16 @@ const char* kDropNet = R"({"name": "dropnet", "input": [2, 1, 1], "layers": [
     {"type": "dropout", "keep": 0.7},
     {"type": "dense", "name": "logits", "units": 4, "init": {"type": "glorot"}}]})";
 
-// Every step's loss, in step order, as the run reports them.
+// Every step's loss, in step order, as the run reports them; and every validation accuracy.
 struct Losses : TrainingObserver {
     std::mutex mutex;
     std::map<int64_t, double> byStep;
+    std::vector<double> validation;
     std::function<void(int64_t)> onStep;
+    void onEval(const EvalResult& r) override {
+        std::lock_guard lock(mutex);
+        if (r.split == "validation") validation.push_back(r.accuracy);
+    }
     void onStepEnd(const StepMetrics& m) override {
         {
             std::lock_guard lock(mutex);
@@ -344,10 +344,11 @@ private slots:
         }
         QCOMPARE(int(plain.byStep.size()), 90);
 
-        std::mt19937 rng(uint32_t(qHash(QTest::currentDataTag())));
+        std::mt19937 rng(uint32_t(std::hash<std::string>{}(QTest::currentDataTag())));  // the same each run
         const int64_t stopAt = 15 + int64_t(rng() % 60);
         const QString folderPath = dir_.filePath(QStringLiteral("resume-%1").arg(QTest::currentDataTag()).replace(' ', '_'));
         int64_t stoppedAt = 0;
+        std::vector<double> firstValidation;  // the stopped part's, also those a crash leaves out of metrics.jsonl
         {
             auto folder = RunFolder::create(c, folderPath.toStdString());
             Trainer t(c);
@@ -360,6 +361,7 @@ private slots:
             const RunSummary s = t.run();
             QVERIFY(s.stopped);
             stoppedAt = s.steps;
+            firstValidation = first.validation;
             for (const auto& [step, loss] : first.byStep) QCOMPARE(loss, plain.byStep.at(step));
         }
         const QString finalCheckpoint = folderPath + QStringLiteral("/checkpoints/step-%1.safetensors")
@@ -391,12 +393,13 @@ private slots:
             if (j["type"] == "step") QCOMPARE(j["step"].get<int64_t>(), expect++);
         }
         QCOMPARE(expect, int64_t(91));
-        const QJsonObject runJson = QJsonDocument::fromJson(readAll(folderPath + "/run.json")).object();
+        const QJsonObject runJson = QJsonDocument::fromJson(tbtest::readFile(folderPath + "/run.json")).object();
         QCOMPARE(runJson.value("state").toString(), QStringLiteral("finished"));
         QVERIFY(QFile::exists(folderPath + "/summary.json"));
         QVERIFY(QFile::exists(folderPath + "/checkpoints/best.safetensors"));  // validation every 30 steps
-        // best.safetensors holds the best validation accuracy of all, the stopped part's included.
-        double bestSeen = -1;
+        // best.safetensors holds the best validation accuracy of all, the stopped part's included
+        // (a crash leaves its evaluations after the resumed checkpoint out of metrics.jsonl).
+        double bestSeen = firstValidation.empty() ? -1 : *std::max_element(firstValidation.begin(), firstValidation.end());
         std::ifstream evals((folderPath + "/metrics.jsonl").toStdString());
         for (std::string line; std::getline(evals, line);) {
             const nlohmann::json j = nlohmann::json::parse(line);
@@ -418,7 +421,7 @@ private slots:
         Trainer t(c);
         t.setRunFolder(folder.get());
         t.run();
-        const QByteArray file = readAll(dir_.filePath("independent/checkpoints/step-00000020.safetensors"));
+        const QByteArray file = tbtest::readFile(dir_.filePath("independent/checkpoints/step-00000020.safetensors"));
         QString problem;
         const QJsonObject h = independentHeader(file, &problem);
         QVERIFY2(problem.isEmpty(), qPrintable(problem));
@@ -562,7 +565,7 @@ private slots:
             w.write(std::string(70000, 'x'));
         }
         QString problem;
-        const QList<QByteArray> records = independentRecords(readAll(path), &problem);
+        const QList<QByteArray> records = independentRecords(tbtest::readFile(path), &problem);
         QVERIFY2(problem.isEmpty(), qPrintable(problem));
         QCOMPARE(records.size(), 3);
         QCOMPARE(records[0], QByteArray("first"));
@@ -575,7 +578,7 @@ private slots:
         QVERIFY(!r.next(rec));
 
         // Corrupt files: one line naming the file and the record, nothing allocated from a lie.
-        const QByteArray good = readAll(path);
+        const QByteArray good = tbtest::readFile(path);
         struct Bad {
             const char* name;
             QByteArray bytes;
@@ -630,7 +633,7 @@ private slots:
         const QStringList files = QDir(folder).entryList({"events.out.tfevents.*"});
         QCOMPARE(files.size(), 1);
         QString problem;
-        const QList<QByteArray> records = independentRecords(readAll(folder + "/" + files[0]), &problem);
+        const QList<QByteArray> records = independentRecords(tbtest::readFile(folder + "/" + files[0]), &problem);
         QVERIFY2(problem.isEmpty(), qPrintable(problem));
         tensorflow::Event first;
         QVERIFY(first.ParseFromArray(records[0].constData(), int(records[0].size())));
@@ -692,7 +695,7 @@ private slots:
         QCOMPARE(double(right) / 500.0, s.testAccuracy);
 
         // The model by hand: 784-512-512-10, ReLU, on pixels / 255.
-        const QByteArray file = readAll(QString::fromStdString(RunFolder::newestCheckpointIn(dir.toStdString())));
+        const QByteArray file = tbtest::readFile(QString::fromStdString(RunFolder::newestCheckpointIn(dir.toStdString())));
         QString problem;
         const QJsonObject header = independentHeader(file, &problem);
         QVERIFY2(problem.isEmpty(), qPrintable(problem));
@@ -726,7 +729,7 @@ private slots:
         QCOMPARE(agree + nearTies, 500);
 
         // The run folder: predictions.json and the metrics line's matrix.
-        const QJsonObject saved = QJsonDocument::fromJson(readAll(dir + "/predictions.json")).object();
+        const QJsonObject saved = QJsonDocument::fromJson(tbtest::readFile(dir + "/predictions.json")).object();
         QCOMPARE(saved.value("step").toInt(), 40);
         const QJsonArray predicted = saved.value("predicted").toArray();
         QCOMPARE(predicted.size(), qsizetype(500));
@@ -764,7 +767,7 @@ private slots:
         QCOMPARE(made.value("train_records").toInt(), 2000);
         QCOMPARE(made.value("test_records").toInt(), 500);
         QString problem;
-        const QList<QByteArray> records = independentRecords(readAll(out + "/train.tfrecords"), &problem);
+        const QList<QByteArray> records = independentRecords(tbtest::readFile(out + "/train.tfrecords"), &problem);
         QVERIFY2(problem.isEmpty() && records.size() == 2000, qPrintable(problem));
         tensorflow::Example e;
         QVERIFY(e.ParseFromArray(records[0].constData(), int(records[0].size())));
@@ -941,7 +944,7 @@ private slots:
                      qPrintable(x.args.join(' ') + " -> " + QString::number(r.exitCode) + ": " + r.err));
         }
         // A run that a live process on this machine is still training is not resumed beside it.
-        QJsonObject record = QJsonDocument::fromJson(readAll(folder + "/run.json")).object();
+        QJsonObject record = QJsonDocument::fromJson(tbtest::readFile(folder + "/run.json")).object();
         record["state"] = "running";
         record["pid"] = QCoreApplication::applicationPid();
         tbtest::writeFile(folder + "/run.json", QJsonDocument(record).toJson());

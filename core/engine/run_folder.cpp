@@ -166,6 +166,17 @@ std::string RunFolder::newestCheckpointIn(const std::string& runDir) {
     return {};
 }
 
+double RunFolder::bestCheckpointAccuracy() const {
+    std::error_code ec;
+    const std::string best = checkpointsDir() + "/best.safetensors";
+    if (!fs::is_regular_file(best, ec)) return -1;
+    try {
+        return Checkpoint::open(best).meta().validationAccuracy;
+    } catch (const Error&) {  // foreign or damaged: the next best replaces it
+        return -1;
+    }
+}
+
 void RunFolder::writeState(const std::string& state, const std::string& error) {
     nlohmann::json run = {{"format", "towerbench-run"},
                           {"version", kRunFolderVersion},

@@ -54,6 +54,8 @@ public:
     // The newest checkpoint that opens (a torn or foreign file is passed over); empty when none.
     std::string newestCheckpoint() const { return newestCheckpointIn(path_); }
     static std::string newestCheckpointIn(const std::string& runDir);
+    // The validation accuracy of checkpoints/best.safetensors; -1 where there is none that opens.
+    double bestCheckpointAccuracy() const;
 
     // A reopened folder: the checkpoint to continue from (metrics.jsonl was cut after its step).
     const std::string& resumeCheckpoint() const { return resumeCheckpoint_; }

@@ -411,6 +411,9 @@ RunSummary Trainer::execute(ObserverHub& hub) {
         resumeFrom->restore(towers, net, ema.get(), emaStream);
         resumeStep = resumeFrom->meta().step;
         bestValidation = resumeFrom->meta().bestValidationAccuracy;
+        // A crash can leave a best.safetensors newer than the checkpoint resumed from (from an
+        // evaluation after it): that model still counts, and only a better one replaces it.
+        if (folder_) bestValidation = std::max(bestValidation, folder_->bestCheckpointAccuracy());
         resumeFrom.reset();  // its bytes are in the towers now
     }
     Tensor stats = be.empty(Shape{3});
