@@ -139,6 +139,7 @@ void TestCli::initTestCase() {
     const QString t = tmp_.path();
     writeFile(t + "/unknown_layer.json",
               R"({"name": "bad", "input": [1, 28, 28], "layers": [{"type": "conv3d", "filters": 4, "kernel": 3}]})");
+    writeFile(t + "/negative_per_tower.json", R"({"batch_per_tower": -3})");
     QVERIFY(QDir().mkpath(t + "/cifar"));
     writeFile(t + "/cifar/data_batch_1.bin", QByteArray(1000, '\0'));  // not a multiple of 3073
     writeIdxDir(t + "/truncated", idxImages(100, 10), idxLabels(100, 100));
@@ -169,6 +170,18 @@ void TestCli::badInput_data() {
     QTest::newRow("flag without value") << QStringList{"--batch"} << QStringList{"--batch", "needs a value"};
     QTest::newRow("batch abc") << QStringList{"--batch", "abc"} << QStringList{"--batch", "expected an integer", "'abc'"};
     QTest::newRow("batch 0") << QStringList{"--batch", "0"} << QStringList{"--batch", "between 1 and 65536", "got 0"};
+    QTest::newRow("batch-per-tower 0") << QStringList{"--batch-per-tower", "0"}
+                                       << QStringList{"--batch-per-tower", "between 1 and 65536", "got 0"};
+    QTest::newRow("batch-per-tower -3") << QStringList{"--batch-per-tower", "-3"}
+                                        << QStringList{"--batch-per-tower", "between 1 and 65536", "got -3"};
+    QTest::newRow("batch-per-tower 70000") << QStringList{"--batch-per-tower", "70000"}
+                                           << QStringList{"--batch-per-tower", "between 1 and 65536", "got 70000"};
+    QTest::newRow("batch-per-tower over the limit together")
+        << (tiny + QStringList{"--towers", "cpu:0,cpu:1,cpu:2,cpu:3", "--batch-per-tower", "20000"})
+        << QStringList{"--batch-per-tower", "20000 examples on each of 4 towers are 80000 at once", "limit of 65536"};
+    QTest::newRow("batch_per_tower -3 in a config")
+        << QStringList{"--config", t + "/negative_per_tower.json"}
+        << QStringList{t + "/negative_per_tower.json", "'batch_per_tower' must be between 1 and 65536", "got -3"};
     QTest::newRow("steps -5") << QStringList{"--steps", "-5"} << QStringList{"--steps", "must not be negative"};
     QTest::newRow("optimizer rmsprop") << QStringList{"--optimizer", "rmsprop"}
                                        << QStringList{"--optimizer", "unknown optimizer 'rmsprop'"};

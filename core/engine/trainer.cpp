@@ -120,6 +120,11 @@ DeploymentPlan makePlan(const RunConfig& c, int gpus, const std::string& whyNoGp
     else if (n > 0)
         throw Error("--batch: " + std::to_string(c.batch) + " examples do not split evenly over " + std::to_string(n) +
                     " towers; give --batch-per-tower");
+    // Every tower holds its batch's activations: the towers' examples together keep --batch's limit.
+    if (int64_t(n) * p.batchPerTower > RunConfig::kMaxBatch)
+        throw Error("--batch-per-tower: " + std::to_string(p.batchPerTower) + " examples on each of " + std::to_string(n) +
+                    " towers are " + std::to_string(int64_t(n) * p.batchPerTower) + " at once, more than the limit of " +
+                    std::to_string(RunConfig::kMaxBatch));
     p.validate(cpuTowerSlots(), gpus);
     return p;
 }

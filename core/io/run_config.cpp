@@ -129,6 +129,9 @@ void RunConfig::set(const std::string& key, const json& value, const std::string
     // for 0: see setFromText).
     if (key == "average_every" && value.get<int64_t>() < 0)
         throw Error(origin + ": 'average_every' K must be at least 1 (0: off), got " + value.dump());
+    if (key == "batch_per_tower" && (value.get<int64_t>() < 0 || value.get<int64_t>() > kMaxBatch))
+        throw Error(origin + ": 'batch_per_tower' must be between 1 and " + std::to_string(kMaxBatch) +
+                    " (0: from batch), got " + value.dump());
     try {
         it->second.assign(*this, value);
     } catch (const std::out_of_range&) {
@@ -157,6 +160,9 @@ void RunConfig::setFromText(const std::string& key, const std::string& text, con
             throw Error(origin + ": expected " + std::string(kindName(it->second.kind)) + ", got '" + text + "'");
         // Averaging is off unless asked for; asking for it every 0 steps is a mistake.
         if (key == "average_every" && v.get<int64_t>() < 1) throw Error(origin + ": K must be at least 1, got " + text);
+        // Unset, the global batch is split over the towers; asking for 0 per tower is a mistake.
+        if (key == "batch_per_tower" && (v.get<int64_t>() < 1 || v.get<int64_t>() > kMaxBatch))
+            throw Error(origin + ": must be between 1 and " + std::to_string(kMaxBatch) + ", got " + text);
         break;
     }
     }
@@ -182,7 +188,10 @@ void RunConfig::validate() const {
     auto require = [](bool ok, const std::string& msg) {
         if (!ok) throw Error(msg);
     };
-    require(batch >= 1 && batch <= 65536, "--batch: must be between 1 and 65536, got " + std::to_string(batch));
+    require(batch >= 1 && batch <= kMaxBatch,
+            "--batch: must be between 1 and " + std::to_string(kMaxBatch) + ", got " + std::to_string(batch));
+    require(batchPerTower >= 0 && batchPerTower <= kMaxBatch,
+            "--batch-per-tower: must be between 1 and " + std::to_string(kMaxBatch) + ", got " + std::to_string(batchPerTower));
     require(steps >= 0, "--steps: must not be negative");
     require(steps > 0 || (epochs > 0 && epochs <= 1e6), "--epochs: must be positive (or give --steps)");
     require(lr > 0 && lr < 1e3, "--lr: must be a positive learning rate");

@@ -11,6 +11,7 @@
 namespace tb {
 
 struct RunConfig {
+    static constexpr int kMaxBatch = 65536;  // examples of one step, over all towers together
     std::string model = "mnist_cnn";     // a name in the models folders, or a .json path
     std::string data = "fashion-mnist";  // fashion-mnist | idx:DIR | cifar10:DIR | tfrecord:DIR | synthetic:blobs|spirals
     std::string tfrecordFeatures;        // tfrecord:DIR: image=KEY,label=KEY,... (default image_raw, label)
