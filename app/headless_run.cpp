@@ -10,8 +10,22 @@
 #include "progress_bar.hpp"
 #include "util/error.hpp"
 
+// One line of printable text: control characters from the input (a newline in a value, say)
+// would split or garble it, so they are written as escapes.
 int failWith(const char* program, const std::string& message) {
-    std::fprintf(stderr, "%s: %s\n", program, message.c_str());
+    std::string line;
+    for (const unsigned char ch : message) {
+        if (ch == '\n') line += "\\n";
+        else if (ch == '\t') line += "\\t";
+        else if (ch < 0x20 || ch == 0x7f) {
+            char hex[8];
+            std::snprintf(hex, sizeof hex, "\\x%02x", ch);
+            line += hex;
+        } else {
+            line += char(ch);
+        }
+    }
+    std::fprintf(stderr, "%s: %s\n", program, line.c_str());
     return 2;
 }
 

@@ -140,6 +140,10 @@ void TestCli::initTestCase() {
     writeFile(t + "/unknown_layer.json",
               R"({"name": "bad", "input": [1, 28, 28], "layers": [{"type": "conv3d", "filters": 4, "kernel": 3}]})");
     writeFile(t + "/negative_per_tower.json", R"({"batch_per_tower": -3})");
+    writeFile(t + "/bad_line2.json", "{\"batch\": 32,\n \"lr\": x}");
+    writeFile(t + "/huge_number.json", R"({"lr": 1e999})");
+    writeFile(t + "/huge_config.json", "{\"batch\": 32" + QByteArray(2 << 20, ' ') + "}");
+    writeFile(t + "/huge_model.json", "{\"layers\": []" + QByteArray(5 << 20, ' ') + "}");
     QVERIFY(QDir().mkpath(t + "/cifar"));
     writeFile(t + "/cifar/data_batch_1.bin", QByteArray(1000, '\0'));  // not a multiple of 3073
     writeIdxDir(t + "/truncated", idxImages(100, 10), idxLabels(100, 100));
@@ -225,6 +229,18 @@ void TestCli::badInput_data() {
         << QStringList{"--model", "cifar10_cnn", "expects input (3, 24, 24)", "gives (1, 28, 28)"};
     QTest::newRow("config malformed") << QStringList{"--config", t + "/malformed.json"}
                                       << QStringList{t + "/malformed.json", "malformed JSON"};
+    QTest::newRow("config error placed") << QStringList{"--config", t + "/bad_line2.json"}
+                                         << QStringList{t + "/bad_line2.json", "malformed JSON at line 2, column 8"};
+    QTest::newRow("config number too large") << QStringList{"--config", t + "/huge_number.json"}
+                                             << QStringList{t + "/huge_number.json", "malformed JSON: a number too large"};
+    QTest::newRow("config /dev/zero") << QStringList{"--config", "/dev/zero"}
+                                      << QStringList{"/dev/zero", "not a regular file, so not a run config file"};
+    QTest::newRow("config over 1 MiB") << QStringList{"--config", t + "/huge_config.json"}
+                                       << QStringList{t + "/huge_config.json", "more than the 1024 KiB a run config"};
+    QTest::newRow("model over 4 MiB") << QStringList{"--model", t + "/huge_model.json"}
+                                      << QStringList{t + "/huge_model.json", "more than the 4096 KiB a model file"};
+    QTest::newRow("newline in a value") << QStringList{"--model", "two\nlines"}
+                                        << QStringList{"--model", "no model named 'two\\nlines'"};
     QTest::newRow("config unknown key") << QStringList{"--config", t + "/unknown_key.json"}
                                         << QStringList{t + "/unknown_key.json", "unknown setting 'batchsize'"};
     QTest::newRow("config wrong type") << QStringList{"--config", t + "/wrong_type.json"}

@@ -1,14 +1,13 @@
 #include "io/run_config.hpp"
 
-#include <fstream>
 #include <functional>
 #include <limits>
 #include <stdexcept>
 #include <type_traits>
 #include <map>
-#include <sstream>
 
 #include "util/error.hpp"
+#include "util/json_file.hpp"
 
 namespace tb {
 
@@ -170,16 +169,7 @@ void RunConfig::setFromText(const std::string& key, const std::string& text, con
 }
 
 void RunConfig::loadFile(const std::string& path) {
-    std::ifstream f(path);
-    if (!f) throw Error(path + ": cannot open run config file");
-    std::stringstream ss;
-    ss << f.rdbuf();
-    json j;
-    try {
-        j = json::parse(ss.str());
-    } catch (const json::parse_error& e) {
-        throw Error(path + ": malformed JSON (" + std::string(e.what()) + ")");
-    }
+    const json j = parseJsonText(readTextFile(path, size_t(1) << 20, "run config"), path);
     if (!j.is_object()) throw Error(path + ": a run config file must hold one JSON object");
     for (const auto& [key, value] : j.items()) set(key, value, path);
 }

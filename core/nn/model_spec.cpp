@@ -2,13 +2,13 @@
 
 #include <cstdlib>
 #include <filesystem>
-#include <fstream>
 #include <nlohmann/json.hpp>
 #include <climits>
 #include <sstream>
 #include <type_traits>
 
 #include "util/error.hpp"
+#include "util/json_file.hpp"
 
 #ifndef TB_MODELS_DIR
 #define TB_MODELS_DIR ""
@@ -138,12 +138,7 @@ LayerSpec parseLayer(const json& j, size_t index, const std::string& source) {
 }  // namespace
 
 ModelSpec parseModelSpec(const std::string& text, const std::string& source) {
-    json j;
-    try {
-        j = json::parse(text);
-    } catch (const json::parse_error& e) {
-        throw Error(source + ": malformed JSON (" + std::string(e.what()) + ")");
-    }
+    const json j = parseJsonText(text, source);
     if (!j.is_object()) throw Error(source + ": a model file must hold one JSON object");
     ModelSpec m;
     m.source = source;
@@ -162,11 +157,7 @@ ModelSpec parseModelSpec(const std::string& text, const std::string& source) {
 }
 
 ModelSpec loadModelSpec(const std::string& path) {
-    std::ifstream f(path);
-    if (!f) throw Error(path + ": cannot open model file");
-    std::stringstream ss;
-    ss << f.rdbuf();
-    return parseModelSpec(ss.str(), path);
+    return parseModelSpec(readTextFile(path, size_t(4) << 20, "model"), path);
 }
 
 std::vector<std::string> modelSearchPath() {
