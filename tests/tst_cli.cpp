@@ -140,6 +140,7 @@ void TestCli::initTestCase() {
     writeFile(t + "/unknown_layer.json",
               R"({"name": "bad", "input": [1, 28, 28], "layers": [{"type": "conv3d", "filters": 4, "kernel": 3}]})");
     writeFile(t + "/negative_per_tower.json", R"({"batch_per_tower": -3})");
+    writeFile(t + "/misspelt.json", R"({"optimiser": "adam"})");
     writeFile(t + "/bad_line2.json", "{\"batch\": 32,\n \"lr\": x}");
     writeFile(t + "/huge_number.json", R"({"lr": 1e999})");
     writeFile(t + "/huge_config.json", "{\"batch\": 32" + QByteArray(2 << 20, ' ') + "}");
@@ -241,6 +242,8 @@ void TestCli::badInput_data() {
                                       << QStringList{t + "/huge_model.json", "more than the 4096 KiB a model file"};
     QTest::newRow("newline in a value") << QStringList{"--model", "two\nlines"}
                                         << QStringList{"--model", "no model named 'two\\nlines'"};
+    QTest::newRow("config key misspelt") << QStringList{"--config", t + "/misspelt.json"}
+                                         << QStringList{t + "/misspelt.json", "unknown setting 'optimiser' (did you mean 'optimizer'?)"};
     QTest::newRow("config unknown key") << QStringList{"--config", t + "/unknown_key.json"}
                                         << QStringList{t + "/unknown_key.json", "unknown setting 'batchsize'"};
     QTest::newRow("config wrong type") << QStringList{"--config", t + "/wrong_type.json"}

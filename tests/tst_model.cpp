@@ -286,6 +286,18 @@ void TestModel::badModelFiles_data() {
     QTest::newRow("unknown type conv3d")
         << QByteArray("{" + in + R"("layers": [{"type": "conv3d", "filters": 4, "kernel": 3}]})")
         << QStringList{"layer 0", "unknown layer type 'conv3d'", "expected conv2d"};
+    QTest::newRow("typo in a layer's field")
+        << QByteArray("{" + in + R"("layers": [{"type": "conv2d", "name": "c1", "fitlers": 4, "kernel": 3}]})")
+        << QStringList{"layer 'c1'", "unknown field 'fitlers' (did you mean 'filters'?)", "it may have type, name"};
+    QTest::newRow("another layer type's field")
+        << QByteArray("{" + in + R"("layers": [{"type": "flatten"}, {"type": "dense", "name": "fc", "units": 2, "kernel": 3}]})")
+        << QStringList{"layer 'fc'", "unknown field 'kernel'", "units"};
+    QTest::newRow("typo at the top")
+        << QByteArray(R"({"inputs": [1, 8, 8], "layers": [{"type": "flatten"}]})")
+        << QStringList{"unknown field 'inputs' (did you mean 'input'?)"};
+    QTest::newRow("typo in an initialiser")
+        << QByteArray("{" + in + R"("layers": [{"type": "flatten"}, {"type": "dense", "name": "fc", "units": 2, "init": {"type": "truncated_normal", "stdev": 0.1}}]})")
+        << QStringList{"layer 'fc' init", "unknown field 'stdev' (did you mean 'stddev'?)"};
     QTest::newRow("conv2d without filters")
         << QByteArray("{" + in + R"("layers": [{"type": "conv2d", "name": "c1", "kernel": 3}, {"type": "flatten"}]})")
         << QStringList{"layer 'c1'", "'filters' must be a positive integer, got 0"};

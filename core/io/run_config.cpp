@@ -8,6 +8,7 @@
 
 #include "util/error.hpp"
 #include "util/json_file.hpp"
+#include "util/nearest_name.hpp"
 
 namespace tb {
 
@@ -121,7 +122,11 @@ std::string RunConfig::flagToKey(const std::string& flag) {
 
 void RunConfig::set(const std::string& key, const json& value, const std::string& origin) {
     auto it = table().find(key);
-    if (it == table().end()) throw Error(origin + ": unknown setting '" + key + "'");
+    if (it == table().end()) {
+        std::vector<std::string> keys;
+        for (const auto& [name, s] : table()) keys.push_back(name);
+        throw Error(origin + ": unknown setting '" + key + "'" + didYouMean(key, keys));
+    }
     if (!fits(it->second.kind, value))
         throw Error(origin + ": '" + key + "' must be " + kindName(it->second.kind) + ", got " + value.dump());
     // 0 is "off", as toJson() writes it; a negative K is a mistake (and so is the flag asking

@@ -1,14 +1,18 @@
 #include "nn/model_spec.hpp"
 
+#include <algorithm>
 #include <cstdlib>
 #include <filesystem>
 #include <nlohmann/json.hpp>
 #include <climits>
+#include <map>
+#include <vector>
 #include <sstream>
 #include <type_traits>
 
 #include "util/error.hpp"
 #include "util/json_file.hpp"
+#include "util/nearest_name.hpp"
 
 #ifndef TB_MODELS_DIR
 #define TB_MODELS_DIR ""
@@ -52,6 +56,17 @@ T field(const json& obj, const char* key, T fallback, const std::string& where) 
     }
 }
 
+// A field this object may not have is a typo or a setting of another layer type: refused, with
+// the nearest allowed name, rather than silently ignored.
+void onlyKnownFields(const json& obj, const std::vector<std::string>& allowed, const std::string& where) {
+    for (const auto& [key, value] : obj.items())
+        if (std::find(allowed.begin(), allowed.end(), key) == allowed.end()) {
+            std::string list;
+            for (const std::string& a : allowed) list += (list.empty() ? "" : ", ") + a;
+            throw Error(where + ": unknown field '" + key + "'" + didYouMean(key, allowed) + "; it may have " + list);
+        }
+}
+
 int positiveInt(const json& obj, const char* key, int fallback, const std::string& where) {
     int v = field<int>(obj, key, fallback, where);
     if (v < 1 || v > 1 << 20) throw Error(where + ": field '" + key + "' must be a positive integer, got " + std::to_string(v));
@@ -69,6 +84,7 @@ InitSpec parseInit(const json& obj, const char* key, InitSpec fallback, const st
     }
     if (!it->is_object()) throw Error(where + ": field '" + key + "' must be a number or an initialiser object");
     const std::string w = where + " " + key;
+    onlyKnownFields(*it, {"type", "stddev", "value"}, w);
     s.kind = parseInitKind(field<std::string>(*it, "type", "glorot", w), w);
     s.stddev = field<float>(*it, "stddev", s.stddev, w);
     s.value = field<float>(*it, "value", s.value, w);
@@ -94,6 +110,16 @@ LayerSpec parseLayer(const json& j, size_t index, const std::string& source) {
                     "' (expected conv2d, maxpool, relu, lrn, dense, flatten or dropout)");
     l.name = field<std::string>(j, "name", type + std::to_string(index), where);
     where = source + ": layer '" + l.name + "'";
+    static const std::map<LayerType, std::vector<std::string>> kFields = {
+        {LayerType::Conv2d, {"type", "name", "filters", "kernel", "stride", "padding", "init", "bias", "weight_decay"}},
+        {LayerType::MaxPool, {"type", "name", "size", "stride", "padding"}},
+        {LayerType::Dense, {"type", "name", "units", "init", "bias", "weight_decay"}},
+        {LayerType::Lrn, {"type", "name", "depth_radius", "bias", "alpha", "beta"}},
+        {LayerType::Dropout, {"type", "name", "keep"}},
+        {LayerType::Relu, {"type", "name"}},
+        {LayerType::Flatten, {"type", "name"}},
+    };
+    onlyKnownFields(j, kFields.at(l.type), where);
     const std::string padding = field<std::string>(j, "padding", "same", where);
     if (padding != "same" && padding != "valid")
         throw Error(where + ": padding must be \"same\" or \"valid\", got \"" + padding + "\"");
@@ -140,6 +166,7 @@ LayerSpec parseLayer(const json& j, size_t index, const std::string& source) {
 ModelSpec parseModelSpec(const std::string& text, const std::string& source) {
     const json j = parseJsonText(text, source);
     if (!j.is_object()) throw Error(source + ": a model file must hold one JSON object");
+    onlyKnownFields(j, {"name", "description", "input", "layers"}, source);
     ModelSpec m;
     m.source = source;
     m.json = text;
