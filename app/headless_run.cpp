@@ -48,6 +48,9 @@ int runHeadless(const tb::RunConfig& config, const RunStorage& storage) {
         nlohmann::json out = summary.toJson();
         out["run_dir"] = folder->path();
         std::cout << out.dump() << std::endl;
+        if (!std::cout)  // a full disk or a closed pipe: the caller must not take the run as reported
+            return failWith("towerbench-run", "standard output: cannot write the summary line (it is in " +
+                                                  folder->path() + "/summary.json)");
         return 0;
     } catch (const tb::Error& e) {
         return failWith("towerbench-run", e.what());

@@ -114,6 +114,7 @@ private slots:
     void badInput_data();
     void badInput();
     void hugeHeadersNeedNoMemory();
+    void writeErrorsEndTheRun();
     void valueMissingBeforeNextFlag_data();
     void valueMissingBeforeNextFlag();
     void outOfRangeIntegers_data();
@@ -266,6 +267,24 @@ void TestCli::badInput() {
     const qint64 ms = t.elapsed();
     expectOneLineError(r, expect);
     QVERIFY2(ms < 10000, qPrintable(QStringLiteral("took %1 ms").arg(ms)));  // refused up front, not after work
+}
+
+// A record that cannot be written is an error, not a run reported as fine: a metrics file on a
+// full disk (/dev/full) ends the run with one line; so does a summary line that standard output
+// cannot take (the summary is still in the run folder, and the line says where).
+void TestCli::writeErrorsEndTheRun() {
+    const QStringList tiny = {"--model", "tiny_mlp", "--data", "synthetic:blobs", "--steps", "5", "--quiet",
+                              "--threads", "2"};
+    const tbtest::RunResult metrics = tbtest::runTowerbench(tiny + QStringList{"--metrics", "/dev/full"});
+    expectOneLineError(metrics, {"--metrics: cannot write /dev/full", "No space left on device"});
+    QProcess p;
+    p.setStandardOutputFile(QStringLiteral("/dev/full"));
+    p.start(QStringLiteral(TB_RUN_BINARY), tiny);
+    QVERIFY(p.waitForFinished(60000));
+    const QString err = QString::fromUtf8(p.readAllStandardError());
+    QCOMPARE(p.exitCode(), 2);
+    QVERIFY2(err.contains("standard output: cannot write the summary line") && err.contains("summary.json"),
+             qPrintable(err));
 }
 
 void TestCli::hugeHeadersNeedNoMemory() {

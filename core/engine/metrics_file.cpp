@@ -9,17 +9,18 @@
 
 namespace tb {
 
-MetricsFile::MetricsFile(const std::string& path, bool append) : path_(path) {
+MetricsFile::MetricsFile(const std::string& path, bool append, std::string origin)
+    : path_(path), origin_(std::move(origin)) {
     file_ = std::fopen(path.c_str(), append ? "a" : "w");
-    if (!file_) throw Error("--metrics: cannot create " + path + " (" + std::strerror(errno) + ")");
+    if (!file_) throw Error(origin_ + ": cannot create " + path + " (" + std::strerror(errno) + ")");
 }
 
 MetricsFile::~MetricsFile() { std::fclose(file_); }
 
 void MetricsFile::write(const std::string& line) {
-    std::fputs(line.c_str(), file_);
-    std::fputc('\n', file_);
-    std::fflush(file_);  // a reader tailing the file sees whole lines as they happen
+    // Flushed: a reader tailing the file sees whole lines as they happen.
+    if (std::fputs(line.c_str(), file_) < 0 || std::fputc('\n', file_) == EOF || std::fflush(file_) != 0)
+        throw Error(origin_ + ": cannot write " + path_ + " (" + std::strerror(errno) + ")");
 }
 
 void MetricsFile::onStateChanged(RunState s, const std::string& detail) {

@@ -38,8 +38,10 @@ nlohmann::json confusionRows(const EvalResult& r);
 
 class MetricsFile final : public TrainingObserver {
 public:
-    // Throws tb::Error if it cannot be created. `append`: continue a file (a resumed run).
-    explicit MetricsFile(const std::string& path, bool append = false);
+    // Throws tb::Error if it cannot be created, and from any call that cannot write it (a full
+    // disk: the run ends with the error instead of losing its record); `origin` (the flag, or
+    // "run folder") starts those errors. `append`: continue a file (a resumed run).
+    explicit MetricsFile(const std::string& path, bool append = false, std::string origin = "--metrics");
     ~MetricsFile() override;
     void onStateChanged(RunState, const std::string& detail) override;
     void onStepEnd(const StepMetrics&) override;
@@ -48,7 +50,7 @@ public:
 
 private:
     void write(const std::string& line);
-    std::string path_;
+    std::string path_, origin_;
     std::FILE* file_ = nullptr;
 };
 

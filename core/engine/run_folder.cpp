@@ -98,7 +98,7 @@ std::unique_ptr<RunFolder> RunFolder::create(const RunConfig& config, const std:
 }
 
 void RunFolder::openFiles() {
-    metrics_ = std::make_unique<MetricsFile>(path_ + "/metrics.jsonl", resuming_);
+    metrics_ = std::make_unique<MetricsFile>(path_ + "/metrics.jsonl", resuming_, "run folder");
 #ifdef TB_HAVE_PROTOBUF
     events_ = std::make_unique<EventFile>(path_, resuming_ ? resumeStep_ : -1);
 #endif
