@@ -2,11 +2,14 @@
 #   make run    install missing packages, build Release, run the default experiment
 #   make test   install missing packages, build, run the whole suite through CTest
 #   make tsan   the tower engine's tests under ThreadSanitizer (CI runs it after make test)
+#   make asan   the whole suite under AddressSanitizer + UndefinedBehaviorSanitizer (CI too)
+#   make fuzz   every libFuzzer target for FUZZ_SECONDS each (CI: 20; README: "Fuzzing")
 BUILD ?= build
 JOBS ?= $(shell nproc)
 RUN_ARGS ?=
+FUZZ_SECONDS ?= 20
 
-.PHONY: setup configure build run test tsan bench clean
+.PHONY: setup configure build run test tsan asan fuzz bench clean
 
 setup:
 	@bash scripts/setup.sh
@@ -31,6 +34,24 @@ tsan: setup
 	@cmake --build $(BUILD)-tsan -j $(JOBS) --target tst_parallel
 	@cd $(BUILD)-tsan && TSAN_OPTIONS="halt_on_error=1 second_deadlock_stack=1 suppressions=$(CURDIR)/tests/tsan.supp" ./tests/tst_parallel
 	@cd $(BUILD)-tsan && TSAN_OPTIONS="halt_on_error=1 second_deadlock_stack=1 suppressions=$(CURDIR)/tests/tsan.supp" ./tests/tst_parallel --copies
+
+# The whole suite with ASan and UBSan in every object (Qt's and oneDNN's own code is not
+# instrumented, only called). Any undefined behaviour or invalid access ends the test that hit it;
+# LeakSanitizer reports leaks at each test program's exit (tests/lsan.supp: Qt's and fontconfig's
+# caches that live as long as the process, by design).
+ASAN_ENV = ASAN_OPTIONS=detect_leaks=1:abort_on_error=0:strict_string_checks=1 \
+	UBSAN_OPTIONS=print_stacktrace=1:halt_on_error=1 LSAN_OPTIONS=suppressions=$(CURDIR)/tests/lsan.supp
+asan: setup
+	@cmake -S . -B $(BUILD)-asan -DCMAKE_BUILD_TYPE=RelWithDebInfo -DTB_SANITIZE_ADDRESS=ON -DTB_WITH_CUDA=OFF > /dev/null
+	@cmake --build $(BUILD)-asan -j $(JOBS)
+	@cd $(BUILD)-asan && $(ASAN_ENV) ctest --output-on-failure -j 1
+
+# libFuzzer needs clang: a separate build of the Qt-free core with every object instrumented.
+fuzz: setup
+	@cmake -S . -B $(BUILD)-fuzz -DCMAKE_BUILD_TYPE=RelWithDebInfo -DCMAKE_CXX_COMPILER=clang++-14 -DTB_FUZZ=ON \
+		-DTB_WITH_CUDA=OFF -DTB_WITH_GUI=OFF -DTB_WITH_MPI=OFF > /dev/null
+	@cmake --build $(BUILD)-fuzz -j $(JOBS) --target fuzz_targets
+	@scripts/fuzz.sh $(BUILD)-fuzz $(FUZZ_SECONDS)
 
 bench: build
 	@bash tests/benchmarks/run_all.sh $(BUILD)

@@ -1,13 +1,18 @@
 #include "headless_run.hpp"
 
+#include <mutex>
 #include <cstdio>
 #include <iostream>
 #include <memory>
 
 #include "engine/metrics_file.hpp"
 #include "engine/run_folder.hpp"
+#include "data/dataset.hpp"
 #include "engine/trainer.hpp"
+#include "io/output_path.hpp"
+#include "nn/model_spec.hpp"
 #include "progress_bar.hpp"
+#include "stop_signals.hpp"
 #include "util/error.hpp"
 
 // One line of printable text: control characters from the input (a newline in a value, say)
@@ -30,20 +35,53 @@ int failWith(const char* program, const std::string& message) {
 }
 
 int runHeadless(const tb::RunConfig& config, const RunStorage& storage) {
+    // Ctrl-C or a TERM ends the run as the window's Stop does (stop_signals.hpp), from the first
+    // moment: a signal before the trainer exists stops it as soon as it does.
+    // The trainer, while it exists, under a lock: the watching thread must not reach it as it
+    // is destroyed.
+    std::mutex runningLock;
+    tb::Trainer* running = nullptr;
+    StopSignals signals("towerbench-run", [&](int sig) {
+        std::fprintf(stderr, "\ntowerbench-run: %s: stopping after the step in progress (again: end at once)\n",
+                     StopSignals::name(sig));
+        std::lock_guard lock(runningLock);
+        if (running) running->requestStop();
+    });
+    struct Published {  // declared after the trainer: unpublished before it is destroyed
+        std::mutex& lock;
+        tb::Trainer*& slot;
+        Published(std::mutex& l, tb::Trainer*& s, tb::Trainer* t) : lock(l), slot(s) {
+            std::lock_guard g(lock);
+            slot = t;
+        }
+        ~Published() {
+            std::lock_guard g(lock);
+            slot = nullptr;
+        }
+    };
     try {
         config.validate();
+        // --metrics is written only once the inputs are read and checked, and may not be one of them.
+        if (!config.metrics.empty()) {
+            std::vector<std::string> inputs{config.file, config.initFrom, tb::findModel(config.model).source};
+            std::vector<std::string> folders{tb::dataFolderOf(config.data), storage.resumeDir, storage.runDir};
+            tb::checkOutputFile(config.metrics, "--metrics", inputs, folders);
+        }
         // Every run keeps a folder; a resumed one continues its own.
         std::unique_ptr<tb::RunFolder> folder = storage.resumeDir.empty() ? tb::RunFolder::create(config, storage.runDir)
                                                                           : tb::RunFolder::reopen(storage.resumeDir);
+        if (!config.metrics.empty()) tb::checkOutputFile(config.metrics, "--metrics", {}, {folder->path()});
         tb::Trainer trainer(config);
         trainer.setRunFolder(folder.get());
         ProgressBar progress(stderr, folder->path());
         std::unique_ptr<tb::MetricsFile> metrics;
         if (!config.quiet) trainer.addObserver(&progress);
         if (!config.metrics.empty()) {
-            metrics = std::make_unique<tb::MetricsFile>(config.metrics);
+            metrics = std::make_unique<tb::MetricsFile>(config.metrics, false, "--metrics", tb::MetricsFile::Open::WhenRunning);
             trainer.addObserver(metrics.get());
         }
+        const Published published(runningLock, running, &trainer);
+        if (signals.received()) trainer.requestStop();  // a signal before the trainer existed
         const tb::RunSummary summary = trainer.run();
         nlohmann::json out = summary.toJson();
         out["run_dir"] = folder->path();
@@ -51,6 +89,11 @@ int runHeadless(const tb::RunConfig& config, const RunStorage& storage) {
         if (!std::cout)  // a full disk or a closed pipe: the caller must not take the run as reported
             return failWith("towerbench-run", "standard output: cannot write the summary line (it is in " +
                                                   folder->path() + "/summary.json)");
+        if (const int sig = signals.received()) {
+            std::fprintf(stderr, "towerbench-run: stopped by %s at step %lld; summary and checkpoint in %s\n",
+                         StopSignals::name(sig), static_cast<long long>(summary.steps), folder->path().c_str());
+            return signals.exitStatus();
+        }
         return 0;
     } catch (const tb::Error& e) {
         return failWith("towerbench-run", e.what());

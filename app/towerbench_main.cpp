@@ -3,11 +3,13 @@
 // experiment headless, as towerbench-run would.
 #include <QApplication>
 #include <QStringList>
+#include <cstdio>
 #include <cstdlib>
 
 #include "headless_run.hpp"
 #include "io/run_config.hpp"
 #include "main_window.hpp"
+#include "stop_signals.hpp"
 #include "util/error.hpp"
 
 namespace {
@@ -51,5 +53,21 @@ int main(int argc, char** argv) {
     if (!config.isEmpty() && !window.loadConfigFile(config)) return 2;
     window.show();
     if (start) QMetaObject::invokeMethod(&window, &MainWindow::start, Qt::QueuedConnection);
-    return app.exec();
+    // SIGINT / SIGTERM: Stop (the run ends after its step, evaluates, keeps its checkpoint and
+    // summary), then the window closes as if the user closed it, and the exit status says which
+    // signal ended it. A second signal ends the process at once.
+    StopSignals stopSignals("towerbench", [&window](int sig) {
+        std::fprintf(stderr, "towerbench: %s: stopping the run after the step in progress, then closing "
+                             "(again: end at once)\n", StopSignals::name(sig));
+        QMetaObject::invokeMethod(&window, [&window] {
+            if (!window.running()) {
+                window.close();
+                return;
+            }
+            QObject::connect(&window, &MainWindow::runEnded, &window, &QWidget::close, Qt::QueuedConnection);
+            window.stop();
+        }, Qt::QueuedConnection);
+    });
+    const int status = app.exec();
+    return stopSignals.received() ? stopSignals.exitStatus() : status;
 }

@@ -17,6 +17,7 @@
 #include "engine/selftest.hpp"
 #include "io/run_index.hpp"
 #include "engine/trainer.hpp"
+#include "command_line.hpp"
 #include "headless_run.hpp"
 #include "io/run_config.hpp"
 #include "util/error.hpp"
@@ -101,20 +102,11 @@ Data parallelism (the seeds' tower pattern; see README):
 int fail(const std::string& message) { return failWith("towerbench-run", message); }
 
 // runs: the history, from the index.
-int runList(const std::vector<std::string>& args) {
-    std::string filter, sort = "created";
-    bool ascending = false, json = false;
-    for (size_t i = 0; i < args.size(); ++i) {
-        if (args[i] == "--ascending") ascending = true;
-        else if (args[i] == "--json") json = true;
-        else if ((args[i] == "--filter" || args[i] == "--sort") && i + 1 < args.size())
-            (args[i] == "--filter" ? filter : sort) = args[++i];
-        else return fail("runs: unknown argument '" + args[i] + "' (see --help)");
-    }
+int runList(const CommandLine& c) {
     tb::RunIndex index(tb::RunFolder::runsRoot());
-    const std::vector<tb::RunRecord> runs = index.list(filter, sort, ascending);
+    const std::vector<tb::RunRecord> runs = index.list(c.filter, c.sort, c.ascending);
     for (const tb::RunRecord& r : runs) {
-        if (json) {
+        if (c.json) {
             std::cout << nlohmann::json{{"path", r.path},   {"created", r.created}, {"state", r.state},
                                         {"model", r.model}, {"data", r.data},       {"plan", r.plan},
                                         {"steps", r.steps}, {"test_accuracy", r.testAccuracy},
@@ -130,21 +122,19 @@ int runList(const std::vector<std::string>& args) {
                         r.examplesPerSec, r.plan.c_str());
         }
     }
-    if (!json) std::fprintf(stderr, "%zu runs in %s%s\n", runs.size(), tb::RunFolder::runsRoot().c_str(),
+    if (!c.json) std::fprintf(stderr, "%zu runs in %s%s\n", runs.size(), tb::RunFolder::runsRoot().c_str(),
                             index.rebuilt() ? " (index rebuilt from the folders)" : "");
     return 0;
 }
 
 // convert SPEC tfrecord:DIR: the set's train and test splits as TFRecord files.
-int runConvert(const std::string& spec, const std::string& target) {
-    if (!target.starts_with("tfrecord:") || target.size() == 9)
-        return fail("convert: the target '" + target + "' is not tfrecord:DIR");
+int runConvert(const std::string& spec, const std::string& dir) {
 #ifdef TB_HAVE_PROTOBUF
-    const std::string dir = target.substr(9);
+    // The inputs first: a set that cannot be read leaves no empty folder behind.
+    const tb::DataSplits data = tb::loadData(spec, 0, 1);
     std::error_code ec;
     std::filesystem::create_directories(dir, ec);
     if (ec) return fail("convert: cannot create " + dir + " (" + ec.message() + ")");
-    const tb::DataSplits data = tb::loadData(spec, 0, 1);
     tb::writeTFRecordExamples(data.train, dir + "/train.tfrecords");
     tb::writeTFRecordExamples(data.test, dir + "/test.tfrecords");
     std::cout << nlohmann::json{{"train", dir + "/train.tfrecords"}, {"train_records", data.train.size()},
@@ -179,70 +169,17 @@ int runEval(const std::string& target, tb::RunConfig config, bool dataGiven) {
 }  // namespace
 
 int main(int argc, char** argv) {
-    std::vector<std::string> args(argv + 1, argv + argc);
-    tb::RunConfig config;
     try {
-        if (!args.empty() && args[0] == "selftest") {
-            if (args.size() > 1) return fail("selftest takes no arguments, got '" + args[1] + "'");
-            return tb::runSelfTest(std::cout);
+        CommandLine c = parseCommandLine({argv + 1, argv + argc});
+        switch (c.command) {
+        case CommandLine::Command::Help: std::fputs(kUsage, stdout); return 0;
+        case CommandLine::Command::SelfTest: return tb::runSelfTest(std::cout);
+        case CommandLine::Command::Runs: return runList(c);
+        case CommandLine::Command::Convert: return runConvert(c.convertSpec, c.convertTarget);
+        case CommandLine::Command::Eval: return runEval(c.evalTarget, c.config, c.dataGiven);
+        case CommandLine::Command::Train: return runHeadless(c.config, c.storage);
         }
-        if (!args.empty() && args[0] == "runs") return runList({args.begin() + 1, args.end()});
-        if (!args.empty() && args[0] == "convert") {
-            if (args.size() != 3) return fail("convert: expected SPEC tfrecord:DIR (e.g. convert idx:mnist tfrecord:mnist-tf)");
-            return runConvert(args[1], args[2]);
-        }
-        const bool eval = !args.empty() && args[0] == "eval";
-        std::string evalTarget;
-        if (eval) {
-            if (args.size() < 2 || args[1].starts_with("--")) return fail("eval: needs a run folder or a checkpoint file");
-            evalTarget = args[1];
-            args.erase(args.begin(), args.begin() + 2);
-        }
-        RunStorage storage;
-        // The base settings first, wherever their flag stands, so every other flag overrides
-        // them: a config file, or the folder of the run to resume.
-        std::string configFile;
-        for (size_t i = 0; i < args.size(); ++i) {
-            if (args[i] != "--config" && args[i] != "--resume" && args[i] != "--run-dir") continue;
-            if (i + 1 >= args.size() || args[i + 1].starts_with("--"))
-                return fail(args[i] + (args[i] == "--config" ? ": needs a file name" : ": needs a folder"));
-            (args[i] == "--config" ? configFile : args[i] == "--resume" ? storage.resumeDir : storage.runDir) = args[i + 1];
-        }
-        if (!storage.resumeDir.empty()) {
-            if (!storage.runDir.empty()) return fail("--run-dir: a resumed run stays in its own folder (--resume)");
-            if (!configFile.empty()) return fail("--config: a resumed run keeps its own settings (--resume)");
-            config = tb::RunFolder::resumeConfig(storage.resumeDir);
-        }
-        if (!configFile.empty()) config.loadFile(configFile);
-        if (eval && (!storage.resumeDir.empty() || !storage.runDir.empty()))
-            return fail("eval: --resume and --run-dir do not apply");
-        bool dataGiven = false;
-        for (size_t i = 0; i < args.size(); ++i) {
-            const std::string& a = args[i];
-            if (a == "--help" || a == "-h") {
-                std::fputs(kUsage, stdout);
-                return 0;
-            }
-            if (a == "--config" || a == "--resume" || a == "--run-dir") {
-                ++i;
-                continue;
-            }
-            dataGiven |= a == "--data";
-            if (a == "--quiet") {
-                config.quiet = true;
-                continue;
-            }
-            const std::string key = tb::RunConfig::flagToKey(a);
-            if (!a.starts_with("--") || key == "quiet" ||
-                std::find(tb::RunConfig::keys().begin(), tb::RunConfig::keys().end(), key) ==
-                    tb::RunConfig::keys().end())
-                return fail("unknown argument '" + a + "' (see --help)");
-            if (i + 1 >= args.size() || args[i + 1].starts_with("--")) return fail(a + ": needs a value");
-            config.setFromText(key, args[++i], a);
-        }
-        if (eval) return runEval(evalTarget, config, dataGiven);
-        config.validate();
-        return runHeadless(config, storage);
+        return fail("internal error: unknown command");
     } catch (const tb::Error& e) {
         return fail(e.what());
     } catch (const std::bad_alloc&) {

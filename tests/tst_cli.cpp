@@ -3,12 +3,14 @@
 // flag or file at fault; good runs print a JSON summary as the last line of stdout, honour
 // config files and flag overrides, write JSON-lines metrics, count steps from epochs after the
 // validation split, and reach stated accuracies on the shipped Fashion-MNIST slice.
+#include <signal.h>
 #include <sys/resource.h>
 #include <zlib.h>
 
 #include <QDir>
 #include <QElapsedTimer>
 #include <QFile>
+#include <QFileInfo>
 #include <QJsonDocument>
 #include <QJsonObject>
 #include <QProcess>
@@ -115,6 +117,11 @@ private slots:
     void badInput();
     void hugeHeadersNeedNoMemory();
     void writeErrorsEndTheRun();
+    void refusedRunLeavesMetricsFileAlone();
+    void signalStopsAfterTheStep_data();
+    void signalStopsAfterTheStep();
+    void secondSignalEndsAtOnce();
+    void windowStopsOnSignal();
     void valueMissingBeforeNextFlag_data();
     void valueMissingBeforeNextFlag();
     void outOfRangeIntegers_data();
@@ -162,6 +169,7 @@ void TestCli::initTestCase() {
     writeFile(t + "/malformed.json", R"({"batch": 32,)");
     writeFile(t + "/unknown_key.json", R"({"batchsize": 32})");
     writeFile(t + "/wrong_type.json", R"({"batch": "big"})");
+    writeFile(t + "/keep_config.json", R"({"model": "tiny_mlp", "data": "synthetic:blobs", "steps": 1})");
 }
 
 // ---------------------------------------------------------------- bad input
@@ -253,7 +261,22 @@ void TestCli::badInput_data() {
                                          << QStringList{t + "/absent.json", "cannot open run config file"};
     QTest::newRow("config without value") << QStringList{"--config"} << QStringList{"--config", "needs a file name"};
     QTest::newRow("metrics in a missing folder") << (tiny + QStringList{"--metrics", "/nonexistent_dir/m.jsonl"})
-                                                 << QStringList{"--metrics", "/nonexistent_dir/m.jsonl", "cannot create"};
+                                                 << QStringList{"--metrics", "the folder /nonexistent_dir does not exist"};
+    // An output never overwrites an input (the file would be emptied as the run opens it).
+    QTest::newRow("metrics is the model file")
+        << QStringList{"--model", t + "/no_params.json", "--metrics", t + "/no_params.json"}
+        << QStringList{"--metrics", t + "/no_params.json", "is also an input of this run"};
+    QTest::newRow("metrics is the config file")
+        << QStringList{"--config", t + "/keep_config.json", "--metrics", t + "/keep_config.json"}
+        << QStringList{"--metrics", t + "/keep_config.json", "is also an input of this run"};
+    QTest::newRow("metrics is a shipped model")
+        << QStringList{"--model", "tiny_mlp", "--metrics", tbtest::sourcePath("resources/models/tiny_mlp.json")}
+        << QStringList{"--metrics", "tiny_mlp.json", "is also an input of this run"};
+    QTest::newRow("metrics in the data folder")
+        << QStringList{"--data", "idx:" + t + "/testshape", "--metrics", t + "/testshape/m.jsonl"}
+        << QStringList{"--metrics", t + "/testshape/m.jsonl", "lies in " + t + "/testshape"};
+    QTest::newRow("metrics is a folder") << (tiny + QStringList{"--metrics", t})
+                                         << QStringList{"--metrics", t + " is a folder, not a file"};
 }
 
 void TestCli::badInput() {
@@ -285,6 +308,142 @@ void TestCli::writeErrorsEndTheRun() {
     QCOMPARE(p.exitCode(), 2);
     QVERIFY2(err.contains("standard output: cannot write the summary line") && err.contains("summary.json"),
              qPrintable(err));
+}
+
+// The metrics file is opened only once the inputs were read and checked: a run refused while
+// loading (here, test images of another shape than the training images, found after reading
+// both) leaves an existing file as it was, and so does one refused up front.
+void TestCli::refusedRunLeavesMetricsFileAlone() {
+    const QString path = tmp_.filePath("kept.jsonl");
+    writeFile(path, "keep me\n");
+    for (const QString& data : {tmp_.path() + "/testshape", QStringLiteral("/nonexistent")}) {
+        const tbtest::RunResult r = tbtest::runTowerbench(
+            {"--model", "mlp", "--data", "idx:" + data, "--steps", "2", "--metrics", path, "--quiet"}, 60000);
+        QVERIFY2(r.exitCode == 2, qPrintable(describe(r)));
+        QFile f(path);
+        QVERIFY(f.open(QIODevice::ReadOnly));
+        QCOMPARE(f.readAll(), QByteArray("keep me\n"));
+    }
+}
+
+namespace {
+// Starts `program` and waits until `metrics` holds a step line (the run is training).
+bool startAndWaitForSteps(QProcess& p, const QString& program, const QStringList& args, const QString& metrics) {
+    p.start(program, args);
+    if (!p.waitForStarted(10000)) return false;
+    QElapsedTimer t;
+    t.start();
+    while (t.elapsed() < 120000 && p.state() == QProcess::Running) {
+        QFile f(metrics);
+        if (f.open(QIODevice::ReadOnly) && f.readAll().contains("\"type\":\"step\"")) return true;
+        QTest::qWait(50);
+    }
+    return false;
+}
+
+QJsonObject lastStateLine(const QString& metrics) {
+    QFile f(metrics);
+    QJsonObject last;
+    if (!f.open(QIODevice::ReadOnly)) return last;
+    for (const QByteArray& line : f.readAll().split('\n')) {
+        const QJsonObject o = QJsonDocument::fromJson(line).object();
+        if (o["type"].toString() == "state") last = o;
+    }
+    return last;
+}
+}  // namespace
+
+// Ctrl-C (SIGINT) or a TERM stops a run as the window's Stop does: after the step in progress,
+// with the final evaluation, a checkpoint, the final state line and the summary (on stdout and
+// in the run folder), and exits 128 + the signal. Before, the process died at once with none
+// of them.
+void TestCli::signalStopsAfterTheStep_data() {
+    QTest::addColumn<int>("signal");
+    QTest::newRow("SIGINT") << int(SIGINT);
+    QTest::newRow("SIGTERM") << int(SIGTERM);
+}
+
+void TestCli::signalStopsAfterTheStep() {
+    QFETCH(int, signal);
+    const QString dir = tmp_.filePath(QStringLiteral("signal-%1").arg(signal)), metrics = dir + ".jsonl";
+    QProcess p;
+    QVERIFY(startAndWaitForSteps(p, QStringLiteral(TB_RUN_BINARY),
+                                 {"--model", "mlp", "--data", "idx:" + slice(), "--steps", "1000000", "--run-dir", dir,
+                                  "--metrics", metrics, "--threads", "2", "--quiet"},
+                                 metrics));
+    QCOMPARE(::kill(pid_t(p.processId()), signal), 0);
+    QVERIFY(p.waitForFinished(60000));
+    const QString out = QString::fromUtf8(p.readAllStandardOutput()), err = QString::fromUtf8(p.readAllStandardError());
+    QCOMPARE(p.exitStatus(), QProcess::NormalExit);
+    QVERIFY2(p.exitCode() == 128 + signal, qPrintable(QString::number(p.exitCode()) + " " + err));
+    QVERIFY2(err.contains(signal == SIGINT ? "stopped by SIGINT" : "stopped by SIGTERM"), qPrintable(err));
+    const QJsonObject summary = QJsonDocument::fromJson(linesOf(out).value(linesOf(out).size() - 1).toUtf8()).object();
+    QVERIFY2(summary["stopped"].toBool() && summary["steps"].toInteger() > 0, qPrintable(out));
+    QVERIFY2(summary.contains("test_accuracy"), qPrintable(out));  // the final evaluation ran
+    QCOMPARE(lastStateLine(metrics)["state"].toString(), QStringLiteral("stopped"));
+    QCOMPARE(lastStateLine(dir + "/metrics.jsonl")["state"].toString(), QStringLiteral("stopped"));
+    QFile saved(dir + "/summary.json");
+    QVERIFY(saved.open(QIODevice::ReadOnly));
+    QCOMPARE(QJsonDocument::fromJson(saved.readAll()).object()["steps"].toInteger(), summary["steps"].toInteger());
+    const QStringList checkpoints = QDir(dir + "/checkpoints").entryList({"step-*.safetensors"});
+    QVERIFY2(checkpoints.contains(QStringLiteral("step-%1.safetensors").arg(summary["steps"].toInteger(), 8, 10, QChar('0'))),
+             qPrintable(checkpoints.join(' ')));
+}
+
+// A second signal while the first stop is under way ends the process at once (no evaluation,
+// checkpoint or summary), with 128 + the first signal.
+void TestCli::secondSignalEndsAtOnce() {
+    const QString dir = tmp_.filePath("twice"), metrics = dir + ".jsonl";
+    QProcess p;
+    QVERIFY(startAndWaitForSteps(p, QStringLiteral(TB_RUN_BINARY),
+                                 {"--model", "mnist_cnn", "--data", "idx:" + slice(), "--steps", "1000000", "--run-dir",
+                                  dir, "--metrics", metrics, "--threads", "2", "--quiet"},
+                                 metrics));
+    // Two different signals: two of the same kind pending at once would count as one.
+    QCOMPARE(::kill(pid_t(p.processId()), SIGINT), 0);
+    QCOMPARE(::kill(pid_t(p.processId()), SIGTERM), 0);
+    QVERIFY(p.waitForFinished(60000));
+    const QString out = QString::fromUtf8(p.readAllStandardOutput()), err = QString::fromUtf8(p.readAllStandardError());
+    // Either may arrive first (the kernel hands each to any thread, and the line naming the first
+    // may not be printed yet when the second ends the process): the status is 128 + one of them.
+    QVERIFY2(p.exitCode() == 128 + SIGINT || p.exitCode() == 128 + SIGTERM,
+             qPrintable(QString::number(p.exitCode()) + " " + err));
+    QVERIFY2(err.contains("signalled again: ending at once"), qPrintable(err));
+    QVERIFY2(out.isEmpty(), qPrintable(out));
+    QVERIFY(!QFile::exists(dir + "/summary.json"));
+}
+
+// The window takes SIGTERM as Stop, then closes: the run keeps its summary and final state.
+void TestCli::windowStopsOnSignal() {
+    const QString runs = tmp_.filePath("window-runs"), config = tmp_.filePath("window.json");
+    writeFile(config, QStringLiteral(R"({"model": "mlp", "data": "idx:%1", "steps": 1000000, "threads": 2})")
+                          .arg(slice()).toUtf8());
+    QProcess p;
+    QProcessEnvironment env = QProcessEnvironment::systemEnvironment();
+    env.insert("TOWERBENCH_RUNS_DIR", runs);
+    env.insert("QT_QPA_PLATFORM", "offscreen");
+    p.setProcessEnvironment(env);
+    p.start(QStringLiteral(TB_WINDOW_BINARY), {"--config", config, "--start"});
+    QVERIFY(p.waitForStarted(10000));
+    QString metrics;
+    QElapsedTimer t;
+    t.start();
+    while (t.elapsed() < 120000 && p.state() == QProcess::Running) {
+        const QStringList found = QDir(runs).entryList(QDir::Dirs | QDir::NoDotAndDotDot);
+        if (!found.isEmpty()) {
+            metrics = runs + "/" + found.first() + "/metrics.jsonl";
+            QFile f(metrics);
+            if (f.open(QIODevice::ReadOnly) && f.readAll().contains("\"type\":\"step\"")) break;
+        }
+        QTest::qWait(50);
+    }
+    QVERIFY2(!metrics.isEmpty() && p.state() == QProcess::Running, qPrintable(p.readAllStandardError()));
+    p.terminate();  // SIGTERM
+    QVERIFY(p.waitForFinished(60000));
+    const QString err = QString::fromUtf8(p.readAllStandardError());
+    QVERIFY2(p.exitStatus() == QProcess::NormalExit && p.exitCode() == 143, qPrintable(QString::number(p.exitCode()) + err));
+    QCOMPARE(lastStateLine(metrics)["state"].toString(), QStringLiteral("stopped"));
+    QVERIFY(QFile::exists(QFileInfo(metrics).path() + "/summary.json"));
 }
 
 void TestCli::hugeHeadersNeedNoMemory() {

@@ -54,6 +54,10 @@ struct DataSplits {
 DataSplits loadData(const std::string& spec, size_t validationSize, uint64_t seed, const CancelCheck& cancelled = {},
                     const std::string& tfrecordFeatures = {});
 
+// The folder --data reads (idx:DIR, cifar10:DIR, tfrecord:DIR, fashion-mnist's); empty for
+// synthetic sets and specs loadData refuses.
+std::string dataFolderOf(const std::string& spec);
+
 // Where Debian's dataset-fashion-mnist package puts the IDX files.
 inline constexpr const char* kFashionMnistDir = "/usr/share/datasets/fashion-mnist";
 

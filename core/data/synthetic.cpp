@@ -126,6 +126,13 @@ Dataset splitTail(Dataset& from, size_t count, const std::string& name) {
     return out;
 }
 
+std::string dataFolderOf(const std::string& spec) {
+    if (spec == "fashion-mnist") return kFashionMnistDir;
+    for (const char* prefix : {"idx:", "cifar10:", "tfrecord:"})
+        if (spec.starts_with(prefix)) return spec.substr(std::string(prefix).size());
+    return {};
+}
+
 DataSplits loadData(const std::string& spec, size_t validationSize, uint64_t seed, const CancelCheck& cancelled,
                     const std::string& tfrecordFeatures) {
     DataSplits s;

@@ -1,29 +1,49 @@
 #include "engine/metrics_file.hpp"
 
+#include <algorithm>
 #include <cerrno>
 #include <cmath>
 #include <cstring>
+#include <utility>
 #include <nlohmann/json.hpp>
 
 #include "util/error.hpp"
 
 namespace tb {
 
-MetricsFile::MetricsFile(const std::string& path, bool append, std::string origin)
-    : path_(path), origin_(std::move(origin)) {
-    file_ = std::fopen(path.c_str(), append ? "a" : "w");
-    if (!file_) throw Error(origin_ + ": cannot create " + path + " (" + std::strerror(errno) + ")");
+MetricsFile::MetricsFile(const std::string& path, bool append, std::string origin, Open when)
+    : path_(path), origin_(std::move(origin)), append_(append) {
+    if (when == Open::Now) open();
 }
 
-MetricsFile::~MetricsFile() { std::fclose(file_); }
+MetricsFile::~MetricsFile() {
+    if (file_) std::fclose(file_);
+}
+
+void MetricsFile::open() {
+    file_ = std::fopen(path_.c_str(), append_ ? "a" : "w");
+    if (!file_) throw Error(origin_ + ": cannot create " + path_ + " (" + std::strerror(errno) + ")");
+    const std::string lines = std::exchange(waiting_, {});
+    if (!lines.empty() && (std::fputs(lines.c_str(), file_) < 0 || std::fflush(file_) != 0))
+        throw Error(origin_ + ": cannot write " + path_ + " (" + std::strerror(errno) + ")");
+}
 
 void MetricsFile::write(const std::string& line) {
+    if (!file_) {
+        waiting_ += line + '\n';
+        return;
+    }
     // Flushed: a reader tailing the file sees whole lines as they happen.
     if (std::fputs(line.c_str(), file_) < 0 || std::fputc('\n', file_) == EOF || std::fflush(file_) != 0)
         throw Error(origin_ + ": cannot write " + path_ + " (" + std::strerror(errno) + ")");
 }
 
 void MetricsFile::onStateChanged(RunState s, const std::string& detail) {
+    if (!file_ && s == RunState::Running) open();
+    if (!file_ && s != RunState::Loading && s != RunState::Running) {
+        waiting_.clear();  // ended while loading: its inputs were refused (or it was stopped), no file
+        return;
+    }
     write(nlohmann::json{{"type", "state"}, {"state", toString(s)}, {"detail", detail}}.dump());
 }
 
@@ -106,33 +126,48 @@ bool parseMetricsLine(const std::string& line, MetricsLine& out) {
     const nlohmann::json j = nlohmann::json::parse(line, nullptr, false);
     if (!j.is_object() || !j.contains("type") || !j["type"].is_string()) return false;
     const std::string type = j["type"].get<std::string>();
+    // A line written by another program, or torn, may hold any type under any key: each read
+    // takes the expected type or the fallback, and a count only within int64 (a cast of a larger
+    // double is undefined).
     auto num = [&](const nlohmann::json& o, const char* k, double fallback = 0) {
         auto it = o.find(k);
         return it != o.end() && it->is_number() ? it->get<double>() : fallback;
     };
+    auto count = [&](const nlohmann::json& o, const char* k, int64_t fallback = 0) {
+        const double v = num(o, k, double(fallback));
+        return v >= -9.2e18 && v <= 9.2e18 ? int64_t(v) : fallback;
+    };
+    auto text = [&](const char* k) {
+        auto it = j.find(k);
+        return it != j.end() && it->is_string() ? it->get<std::string>() : std::string();
+    };
+    auto flag = [&](const char* k) {
+        auto it = j.find(k);
+        return it != j.end() && it->is_boolean() && it->get<bool>();
+    };
     out = MetricsLine{};
     if (type == "state") {
         out.kind = MetricsLine::Kind::State;
-        out.state = j.value("state", "");
-        out.detail = j.value("detail", "");
+        out.state = text("state");
+        out.detail = text("detail");
         return true;
     }
     if (type == "eval") {
         out.kind = MetricsLine::Kind::Eval;
-        out.eval.step = int64_t(num(j, "step"));
-        out.eval.split = j.value("split", "");
+        out.eval.step = count(j, "step");
+        out.eval.split = text("split");
         out.eval.loss = num(j, "loss");
         out.eval.accuracy = num(j, "accuracy");
-        out.eval.examples = int64_t(num(j, "examples"));
-        out.eval.averagedWeights = j.value("ema", false);
+        out.eval.examples = count(j, "examples");
+        out.eval.averagedWeights = flag("ema");
         readConfusion(j, out.eval);
         return true;
     }
     if (type != "step") return false;
     out.kind = MetricsLine::Kind::Step;
     StepMetrics& m = out.step;
-    m.step = int64_t(num(j, "step"));
-    m.totalSteps = int64_t(num(j, "total_steps"));
+    m.step = count(j, "step");
+    m.totalSteps = count(j, "total_steps");
     m.epoch = num(j, "epoch");
     m.loss = num(j, "loss");
     m.accuracy = num(j, "accuracy");
@@ -142,11 +177,11 @@ bool parseMetricsLine(const std::string& line, MetricsLine& out) {
     m.dataWaitSeconds = num(j, "data_wait_ms") / 1e3;
     m.computeSeconds = num(j, "compute_ms") / 1e3;
     m.elapsedSeconds = num(j, "elapsed_s");
-    m.bytesMoved = int64_t(num(j, "bytes_moved"));
-    m.examples = int64_t(num(j, "examples"));
-    m.averaged = j.value("averaged", false);
-    m.pusher = int(num(j, "pusher", -1));
-    m.staleness = int64_t(num(j, "staleness", -1));
+    m.bytesMoved = count(j, "bytes_moved");
+    m.examples = count(j, "examples");
+    m.averaged = flag("averaged");
+    m.pusher = int(std::clamp<int64_t>(count(j, "pusher", -1), -1, 1 << 20));
+    m.staleness = count(j, "staleness", -1);
     if (auto t = j.find("towers"); t != j.end() && t->is_array() && t->size() <= 4096)
         for (const auto& o : *t) {
             if (!o.is_object()) return false;

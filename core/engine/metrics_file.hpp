@@ -41,7 +41,12 @@ public:
     // Throws tb::Error if it cannot be created, and from any call that cannot write it (a full
     // disk: the run ends with the error instead of losing its record); `origin` (the flag, or
     // "run folder") starts those errors. `append`: continue a file (a resumed run).
-    explicit MetricsFile(const std::string& path, bool append = false, std::string origin = "--metrics");
+    // Open::WhenRunning: the file is created (emptied) only when the run starts running, after
+    // its inputs were read and checked; the lines before wait in memory, and a run refused
+    // while loading leaves the file as it was.
+    enum class Open { Now, WhenRunning };
+    explicit MetricsFile(const std::string& path, bool append = false, std::string origin = "--metrics",
+                         Open when = Open::Now);
     ~MetricsFile() override;
     void onStateChanged(RunState, const std::string& detail) override;
     void onStepEnd(const StepMetrics&) override;
@@ -49,9 +54,13 @@ public:
     void onDeviceSamples(const std::vector<DeviceSample>&) override;
 
 private:
+    void open();
     void write(const std::string& line);
     std::string path_, origin_;
+    bool append_;
     std::FILE* file_ = nullptr;
+    std::string waiting_;  // lines before the file opened (Open::WhenRunning), each ending in '\n'
+
 };
 
 }  // namespace tb

@@ -177,6 +177,7 @@ void RunConfig::loadFile(const std::string& path) {
     const json j = parseJsonText(readTextFile(path, size_t(1) << 20, "run config"), path);
     if (!j.is_object()) throw Error(path + ": a run config file must hold one JSON object");
     for (const auto& [key, value] : j.items()) set(key, value, path);
+    file = path;
 }
 
 void RunConfig::validate() const {

@@ -49,6 +49,7 @@ struct RunConfig {
     double checkpointMinutes = 10;       // minutes between checkpoints; 0: by steps only
     int keepCheckpoints = 3;             // the last K kept (and the best by validation accuracy)
     std::string initFrom;                // a checkpoint whose weights the run starts from; empty: none
+    std::string file;                    // not a setting: the run config file loadFile read, if any
 
     // Sets one setting by its file key from a JSON value; `origin` names the file or flag in errors.
     void set(const std::string& key, const nlohmann::json& value, const std::string& origin);

@@ -1,0 +1,76 @@
+#include "stop_signals.hpp"
+
+#include <fcntl.h>
+#include <poll.h>
+#include <unistd.h>
+
+#include <cstdio>
+#include <cstring>
+
+namespace {
+// What the handler may touch: lock-free atomics and plain ints set before it is installed.
+std::atomic<int> firstSignal{0};
+int wakeFd = -1;
+char secondLine[256];  // written by the handler on a second signal
+size_t secondLength = 0;
+constexpr int kSignals[2] = {SIGINT, SIGTERM};
+
+extern "C" void onStopSignal(int sig) {
+    int expected = 0;
+    if (firstSignal.compare_exchange_strong(expected, sig)) {
+        const char byte = 1;
+        [[maybe_unused]] const ssize_t n = ::write(wakeFd, &byte, 1);
+        return;
+    }
+    [[maybe_unused]] const ssize_t n = ::write(STDERR_FILENO, secondLine, secondLength);
+    ::_exit(128 + expected);
+}
+}  // namespace
+
+const char* StopSignals::name(int signal) { return signal == SIGINT ? "SIGINT" : signal == SIGTERM ? "SIGTERM" : "signal"; }
+
+int StopSignals::received() const { return firstSignal.load(); }
+
+StopSignals::StopSignals(const char* program, std::function<void(int)> onFirst) : onFirst_(std::move(onFirst)) {
+    static_assert(std::atomic<int>::is_always_lock_free);
+    if (::pipe2(pipe_, O_CLOEXEC | O_NONBLOCK) != 0) {
+        std::perror("stop signals: pipe");  // no reaction to signals: they end the process as before
+        return;
+    }
+    firstSignal = 0;
+    wakeFd = pipe_[1];
+    secondLength = size_t(std::snprintf(secondLine, sizeof secondLine,
+                                        "%s: signalled again: ending at once (no final evaluation, checkpoint or summary)\n",
+                                        program));
+    secondLength = std::min(secondLength, sizeof secondLine - 1);
+    for (int i = 0; i < 2; ++i) {
+        struct sigaction now = {};
+        now.sa_handler = onStopSignal;
+        sigemptyset(&now.sa_mask);
+        now.sa_flags = SA_RESTART;  // the threads' reads and writes go on as if nothing happened
+        sigaction(kSignals[i], nullptr, &before_[i]);
+        if (before_[i].sa_handler != SIG_IGN) sigaction(kSignals[i], &now, nullptr);
+    }
+    thread_ = std::thread([this] { watch(); });
+}
+
+StopSignals::~StopSignals() {
+    if (!thread_.joinable()) return;
+    done_ = true;
+    thread_.join();
+    for (int i = 0; i < 2; ++i)
+        if (before_[i].sa_handler != SIG_IGN) sigaction(kSignals[i], &before_[i], nullptr);
+    ::close(pipe_[0]);
+    ::close(pipe_[1]);
+}
+
+void StopSignals::watch() {
+    pollfd p{pipe_[0], POLLIN, 0};
+    while (!done_) {
+        if (::poll(&p, 1, 100) <= 0) continue;  // 100 ms: how soon the destructor is noticed
+        char byte;
+        while (::read(pipe_[0], &byte, 1) == 1) {
+        }
+        onFirst_(firstSignal.load());
+    }
+}

@@ -1,0 +1,39 @@
+// SIGINT and SIGTERM as a request to stop: the run ends at the end of the step in progress and
+// writes what a Stop writes (final evaluation, checkpoint, final state line, summary); a second
+// signal ends the process at once. The exit status is 128 + the first signal (130, 143), as a
+// shell reports a program the signal killed, so scripts see the run did not end on its own.
+//
+// The handler only records the signal and writes a byte to a pipe (all a handler may safely
+// do); a thread of its own reads the pipe and reacts, so the reaction may take locks or post to
+// Qt's event loop. Blocking the signals and waiting for them instead would not do: libraries
+// start threads before main (OpenBLAS's pool), and any thread that does not block a signal may
+// be the one the kernel hands it to.
+#pragma once
+#include <atomic>
+#include <csignal>
+#include <functional>
+#include <thread>
+
+class StopSignals {
+public:
+    // Handles SIGINT and SIGTERM until destroyed (then the earlier handling is back). A signal
+    // the process was started ignoring (`nohup`, a shell's background job) stays ignored.
+    // The first signal calls onFirst(signal) on the watching thread; a second one prints a line
+    // on stderr and ends the process with 128 + the first signal. One instance at a time.
+    StopSignals(const char* program, std::function<void(int)> onFirst);
+    ~StopSignals();
+    StopSignals(const StopSignals&) = delete;
+    StopSignals& operator=(const StopSignals&) = delete;
+
+    int received() const;                 // 0, or the first signal
+    int exitStatus() const { return 128 + received(); }
+    static const char* name(int signal);  // "SIGINT", "SIGTERM"
+
+private:
+    void watch();
+    std::function<void(int)> onFirst_;
+    int pipe_[2] = {-1, -1};
+    struct sigaction before_[2] = {};
+    std::atomic<bool> done_{false};
+    std::thread thread_;
+};
