@@ -71,7 +71,13 @@ CommandLine parseCommandLine(const std::vector<std::string>& argsIn) {
         if (!configFile.empty()) throw Error("--config: a resumed run keeps its own settings (--resume)");
         c.config = tb::RunFolder::resumeConfig(c.storage.resumeDir);
     }
-    if (!configFile.empty()) c.config.loadFile(configFile);
+    if (!configFile.empty()) {
+        try {
+            c.config.loadFile(configFile);
+        } catch (const Error& e) {
+            throw Error(std::string("--config: ") + e.what());
+        }
+    }
     for (size_t i = 0; i < args.size(); ++i) {
         const std::string& a = args[i];
         if (a == "--config" || a == "--resume" || a == "--run-dir") {
@@ -90,6 +96,12 @@ CommandLine parseCommandLine(const std::vector<std::string>& argsIn) {
         if (i + 1 >= args.size() || args[i + 1].starts_with("--")) throw Error(a + ": needs a value");
         c.config.setFromText(key, args[++i], a);
     }
-    if (!eval) c.config.validate();
+    if (!eval) {
+        try {
+            c.config.validate();
+        } catch (const Error& e) {
+            throw Error(c.config.explain(e.what()));
+        }
+    }
     return c;
 }

@@ -18,8 +18,11 @@
 // One line of printable text: control characters from the input (a newline in a value, say)
 // would split or garble it, so they are written as escapes.
 int failWith(const char* program, const std::string& message) {
+    // A value quoted from the input may be huge (a 1 MB name): the line stays readable.
+    constexpr size_t kMaxChars = 1000;
+    const std::string shown = message.size() > kMaxChars ? message.substr(0, kMaxChars) + "..." : message;
     std::string line;
-    for (const unsigned char ch : message) {
+    for (const unsigned char ch : shown) {
         if (ch == '\n') line += "\\n";
         else if (ch == '\t') line += "\\t";
         else if (ch < 0x20 || ch == 0x7f) {
@@ -96,7 +99,7 @@ int runHeadless(const tb::RunConfig& config, const RunStorage& storage) {
         }
         return 0;
     } catch (const tb::Error& e) {
-        return failWith("towerbench-run", e.what());
+        return failWith("towerbench-run", config.explain(e.what()));
     } catch (const std::bad_alloc&) {
         return failWith("towerbench-run", "out of memory");
     }

@@ -8,7 +8,7 @@ packages=(
   libdnnl-dev libopenblas-dev nlohmann-json3-dev
   qt6-base-dev libqcustomplot-dev
   libprotobuf-dev protobuf-compiler libsqlite3-dev
-  dataset-fashion-mnist
+  dataset-fashion-mnist python3
   clang-14 libclang-rt-14-dev libomp-14-dev  # make fuzz: libFuzzer, and OpenMP for clang
 )
 [ "${TB_SETUP_EXTRA:-}" != "" ] && packages+=(${TB_SETUP_EXTRA})

@@ -170,6 +170,9 @@ void TestCli::initTestCase() {
     writeFile(t + "/unknown_key.json", R"({"batchsize": 32})");
     writeFile(t + "/wrong_type.json", R"({"batch": "big"})");
     writeFile(t + "/keep_config.json", R"({"model": "tiny_mlp", "data": "synthetic:blobs", "steps": 1})");
+    // 10^6 filters of 5x5 over 28x28: about 160 GiB of activations and variables.
+    writeFile(t + "/too_big.json", R"({"name": "too_big", "input": [1, 28, 28], "layers": [
+        {"type": "conv2d", "filters": 1000000, "kernel": 5}, {"type": "flatten"}, {"type": "dense", "units": 10}]})");
 }
 
 // ---------------------------------------------------------------- bad input
@@ -260,6 +263,11 @@ void TestCli::badInput_data() {
     QTest::newRow("config missing file") << QStringList{"--config", t + "/absent.json"}
                                          << QStringList{t + "/absent.json", "cannot open run config file"};
     QTest::newRow("config without value") << QStringList{"--config"} << QStringList{"--config", "needs a file name"};
+    // Refused from the estimate, before allocating (it was "out of host memory allocating ..." or
+    // the kernel's OOM killer, depending on the machine).
+    QTest::newRow("model too big for memory")
+        << QStringList{"--model", t + "/too_big.json", "--data", "idx:" + slice(), "--steps", "1"}
+        << QStringList{"--model too_big: this run needs about", "GiB of host memory", "more is available"};
     QTest::newRow("metrics in a missing folder") << (tiny + QStringList{"--metrics", "/nonexistent_dir/m.jsonl"})
                                                  << QStringList{"--metrics", "the folder /nonexistent_dir does not exist"};
     // An output never overwrites an input (the file would be emptied as the run opens it).

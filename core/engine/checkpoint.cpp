@@ -7,6 +7,7 @@
 
 #include "io/atomic_file.hpp"
 #include "util/error.hpp"
+#include "util/json_file.hpp"
 #include "util/system_text.hpp"
 
 namespace tb {
@@ -124,14 +125,21 @@ Checkpoint Checkpoint::open(const std::string& path) {
     c.meta_.samples = uint64_t(number("samples"));
     c.meta_.model = get("model");
     c.meta_.modelSpec = get("model_spec");
-    c.meta_.config = nlohmann::json::parse(get("config"), nullptr, false);
-    c.meta_.plan = nlohmann::json::parse(get("plan"), nullptr, false);
+    if (const nlohmann::json spec = parseJsonOrDiscard(c.meta_.modelSpec); !spec.is_object())
+        throw Error(path + ": metadata model_spec is not a JSON object (a model file's text)");
+    c.meta_.config = parseJsonOrDiscard(get("config"));
+    c.meta_.plan = parseJsonOrDiscard(get("plan"));
     if (c.meta_.config.is_discarded() || !c.meta_.config.is_object())
         throw Error(path + ": metadata config is not a JSON object");
     if (c.meta_.plan.is_discarded()) throw Error(path + ": metadata plan is not JSON");
     auto accuracy = [&](const char* key) {
         const std::string v = md.count(key) ? md.at(key) : "";
-        return v.empty() ? -1.0 : std::strtod(v.c_str(), nullptr);
+        if (v.empty()) return -1.0;  // no evaluation yet
+        char* end = nullptr;
+        const double a = std::strtod(v.c_str(), &end);
+        if (end != v.c_str() + v.size() || !(a >= 0 && a <= 1))
+            throw Error(path + ": metadata " + key + " is '" + v + "', not an accuracy between 0 and 1");
+        return a;
     };
     c.meta_.validationAccuracy = accuracy("validation_accuracy");
     c.meta_.bestValidationAccuracy = std::max(accuracy("best_validation_accuracy"), c.meta_.validationAccuracy);
@@ -174,11 +182,11 @@ std::string Checkpoint::resumeProblem(const RunConfig& config, const std::string
         if (then == meta_.config.end())
             return "setting " + it.key() + " is new since the checkpoint (an older Towerbench wrote it)";
         if (*then != it.value())
-            return "--" + it.key() + " is " + it.value().dump() + " but the run was trained with " + then->dump() +
+            return "--" + it.key() + " is " + shortJson(it.value()) + " but the run was trained with " + shortJson(*then) +
                    "; a resumed run keeps its settings (start a new run with --init-from " + path() + " instead)";
     }
-    const nlohmann::json a = nlohmann::json::parse(modelSpec, nullptr, false);
-    const nlohmann::json b = nlohmann::json::parse(meta_.modelSpec, nullptr, false);
+    const nlohmann::json a = parseJsonOrDiscard(modelSpec);
+    const nlohmann::json b = parseJsonOrDiscard(meta_.modelSpec);
     if (a.is_discarded() || b.is_discarded() || a != b)
         return "the model " + meta_.model + " is not the one the checkpoint was trained with";
     return {};

@@ -8,6 +8,7 @@
 #include <nlohmann/json.hpp>
 
 #include "util/error.hpp"
+#include "util/json_file.hpp"
 
 namespace tb {
 
@@ -123,7 +124,7 @@ nlohmann::json confusionRows(const EvalResult& r) {
 }
 
 bool parseMetricsLine(const std::string& line, MetricsLine& out) {
-    const nlohmann::json j = nlohmann::json::parse(line, nullptr, false);
+    const nlohmann::json j = parseJsonOrDiscard(line);
     if (!j.is_object() || !j.contains("type") || !j["type"].is_string()) return false;
     const std::string type = j["type"].get<std::string>();
     // A line written by another program, or torn, may hold any type under any key: each read

@@ -19,6 +19,7 @@
 #include "tensorflow/event_file.hpp"
 #endif
 #include "util/error.hpp"
+#include "util/json_file.hpp"
 
 namespace fs = std::filesystem;
 
@@ -110,7 +111,7 @@ std::unique_ptr<RunFolder> RunFolder::reopen(const std::string& dir) {
     std::error_code ec;
     if (!fs::is_directory(dir, ec)) throw Error("--resume: " + dir + " is not a folder");
     const std::string runFile = dir + "/run.json";
-    const nlohmann::json run = nlohmann::json::parse(readText(runFile, "the run's record"), nullptr, false);
+    const nlohmann::json run = parseJsonOrDiscard(readText(runFile, "the run's record"));
     if (run.is_discarded() || !run.is_object() || run.value("format", "") != "towerbench-run")
         throw Error(runFile + ": not a Towerbench run record");
     if (run.value("version", 0) > kRunFolderVersion)
@@ -207,7 +208,7 @@ void RunFolder::begin(const RunConfig& config, const std::string& modelSpec, con
         std::ifstream in(metrics);
         std::string kept, line;
         while (std::getline(in, line)) {
-            const nlohmann::json j = nlohmann::json::parse(line, nullptr, false);
+            const nlohmann::json j = parseJsonOrDiscard(line);
             if (j.is_object() && j.contains("step") && j["step"].is_number() && j["step"].get<int64_t>() > step) break;
             const std::string state = j.is_object() && j.value("type", "") == "state" ? j.value("state", "") : "";
             if (!state.empty() && state != "loading" && state != "running") continue;  // no longer its ending

@@ -21,6 +21,7 @@
 #include "engine/checkpoint.hpp"
 #include "engine/decision_grid.hpp"
 #include "engine/device_monitor.hpp"
+#include "engine/memory_estimate.hpp"
 #include "engine/observer_hub.hpp"
 #include "engine/run_folder.hpp"
 #include "util/error.hpp"
@@ -390,13 +391,31 @@ RunSummary Trainer::execute(ObserverHub& hub) {
         opt.schedule.staircase = c.lrStaircase;
     }
     const int n = plan.towerCount();
+    // Before allocating anything: the run must fit in host memory and on each GPU.
+    {
+        size_t dataBytes = 0;
+        for (const Dataset* d : {&data.train, &data.validation, &data.test})
+            dataBytes += d->pixels.size() + d->features.size() * sizeof(float) + d->labels.size() * sizeof(int32_t);
+        const int slots = opt.rule == UpdateRule::Adam ? 2 : opt.rule == UpdateRule::Sgd ? 0 : 1;
+        checkMemoryFits(estimateRunMemory(spec, plan, plan.batchPerTower, slots, c.emaDecay > 0, dataBytes),
+                        [](const Device& d) {
+                            return d.type == DeviceType::Cpu ? hostMemoryAvailable()
+                                                             : makeBackend(d)->memoryInfo().freeBytes;
+                        },
+                        "--model " + spec.name);
+    }
     TowerSet towers(spec, plan, opt, std::max(1, cores / n), c.seed);
     Network& net = towers.evalNetwork();
     Backend& be = net.backend();
     const Stream s = towers.evalStream();
     const size_t count = size_t(net.paramCount());
     if (!c.initFrom.empty() && !resuming) {  // another run's weights, any plan
-        const std::vector<float> weights = Checkpoint::open(c.initFrom).loadWeights(net);
+        std::vector<float> weights;
+        try {
+            weights = Checkpoint::open(c.initFrom).loadWeights(net);
+        } catch (const Error& e) {
+            throw Error(std::string("--init-from: ") + e.what());
+        }
         towers.setVariables(weights.data());
     }
     // The moving average follows the variables where they live (the holder's copy; averaging:
@@ -511,8 +530,12 @@ RunSummary Trainer::execute(ObserverHub& hub) {
         m.epoch = double(m.step) * perStep / double(data.train.size());
         m.elapsedSeconds = seconds(start, now) - control_.heldSeconds();  // pauses and slow motion are not training
         if (!std::isfinite(m.loss))
-            throw Error("training diverged at step " + std::to_string(m.step) + " (loss is " + std::to_string(m.loss) +
-                        "); lower --lr");
+            throw Error(m.step == 1
+                            ? "--model " + spec.name + ": the loss is " + std::to_string(m.loss) +
+                                  " at the first step, before any update: the model's initial weights or layer "
+                                  "settings give non-finite outputs"
+                            : "training diverged at step " + std::to_string(m.step) + " (loss is " +
+                                  std::to_string(m.loss) + "); lower --lr");
         recent.emplace_back(m.loss, m.accuracy);
         if (recent.size() > 50) recent.pop_front();
         double worst = 0;

@@ -128,19 +128,30 @@ void RunConfig::set(const std::string& key, const json& value, const std::string
         throw Error(origin + ": unknown setting '" + key + "'" + didYouMean(key, keys));
     }
     if (!fits(it->second.kind, value))
-        throw Error(origin + ": '" + key + "' must be " + kindName(it->second.kind) + ", got " + value.dump());
+        throw Error(origin + ": '" + key + "' must be " + kindName(it->second.kind) + ", got " + shortJson(value));
     // 0 is "off", as toJson() writes it; a negative K is a mistake (and so is the flag asking
     // for 0: see setFromText).
     if (key == "average_every" && value.get<int64_t>() < 0)
-        throw Error(origin + ": 'average_every' K must be at least 1 (0: off), got " + value.dump());
+        throw Error(origin + ": 'average_every' K must be at least 1 (0: off), got " + shortJson(value));
     if (key == "batch_per_tower" && (value.get<int64_t>() < 0 || value.get<int64_t>() > kMaxBatch))
         throw Error(origin + ": 'batch_per_tower' must be between 1 and " + std::to_string(kMaxBatch) +
-                    " (0: from batch), got " + value.dump());
+                    " (0: from batch), got " + shortJson(value));
     try {
         it->second.assign(*this, value);
     } catch (const std::out_of_range&) {
-        throw Error(origin + ": '" + key + "' is out of range: " + value.dump());
+        throw Error(origin + ": '" + key + "' is out of range: " + shortJson(value));
     }
+    origins_[key] = origin;
+}
+
+std::string RunConfig::explain(const std::string& message) const {
+    if (!message.starts_with("--")) return message;
+    const size_t colon = message.find(':');
+    if (colon == std::string::npos) return message;
+    const std::string key = flagToKey(message.substr(0, colon));
+    const auto it = origins_.find(key);
+    if (it == origins_.end() || it->second.starts_with("--")) return message;  // set by its flag, or the default
+    return it->second + ": '" + key + "'" + message.substr(colon);
 }
 
 void RunConfig::setFromText(const std::string& key, const std::string& text, const std::string& origin) {
@@ -155,11 +166,8 @@ void RunConfig::setFromText(const std::string& key, const std::string& text, con
         break;
     case Kind::Int:
     case Kind::Real: {
-        try {
-            v = json::parse(text);
-        } catch (const json::exception&) {
-            v = nullptr;
-        }
+        v = parseJsonOrDiscard(text);
+        if (v.is_discarded()) v = nullptr;
         if (!fits(it->second.kind, v))
             throw Error(origin + ": expected " + std::string(kindName(it->second.kind)) + ", got '" + text + "'");
         // Averaging is off unless asked for; asking for it every 0 steps is a mistake.

@@ -3,6 +3,7 @@
 // through set(), and flags are applied after the file so they override it.
 #pragma once
 #include <cstdint>
+#include <map>
 #include <string>
 #include <vector>
 
@@ -57,10 +58,16 @@ struct RunConfig {
     void setFromText(const std::string& key, const std::string& text, const std::string& origin);
     void loadFile(const std::string& path);
     void validate() const;               // cross-setting checks, before anything starts
+    // A message about a setting starts with its flag ("--lr: must be positive"); where the value
+    // came from a file, this names the file and key instead ("run.json: 'lr': must be positive").
+    std::string explain(const std::string& message) const;
     nlohmann::json toJson() const;
 
     static const std::vector<std::string>& keys();
     static std::string flagToKey(const std::string& flag);  // "--eval-every" -> "eval_every"
+
+private:
+    std::map<std::string, std::string> origins_;  // key -> the file or flag that set it last
 };
 
 }  // namespace tb

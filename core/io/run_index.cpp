@@ -10,6 +10,7 @@
 #include <sstream>
 
 #include "util/error.hpp"
+#include "util/json_file.hpp"
 
 namespace fs = std::filesystem;
 
@@ -22,7 +23,7 @@ nlohmann::json readJson(const fs::path& p) {
     if (!in) return nullptr;
     std::stringstream s;
     s << in.rdbuf();
-    nlohmann::json j = nlohmann::json::parse(s.str(), nullptr, false);
+    nlohmann::json j = parseJsonOrDiscard(s.str());
     return j.is_discarded() ? nlohmann::json(nullptr) : j;
 }
 
@@ -104,7 +105,7 @@ RunRecord readRunFolder(const std::string& folder) {
         std::ifstream in(f / "metrics.jsonl");
         for (std::string line; std::getline(in, line);) {
             if (line.find("\"type\":\"step\"") == std::string::npos) continue;
-            const nlohmann::json j = nlohmann::json::parse(line, nullptr, false);
+            const nlohmann::json j = parseJsonOrDiscard(line);
             if (j.is_object()) r.steps = int64_t(number(j, "step", double(r.steps)));
         }
     }

@@ -7,6 +7,7 @@
 #include <nlohmann/json.hpp>
 
 #include "util/error.hpp"
+#include "util/json_file.hpp"
 
 namespace tb::safetensors {
 
@@ -118,7 +119,7 @@ File File::parse(std::vector<uint8_t> bytes, const std::string& origin) {
                     std::to_string(bytes.size() - 8) + " remaining bytes (truncated or not safetensors)");
     const std::string text(reinterpret_cast<const char*>(bytes.data()) + 8, size_t(n));
     if (text.empty() || text[0] != '{') throw Error(origin + ": the header is not a JSON object");
-    nlohmann::json h = nlohmann::json::parse(text, nullptr, false);
+    nlohmann::json h = parseJsonOrDiscard(text);
     if (h.is_discarded() || !h.is_object()) throw Error(origin + ": the header is not valid JSON");
     f.dataStart_ = 8 + size_t(n);
     const size_t dataSize = bytes.size() - f.dataStart_;
@@ -140,13 +141,13 @@ File File::parse(std::vector<uint8_t> bytes, const std::string& origin) {
             throw Error(where + " lacks dtype, shape or data_offsets");
         TensorInfo t;
         if (!v["dtype"].is_string() || !parseDtype(v["dtype"].get<std::string>(), t.dtype))
-            throw Error(where + " has an unknown dtype " + v["dtype"].dump());
+            throw Error(where + " has an unknown dtype " + shortJson(v["dtype"]));
         const nlohmann::json& shape = v["shape"];
         if (!shape.is_array() || shape.size() > 16) throw Error(where + ": shape is not an array of at most 16 sizes");
         for (const auto& d : shape) {
-            if (!d.is_number_unsigned()) throw Error(where + ": shape holds " + d.dump() + ", not a size");
+            if (!d.is_number_unsigned()) throw Error(where + ": shape holds " + shortJson(d) + ", not a size");
             const uint64_t dim = d.get<uint64_t>();
-            if (dim > uint64_t(INT64_MAX)) throw Error(where + ": shape holds " + d.dump() + ", not a size");
+            if (dim > uint64_t(INT64_MAX)) throw Error(where + ": shape holds " + shortJson(d) + ", not a size");
             t.shape.push_back(int64_t(dim));
         }
         const nlohmann::json& off = v["data_offsets"];

@@ -2,6 +2,7 @@
 
 #include <algorithm>
 #include <cstdlib>
+#include <cmath>
 #include <filesystem>
 #include <nlohmann/json.hpp>
 #include <climits>
@@ -143,6 +144,10 @@ LayerSpec parseLayer(const json& j, size_t index, const std::string& source) {
         l.alpha = field<float>(j, "alpha", 1.f, where);
         l.beta = field<float>(j, "beta", 0.5f, where);
         if (l.depthRadius < 0 || l.depthRadius > 64) throw Error(where + ": depth_radius must be in 0..64");
+        // x / (bias + alpha * sum x^2)^beta: a base that can reach zero or below gives inf or NaN.
+        if (!(std::isfinite(l.lrnBias) && l.lrnBias > 0)) throw Error(where + ": bias must be a positive number");
+        if (!(std::isfinite(l.alpha) && l.alpha >= 0)) throw Error(where + ": alpha must not be negative");
+        if (!(std::isfinite(l.beta) && l.beta >= 0)) throw Error(where + ": beta must not be negative");
         break;
     case LayerType::Dropout:
         l.keep = field<float>(j, "keep", 0.5f, where);
@@ -205,7 +210,8 @@ ModelSpec findModel(const std::string& nameOrPath) {
     std::string looked;
     for (const auto& dir : modelSearchPath()) {
         fs::path p = fs::path(dir) / (nameOrPath + ".json");
-        if (fs::exists(p)) return loadModelSpec(p.string());
+        std::error_code ec;  // a name too long for a file name is no model either
+        if (fs::exists(p, ec)) return loadModelSpec(p.string());
         looked += (looked.empty() ? "" : ", ") + dir;
     }
     throw Error("--model: no model named '" + nameOrPath + "' (looked for " + nameOrPath + ".json in " + looked + ")");

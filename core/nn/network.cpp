@@ -53,6 +53,26 @@ ModelShape shapeOf(const ModelSpec& spec) {
     return {Dims{spec.inC, spec.inH, spec.inW}, c.output.c, c.paramCount};
 }
 
+NetworkMemory estimateNetworkMemory(const ModelSpec& spec, int batch) {
+    const ConfiguredLayers c = configureLayers(spec);
+    const size_t b = size_t(batch), f = sizeof(float);
+    NetworkMemory m;
+    m.params = m.grads = size_t(std::max<int64_t>(c.paramCount, 1)) * f;
+    Dims in{spec.inC, spec.inH, spec.inW};
+    size_t maxAct = 0;
+    for (size_t i = 0; i < c.layers.size(); ++i) {
+        const size_t out = b * size_t(c.outDims[i].size());
+        if (!c.layers[i]->aliasesInput()) m.activations += out * f;
+        const LayerType t = spec.layers[i].type;
+        if (t == LayerType::MaxPool || t == LayerType::Lrn || t == LayerType::Dropout) m.saved += out * f;
+        maxAct = std::max({maxAct, out, b * size_t(in.size())});
+        in = c.outDims[i];
+    }
+    // The two gradient buffers, input, probabilities, logit gradients and labels.
+    m.activations += (2 * maxAct + b * size_t(Dims{spec.inC, spec.inH, spec.inW}.size()) + 2 * b * size_t(c.output.c) + b) * f;
+    return m;
+}
+
 Network::Network(const ModelSpec& spec, Backend& backend, int batch)
     : spec_(spec), backend_(backend), batch_(batch), input_{spec.inC, spec.inH, spec.inW} {
     if (batch < 1) throw Error("batch size must be at least 1, got " + std::to_string(batch));

@@ -43,9 +43,39 @@ std::string readTextFile(const std::string& path, size_t maxBytes, const char* w
     return text;
 }
 
+namespace {
+struct TooDeep {};
+// Parses with a callback that stops at kMaxJsonDepth; the value under construction is never
+// deeper than that, so unwinding it is safe.
+nlohmann::json parseLimited(std::string_view text, bool exceptions) {
+    const nlohmann::json::parser_callback_t limit = [](int depth, nlohmann::json::parse_event_t, nlohmann::json&) {
+        if (depth > kMaxJsonDepth) throw TooDeep{};
+        return true;
+    };
+    return nlohmann::json::parse(text, limit, exceptions);
+}
+}  // namespace
+
+nlohmann::json parseJsonOrDiscard(std::string_view text) {
+    try {
+        return parseLimited(text, false);
+    } catch (const TooDeep&) {
+    } catch (const nlohmann::json::exception&) {
+    }
+    return nlohmann::json(nlohmann::json::value_t::discarded);
+}
+
+std::string shortJson(const nlohmann::json& value, size_t maxChars) {
+    std::string s = value.dump(-1, ' ', false, nlohmann::json::error_handler_t::replace);
+    if (s.size() > maxChars) s = s.substr(0, maxChars) + "...";
+    return s;
+}
+
 nlohmann::json parseJsonText(const std::string& text, const std::string& origin) {
     try {
-        return nlohmann::json::parse(text);
+        return parseLimited(text, true);
+    } catch (const TooDeep&) {
+        throw Error(origin + ": malformed JSON: nested deeper than " + std::to_string(kMaxJsonDepth) + " levels");
     } catch (const nlohmann::json::parse_error& e) {
         // e.byte: 1-based position of the character that stopped the parser.
         const size_t at = e.byte > 0 ? size_t(e.byte) - 1 : 0;

@@ -1,0 +1,98 @@
+#include "engine/memory_estimate.hpp"
+
+#include <sys/resource.h>
+
+#include <cstdio>
+#include <fstream>
+#include <map>
+#include <sstream>
+
+#include "nn/network.hpp"
+#include "util/error.hpp"
+
+namespace tb {
+
+std::string mebibytes(size_t bytes) {
+    char text[32];
+    if (bytes >= (size_t(1) << 30)) std::snprintf(text, sizeof text, "%.1f GiB", double(bytes) / double(1 << 30));
+    else std::snprintf(text, sizeof text, "%.1f MiB", double(bytes) / double(1 << 20));
+    return text;
+}
+
+std::vector<MemoryNeed> estimateRunMemory(const ModelSpec& spec, const DeploymentPlan& plan, int batchPerTower,
+                                          int slots, bool ema, size_t datasetBytes) {
+    const NetworkMemory net = estimateNetworkMemory(spec, batchPerTower);
+    const size_t variables = net.params;  // P floats
+    const size_t tower = net.params + net.grads + net.activations + net.saved;
+    const bool replicated = plan.variables == VariablePlacement::Replicated;
+    // Where the variables (with their slots and moving average) live: the host, one tower's
+    // device, or every tower (replicated: each replica keeps its own slots too).
+    const Device holder = plan.variables == VariablePlacement::Tower ? plan.towers[size_t(plan.variablesTower)] : Device{};
+    std::map<std::pair<int, int>, MemoryNeed> byMemory;
+    auto at = [&](const Device& d) -> MemoryNeed& {
+        const Device m = d.type == DeviceType::Cpu ? Device{} : d;
+        MemoryNeed& n = byMemory[{int(m.type), m.index}];
+        n.device = m;
+        return n;
+    };
+    auto add = [](MemoryNeed& n, size_t bytes, const std::string& what) {
+        n.bytes += bytes;
+        n.parts += (n.parts.empty() ? "" : ", ") + what + " " + mebibytes(bytes);
+    };
+    MemoryNeed& host = at(Device{});
+    add(host, datasetBytes, "datasets");
+    host.alreadyHeld = datasetBytes;
+    const size_t state = variables * size_t(1 + slots + (ema ? 1 : 0));
+    if (!replicated) add(at(holder), state, "variables with optimiser state");
+    std::map<std::pair<int, int>, int> towersOn;
+    for (const Device& d : plan.towers) ++towersOn[{int(d.type), d.type == DeviceType::Cpu ? 0 : d.index}];
+    for (const auto& [key, count] : towersOn) {
+        const Device d = key.first == int(DeviceType::Cpu) ? Device{} : Device{DeviceType::Cuda, key.second};
+        const size_t each = tower + (replicated ? variables * size_t(slots) : 0) +
+                            (d.type == DeviceType::Cuda ? size_t(32) << 20 : 0);  // cuBLAS workspace per stream
+        add(at(d), each * size_t(count), std::to_string(count) + (count == 1 ? " tower" : " towers") + " x " + mebibytes(each));
+    }
+    std::vector<MemoryNeed> out;
+    for (auto& [key, n] : byMemory) out.push_back(n);
+    return out;
+}
+
+namespace {
+// A "Key:   123 kB" line of a /proc file, in bytes; 0 where absent.
+size_t procBytes(const char* file, const std::string& key) {
+    std::ifstream in(file);
+    for (std::string line; std::getline(in, line);)
+        if (line.starts_with(key + ":")) {
+            std::istringstream value(line.substr(key.size() + 1));
+            size_t kib = 0;
+            value >> kib;
+            return kib << 10;
+        }
+    return 0;
+}
+}  // namespace
+
+size_t hostMemoryAvailable() {
+    size_t available = procBytes("/proc/meminfo", "MemAvailable");
+    rlimit as{};
+    if (getrlimit(RLIMIT_AS, &as) == 0 && as.rlim_cur != RLIM_INFINITY) {
+        const size_t used = procBytes("/proc/self/status", "VmSize");  // the address space taken already
+        const size_t room = as.rlim_cur > used ? size_t(as.rlim_cur) - used : 0;
+        available = available ? std::min(available, room) : room;
+    }
+    return available;
+}
+
+void checkMemoryFits(const std::vector<MemoryNeed>& needs, const std::function<size_t(const Device&)>& available,
+                     const std::string& what) {
+    for (const MemoryNeed& n : needs) {
+        const size_t have = available(n.device);
+        const size_t toAllocate = n.bytes - n.alreadyHeld;
+        if (have == 0 || toAllocate <= have) continue;
+        const std::string memory = n.device.type == DeviceType::Cpu ? "host memory" : n.device.str() + "'s memory";
+        throw Error(what + ": this run needs about " + mebibytes(n.bytes) + " of " + memory + " (" + n.parts + ") but " +
+                    mebibytes(have) + " more is available; lower --batch, use fewer towers or a smaller model");
+    }
+}
+
+}  // namespace tb

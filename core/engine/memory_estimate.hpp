@@ -1,0 +1,39 @@
+// A run's memory, estimated before anything is allocated (issue 13): the variables, gradients,
+// optimiser slots and moving average where they live, every tower's activations and saved
+// buffers, and the datasets already read. A run that cannot fit is refused with the estimate
+// and what is available, instead of being killed by the kernel half-way through building.
+#pragma once
+#include <cstddef>
+#include <functional>
+#include <string>
+#include <vector>
+
+#include "nn/model_spec.hpp"
+#include "parallel/deployment_plan.hpp"
+
+namespace tb {
+
+// One memory's share: host memory (every CPU tower and host-held variables) or one GPU.
+struct MemoryNeed {
+    Device device;            // cpu:0 stands for host memory
+    size_t bytes = 0;         // what the run will allocate there
+    size_t alreadyHeld = 0;   // of which already allocated (the datasets, read before the check)
+    std::string parts;        // "variables 12.5 MiB, 2 towers x 40.1 MiB, ..."
+};
+
+// slots: optimiser slots per variable (momentum 1, Adam 2); ema: a moving average is kept.
+std::vector<MemoryNeed> estimateRunMemory(const ModelSpec& spec, const DeploymentPlan& plan, int batchPerTower,
+                                          int slots, bool ema, size_t datasetBytes);
+
+// Host memory this process may still take: MemAvailable (/proc/meminfo), lowered to what
+// RLIMIT_AS leaves (ulimit -v) where that is set. 0 where unknown.
+size_t hostMemoryAvailable();
+
+// Throws tb::Error naming `what` (the model) when a need exceeds `available(device)` (0: unknown,
+// not checked); the message gives the estimate, its parts and the memory available.
+void checkMemoryFits(const std::vector<MemoryNeed>& needs, const std::function<size_t(const Device&)>& available,
+                     const std::string& what);
+
+std::string mebibytes(size_t bytes);  // "12.5 MiB", "3.1 GiB"
+
+}  // namespace tb
