@@ -118,6 +118,7 @@ private slots:
     void hugeHeadersNeedNoMemory();
     void writeErrorsEndTheRun();
     void refusedRunLeavesMetricsFileAlone();
+    void fullDiskEndsTheRun();
     void signalStopsAfterTheStep_data();
     void signalStopsAfterTheStep();
     void secondSignalEndsAtOnce();
@@ -331,6 +332,26 @@ void TestCli::refusedRunLeavesMetricsFileAlone() {
         QFile f(path);
         QVERIFY(f.open(QIODevice::ReadOnly));
         QCOMPARE(f.readAll(), QByteArray("keep me\n"));
+    }
+}
+
+// A run folder on a disk that fills up (a tmpfs of a few KiB, mounted where the test may: root
+// in CI) at each stage of the run: its settings, the metrics, the event file, a checkpoint. Every
+// one ends the run with exit 2 and one line naming the file and "No space left on device".
+void TestCli::fullDiskEndsTheRun() {
+    const QString mnt = tmp_.filePath("small");
+    QVERIFY(QDir().mkpath(mnt));
+    for (const char* size : {"8k", "16k", "24k", "32k", "40k", "64k"}) {  // config, run.json, log, events, metrics, checkpoint
+        if (QProcess::execute("mount", {"-t", "tmpfs", "-o", QStringLiteral("size=%1").arg(size), "tmpfs", mnt}) != 0)
+            QSKIP("cannot mount a tmpfs here (needs root)");
+        const tbtest::RunResult r = tbtest::runTowerbench({"--model", "mlp", "--data", "idx:" + slice(), "--steps", "40",
+                                                           "--checkpoint-every", "20", "--run-dir", mnt + "/run",
+                                                           "--threads", "2", "--quiet"},
+                                                          60000);
+        QProcess::execute("umount", {mnt});
+        QVERIFY2(r.exitCode == 2 && linesOf(r.err).size() == 1 && r.err.contains("No space left on device") &&
+                     r.err.contains(mnt + "/run/"),
+                 qPrintable(QString(size) + ": " + describe(r)));
     }
 }
 
