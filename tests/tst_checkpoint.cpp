@@ -554,6 +554,20 @@ private slots:
         QCOMPARE(r.loss, s.testLoss);
     }
 
+    // Event files and TFRecord output on a full disk: the write or the flush throws, naming the
+    // file (the run then fails with that line instead of losing its events).
+    void tfrecordWriteErrorsThrow() {
+        TFRecordWriter w("/dev/full");
+        QString message;
+        try {
+            for (int i = 0; i < 1000; ++i) w.write(std::string(1000, 'e'));  // more than stdio buffers
+            w.flush();
+        } catch (const tb::Error& e) {
+            message = e.what();
+        }
+        QVERIFY2(message.contains("/dev/full: write failed (No space left on device)"), qPrintable(message));
+    }
+
     void tfrecordFraming() {
         QCOMPARE(crc32c("123456789", 9), 0xE3069283u);  // the check value of CRC-32C
         QCOMPARE(crc32c("123456789", 9), bitwiseCrc32c("123456789", 9));
