@@ -264,6 +264,9 @@ void TestCli::badInput_data() {
     QTest::newRow("config missing file") << QStringList{"--config", t + "/absent.json"}
                                          << QStringList{t + "/absent.json", "cannot open run config file"};
     QTest::newRow("config without value") << QStringList{"--config"} << QStringList{"--config", "needs a file name"};
+    QTest::newRow("batch larger than the training set")
+        << QStringList{"--model", "mlp", "--data", "idx:" + slice(), "--batch", "1801"}
+        << QStringList{"--batch: 1801 examples per step", "the training set has only 1800", "200 held out"};
     // Refused from the estimate, before allocating (it was "out of host memory allocating ..." or
     // the kernel's OOM killer, depending on the machine).
     QTest::newRow("model too big for memory")

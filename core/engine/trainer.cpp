@@ -375,6 +375,12 @@ RunSummary Trainer::execute(ObserverHub& hub) {
     if (validation > 0) data.validation = splitTail(data.train, size_t(validation), data.train.name + " validation");
     const bool cifar = data.cifarAugment;
     checkModelFitsData(spec, shape.outputs, data, c.data);
+    // A step that takes more examples than the training set holds would repeat examples within
+    // one batch: a mistake in the sizes, not a larger batch.
+    if (const int64_t global = int64_t(plan.towerCount()) * plan.batchPerTower; global > int64_t(data.train.size()))
+        throw Error("--batch: " + std::to_string(global) + " examples per step, but the training set has only " +
+                    std::to_string(data.train.size()) +
+                    (validation > 0 ? " (after " + std::to_string(validation) + " held out for validation)" : std::string()));
     const bool async = plan.update == UpdateMode::Async;
     if (async && c.emaDecay > 0)
         throw Error("--ema-decay: the moving average needs synchronous updates (--update sync)");
