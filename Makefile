@@ -9,7 +9,7 @@ JOBS ?= $(shell nproc)
 RUN_ARGS ?=
 FUZZ_SECONDS ?= 20
 
-.PHONY: setup configure build run test tsan asan fuzz bench clean
+.PHONY: setup configure build run test tsan-build tsan asan-build asan fuzz-build fuzz bench clean
 
 setup:
 	@bash scripts/setup.sh
@@ -29,9 +29,11 @@ test: build
 	@cd $(BUILD) && ctest --output-on-failure -j 1
 
 # The tower engine's tests under ThreadSanitizer (a separate build: sanitizers change every object).
-tsan: setup
+tsan-build: setup
 	@cmake -S . -B $(BUILD)-tsan -DCMAKE_BUILD_TYPE=RelWithDebInfo -DTB_SANITIZE_THREAD=ON -DTB_WITH_CUDA=OFF > /dev/null
 	@cmake --build $(BUILD)-tsan -j $(JOBS) --target tst_parallel
+
+tsan: tsan-build
 	@cd $(BUILD)-tsan && TSAN_OPTIONS="halt_on_error=1 second_deadlock_stack=1 suppressions=$(CURDIR)/tests/tsan.supp" ./tests/tst_parallel
 	@cd $(BUILD)-tsan && TSAN_OPTIONS="halt_on_error=1 second_deadlock_stack=1 suppressions=$(CURDIR)/tests/tsan.supp" ./tests/tst_parallel --copies
 
@@ -41,17 +43,21 @@ tsan: setup
 # caches that live as long as the process, by design).
 ASAN_ENV = ASAN_OPTIONS=detect_leaks=1:abort_on_error=0:strict_string_checks=1 \
 	UBSAN_OPTIONS=print_stacktrace=1:halt_on_error=1 LSAN_OPTIONS=suppressions=$(CURDIR)/tests/lsan.supp
-asan: setup
+asan-build: setup
 	@cmake -S . -B $(BUILD)-asan -DCMAKE_BUILD_TYPE=RelWithDebInfo "-DCMAKE_CXX_FLAGS_RELWITHDEBINFO=-O1 -g1" \
 		-DTB_SANITIZE_ADDRESS=ON -DTB_WITH_CUDA=OFF > /dev/null
 	@cmake --build $(BUILD)-asan -j $(JOBS)
+
+asan: asan-build
 	@cd $(BUILD)-asan && $(ASAN_ENV) ctest --output-on-failure -j 1
 
 # libFuzzer needs clang: a separate build of the Qt-free core with every object instrumented.
-fuzz: setup
+fuzz-build: setup
 	@cmake -S . -B $(BUILD)-fuzz -DCMAKE_BUILD_TYPE=RelWithDebInfo -DCMAKE_CXX_COMPILER=clang++-14 -DTB_FUZZ=ON \
 		-DTB_WITH_CUDA=OFF -DTB_WITH_GUI=OFF -DTB_WITH_MPI=OFF > /dev/null
 	@cmake --build $(BUILD)-fuzz -j $(JOBS) --target fuzz_targets
+
+fuzz: fuzz-build
 	@scripts/fuzz.sh $(BUILD)-fuzz $(FUZZ_SECONDS)
 
 bench: build

@@ -264,6 +264,11 @@ void TestCli::badInput_data() {
     QTest::newRow("config missing file") << QStringList{"--config", t + "/absent.json"}
                                          << QStringList{t + "/absent.json", "cannot open run config file"};
     QTest::newRow("config without value") << QStringList{"--config"} << QStringList{"--config", "needs a file name"};
+    QTest::newRow("run-dir is the data folder")
+        << QStringList{"--data", "idx:" + t + "/testshape", "--run-dir", t + "/testshape"}
+        << QStringList{"--run-dir", t + "/testshape is not empty", "choose a new or empty folder"};
+    QTest::newRow("run-dir is a file") << (tiny + QStringList{"--run-dir", t + "/keep_config.json"})
+                                       << QStringList{"--run-dir", "keep_config.json is a file, not a folder"};
     QTest::newRow("batch larger than the training set")
         << QStringList{"--model", "mlp", "--data", "idx:" + slice(), "--batch", "1801"}
         << QStringList{"--batch: 1801 examples per step", "the training set has only 1800", "200 held out"};

@@ -90,6 +90,13 @@ std::unique_ptr<RunFolder> RunFolder::create(const RunConfig& config, const std:
     } else if (fs::exists(fs::path(path) / "run.json", ec)) {
         throw Error("--run-dir: " + path + " already holds a run; continue it with --resume " + path +
                     " or choose another folder");
+    } else if (fs::exists(path, ec)) {
+        // A run keeps its folder to itself: its files would mix with (and could overwrite) others,
+        // a data folder's among them.
+        if (!fs::is_directory(path, ec)) throw Error("--run-dir: " + path + " is a file, not a folder");
+        if (const fs::directory_iterator first(path, ec); !ec && first != fs::directory_iterator())
+            throw Error("--run-dir: " + path + " is not empty (it holds " + first->path().filename().string() +
+                        ", ...); choose a new or empty folder");
     }
     auto f = std::unique_ptr<RunFolder>(new RunFolder(path));
     f->config_ = config;
