@@ -342,6 +342,11 @@ private slots:
         }
         qInfo("resident memory after 10 cycles %lld KiB, after 50 %lld KiB (%+.2f%%)", atTen, last,
               100.0 * double(last - atTen) / double(atTen));
+#if defined(__SANITIZE_ADDRESS__)
+        // ASan keeps freed memory in quarantine (256 MiB) before reuse: resident size says nothing
+        // there; LeakSanitizer's report at exit does.
+        QSKIP("AddressSanitizer build: leaks are LeakSanitizer's to find, at exit");
+#endif
         QVERIFY2(last <= atTen + atTen / 50, "resident memory grew more than 2% from cycle 10 to 50");
     }
 

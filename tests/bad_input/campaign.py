@@ -24,7 +24,7 @@ TIMEOUT_S, RSS_LIMIT_KB, AS_LIMIT = 60, 1 << 20, 4 << 30
 LIBRARY_TEXT = re.compile(r"json\.exception|what\(\)|basic_string|std::|terminate called|\bstoi\b|\bstod\b|"
                           r"vector::|bad_alloc|internal error", re.I)
 
-Case = collections.namedtuple("Case", "group name args names may_run")
+Case = collections.namedtuple("Case", "group name args names may_run needs_limit")
 
 
 class Campaign:
@@ -42,8 +42,8 @@ class Campaign:
         os.makedirs(d)
         return d
 
-    def add(self, group, name, args, names, may_run=False):
-        self.cases.append(Case(group, name, list(args), list(names), may_run))
+    def add(self, group, name, args, names, may_run=False, needs_limit=False):
+        self.cases.append(Case(group, name, list(args), list(names), may_run, needs_limit))
 
 
 def write(path, data):
@@ -58,7 +58,7 @@ def read_gz(path):
 
 # ------------------------------------------------------------------ IDX (--data idx:DIR)
 IDX_NAMES = ["train-images-idx3-ubyte", "train-labels-idx1-ubyte", "t10k-images-idx3-ubyte", "t10k-labels-idx1-ubyte"]
-RUN_MLP = ["--model", "mlp", "--steps", "1", "--batch", "8", "--validation", "4", "--threads", "1", "--quiet"]
+RUN_MLP = ["--model", "mlp", "--steps", "1", "--batch", "4", "--validation", "4", "--threads", "1", "--quiet"]
 
 
 def idx_base():
@@ -374,11 +374,11 @@ def model_cases(c):
         {"type": "flatten"}, {"type": "dropout", "keep": 0.9}, {"type": "dense", "units": 10}]}
     run = ["--data", "idx:" + SLICE, "--steps", "1", "--batch", "8", "--threads", "1", "--quiet"]
 
-    def case(name, model, may_run=False):
+    def case(name, model, may_run=False, needs_limit=False):
         d = c.folder("model")
         path = os.path.join(d, "model.json")
         write(path, model if isinstance(model, str) else json.dumps(model))
-        c.add("model files", name, ["--model", path] + run, [path, "--model"], may_run)
+        c.add("model files", name, ["--model", path] + run, [path, "--model"], may_run, needs_limit)
 
     case("valid (control)", base, may_run=True)
     for li, layer in enumerate(base["layers"]):
@@ -403,7 +403,7 @@ def model_cases(c):
     for units in (10 ** 6, 10 ** 8, 2 ** 31 - 1):
         m = json.loads(json.dumps(base))
         m["layers"][-1]["units"] = units
-        case("dense of %d units" % units, m)
+        case("dense of %d units" % units, m, needs_limit=units < 10 ** 7)
         m = json.loads(json.dumps(base))
         m["layers"][0]["filters"] = units
         case("conv of %d filters" % units, m)
@@ -450,10 +450,13 @@ def flag_cases(c):
 
 
 # ------------------------------------------------------------------ running
-def run_case(binary, case, cwd, env):
+def run_case(binary, case, cwd, env, asan):
     start = time.monotonic()
+    # AddressSanitizer reserves terabytes of address space for its shadow: no ulimit -v there;
+    # its allocator refuses single allocations over 4 GiB instead.
+    limit = None if asan else lambda: resource.setrlimit(resource.RLIMIT_AS, (AS_LIMIT, AS_LIMIT))
     p = subprocess.Popen([binary] + case.args, cwd=cwd, env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
-                         preexec_fn=lambda: resource.setrlimit(resource.RLIMIT_AS, (AS_LIMIT, AS_LIMIT)))
+                         preexec_fn=limit)
     try:
         out, err = p.communicate(timeout=TIMEOUT_S)
     except subprocess.TimeoutExpired:
@@ -510,9 +513,16 @@ def main():
         for gen in (idx_cases, cifar_cases, lambda c: tfrecord_cases(c, binary), lambda c: checkpoint_cases(c, binary),
                     config_cases, model_cases, flag_cases):
             gen(c)
-        cases = [x for x in c.cases if not a.only or a.only in x.group]
+        with open(binary, "rb") as f:
+            asan = b"__asan_init" in f.read()
+        cases = [x for x in c.cases if (not a.only or a.only in x.group) and not (asan and x.needs_limit)]
+        if asan:
+            print("AddressSanitizer build: %d cases that need ulimit -v left out" %
+                  sum(1 for x in c.cases if x.needs_limit))
         env = dict(os.environ, TOWERBENCH_RUNS_DIR=os.path.join(work, "runs-out"), OMP_NUM_THREADS="1",
                    QT_QPA_PLATFORM="offscreen")
+        if asan:
+            env["ASAN_OPTIONS"] = env.get("ASAN_OPTIONS", "") + ":max_allocation_size_mb=4096:allocator_may_return_null=1"
         cwd = os.path.join(work, "cwd")
         os.makedirs(cwd)
         outcomes = collections.OrderedDict()
@@ -520,7 +530,7 @@ def main():
         t0 = time.monotonic()
         slowest = (0, None)
         for case in cases:
-            outcome, detail, seconds = run_case(binary, case, cwd, env)
+            outcome, detail, seconds = run_case(binary, case, cwd, env, asan)
             slowest = max(slowest, (seconds, case.name))
             outcomes.setdefault(case.group, collections.Counter())[outcome] += 1
             if outcome not in ("refused", "ran"):
