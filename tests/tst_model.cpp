@@ -18,6 +18,7 @@
 #include <vector>
 
 #include "backend/backend.hpp"
+#include "engine/memory_estimate.hpp"
 #include "nn/init.hpp"
 #include "nn/layers.hpp"
 #include "nn/model_spec.hpp"
@@ -80,6 +81,9 @@ private slots:
     void trainFlops();
     void forwardMatchesSoftmaxCrossEntropy();
     void bindParamsUsesTheExternalBuffer();
+    void memoryEstimateMatchesTheBuiltNetwork_data();
+    void memoryEstimateMatchesTheBuiltNetwork();
+    void memoryEstimateRefusesWhatCannotFit();
     // bad model files
     void badModelFiles_data();
     void badModelFiles();
@@ -232,6 +236,58 @@ void TestModel::forwardMatchesSoftmaxCrossEntropy() {
     float stats[3] = {0, 0, 0};
     net.forward(nullptr, false, 0, 2, stats);
     QVERIFY(std::equal(first.begin(), first.begin() + 10, net.probs()));
+}
+
+// The estimate a run is admitted by (engine/memory_estimate.hpp) against what a network really
+// allocates: parameters, gradients and activations byte for byte; the saved buffers at least
+// what the layers keep and at most 4x (oneDNN's max-pooling keeps one byte per output).
+void TestModel::memoryEstimateMatchesTheBuiltNetwork_data() {
+    QTest::addColumn<QString>("model");
+    QTest::addColumn<int>("batch");
+    for (const char* m : {"tiny_mlp", "mlp", "mnist_cnn", "cifar10_cnn"})
+        for (int b : {1, 128}) QTest::newRow(qPrintable(QStringLiteral("%1 batch %2").arg(m).arg(b))) << QString(m) << b;
+}
+
+void TestModel::memoryEstimateMatchesTheBuiltNetwork() {
+    QFETCH(QString, model);
+    QFETCH(int, batch);
+    const tb::ModelSpec spec = tb::findModel(model.toStdString());
+    auto backend = tb::makeCpuBackend(1);
+    const tb::Network net(spec, *backend, batch);
+    const tb::NetworkMemory built = net.memoryUse(), estimated = tb::estimateNetworkMemory(spec, batch);
+    QCOMPARE(estimated.params, built.params);
+    QCOMPARE(estimated.grads, built.grads);
+    QCOMPARE(estimated.activations, built.activations);
+    QVERIFY2(estimated.saved >= built.saved && estimated.saved <= 4 * built.saved,
+             qPrintable(QStringLiteral("saved: estimated %1, built %2").arg(estimated.saved).arg(built.saved)));
+}
+
+// Host and GPU needs against what each memory has: the message names the memory, the estimate
+// and its parts; an unknown amount (0) is not checked.
+void TestModel::memoryEstimateRefusesWhatCannotFit() {
+    const tb::ModelSpec spec = tb::findModel("mnist_cnn");
+    tb::DeploymentPlan plan;
+    plan.towers = {tb::Device{tb::DeviceType::Cuda, 0}, tb::Device{tb::DeviceType::Cuda, 0}};
+    plan.variables = tb::VariablePlacement::Cpu;
+    const auto needs = tb::estimateRunMemory(spec, plan, 128, 1, false, 50 << 20);
+    QCOMPARE(int(needs.size()), 2);  // host (datasets, variables) and gpu:0 (two towers)
+    const tb::NetworkMemory one = tb::estimateNetworkMemory(spec, 128);
+    size_t gpu = 0, host = 0;
+    for (const tb::MemoryNeed& n : needs) (n.device.type == tb::DeviceType::Cuda ? gpu : host) = n.bytes;
+    QCOMPARE(gpu, 2 * (one.params + one.grads + one.activations + one.saved + (size_t(32) << 20)));
+    QCOMPARE(host, size_t(50 << 20) + 2 * one.params);  // datasets, variables and their momentum
+    QString message;
+    try {
+        tb::checkMemoryFits(needs, [&](const tb::Device& d) { return d.type == tb::DeviceType::Cuda ? gpu - 1 : size_t(0); },
+                            "--model mnist_cnn");
+    } catch (const tb::Error& e) {
+        message = e.what();
+    }
+    QVERIFY2(message.startsWith("--model mnist_cnn: this run needs about") && message.contains("of gpu:0's memory") &&
+                 message.contains("2 towers x"),
+             qPrintable(message));
+    tb::checkMemoryFits(needs, [&](const tb::Device& d) { return d.type == tb::DeviceType::Cuda ? gpu : size_t(0); },
+                        "--model mnist_cnn");  // fits exactly; the host's amount unknown
 }
 
 void TestModel::bindParamsUsesTheExternalBuffer() {

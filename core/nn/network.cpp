@@ -64,7 +64,8 @@ NetworkMemory estimateNetworkMemory(const ModelSpec& spec, int batch) {
         const size_t out = b * size_t(c.outDims[i].size());
         if (!c.layers[i]->aliasesInput()) m.activations += out * f;
         const LayerType t = spec.layers[i].type;
-        if (t == LayerType::MaxPool || t == LayerType::Lrn || t == LayerType::Dropout) m.saved += out * f;
+        if (t == LayerType::MaxPool || t == LayerType::Dropout) m.saved += out * f;  // argmax / mask
+        if (t == LayerType::Lrn) m.saved += 2 * out * f;  // oneDNN's LRN workspace: two floats per output
         maxAct = std::max({maxAct, out, b * size_t(in.size())});
         in = c.outDims[i];
     }

@@ -30,9 +30,10 @@ struct ModelShape {
 // Configures the spec's layers (no memory, no backend); throws tb::Error naming the file.
 ModelShape shapeOf(const ModelSpec& spec);
 // What one replica at `batch` will allocate, from the configured layers alone (nothing is
-// allocated): as Network::memoryUse() reports it after building, except the workspace (chosen
-// by the backend) and with each pooling / LRN / dropout layer's saved buffer taken as one
-// output-sized buffer of floats.
+// allocated): as Network::memoryUse() reports it after building (parameters, gradients and
+// activations exactly; tst_model), except the workspace (chosen by the backend), and with the
+// saved buffers taken as a float per output for pooling and dropout and two for LRN, an upper
+// bound (oneDNN's max-pooling keeps a byte per output).
 NetworkMemory estimateNetworkMemory(const ModelSpec& spec, int batch);
 
 class Network {
