@@ -284,7 +284,7 @@ void TestModel::memoryEstimateRefusesWhatCannotFit() {
         message = e.what();
     }
     QVERIFY2(message.startsWith("--model mnist_cnn: this run needs about") && message.contains("of gpu:0's memory") &&
-                 message.contains("2 towers x"),
+                 message.contains("2 towers") && message.contains("(2 x "),
              qPrintable(message));
     tb::checkMemoryFits(needs, [&](const tb::Device& d) { return d.type == tb::DeviceType::Cuda ? gpu : size_t(0); },
                         "--model mnist_cnn");  // fits exactly; the host's amount unknown

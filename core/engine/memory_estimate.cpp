@@ -35,9 +35,9 @@ std::vector<MemoryNeed> estimateRunMemory(const ModelSpec& spec, const Deploymen
         n.device = m;
         return n;
     };
-    auto add = [](MemoryNeed& n, size_t bytes, const std::string& what) {
+    auto add = [](MemoryNeed& n, size_t bytes, const std::string& what, const std::string& detail = {}) {
         n.bytes += bytes;
-        n.parts += (n.parts.empty() ? "" : ", ") + what + " " + mebibytes(bytes);
+        n.parts += (n.parts.empty() ? "" : ", ") + what + " " + mebibytes(bytes) + detail;
     };
     MemoryNeed& host = at(Device{});
     add(host, datasetBytes, "datasets");
@@ -50,7 +50,8 @@ std::vector<MemoryNeed> estimateRunMemory(const ModelSpec& spec, const Deploymen
         const Device d = key.first == int(DeviceType::Cpu) ? Device{} : Device{DeviceType::Cuda, key.second};
         const size_t each = tower + (replicated ? variables * size_t(slots) : 0) +
                             (d.type == DeviceType::Cuda ? size_t(32) << 20 : 0);  // cuBLAS workspace per stream
-        add(at(d), each * size_t(count), std::to_string(count) + (count == 1 ? " tower" : " towers") + " x " + mebibytes(each));
+        add(at(d), each * size_t(count), count == 1 ? "1 tower" : std::to_string(count) + " towers",
+            count == 1 ? "" : " (" + std::to_string(count) + " x " + mebibytes(each) + ")");
     }
     std::vector<MemoryNeed> out;
     for (auto& [key, n] : byMemory) out.push_back(n);

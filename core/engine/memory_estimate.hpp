@@ -18,7 +18,7 @@ struct MemoryNeed {
     Device device;            // cpu:0 stands for host memory
     size_t bytes = 0;         // what the run will allocate there
     size_t alreadyHeld = 0;   // of which already allocated (the datasets, read before the check)
-    std::string parts;        // "variables 12.5 MiB, 2 towers x 40.1 MiB, ..."
+    std::string parts;        // "variables with optimiser state 12.5 MiB, 2 towers 80.2 MiB (2 x 40.1 MiB)"
 };
 
 // slots: optimiser slots per variable (momentum 1, Adam 2); ema: a moving average is kept.

@@ -138,6 +138,21 @@ tests() {
 }
 step "tests (Qt-free, GPU ones must run)" tests
 
+# Issue 13: a model too large for the GPU (two dense layers of 2^20 units: 4.4 TB of variables on
+# gpu:0) is refused from the estimate against the backend's free memory, in one line, before
+# anything is allocated.
+gpu_memory_refusal() {
+  local m="$out/too_big_for_gpu.json" o="$out/too_big_for_gpu.txt"
+  echo '{"name": "too_big", "input": [1, 28, 28], "layers": [{"type": "flatten"},
+    {"type": "dense", "units": 1048576}, {"type": "dense", "units": 1048576}, {"type": "dense", "units": 10}]}' > "$m"
+  timeout 60 "$tbrun" --model "$m" --data "idx:$repo/samples/fashion-mnist-slice" --towers gpu:0 --variables gpu:0 \
+    --steps 1 --quiet > "$o" 2>&1
+  local rc=$?
+  cat "$o"
+  [ $rc -eq 2 ] && [ "$(wc -l < "$o")" -eq 1 ] && grep -q "of gpu:0's memory" "$o" && grep -q "more is available" "$o"
+}
+step "GPU memory estimate refuses" gpu_memory_refusal
+
 # compute-sanitizer's memcheck on a short GPU run; some sandboxes refuse it ("not supported").
 memcheck() {
   local o="$out/memcheck.txt"
