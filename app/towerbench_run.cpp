@@ -58,6 +58,8 @@ reference, and trains a GPU tower beside a CPU tower; exit status 1 if any check
   --metrics FILE      write JSON-lines metrics (schema in README)
   --threads N         compute threads (default: all cores), shared evenly by the towers
   --quiet             no progress output
+  Ctrl-C (SIGINT) or SIGTERM stops after the step in progress, with the final evaluation, a
+  checkpoint and the summary, and exits 130 or 143; a second signal ends it at once.
 
 Run folders (README: "Runs that last"):
   --run-dir DIR       keep this run in DIR (default: a new folder under $TOWERBENCH_RUNS_DIR or
