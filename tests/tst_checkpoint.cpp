@@ -18,6 +18,7 @@
 #include <fstream>
 #include <mutex>
 #include <random>
+#include <sqlite3.h>
 
 #include "data/dataset.hpp"
 #include "data/pipeline.hpp"
@@ -904,6 +905,16 @@ private slots:
         RunIndex again(root.toStdString());
         QVERIFY(again.rebuilt());
         QCOMPARE(int(again.list().size()), 2);
+
+        // A database of this schema version whose table another program changed: rebuilt too (it
+        // failed every refresh with "no such column", and the throwing constructor leaked it).
+        sqlite3* db = nullptr;
+        QCOMPARE(sqlite3_open((root + "/index.sqlite").toUtf8().constData(), &db), SQLITE_OK);
+        QCOMPARE(sqlite3_exec(db, "DROP TABLE runs; CREATE TABLE runs (path TEXT)", nullptr, nullptr, nullptr), SQLITE_OK);
+        sqlite3_close(db);
+        RunIndex healed(root.toStdString());
+        QVERIFY(healed.rebuilt());
+        QCOMPARE(int(healed.list().size()), 2);
     }
 
     // The command line: a run's folder, its summary's run_dir, --resume with more steps, eval,

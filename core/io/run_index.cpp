@@ -120,11 +120,11 @@ RunIndex::RunIndex(const std::string& root) : root_(root), dbPath_(root + "/inde
     refresh();
 }
 
-RunIndex::~RunIndex() { sqlite3_close(db_); }
+void RunIndex::CloseDatabase::operator()(sqlite3* db) const { sqlite3_close(db); }
 
 void RunIndex::exec(const std::string& sql) const {
     char* msg = nullptr;
-    if (sqlite3_exec(db_, sql.c_str(), nullptr, nullptr, &msg) != SQLITE_OK) {
+    if (sqlite3_exec(db_.get(), sql.c_str(), nullptr, nullptr, &msg) != SQLITE_OK) {
         const std::string why = msg ? msg : "unknown error";
         sqlite3_free(msg);
         throw Error(dbPath_ + ": " + why);
@@ -135,13 +135,15 @@ void RunIndex::openOrRebuild() {
     // A database that will not open, fails its integrity check or has another schema version is
     // set aside and made again from the folders: it only ever mirrors them.
     auto usable = [&] {
-        if (sqlite3_open_v2(dbPath_.c_str(), &db_, SQLITE_OPEN_READWRITE | SQLITE_OPEN_CREATE, nullptr) != SQLITE_OK)
-            return false;
-        sqlite3_busy_timeout(db_, 5000);  // the window and a command line may refresh at once
+        sqlite3* opened = nullptr;
+        const int rc = sqlite3_open_v2(dbPath_.c_str(), &opened, SQLITE_OPEN_READWRITE | SQLITE_OPEN_CREATE, nullptr);
+        db_.reset(opened);  // sqlite3_open_v2 may hand back a handle even when it fails
+        if (rc != SQLITE_OK) return false;
+        sqlite3_busy_timeout(db_.get(), 5000);  // the window and a command line may refresh at once
         try {
-            Statement check(db_, "PRAGMA quick_check");
+            Statement check(db_.get(), "PRAGMA quick_check");
             if (sqlite3_step(check.s) != SQLITE_ROW || check.text(0) != "ok") return false;
-            Statement v(db_, "PRAGMA user_version");
+            Statement v(db_.get(), "PRAGMA user_version");
             if (sqlite3_step(v.s) != SQLITE_ROW) return false;
             const int version = sqlite3_column_int(v.s, 0);
             if (version == 0) {  // new: make it
@@ -149,27 +151,30 @@ void RunIndex::openOrRebuild() {
                      "model TEXT, data TEXT, plan TEXT, steps INTEGER, validation_accuracy REAL, test_accuracy REAL, "
                      "examples_per_sec REAL, stamp TEXT)");
                 exec("PRAGMA user_version = " + std::to_string(kSchemaVersion));
-                return true;
+            } else if (version != kSchemaVersion) {
+                return false;
             }
-            return version == kSchemaVersion;
+            // The version alone does not say the table is whole: one made by another program, or
+            // altered or dropped by hand, would fail every refresh.
+            Statement columns(db_.get(), std::string("SELECT ") + kColumns + " FROM runs LIMIT 0");
+            return true;
         } catch (const Error&) {
             return false;
         }
     };
     if (usable()) return;
-    sqlite3_close(db_);
-    db_ = nullptr;
+    db_.reset();
     std::error_code ec;
     fs::remove(dbPath_, ec);
     for (const char* suffix : {"-journal", "-wal", "-shm"}) fs::remove(dbPath_ + suffix, ec);
     rebuilt_ = true;
-    if (!usable()) throw Error(dbPath_ + ": cannot create the runs index (" + (db_ ? sqlite3_errmsg(db_) : "no memory") + ")");
+    if (!usable()) throw Error(dbPath_ + ": cannot create the runs index (" + (db_ ? sqlite3_errmsg(db_.get()) : "no memory") + ")");
 }
 
 void RunIndex::refresh() {
     std::map<std::string, std::string> known;  // path -> stamp
     {
-        Statement all(db_, "SELECT path, stamp FROM runs");
+        Statement all(db_.get(), "SELECT path, stamp FROM runs");
         while (sqlite3_step(all.s) == SQLITE_ROW) known[all.text(0)] = all.text(1);
     }
     // The folders are read before the write transaction, which then stays short (the window and
@@ -191,7 +196,7 @@ void RunIndex::refresh() {
     exec("BEGIN IMMEDIATE");
     try {
         for (const auto& [r, now] : changed) {
-            Statement put(db_, std::string("INSERT OR REPLACE INTO runs (") + kColumns +
+            Statement put(db_.get(), std::string("INSERT OR REPLACE INTO runs (") + kColumns +
                                    ") VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)");
             put.bind(1, r.path);
             put.bind(2, r.name);
@@ -205,16 +210,16 @@ void RunIndex::refresh() {
             put.bind(10, r.testAccuracy);
             put.bind(11, r.examplesPerSec);
             put.bind(12, now);
-            if (sqlite3_step(put.s) != SQLITE_DONE) throw Error(dbPath_ + ": " + sqlite3_errmsg(db_));
+            if (sqlite3_step(put.s) != SQLITE_DONE) throw Error(dbPath_ + ": " + sqlite3_errmsg(db_.get()));
         }
         for (const auto& [path, s] : known) {  // folders that are gone
-            Statement drop(db_, "DELETE FROM runs WHERE path = ?");
+            Statement drop(db_.get(), "DELETE FROM runs WHERE path = ?");
             drop.bind(1, path);
             sqlite3_step(drop.s);
         }
         exec("COMMIT");
     } catch (...) {
-        sqlite3_exec(db_, "ROLLBACK", nullptr, nullptr, nullptr);  // the first error is the one to report
+        sqlite3_exec(db_.get(), "ROLLBACK", nullptr, nullptr, nullptr);  // the first error is the one to report
         throw;
     }
 }
@@ -225,7 +230,7 @@ std::vector<RunRecord> RunIndex::list(const std::string& filter, const std::stri
     if (std::find(sortable.begin(), sortable.end(), sortBy) == sortable.end())
         throw Error("--sort: unknown column '" + sortBy + "' (created, name, model, data, state, steps, "
                     "test_accuracy, validation_accuracy, examples_per_sec)");
-    Statement q(db_, std::string("SELECT ") + kColumns +
+    Statement q(db_.get(), std::string("SELECT ") + kColumns +
                          " FROM runs WHERE ?1 = '' OR instr(name || ' ' || model || ' ' || data || ' ' || plan || ' ' "
                          "|| state, ?1) > 0 ORDER BY " + sortBy + (ascending ? " ASC" : " DESC") + ", path");
     q.bind(1, filter);

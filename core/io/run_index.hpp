@@ -5,6 +5,7 @@
 // a missing, unreadable or older-schema database is rebuilt from the folders, never trusted.
 #pragma once
 #include <cstdint>
+#include <memory>
 #include <string>
 #include <vector>
 
@@ -27,7 +28,6 @@ public:
     static constexpr int kSchemaVersion = 1;
     // Opens (or rebuilds) the index of `root`'s run folders and refreshes it.
     explicit RunIndex(const std::string& root);
-    ~RunIndex();
     RunIndex(const RunIndex&) = delete;
     RunIndex& operator=(const RunIndex&) = delete;
 
@@ -43,8 +43,12 @@ public:
 private:
     void openOrRebuild();
     void exec(const std::string& sql) const;
+    struct CloseDatabase {
+        void operator()(sqlite3* db) const;
+    };
     std::string root_, dbPath_;
-    sqlite3* db_ = nullptr;
+    // Owned so that a constructor that throws (refresh() failing) still closes it.
+    std::unique_ptr<sqlite3, CloseDatabase> db_;
     bool rebuilt_ = false;
 };
 
