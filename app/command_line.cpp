@@ -19,6 +19,98 @@ void parseRuns(CommandLine& c, const std::vector<std::string>& args) {
     }
 }
 
+std::vector<std::string> splitCommas(const std::string& flag, const std::string& text) {
+    std::vector<std::string> out(1);
+    for (char ch : text) {
+        if (ch == ',') out.emplace_back();
+        else out.back().push_back(ch);
+    }
+    for (const std::string& item : out)
+        if (item.empty()) throw Error(flag + ": '" + text + "' has an empty item");
+    return out;
+}
+
+int wholeNumber(const std::string& flag, const std::string& text, int lo, int hi) {
+    const bool digits = !text.empty() && text.size() <= 9 && std::all_of(text.begin(), text.end(), ::isdigit);
+    const long v = digits ? std::stol(text) : -1;
+    if (v < lo || v > hi)
+        throw Error(flag + ": '" + text + "' is not a whole number from " + std::to_string(lo) + " to " + std::to_string(hi));
+    return int(v);
+}
+
+std::vector<int> towerCounts(const std::string& flag, const std::string& text) {
+    std::vector<int> out;
+    for (const std::string& item : splitCommas(flag, text)) out.push_back(wholeNumber(flag, item, 1, 4096));
+    return out;
+}
+
+// predict SWEEP_DIR [flags]: the scenario's flags; the sweep's own where one is not given.
+void parsePredict(CommandLine& c, const std::vector<std::string>& args) {
+    if (args.size() < 2 || args[1].starts_with("--")) throw Error("predict: needs a scaling sweep's folder (towerbench-run scale)");
+    c.command = CommandLine::Command::Predict;
+    c.predictFrom = args[1];
+    for (size_t i = 2; i < args.size(); ++i) {
+        const std::string& a = args[i];
+        if (a == "--json") {
+            c.json = true;
+            continue;
+        }
+        if (i + 1 >= args.size() || args[i + 1].starts_with("--")) throw Error(a + ": needs a value (see --help)");
+        const std::string& v = args[++i];
+        if (a == "--from") c.calibrationPoint = wholeNumber(a, v, 1, 100000);
+        else if (a == "--towers") c.predictTowers = towerCounts(a, v);
+        else if (a == "--strategies") {
+            c.predictStrategies = splitCommas(a, v);
+            for (const std::string& st : c.predictStrategies) {
+                tb::RunConfig probe;
+                tb::applyStrategy(probe, st);  // names the flag --sweep-strategies: say which one
+            }
+        } else if (a == "--threads-per-tower") c.scenario.threadsPerTower = wholeNumber(a, v, 1, 4096), c.threadsGiven = true;
+        else if (a == "--cores") c.scenario.cores = wholeNumber(a, v, 1, 100000), c.coresGiven = true;
+        else if (a == "--batch-per-tower") c.scenario.batchPerTower = wholeNumber(a, v, 1, tb::RunConfig::kMaxBatch), c.batchGiven = true;
+        else if (a == "--ps-shards") c.scenario.psShards = wholeNumber(a, v, 1, 4096);
+        else if (a == "--machines") c.scenario.machines = wholeNumber(a, v, 1, 4096);
+        else if (a == "--device") c.scenario.device = tb::parseProcessor(v, a);
+        else if (a == "--link") c.scenario.link = tb::parseLink(v, a);
+        else if (a == "--network") c.scenario.network = tb::parseLink(v, a);
+        else if (a == "--slow") {
+            for (const std::string& item : splitCommas(a, v)) {
+                const size_t eq = item.find('=');
+                if (eq == std::string::npos) throw Error("--slow: '" + item + "' is not TOWER=FACTOR");
+                const int tower = wholeNumber(a, item.substr(0, eq), 0, 4095);
+                double factor = 0;
+                try {
+                    size_t used = 0;
+                    factor = std::stod(item.substr(eq + 1), &used);
+                    if (used != item.size() - eq - 1) factor = 0;
+                } catch (const std::exception&) {
+                }
+                if (!(factor >= 1 && factor <= 1000)) throw Error("--slow: the factor in '" + item + "' must be from 1 to 1000");
+                c.slow.emplace_back(tower, factor);
+            }
+        }
+        else if (a == "--assume") {
+            for (const std::string& item : splitCommas(a, v)) {
+                const size_t eq = item.find('=');
+                if (eq == std::string::npos) throw Error("--assume: '" + item + "' is not KEY=VALUE");
+                double value = 0;
+                try {
+                    size_t used = 0;
+                    value = std::stod(item.substr(eq + 1), &used);
+                    if (used != item.size() - eq - 1) throw std::invalid_argument("trailing");
+                } catch (const std::exception&) {
+                    throw Error("--assume: '" + item.substr(eq + 1) + "' is not a number");
+                }
+                c.assumptions.set(item.substr(0, eq), value);
+            }
+        } else throw Error("predict: unknown argument '" + a + "' (see --help)");
+    }
+    if (c.scenario.device && c.scenario.link.name.empty()) c.scenario.link = tb::parseLink("pcie4", "--link");
+    if (c.scenario.machines > 1 && c.scenario.network.name.empty()) c.scenario.network = tb::parseLink("100gbe", "--network");
+    if (!c.scenario.device && (c.scenario.machines > 1 || !c.scenario.link.name.empty()))
+        throw Error("--link/--machines: describe the towers' device too (--device h100, ...)");
+}
+
 }  // namespace
 
 CommandLine parseCommandLine(const std::vector<std::string>& argsIn) {
@@ -43,7 +135,35 @@ CommandLine parseCommandLine(const std::vector<std::string>& argsIn) {
         c.convertTarget = args[2].substr(9);
         return c;
     }
-    const bool eval = !args.empty() && args[0] == "eval";
+    if (!args.empty() && args[0] == "predict") {
+        parsePredict(c, args);
+        return c;
+    }
+    // scale [train flags] [--sweep-*]: the sweep's own flags out, the rest are the base run's.
+    if (!args.empty() && args[0] == "scale") {
+        c.command = CommandLine::Command::Scale;
+        std::vector<std::string> rest;
+        for (size_t i = 1; i < args.size(); ++i) {
+            const std::string& a = args[i];
+            if (!a.starts_with("--sweep-")) {
+                rest.push_back(a);
+                continue;
+            }
+            if (i + 1 >= args.size() || args[i + 1].starts_with("--")) throw Error(a + ": needs a value");
+            const std::string& v = args[++i];
+            if (a == "--sweep-towers") c.sweep.towers = towerCounts(a, v);
+            else if (a == "--sweep-strategies") c.sweep.strategies = splitCommas(a, v);
+            else if (a == "--sweep-warmup") c.sweep.warmup = wholeNumber(a, v, 0, 100000);
+            else if (a == "--sweep-steps") c.sweep.measure = wholeNumber(a, v, 2, 1000000);
+            else throw Error("scale: unknown argument '" + a + "' (--sweep-towers, --sweep-strategies, --sweep-warmup, --sweep-steps)");
+        }
+        c.sweep.validate();
+        for (const char* flag : {"--resume", "--steps", "--epochs", "--metrics", "--towers", "--slow"})
+            if (std::find(rest.begin(), rest.end(), flag) != rest.end())
+                throw Error(std::string("scale: ") + flag + " does not apply (the sweep sets it for each point)");
+        args = rest;
+    }
+    const bool eval = c.command == CommandLine::Command::Train && !args.empty() && args[0] == "eval";
     if (eval) {
         if (args.size() < 2 || args[1].starts_with("--")) throw Error("eval: needs a run folder or a checkpoint file");
         c.command = CommandLine::Command::Eval;

@@ -5,11 +5,13 @@
 #include <string>
 #include <vector>
 
+#include "engine/scaling_sweep.hpp"
+#include "engine/step_time_model.hpp"
 #include "headless_run.hpp"
 #include "io/run_config.hpp"
 
 struct CommandLine {
-    enum class Command { Train, Help, SelfTest, Runs, Convert, Eval };
+    enum class Command { Train, Help, SelfTest, Runs, Convert, Eval, Scale, Predict };
     Command command = Command::Train;
     tb::RunConfig config;   // Train, Eval: file, then flags over it
     RunStorage storage;     // Train: --run-dir / --resume
@@ -19,6 +21,17 @@ struct CommandLine {
     std::string convertSpec, convertTarget;  // convert SPEC tfrecord:DIR
     std::string evalTarget;                  // eval RUN_DIR|CHECKPOINT
     bool dataGiven = false;                  // eval: --data given (else the run's own data)
+    tb::SweepSettings sweep;                 // scale: --sweep-towers, --sweep-strategies, ...
+    // predict SWEEP_DIR: calibrated from point --from (1-based), the scenarios of --towers x
+    // --strategies with the other flags; sweep's own settings where a flag is not given.
+    std::string predictFrom;
+    int calibrationPoint = 1;
+    std::vector<int> predictTowers;
+    std::vector<std::string> predictStrategies;
+    tb::Scenario scenario;                   // towers and strategy set per prediction
+    bool threadsGiven = false, coresGiven = false, batchGiven = false;
+    std::vector<std::pair<int, double>> slow;  // --slow T=F,...: tower T is F times slower where it exists
+    tb::Assumptions assumptions;
 };
 
 // Throws tb::Error with one line naming the argument and what is wrong with it. Train's

@@ -14,7 +14,12 @@
 #include "engine/metrics_file.hpp"
 #include "engine/checkpoint.hpp"
 #include "engine/run_folder.hpp"
+#include "engine/scaling_sweep.hpp"
 #include "engine/selftest.hpp"
+#include "engine/step_time_model.hpp"
+#include "nn/model_spec.hpp"
+#include "stop_signals.hpp"
+#include "util/system_text.hpp"
 #include "io/run_index.hpp"
 #include "engine/trainer.hpp"
 #include "command_line.hpp"
@@ -31,6 +36,12 @@ const char* kUsage = R"(usage: towerbench-run selftest
        towerbench-run eval RUN_DIR|CHECKPOINT [--data SPEC] [--batch N] [--threads N]
        towerbench-run convert SPEC tfrecord:DIR
        towerbench-run runs [--filter TEXT] [--sort COLUMN] [--ascending] [--json]
+       towerbench-run scale [--sweep-towers 1,2,4] [--sweep-strategies mean,allreduce,async,average:4]
+                      [--sweep-warmup N] [--sweep-steps N] [--run-dir DIR] [training flags]
+       towerbench-run predict SWEEP_DIR [--from N] [--towers 1,2,4,8] [--strategies LIST]
+                      [--threads-per-tower T] [--cores C] [--batch-per-tower N] [--slow T=F,...]
+                      [--device NAME] [--link NAME] [--machines M] [--network NAME] [--ps-shards S]
+                      [--assume KEY=VALUE,...] [--json]
        towerbench-run --resume RUN_DIR [--steps N | --epochs N] [--eval-every N] [--quiet]
        towerbench-run [--run-dir DIR] [--config FILE.json] [--model NAME|FILE] [--data SPEC]
                       [--batch N] [--steps N | --epochs N] [--optimizer sgd|momentum|nesterov|adam]
@@ -81,6 +92,19 @@ Run folders (README: "Runs that last"):
                       validation_accuracy|examples_per_sec; --json: one object per line
   eval RUN_DIR|CKPT   test accuracy of a run's newest checkpoint (or of one file) on --data
                       (default: the run's data); prints one JSON line
+
+The scaling lab (README: "The scaling lab"):
+  scale               short runs of the model over tower counts x strategies (batch per tower
+                      fixed), each measured after --sweep-warmup steps (default 5) for
+                      --sweep-steps (default 30): examples/sec, speedup over one tower, scaling
+                      efficiency, and where a step's time goes; kept as a run folder
+  predict SWEEP_DIR   the step-time model calibrated from one point of a sweep (--from, default
+                      1: one tower) predicts examples/sec and the step's breakdown for each
+                      tower count x strategy, beside the sweep's measurement where it made one.
+                      Other hardware: --device h100|a100|v100|l4|rtx4090|NAME:TFLOPS:GBPS, --link
+                      pcie4|pcie5|nvlink|10gbe|100gbe|infiniband|NAME:LATENCY_US:GBPS (towers to
+                      the holder and to each other), --machines M --network LINK. Assumptions:
+                      --assume serial_share=0.1,host_latency_us=20,host_gbps=G,data_scale=1
 
 Data parallelism (the seeds' tower pattern; see README):
   --towers LIST       cpu:0,cpu:1,... (virtual CPU towers, each its own thread), gpu:0,gpu:1,...,
@@ -168,6 +192,104 @@ int runEval(const std::string& target, tb::RunConfig config, bool dataGiven) {
     return 0;
 }
 
+// scale: the sweep, a line per point on stderr as it is measured, one JSON line on stdout.
+int runScale(const CommandLine& c) {
+    const tb::RunConfig& base = c.config;
+    std::string dir = c.storage.runDir;
+    if (dir.empty()) {
+        std::string name = tb::findModel(base.model).name;
+        std::replace_if(name.begin(), name.end(), [](char ch) { return !std::isalnum(static_cast<unsigned char>(ch)) && ch != '_'; }, '-');
+        dir = tb::RunFolder::runsRoot() + "/" + tb::utcText("%Y%m%d-%H%M%S") + "-sweep-" + name;
+    }
+    std::error_code ec;
+    if (std::filesystem::exists(dir, ec) && !std::filesystem::is_empty(dir, ec))
+        return fail("--run-dir: " + dir + " is not empty (a sweep keeps a new folder of its own)");
+    tb::ScalingSweep sweep(base, c.sweep, dir);
+    StopSignals signals("towerbench-run", [&](int sig) {
+        std::fprintf(stderr, "towerbench-run: %s: stopping the sweep after this point's step\n", StopSignals::name(sig));
+        sweep.stop();
+    });
+    if (!base.quiet)
+        std::fprintf(stderr, "%-28s %12s %8s %8s %9s %9s %9s %9s %9s %9s\n", "point", "examples/s", "speedup", "effic.",
+                     "step ms", "compute", "wait", "reduce", "apply", "data");
+    const auto results = sweep.run([&](const tb::SweepResult& r) {
+        if (base.quiet) return;
+        const tb::StepProfile& m = r.measured;
+        std::fprintf(stderr, "%-28s %12.0f %7.2fx %7.0f%% %9.2f %9.2f %9.2f %9.2f %9.2f %9.2f\n", r.point.label().c_str(),
+                     m.examplesPerSec, r.speedup, 100 * r.efficiency, 1e3 * m.stepSeconds(), 1e3 * m.compute,
+                     1e3 * (m.wait + m.straggle), 1e3 * m.reduce, 1e3 * m.apply, 1e3 * m.dataWait);
+    });
+    nlohmann::json points = nlohmann::json::array();
+    for (const tb::SweepResult& r : results) points.push_back(r.toJson());
+    std::cout << nlohmann::json{{"run_dir", dir}, {"stopped", signals.received() != 0}, {"points", points}}.dump() << std::endl;
+    return signals.received() ? signals.exitStatus() : 0;
+}
+
+// predict SWEEP_DIR: the model calibrated from one point of a sweep, for every scenario asked.
+int runPredict(const CommandLine& c) {
+    const tb::SweepFile sweepFile = tb::ScalingSweep::readResults(c.predictFrom);
+    const auto& results = sweepFile.points;
+    if (c.calibrationPoint > int(results.size()))
+        return fail("--from: the sweep has " + std::to_string(results.size()) + " points, not " + std::to_string(c.calibrationPoint));
+    const tb::SweepResult& from = results[size_t(c.calibrationPoint - 1)];
+    const tb::Calibration cal = tb::Calibration::fromSweepPoint(from, sweepFile.params, sweepFile.host);
+    tb::Scenario scenario = c.scenario;
+    if (!c.coresGiven) scenario.cores = cal.cores;
+    if (!c.batchGiven) scenario.batchPerTower = cal.batchPerTower;
+    std::vector<int> towers = c.predictTowers;
+    if (towers.empty())
+        for (const tb::SweepResult& r : results)
+            if (std::find(towers.begin(), towers.end(), r.point.towers) == towers.end()) towers.push_back(r.point.towers);
+    std::vector<std::string> strategies = c.predictStrategies;
+    if (strategies.empty()) strategies = sweepFile.settings.strategies;
+    if (!c.json) {
+        std::printf("calibrated from %s: %s, point %d (%s): %.0f examples/sec\n", c.predictFrom.c_str(),
+                    from.point.config.model.c_str(), c.calibrationPoint, from.point.label().c_str(), from.measured.examplesPerSec);
+        std::printf("assumptions: %s; host core %.1f GFLOP/s, %.1f GB/s copies (measured)\n", c.assumptions.toJson().dump().c_str(),
+                    cal.host.flops / 1e9, cal.host.bandwidth / 1e9);
+        std::printf("%-44s %12s %12s %9s %9s %9s %9s %9s\n", "scenario", "predicted", "measured", "step ms", "compute",
+                    "wait", "reduce", "apply");
+    }
+    for (int n : towers) {
+        for (const std::string& strategy : n == 1 ? std::vector<std::string>{"mean"} : strategies) {
+            tb::Scenario s = scenario;
+            s.towers = n;
+            s.strategy = strategy;
+            if (!c.threadsGiven) s.threadsPerTower = s.device ? 1 : std::max(1, s.cores / n);
+            if (!c.slow.empty()) {  // the stragglers among these towers
+                s.slowdown.assign(size_t(n), 1.0);
+                for (const auto& [tower, factor] : c.slow)
+                    if (tower < n) s.slowdown[size_t(tower)] = factor;
+            }
+            const tb::Prediction p = tb::predict(cal, c.assumptions, s);
+            // The sweep's measurement of the same point, where it made one (same towers, strategy, threads, batch).
+            double measured = -1;
+            for (const tb::SweepResult& r : results)
+                if (!s.device && c.slow.empty() && r.point.towers == n && (n == 1 || r.point.strategy == strategy) &&
+                    tb::Calibration::fromSweepPoint(r, sweepFile.params, sweepFile.host).threadsPerTower == s.threadsPerTower &&
+                    tb::Calibration::fromSweepPoint(r, sweepFile.params, sweepFile.host).batchPerTower == s.batchPerTower)
+                    measured = r.measured.examplesPerSec;
+            if (c.json) {
+                nlohmann::json j = p.toJson();
+                j["scenario"] = s.describe();
+                j["towers"] = n;
+                j["strategy"] = strategy;
+                j["measured_examples_per_sec"] = measured >= 0 ? nlohmann::json(measured) : nlohmann::json(nullptr);
+                j["assumptions"] = c.assumptions.toJson();
+                std::cout << j.dump() << "\n";
+                continue;
+            }
+            char m[32] = "-";
+            if (measured >= 0) std::snprintf(m, sizeof m, "%.0f", measured);
+            const tb::StepProfile& ph = p.phases;
+            std::printf("%-44s %12.0f %12s %9.2f %9.2f %9.2f %9.2f %9.2f\n", s.describe().c_str(), p.examplesPerSec, m,
+                        1e3 * p.stepSeconds, 1e3 * ph.compute, 1e3 * (ph.wait + ph.straggle), 1e3 * ph.reduce, 1e3 * ph.apply);
+            std::printf("    %s\n", p.bottleneck.c_str());
+        }
+    }
+    return 0;
+}
+
 }  // namespace
 
 int main(int argc, char** argv) {
@@ -179,6 +301,8 @@ int main(int argc, char** argv) {
         case CommandLine::Command::Runs: return runList(c);
         case CommandLine::Command::Convert: return runConvert(c.convertSpec, c.convertTarget);
         case CommandLine::Command::Eval: return runEval(c.evalTarget, c.config, c.dataGiven);
+        case CommandLine::Command::Scale: return runScale(c);
+        case CommandLine::Command::Predict: return runPredict(c);
         case CommandLine::Command::Train: return runHeadless(c.config, c.storage);
         }
         return fail("internal error: unknown command");

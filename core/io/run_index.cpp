@@ -90,7 +90,11 @@ RunRecord readRunFolder(const std::string& folder) {
     if (const nlohmann::json spec = readJson(f / "model.json"); spec.is_object()) {
         r.model = text(spec, "name", r.model);
     }
-    if (plan.is_object()) {
+    if (run.is_object() && text(run, "kind") == "sweep") {  // engine/scaling_sweep.hpp
+        const nlohmann::json sweep = readJson(f / "sweep.json");
+        const size_t points = sweep.is_object() && sweep.contains("points") && sweep["points"].is_array() ? sweep["points"].size() : 0;
+        r.plan = "scaling sweep, " + std::to_string(points) + (points == 1 ? " point" : " points");
+    } else if (plan.is_object()) {
         const auto towers = plan.contains("towers") && plan["towers"].is_array() ? plan["towers"] : nlohmann::json::array();
         r.plan = std::to_string(towers.size()) + (towers.size() == 1 ? " tower" : " towers");
         r.plan += ", variables " + text(plan, "variables", "?") + ", " + text(plan, "update", "sync");

@@ -317,6 +317,19 @@ def cpu_model():
     return "n/a"
 
 
+def cpu_isa():
+    """The vector and matrix extensions oneDNN can use here, from /proc/cpuinfo's flags."""
+    wanted = ["avx2", "fma", "avx512f", "avx512_vnni", "avx512_bf16", "amx_bf16", "amx_tile"]
+    try:
+        with open("/proc/cpuinfo") as f:
+            for line in f:
+                if line.startswith("flags"):
+                    have = set(line.split(":", 1)[1].split())
+                    return " ".join(w for w in wanted if w in have) or "none of " + " ".join(wanted)
+    except OSError:
+        pass
+    return "n/a"
+
 
 def add_common_args(ap, default_steps, default_models, repo):
     """The options both benchmarks share (steps, warm-up, models, learning rate, data)."""

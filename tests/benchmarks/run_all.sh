@@ -2,7 +2,8 @@
 # Runs the CPU benchmarks (see README.md):
 #   cpu     bench_cpu_vs_pytorch.py  Towerbench against PyTorch on the same networks, one process
 #   towers  bench_towers_vs_ddp.py   1/2/4 CPU towers against PyTorch DistributedDataParallel (gloo)
-#   usage: tests/benchmarks/run_all.sh BUILD_DIR [--which all|cpu|towers|gui|denormals] [extra script arguments]
+#   predictor bench_predictor.py     the what-if predictor against held-out measured configurations
+#   usage: tests/benchmarks/run_all.sh BUILD_DIR [--which all|cpu|towers|predictor|gui|denormals] [extra script arguments]
 # --which all (the default) runs cpu, then towers; the extra arguments then go to the first script
 # (cpu) only, and towers runs with its defaults. --which cpu / --which towers runs that one script and
 # hands it the extra arguments. The exit status is non-zero when any script that ran failed.
@@ -25,8 +26,8 @@ if [ $# -ge 1 ]; then
   esac
 fi
 case "$which" in
-  all|cpu|towers|gui|denormals) ;;
-  *) echo "$0: --which $which: expected all, cpu, towers, gui or denormals" >&2; exit 2 ;;
+  all|cpu|towers|predictor|gui|denormals) ;;
+  *) echo "$0: --which $which: expected all, cpu, towers, predictor, gui or denormals" >&2; exit 2 ;;
 esac
 here=$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)
 
@@ -75,11 +76,14 @@ case "$which" in
   denormals) denormals "$@"; exit $? ;;
   cpu) exec "$py" "$here/bench_cpu_vs_pytorch.py" "${cpu_args[@]}" "$@" ;;
   towers) exec "$py" "$here/bench_towers_vs_ddp.py" --binary "$binary" "$@" ;;
+  predictor) exec "$py" "$here/bench_predictor.py" --binary "$binary" "$@" ;;
 esac
 status=0
 "$py" "$here/bench_cpu_vs_pytorch.py" "${cpu_args[@]}" "$@" || status=$?
 echo
 "$py" "$here/bench_towers_vs_ddp.py" --binary "$binary" || status=$?
+echo
+"$py" "$here/bench_predictor.py" --binary "$binary" || status=$?
 echo
 gui || status=$?
 echo

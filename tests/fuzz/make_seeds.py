@@ -67,7 +67,11 @@ def main():
              ["--batch-per-tower", "16", "--epochs", "0.5", "--optimizer", "nesterov", "--momentum", "0.8"],
              ["eval", "run-1", "--data", "idx:dir", "--batch", "64"], ["runs", "--filter", "mlp", "--sort", "steps"],
              ["convert", "idx:a", "tfrecord:b"], ["--config", os.path.join(ROOT, "samples/configs/default.json"), "--quiet"],
-             ["--lr-decay-steps", "100", "--lr-decay-rate", "0.5", "--lr-staircase", "true", "--tf32", "false"]]
+             ["--lr-decay-steps", "100", "--lr-decay-rate", "0.5", "--lr-staircase", "true", "--tf32", "false"],
+             ["scale", "--sweep-towers", "1,2,4", "--sweep-strategies", "mean,allreduce,async,average:4",
+              "--sweep-warmup", "3", "--sweep-steps", "10", "--model", "mlp"],
+             ["predict", "sweep-1", "--towers", "8", "--device", "h100", "--link", "nvlink", "--machines", "2",
+              "--network", "infiniband", "--ps-shards", "2", "--slow", "1=3", "--assume", "serial_share=0.2,host_gbps=5"]]
     for i, f in enumerate(flags):
         put("fuzz_flags", "line%d" % i, b"\0".join(a.encode() for a in f))
 
@@ -89,6 +93,12 @@ def main():
         put("fuzz_run_folder", "with_index", CUT.join([read(run, n) for n in names] + [read(runs, "index.sqlite")]))
         put("fuzz_run_folder", "running", CUT.join(read(run, n) if n != "summary.json" else b"" for n in names))
         put("fuzz_metrics_lines", "metrics.jsonl", read(run, "metrics.jsonl"))
+
+        sweep = os.path.join(tmp, "sweep")
+        subprocess.run([RUN, "scale", "--model", "tiny_mlp", "--data", "synthetic:blobs", "--batch", "32",
+                        "--sweep-towers", "2", "--sweep-strategies", "mean,async,average:2", "--sweep-warmup", "1",
+                        "--sweep-steps", "3", "--run-dir", sweep, "--quiet"], env=env, check=True, stdout=subprocess.DEVNULL)
+        put("fuzz_sweep", "sweep.json", read(sweep, "sweep.json"))
 
         idx = os.path.join(tmp, "idx")
         os.makedirs(idx)

@@ -1,0 +1,260 @@
+#include "engine/scaling_sweep.hpp"
+
+#include <unistd.h>
+
+#include <algorithm>
+#include <filesystem>
+#include <fstream>
+#include <sstream>
+
+#include "engine/metrics_file.hpp"
+#include "engine/trainer.hpp"
+#include "io/atomic_file.hpp"
+#include "util/error.hpp"
+#include "util/json_file.hpp"
+#include "util/system_text.hpp"
+
+namespace tb {
+
+namespace fs = std::filesystem;
+
+void SweepSettings::validate() const {
+    if (towers.empty()) throw Error("--sweep-towers: needs at least one tower count");
+    for (int n : towers)
+        if (n < 1 || n > 64) throw Error("--sweep-towers: " + std::to_string(n) + " towers; give 1 to 64");
+    if (strategies.empty()) throw Error("--sweep-strategies: needs at least one strategy");
+    for (const std::string& s : strategies) {
+        RunConfig probe;
+        applyStrategy(probe, s);
+    }
+    if (warmup < 0 || warmup > 100000) throw Error("--sweep-warmup: give 0 to 100000 steps");
+    if (measure < 2 || measure > 1000000) throw Error("--sweep-steps: give 2 to 1000000 measured steps");
+}
+
+nlohmann::json SweepSettings::toJson() const {
+    return {{"towers", towers}, {"strategies", strategies}, {"warmup", warmup}, {"measure", measure}};
+}
+
+void applyStrategy(RunConfig& c, const std::string& s) {
+    c.averageEvery = 0;
+    c.update = "sync";
+    if (s == "mean") {
+        c.variables = "cpu";
+        c.reduce = "mean";
+    } else if (s == "allreduce") {
+        c.variables = "replicated";
+        c.reduce = "allreduce";
+    } else if (s == "async") {
+        c.variables = "cpu";
+        c.reduce = "mean";
+        c.update = "async";
+    } else if (s.starts_with("average:")) {
+        const std::string k = s.substr(8);
+        if (k.empty() || k.size() > 4 || !std::all_of(k.begin(), k.end(), ::isdigit) || std::stoi(k) < 1)
+            throw Error("--sweep-strategies: '" + s + "' needs K from 1 to 9999 steps (average:4)");
+        c.variables = "replicated";
+        c.reduce = "allreduce";
+        c.averageEvery = std::stoi(k);
+    } else {
+        throw Error("--sweep-strategies: unknown strategy '" + s + "' (mean, allreduce, async, average:K)");
+    }
+}
+
+std::string SweepPoint::label() const {
+    return std::to_string(towers) + (towers == 1 ? " tower" : " towers") + (towers == 1 ? "" : ", " + strategy);
+}
+
+std::vector<SweepPoint> sweepPoints(const RunConfig& base, const SweepSettings& settings) {
+    settings.validate();
+    // The towers' kind from the base's first tower: CPU towers, or one GPU each.
+    const std::string kind = base.towers.starts_with("gpu") ? "gpu" : "cpu";
+    const int perTower = base.batchPerTower > 0 ? base.batchPerTower : base.batch;
+    std::vector<int> counts = settings.towers;
+    std::sort(counts.begin(), counts.end());
+    counts.erase(std::unique(counts.begin(), counts.end()), counts.end());
+    if (counts.front() != 1) counts.insert(counts.begin(), 1);  // speedups need the one-tower point
+    std::vector<SweepPoint> points;
+    for (int n : counts) {
+        for (const std::string& s : n == 1 ? std::vector<std::string>{"mean"} : settings.strategies) {
+            SweepPoint p{n, s, base};
+            RunConfig& c = p.config;
+            std::string towers;
+            for (int i = 0; i < n; ++i) towers += (i ? "," : "") + kind + ":" + std::to_string(i);
+            c.towers = towers;
+            applyStrategy(c, s);
+            c.batchPerTower = perTower;
+            c.batch = std::min(RunConfig::kMaxBatch, n * perTower);
+            c.steps = settings.warmup + settings.measure;
+            c.evalEvery = 0;
+            c.slow.clear();
+            c.metrics.clear();
+            c.quiet = true;
+            c.validate();
+            (void)makePlan(c);  // a plan this machine cannot make is refused before any point runs
+            points.push_back(std::move(p));
+        }
+    }
+    return points;
+}
+
+nlohmann::json SweepResult::toJson() const {
+    nlohmann::json j = {{"label", point.label()},          {"towers", point.towers},
+                        {"strategy", point.strategy},      {"config", point.config.toJson()},
+                        {"measured", measured.toJson()},   {"speedup", speedup},
+                        {"efficiency", efficiency}};
+    j["test_accuracy"] = testAccuracy >= 0 ? nlohmann::json(testAccuracy) : nlohmann::json(nullptr);
+    return j;
+}
+
+ScalingSweep::ScalingSweep(RunConfig base, SweepSettings settings, std::string folder)
+    : base_(std::move(base)), settings_(std::move(settings)), folder_(std::move(folder)), created_(utcText()) {}
+
+ScalingSweep::~ScalingSweep() = default;
+
+void ScalingSweep::stop() {
+    stopped_ = true;
+    std::lock_guard<std::mutex> lock(mutex_);
+    if (current_) current_->requestStop();
+}
+
+void ScalingSweep::writeFolder(const std::string& state, const std::vector<SweepResult>& results, const std::string& error) {
+    if (folder_.empty()) return;
+    nlohmann::json run = {{"format", "towerbench-run"}, {"version", 1},           {"kind", "sweep"},
+                          {"state", state},             {"pid", int64_t(::getpid())}, {"host", hostName()},
+                          {"created", created_},        {"updated", utcText()}};
+    if (!error.empty()) run["error"] = error;
+    nlohmann::json points = nlohmann::json::array();
+    int64_t steps = 0;
+    double best = 0;
+    for (const SweepResult& r : results) {
+        points.push_back(r.toJson());
+        steps += r.point.config.steps;
+        best = std::max(best, r.measured.examplesPerSec);
+    }
+    const nlohmann::json sweep = {{"settings", settings_.toJson()},
+                                  {"params", params_},
+                                  {"host", {{"flops", host_.flops}, {"bandwidth", host_.bandwidth}}},
+                                  {"points", points}};
+    writeFileAtomically(folder_ + "/sweep.json", sweep.dump(2) + "\n");
+    if (state != "running")
+        writeFileAtomically(folder_ + "/summary.json",
+                            nlohmann::json{{"steps", steps}, {"examples_per_sec", best}, {"points", results.size()}}.dump(2) + "\n");
+    writeFileAtomically(folder_ + "/run.json", run.dump(2) + "\n");
+}
+
+std::vector<SweepResult> ScalingSweep::run(const std::function<void(const SweepResult&)>& onPoint) {
+    const std::vector<SweepPoint> points = sweepPoints(base_, settings_);
+    if (!folder_.empty()) {
+        std::error_code ec;
+        fs::create_directories(folder_ + "/points", ec);
+        if (ec) throw Error("--run-dir: cannot create " + folder_ + " (" + ec.message() + ")");
+        writeFileAtomically(folder_ + "/config.json", base_.toJson().dump(2) + "\n");
+    }
+    host_ = measureHostCore();
+    std::vector<SweepResult> results;
+    writeFolder("running", results);
+    try {
+        for (size_t i = 0; i < points.size() && !stopped_; ++i) {
+            SweepResult r;
+            r.point = points[i];
+            StepProfiler profiler(settings_.warmup);
+            Trainer trainer(r.point.config);
+            trainer.addObserver(&profiler);
+            std::unique_ptr<MetricsFile> metrics;
+            if (!folder_.empty()) {
+                std::string name = r.point.label();
+                std::replace_if(name.begin(), name.end(), [](char ch) { return !std::isalnum(static_cast<unsigned char>(ch)); }, '-');
+                char prefix[24];
+                std::snprintf(prefix, sizeof prefix, "%02zu-", i + 1);
+                metrics = std::make_unique<MetricsFile>(folder_ + "/points/" + prefix + name + ".jsonl", false, "run folder");
+                trainer.addObserver(metrics.get());
+            }
+            {
+                std::lock_guard<std::mutex> lock(mutex_);
+                current_ = &trainer;
+            }
+            RunSummary summary;
+            try {
+                summary = trainer.run();
+            } catch (...) {
+                std::lock_guard<std::mutex> lock(mutex_);
+                current_ = nullptr;
+                throw;
+            }
+            {
+                std::lock_guard<std::mutex> lock(mutex_);
+                current_ = nullptr;
+            }
+            r.measured = profiler.profile();
+            if (r.measured.steps < 2) break;  // stopped within the warm-up: nothing to report
+            r.testAccuracy = summary.evaluated ? summary.testAccuracy : -1;
+            params_ = summary.params;
+            const double one = results.empty() ? r.measured.examplesPerSec : results.front().measured.examplesPerSec;
+            r.speedup = one > 0 ? r.measured.examplesPerSec / one : 0;
+            r.efficiency = r.speedup / r.point.towers;
+            results.push_back(r);
+            writeFolder("running", results);
+            if (onPoint) onPoint(results.back());
+        }
+    } catch (const Error& e) {
+        try {
+            writeFolder("failed", results, e.what());
+        } catch (const Error&) {  // the failure being reported may be the folder's own
+        }
+        throw;
+    }
+    writeFolder(stopped_ ? "stopped" : "finished", results);
+    return results;
+}
+
+SweepFile ScalingSweep::readResults(const std::string& folder) {
+    const std::string path = folder + "/sweep.json";
+    std::ifstream in(path);
+    if (!in) throw Error(path + ": cannot read it (is " + folder + " a scaling sweep's folder?)");
+    std::stringstream text;
+    text << in.rdbuf();
+    const nlohmann::json j = parseJsonOrDiscard(text.str());
+    if (!j.is_object() || !j.contains("points") || !j["points"].is_array())
+        throw Error(path + ": not a sweep's results (no \"points\" list)");
+    auto positive = [&](const nlohmann::json& o, const char* key, double hi) {
+        if (!o.is_object() || !o.contains(key) || !o[key].is_number() || !(o[key].get<double>() > 0) || o[key].get<double>() > hi)
+            throw Error(path + ": '" + key + "' is missing or not a number from 0 to " + std::to_string(int64_t(hi)));
+        return o[key].get<double>();
+    };
+    SweepFile f;
+    f.params = int64_t(positive(j, "params", 1e12));
+    if (!j.contains("host")) throw Error(path + ": 'host' is missing");
+    f.host.flops = positive(j["host"], "flops", 1e16);
+    f.host.bandwidth = positive(j["host"], "bandwidth", 1e14);
+    if (j.contains("settings") && j["settings"].is_object() && j["settings"].contains("strategies") &&
+        j["settings"]["strategies"].is_array()) {
+        f.settings.strategies.clear();
+        for (const auto& st : j["settings"]["strategies"]) {
+            if (!st.is_string()) throw Error(path + ": 'settings.strategies' holds a non-string");
+            RunConfig probe;
+            applyStrategy(probe, st.get<std::string>());
+            f.settings.strategies.push_back(st.get<std::string>());
+        }
+    }
+    for (size_t i = 0; i < j["points"].size(); ++i) {
+        const nlohmann::json& p = j["points"][i];
+        const std::string where = path + ": point " + std::to_string(i + 1);
+        if (!p.is_object() || !p.contains("config") || !p["config"].is_object() || !p.contains("measured") ||
+            !p.contains("strategy") || !p["strategy"].is_string() || !p.contains("towers") || !p["towers"].is_number_integer())
+            throw Error(where + ": needs towers, strategy, config and measured");
+        SweepResult r;
+        r.point.towers = p["towers"].get<int>();
+        if (r.point.towers < 1 || r.point.towers > 4096) throw Error(where + ": 'towers' must be from 1 to 4096");
+        r.point.strategy = p["strategy"].get<std::string>();
+        applyStrategy(r.point.config, r.point.strategy);
+        for (const auto& [key, value] : p["config"].items()) r.point.config.set(key, value, where + " config");
+        r.measured = StepProfile::fromJson(p["measured"], where + " measured");
+        if (p.contains("speedup") && p["speedup"].is_number()) r.speedup = p["speedup"].get<double>();
+        if (p.contains("efficiency") && p["efficiency"].is_number()) r.efficiency = p["efficiency"].get<double>();
+        f.points.push_back(std::move(r));
+    }
+    if (f.points.empty()) throw Error(path + ": no measured points");
+    return f;
+}
+
+}  // namespace tb

@@ -1,0 +1,97 @@
+// ScalingSweep: "why is my multi-tower run not N times faster?", measured. Short runs of one
+// model on one data set over a grid of tower counts x strategies, each with a warm-up left out
+// of its measurement (StepProfile), giving examples/sec, speedup over one tower, scaling
+// efficiency and where a step's time goes. Batch per tower stays fixed (weak scaling, as the
+// seeds' multi-GPU training does): N towers train N times the examples per step.
+//
+// A sweep keeps a folder of its own, listed among the runs (RunIndex reads its kind):
+//   run.json      {"format":"towerbench-run","kind":"sweep","state":"running"|"finished"|"stopped"|"failed",...}
+//   config.json   the base settings (RunConfig JSON)
+//   sweep.json    {"settings":{...},"params":P,"host":{"flops","bandwidth"} (one core, measured first),"points":[{"label","towers","strategy","config","measured":StepProfile,
+//                  "speedup","efficiency","test_accuracy"}, ...]}, rewritten after every point
+//   summary.json  {"steps","examples_per_sec" (the best point's),"points"}
+//   points/NN-LABEL.jsonl   each point's metrics (engine/metrics_file.hpp)
+#pragma once
+#include <atomic>
+#include <mutex>
+#include <functional>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include <nlohmann/json.hpp>
+
+#include "engine/step_profile.hpp"
+#include "engine/step_time_model.hpp"
+#include "io/run_config.hpp"
+
+namespace tb {
+
+class Trainer;
+
+struct SweepSettings {
+    std::vector<int> towers = {1, 2};
+    // mean (variables on the CPU, the seeds' default), allreduce (replicated), async
+    // (parameter server), average:K (replicated, averaged every K steps).
+    std::vector<std::string> strategies = {"mean", "allreduce", "async", "average:4"};
+    int64_t warmup = 5, measure = 30;  // steps per point: left out, then measured
+    void validate() const;             // throws tb::Error naming the flag (--sweep-towers, ...)
+    nlohmann::json toJson() const;
+};
+
+struct SweepPoint {
+    int towers = 1;
+    std::string strategy;  // as in SweepSettings; one-tower points are "mean" (all strategies agree)
+    RunConfig config;
+    std::string label() const;  // "2 towers, allreduce"
+};
+
+struct SweepResult {
+    SweepPoint point;
+    StepProfile measured;
+    double speedup = 0;      // examples/sec over the one-tower point's
+    double efficiency = 0;   // speedup / towers
+    double testAccuracy = -1;
+    nlohmann::json toJson() const;
+};
+
+// The points of a sweep: one tower once, then every other tower count with every strategy.
+// Throws tb::Error where the base settings cannot make them (e.g. GPU towers beyond the GPUs).
+std::vector<SweepPoint> sweepPoints(const RunConfig& base, const SweepSettings& settings);
+// A strategy name as the flag --sweep-strategies takes it applied to a config.
+void applyStrategy(RunConfig& c, const std::string& strategy);
+
+// A sweep's folder read back (sweep.json).
+struct SweepFile {
+    SweepSettings settings;
+    int64_t params = 0;  // the model's
+    HostCore host;       // this machine's core, measured when the sweep began
+    std::vector<SweepResult> points;
+};
+
+class ScalingSweep {
+public:
+    // `folder`: the sweep's folder (new or empty), or empty for none (tests).
+    ScalingSweep(RunConfig base, SweepSettings settings, std::string folder);
+    ~ScalingSweep();
+    // Runs the points in order; `onPoint` sees each result as it is measured. A stop ends the
+    // point in progress (its measurement is kept if it got past the warm-up) and skips the rest.
+    std::vector<SweepResult> run(const std::function<void(const SweepResult&)>& onPoint = {});
+    void stop();  // any thread
+    const std::string& folder() const { return folder_; }
+    // A sweep's folder read back; throws tb::Error naming the file and what is wrong.
+    static SweepFile readResults(const std::string& folder);
+
+private:
+    void writeFolder(const std::string& state, const std::vector<SweepResult>& results, const std::string& error = {});
+    RunConfig base_;
+    SweepSettings settings_;
+    std::string folder_, created_;
+    int64_t params_ = 0;
+    HostCore host_;
+    std::atomic<bool> stopped_{false};
+    std::mutex mutex_;           // guards current_
+    Trainer* current_ = nullptr;  // the point being run
+};
+
+}  // namespace tb

@@ -1,0 +1,408 @@
+#include "engine/step_time_model.hpp"
+
+#include <omp.h>
+
+#include <algorithm>
+#include <chrono>
+#include <cmath>
+#include <cstring>
+#include <thread>
+
+#include <oneapi/dnnl/dnnl.h>
+
+#include "engine/scaling_sweep.hpp"
+#include "util/error.hpp"
+
+namespace tb {
+
+namespace {
+
+double amdahl(double serial, int threads) { return serial + (1 - serial) / std::max(1, threads); }
+int averageEvery(const std::string& s) { return s.starts_with("average:") ? std::stoi(s.substr(8)) : 0; }
+bool replicated(const std::string& s) { return s == "allreduce" || averageEvery(s) > 0; }
+bool holderApplies(const std::string& s) { return s == "mean"; }  // each tower its chunk of the holder's update
+
+std::string megabytes(double bytes) {
+    char t[32];
+    std::snprintf(t, sizeof t, bytes >= 10e6 ? "%.0f MB" : "%.1f MB", bytes / 1e6);
+    return t;
+}
+std::string ms(double seconds) {
+    char t[32];
+    std::snprintf(t, sizeof t, seconds >= 0.01 ? "%.0f ms" : "%.1f ms", 1e3 * seconds);
+    return t;
+}
+std::string percent(double x) { return std::to_string(int(std::lround(100 * x))) + "%"; }
+
+double parseNumber(const std::string& text, const std::string& what) {
+    try {
+        size_t used = 0;
+        const double v = std::stod(text, &used);
+        if (used == text.size() && std::isfinite(v) && v > 0 && v < 1e18) return v;
+    } catch (const std::exception&) {
+    }
+    throw Error(what + ": '" + text + "' is not a positive number");
+}
+
+std::vector<std::string> splitColons(const std::string& s) {
+    std::vector<std::string> out(1);
+    for (char c : s) {
+        if (c == ':') out.emplace_back();
+        else out.back().push_back(c);
+    }
+    return out;
+}
+
+void checkScenario(const Scenario& s) {
+    if (s.towers < 1 || s.towers > 100000) throw Error("towers: give 1 to 100000");
+    if (s.threadsPerTower < 1 || s.cores < 1) throw Error("threads and cores: give at least 1");
+    if (s.batchPerTower < 1) throw Error("batch per tower: give at least 1");
+    if (s.psShards < 1) throw Error("--ps-shards: give at least 1");
+    if (s.machines < 1 || s.machines > s.towers) throw Error("--machines: give 1 to the number of towers");
+    if (!s.slowdown.empty() && int(s.slowdown.size()) != s.towers) throw Error("slowdown: one factor per tower");
+    for (double f : s.slowdown)
+        if (!(f >= 1)) throw Error("slowdown: factors must be at least 1");
+    RunConfig probe;
+    applyStrategy(probe, s.strategy);
+    if (s.device && (s.link.bandwidth <= 0 || (s.machines > 1 && s.network.bandwidth <= 0)))
+        throw Error("--link/--network: GPU towers need the links that join them");
+}
+
+// The bytes one tower moves per step and the seconds they take; `where` names the link.
+struct Transfer {
+    double seconds = 0, bytes = 0;
+    std::string where;
+    std::string parts;  // where the seconds go when more than one thing takes them
+};
+
+Transfer transferOf(const Calibration& cal, const Assumptions& a, const Scenario& s, double hostBandwidth) {
+    const int n = s.towers;
+    const double B = 4.0 * double(cal.params);
+    const int k = averageEvery(s.strategy);
+    Transfer t;
+    if (!s.device) {  // CPU towers: reductions in shared memory, each tower's thread its chunk
+        t.where = "the shared-memory reduction";
+        if (n == 1 || s.strategy == "async") return t;  // read in place
+        if (s.strategy == "mean") {
+            t.bytes = B * (1 + 1.0 / n);
+            t.seconds = a.hostLatency + t.bytes / hostBandwidth;
+        } else {  // all-reduce of gradients, or of parameters every K steps
+            t.bytes = B * (2 + 1.0 / n);
+            t.seconds = 2 * a.hostLatency + t.bytes / hostBandwidth;
+            if (k > 0) t.seconds /= k, t.bytes /= k;
+        }
+        return t;
+    }
+    const int perMachine = (n + s.machines - 1) / s.machines;
+    const int remote = n - perMachine;  // towers on machines other than the holder's
+    if (!replicated(s.strategy)) {  // mean, async: variables down and gradients up over each tower's link
+        t.where = "the CPU holder's " + s.link.name + " link";
+        t.bytes = 2 * B;
+        t.seconds = 2 * (s.link.latency + B / s.link.bandwidth);
+        t.parts = s.link.name + " " + ms(t.seconds);
+        if (s.strategy == "mean" && n > 1) {  // the holder's mean, each tower's thread its chunk
+            const double mean = B * (1 + 1.0 / n) / hostBandwidth;
+            t.seconds += mean;
+            t.parts += ", the holder's mean on the CPU " + ms(mean);
+        }
+        if (s.machines > 1) {  // the holder's network links carry every remote tower's traffic, split over S shards
+            t.where = "the parameter servers' " + s.network.name + " links";
+            const double net = s.network.latency + remote * 2 * B / (s.psShards * s.network.bandwidth);
+            t.seconds += net;
+            t.parts += ", " + s.network.name + " " + ms(net);
+        }
+        return t;
+    }
+    t.where = "the " + s.link.name + " ring";
+    if (perMachine > 1) {
+        const double g = perMachine;
+        t.bytes += 2 * (g - 1) / g * B;
+        t.seconds += 2 * (g - 1) * s.link.latency + 2 * (g - 1) / g * B / s.link.bandwidth;
+    }
+    if (s.machines > 1) {
+        const double m = s.machines;
+        t.where = "the " + s.network.name + " ring between machines";
+        t.bytes += 2 * (m - 1) / m * B;
+        t.seconds += 2 * (m - 1) * s.network.latency + 2 * (m - 1) / m * B / s.network.bandwidth;
+    }
+    if (k > 0) t.seconds /= k, t.bytes /= k;
+    return t;
+}
+
+// The effective bandwidth of this machine's reductions: from the calibration run where it had
+// several towers reducing, else the measured copy rate (or the stated one).
+double hostBandwidthOf(const Calibration& cal, const Assumptions& a) {
+    if (a.hostBandwidth > 0) return a.hostBandwidth;
+    const int n = cal.towers;
+    const double B = 4.0 * double(cal.params);
+    if (n > 1 && (cal.strategy == "mean" || replicated(cal.strategy))) {
+        const int k = std::max(1, averageEvery(cal.strategy));
+        const double bytes = cal.strategy == "mean" ? B * (1 + 1.0 / n) : B * (2 + 1.0 / n);
+        const double latency = (cal.strategy == "mean" ? 1 : 2) * a.hostLatency;
+        const double spent = cal.measured.reduce * k - latency;
+        if (spent > 0) return bytes / spent;
+    }
+    return cal.host.bandwidth > 0 ? cal.host.bandwidth : 5e9;
+}
+
+Prediction predictSteps(const Calibration& cal, const Assumptions& a, const Scenario& s) {
+    checkScenario(s);
+    // Under a microsecond of compute per step is no measurement (and would make every rate infinite).
+    if (cal.measured.compute < 1e-6 || cal.batchPerTower < 1 || cal.params < 1)
+        throw Error("calibration: the measured run has no compute time (under 1 us per step), batch or parameters");
+    const int n = s.towers, n0 = cal.towers;
+    const double P = double(cal.params);
+    // One thread's seconds per example, and per parameter updated, in the calibration run.
+    const double share0 = std::max(1.0, double(n0 * cal.threadsPerTower) / cal.cores);
+    const double speed0 = amdahl(a.serialShare, cal.threadsPerTower) * share0;
+    const double perExample = cal.measured.compute / (cal.batchPerTower * speed0);
+    const double units0 = holderApplies(cal.strategy) ? P / n0 : P;
+    const double perParam = cal.measured.apply / (units0 * speed0);
+    const double units = holderApplies(s.strategy) ? P / n : P;
+
+    double compute = 0, apply = 0;
+    if (!s.device) {
+        const double speed = amdahl(a.serialShare, s.threadsPerTower) * std::max(1.0, double(n * s.threadsPerTower) / s.cores);
+        compute = perExample * s.batchPerTower * speed;
+        apply = perParam * units * speed;
+    } else {
+        if (cal.host.flops <= 0) throw Error("calibration: this machine's FLOP/s were not measured");
+        compute = perExample * s.batchPerTower * cal.host.flops / s.device->flops;
+        // Replicas update on their device (about 5 floats read or written per parameter); the
+        // CPU holder as measured here, one thread per tower.
+        apply = replicated(s.strategy) ? 20.0 * P / s.device->memoryBandwidth : perParam * units;
+    }
+    const double hostBandwidth = hostBandwidthOf(cal, a);
+    const Transfer t = transferOf(cal, a, s, hostBandwidth);
+    // The input pipeline as it kept up in the calibration run: its measured wait per step.
+    const double data = cal.measured.dataWait * a.dataScale;
+
+    Prediction p;
+    p.bytesPerTower = t.bytes;
+    StepProfile& ph = p.phases;
+    std::vector<double> factor(size_t(n), 1.0);
+    if (!s.slowdown.empty()) factor = s.slowdown;
+    if (s.strategy != "async") {
+        double slowest = 0;
+        for (double f : factor) slowest = std::max(slowest, data + compute * f);
+        for (double f : factor) {
+            ph.straggle += compute * (f - 1) / n;
+            ph.wait += std::max(0.0, slowest - data - compute * f) / n;
+        }
+        ph.dataWait = data;
+        ph.compute = compute;
+        ph.reduce = t.seconds;
+        ph.apply = apply;
+        p.stepSeconds = slowest + t.seconds + apply;
+        p.examplesPerSec = double(n) * s.batchPerTower / p.stepSeconds;
+    } else {
+        // Each tower cycles alone; pushes queue at the holder, one at a time per shard (M/D/1).
+        double rate = 0;  // pushes per second, before queueing
+        for (double f : factor) rate += 1.0 / (data + compute * f + t.seconds + apply);
+        const double load = rate * apply / s.psShards;
+        const double queue = load < 0.95 ? apply * load / (2 * (1 - load)) : apply * 10;
+        double examples = 0;
+        for (double f : factor) {
+            const double cycle = data + compute * f + t.seconds + apply + queue;
+            examples += s.batchPerTower / cycle;
+            ph.straggle += compute * (f - 1) / n;
+        }
+        examples = std::min(examples, s.batchPerTower * s.psShards / apply);  // the holder's limit
+        ph.dataWait = data;
+        ph.compute = compute;
+        ph.wait = queue;
+        ph.reduce = t.seconds;
+        ph.apply = apply;
+        p.examplesPerSec = examples;
+        p.stepSeconds = double(n) * s.batchPerTower / examples;  // per n pushes: a "step" of every tower
+        p.meanStaleness = n - 1;
+    }
+    ph.steps = 1;
+    ph.examplesPerSec = p.examplesPerSec;
+    ph.bytesPerStep = t.bytes * n;
+    return p;
+}
+
+std::string bottleneckOf(const Calibration& cal, const Assumptions& a, const Scenario& s, const Prediction& p) {
+    const StepProfile& ph = p.phases;
+    const double step = ph.stepSeconds();
+    struct Term {
+        double seconds;
+        const char* name;
+    };
+    // Async: a straggler holds no one (its own updates are fewer); waiting is the holder's queue.
+    const bool async = s.strategy == "async";
+    const Term terms[] = {{ph.reduce, "reduce"}, {ph.wait + (async ? 0 : ph.straggle), "wait"}, {ph.apply, "apply"},
+                          {ph.dataWait, "data"}};
+    const Term worst = *std::max_element(std::begin(terms), std::end(terms),
+                                         [](const Term& x, const Term& y) { return x.seconds < y.seconds; });
+    const std::string who = s.describe() + ": ";
+    if (step <= 0 || worst.seconds < 0.1 * step) {
+        std::string text = who + "compute bound: forward and backward take " + percent(ph.compute / step) + " of the step";
+        if (async && ph.straggle > 0.1 * step)
+            return text + "; the straggler trains fewer examples but holds no one (mean staleness " +
+                   std::to_string(int(std::lround(p.meanStaleness))) + ").";
+        const int threads = s.towers * s.threadsPerTower;
+        if (!s.device && threads > s.cores)
+            return text + ", and " + std::to_string(threads) + " threads share " + std::to_string(s.cores) +
+                   (s.cores == 1 ? " core" : " cores") + ": towers beyond the cores add no examples/sec.";
+        return text + "; towers on more devices would add examples/sec almost in proportion.";
+    }
+    auto better = [&](const std::vector<std::string>& options) {  // the best other strategy, in words
+        std::string best;
+        double gain = 0;
+        for (const std::string& o : options) {
+            if (o == s.strategy) continue;
+            Scenario alt = s;
+            alt.strategy = o;
+            const double g = predictSteps(cal, a, alt).examplesPerSec / p.examplesPerSec - 1;
+            if (g > gain) gain = g, best = o;
+        }
+        if (best.empty()) return std::string("no other strategy would be faster");
+        const std::string name = best == "mean" ? "the CPU holder" : best == "allreduce" ? "all-reduce"
+                                 : best == "async" ? "async updates" : "averaging every " + best.substr(8) + " steps";
+        return name + " would raise examples/sec by " + percent(gain);
+    };
+    if (worst.name == std::string("reduce")) {
+        const int n = s.towers;
+        const Transfer t = transferOf(cal, a, s, hostBandwidthOf(cal, a));
+        return who + t.where + " carries " + std::to_string(n) + " x " + megabytes(p.bytesPerTower) + " per step (" +
+               ms(ph.reduce) + " of the " + ms(step) + " step" + (t.parts.empty() ? "" : ": " + t.parts) + "); " +
+               better({"mean", "allreduce", "average:" + std::to_string(std::max(4, 2 * averageEvery(s.strategy)))}) + ".";
+    }
+    if (worst.name == std::string("wait"))
+        return who + "the slowest tower holds the others: " + ms(ph.wait + ph.straggle) + " of the " + ms(step) +
+               " step is waiting or straggling; " + better({"async"}) + " (at the price of stale gradients).";
+    if (worst.name == std::string("apply"))
+        return who + "applying the update takes " + ms(ph.apply) + " of the " + ms(step) + " step; " +
+               better({"mean", "allreduce"}) + ".";
+    return who + "the input pipeline: towers wait " + ms(ph.dataWait) + " of the " + ms(step) + " step for data.";
+}
+
+}  // namespace
+
+const std::vector<ProcessorSpec>& processorPresets() {
+    // fp32 (CUDA cores, no tensor cores) peak and memory bandwidth from the makers' data sheets.
+    static const std::vector<ProcessorSpec> presets = {
+        {"h100", 67e12, 3.35e12}, {"a100", 19.5e12, 2.04e12}, {"v100", 15.7e12, 0.9e12},
+        {"l4", 30.3e12, 0.3e12},  {"rtx4090", 82.6e12, 1.01e12}};
+    return presets;
+}
+
+const std::vector<LinkSpec>& linkPresets() {
+    // Bandwidth one way as transfers reach it (not the signalling rate), latency per transfer.
+    static const std::vector<LinkSpec> presets = {
+        {"pcie4", 10e-6, 25e9},      {"pcie5", 10e-6, 50e9},   {"nvlink", 5e-6, 400e9},
+        {"10gbe", 50e-6, 1.1e9},     {"100gbe", 20e-6, 11e9},  {"infiniband", 3e-6, 24e9}};
+    return presets;
+}
+
+namespace {
+
+// A preset by name, else the three fields NAME:A:B of one described by hand.
+template <class Spec>
+const Spec* presetOrFields(const std::vector<Spec>& presets, const std::string& text, const std::string& flag,
+                           const char* what, const char* form, std::vector<std::string>& fields) {
+    for (const Spec& p : presets)
+        if (p.name == text) return &p;
+    fields = splitColons(text);
+    if (fields.size() == 3 && !fields[0].empty()) return nullptr;
+    std::string names;
+    for (const Spec& p : presets) names += (names.empty() ? "" : ", ") + p.name;
+    throw Error(flag + ": unknown " + what + " '" + text + "' (" + names + ", or " + form + ")");
+}
+
+}  // namespace
+
+ProcessorSpec parseProcessor(const std::string& text, const std::string& flag) {
+    std::vector<std::string> f;
+    if (const ProcessorSpec* p = presetOrFields(processorPresets(), text, flag, "device", "NAME:TFLOPS:GBPS", f)) return *p;
+    return {f[0], 1e12 * parseNumber(f[1], flag + " TFLOPS"), 1e9 * parseNumber(f[2], flag + " GBPS")};
+}
+
+LinkSpec parseLink(const std::string& text, const std::string& flag) {
+    std::vector<std::string> f;
+    if (const LinkSpec* l = presetOrFields(linkPresets(), text, flag, "link", "NAME:LATENCY_US:GBPS", f)) return *l;
+    return {f[0], 1e-6 * parseNumber(f[1], flag + " LATENCY_US"), 1e9 * parseNumber(f[2], flag + " GBPS")};
+}
+
+HostCore measureHostCore() {
+    HostCore h;
+    // On a thread of its own, whose OpenMP team is one thread: one core's rates.
+    std::thread([&h] {
+        omp_set_num_threads(1);
+        using Clock = std::chrono::steady_clock;
+        const dnnl_dim_t n = 512;
+        std::vector<float> x(size_t(n * n), 1.f), y(size_t(n * n), 0.5f), z(size_t(n * n));
+        dnnl_sgemm('N', 'N', n, n, n, 1.f, x.data(), n, y.data(), n, 0.f, z.data(), n);  // warm up
+        int reps = 0;
+        const auto t0 = Clock::now();
+        do {
+            dnnl_sgemm('N', 'N', n, n, n, 1.f, x.data(), n, y.data(), n, 0.f, z.data(), n);
+            ++reps;
+        } while (std::chrono::duration<double>(Clock::now() - t0).count() < 0.2);
+        h.flops = 2.0 * double(n * n * n) * reps / std::chrono::duration<double>(Clock::now() - t0).count();
+        std::vector<float> from(size_t(16) << 20, 1.f), to(size_t(16) << 20, 0.f);  // 64 MiB each
+        std::memcpy(to.data(), from.data(), from.size() * sizeof(float));
+        const auto t1 = Clock::now();
+        for (int i = 0; i < 4; ++i) std::memcpy(to.data(), from.data(), from.size() * sizeof(float));
+        h.bandwidth = 4.0 * double(from.size() * sizeof(float)) / std::chrono::duration<double>(Clock::now() - t1).count();
+    }).join();
+    return h;
+}
+
+Calibration Calibration::fromSweepPoint(const SweepResult& r, int64_t params, HostCore host) {
+    Calibration c;
+    c.measured = r.measured;
+    c.towers = r.point.towers;
+    c.cores = r.point.config.threads > 0 ? r.point.config.threads : int(std::max(1u, std::thread::hardware_concurrency()));
+    c.threadsPerTower = std::max(1, c.cores / c.towers);
+    c.batchPerTower = r.point.config.batchPerTower > 0 ? r.point.config.batchPerTower : r.point.config.batch / c.towers;
+    c.strategy = r.point.strategy;
+    c.params = params;
+    c.host = host;
+    return c;
+}
+
+void Assumptions::set(const std::string& key, double value) {
+    auto check = [&](double lo, double hi) {
+        if (!(value >= lo && value <= hi))
+            throw Error("--assume: " + key + " must be from " + std::to_string(lo) + " to " + std::to_string(hi));
+    };
+    if (key == "serial_share") check(0, 1), serialShare = value;
+    else if (key == "host_latency_us") check(0, 1e6), hostLatency = value * 1e-6;
+    else if (key == "host_gbps") check(0.001, 1e4), hostBandwidth = value * 1e9;
+    else if (key == "data_scale") check(0, 1e3), dataScale = value;
+    else throw Error("--assume: unknown assumption '" + key + "' (serial_share, host_latency_us, host_gbps, data_scale)");
+}
+
+nlohmann::json Assumptions::toJson() const {
+    return {{"serial_share", serialShare}, {"host_latency_us", hostLatency * 1e6},
+            {"host_gbps", hostBandwidth / 1e9}, {"data_scale", dataScale}};
+}
+
+std::string Scenario::describe() const {
+    std::string d = std::to_string(towers) + " " + (device ? device->name + " " : std::string()) +
+                    (towers == 1 ? "tower" : "towers");
+    if (machines > 1) d += " on " + std::to_string(machines) + " machines";
+    if (!device) d += " x " + std::to_string(threadsPerTower) + (threadsPerTower == 1 ? " thread" : " threads");
+    if (towers > 1) d += ", " + strategy;
+    if (psShards > 1) d += ", " + std::to_string(psShards) + " shards";
+    return d;
+}
+
+nlohmann::json Prediction::toJson() const {
+    nlohmann::json j = {{"step_ms", 1e3 * stepSeconds},     {"examples_per_sec", examplesPerSec},
+                        {"phases", phases.toJson()},         {"bytes_per_tower", bytesPerTower},
+                        {"bottleneck", bottleneck}};
+    if (meanStaleness >= 0) j["mean_staleness"] = meanStaleness;
+    return j;
+}
+
+Prediction predict(const Calibration& cal, const Assumptions& a, const Scenario& s) {
+    Prediction p = predictSteps(cal, a, s);
+    p.bottleneck = bottleneckOf(cal, a, s, p);
+    return p;
+}
+
+}  // namespace tb

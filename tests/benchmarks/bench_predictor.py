@@ -1,0 +1,139 @@
+#!/usr/bin/python3
+"""Validation of the what-if predictor (towerbench-run predict) on what this machine can measure.
+
+    python3 tests/benchmarks/bench_predictor.py --binary build/app/towerbench-run \
+        [--model mnist_cnn] [--batch 64] [--steps 30] [--warmup 5] [--out DIR]
+
+1. Calibration: ONE measured run, `towerbench-run scale --sweep-towers 1` (one tower, both cores).
+2. Predictions, all made and saved (OUT/predictions.json) before any held-out run starts: for a
+   held-out set of configurations that differ a lot (threads per tower; 1 vs 2 towers on 1 vs 2
+   cores, pinned with taskset; stragglers x2 and x3 in sync and async; averaging every K; batch
+   sizes; holder mean vs all-reduce; oversubscribed towers), `towerbench-run predict` with the
+   matching flags. The naive prediction is "nothing changes": the calibration's examples/sec.
+3. Measurements: each configuration trained for warmup+steps steps with --metrics; examples/sec
+   over the steps after the warm-up, from the metrics file (the examples of each report over the
+   elapsed_s between the warm-up's last report and the last one), independent of the sweep code.
+Prints the processor, then one row per configuration: predicted, measured, error; the mean
+absolute error of the model and of the naive prediction (goal: model at most 15% and clearly
+below naive). JSON lines follow (lines starting with '{').
+"""
+import argparse
+import json
+import os
+import subprocess
+import sys
+import tempfile
+
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+from bench_common import cpu_isa, cpu_model, print_table  # noqa: E402
+
+REPO = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+
+
+def towers(n):
+    return ",".join(f"cpu:{i}" for i in range(n))
+
+
+# label, predict flags, run flags, cores (taskset), towers
+def held_out(batch):
+    b2 = str(2 * batch)
+    return [
+        ("1 tower x 1 thread", ["--towers", "1", "--threads-per-tower", "1", "--cores", "1"],
+         ["--threads", "1", "--batch", str(batch)], "0", 1),
+        ("1 tower x 1 thread, batch x4", ["--towers", "1", "--threads-per-tower", "1", "--cores", "1",
+                                          "--batch-per-tower", str(4 * batch)],
+         ["--threads", "1", "--batch", str(4 * batch)], "0", 1),
+        ("1 tower x 2 threads, batch /2", ["--towers", "1", "--batch-per-tower", str(batch // 2)],
+         ["--threads", "2", "--batch", str(batch // 2)], "0,1", 1),
+        ("2 towers x 1 thread, 2 cores, mean", ["--towers", "2", "--strategies", "mean"],
+         ["--threads", "2", "--batch", b2, "--towers", towers(2)], "0,1", 2),
+        ("2 towers on 1 core, mean", ["--towers", "2", "--strategies", "mean", "--cores", "1", "--threads-per-tower", "1"],
+         ["--threads", "1", "--batch", b2, "--towers", towers(2)], "0", 2),
+        ("2 towers, allreduce", ["--towers", "2", "--strategies", "allreduce"],
+         ["--threads", "2", "--batch", b2, "--towers", towers(2), "--variables", "replicated", "--reduce", "allreduce"], "0,1", 2),
+        ("2 towers, average every 4", ["--towers", "2", "--strategies", "average:4"],
+         ["--threads", "2", "--batch", b2, "--towers", towers(2), "--variables", "replicated", "--reduce", "allreduce", "--average-every", "4"], "0,1", 2),
+        ("2 towers, mean, straggler x2", ["--towers", "2", "--strategies", "mean", "--slow", "1=2"],
+         ["--threads", "2", "--batch", b2, "--towers", towers(2), "--slow", "1=2"], "0,1", 2),
+        ("2 towers, mean, straggler x3", ["--towers", "2", "--strategies", "mean", "--slow", "1=3"],
+         ["--threads", "2", "--batch", b2, "--towers", towers(2), "--slow", "1=3"], "0,1", 2),
+        ("2 towers, async, straggler x2", ["--towers", "2", "--strategies", "async", "--slow", "1=2"],
+         ["--threads", "2", "--batch", b2, "--towers", towers(2), "--update", "async", "--slow", "1=2"], "0,1", 2),
+        ("2 towers, async, straggler x3", ["--towers", "2", "--strategies", "async", "--slow", "1=3"],
+         ["--threads", "2", "--batch", b2, "--towers", towers(2), "--update", "async", "--slow", "1=3"], "0,1", 2),
+        ("2 towers x 1 thread, batch x4 each", ["--towers", "2", "--strategies", "mean", "--batch-per-tower", str(4 * batch)],
+         ["--threads", "2", "--batch", str(8 * batch), "--towers", towers(2)], "0,1", 2),
+        ("4 towers on 2 cores, mean", ["--towers", "4", "--strategies", "mean"],
+         ["--threads", "2", "--batch", str(4 * batch), "--towers", towers(4)], "0,1", 4),
+    ]
+
+
+def measured_rate(binary, model, data, flags, cores, warmup, steps, metrics):
+    cmd = ["taskset", "-c", cores, binary, "--model", model, "--data", data, "--steps", str(warmup + steps),
+           "--validation", "0", "--quiet", "--metrics", metrics, *flags]
+    proc = subprocess.run(cmd, cwd=REPO, capture_output=True, text=True)
+    if proc.returncode != 0:
+        raise RuntimeError(f"{' '.join(cmd)}: exit {proc.returncode}: {proc.stderr.strip()[-500:]}")
+    reports = [json.loads(ln) for ln in open(metrics) if '"type":"step"' in ln]
+    start = reports[warmup - 1]["elapsed_s"]
+    timed = reports[warmup:]
+    return sum(r["examples"] for r in timed) / (timed[-1]["elapsed_s"] - start), cmd
+
+
+def main():
+    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    ap.add_argument("--binary", default=os.path.join(REPO, "build", "app", "towerbench-run"))
+    ap.add_argument("--model", default="mnist_cnn")
+    ap.add_argument("--data", default="fashion-mnist")
+    ap.add_argument("--batch", type=int, default=64, help="examples per tower per step (calibration)")
+    ap.add_argument("--steps", type=int, default=30)
+    ap.add_argument("--warmup", type=int, default=5)
+    ap.add_argument("--out", default=None, help="folder for the sweep, predictions and metrics (default: a temp dir)")
+    args = ap.parse_args()
+    out = args.out or tempfile.mkdtemp(prefix="bench_predictor_")
+    os.makedirs(out, exist_ok=True)
+    print(f"processor: {cpu_model()} ({cpu_isa()}), {os.cpu_count()} cores; model {args.model}, data {args.data}")
+
+    sweep = os.path.join(out, "calibration")
+    cal = subprocess.run(["taskset", "-c", "0,1", args.binary, "scale", "--model", args.model, "--data", args.data,
+                          "--batch", str(args.batch), "--threads", "2", "--validation", "0", "--quiet",
+                          "--sweep-towers", "1", "--sweep-warmup", str(args.warmup), "--sweep-steps", str(args.steps),
+                          "--run-dir", sweep], cwd=REPO, capture_output=True, text=True)
+    if cal.returncode != 0:
+        sys.exit(f"calibration failed: {cal.stderr.strip()}")
+    naive = json.loads(cal.stdout.strip().splitlines()[-1])["points"][0]["measured"]["examples_per_sec"]
+    print(f"calibration: 1 tower x 2 threads, batch {args.batch}: {naive:.0f} examples/sec")
+
+    configs = held_out(args.batch)
+    predictions = []
+    for label, pflags, _, _, _ in configs:
+        p = subprocess.run([args.binary, "predict", sweep, "--json", *pflags], cwd=REPO, capture_output=True, text=True)
+        if p.returncode != 0:
+            sys.exit(f"predict {label}: {p.stderr.strip()}")
+        predictions.append(json.loads(p.stdout.strip().splitlines()[-1]))
+    with open(os.path.join(out, "predictions.json"), "w") as f:  # saved before any held-out run
+        json.dump([{"label": c[0], "prediction": p} for c, p in zip(configs, predictions)], f, indent=1)
+
+    rows, records, errors, naive_errors = [], [], [], []
+    for i, ((label, _, rflags, cores, _), p) in enumerate(zip(configs, predictions)):
+        measured, cmd = measured_rate(args.binary, args.model, args.data, rflags, cores, args.warmup, args.steps,
+                                      os.path.join(out, f"held-out-{i + 1:02d}.jsonl"))
+        predicted = p["examples_per_sec"]
+        err = (predicted - measured) / measured
+        nerr = (naive - measured) / measured
+        errors.append(abs(err))
+        naive_errors.append(abs(nerr))
+        rows.append([label, f"{predicted:.0f}", f"{measured:.0f}", f"{100 * err:+.1f}%", f"{100 * nerr:+.1f}%"])
+        records.append({"label": label, "predicted": predicted, "measured": measured, "error": err,
+                        "naive_error": nerr, "command": " ".join(cmd), "bottleneck": p["bottleneck"]})
+    print_table(["held-out configuration", "predicted ex/s", "measured ex/s", "model error", "naive error"], rows)
+    mae, naive_mae = sum(errors) / len(errors), sum(naive_errors) / len(naive_errors)
+    print(f"mean absolute error: model {100 * mae:.1f}% (goal <= 15%), naive {100 * naive_mae:.1f}%")
+    for r in records:
+        print(json.dumps(r))
+    print(json.dumps({"mae": mae, "naive_mae": naive_mae, "processor": cpu_model(), "isa": cpu_isa(), "model": args.model,
+                      "calibration_examples_per_sec": naive, "out": out}))
+
+
+if __name__ == "__main__":
+    main()

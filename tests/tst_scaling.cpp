@@ -1,0 +1,266 @@
+// The scaling lab's engine: the step profiler's measurement, the step-time model's arithmetic
+// (each term against the formula it states), a sweep's folder and its reading back, and the
+// scale / predict commands with their refusals.
+#include <QtTest>
+
+#include <QJsonDocument>
+#include <QJsonObject>
+#include <QTemporaryDir>
+
+#include "engine/scaling_sweep.hpp"
+#include "engine/step_profile.hpp"
+#include "engine/step_time_model.hpp"
+#include "io/run_index.hpp"
+#include "test_support.hpp"
+#include "util/error.hpp"
+
+using namespace tb;
+
+namespace {
+
+StepMetrics step(int64_t n, double elapsed, double compute, double wait, int towers = 2) {
+    StepMetrics m;
+    m.step = n;
+    m.elapsedSeconds = elapsed;
+    m.stepSeconds = 0.1;
+    m.examples = 64;
+    m.bytesMoved = 1000;
+    for (int i = 0; i < towers; ++i) {
+        TowerMetrics t;
+        t.phases.forward = compute / 2;
+        t.phases.backward = compute / 2;
+        t.phases.wait = i == 0 ? wait : 0;
+        t.phases.apply = 0.001;
+        m.towers.push_back(t);
+    }
+    return m;
+}
+
+// One tower of 100 examples: 10 ms compute on one thread, 1 ms apply, no transfers.
+Calibration oneTower() {
+    Calibration c;
+    c.measured.steps = 20;
+    c.measured.compute = 0.010;
+    c.measured.apply = 0.001;
+    c.measured.examplesPerSec = 100 / 0.011;
+    c.towers = 1;
+    c.threadsPerTower = 1;
+    c.cores = 2;
+    c.batchPerTower = 100;
+    c.params = 1'000'000;  // B = 4 MB
+    c.host = {1e10, 4e9};
+    return c;
+}
+
+QString errorOf(const std::function<void()>& f) {
+    try {
+        f();
+    } catch (const Error& e) {
+        return e.what();
+    }
+    return {};
+}
+
+}  // namespace
+
+class ScalingTest : public QObject {
+    Q_OBJECT
+    QTemporaryDir dir_;
+
+private slots:
+    // The warm-up is left out: its reports neither count nor start the clock.
+    void profilerLeavesOutTheWarmUp() {
+        StepProfiler p(2);
+        p.onStepEnd(step(1, 5.0, 1.0, 1.0));  // a slow first step (kernel generation)
+        p.onStepEnd(step(2, 5.1, 1.0, 1.0));
+        QCOMPARE(p.profile().steps, int64_t(0));
+        for (int i = 3; i <= 6; ++i) p.onStepEnd(step(i, 5.1 + 0.1 * (i - 2), 0.08, 0.02));
+        const StepProfile m = p.profile();
+        QCOMPARE(m.steps, int64_t(4));
+        QCOMPARE(m.examples, int64_t(256));
+        QVERIFY(qAbs(m.seconds - 0.4) < 1e-9);
+        QVERIFY(qAbs(m.examplesPerSec - 640) < 1e-6);
+        QVERIFY(qAbs(m.compute - 0.08) < 1e-12);
+        QVERIFY(qAbs(m.wait - 0.01) < 1e-12);  // mean over the two towers
+        QVERIFY(qAbs(m.bytesPerStep - 1000) < 1e-9);
+        QCOMPARE(StepProfile::fromJson(m.toJson(), "x").examples, m.examples);
+    }
+
+    // Async reports: only the pusher's phases are the update's.
+    void profilerTakesThePushersPhases() {
+        StepProfiler p(0);
+        StepMetrics m = step(1, 1.0, 0.05, 0);
+        m.towers[1].phases.forward = 1.0;  // the other tower's stale report
+        m.pusher = 0;
+        m.staleness = 3;
+        p.onStepEnd(m);
+        QVERIFY(qAbs(p.profile().compute - 0.05) < 1e-12);
+        QCOMPARE(p.profile().meanStaleness, 3.0);
+    }
+
+    // Each term of the model against its formula.
+    void modelTermsFollowTheirFormulas() {
+        const Calibration cal = oneTower();
+        Assumptions a;
+        a.serialShare = 0.2;
+        a.hostLatency = 10e-6;
+        Scenario s;
+        s.towers = 2;
+        s.threadsPerTower = 1;
+        s.cores = 2;
+        s.batchPerTower = 100;
+        s.strategy = "mean";
+        const double B = 4e6, perExample = 0.010 / 100;
+        Prediction p = predict(cal, a, s);
+        QVERIFY(qAbs(p.phases.compute - 0.010) < 1e-12);
+        QVERIFY(qAbs(p.phases.apply - 0.0005) < 1e-12);                       // each tower half the update
+        QVERIFY(qAbs(p.phases.reduce - (10e-6 + B * 1.5 / 4e9)) < 1e-12);     // the measured copy rate
+        QVERIFY(qAbs(p.examplesPerSec - 200 / (0.010 + 0.0005 + 10e-6 + B * 1.5 / 4e9)) < 1e-6);
+        // Two threads per tower on two cores shared by two towers: Amdahl, then time sharing.
+        s.threadsPerTower = 2;
+        p = predict(cal, a, s);
+        QVERIFY(qAbs(p.phases.compute - perExample * 100 * (0.2 + 0.8 / 2) * 2) < 1e-12);
+        // All-reduce: replicas each apply the whole update; B(2 + 1/N) and two barriers.
+        s.threadsPerTower = 1;
+        s.strategy = "allreduce";
+        p = predict(cal, a, s);
+        QVERIFY(qAbs(p.phases.apply - 0.001) < 1e-12);
+        QVERIFY(qAbs(p.phases.reduce - (20e-6 + B * 2.5 / 4e9)) < 1e-12);
+        // Averaging every 4: a quarter of it per step.
+        s.strategy = "average:4";
+        QVERIFY(qAbs(predict(cal, a, s).phases.reduce - (20e-6 + B * 2.5 / 4e9) / 4) < 1e-12);
+        // A straggler x3 in sync: the others wait for its 2 x 10 ms; async: nobody waits for it.
+        s.strategy = "mean";
+        s.slowdown = {1, 3};
+        p = predict(cal, a, s);
+        QVERIFY(qAbs(p.phases.straggle - 0.010) < 1e-12);  // (0 + 20 ms) / 2
+        QVERIFY(qAbs(p.phases.wait - 0.010) < 1e-12);      // (20 ms + 0) / 2
+        const double syncRate = p.examplesPerSec;
+        s.strategy = "async";
+        p = predict(cal, a, s);
+        QCOMPARE(p.meanStaleness, 1.0);
+        QVERIFY(p.examplesPerSec > 1.5 * syncRate);
+        QVERIFY(p.bottleneck.find("2 towers") == 0);
+    }
+
+    // GPU towers on hardware described: compute by the FLOP/s ratio, the holder's link carries
+    // B down and B up per tower, the ring 2(N-1)/N B, and the bottleneck names the link.
+    void modelOnOtherHardware() {
+        const Calibration cal = oneTower();
+        Assumptions a;
+        Scenario s;
+        s.towers = 4;
+        s.batchPerTower = 100;
+        s.device = parseProcessor("h100", "--device");
+        s.link = parseLink("pcie4", "--link");
+        s.strategy = "mean";
+        Prediction p = predict(cal, a, s);
+        QVERIFY(qAbs(p.phases.compute - 0.010 * 1e10 / 67e12) < 1e-15);
+        QVERIFY(qAbs(p.bytesPerTower - 8e6) < 1e-6);
+        QVERIFY2(p.bottleneck.find("PCIe") != std::string::npos || p.bottleneck.find("pcie4 link") != std::string::npos,
+                 p.bottleneck.c_str());
+        QVERIFY2(p.bottleneck.find("4 x 8.0 MB") != std::string::npos, p.bottleneck.c_str());
+        QVERIFY2(p.bottleneck.find("the holder's mean on the CPU") != std::string::npos, p.bottleneck.c_str());
+        QVERIFY2(p.bottleneck.find("would raise examples/sec by") != std::string::npos, p.bottleneck.c_str());
+        s.strategy = "allreduce";
+        s.link = parseLink("nvlink", "--link");
+        p = predict(cal, a, s);
+        QVERIFY(qAbs(p.bytesPerTower - 2.0 * 3 / 4 * 4e6) < 1e-6);
+        QCOMPARE(parseLink("x:2:10", "--link").bandwidth, 10e9);
+        QVERIFY(errorOf([] { parseProcessor("h900", "--device"); }).startsWith("--device: unknown device 'h900'"));
+        QVERIFY(errorOf([] { parseLink("x:-1:3", "--link"); }).startsWith("--link LATENCY_US: '-1'"));
+        QVERIFY(errorOf([] { Assumptions().set("serial", 1); }).startsWith("--assume: unknown assumption"));
+    }
+
+    // A short sweep: one tower, then two with each strategy; its folder, read back, and the index.
+    void sweepKeepsAFolder() {
+        RunConfig base;
+        base.model = "tiny_mlp";
+        base.data = "synthetic:blobs";
+        base.batch = 32;
+        base.threads = 2;
+        base.validation = 0;
+        SweepSettings settings;
+        settings.towers = {2};
+        settings.strategies = {"mean", "async"};
+        settings.warmup = 2;
+        settings.measure = 5;
+        const QString root = dir_.filePath("runs");
+        const std::string folder = (root + "/sweep").toStdString();
+        ScalingSweep sweep(base, settings, folder);
+        int seen = 0;
+        const auto results = sweep.run([&](const SweepResult&) { ++seen; });
+        QCOMPARE(seen, 3);
+        QCOMPARE(int(results.size()), 3);
+        QCOMPARE(results[0].point.label(), std::string("1 tower"));
+        QCOMPARE(results[0].speedup, 1.0);
+        QCOMPARE(results[2].point.label(), std::string("2 towers, async"));
+        QCOMPARE(results[1].point.config.batch, 64);  // batch per tower kept
+        for (const SweepResult& r : results) {
+            QCOMPARE(r.measured.steps, int64_t(5));
+            QVERIFY(r.measured.examplesPerSec > 0 && r.measured.compute > 0);
+        }
+        const SweepFile back = ScalingSweep::readResults(folder);
+        QCOMPARE(int(back.points.size()), 3);
+        QVERIFY(back.params > 0 && back.host.flops > 0 && back.host.bandwidth > 0);
+        QCOMPARE(back.points[2].point.config.update, std::string("async"));
+        QCOMPARE(back.points[1].measured.examples, results[1].measured.examples);
+        QVERIFY(QFile::exists(QString::fromStdString(folder) + "/points/03-2-towers--async.jsonl"));
+        RunIndex index(root.toStdString());
+        const auto rows = index.list();
+        QCOMPARE(int(rows.size()), 1);
+        QCOMPARE(rows[0].plan, std::string("scaling sweep, 3 points"));
+        QCOMPARE(rows[0].state, std::string("finished"));
+        QCOMPARE(rows[0].model, std::string("tiny_mlp"));
+    }
+
+    // The commands: scale writes a sweep, predict reads it; refusals in one line each.
+    void commands() {
+        const QString folder = dir_.filePath("cli-sweep");
+        tbtest::RunResult r = tbtest::runTowerbench({"scale", "--model", "tiny_mlp", "--data", "synthetic:blobs", "--batch", "32",
+                                                     "--threads", "2", "--validation", "0", "--sweep-towers", "2",
+                                                     "--sweep-strategies", "allreduce", "--sweep-warmup", "1",
+                                                     "--sweep-steps", "4", "--run-dir", folder});
+        QVERIFY2(r.exitCode == 0, qPrintable(r.err));
+        QVERIFY(r.err.contains("2 towers, allreduce"));
+        const QJsonObject s = QJsonDocument::fromJson(r.out.trimmed().toUtf8()).object();
+        QCOMPARE(s.value("run_dir").toString(), folder);
+        r = tbtest::runTowerbench({"predict", folder, "--towers", "1,2,4", "--strategies", "mean,allreduce"});
+        QVERIFY2(r.exitCode == 0, qPrintable(r.err));
+        QVERIFY(r.out.contains("4 towers x 1 thread, allreduce"));
+        // A straggler applies where its tower exists (not to the one-tower scenario).
+        r = tbtest::runTowerbench({"predict", folder, "--towers", "1,2", "--slow", "1=3"});
+        QVERIFY2(r.exitCode == 0, qPrintable(r.err));
+        QVERIFY(r.out.contains("the slowest tower holds the others"));
+        r = tbtest::runTowerbench({"predict", folder, "--towers", "8", "--device", "a100", "--link", "pcie5", "--json"});
+        QVERIFY2(r.exitCode == 0, qPrintable(r.err));
+        QCOMPARE(r.out.trimmed().count('\n'), 0);  // one line: the sweep's one strategy
+        QVERIFY(QJsonDocument::fromJson(r.out.trimmed().toUtf8()).object().value("bottleneck").toString().startsWith("8 a100 towers"));
+        struct Bad {
+            QStringList args;
+            QString says;
+        };
+        const QList<Bad> bad = {
+            {{"scale", "--sweep-towers", "0"}, "--sweep-towers: '0' is not a whole number from 1 to 4096"},
+            {{"scale", "--sweep-strategies", "ring"}, "--sweep-strategies: unknown strategy 'ring'"},
+            {{"scale", "--steps", "10"}, "scale: --steps does not apply"},
+            {{"scale", "--run-dir", folder}, "is not empty"},
+            {{"predict"}, "predict: needs a scaling sweep's folder"},
+            {{"predict", dir_.path()}, "sweep.json: cannot read it"},
+            {{"predict", folder, "--device", "tpu"}, "--device: unknown device 'tpu'"},
+            {{"predict", folder, "--link", "pcie4"}, "--link/--machines: describe the towers' device too"},
+            {{"predict", folder, "--from", "9"}, "--from: the sweep has 2 points, not 9"},
+            {{"predict", folder, "--assume", "serial_share=2"}, "--assume: serial_share must be from"},
+            {{"predict", folder, "--slow", "1=0.5"}, "--slow: the factor in '1=0.5' must be from 1 to 1000"},
+            {{"predict", folder, "--slow", "x=2"}, "--slow: 'x' is not a whole number"},
+        };
+        for (const Bad& b : bad) {
+            r = tbtest::runTowerbench(b.args);
+            QVERIFY2(r.exitCode == 2, qPrintable(b.args.join(' ')));
+            QVERIFY2(r.err.contains(b.says) && r.err.trimmed().count('\n') == 0, qPrintable(r.err));
+        }
+    }
+};
+
+QTEST_MAIN(ScalingTest)
+#include "tst_scaling.moc"
