@@ -17,9 +17,7 @@
 #include "engine/scaling_sweep.hpp"
 #include "engine/selftest.hpp"
 #include "engine/step_time_model.hpp"
-#include "nn/model_spec.hpp"
 #include "stop_signals.hpp"
-#include "util/system_text.hpp"
 #include "io/run_index.hpp"
 #include "engine/trainer.hpp"
 #include "command_line.hpp"
@@ -195,25 +193,17 @@ int runEval(const std::string& target, tb::RunConfig config, bool dataGiven) {
 // scale: the sweep, a line per point on stderr as it is measured, one JSON line on stdout.
 int runScale(const CommandLine& c) {
     const tb::RunConfig& base = c.config;
-    std::string dir = c.storage.runDir;
-    if (dir.empty()) {
-        std::string name = tb::findModel(base.model).name;
-        std::replace_if(name.begin(), name.end(), [](char ch) { return !std::isalnum(static_cast<unsigned char>(ch)) && ch != '_'; }, '-');
-        dir = tb::RunFolder::runsRoot() + "/" + tb::utcText("%Y%m%d-%H%M%S") + "-sweep-" + name;
-    }
-    std::error_code ec;
-    if (std::filesystem::exists(dir, ec) && !std::filesystem::is_empty(dir, ec))
-        return fail("--run-dir: " + dir + " is not empty (a sweep keeps a new folder of its own)");
+    const std::string dir = c.storage.runDir.empty() ? tb::newSweepFolder(base) : c.storage.runDir;
     tb::ScalingSweep sweep(base, c.sweep, dir);
     StopSignals signals("towerbench-run", [&](int sig) {
         std::fprintf(stderr, "towerbench-run: %s: stopping the sweep after this point's step\n", StopSignals::name(sig));
         sweep.stop();
     });
-    if (!base.quiet)
-        std::fprintf(stderr, "%-28s %12s %8s %8s %9s %9s %9s %9s %9s %9s\n", "point", "examples/s", "speedup", "effic.",
-                     "step ms", "compute", "wait", "reduce", "apply", "data");
     const auto results = sweep.run([&](const tb::SweepResult& r) {
         if (base.quiet) return;
+        if (r.point.towers == 1)  // the first point: the header, once the sweep is under way
+            std::fprintf(stderr, "%-28s %12s %8s %8s %9s %9s %9s %9s %9s %9s\n", "point", "examples/s", "speedup",
+                         "effic.", "step ms", "compute", "wait", "reduce", "apply", "data");
         const tb::StepProfile& m = r.measured;
         std::fprintf(stderr, "%-28s %12.0f %7.2fx %7.0f%% %9.2f %9.2f %9.2f %9.2f %9.2f %9.2f\n", r.point.label().c_str(),
                      m.examplesPerSec, r.speedup, 100 * r.efficiency, 1e3 * m.stepSeconds(), 1e3 * m.compute,

@@ -4,9 +4,11 @@
 // narrower than its content, no sideways scrolling of the form, no toolbar overflow, nothing
 // overlapping in the status bar. It also saves the screenshots the README shows (a fresh start,
 // an asynchronous run with a straggler, an averaging run, two runs compared, the predictions after
-// a run) as towerbench-<size>-<view>.png in the
+// a run, the scaling lab's sweep and what-if prediction) as towerbench-<size>-<view>.png in the
 // test's directory.
 #include <QtTest>
+
+#include <functional>
 
 #include <QAbstractSpinBox>
 #include <QAction>
@@ -38,6 +40,7 @@
 #include "form_widgets.hpp"
 #include "main_window.hpp"
 #include "predictions_panel.hpp"
+#include "scaling_lab.hpp"
 
 namespace {
 
@@ -57,8 +60,10 @@ bool behindATab(MainWindow& top, const QWidget* w) {
     return false;
 }
 
-// Everything a reader would find cut, squeezed or overlapping in `top` as it is shown now.
-QStringList layoutProblems(MainWindow& top) {
+// What a reader would find cut or squeezed in any window `top` as it is shown now: the window
+// past the screen, labels, combo boxes, spin boxes and fields narrower than their text, long
+// one-line tooltips, chart titles cut; `hidden` says which widgets are out of sight.
+QStringList widgetProblems(QWidget& top, const std::function<bool(const QWidget*)>& hidden) {
     QStringList problems;
     const QRect window = top.rect();
     // A run's views must not push the window past the screen (minimum sizes add up).
@@ -68,7 +73,7 @@ QStringList layoutProblems(MainWindow& top) {
                         .arg(frame.width()).arg(frame.height()).arg(frame.x()).arg(frame.y())
                         .arg(avail.width()).arg(avail.height());
     for (QWidget* w : top.findChildren<QWidget*>()) {
-        if (!w->isVisible() || w->window() != &top || behindATab(top, w)) continue;
+        if (!w->isVisible() || w->window() != &top || hidden(w)) continue;
         const QRect where(w->mapTo(&top, QPoint(0, 0)), w->size());
         auto need = [&](int needed, const char* what) {
             if (w->width() < needed)
@@ -97,6 +102,30 @@ QStringList layoutProblems(MainWindow& top) {
             need(needed, "text");
         }
     }
+    // Qt shows a plain-text tooltip on one line as wide as its text; rich text it wraps.
+    auto longTip = [&](const QString& tip, const QString& owner) {
+        if (!tip.isEmpty() && !Qt::mightBeRichText(tip) && top.fontMetrics().horizontalAdvance(tip) > 600)
+            problems << QStringLiteral("%1: a one-line tooltip %2 px wide").arg(owner).arg(top.fontMetrics().horizontalAdvance(tip));
+    };
+    for (QWidget* w : top.findChildren<QWidget*>())
+        if (w->isVisible() && w->window() == &top) longTip(w->toolTip(), describe(w));
+    for (QAction* a : top.findChildren<QAction*>()) longTip(a->toolTip(), QStringLiteral("action '%1'").arg(a->text()));
+    // Chart titles are painted by QCustomPlot, which cuts them at the plot's edges.
+    for (QCustomPlot* plot : top.findChildren<QCustomPlot*>()) {
+        if (!plot->isVisible() || plot->window() != &top || plot->plotLayout()->rowCount() < 2) continue;
+        if (auto* title = qobject_cast<QCPTextElement*>(plot->plotLayout()->element(0, 0))) {
+            const int needed = QFontMetrics(title->font()).horizontalAdvance(title->text()) + 8;
+            if (needed > plot->width())
+                problems << QStringLiteral("chart title '%1' needs %2 px, its chart is %3 px")
+                                .arg(title->text()).arg(needed).arg(plot->width());
+        }
+    }
+    return problems;
+}
+
+// Everything a reader would find cut, squeezed or overlapping in the main window as it is shown now.
+QStringList layoutProblems(MainWindow& top) {
+    QStringList problems = widgetProblems(top, [&top](const QWidget* w) { return behindATab(top, w); });
     // The timeline's painted legend names every phase inside the view and leaves room for bars.
     for (TimelineView* t : top.findChildren<TimelineView*>()) {
         if (!t->isVisible()) continue;
@@ -110,24 +139,6 @@ QStringList layoutProblems(MainWindow& top) {
                                 .arg(r.width()).arg(r.left()).arg(t->width());
         if (t->plotArea().height() < 3 * t->fontMetrics().height())
             problems << QStringLiteral("timeline: %1 px left for the towers' bars").arg(t->plotArea().height());
-    }
-    // Qt shows a plain-text tooltip on one line as wide as its text; rich text it wraps.
-    auto longTip = [&](const QString& tip, const QString& owner) {
-        if (!tip.isEmpty() && !Qt::mightBeRichText(tip) && top.fontMetrics().horizontalAdvance(tip) > 600)
-            problems << QStringLiteral("%1: a one-line tooltip %2 px wide").arg(owner).arg(top.fontMetrics().horizontalAdvance(tip));
-    };
-    for (QWidget* w : top.findChildren<QWidget*>())
-        if (w->isVisible()) longTip(w->toolTip(), describe(w));
-    for (QAction* a : top.findChildren<QAction*>()) longTip(a->toolTip(), QStringLiteral("action '%1'").arg(a->text()));
-    // Chart titles are painted by QCustomPlot, which cuts them at the plot's edges.
-    for (QCustomPlot* plot : top.findChildren<QCustomPlot*>()) {
-        if (!plot->isVisible() || plot->plotLayout()->rowCount() < 2) continue;
-        if (auto* title = qobject_cast<QCPTextElement*>(plot->plotLayout()->element(0, 0))) {
-            const int needed = QFontMetrics(title->font()).horizontalAdvance(title->text()) + 8;
-            if (needed > plot->width())
-                problems << QStringLiteral("chart title '%1' needs %2 px, its chart is %3 px")
-                                .arg(title->text()).arg(needed).arg(plot->width());
-        }
     }
     // The decision view's caption is painted line by line: every line whole.
     for (DecisionView* d : top.findChildren<DecisionView*>()) {
@@ -337,6 +348,45 @@ private slots:
         const QStringList problems = layoutProblems(w);
         QVERIFY2(problems.isEmpty(), qPrintable(problems.join('\n')));
         QVERIFY(w.grab().save(shotPath(QStringLiteral("predictions"))));
+    }
+
+    // The scaling lab on this screen: a sweep of mlp on Fashion-MNIST measured from its window
+    // (1, 2, 4 towers x mean, all-reduce, async, averaging every 4), the model's curves beside
+    // the measured points; then the same model's prediction for H100s over PCIe 4. Both fit the
+    // screen, nothing cut, and are saved for the README.
+    void scalingLab() {
+        MainWindow w(tbtest::fakeCatalog(0), noTelemetry());
+        w.setQuitConfirmation([] { return true; });
+        w.show();
+        tb::RunConfig c = w.experiment()->config();
+        c.model = "mlp";
+        c.data = "fashion-mnist";
+        c.towers = "cpu:0";
+        c.batch = 128;
+        c.threads = 2;
+        c.validation = 0;
+        c.emaDecay = 0;  // async points cannot keep a moving average
+        w.experiment()->setConfig(c);
+        ScalingLab* lab = w.openScalingLab();
+        QVERIFY(QTest::qWaitForWindowExposed(lab));
+        lab->towersEdit()->setText("1,2,4");
+        for (const char* s : {"mean", "allreduce", "async", "average"}) lab->strategyBox(s)->setChecked(true);
+        lab->warmupBox()->setValue(5);
+        lab->stepsBox()->setValue(40);
+        lab->startButton()->click();
+        QTRY_VERIFY_WITH_TIMEOUT(!lab->running(), 300000);
+        QVERIFY2(lab->statusText().startsWith("Finished: 9 points"), qPrintable(lab->statusText()));
+        QTest::qWait(200);
+        QStringList problems = widgetProblems(*lab, [](const QWidget*) { return false; });
+        QVERIFY2(problems.isEmpty(), qPrintable(problems.join('\n')));
+        QVERIFY(lab->grab().save(shotPath(QStringLiteral("sweep"))));
+        lab->hardwareBox()->setCurrentIndex(lab->hardwareBox()->findData("h100"));
+        lab->linkBox()->setCurrentIndex(lab->linkBox()->findData("pcie4"));
+        lab->maxTowersBox()->setValue(16);
+        QTest::qWait(200);
+        problems = widgetProblems(*lab, [](const QWidget*) { return false; });
+        QVERIFY2(problems.isEmpty(), qPrintable(problems.join('\n')));
+        QVERIFY(lab->grab().save(shotPath(QStringLiteral("what-if"))));
     }
 
     void runViews() {

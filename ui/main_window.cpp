@@ -44,6 +44,7 @@
 #include "io/run_index.hpp"
 #include "run_follower.hpp"
 #include "runs_panel.hpp"
+#include "scaling_lab.hpp"
 #include "placement_diagram.hpp"
 
 namespace {
@@ -107,6 +108,7 @@ MainWindow::MainWindow(DeviceCatalog catalog, const TelemetryFactory& telemetry,
     });
     connect(runs_, &RunsPanel::resumeRequested, this, &MainWindow::resumeRun);
     connect(runs_, &RunsPanel::followRequested, this, &MainWindow::followRun);
+    connect(runs_, &RunsPanel::sweepRequested, this, [this](const QString& folder) { openScalingLab(folder); });
     askSteps_ = [this](int64_t done) {
         bool ok = false;
         const int total = QInputDialog::getInt(this, tr("Resume a finished run"),
@@ -350,6 +352,9 @@ void MainWindow::buildMenus() {
     bar->addWidget(paceLabel);
     bar->addWidget(pace_);
 
+    auto* lab = menuBar()->addMenu(tr("&Lab"));
+    lab->addAction(tr("&Scaling lab…"), QKeySequence(tr("Ctrl+L")), this, [this] { openScalingLab(); });
+
     auto* view = menuBar()->addMenu(tr("&View"));
     for (QDockWidget* d : findChildren<QDockWidget*>()) view->addAction(d->toggleViewAction());
 
@@ -365,6 +370,19 @@ void MainWindow::buildMenus() {
                                .arg(TB_VERSION));
     });
     updateActions();
+}
+
+ScalingLab* MainWindow::openScalingLab(const QString& sweepFolder) {
+    if (!lab_) {
+        lab_ = new ScalingLab(this);
+        connect(lab_, &ScalingLab::sweepFinished, runs_, &RunsPanel::refresh);
+    }
+    if (!lab_->running()) lab_->setBase(experiment_->config());
+    if (!sweepFolder.isEmpty()) lab_->openSweep(sweepFolder);
+    lab_->show();
+    lab_->raise();
+    lab_->activateWindow();
+    return lab_;
 }
 
 void MainWindow::updateActions() {

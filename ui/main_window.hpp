@@ -26,6 +26,7 @@ class ExperimentPanel;
 class PlacementDiagram;
 class DecisionView;
 class RunsPanel;
+class ScalingLab;
 class RunFollower;
 class ChartsPanel;
 class DevicesPanel;
@@ -59,6 +60,9 @@ public:
     PredictionsPanel* predictions() const { return predictions_; }
     QDockWidget* predictionsDock() const { return predictionsDock_; }
     QScrollArea* experimentScroll() const { return scroll_; }
+    // The scaling lab's window, made on first use, measuring the experiment of the moment; with a
+    // folder, that sweep shown.
+    ScalingLab* openScalingLab(const QString& sweepFolder = {});
     QComboBox* paceBox() const { return pace_; }
     QAction* startAction() const { return startAct_; }
     bool running() const { return running_; }
@@ -130,6 +134,7 @@ private:
     std::unique_ptr<RunFollower> follower_;  // a folder followed live; none while this window trains
     DevicesPanel* devices_;
     PredictionsPanel* predictions_;
+    ScalingLab* lab_ = nullptr;
     QDockWidget *left_, *right_, *predictionsDock_;
     QThread thread_;
     EngineWorker* worker_;

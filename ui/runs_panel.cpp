@@ -1,5 +1,7 @@
 #include "runs_panel.hpp"
 
+#include <QFileInfo>
+
 #include <QDir>
 #include <algorithm>
 #include <QFile>
@@ -99,7 +101,10 @@ RunsPanel::RunsPanel(QString root, QWidget* parent) : QWidget(parent), root_(std
         }
     });
     connect(follow_, &QPushButton::clicked, this, [this] {
-        if (selectedFolders().size() == 1) emit followRequested(selectedFolders().front());
+        if (selectedFolders().size() != 1) return;
+        const QString folder = selectedFolders().front();
+        if (isSweep(folder)) emit sweepRequested(folder);
+        else emit followRequested(folder);
     });
     connect(resume_, &QPushButton::clicked, this, [this] {
         if (selectedFolders().size() == 1) emit resumeRequested(selectedFolders().front());
@@ -108,8 +113,11 @@ RunsPanel::RunsPanel(QString root, QWidget* parent) : QWidget(parent), root_(std
         const int n = int(selectedFolders().size());
         compare_->setEnabled(n >= 2);
         open_->setEnabled(n == 1);
-        resume_->setEnabled(n == 1);
+        // A scaling sweep's folder opens in the scaling lab; it has nothing to resume or follow.
+        const bool sweep = n == 1 && isSweep(selectedFolders().front());
+        resume_->setEnabled(n == 1 && !sweep);
         follow_->setEnabled(n == 1);
+        follow_->setText(sweep ? tr("Show sweep") : tr("Follow"));
         delete_->setEnabled(n >= 1);
     });
     confirmDelete_ = [this](const QStringList& folders) {
@@ -125,6 +133,8 @@ RunsPanel::RunsPanel(QString root, QWidget* parent) : QWidget(parent), root_(std
     };
     refresh();
 }
+
+bool RunsPanel::isSweep(const QString& folder) { return QFileInfo::exists(folder + "/sweep.json"); }
 
 void RunsPanel::refresh() {
     const QStringList keep = selectedFolders();

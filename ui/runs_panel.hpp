@@ -2,7 +2,8 @@
 // date, model, data, plan, state, steps, validation and test accuracy, examples/sec; a filter
 // box; sorted by any column. Select several and Compare overlays their curves beside a table of
 // their settings with the differences marked (CompareDialog); Open settings puts a run's settings
-// into the experiment form; Delete removes folders after asking.
+// into the experiment form; Delete removes folders after asking. A scaling sweep's folder is
+// shown in the scaling lab (Show sweep).
 #pragma once
 #include <QDialog>
 #include <QStringList>
@@ -38,8 +39,10 @@ signals:
     void openSettings(const tb::RunConfig& config);  // a run's settings, for the form
     void resumeRequested(const QString& folder);     // continue it from its newest checkpoint
     void followRequested(const QString& folder);     // show it live as another process writes it
+    void sweepRequested(const QString& folder);      // a scaling sweep's folder, for the scaling lab
 
 private:
+    static bool isSweep(const QString& folder);
     QString root_;
     QLineEdit* filter_;
     QTableWidget* table_;

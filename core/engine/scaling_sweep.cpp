@@ -8,8 +8,10 @@
 #include <sstream>
 
 #include "engine/metrics_file.hpp"
+#include "engine/run_folder.hpp"
 #include "engine/trainer.hpp"
 #include "io/atomic_file.hpp"
+#include "nn/model_spec.hpp"
 #include "util/error.hpp"
 #include "util/json_file.hpp"
 #include "util/system_text.hpp"
@@ -91,10 +93,23 @@ std::vector<SweepPoint> sweepPoints(const RunConfig& base, const SweepSettings& 
             c.quiet = true;
             c.validate();
             (void)makePlan(c);  // a plan this machine cannot make is refused before any point runs
+            if (c.update == "async" && c.emaDecay > 0)  // the trainer refuses it: say so before any point runs
+                throw Error("--sweep-strategies: async cannot keep the weights' moving average (--ema-decay " +
+                            shortJson(c.emaDecay) + "); set --ema-decay 0 or leave async out");
             points.push_back(std::move(p));
         }
     }
     return points;
+}
+
+std::string newSweepFolder(const RunConfig& base) {
+    std::string name = findModel(base.model).name;
+    std::replace_if(name.begin(), name.end(), [](char ch) { return !std::isalnum(static_cast<unsigned char>(ch)) && ch != '_'; }, '-');
+    const std::string stem = RunFolder::runsRoot() + "/" + utcText("%Y%m%d-%H%M%S") + "-sweep-" + name;
+    std::string path = stem;
+    std::error_code ec;
+    for (int i = 2; fs::exists(path, ec); ++i) path = stem + "-" + std::to_string(i);  // two in one second
+    return path;
 }
 
 nlohmann::json SweepResult::toJson() const {
@@ -146,6 +161,8 @@ std::vector<SweepResult> ScalingSweep::run(const std::function<void(const SweepR
     const std::vector<SweepPoint> points = sweepPoints(base_, settings_);
     if (!folder_.empty()) {
         std::error_code ec;
+        if (fs::exists(folder_, ec) && !fs::is_empty(folder_, ec))
+            throw Error("--run-dir: " + folder_ + " is not empty (a sweep keeps a new folder of its own)");
         fs::create_directories(folder_ + "/points", ec);
         if (ec) throw Error("--run-dir: cannot create " + folder_ + " (" + ec.message() + ")");
         writeFileAtomically(folder_ + "/config.json", base_.toJson().dump(2) + "\n");

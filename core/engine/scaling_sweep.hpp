@@ -58,6 +58,8 @@ struct SweepResult {
 // The points of a sweep: one tower once, then every other tower count with every strategy.
 // Throws tb::Error where the base settings cannot make them (e.g. GPU towers beyond the GPUs).
 std::vector<SweepPoint> sweepPoints(const RunConfig& base, const SweepSettings& settings);
+// A new sweep folder's path under the runs folder: "20261126-143000-sweep-mnist_cnn".
+std::string newSweepFolder(const RunConfig& base);
 // A strategy name as the flag --sweep-strategies takes it applied to a config.
 void applyStrategy(RunConfig& c, const std::string& strategy);
 
@@ -79,6 +81,9 @@ public:
     std::vector<SweepResult> run(const std::function<void(const SweepResult&)>& onPoint = {});
     void stop();  // any thread
     const std::string& folder() const { return folder_; }
+    // Known once the first point is measured: the model's parameters; this machine's core.
+    int64_t params() const { return params_; }
+    const HostCore& host() const { return host_; }
     // A sweep's folder read back; throws tb::Error naming the file and what is wrong.
     static SweepFile readResults(const std::string& folder);
 

@@ -24,12 +24,14 @@ bool holderApplies(const std::string& s) { return s == "mean"; }  // each tower 
 
 std::string megabytes(double bytes) {
     char t[32];
-    std::snprintf(t, sizeof t, bytes >= 10e6 ? "%.0f MB" : "%.1f MB", bytes / 1e6);
+    if (bytes < 1e5) std::snprintf(t, sizeof t, "%.1f KB", bytes / 1e3);
+    else std::snprintf(t, sizeof t, bytes >= 10e6 ? "%.0f MB" : "%.1f MB", bytes / 1e6);
     return t;
 }
 std::string ms(double seconds) {
     char t[32];
-    std::snprintf(t, sizeof t, seconds >= 0.01 ? "%.0f ms" : "%.1f ms", 1e3 * seconds);
+    if (seconds < 1e-3) std::snprintf(t, sizeof t, "%.0f us", 1e6 * seconds);
+    else std::snprintf(t, sizeof t, seconds >= 0.01 ? "%.0f ms" : "%.1f ms", 1e3 * seconds);
     return t;
 }
 std::string percent(double x) { return std::to_string(int(std::lround(100 * x))) + "%"; }
@@ -161,21 +163,40 @@ Prediction predictSteps(const Calibration& cal, const Assumptions& a, const Scen
     const double units = holderApplies(s.strategy) ? P / n : P;
 
     double compute = 0, apply = 0;
+    double holderApply = 0;  // one push's update at the holder when nothing competes for its core
     if (!s.device) {
-        const double speed = amdahl(a.serialShare, s.threadsPerTower) * std::max(1.0, double(n * s.threadsPerTower) / s.cores);
+        const double threads = amdahl(a.serialShare, s.threadsPerTower);
+        const double speed = threads * std::max(1.0, double(n * s.threadsPerTower) / s.cores);
         compute = perExample * s.batchPerTower * speed;
         apply = perParam * units * speed;
+        holderApply = perParam * units * threads;
     } else {
         if (cal.host.flops <= 0) throw Error("calibration: this machine's FLOP/s were not measured");
         compute = perExample * s.batchPerTower * cal.host.flops / s.device->flops;
         // Replicas update on their device (about 5 floats read or written per parameter); the
         // CPU holder as measured here, one thread per tower.
         apply = replicated(s.strategy) ? 20.0 * P / s.device->memoryBandwidth : perParam * units;
+        holderApply = apply;
     }
     const double hostBandwidth = hostBandwidthOf(cal, a);
     const Transfer t = transferOf(cal, a, s, hostBandwidth);
     // The input pipeline as it kept up in the calibration run: its measured wait per step.
     const double data = cal.measured.dataWait * a.dataScale;
+    // What the calibration's wall clock saw beyond what the model makes of its own configuration
+    // (the step loop, handing batches and reports over, the noise of a barrier): a fixed cost per
+    // step, measured, so that the model reproduces its calibration run.
+    double other = 0;
+    if (cal.strategy != "async" && cal.measured.examplesPerSec > 0) {
+        Scenario own;
+        own.towers = n0;
+        own.threadsPerTower = cal.threadsPerTower;
+        own.cores = cal.cores;
+        own.batchPerTower = cal.batchPerTower;
+        own.strategy = cal.strategy;
+        const double modelled = cal.measured.dataWait + cal.measured.compute + cal.measured.apply +
+                                transferOf(cal, a, own, hostBandwidthOf(cal, a)).seconds;
+        other = std::max(0.0, double(n0) * cal.batchPerTower / cal.measured.examplesPerSec - modelled);
+    }
 
     Prediction p;
     p.bytesPerTower = t.bytes;
@@ -193,21 +214,23 @@ Prediction predictSteps(const Calibration& cal, const Assumptions& a, const Scen
         ph.compute = compute;
         ph.reduce = t.seconds;
         ph.apply = apply;
-        p.stepSeconds = slowest + t.seconds + apply;
+        p.stepSeconds = slowest + t.seconds + apply + other;
         p.examplesPerSec = double(n) * s.batchPerTower / p.stepSeconds;
     } else {
-        // Each tower cycles alone; pushes queue at the holder, one at a time per shard (M/D/1).
+        // Each tower cycles alone; pushes queue at the holder, one at a time per shard (M/D/1),
+        // which can take at most S / holderApply pushes a second.
         double rate = 0;  // pushes per second, before queueing
-        for (double f : factor) rate += 1.0 / (data + compute * f + t.seconds + apply);
-        const double load = rate * apply / s.psShards;
-        const double queue = load < 0.95 ? apply * load / (2 * (1 - load)) : apply * 10;
+        for (double f : factor) rate += 1.0 / (data + compute * f + t.seconds + apply + other);
+        const double limit = holderApply > 0 ? s.psShards / holderApply : 1e300;
+        const double load = std::min(0.9, rate / limit);
+        const double queue = holderApply * load / (2 * (1 - load));
         double examples = 0;
         for (double f : factor) {
-            const double cycle = data + compute * f + t.seconds + apply + queue;
+            const double cycle = data + compute * f + t.seconds + apply + other + queue;
             examples += s.batchPerTower / cycle;
             ph.straggle += compute * (f - 1) / n;
         }
-        examples = std::min(examples, s.batchPerTower * s.psShards / apply);  // the holder's limit
+        examples = std::min(examples, s.batchPerTower * limit);  // the holder's limit
         ph.dataWait = data;
         ph.compute = compute;
         ph.wait = queue;
@@ -217,6 +240,7 @@ Prediction predictSteps(const Calibration& cal, const Assumptions& a, const Scen
         p.stepSeconds = double(n) * s.batchPerTower / examples;  // per n pushes: a "step" of every tower
         p.meanStaleness = n - 1;
     }
+    p.otherSeconds = other;
     ph.steps = 1;
     ph.examplesPerSec = p.examplesPerSec;
     ph.bytesPerStep = t.bytes * n;
@@ -225,7 +249,7 @@ Prediction predictSteps(const Calibration& cal, const Assumptions& a, const Scen
 
 std::string bottleneckOf(const Calibration& cal, const Assumptions& a, const Scenario& s, const Prediction& p) {
     const StepProfile& ph = p.phases;
-    const double step = ph.stepSeconds();
+    const double step = ph.stepSeconds() + p.otherSeconds;
     struct Term {
         double seconds;
         const char* name;
@@ -269,6 +293,14 @@ std::string bottleneckOf(const Calibration& cal, const Assumptions& a, const Sce
         return who + t.where + " carries " + std::to_string(n) + " x " + megabytes(p.bytesPerTower) + " per step (" +
                ms(ph.reduce) + " of the " + ms(step) + " step" + (t.parts.empty() ? "" : ": " + t.parts) + "); " +
                better({"mean", "allreduce", "average:" + std::to_string(std::max(4, 2 * averageEvery(s.strategy)))}) + ".";
+    }
+    if (worst.name == std::string("wait") && async) {
+        Scenario more = s;
+        more.psShards = 2 * s.psShards;
+        const double gain = predictSteps(cal, a, more).examplesPerSec / p.examplesPerSec - 1;
+        return who + "pushes queue at the holder: " + ms(ph.wait) + " of each " + ms(step) +
+               " cycle waits for a shard's lock; " + std::to_string(more.psShards) + " shards would raise examples/sec by " +
+               percent(gain) + ".";
     }
     if (worst.name == std::string("wait"))
         return who + "the slowest tower holds the others: " + ms(ph.wait + ph.straggle) + " of the " + ms(step) +
@@ -392,7 +424,7 @@ std::string Scenario::describe() const {
 }
 
 nlohmann::json Prediction::toJson() const {
-    nlohmann::json j = {{"step_ms", 1e3 * stepSeconds},     {"examples_per_sec", examplesPerSec},
+    nlohmann::json j = {{"step_ms", 1e3 * stepSeconds},     {"examples_per_sec", examplesPerSec}, {"other_ms", 1e3 * otherSeconds},
                         {"phases", phases.toJson()},         {"bytes_per_tower", bytesPerTower},
                         {"bottleneck", bottleneck}};
     if (meanStaleness >= 0) j["mean_staleness"] = meanStaleness;

@@ -20,6 +20,7 @@
 //   async     no wait; each tower cycles on its own; the holder applies one push at a time per
 //             shard (a queue); mean staleness N - 1
 //   data      the input pipeline's wait per step as measured (it kept up there; it is assumed to)
+//   other     the calibration's wall time per step beyond its phases (loop, hand-overs), kept
 // The engine does not overlap transfers with compute: the terms add up.
 #pragma once
 #include <optional>
@@ -98,6 +99,7 @@ struct Scenario {
 struct Prediction {
     double stepSeconds = 0, examplesPerSec = 0;
     StepProfile phases;        // per step of one tower, mean over the towers (seconds)
+    double otherSeconds = 0;   // per step beyond the phases, as the calibration run measured it
     double bytesPerTower = 0;  // crossing a link or copied per tower per step
     double meanStaleness = -1;
     std::string bottleneck;    // one sentence

@@ -1,0 +1,174 @@
+// The scaling lab's window, driven as a user would (offscreen): a sweep started from its button
+// runs on the worker's thread and fills the charts, the table and the predictor's curves as its
+// points arrive; the predictor follows its settings (hardware presets, assumptions) and names a
+// bottleneck; a bad tower list is refused in the window; the sweep's folder opens again from the
+// runs list; stopping mid-sweep keeps the points measured.
+#include <QtTest>
+
+#include <QCheckBox>
+#include <QComboBox>
+#include <QDoubleSpinBox>
+#include <QLabel>
+#include <QLineEdit>
+#include <QPushButton>
+#include <QSpinBox>
+#include <QTableWidget>
+#include <QTemporaryDir>
+#include <qcustomplot.h>
+
+#include "experiment_panel.hpp"
+#include "fake_devices.hpp"
+#include "main_window.hpp"
+#include "runs_panel.hpp"
+#include "scaling_lab.hpp"
+
+namespace {
+
+tb::RunConfig tinyBase() {
+    tb::RunConfig c;
+    c.model = "tiny_mlp";
+    c.data = "synthetic:blobs";
+    c.batch = 32;
+    c.threads = 2;
+    c.validation = 0;
+    return c;
+}
+
+MainWindow::TelemetryFactory noTelemetry() {
+    return [](std::string* whyNot) -> std::unique_ptr<tb::TelemetrySource> {
+        *whyNot = "no GPU in this test";
+        return nullptr;
+    };
+}
+
+}  // namespace
+
+class UiScalingTest : public QObject {
+    Q_OBJECT
+
+private slots:
+    void initTestCase() { qputenv("TOWERBENCH_RUNS_DIR", runs_.path().toUtf8()); }
+
+    void sweepFromTheWindow() {
+        ScalingLab lab;
+        lab.setBase(tinyBase());
+        lab.towersEdit()->setText("1,2");
+        lab.strategyBox("mean")->setChecked(true);
+        lab.strategyBox("allreduce")->setChecked(false);
+        lab.strategyBox("async")->setChecked(true);
+        lab.warmupBox()->setValue(2);
+        lab.stepsBox()->setValue(6);
+        lab.show();
+        QTest::mouseClick(lab.startButton(), Qt::LeftButton);
+        QVERIFY(lab.running());
+        QTRY_VERIFY_WITH_TIMEOUT(!lab.running(), 60000);
+        QVERIFY2(lab.statusText().startsWith("Finished: 3 points"), qPrintable(lab.statusText()));
+        QCOMPARE(int(lab.results().size()), 3);
+        QCOMPARE(lab.table()->rowCount(), 3);
+        QCOMPARE(lab.table()->item(2, 0)->text(), QString("2 towers, async"));
+        // Measured dots and predicted curves for both strategies, the ideal line; a bar layer per phase.
+        QStringList names;
+        for (int i = 0; i < lab.rateChart()->graphCount(); ++i)
+            names << lab.rateChart()->graph(i)->name() + (lab.rateChart()->graph(i)->lineStyle() == QCPGraph::lsNone ? " dots" : "");
+        for (const char* n : {"CPU holder (mean)", "async parameter server", "ideal (N x one tower)",
+                              "CPU holder (mean) dots", "async parameter server dots", "predicted"})
+            QVERIFY2(names.contains(n), qPrintable(names.join(" | ")));
+        QCOMPARE(lab.breakdownChart()->plottableCount(), 6);
+        // The measured points are the sweep's own: the table's first row is its one-tower rate.
+        const double one = lab.results().front().measured.examplesPerSec;
+        QVERIFY(one > 0);
+        QCOMPARE(lab.table()->item(0, 4)->text(), QString("1.00x"));
+        // The predictor, calibrated from point 1, predicts the measured one-tower point itself
+        // within rounding (its own calibration), and more for 8 towers on H100s than here.
+        QVERIFY2(qAbs(lab.predicted("mean", 1) - one) / one < 0.02, qPrintable(QString("%1 vs %2").arg(lab.predicted("mean", 1)).arg(one)));
+        lab.maxTowersBox()->setValue(8);
+        const double here = lab.predicted("mean", 8);
+        lab.hardwareBox()->setCurrentIndex(lab.hardwareBox()->findData("h100"));
+        QVERIFY(lab.predicted("mean", 8) > 10 * here);
+        QVERIFY2(lab.bottleneckLabel()->text().contains("8 h100 towers"), qPrintable(lab.bottleneckLabel()->text()));
+        QVERIFY(lab.assumptionsLabel()->text().contains("own pcie4 link"));
+        // An assumption changed changes the prediction.
+        lab.hardwareBox()->setCurrentIndex(0);
+        const double before = lab.predicted("mean", 2);
+        lab.serialShareBox()->setValue(0.9);
+        QVERIFY(lab.predicted("mean", 2) != before);
+
+        // The folder, opened again, shows the same points.
+        ScalingLab again;
+        QVERIFY(again.openSweep(lab.folder()));
+        QCOMPARE(int(again.results().size()), 3);
+        QCOMPARE(again.results()[1].measured.examples, lab.results()[1].measured.examples);
+        QVERIFY(!again.openSweep(runs_.path()));
+        QVERIFY(again.statusText().contains("sweep.json: cannot read it"));
+    }
+
+    void badTowersAreRefusedInTheWindow() {
+        ScalingLab lab;
+        lab.setBase(tinyBase());
+        lab.towersEdit()->setText("1,two");
+        QTest::mouseClick(lab.startButton(), Qt::LeftButton);
+        QVERIFY(!lab.running());
+        QCOMPARE(lab.statusText(), QString("Towers: 'two' is not a whole number"));
+        // A setting the async points cannot take is refused before any point runs.
+        tb::RunConfig ema = tinyBase();
+        ema.emaDecay = 0.99;
+        lab.setBase(ema);
+        lab.towersEdit()->setText("1,2");
+        lab.strategyBox("async")->setChecked(true);
+        QTest::mouseClick(lab.startButton(), Qt::LeftButton);
+        QVERIFY(!lab.running());
+        QVERIFY2(lab.statusText().startsWith("--sweep-strategies: async cannot keep the weights' moving average"),
+                 qPrintable(lab.statusText()));
+        lab.setBase(tinyBase());
+        lab.towersEdit()->setText("1,100");
+        QTest::mouseClick(lab.startButton(), Qt::LeftButton);
+        QVERIFY(!lab.running());
+        QVERIFY2(lab.statusText().startsWith("--sweep-towers: 100 towers"), qPrintable(lab.statusText()));
+    }
+
+    // Stop mid-sweep: the point in progress ends at its step, the rest are skipped, the folder
+    // says "stopped" and keeps what was measured.
+    void stopKeepsThePointsMeasured() {
+        ScalingLab lab;
+        tb::RunConfig base = tinyBase();
+        lab.setBase(base);
+        lab.towersEdit()->setText("1,2");
+        lab.strategyBox("async")->setChecked(true);
+        lab.warmupBox()->setValue(2);
+        lab.stepsBox()->setValue(200000);
+        QTest::mouseClick(lab.startButton(), Qt::LeftButton);
+        QTest::qWait(1500);
+        lab.stopSweep();
+        QTRY_VERIFY_WITH_TIMEOUT(!lab.running(), 30000);
+        QVERIFY2(lab.statusText().startsWith("Stopped; 1 points kept"), qPrintable(lab.statusText()));
+        QFile run(lab.folder() + "/run.json");
+        QVERIFY(run.open(QIODevice::ReadOnly));
+        QVERIFY(run.readAll().contains("\"state\": \"stopped\""));
+    }
+
+    // The runs list shows a sweep's folder, and Show sweep opens it in the lab.
+    void runsListOpensTheLab() {
+        MainWindow w(tbtest::fakeCatalog(0), noTelemetry());
+        w.runsPanel()->refresh();
+        const auto& runs = w.runsPanel()->runs();
+        int row = -1;
+        for (size_t i = 0; i < runs.size(); ++i)
+            if (runs[i].plan.starts_with("scaling sweep, 3 points")) row = int(i);
+        QVERIFY(row >= 0);
+        w.runsPanel()->select({QString::fromStdString(runs[size_t(row)].path)});
+        QPushButton* button = nullptr;
+        for (QPushButton* b : w.runsPanel()->findChildren<QPushButton*>())
+            if (b->text() == "Show sweep") button = b;
+        QVERIFY(button);
+        button->click();
+        ScalingLab* lab = w.findChild<ScalingLab*>();
+        QVERIFY(lab && lab->isVisible());
+        QCOMPARE(int(lab->results().size()), 3);
+    }
+
+private:
+    QTemporaryDir runs_;
+};
+
+QTEST_MAIN(UiScalingTest)
+#include "tst_ui_scaling.moc"
