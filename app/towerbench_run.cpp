@@ -193,6 +193,7 @@ int runEval(const std::string& target, tb::RunConfig config, bool dataGiven) {
 // scale: the sweep, a line per point on stderr as it is measured, one JSON line on stdout.
 int runScale(const CommandLine& c) {
     const tb::RunConfig& base = c.config;
+    (void)tb::sweepPoints(base, c.sweep);  // refused before a folder is made
     const std::string dir = c.storage.runDir.empty() ? tb::newSweepFolder(base) : c.storage.runDir;
     tb::ScalingSweep sweep(base, c.sweep, dir);
     StopSignals signals("towerbench-run", [&](int sig) {

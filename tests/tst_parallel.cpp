@@ -532,6 +532,36 @@ private slots:
         QCOMPARE(int(s.towerBusy.size()), 4);
     }
 
+    // --eval-every in async runs: validation passes as the run goes (it was silently ignored),
+    // each at tower 0's first report from a multiple of K on, and the updates reported in order.
+    void asyncEvaluatesAsItGoes() {
+        RunConfig c = quickRun();
+        c.towers = "cpu:0,cpu:1,cpu:2";
+        c.update = "async";
+        c.batchPerTower = 16;
+        c.steps = 300;
+        c.evalEvery = 50;
+        c.validation = 200;
+        c.slow = "2=2";
+        struct Evals : TrainingObserver {
+            std::mutex m;
+            std::vector<EvalResult> all;
+            void onEval(const EvalResult& r) override {
+                std::lock_guard lock(m);
+                all.push_back(r);
+            }
+        } evals;
+        Trainer t(c);
+        t.addObserver(&evals);
+        t.run();
+        std::vector<int64_t> steps;
+        for (const EvalResult& r : evals.all)
+            if (r.split == "validation") steps.push_back(r.step);
+        QVERIFY2(steps.size() >= 5, qPrintable(QString("%1 validation passes").arg(steps.size())));  // 50..250, and the end
+        for (size_t i = 1; i < steps.size(); ++i) QVERIFY(steps[i] > steps[i - 1]);
+        QVERIFY(steps.front() >= 50);
+    }
+
     void pauseResumeChangesNothing() {
         RunConfig c = quickRun();
         c.towers = "cpu:0,cpu:1";

@@ -1,8 +1,10 @@
-// The scaling lab's window, driven as a user would (offscreen): a sweep started from its button
-// runs on the worker's thread and fills the charts, the table and the predictor's curves as its
-// points arrive; the predictor follows its settings (hardware presets, assumptions) and names a
-// bottleneck; a bad tower list is refused in the window; the sweep's folder opens again from the
-// runs list; stopping mid-sweep keeps the points measured.
+// The scaling lab's window and the lessons, driven as a user would (offscreen): a sweep started
+// from its button runs on the worker's thread and fills the charts, the table and the
+// predictor's curves as its points arrive; the predictor follows its settings (hardware presets,
+// assumptions) and names a bottleneck; a bad tower list is refused in the window; the sweep's
+// folder opens again from the runs list; stopping mid-sweep keeps the points measured. Every
+// lesson's experiment is valid and lands in the form; lesson 2's window trains sync and async
+// side by side and draws both curves and the staleness histogram.
 #include <QtTest>
 
 #include <QCheckBox>
@@ -12,15 +14,20 @@
 #include <QLineEdit>
 #include <QPushButton>
 #include <QSpinBox>
+#include <QDockWidget>
 #include <QTableWidget>
+#include <QTextBrowser>
 #include <QTemporaryDir>
 #include <qcustomplot.h>
 
+#include "engine/trainer.hpp"
 #include "experiment_panel.hpp"
+#include "lessons.hpp"
 #include "fake_devices.hpp"
 #include "main_window.hpp"
 #include "runs_panel.hpp"
 #include "scaling_lab.hpp"
+#include "sync_async_lesson.hpp"
 
 namespace {
 
@@ -164,6 +171,55 @@ private slots:
         ScalingLab* lab = w.findChild<ScalingLab*>();
         QVERIFY(lab && lab->isVisible());
         QCOMPARE(int(lab->results().size()), 3);
+    }
+
+    // Every lesson's experiment is one the engine takes, and choosing it fills the form.
+    void lessonsSetUpTheirExperiments() {
+        const std::vector<Lesson> all = lessons(2);
+        QCOMPARE(int(all.size()), 5);
+        for (const Lesson& l : all) {
+            l.config.validate();
+            QVERIFY2(tb::makePlan(l.config).towerCount() >= 2, qPrintable(l.title));
+            QVERIFY(l.text.size() > 300);
+        }
+        QVERIFY(all[1].sideBySide && !all[0].sideBySide);
+        MainWindow w(tbtest::fakeCatalog(0), noTelemetry());
+        w.show();
+        QVERIFY(!w.openLesson(2));
+        QCOMPARE(w.experiment()->config().variables, std::string("replicated"));
+        QCOMPARE(w.experiment()->config().reduce, std::string("allreduce"));
+        QVERIFY(w.lessonDock()->isVisible());
+        QVERIFY(w.lessonPanel()->title().startsWith("3. All-reduce"));
+        QVERIFY(!w.openLesson(3));
+        QCOMPARE(w.experiment()->config().averageEvery, 8);
+        QVERIFY(w.openLesson(1));
+    }
+
+    // Lesson 2's window with a small experiment: both runs end, both curves are drawn, and the
+    // histogram counts every asynchronous push.
+    void syncAndAsyncSideBySide() {
+        Lesson l = lessons(2)[1];
+        l.config.model = "tiny_mlp";
+        l.config.data = "synthetic:spirals";
+        l.config.validation = 200;
+        l.config.steps = 120;
+        l.config.evalEvery = 20;
+        l.config.batchPerTower = 16;
+        l.config.batch = 64;
+        SyncAsyncLesson lesson(l);
+        lesson.show();
+        lesson.startButton()->click();
+        QVERIFY(lesson.running());
+        QTRY_VERIFY_WITH_TIMEOUT(!lesson.running(), 60000);
+        QVERIFY2(lesson.summary()->text().contains("synchronous: test accuracy") &&
+                     lesson.summary()->text().contains("mean staleness"),
+                 qPrintable(lesson.summary()->text()));
+        QVERIFY(lesson.validationPoints(0) >= 6);  // every 20 of 120 steps
+        QVERIFY2(lesson.validationPoints(1) >= 6, qPrintable(QString::number(lesson.validationPoints(1)) + lesson.summary()->text()));  // every 80 of 480 updates (the same examples)
+        int64_t pushes = 0;
+        for (const auto& [staleness, n] : lesson.stalenessCounts()) pushes += n;
+        QCOMPARE(pushes, int64_t(480));
+        QVERIFY(lesson.stalenessCounts().rbegin()->first >= 3);  // the slow tower's pushes are stale
     }
 
 private:

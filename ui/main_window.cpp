@@ -1,5 +1,7 @@
 #include "main_window.hpp"
 
+#include <thread>
+
 #include <QAction>
 #include <QApplication>
 #include <QCloseEvent>
@@ -45,6 +47,8 @@
 #include "run_follower.hpp"
 #include "runs_panel.hpp"
 #include "scaling_lab.hpp"
+#include "lessons.hpp"
+#include "sync_async_lesson.hpp"
 #include "placement_diagram.hpp"
 
 namespace {
@@ -161,6 +165,13 @@ MainWindow::MainWindow(DeviceCatalog catalog, const TelemetryFactory& telemetry,
     predictionsDock_->setWidget(predictions_);
     addDockWidget(Qt::RightDockWidgetArea, predictionsDock_);
     tabifyDockWidget(right_, predictionsDock_);
+    lesson_ = new LessonPanel;
+    lessonDock_ = new QDockWidget(tr("Lesson"), this);
+    lessonDock_->setObjectName("lessonDock");
+    lessonDock_->setWidget(lesson_);
+    addDockWidget(Qt::RightDockWidgetArea, lessonDock_);
+    tabifyDockWidget(predictionsDock_, lessonDock_);
+    lessonDock_->hide();  // until a lesson is chosen
     right_->raise();
     std::string noTelemetry;
     if (std::unique_ptr<tb::TelemetrySource> source = telemetry ? telemetry(&noTelemetry) : nullptr) {
@@ -355,6 +366,10 @@ void MainWindow::buildMenus() {
     auto* lab = menuBar()->addMenu(tr("&Lab"));
     lab->addAction(tr("&Scaling lab…"), QKeySequence(tr("Ctrl+L")), this, [this] { openScalingLab(); });
 
+    auto* teach = menuBar()->addMenu(tr("Les&sons"));
+    const std::vector<Lesson> all = lessons(1);
+    for (size_t i = 0; i < all.size(); ++i) teach->addAction(all[i].title, this, [this, i] { openLesson(int(i)); });
+
     auto* view = menuBar()->addMenu(tr("&View"));
     for (QDockWidget* d : findChildren<QDockWidget*>()) view->addAction(d->toggleViewAction());
 
@@ -370,6 +385,28 @@ void MainWindow::buildMenus() {
                                .arg(TB_VERSION));
     });
     updateActions();
+}
+
+SyncAsyncLesson* MainWindow::openLesson(int index) {
+    const std::vector<Lesson> all = lessons(int(std::max(1u, std::thread::hardware_concurrency())));
+    if (index < 0 || size_t(index) >= all.size()) return nullptr;
+    const Lesson& lesson = all[size_t(index)];
+    if (lesson.sideBySide) {
+        if (!syncAsync_) syncAsync_ = new SyncAsyncLesson(lesson, this);
+        syncAsync_->show();
+        syncAsync_->raise();
+        syncAsync_->activateWindow();
+        return syncAsync_;
+    }
+    if (!running_) experiment_->setConfig(lesson.config);
+    lesson_->show(lesson);
+    disconnect(lesson_, &LessonPanel::setUpAgain, nullptr, nullptr);
+    connect(lesson_, &LessonPanel::setUpAgain, this, [this, config = lesson.config] {
+        if (!running_) experiment_->setConfig(config);
+    });
+    lessonDock_->show();
+    lessonDock_->raise();
+    return nullptr;
 }
 
 ScalingLab* MainWindow::openScalingLab(const QString& sweepFolder) {

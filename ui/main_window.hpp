@@ -27,6 +27,8 @@ class PlacementDiagram;
 class DecisionView;
 class RunsPanel;
 class ScalingLab;
+class LessonPanel;
+class SyncAsyncLesson;
 class RunFollower;
 class ChartsPanel;
 class DevicesPanel;
@@ -63,6 +65,11 @@ public:
     // The scaling lab's window, made on first use, measuring the experiment of the moment; with a
     // folder, that sweep shown.
     ScalingLab* openScalingLab(const QString& sweepFolder = {});
+    // Lessons > N: the lesson's settings into the form and its text into the Lesson dock; lesson 2
+    // (index 1) opens its side-by-side window instead, which it returns (else nullptr).
+    SyncAsyncLesson* openLesson(int index);
+    LessonPanel* lessonPanel() const { return lesson_; }
+    QDockWidget* lessonDock() const { return lessonDock_; }
     QComboBox* paceBox() const { return pace_; }
     QAction* startAction() const { return startAct_; }
     bool running() const { return running_; }
@@ -135,6 +142,9 @@ private:
     DevicesPanel* devices_;
     PredictionsPanel* predictions_;
     ScalingLab* lab_ = nullptr;
+    LessonPanel* lesson_;
+    QDockWidget* lessonDock_;
+    SyncAsyncLesson* syncAsync_ = nullptr;
     QDockWidget *left_, *right_, *predictionsDock_;
     QThread thread_;
     EngineWorker* worker_;

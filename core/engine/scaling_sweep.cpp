@@ -105,10 +105,16 @@ std::vector<SweepPoint> sweepPoints(const RunConfig& base, const SweepSettings& 
 std::string newSweepFolder(const RunConfig& base) {
     std::string name = findModel(base.model).name;
     std::replace_if(name.begin(), name.end(), [](char ch) { return !std::isalnum(static_cast<unsigned char>(ch)) && ch != '_'; }, '-');
+    // Claimed by making it (as RunFolder::create does), so two sweeps in one second never share one.
     const std::string stem = RunFolder::runsRoot() + "/" + utcText("%Y%m%d-%H%M%S") + "-sweep-" + name;
-    std::string path = stem;
     std::error_code ec;
-    for (int i = 2; fs::exists(path, ec); ++i) path = stem + "-" + std::to_string(i);  // two in one second
+    fs::create_directories(RunFolder::runsRoot(), ec);
+    if (ec) throw Error(RunFolder::runsRoot() + ": cannot create the runs folder (" + ec.message() + ")");
+    std::string path = stem;
+    for (int i = 2; !fs::create_directory(path, ec); ++i) {
+        if (ec) throw Error(path + ": cannot create (" + ec.message() + ")");
+        path = stem + "-" + std::to_string(i);
+    }
     return path;
 }
 

@@ -58,7 +58,7 @@ struct SweepResult {
 // The points of a sweep: one tower once, then every other tower count with every strategy.
 // Throws tb::Error where the base settings cannot make them (e.g. GPU towers beyond the GPUs).
 std::vector<SweepPoint> sweepPoints(const RunConfig& base, const SweepSettings& settings);
-// A new sweep folder's path under the runs folder: "20261126-143000-sweep-mnist_cnn".
+// A new sweep folder under the runs folder, made (empty) and returned: "20261126-143000-sweep-mnist_cnn".
 std::string newSweepFolder(const RunConfig& base);
 // A strategy name as the flag --sweep-strategies takes it applied to a config.
 void applyStrategy(RunConfig& c, const std::string& strategy);

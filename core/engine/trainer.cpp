@@ -664,6 +664,7 @@ RunSummary Trainer::execute(ObserverHub& hub) {
         std::vector<double> latestLoss(size_t(n), std::nan("")), latestAccuracy(size_t(n), std::nan(""));
         std::deque<std::pair<Clock::time_point, int>> window;  // (when, examples) of recent pushes
         control_.setParticipants(n);  // the run is held when every tower waits
+        int64_t nextEval = c.evalEvery;  // the first update from which tower 0 evaluates
         towers.runAsync(
             total, [&](Batch& b) { train.next(b); }, control_,
             [&](const TowerStep& r) {
@@ -694,6 +695,19 @@ RunSummary Trainer::execute(ObserverHub& hub) {
                 // whose pushes completed but whose reports wait behind this one (at most
                 // towers - 1 more than its step says).
                 if (checkpointDue()) periodicCheckpointSeconds += checkpoint(false);
+                // --eval-every: at tower 0's first report from each multiple on. Its thread is
+                // between its push and its next pull, so its replica can take the holder's
+                // variables for the pass; the other towers' pushes wait meanwhile, so the pass
+                // sees one version of the variables and none of training hides in its time.
+                if (c.evalEvery > 0 && r.pusher == 0 && step >= nextEval && step < total) {
+                    towers.withUpdatesHeld([&] {
+                        const std::optional<EvalResult> e =
+                            evalWith(data.validation.size() ? data.validation : data.test,
+                                     data.validation.size() ? "validation" : "test", step, stopped);
+                        if (e && data.validation.size()) lastValidation = e->accuracy;
+                    });
+                    nextEval = (step / c.evalEvery + 1) * c.evalEvery;
+                }
             });
     }
     const auto end = Clock::now();

@@ -1,0 +1,162 @@
+#include "lessons.hpp"
+
+#include <QLabel>
+#include <QPushButton>
+#include <QTextBrowser>
+#include <QVBoxLayout>
+#include <algorithm>
+
+namespace {
+
+// Every lesson trains the same small network on the same data, so what changes between
+// lessons is only what the lesson is about.
+tb::RunConfig base(int cores) {
+    tb::RunConfig c;
+    c.model = "mlp";
+    c.data = "fashion-mnist";
+    c.optimizer = "momentum";
+    c.lr = 0.05;
+    c.validation = 2000;
+    c.threads = cores;
+    c.epochs = 1;
+    c.seed = 1;
+    return c;
+}
+
+}  // namespace
+
+std::vector<Lesson> lessons(int cores) {
+    std::vector<Lesson> out;
+    {
+        tb::RunConfig c = base(cores);
+        c.towers = "cpu:0,cpu:1";
+        c.variables = "cpu";
+        c.reduce = "mean";
+        c.batch = 128;
+        c.evalEvery = 100;
+        out.push_back({QObject::tr("1. The tower pattern and the sync point"),
+                       QObject::tr(
+                           "<p>Two towers hold one replica of the model each and take half of every batch of 128. "
+                           "The <b>variables live on the CPU</b> (the placement diagram draws them apart from the "
+                           "towers): at every step each tower reads them, computes the gradients of its 64 "
+                           "examples, and sends them up. The gradients <b>meet at one synchronisation point</b>, "
+                           "where they are averaged and applied once; then the next step starts.</p>"
+                           "<p><b>Watch</b> the timeline: each tower's bar is forward and backward (green), then "
+                           "<i>wait</i> (amber) for the other tower, then <i>reduce</i> (blue) and <i>apply</i> "
+                           "(purple). The faster tower always waits: a synchronous step is as slow as its slowest "
+                           "tower. The bytes counter shows what crossed to the holder: 2 x 4 bytes per parameter "
+                           "per tower per step.</p>"
+                           "<p><b>Try</b> pace 'slow motion' to see single steps, and 4 towers to see the wait "
+                           "grow.</p>"),
+                       c});
+    }
+    {
+        tb::RunConfig c = base(std::max(1, cores / 2));  // the two runs share the cores
+        c.towers = "cpu:0,cpu:1,cpu:2,cpu:3";
+        c.batchPerTower = 32;
+        c.batch = 128;
+        c.slow = "3=4";
+        c.evalEvery = 40;
+        out.push_back({QObject::tr("2. A straggler: sync waits, async does not"),
+                       QObject::tr(
+                           "<p>Four towers, and tower 3 is <b>four times slower</b> (an injected straggler). Both "
+                           "runs start together from the same seed and see the same examples.</p>"
+                           "<p><b>Synchronous</b>: every step waits for tower 3, so three towers idle most of the "
+                           "time. <b>Asynchronous</b> (a parameter server): each tower pulls the variables, "
+                           "computes, and pushes its gradients alone; nobody waits. But a push may be computed on "
+                           "variables that other towers have changed since: its <b>staleness</b> is how many "
+                           "updates were applied in between. The slow tower's pushes are the stalest.</p>"
+                           "<p><b>Watch</b> accuracy against time (async gets further sooner) and against steps "
+                           "(a synchronous step averages four towers' gradients, an asynchronous update one "
+                           "tower's, possibly stale), and the staleness histogram.</p>"),
+                       c, true});
+    }
+    {
+        tb::RunConfig c = base(cores);
+        c.towers = "cpu:0,cpu:1";
+        c.variables = "replicated";
+        c.reduce = "allreduce";
+        c.batch = 128;
+        c.evalEvery = 100;
+        out.push_back({QObject::tr("3. All-reduce vs the CPU holder"),
+                       QObject::tr(
+                           "<p>The same two towers, but <b>every tower keeps its own copy of the variables</b> "
+                           "(replicated) and the gradients are <b>all-reduced</b>: each tower ends the step with "
+                           "the mean of all gradients and applies the same update to its own copy. There is no "
+                           "holder: in a ring, each device sends and receives 2(N - 1)/N of the gradients, "
+                           "whatever the number of towers, where the CPU holder receives N copies and sends N "
+                           "back.</p>"
+                           "<p><b>Watch</b> the bytes counter against lesson 1's, and the reduce and apply phases "
+                           "in the timeline: on one machine's memory the holder's reduction is cheap; between GPUs "
+                           "on PCIe it is the bottleneck. <b>Try</b> Lab > Scaling lab with 'CPU holder' and "
+                           "'all-reduce' checked, then the what-if side with h100 GPUs over pcie4: the predictor "
+                           "says how much all-reduce would save there.</p>"),
+                       c});
+    }
+    {
+        tb::RunConfig c = base(cores);
+        c.towers = "cpu:0,cpu:1";
+        c.variables = "replicated";
+        c.reduce = "allreduce";
+        c.averageEvery = 8;
+        c.batch = 128;
+        c.evalEvery = 100;
+        out.push_back({QObject::tr("4. Averaging every K steps"),
+                       QObject::tr(
+                           "<p>Replicated towers that <b>do not meet at every step</b>: each takes K = 8 local "
+                           "steps on its own examples, then the replicas' parameters are averaged (local SGD). "
+                           "Communication is divided by K, and a straggler only holds the others at the "
+                           "averages.</p>"
+                           "<p>The price: between averages the replicas drift apart, so eight local steps are "
+                           "worth less than eight synchronous ones. <b>Watch</b> the loss curve's marks at each "
+                           "average and the bytes counter. <b>Try</b> K = 1 (the same as synchronous for SGD and "
+                           "momentum), 8 and 64, and compare them in the Runs tab: communication saved against "
+                           "accuracy at the end of the epoch.</p>"),
+                       c});
+    }
+    {
+        tb::RunConfig c = base(cores);
+        c.towers = "cpu:0,cpu:1,cpu:2,cpu:3";
+        c.batchPerTower = 64;
+        c.batch = 256;
+        c.lr = 0.1;  // 2 x lesson 1's, for 2 x its batch
+        c.evalEvery = 50;
+        out.push_back({QObject::tr("5. Batch size and the learning rate with more towers"),
+                       QObject::tr(
+                           "<p>More towers with the same batch per tower make a larger global batch: four towers "
+                           "of 64 take 256 examples per step, and an epoch has half as many steps as lesson 1's "
+                           "128. Each step's gradient is an average over more examples, less noisy but no "
+                           "larger, so with the same learning rate the model learns less per epoch.</p>"
+                           "<p>The <b>linear scaling rule</b> (Goyal et al., 2017): multiply the learning rate by "
+                           "the factor the batch grew, here 0.05 x 2 = 0.1, usually with a few hundred steps of "
+                           "warm-up for large factors. <b>Try</b> this run at 0.05 and at 0.1 and compare them "
+                           "with lesson 1 in the Runs tab: validation accuracy against epochs, and the time an "
+                           "epoch takes.</p>"),
+                       c});
+    }
+    return out;
+}
+
+LessonPanel::LessonPanel(QWidget* parent) : QWidget(parent) {
+    setObjectName("lessonPanel");
+    title_ = new QLabel;
+    title_->setWordWrap(true);
+    QFont bold = title_->font();
+    bold.setBold(true);
+    title_->setFont(bold);
+    text_ = new QTextBrowser;
+    text_->setOpenExternalLinks(false);
+    again_ = new QPushButton(tr("Set up this lesson's experiment again"));
+    auto* v = new QVBoxLayout(this);
+    v->addWidget(title_);
+    v->addWidget(text_, 1);
+    v->addWidget(again_);
+    connect(again_, &QPushButton::clicked, this, &LessonPanel::setUpAgain);
+}
+
+void LessonPanel::show(const Lesson& lesson) {
+    title_->setText(lesson.title);
+    text_->setHtml(lesson.text + tr("<p><i>The form holds this lesson's settings: press Start.</i></p>"));
+}
+
+QString LessonPanel::title() const { return title_->text(); }
