@@ -4,7 +4,7 @@
 // narrower than its content, no sideways scrolling of the form, no toolbar overflow, nothing
 // overlapping in the status bar. It also saves the screenshots the README shows (a fresh start,
 // an asynchronous run with a straggler, an averaging run, two runs compared, the predictions after
-// a run, the scaling lab's sweep and what-if prediction) as towerbench-<size>-<view>.png in the
+// a run, the scaling lab's sweep and what-if prediction, lesson 2) as towerbench-<size>-<view>.png in the
 // test's directory.
 #include <QtTest>
 
@@ -41,6 +41,7 @@
 #include "main_window.hpp"
 #include "predictions_panel.hpp"
 #include "scaling_lab.hpp"
+#include "sync_async_lesson.hpp"
 
 namespace {
 
@@ -387,6 +388,24 @@ private slots:
         problems = widgetProblems(*lab, [](const QWidget*) { return false; });
         QVERIFY2(problems.isEmpty(), qPrintable(problems.join('\n')));
         QVERIFY(lab->grab().save(shotPath(QStringLiteral("what-if"))));
+    }
+
+    // Lesson 2 as a user gets it (Lessons > 2): sync and async side by side on Fashion-MNIST,
+    // both to the end of their epoch; fits the screen, nothing cut; saved for the README.
+    void lessonTwo() {
+        MainWindow w(tbtest::fakeCatalog(0), noTelemetry());
+        w.setQuitConfirmation([] { return true; });
+        w.show();
+        SyncAsyncLesson* lesson = w.openLesson(1);
+        QVERIFY(lesson && QTest::qWaitForWindowExposed(lesson));
+        lesson->startButton()->click();
+        QTRY_VERIFY_WITH_TIMEOUT(!lesson->running(), 300000);
+        QVERIFY2(lesson->summary()->text().contains("asynchronous: test accuracy"), qPrintable(lesson->summary()->text()));
+        QVERIFY(lesson->validationPoints(0) >= 5 && lesson->validationPoints(1) >= 5);
+        QTest::qWait(200);
+        const QStringList problems = widgetProblems(*lesson, [](const QWidget*) { return false; });
+        QVERIFY2(problems.isEmpty(), qPrintable(problems.join('\n')));
+        QVERIFY(lesson->grab().save(shotPath(QStringLiteral("lesson-2"))));
     }
 
     void runViews() {

@@ -9,6 +9,7 @@
 #include <QJsonObject>
 #include <QLabel>
 #include <QPushButton>
+#include <QScreen>
 #include <QTextBrowser>
 #include <QThread>
 #include <QVBoxLayout>
@@ -100,7 +101,16 @@ SyncAsyncLesson::SyncAsyncLesson(const Lesson& lesson, QWidget* parent) : QWidge
         connect(s.worker, &EngineWorker::failed, this, [this, i](const QString& message) { finish(i, {}, false, message); });
         s.thread->start();
     }
-    resize(1200, 720);
+}
+
+void SyncAsyncLesson::showEvent(QShowEvent* e) {
+    if (!sized_) {  // a first showing takes most of the screen it opens on, never more
+        sized_ = true;
+        const QRect avail = screen()->availableGeometry();
+        resize(std::min(1300, avail.width() - 40), std::min(800, avail.height() - 60));
+        move(avail.center() - rect().center());
+    }
+    QWidget::showEvent(e);
 }
 
 SyncAsyncLesson::~SyncAsyncLesson() {

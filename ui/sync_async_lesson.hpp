@@ -40,6 +40,7 @@ public slots:
 
 protected:
     void closeEvent(QCloseEvent* e) override;
+    void showEvent(QShowEvent* e) override;
 
 private:
     struct Side {
@@ -65,4 +66,5 @@ private:
     QCPBars* bars_;
     QLabel* summary_;
     QPushButton *start_, *stop_;
+    bool sized_ = false;
 };
