@@ -2,17 +2,18 @@
 # The README's screenshots of the real window: the GUI screen suite (tst_ui_screen) run on the xcb
 # platform under Xvfb at 1366x768 and 1920x1080, the pictures it saves (a fresh start, an
 # asynchronous run with a straggler, an averaging run, two runs compared, the predictions after a
-# run) copied to docs/. Installs Xvfb if missing.
+# run, the scaling lab's sweep and what-if side, lesson 2) copied to docs/. Installs Xvfb if missing.
 # Usage: scripts/screenshots.sh [BUILD_DIR]   (default: build, already built)
 set -euo pipefail
 root=$(cd "$(dirname "$0")/.." && pwd)
 build=${1:-$root/build}
 TB_SETUP_EXTRA="xvfb xauth" "$root/scripts/setup.sh"
 for size in 1366x768 1920x1080; do
-  xvfb-run -a -s "-screen 0 ${size}x24" env QT_QPA_PLATFORM=xcb "$build/tests/tst_ui_screen" -o -,txt \
+  xvfb-run -a -s "-screen 0 ${size}x24" env QT_QPA_PLATFORM=xcb TOWERBENCH_RUNS_DIR="$build/tests/runs" \
+    "$build/tests/tst_ui_screen" -o -,txt \
     | grep -E "^(FAIL|Totals)" || true
-  for view in fresh async averaging compare predictions; do
+  for view in fresh async averaging compare predictions sweep what-if lesson-2; do
     cp "$build/tests/towerbench-$size-$view.png" "$root/docs/window-$size-$view.png"
   done
 done
-echo "screenshots: docs/window-{1366x768,1920x1080}-{fresh,async,averaging,compare,predictions}.png"
+echo "screenshots: docs/window-{1366x768,1920x1080}-{fresh,async,averaging,compare,predictions,sweep,what-if,lesson-2}.png"

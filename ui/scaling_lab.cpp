@@ -287,6 +287,12 @@ QWidget* ScalingLab::buildPredictor() {
     machines_->setRange(1, 1024);
     form->addRow(tr("Machines"), machines_);
     form->addRow(tr("Network"), network_);
+    shards_ = new QSpinBox;
+    shards_->setObjectName("predictShards");
+    shards_->setRange(1, 1024);
+    shards_->setToolTip(tb::ui::wrappedToolTip(tr("Parameter-server shards: the holder's traffic and updates split over S "
+                                                  "holders (async pushes take a shard's lock each)")));
+    form->addRow(tr("PS shards"), shards_);
     maxTowers_ = new QSpinBox;
     maxTowers_->setObjectName("predictMaxTowers");
     maxTowers_->setRange(1, 1024);
@@ -318,12 +324,12 @@ QWidget* ScalingLab::buildPredictor() {
     dataScale_->setValue(1);
     dataScale_->setToolTip(tb::ui::wrappedToolTip(tr("The input pipeline's measured wait per step, times this")));
     form->addRow(tr("Data wait x"), dataScale_);
-    for (QWidget* w : std::initializer_list<QWidget*>{from_, hardware_, link_, network_, machines_, maxTowers_, serialShare_,
+    for (QWidget* w : std::initializer_list<QWidget*>{from_, hardware_, link_, network_, machines_, shards_, maxTowers_, serialShare_,
                                                       hostLatency_, hostGbps_, dataScale_})
         WheelGuard::guard(w);
     for (QComboBox* c : {from_, hardware_, link_, network_})
         connect(c, &QComboBox::currentIndexChanged, this, &ScalingLab::predict);
-    for (QSpinBox* s : {machines_, maxTowers_}) connect(s, &QSpinBox::valueChanged, this, &ScalingLab::predict);
+    for (QSpinBox* s : {machines_, maxTowers_, shards_}) connect(s, &QSpinBox::valueChanged, this, &ScalingLab::predict);
     for (QDoubleSpinBox* s : {serialShare_, hostLatency_, hostGbps_, dataScale_})
         connect(s, &QDoubleSpinBox::valueChanged, this, &ScalingLab::predict);
     bottleneck_ = new QLabel;
@@ -518,6 +524,7 @@ tb::Scenario ScalingLab::scenario(int towers, const std::string& strategy, const
     s.cores = cal.cores;
     s.batchPerTower = cal.batchPerTower;
     s.threadsPerTower = std::max(1, cal.cores / towers);
+    s.psShards = shards_->value();
     if (hardware_->currentIndex() > 0) {
         s.device = tb::parseProcessor(hardware_->currentData().toString().toStdString(), "device");
         s.link = tb::parseLink(link_->currentData().toString().toStdString(), "link");

@@ -130,7 +130,7 @@ private:
     QPushButton *start_, *stop_, *open_;
     QLabel *baseLabel_, *statusLabel_;
     QComboBox *from_, *hardware_, *link_, *network_;
-    QSpinBox *machines_, *maxTowers_;
+    QSpinBox *machines_, *shards_, *maxTowers_;
     QDoubleSpinBox *serialShare_, *hostLatency_, *hostGbps_, *dataScale_;
     QLabel *assumptions_, *bottleneck_;
     QCustomPlot *rate_, *speedup_, *breakdown_;

@@ -13,6 +13,9 @@
 3. Measurements: each configuration trained for warmup+steps steps with --metrics; examples/sec
    over the steps after the warm-up, from the metrics file (the examples of each report over the
    elapsed_s between the warm-up's last report and the last one), independent of the sweep code.
+   Runs on this machine spread by up to 20% (README): each configuration is measured --repeats
+   times (default 3), the rounds interleaved, and the median is the measurement. The calibration
+   run measures twice as many steps as the others.
 Prints the processor, then one row per configuration: predicted, measured, error; the mean
 absolute error of the model and of the naive prediction (goal: model at most 15% and clearly
 below naive). JSON lines follow (lines starting with '{').
@@ -88,6 +91,7 @@ def main():
     ap.add_argument("--batch", type=int, default=64, help="examples per tower per step (calibration)")
     ap.add_argument("--steps", type=int, default=30)
     ap.add_argument("--warmup", type=int, default=5)
+    ap.add_argument("--repeats", type=int, default=3, help="measurements of each held-out configuration (median)")
     ap.add_argument("--out", default=None, help="folder for the sweep, predictions and metrics (default: a temp dir)")
     args = ap.parse_args()
     out = args.out or tempfile.mkdtemp(prefix="bench_predictor_")
@@ -97,7 +101,7 @@ def main():
     sweep = os.path.join(out, "calibration")
     cal = subprocess.run(["taskset", "-c", "0,1", args.binary, "scale", "--model", args.model, "--data", args.data,
                           "--batch", str(args.batch), "--threads", "2", "--validation", "0", "--quiet",
-                          "--sweep-towers", "1", "--sweep-warmup", str(args.warmup), "--sweep-steps", str(args.steps),
+                          "--sweep-towers", "1", "--sweep-warmup", str(args.warmup), "--sweep-steps", str(2 * args.steps),
                           "--run-dir", sweep], cwd=REPO, capture_output=True, text=True)
     if cal.returncode != 0:
         sys.exit(f"calibration failed: {cal.stderr.strip()}")
@@ -114,17 +118,23 @@ def main():
     with open(os.path.join(out, "predictions.json"), "w") as f:  # saved before any held-out run
         json.dump([{"label": c[0], "prediction": p} for c, p in zip(configs, predictions)], f, indent=1)
 
+    rates = [[] for _ in configs]
+    for rep in range(args.repeats):  # rounds interleaved: slow spells of the machine hit every configuration
+        for i, (label, _, rflags, cores, _) in enumerate(configs):
+            rate, cmd = measured_rate(args.binary, args.model, args.data, rflags, cores, args.warmup, args.steps,
+                                      os.path.join(out, f"held-out-{i + 1:02d}-{rep + 1}.jsonl"))
+            rates[i].append((rate, cmd))
     rows, records, errors, naive_errors = [], [], [], []
     for i, ((label, _, rflags, cores, _), p) in enumerate(zip(configs, predictions)):
-        measured, cmd = measured_rate(args.binary, args.model, args.data, rflags, cores, args.warmup, args.steps,
-                                      os.path.join(out, f"held-out-{i + 1:02d}.jsonl"))
+        ordered = sorted(r for r, _ in rates[i])
+        measured, cmd = ordered[len(ordered) // 2], rates[i][0][1]
         predicted = p["examples_per_sec"]
         err = (predicted - measured) / measured
         nerr = (naive - measured) / measured
         errors.append(abs(err))
         naive_errors.append(abs(nerr))
         rows.append([label, f"{predicted:.0f}", f"{measured:.0f}", f"{100 * err:+.1f}%", f"{100 * nerr:+.1f}%"])
-        records.append({"label": label, "predicted": predicted, "measured": measured, "error": err,
+        records.append({"label": label, "predicted": predicted, "measured": measured, "runs": ordered, "error": err,
                         "naive_error": nerr, "command": " ".join(cmd), "bottleneck": p["bottleneck"]})
     print_table(["held-out configuration", "predicted ex/s", "measured ex/s", "model error", "naive error"], rows)
     mae, naive_mae = sum(errors) / len(errors), sum(naive_errors) / len(naive_errors)
