@@ -223,7 +223,7 @@ int runPredict(const CommandLine& c) {
     if (c.calibrationPoint > int(results.size()))
         return fail("--from: the sweep has " + std::to_string(results.size()) + " points, not " + std::to_string(c.calibrationPoint));
     const tb::SweepResult& from = results[size_t(c.calibrationPoint - 1)];
-    const tb::Calibration cal = tb::Calibration::fromSweepPoint(from, sweepFile.params, sweepFile.host);
+    const tb::Calibration cal = tb::Calibration::fromSweepPoint(from, sweepFile.params, sweepFile.host, sweepFile.cores);
     tb::Scenario scenario = c.scenario;
     if (!c.coresGiven) scenario.cores = cal.cores;
     if (!c.batchGiven) scenario.batchPerTower = cal.batchPerTower;
@@ -246,6 +246,7 @@ int runPredict(const CommandLine& c) {
             tb::Scenario s = scenario;
             s.towers = n;
             s.strategy = strategy;
+            s.machines = std::min(scenario.machines, n);  // one tower is on one machine
             if (!c.threadsGiven) s.threadsPerTower = s.device ? 1 : std::max(1, s.cores / n);
             if (!c.slow.empty()) {  // the stragglers among these towers
                 s.slowdown.assign(size_t(n), 1.0);
@@ -257,8 +258,8 @@ int runPredict(const CommandLine& c) {
             double measured = -1;
             for (const tb::SweepResult& r : results)
                 if (!s.device && c.slow.empty() && r.point.towers == n && (n == 1 || r.point.strategy == strategy) &&
-                    tb::Calibration::fromSweepPoint(r, sweepFile.params, sweepFile.host).threadsPerTower == s.threadsPerTower &&
-                    tb::Calibration::fromSweepPoint(r, sweepFile.params, sweepFile.host).batchPerTower == s.batchPerTower)
+                    tb::Calibration::fromSweepPoint(r, sweepFile.params, sweepFile.host, sweepFile.cores).threadsPerTower == s.threadsPerTower &&
+                    tb::Calibration::fromSweepPoint(r, sweepFile.params, sweepFile.host, sweepFile.cores).batchPerTower == s.batchPerTower)
                     measured = r.measured.examplesPerSec;
             if (c.json) {
                 nlohmann::json j = p.toJson();

@@ -5,6 +5,7 @@
 
 #include <QJsonDocument>
 #include <QJsonObject>
+#include <QFileInfo>
 #include <QTemporaryDir>
 
 #include "engine/scaling_sweep.hpp"
@@ -197,7 +198,7 @@ private slots:
         QCOMPARE(results[2].point.label(), std::string("2 towers, async"));
         QCOMPARE(results[1].point.config.batch, 64);  // batch per tower kept
         for (const SweepResult& r : results) {
-            QCOMPARE(r.measured.steps, int64_t(5));
+            QCOMPARE(r.measured.steps, int64_t(r.point.strategy == "async" ? 5 * r.point.towers : 5));  // async: updates
             QVERIFY(r.measured.examplesPerSec > 0 && r.measured.compute > 0);
         }
         const SweepFile back = ScalingSweep::readResults(folder);
@@ -212,6 +213,36 @@ private slots:
         QCOMPARE(rows[0].plan, std::string("scaling sweep, 3 points"));
         QCOMPARE(rows[0].state, std::string("finished"));
         QCOMPARE(rows[0].model, std::string("tiny_mlp"));
+    }
+
+    // Async points warm up and measure N times as many reports (one tower's update each);
+    // averaging points whole rounds of K, whose reports share one clock reading (a stretch that
+    // began mid-round counted a round's steps in no time: examples/sec up to 10^5 x too high).
+    void pointsMeasureWholeRounds() {
+        RunConfig base;
+        base.model = "tiny_mlp";
+        base.data = "synthetic:blobs";
+        base.batch = 32;
+        base.threads = 2;
+        base.validation = 0;
+        SweepSettings settings;
+        settings.towers = {2};
+        settings.strategies = {"async", "average:8"};
+        settings.warmup = 1;
+        settings.measure = 5;
+        const std::vector<SweepPoint> points = sweepPoints(base, settings);
+        QCOMPARE(int(points.size()), 3);
+        QCOMPARE(points[1].warmupReports, int64_t(2));   // 1 x 2 towers
+        QCOMPARE(points[1].config.steps, int64_t(12));   // (1 + 5) x 2
+        QCOMPARE(points[2].warmupReports, int64_t(8));   // one round of 8
+        QCOMPARE(points[2].config.steps, int64_t(16));   // 8 + 8
+        const auto results = ScalingSweep(base, settings, {}).run();
+        QCOMPARE(results[2].measured.steps, int64_t(8));
+        QCOMPARE(results[2].measured.examples, int64_t(8 * 64));
+        // One round measured over its own wall time (before, all six steps shared one clock
+        // reading: no time at all, no rate).
+        QVERIFY2(results[2].measured.seconds > 0 && results[2].speedup > 0.2 && results[2].speedup < 20,
+                 qPrintable(QString("%1 s, speedup %2").arg(results[2].measured.seconds).arg(results[2].speedup)));
     }
 
     // The commands: scale writes a sweep, predict reads it; refusals in one line each.
@@ -232,6 +263,16 @@ private slots:
         r = tbtest::runTowerbench({"predict", folder, "--towers", "1,2", "--slow", "1=3"});
         QVERIFY2(r.exitCode == 0, qPrintable(r.err));
         QVERIFY(r.out.contains("the slowest tower holds the others"));
+        // Machines beyond a scenario's towers: the one-tower scenario is on one machine.
+        r = tbtest::runTowerbench({"predict", folder, "--device", "h100", "--machines", "2"});
+        QVERIFY2(r.exitCode == 0, qPrintable(r.err));
+        QVERIFY(r.out.contains("2 h100 towers on 2 machines"));
+        // A sweep refused at its first point (no such data) leaves no folder.
+        const QString refused = dir_.filePath("refused-sweep");
+        r = tbtest::runTowerbench({"scale", "--model", "tiny_mlp", "--data", "idx:" + dir_.filePath("nothing"),
+                                   "--sweep-towers", "2", "--run-dir", refused});
+        QCOMPARE(r.exitCode, 2);
+        QVERIFY(!QFileInfo::exists(refused));
         r = tbtest::runTowerbench({"predict", folder, "--towers", "8", "--device", "a100", "--link", "pcie5", "--json"});
         QVERIFY2(r.exitCode == 0, qPrintable(r.err));
         QCOMPARE(r.out.trimmed().count('\n'), 0);  // one line: the sweep's one strategy

@@ -412,6 +412,7 @@ SyncAsyncLesson* MainWindow::openLesson(int index) {
 ScalingLab* MainWindow::openScalingLab(const QString& sweepFolder) {
     if (!lab_) {
         lab_ = new ScalingLab(this);
+        lab_->setBusyCheck([this] { return running_; });
         connect(lab_, &ScalingLab::sweepFinished, runs_, &RunsPanel::refresh);
     }
     if (!lab_->running()) lab_->setBase(experiment_->config());
@@ -540,6 +541,11 @@ void MainWindow::resumeRun(const QString& folder) {
 
 void MainWindow::launch(bool startPaused, const QString& resumeDir) {
     if (running_ || !experiment_->isValid()) return;
+    if (lab_ && lab_->running()) {  // both would run on the same cores, and the sweep would measure both
+        showError(tr("A scaling sweep is measuring in the scaling lab: training beside it would skew its numbers. "
+                     "Stop the sweep first."));
+        return;
+    }
     follower_.reset();  // a run of this window's own takes the views
     const tb::RunConfig c = experiment_->config();
     QSettings().setValue("experiment/last", QByteArray::fromStdString(c.toJson().dump()));

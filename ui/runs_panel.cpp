@@ -1,5 +1,7 @@
 #include "runs_panel.hpp"
 
+#include "engine/scaling_sweep.hpp"
+
 #include <QFileInfo>
 
 #include <QDir>
@@ -257,9 +259,25 @@ CompareDialog::CompareDialog(const QStringList& folders, QWidget* parent) : QDia
                                   tr("step"), tr("accuracy"));
     QStringList keys;
     std::vector<QJsonObject> configs;
+    // Scaling sweeps compare by what they measured: examples/sec and efficiency against towers.
+    const bool sweeps = std::all_of(folders.begin(), folders.end(), [](const QString& f) { return RunsPanel::isSweep(f); });
+    if (sweeps) {
+        tb::ui::chartTitle(loss_)->setText(tr("Examples/sec by towers"));
+        tb::ui::chartTitle(accuracy_)->setText(tr("Scaling efficiency"));
+        for (QCustomPlot* p : {loss_, accuracy_}) p->xAxis->setLabel(tr("towers"));
+        loss_->yAxis->setLabel(tr("examples/sec"));
+        accuracy_->yAxis->setLabel(tr("efficiency (speedup / towers)"));
+    }
     for (int i = 0; i < folders.size(); ++i) {
         const QString name = QDir(folders[i]).dirName();
         const QColor colour = tb::ui::towerColour(i);
+        configs.push_back(readConfig(folders[i]));
+        for (const QString& k : configs.back().keys())
+            if (!keys.contains(k)) keys << k;
+        if (sweeps) {
+            addSweep(folders[i], name, colour);
+            continue;
+        }
         const Curves c = readCurves(folders[i]);
         QCPGraph* g = loss_->addGraph();
         g->setName(name);
@@ -270,9 +288,6 @@ CompareDialog::CompareDialog(const QStringList& folders, QWidget* parent) : QDia
         a->setPen(QPen(colour, 1.5));
         a->setScatterStyle(QCPScatterStyle(QCPScatterStyle::ssDisc, 5));
         a->setData(c.evalSteps, c.accuracy, true);
-        configs.push_back(readConfig(folders[i]));
-        for (const QString& k : configs.back().keys())
-            if (!keys.contains(k)) keys << k;
     }
     for (QCustomPlot* p : {loss_, accuracy_}) {
         p->legend->setVisible(true);
@@ -337,6 +352,38 @@ CompareDialog::CompareDialog(const QStringList& folders, QWidget* parent) : QDia
     auto* v = new QVBoxLayout(this);
     v->addWidget(body);
     resize(1000, 600);
+}
+
+void CompareDialog::addSweep(const QString& folder, const QString& name, const QColor& colour) {
+    tb::SweepFile f;
+    try {
+        f = tb::ScalingSweep::readResults(folder.toStdString());
+    } catch (const tb::Error& e) {
+        QCPGraph* g = loss_->addGraph();  // named, so the legend says why this sweep has no points
+        g->setName(tr("%1: %2").arg(name, QString::fromUtf8(e.what())));
+        return;
+    }
+    // One line per strategy (the one-tower point starts each), a dash pattern per strategy.
+    std::vector<std::string> strategies;
+    for (const tb::SweepResult& r : f.points)
+        if (r.point.towers > 1 && std::find(strategies.begin(), strategies.end(), r.point.strategy) == strategies.end())
+            strategies.push_back(r.point.strategy);
+    if (strategies.empty()) strategies.push_back("mean");
+    const Qt::PenStyle styles[] = {Qt::SolidLine, Qt::DashLine, Qt::DotLine, Qt::DashDotLine, Qt::DashDotDotLine};
+    for (size_t k = 0; k < strategies.size(); ++k) {
+        QCPGraph* rate = loss_->addGraph();
+        QCPGraph* efficiency = accuracy_->addGraph();
+        for (QCPGraph* g : {rate, efficiency}) {
+            g->setName(tr("%1: %2").arg(name, QString::fromStdString(strategies[k])));
+            g->setPen(QPen(colour, 1.5, styles[k % std::size(styles)]));
+            g->setScatterStyle(QCPScatterStyle(QCPScatterStyle::ssDisc, 5));
+        }
+        for (const tb::SweepResult& r : f.points)
+            if (r.point.towers == 1 || r.point.strategy == strategies[k]) {
+                rate->addData(r.point.towers, r.measured.examplesPerSec);
+                efficiency->addData(r.point.towers, r.efficiency);
+            }
+    }
 }
 
 QStringList CompareDialog::differingKeys() const {

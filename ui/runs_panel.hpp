@@ -18,6 +18,7 @@ class QLineEdit;
 class QPushButton;
 class QTableWidget;
 class QCustomPlot;
+class QColor;
 
 class RunsPanel : public QWidget {
     Q_OBJECT
@@ -42,6 +43,7 @@ signals:
     void sweepRequested(const QString& folder);      // a scaling sweep's folder, for the scaling lab
 
 private:
+    friend class CompareDialog;
     static bool isSweep(const QString& folder);
     QString root_;
     QLineEdit* filter_;
@@ -52,16 +54,19 @@ private:
 };
 
 // Runs side by side: their training loss and test accuracy over the steps (from each folder's
-// metrics.jsonl), and their settings with every row where they differ marked.
+// metrics.jsonl), and their settings with every row where they differ marked. Scaling sweeps
+// side by side: examples/sec and scaling efficiency against towers, a line per strategy.
 class CompareDialog : public QDialog {
     Q_OBJECT
 public:
     explicit CompareDialog(const QStringList& folders, QWidget* parent = nullptr);
-    QCustomPlot* lossPlot() const { return loss_; }
+    QCustomPlot* lossPlot() const { return loss_; }          // sweeps: examples/sec by towers
+    QCustomPlot* accuracyPlot() const { return accuracy_; }  // sweeps: scaling efficiency
     QTableWidget* settings() const { return settings_; }
     QStringList differingKeys() const;  // the settings rows marked as differing
 
 private:
+    void addSweep(const QString& folder, const QString& name, const QColor& colour);
     QCustomPlot* loss_;
     QCustomPlot* accuracy_;
     QTableWidget* settings_;

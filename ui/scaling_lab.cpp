@@ -23,6 +23,7 @@
 #include <QVBoxLayout>
 #include <algorithm>
 #include <cmath>
+#include <thread>
 
 #include "chart_style.hpp"
 #include "engine/run_folder.hpp"
@@ -74,34 +75,43 @@ void SweepWorker::registerTypes() {
 
 void SweepWorker::stop() {
     std::lock_guard lock(mutex_);
-    stopRequested_ = true;
     if (sweep_) sweep_->stop();
+    else pending_ = Pending::Stop;  // queued, not yet begun: it begins stopped
+}
+
+void SweepWorker::abort() {
+    std::lock_guard lock(mutex_);
+    if (sweep_) sweep_->abort();
+    else pending_ = Pending::Abort;
 }
 
 void SweepWorker::run(const tb::RunConfig& base, const tb::SweepSettings& settings, const QString& folder) {
     try {
         tb::ScalingSweep sweep(base, settings, folder.toStdString());
+        // Whatever way run() ends, the GUI thread's stop() never reaches a sweep that is gone.
+        struct Forget {
+            SweepWorker* w;
+            ~Forget() {
+                std::lock_guard lock(w->mutex_);
+                w->sweep_ = nullptr;
+                w->pending_ = Pending::None;
+            }
+        };
         const int total = int(tb::sweepPoints(base, settings).size());
         {
             std::lock_guard lock(mutex_);
-            if (stopRequested_) sweep.stop();
-            stopRequested_ = false;
+            if (pending_ == Pending::Stop) sweep.stop();
+            if (pending_ == Pending::Abort) sweep.abort();
             sweep_ = &sweep;
         }
+        Forget forget{this};
         int done = 0;
-        sweep.run([&](const tb::SweepResult& r) { emit pointMeasured({r, sweep.params(), sweep.host(), ++done, total}); });
-        bool stopped = false;
-        {
-            std::lock_guard lock(mutex_);
-            sweep_ = nullptr;
-            stopped = done < total;
-        }
-        emit finished(folder, stopped);
+        sweep.run([&](const tb::SweepResult& r) {
+            emit pointMeasured({r, sweep.params(), sweep.host(), int(std::max(1u, std::thread::hardware_concurrency())),
+                                ++done, total});
+        });
+        emit finished(folder, done < total);
     } catch (const std::exception& e) {
-        {
-            std::lock_guard lock(mutex_);
-            sweep_ = nullptr;
-        }
         emit failed(QString::fromStdString(e.what()));
     }
 }
@@ -181,7 +191,7 @@ ScalingLab::ScalingLab(QWidget* parent) : QWidget(parent, Qt::Window) {
 }
 
 ScalingLab::~ScalingLab() {
-    worker_->stop();
+    worker_->abort();  // the point in progress ends at its step, without its final evaluation
     thread_->quit();
     thread_->wait();
 }
@@ -395,6 +405,11 @@ void ScalingLab::startSweep() {
     s.warmup = warmup_->value();
     s.measure = steps_->value();
     s.towers.clear();
+    if (busy_ && busy_()) {
+        status_ = tr("The main window is training: a sweep beside it would measure both runs. Stop it first.");
+        statusLabel_->setText(status_);
+        return;
+    }
     try {
         for (const QString& t : towers_->text().split(',', Qt::SkipEmptyParts)) {
             bool ok = false;
@@ -403,13 +418,14 @@ void ScalingLab::startSweep() {
             s.towers.push_back(n);
         }
         (void)tb::sweepPoints(base_, s);  // every point's plan checked before anything starts
+        folder_ = QString::fromStdString(tb::newSweepFolder(base_));
     } catch (const tb::Error& e) {
         status_ = QString::fromStdString(e.what());
         statusLabel_->setText(status_);
         return;
     }
     results_.clear();
-    folder_ = QString::fromStdString(tb::newSweepFolder(base_));
+    cores_ = int(std::max(1u, std::thread::hardware_concurrency()));
     status_ = tr("Measuring the first point…");
     statusLabel_->setText(status_);
     showResults();
@@ -431,12 +447,17 @@ void ScalingLab::closeEvent(QCloseEvent* e) {
 }
 
 bool ScalingLab::openSweep(const QString& folder) {
-    if (running_) return false;
+    if (running_) {
+        status_ = tr("A sweep is running: %1 opens when it has ended (or been stopped).").arg(folder);
+        statusLabel_->setText(status_);
+        return false;
+    }
     try {
         const tb::SweepFile f = tb::ScalingSweep::readResults(folder.toStdString());
         results_ = f.points;
         params_ = f.params;
         host_ = f.host;
+        cores_ = f.cores;
         folder_ = folder;
         status_ = tr("%1 points from %2").arg(results_.size()).arg(folder);
         tb::RunConfig base = results_.front().point.config;
@@ -457,6 +478,7 @@ void ScalingLab::addPoint(const SweepProgress& p) {
     results_.push_back(p.result);
     params_ = p.params;
     host_ = p.host;
+    cores_ = p.cores;
     status_ = p.done < p.total ? tr("Measured %1 of %2 points; next: point %3").arg(p.done).arg(p.total).arg(p.done + 1)
                                : tr("Measured %1 of %2 points").arg(p.done).arg(p.total);
     statusLabel_->setText(status_);
@@ -513,7 +535,7 @@ void ScalingLab::showResults() {
 bool ScalingLab::calibration(tb::Calibration* cal) const {
     const int i = from_->currentIndex();
     if (i < 0 || size_t(i) >= results_.size() || params_ <= 0) return false;
-    *cal = tb::Calibration::fromSweepPoint(results_[size_t(i)], params_, host_);
+    *cal = tb::Calibration::fromSweepPoint(results_[size_t(i)], params_, host_, cores_);
     return true;
 }
 

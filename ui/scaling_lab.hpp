@@ -11,6 +11,7 @@
 #include <QObject>
 #include <QString>
 #include <QWidget>
+#include <functional>
 #include <mutex>
 #include <vector>
 
@@ -32,6 +33,7 @@ struct SweepProgress {
     tb::SweepResult result;
     int64_t params = 0;
     tb::HostCore host;
+    int cores = 0;  // the machine's, which points with --threads 0 use
     int done = 0, total = 0;
 };
 
@@ -40,7 +42,8 @@ class SweepWorker : public QObject {
     Q_OBJECT
 public:
     static void registerTypes();
-    void stop();
+    void stop();   // the point in progress ends at its step (with its final evaluation)
+    void abort();  // the same without it (the window is closing)
 
 public slots:
     void run(const tb::RunConfig& base, const tb::SweepSettings& settings, const QString& folder);
@@ -53,7 +56,7 @@ signals:
 private:
     std::mutex mutex_;
     tb::ScalingSweep* sweep_ = nullptr;  // the sweep in progress, owned by run()'s stack
-    bool stopRequested_ = false;
+    enum class Pending { None, Stop, Abort } pending_ = Pending::None;  // asked before run() began
 };
 
 class ScalingLab : public QWidget {
@@ -69,6 +72,9 @@ public:
     bool running() const { return running_; }
     QString statusText() const;
     QString folder() const { return folder_; }
+    // Asked before a sweep starts: true while the main window trains (a sweep beside a run
+    // would measure both).
+    void setBusyCheck(std::function<bool()> busy) { busy_ = std::move(busy); }
 
     // For tests and screenshots.
     QLineEdit* towersEdit() const { return towers_; }
@@ -121,6 +127,8 @@ private:
     std::vector<tb::SweepResult> results_;
     int64_t params_ = 0;
     tb::HostCore host_;
+    int cores_ = 1;
+    std::function<bool()> busy_;
     QThread* thread_;
     SweepWorker* worker_;
 

@@ -6,6 +6,7 @@
 #include <filesystem>
 #include <fstream>
 #include <sstream>
+#include <thread>
 
 #include "engine/metrics_file.hpp"
 #include "engine/run_folder.hpp"
@@ -86,7 +87,15 @@ std::vector<SweepPoint> sweepPoints(const RunConfig& base, const SweepSettings& 
             applyStrategy(c, s);
             c.batchPerTower = perTower;
             c.batch = std::min(RunConfig::kMaxBatch, n * perTower);
-            c.steps = settings.warmup + settings.measure;
+            int64_t warmup = settings.warmup, measure = settings.measure;
+            if (s == "async") warmup *= n, measure *= n;
+            if (c.averageEvery > 1) {  // whole rounds, so the clock reads a round's end at both ends
+                const int64_t k = c.averageEvery;
+                warmup = (std::max<int64_t>(warmup, 1) + k - 1) / k * k;
+                measure = (measure + k - 1) / k * k;
+            }
+            p.warmupReports = warmup;
+            c.steps = warmup + measure;
             c.evalEvery = 0;
             c.slow.clear();
             c.metrics.clear();
@@ -138,6 +147,12 @@ void ScalingSweep::stop() {
     if (current_) current_->requestStop();
 }
 
+void ScalingSweep::abort() {
+    stopped_ = aborted_ = true;
+    std::lock_guard<std::mutex> lock(mutex_);
+    if (current_) current_->control().abort();
+}
+
 void ScalingSweep::writeFolder(const std::string& state, const std::vector<SweepResult>& results, const std::string& error) {
     if (folder_.empty()) return;
     nlohmann::json run = {{"format", "towerbench-run"}, {"version", 1},           {"kind", "sweep"},
@@ -154,6 +169,7 @@ void ScalingSweep::writeFolder(const std::string& state, const std::vector<Sweep
     }
     const nlohmann::json sweep = {{"settings", settings_.toJson()},
                                   {"params", params_},
+                                  {"cores", int(std::max(1u, std::thread::hardware_concurrency()))},
                                   {"host", {{"flops", host_.flops}, {"bandwidth", host_.bandwidth}}},
                                   {"points", points}};
     writeFileAtomically(folder_ + "/sweep.json", sweep.dump(2) + "\n");
@@ -180,7 +196,7 @@ std::vector<SweepResult> ScalingSweep::run(const std::function<void(const SweepR
         for (size_t i = 0; i < points.size() && !stopped_; ++i) {
             SweepResult r;
             r.point = points[i];
-            StepProfiler profiler(settings_.warmup);
+            StepProfiler profiler(r.point.warmupReports);
             Trainer trainer(r.point.config);
             trainer.addObserver(&profiler);
             std::unique_ptr<MetricsFile> metrics;
@@ -195,6 +211,8 @@ std::vector<SweepResult> ScalingSweep::run(const std::function<void(const SweepR
             {
                 std::lock_guard<std::mutex> lock(mutex_);
                 current_ = &trainer;
+                if (aborted_) trainer.control().abort();  // asked between the loop's check and now
+                else if (stopped_) trainer.requestStop();
             }
             RunSummary summary;
             try {
@@ -219,11 +237,15 @@ std::vector<SweepResult> ScalingSweep::run(const std::function<void(const SweepR
             writeFolder("running", results);
             if (onPoint) onPoint(results.back());
         }
-    } catch (const Error& e) {
-        try {
-            writeFolder("failed", results, e.what());
-        } catch (const Error&) {  // the failure being reported may be the folder's own
-        }
+    } catch (const std::exception& e) {
+        // Refused before a point was measured: the folder it made (new or empty before) goes, as
+        // a refused run leaves none; else it keeps its points and says why it ended.
+        std::error_code ec;
+        if (results.empty() && !folder_.empty()) fs::remove_all(folder_, ec);
+        else try {
+                writeFolder("failed", results, e.what());
+            } catch (const std::exception&) {  // the failure being reported may be the folder's own
+            }
         throw;
     }
     writeFolder(stopped_ ? "stopped" : "finished", results);
@@ -249,6 +271,7 @@ SweepFile ScalingSweep::readResults(const std::string& folder) {
     if (!j.contains("host")) throw Error(path + ": 'host' is missing");
     f.host.flops = positive(j["host"], "flops", 1e16);
     f.host.bandwidth = positive(j["host"], "bandwidth", 1e14);
+    f.cores = int(positive(j, "cores", 1e6));
     if (j.contains("settings") && j["settings"].is_object() && j["settings"].contains("strategies") &&
         j["settings"]["strategies"].is_array()) {
         f.settings.strategies.clear();

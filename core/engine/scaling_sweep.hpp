@@ -43,6 +43,10 @@ struct SweepPoint {
     int towers = 1;
     std::string strategy;  // as in SweepSettings; one-tower points are "mean" (all strategies agree)
     RunConfig config;
+    // Reports left out before measuring. Async reports are one tower's update each, so async
+    // points warm up (and measure) N times as many; averaging points whole rounds of K, whose
+    // reports share one clock reading.
+    int64_t warmupReports = 0;
     std::string label() const;  // "2 towers, allreduce"
 };
 
@@ -67,7 +71,8 @@ void applyStrategy(RunConfig& c, const std::string& strategy);
 struct SweepFile {
     SweepSettings settings;
     int64_t params = 0;  // the model's
-    HostCore host;       // this machine's core, measured when the sweep began
+    HostCore host;       // the sweeping machine's core, measured when the sweep began
+    int cores = 0;       // the sweeping machine's cores (where a point's --threads is 0: all)
     std::vector<SweepResult> points;
 };
 
@@ -79,7 +84,8 @@ public:
     // Runs the points in order; `onPoint` sees each result as it is measured. A stop ends the
     // point in progress (its measurement is kept if it got past the warm-up) and skips the rest.
     std::vector<SweepResult> run(const std::function<void(const SweepResult&)>& onPoint = {});
-    void stop();  // any thread
+    void stop();   // any thread: the point in progress ends at its step, with its final evaluation
+    void abort();  // any thread: the same without the final evaluation (the window is closing)
     const std::string& folder() const { return folder_; }
     // Known once the first point is measured: the model's parameters; this machine's core.
     int64_t params() const { return params_; }
@@ -94,7 +100,7 @@ private:
     std::string folder_, created_;
     int64_t params_ = 0;
     HostCore host_;
-    std::atomic<bool> stopped_{false};
+    std::atomic<bool> stopped_{false}, aborted_{false};
     std::mutex mutex_;           // guards current_
     Trainer* current_ = nullptr;  // the point being run
 };

@@ -257,7 +257,7 @@ std::string bottleneckOf(const Calibration& cal, const Assumptions& a, const Sce
     // Async: a straggler holds no one (its own updates are fewer); waiting is the holder's queue.
     const bool async = s.strategy == "async";
     const Term terms[] = {{ph.reduce, "reduce"}, {ph.wait + (async ? 0 : ph.straggle), "wait"}, {ph.apply, "apply"},
-                          {ph.dataWait, "data"}};
+                          {ph.dataWait, "data"}, {p.otherSeconds, "other"}};
     const Term worst = *std::max_element(std::begin(terms), std::end(terms),
                                          [](const Term& x, const Term& y) { return x.seconds < y.seconds; });
     const std::string who = s.describe() + ": ";
@@ -292,7 +292,7 @@ std::string bottleneckOf(const Calibration& cal, const Assumptions& a, const Sce
         const Transfer t = transferOf(cal, a, s, hostBandwidthOf(cal, a));
         return who + t.where + " carries " + std::to_string(n) + " x " + megabytes(p.bytesPerTower) + " per step (" +
                ms(ph.reduce) + " of the " + ms(step) + " step" + (t.parts.empty() ? "" : ": " + t.parts) + "); " +
-               better({"mean", "allreduce", "average:" + std::to_string(std::max(4, 2 * averageEvery(s.strategy)))}) + ".";
+               better({"mean", "allreduce", "average:" + std::to_string(std::clamp(2 * averageEvery(s.strategy), 4, 9999))}) + ".";
     }
     if (worst.name == std::string("wait") && async) {
         Scenario more = s;
@@ -308,7 +308,11 @@ std::string bottleneckOf(const Calibration& cal, const Assumptions& a, const Sce
     if (worst.name == std::string("apply"))
         return who + "applying the update takes " + ms(ph.apply) + " of the " + ms(step) + " step; " +
                better({"mean", "allreduce"}) + ".";
-    return who + "the input pipeline: towers wait " + ms(ph.dataWait) + " of the " + ms(step) + " step for data.";
+    if (worst.name == std::string("data"))
+        return who + "the input pipeline: towers wait " + ms(ph.dataWait) + " of the " + ms(step) + " step for data.";
+    return who + "the step's fixed cost measured in the calibration run (the step loop, handing batches and reports "
+                 "over) is " + ms(p.otherSeconds) + " of the " + ms(step) + " step: more work per step (a larger batch "
+                 "per tower) would hide it.";
 }
 
 }  // namespace
@@ -383,11 +387,11 @@ HostCore measureHostCore() {
     return h;
 }
 
-Calibration Calibration::fromSweepPoint(const SweepResult& r, int64_t params, HostCore host) {
+Calibration Calibration::fromSweepPoint(const SweepResult& r, int64_t params, HostCore host, int machineCores) {
     Calibration c;
     c.measured = r.measured;
     c.towers = r.point.towers;
-    c.cores = r.point.config.threads > 0 ? r.point.config.threads : int(std::max(1u, std::thread::hardware_concurrency()));
+    c.cores = r.point.config.threads > 0 ? r.point.config.threads : std::max(1, machineCores);
     c.threadsPerTower = std::max(1, c.cores / c.towers);
     c.batchPerTower = r.point.config.batchPerTower > 0 ? r.point.config.batchPerTower : r.point.config.batch / c.towers;
     c.strategy = r.point.strategy;
@@ -419,7 +423,7 @@ std::string Scenario::describe() const {
     if (machines > 1) d += " on " + std::to_string(machines) + " machines";
     if (!device) d += " x " + std::to_string(threadsPerTower) + (threadsPerTower == 1 ? " thread" : " threads");
     if (towers > 1) d += ", " + strategy;
-    if (psShards > 1) d += ", " + std::to_string(psShards) + " shards";
+    if (psShards > 1 && (strategy == "mean" || strategy == "async")) d += ", " + std::to_string(psShards) + " shards";
     return d;
 }
 

@@ -20,7 +20,9 @@
 //   async     no wait; each tower cycles on its own; the holder applies one push at a time per
 //             shard (a queue); mean staleness N - 1
 //   data      the input pipeline's wait per step as measured (it kept up there; it is assumed to)
-//   other     the calibration's wall time per step beyond its phases (loop, hand-overs), kept
+//   other     the calibration's wall time per step beyond its measured data, compute and apply
+//             and its modelled transfers (the loop, hand-overs, and any wait it measured where
+//             the model predicts none), kept as a fixed cost: the model reproduces its calibration
 // The engine does not overlap transfers with compute: the terms add up.
 #pragma once
 #include <optional>
@@ -66,8 +68,9 @@ struct Calibration {
     std::string strategy = "mean";  // mean | allreduce | async | average:K
     int64_t params = 0;
     HostCore host;
-    // From a sweep's point; cores: the cores the runs had (the base's --threads, else all).
-    static Calibration fromSweepPoint(const SweepResult& r, int64_t params, HostCore host);
+    // From a sweep's point; `machineCores`: the sweeping machine's cores, which a point with
+    // --threads 0 used.
+    static Calibration fromSweepPoint(const SweepResult& r, int64_t params, HostCore host, int machineCores);
 };
 
 // Every assumption of the model, each stated and editable (--assume key=value).

@@ -13,6 +13,8 @@
 3. Measurements: each configuration trained for warmup+steps steps with --metrics; examples/sec
    over the steps after the warm-up, from the metrics file (the examples of each report over the
    elapsed_s between the warm-up's last report and the last one), independent of the sweep code.
+   Averaging every K = 4 trains in rounds whose 4 reports share one clock reading, so warm-up and
+   steps are multiples of 4 (else the stretch counts steps done before its clock started).
    Runs on this machine spread by up to 20% (README): each configuration is measured --repeats
    times (default 3), the rounds interleaved, and the median is the measurement. The calibration
    run measures twice as many steps as the others.
@@ -89,11 +91,15 @@ def main():
     ap.add_argument("--model", default="mnist_cnn")
     ap.add_argument("--data", default="fashion-mnist")
     ap.add_argument("--batch", type=int, default=64, help="examples per tower per step (calibration)")
-    ap.add_argument("--steps", type=int, default=30)
-    ap.add_argument("--warmup", type=int, default=5)
+    # Multiples of the averaging configuration's K = 4: its steps come in rounds of 4 that share one
+    # clock reading, so a stretch must start and end at a round's end.
+    ap.add_argument("--steps", type=int, default=32)
+    ap.add_argument("--warmup", type=int, default=8)
     ap.add_argument("--repeats", type=int, default=3, help="measurements of each held-out configuration (median)")
     ap.add_argument("--out", default=None, help="folder for the sweep, predictions and metrics (default: a temp dir)")
     args = ap.parse_args()
+    if args.steps % 4 or args.warmup % 4 or args.warmup < 4:
+        sys.exit("--steps and --warmup: multiples of 4 (the averaging configuration's rounds), warm-up at least 4")
     out = args.out or tempfile.mkdtemp(prefix="bench_predictor_")
     os.makedirs(out, exist_ok=True)
     print(f"processor: {cpu_model()} ({cpu_isa()}), {os.cpu_count()} cores; model {args.model}, data {args.data}")

@@ -15,7 +15,7 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
     TB_FUZZ_REFUSALS_ARE_FINE({
         const tb::SweepFile f = tb::ScalingSweep::readResults(folder);
         for (const tb::SweepResult& r : f.points) {
-            const tb::Calibration cal = tb::Calibration::fromSweepPoint(r, f.params, f.host);
+            const tb::Calibration cal = tb::Calibration::fromSweepPoint(r, f.params, f.host, f.cores);
             tb::Scenario s;
             s.towers = 4;
             s.cores = 2;
