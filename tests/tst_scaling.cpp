@@ -53,6 +53,17 @@ Calibration oneTower() {
     return c;
 }
 
+// tiny_mlp on the blobs: sweeps of a few steps a point.
+RunConfig tinySweepBase() {
+    RunConfig base;
+    base.model = "tiny_mlp";
+    base.data = "synthetic:blobs";
+    base.batch = 32;
+    base.threads = 2;
+    base.validation = 0;
+    return base;
+}
+
 QString errorOf(const std::function<void()>& f) {
     try {
         f();
@@ -175,12 +186,7 @@ private slots:
 
     // A short sweep: one tower, then two with each strategy; its folder, read back, and the index.
     void sweepKeepsAFolder() {
-        RunConfig base;
-        base.model = "tiny_mlp";
-        base.data = "synthetic:blobs";
-        base.batch = 32;
-        base.threads = 2;
-        base.validation = 0;
+        const RunConfig base = tinySweepBase();
         SweepSettings settings;
         settings.towers = {2};
         settings.strategies = {"mean", "async"};
@@ -219,12 +225,7 @@ private slots:
     // averaging points whole rounds of K, whose reports share one clock reading (a stretch that
     // began mid-round counted a round's steps in no time: examples/sec up to 10^5 x too high).
     void pointsMeasureWholeRounds() {
-        RunConfig base;
-        base.model = "tiny_mlp";
-        base.data = "synthetic:blobs";
-        base.batch = 32;
-        base.threads = 2;
-        base.validation = 0;
+        const RunConfig base = tinySweepBase();
         SweepSettings settings;
         settings.towers = {2};
         settings.strategies = {"async", "average:8"};
