@@ -256,11 +256,12 @@ int runPredict(const CommandLine& c) {
             const tb::Prediction p = tb::predict(cal, c.assumptions, s);
             // The sweep's measurement of the same point, where it made one (same towers, strategy, threads, batch).
             double measured = -1;
-            for (const tb::SweepResult& r : results)
-                if (!s.device && c.slow.empty() && r.point.towers == n && (n == 1 || r.point.strategy == strategy) &&
-                    tb::Calibration::fromSweepPoint(r, sweepFile.params, sweepFile.host, sweepFile.cores).threadsPerTower == s.threadsPerTower &&
-                    tb::Calibration::fromSweepPoint(r, sweepFile.params, sweepFile.host, sweepFile.cores).batchPerTower == s.batchPerTower)
+            for (const tb::SweepResult& r : results) {
+                if (s.device || !c.slow.empty() || r.point.towers != n || (n > 1 && r.point.strategy != strategy)) continue;
+                const tb::Calibration point = tb::Calibration::fromSweepPoint(r, sweepFile.params, sweepFile.host, sweepFile.cores);
+                if (point.threadsPerTower == s.threadsPerTower && point.batchPerTower == s.batchPerTower)
                     measured = r.measured.examplesPerSec;
+            }
             if (c.json) {
                 nlohmann::json j = p.toJson();
                 j["scenario"] = s.describe();

@@ -557,14 +557,19 @@ tb::Scenario ScalingLab::scenario(int towers, const std::string& strategy, const
     return s;
 }
 
-double ScalingLab::predicted(const QString& strategy, int towers) const {
-    tb::Calibration cal;
-    if (!calibration(&cal)) return -1;
+tb::Assumptions ScalingLab::assumptions() const {
     tb::Assumptions a;
     a.serialShare = serialShare_->value();
     a.hostLatency = hostLatency_->value() * 1e-6;
     a.hostBandwidth = hostGbps_->value() * 1e9;
     a.dataScale = dataScale_->value();
+    return a;
+}
+
+double ScalingLab::predicted(const QString& strategy, int towers) const {
+    tb::Calibration cal;
+    if (!calibration(&cal)) return -1;
+    const tb::Assumptions a = assumptions();
     try {
         return tb::predict(cal, a, scenario(towers, strategy.toStdString(), cal)).examplesPerSec;
     } catch (const tb::Error&) {
@@ -580,11 +585,7 @@ void ScalingLab::predict() {
     table_->setRowCount(int(results_.size()));
     tb::Calibration cal;
     const bool calibrated = calibration(&cal);
-    tb::Assumptions a;
-    a.serialShare = serialShare_->value();
-    a.hostLatency = hostLatency_->value() * 1e-6;
-    a.hostBandwidth = hostGbps_->value() * 1e9;
-    a.dataScale = dataScale_->value();
+    const tb::Assumptions a = assumptions();
     const double one = !results_.empty() ? results_.front().measured.examplesPerSec : 0;
     int maxN = maxTowers_->value();
     for (const tb::SweepResult& r : results_) maxN = std::max(maxN, r.point.towers);

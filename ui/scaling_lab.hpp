@@ -116,6 +116,7 @@ private:
     void showResults();  // table, measured series, bars
     void predict();      // the model's curves and sentences, from the settings of the moment
     bool calibration(tb::Calibration* cal) const;
+    tb::Assumptions assumptions() const;  // as the spin boxes say
     tb::Scenario scenario(int towers, const std::string& strategy, const tb::Calibration& cal) const;
     std::vector<std::string> strategies() const;  // of the results, in the sweep's order
     void setRunning(bool running);
