@@ -158,7 +158,8 @@ CommandLine parseCommandLine(const std::vector<std::string>& argsIn) {
             else throw Error("scale: unknown argument '" + a + "' (--sweep-towers, --sweep-strategies, --sweep-warmup, --sweep-steps)");
         }
         c.sweep.validate();
-        for (const char* flag : {"--resume", "--steps", "--epochs", "--metrics", "--towers", "--slow"})
+        // --towers stays: its kind (cpu:0, gpu:0, gpu:0*2) is the sweep's (sweepTowers).
+        for (const char* flag : {"--resume", "--steps", "--epochs", "--metrics", "--slow"})
             if (std::find(rest.begin(), rest.end(), flag) != rest.end())
                 throw Error(std::string("scale: ") + flag + " does not apply (the sweep sets it for each point)");
         args = rest;

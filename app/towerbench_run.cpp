@@ -95,7 +95,9 @@ The scaling lab (README: "The scaling lab"):
   scale               short runs of the model over tower counts x strategies (batch per tower
                       fixed), each measured after --sweep-warmup steps (default 5) for
                       --sweep-steps (default 30): examples/sec, speedup over one tower, scaling
-                      efficiency, and where a step's time goes; kept as a run folder
+                      efficiency, and where a step's time goes; kept as a run folder.
+                      --towers names the kind swept: cpu:0 (default), gpu:0 (one GPU per
+                      tower) or gpu:0*2 (towers sharing gpu:0)
   predict SWEEP_DIR   the step-time model calibrated from one point of a sweep (--from, default
                       1: one tower) predicts examples/sec and the step's breakdown for each
                       tower count x strategy, beside the sweep's measurement where it made one.
@@ -241,8 +243,16 @@ int runPredict(const CommandLine& c) {
         std::printf("%-44s %12s %12s %9s %9s %9s %9s %9s\n", "scenario", "predicted", "measured", "step ms", "compute",
                     "wait", "reduce", "apply");
     }
+    // One tower has no strategy, only a place for its variables: on CPU towers the same place
+    // (one prediction, "mean"); a device's tower reads them from the CPU holder over its link
+    // ("mean") or holds them itself ("allreduce": no transfer, the update on the device).
+    std::vector<std::string> single{"mean"};
+    if (scenario.device && std::find(strategies.begin(), strategies.end(), "allreduce") != strategies.end()) {
+        single = {"allreduce"};
+        if (std::find(strategies.begin(), strategies.end(), "mean") != strategies.end()) single.insert(single.begin(), "mean");
+    }
     for (int n : towers) {
-        for (const std::string& strategy : n == 1 ? std::vector<std::string>{"mean"} : strategies) {
+        for (const std::string& strategy : n == 1 ? single : strategies) {
             tb::Scenario s = scenario;
             s.towers = n;
             s.strategy = strategy;

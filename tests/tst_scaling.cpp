@@ -246,6 +246,16 @@ private slots:
                  qPrintable(QString("%1 s, speedup %2").arg(results[2].measured.seconds).arg(results[2].speedup)));
     }
 
+    // GPU points: one GPU per tower, or, from a base of towers sharing one GPU, towers sharing
+    // that GPU (all a one-GPU machine can sweep).
+    void pointsPlaceTheirTowers() {
+        QCOMPARE(sweepTowers("cpu:0,cpu:1", 3), std::string("cpu:0,cpu:1,cpu:2"));
+        QCOMPARE(sweepTowers("gpu:0", 2), std::string("gpu:0,gpu:1"));
+        QCOMPARE(sweepTowers("gpu:1*2", 1), std::string("gpu:1*1"));
+        QCOMPARE(sweepTowers("gpu:1*2", 4), std::string("gpu:1*4"));
+        QCOMPARE(sweepTowers("gpu:0*2,gpu:1*2", 2), std::string("gpu:0,gpu:1"));
+    }
+
     // The commands: scale writes a sweep, predict reads it; refusals in one line each.
     void commands() {
         const QString folder = dir_.filePath("cli-sweep");

@@ -67,10 +67,20 @@ std::string SweepPoint::label() const {
     return std::to_string(towers) + (towers == 1 ? " tower" : " towers") + (towers == 1 ? "" : ", " + strategy);
 }
 
+std::string sweepTowers(const std::string& baseTowers, int n) {
+    // The towers' kind from the base's first tower: CPU towers, or one GPU each; a base of towers
+    // sharing one GPU ("gpu:0*2") sweeps towers sharing that GPU: what a one-GPU machine can measure.
+    const std::string kind = baseTowers.starts_with("gpu") ? "gpu" : "cpu";
+    const size_t star = baseTowers.find('*');
+    if (kind == "gpu" && star != std::string::npos && baseTowers.find(',') == std::string::npos)
+        return baseTowers.substr(0, star) + "*" + std::to_string(n);
+    std::string towers;
+    for (int i = 0; i < n; ++i) towers += (i ? "," : "") + kind + ":" + std::to_string(i);
+    return towers;
+}
+
 std::vector<SweepPoint> sweepPoints(const RunConfig& base, const SweepSettings& settings) {
     settings.validate();
-    // The towers' kind from the base's first tower: CPU towers, or one GPU each.
-    const std::string kind = base.towers.starts_with("gpu") ? "gpu" : "cpu";
     const int perTower = base.batchPerTower > 0 ? base.batchPerTower : base.batch;
     std::vector<int> counts = settings.towers;
     std::sort(counts.begin(), counts.end());
@@ -81,9 +91,7 @@ std::vector<SweepPoint> sweepPoints(const RunConfig& base, const SweepSettings& 
         for (const std::string& s : n == 1 ? std::vector<std::string>{"mean"} : settings.strategies) {
             SweepPoint p{n, s, base};
             RunConfig& c = p.config;
-            std::string towers;
-            for (int i = 0; i < n; ++i) towers += (i ? "," : "") + kind + ":" + std::to_string(i);
-            c.towers = towers;
+            c.towers = sweepTowers(base.towers, n);
             applyStrategy(c, s);
             c.batchPerTower = perTower;
             c.batch = std::min(RunConfig::kMaxBatch, n * perTower);

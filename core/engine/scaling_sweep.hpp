@@ -59,6 +59,9 @@ struct SweepResult {
     nlohmann::json toJson() const;
 };
 
+// The --towers of a point of n towers: cpu:0,...; gpu:0,gpu:1,... one GPU each; or, where the
+// base's towers share one GPU ("gpu:0*2"), n towers sharing it ("gpu:0*n").
+std::string sweepTowers(const std::string& baseTowers, int n);
 // The points of a sweep: one tower once, then every other tower count with every strategy.
 // Throws tb::Error where the base settings cannot make them (e.g. GPU towers beyond the GPUs).
 std::vector<SweepPoint> sweepPoints(const RunConfig& base, const SweepSettings& settings);

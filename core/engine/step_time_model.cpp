@@ -283,7 +283,8 @@ std::string bottleneckOf(const Calibration& cal, const Assumptions& a, const Sce
             if (g > gain) gain = g, best = o;
         }
         if (best.empty()) return std::string("no other strategy would be faster");
-        const std::string name = best == "mean" ? "the CPU holder" : best == "allreduce" ? "all-reduce"
+        const std::string name = best == "mean" ? "the CPU holder"
+                                 : best == "allreduce" ? (s.towers == 1 ? "the variables on the device" : "all-reduce")
                                  : best == "async" ? "async updates" : "averaging every " + best.substr(8) + " steps";
         return name + " would raise examples/sec by " + percent(gain);
     };
@@ -423,6 +424,7 @@ std::string Scenario::describe() const {
     if (machines > 1) d += " on " + std::to_string(machines) + " machines";
     if (!device) d += " x " + std::to_string(threadsPerTower) + (threadsPerTower == 1 ? " thread" : " threads");
     if (towers > 1) d += ", " + strategy;
+    else if (device) d += replicated(strategy) ? ", variables on it" : ", variables on the CPU";
     if (psShards > 1 && (strategy == "mean" || strategy == "async")) d += ", " + std::to_string(psShards) + " shards";
     return d;
 }

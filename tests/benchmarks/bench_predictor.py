@@ -18,6 +18,9 @@
    Runs on this machine spread by up to 20% (README): each configuration is measured --repeats
    times (default 3), the rounds interleaved, and the median is the measurement. The calibration
    run measures twice as many steps as the others.
+With --gpu DEVICE:LINK (a GPU machine), the held-out set is one GPU tower on gpu:0, variables in
+host memory and on the GPU, batch 32/128/512, predicted from the same CPU calibration as the preset
+DEVICE joined by LINK; there the naive column (the CPU's own rate) is no contender.
 Prints the processor, then one row per configuration: predicted, measured, error; the mean
 absolute error of the model and of the naive prediction (goal: model at most 15% and clearly
 below naive). JSON lines follow (lines starting with '{').
@@ -73,6 +76,21 @@ def held_out(batch):
     ]
 
 
+# On a GPU machine (--gpu DEVICE:LINK): the same CPU calibration, predictions for one GPU tower
+# of the preset DEVICE joined by LINK (the predictor's "other hardware": compute scaled by the
+# FLOP/s ratio to this machine's measured core, transfers alpha-beta over the link), measured on
+# gpu:0 with the variables in host memory (the CPU holder) and on the GPU, over batch sizes.
+def held_out_gpu(device, link, cores):
+    configs = []
+    for b in ("32", "128", "512"):
+        hw = ["--towers", "1", "--device", device, "--link", link, "--batch-per-tower", b]
+        configs.append((f"1 {device} tower, variables on the CPU, batch {b}", [*hw, "--strategies", "mean"],
+                        ["--towers", "gpu:0", "--variables", "cpu", "--batch", b], cores, 1))
+        configs.append((f"1 {device} tower, variables on the GPU, batch {b}", [*hw, "--strategies", "allreduce"],
+                        ["--towers", "gpu:0", "--variables", "gpu:0", "--batch", b], cores, 1))
+    return configs
+
+
 def measured_rate(binary, model, data, flags, cores, warmup, steps, metrics):
     cmd = ["taskset", "-c", cores, binary, "--model", model, "--data", data, "--steps", str(warmup + steps),
            "--validation", "0", "--quiet", "--metrics", metrics, *flags]
@@ -97,6 +115,8 @@ def main():
     ap.add_argument("--warmup", type=int, default=8)
     ap.add_argument("--repeats", type=int, default=3, help="measurements of each held-out configuration (median)")
     ap.add_argument("--out", default=None, help="folder for the sweep, predictions and metrics (default: a temp dir)")
+    ap.add_argument("--gpu", default=None, metavar="DEVICE:LINK",
+                    help="held-out runs on gpu:0 predicted as this preset device and link (h100:pcie5)")
     args = ap.parse_args()
     if args.steps % 4 or args.warmup % 4 or args.warmup < 4:
         sys.exit("--steps and --warmup: multiples of 4 (the averaging configuration's rounds), warm-up at least 4")
@@ -114,7 +134,11 @@ def main():
     naive = json.loads(cal.stdout.strip().splitlines()[-1])["points"][0]["measured"]["examples_per_sec"]
     print(f"calibration: 1 tower x 2 threads, batch {args.batch}: {naive:.0f} examples/sec")
 
-    configs = held_out(args.batch)
+    if args.gpu:
+        device, _, link = args.gpu.partition(":")
+        configs = held_out_gpu(device, link, f"0-{os.cpu_count() - 1}")
+    else:
+        configs = held_out(args.batch)
     predictions = []
     for label, pflags, _, _, _ in configs:
         p = subprocess.run([args.binary, "predict", sweep, "--json", *pflags], cwd=REPO, capture_output=True, text=True)

@@ -236,6 +236,31 @@ fi
 denormals() { "$bench_bin/tb_bench_denormals" --threads 4 | tee "$out/denormals.txt"; }
 step "denormal benchmark (host CPU)" denormals
 
+# Issue 14 on the GPU: a scaling sweep of towers sharing gpu:0 (the holder on the host, replicas
+# with the on-device all-reduce, averaging every 4), and the predictor's GPU side: calibrated
+# from a CPU run on this host, its predictions for one H100 tower (saved before any GPU run)
+# against gpu:0 measured, variables on the host and on the GPU, batch 32/128/512.
+gpu_sweep() {
+  timeout 240 "$tbrun" scale --model mnist_cnn --data "idx:$repo/samples/fashion-mnist-slice" --towers gpu:0*2     --batch 128 --validation 0 --sweep-towers 1,2,4 --sweep-strategies mean,allreduce,average:4     --sweep-warmup 20 --sweep-steps 100 --run-dir "$out/gpu_sweep" > "$out/gpu_sweep.json" || return 1
+  python3 - "$out/gpu_sweep.json" <<'PY'
+import json, sys
+s = json.loads(open(sys.argv[1]).read().strip().splitlines()[-1])
+print(f"{'point':<26} {'ex/s':>10} {'speedup':>8} {'effic.':>7}  compute/wait/reduce/apply/data ms")
+for p in s["points"]:
+    m = p["measured"]
+    ph = " / ".join(f"{m[k]:.3f}" for k in ("compute_ms", "wait_ms", "reduce_ms", "apply_ms", "data_wait_ms"))
+    print(f"{p['label']:<26} {m['examples_per_sec']:10,.0f} {p['speedup']:8.2f} {p['efficiency']:7.2f}  {ph}")
+PY
+}
+step "scaling sweep on gpu:0 (1, 2, 4 towers)" gpu_sweep
+predictor_gpu() {
+  timeout 300 python3 "$repo/tests/benchmarks/bench_predictor.py" --binary "$tbrun" \
+    --data "idx:$repo/samples/fashion-mnist-slice" --gpu h100:pcie5 --repeats 3 --out "$out/predictor_gpu" \
+    | tee "$out/predictor_gpu.txt"
+}
+step "predictor: CPU calibration -> gpu:0" predictor_gpu
+rm -rf "$out/gpu_sweep" "$out/predictor_gpu"  # folders more than 2 levels deep do not come back
+
 if [ $bench -eq 1 ]; then
   bench_args=(--binary "$tbrun" --out-json "$out/bench_gpu.json")
   [ $quick -eq 1 ] && bench_args+=(--steps 40 --repeats 2 --no-compile --nvml-seconds 5)
