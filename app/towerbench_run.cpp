@@ -225,8 +225,17 @@ int runPredict(const CommandLine& c) {
     if (c.calibrationPoint > int(results.size()))
         return fail("--from: the sweep has " + std::to_string(results.size()) + " points, not " + std::to_string(c.calibrationPoint));
     const tb::SweepResult& from = results[size_t(c.calibrationPoint - 1)];
-    const tb::Calibration cal = tb::Calibration::fromSweepPoint(from, sweepFile.params, sweepFile.host, sweepFile.cores);
+    // A sweep of towers sharing one GPU calibrates from its points on that GPU (one tower in each
+    // place, the most towers), and predicts towers on it.
+    const std::string& sweptTowers = from.point.config.towers;
+    if (sweptTowers.starts_with("gpu") && sweptTowers.find('*') == std::string::npos)
+        return fail("predict: " + c.predictFrom + " swept one GPU per tower, which the model does not calibrate from; "
+                    "sweep towers sharing one GPU (--towers gpu:0*2) or CPU towers");
+    const bool onGpu = sweptTowers.starts_with("gpu");
+    const tb::Calibration cal = onGpu ? tb::Calibration::fromDeviceSweep(sweepFile)
+                                      : tb::Calibration::fromSweepPoint(from, sweepFile.params, sweepFile.host, sweepFile.cores);
     tb::Scenario scenario = c.scenario;
+    if (onGpu) scenario.measuredGpu = cal.device->gpu;
     if (!c.coresGiven) scenario.cores = cal.cores;
     if (!c.batchGiven) scenario.batchPerTower = cal.batchPerTower;
     std::vector<int> towers = c.predictTowers;
@@ -246,18 +255,15 @@ int runPredict(const CommandLine& c) {
     // One tower has no strategy, only a place for its variables: on CPU towers the same place
     // (one prediction, "mean"); a device's tower reads them from the CPU holder over its link
     // ("mean") or holds them itself ("allreduce": no transfer, the update on the device).
-    std::vector<std::string> single{"mean"};
-    if (scenario.device && std::find(strategies.begin(), strategies.end(), "allreduce") != strategies.end()) {
-        single = {"allreduce"};
-        if (std::find(strategies.begin(), strategies.end(), "mean") != strategies.end()) single.insert(single.begin(), "mean");
-    }
+    const std::vector<std::string> single =
+        scenario.device || onGpu ? tb::oneTowerStrategies(strategies) : std::vector<std::string>{"mean"};
     for (int n : towers) {
         for (const std::string& strategy : n == 1 ? single : strategies) {
             tb::Scenario s = scenario;
             s.towers = n;
             s.strategy = strategy;
             s.machines = std::min(scenario.machines, n);  // one tower is on one machine
-            if (!c.threadsGiven) s.threadsPerTower = s.device ? 1 : std::max(1, s.cores / n);
+            if (!c.threadsGiven) s.threadsPerTower = s.device || onGpu ? 1 : std::max(1, s.cores / n);
             if (!c.slow.empty()) {  // the stragglers among these towers
                 s.slowdown.assign(size_t(n), 1.0);
                 for (const auto& [tower, factor] : c.slow)
@@ -267,9 +273,9 @@ int runPredict(const CommandLine& c) {
             // The sweep's measurement of the same point, where it made one (same towers, strategy, threads, batch).
             double measured = -1;
             for (const tb::SweepResult& r : results) {
-                if (s.device || !c.slow.empty() || r.point.towers != n || (n > 1 && r.point.strategy != strategy)) continue;
+                if (s.device || !c.slow.empty() || r.point.towers != n || r.point.strategy != strategy) continue;
                 const tb::Calibration point = tb::Calibration::fromSweepPoint(r, sweepFile.params, sweepFile.host, sweepFile.cores);
-                if (point.threadsPerTower == s.threadsPerTower && point.batchPerTower == s.batchPerTower)
+                if ((onGpu || point.threadsPerTower == s.threadsPerTower) && point.batchPerTower == s.batchPerTower)
                     measured = r.measured.examplesPerSec;
             }
             if (c.json) {

@@ -64,7 +64,26 @@ void applyStrategy(RunConfig& c, const std::string& s) {
 }
 
 std::string SweepPoint::label() const {
-    return std::to_string(towers) + (towers == 1 ? " tower" : " towers") + (towers == 1 ? "" : ", " + strategy);
+    if (towers == 1)
+        return config.towers.starts_with("gpu") && variablesReplicated(strategy) ? "1 tower, variables on the GPU" : "1 tower";
+    return std::to_string(towers) + " towers, " + strategy;
+}
+
+std::vector<std::string> oneTowerStrategies(const std::vector<std::string>& strategies) {
+    std::vector<std::string> single;
+    if (!std::all_of(strategies.begin(), strategies.end(), variablesReplicated)) single.push_back("mean");
+    if (std::any_of(strategies.begin(), strategies.end(), variablesReplicated)) single.push_back("allreduce");
+    return single;
+}
+
+const SweepResult* oneTowerPointFor(const std::vector<SweepResult>& results, const std::string& strategy) {
+    const SweepResult* first = nullptr;
+    for (const SweepResult& r : results) {
+        if (r.point.towers != 1) continue;
+        if (!first) first = &r;
+        if (variablesReplicated(r.point.strategy) == variablesReplicated(strategy)) return &r;
+    }
+    return first;
 }
 
 std::string sweepTowers(const std::string& baseTowers, int n) {
@@ -86,9 +105,14 @@ std::vector<SweepPoint> sweepPoints(const RunConfig& base, const SweepSettings& 
     std::sort(counts.begin(), counts.end());
     counts.erase(std::unique(counts.begin(), counts.end()), counts.end());
     if (counts.front() != 1) counts.insert(counts.begin(), 1);  // speedups need the one-tower point
+    // One tower: CPU towers read the variables in place whatever the strategy ("mean"); a GPU
+    // tower has two places, the host ("mean") and its GPU ("allreduce"), each measured where a
+    // strategy puts the variables there, so that every point's speedup is over its own place.
+    const std::vector<std::string> single =
+        base.towers.starts_with("gpu") ? oneTowerStrategies(settings.strategies) : std::vector<std::string>{"mean"};
     std::vector<SweepPoint> points;
     for (int n : counts) {
-        for (const std::string& s : n == 1 ? std::vector<std::string>{"mean"} : settings.strategies) {
+        for (const std::string& s : n == 1 ? single : settings.strategies) {
             SweepPoint p{n, s, base};
             RunConfig& c = p.config;
             c.towers = sweepTowers(base.towers, n);
@@ -238,7 +262,8 @@ std::vector<SweepResult> ScalingSweep::run(const std::function<void(const SweepR
             if (r.measured.steps < 2) break;  // stopped within the warm-up: nothing to report
             r.testAccuracy = summary.evaluated ? summary.testAccuracy : -1;
             params_ = summary.params;
-            const double one = results.empty() ? r.measured.examplesPerSec : results.front().measured.examplesPerSec;
+            const SweepResult* base = oneTowerPointFor(results, r.point.strategy);
+            const double one = base ? base->measured.examplesPerSec : r.measured.examplesPerSec;
             r.speedup = one > 0 ? r.measured.examplesPerSec / one : 0;
             r.efficiency = r.speedup / r.point.towers;
             results.push_back(r);

@@ -41,7 +41,9 @@ struct SweepSettings {
 
 struct SweepPoint {
     int towers = 1;
-    std::string strategy;  // as in SweepSettings; one-tower points are "mean" (all strategies agree)
+    // As in SweepSettings. One-tower points: "mean" (CPU towers: all strategies agree); GPU
+    // towers also "allreduce" (the variables on the GPU) where a strategy keeps them there.
+    std::string strategy;
     RunConfig config;
     // Reports left out before measuring. Async reports are one tower's update each, so async
     // points warm up (and measure) N times as many; averaging points whole rounds of K, whose
@@ -53,12 +55,18 @@ struct SweepPoint {
 struct SweepResult {
     SweepPoint point;
     StepProfile measured;
-    double speedup = 0;      // examples/sec over the one-tower point's
+    double speedup = 0;      // examples/sec over the one-tower point's of the same variables place
     double efficiency = 0;   // speedup / towers
     double testAccuracy = -1;
     nlohmann::json toJson() const;
 };
 
+// One GPU tower's places among `strategies`: "mean" (variables on the host) where one keeps them
+// there, "allreduce" (on the GPU) where one replicates them.
+std::vector<std::string> oneTowerStrategies(const std::vector<std::string>& strategies);
+// The one-tower point a point of `strategy` is compared with: the one whose variables are in the
+// same place (host or devices), else the first; null when there is none yet.
+const SweepResult* oneTowerPointFor(const std::vector<SweepResult>& results, const std::string& strategy);
 // The --towers of a point of n towers: cpu:0,...; gpu:0,gpu:1,... one GPU each; or, where the
 // base's towers share one GPU ("gpu:0*2"), n towers sharing it ("gpu:0*n").
 std::string sweepTowers(const std::string& baseTowers, int n);

@@ -15,11 +15,12 @@
 
 namespace tb {
 
+bool variablesReplicated(const std::string& s) { return s == "allreduce" || s.starts_with("average:"); }
+
 namespace {
 
 double amdahl(double serial, int threads) { return serial + (1 - serial) / std::max(1, threads); }
 int averageEvery(const std::string& s) { return s.starts_with("average:") ? std::stoi(s.substr(8)) : 0; }
-bool replicated(const std::string& s) { return s == "allreduce" || averageEvery(s) > 0; }
 bool holderApplies(const std::string& s) { return s == "mean"; }  // each tower its chunk of the holder's update
 
 std::string megabytes(double bytes) {
@@ -97,7 +98,7 @@ Transfer transferOf(const Calibration& cal, const Assumptions& a, const Scenario
     }
     const int perMachine = (n + s.machines - 1) / s.machines;
     const int remote = n - perMachine;  // towers on machines other than the holder's
-    if (!replicated(s.strategy)) {  // mean, async: variables down and gradients up over each tower's link
+    if (!variablesReplicated(s.strategy)) {  // mean, async: variables down and gradients up over each tower's link
         t.where = "the CPU holder's " + s.link.name + " link";
         t.bytes = 2 * B;
         t.seconds = 2 * (s.link.latency + B / s.link.bandwidth);
@@ -137,7 +138,7 @@ double hostBandwidthOf(const Calibration& cal, const Assumptions& a) {
     if (a.hostBandwidth > 0) return a.hostBandwidth;
     const int n = cal.towers;
     const double B = 4.0 * double(cal.params);
-    if (n > 1 && (cal.strategy == "mean" || replicated(cal.strategy))) {
+    if (n > 1 && (cal.strategy == "mean" || variablesReplicated(cal.strategy))) {
         const int k = std::max(1, averageEvery(cal.strategy));
         const double bytes = cal.strategy == "mean" ? B * (1 + 1.0 / n) : B * (2 + 1.0 / n);
         const double latency = (cal.strategy == "mean" ? 1 : 2) * a.hostLatency;
@@ -147,8 +148,15 @@ double hostBandwidthOf(const Calibration& cal, const Assumptions& a) {
     return cal.host.bandwidth > 0 ? cal.host.bandwidth : 5e9;
 }
 
-Prediction predictSteps(const Calibration& cal, const Assumptions& a, const Scenario& s) {
-    checkScenario(s);
+// One tower's step in parts, before the strategy puts them together.
+struct Terms {
+    double compute = 0, apply = 0, data = 0, other = 0;
+    double wait = 0;  // at the sync point beyond the stragglers' (measured: towers sharing a GPU finish apart)
+    double holderApply = 0;  // one push's update at the holder when nothing competes for its core
+    Transfer transfer;
+};
+
+Terms termsOnCpuOrPreset(const Calibration& cal, const Assumptions& a, const Scenario& s) {
     // Under a microsecond of compute per step is no measurement (and would make every rate infinite).
     if (cal.measured.compute < 1e-6 || cal.batchPerTower < 1 || cal.params < 1)
         throw Error("calibration: the measured run has no compute time (under 1 us per step), batch or parameters");
@@ -162,30 +170,27 @@ Prediction predictSteps(const Calibration& cal, const Assumptions& a, const Scen
     const double perParam = cal.measured.apply / (units0 * speed0);
     const double units = holderApplies(s.strategy) ? P / n : P;
 
-    double compute = 0, apply = 0;
-    double holderApply = 0;  // one push's update at the holder when nothing competes for its core
+    Terms t;
     if (!s.device) {
         const double threads = amdahl(a.serialShare, s.threadsPerTower);
         const double speed = threads * std::max(1.0, double(n * s.threadsPerTower) / s.cores);
-        compute = perExample * s.batchPerTower * speed;
-        apply = perParam * units * speed;
-        holderApply = perParam * units * threads;
+        t.compute = perExample * s.batchPerTower * speed;
+        t.apply = perParam * units * speed;
+        t.holderApply = perParam * units * threads;
     } else {
         if (cal.host.flops <= 0) throw Error("calibration: this machine's FLOP/s were not measured");
-        compute = perExample * s.batchPerTower * cal.host.flops / s.device->flops;
+        t.compute = perExample * s.batchPerTower * cal.host.flops / s.device->flops;
         // Replicas update on their device (about 5 floats read or written per parameter); the
         // CPU holder as measured here, one thread per tower.
-        apply = replicated(s.strategy) ? 20.0 * P / s.device->memoryBandwidth : perParam * units;
-        holderApply = apply;
+        t.apply = variablesReplicated(s.strategy) ? 20.0 * P / s.device->memoryBandwidth : perParam * units;
+        t.holderApply = t.apply;
     }
-    const double hostBandwidth = hostBandwidthOf(cal, a);
-    const Transfer t = transferOf(cal, a, s, hostBandwidth);
+    t.transfer = transferOf(cal, a, s, hostBandwidthOf(cal, a));
     // The input pipeline as it kept up in the calibration run: its measured wait per step.
-    const double data = cal.measured.dataWait * a.dataScale;
+    t.data = cal.measured.dataWait * a.dataScale;
     // What the calibration's wall clock saw beyond what the model makes of its own configuration
     // (the step loop, handing batches and reports over, the noise of a barrier): a fixed cost per
     // step, measured, so that the model reproduces its calibration run.
-    double other = 0;
     if (cal.strategy != "async" && cal.measured.examplesPerSec > 0) {
         Scenario own;
         own.towers = n0;
@@ -195,8 +200,85 @@ Prediction predictSteps(const Calibration& cal, const Assumptions& a, const Scen
         own.strategy = cal.strategy;
         const double modelled = cal.measured.dataWait + cal.measured.compute + cal.measured.apply +
                                 transferOf(cal, a, own, hostBandwidthOf(cal, a)).seconds;
-        other = std::max(0.0, double(n0) * cal.batchPerTower / cal.measured.examplesPerSec - modelled);
+        t.other = std::max(0.0, double(n0) * cal.batchPerTower / cal.measured.examplesPerSec - modelled);
     }
+    return t;
+}
+
+// Towers sharing the one GPU a sweep measured (see DeviceCalibration), each phase from the
+// one-tower point of the variables' place (host: mean, async; GPU: all-reduce, averaging) and,
+// where the sweep has one, its point of S towers (the model then reproduces both):
+//   compute   f + N b c: the fixed part f (launches, kernels too small to fill the GPU) overlaps
+//             across the towers' streams, the per-example part c serialises on the GPU (two
+//             points give both; one gives c alone)
+//   the rest  reduce (the host: pulls and pushes over the GPU's one link, which the towers
+//             share, and the holder's mean; the GPU: the all-reduce in its memory), waiting at
+//             the sync point (towers sharing a GPU finish apart), apply and the step's other
+//             cost, each as measured at 1 and S towers, straight between them in N (one point:
+//             as measured there, and an all-reduce of B(2 + 1/N) at the assumed device_gbps);
+//             averaging every K divides the reduce by K
+Terms termsOnMeasuredDevice(const Calibration& cal, const Assumptions& a, const Scenario& s) {
+    const DeviceCalibration& d = *cal.device;
+    if (s.device) throw Error("--device: this sweep measured towers sharing " + d.gpu + "; it predicts towers on that GPU, "
+                              "not other hardware (calibrate from a sweep of CPU towers for that)");
+    if (s.machines > 1) throw Error("--machines: this sweep measured towers sharing " + d.gpu + " on one machine");
+    const bool onGpu = variablesReplicated(s.strategy);
+    const StepProfile& one = onGpu ? d.oneOnGpu : d.oneOnHost;
+    const StepProfile& shared = onGpu ? d.sharedOnGpu : d.sharedOnHost;
+    if (one.steps < 1 || one.examplesPerSec <= 0)
+        throw Error(std::string("calibration: the sweep measured no tower with the variables on ") +
+                    (onGpu ? "the GPU (add allreduce to --sweep-strategies)" : "the host (add mean to --sweep-strategies)"));
+    if (one.compute < 1e-6 || cal.params < 1 || cal.batchPerTower < 1)
+        throw Error("calibration: the measured run has no compute time (under 1 us per step), batch or parameters");
+    const int n = s.towers, S = d.sharedTowers;
+    const bool two = S > 1 && shared.steps > 0 && shared.examplesPerSec > 0;
+    const double b0 = cal.batchPerTower, B = 4.0 * double(cal.params);
+    double perExample = one.compute / b0, fixed = 0;
+    if (two && shared.compute > one.compute) {
+        perExample = (shared.compute - one.compute) / ((S - 1) * b0);
+        fixed = std::max(0.0, one.compute - b0 * perExample);
+        if (fixed == 0) perExample = one.compute / b0;
+    }
+    // A phase at N towers: straight between its value at 1 and at S towers (never below 0).
+    auto between = [&](double atOne, double atS) {
+        return two ? std::max(0.0, atOne + (n - 1) * (atS - atOne) / (S - 1)) : atOne;
+    };
+    auto otherOf = [b0](const StepProfile& m, int towers) {
+        return std::max(0.0, towers * b0 / m.examplesPerSec - (m.dataWait + m.compute + m.wait + m.reduce + m.apply));
+    };
+    Terms t;
+    t.compute = fixed + n * s.batchPerTower * perExample;
+    t.data = one.dataWait * a.dataScale;
+    t.wait = between(one.wait, shared.wait);
+    t.apply = between(one.apply, shared.apply);
+    t.holderApply = one.apply;
+    t.other = between(otherOf(one, 1), two ? otherOf(shared, S) : 0);
+    Transfer& tr = t.transfer;
+    if (!onGpu) {
+        tr.where = d.gpu + "'s host link and the holder";
+        tr.bytes = 2 * B;
+        tr.seconds = between(one.reduce, shared.reduce);
+        tr.parts = std::to_string(n) + (n == 1 ? " tower" : " towers") + " pulling and pushing " + megabytes(B) + " each";
+    } else {
+        tr.where = "the all-reduce in " + d.gpu + "'s memory";
+        if (n > 1) {
+            tr.bytes = B * (2 + 1.0 / n);
+            tr.seconds = two ? between(one.reduce, shared.reduce) : tr.bytes / a.deviceBandwidth;
+            if (const int k = averageEvery(s.strategy); k > 0) tr.seconds /= k, tr.bytes /= k;
+        }
+    }
+    return t;
+}
+
+// `transfer`, where given, receives the transfer's parts (for the bottleneck's sentence).
+Prediction predictSteps(const Calibration& cal, const Assumptions& a, const Scenario& s, Transfer* transfer = nullptr) {
+    checkScenario(s);
+    const Terms terms = cal.device ? termsOnMeasuredDevice(cal, a, s) : termsOnCpuOrPreset(cal, a, s);
+    if (transfer) *transfer = terms.transfer;
+    const int n = s.towers;
+    const double compute = terms.compute, apply = terms.apply, holderApply = terms.holderApply, data = terms.data,
+                 other = terms.other, sharedWait = terms.wait;
+    const Transfer& t = terms.transfer;
 
     Prediction p;
     p.bytesPerTower = t.bytes;
@@ -209,12 +291,13 @@ Prediction predictSteps(const Calibration& cal, const Assumptions& a, const Scen
         for (double f : factor) {
             ph.straggle += compute * (f - 1) / n;
             ph.wait += std::max(0.0, slowest - data - compute * f) / n;
+            ph.wait += sharedWait / n;
         }
         ph.dataWait = data;
         ph.compute = compute;
         ph.reduce = t.seconds;
         ph.apply = apply;
-        p.stepSeconds = slowest + t.seconds + apply + other;
+        p.stepSeconds = slowest + sharedWait + t.seconds + apply + other;
         p.examplesPerSec = double(n) * s.batchPerTower / p.stepSeconds;
     } else {
         // Each tower cycles alone; pushes queue at the holder, one at a time per shard (M/D/1),
@@ -247,7 +330,8 @@ Prediction predictSteps(const Calibration& cal, const Assumptions& a, const Scen
     return p;
 }
 
-std::string bottleneckOf(const Calibration& cal, const Assumptions& a, const Scenario& s, const Prediction& p) {
+std::string bottleneckOf(const Calibration& cal, const Assumptions& a, const Scenario& s, const Prediction& p,
+                         const Transfer& t) {
     const StepProfile& ph = p.phases;
     const double step = ph.stepSeconds() + p.otherSeconds;
     struct Term {
@@ -267,7 +351,7 @@ std::string bottleneckOf(const Calibration& cal, const Assumptions& a, const Sce
             return text + "; the straggler trains fewer examples but holds no one (mean staleness " +
                    std::to_string(int(std::lround(p.meanStaleness))) + ").";
         const int threads = s.towers * s.threadsPerTower;
-        if (!s.device && threads > s.cores)
+        if (!s.device && !cal.device && threads > s.cores)
             return text + ", and " + std::to_string(threads) + " threads share " + std::to_string(s.cores) +
                    (s.cores == 1 ? " core" : " cores") + ": towers beyond the cores add no examples/sec.";
         return text + "; towers on more devices would add examples/sec almost in proportion.";
@@ -279,8 +363,11 @@ std::string bottleneckOf(const Calibration& cal, const Assumptions& a, const Sce
             if (o == s.strategy) continue;
             Scenario alt = s;
             alt.strategy = o;
-            const double g = predictSteps(cal, a, alt).examplesPerSec / p.examplesPerSec - 1;
-            if (g > gain) gain = g, best = o;
+            try {
+                const double g = predictSteps(cal, a, alt).examplesPerSec / p.examplesPerSec - 1;
+                if (g > gain) gain = g, best = o;
+            } catch (const Error&) {  // an alternative the calibration cannot predict (no point measured it)
+            }
         }
         if (best.empty()) return std::string("no other strategy would be faster");
         const std::string name = best == "mean" ? "the CPU holder"
@@ -290,7 +377,6 @@ std::string bottleneckOf(const Calibration& cal, const Assumptions& a, const Sce
     };
     if (worst.name == std::string("reduce")) {
         const int n = s.towers;
-        const Transfer t = transferOf(cal, a, s, hostBandwidthOf(cal, a));
         return who + t.where + " carries " + std::to_string(n) + " x " + megabytes(p.bytesPerTower) + " per step (" +
                ms(ph.reduce) + " of the " + ms(step) + " step" + (t.parts.empty() ? "" : ": " + t.parts) + "); " +
                better({"mean", "allreduce", "average:" + std::to_string(std::clamp(2 * averageEvery(s.strategy), 4, 9999))}) + ".";
@@ -388,6 +474,29 @@ HostCore measureHostCore() {
     return h;
 }
 
+Calibration Calibration::fromDeviceSweep(const SweepFile& f) {
+    DeviceCalibration d;
+    for (const SweepResult& r : f.points) d.sharedTowers = std::max(d.sharedTowers, r.point.towers);
+    if (d.sharedTowers == 1) d.sharedTowers = 0;
+    const SweepResult* anyOne = nullptr;
+    for (const SweepResult& r : f.points) {
+        const int n = r.point.towers;
+        const bool onGpu = variablesReplicated(r.point.strategy);
+        if (n == 1) {
+            (onGpu ? d.oneOnGpu : d.oneOnHost) = r.measured;
+            if (!anyOne) anyOne = &r;
+        } else if (n == d.sharedTowers && (r.point.strategy == "mean" || r.point.strategy == "allreduce")) {
+            (onGpu ? d.sharedOnGpu : d.sharedOnHost) = r.measured;
+        }
+    }
+    if (!anyOne) throw Error("calibration: the sweep measured no single tower");
+    const std::string& towers = anyOne->point.config.towers;
+    d.gpu = towers.substr(0, towers.find('*'));
+    Calibration c = fromSweepPoint(*anyOne, f.params, f.host, f.cores);
+    c.device = d;
+    return c;
+}
+
 Calibration Calibration::fromSweepPoint(const SweepResult& r, int64_t params, HostCore host, int machineCores) {
     Calibration c;
     c.measured = r.measured;
@@ -410,21 +519,23 @@ void Assumptions::set(const std::string& key, double value) {
     else if (key == "host_latency_us") check(0, 1e6), hostLatency = value * 1e-6;
     else if (key == "host_gbps") check(0.001, 1e4), hostBandwidth = value * 1e9;
     else if (key == "data_scale") check(0, 1e3), dataScale = value;
-    else throw Error("--assume: unknown assumption '" + key + "' (serial_share, host_latency_us, host_gbps, data_scale)");
+    else if (key == "device_gbps") check(0.001, 1e5), deviceBandwidth = value * 1e9;
+    else throw Error("--assume: unknown assumption '" + key + "' (serial_share, host_latency_us, host_gbps, data_scale, device_gbps)");
 }
 
 nlohmann::json Assumptions::toJson() const {
     return {{"serial_share", serialShare}, {"host_latency_us", hostLatency * 1e6},
-            {"host_gbps", hostBandwidth / 1e9}, {"data_scale", dataScale}};
+            {"host_gbps", hostBandwidth / 1e9}, {"data_scale", dataScale}, {"device_gbps", deviceBandwidth / 1e9}};
 }
 
 std::string Scenario::describe() const {
     std::string d = std::to_string(towers) + " " + (device ? device->name + " " : std::string()) +
                     (towers == 1 ? "tower" : "towers");
     if (machines > 1) d += " on " + std::to_string(machines) + " machines";
-    if (!device) d += " x " + std::to_string(threadsPerTower) + (threadsPerTower == 1 ? " thread" : " threads");
+    if (!measuredGpu.empty()) d += " on " + measuredGpu;
+    else if (!device) d += " x " + std::to_string(threadsPerTower) + (threadsPerTower == 1 ? " thread" : " threads");
     if (towers > 1) d += ", " + strategy;
-    else if (device) d += replicated(strategy) ? ", variables on it" : ", variables on the CPU";
+    else if (device || !measuredGpu.empty()) d += variablesReplicated(strategy) ? ", variables on it" : ", variables on the CPU";
     if (psShards > 1 && (strategy == "mean" || strategy == "async")) d += ", " + std::to_string(psShards) + " shards";
     return d;
 }
@@ -438,8 +549,9 @@ nlohmann::json Prediction::toJson() const {
 }
 
 Prediction predict(const Calibration& cal, const Assumptions& a, const Scenario& s) {
-    Prediction p = predictSteps(cal, a, s);
-    p.bottleneck = bottleneckOf(cal, a, s, p);
+    Transfer t;
+    Prediction p = predictSteps(cal, a, s, &t);
+    p.bottleneck = bottleneckOf(cal, a, s, p, t);
     return p;
 }
 

@@ -36,6 +36,11 @@
 namespace tb {
 
 struct SweepResult;
+struct SweepFile;
+
+// Whether a strategy keeps a replica of the variables on every tower's device (allreduce,
+// average:K) rather than on the CPU holder (mean, async).
+bool variablesReplicated(const std::string& strategy);
 
 struct ProcessorSpec {
     std::string name;
@@ -61,6 +66,15 @@ struct HostCore {
 };
 HostCore measureHostCore();
 
+// Towers sharing one GPU, measured there (a sweep of `--towers gpu:K*M`): in each place of the
+// variables (the host, the GPU), one tower and the most towers the sweep put on it.
+struct DeviceCalibration {
+    std::string gpu;                        // "gpu:0"
+    StepProfile oneOnHost, oneOnGpu;        // steps 0: not measured
+    StepProfile sharedOnHost, sharedOnGpu;  // `sharedTowers` towers: mean and all-reduce points
+    int sharedTowers = 0;                   // 0: no point beyond one tower
+};
+
 // The measured run the model is calibrated from.
 struct Calibration {
     StepProfile measured;
@@ -71,6 +85,9 @@ struct Calibration {
     // From a sweep's point; `machineCores`: the sweeping machine's cores, which a point with
     // --threads 0 used.
     static Calibration fromSweepPoint(const SweepResult& r, int64_t params, HostCore host, int machineCores);
+    // From a sweep of towers sharing one GPU: predictions are for towers on that GPU.
+    std::optional<DeviceCalibration> device;
+    static Calibration fromDeviceSweep(const SweepFile& f);
 };
 
 // Every assumption of the model, each stated and editable (--assume key=value).
@@ -79,6 +96,7 @@ struct Assumptions {
     double hostLatency = 20e-6;    // seconds per barrier of CPU towers
     double hostBandwidth = 0;      // bytes/s of one core's reductions; 0: the measured copy rate
     double dataScale = 1;          // the input pipeline's measured wait per step, times this
+    double deviceBandwidth = 1e12; // bytes/s of an all-reduce in one GPU's memory, where no point measured it
     void set(const std::string& key, double value);  // throws tb::Error naming the key
     nlohmann::json toJson() const;
 };
@@ -96,6 +114,7 @@ struct Scenario {
     std::optional<ProcessorSpec> device;
     LinkSpec link, network;
     int machines = 1;
+    std::string measuredGpu;         // towers sharing the GPU a device calibration measured ("gpu:0")
     std::string describe() const;    // "4 h100 towers, allreduce, nvlink"
 };
 

@@ -18,6 +18,10 @@
    Runs on this machine spread by up to 20% (README): each configuration is measured --repeats
    times (default 3), the rounds interleaved, and the median is the measurement. The calibration
    run measures twice as many steps as the others.
+With --gpu-shared (a GPU machine), the calibration is one sweep of towers sharing gpu:0 (1 and 4
+towers, variables on the host and on the GPU, batch --batch per tower) and the held-out set other
+tower counts (2, 3), batch sizes (32, 64, 512), averaging every 4 and async on the same GPU; the
+naive prediction is the one-tower rate of the same place.
 With --gpu DEVICE:LINK (a GPU machine), the held-out set is one GPU tower on gpu:0, variables in
 host memory and on the GPU, batch 32/128/512, predicted from the same CPU calibration as the preset
 DEVICE joined by LINK; there the naive column (the CPU's own rate) is no contender.
@@ -91,6 +95,24 @@ def held_out_gpu(device, link, cores):
     return configs
 
 
+# Towers sharing gpu:0 (--gpu-shared): calibrated from one sweep on the GPU (1 and 4 towers, the
+# variables on the host and on the GPU, batch 128 per tower), predictions for other tower counts,
+# batch sizes and strategies on the same GPU. (label, predict flags, run flags, cores, towers)
+def held_out_gpu_shared(cores):
+    place = {"mean": ["--variables", "cpu"], "async": ["--variables", "cpu", "--update", "async"],
+             "allreduce": ["--variables", "replicated", "--reduce", "allreduce"],
+             "average:4": ["--variables", "replicated", "--reduce", "allreduce", "--average-every", "4"]}
+    configs = []
+    for n, strategy, b in ((1, "mean", 32), (1, "mean", 512), (1, "allreduce", 32), (1, "allreduce", 512),
+                           (2, "mean", 128), (2, "allreduce", 128), (2, "average:4", 128), (4, "average:4", 128),
+                           (2, "allreduce", 512), (4, "mean", 32), (2, "async", 128), (3, "allreduce", 64)):
+        where = ("variables on the GPU" if strategy == "allreduce" else "variables on the host") if n == 1 else strategy
+        label = f"{n} tower{'s' if n > 1 else ''} on gpu:0, {where}, batch {b}"
+        configs.append((label, ["--towers", str(n), "--strategies", strategy, "--batch-per-tower", str(b)],
+                        ["--towers", f"gpu:0*{n}", "--batch", str(n * b), *place[strategy]], cores, n))
+    return configs
+
+
 def measured_rate(binary, model, data, flags, cores, warmup, steps, metrics):
     cmd = ["taskset", "-c", cores, binary, "--model", model, "--data", data, "--steps", str(warmup + steps),
            "--validation", "0", "--quiet", "--metrics", metrics, *flags]
@@ -117,6 +139,8 @@ def main():
     ap.add_argument("--out", default=None, help="folder for the sweep, predictions and metrics (default: a temp dir)")
     ap.add_argument("--gpu", default=None, metavar="DEVICE:LINK",
                     help="held-out runs on gpu:0 predicted as this preset device and link (h100:pcie5)")
+    ap.add_argument("--gpu-shared", action="store_true",
+                    help="calibrate from a sweep of towers sharing gpu:0 and predict others on it")
     args = ap.parse_args()
     if args.steps % 4 or args.warmup % 4 or args.warmup < 4:
         sys.exit("--steps and --warmup: multiples of 4 (the averaging configuration's rounds), warm-up at least 4")
@@ -125,16 +149,29 @@ def main():
     print(f"processor: {cpu_model()} ({cpu_isa()}), {os.cpu_count()} cores; model {args.model}, data {args.data}")
 
     sweep = os.path.join(out, "calibration")
-    cal = subprocess.run(["taskset", "-c", "0,1", args.binary, "scale", "--model", args.model, "--data", args.data,
-                          "--batch", str(args.batch), "--threads", "2", "--validation", "0", "--quiet",
-                          "--sweep-towers", "1", "--sweep-warmup", str(args.warmup), "--sweep-steps", str(2 * args.steps),
+    if args.gpu_shared:
+        how = ["--towers", "gpu:0*2", "--sweep-towers", "1,4", "--sweep-strategies", "mean,allreduce"]
+    else:
+        how = ["--threads", "2", "--sweep-towers", "1"]
+    cal = subprocess.run(["taskset", "-c", f"0-{os.cpu_count() - 1}" if args.gpu_shared else "0,1", args.binary, "scale", "--model", args.model, "--data", args.data,
+                          "--batch", str(args.batch), "--validation", "0", "--quiet", *how,
+                          "--sweep-warmup", str(args.warmup), "--sweep-steps", str(2 * args.steps),
                           "--run-dir", sweep], cwd=REPO, capture_output=True, text=True)
     if cal.returncode != 0:
         sys.exit(f"calibration failed: {cal.stderr.strip()}")
-    naive = json.loads(cal.stdout.strip().splitlines()[-1])["points"][0]["measured"]["examples_per_sec"]
-    print(f"calibration: 1 tower x 2 threads, batch {args.batch}: {naive:.0f} examples/sec")
+    points = json.loads(cal.stdout.strip().splitlines()[-1])["points"]
+    for p in points:
+        print(f"calibration: {p['label']}, batch {args.batch} per tower: {p['measured']['examples_per_sec']:.0f} examples/sec")
+    naive = points[0]["measured"]["examples_per_sec"]
+    # The naive prediction, "nothing changes": the one-tower rate (of the same place, on a GPU).
+    naive_of = {}
+    for p in points:
+        if p["towers"] == 1:
+            naive_of[p["strategy"]] = p["measured"]["examples_per_sec"]
 
-    if args.gpu:
+    if args.gpu_shared:
+        configs = held_out_gpu_shared(f"0-{os.cpu_count() - 1}")
+    elif args.gpu:
         device, _, link = args.gpu.partition(":")
         configs = held_out_gpu(device, link, f"0-{os.cpu_count() - 1}")
     else:
@@ -160,7 +197,10 @@ def main():
         measured, cmd = ordered[len(ordered) // 2], rates[i][0][1]
         predicted = p["examples_per_sec"]
         err = (predicted - measured) / measured
-        nerr = (naive - measured) / measured
+        pflags = configs[i][1]
+        strategy = pflags[pflags.index("--strategies") + 1] if "--strategies" in pflags else "mean"
+        base = naive_of.get("allreduce" if strategy.startswith(("allreduce", "average")) else "mean", naive)
+        nerr = (base - measured) / measured
         errors.append(abs(err))
         naive_errors.append(abs(nerr))
         rows.append([label, f"{predicted:.0f}", f"{measured:.0f}", f"{100 * err:+.1f}%", f"{100 * nerr:+.1f}%"])

@@ -259,7 +259,15 @@ predictor_gpu() {
     | tee "$out/predictor_gpu.txt"
 }
 step "predictor: CPU calibration -> gpu:0" predictor_gpu
-rm -rf "$out/gpu_sweep" "$out/predictor_gpu"  # folders more than 2 levels deep do not come back
+# ... and calibrated from a sweep on the GPU itself (1 and 4 towers sharing gpu:0): predictions
+# for 2 and 3 towers, other batch sizes, averaging and async there, saved before they are measured.
+predictor_gpu_shared() {
+  timeout 300 python3 "$repo/tests/benchmarks/bench_predictor.py" --binary "$tbrun" \
+    --data "idx:$repo/samples/fashion-mnist-slice" --gpu-shared --batch 128 --warmup 20 --steps 100 --repeats 3 \
+    --out "$out/predictor_gpu_shared" | tee "$out/predictor_gpu_shared.txt"
+}
+step "predictor: GPU calibration -> gpu:0" predictor_gpu_shared
+rm -rf "$out/gpu_sweep" "$out/predictor_gpu" "$out/predictor_gpu_shared"  # folders more than 2 levels deep do not come back
 
 if [ $bench -eq 1 ]; then
   bench_args=(--binary "$tbrun" --out-json "$out/bench_gpu.json")
