@@ -184,6 +184,74 @@ private slots:
         QVERIFY(errorOf([] { Assumptions().set("serial", 1); }).startsWith("--assume: unknown assumption"));
     }
 
+    // Calibrated from a sweep of towers sharing one GPU: the model gives back each point it was
+    // calibrated from, splits compute into a part that overlaps across the towers and one that
+    // serialises (f + N b c), puts the other phases straight between 1 and S towers, and refuses
+    // what such a sweep cannot tell (other hardware, a place it did not measure).
+    void modelOnAMeasuredGpu() {
+        auto point = [](int towers, const std::string& strategy, double computeMs, double reduceMs, double rate) {
+            SweepResult r;
+            r.point.towers = towers;
+            r.point.strategy = strategy;
+            r.point.config.towers = "gpu:0*" + std::to_string(towers);
+            r.point.config.batchPerTower = 128;
+            r.point.config.batch = 128 * towers;
+            r.measured.steps = 100;
+            r.measured.compute = computeMs * 1e-3;
+            r.measured.reduce = reduceMs * 1e-3;
+            r.measured.wait = 0.05e-3 * towers;
+            r.measured.apply = 0.1e-3;
+            r.measured.dataWait = 0.01e-3;
+            r.measured.examplesPerSec = rate;
+            return r;
+        };
+        SweepFile f;
+        f.params = 1000000;
+        f.cores = 16;
+        f.points = {point(1, "mean", 0.9, 1.0, 58000), point(1, "allreduce", 0.9, 0, 120000),
+                    point(4, "mean", 2.7, 2.5, 78000), point(4, "allreduce", 2.8, 0.14, 154000)};
+        const Calibration cal = Calibration::fromDeviceSweep(f);
+        QVERIFY(cal.device.has_value());
+        QCOMPARE(cal.device->gpu, std::string("gpu:0"));
+        const Assumptions a;
+        Scenario s;
+        s.measuredGpu = "gpu:0";
+        s.batchPerTower = 128;
+        for (const SweepResult& r : f.points) {
+            s.towers = r.point.towers;
+            s.strategy = r.point.strategy;
+            const Prediction p = predict(cal, a, s);
+            QVERIFY2(qAbs(p.examplesPerSec / r.measured.examplesPerSec - 1) < 1e-9,
+                     qPrintable(QString("%1: %2 predicted, %3 measured").arg(QString::fromStdString(s.describe()))
+                                    .arg(p.examplesPerSec).arg(r.measured.examplesPerSec)));
+        }
+        // All-reduce: c = (2.8 - 0.9) / (3 x 128) ms per example, f = 0.9 - 128 c.
+        const double c = 1.9e-3 / (3 * 128), fixed = 0.9e-3 - 128 * c;
+        s.towers = 2;
+        s.strategy = "allreduce";
+        s.batchPerTower = 32;
+        Prediction p = predict(cal, a, s);
+        QVERIFY(qAbs(p.phases.compute - (fixed + 2 * 32 * c)) < 1e-12);
+        QVERIFY(qAbs(p.phases.reduce - (0 + (0.14e-3 - 0) / 3)) < 1e-12);
+        s.strategy = "average:4";
+        QVERIFY(qAbs(predict(cal, a, s).phases.reduce - 0.14e-3 / 3 / 4) < 1e-12);
+        s.strategy = "mean";
+        QVERIFY(qAbs(predict(cal, a, s).phases.reduce - (1.0e-3 + 1.5e-3 / 3)) < 1e-12);
+        QCOMPARE(s.describe(), std::string("2 towers on gpu:0, mean"));
+        s.towers = 1;
+        QCOMPARE(s.describe(), std::string("1 tower on gpu:0, variables on the CPU"));
+        s.device = parseProcessor("h100", "--device");
+        s.link = parseLink("pcie5", "--link");
+        QVERIFY(errorOf([&] { predict(cal, a, s); }).startsWith("--device: this sweep measured towers sharing gpu:0"));
+        SweepFile hostOnly = f;
+        hostOnly.points = {f.points[0], f.points[2]};
+        s = Scenario{};
+        s.measuredGpu = "gpu:0";
+        s.strategy = "allreduce";
+        QVERIFY(errorOf([&] { predict(Calibration::fromDeviceSweep(hostOnly), a, s); })
+                    .contains("no tower with the variables on the GPU (add allreduce"));
+    }
+
     // A short sweep: one tower, then two with each strategy; its folder, read back, and the index.
     void sweepKeepsAFolder() {
         const RunConfig base = tinySweepBase();
@@ -254,6 +322,31 @@ private slots:
         QCOMPARE(sweepTowers("gpu:1*2", 1), std::string("gpu:1*1"));
         QCOMPARE(sweepTowers("gpu:1*2", 4), std::string("gpu:1*4"));
         QCOMPARE(sweepTowers("gpu:0*2,gpu:1*2", 2), std::string("gpu:0,gpu:1"));
+    }
+
+    // GPU towers have two one-tower points (variables on the host, on the GPU); each point's
+    // speedup is over its own place's, and the second one-tower point is a baseline too (the
+    // H100's sweep showed "1 tower, variables on the GPU: 2.19x, 219%" over the host's).
+    void speedupsAreOverTheirPlace() {
+        auto point = [](int towers, const std::string& strategy, double rate) {
+            SweepResult r;
+            r.point.towers = towers;
+            r.point.strategy = strategy;
+            r.point.config.towers = "gpu:0*" + std::to_string(towers);
+            r.measured.examplesPerSec = rate;
+            return r;
+        };
+        QCOMPARE(oneTowerStrategies({"mean", "average:4"}), (std::vector<std::string>{"mean", "allreduce"}));
+        QCOMPARE(oneTowerStrategies({"allreduce"}), std::vector<std::string>{"allreduce"});
+        QCOMPARE(oneTowerStrategies({"async"}), std::vector<std::string>{"mean"});
+        std::vector<SweepResult> before{point(1, "mean", 58549)};
+        const SweepResult onGpu = point(1, "allreduce", 128336);
+        QCOMPARE(speedupOver(before, onGpu), 1.0);
+        QCOMPARE(onGpu.point.label(), std::string("1 tower, variables on the GPU"));
+        before.push_back(onGpu);
+        QCOMPARE(speedupOver(before, point(2, "average:4", 145237)), 145237 / 128336.0);
+        QCOMPARE(speedupOver(before, point(2, "mean", 49278)), 49278 / 58549.0);
+        QCOMPARE(speedupOver(before, point(4, "async", 70000)), 70000 / 58549.0);
     }
 
     // The commands: scale writes a sweep, predict reads it; refusals in one line each.

@@ -22,7 +22,11 @@
 #include <QTemporaryDir>
 #include <qcustomplot.h>
 
+#include <nlohmann/json.hpp>
+
 #include "engine/trainer.hpp"
+#include "engine/step_profile.hpp"
+#include "io/run_config.hpp"
 #include "experiment_panel.hpp"
 #include "lessons.hpp"
 #include "fake_devices.hpp"
@@ -111,6 +115,55 @@ private slots:
         QCOMPARE(again.results()[1].measured.examples, lab.results()[1].measured.examples);
         QVERIFY(!again.openSweep(runs_.path()));
         QVERIFY(again.statusText().contains("sweep.json: cannot read it"));
+    }
+
+    // A sweep of towers sharing a GPU (made by towerbench-run scale on a GPU machine) opens with
+    // each point's speedup over its own place's one tower, the predictor calibrated from all its
+    // points there (it gives back each point it was calibrated from), and says so.
+    void gpuSweepOpensWithItsOwnBaselines() {
+        const QString folder = runs_.filePath("gpu-sweep");
+        QVERIFY(QDir().mkpath(folder));
+        nlohmann::json points = nlohmann::json::array();
+        // towers, strategy, examples/sec, compute, reduce (ms): the shape an H100 measured.
+        const std::tuple<int, const char*, double, double, double> measured[] = {
+            {1, "mean", 58549, 0.88, 0.95}, {1, "allreduce", 128336, 0.88, 0}, {2, "allreduce", 141770, 1.54, 0.08},
+            {4, "mean", 78126, 2.64, 2.51}, {4, "allreduce", 153767, 2.82, 0.14}};
+        for (const auto& [n, strategy, rate, compute, reduce] : measured) {
+            tb::RunConfig c = tinyBase();
+            c.towers = "gpu:0*" + std::to_string(n);
+            c.batchPerTower = 128;
+            c.batch = 128 * n;
+            tb::StepProfile m;
+            m.steps = 100;
+            m.examples = 100 * 128 * n;
+            m.examplesPerSec = rate;
+            m.seconds = m.examples / rate;
+            m.compute = compute * 1e-3;
+            m.reduce = reduce * 1e-3;
+            m.apply = 0.05e-3;
+            points.push_back({{"towers", n}, {"strategy", strategy}, {"config", c.toJson()}, {"measured", m.toJson()}});
+        }
+        const nlohmann::json sweep = {{"params", 3274634}, {"host", {{"flops", 1e11}, {"bandwidth", 1e10}}}, {"cores", 16},
+                                      {"settings", {{"strategies", {"mean", "allreduce"}}}}, {"points", points}};
+        QFile f(folder + "/sweep.json");
+        QVERIFY(f.open(QIODevice::WriteOnly));
+        f.write(QByteArray::fromStdString(sweep.dump()));
+        f.close();
+
+        ScalingLab lab;
+        QVERIFY2(lab.openSweep(folder), qPrintable(lab.statusText()));
+        QVERIFY(lab.hardwareBox()->itemText(0).contains("the sweep's GPU"));
+        const QTableWidget* t = lab.table();
+        QCOMPARE(t->rowCount(), 5);
+        QCOMPARE(t->item(1, 0)->text(), QString("1 tower, variables on the GPU"));
+        QCOMPARE(t->item(1, 4)->text(), QString("1.00x"));  // its own place's baseline (was 2.19x)
+        QCOMPARE(t->item(2, 4)->text(), QString("%1x").arg(141770 / 128336.0, 0, 'f', 2));
+        QCOMPARE(t->item(3, 4)->text(), QString("%1x").arg(78126 / 58549.0, 0, 'f', 2));
+        for (int row : {0, 1, 3, 4})  // the points it was calibrated from, given back
+            QVERIFY2(t->item(row, 3)->text() == "0.0%" || t->item(row, 3)->text() == "-0.0%",
+                     qPrintable(t->item(row, 0)->text() + ": " + t->item(row, 3)->text()));
+        QVERIFY(qAbs(lab.predicted("allreduce", 4) / 153767 - 1) < 1e-9);
+        QVERIFY(lab.assumptionsLabel()->text().contains("every point of the sweep on gpu:0"));
     }
 
     void badTowersAreRefusedInTheWindow() {

@@ -535,6 +535,18 @@ void ScalingLab::showResults() {
 bool ScalingLab::calibration(tb::Calibration* cal) const {
     const int i = from_->currentIndex();
     if (i < 0 || size_t(i) >= results_.size() || params_ <= 0) return false;
+    // A sweep of towers sharing one GPU calibrates from its points there (one GPU per tower: no model).
+    const std::string& towers = results_.front().point.config.towers;
+    if (towers.starts_with("gpu")) {
+        if (towers.find('*') == std::string::npos) return false;
+        tb::SweepFile f;
+        f.params = params_;
+        f.host = host_;
+        f.cores = cores_;
+        f.points = results_;
+        *cal = tb::Calibration::fromDeviceSweep(f);
+        return true;
+    }
     *cal = tb::Calibration::fromSweepPoint(results_[size_t(i)], params_, host_, cores_);
     return true;
 }
@@ -547,6 +559,10 @@ tb::Scenario ScalingLab::scenario(int towers, const std::string& strategy, const
     s.batchPerTower = cal.batchPerTower;
     s.threadsPerTower = std::max(1, cal.cores / towers);
     s.psShards = shards_->value();
+    if (cal.device) {
+        s.measuredGpu = cal.device->gpu;
+        s.threadsPerTower = 1;
+    }
     if (hardware_->currentIndex() > 0) {
         s.device = tb::parseProcessor(hardware_->currentData().toString().toStdString(), "device");
         s.link = tb::parseLink(link_->currentData().toString().toStdString(), "link");
@@ -578,6 +594,11 @@ double ScalingLab::predicted(const QString& strategy, int towers) const {
 }
 
 void ScalingLab::predict() {
+    // A sweep of GPU towers (made by towerbench-run scale on a GPU machine) calibrates from all
+    // its points on that GPU, not from one chosen point, and predicts towers sharing it.
+    const bool gpuSweep = !results_.empty() && results_.front().point.config.towers.starts_with("gpu");
+    hardware_->setItemText(0, gpuSweep ? tr("the sweep's GPU (towers sharing it)") : tr("this machine (CPU towers)"));
+    from_->setEnabled(!gpuSweep);
     const bool device = hardware_->currentIndex() > 0;
     for (QWidget* w : std::initializer_list<QWidget*>{link_, machines_, network_}) w->setEnabled(device);
     rate_->clearGraphs();
@@ -594,12 +615,14 @@ void ScalingLab::predict() {
 
     // The model's curves (dashed) and sentences, one per strategy.
     if (calibrated) {
-        double predictedOne = 0;
-        try {
-            predictedOne = tb::predict(cal, a, scenario(1, "mean", cal)).examplesPerSec;
-        } catch (const tb::Error&) {
-        }
         for (const std::string& st : strategies()) {
+            // One tower of this strategy's place: on a GPU, host or device; CPU towers have one.
+            const std::string single = cal.device ? st : "mean";
+            double predictedOne = 0;
+            try {
+                predictedOne = tb::predict(cal, a, scenario(1, single, cal)).examplesPerSec;
+            } catch (const tb::Error&) {
+            }
             QCPGraph* g = rate_->addGraph();
             QCPGraph* sg = speedup_->addGraph();
             for (QCPGraph* x : {g, sg}) {
@@ -610,7 +633,7 @@ void ScalingLab::predict() {
             }
             for (int n = 1; n <= maxN; ++n) {
                 try {
-                    const tb::Prediction p = tb::predict(cal, a, scenario(n, n == 1 ? "mean" : st, cal));
+                    const tb::Prediction p = tb::predict(cal, a, scenario(n, n == 1 ? single : st, cal));
                     g->addData(n, p.examplesPerSec);
                     if (predictedOne > 0) sg->addData(n, p.examplesPerSec / predictedOne);
                     top = std::max(top, p.examplesPerSec);
@@ -649,7 +672,7 @@ void ScalingLab::predict() {
                 x->setScatterStyle(QCPScatterStyle(QCPScatterStyle::ssDisc, strategyColour(st), 9));
             }
             for (const tb::SweepResult& r : results_)
-                if (r.point.towers == 1 || r.point.strategy == st) {
+                if (r.point.towers == 1 ? &r == tb::oneTowerPointFor(results_, st) : r.point.strategy == st) {
                     g->addData(r.point.towers, r.measured.examplesPerSec);
                     sg->addData(r.point.towers, r.speedup);
                     top = std::max(top, r.measured.examplesPerSec);
@@ -679,7 +702,7 @@ void ScalingLab::predict() {
         double pred = -1;
         if (calibrated && !device) {
             try {
-                tb::Scenario s = scenario(r.point.towers, r.point.towers == 1 ? "mean" : r.point.strategy, cal);
+                tb::Scenario s = scenario(r.point.towers, r.point.towers == 1 && !cal.device ? "mean" : r.point.strategy, cal);
                 pred = tb::predict(cal, a, s).examplesPerSec;
             } catch (const tb::Error&) {
             }
@@ -712,6 +735,22 @@ void ScalingLab::predict() {
     }
     bottleneck_->setText(tr("<b>At %1 towers:</b><br>%2").arg(maxN).arg(sentences.join("<br>")));
     QStringList lines;
+    if (cal.device) {
+        const tb::DeviceCalibration& d = *cal.device;
+        lines << tr("Calibration: every point of the sweep on %1: one tower with the variables on the host (%2 "
+                    "examples/sec) and on the GPU (%3), %4 towers sharing it; batch %5 per tower.")
+                     .arg(QString::fromStdString(d.gpu),
+                          d.oneOnHost.steps > 0 ? formatCount(d.oneOnHost.examplesPerSec) : tr("not measured"),
+                          d.oneOnGpu.steps > 0 ? formatCount(d.oneOnGpu.examplesPerSec) : tr("not measured"))
+                     .arg(d.sharedTowers > 1 ? QString::number(d.sharedTowers) : tr("no more"))
+                     .arg(cal.batchPerTower);
+        lines << tr("Compute: a fixed part per step that overlaps across the towers' streams plus a part per example "
+                    "that they share, from the one-tower and the most-towers points. Data wait, reduce, wait, apply "
+                    "and the rest of the step: as measured at one and at the most towers, straight between them; "
+                    "averaging every K divides the reduce by K. Other hardware needs a sweep of CPU towers.");
+        assumptions_->setText(lines.join("\n"));
+        return;
+    }
     lines << tr("Calibration: %1, %2 examples/sec; per step of one tower compute %3, apply %4, reduce %5, "
                 "data wait %6; %7 threads per tower on %8 cores, batch %9 per tower.")
                  .arg(from_->currentText(), formatCount(cal.measured.examplesPerSec), formatMs(cal.measured.compute),

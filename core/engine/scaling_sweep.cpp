@@ -69,6 +69,13 @@ std::string SweepPoint::label() const {
     return std::to_string(towers) + " towers, " + strategy;
 }
 
+double speedupOver(const std::vector<SweepResult>& before, const SweepResult& r) {
+    // A one-tower point is its place's baseline (a GPU's second one is not "faster" than the first).
+    const SweepResult* base = r.point.towers == 1 ? nullptr : oneTowerPointFor(before, r.point.strategy);
+    const double one = base ? base->measured.examplesPerSec : r.measured.examplesPerSec;
+    return one > 0 ? r.measured.examplesPerSec / one : 0;
+}
+
 std::vector<std::string> oneTowerStrategies(const std::vector<std::string>& strategies) {
     std::vector<std::string> single;
     if (!std::all_of(strategies.begin(), strategies.end(), variablesReplicated)) single.push_back("mean");
@@ -262,9 +269,7 @@ std::vector<SweepResult> ScalingSweep::run(const std::function<void(const SweepR
             if (r.measured.steps < 2) break;  // stopped within the warm-up: nothing to report
             r.testAccuracy = summary.evaluated ? summary.testAccuracy : -1;
             params_ = summary.params;
-            const SweepResult* base = oneTowerPointFor(results, r.point.strategy);
-            const double one = base ? base->measured.examplesPerSec : r.measured.examplesPerSec;
-            r.speedup = one > 0 ? r.measured.examplesPerSec / one : 0;
+            r.speedup = speedupOver(results, r);
             r.efficiency = r.speedup / r.point.towers;
             results.push_back(r);
             writeFolder("running", results);
@@ -328,8 +333,10 @@ SweepFile ScalingSweep::readResults(const std::string& folder) {
         applyStrategy(r.point.config, r.point.strategy);
         for (const auto& [key, value] : p["config"].items()) r.point.config.set(key, value, where + " config");
         r.measured = StepProfile::fromJson(p["measured"], where + " measured");
-        if (p.contains("speedup") && p["speedup"].is_number()) r.speedup = p["speedup"].get<double>();
-        if (p.contains("efficiency") && p["efficiency"].is_number()) r.efficiency = p["efficiency"].get<double>();
+        // Worked out again from the points, not read: sweeps written before a GPU's one-tower
+        // points were each their place's baseline carry wrong ones.
+        r.speedup = speedupOver(f.points, r);
+        r.efficiency = r.speedup / r.point.towers;
         f.points.push_back(std::move(r));
     }
     if (f.points.empty()) throw Error(path + ": no measured points");

@@ -61,6 +61,9 @@ struct SweepResult {
     nlohmann::json toJson() const;
 };
 
+// A point's speedup over the one-tower point of its place among the points measured `before`
+// (1 for a one-tower point).
+double speedupOver(const std::vector<SweepResult>& before, const SweepResult& r);
 // One GPU tower's places among `strategies`: "mean" (variables on the host) where one keeps them
 // there, "allreduce" (on the GPU) where one replicates them.
 std::vector<std::string> oneTowerStrategies(const std::vector<std::string>& strategies);

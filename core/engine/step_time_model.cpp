@@ -211,7 +211,7 @@ Terms termsOnCpuOrPreset(const Calibration& cal, const Assumptions& a, const Sce
 //   compute   f + N b c: the fixed part f (launches, kernels too small to fill the GPU) overlaps
 //             across the towers' streams, the per-example part c serialises on the GPU (two
 //             points give both; one gives c alone)
-//   the rest  reduce (the host: pulls and pushes over the GPU's one link, which the towers
+//   the rest  data wait, reduce (the host: pulls and pushes over the GPU's one link, which the towers
 //             share, and the holder's mean; the GPU: the all-reduce in its memory), waiting at
 //             the sync point (towers sharing a GPU finish apart), apply and the step's other
 //             cost, each as measured at 1 and S towers, straight between them in N (one point:
@@ -248,7 +248,7 @@ Terms termsOnMeasuredDevice(const Calibration& cal, const Assumptions& a, const 
     };
     Terms t;
     t.compute = fixed + n * s.batchPerTower * perExample;
-    t.data = one.dataWait * a.dataScale;
+    t.data = between(one.dataWait, shared.dataWait) * a.dataScale;
     t.wait = between(one.wait, shared.wait);
     t.apply = between(one.apply, shared.apply);
     t.holderApply = one.apply;
