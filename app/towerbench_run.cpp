@@ -104,7 +104,9 @@ The scaling lab (README: "The scaling lab"):
                       Other hardware: --device h100|a100|v100|l4|rtx4090|NAME:TFLOPS:GBPS, --link
                       pcie4|pcie5|nvlink|10gbe|100gbe|infiniband|NAME:LATENCY_US:GBPS (towers to
                       the holder and to each other), --machines M --network LINK. Assumptions:
-                      --assume serial_share=0.1,host_latency_us=20,host_gbps=G,data_scale=1
+                      --assume serial_share=0.1,host_latency_us=20,host_gbps=G,data_scale=1,
+                      device_gbps=1000. A sweep of towers sharing one GPU (scale --towers
+                      gpu:0*2) calibrates from all its points and predicts towers on that GPU
 
 Data parallelism (the seeds' tower pattern; see README):
   --towers LIST       cpu:0,cpu:1,... (virtual CPU towers, each its own thread), gpu:0,gpu:1,...,

@@ -24,6 +24,8 @@
 //             and its modelled transfers (the loop, hand-overs, and any wait it measured where
 //             the model predicts none), kept as a fixed cost: the model reproduces its calibration
 // The engine does not overlap transfers with compute: the terms add up.
+// Calibrated from a sweep of towers sharing one GPU (Calibration::fromDeviceSweep), the model
+// predicts towers on that GPU instead (termsOnMeasuredDevice in the .cpp says how).
 #pragma once
 #include <optional>
 #include <string>
