@@ -5,6 +5,7 @@
 #include <iostream>
 #include <memory>
 
+#include "comm/process_group.hpp"
 #include "engine/metrics_file.hpp"
 #include "engine/run_folder.hpp"
 #include "data/dataset.hpp"
@@ -62,8 +63,44 @@ int runHeadless(const tb::RunConfig& config, const RunStorage& storage) {
             slot = nullptr;
         }
     };
+    // Started by mpirun among several: this process's place in the run. Process 0 keeps the
+    // folder, the metrics and the summary; the others train quietly, and a process that fails
+    // ends them all (MPI_Abort) after saying why, so none is left waiting in a collective.
+    std::unique_ptr<tb::ProcessGroup> processes;
+    std::string program = "towerbench-run";
+    try {
+        processes = tb::joinProcessGroup();
+    } catch (const tb::Error& e) {
+        return failWith(program.c_str(), e.what());
+    }
+    if (processes) program += " (process " + std::to_string(processes->rank()) + " of " + std::to_string(processes->size()) + ")";
+    auto fail = [&](const std::string& message) {
+        const int code = failWith(program.c_str(), message);
+        if (processes) processes->abort(code);
+        return code;
+    };
+    if (processes && processes->rank() != 0) {
+        try {
+            tb::RunConfig quiet = config;
+            quiet.quiet = true;
+            quiet.metrics.clear();
+            quiet.validate();
+            if (!storage.resumeDir.empty()) throw tb::Error("--resume: runs of several processes do not resume yet");
+            tb::Trainer trainer(quiet);
+            trainer.setProcessGroup(processes.get());
+            const Published published(runningLock, running, &trainer);
+            if (signals.received()) trainer.requestStop();
+            trainer.run();
+            return 0;
+        } catch (const tb::Error& e) {
+            return fail(config.explain(e.what()));
+        } catch (const std::bad_alloc&) {
+            return fail("out of memory");
+        }
+    }
     try {
         config.validate();
+        if (processes && !storage.resumeDir.empty()) throw tb::Error("--resume: runs of several processes do not resume yet");
         // --metrics is written only once the inputs are read and checked, and may not be one of them.
         if (!config.metrics.empty()) {
             std::vector<std::string> inputs{config.file, config.initFrom, tb::findModel(config.model).source};
@@ -76,6 +113,7 @@ int runHeadless(const tb::RunConfig& config, const RunStorage& storage) {
         if (!config.metrics.empty()) tb::checkOutputFile(config.metrics, "--metrics", {}, {folder->path()});
         tb::Trainer trainer(config);
         trainer.setRunFolder(folder.get());
+        trainer.setProcessGroup(processes.get());
         ProgressBar progress(stderr, folder->path());
         std::unique_ptr<tb::MetricsFile> metrics;
         if (!config.quiet) trainer.addObserver(&progress);
@@ -99,8 +137,8 @@ int runHeadless(const tb::RunConfig& config, const RunStorage& storage) {
         }
         return 0;
     } catch (const tb::Error& e) {
-        return failWith("towerbench-run", config.explain(e.what()));
+        return fail(config.explain(e.what()));
     } catch (const std::bad_alloc&) {
-        return failWith("towerbench-run", "out of memory");
+        return fail("out of memory");
     }
 }

@@ -101,16 +101,18 @@ endif()
 tb_resolve(TB_WITH_GUI ${_qt_found} TB_HAVE_QT)
 tb_feature("Qt 6" "${TB_HAVE_QT}" "${Qt6_VERSION}")
 
-# Optional: MPI (multi-process reducer, a later issue).
+# Optional: MPI (Open MPI from Debian: openmpi-bin, libopenmpi-dev): runs of several processes
+# (mpirun -np N towerbench-run ...). Only MPI's C API is used (no C++ bindings).
 set(_mpi_found FALSE)
 if(NOT TB_WITH_MPI STREQUAL "OFF")
+  set(MPI_CXX_SKIP_MPICXX ON)
   find_package(MPI QUIET COMPONENTS CXX)
   if(MPI_CXX_FOUND)
     set(_mpi_found TRUE)
   endif()
 endif()
 tb_resolve(TB_WITH_MPI ${_mpi_found} TB_HAVE_MPI)
-tb_feature("MPI" "${TB_HAVE_MPI}" "")
+tb_feature("MPI" "${TB_HAVE_MPI}" "${MPI_CXX_LIBRARY_VERSION_STRING}")
 
 # Optional: protobuf (libprotobuf and protoc): TensorBoard event files and TFRecord Examples. The
 # GPU machines build the core without it.

@@ -9,6 +9,7 @@ packages=(
   qt6-base-dev libqcustomplot-dev
   libprotobuf-dev protobuf-compiler libsqlite3-dev
   dataset-fashion-mnist python3
+  openmpi-bin libopenmpi-dev  # runs of several processes (mpirun)
   clang-14 libclang-rt-14-dev libomp-14-dev  # make fuzz: libFuzzer, and OpenMP for clang
 )
 [ "${TB_SETUP_EXTRA:-}" != "" ] && packages+=(${TB_SETUP_EXTRA})

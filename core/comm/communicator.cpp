@@ -76,7 +76,21 @@ int64_t Communicator::ringBytes(size_t count) const {
 namespace tb {
 
 std::unique_ptr<Communicator> makeCommunicator(CommKind kind, std::vector<RankEndpoint> ranks, HolderEndpoint holder,
-                                               size_t maxCount) {
+                                               size_t maxCount, ProcessGroup* processes) {
+    if (processes) {
+        // MPI here moves host memory only (Debian's Open MPI is not CUDA-aware), after the towers
+        // of a process have reduced in shared memory.
+        for (const RankEndpoint& r : ranks)
+            if (r.device.type != DeviceType::Cpu)
+                throw Error("--towers " + r.device.str() + ": towers on GPUs do not meet across processes yet (NCCL "
+                            "between processes is not built); run CPU towers in each process");
+        if (kind != CommKind::SharedMemory)
+            throw Error("--transfers: across processes the towers of each process reduce in shared memory first");
+        auto comm = makeSharedMemoryCommunicator(std::move(ranks), holder, maxCount);
+        processes->setLanes(comm->size());
+        comm->processes_ = processes;
+        return comm;
+    }
     if (kind == CommKind::SharedMemory) return makeSharedMemoryCommunicator(std::move(ranks), holder, maxCount);
     if (kind == CommKind::Nccl) return makeNcclCommunicator(std::move(ranks), holder, maxCount);
     return makeCopyCommunicator(std::move(ranks), holder, maxCount);

@@ -15,7 +15,10 @@
 //                  buffers beside the holder (pinned host memory for a host holder)
 //   NCCL           towers on distinct GPUs (one rank each), holder on one of them or none:
 //                  NCCL's all-reduce, reduce and broadcast on the towers' streams
-// MPI (processes) implements the same interface.
+// Across processes (mpirun), each process's towers first reduce in shared memory, then every
+// rank's thread reduces its chunk of the result with the other processes through the run's
+// ProcessGroup (MPI), on a lane of its own: the holder's mean and the all-reduce become means
+// over every tower of every process.
 //
 // Bytes moved are counted here, once, by one definition: the bytes a strategy sends between the
 // holder and the towers, or among towers, as they would move between separate devices. A rank
@@ -36,6 +39,7 @@
 #include <vector>
 
 #include "backend/backend.hpp"
+#include "comm/process_group.hpp"
 
 namespace tb {
 
@@ -103,6 +107,10 @@ public:
     int64_t bytesMovedBy(int rank) const { return byRank_[size_t(rank)]->load(); }
     // Seconds this rank waited inside collectives for the others since the last call.
     double takeWaitSeconds(int rank);
+    // The processes the reductions span beyond this one's towers (null: this process alone), and
+    // the bytes that crossed between them (ProcessGroup's definition), apart from bytesMoved().
+    ProcessGroup* processes() const { return processes_; }
+    int64_t bytesBetweenProcesses() const { return processes_ ? processes_->bytesMoved() : 0; }
 
 protected:
     // Waits for every rank (timed as this rank's wait).
@@ -131,8 +139,11 @@ protected:
     std::vector<Stream> holderStreams_;    // per rank, on the holder's backend: its share of reductions
     std::vector<const float*> published_;  // per rank: the buffer it brought to the current collective
     std::vector<float*> publishedOut_;
+    ProcessGroup* processes_ = nullptr;
 
 private:
+    friend std::unique_ptr<Communicator> makeCommunicator(CommKind, std::vector<RankEndpoint>, HolderEndpoint, size_t,
+                                                          ProcessGroup*);
     std::barrier<> barrier_;
     std::atomic<int64_t> total_{0};
     std::vector<std::unique_ptr<std::atomic<int64_t>>> byRank_;
@@ -141,8 +152,9 @@ private:
 };
 
 // The communicator for ranks and a holder (holder.backend null: no holder, replicas only);
-// `maxCount` bounds the floats of one transfer (staging is sized for it).
+// `maxCount` bounds the floats of one transfer (staging is sized for it); `processes`: the other
+// processes of the run the reductions span (CPU towers, shared memory), or null.
 std::unique_ptr<Communicator> makeCommunicator(CommKind kind, std::vector<RankEndpoint> ranks, HolderEndpoint holder,
-                                               size_t maxCount);
+                                               size_t maxCount, ProcessGroup* processes = nullptr);
 
 }  // namespace tb

@@ -20,12 +20,19 @@ public:
 
     const float* reduceToHolder(int rank, const float* send, float* holderScratch, size_t count, ReduceOp op) override {
         if (!onHolderDevice(rank)) countByRank(rank, int64_t(count * sizeof(float)));
-        if (size() == 1) return send;  // the holder reads the one rank's buffer in place
+        if (size() == 1) {
+            if (!processes_) return send;  // the holder reads the one rank's buffer in place
+            processes_->allReduce(0, send, holderScratch, count, op);
+            return holderScratch;
+        }
         published_[size_t(rank)] = send;
         meet(rank);  // every rank's buffer is ready
         std::exception_ptr failure;
         attempt(failure, [&] {
-            reduceChunk(*holder_.backend, holderStreams_[size_t(rank)], chunk(rank, count), published_, holderScratch, op);
+            const Range c = chunk(rank, count);
+            reduceChunk(*holder_.backend, holderStreams_[size_t(rank)], c, published_, holderScratch, op);
+            // This process's mean of the chunk, then the mean of every process's (equal tower counts).
+            if (processes_) processes_->allReduce(rank, holderScratch + c.begin, holderScratch + c.begin, c.size(), op);
         });
         if (failure) std::rethrow_exception(failure);
         return holderScratch;
@@ -38,7 +45,10 @@ public:
 
     void allReduce(int rank, float* buf, size_t count, ReduceOp op) override {
         if (rank == 0) countTotal(ringBytes(count));
-        if (size() == 1) return;
+        if (size() == 1) {
+            if (processes_) processes_->allReduce(0, buf, buf, count, op);
+            return;
+        }
         published_[size_t(rank)] = buf;
         publishedOut_[size_t(rank)] = buf;
         meet(rank);
@@ -48,6 +58,7 @@ public:
             Backend& be = *ranks_[size_t(rank)].backend;
             const Stream s = ranks_[size_t(rank)].stream;
             reduceChunk(be, s, c, published_, scratch_.data(), op);
+            if (processes_) processes_->allReduce(rank, scratch_.data() + c.begin, scratch_.data() + c.begin, c.size(), op);
             for (float* out : publishedOut_)
                 be.copy(s, out + c.begin, scratch_.data() + c.begin, c.size() * sizeof(float));
             be.synchronize(s);

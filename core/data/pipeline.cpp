@@ -53,6 +53,10 @@ InputPipeline::InputPipeline(const Dataset& data, PipelineOptions options)
                     " values, not one sample of " + std::to_string(data.sampleSize()) + " per label");
     if (opt_.batchSize < 1) throw Error(who + ": batch size " + std::to_string(opt_.batchSize) + " is not positive");
     if (opt_.prefetch < 0) throw Error(who + ": prefetch " + std::to_string(opt_.prefetch) + " is negative");
+    if (opt_.sliceCount < 1 || opt_.sliceIndex < 0 || opt_.sliceIndex >= opt_.sliceCount ||
+        (opt_.sliceCount > 1 && !opt_.repeat))
+        throw Error(who + ": slice " + std::to_string(opt_.sliceIndex) + " of " + std::to_string(opt_.sliceCount) +
+                    " (a repeating pipeline's slice from 0 to the count)");
     if (opt_.cropH < 0 || opt_.cropW < 0 || opt_.cropH > data.height || opt_.cropW > data.width)
         throw Error(who + ": crop " + std::to_string(opt_.cropH) + "x" + std::to_string(opt_.cropW) +
                     " does not fit its " + std::to_string(data.height) + "x" + std::to_string(data.width) + " samples");
@@ -136,6 +140,7 @@ bool InputPipeline::makeBatch(Batch& b) {
     b.x.resize(cap * per);
     b.y.resize(cap);
     size_t n = 0;
+    if (opt_.sliceCount > 1) skip(uint64_t(opt_.sliceIndex) * cap);  // the processes before this one
     while (n < cap) {
         size_t index;
         if (!nextIndex(index)) {
@@ -150,6 +155,7 @@ bool InputPipeline::makeBatch(Batch& b) {
         b.y[n] = data_.labels[index];
         ++n;
     }
+    if (opt_.sliceCount > 1) skip(uint64_t(opt_.sliceCount - 1 - opt_.sliceIndex) * cap);  // and after it
     if (n == 0) return false;
     b.n = int(n);
     b.x.resize(n * per);

@@ -35,6 +35,11 @@ struct PipelineOptions {
     // Resume: start as if `skipSamples` samples had been taken already (the same order and
     // augmentation draws from here on as an uninterrupted run; repeating pipelines only).
     uint64_t skipSamples = 0;
+    // Processes (mpirun): the global batch is sliceCount x batchSize samples of one order from
+    // the shared seed, and this pipeline gives slice sliceIndex of each (the others' samples are
+    // skipped with their augmentation draws, so N processes see what one process of N x the
+    // batch would). skipSamples counts global samples. Repeating pipelines only.
+    int sliceIndex = 0, sliceCount = 1;
 };
 
 class InputPipeline {

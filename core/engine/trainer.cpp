@@ -211,6 +211,44 @@ std::optional<EvalResult> evaluate(Network& net, Stream s, float* stats, const D
     return r;
 }
 
+// Processes: every one must run process 0's settings; the first that differs is named.
+void checkSameSettings(ProcessGroup& processes, const RunConfig& c) {
+    // What only process 0 does (the progress line, the metrics file) may differ.
+    nlohmann::json settings = c.toJson();
+    for (const char* own : {"quiet", "metrics"}) settings.erase(own);
+    const std::string mine = settings.dump();
+    const std::string leader = processes.broadcast(mine);
+    if (mine == leader) return;
+    const nlohmann::json& a = settings;
+    const nlohmann::json b = nlohmann::json::parse(leader, nullptr, false);
+    std::string key = "settings";
+    std::string here, there;
+    for (const auto& [k, v] : a.items()) {
+        if (!b.is_object() || !b.contains(k) || b[k] != v) {
+            key = "--" + k;
+            std::replace(key.begin(), key.end(), '_', '-');
+            here = v.dump();
+            there = b.is_object() && b.contains(k) ? b[k].dump() : "unset";
+            break;
+        }
+    }
+    throw Error(key + " is " + here + " here but " + there + " on process 0 (every process of a run must have the same settings)");
+}
+
+// Processes: the step's loss, accuracy and examples over every process's slice, and whether any
+// process asked to stop; one collective of 4 floats per step, made by every process in turn.
+bool acrossProcesses(ProcessGroup& processes, StepMetrics& m, bool stopHere) {
+    float v[4] = {float(m.loss * m.examples), float(m.accuracy * m.examples), float(m.examples), stopHere ? 1.f : 0.f};
+    processes.allReduce(0, v, v, 4, ReduceOp::Sum);
+    if (v[2] > 0) {
+        m.examples = int(std::lround(v[2]));
+        m.loss = v[0] / v[2];
+        m.accuracy = v[1] / v[2];
+        m.examplesPerSec = m.stepSeconds > 0 ? m.examples / m.stepSeconds : 0;
+    }
+    return v[3] > 0;
+}
+
 // Step metrics from what the towers report; stepSeconds is the wall time the step took.
 StepMetrics toMetrics(const TowerStep& r, double stepSeconds) {
     StepMetrics m;
@@ -338,7 +376,19 @@ RunSummary Trainer::execute(ObserverHub& hub) {
     const int cores = c.threads > 0 ? c.threads : int(std::max(1u, std::thread::hardware_concurrency()));
     // This thread evaluates and keeps the moving average: flush denormals here and in its team.
     flushDenormalsInTeam(cores);
-    const DeploymentPlan plan = makePlan(c);
+    // Processes: every one runs the same settings (checked first, so a mistake names its field),
+    // and the global --batch is split over them; each makes its plan for its share.
+    const int processCount = processes_ ? processes_->size() : 1;
+    const bool leader = !processes_ || processes_->rank() == 0;
+    if (processes_) checkSameSettings(*processes_, c);
+    RunConfig local = c;
+    if (processes_ && c.batchPerTower == 0) {
+        if (c.batch % processCount != 0)
+            throw Error("--batch: " + std::to_string(c.batch) + " examples do not split evenly over the " +
+                        std::to_string(processCount) + " processes");
+        local.batch = c.batch / processCount;
+    }
+    const DeploymentPlan plan = makePlan(local);
     const ModelSpec spec = findModel(c.model);
     // A resume that cannot be exact is refused before anything is written to the run's folder.
     const bool resuming = folder_ && folder_->resuming();
@@ -377,7 +427,8 @@ RunSummary Trainer::execute(ObserverHub& hub) {
     checkModelFitsData(spec, shape.outputs, data, c.data);
     // A step that takes more examples than the training set holds would repeat examples within
     // one batch: a mistake in the sizes, not a larger batch.
-    if (const int64_t global = int64_t(plan.towerCount()) * plan.batchPerTower; global > int64_t(data.train.size()))
+    if (const int64_t global = int64_t(processCount) * plan.towerCount() * plan.batchPerTower;
+        global > int64_t(data.train.size()))
         throw Error("--batch: " + std::to_string(global) + " examples per step, but the training set has only " +
                     std::to_string(data.train.size()) +
                     (validation > 0 ? " (after " + std::to_string(validation) + " held out for validation)" : std::string()));
@@ -410,7 +461,7 @@ RunSummary Trainer::execute(ObserverHub& hub) {
                         },
                         "--model " + spec.name);
     }
-    TowerSet towers(spec, plan, opt, std::max(1, cores / n), c.seed);
+    TowerSet towers(spec, plan, opt, std::max(1, cores / n), c.seed, processes_);
     Network& net = towers.evalNetwork();
     Backend& be = net.backend();
     const Stream s = towers.evalStream();
@@ -462,6 +513,7 @@ RunSummary Trainer::execute(ObserverHub& hub) {
     // A pass over a split; nothing (and nothing reported) when `cancelled` cuts it short.
     auto evalWith = [&](const Dataset& d, const std::string& split, int64_t step,
                         const CancelCheck& cancelled) -> std::optional<EvalResult> {
+        if (!leader) return std::nullopt;  // process 0 evaluates for all (the variables are equal)
         const auto e0 = Clock::now();
         Network& en = towers.evalNetwork();
         if (ema) {
@@ -494,13 +546,16 @@ RunSummary Trainer::execute(ObserverHub& hub) {
     sum.flopsPerExample = net.trainFlopsPerExample();
     sum.plan = plan;
     sum.resumedAt = resumeStep;
+    // This process's examples per step, and every process's together (epochs count those).
     const int perStep = async ? plan.batchPerTower : n * plan.batchPerTower;
+    const int64_t globalPerStep = int64_t(perStep) * processCount;
     const int64_t total = c.steps > 0 ? c.steps
                                       : std::max<int64_t>(1, int64_t(std::ceil(c.epochs * double(data.train.size()) /
-                                                                                 double(perStep))));
+                                                                                 double(globalPerStep))));
     if (resumeStep >= total) throw Error(trainedAll(total));
     PipelineOptions trainInput = pipelineFor(c, cifar, true, perStep);
-    trainInput.skipSamples = uint64_t(resumeStep) * uint64_t(perStep);  // every step takes perStep samples
+    trainInput.skipSamples = uint64_t(resumeStep) * uint64_t(globalPerStep);  // every step takes globalPerStep samples
+    if (processes_) trainInput.sliceIndex = processes_->rank(), trainInput.sliceCount = processCount;
     InputPipeline train(data.train, trainInput);
     // GPU telemetry while training; runs without a GPU tower never touch NVML. NVML starts up
     // here, before the training clock does, so its start-up is not counted as training time.
@@ -533,7 +588,7 @@ RunSummary Trainer::execute(ObserverHub& hub) {
     auto record = [&](StepMetrics& m) {
         const auto now = Clock::now();
         m.totalSteps = total;
-        m.epoch = double(m.step) * perStep / double(data.train.size());
+        m.epoch = double(m.step) * double(globalPerStep) / double(data.train.size());
         m.elapsedSeconds = seconds(start, now) - control_.heldSeconds();  // pauses and slow motion are not training
         if (!std::isfinite(m.loss))
             throw Error(m.step == 1
@@ -571,7 +626,7 @@ RunSummary Trainer::execute(ObserverHub& hub) {
         const auto t0 = Clock::now();
         CheckpointMeta meta;
         meta.step = step;
-        meta.samples = uint64_t(step) * uint64_t(perStep);
+        meta.samples = uint64_t(step) * uint64_t(globalPerStep);
         meta.model = spec.name;
         meta.modelSpec = spec.json;
         meta.config = c.toJson();
@@ -614,7 +669,10 @@ RunSummary Trainer::execute(ObserverHub& hub) {
             return plan.averaging() && k < round.size() && next % plan.averageEvery != 0 && next < total &&
                    !control_.paused() && control_.awaitStep();
         };
-        while (step < total && control_.awaitStep()) {
+        // Processes stop together: each step ends with every process's vote (acrossProcesses),
+        // and only the vote's outcome ends the loop, so no process is left in a collective.
+        bool votedStop = false;
+        while (step < total && (processes_ ? !votedStop : control_.awaitStep())) {
             const auto t0 = Clock::now();
             batches.clear();
             do {
@@ -637,6 +695,7 @@ RunSummary Trainer::execute(ObserverHub& hub) {
                     v.backend->synchronize(v.stream);
                 }
                 StepMetrics m = toMetrics(r, each);
+                if (processes_) votedStop = acrossProcesses(*processes_, m, control_.stopped()) || votedStop;
                 ++step;
                 record(m);
                 evalDue |= c.evalEvery > 0 && step % c.evalEvery == 0 && step < total;
@@ -717,10 +776,11 @@ RunSummary Trainer::execute(ObserverHub& hub) {
         seconds(afterFirst, end) - evalSeconds - (held - heldBeforeSecond) - periodicCheckpointSeconds;
     sum.steps = step;
     sum.stopped = step < total;
-    sum.epochs = double(step) * perStep / double(data.train.size());
+    sum.epochs = double(step) * double(globalPerStep) / double(data.train.size());
     const int64_t trained = step - firstStep;  // this session's steps (a resumed run's, since the checkpoint)
-    sum.examplesPerSec = sum.trainSeconds > 0 ? double(trained) * perStep / sum.trainSeconds : 0;
-    if (trained > 1 && steadySeconds > 0) sum.steadyExamplesPerSec = double(trained - 1) * perStep / steadySeconds;
+    sum.examplesPerSec = sum.trainSeconds > 0 ? double(trained) * double(globalPerStep) / sum.trainSeconds : 0;
+    if (trained > 1 && steadySeconds > 0)
+        sum.steadyExamplesPerSec = double(trained - 1) * double(globalPerStep) / steadySeconds;
     for (double b : busy) sum.towerBusy.push_back(sum.trainSeconds > 0 ? std::min(1.0, b / sum.trainSeconds) : 0);
     sum.reduceApplyFraction = stepTime > 0 ? reduceApply / stepTime : 0;
     if (async && step > 0) sum.meanStaleness = staleness / double(step);

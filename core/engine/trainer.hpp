@@ -74,12 +74,17 @@ public:
     // The run keeps its folder (settings, metrics, log, checkpoints, summary); a reopened folder
     // makes the run continue from its newest checkpoint. The folder must outlive run().
     void setRunFolder(RunFolder* folder);
+    // One process of several (mpirun): --batch is the global batch, this process trains its
+    // slice of each with its own towers, and the reductions span every process (see
+    // ProcessGroup). Only process 0 evaluates and writes. Must outlive run().
+    void setProcessGroup(ProcessGroup* processes) { processes_ = processes; }
 
 private:
     RunSummary execute(ObserverHub& hub);
 
     RunConfig config_;
     RunFolder* folder_ = nullptr;
+    ProcessGroup* processes_ = nullptr;
     std::vector<TrainingObserver*> observers_;
     RunControl control_;
 };

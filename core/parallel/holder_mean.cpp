@@ -17,11 +17,11 @@ double since(Clock::time_point t) { return std::chrono::duration<double>(Clock::
 }  // namespace
 
 HolderMean::HolderMean(const StrategySetup& s) : Strategy(s.replicas, int64_t(s.init.size())), holder_(s.holder.backend) {
-    comm_ = makeCommunicator(s.comm, rankEndpoints(replicas_), s.holder, s.init.size());
+    comm_ = makeCommunicator(s.comm, rankEndpoints(replicas_), s.holder, s.init.size(), s.processes);
     const Stream hs = comm_->holderStream(0);
     params_ = variablesOnHolder(s.holder, replicas_, s.init.size());
     holder_->copyFromHost(hs, params_.data(), s.init.data(), bytes());
-    if (replicas_.size() > 1) mean_ = holder_->empty(Shape{count_});
+    if (replicas_.size() > 1 || s.processes) mean_ = holder_->empty(Shape{count_});  // where the mean is made
     opt_ = std::make_unique<Optimizer>(*holder_, s.opt.rule, s.opt.hyper, s.opt.schedule, size_t(count_), hs);
     holder_->synchronize(hs);
     for (size_t r = 0; r < replicas_.size(); ++r) {

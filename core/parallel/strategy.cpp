@@ -1,6 +1,7 @@
 #include "parallel/strategy.hpp"
 
 #include "parallel/strategies.hpp"
+#include "util/error.hpp"
 
 namespace tb {
 
@@ -32,6 +33,11 @@ void appendSlots(std::vector<StateBuffer>& out, const std::string& prefix, Optim
 }
 
 std::unique_ptr<Strategy> makeStrategy(const StrategySetup& s) {
+    if (s.processes && s.plan.update == UpdateMode::Async)
+        throw Error("--update async: across processes, asynchronous updates need parameter-server processes, which "
+                    "are not built yet; use --update sync");
+    if (s.processes && s.plan.averaging())
+        throw Error("--average-every: averaging every K steps across processes is not built yet; leave it out");
     if (s.plan.update == UpdateMode::Async) return std::make_unique<AsyncParameterServer>(s);
     if (s.plan.variables != VariablePlacement::Replicated) return std::make_unique<HolderMean>(s);
     if (s.plan.averaging()) return std::make_unique<LocalAveraging>(s);

@@ -119,6 +119,7 @@ struct StrategySetup {
     HolderEndpoint holder;
     std::vector<float> init;
     CommKind comm = CommKind::SharedMemory;
+    ProcessGroup* processes = nullptr;  // the run's other processes (mpirun), or null
 };
 
 std::unique_ptr<Strategy> makeStrategy(const StrategySetup& setup);

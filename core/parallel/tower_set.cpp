@@ -93,7 +93,7 @@ Backend& TowerSet::backendFor(const Device& d, int threadsPerTower) {
 }
 
 TowerSet::TowerSet(const ModelSpec& spec, const DeploymentPlan& plan, const OptimizerSettings& opt, int threadsPerTower,
-                   uint64_t seed)
+                   uint64_t seed, ProcessGroup* processes)
     : plan_(plan),
       optSettings_(opt),
       threadsPerTower_(threadsPerTower),
@@ -130,6 +130,7 @@ TowerSet::TowerSet(const ModelSpec& spec, const DeploymentPlan& plan, const Opti
 
     StrategySetup s;
     s.plan = plan_;
+    s.processes = processes;
     s.opt = opt;
     s.init = t0.net->initialParams(seed);
     for (auto& t : towers_) s.replicas.push_back({t->backend, t->stream, t->net.get(), t->device});

@@ -51,8 +51,9 @@ struct DeviceMemoryUse {
 
 class TowerSet {
 public:
+    // `processes`: the run's other processes (mpirun), whose towers the reductions span; or null.
     TowerSet(const ModelSpec& spec, const DeploymentPlan& plan, const OptimizerSettings& opt, int threadsPerTower,
-             uint64_t seed);
+             uint64_t seed, ProcessGroup* processes = nullptr);
     ~TowerSet();
     TowerSet(const TowerSet&) = delete;
     TowerSet& operator=(const TowerSet&) = delete;

@@ -1,0 +1,126 @@
+// The ProcessGroup of an MPI launch (mpirun -np N towerbench-run ...): MPI_Allreduce on host
+// buffers, in place where asked, in pieces of at most 2^26 floats (MPI counts are ints); one
+// duplicated communicator per lane, so that concurrent collectives of a process's tower threads
+// never meet the wrong partner (MPI_THREAD_MULTIPLE where there are several lanes).
+#include <mpi.h>
+
+#include <algorithm>
+#include <cstdlib>
+#include <vector>
+
+#include "comm/communicator.hpp"
+#include "comm/process_group.hpp"
+#include "util/error.hpp"
+
+namespace tb {
+
+namespace {
+
+std::string mpiError(const char* call, int code) {
+    char text[MPI_MAX_ERROR_STRING];
+    int length = 0;
+    MPI_Error_string(code, text, &length);
+    return std::string(call) + ": " + std::string(text, size_t(std::max(0, length)));
+}
+
+void check(const char* call, int code) {
+    if (code != MPI_SUCCESS) throw Error(mpiError(call, code));
+}
+
+// The processes mpirun (Open MPI) or a PMI launcher (MPICH's hydra, Slurm) started, from their
+// environment; 0 when this process was not started by one.
+int launchedProcesses() {
+    for (const char* name : {"OMPI_COMM_WORLD_SIZE", "PMI_SIZE", "PMIX_SIZE"})
+        if (const char* v = std::getenv(name)) return std::atoi(v);
+    return 0;
+}
+
+class MpiProcessGroup final : public ProcessGroup {
+public:
+    explicit MpiProcessGroup(int provided) : provided_(provided) {
+        MPI_Comm lane0;
+        check("MPI_Comm_dup", MPI_Comm_dup(MPI_COMM_WORLD, &lane0));
+        MPI_Comm_set_errhandler(lane0, MPI_ERRORS_RETURN);
+        lanes_.push_back(lane0);
+        MPI_Comm_rank(MPI_COMM_WORLD, &rank_);
+        MPI_Comm_size(MPI_COMM_WORLD, &size_);
+    }
+    ~MpiProcessGroup() override {
+        for (MPI_Comm& c : lanes_) MPI_Comm_free(&c);
+        MPI_Finalize();
+    }
+
+    int rank() const override { return rank_; }
+    int size() const override { return size_; }
+    std::string describe() const override {
+        char version[MPI_MAX_LIBRARY_VERSION_STRING];
+        int length = 0;
+        MPI_Get_library_version(version, &length);
+        std::string v(version, size_t(std::max(0, length)));
+        v = v.substr(0, v.find_first_of(",\n"));
+        return std::to_string(size_) + " processes (" + v + ")";
+    }
+
+    void setLanes(int lanes) override {
+        if (lanes > 1 && provided_ < MPI_THREAD_MULTIPLE)
+            throw Error("processes: this MPI gives its calls to one thread at a time (not MPI_THREAD_MULTIPLE), so each "
+                        "process can run one tower only (--towers cpu:0)");
+        while (int(lanes_.size()) < lanes) {
+            MPI_Comm c;
+            check("MPI_Comm_dup", MPI_Comm_dup(MPI_COMM_WORLD, &c));
+            MPI_Comm_set_errhandler(c, MPI_ERRORS_RETURN);
+            lanes_.push_back(c);
+        }
+    }
+
+    void allReduce(int lane, const float* send, float* recv, size_t count, ReduceOp op) override {
+        constexpr size_t kPiece = size_t(1) << 26;
+        const MPI_Comm c = lanes_.at(size_t(lane));
+        for (size_t at = 0; at < count; at += kPiece) {
+            const int n = int(std::min(kPiece, count - at));
+            const void* from = send == recv ? MPI_IN_PLACE : static_cast<const void*>(send + at);
+            check("MPI_Allreduce", MPI_Allreduce(from, recv + at, n, MPI_FLOAT, MPI_SUM, c));
+        }
+        if (op == ReduceOp::Mean) {
+            const float scale = 1.0f / float(size_);
+            for (size_t i = 0; i < count; ++i) recv[i] *= scale;
+        }
+        countAllReduce(count);
+    }
+
+    bool any(bool flag) override {
+        int mine = flag ? 1 : 0, all = 0;
+        check("MPI_Allreduce", MPI_Allreduce(&mine, &all, 1, MPI_INT, MPI_LOR, lanes_[0]));
+        return all != 0;
+    }
+
+    std::string broadcast(const std::string& text) override {
+        unsigned long long length = text.size();
+        check("MPI_Bcast", MPI_Bcast(&length, 1, MPI_UNSIGNED_LONG_LONG, 0, lanes_[0]));
+        std::string out = rank_ == 0 ? text : std::string(size_t(length), '\0');
+        check("MPI_Bcast", MPI_Bcast(out.data(), int(length), MPI_CHAR, 0, lanes_[0]));
+        return out;
+    }
+
+    [[noreturn]] void abort(int code) override {
+        MPI_Abort(MPI_COMM_WORLD, code);
+        std::_Exit(code);  // MPI_Abort does not return; if it did, this process still ends
+    }
+
+private:
+    int provided_ = MPI_THREAD_SINGLE;
+    int rank_ = 0, size_ = 1;
+    std::vector<MPI_Comm> lanes_;
+};
+
+}  // namespace
+
+std::unique_ptr<ProcessGroup> joinProcessGroup() {
+    if (launchedProcesses() < 2) return nullptr;
+    int provided = MPI_THREAD_SINGLE;
+    check("MPI_Init_thread", MPI_Init_thread(nullptr, nullptr, MPI_THREAD_MULTIPLE, &provided));
+    MPI_Comm_set_errhandler(MPI_COMM_WORLD, MPI_ERRORS_RETURN);
+    return std::make_unique<MpiProcessGroup>(provided);
+}
+
+}  // namespace tb

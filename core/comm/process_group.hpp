@@ -1,0 +1,62 @@
+// ProcessGroup: the processes of one run (`mpirun -np N towerbench-run ...`), each with towers of
+// its own on its own slice of every global batch. They meet after their towers have met: a
+// process's towers reduce among themselves first (their Communicator), then the processes
+// reduce the result (hierarchical reduction, as Horovod and PyTorch's DDP buckets do). Every
+// process keeps a full copy of the variables (and of the holder's optimiser) and applies the
+// same update, so the copies stay equal.
+//
+// MPI implements it (mpi_process_group.cpp, built where CMake finds MPI). Collectives are called
+// on `lanes`: each lane is its own MPI communicator, so a process's tower threads can each reduce
+// their chunk of the buffer at once; lane L of every process meets lane L of the others.
+//
+// Bytes are counted here by nccl-tests' definition (the ring's bus bytes): an all-reduce of
+// `count` floats moves 2 (P - 1) / P x count x 4 bytes in and out of each of the P processes.
+#pragma once
+#include <atomic>
+#include <cstddef>
+#include <cstdint>
+#include <memory>
+#include <string>
+
+namespace tb {
+
+enum class ReduceOp;
+
+class ProcessGroup {
+public:
+    virtual ~ProcessGroup() = default;
+    virtual int rank() const = 0;
+    virtual int size() const = 0;
+    virtual std::string describe() const = 0;  // "2 processes (Open MPI 4.1.4, shared memory)"
+    // Makes `lanes` channels; collective: every process calls it with the same number, in the
+    // same order as its other collectives. Lane 0 exists from the start.
+    virtual void setLanes(int lanes) = 0;
+    // recv := op over every process's send (count floats in host memory); send may be recv (in
+    // place). Large buffers go in pieces. Mean divides by the number of processes.
+    virtual void allReduce(int lane, const float* send, float* recv, size_t count, ReduceOp op) = 0;
+    // On lane 0: true on every process where any process passed true (votes to stop).
+    virtual bool any(bool flag) = 0;
+    // On lane 0: rank 0's text on every process.
+    virtual std::string broadcast(const std::string& text) = 0;
+    // Ends every process of the run with `code` (after this one has said why).
+    [[noreturn]] virtual void abort(int code) = 0;
+
+    // Bytes this process sent to and received from the others, by the definition above.
+    int64_t bytesMoved() const { return bytes_.load(); }
+
+protected:
+    void countAllReduce(size_t count) {
+        const int p = size();
+        bytes_ += int64_t(2.0 * (p - 1) / p * double(count) * sizeof(float));
+    }
+
+private:
+    std::atomic<int64_t> bytes_{0};
+};
+
+// The run's process group when this process was started by mpirun among two or more; null
+// otherwise. Throws tb::Error (one sentence) where mpirun started several but this build has no
+// MPI, or MPI cannot give the threads the towers need.
+std::unique_ptr<ProcessGroup> joinProcessGroup();
+
+}  // namespace tb

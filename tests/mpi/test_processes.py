@@ -1,0 +1,154 @@
+#!/usr/bin/python3
+"""Runs of several processes through mpirun on this machine (shared memory and loopback only).
+
+    python3 tests/mpi/test_processes.py BUILD/app/towerbench-run
+
+1. Equivalence: `mpirun -np 2` x 1 tower x 32 examples trains exactly what one process of one
+   tower x 64 does, over 10 steps: every step's loss and the final weights (the run folder's
+   checkpoint, read here byte by byte) within 1e-5 relative, with the variables on the holder
+   (the seeds' default) and replicated (all-reduce).
+2. Refusals, each a one-line reason and a non-zero exit within 10 s, never a hang: settings that
+   differ between the processes (mpirun's MPMD form gives them different --lr), a global batch
+   the processes cannot split, more examples per step than the training set holds, asynchronous
+   updates across processes.
+3. A process killed mid-run (SIGKILL): mpirun ends the others, within 10 s.
+Open MPI refuses root without OMPI_ALLOW_RUN_AS_ROOT*; this script sets them for its own runs
+(as CI runs as root), not for the user's environment.
+"""
+import json
+import os
+import shutil
+import signal
+import struct
+import subprocess
+import sys
+import tempfile
+import time
+
+REPO = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+DATA = "idx:" + os.path.join(REPO, "samples", "fashion-mnist-slice")
+ENV = dict(os.environ, OMPI_ALLOW_RUN_AS_ROOT="1", OMPI_ALLOW_RUN_AS_ROOT_CONFIRM="1",
+           OMPI_MCA_btl="self,vader", OMPI_MCA_rmaps_base_oversubscribe="1", OMP_NUM_THREADS="1")
+MPIRUN = ["mpirun", "--bind-to", "none", "-np"]
+failures = []
+
+
+def check(ok, what):
+    print(("ok   " if ok else "FAIL ") + what, flush=True)
+    if not ok:
+        failures.append(what)
+
+
+def run(cmd, timeout=120):
+    t0 = time.monotonic()
+    p = subprocess.run(cmd, env=ENV, capture_output=True, text=True, timeout=timeout)
+    return p, time.monotonic() - t0
+
+
+def safetensors(path):
+    """{name: list of floats} of a safetensors file (8-byte header size, JSON header, raw data)."""
+    with open(path, "rb") as f:
+        raw = f.read()
+    n = struct.unpack("<Q", raw[:8])[0]
+    header = json.loads(raw[8:8 + n])
+    out = {}
+    for name, t in header.items():
+        if name == "__metadata__" or t["dtype"] != "F32":
+            continue
+        a, b = t["data_offsets"]
+        out[name] = struct.unpack(f"<{(b - a) // 4}f", raw[8 + n + a:8 + n + b])
+    return out
+
+
+def losses(metrics):
+    return [json.loads(line)["loss"] for line in open(metrics) if '"type":"step"' in line]
+
+
+def relative(x, y):
+    num = sum((a - b) ** 2 for a, b in zip(x, y)) ** 0.5
+    den = sum(b * b for b in y) ** 0.5
+    return num / den if den else num
+
+
+def equivalence(tmp, binary, placement):
+    common = ["--model", "mlp", "--data", DATA, "--steps", "10", "--validation", "0", "--threads", "1",
+              "--towers", "cpu:0", "--quiet", "--lr", "0.05", *placement]
+    one, two = (os.path.join(tmp, name + str(len(placement))) for name in ("one", "two"))
+    p1, _ = run([binary, *common, "--batch", "64", "--run-dir", one, "--metrics", one + ".jsonl"])
+    p2, _ = run([*MPIRUN, "2", binary, *common, "--batch", "64", "--run-dir", two, "--metrics", two + ".jsonl"])
+    label = " ".join(placement) or "--variables cpu"
+    if p1.returncode or p2.returncode:
+        check(False, f"{label}: runs ended with {p1.returncode}/{p2.returncode}: {p1.stderr[-300:]} {p2.stderr[-600:]}")
+        return
+    l1, l2 = losses(one + ".jsonl"), losses(two + ".jsonl")
+    worst = max(abs(a - b) / abs(a) for a, b in zip(l1, l2))
+    check(len(l1) == len(l2) == 10 and worst < 1e-5,
+          f"{label}: 2 processes x 32 vs 1 x 64, 10 steps' losses within {worst:.2e} (limit 1e-5)")
+    w1 = safetensors(os.path.join(one, "checkpoints", "step-00000010.safetensors"))
+    w2 = safetensors(os.path.join(two, "checkpoints", "step-00000010.safetensors"))
+    diff = max(relative(w2[k], w1[k]) for k in w1)
+    check(w1.keys() == w2.keys() and diff < 1e-5, f"{label}: final weights within {diff:.2e} of their norm (limit 1e-5)")
+    s1, s2 = (json.loads(p.stdout.strip().splitlines()[-1]) for p in (p1, p2))
+    check(s2["steps"] == 10 and s2["epochs"] == s1["epochs"],
+          f"{label}: the summary counts both processes' examples (epochs {s2['epochs']:.4f}, one process {s1['epochs']:.4f})")
+    shutil.rmtree(one)
+    shutil.rmtree(two)
+
+
+def refused(cmd, expect, what):
+    p, took = run(cmd, timeout=60)
+    lines = [ln for ln in p.stderr.splitlines() if ln.startswith("towerbench-run")]
+    check(p.returncode != 0 and took < 10 and any(expect in ln for ln in lines),
+          f"{what}: exit {p.returncode} in {took:.1f} s: {lines[0] if lines else p.stderr.strip()[-300:]}")
+
+
+def killed_rank(tmp, binary):
+    cmd = [*MPIRUN, "2", binary, "--model", "mlp", "--data", DATA, "--steps", "1000000", "--validation", "0",
+           "--threads", "1", "--towers", "cpu:0", "--quiet", "--batch", "64", "--run-dir", os.path.join(tmp, "killed")]
+    mpirun = subprocess.Popen(cmd, env=ENV, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    time.sleep(3)
+    ranks = subprocess.run(["pgrep", "-f", "-P", str(mpirun.pid), "towerbench-run"], capture_output=True, text=True)
+    pids = [int(x) for x in ranks.stdout.split()]
+    if len(pids) != 2:
+        mpirun.kill()
+        check(False, f"killed process: expected 2 processes under mpirun, found {pids}")
+        return
+    os.kill(pids[1], signal.SIGKILL)
+    t0 = time.monotonic()
+    try:
+        mpirun.wait(timeout=30)
+    except subprocess.TimeoutExpired:
+        mpirun.kill()
+    took = time.monotonic() - t0
+    alive = [p for p in pids if os.path.exists(f"/proc/{p}") and open(f"/proc/{p}/stat").read().split()[2] != "Z"]
+    check(mpirun.returncode not in (0, None) and took < 10 and not alive,
+          f"one process killed: mpirun exit {mpirun.returncode} after {took:.1f} s, processes left {alive}")
+
+
+def main():
+    binary = os.path.abspath(sys.argv[1])
+    if not shutil.which("mpirun"):
+        print("mpirun not found (openmpi-bin): skipped")
+        sys.exit(77)
+    tmp = tempfile.mkdtemp(prefix="tb-mpi-")
+    equivalence(tmp, binary, [])
+    equivalence(tmp, binary, ["--variables", "replicated", "--reduce", "allreduce"])
+    base = [binary, "--model", "mlp", "--data", DATA, "--steps", "5", "--validation", "0", "--threads", "1",
+            "--towers", "cpu:0", "--quiet"]
+    refused([*MPIRUN, "1", *base, "--batch", "64", "--lr", "0.01", ":", "-np", "1", *base, "--batch", "64", "--lr", "0.02"],
+            "--lr is 0.02 here but 0.01 on process 0", "settings that differ")
+    refused([*MPIRUN, "2", *base, "--batch", "65"], "do not split evenly over the 2 processes", "a batch the processes cannot split")
+    refused([*MPIRUN, "2", *base, "--batch", "2048"], "examples per step, but the training set has only",
+            "more examples per step than the set holds")
+    refused([*MPIRUN, "2", *base, "--batch", "64", "--update", "async"], "parameter-server processes",
+            "async across processes")
+    killed_rank(tmp, binary)
+    shutil.rmtree(tmp, ignore_errors=True)
+    if failures:
+        print(f"{len(failures)} failed")
+        sys.exit(1)
+    print("all passed")
+
+
+if __name__ == "__main__":
+    main()
