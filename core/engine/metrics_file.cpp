@@ -78,6 +78,7 @@ void MetricsFile::onStepEnd(const StepMetrics& m) {
                          {"examples", m.examples},
                          {"towers", std::move(towers)}};
     if (m.averaged) line["averaged"] = true;
+    if (m.processBytes >= 0) line["process_bytes"] = m.processBytes;
     if (m.pusher >= 0) {
         line["pusher"] = m.pusher;
         line["staleness"] = m.staleness;
@@ -181,6 +182,7 @@ bool parseMetricsLine(const std::string& line, MetricsLine& out) {
     m.bytesMoved = count(j, "bytes_moved");
     m.examples = count(j, "examples");
     m.averaged = flag("averaged");
+    m.processBytes = count(j, "process_bytes", -1);
     m.pusher = int(std::clamp<int64_t>(count(j, "pusher", -1), -1, 1 << 20));
     m.staleness = count(j, "staleness", -1);
     if (auto t = j.find("towers"); t != j.end() && t->is_array() && t->size() <= 4096)

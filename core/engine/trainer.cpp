@@ -237,7 +237,9 @@ void checkSameSettings(ProcessGroup& processes, const RunConfig& c) {
 
 // Processes: the step's loss, accuracy and examples over every process's slice, and whether any
 // process asked to stop; one collective of 4 floats per step, made by every process in turn.
-bool acrossProcesses(ProcessGroup& processes, StepMetrics& m, bool stopHere) {
+// `counted`: the group's byte count after the previous vote (the votes' own bytes are not counted).
+bool acrossProcesses(ProcessGroup& processes, StepMetrics& m, bool stopHere, int64_t& counted) {
+    m.processBytes = processes.bytesMoved() - counted;
     float v[4] = {float(m.loss * m.examples), float(m.accuracy * m.examples), float(m.examples), stopHere ? 1.f : 0.f};
     processes.allReduce(0, v, v, 4, ReduceOp::Sum);
     if (v[2] > 0) {
@@ -246,6 +248,7 @@ bool acrossProcesses(ProcessGroup& processes, StepMetrics& m, bool stopHere) {
         m.accuracy = v[1] / v[2];
         m.examplesPerSec = m.stepSeconds > 0 ? m.examples / m.stepSeconds : 0;
     }
+    counted = processes.bytesMoved();
     return v[3] > 0;
 }
 
@@ -672,6 +675,7 @@ RunSummary Trainer::execute(ObserverHub& hub) {
         // Processes stop together: each step ends with every process's vote (acrossProcesses),
         // and only the vote's outcome ends the loop, so no process is left in a collective.
         bool votedStop = false;
+        int64_t processBytes = 0;
         while (step < total && (processes_ ? !votedStop : control_.awaitStep())) {
             const auto t0 = Clock::now();
             batches.clear();
@@ -695,7 +699,7 @@ RunSummary Trainer::execute(ObserverHub& hub) {
                     v.backend->synchronize(v.stream);
                 }
                 StepMetrics m = toMetrics(r, each);
-                if (processes_) votedStop = acrossProcesses(*processes_, m, control_.stopped()) || votedStop;
+                if (processes_) votedStop = acrossProcesses(*processes_, m, control_.stopped(), processBytes) || votedStop;
                 ++step;
                 record(m);
                 evalDue |= c.evalEvery > 0 && step % c.evalEvery == 0 && step < total;

@@ -267,14 +267,15 @@ def data_spec_for(spec, cifar_dir, mnist_data="fashion-mnist"):
 
 
 def bench_towerbench(binary, model, data, batch, steps, warmup, threads, workdir, extra_args=(), tag="",
-                     timeout=None):
+                     timeout=None, launcher=()):
     """Runs towerbench-run for warmup+steps steps of `batch` examples (the global batch) and measures
     examples/sec over the last `steps` steps from the metrics file's elapsed_s. extra_args are appended
     to the command line (e.g. --towers); tag keeps the metrics files of several runs of one model apart;
-    timeout (seconds) ends a run that hangs (subprocess.TimeoutExpired). The result names the metrics
+    timeout (seconds) ends a run that hangs (subprocess.TimeoutExpired); launcher goes before the
+    command (mpirun -np 2 ...; threads are then each process's). The result names the metrics
     file, for callers that read more of it."""
     metrics = os.path.join(workdir, f"metrics_{os.path.basename(model)}{'_' + tag if tag else ''}.jsonl")
-    cmd = [binary, "--model", model, "--data", data, "--batch", str(batch), "--steps", str(warmup + steps),
+    cmd = [*launcher, binary, "--model", model, "--data", data, "--batch", str(batch), "--steps", str(warmup + steps),
            "--threads", str(threads), "--validation", "0", "--quiet", "--metrics", metrics, *extra_args]
     proc = subprocess.run(cmd, cwd=REPO, capture_output=True, text=True, timeout=timeout)
     if proc.returncode != 0:

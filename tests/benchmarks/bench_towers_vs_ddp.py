@@ -19,7 +19,11 @@ For each model, with one global batch (default 128) and one thread budget T (def
      one pre-made random batch (no input pipeline): `warmup` untimed steps, a barrier, `steps` timed
      steps, a barrier; rank 0 reports global examples/sec = steps x batch / seconds. A single-process
      PyTorch run with T threads is the reference for DDP's scaling efficiency.
-It prints one table per model, the line "2 CPU towers vs PyTorch DDP gloo 2x1: ratio X (goal >= 1.25)",
+  3. runs towerbench-run as P processes through mpirun (--mpi-procs, default 2 where mpirun is
+     installed; shared memory and loopback only: --mca btl self,vader), each one tower with T/P
+     threads on its slice of the same global batch, the processes meeting over MPI;
+It prints one table per model, the line "2 CPU towers vs PyTorch DDP gloo 2x1: ratio X (goal >= 1.25)"
+and "2 processes (mpirun) vs PyTorch DDP gloo 2x1: ratio X (goal >= 1.25)",
 then one JSON object per run and per comparison (lines starting with '{'). The exit status is 0 when
 every run completed (whatever the ratios); non-zero only when something failed to run or a PyTorch
 network does not have the parameter count Towerbench reports.
@@ -29,6 +33,7 @@ import datetime
 import json
 import os
 import platform
+import shutil
 import socket
 import sys
 import tempfile
@@ -36,7 +41,7 @@ from contextlib import contextmanager
 
 from bench_common import (DEFAULT_STEPS, EXPECTED_PARAMS, GOAL_RATIO, REPO, add_common_args, bench_pytorch, prepare_model, report, bench_towerbench,
                           make_torch_step, parse_steps_overrides,
-                          print_table, spec_stats, steps_for, time_steps)
+                          print_table, spec_stats, steps_for, time_steps, cpu_model, cpu_isa)
 
 DEFAULT_MODELS = ["mnist_cnn", "cifar10_cnn"]
 DEFAULT_TOWERS = [1, 2, 4]
@@ -73,9 +78,16 @@ def timed_tower_busy(step_records, warmup, steps):
     return [s / len(timed) for s in sums]
 
 
-def bench_towers(binary, model, data, batch, n, steps, warmup, threads, workdir):
+# Open MPI refuses root unless told; set for this benchmark's own runs only.
+MPI_ENV = {"OMPI_ALLOW_RUN_AS_ROOT": "1", "OMPI_ALLOW_RUN_AS_ROOT_CONFIRM": "1", "OMPI_MCA_btl": "self,vader"}
+
+
+def bench_towers(binary, model, data, batch, n, steps, warmup, threads, workdir, processes=0):
+    launcher, towers = (), tower_list(n)
+    if processes:  # n towers in each of `processes` processes, `threads` each
+        launcher = ("mpirun", "--bind-to", "none", "-np", str(processes))
     tb = bench_towerbench(binary, model, data, batch, steps, warmup, threads, workdir,
-                          extra_args=["--towers", tower_list(n)], tag=f"{n}towers")
+                          extra_args=["--towers", towers], tag=f"{n}towers{processes}procs", launcher=launcher)
     s = tb["summary"]
     busy = timed_tower_busy(tb["step_records"], warmup, steps)
     return {"examples_per_sec": tb["examples_per_sec"], "seconds": tb["seconds"],
@@ -180,6 +192,8 @@ def main():
     ap.add_argument("--towers", default=",".join(map(str, DEFAULT_TOWERS)),
                     help="tower counts to run; the first is the scaling baseline (default 1,2,4)")
     ap.add_argument("--ddp-procs", type=int, default=2, help="PyTorch DDP processes (default 2)")
+    ap.add_argument("--mpi-procs", type=int, default=2 if shutil.which("mpirun") else 0,
+                    help="towerbench processes through mpirun, one tower each (default 2; 0: none)")
     add_common_args(ap, DEFAULT_STEPS, DEFAULT_MODELS, REPO)
     ap.add_argument("--no-pytorch-single", action="store_true",
                     help="skip the single-process PyTorch reference (DDP's scaling efficiency then reads n/a)")
@@ -202,7 +216,7 @@ def main():
     base_n = tower_counts[0]
     failures = []
 
-    print(f"# machine: {platform.processor() or platform.machine()}, {cores} cores; "
+    print(f"# machine: {cpu_model()} ({cpu_isa()}), {cores} cores; "
           f"threads {args.threads} in every run; global batch {args.batch}; warm-up {args.warmup} steps; "
           f"load average before: {os.getloadavg()[0]:.2f} (anything else running skews every number)")
     print(f"# pytorch {torch.__version__} ({torch.__config__.parallel_info().splitlines()[-1].strip()}); "
@@ -247,6 +261,19 @@ def main():
                     failures.append(f"{name} {n} towers: {row['error']}")
                 rows.append(row)
 
+            if args.mpi_procs:
+                os.environ.update(MPI_ENV)
+                mt = max(1, args.threads // args.mpi_procs)
+                row = dict(common, config=f"towerbench mpirun {args.mpi_procs} processes x 1 tower x {mt} thread{plural(mt)}",
+                           kind="towerbench_mpi", processes=args.mpi_procs, threads_per_process=mt, data=data)
+                try:
+                    row.update(bench_towers(binary, name, data, args.batch, 1, steps, args.warmup, mt, tmp,
+                                            processes=args.mpi_procs))
+                except Exception as e:  # noqa: BLE001
+                    row["error"] = f"{type(e).__name__}: {e}"
+                    failures.append(f"{name} mpirun: {row['error']}")
+                rows.append(row)
+
             expected = EXPECTED_PARAMS.get(name, tb_params if tb_params is not None else spec_params)
             if not args.no_pytorch_single:
                 row = dict(common, config=f"pytorch 1 process x {args.threads} thread{plural(args.threads)}", kind="pytorch",
@@ -289,7 +316,7 @@ def main():
             for r in rows:
                 if "error" in r:
                     continue
-                base = tb_base if r["kind"] == "towerbench" else pt_base if r["kind"] == "pytorch_ddp" else None
+                base = tb_base if r["kind"] in ("towerbench", "towerbench_mpi") else pt_base if r["kind"] == "pytorch_ddp" else None
                 if r["kind"] == "pytorch":
                     base = r["examples_per_sec"]
                 r["scaling_efficiency"] = r["examples_per_sec"] / base if base else None
@@ -304,6 +331,13 @@ def main():
             else:
                 comparison.update(ratio=None, goal_met=None)
             comparisons.append(comparison)
+            mpi = eps("towerbench_mpi")
+            if args.mpi_procs:
+                c2 = dict(common, comparison=f"towerbench {args.mpi_procs} processes (mpirun) vs PyTorch DDP gloo "
+                                             f"{procs}x{ddp_threads}",
+                          towerbench_examples_per_sec=mpi, ddp_examples_per_sec=ddp, goal_ratio=GOAL_RATIO)
+                c2.update(ratio=mpi / ddp if mpi and ddp else None, goal_met=mpi / ddp >= GOAL_RATIO if mpi and ddp else None)
+                comparisons.append(c2)
 
             header = ["config", "ex/s", "scaling eff.", "busy", "reduce+apply %"]
             table = []
@@ -320,6 +354,10 @@ def main():
             ratio = f"{comparison['ratio']:.2f}" if comparison["ratio"] is not None else "n/a"
             print(f"{COMPARE_TOWERS} CPU towers vs PyTorch DDP gloo {procs}x{ddp_threads}: ratio {ratio} "
                   f"(goal >= {GOAL_RATIO})", flush=True)
+            if args.mpi_procs:
+                r2 = comparisons[-1]["ratio"]
+                print(f"{args.mpi_procs} processes (mpirun) vs PyTorch DDP gloo {procs}x{ddp_threads}: ratio "
+                      f"{r2:.2f} (goal >= {GOAL_RATIO})" if r2 else "mpirun vs DDP: n/a", flush=True)
             results.extend(rows)
 
     print()

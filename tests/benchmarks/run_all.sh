@@ -3,7 +3,8 @@
 #   cpu     bench_cpu_vs_pytorch.py  Towerbench against PyTorch on the same networks, one process
 #   towers  bench_towers_vs_ddp.py   1/2/4 CPU towers against PyTorch DistributedDataParallel (gloo)
 #   predictor bench_predictor.py     the what-if predictor against held-out measured configurations
-#   usage: tests/benchmarks/run_all.sh BUILD_DIR [--which all|cpu|towers|predictor|gui|denormals] [extra script arguments]
+#   allreduce tb_bench_allreduce     the all-reduce between 2 processes (mpirun) against bare MPI_Allreduce
+#   usage: tests/benchmarks/run_all.sh BUILD_DIR [--which all|cpu|towers|predictor|gui|denormals|allreduce] [extra script arguments]
 # --which all (the default) runs cpu, then towers; the extra arguments then go to the first script
 # (cpu) only, and towers runs with its defaults. --which cpu / --which towers runs that one script and
 # hands it the extra arguments. The exit status is non-zero when any script that ran failed.
@@ -26,8 +27,8 @@ if [ $# -ge 1 ]; then
   esac
 fi
 case "$which" in
-  all|cpu|towers|predictor|gui|denormals) ;;
-  *) echo "$0: --which $which: expected all, cpu, towers, predictor, gui or denormals" >&2; exit 2 ;;
+  all|cpu|towers|predictor|gui|denormals|allreduce) ;;
+  *) echo "$0: --which $which: expected all, cpu, towers, predictor, gui, denormals or allreduce" >&2; exit 2 ;;
 esac
 here=$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)
 
@@ -71,9 +72,15 @@ gui() {
   else QT_QPA_PLATFORM=offscreen "$bin" "$@"; fi
 }
 denormals() { "$build/tests/benchmarks/tb_bench_denormals" "$@"; }
+# Open MPI refuses root unless told (set for this run only), shared memory and loopback only.
+allreduce() {
+  OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1 OMPI_MCA_btl=self,vader \
+    mpirun -np 2 "$build/tests/benchmarks/tb_bench_allreduce" "$@"
+}
 case "$which" in
   gui) gui "$@"; exit $? ;;
   denormals) denormals "$@"; exit $? ;;
+  allreduce) allreduce "$@"; exit $? ;;
   cpu) exec "$py" "$here/bench_cpu_vs_pytorch.py" "${cpu_args[@]}" "$@" ;;
   towers) exec "$py" "$here/bench_towers_vs_ddp.py" --binary "$binary" "$@" ;;
   predictor) exec "$py" "$here/bench_predictor.py" --binary "$binary" "$@" ;;

@@ -89,6 +89,10 @@ def equivalence(tmp, binary, placement):
     diff = max(relative(w2[k], w1[k]) for k in w1)
     check(w1.keys() == w2.keys() and diff < 1e-5, f"{label}: final weights within {diff:.2e} of their norm (limit 1e-5)")
     s1, s2 = (json.loads(p.stdout.strip().splitlines()[-1]) for p in (p1, p2))
+    # Bytes between the processes, by nccl-tests' definition: 2 (P - 1) / P x 4 bytes per parameter.
+    counted = {json.loads(line)["process_bytes"] for line in open(two + ".jsonl") if '"type":"step"' in line}
+    check(counted == {s2["params"] * 4}, f"{label}: bytes between the 2 processes per step {counted} "
+                                         f"(2 x 1/2 x {s2['params']} parameters x 4)")
     check(s2["steps"] == 10 and s2["epochs"] == s1["epochs"],
           f"{label}: the summary counts both processes' examples (epochs {s2['epochs']:.4f}, one process {s1['epochs']:.4f})")
     shutil.rmtree(one)
