@@ -48,6 +48,9 @@ const char* kUsage = R"(usage: towerbench-run selftest
                        --average-every K --ps-shards S --batch-per-tower N --slow TOWER=FACTOR]
 
 Trains a model on one or more towers and prints a JSON summary as the last line of stdout.
+Under `mpirun -np N` the N processes train one run: --batch is the global batch, each process
+trains its slice with its own towers (CPU towers; holder mean or all-reduce, synchronous), they
+reduce over MPI, and process 0 keeps the folder, metrics and summary (README: "Processes").
 `selftest` lists the devices, checks every op of every backend against a double-precision
 reference, and trains a GPU tower beside a CPU tower; exit status 1 if any check fails.
   --config FILE       run config (JSON object); its keys are the flags' names with '_' for '-'
