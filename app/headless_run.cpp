@@ -96,6 +96,8 @@ int runHeadless(const tb::RunConfig& config, const RunStorage& storage) {
             return fail(config.explain(e.what()));
         } catch (const std::bad_alloc&) {
             return fail("out of memory");
+        } catch (const std::exception& e) {  // a process must not leave the others waiting
+            return fail(std::string("internal error: ") + e.what());
         }
     }
     try {
@@ -140,5 +142,8 @@ int runHeadless(const tb::RunConfig& config, const RunStorage& storage) {
         return fail(config.explain(e.what()));
     } catch (const std::bad_alloc&) {
         return fail("out of memory");
+    } catch (const std::exception& e) {
+        if (!processes) throw;  // main() says it as before
+        return fail(std::string("internal error: ") + e.what());
     }
 }

@@ -607,7 +607,10 @@ void ScalingLab::predict() {
     tb::Calibration cal;
     const bool calibrated = calibration(&cal);
     const tb::Assumptions a = assumptions();
-    const double one = !results_.empty() ? results_.front().measured.examplesPerSec : 0;
+    // The ideal line from the faster one-tower point (a GPU sweep has one per place of the variables).
+    double one = 0;
+    for (const tb::SweepResult& r : results_)
+        if (r.point.towers == 1) one = std::max(one, r.measured.examplesPerSec);
     int maxN = maxTowers_->value();
     for (const tb::SweepResult& r : results_) maxN = std::max(maxN, r.point.towers);
     double top = 0, topSpeedup = 1;

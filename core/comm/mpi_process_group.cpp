@@ -6,6 +6,7 @@
 
 #include <algorithm>
 #include <cstdlib>
+#include <exception>
 #include <vector>
 
 #include "comm/communicator.hpp"
@@ -44,14 +45,22 @@ public:
         lanes_.push_back(lane0);
         MPI_Comm_rank(MPI_COMM_WORLD, &rank_);
         MPI_Comm_size(MPI_COMM_WORLD, &size_);
+        MPI_Comm node;  // the processes sharing this machine's memory
+        check("MPI_Comm_split_type", MPI_Comm_split_type(MPI_COMM_WORLD, MPI_COMM_TYPE_SHARED, 0, MPI_INFO_NULL, &node));
+        MPI_Comm_size(node, &localSize_);
+        MPI_Comm_free(&node);
     }
     ~MpiProcessGroup() override {
+        // Unwinding past the group (an error nobody turned into abort()): the others may wait in
+        // a collective, so end them all rather than wait in MPI_Finalize for them.
+        if (std::uncaught_exceptions() > 0) MPI_Abort(MPI_COMM_WORLD, 2);
         for (MPI_Comm& c : lanes_) MPI_Comm_free(&c);
         MPI_Finalize();
     }
 
     int rank() const override { return rank_; }
     int size() const override { return size_; }
+    int localSize() const override { return localSize_; }
     std::string describe() const override {
         char version[MPI_MAX_LIBRARY_VERSION_STRING];
         int length = 0;
@@ -109,7 +118,7 @@ public:
 
 private:
     int provided_ = MPI_THREAD_SINGLE;
-    int rank_ = 0, size_ = 1;
+    int rank_ = 0, size_ = 1, localSize_ = 1;
     std::vector<MPI_Comm> lanes_;
 };
 
@@ -120,6 +129,10 @@ std::unique_ptr<ProcessGroup> joinProcessGroup() {
     int provided = MPI_THREAD_SINGLE;
     check("MPI_Init_thread", MPI_Init_thread(nullptr, nullptr, MPI_THREAD_MULTIPLE, &provided));
     MPI_Comm_set_errhandler(MPI_COMM_WORLD, MPI_ERRORS_RETURN);
+    // The trainer's thread votes and a tower's thread reduces on lane 0, one after the other.
+    if (provided < MPI_THREAD_SERIALIZED)
+        throw Error("MPI: this MPI library gives its calls to one thread only (below MPI_THREAD_SERIALIZED); "
+                    "towerbench-run needs at least that");
     return std::make_unique<MpiProcessGroup>(provided);
 }
 

@@ -27,6 +27,7 @@ public:
     virtual ~ProcessGroup() = default;
     virtual int rank() const = 0;
     virtual int size() const = 0;
+    virtual int localSize() const = 0;         // the run's processes on this machine (this one included)
     virtual std::string describe() const = 0;  // "2 processes (Open MPI 4.1.4, shared memory)"
     // Makes `lanes` channels; collective: every process calls it with the same number, in the
     // same order as its other collectives. Lane 0 exists from the start.

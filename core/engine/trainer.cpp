@@ -67,6 +67,7 @@ nlohmann::json RunSummary::toJson() const {
                         {"checkpoint_seconds", checkpointSeconds},
                         {"checkpoint_write_seconds", checkpointWriteSeconds}};
     if (resumedAt > 0) j["resumed_at"] = resumedAt;
+    if (processes > 1) j["processes"] = processes;
     if (validationAccuracy >= 0) j["validation_accuracy"] = validationAccuracy;
     if (!evaluated) j["test_accuracy"] = j["test_loss"] = nullptr;
     if (meanStaleness >= 0) j["mean_staleness"] = meanStaleness;
@@ -235,6 +236,16 @@ void checkSameSettings(ProcessGroup& processes, const RunConfig& c) {
     throw Error(key + " is " + here + " here but " + there + " on process 0 (every process of a run must have the same settings)");
 }
 
+// Processes: every one must have made the same plan (a plan of --towers auto follows the machine's
+// cores): the reductions pair their towers' chunks.
+void checkSamePlan(ProcessGroup& processes, const DeploymentPlan& plan) {
+    const std::string mine = std::to_string(plan.towerCount()) + " towers of " + std::to_string(plan.batchPerTower);
+    const std::string leader = processes.broadcast(mine);
+    if (mine != leader)
+        throw Error("--towers: " + mine + " examples here but " + leader + " on process 0 (every process must run as "
+                    "many towers; give --towers as a list rather than auto)");
+}
+
 // Processes: the step's loss, accuracy and examples over every process's slice, and whether any
 // process asked to stop; one collective of 4 floats per step, made by every process in turn.
 // `counted`: the group's byte count after the previous vote (the votes' own bytes are not counted).
@@ -376,7 +387,10 @@ RunSummary Trainer::run() {
 RunSummary Trainer::execute(ObserverHub& hub) {
     const RunConfig& c = config_;
     c.validate();
-    const int cores = c.threads > 0 ? c.threads : int(std::max(1u, std::thread::hardware_concurrency()));
+    // --threads 0: every core, shared by the processes of this run on this machine.
+    const int cores = c.threads > 0 ? c.threads
+                                    : std::max(1, int(std::max(1u, std::thread::hardware_concurrency())) /
+                                                      (processes_ ? processes_->localSize() : 1));
     // This thread evaluates and keeps the moving average: flush denormals here and in its team.
     flushDenormalsInTeam(cores);
     // Processes: every one runs the same settings (checked first, so a mistake names its field),
@@ -392,6 +406,7 @@ RunSummary Trainer::execute(ObserverHub& hub) {
         local.batch = c.batch / processCount;
     }
     const DeploymentPlan plan = makePlan(local);
+    if (processes_) checkSamePlan(*processes_, plan);
     const ModelSpec spec = findModel(c.model);
     // A resume that cannot be exact is refused before anything is written to the run's folder.
     const bool resuming = folder_ && folder_->resuming();
@@ -409,7 +424,8 @@ RunSummary Trainer::execute(ObserverHub& hub) {
     // Loading gives way to a stop or an abort at once (the run ends with no steps).
     DataSplits data;
     try {
-        data = loadData(c.data, 0, c.seed, [this] { return control_.stopped(); }, c.tfrecordFeatures);
+        // Processes load to the end: one that gave up would leave the others in a collective.
+        data = loadData(c.data, 0, c.seed, [this] { return !processes_ && control_.stopped(); }, c.tfrecordFeatures);
     } catch (const Cancelled&) {
         RunSummary stopped;
         stopped.model = spec.name;
@@ -548,6 +564,7 @@ RunSummary Trainer::execute(ObserverHub& hub) {
     sum.params = net.paramCount();
     sum.flopsPerExample = net.trainFlopsPerExample();
     sum.plan = plan;
+    sum.processes = processCount;
     sum.resumedAt = resumeStep;
     // This process's examples per step, and every process's together (epochs count those).
     const int perStep = async ? plan.batchPerTower : n * plan.batchPerTower;
@@ -674,7 +691,7 @@ RunSummary Trainer::execute(ObserverHub& hub) {
         };
         // Processes stop together: each step ends with every process's vote (acrossProcesses),
         // and only the vote's outcome ends the loop, so no process is left in a collective.
-        bool votedStop = false;
+        bool votedStop = processes_ && processes_->any(control_.stopped());  // a stop before the first step
         int64_t processBytes = 0;
         while (step < total && (processes_ ? !votedStop : control_.awaitStep())) {
             const auto t0 = Clock::now();

@@ -31,7 +31,8 @@ struct RunSummary {
     int64_t params = 0;
     int64_t flopsPerExample = 0;   // training FLOPs per example (Network::trainFlopsPerExample)
     std::string model, data, backend;
-    DeploymentPlan plan;
+    DeploymentPlan plan;           // processes: each process's own (its towers, its share of the batch)
+    int processes = 1;             // mpirun: the processes that trained together
     std::vector<double> towerBusy; // per tower: busy time / training time
     double reduceApplyFraction = 0;  // reduce + apply time / step time (slowest tower's view)
     double meanStaleness = -1;     // async only

@@ -98,6 +98,7 @@ TowerSet::TowerSet(const ModelSpec& spec, const DeploymentPlan& plan, const Opti
       optSettings_(opt),
       threadsPerTower_(threadsPerTower),
       seed_(seed),
+      towerOffset_(processes ? processes->rank() * plan.towerCount() : 0),
       start_(plan.towerCount() + 1),
       done_(plan.towerCount() + 1) {
     if (plan_.batchPerTower < 1) throw Error("--batch-per-tower: must be at least 1");
@@ -334,8 +335,10 @@ void TowerSet::computeGradients(Tower& t, int i, uint64_t step, const std::funct
     Network& net = *t.net;
     const int n = t.stagedCount;
     if (t.copyStream) be.waitEvent(t.stream, t.inputReady);  // the staged slice is on the device
-    // Dropout masks: a function of the run's seed, the step and the tower.
-    const uint64_t stepSeed = (seed_ + 1) * 0x9E3779B97F4A7C15ull ^ (step * 7919ull + uint64_t(i) * 1000003ull);
+    // Dropout masks: a function of the run's seed, the step and the tower (its index among every
+    // process's towers, so that no two processes draw the same masks).
+    const uint64_t tower = uint64_t(towerOffset_ + i);
+    const uint64_t stepSeed = (seed_ + 1) * 0x9E3779B97F4A7C15ull ^ (step * 7919ull + tower * 1000003ull);
     // GPUs: the second step is recorded as a graph and every later one replays it, one launch
     // instead of dozens (these models are small enough to be launch-bound). The first runs
     // eagerly so that one-time set-up stays out of the recording. Dropout draws a new mask each

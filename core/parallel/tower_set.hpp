@@ -130,6 +130,7 @@ private:
     OptimizerSettings optSettings_;
     int threadsPerTower_ = 1;  // compute threads of each tower's CPU work (its OpenMP team)
     uint64_t seed_ = 0;        // the run's seed: initialisation and dropout masks
+    int towerOffset_ = 0;      // processes: the global index of this process's first tower
     int64_t paramCount_ = 0;
     // Declared first, destroyed last: every tensor, stream and plan below belongs to one of them.
     std::vector<std::shared_ptr<Backend>> backends_;

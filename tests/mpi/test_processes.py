@@ -70,20 +70,29 @@ def relative(x, y):
     return num / den if den else num
 
 
-def equivalence(tmp, binary, placement):
-    common = ["--model", "mlp", "--data", DATA, "--steps", "10", "--validation", "0", "--threads", "1",
-              "--towers", "cpu:0", "--quiet", "--lr", "0.05", *placement]
-    one, two = (os.path.join(tmp, name + str(len(placement))) for name in ("one", "two"))
-    p1, _ = run([binary, *common, "--batch", "64", "--run-dir", one, "--metrics", one + ".jsonl"])
-    p2, _ = run([*MPIRUN, "2", binary, *common, "--batch", "64", "--run-dir", two, "--metrics", two + ".jsonl"])
-    label = " ".join(placement) or "--variables cpu"
+# mlp with dropout: masks are drawn per tower, by the tower's index among every process's towers.
+DROPOUT_MLP = {"name": "mlp_dropout", "input": [1, 28, 28], "layers": [
+    {"type": "flatten"}, {"type": "dense", "units": 256}, {"type": "relu"}, {"type": "dropout", "keep": 0.5},
+    {"type": "dense", "units": 10}]}
+
+
+def equivalence(tmp, binary, placement, towers_one="cpu:0", towers_two="cpu:0", model="mlp", label=None):
+    """One process with towers_one against 2 processes with towers_two each, global batch 64."""
+    common = ["--model", model, "--data", DATA, "--steps", "10", "--validation", "0", "--threads", "1",
+              "--quiet", "--lr", "0.05", *placement]
+    tag = str(len(os.listdir(tmp)))
+    one, two = (os.path.join(tmp, name + tag) for name in ("one", "two"))
+    p1, _ = run([binary, *common, "--towers", towers_one, "--batch", "64", "--run-dir", one, "--metrics", one + ".jsonl"])
+    p2, _ = run([*MPIRUN, "2", binary, *common, "--towers", towers_two, "--batch", "64", "--run-dir", two,
+                 "--metrics", two + ".jsonl"])
+    label = label or " ".join(placement) or "--variables cpu"
     if p1.returncode or p2.returncode:
         check(False, f"{label}: runs ended with {p1.returncode}/{p2.returncode}: {p1.stderr[-300:]} {p2.stderr[-600:]}")
         return
     l1, l2 = losses(one + ".jsonl"), losses(two + ".jsonl")
     worst = max(abs(a - b) / abs(a) for a, b in zip(l1, l2))
     check(len(l1) == len(l2) == 10 and worst < 1e-5,
-          f"{label}: 2 processes x 32 vs 1 x 64, 10 steps' losses within {worst:.2e} (limit 1e-5)")
+          f"{label}: 2 processes x {towers_two} vs 1 x {towers_one}, 10 steps' losses within {worst:.2e} (limit 1e-5)")
     w1 = safetensors(os.path.join(one, "checkpoints", "step-00000010.safetensors"))
     w2 = safetensors(os.path.join(two, "checkpoints", "step-00000010.safetensors"))
     diff = max(relative(w2[k], w1[k]) for k in w1)
@@ -137,6 +146,13 @@ def main():
     tmp = tempfile.mkdtemp(prefix="tb-mpi-")
     equivalence(tmp, binary, [])
     equivalence(tmp, binary, ["--variables", "replicated", "--reduce", "allreduce"])
+    # Two towers in each process: their chunks reduce over MPI at once, each on its own lane.
+    equivalence(tmp, binary, [], towers_two="cpu:0,cpu:1", label="2 towers per process")
+    # Dropout: process 1's tower draws the masks of the second tower of one process.
+    model = os.path.join(tmp, "mlp_dropout.json")
+    with open(model, "w") as f:
+        json.dump(DROPOUT_MLP, f)
+    equivalence(tmp, binary, [], towers_one="cpu:0,cpu:1", model=model, label="dropout")
     base = [binary, "--model", "mlp", "--data", DATA, "--steps", "5", "--validation", "0", "--threads", "1",
             "--towers", "cpu:0", "--quiet"]
     refused([*MPIRUN, "1", *base, "--batch", "64", "--lr", "0.01", ":", "-np", "1", *base, "--batch", "64", "--lr", "0.02"],
