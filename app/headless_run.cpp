@@ -79,30 +79,20 @@ int runHeadless(const tb::RunConfig& config, const RunStorage& storage) {
         if (processes) processes->abort(code);
         return code;
     };
-    if (processes && processes->rank() != 0) {
-        try {
+    try {
+        config.validate();
+        if (processes && !storage.resumeDir.empty()) throw tb::Error("--resume: runs of several processes do not resume yet");
+        if (processes && processes->rank() != 0) {  // trains quietly beside process 0
             tb::RunConfig quiet = config;
             quiet.quiet = true;
             quiet.metrics.clear();
-            quiet.validate();
-            if (!storage.resumeDir.empty()) throw tb::Error("--resume: runs of several processes do not resume yet");
             tb::Trainer trainer(quiet);
             trainer.setProcessGroup(processes.get());
             const Published published(runningLock, running, &trainer);
             if (signals.received()) trainer.requestStop();
             trainer.run();
             return 0;
-        } catch (const tb::Error& e) {
-            return fail(config.explain(e.what()));
-        } catch (const std::bad_alloc&) {
-            return fail("out of memory");
-        } catch (const std::exception& e) {  // a process must not leave the others waiting
-            return fail(std::string("internal error: ") + e.what());
         }
-    }
-    try {
-        config.validate();
-        if (processes && !storage.resumeDir.empty()) throw tb::Error("--resume: runs of several processes do not resume yet");
         // --metrics is written only once the inputs are read and checked, and may not be one of them.
         if (!config.metrics.empty()) {
             std::vector<std::string> inputs{config.file, config.initFrom, tb::findModel(config.model).source};

@@ -107,10 +107,6 @@ public:
     int64_t bytesMovedBy(int rank) const { return byRank_[size_t(rank)]->load(); }
     // Seconds this rank waited inside collectives for the others since the last call.
     double takeWaitSeconds(int rank);
-    // The processes the reductions span beyond this one's towers (null: this process alone), and
-    // the bytes that crossed between them (ProcessGroup's definition), apart from bytesMoved().
-    ProcessGroup* processes() const { return processes_; }
-    int64_t bytesBetweenProcesses() const { return processes_ ? processes_->bytesMoved() : 0; }
 
 protected:
     // Waits for every rank (timed as this rank's wait).
@@ -139,7 +135,7 @@ protected:
     std::vector<Stream> holderStreams_;    // per rank, on the holder's backend: its share of reductions
     std::vector<const float*> published_;  // per rank: the buffer it brought to the current collective
     std::vector<float*> publishedOut_;
-    ProcessGroup* processes_ = nullptr;
+    ProcessGroup* processes_ = nullptr;  // the processes the reductions span beyond this one's towers
 
 private:
     friend std::unique_ptr<Communicator> makeCommunicator(CommKind, std::vector<RankEndpoint>, HolderEndpoint, size_t,

@@ -28,14 +28,6 @@ void check(const char* call, int code) {
     if (code != MPI_SUCCESS) throw Error(mpiError(call, code));
 }
 
-// The processes mpirun (Open MPI) or a PMI launcher (MPICH's hydra, Slurm) started, from their
-// environment; 0 when this process was not started by one.
-int launchedProcesses() {
-    for (const char* name : {"OMPI_COMM_WORLD_SIZE", "PMI_SIZE", "PMIX_SIZE"})
-        if (const char* v = std::getenv(name)) return std::atoi(v);
-    return 0;
-}
-
 class MpiProcessGroup final : public ProcessGroup {
 public:
     explicit MpiProcessGroup(int provided) : provided_(provided) {

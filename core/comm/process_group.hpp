@@ -28,7 +28,7 @@ public:
     virtual int rank() const = 0;
     virtual int size() const = 0;
     virtual int localSize() const = 0;         // the run's processes on this machine (this one included)
-    virtual std::string describe() const = 0;  // "2 processes (Open MPI 4.1.4, shared memory)"
+    virtual std::string describe() const = 0;  // "2 processes (Open MPI v4.1.4)"
     // Makes `lanes` channels; collective: every process calls it with the same number, in the
     // same order as its other collectives. Lane 0 exists from the start.
     virtual void setLanes(int lanes) = 0;
@@ -55,6 +55,9 @@ private:
     std::atomic<int64_t> bytes_{0};
 };
 
+// The processes mpirun (Open MPI) or a PMI launcher (MPICH's hydra, Slurm) started this one
+// among, from its environment; 0 when no launcher started it.
+int launchedProcesses();
 // The run's process group when this process was started by mpirun among two or more; null
 // otherwise. Throws tb::Error (one sentence) where mpirun started several but this build has no
 // MPI, or MPI cannot give the threads the towers need.

@@ -102,11 +102,4 @@ int run(int argc, char** argv) {
 
 }  // namespace
 
-int main(int argc, char** argv) {
-    try {
-        return run(argc, argv);
-    } catch (const std::exception& e) {
-        std::fprintf(stderr, "tb_bench_allreduce: %s\n", e.what());
-        return 2;
-    }
-}
+int main(int argc, char** argv) { return tbbench::guardedMain("tb_bench_allreduce", run, argc, argv); }

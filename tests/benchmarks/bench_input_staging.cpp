@@ -106,11 +106,4 @@ int run(int argc, char** argv) {
 
 }  // namespace
 
-int main(int argc, char** argv) {
-    try {
-        return run(argc, argv);
-    } catch (const std::exception& e) {
-        std::fprintf(stderr, "tb_bench_input_staging: %s\n", e.what());
-        return 1;
-    }
-}
+int main(int argc, char** argv) { return tbbench::guardedMain("tb_bench_input_staging", run, argc, argv); }

@@ -1,6 +1,8 @@
 // What every benchmark prints first: the processor and its vector ISA (the development
 // machines change processors between sessions; only ratios from one run compare).
 #pragma once
+#include <cstdio>
+#include <exception>
 #include <fstream>
 #include <string>
 
@@ -29,6 +31,16 @@ inline std::string isa() {
         }
     }
     return out.empty() ? "no AVX2" : out;
+}
+
+// A benchmark's main: run(argc, argv), or its error in one line on stderr and exit status 1.
+inline int guardedMain(const char* program, int (*run)(int, char**), int argc, char** argv) {
+    try {
+        return run(argc, argv);
+    } catch (const std::exception& e) {
+        std::fprintf(stderr, "%s: %s\n", program, e.what());
+        return 1;
+    }
 }
 
 }  // namespace tbbench
