@@ -63,8 +63,8 @@ int runHeadless(const tb::RunConfig& config, const RunStorage& storage) {
             slot = nullptr;
         }
     };
-    // Started by mpirun among several: this process's place in the run. Process 0 keeps the
-    // folder, the metrics and the summary; the others train quietly, and a process that fails
+    // Started by mpirun among several: this process's place in the run. The chief (process 0, or
+    // the first worker after --ps-tasks' servers) keeps the folder, the metrics and the summary; the others train quietly, and a process that fails
     // ends them all (MPI_Abort) after saying why, so none is left waiting in a collective.
     std::unique_ptr<tb::ProcessGroup> processes;
     std::string program = "towerbench-run";
@@ -82,7 +82,8 @@ int runHeadless(const tb::RunConfig& config, const RunStorage& storage) {
     try {
         config.validate();
         if (processes && !storage.resumeDir.empty()) throw tb::Error("--resume: runs of several processes do not resume yet");
-        if (processes && processes->rank() != 0) {  // trains quietly beside process 0
+        // Trains (or serves the variables) quietly beside the chief, which reports the run.
+        if (processes && processes->rank() != tb::chiefProcess(config, processes->size())) {
             tb::RunConfig quiet = config;
             quiet.quiet = true;
             quiet.metrics.clear();

@@ -45,12 +45,14 @@ const char* kUsage = R"(usage: towerbench-run selftest
                       [--batch N] [--steps N | --epochs N] [--optimizer sgd|momentum|nesterov|adam]
                       [--lr X] [--seed N] [--eval-every N] [--metrics FILE.jsonl] [--threads N] [--quiet]
                       [--towers LIST --variables WHERE --reduce mean|allreduce --update sync|async
-                       --average-every K --ps-shards S --batch-per-tower N --slow TOWER=FACTOR]
+                       --average-every K --ps-shards S --ps-tasks P --batch-per-tower N --slow TOWER=FACTOR]
 
 Trains a model on one or more towers and prints a JSON summary as the last line of stdout.
 Under `mpirun -np N` the N processes train one run: --batch is the global batch, each process
 trains its slice with its own towers (CPU towers; holder mean or all-reduce, synchronous), they
 reduce over MPI, and process 0 keeps the folder, metrics and summary (README: "Processes").
+With --ps-tasks P the first P processes hold the variables as parameter servers (sync or async)
+and the others are workers, the first of which (process P) keeps the folder.
 `selftest` lists the devices, checks every op of every backend against a double-precision
 reference, and trains a GPU tower beside a CPU tower; exit status 1 if any check fails.
   --config FILE       run config (JSON object); its keys are the flags' names with '_' for '-'
@@ -124,6 +126,8 @@ Data parallelism (the seeds' tower pattern; see README):
   --update MODE       sync (every step waits for the slowest tower) or async (parameter server)
   --average-every K   replicated towers take local steps; parameters averaged every K steps
   --ps-shards S       variables dealt round-robin over S parameter-server shards
+  --ps-tasks P        under mpirun: processes 0..P-1 serve the variables (dealt round-robin by
+                      variable); the other processes are workers that push gradients to them
   --slow T=F,...      straggler injection: tower T runs F times slower (teaching)
   --transfers MODE    auto (towers in one memory read it in place; NCCL between GPUs where it
                       applies), copies (every transfer an explicit copy through staging buffers,

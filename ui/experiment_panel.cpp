@@ -156,6 +156,11 @@ ExperimentPanel::ExperimentPanel(DeviceCatalog catalog, QWidget* parent)
                             "(off: gradients meet every step)."),
                          tr("off"));
     psShards_ = spin(1, 64, tr("Parameter-server shards: variables dealt round-robin over S holders."));
+    psTasks_ = spin(0, 63,
+                    tr("Parameter servers as processes (with several processes): the first P processes hold the "
+                       "variables, dealt round-robin by variable; the others are workers that push their gradients "
+                       "to them (sync or async) and the first worker reports the run."),
+                    tr("none"));
     slow_ = new QLineEdit;
     slow_->setPlaceholderText(tr("none, e.g. 1=3"));
     slow_->setToolTip(tr("Straggler injection: tower T runs F times slower (sync waits for it, async does not)."));
@@ -249,6 +254,7 @@ ExperimentPanel::ExperimentPanel(DeviceCatalog catalog, QWidget* parent)
     add(devicesForm_, "update", tr("Updates"), update_);
     add(devicesForm_, "average_every", tr("Average every"), averageEvery_);
     add(devicesForm_, "ps_shards", tr("PS shards"), psShards_);
+    add(devicesForm_, "ps_tasks", tr("PS processes"), psTasks_);
     add(devicesForm_, "slow", tr("Stragglers"), slow_);
     add(trainingForm_, "batch", tr("Batch"), batch_, row({batch_, batchMeaning_}));
     bind("batch_per_tower", batchMeaning_, tr("Batch per tower"));
@@ -295,7 +301,7 @@ ExperimentPanel::ExperimentPanel(DeviceCatalog catalog, QWidget* parent)
     for (QSpinBox* s : {towers_, perGpu_}) connect(s, &QSpinBox::valueChanged, this, &ExperimentPanel::devicesChanged);
     for (QComboBox* c : {model_, data_, variables_, reduce_, update_, optimizer_, length_, batchMeaning_, transfers_})
         connect(c, &QComboBox::currentIndexChanged, this, &ExperimentPanel::revalidate);
-    for (QSpinBox* s : {averageEvery_, psShards_, batch_, decaySteps_, seed_, evalEvery_, validation_, shuffleBuffer_,
+    for (QSpinBox* s : {averageEvery_, psShards_, psTasks_, batch_, decaySteps_, seed_, evalEvery_, validation_, shuffleBuffer_,
                         prefetch_, threads_, checkpointEvery_, keepCheckpoints_})
         connect(s, &QSpinBox::valueChanged, this, &ExperimentPanel::revalidate);
     for (QDoubleSpinBox* s : {lr_, momentum_, decayRate_, lengthValue_, emaDecay_, checkpointMinutes_})
@@ -455,6 +461,7 @@ tb::RunConfig ExperimentPanel::config() const {
     c.update = update_->currentText().toStdString();
     c.averageEvery = averageEvery_->value();
     c.psShards = psShards_->value();
+    c.psTasks = psTasks_->value();
     c.slow = slow_->text().trimmed().toStdString();
     // A global batch leaves the split to the plan; a batch per tower makes the global batch
     // follow the towers (written out, so a saved file says what a step is).
@@ -528,6 +535,7 @@ void ExperimentPanel::setConfig(const tb::RunConfig& c) {
     update_->setCurrentText(QString::fromStdString(c.update));
     averageEvery_->setValue(c.averageEvery);
     psShards_->setValue(c.psShards);
+    psTasks_->setValue(c.psTasks);
     slow_->setText(QString::fromStdString(c.slow));
     batchMeaning_->setCurrentIndex(c.batchPerTower > 0 ? kBatchPerTower : kGlobalBatch);
     batch_->setValue(c.batchPerTower > 0 ? c.batchPerTower : c.batch);

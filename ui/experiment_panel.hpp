@@ -101,7 +101,7 @@ private:
     QWidget* folderRow_;
     QLineEdit *folder_, *slow_, *metrics_, *initFrom_, *tfrecordFeatures_;
     QPushButton *browse_, *browseMetrics_, *browseInit_;
-    QSpinBox *towers_, *perGpu_, *averageEvery_, *psShards_, *batch_, *decaySteps_, *seed_, *evalEvery_, *validation_,
+    QSpinBox *towers_, *perGpu_, *averageEvery_, *psShards_, *psTasks_, *batch_, *decaySteps_, *seed_, *evalEvery_, *validation_,
         *shuffleBuffer_, *prefetch_, *threads_, *checkpointEvery_, *keepCheckpoints_;
     QDoubleSpinBox *lr_, *momentum_, *decayRate_, *lengthValue_, *emaDecay_, *checkpointMinutes_;
     QCheckBox *staircase_, *tf32_;

@@ -7,6 +7,7 @@
 #include <algorithm>
 #include <cstdlib>
 #include <exception>
+#include <limits>
 #include <vector>
 
 #include "comm/communicator.hpp"
@@ -95,12 +96,49 @@ public:
         return all != 0;
     }
 
-    std::string broadcast(const std::string& text) override {
+    std::string broadcast(const std::string& text, int root) override {
         unsigned long long length = text.size();
-        check("MPI_Bcast", MPI_Bcast(&length, 1, MPI_UNSIGNED_LONG_LONG, 0, lanes_[0]));
-        std::string out = rank_ == 0 ? text : std::string(size_t(length), '\0');
-        check("MPI_Bcast", MPI_Bcast(out.data(), int(length), MPI_CHAR, 0, lanes_[0]));
+        check("MPI_Bcast", MPI_Bcast(&length, 1, MPI_UNSIGNED_LONG_LONG, root, lanes_[0]));
+        std::string out = rank_ == root ? text : std::string(size_t(length), '\0');
+        check("MPI_Bcast", MPI_Bcast(out.data(), int(length), MPI_CHAR, root, lanes_[0]));
         return out;
+    }
+
+    void exchange(const std::vector<Message>& sends, const std::vector<Message>& receives) override {
+        std::vector<MPI_Request> pending;
+        for (const Message& m : receives) {
+            MPI_Request r;
+            check("MPI_Irecv", MPI_Irecv(m.data, messageLength(m), MPI_BYTE, m.peer, m.tag, lanes_[0], &r));
+            pending.push_back(r);
+        }
+        for (const Message& m : sends) {
+            MPI_Request r;
+            check("MPI_Isend", MPI_Isend(m.data, messageLength(m), MPI_BYTE, m.peer, m.tag, lanes_[0], &r));
+            pending.push_back(r);
+            countSent(m.bytes);
+        }
+        std::vector<MPI_Status> statuses(pending.size());
+        check("MPI_Waitall", MPI_Waitall(int(pending.size()), pending.data(), statuses.data()));
+        for (size_t i = 0; i < receives.size(); ++i) {
+            int got = 0;
+            MPI_Get_count(&statuses[i], MPI_BYTE, &got);
+            if (size_t(got) != receives[i].bytes)
+                throw Error("processes: process " + std::to_string(receives[i].peer) + " sent " + std::to_string(got) +
+                            " bytes where " + std::to_string(receives[i].bytes) + " were expected");
+        }
+    }
+
+    Message probe() override {
+        MPI_Status st;
+        check("MPI_Probe", MPI_Probe(MPI_ANY_SOURCE, MPI_ANY_TAG, lanes_[0], &st));
+        int bytes = 0;
+        MPI_Get_count(&st, MPI_BYTE, &bytes);
+        return {st.MPI_SOURCE, st.MPI_TAG, nullptr, size_t(bytes)};
+    }
+
+    void receive(const Message& m) override {
+        MPI_Status st;
+        check("MPI_Recv", MPI_Recv(m.data, messageLength(m), MPI_BYTE, m.peer, m.tag, lanes_[0], &st));
     }
 
     [[noreturn]] void abort(int code) override {
@@ -109,6 +147,14 @@ public:
     }
 
 private:
+    // MPI counts are ints: a message over 2 GiB would need pieces, which the callers avoid (the
+    // parameter servers refuse shards that large before any is sent).
+    static int messageLength(const Message& m) {
+        if (m.bytes > size_t(std::numeric_limits<int>::max()))
+            throw Error("processes: a message of " + std::to_string(m.bytes) + " bytes is over MPI's 2 GiB limit");
+        return int(m.bytes);
+    }
+
     int provided_ = MPI_THREAD_SINGLE;
     int rank_ = 0, size_ = 1, localSize_ = 1;
     std::vector<MPI_Comm> lanes_;

@@ -9,14 +9,19 @@
 // on `lanes`: each lane is its own MPI communicator, so a process's tower threads can each reduce
 // their chunk of the buffer at once; lane L of every process meets lane L of the others.
 //
-// Bytes are counted here by nccl-tests' definition (the ring's bus bytes): an all-reduce of
-// `count` floats moves 2 (P - 1) / P x count x 4 bytes in and out of each of the P processes.
+// Parameter-server processes (--ps-tasks) talk point to point on lane 0: a worker sends its
+// gradients to each server and receives the shard back, as tagged byte messages.
+//
+// Bytes are counted here as the bytes this process sends: an all-reduce of `count` floats by
+// nccl-tests' definition (the ring's bus bytes: 2 (P - 1) / P x count x 4 sent, and as many
+// received, by each of the P processes); a point-to-point message by its length.
 #pragma once
 #include <atomic>
 #include <cstddef>
 #include <cstdint>
 #include <memory>
 #include <string>
+#include <vector>
 
 namespace tb {
 
@@ -37,8 +42,21 @@ public:
     virtual void allReduce(int lane, const float* send, float* recv, size_t count, ReduceOp op) = 0;
     // On lane 0: true on every process where any process passed true (votes to stop).
     virtual bool any(bool flag) = 0;
-    // On lane 0: rank 0's text on every process.
-    virtual std::string broadcast(const std::string& text) = 0;
+    // On lane 0: process `root`'s text on every process.
+    virtual std::string broadcast(const std::string& text, int root = 0) = 0;
+    // Point to point on lane 0 (complete on return). A message is `bytes` bytes tagged `tag`.
+    struct Message {
+        int peer = 0;
+        int tag = 0;
+        void* data = nullptr;
+        size_t bytes = 0;
+    };
+    // Posts every receive, then every send, and waits for all of them.
+    virtual void exchange(const std::vector<Message>& sends, const std::vector<Message>& receives) = 0;
+    // Waits for the next message from any process: its sender, tag and length (not yet received).
+    virtual Message probe() = 0;
+    // Receives the message probe() announced into `data` (its length must be `bytes`).
+    virtual void receive(const Message& m) = 0;
     // Ends every process of the run with `code` (after this one has said why).
     [[noreturn]] virtual void abort(int code) = 0;
 
@@ -50,6 +68,7 @@ protected:
         const int p = size();
         bytes_ += int64_t(2.0 * (p - 1) / p * double(count) * sizeof(float));
     }
+    void countSent(size_t bytes) { bytes_ += int64_t(bytes); }
 
 private:
     std::atomic<int64_t> bytes_{0};

@@ -79,10 +79,8 @@ void MetricsFile::onStepEnd(const StepMetrics& m) {
                          {"towers", std::move(towers)}};
     if (m.averaged) line["averaged"] = true;
     if (m.processBytes >= 0) line["process_bytes"] = m.processBytes;
-    if (m.pusher >= 0) {
-        line["pusher"] = m.pusher;
-        line["staleness"] = m.staleness;
-    }
+    if (m.pusher >= 0) line["pusher"] = m.pusher;
+    if (m.staleness >= 0) line["staleness"] = m.staleness;  // also workers of parameter-server processes
     write(line.dump());
 }
 

@@ -17,6 +17,7 @@
 #include "nn/model_spec.hpp"
 #include "nn/network.hpp"
 #include "optim/optimizer.hpp"
+#include "parallel/parameter_server_task.hpp"
 #include "parallel/tower_set.hpp"
 #include "engine/checkpoint.hpp"
 #include "engine/decision_grid.hpp"
@@ -93,6 +94,8 @@ nlohmann::json RunSummary::toJson() const {
     return j;
 }
 
+int chiefProcess(const RunConfig& config, int processes) { return config.psTasks < processes ? config.psTasks : 0; }
+
 int cpuTowerSlots() { return std::max(8, 4 * int(std::max(1u, std::thread::hardware_concurrency()))); }
 
 DeploymentPlan makePlan(const RunConfig& c) {
@@ -114,6 +117,7 @@ DeploymentPlan makePlan(const RunConfig& c, int gpus, const std::string& whyNoGp
     p.update = DeploymentPlan::parseUpdate(c.update, "--update");
     p.averageEvery = c.averageEvery;
     p.psShards = c.psShards;
+    p.psTasks = c.psTasks;
     p.slowdown = DeploymentPlan::parseSlowdown(c.slow, p.towerCount(), "--slow");
     p.transfers = DeploymentPlan::parseTransfers(c.transfers, "--transfers");
     const int n = p.towerCount();
@@ -238,12 +242,27 @@ void checkSameSettings(ProcessGroup& processes, const RunConfig& c) {
 
 // Processes: every one must have made the same plan (a plan of --towers auto follows the machine's
 // cores): the reductions pair their towers' chunks.
-void checkSamePlan(ProcessGroup& processes, const DeploymentPlan& plan) {
+void checkSamePlan(ProcessGroup& processes, const DeploymentPlan& plan, int chief) {
     const std::string mine = std::to_string(plan.towerCount()) + " towers of " + std::to_string(plan.batchPerTower);
-    const std::string leader = processes.broadcast(mine);
+    const std::string leader = processes.broadcast(mine, chief);
     if (mine != leader)
-        throw Error("--towers: " + mine + " examples here but " + leader + " on process 0 (every process must run as "
-                    "many towers; give --towers as a list rather than auto)");
+        throw Error("--towers: " + mine + " examples here but " + leader + " on process " + std::to_string(chief) +
+                    " (every process must run as many towers; give --towers as a list rather than auto)");
+}
+
+OptimizerSettings optimizerSettings(const RunConfig& c) {
+    OptimizerSettings opt;
+    opt.rule = parseUpdateRule(c.optimizer, "--optimizer");
+    opt.hyper.momentum = float(c.momentum);
+    opt.schedule.initial = float(c.lr);
+    opt.allowTf32 = c.tf32;
+    if (c.lrDecaySteps > 0) {
+        opt.schedule.kind = LrSchedule::Kind::Exponential;
+        opt.schedule.decaySteps = c.lrDecaySteps;
+        opt.schedule.decayRate = float(c.lrDecayRate);
+        opt.schedule.staircase = c.lrStaircase;
+    }
+    return opt;
 }
 
 // Processes: the step's loss, accuracy and examples over every process's slice, and whether any
@@ -261,6 +280,34 @@ bool acrossProcesses(ProcessGroup& processes, StepMetrics& m, bool stopHere, int
     }
     counted = processes.bytesMoved();
     return v[3] > 0;
+}
+
+// Processes 0 .. P-1 under --ps-tasks P: the servers of the variables' shards. They make every
+// collective the workers make, in the same order: the plan's check, the vote before the first
+// step and (sync) each step's vote, in which they count no examples.
+void serveParameters(ProcessGroup& processes, const RunConfig& c, int chief) {
+    processes.broadcast(std::string(), chief);  // checkSamePlan's
+    const ModelSpec spec = findModel(c.model);
+    const std::shared_ptr<Backend> cpu = makeBackend(Device{}, BackendOptions{1});
+    Network net(spec, *cpu, 1);  // the variables' layout and initial values, as every tower makes them
+    std::vector<float> init = net.initialParams(c.seed);
+    if (!c.initFrom.empty()) {
+        try {
+            init = Checkpoint::open(c.initFrom).loadWeights(net);
+        } catch (const Error& e) {
+            throw Error(std::string("--init-from: ") + e.what());
+        }
+    }
+    const ShardLayout layout(net, c.psTasks);
+    ParameterServerTask task(processes, layout, init, optimizerSettings(c),
+                             DeploymentPlan::parseUpdate(c.update, "--update") == UpdateMode::Async);
+    int64_t counted = 0;
+    if (!processes.any(false))
+        task.serve([&] {
+            StepMetrics none;
+            return acrossProcesses(processes, none, false, counted);
+        });
+    task.finish();
 }
 
 // Step metrics from what the towers report; stepSeconds is the wall time the step took.
@@ -396,17 +443,32 @@ RunSummary Trainer::execute(ObserverHub& hub) {
     // Processes: every one runs the same settings (checked first, so a mistake names its field),
     // and the global --batch is split over them; each makes its plan for its share.
     const int processCount = processes_ ? processes_->size() : 1;
-    const bool leader = !processes_ || processes_->rank() == 0;
     if (processes_) checkSameSettings(*processes_, c);
+    if (c.psTasks > 0 && !processes_)
+        throw Error("--ps-tasks: parameter servers are processes of their own; start the run with mpirun -np N, N "
+                    "more than " + std::to_string(c.psTasks));
+    if (c.psTasks >= processCount)
+        throw Error("--ps-tasks: " + std::to_string(c.psTasks) + " parameter-server processes leave no worker among the " +
+                    std::to_string(processCount) + " processes (mpirun -np must be more than --ps-tasks)");
+    // Processes: the servers (--ps-tasks), then the workers, the first of which is the chief.
+    const int workers = processCount - c.psTasks;
+    const int chief = chiefProcess(c, processCount);
+    const bool leader = !processes_ || processes_->rank() == chief;
+    if (processes_ && processes_->rank() < c.psTasks) {
+        serveParameters(*processes_, c, chief);
+        RunSummary served;
+        served.processes = processCount;
+        return served;  // nothing to report: the chief reports the run
+    }
     RunConfig local = c;
     if (processes_ && c.batchPerTower == 0) {
-        if (c.batch % processCount != 0)
+        if (c.batch % workers != 0)
             throw Error("--batch: " + std::to_string(c.batch) + " examples do not split evenly over the " +
-                        std::to_string(processCount) + " processes");
-        local.batch = c.batch / processCount;
+                        std::to_string(workers) + (c.psTasks > 0 ? " worker processes" : " processes"));
+        local.batch = c.batch / workers;
     }
     const DeploymentPlan plan = makePlan(local);
-    if (processes_) checkSamePlan(*processes_, plan);
+    if (processes_) checkSamePlan(*processes_, plan, chief);
     const ModelSpec spec = findModel(c.model);
     // A resume that cannot be exact is refused before anything is written to the run's folder.
     const bool resuming = folder_ && folder_->resuming();
@@ -446,26 +508,19 @@ RunSummary Trainer::execute(ObserverHub& hub) {
     checkModelFitsData(spec, shape.outputs, data, c.data);
     // A step that takes more examples than the training set holds would repeat examples within
     // one batch: a mistake in the sizes, not a larger batch.
-    if (const int64_t global = int64_t(processCount) * plan.towerCount() * plan.batchPerTower;
+    if (const int64_t global = int64_t(workers) * plan.towerCount() * plan.batchPerTower;
         global > int64_t(data.train.size()))
         throw Error("--batch: " + std::to_string(global) + " examples per step, but the training set has only " +
                     std::to_string(data.train.size()) +
                     (validation > 0 ? " (after " + std::to_string(validation) + " held out for validation)" : std::string()));
-    const bool async = plan.update == UpdateMode::Async;
-    if (async && c.emaDecay > 0)
+    if (plan.update == UpdateMode::Async && c.emaDecay > 0)
         throw Error("--ema-decay: the moving average needs synchronous updates (--update sync)");
+    // async: towers of this process push alone. psAsync: workers of parameter-server processes
+    // push alone, each with its towers in step (one push per step of the worker).
+    const bool psAsync = c.psTasks > 0 && plan.update == UpdateMode::Async;
+    const bool async = plan.update == UpdateMode::Async && !psAsync;
 
-    OptimizerSettings opt;
-    opt.rule = parseUpdateRule(c.optimizer, "--optimizer");
-    opt.hyper.momentum = float(c.momentum);
-    opt.schedule.initial = float(c.lr);
-    opt.allowTf32 = c.tf32;
-    if (c.lrDecaySteps > 0) {
-        opt.schedule.kind = LrSchedule::Kind::Exponential;
-        opt.schedule.decaySteps = c.lrDecaySteps;
-        opt.schedule.decayRate = float(c.lrDecayRate);
-        opt.schedule.staircase = c.lrStaircase;
-    }
+    const OptimizerSettings opt = optimizerSettings(c);
     const int n = plan.towerCount();
     // Before allocating anything: the run must fit in host memory and on each GPU.
     {
@@ -566,16 +621,19 @@ RunSummary Trainer::execute(ObserverHub& hub) {
     sum.plan = plan;
     sum.processes = processCount;
     sum.resumedAt = resumeStep;
-    // This process's examples per step, and every process's together (epochs count those).
+    // This process's examples per step (async: per push), and the examples of one of the run's
+    // steps, which epochs count: every worker's together, or (async workers of parameter-server
+    // processes, whose steps are the servers' updates) one worker's.
     const int perStep = async ? plan.batchPerTower : n * plan.batchPerTower;
-    const int64_t globalPerStep = int64_t(perStep) * processCount;
+    const int64_t globalPerStep = psAsync ? perStep : int64_t(perStep) * workers;
     const int64_t total = c.steps > 0 ? c.steps
                                       : std::max<int64_t>(1, int64_t(std::ceil(c.epochs * double(data.train.size()) /
                                                                                  double(globalPerStep))));
     if (resumeStep >= total) throw Error(trainedAll(total));
     PipelineOptions trainInput = pipelineFor(c, cifar, true, perStep);
     trainInput.skipSamples = uint64_t(resumeStep) * uint64_t(globalPerStep);  // every step takes globalPerStep samples
-    if (processes_) trainInput.sliceIndex = processes_->rank(), trainInput.sliceCount = processCount;
+    if (processes_) trainInput.sliceIndex = processes_->rank() - c.psTasks, trainInput.sliceCount = workers;
+    towers.setRunLength(total);
     InputPipeline train(data.train, trainInput);
     // GPU telemetry while training; runs without a GPU tower never touch NVML. NVML starts up
     // here, before the training clock does, so its start-up is not counted as training time.
@@ -594,6 +652,8 @@ RunSummary Trainer::execute(ObserverHub& hub) {
     std::deque<std::pair<double, double>> recent;  // (loss, accuracy) of the last steps
     std::vector<double> busy(size_t(n), 0.0);
     double reduceApply = 0, stepTime = 0, staleness = 0;
+    int64_t stalenessCount = 0;
+    bool recordedOne = false;
     int64_t step = resumeStep;
     const int64_t firstStep = resumeStep;
     const auto start = Clock::now();
@@ -627,8 +687,9 @@ RunSummary Trainer::execute(ObserverHub& hub) {
         }
         reduceApply += worst;
         stepTime += m.stepSeconds;
-        if (m.staleness >= 0) staleness += double(m.staleness);
-        if (m.step == firstStep + 1) {
+        if (m.staleness >= 0) staleness += double(m.staleness), ++stalenessCount;
+        if (!recordedOne) {
+            recordedOne = true;
             afterFirst = now;
             heldBeforeSecond = control_.heldSeconds();
         }
@@ -691,9 +752,12 @@ RunSummary Trainer::execute(ObserverHub& hub) {
         };
         // Processes stop together: each step ends with every process's vote (acrossProcesses),
         // and only the vote's outcome ends the loop, so no process is left in a collective.
+        // Async workers of parameter-server processes meet no one but the servers: a stop goes
+        // with their next push, and the servers' answer `last` ends each of them.
         bool votedStop = processes_ && processes_->any(control_.stopped());  // a stop before the first step
         int64_t processBytes = 0;
         while (step < total && (processes_ ? !votedStop : control_.awaitStep())) {
+            if (psAsync && control_.stopped()) towers.askToStop();
             const auto t0 = Clock::now();
             batches.clear();
             do {
@@ -716,8 +780,21 @@ RunSummary Trainer::execute(ObserverHub& hub) {
                     v.backend->synchronize(v.stream);
                 }
                 StepMetrics m = toMetrics(r, each);
-                if (processes_) votedStop = acrossProcesses(*processes_, m, control_.stopped(), processBytes) || votedStop;
-                ++step;
+                if (psAsync) {
+                    votedStop = r.last;
+                    if (!r.applied) {  // pushed after the run's last update: not part of it
+                        step = r.update;
+                        break;
+                    }
+                    m.processBytes = processes_->bytesMoved() - processBytes;
+                    processBytes = processes_->bytesMoved();
+                    // The run's examples/sec: every worker's updates since this one's previous push.
+                    m.examplesPerSec = m.stepSeconds > 0 ? double(r.update - step) * perStep / m.stepSeconds : 0;
+                    step = r.update;
+                } else {
+                    if (processes_) votedStop = acrossProcesses(*processes_, m, control_.stopped(), processBytes) || votedStop;
+                    ++step;
+                }
                 record(m);
                 evalDue |= c.evalEvery > 0 && step % c.evalEvery == 0 && step < total;
             }
@@ -790,6 +867,9 @@ RunSummary Trainer::execute(ObserverHub& hub) {
                 }
             });
     }
+    // Parameter-server processes: the chief receives the final variables, and with them the
+    // servers' count of updates (async: others may have pushed after its last push).
+    if (const std::optional<int64_t> updates = towers.endTraining(); updates && psAsync) step = *updates;
     const auto end = Clock::now();
     const double held = control_.heldSeconds();
     sum.trainSeconds = seconds(start, end) - evalSeconds - held - periodicCheckpointSeconds;
@@ -804,7 +884,7 @@ RunSummary Trainer::execute(ObserverHub& hub) {
         sum.steadyExamplesPerSec = double(trained - 1) * double(globalPerStep) / steadySeconds;
     for (double b : busy) sum.towerBusy.push_back(sum.trainSeconds > 0 ? std::min(1.0, b / sum.trainSeconds) : 0);
     sum.reduceApplyFraction = stepTime > 0 ? reduceApply / stepTime : 0;
-    if (async && step > 0) sum.meanStaleness = staleness / double(step);
+    if (stalenessCount > 0) sum.meanStaleness = staleness / double(stalenessCount);
     for (auto& [l, a] : recent) {
         sum.finalLoss += l / double(recent.size());
         sum.finalAccuracy += a / double(recent.size());

@@ -62,6 +62,10 @@ EvalResult evaluateCheckpoint(const std::string& checkpointPath, const RunConfig
 // How many virtual CPU towers may exist: several per core, for teaching on small machines.
 int cpuTowerSlots();
 
+// The process of `processes` that writes the run's folder and evaluates: process 0, or with
+// --ps-tasks P the first worker, process P (TensorFlow's chief is worker 0, not a ps task).
+int chiefProcess(const RunConfig& config, int processes);
+
 class Trainer {
 public:
     explicit Trainer(RunConfig config);
@@ -77,7 +81,8 @@ public:
     void setRunFolder(RunFolder* folder);
     // One process of several (mpirun): --batch is the global batch, this process trains its
     // slice of each with its own towers, and the reductions span every process (see
-    // ProcessGroup). Only process 0 evaluates and writes. Must outlive run().
+    // ProcessGroup). Only the chief (chiefProcess) evaluates and writes; with --ps-tasks P the
+    // first P processes serve the variables (parameter_server_task.hpp). Must outlive run().
     void setProcessGroup(ProcessGroup* processes) { processes_ = processes; }
 
 private:

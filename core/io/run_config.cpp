@@ -70,6 +70,7 @@ const std::map<std::string, Setting>& table() {
         {"update", bind(Kind::Text, &RunConfig::update)},
         {"average_every", bind(Kind::Int, &RunConfig::averageEvery)},
         {"ps_shards", bind(Kind::Int, &RunConfig::psShards)},
+        {"ps_tasks", bind(Kind::Int, &RunConfig::psTasks)},
         {"batch_per_tower", bind(Kind::Int, &RunConfig::batchPerTower)},
         {"slow", bind(Kind::Text, &RunConfig::slow)},
         {"tf32", bind(Kind::Flag, &RunConfig::tf32)},

@@ -41,6 +41,7 @@ struct RunConfig {
     std::string update = "sync";         // sync | async
     int averageEvery = 0;                // K >= 1: parameters averaged every K steps; 0: off
     int psShards = 1;                    // S parameter-server shards
+    int psTasks = 0;                     // mpirun: the first P processes are parameter servers
     int batchPerTower = 0;               // 0: batch / towers
     std::string slow;                    // straggler injection: TOWER=FACTOR,...
     bool tf32 = false;                   // GPU towers: tensor-core TF32 math (default plain FP32)

@@ -168,6 +168,14 @@ void DeploymentPlan::validate(int cpuDevices, int gpuDevices) const {
     if (psShards < 1) throw Error("--ps-shards: S must be at least 1, got " + std::to_string(psShards));
     if (psShards > 1 && variables == VariablePlacement::Replicated)
         throw Error("--ps-shards: replicated variables have no parameter servers to shard");
+    if (psTasks < 0) throw Error("--ps-tasks: P must be at least 0, got " + std::to_string(psTasks));
+    if (psTasks > 0 && variables != VariablePlacement::Cpu)
+        throw Error("--ps-tasks: the variables live on the parameter-server processes; leave --variables at cpu");
+    if (psTasks > 0 && averaging())
+        throw Error("--ps-tasks: parameter servers hold one copy of the variables; averaging every K steps is for "
+                    "replicated variables (leave --average-every out)");
+    if (psTasks > 0 && psShards > 1)
+        throw Error("--ps-shards: with --ps-tasks the parameter-server processes are the shards; leave --ps-shards out");
     if (batchPerTower < 0) throw Error("--batch-per-tower: must be positive");
     if (transfers == Transfers::Nccl) {
         std::set<std::string> gpus;
@@ -188,8 +196,9 @@ std::string DeploymentPlan::describe() const {
     std::string t;
     for (const Device& d : towers) t += (t.empty() ? "" : ", ") + d.str();
     std::string s = std::to_string(towers.size()) + (towers.size() == 1 ? " tower (" : " towers (") + t + "), variables ";
-    s += variables == VariablePlacement::Tower ? "on " + towers[size_t(variablesTower)].str()
-         : variables == VariablePlacement::Cpu ? std::string("on cpu")
+    s += psTasks > 0 ? "on " + std::to_string(psTasks) + " parameter-server " + (psTasks == 1 ? "process" : "processes")
+         : variables == VariablePlacement::Tower ? "on " + towers[size_t(variablesTower)].str()
+         : variables == VariablePlacement::Cpu   ? std::string("on cpu")
                                                : std::string("replicated");
     s += reduce == ReduceMode::Mean ? ", mean" : ", all-reduce";
     s += update == UpdateMode::Sync ? ", sync" : ", async";
@@ -210,6 +219,7 @@ nlohmann::json DeploymentPlan::toJson() const {
             {"update", update == UpdateMode::Sync ? "sync" : "async"},
             {"average_every", averageEvery},
             {"ps_shards", psShards},
+            {"ps_tasks", psTasks},
             {"batch_per_tower", batchPerTower},
             {"slowdown", slowdown},
             {"transfers", transfers == Transfers::Copies ? "copies" : transfers == Transfers::Nccl ? "nccl" : "auto"}};

@@ -29,6 +29,9 @@ struct DeploymentPlan {
     // synchronous training for SGD and momentum). Needs replicated variables.
     int averageEvery = 0;
     int psShards = 1;                          // variables split round-robin over S holders
+    // Processes (mpirun): the first P processes hold the variables as parameter servers, dealt
+    // round-robin by variable; the others are workers with `towers` each (0: no servers).
+    int psTasks = 0;
     int batchPerTower = 0;                     // 0: the run's batch split evenly over the towers
     std::vector<double> slowdown;              // per tower, >= 1 (straggler injection); empty: none
     // --transfers copies: towers share no memory with each other or the holder even where they

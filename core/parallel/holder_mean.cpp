@@ -16,13 +16,13 @@ using Clock = std::chrono::steady_clock;
 double since(Clock::time_point t) { return std::chrono::duration<double>(Clock::now() - t).count(); }
 }  // namespace
 
-HolderMean::HolderMean(const StrategySetup& s) : Strategy(s.replicas, int64_t(s.init.size())), holder_(s.holder.backend) {
-    comm_ = makeCommunicator(s.comm, rankEndpoints(replicas_), s.holder, s.init.size(), s.processes);
+HolderStrategy::HolderStrategy(const StrategySetup& s, ProcessGroup* processes)
+    : Strategy(s.replicas, int64_t(s.init.size())), holder_(s.holder.backend) {
+    comm_ = makeCommunicator(s.comm, rankEndpoints(replicas_), s.holder, s.init.size(), processes);
     const Stream hs = comm_->holderStream(0);
     params_ = variablesOnHolder(s.holder, replicas_, s.init.size());
     holder_->copyFromHost(hs, params_.data(), s.init.data(), bytes());
-    if (replicas_.size() > 1 || s.processes) mean_ = holder_->empty(Shape{count_});  // where the mean is made
-    opt_ = std::make_unique<Optimizer>(*holder_, s.opt.rule, s.opt.hyper, s.opt.schedule, size_t(count_), hs);
+    if (replicas_.size() > 1 || processes) mean_ = holder_->empty(Shape{count_});  // where the mean is made
     holder_->synchronize(hs);
     for (size_t r = 0; r < replicas_.size(); ++r) {
         // Towers in the holder's memory read and update the variables themselves.
@@ -31,10 +31,35 @@ HolderMean::HolderMean(const StrategySetup& s) : Strategy(s.replicas, int64_t(s.
     }
 }
 
-void HolderMean::beforeCompute(int rank, TowerPhases& ph) {
+void HolderStrategy::beforeCompute(int rank, TowerPhases& ph) {
     const auto t0 = Clock::now();
     comm_->broadcastFromHolder(rank, params_.data(), replicas_[size_t(rank)].net->params(), size_t(count_));
     ph.reduce += since(t0);
+}
+
+VariablesView HolderStrategy::variables() { return {holder_, comm_->holderStream(0), params_.data()}; }
+
+void HolderStrategy::setVariables(const float* host) {
+    const Stream hs = comm_->holderStream(0);
+    holder_->copyFromHost(hs, params_.data(), host, bytes());
+    holder_->synchronize(hs);
+    for (size_t r = 0; r < replicas_.size(); ++r)  // towers with a copy of their own pull it anyway
+        if (!comm_->sharesHolder(int(r))) copyInitial(replicas_[r], host, size_t(count_));
+}
+
+Network& HolderStrategy::evalNetwork() {
+    Replica& r = replicas_[0];
+    if (r.net->params() != params_.data()) {  // a tower with its own copy holds its last pull
+        r.backend->copy(r.stream, r.net->params(), params_.data(), bytes());
+        r.backend->synchronize(r.stream);
+    }
+    return *r.net;
+}
+
+HolderMean::HolderMean(const StrategySetup& s) : HolderStrategy(s, s.processes) {
+    const Stream hs = comm_->holderStream(0);
+    opt_ = std::make_unique<Optimizer>(*holder_, s.opt.rule, s.opt.hyper, s.opt.schedule, size_t(count_), hs);
+    holder_->synchronize(hs);
 }
 
 void HolderMean::afterCompute(int rank, int64_t step, TowerPhases& ph) {
@@ -52,29 +77,10 @@ void HolderMean::afterCompute(int rank, int64_t step, TowerPhases& ph) {
     ph.apply += since(t0);
 }
 
-VariablesView HolderMean::variables() { return {holder_, comm_->holderStream(0), params_.data()}; }
-
 std::vector<StateBuffer> HolderMean::state() {
     std::vector<StateBuffer> out;
     appendSlots(out, "", *opt_, comm_->holderStream(0));
     return out;
-}
-
-void HolderMean::setVariables(const float* host) {
-    const Stream hs = comm_->holderStream(0);
-    holder_->copyFromHost(hs, params_.data(), host, bytes());
-    holder_->synchronize(hs);
-    for (size_t r = 0; r < replicas_.size(); ++r)  // towers with a copy of their own pull it anyway
-        if (!comm_->sharesHolder(int(r))) copyInitial(replicas_[r], host, size_t(count_));
-}
-
-Network& HolderMean::evalNetwork() {
-    Replica& r = replicas_[0];
-    if (r.net->params() != params_.data()) {  // a tower with its own copy holds its last pull
-        r.backend->copy(r.stream, r.net->params(), params_.data(), bytes());
-        r.backend->synchronize(r.stream);
-    }
-    return *r.net;
 }
 
 size_t HolderMean::optimizerSlotBytes() const { return opt_->slotBytes(); }

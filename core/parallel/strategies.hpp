@@ -1,32 +1,44 @@
 // The four strategies (strategy.hpp says what each is; their .cpp files say what moves where).
 // Internal to parallel/: TowerSet makes them through makeStrategy.
 #pragma once
+#include <atomic>
 #include <memory>
 #include <mutex>
 #include <shared_mutex>
 #include <utility>
 #include <vector>
 
+#include "parallel/parameter_server_task.hpp"
 #include "parallel/strategy.hpp"
 
 namespace tb {
 
-class HolderMean final : public Strategy {
+// What HolderMean and ParameterServerProcesses share: the variables in the holder's memory,
+// which towers there read in place and the others copy before each step; the towers' mean made
+// on the holder (reduced across `processes` too where given).
+class HolderStrategy : public Strategy {
+public:
+    void beforeCompute(int rank, TowerPhases& ph) override;
+    VariablesView variables() override;
+    Network& evalNetwork() override;
+    void setVariables(const float* host) override;
+
+protected:
+    HolderStrategy(const StrategySetup& s, ProcessGroup* processes);
+    Backend* holder_;
+    Tensor params_;  // (P) the variables, in the holder's memory
+    Tensor mean_;    // (P) the towers' mean gradients, on the holder (several towers or processes)
+};
+
+class HolderMean final : public HolderStrategy {
 public:
     explicit HolderMean(const StrategySetup& s);
     std::string name() const override { return "holder mean"; }
-    void beforeCompute(int rank, TowerPhases& ph) override;
     void afterCompute(int rank, int64_t step, TowerPhases& ph) override;
-    VariablesView variables() override;
-    Network& evalNetwork() override;
     size_t optimizerSlotBytes() const override;
     std::vector<StateBuffer> state() override;
-    void setVariables(const float* host) override;
 
 private:
-    Backend* holder_;
-    Tensor params_;  // (P) the variables, in the holder's memory
-    Tensor mean_;    // (P) the towers' mean gradients, on the holder (several towers)
     std::unique_ptr<Optimizer> opt_;
 };
 
@@ -95,6 +107,32 @@ private:
     std::vector<std::vector<std::pair<size_t, size_t>>> shards_;  // element ranges of each shard
     std::vector<std::unique_ptr<std::mutex>> locks_;              // one per shard
     std::shared_mutex updating_;  // shared by each push throughout; exclusive in withUpdatesHeld
+};
+
+// A worker among parameter-server processes (parameter_server_task.hpp says what moves where):
+// its towers' mean gradient on the host, sent shard by shard to the servers, whose answers are
+// the variables of the next step.
+class ParameterServerProcesses final : public HolderStrategy {
+public:
+    explicit ParameterServerProcesses(const StrategySetup& s);
+    std::string name() const override;
+    void afterCompute(int rank, int64_t step, TowerPhases& ph) override;
+    size_t optimizerSlotBytes() const override { return 0; }  // on the servers
+    std::vector<StateBuffer> state() override { return {}; }
+    void setRunLength(int64_t updates) override { total_ = updates; }
+    void askToStop() override { stopAsked_ = true; }
+    std::optional<ServerReply> lastReply() const override { return reply_; }
+    std::optional<int64_t> endTraining() override;
+
+private:
+    void pushAndPull(const float* grads, int64_t step);
+
+    ProcessGroup& processes_;
+    ShardLayout layout_;
+    bool async_, chief_;
+    int64_t total_ = 0;
+    std::atomic<bool> stopAsked_{false};
+    std::optional<ServerReply> reply_;
 };
 
 // Helpers of the strategies (strategy.cpp).

@@ -33,9 +33,10 @@ void appendSlots(std::vector<StateBuffer>& out, const std::string& prefix, Optim
 }
 
 std::unique_ptr<Strategy> makeStrategy(const StrategySetup& s) {
+    if (s.processes && s.plan.psTasks > 0) return std::make_unique<ParameterServerProcesses>(s);
     if (s.processes && s.plan.update == UpdateMode::Async)
-        throw Error("--update async: across processes, asynchronous updates need parameter-server processes, which "
-                    "are not built yet; use --update sync");
+        throw Error("--update async: across processes, asynchronous updates go through parameter-server processes "
+                    "(add --ps-tasks P)");
     if (s.processes && s.plan.averaging())
         throw Error("--average-every: averaging every K steps across processes is not built yet; leave it out");
     if (s.plan.update == UpdateMode::Async) return std::make_unique<AsyncParameterServer>(s);

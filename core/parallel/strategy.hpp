@@ -12,6 +12,7 @@
 #include <functional>
 #include <cstdint>
 #include <memory>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -52,6 +53,15 @@ struct VariablesView {
     Backend* backend = nullptr;
     Stream stream = nullptr;
     float* params = nullptr;  // (paramCount) in that backend's memory
+};
+
+// Parameter-server processes: what the servers answered to this process's last push.
+struct ServerReply {
+    int64_t update = 0;     // updates applied so far (the first server's count)
+    int64_t staleness = 0;  // async: the most updates others applied on any server since the last answer
+    float lr = 0;
+    bool applied = true;    // false: the push came after the last update and was not applied
+    bool last = false;      // the servers take no more updates: this process ends its training
 };
 
 // A buffer of training state as checkpoints save and restore it (between steps).
@@ -100,6 +110,13 @@ public:
     virtual void withUpdatesHeld(const std::function<void()>& f) { f(); }
     // Called by TowerSet before each step: tower 0 looks at its own parameters again.
     virtual void endEvaluation() {}
+    // Parameter-server processes: the run's length in updates (the servers count to it), a stop
+    // asked for (sent with the next push), the servers' answer to the last push, and the end of
+    // training (the chief receives the final variables and returns the servers' count of updates).
+    virtual void setRunLength(int64_t /*updates*/) {}
+    virtual void askToStop() {}
+    virtual std::optional<ServerReply> lastReply() const { return std::nullopt; }
+    virtual std::optional<int64_t> endTraining() { return std::nullopt; }
 
 protected:
     Strategy(std::vector<Replica> replicas, int64_t count) : replicas_(std::move(replicas)), count_(count) {}

@@ -98,7 +98,7 @@ TowerSet::TowerSet(const ModelSpec& spec, const DeploymentPlan& plan, const Opti
       optSettings_(opt),
       threadsPerTower_(threadsPerTower),
       seed_(seed),
-      towerOffset_(processes ? processes->rank() * plan.towerCount() : 0),
+      towerOffset_(processes ? (processes->rank() - plan.psTasks) * plan.towerCount() : 0),
       start_(plan.towerCount() + 1),
       done_(plan.towerCount() + 1) {
     if (plan_.batchPerTower < 1) throw Error("--batch-per-tower: must be at least 1");
@@ -422,6 +422,13 @@ std::vector<TowerStep> TowerSet::steps(const std::vector<const Batch*>& batches,
     // The communicator's count for the call; local steps move nothing until their average.
     out.back().bytesMoved = bytesMoved() - bytesBefore;
     out.back().averaged = towers_[0]->averaged;  // every replica takes part in an average
+    if (const std::optional<ServerReply> a = strategy_->lastReply()) {  // parameter-server processes count the updates
+        out.back().update = a->update;
+        out.back().lr = a->lr;
+        out.back().staleness = plan_.update == UpdateMode::Async ? a->staleness : -1;
+        out.back().applied = a->applied;
+        out.back().last = a->last;
+    }
     return out;
 }
 

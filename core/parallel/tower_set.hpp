@@ -41,6 +41,10 @@ struct TowerStep {
     int pusher = -1;                    // async: the tower whose update this is
     int64_t staleness = -1;             // async: updates applied by others since it pulled
     bool averaged = false;              // averaging: the replicas were averaged after this step
+    // Parameter-server processes: whether the servers applied this push (not where it came after
+    // the run's last update), and whether they take no more (this process's training ends).
+    bool applied = true;
+    bool last = false;
 };
 
 // Memory one device's backend handed out during the run.
@@ -83,6 +87,12 @@ public:
                   const std::function<void(const TowerStep&)>& onUpdate);
     // Averaging: makes every replica equal to the mean (also done every K steps).
     void averageNow();
+    // Parameter-server processes (Strategy): the run's length in updates, a stop to send with the
+    // next push, the end of training (the chief receives the final variables and the servers'
+    // count of updates).
+    void setRunLength(int64_t updates) { strategy_->setRunLength(updates); }
+    void askToStop() { strategy_->askToStop(); }
+    std::optional<int64_t> endTraining() { return strategy_->endTraining(); }
 
     // The network that evaluation and checkpoints see: tower 0 with the current variables
     // (averaging: looking at the replicas' mean, in a copy, until the next step; training is

@@ -11,7 +11,12 @@
    differ between the processes (mpirun's MPMD form gives them different --lr), a global batch
    the processes cannot split, more examples per step than the training set holds, asynchronous
    updates across processes.
-3. A process killed mid-run (SIGKILL): mpirun ends the others, within 10 s.
+3. A process killed mid-run (SIGKILL): mpirun ends the others, within 10 s (a worker of an
+   all-reduce run; the server of a run with a parameter-server process).
+4. Parameter-server processes (--ps-tasks P: processes 0..P-1 hold the variables' shards, the
+   others are workers): synchronous, 3 processes with one server (and 4 with two) train exactly
+   what one process of one tower x 64 does; asynchronous, 2 workers reach the accuracy of the
+   synchronous run within 3 points, mean over 3 seeds (6 epochs of the shipped slice).
 Open MPI refuses root without OMPI_ALLOW_RUN_AS_ROOT*; this script sets them for its own runs
 (as CI runs as root), not for the user's environment.
 """
@@ -76,15 +81,16 @@ DROPOUT_MLP = {"name": "mlp_dropout", "input": [1, 28, 28], "layers": [
     {"type": "dense", "units": 10}]}
 
 
-def equivalence(tmp, binary, placement, towers_one="cpu:0", towers_two="cpu:0", model="mlp", label=None):
-    """One process with towers_one against 2 processes with towers_two each, global batch 64."""
+def equivalence(tmp, binary, placement, towers_one="cpu:0", towers_two="cpu:0", model="mlp", label=None, servers=0):
+    """One process with towers_one against 2 worker processes with towers_two each (and `servers`
+    parameter-server processes before them), global batch 64."""
     common = ["--model", model, "--data", DATA, "--steps", "10", "--validation", "0", "--threads", "1",
               "--quiet", "--lr", "0.05", *placement]
     tag = str(len(os.listdir(tmp)))
     one, two = (os.path.join(tmp, name + tag) for name in ("one", "two"))
     p1, _ = run([binary, *common, "--towers", towers_one, "--batch", "64", "--run-dir", one, "--metrics", one + ".jsonl"])
-    p2, _ = run([*MPIRUN, "2", binary, *common, "--towers", towers_two, "--batch", "64", "--run-dir", two,
-                 "--metrics", two + ".jsonl"])
+    p2, _ = run([*MPIRUN, str(2 + servers), binary, *common, "--towers", towers_two, "--batch", "64", "--run-dir", two,
+                 "--metrics", two + ".jsonl"] + (["--ps-tasks", str(servers)] if servers else []))
     label = label or " ".join(placement) or "--variables cpu"
     if p1.returncode or p2.returncode:
         check(False, f"{label}: runs ended with {p1.returncode}/{p2.returncode}: {p1.stderr[-300:]} {p2.stderr[-600:]}")
@@ -92,16 +98,19 @@ def equivalence(tmp, binary, placement, towers_one="cpu:0", towers_two="cpu:0", 
     l1, l2 = losses(one + ".jsonl"), losses(two + ".jsonl")
     worst = max(abs(a - b) / abs(a) for a, b in zip(l1, l2))
     check(len(l1) == len(l2) == 10 and worst < 1e-5,
-          f"{label}: 2 processes x {towers_two} vs 1 x {towers_one}, 10 steps' losses within {worst:.2e} (limit 1e-5)")
+          f"{label}: {2 + servers} processes x {towers_two} vs 1 x {towers_one}, 10 steps' losses within {worst:.2e} (limit 1e-5)")
     w1 = safetensors(os.path.join(one, "checkpoints", "step-00000010.safetensors"))
     w2 = safetensors(os.path.join(two, "checkpoints", "step-00000010.safetensors"))
+    if servers:  # the optimiser's slots live on the servers: the chief's checkpoint has the variables
+        w1 = {k: v for k, v in w1.items() if not k.startswith("state/")}
     diff = max(relative(w2[k], w1[k]) for k in w1)
     check(w1.keys() == w2.keys() and diff < 1e-5, f"{label}: final weights within {diff:.2e} of their norm (limit 1e-5)")
     s1, s2 = (json.loads(p.stdout.strip().splitlines()[-1]) for p in (p1, p2))
-    # Bytes between the processes, by nccl-tests' definition: 2 (P - 1) / P x 4 bytes per parameter.
+    # Bytes the chief sent to the other processes per step: by nccl-tests' definition, 2 (P - 1) / P
+    # x 4 bytes per parameter; to parameter servers, its gradients and a 24-byte header per server.
     counted = {json.loads(line)["process_bytes"] for line in open(two + ".jsonl") if '"type":"step"' in line}
-    check(counted == {s2["params"] * 4}, f"{label}: bytes between the 2 processes per step {counted} "
-                                         f"(2 x 1/2 x {s2['params']} parameters x 4)")
+    expected = s2["params"] * 4 + 24 * servers
+    check(counted == {expected}, f"{label}: bytes sent by the chief per step {counted} (expected {expected})")
     check(s2["steps"] == 10 and s2["epochs"] == s1["epochs"],
           f"{label}: the summary counts both processes' examples (epochs {s2['epochs']:.4f}, one process {s1['epochs']:.4f})")
     shutil.rmtree(one)
@@ -115,18 +124,24 @@ def refused(cmd, expect, what):
           f"{what}: exit {p.returncode} in {took:.1f} s: {lines[0] if lines else p.stderr.strip()[-300:]}")
 
 
-def killed_rank(tmp, binary):
-    cmd = [*MPIRUN, "2", binary, "--model", "mlp", "--data", DATA, "--steps", "1000000", "--validation", "0",
-           "--threads", "1", "--towers", "cpu:0", "--quiet", "--batch", "64", "--run-dir", os.path.join(tmp, "killed")]
+def killed_rank(tmp, binary, processes=2, victim=1, extra=(), label="one process killed"):
+    cmd = [*MPIRUN, str(processes), binary, "--model", "mlp", "--data", DATA, "--steps", "1000000", "--validation", "0",
+           "--threads", "1", "--towers", "cpu:0", "--quiet", "--batch", "64", "--run-dir", os.path.join(tmp, f"killed{processes}"),
+           *extra]
     mpirun = subprocess.Popen(cmd, env=ENV, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
     time.sleep(3)
     ranks = subprocess.run(["pgrep", "-f", "-P", str(mpirun.pid), "towerbench-run"], capture_output=True, text=True)
     pids = [int(x) for x in ranks.stdout.split()]
-    if len(pids) != 2:
+    if len(pids) != processes:
         mpirun.kill()
-        check(False, f"killed process: expected 2 processes under mpirun, found {pids}")
+        check(False, f"{label}: expected {processes} processes under mpirun, found {pids}")
         return
-    os.kill(pids[1], signal.SIGKILL)
+    by_rank = {}
+    for pid in pids:  # Open MPI gives each process its rank in the environment
+        env = open(f"/proc/{pid}/environ", "rb").read().split(b"\0")
+        rank = [e for e in env if e.startswith(b"OMPI_COMM_WORLD_RANK=")]
+        by_rank[int(rank[0].split(b"=")[1]) if rank else -1] = pid
+    os.kill(by_rank.get(victim, pids[-1]), signal.SIGKILL)
     t0 = time.monotonic()
     try:
         mpirun.wait(timeout=30)
@@ -135,7 +150,34 @@ def killed_rank(tmp, binary):
     took = time.monotonic() - t0
     alive = [p for p in pids if os.path.exists(f"/proc/{p}") and open(f"/proc/{p}/stat").read().split()[2] != "Z"]
     check(mpirun.returncode not in (0, None) and took < 10 and not alive,
-          f"one process killed: mpirun exit {mpirun.returncode} after {took:.1f} s, processes left {alive}")
+          f"{label}: mpirun exit {mpirun.returncode} after {took:.1f} s, processes left {alive}")
+
+
+def async_accuracy(tmp, binary):
+    """Asynchronous workers of one parameter-server process against the synchronous run. Both with
+    momentum 0.5, lr 0.02: asynchrony adds momentum of its own (Mitliagkas et al., "Asynchrony begets
+    momentum", 2016), and with the default 0.9 the async runs' final accuracy swung 0.66-0.81 between
+    runs of one seed (0.75-0.81 with 0.5)."""
+    common = ["--model", "mlp", "--data", DATA, "--epochs", "6", "--validation", "0", "--threads", "1", "--quiet",
+              "--momentum", "0.5", "--lr", "0.02",
+              "--towers", "cpu:0", "--batch", "64", "--ps-tasks", "1", "--run-dir", os.path.join(tmp, "accuracy")]
+    accuracy = {"sync": [], "async": []}
+    staleness = []
+    for seed in ("1", "2", "3"):
+        for update in ("sync", "async"):
+            p, _ = run([*MPIRUN, "3", binary, *common, "--seed", seed, "--update", update])
+            shutil.rmtree(os.path.join(tmp, "accuracy"), ignore_errors=True)
+            if p.returncode:
+                check(False, f"accuracy run ({update}, seed {seed}) ended with {p.returncode}: {p.stderr[-300:]}")
+                return
+            summary = json.loads(p.stdout.strip().splitlines()[-1])
+            accuracy[update].append(summary["test_accuracy"])
+            if update == "async":
+                staleness.append(summary.get("mean_staleness", 0))
+    sync, asyn = (sum(accuracy[u]) / 3 for u in ("sync", "async"))
+    check(abs(asyn - sync) <= 0.03 and min(staleness) > 0,
+          f"async parameter server: test accuracy {asyn:.3f} vs sync {sync:.3f} (within 0.03), mean over seeds 1-3 "
+          f"({accuracy}); mean staleness {[round(x, 2) for x in staleness]}")
 
 
 def main():
@@ -163,6 +205,17 @@ def main():
     refused([*MPIRUN, "2", *base, "--batch", "64", "--update", "async"], "parameter-server processes",
             "async across processes")
     killed_rank(tmp, binary)
+    # Parameter-server processes.
+    equivalence(tmp, binary, [], servers=1, label="one parameter-server process")
+    equivalence(tmp, binary, [], servers=2, label="two parameter-server processes")
+    refused([*MPIRUN, "2", *base, "--batch", "64", "--ps-tasks", "2"], "leave no worker among the 2 processes",
+            "more servers than processes")
+    refused([*base, "--batch", "64", "--ps-tasks", "1"], "start the run with mpirun", "servers without mpirun")
+    refused([*MPIRUN, "3", *base, "--batch", "64", "--ps-tasks", "1", "--variables", "replicated", "--reduce",
+             "allreduce"], "leave --variables at cpu", "servers with replicated variables")
+    killed_rank(tmp, binary, processes=3, victim=0, extra=("--ps-tasks", "1", "--update", "async"),
+                label="the parameter-server process killed")
+    async_accuracy(tmp, binary)
     shutil.rmtree(tmp, ignore_errors=True)
     if failures:
         print(f"{len(failures)} failed")

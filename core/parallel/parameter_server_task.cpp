@@ -1,0 +1,188 @@
+#include "parallel/parameter_server_task.hpp"
+
+#include <cstring>
+#include <limits>
+#include <string>
+
+#include "backend/registry.hpp"
+#include "optim/optimizer.hpp"
+#include "util/error.hpp"
+
+namespace tb {
+
+ShardLayout::ShardLayout(const Network& net, int tasks) : ranges_(size_t(tasks)), counts_(size_t(tasks), 0) {
+    for (size_t v = 0; v < net.paramInfos().size(); ++v) {
+        const size_t s = v % size_t(tasks), n = size_t(net.paramInfos()[v].shape.numel());
+        ranges_[s].emplace_back(size_t(net.paramOffsets()[v]), n);
+        counts_[s] += n;
+    }
+    for (int s = 0; s < tasks; ++s) {
+        if (counts_[size_t(s)] == 0)
+            throw Error("--ps-tasks: " + std::to_string(tasks) + " parameter-server tasks, but the model has only " +
+                        std::to_string(net.paramInfos().size()) + " variables to deal over them");
+        // One message carries a shard (MPI counts are ints).
+        if (counts_[size_t(s)] * sizeof(float) + sizeof(ReplyHeader) > size_t(std::numeric_limits<int>::max()))
+            throw Error("--ps-tasks: shard " + std::to_string(s) + " holds " +
+                        std::to_string(counts_[size_t(s)] * sizeof(float) >> 20) +
+                        " MiB, over one MPI message's 2 GiB; use more parameter-server tasks");
+    }
+}
+
+void ShardLayout::pack(int shard, const float* flat, float* packed) const {
+    for (auto [off, n] : ranges_[size_t(shard)]) {
+        std::memcpy(packed, flat + off, n * sizeof(float));
+        packed += n;
+    }
+}
+
+void ShardLayout::unpack(int shard, const float* packed, float* flat) const {
+    for (auto [off, n] : ranges_[size_t(shard)]) {
+        std::memcpy(flat + off, packed, n * sizeof(float));
+        packed += n;
+    }
+}
+
+struct ParameterServerTask::Holder {
+    std::shared_ptr<Backend> backend;
+    Stream stream = nullptr;
+    Tensor params, mean;  // (count) the shard's variables; sync: the workers' summed gradients
+    std::unique_ptr<Optimizer> opt;
+    ~Holder() {
+        opt.reset();
+        params = mean = Tensor();
+        if (backend) backend->destroyStream(stream);
+    }
+};
+
+ParameterServerTask::ParameterServerTask(ProcessGroup& processes, const ShardLayout& layout,
+                                         const std::vector<float>& init, const OptimizerSettings& opt, bool async)
+    : processes_(processes),
+      layout_(layout),
+      shard_(processes.rank()),
+      workers_(processes.size() - layout.tasks()),
+      async_(async),
+      holder_(std::make_unique<Holder>()) {
+    const size_t count = layout_.count(shard_);
+    Holder& h = *holder_;
+    h.backend = makeBackend(Device{}, BackendOptions{1});  // the update of one shard: one core's work
+    h.stream = h.backend->createStream();
+    h.params = h.backend->empty(Shape{int64_t(count)});
+    h.mean = h.backend->empty(Shape{int64_t(count)});
+    layout_.pack(shard_, init.data(), h.params.data());
+    h.opt = std::make_unique<Optimizer>(*h.backend, opt.rule, opt.hyper, opt.schedule, count, h.stream);
+    h.backend->synchronize(h.stream);
+}
+
+ParameterServerTask::~ParameterServerTask() = default;
+
+ReplyHeader ParameterServerTask::apply(const float* grads, int64_t total, bool stopAsked) {
+    stopAsked_ = stopAsked_ || stopAsked;
+    ReplyHeader r;
+    if (!stopAsked_ && update_ < total) {
+        Holder& h = *holder_;
+        r.lr = h.opt->apply(h.stream, h.params.data(), grads, update_);
+        h.backend->synchronize(h.stream);
+        ++update_;
+        r.applied = 1;
+    }
+    r.update = update_;
+    r.last = stopAsked_ || update_ >= total;
+    return r;
+}
+
+void ParameterServerTask::serve(const std::function<bool()>& afterStep) {
+    if (async_) serveAsync();
+    else serveSync(afterStep);
+}
+
+void ParameterServerTask::finish() {
+    ShardMessage<ReplyHeader> final;
+    final.resize(layout_.count(shard_));
+    final.header().update = update_;
+    std::memcpy(final.floats(), holder_->params.data(), layout_.count(shard_) * sizeof(float));
+    processes_.exchange({{layout_.tasks(), kFinalTag, final.bytes.data(), final.bytes.size()}}, {});
+}
+
+// Every worker's gradients of one step (in the order of the workers, so that every run sums them
+// alike), their mean applied once, the new shard to every worker.
+void ParameterServerTask::serveSync(const std::function<bool()>& afterStep) {
+    const size_t count = layout_.count(shard_);
+    const int first = layout_.tasks();
+    std::vector<ShardMessage<PushHeader>> pushes(static_cast<size_t>(workers_));
+    std::vector<ProcessGroup::Message> receives;
+    for (int w = 0; w < workers_; ++w) {
+        pushes[size_t(w)].resize(count);
+        receives.push_back({first + w, kPushTag, pushes[size_t(w)].bytes.data(), pushes[size_t(w)].bytes.size()});
+    }
+    ShardMessage<ReplyHeader> reply;
+    reply.resize(count);
+    std::vector<ProcessGroup::Message> sends;
+    for (int w = 0; w < workers_; ++w) sends.push_back({first + w, kReplyTag, reply.bytes.data(), reply.bytes.size()});
+    float* mean = holder_->mean.data();
+    for (;;) {
+        processes_.exchange({}, receives);
+        const PushHeader& h0 = pushes[0].header();
+        std::memset(mean, 0, count * sizeof(float));
+        for (int w = 0; w < workers_; ++w) {
+            const PushHeader& h = pushes[size_t(w)].header();
+            if (h.step != h0.step || h.step != update_)
+                throw Error("--ps-tasks: worker " + std::to_string(first + w) + " sent the gradients of step " +
+                            std::to_string(h.step) + " where step " + std::to_string(update_) + " was due");
+            const float* g = pushes[size_t(w)].floats();
+            for (size_t i = 0; i < count; ++i) mean[i] += g[i];
+        }
+        const float scale = 1.0f / float(workers_);
+        for (size_t i = 0; i < count; ++i) mean[i] *= scale;
+        reply.header() = apply(mean, h0.total, false);  // a stop asked for is voted on after the step
+        std::memcpy(reply.floats(), holder_->params.data(), count * sizeof(float));
+        processes_.exchange(sends, {});
+        const bool voted = afterStep();
+        if (reply.header().last || voted) return;
+    }
+}
+
+// Pushes in the order they come; each answered alone. A worker told `last` pushes no more; one
+// that ends because another server told it so says goodbye instead.
+void ParameterServerTask::serveAsync() {
+    const size_t count = layout_.count(shard_);
+    const int first = layout_.tasks();
+    ShardMessage<PushHeader> push;
+    push.resize(count);
+    ShardMessage<ReplyHeader> reply;
+    reply.resize(count);
+    std::vector<int64_t> answered(size_t(workers_), 0);  // the update each worker last received
+    std::vector<bool> done(size_t(workers_), false);
+    int running = workers_;
+    while (running > 0) {
+        const ProcessGroup::Message m = processes_.probe();
+        const int w = m.peer - first;
+        if (w < 0 || w >= workers_ || done[size_t(w)])
+            throw Error("--ps-tasks: server " + std::to_string(shard_) + " received a message from process " +
+                        std::to_string(m.peer) + ", which is not a running worker");
+        if (m.tag == kByeTag) {
+            unsigned char none = 0;
+            processes_.receive({m.peer, m.tag, &none, 0});
+            done[size_t(w)] = true;
+            --running;
+            continue;
+        }
+        if (m.tag != kPushTag || m.bytes != push.bytes.size())
+            throw Error("--ps-tasks: server " + std::to_string(shard_) + " received " + std::to_string(m.bytes) +
+                        " bytes tagged " + std::to_string(m.tag) + " from process " + std::to_string(m.peer) +
+                        " where a push of " + std::to_string(push.bytes.size()) + " bytes was due");
+        processes_.receive({m.peer, kPushTag, push.bytes.data(), push.bytes.size()});
+        const int64_t staleness = update_ - answered[size_t(w)];
+        ReplyHeader r = apply(push.floats(), push.header().total, push.header().stop != 0);
+        r.staleness = staleness;
+        reply.header() = r;
+        std::memcpy(reply.floats(), holder_->params.data(), count * sizeof(float));
+        processes_.exchange({{m.peer, kReplyTag, reply.bytes.data(), reply.bytes.size()}}, {});
+        answered[size_t(w)] = update_;
+        if (r.last) {
+            done[size_t(w)] = true;
+            --running;
+        }
+    }
+}
+
+}  // namespace tb

@@ -1,0 +1,98 @@
+// Parameter servers as processes (--ps-tasks P under mpirun): processes 0 .. P-1 hold the
+// variables, dealt round-robin over them by variable as model_deploy's device chooser deals
+// them over its ps tasks; processes P .. N-1 are the workers, each with its own towers on its own
+// slice of every global batch. The first worker (process P) is the chief, as TensorFlow's worker
+// 0 is: it writes the run's folder and evaluates; the servers write nothing.
+//
+// Per step a worker sends each server its towers' mean gradient of that server's shard and
+// receives the shard's variables back (MPI point to point; ProcessGroup::exchange):
+//   sync   the server waits for every worker's gradients of the step, applies their mean, and
+//          sends every worker the same new shard: equal to one process with every worker's
+//          towers (the holder mean).
+//   async  the server applies each worker's gradients as they come and answers that worker
+//          alone; staleness is the updates others applied between its last answer and this push.
+// The optimiser's slots live on the servers, for their shards only.
+#pragma once
+#include <cstddef>
+#include <cstdint>
+#include <functional>
+#include <utility>
+#include <vector>
+
+#include "comm/process_group.hpp"
+#include "nn/network.hpp"
+#include "parallel/strategy.hpp"
+
+namespace tb {
+
+// Which elements of the flat variables each server holds.
+class ShardLayout {
+public:
+    ShardLayout(const Network& net, int tasks);
+    int tasks() const { return int(ranges_.size()); }
+    size_t count(int shard) const { return counts_[size_t(shard)]; }
+    // shard's elements of `flat` (paramCount floats) into `packed` (count(shard) floats), and back.
+    void pack(int shard, const float* flat, float* packed) const;
+    void unpack(int shard, const float* packed, float* flat) const;
+
+private:
+    std::vector<std::vector<std::pair<size_t, size_t>>> ranges_;  // per shard: (offset, count)
+    std::vector<size_t> counts_;
+};
+
+// What travels with each message, before the shard's floats.
+struct PushHeader {
+    int64_t step = 0;    // sync: the step these gradients are of (the workers' count)
+    int64_t total = 0;   // the run's updates, as the workers worked it out
+    int32_t stop = 0;    // the worker was asked to stop (its user, a signal)
+    int32_t unused = 0;
+};
+struct ReplyHeader {
+    int64_t update = 0;      // updates this server has applied, this push's included
+    int64_t staleness = 0;   // async: updates others applied since the worker's previous answer
+    float lr = 0;            // the learning rate of this push's update
+    int32_t applied = 0;     // 0: the push came after the last update and was not applied
+    int32_t last = 0;        // the server takes no more updates: the worker ends here
+    int32_t unused = 0;
+};
+enum MessageTag : int { kPushTag = 101, kReplyTag = 102, kByeTag = 103, kFinalTag = 104 };
+
+// Message buffers: a header, then a shard's floats.
+template <class Header>
+struct ShardMessage {
+    std::vector<unsigned char> bytes;
+    void resize(size_t floats) { bytes.assign(sizeof(Header) + floats * sizeof(float), 0); }
+    Header& header() { return *reinterpret_cast<Header*>(bytes.data()); }
+    float* floats() { return reinterpret_cast<float*>(bytes.data() + sizeof(Header)); }
+};
+
+class ParameterServerTask {
+public:
+    // Server `shard` (= its process's rank) of the layout's; `init` is the whole flat variables.
+    ParameterServerTask(ProcessGroup& processes, const ShardLayout& layout, const std::vector<float>& init,
+                        const OptimizerSettings& opt, bool async);
+    ~ParameterServerTask();
+    // Serves until every worker is done. Sync: `afterStep` runs after each step's answers (the
+    // run's vote, a collective every process makes) and returns true where the run stops there;
+    // a stop asked of a worker waits for that vote (async: it travels in the worker's next push).
+    void serve(const std::function<bool()>& afterStep);
+    // Sends the shard to the chief, whose final evaluation needs every shard.
+    void finish();
+    int64_t updates() const { return update_; }
+
+private:
+    void serveSync(const std::function<bool()>& afterStep);
+    void serveAsync();
+    ReplyHeader apply(const float* grads, int64_t total, bool stopAsked);
+
+    ProcessGroup& processes_;
+    const ShardLayout& layout_;
+    int shard_, workers_;
+    bool async_;
+    struct Holder;
+    std::unique_ptr<Holder> holder_;  // the shard's variables and optimiser, on a CPU backend
+    int64_t update_ = 0;
+    bool stopAsked_ = false;
+};
+
+}  // namespace tb
