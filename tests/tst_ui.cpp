@@ -18,6 +18,7 @@
 #include <QListWidget>
 #include <QPushButton>
 #include <QSpinBox>
+#include <QStandardPaths>
 #include <QTemporaryDir>
 #include <QTableWidget>
 #include <QStandardItemModel>
@@ -420,6 +421,103 @@ private slots:
         QVERIFY(!w->running());
         QVERIFY2(t.elapsed() < 5000, qPrintable(QString("close took %1 ms").arg(t.elapsed())));
         delete w;
+    }
+
+    // The diagram of a run of several processes: a machine box per worker process around its
+    // towers, parameter-server processes apart as the shards, the ring's devices counted per process.
+    void diagramOfProcesses() {
+        MainWindow w;
+        ExperimentPanel* e = w.experiment();
+        tb::RunConfig c = syntheticRun(10);
+        c.model = "mlp";
+        c.data = "idx:" + tbtest::sourcePath("samples/fashion-mnist-slice").toStdString();
+        c.towers = "cpu:0";
+        c.batchPerTower = 0;
+        c.psTasks = 1;
+        e->setConfig(c);
+        e->processesBox()->setValue(3);
+        const PlacementModel& m = w.diagram()->model();
+        QCOMPARE(m.towers.size(), 2);
+        QCOMPARE(m.towers[0].batch, 32);  // the global 64 over 2 workers
+        QCOMPARE(m.links, PlacementModel::Links::Shards);
+        QCOMPARE(m.psShards, 1);
+        const QVector<PlacementModel::DeviceGroup> frames = m.processFrames();
+        QCOMPARE(frames.size(), 2);
+        QCOMPARE(frames[0].device, QStringLiteral("process 1 (chief)"));
+        QCOMPARE(frames[1].device, QStringLiteral("process 2"));
+        QVERIFY(m.sharedDevices().isEmpty());  // cpu:0 of two machines is not one device
+        if (qEnvironmentVariableIsSet("TB_SHOT_DIR")) {  // to look at (the README's pictures come from tst_ui_screen)
+            w.resize(1366, 768);
+            w.show();
+            QVERIFY(QTest::qWaitForWindowExposed(&w));
+            QVERIFY(w.diagram()->grab().save(qEnvironmentVariable("TB_SHOT_DIR") + "/diagram-ps.png"));
+            QVERIFY(w.grab().save(qEnvironmentVariable("TB_SHOT_DIR") + "/window-ps.png"));
+        }
+        c.psTasks = 0;
+        c.variables = "replicated";
+        c.reduce = "allreduce";
+        e->setConfig(c);
+        e->processesBox()->setValue(2);
+        QCOMPARE(w.diagram()->model().distinctDevices(), 2);
+        QVERIFY2(w.diagram()->model().ringLabel().startsWith("all-reduce: "), qPrintable(w.diagram()->model().ringLabel()));
+        if (qEnvironmentVariableIsSet("TB_SHOT_DIR"))
+            QVERIFY(w.diagram()->grab().save(qEnvironmentVariable("TB_SHOT_DIR") + "/diagram-ring.png"));
+    }
+
+    // Processes from the window: N processes through mpirun, followed as any run another program
+    // writes; mpirun missing is one sentence in the window; Stop reaches every process through
+    // mpirun and the run ends stopped, with its summary. Open MPI's settings for running as root
+    // (CI) and on shared memory only are this test's own environment, not the user's.
+    void processesFromTheWindow() {
+        if (QStandardPaths::findExecutable("mpirun").isEmpty()) QSKIP("mpirun not found (openmpi-bin)");
+        const QByteArray path = qgetenv("PATH");
+        const QByteArray programs = QFileInfo(QStringLiteral(TB_RUN_BINARY)).absolutePath().toUtf8();
+        for (const char* k : {"OMPI_ALLOW_RUN_AS_ROOT", "OMPI_ALLOW_RUN_AS_ROOT_CONFIRM", "OMPI_MCA_rmaps_base_oversubscribe"})
+            qputenv(k, "1");
+        qputenv("OMPI_MCA_btl", "self,vader");
+        MainWindow w;
+        w.setQuitConfirmation([] { return true; });
+        ExperimentPanel* e = w.experiment();
+        tb::RunConfig c = syntheticRun(200);
+        c.towers = "cpu:0";
+        c.batchPerTower = 0;
+        c.threads = 1;
+        c.psTasks = 1;
+        e->setConfig(c);
+        e->processesBox()->setValue(3);
+        QVERIFY2(e->isValid(), qPrintable(e->problem()));
+
+        qputenv("PATH", programs);  // towerbench-run, and no mpirun
+        w.start();
+        QTRY_VERIFY_WITH_TIMEOUT(w.lastError().startsWith("mpirun not found"), 5000);
+        QVERIFY(!w.following());
+
+        qputenv("PATH", programs + ":" + path);
+        w.start();
+        QTRY_VERIFY2_WITH_TIMEOUT(w.stateText() == QStringLiteral("Followed run finished"),
+                                  qPrintable(w.stateText() + ": " + w.lastError()), 60000);
+        QCOMPARE(w.charts()->stepPoints(), 200);
+        const QString folder = w.launchedFolder();
+        const QJsonObject summary = QJsonDocument::fromJson(tbtest::readFile(folder + "/summary.json")).object();
+        QCOMPARE(summary["processes"].toInt(), 3);
+        QCOMPARE(summary["plan"].toObject()["ps_tasks"].toInt(), 1);
+        QCOMPARE(summary["steps"].toInt(), 200);
+
+        // Stop: the processes end after their step, evaluate, and say so.
+        QTRY_VERIFY_WITH_TIMEOUT(!w.processesRunning(), 10000);
+        c.steps = 1000000;
+        c.psTasks = 0;
+        e->setConfig(c);
+        e->processesBox()->setValue(2);
+        w.start();
+        QTRY_VERIFY_WITH_TIMEOUT(w.following(), 20000);
+        QTRY_VERIFY_WITH_TIMEOUT(w.charts()->stepPoints() > 20, 20000);
+        w.stop();
+        QTRY_VERIFY2_WITH_TIMEOUT(w.stateText() == QStringLiteral("Followed run stopped"), qPrintable(w.stateText() + ": " + w.lastError()), 20000);
+        QTRY_VERIFY_WITH_TIMEOUT(!w.processesRunning(), 10000);  // mpirun's own exit, after the run's last line
+        QCOMPARE(w.stateText(), QStringLiteral("Followed run stopped"));
+        QVERIFY2(!w.lastError().contains("towerbench-run"), qPrintable(w.lastError()));
+        qputenv("PATH", path);
     }
 
     // Every setting the engine has is in the form: each RunConfig key has a field that changes

@@ -156,6 +156,15 @@ ExperimentPanel::ExperimentPanel(DeviceCatalog catalog, QWidget* parent)
                             "(off: gradients meet every step)."),
                          tr("off"));
     psShards_ = spin(1, 64, tr("Parameter-server shards: variables dealt round-robin over S holders."));
+    processes_ = spin(1, 256,
+                      tr("1: this window trains the run. N: N processes through mpirun (Open MPI), each with the "
+                         "towers above on its slice of every global batch, meeting over MPI; the window follows "
+                         "their run folder. Under a root account Open MPI asks for OMPI_ALLOW_RUN_AS_ROOT=1 and "
+                         "OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1 in the environment."));
+    hostfile_ = new QLineEdit;
+    hostfile_->setPlaceholderText(tr("this machine"));
+    hostfile_->setToolTip(tb::ui::wrappedToolTip(tr("An MPI hostfile spreading the processes over machines (each must have towerbench-run "
+                             "and the data at the same paths); empty: every process on this machine.")));
     psTasks_ = spin(0, 63,
                     tr("Parameter servers as processes (with several processes): the first P processes hold the "
                        "variables, dealt round-robin by variable; the others are workers that push their gradients "
@@ -249,6 +258,8 @@ ExperimentPanel::ExperimentPanel(DeviceCatalog catalog, QWidget* parent)
     add(devicesForm_, "towers", tr("CPU towers"), towers_);
     devicesForm_->addRow(gpus_);
     add(devicesForm_, {}, tr("Towers per GPU"), perGpu_);
+    add(devicesForm_, {}, tr("Processes"), processes_);
+    add(devicesForm_, {}, tr("Hostfile"), hostfile_);
     add(devicesForm_, "variables", tr("Variables"), variables_);
     add(devicesForm_, "reduce", tr("Reduce"), reduce_);
     add(devicesForm_, "update", tr("Updates"), update_);
@@ -301,12 +312,12 @@ ExperimentPanel::ExperimentPanel(DeviceCatalog catalog, QWidget* parent)
     for (QSpinBox* s : {towers_, perGpu_}) connect(s, &QSpinBox::valueChanged, this, &ExperimentPanel::devicesChanged);
     for (QComboBox* c : {model_, data_, variables_, reduce_, update_, optimizer_, length_, batchMeaning_, transfers_})
         connect(c, &QComboBox::currentIndexChanged, this, &ExperimentPanel::revalidate);
-    for (QSpinBox* s : {averageEvery_, psShards_, psTasks_, batch_, decaySteps_, seed_, evalEvery_, validation_, shuffleBuffer_,
+    for (QSpinBox* s : {processes_, averageEvery_, psShards_, psTasks_, batch_, decaySteps_, seed_, evalEvery_, validation_, shuffleBuffer_,
                         prefetch_, threads_, checkpointEvery_, keepCheckpoints_})
         connect(s, &QSpinBox::valueChanged, this, &ExperimentPanel::revalidate);
     for (QDoubleSpinBox* s : {lr_, momentum_, decayRate_, lengthValue_, emaDecay_, checkpointMinutes_})
         connect(s, &QDoubleSpinBox::valueChanged, this, &ExperimentPanel::revalidate);
-    for (QLineEdit* e : {folder_, slow_, metrics_, initFrom_, tfrecordFeatures_}) connect(e, &QLineEdit::textChanged, this, &ExperimentPanel::revalidate);
+    for (QLineEdit* e : {folder_, slow_, metrics_, initFrom_, tfrecordFeatures_, hostfile_}) connect(e, &QLineEdit::textChanged, this, &ExperimentPanel::revalidate);
     // Paths are often longer than their field: the field shows the end (the folder's or file's
     // own name), its tooltip the whole path, and its usual help while empty.
     for (QLineEdit* e : {folder_, metrics_, initFrom_}) {
@@ -447,6 +458,10 @@ void ExperimentPanel::showTowers(const std::string& text) {
     devicesChanged();
 }
 
+int ExperimentPanel::processes() const { return processes_->value(); }
+
+QString ExperimentPanel::hostfile() const { return hostfile_->text().trimmed(); }
+
 tb::RunConfig ExperimentPanel::config() const {
     tb::RunConfig c = base_;
     c.model = model_->currentText().toStdString();
@@ -575,11 +590,14 @@ void ExperimentPanel::setConfig(const tb::RunConfig& c) {
 }
 
 QString ExperimentPanel::batchSplit() const {
-    const int towers = towerCount();
+    // Several processes: the batch splits over every worker process's towers.
+    const int workers = std::max(1, processes_->value() - psTasks_->value());
+    const int towers = towerCount() * workers;
     if (towers == 0) return tr("no towers");
     const QLocale locale;
     const int per = batchMeaning_->currentIndex() == kGlobalBatch ? batch_->value() / towers : batch_->value();
-    const QString towersText = towers == 1 ? tr("1 tower") : tr("%1 towers").arg(towers);
+    QString towersText = towerCount() == 1 ? tr("1 tower") : tr("%1 towers").arg(towerCount());
+    if (workers > 1) towersText = tr("%1 processes × %2").arg(workers).arg(towersText);
     if (batchMeaning_->currentIndex() == kGlobalBatch && batch_->value() % towers != 0)
         return tr("%1 does not split over %2").arg(locale.toString(batch_->value()), towersText);
     return tr("%1 = %2 × %3").arg(locale.toString(int64_t(per) * towers), towersText, locale.toString(per));
@@ -621,6 +639,10 @@ void ExperimentPanel::revalidate() {
         // The engine's own checks, in the order a run makes them, so the message is the same
         // (the plan's against the catalog's GPUs).
         c.validate();
+        tb::checkProcessRoles(c, processes());
+        if (processes() > 1 && onGpus())
+            throw tb::Error("Processes: runs of several processes train CPU towers (GPU towers across processes, "
+                            "NCCL between them, are not built yet)");
         catalog_.makePlan(c);
         tb::findModel(c.model);
         if (folder && folder_->text().isEmpty()) throw tb::Error("--data: choose a folder");

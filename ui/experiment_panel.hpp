@@ -49,6 +49,13 @@ public:
     static QStringList commandLineOnlyKeys() { return {QStringLiteral("quiet")}; }
     FoldSection* advancedSection() const { return advanced_; }
 
+    // Processes (a run launch's choice, not a setting of the run): 1 trains in this window; N
+    // starts N processes through mpirun (ProcessLauncher), on this machine or a hostfile's.
+    int processes() const;
+    QString hostfile() const;
+    QSpinBox* processesBox() const { return processes_; }
+    QLineEdit* hostfileBox() const { return hostfile_; }
+
     QComboBox* runOnBox() const { return runOn_; }    // kCpuTowers or kGpus
     QSpinBox* towersBox() const { return towers_; }   // CPU towers
     QListWidget* gpuList() const { return gpus_; }    // one checkable item per GPU
@@ -99,9 +106,9 @@ private:
     QListWidget* gpus_;
     QFormLayout *devicesForm_, *trainingForm_, *dataForm_;
     QWidget* folderRow_;
-    QLineEdit *folder_, *slow_, *metrics_, *initFrom_, *tfrecordFeatures_;
+    QLineEdit *folder_, *slow_, *metrics_, *initFrom_, *tfrecordFeatures_, *hostfile_;
     QPushButton *browse_, *browseMetrics_, *browseInit_;
-    QSpinBox *towers_, *perGpu_, *averageEvery_, *psShards_, *psTasks_, *batch_, *decaySteps_, *seed_, *evalEvery_, *validation_,
+    QSpinBox *towers_, *perGpu_, *processes_, *averageEvery_, *psShards_, *psTasks_, *batch_, *decaySteps_, *seed_, *evalEvery_, *validation_,
         *shuffleBuffer_, *prefetch_, *threads_, *checkpointEvery_, *keepCheckpoints_;
     QDoubleSpinBox *lr_, *momentum_, *decayRate_, *lengthValue_, *emaDecay_, *checkpointMinutes_;
     QCheckBox *staircase_, *tf32_;

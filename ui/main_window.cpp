@@ -36,6 +36,7 @@
 #include "devices_panel.hpp"
 #include "engine_worker.hpp"
 #include "experiment_panel.hpp"
+#include "process_launcher.hpp"
 #include "form_widgets.hpp"
 #include "view_format.hpp"
 #include "nn/model_spec.hpp"
@@ -202,6 +203,20 @@ MainWindow::MainWindow(DeviceCatalog catalog, const TelemetryFactory& telemetry,
     for (QLabel* l : {stepLabel_, epochLabel_, speedLabel_, etaLabel_}) statusBar()->addPermanentWidget(l);
     setState(tr("Ready"));
 
+    // Runs of several processes: mpirun starts them, the window follows their folder.
+    launcher_ = new ProcessLauncher(this);
+    connect(launcher_, &ProcessLauncher::folderReady, this, &MainWindow::followRun);
+    connect(launcher_, &ProcessLauncher::finished, this, [this](int exitCode, const QString& error) {
+        if (exitCode != 0) {
+            follower_.reset();
+            setState(tr("The processes failed"), error);
+            showError(error);
+        } else if (!follower_ && !stateText().startsWith(tr("Followed run"))) {
+            setState(stopping_ ? tr("Stopped before training") : tr("The processes ended"));  // no folder to follow
+        }
+        updateActions();
+        runs_->refresh();
+    });
     worker_ = new EngineWorker;
     worker_->moveToThread(&thread_);
     connect(&thread_, &QThread::finished, worker_, &QObject::deleteLater);
@@ -424,14 +439,16 @@ ScalingLab* MainWindow::openScalingLab(const QString& sweepFolder) {
 }
 
 void MainWindow::updateActions() {
-    startAct_->setEnabled(!running_ && valid_);
+    // A run of several processes is followed: it stops (through mpirun) but does not pause.
+    const bool processes = launcher_ && launcher_->running();
+    startAct_->setEnabled(!running_ && !processes && valid_);
     startAct_->setToolTip(valid_ || running_ ? tr("Start training with this experiment (Ctrl+R)")
                                              : tb::ui::wrappedToolTip(tr("Cannot start: %1").arg(experiment_->problem())));
     pauseAct_->setEnabled(running_);
     pauseAct_->setText(paused_ ? tr("&Resume") : tr("&Pause"));
-    stepAct_->setEnabled(running_ || valid_);
-    stopAct_->setEnabled(running_);
-    experiment_->setEnabled(!running_);
+    stepAct_->setEnabled(!processes && (running_ || valid_));
+    stopAct_->setEnabled(running_ || processes);
+    experiment_->setEnabled(!running_ && !processes);
     const QString why = running_ ? QString() : experiment_->problemHtml();
     problem_->setText(why.isEmpty() ? QString() : tr("Cannot start: %1").arg(why));
     problem_->setVisible(!why.isEmpty());
@@ -455,7 +472,8 @@ void MainWindow::configChanged(const tb::RunConfig& c, bool valid) {
             for (const auto& info : net.paramInfos()) variableSizes_ << info.shape.numel();
             paramsModel_ = QString::fromStdString(c.model);
         }
-        diagram_->setModel(PlacementModel::fromPlan(catalog_.makePlan(c), variableSizes_));
+        diagram_->setModel(PlacementModel::fromPlan(catalog_.makePlan(c), variableSizes_)
+                               .acrossProcesses(experiment_->processes(), c.psTasks, c.batchPerTower > 0));
     } catch (const std::exception& e) {
         setState(tr("Ready"), QString::fromUtf8(e.what()));
     }
@@ -546,9 +564,14 @@ void MainWindow::launch(bool startPaused, const QString& resumeDir) {
                      "Stop the sweep first."));
         return;
     }
+    if (launcher_->running()) return;
     follower_.reset();  // a run of this window's own takes the views
     const tb::RunConfig c = experiment_->config();
     QSettings().setValue("experiment/last", QByteArray::fromStdString(c.toJson().dump()));
+    if (experiment_->processes() > 1) {
+        launchProcesses(c);
+        return;
+    }
     const tb::DeploymentPlan plan = catalog_.makePlan(c);  // tb::makePlan's, on a real catalog
     pendingTowers_.clear();
     for (const auto& d : plan.towers) pendingTowers_ << QString::fromStdString(d.str());
@@ -563,6 +586,22 @@ void MainWindow::launch(bool startPaused, const QString& resumeDir) {
     worker_->expectRun();
     if (startPaused) worker_->stepOnce();  // kept for the run: it starts paused and takes one step
     emit runRequested(c, resumeDir);
+}
+
+QString MainWindow::launchedFolder() const { return launcher_->folder(); }
+
+bool MainWindow::processesRunning() const { return launcher_->running(); }
+
+void MainWindow::launchProcesses(const tb::RunConfig& c) {
+    const int n = experiment_->processes();
+    if (const QString why = launcher_->start(c, n, experiment_->hostfile()); !why.isEmpty()) {
+        showError(why);
+        return;
+    }
+    summary_->hide();
+    stopping_ = false;
+    setState(tr("Starting %1 processes…").arg(n), launcher_->commandLine());
+    updateActions();
 }
 
 void MainWindow::togglePause() {
@@ -587,6 +626,12 @@ void MainWindow::stepOnce() {
 }
 
 void MainWindow::stop() {
+    if (launcher_->running()) {  // mpirun passes the signal on: the first stops after the step, the second kills
+        setState(stopping_ ? tr("Ending the processes…") : tr("Stopping the processes after the step in progress…"));
+        stopping_ = true;
+        launcher_->stop();
+        return;
+    }
     if (!running_) return;
     // The first Stop ends training within a step and the run then reports its test accuracy; a
     // second Stop skips that final evaluation too.
@@ -745,7 +790,7 @@ void MainWindow::showEvent(QShowEvent* e) {
 }
 
 void MainWindow::closeEvent(QCloseEvent* e) {
-    if (running_) {
+    if (running_ || launcher_->running()) {
         const bool quit = confirmQuit_ ? confirmQuit_() : QMessageBox::question(
             this, tr("Quit Towerbench?"),
             tr("A run is in progress (step %1 of %2). Quitting stops it without the final evaluation, and its "

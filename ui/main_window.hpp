@@ -30,6 +30,7 @@ class ScalingLab;
 class LessonPanel;
 class SyncAsyncLesson;
 class RunFollower;
+class ProcessLauncher;
 class ChartsPanel;
 class DevicesPanel;
 class PredictionsPanel;
@@ -98,6 +99,8 @@ public slots:
     // Shows a run that another process is writing in `folder`, live, until it ends.
     void followRun(const QString& folder);
     bool following() const { return follower_ != nullptr; }
+    QString launchedFolder() const;  // the folder of the last run of several processes started here
+    bool processesRunning() const;   // mpirun has not ended yet (it may outlive the run's last line)
     void togglePause();
     void stepOnce();   // paused: one more step; with no run: starts one paused at step one
     void stop();
@@ -119,6 +122,7 @@ private:
     void updateActions();
     void configChanged(const tb::RunConfig& c, bool valid);
     void launch(bool paused, const QString& resumeDir = {});
+    void launchProcesses(const tb::RunConfig& c);  // several processes through mpirun, followed
     void showSteps(const std::vector<tb::StepMetrics>& steps);  // a run's steps into every view
     void setState(const QString& text, const QString& detail = {});
     void showStepsTaken();
@@ -139,6 +143,7 @@ private:
     DecisionView* decision_;
     RunsPanel* runs_;
     std::unique_ptr<RunFollower> follower_;  // a folder followed live; none while this window trains
+    ProcessLauncher* launcher_ = nullptr;    // a run of several processes started from here
     DevicesPanel* devices_;
     PredictionsPanel* predictions_;
     ScalingLab* lab_ = nullptr;

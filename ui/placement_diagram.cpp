@@ -74,6 +74,43 @@ PlacementModel PlacementModel::fromPlan(const tb::DeploymentPlan& plan, const QV
     return m;
 }
 
+PlacementModel PlacementModel::acrossProcesses(int processes, int servers, bool batchPerTowerGiven) const {
+    PlacementModel m = *this;
+    m.processes = std::max(1, processes);
+    m.serverProcesses = std::clamp(servers, 0, m.processes - 1);
+    const int workers = m.processes - m.serverProcesses;
+    if (m.processes == 1) return m;
+    m.towers.clear();
+    for (int w = 0; w < workers; ++w)
+        for (Tower t : towers) {
+            t.process = m.serverProcesses + w;
+            if (!batchPerTowerGiven) t.batch = std::max(1, t.batch / workers);
+            m.towers.push_back(t);
+        }
+    if (m.serverProcesses > 0) {  // the variables' shards are the server processes
+        m.links = Links::Shards;
+        m.psShards = m.serverProcesses;
+        m.holder = m.serverProcesses == 1 ? QObject::tr("a parameter-server process")
+                                          : QObject::tr("%1 parameter-server processes").arg(m.serverProcesses);
+    }
+    return m;
+}
+
+QVector<PlacementModel::DeviceGroup> PlacementModel::processFrames() const {
+    QVector<DeviceGroup> frames;
+    if (processes == 1) return frames;
+    for (int i = 0; i < towers.size();) {
+        int j = i + 1;
+        while (j < towers.size() && towers[j].process == towers[i].process) ++j;
+        const int rank = towers[i].process;
+        frames.push_back({rank == serverProcesses ? QObject::tr("process %1 (chief)").arg(rank)
+                                                  : QObject::tr("process %1").arg(rank),
+                          i, j - i});
+        i = j;
+    }
+    return frames;
+}
+
 int PlacementModel::arrowCount() const {
     const int n = int(towers.size());
     const int moving = int(std::count_if(towers.begin(), towers.end(), [](const Tower& t) { return !t.local; }));
@@ -144,8 +181,8 @@ QString PlacementModel::linkLabel(int tower) const {
 }
 
 int PlacementModel::distinctDevices() const {
-    QSet<QString> devices;
-    for (const Tower& t : towers) devices.insert(t.device);
+    QSet<QString> devices;  // a device of each process: processes run on machines of their own
+    for (const Tower& t : towers) devices.insert(QString::number(t.process) + QLatin1Char('/') + t.device);
     return int(devices.size());
 }
 
@@ -173,7 +210,7 @@ QVector<PlacementModel::DeviceGroup> PlacementModel::sharedDevices() const {
     QVector<DeviceGroup> groups;
     for (int i = 0; i < towers.size();) {
         int j = i + 1;
-        while (j < towers.size() && towers[j].device == towers[i].device) ++j;
+        while (j < towers.size() && towers[j].device == towers[i].device && towers[j].process == towers[i].process) ++j;
         if (j - i > 1) groups.push_back({towers[i].device, i, j - i});
         i = j;
     }
@@ -322,7 +359,8 @@ void PlacementDiagram::paintEvent(QPaintEvent*) {
     // The row of towers, centred, wider gaps for the ring's arrows between neighbours and for
     // the frames around towers that share a device.
     const QVector<PlacementModel::DeviceGroup> groups = model_.sharedDevices();
-    const double gap = (ring ? 36 : groups.isEmpty() ? 14 : 22) * scale;
+    const QVector<PlacementModel::DeviceGroup> machines = model_.processFrames();
+    const double gap = (ring ? 36 : groups.isEmpty() && machines.isEmpty() ? 14 : 22) * scale;
     const double boxW = std::max(8.0, std::min((area.width() - gap * (n - 1)) / n, 170 * scale));
     const double rowLeft = area.center().x() - (n * boxW + (n - 1) * gap) / 2;
     auto towerRect = [&](int i) { return QRectF(rowLeft + i * (boxW + gap), towerTop, boxW, towerH); };
@@ -363,7 +401,9 @@ void PlacementDiagram::paintEvent(QPaintEvent*) {
         const int s = model_.psShards;
         const QRectF title(area.left(), holderTop, area.width(), lineH * 1.2);
         p.setPen(text);
-        p.drawText(title, Qt::AlignCenter, tr("Variables on %1 \u2014 %2 in %3 shards").arg(model_.holder, size).arg(s));
+        p.drawText(title, Qt::AlignCenter,
+                   model_.serverProcesses > 0 ? tr("Variables on %1, apart \u2014 %2").arg(model_.holder, size)
+                                              : tr("Variables on %1 \u2014 %2 in %3 shards").arg(model_.holder, size).arg(s));
         const double sGap = 10 * scale;
         shardTop = title.bottom() + 2 * scale;
         const double rowW = area.width() * 0.8;
@@ -376,7 +416,7 @@ void PlacementDiagram::paintEvent(QPaintEvent*) {
             p.setPen(QPen(faint, staticW));
             p.drawRoundedRect(r, 4 * scale, 4 * scale);
             // What round-robin dealing gave this shard, where the model's variables are known.
-            QString what = QStringLiteral("ps %1").arg(j);
+            QString what = model_.serverProcesses > 0 ? tr("process %1").arg(j) : QStringLiteral("ps %1").arg(j);
             if (!model_.variableSizes.isEmpty())
             {
                 const int k = model_.shardVariables(j);
@@ -387,7 +427,8 @@ void PlacementDiagram::paintEvent(QPaintEvent*) {
             p.drawText(r.adjusted(2, 0, -2, 0), Qt::AlignCenter, what);
         }
     } else {
-        const QString title = tr("Variables on %1 \u2014 %2").arg(model_.holder, size);
+        const QString title = model_.processes > 1 ? tr("Variables on %1 in every process \u2014 %2").arg(model_.holder, size)
+                                                   : tr("Variables on %1 \u2014 %2").arg(model_.holder, size);
         const double w = std::clamp(fm.horizontalAdvance(title) + 28 * scale, area.width() * 0.35, area.width() * 0.6);
         holder = QRectF(area.center().x() - w / 2, holderTop, w, holderH);
         p.setPen(QPen(faint, staticW));
@@ -523,6 +564,19 @@ void PlacementDiagram::paintEvent(QPaintEvent*) {
         // which meet the towers in their middle.
         label(QRectF(frame.left() + 8 * scale, frame.top() - lineH / 2, frame.width() - 16 * scale, lineH),
               Qt::AlignLeft | Qt::AlignVCenter, g.device, text);
+    }
+
+    // --- machine boxes: each process's towers, solid, titled below as a machine's label ---------------
+    for (const PlacementModel::DeviceGroup& g : machines) {
+        const double pad = 9 * scale;
+        const QRectF frame = towerRect(g.first)
+                                 .united(towerRect(g.first + g.count - 1))
+                                 .adjusted(-pad, -pad, pad, markH * 0.2 + pad);
+        p.setPen(QPen(text, staticW));
+        p.setBrush(Qt::NoBrush);
+        p.drawRoundedRect(frame, 3 * scale, 3 * scale);
+        label(QRectF(frame.left(), frame.bottom() - lineH / 2, frame.width(), lineH), Qt::AlignCenter,
+              fm.elidedText(g.device, Qt::ElideRight, frame.width()), text);
     }
 
     // --- the towers -------------------------------------------------------------------------------

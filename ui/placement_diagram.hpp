@@ -21,6 +21,7 @@ struct PlacementModel {
         int batch = 0;       // examples per step
         double slowdown = 1; // > 1: an injected straggler
         bool local = false;  // on the holder's own device: reads the variables in place, nothing moves
+        int process = 0;     // processes: the rank of the process (machine) the tower runs in
         bool operator==(const Tower&) const = default;  // without it the model's == is deleted
     };
     enum class Links { HolderArrows, Ring, Shards };
@@ -38,10 +39,20 @@ struct PlacementModel {
     int psShards = 1;
     int64_t paramCount = 0;  // P: the variables are P x 4 bytes
     QVector<int64_t> variableSizes;  // elements of each variable (tensor) in the model's order; may be empty
+    // Processes (mpirun): `processes` ranks in all, the first `serverProcesses` of them holding the
+    // variables' shards (drawn apart, as the shards), each other one a machine box around its
+    // towers (the plan's towers, repeated per process).
+    int processes = 1;
+    int serverProcesses = 0;
 
     static PlacementModel fromPlan(const tb::DeploymentPlan& plan, int64_t paramCount);
     // The same knowing each variable's size (Network::paramInfos()), so shards can be sized.
     static PlacementModel fromPlan(const tb::DeploymentPlan& plan, const QVector<int64_t>& variableSizes);
+    // The same plan run by `processes` processes (--ps-tasks `servers` of them); a global batch
+    // (batchPerTowerGiven false) is split over the worker processes too.
+    PlacementModel acrossProcesses(int processes, int servers, bool batchPerTowerGiven) const;
+    // Processes: the towers of each worker process, framed as its machine ("process 1 (chief)").
+    QVector<DeviceGroup> processFrames() const;
     double variablesMB() const { return double(paramCount) * 4.0 / 1e6; }
     // Arrows the diagram draws: 2 per tower off the holder's device (parameters out, gradients
     // back), to the holder or, with shards (asynchronous updates, where shards have locks of
@@ -71,7 +82,7 @@ struct PlacementModel {
     int distinctDevices() const;
     double ringBytesPerDevice() const;
     QString ringLabel() const;           // "all-reduce: 19.7 MB per GPU per step (2(D−1)/D × P × 4, D = 4)"
-    QVector<DeviceGroup> sharedDevices() const;  // groups of 2 or more
+    QVector<DeviceGroup> sharedDevices() const;  // groups of 2 or more, within one process
     bool operator==(const PlacementModel&) const = default;
 };
 

@@ -33,8 +33,8 @@ struct StepMetrics {
     double elapsedSeconds = 0;     // since training started
     std::vector<TowerMetrics> towers;
     int64_t bytesMoved = 0;        // gradients / parameters moved to and from the synchronisation point
-    int64_t processBytes = -1;     // processes (mpirun): bytes process 0 sent and received to and from the
-                                   // others this step (ProcessGroup's definition); -1: a run of one process
+    int64_t processBytes = -1;     // processes (mpirun): bytes the chief sent to the others this step
+                                   // (ProcessGroup's definition); -1: a run of one process
     int pusher = -1;               // async: the tower whose update this was
     int64_t staleness = -1;        // async: updates applied by other towers since it pulled
     int64_t examples = 0;          // examples this report trained on (async: the pusher's batch)

@@ -70,22 +70,28 @@ std::string RunFolder::runsRoot() {
     return std::string(home && *home ? home : ".") + "/.local/share/towerbench/runs";
 }
 
+std::string RunFolder::claimNewFolder(const RunConfig& config) {
+    // The name is claimed by making the folder (not by seeing it free), so two runs started
+    // in the same second (a sweep, the window beside a command line) never share one.
+    const std::string base =
+        runsRoot() + "/" + utcText("%Y%m%d-%H%M%S") + "-" + slug(config.model) + "-" + slug(config.data);
+    std::error_code ec;
+    fs::create_directories(runsRoot(), ec);
+    if (ec) throw Error(runsRoot() + ": cannot create the runs folder (" + ec.message() + ")");
+    std::string path = base;
+    for (int i = 2; !fs::create_directory(path, ec); ++i) {
+        if (ec) throw Error(path + ": cannot create (" + ec.message() + ")");
+        path = base + "-" + std::to_string(i);
+    }
+    return path;
+}
+
 std::unique_ptr<RunFolder> RunFolder::create(const RunConfig& config, const std::string& dir) {
     std::string path = dir;
     std::error_code ec;
     bool claimed = false;
     if (path.empty()) {
-        // The name is claimed by making the folder (not by seeing it free), so two runs started
-        // in the same second (a sweep, the window beside a command line) never share one.
-        const std::string base = runsRoot() + "/" + utcText("%Y%m%d-%H%M%S") + "-" + slug(config.model) + "-" +
-                                 slug(config.data);
-        fs::create_directories(runsRoot(), ec);
-        if (ec) throw Error(runsRoot() + ": cannot create the runs folder (" + ec.message() + ")");
-        path = base;
-        for (int i = 2; !fs::create_directory(path, ec); ++i) {
-            if (ec) throw Error(path + ": cannot create (" + ec.message() + ")");
-            path = base + "-" + std::to_string(i);
-        }
+        path = claimNewFolder(config);
         claimed = true;
     } else if (fs::exists(fs::path(path) / "run.json", ec)) {
         throw Error("--run-dir: " + path + " already holds a run; continue it with --resume " + path +

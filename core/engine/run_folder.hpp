@@ -40,6 +40,9 @@ public:
     // A new run's folder: `dir` (created; refused when it already holds a run), or a fresh one
     // under runsRoot() named after the time, model and data ("20261126-051700-mnist_cnn-fashion-mnist").
     static std::unique_ptr<RunFolder> create(const RunConfig& config, const std::string& dir = {});
+    // Such a fresh folder, made (empty) and returned, for a run another program writes into it
+    // (the window's runs of several processes: towerbench-run --run-dir).
+    static std::string claimNewFolder(const RunConfig& config);
     // An existing run's folder, to continue it (--resume).
     static std::unique_ptr<RunFolder> reopen(const std::string& dir);
     // The settings a resumed run starts from: the folder's config.json, naming its model.json.

@@ -94,6 +94,15 @@ nlohmann::json RunSummary::toJson() const {
     return j;
 }
 
+void checkProcessRoles(const RunConfig& c, int processes) {
+    if (c.psTasks > 0 && processes == 1)
+        throw Error("--ps-tasks: parameter servers are processes of their own; start the run with mpirun -np N, N "
+                    "more than " + std::to_string(c.psTasks));
+    if (c.psTasks >= processes)
+        throw Error("--ps-tasks: " + std::to_string(c.psTasks) + " parameter-server processes leave no worker among the " +
+                    std::to_string(processes) + " processes (mpirun -np must be more than --ps-tasks)");
+}
+
 int chiefProcess(const RunConfig& config, int processes) { return config.psTasks < processes ? config.psTasks : 0; }
 
 int cpuTowerSlots() { return std::max(8, 4 * int(std::max(1u, std::thread::hardware_concurrency()))); }
@@ -444,12 +453,7 @@ RunSummary Trainer::execute(ObserverHub& hub) {
     // and the global --batch is split over them; each makes its plan for its share.
     const int processCount = processes_ ? processes_->size() : 1;
     if (processes_) checkSameSettings(*processes_, c);
-    if (c.psTasks > 0 && !processes_)
-        throw Error("--ps-tasks: parameter servers are processes of their own; start the run with mpirun -np N, N "
-                    "more than " + std::to_string(c.psTasks));
-    if (c.psTasks >= processCount)
-        throw Error("--ps-tasks: " + std::to_string(c.psTasks) + " parameter-server processes leave no worker among the " +
-                    std::to_string(processCount) + " processes (mpirun -np must be more than --ps-tasks)");
+    checkProcessRoles(c, processCount);
     // Processes: the servers (--ps-tasks), then the workers, the first of which is the chief.
     const int workers = processCount - c.psTasks;
     const int chief = chiefProcess(c, processCount);
@@ -587,7 +591,7 @@ RunSummary Trainer::execute(ObserverHub& hub) {
     // A pass over a split; nothing (and nothing reported) when `cancelled` cuts it short.
     auto evalWith = [&](const Dataset& d, const std::string& split, int64_t step,
                         const CancelCheck& cancelled) -> std::optional<EvalResult> {
-        if (!leader) return std::nullopt;  // process 0 evaluates for all (the variables are equal)
+        if (!leader) return std::nullopt;  // the chief evaluates for all (the variables are equal)
         const auto e0 = Clock::now();
         Network& en = towers.evalNetwork();
         if (ema) {
@@ -653,7 +657,7 @@ RunSummary Trainer::execute(ObserverHub& hub) {
     std::vector<double> busy(size_t(n), 0.0);
     double reduceApply = 0, stepTime = 0, staleness = 0;
     int64_t stalenessCount = 0;
-    bool recordedOne = false;
+    int64_t firstRecorded = -1;  // the step of the first report (async workers of servers: others' updates before it)
     int64_t step = resumeStep;
     const int64_t firstStep = resumeStep;
     const auto start = Clock::now();
@@ -688,8 +692,8 @@ RunSummary Trainer::execute(ObserverHub& hub) {
         reduceApply += worst;
         stepTime += m.stepSeconds;
         if (m.staleness >= 0) staleness += double(m.staleness), ++stalenessCount;
-        if (!recordedOne) {
-            recordedOne = true;
+        if (firstRecorded < 0) {
+            firstRecorded = m.step;
             afterFirst = now;
             heldBeforeSecond = control_.heldSeconds();
         }
@@ -780,6 +784,7 @@ RunSummary Trainer::execute(ObserverHub& hub) {
                     v.backend->synchronize(v.stream);
                 }
                 StepMetrics m = toMetrics(r, each);
+                const int64_t before = step;
                 if (psAsync) {
                     votedStop = r.last;
                     if (!r.applied) {  // pushed after the run's last update: not part of it
@@ -796,7 +801,8 @@ RunSummary Trainer::execute(ObserverHub& hub) {
                     ++step;
                 }
                 record(m);
-                evalDue |= c.evalEvery > 0 && step % c.evalEvery == 0 && step < total;
+                // From each multiple of K on (async workers of servers count every worker's updates).
+                evalDue |= c.evalEvery > 0 && step / c.evalEvery > before / c.evalEvery && step < total;
             }
             bool best = false;
             if (evalDue) {
@@ -880,8 +886,8 @@ RunSummary Trainer::execute(ObserverHub& hub) {
     sum.epochs = double(step) * double(globalPerStep) / double(data.train.size());
     const int64_t trained = step - firstStep;  // this session's steps (a resumed run's, since the checkpoint)
     sum.examplesPerSec = sum.trainSeconds > 0 ? double(trained) * double(globalPerStep) / sum.trainSeconds : 0;
-    if (trained > 1 && steadySeconds > 0)
-        sum.steadyExamplesPerSec = double(trained - 1) * double(globalPerStep) / steadySeconds;
+    if (firstRecorded >= 0 && step > firstRecorded && steadySeconds > 0)
+        sum.steadyExamplesPerSec = double(step - firstRecorded) * double(globalPerStep) / steadySeconds;
     for (double b : busy) sum.towerBusy.push_back(sum.trainSeconds > 0 ? std::min(1.0, b / sum.trainSeconds) : 0);
     sum.reduceApplyFraction = stepTime > 0 ? reduceApply / stepTime : 0;
     if (stalenessCount > 0) sum.meanStaleness = staleness / double(stalenessCount);

@@ -65,6 +65,8 @@ int cpuTowerSlots();
 // The process of `processes` that writes the run's folder and evaluates: process 0, or with
 // --ps-tasks P the first worker, process P (TensorFlow's chief is worker 0, not a ps task).
 int chiefProcess(const RunConfig& config, int processes);
+// Refuses --ps-tasks that leave no worker among `processes` (or need mpirun), in one sentence.
+void checkProcessRoles(const RunConfig& config, int processes);
 
 class Trainer {
 public:

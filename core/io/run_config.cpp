@@ -211,6 +211,7 @@ void RunConfig::validate() const {
     require(threads >= 0 && threads <= 1024, "--threads: must be between 0 (all cores) and 1024");
     require(transfers == "auto" || transfers == "copies" || transfers == "nccl",
             "--transfers: '" + transfers + "' is not auto, copies or nccl");
+    require(psTasks >= 0 && psTasks <= 4096, "--ps-tasks: must be between 0 (no parameter-server processes) and 4096");
     require(checkpointEvery >= 0, "--checkpoint-every: must not be negative");
     require(checkpointMinutes >= 0 && checkpointMinutes <= 1e6, "--checkpoint-minutes: must be between 0 and 1e6");
     require(keepCheckpoints >= 1 && keepCheckpoints <= 1000, "--keep-checkpoints: must be between 1 and 1000");

@@ -2,9 +2,11 @@
 // mpirun; parameter_server_task.hpp). The worker's towers meet on the host first, as the seeds'
 // towers meet on the CPU (their mean, counted as the holder mean counts it); then per step the
 // worker sends each server its shard of that mean (shard x 4 bytes, counted by the process
-// group) and receives the shard's variables, which its towers read at the next step.
+// group, with a 24-byte header) and receives the shard's variables, which its towers read at the
+// next step.
 #include <algorithm>
 #include <chrono>
+#include <exception>
 
 #include "parallel/strategies.hpp"
 #include "util/error.hpp"
@@ -23,7 +25,14 @@ ParameterServerProcesses::ParameterServerProcesses(const StrategySetup& s)
       processes_(*s.processes),
       layout_(*s.replicas[0].net, s.plan.psTasks),
       async_(s.plan.update == UpdateMode::Async),
-      chief_(s.processes->rank() == s.plan.psTasks) {}
+      chief_(s.processes->rank() == s.plan.psTasks),
+      pushes_(size_t(layout_.tasks())),
+      replies_(size_t(layout_.tasks())) {
+    for (int k = 0; k < layout_.tasks(); ++k) {
+        pushes_[size_t(k)].resize(layout_.count(k));
+        replies_[size_t(k)].resize(layout_.count(k));
+    }
+}
 
 std::string ParameterServerProcesses::name() const {
     const int p = layout_.tasks();
@@ -33,9 +42,16 @@ std::string ParameterServerProcesses::name() const {
 
 void ParameterServerProcesses::afterCompute(int rank, int64_t step, TowerPhases& ph) {
     auto t0 = Clock::now();
-    const float* grads = comm_->reduceToHolder(rank, replicas_[size_t(rank)].net->grads(), mean_.data(),
-                                               size_t(count_), ReduceOp::Mean);
+    const float* grads = nullptr;
+    std::exception_ptr failed;  // still meet the other towers at the barrier, then fail
+    try {
+        grads = comm_->reduceToHolder(rank, replicas_[size_t(rank)].net->grads(), mean_.data(), size_t(count_),
+                                      ReduceOp::Mean);
+    } catch (...) {
+        failed = std::current_exception();
+    }
     comm_->barrier(rank);  // every tower's chunk of the mean is made
+    if (failed) std::rethrow_exception(failed);
     const double waited = comm_->takeWaitSeconds(rank);
     ph.wait += waited;
     ph.reduce += since(t0) - waited;
@@ -48,56 +64,47 @@ void ParameterServerProcesses::afterCompute(int rank, int64_t step, TowerPhases&
 
 void ParameterServerProcesses::pushAndPull(const float* grads, int64_t step) {
     const int p = layout_.tasks();
-    std::vector<ShardMessage<PushHeader>> pushes(static_cast<size_t>(p));
-    std::vector<ShardMessage<ReplyHeader>> replies(static_cast<size_t>(p));
     std::vector<ProcessGroup::Message> sends, receives;
     for (int s = 0; s < p; ++s) {
-        pushes[size_t(s)].resize(layout_.count(s));
-        replies[size_t(s)].resize(layout_.count(s));
-        PushHeader& h = pushes[size_t(s)].header();
+        PushHeader h;
         h.step = step;
         h.total = total_;
         h.stop = stopAsked_ ? 1 : 0;
-        layout_.pack(s, grads, pushes[size_t(s)].floats());
-        sends.push_back({s, kPushTag, pushes[size_t(s)].bytes.data(), pushes[size_t(s)].bytes.size()});
-        receives.push_back({s, kReplyTag, replies[size_t(s)].bytes.data(), replies[size_t(s)].bytes.size()});
+        pushes_[size_t(s)].setHeader(h);
+        layout_.pack(s, grads, pushes_[size_t(s)].floats());
+        sends.push_back(pushes_[size_t(s)].to(s, kPushTag));
+        receives.push_back(replies_[size_t(s)].to(s, kReplyTag));
     }
     processes_.exchange(sends, receives);
     ServerReply r;
-    r.update = replies[0].header().update;
-    r.lr = replies[0].header().lr;
+    r.update = replies_[0].header().update;
+    r.lr = replies_[0].header().lr;
+    std::vector<ProcessGroup::Message> byes;
     for (int s = 0; s < p; ++s) {
-        const ReplyHeader& h = replies[size_t(s)].header();
+        const ReplyHeader h = replies_[size_t(s)].header();
         r.staleness = std::max(r.staleness, h.staleness);
         r.applied = r.applied && h.applied;
         r.last = r.last || h.last;
-        layout_.unpack(s, replies[size_t(s)].floats(), params_.data());
+        layout_.unpack(s, replies_[size_t(s)].floats(), params_.data());
+        if (!h.last) byes.push_back({s, kByeTag, nullptr, 0});
     }
     // Servers that count their updates in another order may not have said `last` yet: they
     // hear that this worker pushes no more.
-    if (r.last) {
-        std::vector<ProcessGroup::Message> byes;
-        for (int s = 0; s < p; ++s)
-            if (!replies[size_t(s)].header().last) byes.push_back({s, kByeTag, nullptr, 0});
-        processes_.exchange(byes, {});
-    }
+    if (r.last) processes_.exchange(byes, {});
     reply_ = r;
 }
 
 std::optional<int64_t> ParameterServerProcesses::endTraining() {
     if (!chief_) return std::nullopt;
     const int p = layout_.tasks();
-    std::vector<ShardMessage<ReplyHeader>> finals(static_cast<size_t>(p));
     std::vector<ProcessGroup::Message> receives;
-    for (int s = 0; s < p; ++s) {
-        finals[size_t(s)].resize(layout_.count(s));
-        receives.push_back({s, kFinalTag, finals[size_t(s)].bytes.data(), finals[size_t(s)].bytes.size()});
-    }
+    for (int s = 0; s < p; ++s) receives.push_back(replies_[size_t(s)].to(s, kFinalTag));  // a final is a reply's size
     processes_.exchange({}, receives);
     int64_t updates = 0;  // the servers' updates (each counts its own: the least is the run's)
     for (int s = 0; s < p; ++s) {
-        layout_.unpack(s, finals[size_t(s)].floats(), params_.data());
-        updates = s == 0 ? finals[0].header().update : std::min(updates, finals[size_t(s)].header().update);
+        layout_.unpack(s, replies_[size_t(s)].floats(), params_.data());
+        const int64_t u = replies_[size_t(s)].header().update;
+        updates = s == 0 ? u : std::min(updates, u);
     }
     return updates;
 }

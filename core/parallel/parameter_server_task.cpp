@@ -98,9 +98,11 @@ void ParameterServerTask::serve(const std::function<bool()>& afterStep) {
 void ParameterServerTask::finish() {
     ShardMessage<ReplyHeader> final;
     final.resize(layout_.count(shard_));
-    final.header().update = update_;
+    ReplyHeader h;
+    h.update = update_;
+    final.setHeader(h);
     std::memcpy(final.floats(), holder_->params.data(), layout_.count(shard_) * sizeof(float));
-    processes_.exchange({{layout_.tasks(), kFinalTag, final.bytes.data(), final.bytes.size()}}, {});
+    processes_.exchange({final.to(layout_.tasks(), kFinalTag)}, {});
 }
 
 // Every worker's gradients of one step (in the order of the workers, so that every run sums them
@@ -112,19 +114,19 @@ void ParameterServerTask::serveSync(const std::function<bool()>& afterStep) {
     std::vector<ProcessGroup::Message> receives;
     for (int w = 0; w < workers_; ++w) {
         pushes[size_t(w)].resize(count);
-        receives.push_back({first + w, kPushTag, pushes[size_t(w)].bytes.data(), pushes[size_t(w)].bytes.size()});
+        receives.push_back(pushes[size_t(w)].to(first + w, kPushTag));
     }
     ShardMessage<ReplyHeader> reply;
     reply.resize(count);
     std::vector<ProcessGroup::Message> sends;
-    for (int w = 0; w < workers_; ++w) sends.push_back({first + w, kReplyTag, reply.bytes.data(), reply.bytes.size()});
+    for (int w = 0; w < workers_; ++w) sends.push_back(reply.to(first + w, kReplyTag));
     float* mean = holder_->mean.data();
     for (;;) {
         processes_.exchange({}, receives);
-        const PushHeader& h0 = pushes[0].header();
+        const PushHeader h0 = pushes[0].header();
         std::memset(mean, 0, count * sizeof(float));
         for (int w = 0; w < workers_; ++w) {
-            const PushHeader& h = pushes[size_t(w)].header();
+            const PushHeader h = pushes[size_t(w)].header();
             if (h.step != h0.step || h.step != update_)
                 throw Error("--ps-tasks: worker " + std::to_string(first + w) + " sent the gradients of step " +
                             std::to_string(h.step) + " where step " + std::to_string(update_) + " was due");
@@ -133,11 +135,12 @@ void ParameterServerTask::serveSync(const std::function<bool()>& afterStep) {
         }
         const float scale = 1.0f / float(workers_);
         for (size_t i = 0; i < count; ++i) mean[i] *= scale;
-        reply.header() = apply(mean, h0.total, false);  // a stop asked for is voted on after the step
+        const ReplyHeader r = apply(mean, h0.total, false);  // a stop asked for is voted on after the step
+        reply.setHeader(r);
         std::memcpy(reply.floats(), holder_->params.data(), count * sizeof(float));
         processes_.exchange(sends, {});
         const bool voted = afterStep();
-        if (reply.header().last || voted) return;
+        if (r.last || voted) return;
     }
 }
 
@@ -170,13 +173,14 @@ void ParameterServerTask::serveAsync() {
             throw Error("--ps-tasks: server " + std::to_string(shard_) + " received " + std::to_string(m.bytes) +
                         " bytes tagged " + std::to_string(m.tag) + " from process " + std::to_string(m.peer) +
                         " where a push of " + std::to_string(push.bytes.size()) + " bytes was due");
-        processes_.receive({m.peer, kPushTag, push.bytes.data(), push.bytes.size()});
+        processes_.receive(push.to(m.peer, kPushTag));
         const int64_t staleness = update_ - answered[size_t(w)];
-        ReplyHeader r = apply(push.floats(), push.header().total, push.header().stop != 0);
+        const PushHeader h = push.header();
+        ReplyHeader r = apply(push.floats(), h.total, h.stop != 0);
         r.staleness = staleness;
-        reply.header() = r;
+        reply.setHeader(r);
         std::memcpy(reply.floats(), holder_->params.data(), count * sizeof(float));
-        processes_.exchange({{m.peer, kReplyTag, reply.bytes.data(), reply.bytes.size()}}, {});
+        processes_.exchange({reply.to(m.peer, kReplyTag)}, {});
         answered[size_t(w)] = update_;
         if (r.last) {
             done[size_t(w)] = true;

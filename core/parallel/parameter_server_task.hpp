@@ -15,6 +15,8 @@
 #pragma once
 #include <cstddef>
 #include <cstdint>
+#include <cstring>
+#include <type_traits>
 #include <functional>
 #include <utility>
 #include <vector>
@@ -57,13 +59,21 @@ struct ReplyHeader {
 };
 enum MessageTag : int { kPushTag = 101, kReplyTag = 102, kByeTag = 103, kFinalTag = 104 };
 
-// Message buffers: a header, then a shard's floats.
+// Message buffers: a header, then a shard's floats (aligned: the header is a whole number of
+// floats, and the vector's storage is aligned for any scalar).
 template <class Header>
 struct ShardMessage {
+    static_assert(std::is_trivially_copyable_v<Header> && sizeof(Header) % alignof(float) == 0);
     std::vector<unsigned char> bytes;
     void resize(size_t floats) { bytes.assign(sizeof(Header) + floats * sizeof(float), 0); }
-    Header& header() { return *reinterpret_cast<Header*>(bytes.data()); }
+    Header header() const {
+        Header h;
+        std::memcpy(&h, bytes.data(), sizeof h);
+        return h;
+    }
+    void setHeader(const Header& h) { std::memcpy(bytes.data(), &h, sizeof h); }
     float* floats() { return reinterpret_cast<float*>(bytes.data() + sizeof(Header)); }
+    ProcessGroup::Message to(int peer, int tag) { return {peer, tag, bytes.data(), bytes.size()}; }
 };
 
 class ParameterServerTask {

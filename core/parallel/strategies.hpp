@@ -130,6 +130,8 @@ private:
     ProcessGroup& processes_;
     ShardLayout layout_;
     bool async_, chief_;
+    std::vector<ShardMessage<PushHeader>> pushes_;    // per server: this step's gradients of its shard
+    std::vector<ShardMessage<ReplyHeader>> replies_;  // per server: its answer (and, at the end, its final shard)
     int64_t total_ = 0;
     std::atomic<bool> stopAsked_{false};
     std::optional<ServerReply> reply_;

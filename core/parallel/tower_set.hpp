@@ -41,8 +41,10 @@ struct TowerStep {
     int pusher = -1;                    // async: the tower whose update this is
     int64_t staleness = -1;             // async: updates applied by others since it pulled
     bool averaged = false;              // averaging: the replicas were averaged after this step
-    // Parameter-server processes: whether the servers applied this push (not where it came after
-    // the run's last update), and whether they take no more (this process's training ends).
+    // Parameter-server processes: whether every server applied this push (not where it came after
+    // the run's last update; with several async servers, a push at the very end may reach some
+    // servers before their last update and others after it), and whether they take no more (this
+    // process's training ends).
     bool applied = true;
     bool last = false;
 };
