@@ -13,7 +13,7 @@ std::atomic<int> firstSignal{0};
 int wakeFd = -1;
 char secondLine[256];  // written by the handler on a second signal
 size_t secondLength = 0;
-constexpr int kSignals[2] = {SIGINT, SIGTERM};
+constexpr int kSignals[3] = {SIGINT, SIGTERM, SIGUSR1};
 
 extern "C" void onStopSignal(int sig) {
     int expected = 0;
@@ -27,7 +27,9 @@ extern "C" void onStopSignal(int sig) {
 }
 }  // namespace
 
-const char* StopSignals::name(int signal) { return signal == SIGINT ? "SIGINT" : signal == SIGTERM ? "SIGTERM" : "signal"; }
+const char* StopSignals::name(int signal) {
+    return signal == SIGINT ? "SIGINT" : signal == SIGTERM ? "SIGTERM" : signal == SIGUSR1 ? "SIGUSR1" : "signal";
+}
 
 int StopSignals::received() const { return firstSignal.load(); }
 
@@ -43,7 +45,7 @@ StopSignals::StopSignals(const char* program, std::function<void(int)> onFirst) 
                                         "%s: signalled again: ending at once (no final evaluation, checkpoint or summary)\n",
                                         program));
     secondLength = std::min(secondLength, sizeof secondLine - 1);
-    for (int i = 0; i < 2; ++i) {
+    for (int i = 0; i < 3; ++i) {
         struct sigaction now = {};
         now.sa_handler = onStopSignal;
         sigemptyset(&now.sa_mask);
@@ -58,7 +60,7 @@ StopSignals::~StopSignals() {
     if (!thread_.joinable()) return;
     done_ = true;
     thread_.join();
-    for (int i = 0; i < 2; ++i)
+    for (int i = 0; i < 3; ++i)
         if (before_[i].sa_handler != SIG_IGN) sigaction(kSignals[i], &before_[i], nullptr);
     ::close(pipe_[0]);
     ::close(pipe_[1]);

@@ -60,6 +60,11 @@ int main(int argc, char** argv) {
         std::fprintf(stderr, "towerbench: %s: stopping the run after the step in progress, then closing "
                              "(again: end at once)\n", StopSignals::name(sig));
         QMetaObject::invokeMethod(&window, [&window] {
+            if (window.processesRunning()) {  // closing stops them after their step and waits for them
+                window.setQuitConfirmation([] { return true; });
+                window.close();
+                return;
+            }
             if (!window.running()) {
                 window.close();
                 return;

@@ -446,6 +446,14 @@ private slots:
         QCOMPARE(frames[0].device, QStringLiteral("process 1 (chief)"));
         QCOMPARE(frames[1].device, QStringLiteral("process 2"));
         QVERIFY(m.sharedDevices().isEmpty());  // cpu:0 of two machines is not one device
+        QCOMPARE(m.linkBytes(0), m.paramCount * 4);
+        QCOMPARE(m.bytesPerStep(), 2 * 2 * m.paramCount * 4);  // each worker's mean up, its shard down
+        e->towersBox()->setValue(2);  // two towers per worker: they meet on its host, one mean goes up
+        QCOMPARE(w.diagram()->model().towers.size(), 4);
+        QCOMPARE(w.diagram()->model().linkBytes(1), 0);
+        QCOMPARE(w.diagram()->model().bytesPerStep(), 2 * 2 * m.paramCount * 4);
+        QCOMPARE(w.diagram()->model().sharedDevices().size(), 0);
+        e->towersBox()->setValue(1);
         if (qEnvironmentVariableIsSet("TB_SHOT_DIR")) {  // to look at (the README's pictures come from tst_ui_screen)
             w.resize(1366, 768);
             w.show();
@@ -459,7 +467,11 @@ private slots:
         e->setConfig(c);
         e->processesBox()->setValue(2);
         QCOMPARE(w.diagram()->model().distinctDevices(), 2);
-        QVERIFY2(w.diagram()->model().ringLabel().startsWith("all-reduce: "), qPrintable(w.diagram()->model().ringLabel()));
+        QVERIFY2(w.diagram()->model().ringLabel().startsWith("all-reduce: ") &&
+                     w.diagram()->model().ringLabel().contains("per process"),
+                 qPrintable(w.diagram()->model().ringLabel()));
+        e->towersBox()->setValue(2);  // the ring is among the 2 processes, after each one's towers have met
+        QCOMPARE(w.diagram()->model().distinctDevices(), 2);
         if (qEnvironmentVariableIsSet("TB_SHOT_DIR"))
             QVERIFY(w.diagram()->grab().save(qEnvironmentVariable("TB_SHOT_DIR") + "/diagram-ring.png"));
     }
@@ -491,8 +503,16 @@ private slots:
         w.start();
         QTRY_VERIFY_WITH_TIMEOUT(w.lastError().startsWith("mpirun not found"), 5000);
         QVERIFY(!w.following());
+#ifndef TB_HAVE_MPI
+        qputenv("PATH", path);
+        QSKIP("this build has no MPI (the sanitizer builds leave it out): its towerbench-run refuses mpirun");
+#endif
 
         qputenv("PATH", programs + ":" + path);
+        e->hostfileBox()->setText("/nonexistent/hosts");
+        w.start();
+        QTRY_VERIFY_WITH_TIMEOUT(w.lastError().startsWith("Hostfile /nonexistent/hosts does not exist"), 5000);
+        e->hostfileBox()->clear();
         w.start();
         QTRY_VERIFY2_WITH_TIMEOUT(w.stateText() == QStringLiteral("Followed run finished"),
                                   qPrintable(w.stateText() + ": " + w.lastError()), 60000);
@@ -517,6 +537,18 @@ private slots:
         QTRY_VERIFY_WITH_TIMEOUT(!w.processesRunning(), 10000);  // mpirun's own exit, after the run's last line
         QCOMPARE(w.stateText(), QStringLiteral("Followed run stopped"));
         QVERIFY2(!w.lastError().contains("towerbench-run"), qPrintable(w.lastError()));
+        QVERIFY(QFile::exists(w.launchedFolder() + "/summary.json"));
+
+        // Quitting the window: the processes stop after their step, report, and none is left.
+        w.start();
+        QTRY_VERIFY_WITH_TIMEOUT(w.following(), 20000);
+        QTRY_VERIFY_WITH_TIMEOUT(w.charts()->stepPoints() > 20, 20000);
+        QElapsedTimer quitting;
+        quitting.start();
+        QVERIFY(w.close());
+        QVERIFY2(quitting.elapsed() < 15000, qPrintable(QString("quitting took %1 ms").arg(quitting.elapsed())));
+        QVERIFY(!w.processesRunning());
+        QVERIFY(QFile::exists(w.launchedFolder() + "/summary.json"));
         qputenv("PATH", path);
     }
 

@@ -164,7 +164,8 @@ ExperimentPanel::ExperimentPanel(DeviceCatalog catalog, QWidget* parent)
     hostfile_ = new QLineEdit;
     hostfile_->setPlaceholderText(tr("this machine"));
     hostfile_->setToolTip(tb::ui::wrappedToolTip(tr("An MPI hostfile spreading the processes over machines (each must have towerbench-run "
-                             "and the data at the same paths); empty: every process on this machine.")));
+                             "and the data at the same paths; the chief writes the run's folder on its machine, so list "
+                             "this machine first or share the runs folder); empty: every process on this machine.")));
     psTasks_ = spin(0, 63,
                     tr("Parameter servers as processes (with several processes): the first P processes hold the "
                        "variables, dealt round-robin by variable; the others are workers that push their gradients "

@@ -25,6 +25,7 @@
 #include <QSettings>
 #include <QSplitter>
 #include <QStatusBar>
+#include <QTimer>
 #include <QToolBar>
 #include <QToolButton>
 #include <QVBoxLayout>
@@ -205,14 +206,22 @@ MainWindow::MainWindow(DeviceCatalog catalog, const TelemetryFactory& telemetry,
 
     // Runs of several processes: mpirun starts them, the window follows their folder.
     launcher_ = new ProcessLauncher(this);
-    connect(launcher_, &ProcessLauncher::folderReady, this, &MainWindow::followRun);
+    connect(launcher_, &ProcessLauncher::folderReady, this, [this](const QString& folder) {
+        followedLaunch_ = true;
+        followFolder(folder, false);
+    });
     connect(launcher_, &ProcessLauncher::finished, this, [this](int exitCode, const QString& error) {
+        if (follower_) follower_->poll();  // the run's last lines, written before mpirun ended
         if (exitCode != 0) {
             follower_.reset();
             setState(tr("The processes failed"), error);
             showError(error);
-        } else if (!follower_ && !stateText().startsWith(tr("Followed run"))) {
-            setState(stopping_ ? tr("Stopped before training") : tr("The processes ended"));  // no folder to follow
+        } else if (follower_) {  // no final state reached the folder: the processes were ended
+            follower_.reset();
+            diagram_->clearActivity();
+            setState(tr("The processes ended"), launcher_->folder());
+        } else if (!followedLaunch_) {  // ended before their folder was ready
+            setState(stopping_ ? tr("Stopped before training") : tr("The processes ended"));
         }
         updateActions();
         runs_->refresh();
@@ -502,16 +511,27 @@ void MainWindow::showSteps(const std::vector<tb::StepMetrics>& steps) {
 }
 
 void MainWindow::followRun(const QString& folder) {
+    if (launcher_->running()) {
+        showError(tr("Processes started here are training; stop them before following another run."));
+        return;
+    }
+    followFolder(folder, true);
+}
+
+void MainWindow::followFolder(const QString& folder, bool takeSettings) {
     if (running_) {
         showError(tr("A run is training in this window; stop it before following another."));
         return;
     }
-    // The followed run's settings in the form, so the diagram draws its plan.
-    try {
-        experiment_->setConfig(tb::RunFolder::resumeConfig(folder.toStdString()));
-    } catch (const tb::Error& e) {
-        showError(QString::fromUtf8(e.what()));
-        return;
+    // The followed run's settings in the form, so the diagram draws its plan (a run of several
+    // processes started here has the form's own, which stay as they are).
+    if (takeSettings) {
+        try {
+            experiment_->setConfig(tb::RunFolder::resumeConfig(folder.toStdString()));
+        } catch (const tb::Error& e) {
+            showError(QString::fromUtf8(e.what()));
+            return;
+        }
     }
     follower_ = std::make_unique<RunFollower>(folder);
     const QStringList towers = follower_->towers();
@@ -540,7 +560,7 @@ void MainWindow::followRun(const QString& folder) {
 }
 
 void MainWindow::resumeRun(const QString& folder) {
-    if (running_) return;
+    if (running_ || launcher_->running()) return;
     try {
         tb::RunConfig c = tb::RunFolder::resumeConfig(folder.toStdString());
         const tb::RunRecord r = tb::readRunFolder(folder.toStdString());
@@ -599,7 +619,7 @@ void MainWindow::launchProcesses(const tb::RunConfig& c) {
         return;
     }
     summary_->hide();
-    stopping_ = false;
+    stopping_ = followedLaunch_ = false;
     setState(tr("Starting %1 processes…").arg(n), launcher_->commandLine());
     updateActions();
 }
@@ -626,7 +646,7 @@ void MainWindow::stepOnce() {
 }
 
 void MainWindow::stop() {
-    if (launcher_->running()) {  // mpirun passes the signal on: the first stops after the step, the second kills
+    if (launcher_->running()) {  // mpirun passes the first on (stop after the step); the second ends the job
         setState(stopping_ ? tr("Ending the processes…") : tr("Stopping the processes after the step in progress…"));
         stopping_ = true;
         launcher_->stop();
@@ -791,11 +811,14 @@ void MainWindow::showEvent(QShowEvent* e) {
 
 void MainWindow::closeEvent(QCloseEvent* e) {
     if (running_ || launcher_->running()) {
+        const QString question =
+            running_ ? tr("A run is in progress (step %1 of %2). Quitting stops it without the final evaluation, and "
+                          "its charts close with the window.")
+                     : tr("Processes are training (step %1 of %2). Quitting stops them after their step; they "
+                          "evaluate and write their summary into the run's folder.");
         const bool quit = confirmQuit_ ? confirmQuit_() : QMessageBox::question(
             this, tr("Quit Towerbench?"),
-            tr("A run is in progress (step %1 of %2). Quitting stops it without the final evaluation, and its "
-               "charts close with the window.")
-                .arg(QLocale().toString(lastStep_), QLocale().toString(totalSteps_)),
+            question.arg(QLocale().toString(lastStep_), QLocale().toString(totalSteps_)),
             QMessageBox::Discard | QMessageBox::Cancel, QMessageBox::Cancel) == QMessageBox::Discard;
         if (!quit) {
             e->ignore();
@@ -805,6 +828,15 @@ void MainWindow::closeEvent(QCloseEvent* e) {
     QSettings settings;
     settings.setValue("window/geometry", saveGeometry());
     settings.setValue("window/state", saveState());
+    if (launcher_->running()) {
+        // The processes stop after their step and report; the window waits for mpirun (up to a
+        // minute; its destructor then ends the job).
+        if (!stopping_) stop();
+        QEventLoop loop;
+        connect(launcher_, &ProcessLauncher::finished, &loop, &QEventLoop::quit);
+        QTimer::singleShot(60000, &loop, &QEventLoop::quit);
+        if (launcher_->running()) loop.exec();
+    }
     if (running_) {
         // Stop the run and wait for the worker to return (a step at most), so nothing outlives us.
         worker_->abort();

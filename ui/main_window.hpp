@@ -123,6 +123,7 @@ private:
     void configChanged(const tb::RunConfig& c, bool valid);
     void launch(bool paused, const QString& resumeDir = {});
     void launchProcesses(const tb::RunConfig& c);  // several processes through mpirun, followed
+    void followFolder(const QString& folder, bool takeSettings);
     void showSteps(const std::vector<tb::StepMetrics>& steps);  // a run's steps into every view
     void setState(const QString& text, const QString& detail = {});
     void showStepsTaken();
@@ -144,6 +145,7 @@ private:
     RunsPanel* runs_;
     std::unique_ptr<RunFollower> follower_;  // a folder followed live; none while this window trains
     ProcessLauncher* launcher_ = nullptr;    // a run of several processes started from here
+    bool followedLaunch_ = false;            // its folder was ready and followed
     DevicesPanel* devices_;
     PredictionsPanel* predictions_;
     ScalingLab* lab_ = nullptr;

@@ -52,7 +52,8 @@ PlacementModel PlacementModel::fromPlan(const tb::DeploymentPlan& plan, int64_t 
     case tb::VariablePlacement::Replicated: break;
     }
     // Shards act only in asynchronous mode (each has its own lock); a synchronous plan updates
-    // the variables as one, so the diagram draws one holder.
+    // the variables as one, so the diagram draws one holder. (Parameter-server processes are
+    // shards in either mode: acrossProcesses.)
     m.psShards = plan.update == tb::UpdateMode::Async ? std::max(1, plan.psShards) : 1;
     if (plan.variables == tb::VariablePlacement::Replicated)
         m.links = Links::Ring;
@@ -158,13 +159,16 @@ QString PlacementModel::bytesLabel() const {
                                        : QObject::tr("%1 per update off the holder (2 \u00d7 P \u00d7 4)")
                                              .arg(formatBytes(double(bytes)));
     }
-    const int moving = int(std::count_if(towers.begin(), towers.end(), [](const Tower& t) { return !t.local; }));
+    int moving = 0;
+    for (int i = 0; i < towers.size(); ++i) moving += linkBytes(i) > 0 ? 1 : 0;
     if (moving == 0) return QObject::tr("nothing moves: every tower reads the variables in place");
     return QObject::tr("%1 per step (2 \u00d7 M \u00d7 P \u00d7 4, M = %2)").arg(formatBytes(double(bytes))).arg(moving);
 }
 
 int64_t PlacementModel::linkBytes(int tower) const {
     if (links == Links::Ring || tower < 0 || tower >= towers.size() || towers[tower].local) return 0;
+    // Parameter-server processes: a worker's towers meet on its host, and its mean goes up once.
+    if (serverProcesses > 0 && tower > 0 && towers[tower - 1].process == towers[tower].process) return 0;
     return paramCount * 4;
 }
 
@@ -181,8 +185,10 @@ QString PlacementModel::linkLabel(int tower) const {
 }
 
 int PlacementModel::distinctDevices() const {
-    QSet<QString> devices;  // a device of each process: processes run on machines of their own
-    for (const Tower& t : towers) devices.insert(QString::number(t.process) + QLatin1Char('/') + t.device);
+    // Processes: each reduces its towers first, then the processes meet (one ring among them).
+    if (processes > 1) return processes - serverProcesses;
+    QSet<QString> devices;
+    for (const Tower& t : towers) devices.insert(t.device);
     return int(devices.size());
 }
 
@@ -201,7 +207,9 @@ QString PlacementModel::ringLabel() const {
     if (d < 2) return QObject::tr("%1 within %2: nothing leaves the device").arg(how, towers[0].device);
     return QObject::tr("%1: %2 %3 %4 (2(D\u22121)/D \u00d7 P \u00d7 4, D = %5)")
         .arg(how, formatBytes(ringBytesPerDevice()),
-             isGpu(towers[0].device) ? QObject::tr("per GPU") : QObject::tr("per tower"),
+             processes > 1             ? QObject::tr("per process")
+             : isGpu(towers[0].device) ? QObject::tr("per GPU")
+                                       : QObject::tr("per tower"),
              averageEvery > 1 ? QObject::tr("each time") : QObject::tr("per step"))
         .arg(d);
 }
@@ -566,17 +574,16 @@ void PlacementDiagram::paintEvent(QPaintEvent*) {
               Qt::AlignLeft | Qt::AlignVCenter, g.device, text);
     }
 
-    // --- machine boxes: each process's towers, solid, titled below as a machine's label ---------------
+    // --- machine boxes: each process's towers, solid, titled on the top edge's right (a shared
+    // device's dashed frame is titled on the left; the "slowest" mark stays clear below) ------------
     for (const PlacementModel::DeviceGroup& g : machines) {
         const double pad = 9 * scale;
-        const QRectF frame = towerRect(g.first)
-                                 .united(towerRect(g.first + g.count - 1))
-                                 .adjusted(-pad, -pad, pad, markH * 0.2 + pad);
+        const QRectF frame = towerRect(g.first).united(towerRect(g.first + g.count - 1)).adjusted(-pad, -pad, pad, pad);
         p.setPen(QPen(text, staticW));
         p.setBrush(Qt::NoBrush);
         p.drawRoundedRect(frame, 3 * scale, 3 * scale);
-        label(QRectF(frame.left(), frame.bottom() - lineH / 2, frame.width(), lineH), Qt::AlignCenter,
-              fm.elidedText(g.device, Qt::ElideRight, frame.width()), text);
+        label(QRectF(frame.left() + 8 * scale, frame.top() - lineH / 2, frame.width() - 16 * scale, lineH),
+              Qt::AlignRight | Qt::AlignVCenter, fm.elidedText(g.device, Qt::ElideRight, frame.width() - 16 * scale), text);
     }
 
     // --- the towers -------------------------------------------------------------------------------
@@ -649,8 +656,9 @@ void PlacementDiagram::paintEvent(QPaintEvent*) {
     if (pusher >= 0)
         p.drawText(header, Qt::AlignRight | Qt::AlignVCenter,
                    tr("tower %1 pushed, staleness %2").arg(pusher).arg(std::max<int64_t>(0, last_.staleness)));
-    const QString caption = model_.async ? tr("async: towers push without waiting; %1").arg(model_.bytesLabel())
-                                         : model_.bytesLabel();
+    const QString caption = !model_.async              ? model_.bytesLabel()
+                            : model_.serverProcesses > 0 ? tr("async: workers push without waiting; %1").arg(model_.bytesLabel())
+                                                         : tr("async: towers push without waiting; %1").arg(model_.bytesLabel());
     p.setPen(faint);
     p.drawText(QRectF(area.left(), area.bottom() - captionH, area.width(), captionH), Qt::AlignCenter,
                fm.elidedText(caption, Qt::ElideRight, area.width()));

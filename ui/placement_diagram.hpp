@@ -56,7 +56,7 @@ struct PlacementModel {
     double variablesMB() const { return double(paramCount) * 4.0 / 1e6; }
     // Arrows the diagram draws: 2 per tower off the holder's device (parameters out, gradients
     // back), to the holder or, with shards (asynchronous updates, where shards have locks of
-    // their own), to the bus that reaches every shard; Ring one per tower (tower i -> i+1 mod N;
+    // their own; parameter-server processes), to the bus that reaches every shard; Ring one per tower (tower i -> i+1 mod N;
     // none for 1 tower).
     int arrowCount() const;
     // Shards: variables are dealt round-robin, variable v to shard v mod S (as
@@ -71,14 +71,16 @@ struct PlacementModel {
 
     // What moves, as README's bytes table counts it; per step, or per update when asynchronous.
     // HolderArrows and Shards: bytes each way (variables down, gradients up) between the holder
-    // and a tower off its device, P x 4; 0 for a tower on it, and for replicated towers.
+    // and a tower off its device, P x 4; 0 for a tower on it, and for replicated towers; with
+    // parameter-server processes, P x 4 for each worker's first tower (its towers' mean), else 0.
     int64_t linkBytes(int tower) const;
     // The link those bytes cross: "host↔GPU" (a GPU tower, variables on the host), "GPU↔GPU"
     // (variables on another GPU); empty where nothing moves or CPU towers share the host's memory.
     QString linkKind(int tower) const;
     QString linkLabel(int tower) const;  // "13.1 MB ↓↑ per step"; empty where nothing moves
-    // Ring: D distinct devices among the towers; a ring all-reduce sends 2(D−1)/D × P × 4 bytes
-    // from each device (nothing when D = 1: towers on one GPU reduce on the device).
+    // Ring: D distinct devices among the towers (processes: D worker processes, which meet after
+    // their towers have); a ring all-reduce sends 2(D−1)/D × P × 4 bytes from each device
+    // (nothing when D = 1: towers on one GPU reduce on the device).
     int distinctDevices() const;
     double ringBytesPerDevice() const;
     QString ringLabel() const;           // "all-reduce: 19.7 MB per GPU per step (2(D−1)/D × P × 4, D = 4)"

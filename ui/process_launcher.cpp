@@ -2,9 +2,9 @@
 
 #include <QCoreApplication>
 #include <QDir>
-#include <QFile>
 #include <QFileInfo>
 #include <QStandardPaths>
+#include <csignal>
 
 #include "engine/run_folder.hpp"
 #include "util/error.hpp"
@@ -16,6 +16,19 @@ QString runProgram() {
     if (QFileInfo(beside).isExecutable()) return beside;
     return QStandardPaths::findExecutable(QStringLiteral("towerbench-run"));
 }
+
+// The settings that differ from the defaults, as towerbench-run's flags.
+QStringList settingsAsFlags(const tb::RunConfig& c) {
+    const nlohmann::json defaults = tb::RunConfig().toJson(), settings = c.toJson();  // items() refers to them
+    QStringList flags;
+    for (const auto& [key, value] : settings.items()) {
+        if (defaults.contains(key) && defaults[key] == value) continue;
+        QString flag = QStringLiteral("--") + QString::fromStdString(key);
+        flag.replace(QLatin1Char('_'), QLatin1Char('-'));
+        flags << flag << QString::fromStdString(value.is_string() ? value.get<std::string>() : value.dump());
+    }
+    return flags;
+}
 }  // namespace
 
 ProcessLauncher::ProcessLauncher(QObject* parent) : QObject(parent) {
@@ -24,35 +37,15 @@ ProcessLauncher::ProcessLauncher(QObject* parent) : QObject(parent) {
     process_.setProcessChannelMode(QProcess::SeparateChannels);
     connect(&process_, &QProcess::readyReadStandardError, this, [this] { errors_ += process_.readAllStandardError(); });
     connect(&process_, &QProcess::readyReadStandardOutput, this, [this] { process_.readAllStandardOutput(); });
-    connect(&process_, &QProcess::finished, this, [this](int code, QProcess::ExitStatus status) {
-        poll();  // a run that ended at once may have its folder now
-        poll_.stop();
-        errors_ += process_.readAllStandardError();
-        QString reason;
-        bool stoppedWell = false;  // stopped by the user: mpirun passes SIGTERM on, the run ends well
-        for (const QByteArray& line : errors_.split('\n')) {
-            if (!line.startsWith("towerbench-run")) continue;  // the processes' own one-line reasons
-            stoppedWell = stoppedWell || (terminated_ && line.contains(": stopped by "));
-            if (reason.isEmpty() && !line.contains("stopping after the step")) reason = QString::fromUtf8(line);
-        }
-        // Stopped before any process could say more than that it was stopping (in MPI's start-up,
-        // say): mpirun ends the job, nothing failed.
-        stoppedWell = stoppedWell || (terminated_ && reason.isEmpty());
-        const int exit = stoppedWell ? 0 : status == QProcess::CrashExit ? 128 : code;
-        if (exit != 0 && reason.isEmpty())
-            reason = tr("mpirun ended with exit status %1: %2")
-                         .arg(exit)
-                         .arg(QString::fromUtf8(errors_.trimmed().right(300)).simplified());
-        emit finished(exit, exit ? reason : QString());
-    });
+    connect(&process_, &QProcess::finished, this, &ProcessLauncher::ended);
 }
 
 ProcessLauncher::~ProcessLauncher() {
-    if (running()) {
-        process_.terminate();
-        if (!process_.waitForFinished(10000)) process_.kill();
-        process_.waitForFinished(2000);
-    }
+    disconnect(&process_, nullptr, this, nullptr);  // nobody hears of an end the window no longer shows
+    if (!running()) return;
+    process_.terminate();
+    if (!process_.waitForFinished(10000)) process_.kill();
+    process_.waitForFinished(2000);
 }
 
 QString ProcessLauncher::start(const tb::RunConfig& config, int processes, const QString& hostfile) {
@@ -66,28 +59,25 @@ QString ProcessLauncher::start(const tb::RunConfig& config, int processes, const
         return tr("towerbench-run not found beside this program or on PATH: it trains each of the processes.");
     if (!hostfile.isEmpty() && !QFileInfo(hostfile).isFile())
         return tr("Hostfile %1 does not exist (leave it empty to run every process on this machine).").arg(hostfile);
-    if (!configDir_.isValid()) return tr("Cannot make a temporary folder for the run's settings.");
-    const QString configFile = configDir_.filePath(QStringLiteral("run.json"));
-    QFile f(configFile);
-    tb::RunConfig written = config;
-    written.metrics.clear();  // the folder keeps the metrics; a second file is the command line's choice
-    if (!f.open(QIODevice::WriteOnly | QIODevice::Truncate) ||
-        f.write(QByteArray::fromStdString(written.toJson().dump(2))) < 0 || !f.flush())
-        return tr("Cannot write the run's settings to %1.").arg(configFile);
-    f.close();
     try {
         folder_ = QString::fromStdString(tb::RunFolder::claimNewFolder(config));
     } catch (const tb::Error& e) {
         return QString::fromUtf8(e.what());
     }
     QStringList args{QStringLiteral("-np"), QString::number(processes)};
-    if (!hostfile.isEmpty()) args << QStringLiteral("--hostfile") << hostfile;
-    args << program << QStringLiteral("--config") << configFile << QStringLiteral("--run-dir") << folder_
-         << QStringLiteral("--quiet");
+    // One machine: as many processes as asked, even beyond its cores (they then share them).
+    if (hostfile.isEmpty()) args << QStringLiteral("--oversubscribe");
+    else args << QStringLiteral("--hostfile") << hostfile;
+    tb::RunConfig run = config;
+    run.metrics.clear();  // the folder keeps the metrics; a second file is the command line's choice
+    args << program << settingsAsFlags(run) << QStringLiteral("--run-dir") << folder_ << QStringLiteral("--quiet");
     errors_.clear();
-    terminated_ = false;
+    stops_ = 0;
     process_.start(mpirun, args);
-    if (!process_.waitForStarted(10000)) return tr("mpirun did not start: %1").arg(process_.errorString());
+    if (!process_.waitForStarted(10000)) {
+        QDir().rmdir(folder_);
+        return tr("mpirun did not start: %1").arg(process_.errorString());
+    }
     poll_.start();
     return {};
 }
@@ -96,19 +86,46 @@ QString ProcessLauncher::commandLine() const {
     return QStringList{process_.program(), process_.arguments().join(' ')}.join(' ');
 }
 
+// plan.json is written after config.json: a follower reads both at once.
 void ProcessLauncher::poll() {
     if (folder_.isEmpty() || !poll_.isActive()) return;
-    if (!QFileInfo::exists(QDir(folder_).filePath(QStringLiteral("config.json")))) return;
+    if (!QFileInfo::exists(QDir(folder_).filePath(QStringLiteral("plan.json")))) return;
     poll_.stop();
     emit folderReady(folder_);
 }
 
+void ProcessLauncher::ended(int code, QProcess::ExitStatus status) {
+    poll();  // a run that ended at once may have its folder now
+    poll_.stop();
+    errors_ += process_.readAllStandardError();
+    // The processes' own one-line reasons start with the program's name; a stop is not one.
+    QString reason, mpiLine;
+    bool stoppedWell = false;
+    for (const QByteArray& raw : errors_.split('\n')) {
+        const QString line = QString::fromUtf8(raw).trimmed();
+        if (line.startsWith(QLatin1String("towerbench-run"))) {
+            stoppedWell = stoppedWell || (stops_ > 0 && line.contains(QLatin1String(": stopped by ")));
+            if (reason.isEmpty() && !line.contains(QLatin1String("stopping after the step"))) reason = line;
+        } else if (mpiLine.isEmpty() && !line.isEmpty() && !line.startsWith(QLatin1Char('-'))) {
+            mpiLine = line;  // mpirun's own first words ("There are not enough slots available ...")
+        }
+    }
+    // Stopped before any process could say more than that it was stopping (in MPI's start-up,
+    // say): nothing failed.
+    stoppedWell = stoppedWell || (stops_ > 0 && reason.isEmpty());
+    int exit = code;
+    if (stoppedWell) exit = 0;
+    else if (status == QProcess::CrashExit) exit = 128;
+    if (exit != 0 && reason.isEmpty())
+        reason = status == QProcess::CrashExit ? tr("mpirun was killed") : tr("mpirun ended with exit status %1%2").arg(exit).arg(
+                                                                              mpiLine.isEmpty() ? QString() : QStringLiteral(": ") + mpiLine);
+    // A run refused before it began leaves no folder (the folder is empty then).
+    if (exit != 0) QDir().rmdir(folder_);
+    emit finished(exit, exit ? reason : QString());
+}
+
 void ProcessLauncher::stop() {
     if (!running()) return;
-    if (terminated_) {
-        process_.kill();
-        return;
-    }
-    terminated_ = true;
-    process_.terminate();
+    if (stops_++ == 0) ::kill(pid_t(process_.processId()), SIGUSR1);
+    else process_.terminate();
 }
