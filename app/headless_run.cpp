@@ -81,7 +81,8 @@ int runHeadless(const tb::RunConfig& config, const RunStorage& storage) {
     };
     try {
         config.validate();
-        if (processes && !storage.resumeDir.empty()) throw tb::Error("--resume: runs of several processes do not resume yet");
+        if (processes && processes->size() > 1 && !storage.resumeDir.empty())
+            throw tb::Error("--resume: runs of several processes do not resume yet");
         // Trains (or serves the variables) quietly beside the chief, which reports the run.
         if (processes && processes->rank() != tb::chiefProcess(config, processes->size())) {
             tb::RunConfig quiet = config;

@@ -12,9 +12,13 @@ struct StreamImpl;
 
 extern "C" {
 
-constexpr int kTbCudaModuleAbi = 3;
+constexpr int kTbCudaModuleAbi = 4;
 
-// An NCCL communicator per GPU of a group (ncclCommInitAll); opaque to the program.
+// The bytes of NCCL's ncclUniqueId (NCCL_UNIQUE_ID_BYTES), which programs pass without nccl.h.
+constexpr int kTbNcclIdBytes = 128;
+
+// An NCCL communicator per GPU of a group (ncclCommInitAll, or ncclCommInitRank across
+// processes); opaque to the program.
 struct TbNcclGroup;
 
 struct TbGpuInfo {
@@ -50,6 +54,13 @@ struct TbCudaModule {
     // failure. Collectives enqueue on the rank's stream of that GPU's backend and return 0, or -1
     // and a reason; `mean`: 1 average (ncclAvg), 0 sum.
     TbNcclGroup* (*ncclCreate)(int n, const int* devices, char* err, size_t errLen);
+    // NCCL across processes: one process makes the id (kTbNcclIdBytes into `id`; 0, or -1 and a
+    // reason), every process receives it (over MPI) and joins with its `n` GPUs as the ranks
+    // firstRank .. firstRank + n - 1 of `worldRanks`; returns once every rank of every process has
+    // joined. Collectives then work as for ncclCreate's groups, with `rank` the local index.
+    int (*ncclMakeId)(char* id, char* err, size_t errLen);
+    TbNcclGroup* (*ncclJoin)(int n, const int* devices, int worldRanks, int firstRank, const char* id, char* err,
+                             size_t errLen);
     void (*ncclDestroy)(TbNcclGroup* group);
     int (*ncclAllReduce)(TbNcclGroup* group, int rank, float* buf, size_t count, int mean, tb::StreamImpl* stream,
                          char* err, size_t errLen);

@@ -166,6 +166,25 @@ NcclGroup::NcclGroup(const std::vector<int>& devices) : module_(loaded().module)
     if (!group_) throw Error(err);
 }
 
+NcclGroup::NcclGroup(const std::vector<int>& devices, int worldRanks, int firstRank, const std::string& id)
+    : module_(loaded().module), group_(nullptr) {
+    if (!module_) throw Error("NCCL: no GPU backend here (" + gpuRuntime().whyNot + ")");
+    if (id.size() != size_t(kTbNcclIdBytes)) throw Error("NCCL: the unique id is " + std::to_string(id.size()) + " bytes");
+    char err[512] = {};
+    group_ = moduleOf(module_).ncclJoin(int(devices.size()), devices.data(), worldRanks, firstRank, id.data(), err,
+                                        sizeof err);
+    if (!group_) throw Error(err);
+}
+
+std::string NcclGroup::uniqueId() {
+    const void* m = loaded().module;
+    if (!m) throw Error("NCCL: no GPU backend here (" + gpuRuntime().whyNot + ")");
+    std::string id(size_t(kTbNcclIdBytes), '\0');
+    char err[512] = {};
+    ncclCheck(moduleOf(m).ncclMakeId(id.data(), err, sizeof err), err);
+    return id;
+}
+
 NcclGroup::~NcclGroup() { moduleOf(module_).ncclDestroy(static_cast<TbNcclGroup*>(group_)); }
 
 void NcclGroup::allReduce(int rank, float* buf, size_t count, bool mean, Stream s) {

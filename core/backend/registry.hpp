@@ -49,6 +49,11 @@ std::shared_ptr<Backend> makeBackend(const Device& device, const BackendOptions&
 class NcclGroup {
 public:
     explicit NcclGroup(const std::vector<int>& devices);
+    // Across processes: this process's GPUs as the ranks firstRank .. of worldRanks, every process
+    // passing the id one of them made with uniqueId() (kTbNcclIdBytes bytes, sent over MPI).
+    // Returns once every rank of every process has joined.
+    NcclGroup(const std::vector<int>& devices, int worldRanks, int firstRank, const std::string& id);
+    static std::string uniqueId();
     ~NcclGroup();
     NcclGroup(const NcclGroup&) = delete;
     NcclGroup& operator=(const NcclGroup&) = delete;

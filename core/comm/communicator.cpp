@@ -1,10 +1,14 @@
 #include "comm/communicator.hpp"
 
+#include <unistd.h>
+
 #include <algorithm>
 #include <chrono>
+#include <map>
 #include <set>
 #include <utility>
 
+#include "backend/registry.hpp"
 #include "comm/implementations.hpp"
 #include "util/error.hpp"
 
@@ -78,22 +82,52 @@ namespace tb {
 std::unique_ptr<Communicator> makeCommunicator(CommKind kind, std::vector<RankEndpoint> ranks, HolderEndpoint holder,
                                                size_t maxCount, ProcessGroup* processes) {
     if (processes) {
-        // MPI here moves host memory only (Debian's Open MPI is not CUDA-aware), after the towers
-        // of a process have reduced in shared memory.
-        for (const RankEndpoint& r : ranks)
-            if (r.device.type != DeviceType::Cpu)
-                throw Error("--towers " + r.device.str() + ": towers on GPUs do not meet across processes yet (NCCL "
-                            "between processes is not built); run CPU towers in each process");
-        if (kind != CommKind::SharedMemory)
+        // MPI here moves host memory only (Debian's Open MPI is not CUDA-aware): CPU towers reduce
+        // in shared memory first, GPU towers through the host (copies) unless NCCL spans the
+        // processes' GPUs.
+        const bool gpus = std::any_of(ranks.begin(), ranks.end(),
+                                      [](const RankEndpoint& r) { return r.device.type != DeviceType::Cpu; });
+        if (gpus && holder.backend && holder.device.type != DeviceType::Cpu)
+            throw Error("--variables " + holder.device.str() + ": across processes the variables live on the host "
+                        "(--variables cpu) or in every tower (--variables replicated), not on one process's GPU");
+        if (gpus && kind == CommKind::Nccl) return makeNcclCommunicator(std::move(ranks), holder, maxCount, processes);
+        if (!gpus && kind != CommKind::SharedMemory)
             throw Error("--transfers: across processes the towers of each process reduce in shared memory first");
-        auto comm = makeSharedMemoryCommunicator(std::move(ranks), holder, maxCount);
+        auto comm = gpus ? makeCopyCommunicator(std::move(ranks), holder, maxCount)
+                         : makeSharedMemoryCommunicator(std::move(ranks), holder, maxCount);
         processes->setLanes(comm->size());
         comm->processes_ = processes;
         return comm;
     }
     if (kind == CommKind::SharedMemory) return makeSharedMemoryCommunicator(std::move(ranks), holder, maxCount);
-    if (kind == CommKind::Nccl) return makeNcclCommunicator(std::move(ranks), holder, maxCount);
+    if (kind == CommKind::Nccl) return makeNcclCommunicator(std::move(ranks), holder, maxCount, nullptr);
     return makeCopyCommunicator(std::move(ranks), holder, maxCount);
+}
+
+std::string gpuSharedByProcesses(ProcessGroup& processes, const std::vector<Device>& towers) {
+    // A GPU is its machine and PCI address: CUDA's numbers differ between processes that see
+    // different CUDA_VISIBLE_DEVICES.
+    char host[256] = {};
+    gethostname(host, sizeof host - 1);
+    std::string mine;
+    for (const Device& d : towers)
+        if (d.type == DeviceType::Cuda && d.index < int(gpuRuntime().gpus.size()))
+            mine += std::string(host) + " " + gpuRuntime().gpus[size_t(d.index)].pciBusId + " " + d.str() + "\n";
+    const std::vector<std::string> all = processes.gather(mine);
+    std::map<std::string, int> owner;  // "host pci" -> the first process with a tower there
+    for (int p = 0; p < int(all.size()); ++p) {
+        size_t at = 0;
+        for (size_t end; (end = all[size_t(p)].find('\n', at)) != std::string::npos; at = end + 1) {
+            const std::string line = all[size_t(p)].substr(at, end - at);
+            const std::string gpu = line.substr(0, line.rfind(' '));
+            const auto [it, fresh] = owner.emplace(gpu, p);
+            if (!fresh && it->second != p)
+                return "processes " + std::to_string(it->second) + " and " + std::to_string(p) + " both have a tower on " +
+                       line.substr(line.rfind(' ') + 1) + " of " + gpu.substr(0, gpu.find(' ')) + " (PCI " +
+                       gpu.substr(gpu.find(' ') + 1) + ")";
+        }
+    }
+    return "";
 }
 
 }  // namespace tb

@@ -15,10 +15,12 @@
 //                  buffers beside the holder (pinned host memory for a host holder)
 //   NCCL           towers on distinct GPUs (one rank each), holder on one of them or none:
 //                  NCCL's all-reduce, reduce and broadcast on the towers' streams
-// Across processes (mpirun), each process's towers first reduce in shared memory, then every
-// rank's thread reduces its chunk of the result with the other processes through the run's
-// ProcessGroup (MPI), on a lane of its own: the holder's mean and the all-reduce become means
-// over every tower of every process.
+// Across processes (mpirun), each process's towers first reduce in shared memory (CPU towers) or
+// on the host through copies (GPU towers), then every rank's thread reduces its chunk of the
+// result with the other processes through the run's ProcessGroup (MPI), on a lane of its own: the
+// holder's mean and the all-reduce become means over every tower of every process. Replicas on
+// GPUs that are all distinct across the processes meet instead in one NCCL group spanning them.
+// The bytes that cross between processes are the ProcessGroup's figure (process_group.hpp).
 //
 // Bytes moved are counted here, once, by one definition: the bytes a strategy sends between the
 // holder and the towers, or among towers, as they would move between separate devices. A rank
@@ -152,5 +154,9 @@ private:
 // processes of the run the reductions span (CPU towers, shared memory), or null.
 std::unique_ptr<Communicator> makeCommunicator(CommKind kind, std::vector<RankEndpoint> ranks, HolderEndpoint holder,
                                                size_t maxCount, ProcessGroup* processes = nullptr);
+
+// Across processes, a collective: "" where no GPU holds towers of two processes, else a sentence
+// naming the first such GPU and its processes (NCCL refuses two ranks on one GPU).
+std::string gpuSharedByProcesses(ProcessGroup& processes, const std::vector<Device>& towers);
 
 }  // namespace tb

@@ -1,7 +1,10 @@
 // Nothing shared: every transfer is an explicit copy, as between GPUs or processes. Each rank has
 // a staging slot beside the holder (pinned host memory for a host holder, the holder GPU's memory
 // otherwise); with no holder (replicas) the slots and the result live in pinned host memory and
-// the host does the arithmetic, each rank's thread its own chunk.
+// the host does the arithmetic, each rank's thread its own chunk. Across processes (GPU towers
+// under mpirun, where the towers' GPUs cannot all meet through NCCL) the host's result is then
+// reduced with the other processes' through MPI, each rank's thread its chunk on its own lane, as
+// Horovod does for GPU tensors without NCCL.
 #include <algorithm>
 
 #include "comm/communicator.hpp"
@@ -46,14 +49,17 @@ public:
         if (!onHolderDevice(rank)) countByRank(rank, int64_t(count * sizeof(float)));
         if (size() == 1) {
             stage(rank, send, count);
-            return slots_[0].data();
+            if (!processes_) return slots_[0].data();
+            processes_->allReduce(0, slots_[0].data(), holderScratch, count, op);
+            return holderScratch;
         }
         std::exception_ptr failure;
         attempt(failure, [&] { stage(rank, send, count); });
         meet(rank);  // every rank's slot is filled
         attempt(failure, [&] {
-            reduceChunk(*holder_.backend, holderStreams_[size_t(rank)], chunk(rank, count), slotPointers_, holderScratch,
-                        op);
+            const Range c = chunk(rank, count);
+            reduceChunk(*holder_.backend, holderStreams_[size_t(rank)], c, slotPointers_, holderScratch, op);
+            if (processes_) processes_->allReduce(rank, holderScratch + c.begin, holderScratch + c.begin, c.size(), op);
         });
         if (failure) std::rethrow_exception(failure);
         return holderScratch;
@@ -66,12 +72,20 @@ public:
 
     void allReduce(int rank, float* buf, size_t count, ReduceOp op) override {
         if (rank == 0) countTotal(ringBytes(count));
-        if (size() == 1) return;
+        if (size() == 1) {
+            if (!processes_) return;
+            stage(rank, buf, count);
+            processes_->allReduce(0, slots_[0].data(), result_.data(), count, op);
+            copyOnRank(rank, buf, result_.data(), count);
+            return;
+        }
         std::exception_ptr failure;
         attempt(failure, [&] { stage(rank, buf, count); });
         meet(rank);
         attempt(failure, [&] {
-            reduceChunk(*host_, hostStreams_[size_t(rank)], chunk(rank, count), slotPointers_, result_.data(), op);
+            const Range c = chunk(rank, count);
+            reduceChunk(*host_, hostStreams_[size_t(rank)], c, slotPointers_, result_.data(), op);
+            if (processes_) processes_->allReduce(rank, result_.data() + c.begin, result_.data() + c.begin, c.size(), op);
         });
         meet(rank);  // the whole result is ready
         attempt(failure, [&] { copyOnRank(rank, buf, result_.data(), count); });

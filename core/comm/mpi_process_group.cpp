@@ -163,7 +163,7 @@ private:
 }  // namespace
 
 std::unique_ptr<ProcessGroup> joinProcessGroup() {
-    if (launchedProcesses() < 2) return nullptr;
+    if (launchedProcesses() < 1) return nullptr;
     int provided = MPI_THREAD_SINGLE;
     check("MPI_Init_thread", MPI_Init_thread(nullptr, nullptr, MPI_THREAD_MULTIPLE, &provided));
     MPI_Comm_set_errhandler(MPI_COMM_WORLD, MPI_ERRORS_RETURN);

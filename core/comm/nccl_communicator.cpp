@@ -1,6 +1,11 @@
 // Towers on distinct GPUs, one NCCL rank each (backend/registry.hpp's NcclGroup); the holder, if
 // any, is one of their GPUs (the root of reductions and broadcasts). Asynchronous updates pull and
 // push alone, which collectives cannot do: those plans use explicit copies instead.
+// Across processes (replicas only) one NCCL group spans every tower of every process: process p's
+// towers are the NCCL ranks p x n .. p x n + n - 1 (every process has the plan's n towers), the
+// group's id made by process 0 and broadcast over MPI, so an all-reduce's mean is over all towers
+// and NCCL, not the host, carries the gradients between the processes' GPUs (one reduction for
+// both levels: NCCL's rings and trees already follow the machines' topology).
 #include <algorithm>
 #include <memory>
 
@@ -15,8 +20,9 @@ namespace {
 
 class NcclCommunicator final : public Communicator {
 public:
-    NcclCommunicator(std::vector<RankEndpoint> ranks, HolderEndpoint holder, size_t maxCount)
+    NcclCommunicator(std::vector<RankEndpoint> ranks, HolderEndpoint holder, size_t maxCount, ProcessGroup* processes)
         : Communicator(std::move(ranks), holder) {
+        processes_ = processes;
         std::vector<int> devices;
         for (size_t r = 0; r < ranks_.size(); ++r) {
             if (ranks_[r].device.type != DeviceType::Cuda)
@@ -26,7 +32,16 @@ public:
         }
         if (holder_.backend && root_ < 0)
             throw Error("NCCL: the variables' holder " + holder_.device.str() + " is none of the towers' GPUs");
-        group_ = std::make_unique<NcclGroup>(devices);
+        if (processes_) {
+            if (holder_.backend)
+                throw Error("NCCL: across processes every process keeps its replica of the variables (--variables "
+                            "replicated)");
+            const std::string id = processes_->broadcast(processes_->rank() == 0 ? NcclGroup::uniqueId() : "");
+            const int n = size();
+            group_ = std::make_unique<NcclGroup>(devices, processes_->size() * n, processes_->rank() * n, id);
+        } else {
+            group_ = std::make_unique<NcclGroup>(devices);
+        }
         scratch_ = ranks_[0].backend->empty(Shape{int64_t(std::max<size_t>(maxCount, 1))});
     }
     std::string name() const override { return "NCCL"; }
@@ -59,7 +74,10 @@ public:
     }
 
     void allReduce(int rank, float* buf, size_t count, ReduceOp op) override {
-        if (rank == 0) countTotal(ringBytes(count));
+        if (rank == 0) {
+            countTotal(ringBytes(count));
+            if (processes_) processes_->countAllReduce(count);
+        }
         group_->allReduce(rank, buf, count, op == ReduceOp::Mean, ranks_[size_t(rank)].stream);
         ranks_[size_t(rank)].backend->synchronize(ranks_[size_t(rank)].stream);
     }
@@ -89,8 +107,8 @@ private:
 }  // namespace
 
 std::unique_ptr<Communicator> makeNcclCommunicator(std::vector<RankEndpoint> ranks, HolderEndpoint holder,
-                                                   size_t maxCount) {
-    return std::make_unique<NcclCommunicator>(std::move(ranks), holder, maxCount);
+                                                   size_t maxCount, ProcessGroup* processes) {
+    return std::make_unique<NcclCommunicator>(std::move(ranks), holder, maxCount, processes);
 }
 
 }  // namespace tb

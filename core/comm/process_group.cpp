@@ -10,4 +10,10 @@ int launchedProcesses() {
     return 0;
 }
 
+std::vector<std::string> ProcessGroup::gather(const std::string& text) {
+    std::vector<std::string> all;
+    for (int r = 0; r < size(); ++r) all.push_back(broadcast(text, r));
+    return all;
+}
+
 }  // namespace tb

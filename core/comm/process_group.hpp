@@ -60,14 +60,19 @@ public:
     // Ends every process of the run with `code` (after this one has said why).
     [[noreturn]] virtual void abort(int code) = 0;
 
+    // Every process's `text`, in rank order (a broadcast from each in turn: for start-up checks).
+    std::vector<std::string> gather(const std::string& text);
+
     // Bytes this process sent to and received from the others, by the definition above.
     int64_t bytesMoved() const { return bytes_.load(); }
-
-protected:
+    // Counts an all-reduce of `count` floats across the processes, also one another library
+    // carried (NCCL's, between GPUs of different processes).
     void countAllReduce(size_t count) {
         const int p = size();
         bytes_ += int64_t(2.0 * (p - 1) / p * double(count) * sizeof(float));
     }
+
+protected:
     void countSent(size_t bytes) { bytes_ += int64_t(bytes); }
 
 private:
@@ -77,8 +82,8 @@ private:
 // The processes mpirun (Open MPI) or a PMI launcher (MPICH's hydra, Slurm) started this one
 // among, from its environment; 0 when no launcher started it.
 int launchedProcesses();
-// The run's process group when this process was started by mpirun among two or more; null
-// otherwise. Throws tb::Error (one sentence) where mpirun started several but this build has no
+// The run's process group when this process was started by mpirun (a group of one for
+// `mpirun -np 1`); null otherwise. Throws tb::Error (one sentence) where mpirun started several but this build has no
 // MPI, or MPI cannot give the threads the towers need.
 std::unique_ptr<ProcessGroup> joinProcessGroup();
 

@@ -158,6 +158,23 @@ TowerSet::TowerSet(const ModelSpec& spec, const DeploymentPlan& plan, const Opti
     }
     if (s.holder.backend)
         ncclFits = ncclFits && std::find(gpus.begin(), gpus.end(), s.holder.device) != gpus.end();
+    // Across processes (their own variables' replicas: no parameter-server processes) GPU towers
+    // share nothing with the other processes' towers: they meet on the host and through MPI, or in
+    // one NCCL group where every tower of every process has a GPU of its own. Every process
+    // decides alike, from what all of them report.
+    const bool gpuTowers =
+        std::any_of(gpus.begin(), gpus.end(), [](const Device& d) { return d.type == DeviceType::Cuda; });
+    if (processes && plan_.psTasks == 0 && gpuTowers) {
+        shared = false;
+        if (ncclFits) {
+            const std::string clash = gpuSharedByProcesses(*processes, gpus);
+            if (!clash.empty() && plan_.transfers == Transfers::Nccl)
+                throw Error("--transfers nccl: " + clash + ", and NCCL takes one tower per GPU across the processes too; "
+                            "give each process GPUs of its own (CUDA_VISIBLE_DEVICES) or leave --transfers out");
+            ncclFits = clash.empty();
+        }
+        if (plan_.transfers == Transfers::Auto) ncclFits = !processes->any(!(ncclFits && ncclAvailable()));
+    }
     switch (plan_.transfers) {
     case Transfers::Copies: s.comm = CommKind::Copies; break;
     case Transfers::Nccl: s.comm = CommKind::Nccl; break;

@@ -59,7 +59,8 @@ int run(int argc, char** argv) {
     }
     if (minBytes < 4 || maxBytes < minBytes || rounds < 1) throw tb::Error("--min, --max: 4 <= min <= max; --rounds >= 1");
     std::unique_ptr<tb::ProcessGroup> processes = tb::joinProcessGroup();
-    if (!processes) throw tb::Error("run under mpirun with 2 or more processes (mpirun -np 2 tb_bench_allreduce)");
+    if (!processes || processes->size() < 2)
+        throw tb::Error("run under mpirun with 2 or more processes (mpirun -np 2 tb_bench_allreduce)");
     const int p = processes->size();
     const bool leader = processes->rank() == 0;
 

@@ -1,7 +1,10 @@
 #!/usr/bin/env bash
 # The device check: everything GPU-side in one call on a lent GPU machine (no Qt, no apt, no
 # network; CUDA with nvcc, CMake, ninja, PyTorch; cuDNN and NCCL as Python wheels).
-#   tests/gpu/device_check.sh [--prebuilt DIR] [--no-bench] [--quick] OUT_DIR
+#   tests/gpu/device_check.sh [--prebuilt DIR] [--no-bench] [--quick] [--mpi [--processes-only]] OUT_DIR
+# --mpi: builds with the Open MPI that scripts/fetch_device_mpi.sh fetched (.deps/mpi-debs, unpacked
+# by scripts/device_mpi_env.sh) and runs the processes' GPU cases (tests/mpi/test_processes.py
+# --gpu) and their speed; --processes-only: after the build, selftest and tests, only those.
 # 1. unpacks the Debian packages of .deps/debs (scripts/fetch_device_deps.sh fetches them where
 #    apt works) into .deps/root and finds cuDNN, NCCL and cuBLAS in the toolkit or the wheels;
 # 2. builds the Qt-free core with the CUDA module (or, with --prebuilt DIR, takes towerbench-run,
@@ -16,9 +19,11 @@ set -uo pipefail
 cd "$(dirname "$0")/../.."
 repo=$(pwd)
 
-prebuilt="" bench=1 quick=0
+prebuilt="" bench=1 quick=0 mpi=0 only_processes=0
 while [ $# -gt 1 ]; do
   case "$1" in
+    --mpi) mpi=1; shift ;;
+    --processes-only) only_processes=1; shift ;;
     --prebuilt) prebuilt=$(cd "$2" && pwd); shift 2 ;;
     --no-bench) bench=0; shift ;;
     --quick) quick=1; shift ;;
@@ -87,9 +92,15 @@ arch_lib="$deps/usr/lib/x86_64-linux-gnu"
 export LD_LIBRARY_PATH="$arch_lib:$arch_lib/openblas-pthread:$cudnn_lib:$nccl_lib:$cublas_lib:$cudart_lib:${LD_LIBRARY_PATH:-}"
 
 # --- 2. build or take the prebuilt programs --------------------------------------------------------
+mpi_args=(-DTB_WITH_MPI=OFF)
+if [ $mpi -eq 1 ]; then
+  # shellcheck source=scripts/device_mpi_env.sh
+  source "$repo/scripts/device_mpi_env.sh" /tmp/tb-mpi-root >> "$log" 2>&1 || { echo "no Open MPI to unpack" | tee -a "$log"; exit 1; }
+  read -r -a mpi_args <<< "-DTB_WITH_MPI=ON $TB_MPI_CMAKE_ARGS"
+fi
 bin="$repo/build-device"
 build() {
-  cmake -S "$repo" -B "$bin" -G Ninja -DCMAKE_BUILD_TYPE=Release -DTB_WITH_GUI=OFF -DTB_WITH_MPI=OFF \
+  cmake -S "$repo" -B "$bin" -G Ninja -DCMAKE_BUILD_TYPE=Release -DTB_WITH_GUI=OFF "${mpi_args[@]}" \
     -DTB_WITH_CUDA=ON -DTB_CUDA_ARCHITECTURES=90 -DCMAKE_PREFIX_PATH="$deps/usr" \
     -DTB_DNNL_LIB="$arch_lib/libdnnl.so.2" -DTB_DNNL_INCLUDE="$deps/usr/include" \
     -DTB_OPENBLAS_LIB="$arch_lib/openblas-pthread/libopenblas.so.0" \
@@ -137,6 +148,36 @@ tests() {
   return $status
 }
 step "tests (Qt-free, GPU ones must run)" tests
+
+# Issue 15: GPU towers in processes of one run (mpirun): the equivalences and refusals, then the
+# speed of one GPU tower alone, in a process group of one whose NCCL spans processes, and in two
+# processes sharing the GPU through the host (mnist_cnn, global batch 128, 300 steps).
+processes() { PYTHONUNBUFFERED=1 timeout 300 python3 "$repo/tests/mpi/test_processes.py" "$tbrun" --gpu; }
+processes_speed() {
+  local common=(--model mnist_cnn --data "idx:$repo/samples/fashion-mnist-slice" --towers gpu:0 --batch 128
+                --steps 300 --validation 0 --eval-every 0 --quiet)
+  local replicas=(--variables replicated --reduce allreduce) np2=(mpirun --bind-to none -np 2 "$tbrun")
+  speed "1 process, NCCL (ncclCommInitAll)" "$tbrun" "${common[@]}" "${replicas[@]}" --transfers nccl &&
+  speed "mpirun -np 1, NCCL across processes" mpirun --bind-to none -np 1 "$tbrun" "${common[@]}" "${replicas[@]}" &&
+  speed "mpirun -np 2 on gpu:0, host + MPI" "${np2[@]}" "${common[@]}" "${replicas[@]}" &&
+  speed "1 process, variables on the host" "$tbrun" "${common[@]}" &&
+  speed "mpirun -np 2 on gpu:0, variables on the host" "${np2[@]}" "${common[@]}"
+}
+# speed LABEL COMMAND...: the run's steady examples/sec and its reduce + apply share, from its summary.
+speed() {
+  printf '%-46s ' "$1"; shift
+  timeout 120 "$@" --run-dir "$(mktemp -d -u /tmp/tb-speed-XXXX)" | tail -1 | python3 -c 'import json, sys
+s = json.loads(sys.stdin.read())
+print("%10.0f ex/s  reduce+apply %.3f" % (s["steady_examples_per_sec"], s["reduce_apply_fraction"]))'
+}
+if [ $mpi -eq 1 ]; then
+  step "processes on the GPU (mpirun)" processes
+  step "processes' speed on the GPU" processes_speed
+fi
+if [ $only_processes -eq 1 ]; then
+  printf '%s\n' "${summary[@]}" | tee "$out/summary.txt"
+  exit $failed
+fi
 
 # Issue 13: a model too large for the GPU (two dense layers of 2^20 units: 4.4 TB of variables on
 # gpu:0) is refused from the estimate against the backend's free memory, in one line, before

@@ -1,7 +1,7 @@
 #!/usr/bin/python3
 """Runs of several processes through mpirun on this machine (shared memory and loopback only).
 
-    python3 tests/mpi/test_processes.py BUILD/app/towerbench-run
+    python3 tests/mpi/test_processes.py BUILD/app/towerbench-run [--gpu]
 
 1. Equivalence: `mpirun -np 2` x 1 tower x 32 examples trains exactly what one process of one
    tower x 64 does, over 10 steps: every step's loss and the final weights (the run folder's
@@ -17,6 +17,12 @@
    others are workers): synchronous, 3 processes with one server (and 4 with two) train exactly
    what one process of one tower x 64 does; asynchronous, 2 workers reach the accuracy of the
    synchronous run within 3 points, mean over 3 seeds (6 epochs of the shipped slice).
+With --gpu (a GPU machine; tests/gpu/device_check.sh --mpi runs it), the same equivalences with a
+GPU tower in each process: the towers meet on the host and through MPI (both processes' towers on
+the one GPU: NCCL refuses two ranks on one GPU), with the variables on the host, replicated, and on
+a parameter-server process; NCCL across processes (one group over every process's GPUs, its id
+sent over MPI) with the one process a one-GPU machine allows, against the same run without
+mpirun; and the refusals: NCCL asked for two processes on one GPU, the variables on a GPU.
 Open MPI refuses root without OMPI_ALLOW_RUN_AS_ROOT*; this script sets them for its own runs
 (as CI runs as root), not for the user's environment.
 """
@@ -180,12 +186,55 @@ def async_accuracy(tmp, binary):
           f"({accuracy}); mean staleness {[round(x, 2) for x in staleness]}")
 
 
+def nccl_across_processes(tmp, binary):
+    """mpirun -np 1 (a group of one process: NCCL's ncclCommInitRank from an id sent over MPI)
+    against the same run without mpirun (ncclCommInitAll), replicated variables on gpu:0."""
+    common = [binary, "--model", "mlp", "--data", DATA, "--steps", "10", "--validation", "0", "--threads", "1",
+              "--quiet", "--lr", "0.05", "--towers", "gpu:0", "--batch", "64", "--variables", "replicated",
+              "--reduce", "allreduce", "--transfers", "nccl"]
+    one, two = os.path.join(tmp, "nccl_one"), os.path.join(tmp, "nccl_two")
+    p1, _ = run([*common, "--run-dir", one, "--metrics", one + ".jsonl"])
+    ENV["NCCL_DEBUG"] = "INFO"  # NCCL says how each communicator was made
+    p2, _ = run([*MPIRUN, "1", *common, "--run-dir", two, "--metrics", two + ".jsonl"])
+    del ENV["NCCL_DEBUG"]
+    if p1.returncode or p2.returncode:
+        check(False, f"NCCL across processes: runs ended with {p1.returncode}/{p2.returncode}: {p1.stderr[-300:]} {p2.stderr[-600:]}")
+        return
+    l1, l2 = losses(one + ".jsonl"), losses(two + ".jsonl")
+    worst = max(abs(a - b) / abs(a) for a, b in zip(l1, l2))
+    check(len(l1) == len(l2) == 10 and worst < 1e-5,
+          f"NCCL across processes (mpirun -np 1): 10 steps' losses within {worst:.2e} of one process's NCCL (limit 1e-5)")
+    inits = [ln for ln in (p2.stdout + p2.stderr).splitlines() if "Init COMPLETE" in ln or "ncclCommInitRank" in ln]
+    print("\n".join(inits[:4]))
+    check(any("nranks 1" in ln for ln in inits), "NCCL across processes: NCCL reports a communicator of 1 rank made")
+
+
+def gpu_cases(tmp, binary):
+    tower = "gpu:0"
+    equivalence(tmp, binary, [], towers_one=tower, towers_two=tower, label="GPU towers, variables on the host")
+    equivalence(tmp, binary, ["--variables", "replicated", "--reduce", "allreduce"], towers_one=tower,
+                towers_two=tower, label="GPU towers, replicated, through the host")
+    equivalence(tmp, binary, [], towers_one=tower, towers_two=tower, servers=1,
+                label="GPU towers, one parameter-server process")
+    nccl_across_processes(tmp, binary)
+    base = [binary, "--model", "mlp", "--data", DATA, "--steps", "5", "--validation", "0", "--threads", "1",
+            "--towers", tower, "--quiet", "--batch", "64"]
+    refused([*MPIRUN, "2", *base, "--variables", "replicated", "--reduce", "allreduce", "--transfers", "nccl"],
+            "both have a tower on gpu:0", "NCCL asked for two processes on one GPU")
+    refused([*MPIRUN, "2", *base, "--variables", "gpu:0"], "not on one process's GPU", "variables on a GPU across processes")
+
+
 def main():
     binary = os.path.abspath(sys.argv[1])
     if not shutil.which("mpirun"):
         print("mpirun not found (openmpi-bin): skipped")
         sys.exit(77)
     tmp = tempfile.mkdtemp(prefix="tb-mpi-")
+    if sys.argv[2:] == ["--gpu"]:
+        gpu_cases(tmp, binary)
+        shutil.rmtree(tmp, ignore_errors=True)
+        print(f"{len(failures)} failed" if failures else "all passed")
+        sys.exit(1 if failures else 0)
     equivalence(tmp, binary, [])
     equivalence(tmp, binary, ["--variables", "replicated", "--reduce", "allreduce"])
     # Two towers in each process: their chunks reduce over MPI at once, each on its own lane.

@@ -299,6 +299,8 @@ Backend* createBackend(int index, const TbCudaOptions* options, char* err, size_
 
 // nccl_group.cu
 TbNcclGroup* ncclCreate(int n, const int* devices, char* err, size_t len);
+int ncclMakeId(char* id, char* err, size_t len);
+TbNcclGroup* ncclJoin(int n, const int* devices, int worldRanks, int firstRank, const char* id, char* err, size_t len);
 void ncclDestroy(TbNcclGroup* g);
 int ncclAllReduce(TbNcclGroup* g, int rank, float* buf, size_t count, int mean, StreamImpl* s, char* err, size_t len);
 int ncclReduce(TbNcclGroup* g, int rank, const float* send, float* recv, size_t count, int mean, int root,
@@ -306,8 +308,9 @@ int ncclReduce(TbNcclGroup* g, int rank, const float* send, float* recv, size_t 
 int ncclBroadcast(TbNcclGroup* g, int rank, float* buf, size_t count, int root, StreamImpl* s, char* err, size_t len);
 
 namespace {
-const TbCudaModule kModule{kTbCudaModuleAbi, deviceCount,  deviceInfo,    versions,  createBackend,
-                           ncclCreate,       ncclDestroy,  ncclAllReduce, ncclReduce, ncclBroadcast};
+const TbCudaModule kModule{kTbCudaModuleAbi, deviceCount,   deviceInfo, versions,   createBackend,
+                           ncclCreate,       ncclMakeId,    ncclJoin,   ncclDestroy, ncclAllReduce,
+                           ncclReduce,       ncclBroadcast};
 
 }  // namespace
 }  // namespace tb::cuda

@@ -1,10 +1,12 @@
 // NCCL for the CUDA module's entry points (cuda_module.hpp): one communicator per GPU of a group,
-// made together by ncclCommInitAll; each tower thread drives its own rank, on its own stream.
+// made together by ncclCommInitAll (one process) or ncclCommInitRank from an id another process
+// made (across processes); each tower thread drives its own rank, on its own stream.
 // NCCL refuses two ranks on one GPU, so towers sharing a GPU meet through the shared-memory
 // communicator instead, and a one-GPU machine can run NCCL with a single rank only.
 #include <nccl.h>
 
 #include <cstdio>
+#include <cstring>
 #include <string>
 #include <vector>
 
@@ -34,6 +36,39 @@ TbNcclGroup* ncclCreate(int n, const int* devices, char* err, size_t len) {
     const ncclResult_t r = ncclCommInitAll(g->comms.data(), n, devices);
     if (r != ncclSuccess) {
         failed(err, len, "ncclCommInitAll", r);
+        delete g;
+        return nullptr;
+    }
+    return g;
+}
+
+int ncclMakeId(char* id, char* err, size_t len) {
+    static_assert(sizeof(ncclUniqueId) == kTbNcclIdBytes);
+    ncclUniqueId u;
+    const ncclResult_t r = ncclGetUniqueId(&u);
+    if (r != ncclSuccess) return failed(err, len, "ncclGetUniqueId", r);
+    std::memcpy(id, &u, sizeof u);
+    return 0;
+}
+
+// Several local GPUs join in one NCCL group call (ncclCommInitRank blocks until every rank has
+// joined, so one thread initialising them one by one would wait for itself).
+TbNcclGroup* ncclJoin(int n, const int* devices, int worldRanks, int firstRank, const char* id, char* err, size_t len) {
+    auto* g = new TbNcclGroup;
+    g->devices.assign(devices, devices + n);
+    g->comms.resize(size_t(n));
+    ncclUniqueId u;
+    std::memcpy(&u, id, sizeof u);
+    ncclResult_t r = ncclGroupStart();
+    for (int i = 0; i < n && r == ncclSuccess; ++i) {
+        cudaSetDevice(devices[i]);
+        r = ncclCommInitRank(&g->comms[size_t(i)], worldRanks, u, firstRank + i);
+    }
+    const ncclResult_t e = ncclGroupEnd();
+    if (r != ncclSuccess || e != ncclSuccess) {
+        failed(err, len, "ncclCommInitRank", r != ncclSuccess ? r : e);
+        for (ncclComm_t c : g->comms)
+            if (c) ncclCommAbort(c);
         delete g;
         return nullptr;
     }
