@@ -1,6 +1,6 @@
 # shellcheck shell=bash
 # Source with one argument, a folder: `source scripts/device_mpi_env.sh /tmp/mpiroot`. For GPU machines
-# without MPI: unpacks the Open MPI that scripts/fetch_device_mpi.sh put in .deps/mpi-debs into that folder
+# without MPI: unpacks the Open MPI that scripts/fetch_device_deps.sh put in .deps/mpi-debs into that folder
 # (once) and points PATH, the loader, Open MPI and PMIx at it; TB_MPI_CMAKE_ARGS makes CMake's
 # find_package(MPI) use it. Runs as root with shared memory only, oversubscribing the cores.
 tb_mpi_root=$(mkdir -p "${1:?usage: source device_mpi_env.sh UNPACK_ROOT}" && cd "$1" && pwd) || return 1

@@ -1,6 +1,7 @@
 #!/usr/bin/env bash
 # Fetches the Debian packages a GPU machine lacks for building and running the Qt-free core
-# (oneDNN, OpenBLAS and its Fortran runtime, nlohmann-json, zlib headers, SQLite) into .deps/debs, for
+# (oneDNN, OpenBLAS and its Fortran runtime, nlohmann-json, zlib headers, SQLite) into .deps/debs, and
+# Open MPI with what it needs into .deps/mpi-debs, for
 # tests/gpu/device_check.sh to unpack there with dpkg -x. Run it here, where apt works; the GPU
 # machines have no network. .deps/ is git-ignored and travels as a carried path.
 # Also makes .deps/tbrun with this machine's build (build/app/towerbench-run): a run folder, 40
@@ -10,19 +11,26 @@
 # check opens with the Python safetensors package and runs in PyTorch.
 set -euo pipefail
 cd "$(dirname "$0")/.."
-mkdir -p .deps/debs
-cd .deps/debs
-packages=(libdnnl2 libdnnl-dev libopenblas0-pthread libopenblas-pthread-dev libgfortran5 libquadmath0
-          nlohmann-json3-dev zlib1g zlib1g-dev libsqlite3-0 libsqlite3-dev)
-missing=()
-for p in "${packages[@]}"; do
-  ls "${p}"_*.deb >/dev/null 2>&1 || missing+=("$p")
-done
-if [ ${#missing[@]} -gt 0 ]; then
-  apt-get download "${missing[@]}"
-fi
-ls -la
-cd ../..
+# fetch DIR PACKAGE...: the packages not yet in .deps/DIR, with apt-get download.
+fetch() {
+  local dir=.deps/$1 missing=() p
+  shift
+  mkdir -p "$dir"
+  for p in "$@"; do
+    ls "$dir/${p}"_*.deb >/dev/null 2>&1 || missing+=("$p")
+  done
+  if [ ${#missing[@]} -gt 0 ]; then (cd "$dir" && apt-get download "${missing[@]}"); fi
+  du -ch "$dir"/*.deb | tail -1
+}
+fetch debs libdnnl2 libdnnl-dev libopenblas0-pthread libopenblas-pthread-dev libgfortran5 libquadmath0 \
+  nlohmann-json3-dev zlib1g zlib1g-dev libsqlite3-0 libsqlite3-dev
+# Open MPI 4.1 and every shared library it and its plugins need (ldd over all ELF files of the
+# unpacked packages), for tests/gpu/device_check.sh --mpi (scripts/device_mpi_env.sh unpacks it).
+# Left out: libc6, libgcc-s1, libstdc++6, zlib1g (every image has them), libhwloc-plugins
+# (optional; they need X11, OpenCL, ICU).
+fetch mpi-debs openmpi-bin openmpi-common libopenmpi3 libopenmpi-dev libpmix2 libhwloc15 libevent-core-2.1-7 \
+  libevent-pthreads-2.1-7 libfabric1 libucx0 libibverbs1 ibverbs-providers librdmacm1 libpsm2-2 libpsm-infinipath1 \
+  libnl-3-200 libnl-route-3-200 libnuma1 libmunge2 libatomic1 libudev1 libuuid1
 if [ -x build/app/towerbench-run ]; then
   rm -rf .deps/tbrun
   run=(--model mnist_cnn --data idx:samples/fashion-mnist-slice --towers cpu:0,cpu:1 --batch 32 --eval-every 20 --quiet)

@@ -476,6 +476,31 @@ private slots:
             QVERIFY(w.diagram()->grab().save(qEnvironmentVariable("TB_SHOT_DIR") + "/diagram-ring.png"));
     }
 
+    // GPU towers in each process (a catalog of 2 GPUs): allowed with the variables on the host or
+    // replicated; on one process's GPU refused in the engine's words.
+    void gpuTowersInProcesses() {
+        MainWindow w(tbtest::fakeCatalog(2), noTelemetry("not needed here"));
+        ExperimentPanel* e = w.experiment();
+        tb::RunConfig c = syntheticRun(10);
+        c.towers = "gpu:0";
+        c.variables = "replicated";
+        c.reduce = "allreduce";
+        e->setConfig(c);
+        e->processesBox()->setValue(2);
+        QVERIFY2(e->isValid(), qPrintable(e->problem()));
+        const QVector<PlacementModel::DeviceGroup> frames = w.diagram()->model().processFrames();
+        QCOMPARE(frames.size(), 2);
+        QCOMPARE(w.diagram()->model().towers.size(), 2);
+        c.variables = "gpu:0";
+        c.reduce = "mean";
+        e->setConfig(c);
+        e->processesBox()->setValue(2);
+        QVERIFY(!e->isValid());
+        QVERIFY2(e->problem().contains("not on one process's GPU"), qPrintable(e->problem()));
+        e->processesBox()->setValue(1);
+        QVERIFY2(e->isValid(), qPrintable(e->problem()));
+    }
+
     // Processes from the window: N processes through mpirun, followed as any run another program
     // writes; mpirun missing is one sentence in the window; Stop reaches every process through
     // mpirun and the run ends stopped, with its summary. Open MPI's settings for running as root

@@ -641,10 +641,8 @@ void ExperimentPanel::revalidate() {
         // (the plan's against the catalog's GPUs).
         c.validate();
         tb::checkProcessRoles(c, processes());
-        if (processes() > 1 && onGpus())
-            throw tb::Error("Processes: runs of several processes train CPU towers (GPU towers across processes, "
-                            "NCCL between them, are not built yet)");
-        catalog_.makePlan(c);
+        const tb::DeploymentPlan plan = catalog_.makePlan(c);
+        if (processes() > 1) plan.checkAcrossProcesses();
         tb::findModel(c.model);
         if (folder && folder_->text().isEmpty()) throw tb::Error("--data: choose a folder");
         if (folder && !QFileInfo(folder_->text()).isDir())

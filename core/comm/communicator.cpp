@@ -87,9 +87,8 @@ std::unique_ptr<Communicator> makeCommunicator(CommKind kind, std::vector<RankEn
         // processes' GPUs.
         const bool gpus = std::any_of(ranks.begin(), ranks.end(),
                                       [](const RankEndpoint& r) { return r.device.type != DeviceType::Cpu; });
-        if (gpus && holder.backend && holder.device.type != DeviceType::Cpu)
-            throw Error("--variables " + holder.device.str() + ": across processes the variables live on the host "
-                        "(--variables cpu) or in every tower (--variables replicated), not on one process's GPU");
+        if (gpus && holder.backend && holder.device.type != DeviceType::Cpu)  // DeploymentPlan::checkAcrossProcesses
+            throw Error("processes: MPI reduces host memory, not the holder " + holder.device.str() + "'s");
         if (gpus && kind == CommKind::Nccl) return makeNcclCommunicator(std::move(ranks), holder, maxCount, processes);
         if (!gpus && kind != CommKind::SharedMemory)
             throw Error("--transfers: across processes the towers of each process reduce in shared memory first");

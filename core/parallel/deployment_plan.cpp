@@ -192,6 +192,18 @@ void DeploymentPlan::validate(int cpuDevices, int gpuDevices) const {
         throw Error("--slow: one factor per tower expected");
 }
 
+void DeploymentPlan::checkAcrossProcesses() const {
+    if (psTasks > 0) return;  // the workers' towers meet on their host, then talk to the servers
+    if (update == UpdateMode::Async)
+        throw Error("--update async: across processes, asynchronous updates go through parameter-server processes "
+                    "(add --ps-tasks P)");
+    if (averaging()) throw Error("--average-every: averaging every K steps across processes is not built yet; leave it out");
+    // MPI moves host memory, and every process keeps its own copy of the variables.
+    if (variables == VariablePlacement::Tower && towers[size_t(variablesTower)].type == DeviceType::Cuda)
+        throw Error("--variables " + towers[size_t(variablesTower)].str() + ": across processes the variables live on "
+                    "the host (--variables cpu) or in every tower (--variables replicated), not on one process's GPU");
+}
+
 std::string DeploymentPlan::describe() const {
     std::string t;
     for (const Device& d : towers) t += (t.empty() ? "" : ", ") + d.str();

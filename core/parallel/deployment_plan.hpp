@@ -44,6 +44,8 @@ struct DeploymentPlan {
     // Refuses an invalid plan with one sentence naming the setting; cpuDevices/gpuDevices:
     // how many of each exist here.
     void validate(int cpuDevices, int gpuDevices) const;
+    // Refuses, in one sentence, what a plan cannot do in each process of an mpirun launch.
+    void checkAcrossProcesses() const;
     std::string describe() const;              // "2 towers (cpu:0, cpu:1), variables on cpu, ..."
     nlohmann::json toJson() const;
 

@@ -1,7 +1,6 @@
 #include "parallel/strategy.hpp"
 
 #include "parallel/strategies.hpp"
-#include "util/error.hpp"
 
 namespace tb {
 
@@ -34,11 +33,6 @@ void appendSlots(std::vector<StateBuffer>& out, const std::string& prefix, Optim
 
 std::unique_ptr<Strategy> makeStrategy(const StrategySetup& s) {
     if (s.processes && s.plan.psTasks > 0) return std::make_unique<ParameterServerProcesses>(s);
-    if (s.processes && s.plan.update == UpdateMode::Async)
-        throw Error("--update async: across processes, asynchronous updates go through parameter-server processes "
-                    "(add --ps-tasks P)");
-    if (s.processes && s.plan.averaging())
-        throw Error("--average-every: averaging every K steps across processes is not built yet; leave it out");
     if (s.plan.update == UpdateMode::Async) return std::make_unique<AsyncParameterServer>(s);
     if (s.plan.variables != VariablePlacement::Replicated) return std::make_unique<HolderMean>(s);
     if (s.plan.averaging()) return std::make_unique<LocalAveraging>(s);

@@ -2,7 +2,7 @@
 # The device check: everything GPU-side in one call on a lent GPU machine (no Qt, no apt, no
 # network; CUDA with nvcc, CMake, ninja, PyTorch; cuDNN and NCCL as Python wheels).
 #   tests/gpu/device_check.sh [--prebuilt DIR] [--no-bench] [--quick] [--mpi [--processes-only]] OUT_DIR
-# --mpi: builds with the Open MPI that scripts/fetch_device_mpi.sh fetched (.deps/mpi-debs, unpacked
+# --mpi: builds with the Open MPI that scripts/fetch_device_deps.sh fetched (.deps/mpi-debs, unpacked
 # by scripts/device_mpi_env.sh) and runs the processes' GPU cases (tests/mpi/test_processes.py
 # --gpu) and their speed; --processes-only: after the build, selftest and tests, only those.
 # 1. unpacks the Debian packages of .deps/debs (scripts/fetch_device_deps.sh fetches them where

@@ -87,23 +87,37 @@ DROPOUT_MLP = {"name": "mlp_dropout", "input": [1, 28, 28], "layers": [
     {"type": "dense", "units": 10}]}
 
 
+def two_runs(tmp, label, first, second, nccl_log=False):
+    """Runs both commands (10 steps each), each with a run folder and a metrics file of its own in
+    tmp: their processes, folders, and the largest relative difference of their step losses (1 where
+    they did not both log 10 steps), or None (a failure recorded) where either run failed."""
+    tag = str(len(os.listdir(tmp)))
+    one, two = (os.path.join(tmp, name + tag) for name in ("one", "two"))
+    p1, _ = run([*first, "--run-dir", one, "--metrics", one + ".jsonl"])
+    env = dict(ENV, NCCL_DEBUG="INFO") if nccl_log else ENV  # NCCL says how each communicator was made
+    p2 = subprocess.run([*second, "--run-dir", two, "--metrics", two + ".jsonl"], env=env, capture_output=True,
+                        text=True, timeout=120)
+    if p1.returncode or p2.returncode:
+        check(False, f"{label}: runs ended with {p1.returncode}/{p2.returncode}: {p1.stderr[-300:]} {p2.stderr[-600:]}")
+        return None
+    l1, l2 = losses(one + ".jsonl"), losses(two + ".jsonl")
+    worst = max(abs(a - b) / abs(a) for a, b in zip(l1, l2)) if len(l1) == len(l2) == 10 else 1.0
+    return p1, p2, one, two, worst
+
+
 def equivalence(tmp, binary, placement, towers_one="cpu:0", towers_two="cpu:0", model="mlp", label=None, servers=0):
     """One process with towers_one against 2 worker processes with towers_two each (and `servers`
     parameter-server processes before them), global batch 64."""
     common = ["--model", model, "--data", DATA, "--steps", "10", "--validation", "0", "--threads", "1",
               "--quiet", "--lr", "0.05", *placement]
-    tag = str(len(os.listdir(tmp)))
-    one, two = (os.path.join(tmp, name + tag) for name in ("one", "two"))
-    p1, _ = run([binary, *common, "--towers", towers_one, "--batch", "64", "--run-dir", one, "--metrics", one + ".jsonl"])
-    p2, _ = run([*MPIRUN, str(2 + servers), binary, *common, "--towers", towers_two, "--batch", "64", "--run-dir", two,
-                 "--metrics", two + ".jsonl"] + (["--ps-tasks", str(servers)] if servers else []))
     label = label or " ".join(placement) or "--variables cpu"
-    if p1.returncode or p2.returncode:
-        check(False, f"{label}: runs ended with {p1.returncode}/{p2.returncode}: {p1.stderr[-300:]} {p2.stderr[-600:]}")
+    runs = two_runs(tmp, label, [binary, *common, "--towers", towers_one, "--batch", "64"],
+                    [*MPIRUN, str(2 + servers), binary, *common, "--towers", towers_two, "--batch", "64"] +
+                    (["--ps-tasks", str(servers)] if servers else []))
+    if not runs:
         return
-    l1, l2 = losses(one + ".jsonl"), losses(two + ".jsonl")
-    worst = max(abs(a - b) / abs(a) for a, b in zip(l1, l2))
-    check(len(l1) == len(l2) == 10 and worst < 1e-5,
+    p1, p2, one, two, worst = runs
+    check(worst < 1e-5,
           f"{label}: {2 + servers} processes x {towers_two} vs 1 x {towers_one}, 10 steps' losses within {worst:.2e} (limit 1e-5)")
     w1 = safetensors(os.path.join(one, "checkpoints", "step-00000010.safetensors"))
     w2 = safetensors(os.path.join(two, "checkpoints", "step-00000010.safetensors"))
@@ -186,23 +200,35 @@ def async_accuracy(tmp, binary):
           f"({accuracy}); mean staleness {[round(x, 2) for x in staleness]}")
 
 
+def group_of_one(tmp, binary):
+    """mpirun -np 1 joins a process group of one (the path NCCL across processes takes on a
+    one-GPU machine): it trains what the same run without mpirun does."""
+    common = [binary, "--model", "mlp", "--data", DATA, "--steps", "10", "--validation", "0", "--threads", "1",
+              "--quiet", "--lr", "0.05", "--towers", "cpu:0,cpu:1", "--batch", "64"]
+    runs = two_runs(tmp, "mpirun -np 1", common, [*MPIRUN, "1", *common])
+    if not runs:
+        return
+    _, _, one, two, worst = runs
+    sent = {json.loads(line)["process_bytes"] for line in open(two + ".jsonl") if '"type":"step"' in line}
+    # The reported loss crosses the processes as a float; the weights must be bitwise the same.
+    last = os.path.join("checkpoints", "step-00000010.safetensors")
+    same = safetensors(os.path.join(one, last)) == safetensors(os.path.join(two, last))
+    check(worst < 1e-6 and same and sent == {0},
+          f"mpirun -np 1 (a group of one): 10 losses within {worst:.1e} of the run without mpirun, final weights "
+          f"{'bitwise equal' if same else 'DIFFERENT'}, bytes to other processes {sent}")
+
+
 def nccl_across_processes(tmp, binary):
     """mpirun -np 1 (a group of one process: NCCL's ncclCommInitRank from an id sent over MPI)
     against the same run without mpirun (ncclCommInitAll), replicated variables on gpu:0."""
     common = [binary, "--model", "mlp", "--data", DATA, "--steps", "10", "--validation", "0", "--threads", "1",
               "--quiet", "--lr", "0.05", "--towers", "gpu:0", "--batch", "64", "--variables", "replicated",
               "--reduce", "allreduce", "--transfers", "nccl"]
-    one, two = os.path.join(tmp, "nccl_one"), os.path.join(tmp, "nccl_two")
-    p1, _ = run([*common, "--run-dir", one, "--metrics", one + ".jsonl"])
-    ENV["NCCL_DEBUG"] = "INFO"  # NCCL says how each communicator was made
-    p2, _ = run([*MPIRUN, "1", *common, "--run-dir", two, "--metrics", two + ".jsonl"])
-    del ENV["NCCL_DEBUG"]
-    if p1.returncode or p2.returncode:
-        check(False, f"NCCL across processes: runs ended with {p1.returncode}/{p2.returncode}: {p1.stderr[-300:]} {p2.stderr[-600:]}")
+    runs = two_runs(tmp, "NCCL across processes", common, [*MPIRUN, "1", *common], nccl_log=True)
+    if not runs:
         return
-    l1, l2 = losses(one + ".jsonl"), losses(two + ".jsonl")
-    worst = max(abs(a - b) / abs(a) for a, b in zip(l1, l2))
-    check(len(l1) == len(l2) == 10 and worst < 1e-5,
+    _, p2, _, _, worst = runs
+    check(worst < 1e-5,
           f"NCCL across processes (mpirun -np 1): 10 steps' losses within {worst:.2e} of one process's NCCL (limit 1e-5)")
     inits = [ln for ln in (p2.stdout + p2.stderr).splitlines() if "Init COMPLETE" in ln or "ncclCommInitRank" in ln]
     print("\n".join(inits[:4]))
@@ -254,6 +280,7 @@ def main():
     refused([*MPIRUN, "2", *base, "--batch", "64", "--update", "async"], "parameter-server processes",
             "async across processes")
     killed_rank(tmp, binary)
+    group_of_one(tmp, binary)
     # Parameter-server processes.
     equivalence(tmp, binary, [], servers=1, label="one parameter-server process")
     equivalence(tmp, binary, [], servers=2, label="two parameter-server processes")
