@@ -274,18 +274,42 @@ OptimizerSettings optimizerSettings(const RunConfig& c) {
     return opt;
 }
 
-// Processes: the step's loss, accuracy and examples over every process's slice, and whether any
-// process asked to stop; one collective of 4 floats per step, made by every process in turn.
-// `counted`: the group's byte count after the previous vote (the votes' own bytes are not counted).
-bool acrossProcesses(ProcessGroup& processes, StepMetrics& m, bool stopHere, int64_t& counted) {
+// The fields of one tower's metrics that travel in a process vote (below).
+constexpr size_t kTowerFields = 10;
+
+// Processes: the step's loss, accuracy and examples over every process's slice, whether any
+// process asked to stop, and every worker process's towers' own metrics (loss, accuracy, phase
+// times, busy fraction), so that the chief's report has every tower of every process: the
+// timeline's lanes, worker by worker. One collective per step, made by every process in turn:
+// a sum in which each process fills its own slots (4 + workers x towers x 10 floats). `worker`:
+// this process's index among the workers (-1: a parameter-server process, which fills none);
+// `counted`: the group's byte count after the previous vote (the votes' own are not counted).
+bool acrossProcesses(ProcessGroup& processes, StepMetrics& m, bool stopHere, int64_t& counted, int worker, int workers,
+                     int towers) {
     m.processBytes = processes.bytesMoved() - counted;
-    float v[4] = {float(m.loss * m.examples), float(m.accuracy * m.examples), float(m.examples), stopHere ? 1.f : 0.f};
-    processes.allReduce(0, v, v, 4, ReduceOp::Sum);
+    std::vector<float> v(4 + size_t(workers) * size_t(towers) * kTowerFields, 0.f);
+    v[0] = float(m.loss * m.examples), v[1] = float(m.accuracy * m.examples), v[2] = float(m.examples);
+    v[3] = stopHere ? 1.f : 0.f;
+    for (size_t t = 0; worker >= 0 && t < m.towers.size() && t < size_t(towers); ++t) {
+        const TowerMetrics& x = m.towers[t];
+        const TowerPhases& p = x.phases;
+        const double fields[kTowerFields] = {x.loss,     x.accuracy, p.dataWait, p.forward,  p.backward,
+                                             p.reduce,   p.wait,     p.apply,    p.straggle, x.busyFraction};
+        std::copy(fields, fields + kTowerFields, v.begin() + 4 + std::ptrdiff_t((size_t(worker) * towers + t) * kTowerFields));
+    }
+    processes.allReduce(0, v.data(), v.data(), v.size(), ReduceOp::Sum);
     if (v[2] > 0) {
         m.examples = int(std::lround(v[2]));
         m.loss = v[0] / v[2];
         m.accuracy = v[1] / v[2];
         m.examplesPerSec = m.stepSeconds > 0 ? m.examples / m.stepSeconds : 0;
+    }
+    m.towers.assign(size_t(workers) * size_t(towers), {});
+    for (size_t i = 0; i < m.towers.size(); ++i) {
+        const float* f = v.data() + 4 + i * kTowerFields;
+        TowerMetrics& x = m.towers[i];
+        x.loss = f[0], x.accuracy = f[1], x.busyFraction = f[9];
+        x.phases = {f[2], f[3], f[4], f[5], f[6], f[7], f[8]};
     }
     counted = processes.bytesMoved();
     return v[3] > 0;
@@ -295,7 +319,7 @@ bool acrossProcesses(ProcessGroup& processes, StepMetrics& m, bool stopHere, int
 // collective the workers make, in the same order: the plan's check, the vote before the first
 // step and (sync) each step's vote, in which they count no examples.
 void serveParameters(ProcessGroup& processes, const RunConfig& c, int chief) {
-    processes.broadcast(std::string(), chief);  // checkSamePlan's
+    const int towers = std::stoi(processes.broadcast(std::string(), chief));  // checkSamePlan's: "N towers of B"
     const ModelSpec spec = findModel(c.model);
     const std::shared_ptr<Backend> cpu = makeBackend(Device{}, BackendOptions{1});
     Network net(spec, *cpu, 1);  // the variables' layout and initial values, as every tower makes them
@@ -314,7 +338,7 @@ void serveParameters(ProcessGroup& processes, const RunConfig& c, int chief) {
     if (!processes.any(false))
         task.serve([&] {
             StepMetrics none;
-            return acrossProcesses(processes, none, false, counted);
+            return acrossProcesses(processes, none, false, counted, -1, processes.size() - c.psTasks, towers);
         });
     task.finish();
 }
@@ -684,6 +708,7 @@ RunSummary Trainer::execute(ObserverHub& hub) {
         recent.emplace_back(m.loss, m.accuracy);
         if (recent.size() > 50) recent.pop_front();
         double worst = 0;
+        busy.resize(std::max(busy.size(), m.towers.size()), 0.0);  // processes: every worker's towers
         for (size_t i = 0; i < m.towers.size(); ++i) {
             const auto& p = m.towers[i].phases;
             busy[i] += p.forward + p.backward + p.straggle + p.reduce + p.apply;
@@ -797,7 +822,10 @@ RunSummary Trainer::execute(ObserverHub& hub) {
                     m.examplesPerSec = m.stepSeconds > 0 ? double(r.update - step) * perStep / m.stepSeconds : 0;
                     step = r.update;
                 } else {
-                    if (processes_) votedStop = acrossProcesses(*processes_, m, control_.stopped(), processBytes) || votedStop;
+                    if (processes_)
+                        votedStop = acrossProcesses(*processes_, m, control_.stopped(), processBytes,
+                                                    processes_->rank() - c.psTasks, workers, n) ||
+                                    votedStop;
                     ++step;
                 }
                 record(m);

@@ -131,6 +131,14 @@ def equivalence(tmp, binary, placement, towers_one="cpu:0", towers_two="cpu:0", 
     counted = {json.loads(line)["process_bytes"] for line in open(two + ".jsonl") if '"type":"step"' in line}
     expected = s2["params"] * 4 + 24 * servers
     check(counted == {expected}, f"{label}: bytes sent by the chief per step {counted} (expected {expected})")
+    # The chief's step lines carry every worker's towers (the timeline's lanes), each with its own
+    # loss and phase times (the single process's towers for comparison).
+    steps = [json.loads(line) for line in open(two + ".jsonl") if '"type":"step"' in line]
+    lanes = 2 * len(towers_two.split(","))
+    check(all(len(st["towers"]) == lanes and all(t["forward_ms"] > 0 and "loss" in t for t in st["towers"])
+              for st in steps),
+          f"{label}: every step line has the {lanes} towers of the 2 workers, each with its phase times "
+          f"({[round(t['forward_ms'], 2) for t in steps[-1]['towers']]} ms forward at the last)")
     check(s2["steps"] == 10 and s2["epochs"] == s1["epochs"],
           f"{label}: the summary counts both processes' examples (epochs {s2['epochs']:.4f}, one process {s1['epochs']:.4f})")
     shutil.rmtree(one)
