@@ -63,7 +63,7 @@ int runHeadless(const tb::RunConfig& config, const RunStorage& storage) {
             slot = nullptr;
         }
     };
-    // Started by mpirun among several: this process's place in the run. The chief (process 0, or
+    // Started by mpirun (a group of one for -np 1): this process's place in the run. The chief (process 0, or
     // the first worker after --ps-tasks' servers) keeps the folder, the metrics and the summary; the others train quietly, and a process that fails
     // ends them all (MPI_Abort) after saying why, so none is left waiting in a collective.
     std::unique_ptr<tb::ProcessGroup> processes;

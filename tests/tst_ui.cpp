@@ -557,6 +557,10 @@ private slots:
         w.start();
         QTRY_VERIFY_WITH_TIMEOUT(w.following(), 20000);
         QTRY_VERIFY_WITH_TIMEOUT(w.charts()->stepPoints() > 20, 20000);
+        // Both processes' towers have busy bars and timeline lanes: the vote gathers each worker's.
+        QVERIFY2(w.devices()->busyPercent(1) > 0, qPrintable(QString::number(w.devices()->busyPercent(1))));
+        const QVector<TimelineView::Bar> bars = w.devices()->timeline()->bars();
+        QVERIFY(std::any_of(bars.begin(), bars.end(), [](const TimelineView::Bar& b) { return b.tower == 1; }));
         w.stop();
         QTRY_VERIFY2_WITH_TIMEOUT(w.stateText() == QStringLiteral("Followed run stopped"), qPrintable(w.stateText() + ": " + w.lastError()), 20000);
         QTRY_VERIFY_WITH_TIMEOUT(!w.processesRunning(), 10000);  // mpirun's own exit, after the run's last line

@@ -1,5 +1,7 @@
 #include "run_follower.hpp"
 
+#include <algorithm>
+
 #include <QJsonArray>
 #include <QJsonDocument>
 #include <QJsonObject>
@@ -16,7 +18,15 @@ QStringList RunFollower::towers() const {
     QFile f(folder_ + "/plan.json");
     QStringList out;
     if (!f.open(QIODevice::ReadOnly)) return out;
-    for (const QJsonValue& v : QJsonDocument::fromJson(f.readAll()).object().value("towers").toArray()) out << v.toString();
+    const QJsonObject plan = QJsonDocument::fromJson(f.readAll()).object();
+    const QJsonArray towers = plan.value("towers").toArray();
+    // A run of several processes: each worker's towers, worker by worker, as its step lines list
+    // them (asynchronous parameter-server workers report the chief's alone).
+    const int servers = std::max(0, plan.value("ps_tasks").toInt()), processes = plan.value("processes").toInt(1);
+    const int workers = plan.value("update").toString() == QLatin1String("async") ? 1 : processes - servers;
+    for (int p = servers; p < servers + std::max(1, workers); ++p)
+        for (const QJsonValue& v : towers)
+            out << (processes > 1 ? QStringLiteral("%1 (process %2)").arg(v.toString()).arg(p) : v.toString());
     return out;
 }
 

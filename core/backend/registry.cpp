@@ -169,7 +169,9 @@ NcclGroup::NcclGroup(const std::vector<int>& devices) : module_(loaded().module)
 NcclGroup::NcclGroup(const std::vector<int>& devices, int worldRanks, int firstRank, const std::string& id)
     : module_(loaded().module), group_(nullptr) {
     if (!module_) throw Error("NCCL: no GPU backend here (" + gpuRuntime().whyNot + ")");
-    if (id.size() != size_t(kTbNcclIdBytes)) throw Error("NCCL: the unique id is " + std::to_string(id.size()) + " bytes");
+    if (id.size() != size_t(kTbNcclIdBytes))
+        throw Error("NCCL: the group's id from process 0 is " + std::to_string(id.size()) + " bytes, not " +
+                    std::to_string(kTbNcclIdBytes));
     char err[512] = {};
     group_ = moduleOf(module_).ncclJoin(int(devices.size()), devices.data(), worldRanks, firstRank, id.data(), err,
                                         sizeof err);

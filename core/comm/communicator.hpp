@@ -151,7 +151,8 @@ private:
 
 // The communicator for ranks and a holder (holder.backend null: no holder, replicas only);
 // `maxCount` bounds the floats of one transfer (staging is sized for it); `processes`: the other
-// processes of the run the reductions span (CPU towers, shared memory), or null.
+// processes of the run the reductions span (CPU towers: shared memory, then MPI; GPU towers: NCCL
+// over every process's GPUs, or copies to the host, then MPI), or null.
 std::unique_ptr<Communicator> makeCommunicator(CommKind kind, std::vector<RankEndpoint> ranks, HolderEndpoint holder,
                                                size_t maxCount, ProcessGroup* processes = nullptr);
 

@@ -32,10 +32,7 @@ public:
         }
         if (holder_.backend && root_ < 0)
             throw Error("NCCL: the variables' holder " + holder_.device.str() + " is none of the towers' GPUs");
-        if (processes_) {
-            if (holder_.backend)
-                throw Error("NCCL: across processes every process keeps its replica of the variables (--variables "
-                            "replicated)");
+        if (processes_) {  // replicas only: makeCommunicator and the plan refuse holders here
             const std::string id = processes_->broadcast(processes_->rank() == 0 ? NcclGroup::uniqueId() : "");
             const int n = size();
             group_ = std::make_unique<NcclGroup>(devices, processes_->size() * n, processes_->rank() * n, id);
@@ -76,7 +73,7 @@ public:
     void allReduce(int rank, float* buf, size_t count, ReduceOp op) override {
         if (rank == 0) {
             countTotal(ringBytes(count));
-            if (processes_) processes_->countAllReduce(count);
+            if (processes_) processes_->countAllReduce(count, processes_->size() * size());
         }
         group_->allReduce(rank, buf, count, op == ReduceOp::Mean, ranks_[size_t(rank)].stream);
         ranks_[size_t(rank)].backend->synchronize(ranks_[size_t(rank)].stream);

@@ -1,7 +1,8 @@
 // ProcessGroup: the processes of one run (`mpirun -np N towerbench-run ...`), each with towers of
 // its own on its own slice of every global batch. They meet after their towers have met: a
 // process's towers reduce among themselves first (their Communicator), then the processes
-// reduce the result (hierarchical reduction, as Horovod and PyTorch's DDP buckets do). Every
+// reduce the result (hierarchical reduction, as Horovod and PyTorch's DDP buckets do); GPU
+// replicas with GPUs of their own meet instead in one NCCL group over every process's GPUs. Every
 // process keeps a full copy of the variables (and of the holder's optimiser) and applies the
 // same update, so the copies stay equal.
 //
@@ -66,10 +67,11 @@ public:
     // Bytes this process sent to and received from the others, by the definition above.
     int64_t bytesMoved() const { return bytes_.load(); }
     // Counts an all-reduce of `count` floats across the processes, also one another library
-    // carried (NCCL's, between GPUs of different processes).
-    void countAllReduce(size_t count) {
-        const int p = size();
-        bytes_ += int64_t(2.0 * (p - 1) / p * double(count) * sizeof(float));
+    // carried: NCCL's ring over `ranks` GPUs of several processes sends 2 (ranks - 1) / ranks x
+    // count x 4 bytes over each link, one of which leaves this process (ranks 0: the processes).
+    void countAllReduce(size_t count, int ranks = 0) {
+        const int p = size(), r = ranks > 0 ? ranks : p;
+        if (p > 1) bytes_ += int64_t(2.0 * (r - 1) / r * double(count) * sizeof(float));
     }
 
 protected:

@@ -1,6 +1,7 @@
 #include "engine/trainer.hpp"
 
 #include <algorithm>
+#include <charconv>
 #include <chrono>
 #include <cmath>
 #include <deque>
@@ -251,12 +252,25 @@ void checkSameSettings(ProcessGroup& processes, const RunConfig& c) {
 
 // Processes: every one must have made the same plan (a plan of --towers auto follows the machine's
 // cores): the reductions pair their towers' chunks.
+// The text starts with the tower count, which parameter-server processes read (towersOfPlan).
 void checkSamePlan(ProcessGroup& processes, const DeploymentPlan& plan, int chief) {
-    const std::string mine = std::to_string(plan.towerCount()) + " towers of " + std::to_string(plan.batchPerTower);
+    std::string kinds;  // "cpu", "gpu": the towers' collectives differ by kind
+    for (const Device& d : plan.towers)
+        kinds += std::string(kinds.empty() ? "" : ",") + (d.type == DeviceType::Cuda ? "gpu" : "cpu");
+    const std::string mine = std::to_string(plan.towerCount()) + " towers of " + std::to_string(plan.batchPerTower) +
+                             " (" + kinds + ")";
     const std::string leader = processes.broadcast(mine, chief);
     if (mine != leader)
         throw Error("--towers: " + mine + " examples here but " + leader + " on process " + std::to_string(chief) +
                     " (every process must run as many towers; give --towers as a list rather than auto)");
+}
+
+// The tower count at the start of checkSamePlan's text.
+int towersOfPlan(const std::string& text) {
+    int n = 0;
+    const auto [end, ec] = std::from_chars(text.data(), text.data() + text.size(), n);
+    if (ec != std::errc() || n < 1) throw Error("processes: the chief sent no tower count (\"" + text + "\")");
+    return n;
 }
 
 OptimizerSettings optimizerSettings(const RunConfig& c) {
@@ -319,7 +333,7 @@ bool acrossProcesses(ProcessGroup& processes, StepMetrics& m, bool stopHere, int
 // collective the workers make, in the same order: the plan's check, the vote before the first
 // step and (sync) each step's vote, in which they count no examples.
 void serveParameters(ProcessGroup& processes, const RunConfig& c, int chief) {
-    const int towers = std::stoi(processes.broadcast(std::string(), chief));  // checkSamePlan's: "N towers of B"
+    const int towers = towersOfPlan(processes.broadcast(std::string(), chief));  // checkSamePlan's
     const ModelSpec spec = findModel(c.model);
     const std::shared_ptr<Backend> cpu = makeBackend(Device{}, BackendOptions{1});
     Network net(spec, *cpu, 1);  // the variables' layout and initial values, as every tower makes them
@@ -496,7 +510,10 @@ RunSummary Trainer::execute(ObserverHub& hub) {
         local.batch = c.batch / workers;
     }
     const DeploymentPlan plan = makePlan(local);
-    if (processes_) checkSamePlan(*processes_, plan, chief);
+    if (processes_) {
+        plan.checkAcrossProcesses();
+        checkSamePlan(*processes_, plan, chief);
+    }
     const ModelSpec spec = findModel(c.model);
     // A resume that cannot be exact is refused before anything is written to the run's folder.
     const bool resuming = folder_ && folder_->resuming();
@@ -506,7 +523,11 @@ RunSummary Trainer::execute(ObserverHub& hub) {
         if (const std::string why = resumeFrom->resumeProblem(c, spec.json); !why.empty()) throw Error("--resume: " + why);
         if (c.steps > 0 && resumeFrom->meta().step >= c.steps) throw Error(trainedAll(c.steps));
     }
-    if (folder_) folder_->begin(c, spec.json, plan.toJson());
+    if (folder_) {
+        nlohmann::json planJson = plan.toJson();
+        if (processCount > 1) planJson["processes"] = processCount;  // a follower's lanes: every worker's towers
+        folder_->begin(c, spec.json, planJson);
+    }
     hub.onStateChanged(RunState::Loading, c.model + " on " + c.data);
 
     const ModelShape shape = shapeOf(spec);

@@ -102,7 +102,6 @@ TowerSet::TowerSet(const ModelSpec& spec, const DeploymentPlan& plan, const Opti
       start_(plan.towerCount() + 1),
       done_(plan.towerCount() + 1) {
     if (plan_.batchPerTower < 1) throw Error("--batch-per-tower: must be at least 1");
-    if (processes) plan_.checkAcrossProcesses();
     for (const Device& d : plan_.towers) {
         auto t = std::make_unique<Tower>();
         t->device = d;

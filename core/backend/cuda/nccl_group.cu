@@ -59,14 +59,19 @@ TbNcclGroup* ncclJoin(int n, const int* devices, int worldRanks, int firstRank, 
     g->comms.resize(size_t(n));
     ncclUniqueId u;
     std::memcpy(&u, id, sizeof u);
+    cudaError_t device = cudaSuccess;
     ncclResult_t r = ncclGroupStart();
-    for (int i = 0; i < n && r == ncclSuccess; ++i) {
-        cudaSetDevice(devices[i]);
-        r = ncclCommInitRank(&g->comms[size_t(i)], worldRanks, u, firstRank + i);
+    for (int i = 0; i < n && r == ncclSuccess && device == cudaSuccess; ++i) {
+        device = cudaSetDevice(devices[i]);
+        if (device == cudaSuccess) r = ncclCommInitRank(&g->comms[size_t(i)], worldRanks, u, firstRank + i);
     }
     const ncclResult_t e = ncclGroupEnd();
-    if (r != ncclSuccess || e != ncclSuccess) {
-        failed(err, len, "ncclCommInitRank", r != ncclSuccess ? r : e);
+    if (device != cudaSuccess || r != ncclSuccess || e != ncclSuccess) {
+        if (device != cudaSuccess) {
+            if (err && len) std::snprintf(err, len, "NCCL: cudaSetDevice failed: %s", cudaGetErrorString(device));
+        } else {
+            failed(err, len, "ncclCommInitRank", r != ncclSuccess ? r : e);
+        }
         for (ncclComm_t c : g->comms)
             if (c) ncclCommAbort(c);
         delete g;
