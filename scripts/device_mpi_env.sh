@@ -17,9 +17,6 @@ export PATH=$tb_mpi_root/usr/bin:$PATH
 export LD_LIBRARY_PATH=$tb_mpi_lib:$tb_mpi_root/lib/x86_64-linux-gnu:$tb_mpi_lib/openmpi/lib:$tb_mpi_lib/ucx${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}
 export OPAL_PREFIX=$tb_mpi_root/usr OPAL_SYSCONFDIR=$tb_mpi_root/etc/openmpi
 export PMIX_PREFIX=$tb_mpi_lib/pmix2 PMIX_MCA_mca_base_component_path=$tb_mpi_lib/pmix2/lib/pmix
-# The H100 image has a PMIx of its own under /usr, whose zlib plugin mpirun's PMIx server tries and
-# warns about (harmless: no compression); quiet both.
-export PMIX_MCA_pcompress_base_silence_warning=1 PMIX_MCA_mca_base_component_show_load_errors=0
 export OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1
 export OMPI_MCA_btl=self,vader OMPI_MCA_pml=ob1 OMPI_MCA_rmaps_base_oversubscribe=1
 export TB_MPI_CMAKE_ARGS="-DMPI_C_COMPILER=$tb_mpi_root/usr/bin/mpicc -DMPI_CXX_COMPILER=$tb_mpi_root/usr/bin/mpicxx"
