@@ -474,6 +474,11 @@ private slots:
         QCOMPARE(w.diagram()->model().distinctDevices(), 2);
         if (qEnvironmentVariableIsSet("TB_SHOT_DIR"))
             QVERIFY(w.diagram()->grab().save(qEnvironmentVariable("TB_SHOT_DIR") + "/diagram-ring.png"));
+        c.averageEvery = 4;  // averaging across processes: the rounds' all-reduce spans them
+        e->setConfig(c);
+        e->processesBox()->setValue(2);
+        QVERIFY2(e->isValid(), qPrintable(e->problem()));
+        QCOMPARE(w.diagram()->model().distinctDevices(), 2);
     }
 
     // GPU towers in each process (a catalog of 2 GPUs): allowed with the variables on the host or

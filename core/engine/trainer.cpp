@@ -297,10 +297,12 @@ constexpr size_t kTowerFields = 10;
 // timeline's lanes, worker by worker. One collective per step, made by every process in turn:
 // a sum in which each process fills its own slots (4 + workers x towers x 10 floats). `worker`:
 // this process's index among the workers (-1: a parameter-server process, which fills none);
-// `counted`: the group's byte count after the previous vote (the votes' own are not counted).
+// `counted`: the group's byte count after the previous vote (the votes' own are not counted); the
+// bytes of a call's collectives go to its last step (`lastOfCall`: averaging's round ends there).
 bool acrossProcesses(ProcessGroup& processes, StepMetrics& m, bool stopHere, int64_t& counted, int worker, int workers,
-                     int towers) {
-    m.processBytes = processes.bytesMoved() - counted;
+                     int towers, bool lastOfCall = true) {
+    const int64_t before = processes.bytesMoved();
+    m.processBytes = lastOfCall ? before - counted : 0;
     std::vector<float> v(4 + size_t(workers) * size_t(towers) * kTowerFields, 0.f);
     v[0] = float(m.loss * m.examples), v[1] = float(m.accuracy * m.examples), v[2] = float(m.examples);
     v[3] = stopHere ? 1.f : 0.f;
@@ -325,7 +327,7 @@ bool acrossProcesses(ProcessGroup& processes, StepMetrics& m, bool stopHere, int
         x.loss = f[0], x.accuracy = f[1], x.busyFraction = f[9];
         x.phases = {f[2], f[3], f[4], f[5], f[6], f[7], f[8]};
     }
-    counted = processes.bytesMoved();
+    counted = lastOfCall ? processes.bytesMoved() : counted + (processes.bytesMoved() - before);
     return v[3] > 0;
 }
 
@@ -797,8 +799,9 @@ RunSummary Trainer::execute(ObserverHub& hub) {
         bool haveAhead = false;
         auto roundGoesOn = [&](size_t k) {
             const int64_t next = step + int64_t(k);
+            // Processes run whole rounds (their rounds' all-reduces pair up); the votes after it stop them.
             return plan.averaging() && k < round.size() && next % plan.averageEvery != 0 && next < total &&
-                   !control_.paused() && control_.awaitStep();
+                   (processes_ || (!control_.paused() && control_.awaitStep()));
         };
         // Processes stop together: each step ends with every process's vote (acrossProcesses),
         // and only the vote's outcome ends the loop, so no process is left in a collective.
@@ -845,7 +848,7 @@ RunSummary Trainer::execute(ObserverHub& hub) {
                 } else {
                     if (processes_)
                         votedStop = acrossProcesses(*processes_, m, control_.stopped(), processBytes,
-                                                    processes_->rank() - c.psTasks, workers, n) ||
+                                                    processes_->rank() - c.psTasks, workers, n, &r == &rs.back()) ||
                                     votedStop;
                     ++step;
                 }
@@ -922,6 +925,9 @@ RunSummary Trainer::execute(ObserverHub& hub) {
                 }
             });
     }
+    // Averaging across processes: a last round cut short by the run's length left each process's
+    // replicas apart; every process averages them with all the others' before the chief evaluates.
+    if (processes_ && plan.averaging() && step % plan.averageEvery != 0) towers.averageNow();
     // Parameter-server processes: the chief receives the final variables, and with them the
     // servers' count of updates (async: others may have pushed after its last push).
     if (const std::optional<int64_t> updates = towers.endTraining(); updates && psAsync) step = *updates;

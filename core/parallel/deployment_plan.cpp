@@ -197,7 +197,6 @@ void DeploymentPlan::checkAcrossProcesses() const {
     if (update == UpdateMode::Async)
         throw Error("--update async: across processes, asynchronous updates go through parameter-server processes "
                     "(add --ps-tasks P)");
-    if (averaging()) throw Error("--average-every: averaging every K steps across processes is not built yet; leave it out");
     // MPI moves host memory, and every process keeps its own copy of the variables.
     if (variables == VariablePlacement::Tower && towers[size_t(variablesTower)].type == DeviceType::Cuda)
         throw Error("--variables " + towers[size_t(variablesTower)].str() + ": across processes the variables live on "

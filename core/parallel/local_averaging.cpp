@@ -3,13 +3,19 @@
 // of K the replicas' parameters are all-reduced to their mean (2 (D - 1) x P x 4 bytes over the
 // towers' D devices, then; nothing on the other steps). Evaluation and the moving average look at
 // the replicas' mean, taken into a copy, so they change nothing in training.
+// Across processes the round's all-reduce spans every process's replicas (the communicator's
+// processes), so after each round every replica of every process is equal and a process's own
+// mean is the run's: the chief evaluates and checkpoints between rounds without meeting the
+// others. A run whose length is no multiple of K ends with averageNow on every process.
 #include <chrono>
+#include <vector>
 
 #include "parallel/strategies.hpp"
 
 namespace tb {
 
-LocalAveraging::LocalAveraging(const StrategySetup& s) : ReplicatedStrategy(s), every_(s.plan.averageEvery) {
+LocalAveraging::LocalAveraging(const StrategySetup& s)
+    : ReplicatedStrategy(s), every_(s.plan.averageEvery), processes_(s.processes) {
     mean_ = replicas_[0].backend->empty(Shape{count_});
 }
 
@@ -57,6 +63,18 @@ std::vector<StateBuffer> LocalAveraging::state() {
 
 void LocalAveraging::averageNow() {
     takeMean();
+    if (processes_) {  // MPI moves host memory: a GPU replica's mean goes through the host
+        Replica& r0 = replicas_[0];
+        if (r0.device.type == DeviceType::Cpu) {
+            processes_->allReduce(0, mean_.data(), mean_.data(), size_t(count_), ReduceOp::Mean);
+        } else {
+            std::vector<float> host(static_cast<size_t>(count_));
+            r0.backend->copyToHost(r0.stream, host.data(), mean_.data(), bytes());
+            r0.backend->synchronize(r0.stream);
+            processes_->allReduce(0, host.data(), host.data(), host.size(), ReduceOp::Mean);
+            r0.backend->copyFromHost(r0.stream, mean_.data(), host.data(), bytes());
+        }
+    }
     for (Replica& r : replicas_) {
         r.backend->copy(r.stream, r.net->params(), mean_.data(), bytes());
         r.backend->synchronize(r.stream);

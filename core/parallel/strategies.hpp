@@ -74,12 +74,14 @@ public:
     VariablesView variables() override;
     Network& evalNetwork() override;
     void endEvaluation() override;
+    // Across processes a collective: every process's replicas take the mean of all of them.
     void averageNow() override;
     std::vector<StateBuffer> state() override;  // the slots and each replica's parameters
 
 private:
-    void takeMean();  // mean_ := the replicas' mean
+    void takeMean();  // mean_ := this process's replicas' mean (all replicas' at a round's end)
     int every_;
+    ProcessGroup* processes_;  // the run's other processes, or null
     Tensor mean_;     // (P) on replica 0's device
     bool viewing_ = false;  // replica 0 looks at mean_ (evaluation) until the next step
 };

@@ -121,16 +121,22 @@ def equivalence(tmp, binary, placement, towers_one="cpu:0", towers_two="cpu:0", 
           f"{label}: {2 + servers} processes x {towers_two} vs 1 x {towers_one}, 10 steps' losses within {worst:.2e} (limit 1e-5)")
     w1 = safetensors(os.path.join(one, "checkpoints", "step-00000010.safetensors"))
     w2 = safetensors(os.path.join(two, "checkpoints", "step-00000010.safetensors"))
-    if servers:  # the optimiser's slots live on the servers: the chief's checkpoint has the variables
+    # The chief's checkpoint holds the variables but not what lives elsewhere: the optimiser's slots
+    # on the servers; averaging's replicas in every process.
+    if servers or "--average-every" in placement:
         w1 = {k: v for k, v in w1.items() if not k.startswith("state/")}
+        w2 = {k: v for k, v in w2.items() if not k.startswith("state/")}
     diff = max(relative(w2[k], w1[k]) for k in w1)
     check(w1.keys() == w2.keys() and diff < 1e-5, f"{label}: final weights within {diff:.2e} of their norm (limit 1e-5)")
     s1, s2 = (json.loads(p.stdout.strip().splitlines()[-1]) for p in (p1, p2))
     # Bytes the chief sent to the other processes per step: by nccl-tests' definition, 2 (P - 1) / P
     # x 4 bytes per parameter; to parameter servers, its gradients and a 24-byte header per server.
-    counted = {json.loads(line)["process_bytes"] for line in open(two + ".jsonl") if '"type":"step"' in line}
-    expected = s2["params"] * 4 + 24 * servers
-    check(counted == {expected}, f"{label}: bytes sent by the chief per step {counted} (expected {expected})")
+    # Averaging every K: only the rounds' last steps move anything.
+    counted = [json.loads(line)["process_bytes"] for line in open(two + ".jsonl") if '"type":"step"' in line]
+    every = int(placement[placement.index("--average-every") + 1]) if "--average-every" in placement else 1
+    expected = [(s2["params"] * 4 + 24 * servers) * (step % every == 0) for step in range(1, 11)]
+    check(counted == expected, f"{label}: bytes sent by the chief per step {sorted(set(counted))} at steps "
+          f"{[i + 1 for i, b in enumerate(counted) if b]} (expected {sorted(set(expected))})")
     # The chief's step lines carry every worker's towers (the timeline's lanes), each with its own
     # loss and phase times (the single process's towers for comparison).
     steps = [json.loads(line) for line in open(two + ".jsonl") if '"type":"step"' in line]
@@ -287,6 +293,10 @@ def main():
             "more examples per step than the set holds")
     refused([*MPIRUN, "2", *base, "--batch", "64", "--update", "async"], "parameter-server processes",
             "async across processes")
+    # Averaging every 3 steps: each process's replica takes local steps on its slice and the
+    # rounds' all-reduces span the processes; 10 steps end with a cut round, averaged at the end.
+    equivalence(tmp, binary, ["--variables", "replicated", "--reduce", "allreduce", "--average-every", "3"],
+                towers_one="cpu:0,cpu:1", label="averaging every 3")
     killed_rank(tmp, binary)
     group_of_one(tmp, binary)
     # Parameter-server processes.
