@@ -81,8 +81,14 @@ int runHeadless(const tb::RunConfig& config, const RunStorage& storage) {
     };
     try {
         config.validate();
-        if (processes && processes->size() > 1 && !storage.resumeDir.empty())
-            throw tb::Error("--resume: runs of several processes do not resume yet");
+        // The chief's checkpoint holds every process's state only where all processes hold the same.
+        if (processes && config.psTasks > 0 && !storage.resumeDir.empty())
+            throw tb::Error("--resume: runs with parameter-server processes do not resume yet (the servers' optimiser "
+                            "slots are not in the chief's checkpoints)");
+        if (processes && processes->size() > 1 && config.averageEvery > 0 && !storage.resumeDir.empty())
+            throw tb::Error("--resume: runs of several processes averaging every K steps do not resume yet (each "
+                            "process's replicas keep optimiser slots of their own, and the chief's checkpoint holds "
+                            "its own only)");
         // Trains (or serves the variables) quietly beside the chief, which reports the run.
         if (processes && processes->rank() != tb::chiefProcess(config, processes->size())) {
             tb::RunConfig quiet = config;

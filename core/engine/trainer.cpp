@@ -518,10 +518,15 @@ RunSummary Trainer::execute(ObserverHub& hub) {
     }
     const ModelSpec spec = findModel(c.model);
     // A resume that cannot be exact is refused before anything is written to the run's folder.
-    const bool resuming = folder_ && folder_->resuming();
+    std::string resumePath = folder_ && folder_->resuming() ? folder_->resumeCheckpoint() : "";
+    // Processes: every process's copy of the variables and optimiser state equals the chief's (or,
+    // averaging, its replicas at a round's end), so each restores the chief's checkpoint, whose
+    // path the chief sends (the processes share its folder: one machine, or a shared file system).
+    if (processes_ && c.psTasks == 0) resumePath = processes_->broadcast(resumePath, chief);
+    const bool resuming = !resumePath.empty();
     std::optional<Checkpoint> resumeFrom;
     if (resuming) {
-        resumeFrom = Checkpoint::open(folder_->resumeCheckpoint());
+        resumeFrom = Checkpoint::open(resumePath);
         if (const std::string why = resumeFrom->resumeProblem(c, spec.json); !why.empty()) throw Error("--resume: " + why);
         if (c.steps > 0 && resumeFrom->meta().step >= c.steps) throw Error(trainedAll(c.steps));
     }

@@ -232,6 +232,32 @@ def group_of_one(tmp, binary):
           f"{'bitwise equal' if same else 'DIFFERENT'}, bytes to other processes {sent}")
 
 
+def resumed(tmp, binary, placement, label):
+    """2 processes trained 10 steps, then resumed to 20 (every process restores the chief's
+    checkpoint), against 2 processes trained 20 steps at once: the same losses at steps 11-20."""
+    common = ["--model", "mlp", "--data", DATA, "--validation", "0", "--threads", "1", "--quiet", "--lr", "0.05",
+              "--towers", "cpu:0", "--batch", "64", "--checkpoint-every", "10", *placement]
+    whole, cut = os.path.join(tmp, "whole"), os.path.join(tmp, "cut")
+    runs = [[*MPIRUN, "2", binary, *common, "--steps", "20", "--run-dir", whole, "--metrics", whole + ".jsonl"],
+            [*MPIRUN, "2", binary, *common, "--steps", "10", "--run-dir", cut],
+            [*MPIRUN, "2", binary, "--resume", cut, "--steps", "20", "--quiet", "--metrics", cut + ".jsonl"]]
+    for cmd in runs:
+        p, _ = run(cmd)
+        if p.returncode:
+            check(False, f"{label}: {' '.join(cmd[4:6])}... ended with {p.returncode}: {p.stderr[-600:]}")
+            return
+    a = [json.loads(line) for line in open(whole + ".jsonl") if '"type":"step"' in line]
+    b = [json.loads(line) for line in open(cut + ".jsonl") if '"type":"step"' in line]
+    later = {st["step"]: st["loss"] for st in a if st["step"] > 10}
+    worst = max((abs(st["loss"] - later[st["step"]]) / abs(later[st["step"]]) for st in b if st["step"] in later),
+                default=1.0)
+    check([st["step"] for st in b] == list(range(11, 21)) and worst < 1e-6,
+          f"{label}: resumed at step 10, steps {b[0]['step'] if b else None}-{b[-1]['step'] if b else None}' losses "
+          f"within {worst:.1e} of the run trained at once (limit 1e-6)")
+    shutil.rmtree(whole)
+    shutil.rmtree(cut)
+
+
 def nccl_across_processes(tmp, binary):
     """mpirun -np 1 (a group of one process: NCCL's ncclCommInitRank from an id sent over MPI)
     against the same run without mpirun (ncclCommInitAll), replicated variables on gpu:0."""
@@ -299,6 +325,16 @@ def main():
                 towers_one="cpu:0,cpu:1", label="averaging every 3")
     killed_rank(tmp, binary)
     group_of_one(tmp, binary)
+    resumed(tmp, binary, [], "resume, variables on the host")
+    resumed(tmp, binary, ["--variables", "replicated", "--reduce", "allreduce", "--optimizer", "adam"],
+            "resume, replicated with Adam")
+    # Averaging: each process's replicas have optimiser slots of their own, not in the chief's checkpoint.
+    cut = os.path.join(tmp, "averaged")
+    avg = [binary, "--model", "mlp", "--data", DATA, "--validation", "0", "--threads", "1", "--quiet", "--towers",
+           "cpu:0", "--batch", "64", "--variables", "replicated", "--reduce", "allreduce", "--average-every", "5"]
+    run([*MPIRUN, "2", *avg, "--steps", "10", "--run-dir", cut])
+    refused([*MPIRUN, "2", binary, "--resume", cut, "--steps", "20", "--quiet"], "averaging every K steps do not resume",
+            "resume of processes averaging")
     # Parameter-server processes.
     equivalence(tmp, binary, [], servers=1, label="one parameter-server process")
     equivalence(tmp, binary, [], servers=2, label="two parameter-server processes")
