@@ -17,10 +17,15 @@
    others are workers): synchronous, 3 processes with one server (and 4 with two) train exactly
    what one process of one tower x 64 does; asynchronous, 2 workers reach the accuracy of the
    synchronous run within 3 points, mean over 3 seeds (6 epochs of the shipped slice).
+5. Averaging every 3 steps across processes equals one process of both towers (a cut last round
+   averaged at the end); mpirun -np 1 trains bitwise what no mpirun does; every step line carries
+   every worker's towers; a run of 2 processes resumed at step 10 gives the losses of one trained
+   at once (refused for averaging, whose replicas' slots differ between processes).
 With --gpu (a GPU machine; tests/gpu/device_check.sh --mpi runs it), the same equivalences with a
 GPU tower in each process: the towers meet on the host and through MPI (both processes' towers on
 the one GPU: NCCL refuses two ranks on one GPU), with the variables on the host, replicated, and on
-a parameter-server process; NCCL across processes (one group over every process's GPUs, its id
+a parameter-server process, averaging every 3 (against 2 towers sharing the GPU) and resumed;
+NCCL across processes (one group over every process's GPUs, its id
 sent over MPI) with the one process a one-GPU machine allows, against the same run without
 mpirun; and the refusals: NCCL asked for two processes on one GPU, the variables on a GPU.
 Open MPI refuses root without OMPI_ALLOW_RUN_AS_ROOT*; this script sets them for its own runs
@@ -232,11 +237,11 @@ def group_of_one(tmp, binary):
           f"{'bitwise equal' if same else 'DIFFERENT'}, bytes to other processes {sent}")
 
 
-def resumed(tmp, binary, placement, label):
+def resumed(tmp, binary, placement, label, tower="cpu:0"):
     """2 processes trained 10 steps, then resumed to 20 (every process restores the chief's
     checkpoint), against 2 processes trained 20 steps at once: the same losses at steps 11-20."""
     common = ["--model", "mlp", "--data", DATA, "--validation", "0", "--threads", "1", "--quiet", "--lr", "0.05",
-              "--towers", "cpu:0", "--batch", "64", "--checkpoint-every", "10", *placement]
+              "--towers", tower, "--batch", "64", "--checkpoint-every", "10", *placement]
     whole, cut = os.path.join(tmp, "whole"), os.path.join(tmp, "cut")
     runs = [[*MPIRUN, "2", binary, *common, "--steps", "20", "--run-dir", whole, "--metrics", whole + ".jsonl"],
             [*MPIRUN, "2", binary, *common, "--steps", "10", "--run-dir", cut],
@@ -282,6 +287,9 @@ def gpu_cases(tmp, binary):
                 towers_two=tower, label="GPU towers, replicated, through the host")
     equivalence(tmp, binary, [], towers_one=tower, towers_two=tower, servers=1,
                 label="GPU towers, one parameter-server process")
+    equivalence(tmp, binary, ["--variables", "replicated", "--reduce", "allreduce", "--average-every", "3"],
+                towers_one="gpu:0*2", towers_two=tower, label="GPU towers, averaging every 3 through the host")
+    resumed(tmp, binary, [], "GPU towers, resumed", tower=tower)
     nccl_across_processes(tmp, binary)
     base = [binary, "--model", "mlp", "--data", DATA, "--steps", "5", "--validation", "0", "--threads", "1",
             "--towers", tower, "--quiet", "--batch", "64"]
