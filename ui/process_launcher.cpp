@@ -70,6 +70,7 @@ QString ProcessLauncher::start(const tb::RunConfig& config, int processes, const
     else args << QStringLiteral("--hostfile") << hostfile;
     tb::RunConfig run = config;
     run.metrics.clear();  // the folder keeps the metrics; a second file is the command line's choice
+    run.quiet = false;    // a switch, added below (a followed run's config has quiet true)
     args << program << settingsAsFlags(run) << QStringLiteral("--run-dir") << folder_ << QStringLiteral("--quiet");
     errors_.clear();
     stops_ = 0;
