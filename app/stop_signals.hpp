@@ -1,6 +1,6 @@
 // SIGINT, SIGTERM and SIGUSR1 as a request to stop: the run ends at the end of the step in progress and
 // writes what a Stop writes (final evaluation, checkpoint, final state line, summary); a second
-// signal ends the process at once. The exit status is 128 + the first signal (130, 143), as a
+// signal ends the process at once. The exit status is 128 + the first signal (130, 143, 138), as a
 // shell reports a program the signal killed, so scripts see the run did not end on its own.
 // SIGUSR1 is for runs of several processes: mpirun passes it on to every process, whereas it
 // answers SIGTERM and SIGINT by killing the whole job a few seconds later (Open MPI's mpirun(1)),

@@ -49,8 +49,9 @@ const char* kUsage = R"(usage: towerbench-run selftest
 
 Trains a model on one or more towers and prints a JSON summary as the last line of stdout.
 Under `mpirun -np N` the N processes train one run: --batch is the global batch, each process
-trains its slice with its own towers (CPU towers; holder mean or all-reduce, synchronous), they
-reduce over MPI, and process 0 keeps the folder, metrics and summary (README: "Processes").
+trains its slice with its own towers (holder mean, all-reduce or averaging every K), they reduce
+over MPI (GPU replicas with GPUs of their own: one NCCL group over all processes), and process 0
+keeps the folder, metrics and summary (README: "Processes").
 With --ps-tasks P the first P processes hold the variables as parameter servers (sync or async)
 and the others are workers, the first of which (process P) keeps the folder.
 `selftest` lists the devices, checks every op of every backend against a double-precision

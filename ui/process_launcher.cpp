@@ -120,8 +120,8 @@ void ProcessLauncher::ended(int code, QProcess::ExitStatus status) {
     if (exit != 0 && reason.isEmpty())
         reason = status == QProcess::CrashExit ? tr("mpirun was killed") : tr("mpirun ended with exit status %1%2").arg(exit).arg(
                                                                               mpiLine.isEmpty() ? QString() : QStringLiteral(": ") + mpiLine);
-    // A run refused before it began leaves no folder (the folder is empty then).
-    if (exit != 0) QDir().rmdir(folder_);
+    // A run refused or stopped before it began leaves no folder (rmdir removes only an empty one).
+    QDir().rmdir(folder_);
     emit finished(exit, exit ? reason : QString());
 }
 

@@ -62,8 +62,7 @@ void Communicator::countByRank(int rank, int64_t bytes) {
 
 void Communicator::countTotal(int64_t bytes) { total_ += bytes; }
 
-void Communicator::reduceChunk(Backend& be, Stream s, Range c, const std::vector<const float*>& sources, float* out,
-                               ReduceOp op) const {
+void reduceChunk(Backend& be, Stream s, Range c, const std::vector<const float*>& sources, float* out, ReduceOp op) {
     const size_t n = c.size();
     be.copy(s, out + c.begin, sources[0] + c.begin, n * sizeof(float));
     for (size_t j = 1; j < sources.size(); ++j) be.axpy(s, 1.f, sources[j] + c.begin, out + c.begin, n);

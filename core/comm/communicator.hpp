@@ -128,9 +128,6 @@ protected:
     void countTotal(int64_t bytes);
     bool onHolderDevice(int rank) const { return ranks_[size_t(rank)].device == holder_.device; }
     int64_t ringBytes(size_t count) const;  // 2 (D - 1) x count x 4
-    // out[c] := op over the sources' chunk c (one per rank), on `be` and stream `s`, completed.
-    void reduceChunk(Backend& be, Stream s, Range c, const std::vector<const float*>& sources, float* out,
-                     ReduceOp op) const;
 
     std::vector<RankEndpoint> ranks_;
     HolderEndpoint holder_;
@@ -148,6 +145,10 @@ private:
     std::vector<double> waited_;
     int distinctDevices_ = 0;
 };
+
+// out[c] := op over the sources' chunk c, on `be` and stream `s`, completed: out := the first,
+// then each other added in order, then scaled for the mean (so every caller sums alike).
+void reduceChunk(Backend& be, Stream s, Range c, const std::vector<const float*>& sources, float* out, ReduceOp op);
 
 // The communicator for ranks and a holder (holder.backend null: no holder, replicas only);
 // `maxCount` bounds the floats of one transfer (staging is sized for it); `processes`: the other

@@ -4,7 +4,8 @@
 // reduce the result (hierarchical reduction, as Horovod and PyTorch's DDP buckets do); GPU
 // replicas with GPUs of their own meet instead in one NCCL group over every process's GPUs. Every
 // process keeps a full copy of the variables (and of the holder's optimiser) and applies the
-// same update, so the copies stay equal.
+// same update, so the copies stay equal (averaging every K: equal after each round); with
+// parameter-server processes the servers hold the variables instead.
 //
 // MPI implements it (mpi_process_group.cpp, built where CMake finds MPI). Collectives are called
 // on `lanes`: each lane is its own MPI communicator, so a process's tower threads can each reduce
@@ -15,7 +16,8 @@
 //
 // Bytes are counted here as the bytes this process sends: an all-reduce of `count` floats by
 // nccl-tests' definition (the ring's bus bytes: 2 (P - 1) / P x count x 4 sent, and as many
-// received, by each of the P processes); a point-to-point message by its length.
+// received, by each of the P processes); a point-to-point message by its length. The start-up
+// checks' broadcasts and the votes (any) are not counted.
 #pragma once
 #include <atomic>
 #include <cstddef>
@@ -64,7 +66,7 @@ public:
     // Every process's `text`, in rank order (a broadcast from each in turn: for start-up checks).
     std::vector<std::string> gather(const std::string& text);
 
-    // Bytes this process sent to and received from the others, by the definition above.
+    // Bytes this process sent to the others, by the definition above.
     int64_t bytesMoved() const { return bytes_.load(); }
     // Counts an all-reduce of `count` floats across the processes, also one another library
     // carried: NCCL's ring over `ranks` GPUs of several processes sends 2 (ranks - 1) / ranks x

@@ -831,6 +831,7 @@ RunSummary Trainer::execute(ObserverHub& hub) {
             const std::vector<TowerStep> rs = towers.steps(batches, step, wait, haveAhead ? &ahead : nullptr);
             const double each = seconds(t0, Clock::now()) / double(rs.size());  // local steps share the wall time
             bool evalDue = false;
+            const bool firstCall = firstRecorded < 0;
             for (const TowerStep& r : rs) {
                 if (ema) {  // averaging: the mean of the replicas as they are after this call's steps
                     const VariablesView v = towers.variables();
@@ -860,6 +861,13 @@ RunSummary Trainer::execute(ObserverHub& hub) {
                 record(m);
                 // From each multiple of K on (async workers of servers count every worker's updates).
                 evalDue |= c.evalEvery > 0 && step / c.evalEvery > before / c.evalEvery && step < total;
+            }
+            // The steady clock starts after the first call (averaging: its K local steps ran before
+            // their reports), from its last step.
+            if (firstCall && firstRecorded >= 0) {
+                firstRecorded = step;
+                afterFirst = Clock::now();
+                heldBeforeSecond = control_.heldSeconds();
             }
             bool best = false;
             if (evalDue) {

@@ -120,22 +120,17 @@ void ParameterServerTask::serveSync(const std::function<bool()>& afterStep) {
     reply.resize(count);
     std::vector<ProcessGroup::Message> sends;
     for (int w = 0; w < workers_; ++w) sends.push_back(reply.to(first + w, kReplyTag));
-    float* mean = holder_->mean.data();
+    std::vector<const float*> grads;
+    for (auto& p : pushes) grads.push_back(p.floats());
+    Holder& holder = *holder_;
     for (;;) {
         processes_.exchange({}, receives);
-        const PushHeader h0 = pushes[0].header();
-        std::memset(mean, 0, count * sizeof(float));
-        for (int w = 0; w < workers_; ++w) {
-            const PushHeader h = pushes[size_t(w)].header();
-            if (h.step != h0.step || h.step != update_)
+        for (int w = 0; w < workers_; ++w)
+            if (const PushHeader h = pushes[size_t(w)].header(); h.step != update_)
                 throw Error("--ps-tasks: worker " + std::to_string(first + w) + " sent the gradients of step " +
                             std::to_string(h.step) + " where step " + std::to_string(update_) + " was due");
-            const float* g = pushes[size_t(w)].floats();
-            for (size_t i = 0; i < count; ++i) mean[i] += g[i];
-        }
-        const float scale = 1.0f / float(workers_);
-        for (size_t i = 0; i < count; ++i) mean[i] *= scale;
-        const ReplyHeader r = apply(mean, h0.total, false);  // a stop asked for is voted on after the step
+        reduceChunk(*holder.backend, holder.stream, Range{0, count}, grads, holder.mean.data(), ReduceOp::Mean);
+        const ReplyHeader r = apply(holder.mean.data(), pushes[0].header().total, false);  // a stop asked for is voted on after the step
         reply.setHeader(r);
         std::memcpy(reply.floats(), holder_->params.data(), count * sizeof(float));
         processes_.exchange(sends, {});

@@ -304,57 +304,58 @@ def main():
         print("mpirun not found (openmpi-bin): skipped")
         sys.exit(77)
     tmp = tempfile.mkdtemp(prefix="tb-mpi-")
-    if sys.argv[2:] == ["--gpu"]:
-        gpu_cases(tmp, binary)
+    try:  # the temporary folder goes, also where a run outlives its timeout
+        if sys.argv[2:] == ["--gpu"]:
+            gpu_cases(tmp, binary)
+            print(f"{len(failures)} failed" if failures else "all passed")
+            sys.exit(1 if failures else 0)
+        equivalence(tmp, binary, [])
+        equivalence(tmp, binary, ["--variables", "replicated", "--reduce", "allreduce"])
+        # Two towers in each process: their chunks reduce over MPI at once, each on its own lane.
+        equivalence(tmp, binary, [], towers_two="cpu:0,cpu:1", label="2 towers per process")
+        # Dropout: process 1's tower draws the masks of the second tower of one process.
+        model = os.path.join(tmp, "mlp_dropout.json")
+        with open(model, "w") as f:
+            json.dump(DROPOUT_MLP, f)
+        equivalence(tmp, binary, [], towers_one="cpu:0,cpu:1", model=model, label="dropout")
+        base = [binary, "--model", "mlp", "--data", DATA, "--steps", "5", "--validation", "0", "--threads", "1",
+                "--towers", "cpu:0", "--quiet"]
+        refused([*MPIRUN, "1", *base, "--batch", "64", "--lr", "0.01", ":", "-np", "1", *base, "--batch", "64", "--lr", "0.02"],
+                "--lr is 0.02 here but 0.01 on process 0", "settings that differ")
+        refused([*MPIRUN, "2", *base, "--batch", "65"], "do not split evenly over the 2 processes", "a batch the processes cannot split")
+        refused([*MPIRUN, "2", *base, "--batch", "2048"], "examples per step, but the training set has only",
+                "more examples per step than the set holds")
+        refused([*MPIRUN, "2", *base, "--batch", "64", "--update", "async"], "parameter-server processes",
+                "async across processes")
+        # Averaging every 3 steps: each process's replica takes local steps on its slice and the
+        # rounds' all-reduces span the processes; 10 steps end with a cut round, averaged at the end.
+        equivalence(tmp, binary, ["--variables", "replicated", "--reduce", "allreduce", "--average-every", "3"],
+                    towers_one="cpu:0,cpu:1", label="averaging every 3")
+        killed_rank(tmp, binary)
+        group_of_one(tmp, binary)
+        resumed(tmp, binary, [], "resume, variables on the host")
+        resumed(tmp, binary, ["--variables", "replicated", "--reduce", "allreduce", "--optimizer", "adam"],
+                "resume, replicated with Adam")
+        # Averaging: each process's replicas have optimiser slots of their own, not in the chief's checkpoint.
+        cut = os.path.join(tmp, "averaged")
+        avg = [binary, "--model", "mlp", "--data", DATA, "--validation", "0", "--threads", "1", "--quiet", "--towers",
+               "cpu:0", "--batch", "64", "--variables", "replicated", "--reduce", "allreduce", "--average-every", "5"]
+        run([*MPIRUN, "2", *avg, "--steps", "10", "--run-dir", cut])
+        refused([*MPIRUN, "2", binary, "--resume", cut, "--steps", "20", "--quiet"], "averaging every K steps do not resume",
+                "resume of processes averaging")
+        # Parameter-server processes.
+        equivalence(tmp, binary, [], servers=1, label="one parameter-server process")
+        equivalence(tmp, binary, [], servers=2, label="two parameter-server processes")
+        refused([*MPIRUN, "2", *base, "--batch", "64", "--ps-tasks", "2"], "leave no worker among the 2 processes",
+                "more servers than processes")
+        refused([*base, "--batch", "64", "--ps-tasks", "1"], "start the run with mpirun", "servers without mpirun")
+        refused([*MPIRUN, "3", *base, "--batch", "64", "--ps-tasks", "1", "--variables", "replicated", "--reduce",
+                 "allreduce"], "leave --variables at cpu", "servers with replicated variables")
+        killed_rank(tmp, binary, processes=3, victim=0, extra=("--ps-tasks", "1", "--update", "async"),
+                    label="the parameter-server process killed")
+        async_accuracy(tmp, binary)
+    finally:
         shutil.rmtree(tmp, ignore_errors=True)
-        print(f"{len(failures)} failed" if failures else "all passed")
-        sys.exit(1 if failures else 0)
-    equivalence(tmp, binary, [])
-    equivalence(tmp, binary, ["--variables", "replicated", "--reduce", "allreduce"])
-    # Two towers in each process: their chunks reduce over MPI at once, each on its own lane.
-    equivalence(tmp, binary, [], towers_two="cpu:0,cpu:1", label="2 towers per process")
-    # Dropout: process 1's tower draws the masks of the second tower of one process.
-    model = os.path.join(tmp, "mlp_dropout.json")
-    with open(model, "w") as f:
-        json.dump(DROPOUT_MLP, f)
-    equivalence(tmp, binary, [], towers_one="cpu:0,cpu:1", model=model, label="dropout")
-    base = [binary, "--model", "mlp", "--data", DATA, "--steps", "5", "--validation", "0", "--threads", "1",
-            "--towers", "cpu:0", "--quiet"]
-    refused([*MPIRUN, "1", *base, "--batch", "64", "--lr", "0.01", ":", "-np", "1", *base, "--batch", "64", "--lr", "0.02"],
-            "--lr is 0.02 here but 0.01 on process 0", "settings that differ")
-    refused([*MPIRUN, "2", *base, "--batch", "65"], "do not split evenly over the 2 processes", "a batch the processes cannot split")
-    refused([*MPIRUN, "2", *base, "--batch", "2048"], "examples per step, but the training set has only",
-            "more examples per step than the set holds")
-    refused([*MPIRUN, "2", *base, "--batch", "64", "--update", "async"], "parameter-server processes",
-            "async across processes")
-    # Averaging every 3 steps: each process's replica takes local steps on its slice and the
-    # rounds' all-reduces span the processes; 10 steps end with a cut round, averaged at the end.
-    equivalence(tmp, binary, ["--variables", "replicated", "--reduce", "allreduce", "--average-every", "3"],
-                towers_one="cpu:0,cpu:1", label="averaging every 3")
-    killed_rank(tmp, binary)
-    group_of_one(tmp, binary)
-    resumed(tmp, binary, [], "resume, variables on the host")
-    resumed(tmp, binary, ["--variables", "replicated", "--reduce", "allreduce", "--optimizer", "adam"],
-            "resume, replicated with Adam")
-    # Averaging: each process's replicas have optimiser slots of their own, not in the chief's checkpoint.
-    cut = os.path.join(tmp, "averaged")
-    avg = [binary, "--model", "mlp", "--data", DATA, "--validation", "0", "--threads", "1", "--quiet", "--towers",
-           "cpu:0", "--batch", "64", "--variables", "replicated", "--reduce", "allreduce", "--average-every", "5"]
-    run([*MPIRUN, "2", *avg, "--steps", "10", "--run-dir", cut])
-    refused([*MPIRUN, "2", binary, "--resume", cut, "--steps", "20", "--quiet"], "averaging every K steps do not resume",
-            "resume of processes averaging")
-    # Parameter-server processes.
-    equivalence(tmp, binary, [], servers=1, label="one parameter-server process")
-    equivalence(tmp, binary, [], servers=2, label="two parameter-server processes")
-    refused([*MPIRUN, "2", *base, "--batch", "64", "--ps-tasks", "2"], "leave no worker among the 2 processes",
-            "more servers than processes")
-    refused([*base, "--batch", "64", "--ps-tasks", "1"], "start the run with mpirun", "servers without mpirun")
-    refused([*MPIRUN, "3", *base, "--batch", "64", "--ps-tasks", "1", "--variables", "replicated", "--reduce",
-             "allreduce"], "leave --variables at cpu", "servers with replicated variables")
-    killed_rank(tmp, binary, processes=3, victim=0, extra=("--ps-tasks", "1", "--update", "async"),
-                label="the parameter-server process killed")
-    async_accuracy(tmp, binary)
-    shutil.rmtree(tmp, ignore_errors=True)
     if failures:
         print(f"{len(failures)} failed")
         sys.exit(1)
