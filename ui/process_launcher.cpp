@@ -29,13 +29,21 @@ QStringList settingsAsFlags(const tb::RunConfig& c) {
     }
     return flags;
 }
+
+// The processes' standard error, kept for the reason of an end: its start (the first reasons) and
+// its newest part (the stop), at most 128 KiB of each, however long a run writes.
+void keepErrors(QByteArray& kept, const QByteArray& more) {
+    constexpr qsizetype kPart = 128 * 1024;
+    kept += more;
+    if (kept.size() > 2 * kPart) kept = kept.left(kPart) + '\n' + kept.right(kPart);
+}
 }  // namespace
 
 ProcessLauncher::ProcessLauncher(QObject* parent) : QObject(parent) {
     poll_.setInterval(200);
     connect(&poll_, &QTimer::timeout, this, &ProcessLauncher::poll);
     process_.setProcessChannelMode(QProcess::SeparateChannels);
-    connect(&process_, &QProcess::readyReadStandardError, this, [this] { errors_ += process_.readAllStandardError(); });
+    connect(&process_, &QProcess::readyReadStandardError, this, [this] { keepErrors(errors_, process_.readAllStandardError()); });
     connect(&process_, &QProcess::readyReadStandardOutput, this, [this] { process_.readAllStandardOutput(); });
     connect(&process_, &QProcess::finished, this, &ProcessLauncher::ended);
 }
@@ -98,7 +106,7 @@ void ProcessLauncher::poll() {
 void ProcessLauncher::ended(int code, QProcess::ExitStatus status) {
     poll();  // a run that ended at once may have its folder now
     poll_.stop();
-    errors_ += process_.readAllStandardError();
+    keepErrors(errors_, process_.readAllStandardError());
     // The processes' own one-line reasons start with the program's name; a stop is not one.
     QString reason, mpiLine;
     bool stoppedWell = false;

@@ -288,8 +288,20 @@ OptimizerSettings optimizerSettings(const RunConfig& c) {
     return opt;
 }
 
-// The fields of one tower's metrics that travel in a process vote (below).
-constexpr size_t kTowerFields = 10;
+// One tower's metrics as the kTowerReportFloats floats that cross between processes (in a
+// process vote, below; relayed by the first server for async workers), and back.
+void packTower(const TowerMetrics& x, float* f) {
+    const TowerPhases& p = x.phases;
+    const double fields[kTowerReportFloats] = {x.loss,   x.accuracy, p.dataWait, p.forward,  p.backward,
+                                               p.reduce, p.wait,     p.apply,    p.straggle, x.busyFraction};
+    std::copy(fields, fields + kTowerReportFloats, f);
+}
+TowerMetrics unpackTower(const float* f) {
+    TowerMetrics x;
+    x.loss = f[0], x.accuracy = f[1], x.busyFraction = f[9];
+    x.phases = {f[2], f[3], f[4], f[5], f[6], f[7], f[8]};
+    return x;
+}
 
 // Processes: the step's loss, accuracy and examples over every process's slice, whether any
 // process asked to stop, and every worker process's towers' own metrics (loss, accuracy, phase
@@ -303,16 +315,11 @@ bool acrossProcesses(ProcessGroup& processes, StepMetrics& m, bool stopHere, int
                      int towers, bool lastOfCall = true) {
     const int64_t before = processes.bytesMoved();
     m.processBytes = lastOfCall ? before - counted : 0;
-    std::vector<float> v(4 + size_t(workers) * size_t(towers) * kTowerFields, 0.f);
+    std::vector<float> v(4 + size_t(workers) * size_t(towers) * kTowerReportFloats, 0.f);
     v[0] = float(m.loss * m.examples), v[1] = float(m.accuracy * m.examples), v[2] = float(m.examples);
     v[3] = stopHere ? 1.f : 0.f;
-    for (size_t t = 0; worker >= 0 && t < m.towers.size() && t < size_t(towers); ++t) {
-        const TowerMetrics& x = m.towers[t];
-        const TowerPhases& p = x.phases;
-        const double fields[kTowerFields] = {x.loss,     x.accuracy, p.dataWait, p.forward,  p.backward,
-                                             p.reduce,   p.wait,     p.apply,    p.straggle, x.busyFraction};
-        std::copy(fields, fields + kTowerFields, v.begin() + 4 + std::ptrdiff_t((size_t(worker) * towers + t) * kTowerFields));
-    }
+    for (size_t t = 0; worker >= 0 && t < m.towers.size() && t < size_t(towers); ++t)
+        packTower(m.towers[t], v.data() + 4 + (size_t(worker) * towers + t) * kTowerReportFloats);
     processes.allReduce(0, v.data(), v.data(), v.size(), ReduceOp::Sum);
     if (v[2] > 0) {
         m.examples = int(std::lround(v[2]));
@@ -320,15 +327,30 @@ bool acrossProcesses(ProcessGroup& processes, StepMetrics& m, bool stopHere, int
         m.accuracy = v[1] / v[2];
         m.examplesPerSec = m.stepSeconds > 0 ? m.examples / m.stepSeconds : 0;
     }
-    m.towers.assign(size_t(workers) * size_t(towers), {});
-    for (size_t i = 0; i < m.towers.size(); ++i) {
-        const float* f = v.data() + 4 + i * kTowerFields;
-        TowerMetrics& x = m.towers[i];
-        x.loss = f[0], x.accuracy = f[1], x.busyFraction = f[9];
-        x.phases = {f[2], f[3], f[4], f[5], f[6], f[7], f[8]};
-    }
+    m.towers.clear();
+    for (size_t i = 0; i < size_t(workers) * size_t(towers); ++i)
+        m.towers.push_back(unpackTower(v.data() + 4 + i * kTowerReportFloats));
     counted = lastOfCall ? processes.bytesMoved() : counted + (processes.bytesMoved() - before);
     return v[3] > 0;
+}
+
+// Async workers of parameter-server processes meet only the servers: this process's towers'
+// metrics go with its next push (setTowerReport), and the step line gets every worker's towers as
+// the first server last relayed them: each worker's of its previous push, this process's own as
+// they are now; a worker not heard from yet shows no loss and no time.
+void withEveryWorkersTowers(TowerSet& towers, StepMetrics& m, const std::vector<float>& reports, int worker) {
+    const size_t n = m.towers.size();
+    std::vector<float> own(n * kTowerReportFloats);
+    for (size_t t = 0; t < n; ++t) packTower(m.towers[t], own.data() + t * kTowerReportFloats);
+    towers.setTowerReport(own);
+    std::vector<TowerMetrics> every;
+    for (size_t i = 0; n > 0 && i < reports.size() / kTowerReportFloats; ++i) {
+        const float* f = reports.data() + i * kTowerReportFloats;
+        if (i / n == size_t(worker)) every.push_back(m.towers[i % n]);
+        else if (std::isnan(f[3])) every.push_back({std::nan(""), std::nan(""), {}, 0});  // its forward time
+        else every.push_back(unpackTower(f));
+    }
+    if (!every.empty()) m.towers = std::move(every);
 }
 
 // Processes 0 .. P-1 under --ps-tasks P: the servers of the variables' shards. They make every
@@ -349,7 +371,7 @@ void serveParameters(ProcessGroup& processes, const RunConfig& c, int chief) {
     }
     const ShardLayout layout(net, c.psTasks);
     ParameterServerTask task(processes, layout, init, optimizerSettings(c),
-                             DeploymentPlan::parseUpdate(c.update, "--update") == UpdateMode::Async);
+                             DeploymentPlan::parseUpdate(c.update, "--update") == UpdateMode::Async, towers);
     int64_t counted = 0;
     if (!processes.any(false))
         task.serve([&] {
@@ -848,6 +870,7 @@ RunSummary Trainer::execute(ObserverHub& hub) {
                     }
                     m.processBytes = processes_->bytesMoved() - processBytes;
                     processBytes = processes_->bytesMoved();
+                    withEveryWorkersTowers(towers, m, r.towerReports, processes_->rank() - c.psTasks);
                     // The run's examples/sec: every worker's updates since this one's previous push.
                     m.examplesPerSec = m.stepSeconds > 0 ? double(r.update - step) * perStep / m.stepSeconds : 0;
                     step = r.update;

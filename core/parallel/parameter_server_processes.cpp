@@ -2,10 +2,11 @@
 // mpirun; parameter_server_task.hpp). The worker's towers meet on the host first, as the seeds'
 // towers meet on the CPU (their mean, counted as the holder mean counts it); then per step the
 // worker sends each server its shard of that mean (shard x 4 bytes, counted by the process
-// group, with a 24-byte header) and receives the shard's variables, which its towers read at the
-// next step.
+// group, with a 24-byte header; async: server 0's push also carries the towers' report, 10 floats
+// each) and receives the shard's variables, which its towers read at the next step.
 #include <algorithm>
 #include <chrono>
+#include <cmath>
 #include <exception>
 
 #include "parallel/strategies.hpp"
@@ -27,11 +28,21 @@ ParameterServerProcesses::ParameterServerProcesses(const StrategySetup& s)
       async_(s.plan.update == UpdateMode::Async),
       chief_(s.processes->rank() == s.plan.psTasks),
       pushes_(size_t(layout_.tasks())),
-      replies_(size_t(layout_.tasks())) {
+      replies_(size_t(layout_.tasks())),
+      report_(async_ ? s.replicas.size() * kTowerReportFloats : 0, std::nanf("")),
+      reportsFloats_(size_t(s.processes->size() - layout_.tasks()) * report_.size()) {
     for (int k = 0; k < layout_.tasks(); ++k) {
-        pushes_[size_t(k)].resize(layout_.count(k));
-        replies_[size_t(k)].resize(layout_.count(k));
+        pushes_[size_t(k)].resize(layout_.count(k) + (k == 0 ? report_.size() : 0));
+        replies_[size_t(k)].resize(layout_.count(k) + (k == 0 ? reportsFloats_ : 0));
     }
+}
+
+// Called between steps (the towers' threads are idle), before the push that carries it.
+void ParameterServerProcesses::setTowerReport(const std::vector<float>& report) {
+    if (report.size() != report_.size())
+        throw Error("parameter servers: a report of " + std::to_string(report.size()) + " floats where " +
+                    std::to_string(report_.size()) + " were due");
+    report_ = report;
 }
 
 std::string ParameterServerProcesses::name() const {
@@ -72,6 +83,7 @@ void ParameterServerProcesses::pushAndPull(const float* grads, int64_t step) {
         h.stop = stopAsked_ ? 1 : 0;
         pushes_[size_t(s)].setHeader(h);
         layout_.pack(s, grads, pushes_[size_t(s)].floats());
+        if (s == 0) std::copy(report_.begin(), report_.end(), pushes_[0].floats() + layout_.count(0));
         sends.push_back(pushes_[size_t(s)].to(s, kPushTag));
         receives.push_back(replies_[size_t(s)].to(s, kReplyTag));
     }
@@ -79,6 +91,8 @@ void ParameterServerProcesses::pushAndPull(const float* grads, int64_t step) {
     ServerReply r;
     r.update = replies_[0].header().update;
     r.lr = replies_[0].header().lr;
+    const float* reports = replies_[0].floats() + layout_.count(0);
+    r.towerReports.assign(reports, reports + reportsFloats_);
     std::vector<ProcessGroup::Message> byes;
     for (int s = 0; s < p; ++s) {
         const ReplyHeader h = replies_[size_t(s)].header();

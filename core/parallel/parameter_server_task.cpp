@@ -1,5 +1,7 @@
 #include "parallel/parameter_server_task.hpp"
 
+#include <algorithm>
+#include <cmath>
 #include <cstring>
 #include <limits>
 #include <string>
@@ -55,12 +57,15 @@ struct ParameterServerTask::Holder {
 };
 
 ParameterServerTask::ParameterServerTask(ProcessGroup& processes, const ShardLayout& layout,
-                                         const std::vector<float>& init, const OptimizerSettings& opt, bool async)
+                                         const std::vector<float>& init, const OptimizerSettings& opt, bool async,
+                                         int towersPerWorker)
     : processes_(processes),
       layout_(layout),
       shard_(processes.rank()),
       workers_(processes.size() - layout.tasks()),
       async_(async),
+      reportFloats_(async && shard_ == 0 ? size_t(towersPerWorker) * kTowerReportFloats : 0),
+      reports_(size_t(workers_) * reportFloats_, std::nanf("")),
       holder_(std::make_unique<Holder>()) {
     const size_t count = layout_.count(shard_);
     Holder& h = *holder_;
@@ -97,7 +102,7 @@ void ParameterServerTask::serve(const std::function<bool()>& afterStep) {
 
 void ParameterServerTask::finish() {
     ShardMessage<ReplyHeader> final;
-    final.resize(layout_.count(shard_));
+    final.resize(replyFloats());  // received where the answers are
     ReplyHeader h;
     h.update = update_;
     final.setHeader(h);
@@ -145,9 +150,9 @@ void ParameterServerTask::serveAsync() {
     const size_t count = layout_.count(shard_);
     const int first = layout_.tasks();
     ShardMessage<PushHeader> push;
-    push.resize(count);
+    push.resize(count + reportFloats_);
     ShardMessage<ReplyHeader> reply;
-    reply.resize(count);
+    reply.resize(replyFloats());
     std::vector<int64_t> answered(size_t(workers_), 0);  // the update each worker last received
     std::vector<bool> done(size_t(workers_), false);
     int running = workers_;
@@ -175,6 +180,8 @@ void ParameterServerTask::serveAsync() {
         r.staleness = staleness;
         reply.setHeader(r);
         std::memcpy(reply.floats(), holder_->params.data(), count * sizeof(float));
+        std::copy_n(push.floats() + count, reportFloats_, reports_.begin() + std::ptrdiff_t(size_t(w) * reportFloats_));
+        std::copy(reports_.begin(), reports_.end(), reply.floats() + count);
         processes_.exchange({reply.to(m.peer, kReplyTag)}, {});
         answered[size_t(w)] = update_;
         if (r.last) {

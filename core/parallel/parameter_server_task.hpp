@@ -12,6 +12,10 @@
 //   async  the server applies each worker's gradients as they come and answers that worker
 //          alone; staleness is the updates others applied between its last answer and this push.
 // The optimiser's slots live on the servers, for their shards only.
+//
+// Async workers meet no one but the servers, so their towers' reports for the chief's step
+// lines (kTowerReportFloats per tower) travel after the gradients of each push to server 0,
+// which keeps every worker's latest and sends them all after the shard of each answer.
 #pragma once
 #include <cstddef>
 #include <cstdint>
@@ -79,8 +83,9 @@ struct ShardMessage {
 class ParameterServerTask {
 public:
     // Server `shard` (= its process's rank) of the layout's; `init` is the whole flat variables.
+    // Every worker runs `towersPerWorker` towers.
     ParameterServerTask(ProcessGroup& processes, const ShardLayout& layout, const std::vector<float>& init,
-                        const OptimizerSettings& opt, bool async);
+                        const OptimizerSettings& opt, bool async, int towersPerWorker);
     ~ParameterServerTask();
     // Serves until every worker is done. Sync: `afterStep` runs after each step's answers (the
     // run's vote, a collective every process makes) and returns true where the run stops there;
@@ -94,11 +99,14 @@ private:
     void serveSync(const std::function<bool()>& afterStep);
     void serveAsync();
     ReplyHeader apply(const float* grads, int64_t total, bool stopAsked);
+    size_t replyFloats() const { return layout_.count(shard_) + reports_.size(); }
 
     ProcessGroup& processes_;
     const ShardLayout& layout_;
     int shard_, workers_;
     bool async_;
+    size_t reportFloats_;         // per worker's push: its towers' report (async server 0), else 0
+    std::vector<float> reports_;  // (workers x reportFloats_) every worker's latest report
     struct Holder;
     std::unique_ptr<Holder> holder_;  // the shard's variables and optimiser, on a CPU backend
     int64_t update_ = 0;

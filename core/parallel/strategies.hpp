@@ -124,6 +124,7 @@ public:
     void setRunLength(int64_t updates) override { total_ = updates; }
     void askToStop() override { stopAsked_ = true; }
     std::optional<ServerReply> lastReply() const override { return reply_; }
+    void setTowerReport(const std::vector<float>& report) override;
     std::optional<int64_t> endTraining() override;
 
 private:
@@ -137,6 +138,10 @@ private:
     int64_t total_ = 0;
     std::atomic<bool> stopAsked_{false};
     std::optional<ServerReply> reply_;
+    // Async: this process's towers' report for server 0 (towers x kTowerReportFloats; NaN before
+    // the first), and the workers' reports its answers carry after the shard.
+    std::vector<float> report_;
+    size_t reportsFloats_ = 0;
 };
 
 // Helpers of the strategies (strategy.cpp).

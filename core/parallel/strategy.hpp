@@ -55,6 +55,10 @@ struct VariablesView {
     float* params = nullptr;  // (paramCount) in that backend's memory
 };
 
+// Floats per tower in the reports processes exchange for the chief's step lines (the trainer
+// packs them: loss, accuracy, the phase times, the busy fraction).
+constexpr size_t kTowerReportFloats = 10;
+
 // Parameter-server processes: what the servers answered to this process's last push.
 struct ServerReply {
     int64_t update = 0;     // updates applied so far (the first server's count)
@@ -62,6 +66,9 @@ struct ServerReply {
     float lr = 0;
     bool applied = true;    // false: the push came after the last update and was not applied
     bool last = false;      // the servers take no more updates: this process ends its training
+    // Async: every worker's towers' latest reports (workers x towers x kTowerReportFloats), as the
+    // first server relays them; NaN where a worker has not reported yet. Empty otherwise.
+    std::vector<float> towerReports;
 };
 
 // A buffer of training state as checkpoints save and restore it (between steps).
@@ -116,6 +123,10 @@ public:
     virtual void setRunLength(int64_t /*updates*/) {}
     virtual void askToStop() {}
     virtual std::optional<ServerReply> lastReply() const { return std::nullopt; }
+    // Async parameter-server processes: this process's towers' latest report (towers x
+    // kTowerReportFloats), sent with the next push; ServerReply::towerReports brings back every
+    // worker's, so the chief's step lines show every worker's towers (one push late).
+    virtual void setTowerReport(const std::vector<float>& /*report*/) {}
     virtual std::optional<int64_t> endTraining() { return std::nullopt; }
 
 protected:

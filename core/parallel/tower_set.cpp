@@ -445,6 +445,7 @@ std::vector<TowerStep> TowerSet::steps(const std::vector<const Batch*>& batches,
         out.back().staleness = plan_.update == UpdateMode::Async ? a->staleness : -1;
         out.back().applied = a->applied;
         out.back().last = a->last;
+        out.back().towerReports = a->towerReports;
     }
     return out;
 }

@@ -47,6 +47,7 @@ struct TowerStep {
     // process's training ends).
     bool applied = true;
     bool last = false;
+    std::vector<float> towerReports;  // async parameter-server processes: ServerReply::towerReports
 };
 
 // Memory one device's backend handed out during the run.
@@ -94,6 +95,7 @@ public:
     // count of updates).
     void setRunLength(int64_t updates) { strategy_->setRunLength(updates); }
     void askToStop() { strategy_->askToStop(); }
+    void setTowerReport(const std::vector<float>& report) { strategy_->setTowerReport(report); }
     std::optional<int64_t> endTraining() { return strategy_->endTraining(); }
 
     // The network that evaluation and checkpoints see: tower 0 with the current variables

@@ -16,7 +16,8 @@
 4. Parameter-server processes (--ps-tasks P: processes 0..P-1 hold the variables' shards, the
    others are workers): synchronous, 3 processes with one server (and 4 with two) train exactly
    what one process of one tower x 64 does; asynchronous, 2 workers reach the accuracy of the
-   synchronous run within 3 points, mean over 3 seeds (6 epochs of the shipped slice).
+   synchronous run within 3 points, mean over 3 seeds (6 epochs of the shipped slice), and the
+   chief's step lines show both async workers' towers (relayed by the server).
 5. Averaging every 3 steps across processes equals one process of both towers (a cut last round
    averaged at the end); mpirun -np 1 trains bitwise what no mpirun does; every step line carries
    every worker's towers; a run of 2 processes resumed at step 10 gives the losses of one trained
@@ -219,6 +220,31 @@ def async_accuracy(tmp, binary):
           f"({accuracy}); mean staleness {[round(x, 2) for x in staleness]}")
 
 
+def async_lanes(tmp, binary):
+    """Async workers meet only the servers, so the first server relays each worker's towers'
+    report (loss, phase times) to the others with its answers: the chief's step lines show both
+    workers' towers (the other's of its previous push), and its pushes carry its own report."""
+    folder = os.path.join(tmp, "lanes")
+    p, _ = run([*MPIRUN, "3", binary, "--model", "mlp", "--data", DATA, "--steps", "40", "--validation", "0",
+                "--threads", "1", "--quiet", "--towers", "cpu:0,cpu:1", "--batch", "64", "--ps-tasks", "1",
+                "--update", "async", "--run-dir", folder, "--metrics", folder + ".jsonl"])
+    if p.returncode:
+        check(False, f"async lanes: the run ended with {p.returncode}: {p.stderr[-300:]}")
+        return
+    params = json.loads(p.stdout.strip().splitlines()[-1])["params"]
+    steps = [json.loads(line) for line in open(folder + ".jsonl") if '"type":"step"' in line]
+    late = steps[len(steps) // 2:]  # by then every worker has pushed, and been relayed
+    check(len(steps) > 10 and all(len(st["towers"]) == 4 and all(t["forward_ms"] > 0 and "loss" in t
+                                                                 for t in st["towers"]) for st in late),
+          f"async parameter servers: the chief's last {len(late)} step lines have the 4 towers of the 2 workers, each "
+          f"with its loss and phase times ({[round(t['forward_ms'], 2) for t in steps[-1]['towers']]} ms forward)")
+    counted = {st["process_bytes"] for st in steps}
+    expected = params * 4 + 24 + 2 * 10 * 4  # gradients, header, 2 towers' reports of 10 floats
+    check(counted == {expected}, f"async parameter servers: bytes the chief sent per push {sorted(counted)} "
+          f"(expected {expected}: gradients, header, its towers' report)")
+    shutil.rmtree(folder)
+
+
 def group_of_one(tmp, binary):
     """mpirun -np 1 joins a process group of one (the path NCCL across processes takes on a
     one-GPU machine): it trains what the same run without mpirun does."""
@@ -353,6 +379,7 @@ def main():
                  "allreduce"], "leave --variables at cpu", "servers with replicated variables")
         killed_rank(tmp, binary, processes=3, victim=0, extra=("--ps-tasks", "1", "--update", "async"),
                     label="the parameter-server process killed")
+        async_lanes(tmp, binary)
         async_accuracy(tmp, binary)
     finally:
         shutil.rmtree(tmp, ignore_errors=True)
