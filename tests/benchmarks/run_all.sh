@@ -13,7 +13,7 @@
 set -euo pipefail
 
 if [ $# -lt 1 ]; then
-  echo "usage: $0 BUILD_DIR [--which all|cpu|towers|gui] [benchmark arguments...]" >&2
+  echo "usage: $0 BUILD_DIR [--which all|cpu|towers|predictor|gui|denormals|allreduce] [benchmark arguments...]" >&2
   exit 2
 fi
 build=$1
