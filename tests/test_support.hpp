@@ -19,9 +19,11 @@ struct RunResult {
     QString out, err;
 };
 
-// Runs the headless program with args and waits up to timeoutMs; a hang fails the test.
-inline RunResult runTowerbench(const QStringList& args, int timeoutMs = 120000) {
+// Runs the headless program with args (in `env`) and waits up to timeoutMs; a hang fails the test.
+inline RunResult runTowerbench(const QStringList& args, int timeoutMs = 120000,
+                               const QProcessEnvironment& env = QProcessEnvironment::systemEnvironment()) {
     QProcess p;
+    p.setProcessEnvironment(env);
     p.start(QStringLiteral(TB_RUN_BINARY), args);
     RunResult r;
     if (!p.waitForFinished(timeoutMs)) {

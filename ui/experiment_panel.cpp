@@ -183,6 +183,9 @@ ExperimentPanel::ExperimentPanel(DeviceCatalog catalog, QWidget* parent)
     split_ = new QLabel;
     split_->setToolTip(tr("The global batch of one step and how it is split over the towers."));
     optimizer_ = combo({"sgd", "momentum", "nesterov", "adam"}, tr("The optimiser applied to the variables."));
+    precision_ = combo({"fp32", "bf16"}, tr("The number format of the convolutions and inner products. bf16: mixed "
+                                           "precision (bf16 inputs, fp32 sums, fp32 master weights and optimiser); "
+                                           "CPU towers on a processor with AVX512-BF16 or AMX."));
     lr_ = real(0.00001, 999, 5, 0.001, tr("Learning rate (initial, when a decay is set)."));
     momentum_ = real(0, 0.999, 3, 0.01, tr("Momentum coefficient (momentum and Nesterov)."));
     decaySteps_ = spin(0, INT_MAX, tr("Exponential decay every N steps; constant: no decay."), tr("constant"));
@@ -272,6 +275,7 @@ ExperimentPanel::ExperimentPanel(DeviceCatalog catalog, QWidget* parent)
     bind("batch_per_tower", batchMeaning_, tr("Batch per tower"));
     add(trainingForm_, {}, tr("Global batch"), split_);
     add(trainingForm_, "optimizer", tr("Optimiser"), optimizer_);
+    add(trainingForm_, "precision", tr("Precision"), precision_);
     add(trainingForm_, "lr", tr("Learning rate"), lr_);
     add(trainingForm_, "momentum", tr("Momentum"), momentum_);
     add(trainingForm_, "lr_decay_steps", tr("Decay every"), decaySteps_);
@@ -311,7 +315,7 @@ ExperimentPanel::ExperimentPanel(DeviceCatalog catalog, QWidget* parent)
     connect(runOn_, &QComboBox::currentIndexChanged, this, &ExperimentPanel::devicesChanged);
     connect(gpus_, &QListWidget::itemChanged, this, &ExperimentPanel::devicesChanged);
     for (QSpinBox* s : {towers_, perGpu_}) connect(s, &QSpinBox::valueChanged, this, &ExperimentPanel::devicesChanged);
-    for (QComboBox* c : {model_, data_, variables_, reduce_, update_, optimizer_, length_, batchMeaning_, transfers_})
+    for (QComboBox* c : {model_, data_, variables_, reduce_, update_, optimizer_, precision_, length_, batchMeaning_, transfers_})
         connect(c, &QComboBox::currentIndexChanged, this, &ExperimentPanel::revalidate);
     for (QSpinBox* s : {processes_, averageEvery_, psShards_, psTasks_, batch_, decaySteps_, seed_, evalEvery_, validation_, shuffleBuffer_,
                         prefetch_, threads_, checkpointEvery_, keepCheckpoints_})
@@ -489,6 +493,7 @@ tb::RunConfig ExperimentPanel::config() const {
         c.batch = int(std::min<int64_t>(INT_MAX, int64_t(towerCount()) * batch_->value()));
     }
     c.optimizer = optimizer_->currentText().toStdString();
+    c.precision = precision_->currentText().toStdString();
     c.lr = lr_->value();
     c.momentum = momentum_->value();
     c.lrDecaySteps = decaySteps_->value();
@@ -556,6 +561,7 @@ void ExperimentPanel::setConfig(const tb::RunConfig& c) {
     batchMeaning_->setCurrentIndex(c.batchPerTower > 0 ? kBatchPerTower : kGlobalBatch);
     batch_->setValue(c.batchPerTower > 0 ? c.batchPerTower : c.batch);
     optimizer_->setCurrentText(QString::fromStdString(c.optimizer));
+    precision_->setCurrentText(QString::fromStdString(c.precision));
     lr_->setValue(c.lr);
     momentum_->setValue(c.momentum);
     decaySteps_->setValue(int(std::min<int64_t>(INT_MAX, c.lrDecaySteps)));
@@ -643,6 +649,7 @@ void ExperimentPanel::revalidate() {
         tb::checkProcessRoles(c, processes());
         const tb::DeploymentPlan plan = catalog_.makePlan(c);
         if (processes() > 1) plan.checkAcrossProcesses();
+        tb::checkPrecision(c.precision, plan);
         tb::findModel(c.model);
         if (folder && folder_->text().isEmpty()) throw tb::Error("--data: choose a folder");
         if (folder && !QFileInfo(folder_->text()).isDir())

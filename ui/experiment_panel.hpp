@@ -101,7 +101,7 @@ private:
     tb::RunConfig base_;  // the last config set: what the form has no field for comes from here
     QHash<QString, QWidget*> fields_;
     QHash<QString, QString> names_;  // key -> the field's label
-    QComboBox *model_, *data_, *runOn_, *variables_, *reduce_, *update_, *optimizer_, *length_, *batchMeaning_,
+    QComboBox *model_, *data_, *runOn_, *variables_, *reduce_, *update_, *optimizer_, *precision_, *length_, *batchMeaning_,
         *transfers_;
     QListWidget* gpus_;
     QFormLayout *devicesForm_, *trainingForm_, *dataForm_;

@@ -70,7 +70,9 @@ struct DenseDesc {
     int n = 0, in = 0, out = 0;           // x (n, in) -> y (n, out) = x W^T + b, W (out, in)
 };
 
-// A convolution plan: y = conv(x, w) + b and its two gradients.
+// A convolution plan: y = conv(x, w) + b and its two gradients. As in a training step (and in
+// every autograd), the backward calls after a forward read that forward's x and w, and both read
+// the same dy, unchanged in between: a plan may keep what it made of them (bf16 copies).
 class ConvOp {
 public:
     virtual ~ConvOp() = default;
@@ -100,6 +102,7 @@ public:
     virtual void backward(Stream, const float* x, const float* y, const float* dy, float* dx, const void* saved) = 0;
 };
 
+// An inner-product plan; the backward calls follow their forward as ConvOp's do.
 class DenseOp {
 public:
     virtual ~DenseOp() = default;
@@ -193,8 +196,21 @@ public:
     virtual void emaUpdate(Stream, float* shadow, const float* params, float decay, size_t n) = 0;
 };
 
+// The number format of the matrix work (convolutions and inner products). Bf16: mixed precision
+// as in PyTorch's autocast: each op rounds its inputs (activations, weights, incoming gradients)
+// to bf16 and accumulates and returns fp32, so the variables, the optimiser and every other op
+// stay fp32 (the master weights).
+enum class MatmulPrecision { Fp32, Bf16 };
+
 // The always-available CPU backend (oneDNN + BLAS) as device cpu:index; threads = 0 means all
-// cores. CPU towers are virtual devices: cpu:1 is a backend of its own, not cpu:0.
-std::shared_ptr<Backend> makeCpuBackend(int threads = 0, int index = 0);
+// cores. CPU towers are virtual devices: cpu:1 is a backend of its own, not cpu:0. Bf16 throws
+// tb::Error where cpuBf16Missing() says why it cannot run.
+std::shared_ptr<Backend> makeCpuBackend(int threads = 0, int index = 0,
+                                        MatmulPrecision precision = MatmulPrecision::Fp32);
+// Why this processor cannot run bf16 matrix work at full speed (oneDNN 2.6 needs AVX512-BF16 or
+// AMX; it would emulate it slowly otherwise), one sentence; empty where it can.
+std::string cpuBf16Missing();
+// oneDNN's instruction set here ("avx512_core_bf16"), as ONEDNN_MAX_CPU_ISA may cap it.
+std::string cpuIsaName();
 
 }  // namespace tb

@@ -81,7 +81,8 @@ private:
 
 class Checker {
 public:
-    explicit Checker(Backend& be) : be_(be) {}
+    Checker(Backend& be, double matmul) : matmulTolerance(matmul), be_(be) {}
+    const double matmulTolerance;  // convolutions and inner products
     // Runs one op case; `body` returns its worst error (or throws).
     void run(const std::string& op, const std::string& shape, double tol, const std::function<double(Rig&)>& body) {
         OpCheck c{op, shape, 0, tol, false, {}};
@@ -134,7 +135,7 @@ void checkConv(Checker& ck, const ConvDesc& d, uint64_t seed) {
     auto yi = [&](int n, int y, int xx, int k) { return ((size_t(n) * oh + y) * ow + xx) * d.k + k; };
     auto wi = [&](int k, int c, int r, int s) { return ((size_t(k) * d.c + c) * d.r + r) * d.s + s; };
     const std::string shape = convShape(d);
-    ck.run("conv.forward", shape, 1e-5, [&](Rig& rig) {
+    ck.run("conv.forward", shape, ck.matmulTolerance, [&](Rig& rig) {
         DVec ref(ys);
         for (int n = 0; n < d.n; ++n)
             for (int oy = 0; oy < oh; ++oy)
@@ -150,7 +151,7 @@ void checkConv(Checker& ck, const ConvDesc& d, uint64_t seed) {
         op->forward(rig.stream(), rig.upload(x), rig.upload(w), rig.upload(b), y, wsp);
         return normError(rig.download(y, ys), ref);
     });
-    ck.run("conv.backward_data", shape, 1e-5, [&](Rig& rig) {
+    ck.run("conv.backward_data", shape, ck.matmulTolerance, [&](Rig& rig) {
         DVec ref(xs, 0.0);
         forTaps(d, [&](int n, int oy, int ox, int iy, int ix, int r, int s) {
             for (int k = 0; k < d.k; ++k)
@@ -162,7 +163,7 @@ void checkConv(Checker& ck, const ConvDesc& d, uint64_t seed) {
         op->backwardData(rig.stream(), rig.upload(dy), rig.upload(w), dx, wsp);
         return normError(rig.download(dx, xs), ref);
     });
-    ck.run("conv.backward_weights", shape, 1e-5, [&](Rig& rig) {
+    ck.run("conv.backward_weights", shape, ck.matmulTolerance, [&](Rig& rig) {
         DVec refW(ws, 0.0), refB(size_t(d.k), 0.0);
         forTaps(d, [&](int n, int oy, int ox, int iy, int ix, int r, int s) {
             for (int k = 0; k < d.k; ++k)
@@ -276,13 +277,13 @@ void checkDense(Checker& ck, const DenseDesc& d, uint64_t seed) {
             }
         }
     const std::string shape = "n" + std::to_string(d.n) + " in " + std::to_string(d.in) + " out " + std::to_string(d.out);
-    ck.run("dense.forward", shape, 1e-5, [&](Rig& rig) {
+    ck.run("dense.forward", shape, ck.matmulTolerance, [&](Rig& rig) {
         auto op = rig.backend().makeDense(d);
         float* yd = rig.poisoned(ys);
         op->forward(rig.stream(), rig.upload(x), rig.upload(w), rig.upload(b), yd);
         return normError(rig.download(yd, ys), y);
     });
-    ck.run("dense.backward", shape, 1e-5, [&](Rig& rig) {
+    ck.run("dense.backward", shape, ck.matmulTolerance, [&](Rig& rig) {
         auto op = rig.backend().makeDense(d);
         float *dxd = rig.poisoned(xs), *dwd = rig.poisoned(ws), *dbd = rig.poisoned(size_t(d.out));
         float *dyd = rig.upload(dy), *wd = rig.upload(w);
@@ -440,8 +441,8 @@ PoolDesc pool(int n, int c, int h, int w, int r, int stride, int pt, int pl, int
 
 }  // namespace
 
-std::vector<OpCheck> checkBackendOps(Backend& backend) {
-    Checker ck(backend);
+std::vector<OpCheck> checkBackendOps(Backend& backend, double matmulTolerance) {
+    Checker ck(backend, matmulTolerance);
     uint64_t seed = 1;
     for (const ConvDesc& d : {conv(2, 3, 7, 9, 4, 3, 1, 1, 1, 1, 1),      // 3x3 SAME
                               conv(3, 5, 8, 6, 7, 2, 2, 0, 0, 0, 0),      // even kernel, stride 2, VALID

@@ -21,7 +21,10 @@ struct OpCheck {
     std::string failure;     // an exception's message, when the op threw
 };
 
-// Runs the whole table on `backend` (FP32 math expected; TF32 would need looser tolerances).
-std::vector<OpCheck> checkBackendOps(Backend& backend);
+// Runs the whole table on `backend`. FP32 math expected, except in convolutions and inner
+// products, whose tolerance is `matmulTolerance` (bf16 inputs round each to 8 bits of mantissa,
+// a relative 2^-9: errors of a few 1e-3 over these sums).
+constexpr double kFp32MatmulTolerance = 1e-5, kBf16MatmulTolerance = 1e-2;
+std::vector<OpCheck> checkBackendOps(Backend& backend, double matmulTolerance = kFp32MatmulTolerance);
 
 }  // namespace tb

@@ -136,7 +136,9 @@ BackendFactory setBackendFactory(DeviceType type, BackendFactory factory) {
 
 std::shared_ptr<Backend> makeBackend(const Device& device, const BackendOptions& options) {
     if (const BackendFactory& f = factoryFor(device.type)) return f(device, options);
-    if (device.type == DeviceType::Cpu) return makeCpuBackend(options.cpuThreads, device.index);
+    if (device.type == DeviceType::Cpu) return makeCpuBackend(options.cpuThreads, device.index, options.precision);
+    if (options.precision == MatmulPrecision::Bf16)
+        throw Error(device.str() + ": the GPU backend computes in fp32 (or TF32) only; bf16 runs on CPU towers");
     const Loaded& l = loaded();
     if (!l.runtime.available || !l.module)
         throw Error(device.str() + ": no GPU backend here (" + l.runtime.whyNot + ")");

@@ -60,6 +60,7 @@ nlohmann::json RunSummary::toJson() const {
                         {"model", model},
                         {"data", data},
                         {"backend", backend},
+                        {"precision", precision},
                         {"towers", towers},
                         {"tower_busy", towerBusy},
                         {"reduce_apply_fraction", reduceApplyFraction},
@@ -275,6 +276,7 @@ int towersOfPlan(const std::string& text) {
 
 OptimizerSettings optimizerSettings(const RunConfig& c) {
     OptimizerSettings opt;
+    opt.precision = c.precision == "bf16" ? MatmulPrecision::Bf16 : MatmulPrecision::Fp32;
     opt.rule = parseUpdateRule(c.optimizer, "--optimizer");
     opt.hyper.momentum = float(c.momentum);
     opt.schedule.initial = float(c.lr);
@@ -420,6 +422,16 @@ StepMetrics toMetrics(const TowerStep& r, double stepSeconds) {
 }
 
 }  // namespace
+
+// Bf16 matrix work runs on CPU towers of a processor with bf16 instructions (cpuBf16Missing).
+void checkPrecision(const std::string& precision, const DeploymentPlan& plan) {
+    if (precision != "bf16") return;
+    for (const Device& d : plan.towers)
+        if (d.type == DeviceType::Cuda)
+            throw Error("--precision bf16: " + d.str() +
+                        " is a GPU tower, and bf16 runs on CPU towers only in this build (GPU towers: fp32, or --tf32 true)");
+    if (const std::string why = cpuBf16Missing(); !why.empty()) throw Error(why);
+}
 
 Trainer::Trainer(RunConfig config) : config_(std::move(config)) {}
 Trainer::~Trainer() = default;
@@ -593,6 +605,7 @@ RunSummary Trainer::execute(ObserverHub& hub) {
                     (validation > 0 ? " (after " + std::to_string(validation) + " held out for validation)" : std::string()));
     if (plan.update == UpdateMode::Async && c.emaDecay > 0)
         throw Error("--ema-decay: the moving average needs synchronous updates (--update sync)");
+    checkPrecision(c.precision, plan);
     // async: towers of this process push alone. psAsync: workers of parameter-server processes
     // push alone, each with its towers in step (one push per step of the worker).
     const bool psAsync = c.psTasks > 0 && plan.update == UpdateMode::Async;
@@ -694,6 +707,7 @@ RunSummary Trainer::execute(ObserverHub& hub) {
     sum.model = spec.name;
     sum.data = c.data;
     sum.backend = towers.backendName();
+    sum.precision = c.precision;
     sum.params = net.paramCount();
     sum.flopsPerExample = net.trainFlopsPerExample();
     sum.plan = plan;

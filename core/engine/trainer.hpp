@@ -31,6 +31,7 @@ struct RunSummary {
     int64_t params = 0;
     int64_t flopsPerExample = 0;   // training FLOPs per example (Network::trainFlopsPerExample)
     std::string model, data, backend;
+    std::string precision = "fp32";  // the matrix work's (RunConfig::precision)
     DeploymentPlan plan;           // processes: each process's own (its towers, its share of the batch)
     int processes = 1;             // mpirun: the processes that trained together
     std::vector<double> towerBusy; // per tower: busy time / training time
@@ -67,6 +68,9 @@ int cpuTowerSlots();
 int chiefProcess(const RunConfig& config, int processes);
 // Refuses --ps-tasks that leave no worker among `processes` (or need mpirun), in one sentence.
 void checkProcessRoles(const RunConfig& config, int processes);
+// Refuses --precision bf16 where it cannot run (GPU towers; a processor without bf16
+// instructions), in one sentence naming what is missing.
+void checkPrecision(const std::string& precision, const DeploymentPlan& plan);
 
 class Trainer {
 public:

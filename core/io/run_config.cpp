@@ -74,6 +74,7 @@ const std::map<std::string, Setting>& table() {
         {"batch_per_tower", bind(Kind::Int, &RunConfig::batchPerTower)},
         {"slow", bind(Kind::Text, &RunConfig::slow)},
         {"tf32", bind(Kind::Flag, &RunConfig::tf32)},
+        {"precision", bind(Kind::Text, &RunConfig::precision)},
         {"transfers", bind(Kind::Text, &RunConfig::transfers)},
         {"checkpoint_every", bind(Kind::Int, &RunConfig::checkpointEvery)},
         {"checkpoint_minutes", bind(Kind::Real, &RunConfig::checkpointMinutes)},
@@ -209,6 +210,7 @@ void RunConfig::validate() const {
     require(shuffleBuffer >= 0, "--shuffle-buffer: must not be negative");
     require(prefetch >= 0 && prefetch <= 64, "--prefetch: must be between 0 and 64");
     require(threads >= 0 && threads <= 1024, "--threads: must be between 0 (all cores) and 1024");
+    require(precision == "fp32" || precision == "bf16", "--precision: '" + precision + "' is not fp32 or bf16");
     require(transfers == "auto" || transfers == "copies" || transfers == "nccl",
             "--transfers: '" + transfers + "' is not auto, copies or nccl");
     require(psTasks >= 0 && psTasks <= 4096, "--ps-tasks: must be between 0 (no parameter-server processes) and 4096");

@@ -45,6 +45,7 @@ struct RunConfig {
     int batchPerTower = 0;               // 0: batch / towers
     std::string slow;                    // straggler injection: TOWER=FACTOR,...
     bool tf32 = false;                   // GPU towers: tensor-core TF32 math (default plain FP32)
+    std::string precision = "fp32";      // fp32 | bf16: the matrix work's inputs (mixed precision)
     std::string transfers = "auto";      // auto | copies | nccl (parallel/deployment_plan.hpp)
     // Checkpoints in the run's folder (engine/checkpoint.hpp), always one at the end as well.
     int64_t checkpointEvery = 0;         // steps between checkpoints; 0: by time only

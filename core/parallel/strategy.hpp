@@ -28,6 +28,7 @@ struct OptimizerSettings {
     UpdateParams hyper;
     LrSchedule schedule;
     bool allowTf32 = false;  // GPU towers: tensor-core TF32 math (default plain FP32)
+    MatmulPrecision precision = MatmulPrecision::Fp32;  // the towers' convolutions and inner products
 };
 
 // Seconds one tower spent in each phase of a step.

@@ -162,12 +162,14 @@ def build_torch_model(spec, torch):
     return nn.Sequential(*modules), decay_groups
 
 
-def make_torch_step(spec, batch, lr, torch, wrap=None, data_seed=None, device=None):
+def make_torch_step(spec, batch, lr, torch, wrap=None, data_seed=None, device=None, autocast=None):
     """Builds the PyTorch copy of `spec` with cross-entropy and SGD(momentum 0.9, per-layer weight decay)
     on one batch of random tensors made here, before any timing (no input pipeline).
     wrap(model) may return a wrapper to run the steps through (DistributedDataParallel, torch.compile);
     data_seed, when given, reseeds torch before the batch is drawn; device (e.g. "cuda:0") holds the
-    model, its optimizer state and the batch (default: the CPU). Returns (step function, parameter count)."""
+    model, its optimizer state and the batch (default: the CPU); autocast (e.g. torch.bfloat16) runs
+    the forward pass and the loss under torch.autocast with that type (mixed precision: fp32 weights
+    and optimizer). Returns (step function, parameter count)."""
     model, decay = build_torch_model(spec, torch)
     model.train()
     if device is not None:
@@ -186,9 +188,15 @@ def make_torch_step(spec, batch, lr, torch, wrap=None, data_seed=None, device=No
     x = torch.randn(batch, *spec["input"], device=device)
     y = torch.randint(0, classes, (batch,), device=device)
 
+    kind = "cuda" if device is not None and str(device).startswith("cuda") else "cpu"
+
     def step():
         opt.zero_grad(set_to_none=True)
-        loss = loss_fn(net(x), y)
+        if autocast is not None:
+            with torch.autocast(kind, dtype=autocast):
+                loss = loss_fn(net(x), y)
+        else:
+            loss = loss_fn(net(x), y)
         loss.backward()
         opt.step()
         return loss
@@ -215,11 +223,12 @@ def time_steps(step, steps, warmup, sync=None):
     return seconds
 
 
-def bench_pytorch(spec, batch, steps, warmup, threads, lr, torch):
-    """One PyTorch process with `threads` threads: examples/sec over `steps` steps after `warmup`."""
+def bench_pytorch(spec, batch, steps, warmup, threads, lr, torch, autocast=None):
+    """One PyTorch process with `threads` threads: examples/sec over `steps` steps after `warmup`
+    (autocast: that type under torch.autocast, as make_torch_step)."""
     torch.manual_seed(1)
     torch.set_num_threads(threads)
-    step, params = make_torch_step(spec, batch, lr, torch)
+    step, params = make_torch_step(spec, batch, lr, torch, autocast=autocast)
     seconds = time_steps(step, steps, warmup)
     return {"params": params, "seconds": seconds, "examples_per_sec": steps * batch / seconds}
 
@@ -330,6 +339,60 @@ def cpu_isa():
     except OSError:
         pass
     return "n/a"
+
+
+def memory_gib():
+    """MemTotal from /proc/meminfo in GiB (None where there is none)."""
+    try:
+        with open("/proc/meminfo") as f:
+            for line in f:
+                if line.startswith("MemTotal:"):
+                    return int(line.split()[1]) / (1024 * 1024)
+    except OSError:
+        pass
+    return None
+
+
+def gemm_peak_binary(towerbench_binary):
+    """tb_gemm_peak of the build towerbench-run is in (BUILD/app/towerbench-run)."""
+    build = os.path.dirname(os.path.dirname(os.path.abspath(towerbench_binary)))
+    return os.path.join(build, "tests", "benchmarks", "tb_gemm_peak")
+
+
+def gemm_peak(binary, threads, sizes="1024,2048,4096", repeats=5):
+    """tb_gemm_peak's JSON (gemm_peak.hpp): the GEMM peak per precision, oneDNN's instruction set."""
+    proc = subprocess.run([binary, "--threads", str(threads), "--sizes", sizes, "--repeats", str(repeats)],
+                          capture_output=True, text=True)
+    if proc.returncode != 0:
+        raise RuntimeError(f"{binary} exited with {proc.returncode}: {proc.stderr.strip()}")
+    return json.loads(proc.stdout.strip().splitlines()[-1])
+
+
+def machine_line(peak):
+    """What every benchmark prints first (as bench_machine.hpp's machineLine): the processor, its
+    ISA, what oneDNN uses of it, cores, memory and the GEMM peak per precision (peak: gemm_peak's
+    JSON, or None where tb_gemm_peak could not run)."""
+    mem = memory_gib()
+    text = (f"processor: {cpu_model()} ({cpu_isa()}); oneDNN: {peak['isa'] if peak else 'n/a'}; "
+            f"{os.cpu_count()} cores, {f'{mem:.1f}' if mem else '?'} GiB")
+    if not peak:
+        return text + "; GEMM peak: not measured (tb_gemm_peak not built)"
+    bf16 = (f"{peak['bf16_gemm_gflops']:.0f} GFLOP/s ({peak['bf16_kernel']})" if peak.get("bf16_gemm_gflops")
+            else "none (no AVX512-BF16 or AMX)")
+    threads = peak["threads"]
+    return (text + f"; GEMM peak on {threads} thread{'s' if threads != 1 else ''}: "
+            f"fp32 {peak['gemm_gflops']:.0f} GFLOP/s, bf16 {bf16}")
+
+
+def machine_peak(towerbench_binary, threads, failures=None):
+    """gemm_peak's JSON from the build's tb_gemm_peak, quick (sizes 1024 and 2048, best of 3); None,
+    with the reason in failures, where it cannot run."""
+    try:
+        return gemm_peak(gemm_peak_binary(towerbench_binary), threads, "1024,2048", 3)
+    except Exception as e:  # noqa: BLE001 - the benchmark still runs; the line says the peak is missing
+        if failures is not None:
+            failures.append(f"gemm peak: {e}")
+        return None
 
 
 def add_common_args(ap, default_steps, default_models, repo):

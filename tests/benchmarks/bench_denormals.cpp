@@ -109,8 +109,8 @@ int main(int argc, char** argv) {
         worstEngine = std::max(worstEngine, r.denormal[1] / r.normal[1]);
         rows.push_back(r);
     }
-    std::printf("# processor: %s (%s); %d threads; n = %zu floats; median of %d calls, fresh inputs each\n",
-                cpuInfo("model name").c_str(), isa().c_str(), threads, n, repeats);
+    std::printf("# %s\n# %d threads; n = %zu floats; median of %d calls, fresh inputs each\n",
+                tbbench::machineLine(threads).c_str(), threads, n, repeats);
     std::printf("%-17s | %-33s | %-33s\n", "", "default float mode", "engine mode (FTZ + DAZ)");
     std::printf("%-17s | %9s %11s %9s | %9s %11s %9s\n", "kernel", "normal ms", "denormal ms", "ratio", "normal ms",
                 "denormal ms", "ratio");

@@ -14,6 +14,7 @@
 #include <cstdio>
 #include <vector>
 
+#include "bench_machine.hpp"
 #include "engine/trainer.hpp"
 #include "charts_panel.hpp"
 #include "experiment_panel.hpp"
@@ -21,6 +22,7 @@
 
 int main(int argc, char** argv) {
     QApplication app(argc, argv);
+    std::printf("%s\n", tbbench::machineLine(omp_get_num_procs()).c_str());
     QApplication::setOrganizationName("TowerbenchBench");
     tb::RunConfig c;
     c.model = "mnist_cnn";

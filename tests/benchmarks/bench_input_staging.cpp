@@ -92,7 +92,7 @@ int run(int argc, char** argv) {
         ahead.push_back(stepsOf(steps, true));
     }
     const double a = median(own), b = median(ahead);
-    std::printf("processor: %s (%s)\nbackend: %s; %s\n", tbbench::cpuInfo("model name").c_str(), tbbench::isa().c_str(),
+    std::printf("%s\nbackend: %s; %s\n", tbbench::machineLine(omp_get_num_procs()).c_str(),
                 towers.backendName().c_str(), plan.describe().c_str());
     std::printf("%s, batch %d per tower, %d steps x %d rounds (median)\n", model.c_str(), batch, steps, rounds);
     std::printf("%-34s %12.0f ex/s\n%-34s %12.0f ex/s\n%-34s %12.3f\n", "input staged at each step's start", a,

@@ -1,49 +1,22 @@
-// tb_gemm_peak: measures this machine's single-precision GEMM throughput with oneDNN's dnnl_sgemm,
-// the ceiling that bench_cpu_vs_pytorch.py compares Towerbench's training FLOP rate against.
+// tb_gemm_peak: this machine's GEMM ceiling per precision (gemm_peak.hpp), which
+// bench_cpu_vs_pytorch.py compares Towerbench's training FLOP rate against.
 //
 // usage: tb_gemm_peak [--threads T] [--sizes 1024,2048,4096] [--repeats 5]
 // Square row-major C = A * B for each size, all cores by default (OpenMP); one untimed warm-up call,
-// then the best of `repeats` timed calls. Prints one JSON line with the best size:
-//   {"gemm_gflops": X, "threads": T, "n": N, "sizes": {"1024": X1, "2048": X2, ...}}
-#include <oneapi/dnnl/dnnl.h>
-#include <omp.h>
-
-#include <algorithm>
-#include <chrono>
+// then the best of `repeats` timed calls. Prints one JSON line with the best size per precision,
+// oneDNN's instruction set and the bf16 kernel's name (nulls and the reason where bf16 is missing):
+//   {"gemm_gflops": X, "threads": T, "n": N, "sizes": {"1024": X1, ...}, "isa": "avx512_core_bf16",
+//    "bf16_gemm_gflops": Y, "bf16_n": M, "bf16_kernel": "brg:avx512_core_bf16", "bf16_missing": ""}
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
-#include <random>
 #include <string>
 #include <vector>
 
+#include "bench_machine.hpp"
+#include "gemm_peak.hpp"
+
 namespace {
-
-double bestGflops(dnnl_dim_t n, int repeats) {
-    const size_t count = size_t(n) * size_t(n);
-    std::vector<float> a(count), b(count), c(count, 0.f);
-    std::mt19937 rng(42);
-    std::uniform_real_distribution<float> dist(-1.f, 1.f);
-    for (auto& v : a) v = dist(rng);
-    for (auto& v : b) v = dist(rng);
-
-    auto once = [&] {
-        return dnnl_sgemm('N', 'N', n, n, n, 1.f, a.data(), n, b.data(), n, 0.f, c.data(), n);
-    };
-    if (once() != dnnl_success) {
-        std::fprintf(stderr, "tb_gemm_peak: dnnl_sgemm failed for n=%lld\n", static_cast<long long>(n));
-        std::exit(1);
-    }
-    double best = 1e30;
-    for (int r = 0; r < repeats; ++r) {
-        const auto t0 = std::chrono::steady_clock::now();
-        once();
-        const auto t1 = std::chrono::steady_clock::now();
-        best = std::min(best, std::chrono::duration<double>(t1 - t0).count());
-    }
-    const double flops = 2.0 * double(n) * double(n) * double(n);
-    return flops / best / 1e9;
-}
 
 std::vector<dnnl_dim_t> parseSizes(const char* s) {
     std::vector<dnnl_dim_t> out;
@@ -59,9 +32,7 @@ std::vector<dnnl_dim_t> parseSizes(const char* s) {
     return out;
 }
 
-}  // namespace
-
-int main(int argc, char** argv) {
+int run(int argc, char** argv) {
     int threads = omp_get_num_procs();
     int repeats = 5;
     std::vector<dnnl_dim_t> sizes{1024, 2048, 4096};
@@ -82,23 +53,19 @@ int main(int argc, char** argv) {
         std::fprintf(stderr, "tb_gemm_peak: need --threads >= 1 and at least one size\n");
         return 2;
     }
-    omp_set_num_threads(threads);
-
-    double best = 0;
-    dnnl_dim_t bestN = 0;
-    std::string perSize;
-    for (dnnl_dim_t n : sizes) {
-        if (n <= 0) continue;
-        const double g = bestGflops(n, repeats);
-        char buf[64];
-        std::snprintf(buf, sizeof(buf), "%s\"%lld\": %.2f", perSize.empty() ? "" : ", ", static_cast<long long>(n), g);
-        perSize += buf;
-        if (g > best) {
-            best = g;
-            bestN = n;
-        }
-    }
-    std::printf("{\"gemm_gflops\": %.2f, \"threads\": %d, \"n\": %lld, \"sizes\": {%s}}\n", best, threads,
-                static_cast<long long>(bestN), perSize.c_str());
+    const tbbench::GemmPeak p = tbbench::measureGemmPeak(threads, sizes, repeats);
+    const std::string bf16 =
+        p.bf16Missing.empty()
+            ? "\"bf16_gemm_gflops\": " + std::to_string(p.bf16) + ", \"bf16_n\": " + std::to_string(p.bf16N) +
+                  ", \"bf16_kernel\": \"" + p.bf16Kernel + "\""
+            : std::string("\"bf16_gemm_gflops\": null, \"bf16_n\": null, \"bf16_kernel\": null");
+    std::printf("{\"gemm_gflops\": %.2f, \"threads\": %d, \"n\": %lld, \"sizes\": {%s}, \"isa\": \"%s\", %s, "
+                "\"bf16_missing\": \"%s\"}\n",
+                p.fp32, threads, static_cast<long long>(p.fp32N), p.fp32Sizes.c_str(), tb::cpuIsaName().c_str(),
+                bf16.c_str(), p.bf16Missing.c_str());
     return 0;
 }
+
+}  // namespace
+
+int main(int argc, char** argv) { return tbbench::guardedMain("tb_gemm_peak", run, argc, argv); }

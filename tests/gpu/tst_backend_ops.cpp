@@ -1,6 +1,9 @@
 // tst_backend_ops: the cross-backend op check (backend/backend_check.hpp) as a test.
 //   tst_backend_ops cpu   the CPU backend passes every case; and a backend with one planted
-//                         fault (ReLU that lets negatives through) is caught, so the check can fail
+//                         fault (ReLU that lets negatives through) is caught, so the check can fail;
+//                         bf16 matrix work passes within its tolerance, and rounds (where the
+//                         processor has bf16)
+//   tst_backend_ops bf16-refused  (ONEDNN_MAX_CPU_ISA=AVX2) bf16 refused in one sentence
 //   tst_backend_ops gpu   every GPU's backend passes every case; skipped (77) without a GPU
 #include <cstdio>
 #include <cstring>
@@ -16,9 +19,10 @@
 namespace {
 
 // Reports every failing case; returns how many there were (`ops`: the failing ops' names).
-int failedCases(tb::Backend& be, std::set<std::string>* ops = nullptr) {
+int failedCases(tb::Backend& be, std::set<std::string>* ops = nullptr,
+                double matmulTolerance = tb::kFp32MatmulTolerance) {
     int failed = 0;
-    const auto results = tb::checkBackendOps(be);
+    const auto results = tb::checkBackendOps(be, matmulTolerance);
     for (const tb::OpCheck& c : results)
         if (!c.passed) {
             ++failed;
@@ -65,6 +69,37 @@ void tensorsAndPlansKeepTheirBackend() {
     CHECK(tb::makeCpuBackend(1, 3)->device() == (tb::Device{tb::DeviceType::Cpu, 3}), "cpu:3 does not say cpu:3");
 }
 
+// Bf16 matrix work (where the processor has it): every case within the bf16 tolerance, and the
+// convolutions and inner products really rounded (they fail fp32's), so bf16 is not fp32 named so.
+void bf16MatrixWork() {
+    if (const std::string why = tb::cpuBf16Missing(); !why.empty()) {
+        std::printf("bf16 not checked: %s\n", why.c_str());
+        return;
+    }
+    auto bf16 = tb::makeCpuBackend(0, 0, tb::MatmulPrecision::Bf16);
+    CHECK(failedCases(*bf16, nullptr, tb::kBf16MatmulTolerance) == 0, "the bf16 backend must pass every case");
+    std::set<std::string> rounded;
+    failedCases(*bf16, &rounded);
+    CHECK(rounded == (std::set<std::string>{"conv.forward", "conv.backward_data", "conv.backward_weights",
+                                            "dense.forward", "dense.backward"}),
+          "bf16: %zu ops outside fp32's tolerance, not the 5 matrix ops", rounded.size());
+}
+
+// Run with ONEDNN_MAX_CPU_ISA=AVX2 (tests/gpu/CMakeLists.txt): bf16 is refused in one sentence
+// naming what is missing, never emulated.
+void bf16Refused() {
+    try {
+        tb::makeCpuBackend(1, 0, tb::MatmulPrecision::Bf16);
+        CHECK(false, "bf16 was not refused with oneDNN held to AVX2");
+    } catch (const tb::Error& e) {
+        const std::string what = e.what();
+        std::printf("refused: %s\n", what.c_str());
+        CHECK(what.find("--precision bf16: this processor has no AVX512-BF16 or AMX") == 0 &&
+                  what.find("avx2") != std::string::npos,
+              "the refusal does not say what is missing: %s", what.c_str());
+    }
+}
+
 }  // namespace
 
 int main(int argc, char** argv) {
@@ -77,10 +112,15 @@ int main(int argc, char** argv) {
         failedCases(*std::make_shared<LeakyRelu>(), &failing);
         CHECK(failing == std::set<std::string>{"relu.forward+backward"}, "the planted ReLU fault was not caught, or "
               "other ops failed too (%zu ops failed)", failing.size());
+        bf16MatrixWork();
+        return tbcheck::exitStatus();
+    }
+    if (which == "bf16-refused") {
+        bf16Refused();
         return tbcheck::exitStatus();
     }
     if (which != "gpu") {
-        std::fprintf(stderr, "usage: %s cpu|gpu\n", argv[0]);
+        std::fprintf(stderr, "usage: %s cpu|gpu|bf16-refused\n", argv[0]);
         return 2;
     }
     const tb::GpuRuntime& rt = tb::gpuRuntime();

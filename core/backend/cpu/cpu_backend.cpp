@@ -15,6 +15,7 @@
 #include <cstdlib>
 #include <cstring>
 #include <new>
+#include <utility>
 #include <vector>
 #include <oneapi/dnnl/dnnl.hpp>
 
@@ -44,35 +45,81 @@ using dt = memory::data_type;
 constexpr tag kAct = tag::nhwc;
 
 // One argument of a primitive as the caller lays it out (user) and as the primitive wants it
-// (prim). Where they differ the argument owns a buffer in the primitive's layout.
+// (prim). Where they differ the argument owns a buffer in the primitive's layout and the
+// reorders between the two, made once.
 class Arg {
 public:
     Arg() = default;
     Arg(const dnnl::engine& eng, const memory::desc& user, const memory::desc& prim)
         : eng_(eng), user_(user), prim_(prim), reorder_(user != prim) {
-        if (reorder_) primMem_ = memory(prim_, eng_);  // owns its buffer
+        if (!reorder_) return;
+        primMem_ = memory(prim_, eng_);  // owns its buffer
+        memory um(user_, eng_, nullptr);
+        toPrim_ = dnnl::reorder(um, primMem_);
+        toUser_ = dnnl::reorder(primMem_, um);
     }
     // The memory to hand the primitive; for inputs, reorders user data into it first.
     memory in(dnnl::stream& s, const float* p) {
         memory um(user_, eng_, const_cast<float*>(p));
         if (!reorder_) return um;
-        dnnl::reorder(um, primMem_).execute(s, um, primMem_);
+        run(toPrim_, s, um, primMem_);
         return primMem_;
     }
     // The memory the primitive writes into; call out() afterwards to land it in user layout.
     memory dst(float* p) { return reorder_ ? primMem_ : memory(user_, eng_, p); }
     void out(dnnl::stream& s, float* p) {
         if (!reorder_) return;
-        memory um(user_, eng_, p);
-        dnnl::reorder(primMem_, um).execute(s, primMem_, um);
+        run(toUser_, s, primMem_, memory(user_, eng_, p));
     }
+
+    const memory::desc& prim() const { return prim_; }
 
 private:
     dnnl::engine eng_;
     memory::desc user_, prim_;
     bool reorder_ = false;
     memory primMem_;
+    dnnl::reorder toPrim_, toUser_;
+
+    // A small reorder is memory bound and short: on one thread. (On 2 cores beside the input
+    // pipeline's thread, waking a second one took 5 times as long for mlp's bf16 casts; the
+    // megabytes of mnist_cnn's activations and dense weights still go faster on the team.)
+    static void run(dnnl::reorder& r, dnnl::stream& s, memory from, memory to) {
+        constexpr size_t kAlone = 1 << 20;  // bytes read
+        const int team = omp_get_max_threads();
+        const bool alone = from.get_desc().get_size() < kAlone;
+        if (alone) omp_set_num_threads(1);
+        r.execute(s, from, to);
+        if (alone) omp_set_num_threads(team);
+    }
 };
+
+// An input that several calls of one training step read (x: forward and backwardWeights; dy:
+// both backward calls; a dense layer's w: forward and backwardData): put in the primitive's
+// format (bf16: rounded) once per step, by the first call that reads it. forget() starts a step.
+// The Op contract (backend.hpp) keeps what a step's calls share unchanged between them.
+class StepInput {
+public:
+    StepInput() = default;
+    explicit StepInput(Arg arg) : arg_(std::move(arg)) {}
+    memory in(dnnl::stream& s, const float* p) {
+        if (p != last_) {
+            mem_ = arg_.in(s, p);
+            last_ = p;
+        }
+        return mem_;
+    }
+    void forget() { last_ = nullptr; }
+    const memory::desc& prim() const { return arg_.prim(); }
+
+private:
+    Arg arg_;
+    const float* last_ = nullptr;
+    memory mem_;
+};
+
+// The StepInput that a later call reads: the earlier call's where both want the same format.
+StepInput* sharedOr(StepInput& earlier, StepInput& own) { return earlier.prim() == own.prim() ? &earlier : &own; }
 
 dnnl::primitive_attr userScratchpad() {
     dnnl::primitive_attr a;
@@ -94,6 +141,7 @@ struct CpuContext {
     dnnl::stream* defaultStream;
     int threads;
     std::shared_ptr<Backend> owner;
+    dt matmul;  // what convolutions and inner products read (f32, or bf16: they return f32)
 };
 
 // What every oneDNN plan holds.
@@ -114,38 +162,44 @@ protected:
 
 class CpuConv final : public ConvOp, OneDnnOp {
 public:
+    // Bf16: x, w and dy are read as bf16 (each Arg below rounds the fp32 tensor into a buffer of
+    // the primitive's); y, dx, dw and db are written in fp32.
     CpuConv(const CpuContext& c, const ConvDesc& d) : OneDnnOp(c) {
         memory::desc x = {dims4(d.n, d.c, d.h, d.w), dt::f32, kAct};
         memory::desc w = {dims4(d.k, d.c, d.r, d.s), dt::f32, tag::oihw};
         memory::desc b = {{d.k}, dt::f32, tag::x};
         memory::desc y = {dims4(d.n, d.k, d.outH(), d.outW()), dt::f32, kAct};
-        auto any = [](const memory::desc& m) { return memory::desc(m.dims(), dt::f32, tag::any); };
+        const dt in = c.matmul;
+        const memory::desc xIn = {x.dims(), in, kAct}, yIn = {y.dims(), in, kAct};
+        auto any = [](const memory::desc& m, dt type) { return memory::desc(m.dims(), type, tag::any); };
         memory::dims strides = {d.strideH, d.strideW}, padL = {d.padTop, d.padLeft}, padR = {d.padBottom, d.padRight};
         auto attr = userScratchpad();
         using namespace dnnl;
         fwdPd_ = convolution_forward::primitive_desc(
-            convolution_forward::desc(prop_kind::forward_training, algorithm::convolution_direct, x, any(w), b,
+            convolution_forward::desc(prop_kind::forward_training, algorithm::convolution_direct, xIn, any(w, in), b,
                                       y, strides, padL, padR),
             attr, eng_);
         bwdDataPd_ = convolution_backward_data::primitive_desc(
-            convolution_backward_data::desc(algorithm::convolution_direct, x, any(w), y, strides, padL, padR),
+            convolution_backward_data::desc(algorithm::convolution_direct, x, any(w, in), yIn, strides, padL, padR),
             attr, eng_, fwdPd_);
         bwdWeightsPd_ = convolution_backward_weights::primitive_desc(
-            convolution_backward_weights::desc(algorithm::convolution_direct, x, any(w), b, y, strides, padL,
-                                               padR),
+            convolution_backward_weights::desc(algorithm::convolution_direct, xIn, any(w, dt::f32), b, yIn, strides,
+                                               padL, padR),
             attr, eng_, fwdPd_);
         fwd_ = convolution_forward(fwdPd_);
         bwdData_ = convolution_backward_data(bwdDataPd_);
         bwdWeights_ = convolution_backward_weights(bwdWeightsPd_);
-        fx_ = Arg(eng_, x, fwdPd_.src_desc());
+        fx_ = StepInput(Arg(eng_, x, fwdPd_.src_desc()));
         fw_ = Arg(eng_, w, fwdPd_.weights_desc());
         fy_ = Arg(eng_, y, fwdPd_.dst_desc());
-        ddy_ = Arg(eng_, y, bwdDataPd_.diff_dst_desc());
+        ddy_ = StepInput(Arg(eng_, y, bwdDataPd_.diff_dst_desc()));
         dw_ = Arg(eng_, w, bwdDataPd_.weights_desc());
         ddx_ = Arg(eng_, x, bwdDataPd_.diff_src_desc());
-        wx_ = Arg(eng_, x, bwdWeightsPd_.src_desc());
-        wdy_ = Arg(eng_, y, bwdWeightsPd_.diff_dst_desc());
+        wx_ = StepInput(Arg(eng_, x, bwdWeightsPd_.src_desc()));
+        wdy_ = StepInput(Arg(eng_, y, bwdWeightsPd_.diff_dst_desc()));
         wdw_ = Arg(eng_, w, bwdWeightsPd_.diff_weights_desc());
+        weightsX_ = sharedOr(fx_, wx_);
+        weightsDy_ = sharedOr(ddy_, wdy_);
         bias_ = b;
         workspace_ = std::max({fwdPd_.scratchpad_desc().get_size(), bwdDataPd_.scratchpad_desc().get_size(),
                                bwdWeightsPd_.scratchpad_desc().get_size()});
@@ -154,6 +208,7 @@ public:
 
     void forward(Stream st, const float* x, const float* w, const float* b, float* y, void* ws) override {
         auto& s = pick(st);
+        for (StepInput* i : {&fx_, &ddy_, &wx_, &wdy_}) i->forget();
         memory out = fy_.dst(y);
         fwd_.execute(s, {{DNNL_ARG_SRC, fx_.in(s, x)},
                          {DNNL_ARG_WEIGHTS, fw_.in(s, w)},
@@ -174,8 +229,8 @@ public:
     void backwardWeights(Stream st, const float* x, const float* dy, float* dw, float* db, void* ws) override {
         auto& s = pick(st);
         memory out = wdw_.dst(dw);
-        bwdWeights_.execute(s, {{DNNL_ARG_SRC, wx_.in(s, x)},
-                                {DNNL_ARG_DIFF_DST, wdy_.in(s, dy)},
+        bwdWeights_.execute(s, {{DNNL_ARG_SRC, weightsX_->in(s, x)},
+                                {DNNL_ARG_DIFF_DST, weightsDy_->in(s, dy)},
                                 {DNNL_ARG_DIFF_WEIGHTS, out},
                                 {DNNL_ARG_DIFF_BIAS, wrap(bias_, db)},
                                 {DNNL_ARG_SCRATCHPAD, scratch(bwdWeightsPd_, ws)}});
@@ -191,7 +246,9 @@ private:
     dnnl::convolution_forward fwd_;
     dnnl::convolution_backward_data bwdData_;
     dnnl::convolution_backward_weights bwdWeights_;
-    Arg fx_, fw_, fy_, ddy_, dw_, ddx_, wx_, wdy_, wdw_;
+    StepInput fx_, ddy_, wx_, wdy_;
+    StepInput *weightsX_ = nullptr, *weightsDy_ = nullptr;  // what backwardWeights reads x and dy from
+    Arg fw_, fy_, dw_, ddx_, wdw_;
     memory::desc bias_;
     size_t workspace_ = 0;
 };
@@ -319,38 +376,59 @@ public:
     CpuDense(const CpuContext& c, const DenseDesc& d) : OneDnnOp(c) {
         using namespace dnnl;
         // Plain layouts throughout: oneDNN runs these as GEMMs, so no reorder of the (out, in)
-        // weights, which for the 3136x1024 layer of mnist_cnn would cost as much as a GEMM pass.
+        // weights, which for the 3136x1024 layer of mnist_cnn would cost as much as a GEMM pass
+        // (bf16: the inputs x, w, dy are rounded into bf16 buffers of the same layouts; the
+        // outputs y, dx, dw, db stay fp32).
         x_ = {{d.n, d.in}, dt::f32, tag::nc};
         w_ = {{d.out, d.in}, dt::f32, tag::oi};
         b_ = {{d.out}, dt::f32, tag::x};
         y_ = {{d.n, d.out}, dt::f32, tag::nc};
+        // Bf16 rewrites w every step anyway, so into the layout oneDNN's brgemm kernels want for
+        // the forward and the input gradient; the weight gradient stays plain fp32, where the
+        // GEMM kernel was faster than brgemm's on 2 threads (942 against 762 GFLOP/s for mlp's
+        // 128 x 784 x 512) and needs no reorder back.
+        const tag wTag = c.matmul == dt::bf16 ? tag::any : tag::oi;
+        const memory::desc xIn = {x_.dims(), c.matmul, tag::nc}, wIn = {w_.dims(), c.matmul, wTag},
+                           yIn = {y_.dims(), c.matmul, tag::nc};
         fwdPd_ = inner_product_forward::primitive_desc(
-            inner_product_forward::desc(prop_kind::forward_training, x_, w_, b_, y_), eng_);
-        bwdDataPd_ = inner_product_backward_data::primitive_desc(inner_product_backward_data::desc(x_, w_, y_), eng_,
-                                                                 fwdPd_);
+            inner_product_forward::desc(prop_kind::forward_training, xIn, wIn, b_, y_), eng_);
+        bwdDataPd_ = inner_product_backward_data::primitive_desc(inner_product_backward_data::desc(x_, wIn, yIn),
+                                                                 eng_, fwdPd_);
         bwdWeightsPd_ = inner_product_backward_weights::primitive_desc(
-            inner_product_backward_weights::desc(x_, w_, b_, y_), eng_, fwdPd_);
+            inner_product_backward_weights::desc(xIn, w_, b_, yIn), eng_, fwdPd_);
         fwd_ = inner_product_forward(fwdPd_);
         bwdData_ = inner_product_backward_data(bwdDataPd_);
         bwdWeights_ = inner_product_backward_weights(bwdWeightsPd_);
+        // Each input once per step (fp32: the caller's own memory, no copy).
+        xIn_ = StepInput(Arg(eng_, x_, xIn));
+        wIn_ = StepInput(Arg(eng_, w_, fwdPd_.weights_desc()));
+        wData_ = StepInput(Arg(eng_, w_, bwdDataPd_.weights_desc()));
+        dataW_ = sharedOr(wIn_, wData_);
+        dyIn_ = StepInput(Arg(eng_, y_, yIn));
     }
     void forward(Stream st, const float* x, const float* w, const float* b, float* y) override {
-        fwd_.execute(pick(st), {{DNNL_ARG_SRC, m(x_, x)}, {DNNL_ARG_WEIGHTS, m(w_, w)}, {DNNL_ARG_BIAS, m(b_, b)},
-                                {DNNL_ARG_DST, m(y_, y)}});
+        auto& s = pick(st);
+        for (StepInput* i : {&xIn_, &wIn_, &wData_, &dyIn_}) i->forget();
+        fwd_.execute(s, {{DNNL_ARG_SRC, xIn_.in(s, x)}, {DNNL_ARG_WEIGHTS, wIn_.in(s, w)}, {DNNL_ARG_BIAS, m(b_, b)},
+                         {DNNL_ARG_DST, m(y_, y)}});
     }
     void backwardData(Stream st, const float* dy, const float* w, float* dx) override {
-        bwdData_.execute(pick(st), {{DNNL_ARG_DIFF_DST, m(y_, dy)}, {DNNL_ARG_WEIGHTS, m(w_, w)},
-                                    {DNNL_ARG_DIFF_SRC, m(x_, dx)}});
+        auto& s = pick(st);
+        bwdData_.execute(s, {{DNNL_ARG_DIFF_DST, dyIn_.in(s, dy)}, {DNNL_ARG_WEIGHTS, dataW_->in(s, w)},
+                             {DNNL_ARG_DIFF_SRC, m(x_, dx)}});
     }
     void backwardWeights(Stream st, const float* x, const float* dy, float* dw, float* db) override {
-        bwdWeights_.execute(pick(st), {{DNNL_ARG_SRC, m(x_, x)}, {DNNL_ARG_DIFF_DST, m(y_, dy)},
-                                       {DNNL_ARG_DIFF_WEIGHTS, m(w_, dw)}, {DNNL_ARG_DIFF_BIAS, m(b_, db)}});
+        auto& s = pick(st);
+        bwdWeights_.execute(s, {{DNNL_ARG_SRC, xIn_.in(s, x)}, {DNNL_ARG_DIFF_DST, dyIn_.in(s, dy)},
+                                {DNNL_ARG_DIFF_WEIGHTS, m(w_, dw)}, {DNNL_ARG_DIFF_BIAS, m(b_, db)}});
     }
 
 private:
     memory m(const memory::desc& md, const float* p) const { return wrap(md, p); }
 
     memory::desc x_, w_, b_, y_;
+    StepInput xIn_, wIn_, wData_, dyIn_;
+    StepInput* dataW_ = nullptr;  // what backwardData reads w from
     dnnl::inner_product_forward::primitive_desc fwdPd_;
     dnnl::inner_product_backward_data::primitive_desc bwdDataPd_;
     dnnl::inner_product_backward_weights::primitive_desc bwdWeightsPd_;
@@ -364,11 +442,14 @@ constexpr int64_t kParallelMin = 1 << 15;
 
 class CpuBackend final : public Backend {
 public:
-    CpuBackend(int threads, int index)
+    CpuBackend(int threads, int index, MatmulPrecision precision)
         : threads_(threads > 0 ? threads : omp_get_num_procs()),
           index_(index),
+          precision_(precision),
           eng_(dnnl::engine::kind::cpu, 0),
           default_(eng_) {
+        if (precision_ == MatmulPrecision::Bf16)
+            if (const std::string why = cpuBf16Missing(); !why.empty()) throw Error(why);
         useThreads(threads_);
         // BLAS here does only vector arithmetic that is memory bound; a second thread pool
         // spinning beside oneDNN's OpenMP team would steal cores from the convolutions.
@@ -378,7 +459,8 @@ public:
     std::string name() const override {
         const dnnl_version_t* v = dnnl_version();
         return "cpu (oneDNN " + std::to_string(v->major) + "." + std::to_string(v->minor) + "." +
-               std::to_string(v->patch) + ", " + std::to_string(threads_) + " threads)";
+               std::to_string(v->patch) + ", " + std::to_string(threads_) + " threads" +
+               (precision_ == MatmulPrecision::Bf16 ? ", bf16 matrix work" : "") + ")";
     }
     Device device() const override { return Device{DeviceType::Cpu, index_}; }
     MemoryInfo memoryInfo() const override { return {}; }
@@ -440,7 +522,12 @@ public:
         useThreads(threads_);
         const int64_t m = int64_t(n);
 #pragma omp parallel for simd if (m > kParallelMin)
-        for (int64_t i = 0; i < m; ++i) dx[i] = y[i] > 0.f ? dy[i] : 0.f;
+        for (int64_t i = 0; i < m; ++i) {
+            // dy read whatever y is: a select the compiler vectorises. (A load only where y > 0
+            // compiled to a branch per element, mispredicted half the time: 11.6% of mlp's step.)
+            const float g = dy[i];
+            dx[i] = y[i] > 0.f ? g : 0.f;
+        }
     }
     void dropoutForward(Stream, const float* x, float* y, float* mask, size_t n, float keep, uint64_t seed) override {
         useThreads(threads_);
@@ -511,10 +598,13 @@ public:
     }
 
 private:
-    CpuContext context() { return {eng_, &default_, threads_, shared_from_this()}; }
+    CpuContext context() {
+        return {eng_, &default_, threads_, shared_from_this(), precision_ == MatmulPrecision::Bf16 ? dt::bf16 : dt::f32};
+    }
 
     int threads_;
     int index_;
+    MatmulPrecision precision_;
     dnnl::engine eng_;
     dnnl::stream default_;
 };
@@ -526,6 +616,29 @@ Tensor Backend::empty(const Shape& shape) {
     return Tensor(p, shape, device(), [owner = shared_from_this()](float* q) { owner->deallocate(q); });
 }
 
-std::shared_ptr<Backend> makeCpuBackend(int threads, int index) { return std::make_shared<CpuBackend>(threads, index); }
+std::shared_ptr<Backend> makeCpuBackend(int threads, int index, MatmulPrecision precision) {
+    return std::make_shared<CpuBackend>(threads, index, precision);
+}
+
+std::string cpuIsaName() {
+    using dnnl::cpu_isa;
+    const cpu_isa isa = dnnl::get_effective_cpu_isa();
+    // From the richest down: each level's bits include those below it.
+    const std::pair<cpu_isa, const char*> names[] = {
+        {cpu_isa::avx512_core_amx, "avx512_core_amx"}, {cpu_isa::avx512_core_bf16, "avx512_core_bf16"},
+        {cpu_isa::avx512_core_vnni, "avx512_core_vnni"}, {cpu_isa::avx512_core, "avx512_core"},
+        {cpu_isa::avx2_vnni, "avx2_vnni"}, {cpu_isa::avx2, "avx2"}, {cpu_isa::avx, "avx"}, {cpu_isa::sse41, "sse41"}};
+    for (const auto& [level, name] : names)
+        if ((unsigned(isa) & unsigned(level)) == unsigned(level)) return name;
+    return "generic";
+}
+
+std::string cpuBf16Missing() {
+    const unsigned need = unsigned(dnnl::cpu_isa::avx512_core_bf16);
+    if ((unsigned(dnnl::get_effective_cpu_isa()) & need) == need) return "";
+    return "--precision bf16: this processor has no AVX512-BF16 or AMX instructions (oneDNN's instruction set here: " +
+           cpuIsaName() + "), which bf16 matrix work needs to be fast; use --precision fp32";
+}
+
 
 }  // namespace tb
