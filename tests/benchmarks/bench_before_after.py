@@ -19,7 +19,7 @@ import statistics
 import sys
 import tempfile
 
-from bench_common import REPO, bench_towerbench, cpu_model, prepare_model, print_table, report
+from bench_common import REPO, bench_towerbench, machine_line, machine_peak, prepare_model, print_table, report
 
 
 def main():
@@ -36,7 +36,8 @@ def main():
     args = ap.parse_args()
 
     records, failures, rows = [], [], []
-    print(f"# {cpu_model()}, {os.cpu_count()} cores; batch {args.batch}; {args.warmup} + {args.steps} steps per run; "
+    print(f"# {machine_line(machine_peak(args.after, args.threads, failures))}")
+    print(f"# batch {args.batch}; {args.warmup} + {args.steps} steps per run; "
           f"{args.repeats} alternating repeats per build; load average {os.getloadavg()[0]:.2f}")
     with tempfile.TemporaryDirectory() as tmp:
         cifar_dir = None

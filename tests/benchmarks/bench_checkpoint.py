@@ -14,16 +14,7 @@ import sys
 import tempfile
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-from bench_common import cpu_model  # noqa: E402
-
-
-def isa():
-    try:
-        with open("/proc/cpuinfo") as f:
-            flags = next((l.split(":", 1)[1].split() for l in f if l.startswith("flags")), [])
-    except OSError:
-        return "n/a"
-    return " ".join(x for x in ("avx2", "avx512f", "amx_tile") if x in flags) or "baseline"
+from bench_common import machine_line, machine_peak  # noqa: E402
 
 
 def main():
@@ -46,7 +37,7 @@ def main():
     n = s["checkpoints"]
     per = s["checkpoint_seconds"] / n if n else 0
     share = s["checkpoint_seconds"] / s["train_seconds"] if s["train_seconds"] else 0
-    print(f"processor: {cpu_model()} ({isa()}), {os.cpu_count()} cores")
+    print(machine_line(machine_peak(a.binary, os.cpu_count())))
     with open(a.config) as f:
         c = json.load(f)
     print(f"{c.get('model', 'mnist_cnn')}, {c.get('optimizer', 'momentum')}"

@@ -39,7 +39,7 @@ import tempfile
 import time
 
 from bench_common import (EXPECTED_PARAMS, REPO, bench_towerbench, cpu_model, load_spec, make_torch_step,
-                          prepare_model, print_table, report, spec_stats, time_steps)
+                          prepare_model, print_table, report, spec_stats, time_steps, machine_line, machine_peak)
 
 DEFAULT_MODELS = ["mnist_cnn", "cifar10_cnn"]
 GOAL_VS_EAGER = 1.5     # towerbench ex/s / PyTorch eager ex/s
@@ -488,7 +488,8 @@ def main():
             torch = None
     machine = machine_info(torch)
     print(f"# gpu: {machine['gpu']} (capability {machine['capability']}, {machine['gpu_memory_mib']} MiB), "
-          f"driver {machine['driver']}; cpu: {machine['cpu']}, {machine['cpu_cores']} cores")
+          f"driver {machine['driver']}")
+    print(f"# {machine_line(machine_peak(args.binary, os.cpu_count()))}")
     print(f"# torch {machine['torch']} (CUDA {machine['torch_cuda']}, cuDNN {machine['cudnn']}); fp32, TF32 off, "
           f"cudnn.benchmark on; batch {args.batch}; {args.warmup} warm-up + {args.repeats} x {args.steps} timed steps")
     print(f"# towerbench {args.binary}; PyTorch trains on one pre-made batch on the GPU (no input pipeline), "

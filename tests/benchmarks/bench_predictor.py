@@ -37,7 +37,7 @@ import sys
 import tempfile
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-from bench_common import cpu_isa, cpu_model, print_table  # noqa: E402
+from bench_common import cpu_isa, cpu_model, machine_line, machine_peak, print_table  # noqa: E402
 
 REPO = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 
@@ -146,7 +146,7 @@ def main():
         sys.exit("--steps and --warmup: multiples of 4 (the averaging configuration's rounds), warm-up at least 4")
     out = args.out or tempfile.mkdtemp(prefix="bench_predictor_")
     os.makedirs(out, exist_ok=True)
-    print(f"processor: {cpu_model()} ({cpu_isa()}), {os.cpu_count()} cores; model {args.model}, data {args.data}")
+    print(f"{machine_line(machine_peak(args.binary, os.cpu_count()))}; model {args.model}, data {args.data}")
 
     sweep = os.path.join(out, "calibration")
     if args.gpu_shared:

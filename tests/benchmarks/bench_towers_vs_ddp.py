@@ -41,7 +41,7 @@ from contextlib import contextmanager
 
 from bench_common import (DEFAULT_STEPS, EXPECTED_PARAMS, GOAL_RATIO, REPO, add_common_args, bench_pytorch, prepare_model, report, bench_towerbench,
                           make_torch_step, parse_steps_overrides,
-                          print_table, spec_stats, steps_for, time_steps, cpu_model, cpu_isa)
+                          print_table, spec_stats, steps_for, time_steps, machine_line, machine_peak)
 
 DEFAULT_MODELS = ["mnist_cnn", "cifar10_cnn"]
 DEFAULT_TOWERS = [1, 2, 4]
@@ -216,8 +216,8 @@ def main():
     base_n = tower_counts[0]
     failures = []
 
-    print(f"# machine: {cpu_model()} ({cpu_isa()}), {cores} cores; "
-          f"threads {args.threads} in every run; global batch {args.batch}; warm-up {args.warmup} steps; "
+    print(f"# {machine_line(machine_peak(binary, args.threads, failures))}")
+    print(f"# threads {args.threads} in every run; global batch {args.batch}; warm-up {args.warmup} steps; "
           f"load average before: {os.getloadavg()[0]:.2f} (anything else running skews every number)")
     print(f"# pytorch {torch.__version__} ({torch.__config__.parallel_info().splitlines()[-1].strip()}); "
           f"towerbench {binary}")
