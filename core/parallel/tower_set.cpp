@@ -186,12 +186,17 @@ TowerSet::TowerSet(const ModelSpec& spec, const DeploymentPlan& plan, const Opti
         break;
     }
     strategy_ = makeStrategy(s);
-    for (int i = 0; i < towers(); ++i) threads_.emplace_back([this, i] { towerLoop(i); });
+    // One tower runs on the caller's thread. (A thread of its own made libgomp manage more
+    // threads than a 2-core machine has, the initial thread counted, so it stopped spinning
+    // between parallel regions: the team's worker slept and was woken at each of mlp's ~20
+    // regions a step, and 2 threads trained slower than 1.)
+    if (towers() > 1)
+        for (int i = 0; i < towers(); ++i) threads_.emplace_back([this, i] { towerLoop(i); });
 }
 
 TowerSet::~TowerSet() {
     quit_ = true;
-    start_.arrive_and_wait();  // the barrier publishes quit_ to the towers
+    if (!threads_.empty()) start_.arrive_and_wait();  // the barrier publishes quit_ to the towers
     for (auto& th : threads_) th.join();
     // The strategy's buffers and communicator, then the towers, then (as members) the backends.
     strategy_.reset();
@@ -207,15 +212,20 @@ void TowerSet::towerLoop(int i) {
     for (;;) {
         start_.arrive_and_wait();
         if (quit_) return;
-        Tower& t = *towers_[size_t(i)];
-        t.error = nullptr;
-        t.averaged = false;
-        t.results.assign(round_.size(), {});
-        if (plan_.averaging()) localSteps(i);
-        else syncStep(i);
-        t.finished = Clock::now();
+        runCall(i);
         done_.arrive_and_wait();
     }
+}
+
+// Tower i's part of one call of steps().
+void TowerSet::runCall(int i) {
+    Tower& t = *towers_[size_t(i)];
+    t.error = nullptr;
+    t.averaged = false;
+    t.results.assign(round_.size(), {});
+    if (plan_.averaging()) localSteps(i);
+    else syncStep(i);
+    t.finished = Clock::now();
 }
 
 // Runs f unless the tower has failed already; a failure is kept for steps() to rethrow.
@@ -414,8 +424,14 @@ std::vector<TowerStep> TowerSet::steps(const std::vector<const Batch*>& batches,
     step_ = first;
     callerWait_ = dataWait;
     const int64_t bytesBefore = bytesMoved();
-    start_.arrive_and_wait();
-    done_.arrive_and_wait();
+    if (threads_.empty()) {
+        if (!callerFlushed_) flushDenormalsInTeam(threadsPerTower_);
+        callerFlushed_ = true;
+        runCall(0);
+    } else {
+        start_.arrive_and_wait();
+        done_.arrive_and_wait();
+    }
     const auto done = Clock::now();
     for (auto& t : towers_) {
         if (t->error) std::rethrow_exception(t->error);

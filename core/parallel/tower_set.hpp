@@ -124,6 +124,7 @@ public:
 private:
     struct Tower;
     void towerLoop(int i);
+    void runCall(int i);
     template <class F>
     void guarded(Tower& t, F&& f);
     void computeSlice(Tower& t, int i, size_t k);
@@ -153,6 +154,7 @@ private:
 
     // The caller and N tower threads meet at start_ and done_ around each call.
     std::barrier<> start_, done_;
+    bool callerFlushed_ = false;  // one tower: the caller's thread (and its team) flush denormals
     std::vector<const Batch*> round_;  // this call's global batches (one, or local steps)
     const Batch* next_ = nullptr;      // the batch of the step after this call, or none
     int64_t step_ = 0;
