@@ -100,8 +100,9 @@ TowerSet::TowerSet(const ModelSpec& spec, const DeploymentPlan& plan, const Opti
       threadsPerTower_(threadsPerTower),
       seed_(seed),
       towerOffset_(processes ? (processes->rank() - plan.psTasks) * plan.towerCount() : 0),
-      start_(plan.towerCount() + 1),
-      done_(plan.towerCount() + 1) {
+      callerRuns_(plan.towerCount() > 0 && plan.towers[0].type == DeviceType::Cpu ? 1 : 0),
+      start_(plan.towerCount() + 1 - callerRuns_),
+      done_(plan.towerCount() + 1 - callerRuns_) {
     if (plan_.batchPerTower < 1) throw Error("--batch-per-tower: must be at least 1");
     for (const Device& d : plan_.towers) {
         auto t = std::make_unique<Tower>();
@@ -186,12 +187,12 @@ TowerSet::TowerSet(const ModelSpec& spec, const DeploymentPlan& plan, const Opti
         break;
     }
     strategy_ = makeStrategy(s);
-    // One tower runs on the caller's thread. (A thread of its own made libgomp manage more
-    // threads than a 2-core machine has, the initial thread counted, so it stopped spinning
-    // between parallel regions: the team's worker slept and was woken at each of mlp's ~20
-    // regions a step, and 2 threads trained slower than 1.)
-    if (towers() > 1)
-        for (int i = 0; i < towers(); ++i) threads_.emplace_back([this, i] { towerLoop(i); });
+    // A first CPU tower runs on the caller's thread, the others on threads of their own. (On a
+    // thread of its own, one tower's OpenMP team made libgomp manage more threads than a 2-core
+    // machine has, the initial thread counted, and it then spins only 100 times between
+    // parallel regions: the worker slept and was woken at each of mlp's ~20 regions a step,
+    // and 2 threads trained slower than 1.) GPU towers keep their threads.
+    for (int i = callerRuns_; i < towers(); ++i) threads_.emplace_back([this, i] { towerLoop(i); });
 }
 
 TowerSet::~TowerSet() {
@@ -424,14 +425,13 @@ std::vector<TowerStep> TowerSet::steps(const std::vector<const Batch*>& batches,
     step_ = first;
     callerWait_ = dataWait;
     const int64_t bytesBefore = bytesMoved();
-    if (threads_.empty()) {
+    start_.arrive_and_wait();
+    if (callerRuns_) {
         if (!callerFlushed_) flushDenormalsInTeam(threadsPerTower_);
         callerFlushed_ = true;
         runCall(0);
-    } else {
-        start_.arrive_and_wait();
-        done_.arrive_and_wait();
     }
+    done_.arrive_and_wait();
     const auto done = Clock::now();
     for (auto& t : towers_) {
         if (t->error) std::rethrow_exception(t->error);

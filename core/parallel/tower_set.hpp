@@ -152,9 +152,11 @@ private:
     std::vector<std::unique_ptr<Tower>> towers_;
     std::unique_ptr<Strategy> strategy_;
 
-    // The caller and N tower threads meet at start_ and done_ around each call.
+    // The caller and the tower threads meet at start_ and done_ around each call; a first CPU
+    // tower runs on the caller's thread (callerRuns_ 1), whose team flushes denormals once.
+    const int callerRuns_;
     std::barrier<> start_, done_;
-    bool callerFlushed_ = false;  // one tower: the caller's thread (and its team) flush denormals
+    bool callerFlushed_ = false;
     std::vector<const Batch*> round_;  // this call's global batches (one, or local steps)
     const Batch* next_ = nullptr;      // the batch of the step after this call, or none
     int64_t step_ = 0;
