@@ -25,6 +25,7 @@
 #include <QStandardItemModel>
 #include <qcustomplot.h>
 
+#include "backend/backend.hpp"
 #include "charts_panel.hpp"
 #include "engine_worker.hpp"
 #include "devices_panel.hpp"
@@ -110,6 +111,30 @@ private slots:
         e->reduceBox()->setCurrentText("allreduce");  // with variables on the cpu
         QVERIFY(!e->isValid());
         QVERIFY2(e->problem().contains("replicated"), qPrintable(e->problem()));
+        w.start();
+        QVERIFY(!w.running());  // Start refused
+    }
+
+    // bf16 where it cannot run is refused in the form, in the engine's words with the row's name:
+    // a processor without bf16 instructions (CTest runs this again with oneDNN held to AVX2,
+    // tst_ui_no_bf16), GPU towers on any processor.
+    void precisionRefusedInTheForm() {
+        MainWindow w(tbtest::fakeCatalog(2), noTelemetry("not needed here"));
+        ExperimentPanel* e = w.experiment();
+        tb::RunConfig c = syntheticRun(10);
+        c.precision = "bf16";
+        e->setConfig(c);
+        QCOMPARE(e->config().precision, std::string("bf16"));
+        if (const std::string missing = tb::cpuBf16Missing(); missing.empty()) {
+            QVERIFY2(e->isValid(), qPrintable(e->problem()));
+        } else {
+            QVERIFY(!e->isValid());
+            QVERIFY2(e->problem().startsWith("Precision bf16: this processor has no AVX512-BF16 or AMX"),
+                     qPrintable(e->problem()));
+        }
+        e->runOnBox()->setCurrentIndex(ExperimentPanel::kGpus);
+        QVERIFY(!e->isValid());
+        QVERIFY2(e->problem().contains("is a GPU tower, and bf16 runs on CPU towers only"), qPrintable(e->problem()));
         w.start();
         QVERIFY(!w.running());  // Start refused
     }
