@@ -17,6 +17,9 @@ struct TowerMetrics {
     double loss = 0, accuracy = 0;  // over its own slice (NaN in async reports of other towers)
     TowerPhases phases;             // seconds
     double busyFraction = 0;        // (forward + backward + straggle + reduce + apply) / step time
+    // Another process's tower as the first parameter server last relayed it (async workers):
+    // its latest step, shown on this step's line but not this step's work, so not summed.
+    bool relayed = false;
 };
 
 struct StepMetrics {

@@ -19,9 +19,10 @@ void StepProfiler::onStepEnd(const StepMetrics& m) {
         stalenessSum_ += double(m.staleness);
         ++staleReports_;
     }
-    // Async reports carry every tower's latest phases; only the pusher's are this update's.
+    // Async reports carry every tower's latest phases; only the pusher's are this update's (and
+    // towers relayed from other processes are theirs, not this step's).
     for (size_t i = 0; i < m.towers.size(); ++i) {
-        if (m.pusher >= 0 && int(i) != m.pusher) continue;
+        if ((m.pusher >= 0 && int(i) != m.pusher) || m.towers[i].relayed) continue;
         const TowerPhases& p = m.towers[i].phases;
         sum_.dataWait += p.dataWait;
         sum_.compute += p.forward + p.backward;

@@ -349,8 +349,8 @@ void withEveryWorkersTowers(TowerSet& towers, StepMetrics& m, const std::vector<
     for (size_t i = 0; n > 0 && i < reports.size() / kTowerReportFloats; ++i) {
         const float* f = reports.data() + i * kTowerReportFloats;
         if (i / n == size_t(worker)) every.push_back(m.towers[i % n]);
-        else if (std::isnan(f[3])) every.push_back({std::nan(""), std::nan(""), {}, 0});  // its forward time
-        else every.push_back(unpackTower(f));
+        else if (std::isnan(f[3])) every.push_back({std::nan(""), std::nan(""), {}, 0, true});  // its forward time
+        else every.push_back(unpackTower(f)), every.back().relayed = true;
     }
     if (!every.empty()) m.towers = std::move(every);
 }
@@ -743,6 +743,10 @@ RunSummary Trainer::execute(ObserverHub& hub) {
     // ---------------------------------------------------------------------------------------------
     std::deque<std::pair<double, double>> recent;  // (loss, accuracy) of the last steps
     std::vector<double> busy(size_t(n), 0.0);
+    // Towers relayed from other processes (async parameter servers): their busy fractions as
+    // sampled at this process's steps, weighted by the step's time (a slower worker's report
+    // repeats, a faster one's pushes between two of ours are not seen: a time average, not a sum).
+    std::vector<double> relayedBusy(size_t(n), 0.0), relayedTime(size_t(n), 0.0);
     double reduceApply = 0, stepTime = 0, staleness = 0;
     int64_t stalenessCount = 0;
     int64_t firstRecorded = -1;  // the step of the first report (async workers of servers: others' updates before it)
@@ -772,9 +776,18 @@ RunSummary Trainer::execute(ObserverHub& hub) {
         recent.emplace_back(m.loss, m.accuracy);
         if (recent.size() > 50) recent.pop_front();
         double worst = 0;
-        busy.resize(std::max(busy.size(), m.towers.size()), 0.0);  // processes: every worker's towers
+        for (auto* v : {&busy, &relayedBusy, &relayedTime})  // processes: every worker's towers
+            v->resize(std::max(v->size(), m.towers.size()), 0.0);
         for (size_t i = 0; i < m.towers.size(); ++i) {
-            const auto& p = m.towers[i].phases;
+            const TowerMetrics& t = m.towers[i];
+            if (t.relayed) {
+                if (t.phases.forward > 0) {  // heard from
+                    relayedBusy[i] += t.busyFraction * m.stepSeconds;
+                    relayedTime[i] += m.stepSeconds;
+                }
+                continue;
+            }
+            const auto& p = t.phases;
             busy[i] += p.forward + p.backward + p.straggle + p.reduce + p.apply;
             worst = std::max(worst, p.reduce + p.apply);
         }
@@ -993,7 +1006,10 @@ RunSummary Trainer::execute(ObserverHub& hub) {
     sum.examplesPerSec = sum.trainSeconds > 0 ? double(trained) * double(globalPerStep) / sum.trainSeconds : 0;
     if (firstRecorded >= 0 && step > firstRecorded && steadySeconds > 0)
         sum.steadyExamplesPerSec = double(step - firstRecorded) * double(globalPerStep) / steadySeconds;
-    for (double b : busy) sum.towerBusy.push_back(sum.trainSeconds > 0 ? std::min(1.0, b / sum.trainSeconds) : 0);
+    for (size_t i = 0; i < busy.size(); ++i)
+        sum.towerBusy.push_back(relayedTime[i] > 0   ? std::min(1.0, relayedBusy[i] / relayedTime[i])
+                                : sum.trainSeconds > 0 ? std::min(1.0, busy[i] / sum.trainSeconds)
+                                                       : 0);
     sum.reduceApplyFraction = stepTime > 0 ? reduceApply / stepTime : 0;
     if (stalenessCount > 0) sum.meanStaleness = staleness / double(stalenessCount);
     for (auto& [l, a] : recent) {

@@ -36,7 +36,7 @@ def main():
     args = ap.parse_args()
 
     records, failures, rows = [], [], []
-    print(f"# {machine_line(machine_peak(args.after, args.threads, failures))}")
+    print(f"# {machine_line(machine_peak(args.after, args.threads))}")
     print(f"# batch {args.batch}; {args.warmup} + {args.steps} steps per run; "
           f"{args.repeats} alternating repeats per build; load average {os.getloadavg()[0]:.2f}")
     with tempfile.TemporaryDirectory() as tmp:

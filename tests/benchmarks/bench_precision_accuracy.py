@@ -34,7 +34,7 @@ def main():
     args = ap.parse_args()
     binary = os.path.abspath(args.binary)
     failures, records = [], []
-    peak = machine_peak(binary, args.threads, failures)
+    peak = machine_peak(binary, args.threads)
     print(f"# {machine_line(peak)}")
     if peak and peak.get("bf16_missing"):
         print(f"# bf16 not run: {peak['bf16_missing']}")

@@ -216,7 +216,7 @@ def main():
     base_n = tower_counts[0]
     failures = []
 
-    print(f"# {machine_line(machine_peak(binary, args.threads, failures))}")
+    print(f"# {machine_line(machine_peak(binary, args.threads))}")
     print(f"# threads {args.threads} in every run; global batch {args.batch}; warm-up {args.warmup} steps; "
           f"load average before: {os.getloadavg()[0]:.2f} (anything else running skews every number)")
     print(f"# pytorch {torch.__version__} ({torch.__config__.parallel_info().splitlines()[-1].strip()}); "

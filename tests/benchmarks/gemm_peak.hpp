@@ -94,8 +94,9 @@ inline GemmPeak measureGemmPeak(int threads, const std::vector<dnnl_dim_t>& size
         const double g = sgemmGflops(n, repeats);
         p.fp32Sizes += (p.fp32Sizes.empty() ? "\"" : ", \"") + std::to_string(n) + "\": " + std::to_string(g);
         if (g > p.fp32) p.fp32 = g, p.fp32N = n;
+        std::string kernel;
         if (p.bf16Missing.empty())
-            if (const double h = bf16GemmGflops(n, repeats, p.bf16Kernel); h > p.bf16) p.bf16 = h, p.bf16N = n;
+            if (const double h = bf16GemmGflops(n, repeats, kernel); h > p.bf16) p.bf16 = h, p.bf16N = n, p.bf16Kernel = kernel;
     }
     return p;
 }

@@ -231,7 +231,12 @@ def async_lanes(tmp, binary):
     if p.returncode:
         check(False, f"async lanes: the run ended with {p.returncode}: {p.stderr[-300:]}")
         return
-    params = json.loads(p.stdout.strip().splitlines()[-1])["params"]
+    summary = json.loads(p.stdout.strip().splitlines()[-1])
+    params = summary["params"]
+    busy = summary["tower_busy"]
+    check(len(busy) == 4 and all(0 < b < 1 for b in busy),
+          f"async parameter servers: the summary's busy fractions of the 4 towers {[round(b, 2) for b in busy]} "
+          "(the other worker's sampled at the chief's steps, not summed)")
     steps = [json.loads(line) for line in open(folder + ".jsonl") if '"type":"step"' in line]
     late = steps[len(steps) // 2:]  # by then every worker has pushed, and been relayed
     check(len(steps) > 10 and all(len(st["towers"]) == 4 and all(t["forward_ms"] > 0 and "loss" in t

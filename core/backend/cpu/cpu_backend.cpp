@@ -89,14 +89,21 @@ private:
         const int team = omp_get_max_threads();
         const bool alone = from.get_desc().get_size() < kAlone;
         if (alone) omp_set_num_threads(1);
+        struct Restore {
+            bool alone;
+            int team;
+            ~Restore() {
+                if (alone) omp_set_num_threads(team);
+            }
+        } restore{alone, team};
         r.execute(s, from, to);
-        if (alone) omp_set_num_threads(team);
     }
 };
 
 // An input that several calls of one training step read (x: forward and backwardWeights; dy:
-// both backward calls; a dense layer's w: forward and backwardData): put in the primitive's
-// format (bf16: rounded) once per step, by the first call that reads it. forget() starts a step.
+// both backward calls; a dense layer's w: forward and backwardData), where those calls want it
+// in the same format (sharedOr): put in that format (bf16: rounded) once per step, by the first
+// call that reads it. forget() starts a step.
 // The Op contract (backend.hpp) keeps what a step's calls share unchanged between them.
 class StepInput {
 public:
