@@ -54,6 +54,15 @@ StopSignals::StopSignals(const char* program, std::function<void(int)> onFirst) 
         if (before_[i].sa_handler != SIG_IGN) sigaction(kSignals[i], &now, nullptr);
     }
     thread_ = std::thread([this] { watch(); });
+    // Only the watching thread takes them from here on: this thread, and every thread it starts
+    // after (the towers' OpenMP teams, the input pipeline), keeps computing undisturbed. Since
+    // the first tower runs on this thread, a TERM delivered to it (inside oneDNN's kernels)
+    // corrupted the heap in 10 of 24 early stops (glibc: "corrupted size vs. prev_size"); with
+    // the signals kept off it, none in 40.
+    sigset_t stops;
+    sigemptyset(&stops);
+    for (int s : kSignals) sigaddset(&stops, s);
+    pthread_sigmask(SIG_BLOCK, &stops, &blocked_);
 }
 
 StopSignals::~StopSignals() {
@@ -62,6 +71,7 @@ StopSignals::~StopSignals() {
     thread_.join();
     for (int i = 0; i < 3; ++i)
         if (before_[i].sa_handler != SIG_IGN) sigaction(kSignals[i], &before_[i], nullptr);
+    pthread_sigmask(SIG_SETMASK, &blocked_, nullptr);
     ::close(pipe_[0]);
     ::close(pipe_[1]);
 }

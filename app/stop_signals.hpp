@@ -37,6 +37,7 @@ private:
     std::function<void(int)> onFirst_;
     int pipe_[2] = {-1, -1};
     struct sigaction before_[3] = {};
+    sigset_t blocked_{};  // the constructing thread's signal mask before (restored at the end)
     std::atomic<bool> done_{false};
     std::thread thread_;
 };
