@@ -136,6 +136,9 @@ Data parallelism (the seeds' tower pattern; see README):
   --transfers MODE    auto (towers in one memory read it in place; NCCL between GPUs where it
                       applies), copies (every transfer an explicit copy through staging buffers,
                       as between separate devices) or nccl (NCCL collectives, one tower per GPU)
+  --comm-precision P  fp32 (default) or bf16: the gradients cross between towers, the holder
+                      and processes in bf16 (2 bytes an element, summed in fp32 where they
+                      meet); the variables always move in fp32. CPU towers; not with averaging
 )";
 
 int fail(const std::string& message) { return failWith("towerbench-run", message); }

@@ -199,6 +199,12 @@ void TestCli::badInput_data() {
     QTest::newRow("flag without value") << QStringList{"--batch"} << QStringList{"--batch", "needs a value"};
     QTest::newRow("precision fp16") << QStringList{"--precision", "fp16"}
                                     << QStringList{"--precision", "'fp16'", "not fp32 or bf16"};
+    QTest::newRow("comm precision fp8") << QStringList{"--comm-precision", "fp8"}
+                                        << QStringList{"--comm-precision", "'fp8'", "not fp32 or bf16"};
+    QTest::newRow("bf16 gradients while averaging")
+        << QStringList{"--comm-precision", "bf16", "--towers", "cpu:0,cpu:1", "--variables", "replicated", "--reduce",
+                       "allreduce", "--average-every", "3"}
+        << QStringList{"--comm-precision bf16", "averaging every K steps exchanges the variables"};
     QTest::newRow("batch abc") << QStringList{"--batch", "abc"} << QStringList{"--batch", "expected an integer", "'abc'"};
     QTest::newRow("batch 0") << QStringList{"--batch", "0"} << QStringList{"--batch", "between 1 and 65536", "got 0"};
     QTest::newRow("batch-per-tower 0") << QStringList{"--batch-per-tower", "0"}

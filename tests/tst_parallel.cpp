@@ -9,6 +9,7 @@
 #include <cmath>
 #include <filesystem>
 #include <functional>
+#include <limits>
 #include <mutex>
 #include <numeric>
 #include <stdexcept>
@@ -254,6 +255,15 @@ public:
 double median(std::vector<double> v) {
     std::sort(v.begin(), v.end());
     return v[v.size() / 2];
+}
+
+// bf16 by another route than the engine's bit arithmetic: the significand rounded to 8 bits,
+// ties to even (nearbyint in the default rounding mode).
+float bf16Reference(float x) {
+    if (x == 0.f || !std::isfinite(x)) return x;
+    int e = 0;
+    const double m = std::frexp(double(x), &e);  // x = m 2^e, 0.5 <= |m| < 1
+    return float(std::ldexp(std::nearbyint(std::ldexp(m, 8)), e - 8));
 }
 
 RunConfig sliceRun(const char* towers, int64_t steps) {
@@ -802,6 +812,95 @@ private slots:
                 });
             QCOMPARE(updates, 10);
         }
+    }
+    // --comm-precision bf16: each tower's gradients are rounded to bf16 once, summed in fp32 where
+    // they meet (the holder keeps the fp32 mean; an all-reduce's result crosses back in bf16),
+    // and every transfer of them counts 2 bytes an element.
+    void bf16GradientsAreRoundedOnceAndSummedInFp32() {
+        const size_t n = 1000;
+        std::vector<float> a(n), b(n);
+        for (size_t i = 0; i < n; ++i) {  // few of these are bf16 numbers
+            a[i] = 1.f + float(i) * 0.000377f;
+            b[i] = -0.3f + std::sin(float(i)) * 1e-3f;
+        }
+        const std::shared_ptr<Backend> be = makeCpuBackend(1);
+        auto run = [&](CommPrecision wire, bool allReduce) {
+            std::vector<RankEndpoint> ranks{{be.get(), nullptr, Device{DeviceType::Cpu, 0}},
+                                            {be.get(), nullptr, Device{DeviceType::Cpu, 1}}};
+            const HolderEndpoint holder = allReduce ? HolderEndpoint{} : HolderEndpoint{be.get(), Device{DeviceType::Cpu, -1}};
+            auto comm = makeCommunicator(gCopies ? CommKind::Copies : CommKind::SharedMemory, ranks, holder, n, nullptr, wire);
+            std::vector<float> x = a, y = b, scratch(n);
+            const float* mean = nullptr;
+            std::thread other([&] {
+                if (allReduce) comm->allReduce(1, y.data(), n, ReduceOp::Mean);
+                else comm->reduceToHolder(1, y.data(), scratch.data(), n, ReduceOp::Mean);
+            });
+            if (allReduce) comm->allReduce(0, x.data(), n, ReduceOp::Mean);
+            else mean = comm->reduceToHolder(0, x.data(), scratch.data(), n, ReduceOp::Mean);
+            other.join();
+            if (allReduce && x != y) return std::make_pair(std::vector<float>(), int64_t(-1));  // replicas unequal
+            if (allReduce) mean = x.data();
+            return std::make_pair(std::vector<float>(mean, mean + n), comm->bytesMoved());
+        };
+        for (const bool allReduce : {false, true}) {
+            const auto [got, bytes] = run(CommPrecision::Bf16, allReduce);
+            const auto [plain, plainBytes] = run(CommPrecision::Fp32, allReduce);
+            QCOMPARE(got.size(), n);
+            QCOMPARE(plain.size(), n);
+            int differs = 0;
+            for (size_t i = 0; i < n; ++i) {
+                const float fp32Mean = (bf16Reference(a[i]) + bf16Reference(b[i])) * 0.5f;
+                QCOMPARE(got[i], allReduce ? bf16Reference(fp32Mean) : fp32Mean);
+                differs += got[i] != plain[i];
+            }
+            QVERIFY2(differs > int(n) / 2, "bf16 gradients must differ from fp32 ones");
+            // Two ranks off the holder: 2 x n x 2 up (fp32: x 4); a ring over 2 devices: 2 x n x 2.
+            QCOMPARE(bytes, int64_t(2 * n * 2));
+            QCOMPARE(plainBytes, int64_t(2 * n * 4));
+        }
+        // An asynchronous push: the holder reads the bf16 gradients, widened; n x 2 bytes.
+        auto comm = makeCommunicator(gCopies ? CommKind::Copies : CommKind::SharedMemory,
+                                     {{be.get(), nullptr, Device{DeviceType::Cpu, 0}}},
+                                     HolderEndpoint{be.get(), Device{DeviceType::Cpu, -1}}, n, nullptr, CommPrecision::Bf16);
+        const float* pushed = comm->push(0, a.data(), n);
+        for (size_t i = 0; i < n; ++i) QCOMPARE(pushed[i], bf16Reference(a[i]));
+        QCOMPARE(comm->bytesMoved(), int64_t(n * 2));
+        // The rounding's edges: ties to even, overflow to infinity, NaN stays NaN.
+        const float in[] = {1.f + 1.f / 256, 1.f + 3.f / 256, std::numeric_limits<float>::max(), INFINITY, -0.f, NAN};
+        uint16_t out[6];
+        roundToBf16(in, out, 6);
+        QCOMPARE(out[0], uint16_t(0x3f80));
+        QCOMPARE(out[1], uint16_t(0x3f82));
+        QCOMPARE(out[2], uint16_t(0x7f80));
+        QCOMPARE(out[3], uint16_t(0x7f80));
+        QCOMPARE(out[4], uint16_t(0x8000));
+        float back[6];
+        widenBf16(out, back, 6);
+        QVERIFY(std::isnan(back[5]));
+    }
+    // A whole run: bf16 gradients train like fp32 ones, through every strategy, and move 2 bytes
+    // an element where the gradients move (the variables still 4).
+    void bf16GradientsTrainAndHalveTheirBytes() {
+        const int64_t P = shapeOf(smallCnn()).params;
+        auto bf16 = [](DeploymentPlan p) {
+            p.commPrecision = CommPrecision::Bf16;
+            return p;
+        };
+        for (const VariablePlacement v : {VariablePlacement::Cpu, VariablePlacement::Replicated}) {
+            const auto fp32 = trainSync(plan(2, 16, v), 20), rounded = trainSync(bf16(plan(2, 16, v)), 20);
+            const double d = relativeDifference(fp32, rounded);
+            QVERIFY2(d > 1e-7 && d < 2e-2, qPrintable(QString("relative difference %1").arg(d)));
+        }
+        // Holder mean: per tower P x 4 down, P x 2 up; a ring over 2 devices 2 x P x 2.
+        QCOMPARE(stepsOf(bf16(plan(2, 16)), 1, 1)[0].bytesMoved, 2 * (4 * P + 2 * P));
+        QCOMPARE(stepsOf(bf16(plan(2, 16, VariablePlacement::Replicated)), 1, 1)[0].bytesMoved, 2 * 2 * P);
+        // Averaging exchanges the variables, which stay fp32; GPU towers are not built for it.
+        auto avg = bf16(plan(2, 16, VariablePlacement::Replicated));
+        avg.averageEvery = 2;
+        QVERIFY(tbtest::errorOf([&] { avg.validate(2, 0); }).contains("averaging every K steps exchanges the variables"));
+        auto gpu = bf16(plan(1, 16));
+        gpu.towers = {Device{DeviceType::Cuda, 0}};
+        QVERIFY(tbtest::errorOf([&] { gpu.validate(2, 1); }).contains("gpu:0 is a GPU tower"));
     }
     // What a run reports is what happened: examples/sec is the examples trained over the wall time
     // they took (within 2%), the step times add up to that wall time, and each tower's phases add

@@ -139,6 +139,36 @@ private slots:
         QVERIFY(!w.running());  // Start refused
     }
 
+    // "Gradients sent as bf16": the diagram's bytes and the engine's bytes counter agree, at
+    // P x (4 + 2) per tower and step (variables down in fp32, gradients up in bf16).
+    void bf16GradientsShownAndCounted() {
+        MainWindow w;
+        w.show();
+        tb::RunConfig c = syntheticRun(100000);
+        c.commPrecision = "bf16";
+        w.experiment()->setConfig(c);
+        QCOMPARE(w.experiment()->config().commPrecision, std::string("bf16"));
+        const PlacementModel& m = w.diagram()->model();
+        QCOMPARE(m.gradientBytes, 2);
+        QVERIFY2(m.bytesLabel().contains(QStringLiteral("(4 + 2), M = 2")), qPrintable(m.bytesLabel()));
+        QSignalSpy ended(&w, &MainWindow::runEnded);
+        w.start();
+        QTRY_VERIFY_WITH_TIMEOUT(w.diagram()->lastStep().step > 3, 20000);
+        QCOMPARE(w.diagram()->lastStep().bytesMoved, m.bytesPerStep());
+        QCOMPARE(m.bytesPerStep(), 2 * m.paramCount * (4 + 2));
+        w.stop();
+        QTRY_COMPARE_WITH_TIMEOUT(ended.count(), 1, 10000);
+        // Averaging exchanges the variables (fp32 always): the form says so and Start is refused.
+        c.variables = "replicated";
+        c.reduce = "allreduce";
+        c.averageEvery = 4;
+        w.experiment()->setConfig(c);
+        QVERIFY(!w.experiment()->isValid());
+        QVERIFY2(w.experiment()->problem().startsWith("Gradients sent as bf16: averaging every K steps exchanges the "
+                                                      "variables"),
+                 qPrintable(w.experiment()->problem()));
+    }
+
     void gpuChoicesMakeTowers() {
         MainWindow w(tbtest::fakeCatalog(2), noTelemetry("not needed here"));
         ExperimentPanel* e = w.experiment();

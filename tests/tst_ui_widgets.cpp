@@ -491,6 +491,13 @@ void TestUiWidgets::bytesPerStepAsReadme_data() {
                                        << QStringLiteral("26.2 MB every 5 steps (2 \u00d7 (D\u22121) \u00d7 P \u00d7 4, D = 2)");
     QTest::newRow("async") << "cpu:0,cpu:1" << "cpu" << true << 0 << 2 * p4
                            << QStringLiteral("26.2 MB per update off the holder (2 \u00d7 P \u00d7 4)");
+    // bf16 gradients: 2 bytes an element where gradients move, the variables still 4.
+    QTest::newRow("holder mean, bf16 gradients") << "cpu:0,cpu:1/bf16" << "cpu" << false << 0 << 3 * p4
+                                                 << QStringLiteral("39.3 MB per step (M \u00d7 P \u00d7 (4 + 2), M = 2)");
+    QTest::newRow("all-reduce, bf16 gradients") << "cpu:0,cpu:1/bf16" << "replicated" << false << 0 << p4
+                                                << QStringLiteral("13.1 MB per step (2 \u00d7 (D\u22121) \u00d7 P \u00d7 2, D = 2)");
+    QTest::newRow("async, bf16 gradients") << "cpu:0,cpu:1/bf16" << "cpu" << true << 0 << p4 / 2 * 3
+                                           << QStringLiteral("19.6 MB per update off the holder (P \u00d7 (4 + 2))");
 }
 
 void TestUiWidgets::bytesPerStepAsReadme() {
@@ -500,9 +507,11 @@ void TestUiWidgets::bytesPerStepAsReadme() {
     QFETCH(int, averageEvery);
     QFETCH(qint64, bytes);
     QFETCH(QString, label);
-    auto plan = planOf(towers.toStdString(), variables.toStdString());
+    const bool bf16 = towers.endsWith("/bf16");  // "<towers>/bf16": --comm-precision bf16
+    auto plan = planOf(towers.section('/', 0, 0).toStdString(), variables.toStdString());
     if (async) plan.update = tb::UpdateMode::Async;
     plan.averageEvery = averageEvery;
+    if (bf16) plan.commPrecision = tb::CommPrecision::Bf16;
     const auto m = PlacementModel::fromPlan(plan, 3'274'634);
     QCOMPARE(m.bytesPerStep(), bytes);
     QCOMPARE(m.bytesLabel(), label);

@@ -102,7 +102,7 @@ private:
     QHash<QString, QWidget*> fields_;
     QHash<QString, QString> names_;  // key -> the field's label
     QComboBox *model_, *data_, *runOn_, *variables_, *reduce_, *update_, *optimizer_, *precision_, *length_, *batchMeaning_,
-        *transfers_;
+        *transfers_, *commPrecision_;
     QListWidget* gpus_;
     QFormLayout *devicesForm_, *trainingForm_, *dataForm_;
     QWidget* folderRow_;

@@ -55,6 +55,7 @@ PlacementModel PlacementModel::fromPlan(const tb::DeploymentPlan& plan, int64_t 
     // the variables as one, so the diagram draws one holder. (Parameter-server processes are
     // shards in either mode: acrossProcesses.)
     m.psShards = plan.update == tb::UpdateMode::Async ? std::max(1, plan.psShards) : 1;
+    m.gradientBytes = int(tb::gradientElementBytes(plan.commPrecision));
     if (plan.variables == tb::VariablePlacement::Replicated)
         m.links = Links::Ring;
     else if (m.psShards > 1)
@@ -136,12 +137,18 @@ int64_t PlacementModel::shardBytes(int shard) const {
 }
 
 int64_t PlacementModel::bytesPerStep() const {
-    const int64_t p4 = paramCount * 4;
-    if (links == Links::Ring) return 2 * int64_t(std::max(0, distinctDevices() - 1)) * p4;
-    if (async) return 2 * p4;  // per update: the pusher's pull and push (a tower off the holder's device)
+    const int64_t p4 = paramCount * 4, pg = paramCount * gradientBytes;
+    if (links == Links::Ring) return 2 * int64_t(std::max(0, distinctDevices() - 1)) * pg;
+    if (async) return p4 + pg;  // per update: the pusher's pull and push (a tower off the holder's device)
     int64_t moved = 0;
-    for (int i = 0; i < towers.size(); ++i) moved += 2 * linkBytes(i);
+    for (int i = 0; i < towers.size(); ++i) moved += linkBytes(i) / 4 * (4 + gradientBytes);
     return moved;
+}
+
+QString PlacementModel::bothWays(const QString& towers) const {
+    const QString m = towers.isEmpty() ? QString() : towers + QStringLiteral(" \u00d7 ");
+    return gradientBytes == 4 ? QStringLiteral("2 \u00d7 %1P \u00d7 4").arg(m)
+                              : QStringLiteral("%1P \u00d7 (4 + %2)").arg(m).arg(gradientBytes);
 }
 
 QString PlacementModel::bytesLabel() const {
@@ -151,18 +158,21 @@ QString PlacementModel::bytesLabel() const {
         const int d = distinctDevices();
         if (d < 2) return QObject::tr("nothing moves between devices");
         const QString when = averageEvery > 1 ? QObject::tr("every %1 steps").arg(averageEvery) : QObject::tr("per step");
-        return QObject::tr("%1 %2 (2 \u00d7 (D\u22121) \u00d7 P \u00d7 4, D = %3)").arg(formatBytes(double(bytes)), when).arg(d);
+        return QObject::tr("%1 %2 (2 \u00d7 (D\u22121) \u00d7 P \u00d7 %3, D = %4)")
+            .arg(formatBytes(double(bytes)), when)
+            .arg(gradientBytes)
+            .arg(d);
     }
     if (async) {
         const int local = int(std::count_if(towers.begin(), towers.end(), [](const Tower& t) { return t.local; }));
         return local == towers.size() ? QObject::tr("nothing moves: every tower reads the variables in place")
-                                       : QObject::tr("%1 per update off the holder (2 \u00d7 P \u00d7 4)")
-                                             .arg(formatBytes(double(bytes)));
+                                       : QObject::tr("%1 per update off the holder (%2)")
+                                             .arg(formatBytes(double(bytes)), bothWays());
     }
     int moving = 0;
     for (int i = 0; i < towers.size(); ++i) moving += linkBytes(i) > 0 ? 1 : 0;
     if (moving == 0) return QObject::tr("nothing moves: every tower reads the variables in place");
-    return QObject::tr("%1 per step (2 \u00d7 M \u00d7 P \u00d7 4, M = %2)").arg(formatBytes(double(bytes))).arg(moving);
+    return QObject::tr("%1 per step (%2, M = %3)").arg(formatBytes(double(bytes)), bothWays(QStringLiteral("M"))).arg(moving);
 }
 
 int64_t PlacementModel::linkBytes(int tower) const {
@@ -180,8 +190,11 @@ QString PlacementModel::linkKind(int tower) const {
 QString PlacementModel::linkLabel(int tower) const {
     const int64_t bytes = linkBytes(tower);
     if (bytes == 0) return {};
-    return QObject::tr("%1 \u2193\u2191 per %2")
-        .arg(formatBytes(double(bytes)), async ? QObject::tr("update") : QObject::tr("step"));
+    const QString per = async ? QObject::tr("update") : QObject::tr("step");
+    if (gradientBytes != 4)  // the variables down in fp32, the gradients up in bf16
+        return QObject::tr("%1 \u2193 %2 \u2191 per %3")
+            .arg(formatBytes(double(bytes)), formatBytes(double(bytes / 4 * gradientBytes)), per);
+    return QObject::tr("%1 \u2193\u2191 per %2").arg(formatBytes(double(bytes)), per);
 }
 
 int PlacementModel::distinctDevices() const {
@@ -195,7 +208,7 @@ int PlacementModel::distinctDevices() const {
 double PlacementModel::ringBytesPerDevice() const {
     const int d = distinctDevices();
     if (links != Links::Ring || d < 2) return 0;
-    return 2.0 * (d - 1) / d * double(paramCount) * 4.0;
+    return 2.0 * (d - 1) / d * double(paramCount) * double(gradientBytes);
 }
 
 QString PlacementModel::ringLabel() const {
@@ -205,12 +218,13 @@ QString PlacementModel::ringLabel() const {
                                            : QObject::tr("all-reduce");
     const int d = distinctDevices();
     if (d < 2) return QObject::tr("%1 within %2: nothing leaves the device").arg(how, towers[0].device);
-    return QObject::tr("%1: %2 %3 %4 (2(D\u22121)/D \u00d7 P \u00d7 4, D = %5)")
+    return QObject::tr("%1: %2 %3 %4 (2(D\u22121)/D \u00d7 P \u00d7 %5, D = %6)")
         .arg(how, formatBytes(ringBytesPerDevice()),
              processes > 1             ? QObject::tr("per process")
              : isGpu(towers[0].device) ? QObject::tr("per GPU")
                                        : QObject::tr("per tower"),
              averageEvery > 1 ? QObject::tr("each time") : QObject::tr("per step"))
+        .arg(gradientBytes)
         .arg(d);
 }
 

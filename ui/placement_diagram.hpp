@@ -38,6 +38,7 @@ struct PlacementModel {
     int averageEvery = 0;    // > 0: parameters averaged every K steps (replicated)
     int psShards = 1;
     int64_t paramCount = 0;  // P: the variables are P x 4 bytes
+    int gradientBytes = 4;   // G: bytes of a gradient element on the wire (2 with --comm-precision bf16)
     QVector<int64_t> variableSizes;  // elements of each variable (tensor) in the model's order; may be empty
     // Processes (mpirun): `processes` ranks in all, the first `serverProcesses` of them holding the
     // variables' shards (drawn apart, as the shards), each other one a machine box around its
@@ -65,13 +66,17 @@ struct PlacementModel {
     int shardVariables(int shard) const;
     int64_t shardBytes(int shard) const;
     // What a whole step (async: update) moves, as README's bytes table counts it, and the line
-    // that says so under the diagram: "52.4 MB per step (2 × M × P × 4, M = 2)".
+    // that says so under the diagram: "52.4 MB per step (2 × M × P × 4, M = 2)"; with bf16
+    // gradients "39.3 MB per step (M × P × (4 + 2), M = 2)".
     int64_t bytesPerStep() const;
     QString bytesLabel() const;
+    // Variables down and gradients up, for `towers` towers ("M"; empty: one): "2 × M × P × 4",
+    // "M × P × (4 + 2)" with bf16 gradients.
+    QString bothWays(const QString& towers = {}) const;
 
     // What moves, as README's bytes table counts it; per step, or per update when asynchronous.
     // HolderArrows and Shards: bytes each way (variables down, gradients up) between the holder
-    // and a tower off its device, P x 4; 0 for a tower on it, and for replicated towers; with
+    // and a tower off its device, P x 4 (the gradients' way P x G); 0 for a tower on it, and for replicated towers; with
     // parameter-server processes, P x 4 for each worker's first tower (its towers' mean), else 0.
     int64_t linkBytes(int tower) const;
     // The link those bytes cross: "host↔GPU" (a GPU tower, variables on the host), "GPU↔GPU"
@@ -102,6 +107,7 @@ public slots:
     // describes (the diagram and the form never disagree).
     void setInvalid(const QString& why);
     QString invalidReason() const { return invalid_; }
+    const tb::StepMetrics& lastStep() const { return last_; }  // the step shown (its bytes counter); none after a run
     void showStep(const tb::StepMetrics& m);      // animates one step (phases, bytes, step number)
     void clearActivity();                         // back to the static picture (run ended)
 

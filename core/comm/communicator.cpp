@@ -70,16 +70,44 @@ void reduceChunk(Backend& be, Stream s, Range c, const std::vector<const float*>
     be.synchronize(s);
 }
 
-int64_t Communicator::ringBytes(size_t count) const {
-    return 2 * int64_t(distinctDevices_ - 1) * int64_t(count) * int64_t(sizeof(float));
+int64_t Communicator::ringBytes(size_t count) const { return 2 * int64_t(distinctDevices_ - 1) * gradientBytes(count); }
+
+void Communicator::toWire(int rank, const float* src, size_t count) {
+    roundToBf16(src, wire_[size_t(rank)].data(), count);
+}
+
+const float* Communicator::throughWire(int rank, const float* src, size_t count) {
+    toWire(rank, src, count);
+    float* landed = landed_[size_t(rank)].data();
+    widenBf16(wire_[size_t(rank)].data(), landed, count);
+    return landed;
+}
+
+void Communicator::reduceWire(Range c, float* out, ReduceOp op) const {
+    std::vector<const uint16_t*> sources;
+    for (const auto& w : wire_) sources.push_back(w.data());
+    reduceBf16(sources, c.begin, c.end, out, op);
+}
+
+void Communicator::roundTrip(float* p, Range c) {
+    // In pieces through a small buffer on the stack: no allocation per call.
+    uint16_t piece[2048];
+    for (size_t at = c.begin; at < c.end; at += std::size(piece)) {
+        const size_t n = std::min(std::size(piece), c.end - at);
+        roundToBf16(p + at, piece, n);
+        widenBf16(piece, p + at, n);
+    }
 }
 
 }  // namespace tb
 
 namespace tb {
 
-std::unique_ptr<Communicator> makeCommunicator(CommKind kind, std::vector<RankEndpoint> ranks, HolderEndpoint holder,
-                                               size_t maxCount, ProcessGroup* processes) {
+namespace {
+
+// The implementation for the ranks; across processes also the process group's lanes (one per rank).
+std::unique_ptr<Communicator> makeImplementation(CommKind kind, std::vector<RankEndpoint> ranks, HolderEndpoint holder,
+                                                 size_t maxCount, ProcessGroup* processes) {
     if (processes) {
         // MPI here moves host memory only (Debian's Open MPI is not CUDA-aware): CPU towers reduce
         // in shared memory first, GPU towers through the host (copies) unless NCCL spans the
@@ -94,12 +122,35 @@ std::unique_ptr<Communicator> makeCommunicator(CommKind kind, std::vector<RankEn
         auto comm = gpus ? makeCopyCommunicator(std::move(ranks), holder, maxCount)
                          : makeSharedMemoryCommunicator(std::move(ranks), holder, maxCount);
         processes->setLanes(comm->size());
-        comm->processes_ = processes;
         return comm;
     }
     if (kind == CommKind::SharedMemory) return makeSharedMemoryCommunicator(std::move(ranks), holder, maxCount);
     if (kind == CommKind::Nccl) return makeNcclCommunicator(std::move(ranks), holder, maxCount, nullptr);
     return makeCopyCommunicator(std::move(ranks), holder, maxCount);
+}
+
+}  // namespace
+
+std::unique_ptr<Communicator> makeCommunicator(CommKind kind, std::vector<RankEndpoint> ranks, HolderEndpoint holder,
+                                               size_t maxCount, ProcessGroup* processes, CommPrecision gradients) {
+    if (gradients == CommPrecision::Bf16) {
+        // Rounded and summed by the host's arithmetic (DeploymentPlan::validate refuses GPU towers).
+        for (const RankEndpoint& r : ranks)
+            if (r.device.type != DeviceType::Cpu)
+                throw Error("--comm-precision bf16: gradients are rounded in host memory, and " + r.device.str() +
+                            " is a GPU (bf16 transfers between GPUs are not built yet)");
+        if (holder.backend && holder.device.type != DeviceType::Cpu)
+            throw Error("--comm-precision bf16: the holder " + holder.device.str() + " is a GPU");
+    }
+    const bool ncclGroup = processes && kind == CommKind::Nccl;  // NCCL spans the processes itself
+    std::unique_ptr<Communicator> comm = makeImplementation(kind, std::move(ranks), holder, maxCount, processes);
+    if (processes && !ncclGroup) comm->processes_ = processes;
+    if (gradients == CommPrecision::Bf16) {
+        comm->gradients_ = gradients;
+        comm->wire_.assign(comm->ranks_.size(), std::vector<uint16_t>(maxCount));
+        comm->landed_.assign(comm->ranks_.size(), std::vector<float>(maxCount));
+    }
+    return comm;
 }
 
 std::string gpuSharedByProcesses(ProcessGroup& processes, const std::vector<Device>& towers) {

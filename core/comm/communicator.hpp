@@ -30,6 +30,12 @@
 //   allReduce                            2 (D - 1) x count x 4 over the D distinct devices of the
 //                                        ranks (a ring, as nccl-tests' bus bandwidth counts)
 //   pull, push                           count x 4 for a rank not on the holder's device
+// With bf16 gradients (--comm-precision bf16; host memory only: CPU towers) the gradients'
+// transfers (reduceToHolder, allReduce, push) carry 2 bytes an element, counted as such: each
+// rank rounds its gradients to bf16 into a wire buffer of its own, where they meet they are
+// widened and summed in fp32, and an all-reduce's result crosses back in bf16 too. Variables
+// (broadcastFromHolder, pull) always move in fp32. A lone rank that meets no one (one tower on
+// the holder's device, no processes) sends nothing and rounds nothing.
 #pragma once
 #include <atomic>
 #include <barrier>
@@ -41,6 +47,7 @@
 #include <vector>
 
 #include "backend/backend.hpp"
+#include "comm/bf16_wire.hpp"
 #include "comm/process_group.hpp"
 
 namespace tb {
@@ -109,6 +116,7 @@ public:
     int64_t bytesMovedBy(int rank) const { return byRank_[size_t(rank)]->load(); }
     // Seconds this rank waited inside collectives for the others since the last call.
     double takeWaitSeconds(int rank);
+    CommPrecision gradientPrecision() const { return gradients_; }
 
 protected:
     // Waits for every rank (timed as this rank's wait).
@@ -127,7 +135,17 @@ protected:
     void countByRank(int rank, int64_t bytes);
     void countTotal(int64_t bytes);
     bool onHolderDevice(int rank) const { return ranks_[size_t(rank)].device == holder_.device; }
-    int64_t ringBytes(size_t count) const;  // 2 (D - 1) x count x 4
+    int64_t ringBytes(size_t count) const;  // 2 (D - 1) x count x the gradients' element bytes
+    bool bf16Gradients() const { return gradients_ == CommPrecision::Bf16; }
+    int64_t gradientBytes(size_t count) const { return int64_t(count * gradientElementBytes(gradients_)); }
+    // bf16 gradients: the rank's `src` rounded into its wire buffer (what crosses; count elements).
+    void toWire(int rank, const float* src, size_t count);
+    // ...and widened again where the holder reads it (the rank's landing buffer, returned).
+    const float* throughWire(int rank, const float* src, size_t count);
+    // out's chunk c := op over every rank's wire buffer, summed in fp32.
+    void reduceWire(Range c, float* out, ReduceOp op) const;
+    // p's chunk c := itself rounded to bf16 (an all-reduce's result crossing back).
+    static void roundTrip(float* p, Range c);
 
     std::vector<RankEndpoint> ranks_;
     HolderEndpoint holder_;
@@ -135,10 +153,14 @@ protected:
     std::vector<const float*> published_;  // per rank: the buffer it brought to the current collective
     std::vector<float*> publishedOut_;
     ProcessGroup* processes_ = nullptr;  // the processes the reductions span beyond this one's towers
+    CommPrecision gradients_ = CommPrecision::Fp32;
 
 private:
     friend std::unique_ptr<Communicator> makeCommunicator(CommKind, std::vector<RankEndpoint>, HolderEndpoint, size_t,
-                                                          ProcessGroup*);
+                                                          ProcessGroup*, CommPrecision);
+    // bf16 gradients only, per rank (maxCount): its gradients as sent, and widened as received.
+    std::vector<std::vector<uint16_t>> wire_;
+    std::vector<std::vector<float>> landed_;
     std::barrier<> barrier_;
     std::atomic<int64_t> total_{0};
     std::vector<std::unique_ptr<std::atomic<int64_t>>> byRank_;
@@ -153,9 +175,11 @@ void reduceChunk(Backend& be, Stream s, Range c, const std::vector<const float*>
 // The communicator for ranks and a holder (holder.backend null: no holder, replicas only);
 // `maxCount` bounds the floats of one transfer (staging is sized for it); `processes`: the other
 // processes of the run the reductions span (CPU towers: shared memory, then MPI; GPU towers: NCCL
-// over every process's GPUs, or copies to the host, then MPI), or null.
+// over every process's GPUs, or copies to the host, then MPI), or null; `gradients`: the
+// gradients' number format on the wire (bf16: CPU towers and a host-memory holder only).
 std::unique_ptr<Communicator> makeCommunicator(CommKind kind, std::vector<RankEndpoint> ranks, HolderEndpoint holder,
-                                               size_t maxCount, ProcessGroup* processes = nullptr);
+                                               size_t maxCount, ProcessGroup* processes = nullptr,
+                                               CommPrecision gradients = CommPrecision::Fp32);
 
 // Across processes, a collective: "" where no GPU holds towers of two processes, else a sentence
 // naming the first such GPU and its processes (NCCL refuses two ranks on one GPU).

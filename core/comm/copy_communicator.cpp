@@ -4,7 +4,8 @@
 // the host does the arithmetic, each rank's thread its own chunk. Across processes (GPU towers
 // under mpirun, where the towers' GPUs cannot all meet through NCCL) the host's result is then
 // reduced with the other processes' through MPI, each rank's thread its chunk on its own lane, as
-// Horovod does for GPU tensors without NCCL.
+// Horovod does for GPU tensors without NCCL. With bf16 gradients (CPU towers) a rank's gradients
+// are staged as bf16 in its wire buffer instead, and the reductions read those.
 #include <algorithm>
 
 #include "comm/communicator.hpp"
@@ -46,20 +47,21 @@ public:
     bool sharesHolder(int) const override { return false; }
 
     const float* reduceToHolder(int rank, const float* send, float* holderScratch, size_t count, ReduceOp op) override {
-        if (!onHolderDevice(rank)) countByRank(rank, int64_t(count * sizeof(float)));
+        if (!onHolderDevice(rank)) countByRank(rank, gradientBytes(count));
         if (size() == 1) {
-            stage(rank, send, count);
-            if (!processes_) return slots_[0].data();
-            processes_->allReduce(0, slots_[0].data(), holderScratch, count, op);
+            const float* staged = bf16Gradients() ? throughWire(rank, send, count) : stage(rank, send, count);
+            if (!processes_) return staged;
+            processes_->allReduce(0, staged, holderScratch, count, op, gradients_);
             return holderScratch;
         }
         std::exception_ptr failure;
-        attempt(failure, [&] { stage(rank, send, count); });
+        attempt(failure, [&] { stageGradients(rank, send, count); });
         meet(rank);  // every rank's slot is filled
         attempt(failure, [&] {
             const Range c = chunk(rank, count);
-            reduceChunk(*holder_.backend, holderStreams_[size_t(rank)], c, slotPointers_, holderScratch, op);
-            if (processes_) processes_->allReduce(rank, holderScratch + c.begin, holderScratch + c.begin, c.size(), op);
+            reduceSlots(c, holderScratch, op, *holder_.backend, holderStreams_[size_t(rank)]);
+            if (processes_)
+                processes_->allReduce(rank, holderScratch + c.begin, holderScratch + c.begin, c.size(), op, gradients_);
         });
         if (failure) std::rethrow_exception(failure);
         return holderScratch;
@@ -74,18 +76,19 @@ public:
         if (rank == 0) countTotal(ringBytes(count));
         if (size() == 1) {
             if (!processes_) return;
-            stage(rank, buf, count);
-            processes_->allReduce(0, slots_[0].data(), result_.data(), count, op);
+            processes_->allReduce(0, stage(rank, buf, count), result_.data(), count, op, gradients_);
             copyOnRank(rank, buf, result_.data(), count);
             return;
         }
         std::exception_ptr failure;
-        attempt(failure, [&] { stage(rank, buf, count); });
+        attempt(failure, [&] { stageGradients(rank, buf, count); });
         meet(rank);
         attempt(failure, [&] {
             const Range c = chunk(rank, count);
-            reduceChunk(*host_, hostStreams_[size_t(rank)], c, slotPointers_, result_.data(), op);
-            if (processes_) processes_->allReduce(rank, result_.data() + c.begin, result_.data() + c.begin, c.size(), op);
+            reduceSlots(c, result_.data(), op, *host_, hostStreams_[size_t(rank)]);
+            if (processes_)
+                processes_->allReduce(rank, result_.data() + c.begin, result_.data() + c.begin, c.size(), op, gradients_);
+            if (bf16Gradients()) roundTrip(result_.data(), c);  // the result goes back in bf16
         });
         meet(rank);  // the whole result is ready
         attempt(failure, [&] { copyOnRank(rank, buf, result_.data(), count); });
@@ -105,9 +108,8 @@ public:
         copyOnRank(rank, dst, holderSrc, count);
     }
     const float* push(int rank, const float* src, size_t count) override {
-        if (!onHolderDevice(rank)) countByRank(rank, int64_t(count * sizeof(float)));
-        stage(rank, src, count);
-        return slots_[size_t(rank)].data();
+        if (!onHolderDevice(rank)) countByRank(rank, gradientBytes(count));
+        return bf16Gradients() && !onHolderDevice(rank) ? throughWire(rank, src, count) : stage(rank, src, count);
     }
 
 private:
@@ -116,7 +118,20 @@ private:
         r.backend->copy(r.stream, dst, src, count * sizeof(float));
         r.backend->synchronize(r.stream);
     }
-    void stage(int rank, const float* src, size_t count) { copyOnRank(rank, slots_[size_t(rank)].data(), src, count); }
+    const float* stage(int rank, const float* src, size_t count) {
+        copyOnRank(rank, slots_[size_t(rank)].data(), src, count);
+        return slots_[size_t(rank)].data();
+    }
+    // Gradients to be reduced: into the rank's slot, or as bf16 into its wire buffer.
+    void stageGradients(int rank, const float* src, size_t count) {
+        if (bf16Gradients()) toWire(rank, src, count);
+        else stage(rank, src, count);
+    }
+    // out's chunk c := op over what every rank staged, on `be`.
+    void reduceSlots(Range c, float* out, ReduceOp op, Backend& be, Stream s) {
+        if (bf16Gradients()) reduceWire(c, out, op);
+        else reduceChunk(be, s, c, slotPointers_, out, op);
+    }
 
     std::shared_ptr<Backend> host_;    // the host's arithmetic when there is no holder
     std::vector<Stream> hostStreams_;  // per rank, on host_

@@ -1,11 +1,14 @@
 // The ProcessGroup of an MPI launch (mpirun -np N towerbench-run ...): MPI_Allreduce on host
 // buffers, in place where asked, in pieces of at most 2^26 floats (MPI counts are ints); one
 // duplicated communicator per lane, so that concurrent collectives of a process's tower threads
-// never meet the wrong partner (MPI_THREAD_MULTIPLE where there are several lanes).
+// never meet the wrong partner (MPI_THREAD_MULTIPLE where there are several lanes). bf16
+// all-reduces go as MPI_UINT16_T with a sum of our own (MPI has no bf16 type).
 #include <mpi.h>
 
 #include <algorithm>
+#include <cstdint>
 #include <cstdlib>
+#include <cstring>
 #include <exception>
 #include <limits>
 #include <vector>
@@ -29,6 +32,21 @@ void check(const char* call, int code) {
     if (code != MPI_SUCCESS) throw Error(mpiError(call, code));
 }
 
+// MPI_User_function: inout[i] := bf16(in[i] + inout[i]), the sum in fp32.
+void bf16Sum(void* in, void* inout, int* length, MPI_Datatype*) {
+    const auto* a = static_cast<const uint16_t*>(in);
+    auto* b = static_cast<uint16_t*>(inout);
+    constexpr int kPiece = 1024;
+    float x[kPiece], y[kPiece];
+    for (int at = 0; at < *length; at += kPiece) {
+        const size_t n = size_t(std::min(kPiece, *length - at));
+        widenBf16(a + at, x, n);
+        widenBf16(b + at, y, n);
+        for (size_t i = 0; i < n; ++i) y[i] += x[i];
+        roundToBf16(y, b + at, n);
+    }
+}
+
 class MpiProcessGroup final : public ProcessGroup {
 public:
     explicit MpiProcessGroup(int provided) : provided_(provided) {
@@ -42,12 +60,15 @@ public:
         check("MPI_Comm_split_type", MPI_Comm_split_type(MPI_COMM_WORLD, MPI_COMM_TYPE_SHARED, 0, MPI_INFO_NULL, &node));
         MPI_Comm_size(node, &localSize_);
         MPI_Comm_free(&node);
+        check("MPI_Op_create", MPI_Op_create(&bf16Sum, 1, &bf16Sum_));
+        wire_.resize(1);
     }
     ~MpiProcessGroup() override {
         // Unwinding past the group (an error nobody turned into abort()): the others may wait in
         // a collective, so end them all rather than wait in MPI_Finalize for them.
         if (std::uncaught_exceptions() > 0) MPI_Abort(MPI_COMM_WORLD, 2);
         for (MPI_Comm& c : lanes_) MPI_Comm_free(&c);
+        MPI_Op_free(&bf16Sum_);
         MPI_Finalize();
     }
 
@@ -73,21 +94,34 @@ public:
             MPI_Comm_set_errhandler(c, MPI_ERRORS_RETURN);
             lanes_.push_back(c);
         }
+        wire_.resize(lanes_.size());
     }
 
-    void allReduce(int lane, const float* send, float* recv, size_t count, ReduceOp op) override {
+    void allReduce(int lane, const float* send, float* recv, size_t count, ReduceOp op, CommPrecision wire) override {
         constexpr size_t kPiece = size_t(1) << 26;
         const MPI_Comm c = lanes_.at(size_t(lane));
-        for (size_t at = 0; at < count; at += kPiece) {
-            const int n = int(std::min(kPiece, count - at));
-            const void* from = send == recv ? MPI_IN_PLACE : static_cast<const void*>(send + at);
-            check("MPI_Allreduce", MPI_Allreduce(from, recv + at, n, MPI_FLOAT, MPI_SUM, c));
+        if (wire == CommPrecision::Bf16) {
+            // The lane's own buffer: each lane is one thread's.
+            std::vector<uint16_t>& w = wire_[size_t(lane)];
+            if (w.size() < count) w.resize(count);
+            roundToBf16(send, w.data(), count);
+            for (size_t at = 0; at < count; at += kPiece) {
+                const int n = int(std::min(kPiece, count - at));
+                check("MPI_Allreduce", MPI_Allreduce(MPI_IN_PLACE, w.data() + at, n, MPI_UINT16_T, bf16Sum_, c));
+            }
+            widenBf16(w.data(), recv, count);
+        } else {
+            for (size_t at = 0; at < count; at += kPiece) {
+                const int n = int(std::min(kPiece, count - at));
+                const void* from = send == recv ? MPI_IN_PLACE : static_cast<const void*>(send + at);
+                check("MPI_Allreduce", MPI_Allreduce(from, recv + at, n, MPI_FLOAT, MPI_SUM, c));
+            }
         }
         if (op == ReduceOp::Mean) {
             const float scale = 1.0f / float(size_);
             for (size_t i = 0; i < count; ++i) recv[i] *= scale;
         }
-        countAllReduce(count);
+        countAllReduce(count, 0, wire);
     }
 
     bool any(bool flag) override {
@@ -158,6 +192,8 @@ private:
     int provided_ = MPI_THREAD_SINGLE;
     int rank_ = 0, size_ = 1, localSize_ = 1;
     std::vector<MPI_Comm> lanes_;
+    MPI_Op bf16Sum_ = MPI_OP_NULL;
+    std::vector<std::vector<uint16_t>> wire_;  // per lane: a bf16 all-reduce's buffer
 };
 
 }  // namespace

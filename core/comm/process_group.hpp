@@ -26,9 +26,9 @@
 #include <string>
 #include <vector>
 
-namespace tb {
+#include "comm/bf16_wire.hpp"
 
-enum class ReduceOp;
+namespace tb {
 
 class ProcessGroup {
 public:
@@ -41,8 +41,11 @@ public:
     // same order as its other collectives. Lane 0 exists from the start.
     virtual void setLanes(int lanes) = 0;
     // recv := op over every process's send (count floats in host memory); send may be recv (in
-    // place). Large buffers go in pieces. Mean divides by the number of processes.
-    virtual void allReduce(int lane, const float* send, float* recv, size_t count, ReduceOp op) = 0;
+    // place). Large buffers go in pieces. Mean divides by the number of processes. `wire` bf16:
+    // send is rounded to bf16 and the processes exchange and sum bf16 (each addition widened to
+    // fp32 and rounded back), recv the result widened, then divided for the mean.
+    virtual void allReduce(int lane, const float* send, float* recv, size_t count, ReduceOp op,
+                           CommPrecision wire = CommPrecision::Fp32) = 0;
     // On lane 0: true on every process where any process passed true (votes to stop).
     virtual bool any(bool flag) = 0;
     // On lane 0: process `root`'s text on every process.
@@ -68,12 +71,13 @@ public:
 
     // Bytes this process sent to the others, by the definition above.
     int64_t bytesMoved() const { return bytes_.load(); }
-    // Counts an all-reduce of `count` floats across the processes, also one another library
+    // Counts an all-reduce of `count` elements across the processes, also one another library
     // carried: NCCL's ring over `ranks` GPUs of several processes sends 2 (ranks - 1) / ranks x
-    // count x 4 bytes over each link, one of which leaves this process (ranks 0: the processes).
-    void countAllReduce(size_t count, int ranks = 0) {
+    // count x 4 bytes (x 2 in bf16) over each link, one of which leaves this process (ranks 0: the
+    // processes).
+    void countAllReduce(size_t count, int ranks = 0, CommPrecision wire = CommPrecision::Fp32) {
         const int p = size(), r = ranks > 0 ? ranks : p;
-        if (p > 1) bytes_ += int64_t(2.0 * (r - 1) / r * double(count) * sizeof(float));
+        if (p > 1) bytes_ += int64_t(2.0 * (r - 1) / r * double(count) * double(gradientElementBytes(wire)));
     }
 
 protected:

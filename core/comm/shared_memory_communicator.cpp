@@ -1,5 +1,7 @@
 // Ranks and holder in one memory (CPU towers with host variables; towers on the holder's GPU):
-// reductions read every rank's buffer in place, each rank's thread reducing its own chunk.
+// reductions read every rank's buffer in place, each rank's thread reducing its own chunk. With
+// bf16 gradients each rank first rounds its whole buffer into its wire buffer, and the
+// reductions read those.
 #include <algorithm>
 
 #include "comm/communicator.hpp"
@@ -19,20 +21,24 @@ public:
     bool sharesHolder(int) const override { return true; }
 
     const float* reduceToHolder(int rank, const float* send, float* holderScratch, size_t count, ReduceOp op) override {
-        if (!onHolderDevice(rank)) countByRank(rank, int64_t(count * sizeof(float)));
+        if (!onHolderDevice(rank)) countByRank(rank, gradientBytes(count));
         if (size() == 1) {
+            if (bf16Gradients() && !onHolderDevice(rank)) send = throughWire(rank, send, count);
             if (!processes_) return send;  // the holder reads the one rank's buffer in place
-            processes_->allReduce(0, send, holderScratch, count, op);
+            processes_->allReduce(0, send, holderScratch, count, op, gradients_);
             return holderScratch;
         }
+        if (bf16Gradients()) toWire(rank, send, count);
         published_[size_t(rank)] = send;
         meet(rank);  // every rank's buffer is ready
         std::exception_ptr failure;
         attempt(failure, [&] {
             const Range c = chunk(rank, count);
-            reduceChunk(*holder_.backend, holderStreams_[size_t(rank)], c, published_, holderScratch, op);
+            if (bf16Gradients()) reduceWire(c, holderScratch, op);
+            else reduceChunk(*holder_.backend, holderStreams_[size_t(rank)], c, published_, holderScratch, op);
             // This process's mean of the chunk, then the mean of every process's (equal tower counts).
-            if (processes_) processes_->allReduce(rank, holderScratch + c.begin, holderScratch + c.begin, c.size(), op);
+            if (processes_)
+                processes_->allReduce(rank, holderScratch + c.begin, holderScratch + c.begin, c.size(), op, gradients_);
         });
         if (failure) std::rethrow_exception(failure);
         return holderScratch;
@@ -46,9 +52,10 @@ public:
     void allReduce(int rank, float* buf, size_t count, ReduceOp op) override {
         if (rank == 0) countTotal(ringBytes(count));
         if (size() == 1) {
-            if (processes_) processes_->allReduce(0, buf, buf, count, op);
+            if (processes_) processes_->allReduce(0, buf, buf, count, op, gradients_);
             return;
         }
+        if (bf16Gradients()) toWire(rank, buf, count);
         published_[size_t(rank)] = buf;
         publishedOut_[size_t(rank)] = buf;
         meet(rank);
@@ -57,8 +64,11 @@ public:
             const Range c = chunk(rank, count);
             Backend& be = *ranks_[size_t(rank)].backend;
             const Stream s = ranks_[size_t(rank)].stream;
-            reduceChunk(be, s, c, published_, scratch_.data(), op);
-            if (processes_) processes_->allReduce(rank, scratch_.data() + c.begin, scratch_.data() + c.begin, c.size(), op);
+            if (bf16Gradients()) reduceWire(c, scratch_.data(), op);
+            else reduceChunk(be, s, c, published_, scratch_.data(), op);
+            if (processes_)
+                processes_->allReduce(rank, scratch_.data() + c.begin, scratch_.data() + c.begin, c.size(), op, gradients_);
+            if (bf16Gradients()) roundTrip(scratch_.data(), c);  // the result goes back in bf16
             for (float* out : publishedOut_)
                 be.copy(s, out + c.begin, scratch_.data() + c.begin, c.size() * sizeof(float));
             be.synchronize(s);
@@ -76,8 +86,9 @@ public:
         copyInto(rank, dst, holderSrc, count);
     }
     const float* push(int rank, const float* src, size_t count) override {
-        if (!onHolderDevice(rank)) countByRank(rank, int64_t(count * sizeof(float)));
-        return src;
+        if (onHolderDevice(rank)) return src;
+        countByRank(rank, gradientBytes(count));
+        return bf16Gradients() ? throughWire(rank, src, count) : src;
     }
 
 private:

@@ -131,6 +131,7 @@ DeploymentPlan makePlan(const RunConfig& c, int gpus, const std::string& whyNoGp
     p.psTasks = c.psTasks;
     p.slowdown = DeploymentPlan::parseSlowdown(c.slow, p.towerCount(), "--slow");
     p.transfers = DeploymentPlan::parseTransfers(c.transfers, "--transfers");
+    p.commPrecision = parseCommPrecision(c.commPrecision, "--comm-precision");
     const int n = p.towerCount();
     if (c.batchPerTower > 0) p.batchPerTower = c.batchPerTower;
     else if (n > 0 && c.batch % n == 0) p.batchPerTower = c.batch / n;
@@ -373,7 +374,8 @@ void serveParameters(ProcessGroup& processes, const RunConfig& c, int chief) {
     }
     const ShardLayout layout(net, c.psTasks);
     ParameterServerTask task(processes, layout, init, optimizerSettings(c),
-                             DeploymentPlan::parseUpdate(c.update, "--update") == UpdateMode::Async, towers);
+                             DeploymentPlan::parseUpdate(c.update, "--update") == UpdateMode::Async, towers,
+                             parseCommPrecision(c.commPrecision, "--comm-precision"));
     int64_t counted = 0;
     if (!processes.any(false))
         task.serve([&] {

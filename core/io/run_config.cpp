@@ -76,6 +76,7 @@ const std::map<std::string, Setting>& table() {
         {"tf32", bind(Kind::Flag, &RunConfig::tf32)},
         {"precision", bind(Kind::Text, &RunConfig::precision)},
         {"transfers", bind(Kind::Text, &RunConfig::transfers)},
+        {"comm_precision", bind(Kind::Text, &RunConfig::commPrecision)},
         {"checkpoint_every", bind(Kind::Int, &RunConfig::checkpointEvery)},
         {"checkpoint_minutes", bind(Kind::Real, &RunConfig::checkpointMinutes)},
         {"keep_checkpoints", bind(Kind::Int, &RunConfig::keepCheckpoints)},
@@ -211,6 +212,8 @@ void RunConfig::validate() const {
     require(prefetch >= 0 && prefetch <= 64, "--prefetch: must be between 0 and 64");
     require(threads >= 0 && threads <= 1024, "--threads: must be between 0 (all cores) and 1024");
     require(precision == "fp32" || precision == "bf16", "--precision: '" + precision + "' is not fp32 or bf16");
+    require(commPrecision == "fp32" || commPrecision == "bf16",
+            "--comm-precision: '" + commPrecision + "' is not fp32 or bf16");
     require(transfers == "auto" || transfers == "copies" || transfers == "nccl",
             "--transfers: '" + transfers + "' is not auto, copies or nccl");
     require(psTasks >= 0 && psTasks <= 4096, "--ps-tasks: must be between 0 (no parameter-server processes) and 4096");

@@ -47,6 +47,7 @@ struct RunConfig {
     bool tf32 = false;                   // GPU towers: tensor-core TF32 math (default plain FP32)
     std::string precision = "fp32";      // fp32 | bf16: the matrix work's inputs (mixed precision)
     std::string transfers = "auto";      // auto | copies | nccl (parallel/deployment_plan.hpp)
+    std::string commPrecision = "fp32";  // fp32 | bf16: the gradients on the wire (DeploymentPlan::commPrecision)
     // Checkpoints in the run's folder (engine/checkpoint.hpp), always one at the end as well.
     int64_t checkpointEvery = 0;         // steps between checkpoints; 0: by time only
     double checkpointMinutes = 10;       // minutes between checkpoints; 0: by steps only

@@ -14,7 +14,8 @@ double since(Clock::time_point t) { return std::chrono::duration<double>(Clock::
 }  // namespace
 
 ReplicatedStrategy::ReplicatedStrategy(const StrategySetup& s) : Strategy(s.replicas, int64_t(s.init.size())) {
-    comm_ = makeCommunicator(s.comm, rankEndpoints(replicas_), HolderEndpoint{}, s.init.size(), s.processes);
+    comm_ = makeCommunicator(s.comm, rankEndpoints(replicas_), HolderEndpoint{}, s.init.size(), s.processes,
+                             s.plan.commPrecision);
     for (Replica& r : replicas_) {
         copyInitial(r, s.init);
         opts_.push_back(std::make_unique<Optimizer>(*r.backend, s.opt.rule, s.opt.hyper, s.opt.schedule,

@@ -10,7 +10,7 @@ namespace tb {
 
 AsyncParameterServer::AsyncParameterServer(const StrategySetup& s)
     : Strategy(s.replicas, int64_t(s.init.size())), holder_(s.holder.backend) {
-    comm_ = makeCommunicator(s.comm, rankEndpoints(replicas_), s.holder, s.init.size());
+    comm_ = makeCommunicator(s.comm, rankEndpoints(replicas_), s.holder, s.init.size(), nullptr, s.plan.commPrecision);
     const Stream hs = comm_->holderStream(0);
     params_ = variablesOnHolder(s.holder, replicas_, s.init.size());
     holder_->copyFromHost(hs, params_.data(), s.init.data(), bytes());

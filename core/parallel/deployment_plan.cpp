@@ -190,6 +190,16 @@ void DeploymentPlan::validate(int cpuDevices, int gpuDevices) const {
     }
     if (!slowdown.empty() && int(slowdown.size()) != towerCount())
         throw Error("--slow: one factor per tower expected");
+    if (commPrecision == CommPrecision::Bf16) {
+        for (const Device& d : towers)
+            if (d.type != DeviceType::Cpu)
+                throw Error("--comm-precision bf16: " + d.str() +
+                            " is a GPU tower, and bf16 gradients are exchanged between CPU towers and processes only "
+                            "(GPU transfers in bf16 are not built yet)");
+        if (averaging())
+            throw Error("--comm-precision bf16: averaging every K steps exchanges the variables, which always move in "
+                        "fp32 (leave --average-every out, or --comm-precision at fp32)");
+    }
 }
 
 void DeploymentPlan::checkAcrossProcesses() const {
@@ -217,6 +227,7 @@ std::string DeploymentPlan::describe() const {
     if (psShards > 1) s += ", " + std::to_string(psShards) + " ps shards";
     if (transfers == Transfers::Copies) s += ", every transfer copied";
     if (transfers == Transfers::Nccl) s += ", NCCL";
+    if (commPrecision == CommPrecision::Bf16) s += ", bf16 gradients";
     return s;
 }
 
@@ -233,7 +244,8 @@ nlohmann::json DeploymentPlan::toJson() const {
             {"ps_tasks", psTasks},
             {"batch_per_tower", batchPerTower},
             {"slowdown", slowdown},
-            {"transfers", transfers == Transfers::Copies ? "copies" : transfers == Transfers::Nccl ? "nccl" : "auto"}};
+            {"transfers", transfers == Transfers::Copies ? "copies" : transfers == Transfers::Nccl ? "nccl" : "auto"},
+            {"comm_precision", toString(commPrecision)}};
 }
 
 }  // namespace tb

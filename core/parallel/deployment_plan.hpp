@@ -7,6 +7,7 @@
 
 #include <nlohmann/json.hpp>
 
+#include "comm/bf16_wire.hpp"
 #include "tensor/tensor.hpp"
 
 namespace tb {
@@ -38,6 +39,10 @@ struct DeploymentPlan {
     // could (CPU towers): every transfer is an explicit copy, as between GPUs or processes.
     // --transfers nccl: NCCL collectives (towers on distinct GPUs, synchronous updates).
     Transfers transfers = Transfers::Auto;
+    // --comm-precision bf16: the gradients cross between towers, holder and processes in bf16 (2
+    // bytes an element, summed in fp32 where they meet); the variables always in fp32. CPU towers
+    // only, and not with averaging (which exchanges the variables).
+    CommPrecision commPrecision = CommPrecision::Fp32;
 
     int towerCount() const { return int(towers.size()); }
     bool averaging() const { return averageEvery > 0; }

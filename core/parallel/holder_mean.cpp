@@ -18,7 +18,8 @@ double since(Clock::time_point t) { return std::chrono::duration<double>(Clock::
 
 HolderStrategy::HolderStrategy(const StrategySetup& s, ProcessGroup* processes)
     : Strategy(s.replicas, int64_t(s.init.size())), holder_(s.holder.backend) {
-    comm_ = makeCommunicator(s.comm, rankEndpoints(replicas_), s.holder, s.init.size(), processes);
+    comm_ = makeCommunicator(s.comm, rankEndpoints(replicas_), s.holder, s.init.size(), processes,
+                             s.plan.commPrecision);
     const Stream hs = comm_->holderStream(0);
     params_ = variablesOnHolder(s.holder, replicas_, s.init.size());
     holder_->copyFromHost(hs, params_.data(), s.init.data(), bytes());

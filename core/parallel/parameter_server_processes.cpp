@@ -1,8 +1,8 @@
 // ParameterServerProcesses — a worker among parameter-server processes (--ps-tasks P under
 // mpirun; parameter_server_task.hpp). The worker's towers meet on the host first, as the seeds'
 // towers meet on the CPU (their mean, counted as the holder mean counts it); then per step the
-// worker sends each server its shard of that mean (shard x 4 bytes, counted by the process
-// group, with a 24-byte header; async: server 0's push also carries the towers' report, 10 floats
+// worker sends each server its shard of that mean (shard x 4 bytes, x 2 with bf16 gradients,
+// counted by the process group, with a 24-byte header; async: server 0's push also carries the towers' report, 10 floats
 // each) and receives the shard's variables, which its towers read at the next step.
 #include <algorithm>
 #include <chrono>
@@ -30,9 +30,11 @@ ParameterServerProcesses::ParameterServerProcesses(const StrategySetup& s)
       pushes_(size_t(layout_.tasks())),
       replies_(size_t(layout_.tasks())),
       report_(async_ ? s.replicas.size() * kTowerReportFloats : 0, std::nanf("")),
-      reportsFloats_(size_t(s.processes->size() - layout_.tasks()) * report_.size()) {
+      reportsFloats_(size_t(s.processes->size() - layout_.tasks()) * report_.size()),
+      gradients_(s.plan.commPrecision) {
     for (int k = 0; k < layout_.tasks(); ++k) {
-        pushes_[size_t(k)].resize(layout_.count(k) + (k == 0 ? report_.size() : 0));
+        pushes_[size_t(k)].resize(pushGradientFloats(layout_.count(k), gradients_) + (k == 0 ? report_.size() : 0));
+        if (gradients_ == CommPrecision::Bf16) packed_.resize(std::max(packed_.size(), layout_.count(k)));
         replies_[size_t(k)].resize(layout_.count(k) + (k == 0 ? reportsFloats_ : 0));
     }
 }
@@ -82,8 +84,15 @@ void ParameterServerProcesses::pushAndPull(const float* grads, int64_t step) {
         h.total = total_;
         h.stop = stopAsked_ ? 1 : 0;
         pushes_[size_t(s)].setHeader(h);
-        layout_.pack(s, grads, pushes_[size_t(s)].floats());
-        if (s == 0) std::copy(report_.begin(), report_.end(), pushes_[0].floats() + layout_.count(0));
+        if (gradients_ == CommPrecision::Bf16) {
+            layout_.pack(s, grads, packed_.data());
+            roundToBf16(packed_.data(), pushes_[size_t(s)].halves(), layout_.count(s));
+        } else {
+            layout_.pack(s, grads, pushes_[size_t(s)].floats());
+        }
+        if (s == 0)
+            std::copy(report_.begin(), report_.end(),
+                      pushes_[0].floats() + pushGradientFloats(layout_.count(0), gradients_));
         sends.push_back(pushes_[size_t(s)].to(s, kPushTag));
         receives.push_back(replies_[size_t(s)].to(s, kReplyTag));
     }

@@ -58,12 +58,13 @@ struct ParameterServerTask::Holder {
 
 ParameterServerTask::ParameterServerTask(ProcessGroup& processes, const ShardLayout& layout,
                                          const std::vector<float>& init, const OptimizerSettings& opt, bool async,
-                                         int towersPerWorker)
+                                         int towersPerWorker, CommPrecision gradients)
     : processes_(processes),
       layout_(layout),
       shard_(processes.rank()),
       workers_(processes.size() - layout.tasks()),
       async_(async),
+      gradients_(gradients),
       reportFloats_(async && shard_ == 0 ? size_t(towersPerWorker) * kTowerReportFloats : 0),
       reports_(size_t(workers_) * reportFloats_, std::nanf("")),
       holder_(std::make_unique<Holder>()) {
@@ -118,7 +119,7 @@ void ParameterServerTask::serveSync(const std::function<bool()>& afterStep) {
     std::vector<ShardMessage<PushHeader>> pushes(static_cast<size_t>(workers_));
     std::vector<ProcessGroup::Message> receives;
     for (int w = 0; w < workers_; ++w) {
-        pushes[size_t(w)].resize(count);
+        pushes[size_t(w)].resize(pushFloats());
         receives.push_back(pushes[size_t(w)].to(first + w, kPushTag));
     }
     ShardMessage<ReplyHeader> reply;
@@ -126,7 +127,11 @@ void ParameterServerTask::serveSync(const std::function<bool()>& afterStep) {
     std::vector<ProcessGroup::Message> sends;
     for (int w = 0; w < workers_; ++w) sends.push_back(reply.to(first + w, kReplyTag));
     std::vector<const float*> grads;
-    for (auto& p : pushes) grads.push_back(p.floats());
+    std::vector<const uint16_t*> halves;
+    for (auto& p : pushes) {
+        grads.push_back(p.floats());
+        halves.push_back(p.halves());
+    }
     Holder& holder = *holder_;
     for (;;) {
         processes_.exchange({}, receives);
@@ -134,7 +139,8 @@ void ParameterServerTask::serveSync(const std::function<bool()>& afterStep) {
             if (const PushHeader h = pushes[size_t(w)].header(); h.step != update_)
                 throw Error("--ps-tasks: worker " + std::to_string(first + w) + " sent the gradients of step " +
                             std::to_string(h.step) + " where step " + std::to_string(update_) + " was due");
-        reduceChunk(*holder.backend, holder.stream, Range{0, count}, grads, holder.mean.data(), ReduceOp::Mean);
+        if (gradients_ == CommPrecision::Bf16) reduceBf16(halves, 0, count, holder.mean.data(), ReduceOp::Mean);
+        else reduceChunk(*holder.backend, holder.stream, Range{0, count}, grads, holder.mean.data(), ReduceOp::Mean);
         const ReplyHeader r = apply(holder.mean.data(), pushes[0].header().total, false);  // a stop asked for is voted on after the step
         reply.setHeader(r);
         std::memcpy(reply.floats(), holder_->params.data(), count * sizeof(float));
@@ -150,7 +156,7 @@ void ParameterServerTask::serveAsync() {
     const size_t count = layout_.count(shard_);
     const int first = layout_.tasks();
     ShardMessage<PushHeader> push;
-    push.resize(count + reportFloats_);
+    push.resize(pushFloats() + reportFloats_);
     ShardMessage<ReplyHeader> reply;
     reply.resize(replyFloats());
     std::vector<int64_t> answered(size_t(workers_), 0);  // the update each worker last received
@@ -176,11 +182,16 @@ void ParameterServerTask::serveAsync() {
         processes_.receive(push.to(m.peer, kPushTag));
         const int64_t staleness = update_ - answered[size_t(w)];
         const PushHeader h = push.header();
-        ReplyHeader r = apply(push.floats(), h.total, h.stop != 0);
+        const float* grads = push.floats();
+        if (gradients_ == CommPrecision::Bf16) {
+            widenBf16(push.halves(), holder_->mean.data(), count);
+            grads = holder_->mean.data();
+        }
+        ReplyHeader r = apply(grads, h.total, h.stop != 0);
         r.staleness = staleness;
         reply.setHeader(r);
         std::memcpy(reply.floats(), holder_->params.data(), count * sizeof(float));
-        std::copy_n(push.floats() + count, reportFloats_, reports_.begin() + std::ptrdiff_t(size_t(w) * reportFloats_));
+        std::copy_n(push.floats() + pushFloats(), reportFloats_, reports_.begin() + std::ptrdiff_t(size_t(w) * reportFloats_));
         std::copy(reports_.begin(), reports_.end(), reply.floats() + count);
         processes_.exchange({reply.to(m.peer, kReplyTag)}, {});
         answered[size_t(w)] = update_;

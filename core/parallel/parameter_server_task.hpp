@@ -4,8 +4,9 @@
 // slice of every global batch. The first worker (process P) is the chief, as TensorFlow's worker
 // 0 is: it writes the run's folder and evaluates; the servers write nothing.
 //
-// Per step a worker sends each server its towers' mean gradient of that server's shard and
-// receives the shard's variables back (MPI point to point; ProcessGroup::exchange):
+// Per step a worker sends each server its towers' mean gradient of that server's shard (in fp32,
+// or bf16 with --comm-precision bf16) and receives the shard's variables back in fp32 (MPI point
+// to point; ProcessGroup::exchange):
 //   sync   the server waits for every worker's gradients of the step, applies their mean, and
 //          sends every worker the same new shard: equal to one process with every worker's
 //          towers (the holder mean).
@@ -77,15 +78,22 @@ struct ShardMessage {
     }
     void setHeader(const Header& h) { std::memcpy(bytes.data(), &h, sizeof h); }
     float* floats() { return reinterpret_cast<float*>(bytes.data() + sizeof(Header)); }
+    uint16_t* halves() { return reinterpret_cast<uint16_t*>(bytes.data() + sizeof(Header)); }  // bf16 gradients
     ProcessGroup::Message to(int peer, int tag) { return {peer, tag, bytes.data(), bytes.size()}; }
 };
+
+// Floats a shard's `count` gradients take in a push: bf16 packs two to a float (rounded up), so
+// what follows them stays aligned.
+inline size_t pushGradientFloats(size_t count, CommPrecision p) {
+    return p == CommPrecision::Bf16 ? (count + 1) / 2 : count;
+}
 
 class ParameterServerTask {
 public:
     // Server `shard` (= its process's rank) of the layout's; `init` is the whole flat variables.
-    // Every worker runs `towersPerWorker` towers.
+    // Every worker runs `towersPerWorker` towers and pushes its gradients in `gradients`' format.
     ParameterServerTask(ProcessGroup& processes, const ShardLayout& layout, const std::vector<float>& init,
-                        const OptimizerSettings& opt, bool async, int towersPerWorker);
+                        const OptimizerSettings& opt, bool async, int towersPerWorker, CommPrecision gradients);
     ~ParameterServerTask();
     // Serves until every worker is done. Sync: `afterStep` runs after each step's answers (the
     // run's vote, a collective every process makes) and returns true where the run stops there;
@@ -99,12 +107,14 @@ private:
     void serveSync(const std::function<bool()>& afterStep);
     void serveAsync();
     ReplyHeader apply(const float* grads, int64_t total, bool stopAsked);
+    size_t pushFloats() const { return pushGradientFloats(layout_.count(shard_), gradients_); }
     size_t replyFloats() const { return layout_.count(shard_) + reports_.size(); }
 
     ProcessGroup& processes_;
     const ShardLayout& layout_;
     int shard_, workers_;
     bool async_;
+    CommPrecision gradients_;
     size_t reportFloats_;         // per worker's push: its towers' report (async server 0), else 0
     std::vector<float> reports_;  // (workers x reportFloats_) every worker's latest report
     struct Holder;

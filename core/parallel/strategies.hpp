@@ -142,6 +142,8 @@ private:
     // the first), and the workers' reports its answers carry after the shard.
     std::vector<float> report_;
     size_t reportsFloats_ = 0;
+    CommPrecision gradients_;
+    std::vector<float> packed_;  // bf16 gradients: a shard of the mean, packed, before it is rounded
 };
 
 // Helpers of the strategies (strategy.cpp).

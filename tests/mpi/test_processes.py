@@ -157,6 +157,34 @@ def equivalence(tmp, binary, placement, towers_one="cpu:0", towers_two="cpu:0", 
     shutil.rmtree(two)
 
 
+def bf16_gradients(tmp, binary, placement, label, servers=0):
+    """2 worker processes x 2 towers (and `servers` parameter-server processes), fp32 gradients vs
+    --comm-precision bf16: the same training within bf16's rounding, and the chief sends half the
+    gradients' bytes (the variables it never sends; a server's header stays 24 bytes)."""
+    common = [*MPIRUN, str(2 + servers), binary, "--model", "mlp", "--data", DATA, "--steps", "10", "--validation", "0",
+              "--threads", "1", "--quiet", "--lr", "0.05", "--towers", "cpu:0,cpu:1", "--batch", "64", *placement] + \
+        (["--ps-tasks", str(servers)] if servers else [])
+    runs = two_runs(tmp, label, common, [*common, "--comm-precision", "bf16"])
+    if not runs:
+        return
+    p1, p2, one, two, worst = runs
+    asynchronous = "async" in placement  # the pushes' order, and so the losses, differ run to run
+    if not asynchronous:
+        check(1e-7 < worst < 2e-2,
+              f"{label}: bf16 gradients' losses within {worst:.2e} of fp32's over 10 steps (limit 2e-2, and not equal)")
+    params = json.loads(p2.stdout.strip().splitlines()[-1])["params"]
+    for path, element, name in ((one, 4, "fp32"), (two, 2, "bf16")):
+        counted = {json.loads(line)["process_bytes"] for line in open(path + ".jsonl") if '"type":"step"' in line}
+        # Per server: the shard's gradients (bf16 packed two to a float) after a 24-byte header;
+        # between 2 processes a ring all-reduce sends 2 (P - 1) / P x count x element bytes.
+        # Async, server 0's push also carries the 2 towers' reports (10 floats each).
+        expected = (-(-params * element // 4) * 4 + 24 + 80 * asynchronous) if servers else params * element
+        check(counted == {expected}, f"{label}: the chief sent {sorted(counted)} bytes per step with {name} gradients "
+              f"(expected {expected})")
+    shutil.rmtree(one)
+    shutil.rmtree(two)
+
+
 def refused(cmd, expect, what):
     p, took = run(cmd, timeout=60)
     lines = [ln for ln in p.stderr.splitlines() if ln.startswith("towerbench-run")]
@@ -386,6 +414,10 @@ def main():
                     label="the parameter-server process killed")
         async_lanes(tmp, binary)
         async_accuracy(tmp, binary)
+        bf16_gradients(tmp, binary, [], "bf16 gradients, variables on the host")
+        bf16_gradients(tmp, binary, ["--variables", "replicated", "--reduce", "allreduce"], "bf16 gradients, all-reduce")
+        bf16_gradients(tmp, binary, [], "bf16 gradients to a parameter-server process", servers=1)
+        bf16_gradients(tmp, binary, ["--update", "async"], "bf16 gradients, async parameter server", servers=1)
     finally:
         shutil.rmtree(tmp, ignore_errors=True)
     if failures:

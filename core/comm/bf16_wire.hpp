@@ -1,0 +1,33 @@
+// Gradients on the wire in bf16 (--comm-precision bf16): a tower rounds its fp32 gradients to
+// bf16 (the top 16 bits of a float: 8 exponent bits, 7 mantissa bits, round to nearest even)
+// before they leave it, so every transfer carries 2 bytes an element instead of 4; where they
+// meet they are widened and summed in fp32, as NCCL's bf16 all-reduce and PyTorch's bf16
+// gradient compression hook do. Host memory only: the CPU towers', the processes' (MPI).
+#pragma once
+#include <cstddef>
+#include <cstdint>
+#include <string>
+#include <vector>
+
+namespace tb {
+
+enum class ReduceOp;  // communicator.hpp
+
+// The number format of the gradients a strategy exchanges (variables always move in fp32: they
+// are the master weights).
+enum class CommPrecision { Fp32, Bf16 };
+
+CommPrecision parseCommPrecision(const std::string& text, const std::string& origin);  // "fp32" | "bf16"
+const char* toString(CommPrecision p);
+// Bytes one element of the gradients takes on the wire.
+inline size_t gradientElementBytes(CommPrecision p) { return p == CommPrecision::Bf16 ? 2 : 4; }
+
+// dst[i] := src[i] rounded to the nearest bf16 (ties to even; NaN stays NaN), i < n.
+void roundToBf16(const float* src, uint16_t* dst, size_t n);
+// dst[i] := src[i] widened to fp32 (exact).
+void widenBf16(const uint16_t* src, float* dst, size_t n);
+// out[i] := op over the sources' [i], i in [begin, end): the first widened, each other widened
+// and added in order, scaled by 1 / sources for the mean (as reduceChunk sums fp32 buffers).
+void reduceBf16(const std::vector<const uint16_t*>& sources, size_t begin, size_t end, float* out, ReduceOp op);
+
+}  // namespace tb
