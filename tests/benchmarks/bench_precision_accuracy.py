@@ -2,7 +2,10 @@
 """Accuracy and time of bf16 mixed precision against fp32: Fashion-MNIST, 2 epochs, 3 seeds.
 
     /usr/bin/python3 tests/benchmarks/bench_precision_accuracy.py --binary build/app/towerbench-run \
-        [--models mnist_cnn,mlp] [--seeds 1,2,3] [--epochs 2]
+        [--models mnist_cnn,mlp] [--seeds 1,2,3] [--epochs 2] [--flag precision|comm-precision] [--towers cpu:0]
+
+--flag comm-precision compares the gradients' format on the wire instead (fp32 matrix work), with
+--towers cpu:0,cpu:1 say: bf16 gradients between the towers against fp32 ones.
 
 For each model, seed and precision it trains `epochs` epochs of the installed Fashion-MNIST
 (dataset-fashion-mnist; 5,000 training images held out for validation) with the same settings,
@@ -31,16 +34,20 @@ def main():
     ap.add_argument("--batch", type=int, default=128)
     ap.add_argument("--threads", type=int, default=os.cpu_count())
     ap.add_argument("--tolerance", type=float, default=0.5, help="points of accuracy bf16 may lose or gain")
+    ap.add_argument("--flag", choices=["precision", "comm-precision"], default="precision",
+                    help="what bf16 applies to: the matrix work, or the gradients the towers exchange")
+    ap.add_argument("--towers", default="cpu:0")
     args = ap.parse_args()
     binary = os.path.abspath(args.binary)
     failures, records = [], []
     peak = machine_peak(binary, args.threads)
     print(f"# {machine_line(peak)}")
-    if peak and peak.get("bf16_missing"):
+    if peak and peak.get("bf16_missing") and args.flag == "precision":
         print(f"# bf16 not run: {peak['bf16_missing']}")
         return report(records, failures + ["bf16: the processor has no bf16 instructions"])
-    print(f"# Fashion-MNIST, {args.epochs} epochs, batch {args.batch}, {args.threads} threads, momentum 0.9, "
-          "lr 0.01; validation 5,000 held out; test accuracy on the 10,000 test images", flush=True)
+    print(f"# --{args.flag} fp32 vs bf16; towers {args.towers}; Fashion-MNIST, {args.epochs} epochs, batch {args.batch}, "
+          f"{args.threads} threads, momentum 0.9, lr 0.01; validation 5,000 held out; test accuracy on the 10,000 test "
+          "images", flush=True)
     rows, means = [], []
     with tempfile.TemporaryDirectory(prefix="tb_precision_") as tmp:
         for model in [m for m in args.models.split(",") if m]:
@@ -50,7 +57,7 @@ def main():
                 for precision in ("fp32", "bf16"):
                     cmd = [binary, "--model", model, "--data", "fashion-mnist", "--epochs", str(args.epochs),
                            "--batch", str(args.batch), "--threads", str(args.threads), "--seed", seed,
-                           "--precision", precision, "--quiet", "--run-dir", os.path.join(tmp, f"{model}-{seed}-{precision}")]
+                           "--towers", args.towers, f"--{args.flag}", precision, "--quiet", "--run-dir", os.path.join(tmp, f"{model}-{seed}-{precision}")]
                     p = subprocess.run(cmd, cwd=REPO, capture_output=True, text=True)
                     if p.returncode != 0:
                         failures.append(f"{' '.join(cmd)} exited with {p.returncode}: {p.stderr.strip()[-300:]}")
