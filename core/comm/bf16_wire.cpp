@@ -18,7 +18,10 @@ const char* toString(CommPrecision p) { return p == CommPrecision::Bf16 ? "bf16"
 // Plain loops over 32-bit integers, which the compiler vectorises (no branches: the NaN case is
 // a select), cloned for AVX-512 and AVX2 and picked at load time by the processor: the default
 // SSE2 build of the rounding ran at 3.4 GB/s (308 us a million floats), below memory speed.
-#if defined(__x86_64__) && defined(__GNUC__) && !defined(__clang__)
+// Not under the sanitizers: a ThreadSanitizer build crashed in the clones' resolver, which the
+// dynamic loader runs before the sanitizer's runtime is set up.
+#if defined(__x86_64__) && defined(__GNUC__) && !defined(__clang__) && !defined(__SANITIZE_THREAD__) && \
+    !defined(__SANITIZE_ADDRESS__)
 #define TB_WIRE_CLONES __attribute__((target_clones("arch=x86-64-v4", "arch=x86-64-v3", "default")))
 #else
 #define TB_WIRE_CLONES
