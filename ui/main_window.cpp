@@ -243,11 +243,17 @@ MainWindow::MainWindow(DeviceCatalog catalog, const TelemetryFactory& telemetry,
         runDetail_ = plan;
         setState(paused_ ? tr("Paused at step 0") : tr("Running"), plan);
     });
-    connect(worker_, &EngineWorker::stepsReady, this, [this] { showSteps(worker_->takeSteps()); });
+    frame_.setSingleShot(true);
+    lastFrame_.start();
+    connect(&frame_, &QTimer::timeout, this, &MainWindow::drawPendingSteps);
+    connect(worker_, &EngineWorker::stepsReady, this, [this] {
+        if (!frame_.isActive()) frame_.start(int(std::max<qint64>(0, kFrameMs - lastFrame_.elapsed())));
+    });
     connect(worker_, &EngineWorker::evaluated, charts_, &ChartsPanel::addEval);
     connect(worker_, &EngineWorker::evaluated, predictions_, &PredictionsPanel::showEval);
     connect(worker_, &EngineWorker::decisionGrid, decision_, &DecisionView::showGrid);
     connect(worker_, &EngineWorker::evaluating, this, [this](const QString& splits) {
+        drawPendingSteps();  // the last steps before the state line moves on
         training_ = false;
         evalBusy_->show();
         etaLabel_->clear();
@@ -255,6 +261,7 @@ MainWindow::MainWindow(DeviceCatalog catalog, const TelemetryFactory& telemetry,
                            : tr("Evaluating on the %1").arg(splits));
     });
     connect(worker_, &EngineWorker::finished, this, [this](const QString& summary, bool stopped) {
+        drawPendingSteps();
         lastSummary_ = summary;
         running_ = paused_ = training_ = false;
         showSummary(summary, stopped);
@@ -489,6 +496,12 @@ void MainWindow::configChanged(const tb::RunConfig& c, bool valid) {
 }
 
 void MainWindow::start() { launch(false); }
+
+void MainWindow::drawPendingSteps() {
+    frame_.stop();
+    lastFrame_.restart();
+    showSteps(worker_->takeSteps());
+}
 
 void MainWindow::showSteps(const std::vector<tb::StepMetrics>& steps) {
     if (steps.empty()) return;
