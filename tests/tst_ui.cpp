@@ -5,6 +5,7 @@
 // run fills the charts, pause / single-step / resume / stop behave, closing mid-run does not
 // hang, and a screenshot is saved.
 #include <QtTest>
+#include <QElapsedTimer>
 
 #include <QAction>
 #include <QJsonArray>
@@ -167,6 +168,28 @@ private slots:
         QVERIFY2(w.experiment()->problem().startsWith("Gradients sent as bf16: averaging every K steps exchanges the "
                                                       "variables"),
                  qPrintable(w.experiment()->problem()));
+    }
+
+    // A fast engine's steps are drawn in frames ~30 a second apart, every step plotted: the GUI
+    // thread drawing each of hundreds of steps a second took a core's share from training.
+    void fastStepsAreDrawnInFrames() {
+        MainWindow w;
+        w.show();
+        tb::RunConfig c = syntheticRun(3000);
+        c.validation = 0;
+        w.experiment()->setConfig(c);
+        QSignalSpy ended(&w, &MainWindow::runEnded);
+        QElapsedTimer clock;
+        clock.start();
+        w.start();
+        QTRY_COMPARE_WITH_TIMEOUT(ended.count(), 1, 60000);
+        const qint64 ms = clock.elapsed();
+        QCOMPARE(w.charts()->stepPoints(), 3000);
+        const int bound = int(ms / 33) + 10;  // one frame per 33 ms, and the run's start and end
+        QVERIFY2(w.framesDrawn() <= bound, qPrintable(QString("%1 frames for 3,000 steps in %2 ms (at most %3)")
+                                                          .arg(w.framesDrawn())
+                                                          .arg(ms)
+                                                          .arg(bound)));
     }
 
     void gpuChoicesMakeTowers() {

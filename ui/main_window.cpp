@@ -505,6 +505,7 @@ void MainWindow::drawPendingSteps() {
 
 void MainWindow::showSteps(const std::vector<tb::StepMetrics>& steps) {
     if (steps.empty()) return;
+    ++framesDrawn_;
     for (const tb::StepMetrics& m : steps) charts_->addStep(m);  // every point is plotted
     // Busy fractions and the async lanes need every report (the timeline keeps its own
     // window); the diagram and status bar show the latest one.

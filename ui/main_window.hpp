@@ -75,6 +75,7 @@ public:
     QComboBox* paceBox() const { return pace_; }
     QAction* startAction() const { return startAct_; }
     bool running() const { return running_; }
+    int framesDrawn() const { return framesDrawn_; }  // times new steps were drawn (this window's life)
     bool paused() const { return paused_; }
     QString stateText() const;        // the status bar's state: "Running", "Paused at step 12", ...
     QString etaText() const;
@@ -177,6 +178,7 @@ private:
     // the training team at half its headless speed.)
     static constexpr int kFrameMs = 33;
     QTimer frame_;
+    int framesDrawn_ = 0;
     QElapsedTimer lastFrame_;
     void drawPendingSteps();
     QString lastError_, lastSummary_;
