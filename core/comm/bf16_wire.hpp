@@ -9,6 +9,8 @@
 #include <string>
 #include <vector>
 
+#include "tensor/bf16.hpp"  // roundToBf16, widenBf16
+
 namespace tb {
 
 enum class ReduceOp;  // communicator.hpp
@@ -22,10 +24,6 @@ const char* toString(CommPrecision p);
 // Bytes one element of the gradients takes on the wire.
 inline size_t gradientElementBytes(CommPrecision p) { return p == CommPrecision::Bf16 ? 2 : 4; }
 
-// dst[i] := src[i] rounded to the nearest bf16 (ties to even; NaN stays NaN), i < n.
-void roundToBf16(const float* src, uint16_t* dst, size_t n);
-// dst[i] := src[i] widened to fp32 (exact).
-void widenBf16(const uint16_t* src, float* dst, size_t n);
 // out[i] := op over the sources' [i], i in [begin, end): the first widened, each other widened
 // and added in order, scaled by 1 / sources for the mean (as reduceChunk sums fp32 buffers).
 void reduceBf16(const std::vector<const uint16_t*>& sources, size_t begin, size_t end, float* out, ReduceOp op);

@@ -21,6 +21,7 @@
 
 #include "backend/backend.hpp"
 #include "backend/elementwise_math.hpp"
+#include "tensor/bf16.hpp"
 #include "util/cpu_clones.hpp"
 #include "util/error.hpp"
 
@@ -45,6 +46,21 @@ using dt = memory::data_type;
 // run on it directly, so no reorders are needed between layers (only conv weights are blocked).
 constexpr tag kAct = tag::nhwc;
 
+// Element-wise loops go parallel only when a vector is big enough to pay for waking the team.
+constexpr int64_t kParallelMin = 1 << 15;
+
+// f(begin, end) over [0, n) split evenly over the team (one call each; alone below kParallelMin),
+// for loops compiled per instruction set (TB_CPU_CLONES), which an OpenMP loop's outlined body
+// cannot be.
+template <class F>
+void parallelRanges(int64_t n, F&& f) {
+#pragma omp parallel if (n > kParallelMin)
+    {
+        const int64_t t = omp_get_thread_num(), k = omp_get_num_threads();
+        f(n * t / k, n * (t + 1) / k);
+    }
+}
+
 // One argument of a primitive as the caller lays it out (user) and as the primitive wants it
 // (prim). Where they differ the argument owns a buffer in the primitive's layout and the
 // reorders between the two, made once.
@@ -52,7 +68,7 @@ class Arg {
 public:
     Arg() = default;
     Arg(const dnnl::engine& eng, const memory::desc& user, const memory::desc& prim)
-        : eng_(eng), user_(user), prim_(prim), reorder_(user != prim) {
+        : eng_(eng), user_(user), prim_(prim), reorder_(user != prim), cast_(castOnly(user, prim)) {
         if (!reorder_) return;
         primMem_ = memory(prim_, eng_);  // owns its buffer
         memory um(user_, eng_, nullptr);
@@ -63,7 +79,8 @@ public:
     memory in(dnnl::stream& s, const float* p) {
         memory um(user_, eng_, const_cast<float*>(p));
         if (!reorder_) return um;
-        run(toPrim_, s, um, primMem_);
+        if (cast_) castToBf16(p, static_cast<uint16_t*>(primMem_.get_data_handle()), user_.get_size() / sizeof(float));
+        else run(toPrim_, s, um, primMem_);
         return primMem_;
     }
     // The memory the primitive writes into; call out() afterwards to land it in user layout.
@@ -76,17 +93,33 @@ public:
     const memory::desc& prim() const { return prim_; }
 
 private:
+    // f32 to bf16 in the same plain layout: a rounding pass of our own (tensor/bf16.hpp; 88 us a
+    // million floats on one AVX-512 core), where oneDNN's jit:uni reorder took 0.48 ms for
+    // mnist_cnn's 1024 x 3136 weights (150 us a million).
+    static bool castOnly(const memory::desc& user, const memory::desc& prim) {
+        const dnnl_memory_desc_t& u = user.data;
+        if (user.data_type() != dt::f32 || prim.data_type() != dt::bf16 || u.format_kind != dnnl_blocked ||
+            u.format_desc.blocking.inner_nblks != 0)
+            return false;
+        const memory::dims strides(u.format_desc.blocking.strides, u.format_desc.blocking.strides + u.ndims);
+        return memory::desc(user.dims(), dt::bf16, strides) == prim;
+    }
+    static void castToBf16(const float* from, uint16_t* to, size_t n) {
+        if (n * sizeof(float) < kAlone) roundToBf16(from, to, n);
+        else parallelRanges(int64_t(n), [&](int64_t b, int64_t e) { roundToBf16(from + b, to + b, size_t(e - b)); });
+    }
+
     dnnl::engine eng_;
     memory::desc user_, prim_;
-    bool reorder_ = false;
+    bool reorder_ = false, cast_ = false;
     memory primMem_;
     dnnl::reorder toPrim_, toUser_;
 
     // A small reorder is memory bound and short: on one thread. (On 2 cores beside the input
     // pipeline's thread, waking a second one took 5 times as long for mlp's bf16 casts; the
     // megabytes of mnist_cnn's activations and dense weights still go faster on the team.)
+    static constexpr size_t kAlone = 1 << 20;  // bytes read
     static void run(dnnl::reorder& r, dnnl::stream& s, memory from, memory to) {
-        constexpr size_t kAlone = 1 << 20;  // bytes read
         const int team = omp_get_max_threads();
         const bool alone = from.get_desc().get_size() < kAlone;
         if (alone) omp_set_num_threads(1);
@@ -391,12 +424,13 @@ public:
         w_ = {{d.out, d.in}, dt::f32, tag::oi};
         b_ = {{d.out}, dt::f32, tag::x};
         y_ = {{d.n, d.out}, dt::f32, tag::nc};
-        // Bf16 rewrites w every step anyway, so into the layout oneDNN's brgemm kernels want for
-        // the forward and the input gradient; the weight gradient stays plain fp32, where the
-        // GEMM kernel was faster than brgemm's on 2 threads (942 against 762 GFLOP/s for mlp's
-        // 128 x 784 x 512) and needs no reorder back.
-        const tag wTag = c.matmul == dt::bf16 ? tag::any : tag::oi;
-        const memory::desc xIn = {x_.dims(), c.matmul, tag::nc}, wIn = {w_.dims(), c.matmul, wTag},
+        // Bf16: the weights stay plain too, rounded by our own pass (Arg::castOnly). Into the
+        // blocked layout oneDNN's brgemm kernels want, oneDNN's reorder cost as much as the
+        // forward GEMM it fed (0.83 against 0.95 ms for mnist_cnn's 1024 x 3136 weights); plain,
+        // mlp trained 146k -> 170k ex/s in bf16 and mnist_cnn the same (3 alternating runs).
+        // The weight gradient stays plain fp32, where the GEMM kernel was faster than brgemm's
+        // on 2 threads (942 against 762 GFLOP/s for mlp's 128 x 784 x 512) and needs no reorder.
+        const memory::desc xIn = {x_.dims(), c.matmul, tag::nc}, wIn = {w_.dims(), c.matmul, tag::oi},
                            yIn = {y_.dims(), c.matmul, tag::nc};
         fwdPd_ = inner_product_forward::primitive_desc(
             inner_product_forward::desc(prop_kind::forward_training, xIn, wIn, b_, y_), eng_);
@@ -444,21 +478,6 @@ private:
     dnnl::inner_product_backward_data bwdData_;
     dnnl::inner_product_backward_weights bwdWeights_;
 };
-
-// Element-wise loops go parallel only when a vector is big enough to pay for waking the team.
-constexpr int64_t kParallelMin = 1 << 15;
-
-// f(begin, end) over [0, n) split evenly over the team (one call each; alone below kParallelMin),
-// for loops compiled per instruction set (TB_CPU_CLONES), which an OpenMP loop's outlined body
-// cannot be.
-template <class F>
-void parallelRanges(int64_t n, F&& f) {
-#pragma omp parallel if (n > kParallelMin)
-    {
-        const int64_t t = omp_get_thread_num(), k = omp_get_num_threads();
-        f(n * t / k, n * (t + 1) / k);
-    }
-}
 
 // The optimisers' updates of elements [b, e): memory and instruction bound, so cloned (the
 // baseline build moves four floats an instruction). Formulas in elementwise_math.hpp.
