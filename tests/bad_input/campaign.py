@@ -316,7 +316,7 @@ CONFIG_KEYS = ["model", "data", "tfrecord_features", "batch", "steps", "epochs",
                "lr_decay_steps", "lr_decay_rate", "lr_staircase", "ema_decay", "seed", "eval_every", "validation",
                "shuffle_buffer", "prefetch", "threads", "metrics", "quiet", "towers", "variables", "reduce", "update",
                "average_every", "ps_shards", "batch_per_tower", "slow", "tf32", "transfers", "checkpoint_every",
-               "checkpoint_minutes", "keep_checkpoints", "init_from"]
+               "checkpoint_minutes", "keep_checkpoints", "init_from", "precision", "comm_precision"]
 TINY = ["--model", "tiny_mlp", "--data", "synthetic:blobs", "--steps", "2", "--threads", "1", "--quiet"]
 
 
@@ -421,7 +421,8 @@ FLAGS = ["--model", "--data", "--batch", "--steps", "--epochs", "--optimizer", "
          "--lr-decay-rate", "--lr-staircase", "--ema-decay", "--seed", "--eval-every", "--validation", "--shuffle-buffer",
          "--prefetch", "--threads", "--towers", "--variables", "--reduce", "--update", "--average-every", "--ps-shards",
          "--batch-per-tower", "--slow", "--tf32", "--transfers", "--checkpoint-every", "--checkpoint-minutes",
-         "--keep-checkpoints", "--init-from", "--tfrecord-features", "--metrics", "--run-dir", "--config", "--resume"]
+         "--keep-checkpoints", "--init-from", "--tfrecord-features", "--metrics", "--run-dir", "--config", "--resume",
+         "--precision", "--comm-precision"]
 
 
 def flag_cases(c):
