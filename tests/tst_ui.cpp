@@ -156,6 +156,8 @@ private slots:
         w.start();
         QTRY_VERIFY_WITH_TIMEOUT(w.diagram()->lastStep().step > 3, 20000);
         QCOMPARE(w.diagram()->lastStep().bytesMoved, m.bytesPerStep());
+        const QString png = QDir(QCoreApplication::applicationDirPath()).filePath("towerbench-bf16-gradients.png");
+        QVERIFY2(w.grab().save(png), qPrintable(png));  // the diagram's labels, for people to look at
         QCOMPARE(m.bytesPerStep(), 2 * m.paramCount * (4 + 2));
         w.stop();
         QTRY_COMPARE_WITH_TIMEOUT(ended.count(), 1, 10000);
