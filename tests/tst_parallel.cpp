@@ -858,6 +858,21 @@ private slots:
             QCOMPARE(bytes, int64_t(2 * n * 2));
             QCOMPARE(plainBytes, int64_t(2 * n * 4));
         }
+        // The holder on rank 1's device: rank 1 sends nothing and rounds nothing, the holder reads
+        // its fp32 gradients beside rank 0's bf16 ones.
+        {
+            std::vector<RankEndpoint> ranks{{be.get(), nullptr, Device{DeviceType::Cpu, 0}},
+                                            {be.get(), nullptr, Device{DeviceType::Cpu, 1}}};
+            auto comm = makeCommunicator(gCopies ? CommKind::Copies : CommKind::SharedMemory, ranks,
+                                         HolderEndpoint{be.get(), Device{DeviceType::Cpu, 1}}, n, nullptr,
+                                         CommPrecision::Bf16);
+            std::vector<float> scratch(n);
+            std::thread other([&] { comm->reduceToHolder(1, b.data(), scratch.data(), n, ReduceOp::Mean); });
+            const float* mean = comm->reduceToHolder(0, a.data(), scratch.data(), n, ReduceOp::Mean);
+            other.join();
+            for (size_t i = 0; i < n; ++i) QCOMPARE(mean[i], (bf16Reference(a[i]) + b[i]) * 0.5f);
+            QCOMPARE(comm->bytesMoved(), int64_t(n * 2));
+        }
         // An asynchronous push: the holder reads the bf16 gradients, widened; n x 2 bytes.
         auto comm = makeCommunicator(gCopies ? CommKind::Copies : CommKind::SharedMemory,
                                      {{be.get(), nullptr, Device{DeviceType::Cpu, 0}}},

@@ -189,8 +189,9 @@ ExperimentPanel::ExperimentPanel(DeviceCatalog catalog, QWidget* parent)
     commPrecision_ = combo({"fp32", "bf16"},
                            tr("The number format of the gradients the towers, the holder and the processes exchange. "
                               "bf16: 2 bytes an element instead of 4 (the diagram's bytes and the bytes counter "
-                              "show it), summed in fp32 where they meet; the variables always move in fp32. CPU "
-                              "towers; not with averaging every K steps."));
+                              "show it), summed in fp32 within a process (between processes each partial sum is "
+                              "rounded to bf16); the variables always move in fp32. CPU towers; not with averaging "
+                              "every K steps."));
     lr_ = real(0.00001, 999, 5, 0.001, tr("Learning rate (initial, when a decay is set)."));
     momentum_ = real(0, 0.999, 3, 0.01, tr("Momentum coefficient (momentum and Nesterov)."));
     decaySteps_ = spin(0, INT_MAX, tr("Exponential decay every N steps; constant: no decay."), tr("constant"));

@@ -271,6 +271,7 @@ MainWindow::MainWindow(DeviceCatalog catalog, const TelemetryFactory& telemetry,
         emit runEnded();
     });
     connect(worker_, &EngineWorker::failed, this, [this](const QString& message) {
+        drawPendingSteps();  // before the state says Failed, not after it
         running_ = paused_ = training_ = false;
         diagram_->clearActivity();
         updateActions();

@@ -112,7 +112,7 @@ const Loaded& loaded() {
 std::string versionText(int v, int major, int minor, bool patch) {
     if (v <= 0) return "?";
     std::string s = std::to_string(v / major) + "." + std::to_string(v % major / minor);
-    if (patch) s += "." + std::to_string(v % minor);
+    if (patch) s.append(".").append(std::to_string(v % minor));  // not "." + string&&: GCC 12's false -Wrestrict
     return s;
 }
 

@@ -18,10 +18,7 @@ const char* toString(CommPrecision p) { return p == CommPrecision::Bf16 ? "bf16"
 void reduceBf16(const std::vector<const uint16_t*>& sources, size_t begin, size_t end, float* out, ReduceOp op) {
     if (sources.empty()) throw Error("reduceBf16: no sources");
     widenBf16(sources[0] + begin, out + begin, end - begin);
-    for (size_t j = 1; j < sources.size(); ++j) {
-        const uint16_t* s = sources[j];
-        for (size_t i = begin; i < end; ++i) out[i] += bf16ToFloat(s[i]);
-    }
+    for (size_t j = 1; j < sources.size(); ++j) addBf16(sources[j] + begin, out + begin, end - begin);
     if (op == ReduceOp::Mean) {
         const float scale = 1.f / float(sources.size());
         for (size_t i = begin; i < end; ++i) out[i] *= scale;

@@ -1,8 +1,9 @@
 // Gradients on the wire in bf16 (--comm-precision bf16): a tower rounds its fp32 gradients to
 // bf16 (the top 16 bits of a float: 8 exponent bits, 7 mantissa bits, round to nearest even)
-// before they leave it, so every transfer carries 2 bytes an element instead of 4; where they
-// meet they are widened and summed in fp32, as NCCL's bf16 all-reduce and PyTorch's bf16
-// gradient compression hook do. Host memory only: the CPU towers', the processes' (MPI).
+// before they leave it, so every transfer carries 2 bytes an element instead of 4; within a
+// process they are widened and summed in fp32, between processes each partial sum is rounded to
+// bf16 again (communicator.hpp), as NCCL's bf16 all-reduce does. Host memory only: the CPU
+// towers', the processes' (MPI).
 #pragma once
 #include <cstddef>
 #include <cstdint>

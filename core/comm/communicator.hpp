@@ -32,10 +32,13 @@
 //   pull, push                           count x 4 for a rank not on the holder's device
 // With bf16 gradients (--comm-precision bf16; host memory only: CPU towers) the gradients'
 // transfers (reduceToHolder, allReduce, push) carry 2 bytes an element, counted as such: each
-// rank rounds its gradients to bf16 into a wire buffer of its own, where they meet they are
-// widened and summed in fp32, and an all-reduce's result crosses back in bf16 too. Variables
-// (broadcastFromHolder, pull) always move in fp32. A lone rank that meets no one (one tower on
-// the holder's device, no processes) sends nothing and rounds nothing.
+// rank that sends rounds its gradients to bf16 into a wire buffer of its own; in this process
+// they are widened and summed in fp32; between processes MPI adds them pair by pair, each sum
+// rounded to bf16 again (as NCCL's bf16 all-reduce does); an all-reduce's result crosses back in
+// bf16 too. A rank on the holder's device sends nothing, so it rounds nothing: the holder reads
+// its fp32 gradients. Variables (broadcastFromHolder, pull) always move in fp32. The wire buffers
+// are a collective's buffers too: a rank's next gradient collective must not begin before every
+// rank has returned from its last (TowerSet's step barrier and the strategies' meets see to it).
 #pragma once
 #include <atomic>
 #include <barrier>
@@ -138,12 +141,15 @@ protected:
     int64_t ringBytes(size_t count) const;  // 2 (D - 1) x count x the gradients' element bytes
     bool bf16Gradients() const { return gradients_ == CommPrecision::Bf16; }
     int64_t gradientBytes(size_t count) const { return int64_t(count * gradientElementBytes(gradients_)); }
+    // bf16 gradients, and the rank sends them (it is not on the holder's device).
+    bool roundsOnWire(int rank) const { return bf16Gradients() && !(holder_.backend && onHolderDevice(rank)); }
     // bf16 gradients: the rank's `src` rounded into its wire buffer (what crosses; count elements).
     void toWire(int rank, const float* src, size_t count);
     // ...and widened again where the holder reads it (the rank's landing buffer, returned).
     const float* throughWire(int rank, const float* src, size_t count);
-    // out's chunk c := op over every rank's wire buffer, summed in fp32.
-    void reduceWire(Range c, float* out, ReduceOp op) const;
+    // out's chunk c := op over every rank's gradients, summed in fp32 in rank order: the wire
+    // buffer of a rank that rounds, `fp32[rank]` (host memory) of one that does not.
+    void reduceWire(Range c, const std::vector<const float*>& fp32, float* out, ReduceOp op) const;
     // p's chunk c := itself rounded to bf16 (an all-reduce's result crossing back).
     static void roundTrip(float* p, Range c);
 

@@ -49,7 +49,7 @@ public:
     const float* reduceToHolder(int rank, const float* send, float* holderScratch, size_t count, ReduceOp op) override {
         if (!onHolderDevice(rank)) countByRank(rank, gradientBytes(count));
         if (size() == 1) {
-            const float* staged = bf16Gradients() ? throughWire(rank, send, count) : stage(rank, send, count);
+            const float* staged = roundsOnWire(rank) ? throughWire(rank, send, count) : stage(rank, send, count);
             if (!processes_) return staged;
             processes_->allReduce(0, staged, holderScratch, count, op, gradients_);
             return holderScratch;
@@ -77,6 +77,7 @@ public:
         if (size() == 1) {
             if (!processes_) return;
             processes_->allReduce(0, stage(rank, buf, count), result_.data(), count, op, gradients_);
+            if (bf16Gradients()) roundTrip(result_.data(), Range{0, count});  // the mean of bf16 sums, in bf16
             copyOnRank(rank, buf, result_.data(), count);
             return;
         }
@@ -109,7 +110,7 @@ public:
     }
     const float* push(int rank, const float* src, size_t count) override {
         if (!onHolderDevice(rank)) countByRank(rank, gradientBytes(count));
-        return bf16Gradients() && !onHolderDevice(rank) ? throughWire(rank, src, count) : stage(rank, src, count);
+        return roundsOnWire(rank) ? throughWire(rank, src, count) : stage(rank, src, count);
     }
 
 private:
@@ -124,12 +125,12 @@ private:
     }
     // Gradients to be reduced: into the rank's slot, or as bf16 into its wire buffer.
     void stageGradients(int rank, const float* src, size_t count) {
-        if (bf16Gradients()) toWire(rank, src, count);
+        if (roundsOnWire(rank)) toWire(rank, src, count);
         else stage(rank, src, count);
     }
     // out's chunk c := op over what every rank staged, on `be`.
     void reduceSlots(Range c, float* out, ReduceOp op, Backend& be, Stream s) {
-        if (bf16Gradients()) reduceWire(c, out, op);
+        if (bf16Gradients()) reduceWire(c, slotPointers_, out, op);
         else reduceChunk(be, s, c, slotPointers_, out, op);
     }
 

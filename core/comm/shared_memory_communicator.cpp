@@ -23,18 +23,18 @@ public:
     const float* reduceToHolder(int rank, const float* send, float* holderScratch, size_t count, ReduceOp op) override {
         if (!onHolderDevice(rank)) countByRank(rank, gradientBytes(count));
         if (size() == 1) {
-            if (bf16Gradients() && !onHolderDevice(rank)) send = throughWire(rank, send, count);
+            if (roundsOnWire(rank)) send = throughWire(rank, send, count);
             if (!processes_) return send;  // the holder reads the one rank's buffer in place
             processes_->allReduce(0, send, holderScratch, count, op, gradients_);
             return holderScratch;
         }
-        if (bf16Gradients()) toWire(rank, send, count);
+        if (roundsOnWire(rank)) toWire(rank, send, count);
         published_[size_t(rank)] = send;
         meet(rank);  // every rank's buffer is ready
         std::exception_ptr failure;
         attempt(failure, [&] {
             const Range c = chunk(rank, count);
-            if (bf16Gradients()) reduceWire(c, holderScratch, op);
+            if (bf16Gradients()) reduceWire(c, published_, holderScratch, op);
             else reduceChunk(*holder_.backend, holderStreams_[size_t(rank)], c, published_, holderScratch, op);
             // This process's mean of the chunk, then the mean of every process's (equal tower counts).
             if (processes_)
@@ -52,10 +52,12 @@ public:
     void allReduce(int rank, float* buf, size_t count, ReduceOp op) override {
         if (rank == 0) countTotal(ringBytes(count));
         if (size() == 1) {
-            if (processes_) processes_->allReduce(0, buf, buf, count, op, gradients_);
+            if (!processes_) return;
+            processes_->allReduce(0, buf, buf, count, op, gradients_);
+            if (bf16Gradients()) roundTrip(buf, Range{0, count});  // the mean of bf16 sums, in bf16
             return;
         }
-        if (bf16Gradients()) toWire(rank, buf, count);
+        if (roundsOnWire(rank)) toWire(rank, buf, count);
         published_[size_t(rank)] = buf;
         publishedOut_[size_t(rank)] = buf;
         meet(rank);
@@ -64,7 +66,7 @@ public:
             const Range c = chunk(rank, count);
             Backend& be = *ranks_[size_t(rank)].backend;
             const Stream s = ranks_[size_t(rank)].stream;
-            if (bf16Gradients()) reduceWire(c, scratch_.data(), op);
+            if (bf16Gradients()) reduceWire(c, published_, scratch_.data(), op);
             else reduceChunk(be, s, c, published_, scratch_.data(), op);
             if (processes_)
                 processes_->allReduce(rank, scratch_.data() + c.begin, scratch_.data() + c.begin, c.size(), op, gradients_);
@@ -88,7 +90,7 @@ public:
     const float* push(int rank, const float* src, size_t count) override {
         if (onHolderDevice(rank)) return src;
         countByRank(rank, gradientBytes(count));
-        return bf16Gradients() ? throughWire(rank, src, count) : src;
+        return roundsOnWire(rank) ? throughWire(rank, src, count) : src;
     }
 
 private:

@@ -1,7 +1,7 @@
 // AsyncParameterServer — the variables on a holder, dealt round-robin over S shards (as
 // model_deploy's device chooser deals them over parameter servers), each with its own lock.
 // Towers run alone: a tower pulls the variables shard by shard (P x 4 bytes down), computes, and
-// pushes its gradients (P x 4 bytes up), which the holder applies at once, shard by shard; both
+// pushes its gradients (P x 4 bytes up, P x 2 in bf16), which the holder applies at once, shard by shard; both
 // counted for towers off the holder's device. A lock covers a shard's copy or update until it
 // has completed, not only until it is enqueued. Staleness: updates others applied in between.
 #include "parallel/strategies.hpp"

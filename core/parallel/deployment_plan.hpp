@@ -40,8 +40,8 @@ struct DeploymentPlan {
     // --transfers nccl: NCCL collectives (towers on distinct GPUs, synchronous updates).
     Transfers transfers = Transfers::Auto;
     // --comm-precision bf16: the gradients cross between towers, holder and processes in bf16 (2
-    // bytes an element, summed in fp32 where they meet); the variables always in fp32. CPU towers
-    // only, and not with averaging (which exchanges the variables).
+    // bytes an element; comm/communicator.hpp says where they are summed); the variables always
+    // in fp32. CPU towers only, and not with averaging (which exchanges the variables).
     CommPrecision commPrecision = CommPrecision::Fp32;
 
     int towerCount() const { return int(towers.size()); }

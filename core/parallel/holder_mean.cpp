@@ -3,7 +3,8 @@
 // Per step, for each of the N towers (P parameters, P x 4 bytes, counted for towers off the
 // holder's device):
 //   down  the variables, holder -> tower (towers in the holder's memory read them in place)
-//   up    the tower's gradients, tower -> holder, where the holder takes their mean
+//   up    the tower's gradients, tower -> holder, where the holder takes their mean (P x 2
+//         bytes with --comm-precision bf16)
 // then the holder applies the update to the variables.
 #include <chrono>
 

@@ -47,7 +47,7 @@ void ShardLayout::unpack(int shard, const float* packed, float* flat) const {
 struct ParameterServerTask::Holder {
     std::shared_ptr<Backend> backend;
     Stream stream = nullptr;
-    Tensor params, mean;  // (count) the shard's variables; sync: the workers' summed gradients
+    Tensor params, mean;  // (count) the shard's variables; the workers' mean gradients (sync), or a bf16 push widened (async)
     std::unique_ptr<Optimizer> opt;
     ~Holder() {
         opt.reset();

@@ -19,6 +19,10 @@ TB_CPU_CLONES void roundToBf16(const float* __restrict src, uint16_t* __restrict
     }
 }
 
+TB_CPU_CLONES void addBf16(const uint16_t* __restrict src, float* __restrict dst, size_t n) {
+    for (size_t i = 0; i < n; ++i) dst[i] += bf16ToFloat(src[i]);
+}
+
 TB_CPU_CLONES void widenBf16(const uint16_t* __restrict src, float* __restrict dst, size_t n) {
     for (size_t i = 0; i < n; ++i) dst[i] = bf16ToFloat(src[i]);
 }

@@ -19,5 +19,7 @@ inline float bf16ToFloat(uint16_t h) {
 }
 // dst[i] := src[i] widened to fp32 (exact).
 void widenBf16(const uint16_t* src, float* dst, size_t n);
+// dst[i] += src[i] widened to fp32.
+void addBf16(const uint16_t* src, float* dst, size_t n);
 
 }  // namespace tb

@@ -3,8 +3,9 @@
 // For the element-wise loops oneDNN does not run for us: the default build targets SSE2, four
 // floats a vector. Only where the compiler supports it, and not under the sanitizers: a
 // ThreadSanitizer build crashed in the clones' resolver, which the loader runs before the
-// sanitizer's runtime is set up. Functions a clone calls are inlined into it (always_inline), so
-// they are compiled for its instructions too.
+// sanitizer's runtime is set up. Small inline functions a clone calls (ew::momentumStep, ...) are
+// inlined into it and so compiled for its instructions; -ffp-contract=off (CMakeLists.txt) keeps
+// every clone's results equal to the baseline's.
 #pragma once
 
 #if defined(__x86_64__) && defined(__GNUC__) && !defined(__clang__) && !defined(__SANITIZE_THREAD__) && \
