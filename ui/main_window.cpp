@@ -1,5 +1,7 @@
 #include "main_window.hpp"
 
+#include "frame_gate.hpp"
+
 #include <thread>
 
 #include <QAction>
@@ -243,17 +245,15 @@ MainWindow::MainWindow(DeviceCatalog catalog, const TelemetryFactory& telemetry,
         runDetail_ = plan;
         setState(paused_ ? tr("Paused at step 0") : tr("Running"), plan);
     });
-    frame_.setSingleShot(true);
-    lastFrame_.start();
-    connect(&frame_, &QTimer::timeout, this, &MainWindow::drawPendingSteps);
-    connect(worker_, &EngineWorker::stepsReady, this, [this] {
-        if (!frame_.isActive()) frame_.start(int(std::max<qint64>(0, kFrameMs - lastFrame_.elapsed())));
-    });
+    frames_ = new FrameGate([this] { showSteps(worker_->takeSteps()); }, this);
+    connect(worker_, &EngineWorker::stepsReady, frames_, &FrameGate::request);
+    // An evaluation is shown after the steps before it (connected first, so called first).
+    connect(worker_, &EngineWorker::evaluated, frames_, &FrameGate::flush);
     connect(worker_, &EngineWorker::evaluated, charts_, &ChartsPanel::addEval);
     connect(worker_, &EngineWorker::evaluated, predictions_, &PredictionsPanel::showEval);
     connect(worker_, &EngineWorker::decisionGrid, decision_, &DecisionView::showGrid);
     connect(worker_, &EngineWorker::evaluating, this, [this](const QString& splits) {
-        drawPendingSteps();  // the last steps before the state line moves on
+        frames_->flush();  // the last steps before the state line moves on
         training_ = false;
         evalBusy_->show();
         etaLabel_->clear();
@@ -261,7 +261,7 @@ MainWindow::MainWindow(DeviceCatalog catalog, const TelemetryFactory& telemetry,
                            : tr("Evaluating on the %1").arg(splits));
     });
     connect(worker_, &EngineWorker::finished, this, [this](const QString& summary, bool stopped) {
-        drawPendingSteps();
+        frames_->flush();
         lastSummary_ = summary;
         running_ = paused_ = training_ = false;
         showSummary(summary, stopped);
@@ -271,7 +271,7 @@ MainWindow::MainWindow(DeviceCatalog catalog, const TelemetryFactory& telemetry,
         emit runEnded();
     });
     connect(worker_, &EngineWorker::failed, this, [this](const QString& message) {
-        drawPendingSteps();  // before the state says Failed, not after it
+        frames_->flush();  // before the state says Failed, not after it
         running_ = paused_ = training_ = false;
         diagram_->clearActivity();
         updateActions();
@@ -497,12 +497,6 @@ void MainWindow::configChanged(const tb::RunConfig& c, bool valid) {
 }
 
 void MainWindow::start() { launch(false); }
-
-void MainWindow::drawPendingSteps() {
-    frame_.stop();
-    lastFrame_.restart();
-    showSteps(worker_->takeSteps());
-}
 
 void MainWindow::showSteps(const std::vector<tb::StepMetrics>& steps) {
     if (steps.empty()) return;

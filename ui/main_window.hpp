@@ -10,7 +10,6 @@
 #include <QElapsedTimer>
 #include <QMainWindow>
 #include <QThread>
-#include <QTimer>
 #include <QVector>
 #include <deque>
 #include <functional>
@@ -172,15 +171,8 @@ private:
     // (slow motion included, pauses not).
     std::deque<std::pair<qint64, int64_t>> recentSteps_;
     QElapsedTimer wall_;
-    // Steps are drawn at most kFrameMs apart: stepsReady starts frame_ (at once where the last
-    // frame is older), so a fast engine wakes the GUI thread ~30 times a second, not per step. (Per
-    // step, mlp's 800 steps a second kept the GUI thread at 42% of a core on a 2-core machine and
-    // the training team at half its headless speed.)
-    static constexpr int kFrameMs = 33;
-    QTimer frame_;
+    class FrameGate* frames_ = nullptr;  // the engine's steps, drawn at most ~30 times a second
     int framesDrawn_ = 0;
-    QElapsedTimer lastFrame_;
-    void drawPendingSteps();
     QString lastError_, lastSummary_;
     QString runDetail_;        // the running plan, in words (the state's tooltip)
     QString paramsModel_;      // model whose parameter count is cached

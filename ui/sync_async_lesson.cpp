@@ -16,6 +16,7 @@
 
 #include "chart_style.hpp"
 #include "engine_worker.hpp"
+#include "frame_gate.hpp"
 
 SyncAsyncLesson::SyncAsyncLesson(const Lesson& lesson, QWidget* parent) : QWidget(parent, Qt::Window) {
     setObjectName("syncAsyncLesson");
@@ -94,7 +95,8 @@ SyncAsyncLesson::SyncAsyncLesson(const Lesson& lesson, QWidget* parent) : QWidge
         s.worker = new EngineWorker;
         s.worker->moveToThread(s.thread);
         connect(s.thread, &QThread::finished, s.worker, &QObject::deleteLater);
-        connect(s.worker, &EngineWorker::stepsReady, this, [this, i] { takeSteps(i); });
+        s.frames = new FrameGate([this, i] { takeSteps(i); }, this);
+        connect(s.worker, &EngineWorker::stepsReady, s.frames, &FrameGate::request);
         connect(s.worker, &EngineWorker::evaluated, this, [this, i](const tb::EvalResult& r) { addEval(i, r); });
         connect(s.worker, &EngineWorker::finished, this,
                 [this, i](const QString& summary, bool stopped) { finish(i, summary, stopped); });
@@ -182,6 +184,7 @@ void SyncAsyncLesson::takeSteps(int side) {
 void SyncAsyncLesson::addEval(int side, const tb::EvalResult& r) {
     if (r.split != "validation") return;
     Side& s = sides_[size_t(side)];
+    s.frames->flush();  // the steps before it, whose times it is placed by
     auto it = s.elapsed.find(r.step);
     const double t = it != s.elapsed.end() ? it->second : s.lastElapsed;
     s.time->addData(t, r.accuracy);
@@ -191,6 +194,7 @@ void SyncAsyncLesson::addEval(int side, const tb::EvalResult& r) {
 
 void SyncAsyncLesson::finish(int side, const QString& summaryJson, bool stopped, const QString& error) {
     Side& s = sides_[size_t(side)];
+    s.frames->flush();  // its last steps, before the summary reads them
     s.running = false;
     if (!error.isEmpty()) {
         s.outcome = tr("%1: failed: %2").arg(s.name, error);

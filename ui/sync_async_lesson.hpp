@@ -48,6 +48,7 @@ private:
         tb::RunConfig config;
         QThread* thread = nullptr;
         EngineWorker* worker = nullptr;
+        class FrameGate* frames = nullptr;  // its steps, drawn at most ~30 times a second
         QCPGraph *time = nullptr, *steps = nullptr;
         std::map<int64_t, double> elapsed;  // step -> seconds since training started
         double lastElapsed = 0;
