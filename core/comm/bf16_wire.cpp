@@ -1,5 +1,6 @@
 #include "comm/bf16_wire.hpp"
 
+#include <algorithm>
 
 #include "comm/communicator.hpp"
 #include "tensor/bf16.hpp"
@@ -15,13 +16,21 @@ CommPrecision parseCommPrecision(const std::string& text, const std::string& ori
 
 const char* toString(CommPrecision p) { return p == CommPrecision::Bf16 ? "bf16" : "fp32"; }
 
-void reduceBf16(const std::vector<const uint16_t*>& sources, size_t begin, size_t end, float* out, ReduceOp op) {
-    if (sources.empty()) throw Error("reduceBf16: no sources");
-    widenBf16(sources[0] + begin, out + begin, end - begin);
-    for (size_t j = 1; j < sources.size(); ++j) addBf16(sources[j] + begin, out + begin, end - begin);
+void reduceWire(const std::vector<WireSource>& sources, size_t begin, size_t end, float* out, ReduceOp op) {
+    if (sources.empty()) throw Error("reduceWire: no sources");
+    float* o = out + begin;
+    const size_t n = end - begin;
+    for (size_t j = 0; j < sources.size(); ++j) {
+        const WireSource& s = sources[j];
+        if (s.bf16 && j == 0) widenBf16(s.bf16 + begin, o, n);
+        else if (s.bf16) addBf16(s.bf16 + begin, o, n);
+        else if (j == 0) std::copy_n(s.fp32 + begin, n, o);
+        else
+            for (size_t i = 0; i < n; ++i) o[i] += s.fp32[begin + i];
+    }
     if (op == ReduceOp::Mean) {
         const float scale = 1.f / float(sources.size());
-        for (size_t i = begin; i < end; ++i) out[i] *= scale;
+        for (size_t i = 0; i < n; ++i) o[i] *= scale;
     }
 }
 

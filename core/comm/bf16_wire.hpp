@@ -25,8 +25,14 @@ const char* toString(CommPrecision p);
 // Bytes one element of the gradients takes on the wire.
 inline size_t gradientElementBytes(CommPrecision p) { return p == CommPrecision::Bf16 ? 2 : 4; }
 
-// out[i] := op over the sources' [i], i in [begin, end): the first widened, each other widened
-// and added in order, scaled by 1 / sources for the mean (as reduceChunk sums fp32 buffers).
-void reduceBf16(const std::vector<const uint16_t*>& sources, size_t begin, size_t end, float* out, ReduceOp op);
+// One source of a reduction of gradients: bf16 as it came over the wire, or fp32 read in place
+// (a tower on the holder's device sends nothing).
+struct WireSource {
+    const uint16_t* bf16 = nullptr;
+    const float* fp32 = nullptr;
+};
+// out[i] := op over the sources' [i], i in [begin, end): each widened (or read) and added in
+// order in fp32, scaled by 1 / sources for the mean (as reduceChunk sums fp32 buffers).
+void reduceWire(const std::vector<WireSource>& sources, size_t begin, size_t end, float* out, ReduceOp op);
 
 }  // namespace tb

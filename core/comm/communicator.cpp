@@ -83,23 +83,11 @@ const float* Communicator::throughWire(int rank, const float* src, size_t count)
     return landed;
 }
 
-void Communicator::reduceWire(Range c, const std::vector<const float*>& fp32, float* out, ReduceOp op) const {
-    float* o = out + c.begin;
-    const size_t n = c.size();
-    for (int j = 0; j < size(); ++j) {
-        const uint16_t* w = wire_[size_t(j)].data() + c.begin;
-        const float* f = fp32[size_t(j)] + c.begin;
-        const bool wire = roundsOnWire(j);
-        if (j == 0 && wire) widenBf16(w, o, n);
-        else if (j == 0) std::copy_n(f, n, o);
-        else if (wire) addBf16(w, o, n);
-        else
-            for (size_t i = 0; i < n; ++i) o[i] += f[i];
-    }
-    if (op == ReduceOp::Mean) {
-        const float scale = 1.f / float(size());
-        for (size_t i = 0; i < n; ++i) o[i] *= scale;
-    }
+void Communicator::reduceGradients(Range c, const std::vector<const float*>& fp32, float* out, ReduceOp op) const {
+    std::vector<WireSource> sources;
+    for (int j = 0; j < size(); ++j)
+        sources.push_back(roundsOnWire(j) ? WireSource{wire_[size_t(j)].data(), nullptr} : WireSource{nullptr, fp32[size_t(j)]});
+    reduceWire(sources, c.begin, c.end, out, op);
 }
 
 void Communicator::roundTrip(float* p, Range c) {

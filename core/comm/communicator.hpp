@@ -119,7 +119,6 @@ public:
     int64_t bytesMovedBy(int rank) const { return byRank_[size_t(rank)]->load(); }
     // Seconds this rank waited inside collectives for the others since the last call.
     double takeWaitSeconds(int rank);
-    CommPrecision gradientPrecision() const { return gradients_; }
 
 protected:
     // Waits for every rank (timed as this rank's wait).
@@ -149,7 +148,7 @@ protected:
     const float* throughWire(int rank, const float* src, size_t count);
     // out's chunk c := op over every rank's gradients, summed in fp32 in rank order: the wire
     // buffer of a rank that rounds, `fp32[rank]` (host memory) of one that does not.
-    void reduceWire(Range c, const std::vector<const float*>& fp32, float* out, ReduceOp op) const;
+    void reduceGradients(Range c, const std::vector<const float*>& fp32, float* out, ReduceOp op) const;
     // p's chunk c := itself rounded to bf16 (an all-reduce's result crossing back).
     static void roundTrip(float* p, Range c);
 

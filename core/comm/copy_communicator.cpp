@@ -130,7 +130,7 @@ private:
     }
     // out's chunk c := op over what every rank staged, on `be`.
     void reduceSlots(Range c, float* out, ReduceOp op, Backend& be, Stream s) {
-        if (bf16Gradients()) reduceWire(c, slotPointers_, out, op);
+        if (bf16Gradients()) reduceGradients(c, slotPointers_, out, op);
         else reduceChunk(be, s, c, slotPointers_, out, op);
     }
 

@@ -37,13 +37,12 @@ void bf16Sum(void* in, void* inout, int* length, MPI_Datatype*) {
     const auto* a = static_cast<const uint16_t*>(in);
     auto* b = static_cast<uint16_t*>(inout);
     constexpr int kPiece = 1024;
-    float x[kPiece], y[kPiece];
+    float sum[kPiece];
     for (int at = 0; at < *length; at += kPiece) {
         const size_t n = size_t(std::min(kPiece, *length - at));
-        widenBf16(a + at, x, n);
-        widenBf16(b + at, y, n);
-        for (size_t i = 0; i < n; ++i) y[i] += x[i];
-        roundToBf16(y, b + at, n);
+        widenBf16(b + at, sum, n);
+        addBf16(a + at, sum, n);
+        roundToBf16(sum, b + at, n);
     }
 }
 

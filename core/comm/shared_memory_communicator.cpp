@@ -34,7 +34,7 @@ public:
         std::exception_ptr failure;
         attempt(failure, [&] {
             const Range c = chunk(rank, count);
-            if (bf16Gradients()) reduceWire(c, published_, holderScratch, op);
+            if (bf16Gradients()) reduceGradients(c, published_, holderScratch, op);
             else reduceChunk(*holder_.backend, holderStreams_[size_t(rank)], c, published_, holderScratch, op);
             // This process's mean of the chunk, then the mean of every process's (equal tower counts).
             if (processes_)
@@ -66,7 +66,7 @@ public:
             const Range c = chunk(rank, count);
             Backend& be = *ranks_[size_t(rank)].backend;
             const Stream s = ranks_[size_t(rank)].stream;
-            if (bf16Gradients()) reduceWire(c, published_, scratch_.data(), op);
+            if (bf16Gradients()) reduceGradients(c, published_, scratch_.data(), op);
             else reduceChunk(be, s, c, published_, scratch_.data(), op);
             if (processes_)
                 processes_->allReduce(rank, scratch_.data() + c.begin, scratch_.data() + c.begin, c.size(), op, gradients_);

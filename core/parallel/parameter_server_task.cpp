@@ -127,10 +127,10 @@ void ParameterServerTask::serveSync(const std::function<bool()>& afterStep) {
     std::vector<ProcessGroup::Message> sends;
     for (int w = 0; w < workers_; ++w) sends.push_back(reply.to(first + w, kReplyTag));
     std::vector<const float*> grads;
-    std::vector<const uint16_t*> halves;
+    std::vector<WireSource> halves;
     for (auto& p : pushes) {
         grads.push_back(p.floats());
-        halves.push_back(p.halves());
+        halves.push_back({p.halves(), nullptr});
     }
     Holder& holder = *holder_;
     for (;;) {
@@ -139,7 +139,7 @@ void ParameterServerTask::serveSync(const std::function<bool()>& afterStep) {
             if (const PushHeader h = pushes[size_t(w)].header(); h.step != update_)
                 throw Error("--ps-tasks: worker " + std::to_string(first + w) + " sent the gradients of step " +
                             std::to_string(h.step) + " where step " + std::to_string(update_) + " was due");
-        if (gradients_ == CommPrecision::Bf16) reduceBf16(halves, 0, count, holder.mean.data(), ReduceOp::Mean);
+        if (gradients_ == CommPrecision::Bf16) reduceWire(halves, 0, count, holder.mean.data(), ReduceOp::Mean);
         else reduceChunk(*holder.backend, holder.stream, Range{0, count}, grads, holder.mean.data(), ReduceOp::Mean);
         const ReplyHeader r = apply(holder.mean.data(), pushes[0].header().total, false);  // a stop asked for is voted on after the step
         reply.setHeader(r);
