@@ -119,9 +119,10 @@ Data parallelism (the seeds' tower pattern; see README):
                       gpu:0*2 (two towers sharing gpu:0, each its own stream), or auto (every
                       GPU, else one CPU tower per core); default cpu:0
   --tf32 true|false   GPU towers: tensor-core TF32 math (default false: plain FP32)
-  --precision P       fp32 (default) or bf16: CPU towers' convolutions and inner products read
+  --precision P       fp32 (default) or bf16: the towers' convolutions and inner products read
                       bf16 and return fp32 (mixed precision; the variables, the optimiser and
-                      every other op stay fp32); needs AVX512-BF16 or AMX
+                      every other op stay fp32); CPU towers need AVX512-BF16 or AMX, GPU
+                      towers compute capability 8.0 (Ampere) or later
   --batch-per-tower N examples per tower per step; the global batch is towers x N
                       (default: --batch split evenly over the towers)
   --variables WHERE   cpu (default: variables on the CPU, gradients averaged there), a tower's

@@ -118,7 +118,7 @@ private slots:
 
     // bf16 where it cannot run is refused in the form, in the engine's words with the row's name:
     // a processor without bf16 instructions (CTest runs this again with oneDNN held to AVX2,
-    // tst_ui_no_bf16), GPU towers on any processor.
+    // tst_ui_no_bf16), a GPU older than Ampere; GPU towers on H200s take it on any processor.
     void precisionRefusedInTheForm() {
         MainWindow w(tbtest::fakeCatalog(2), noTelemetry("not needed here"));
         ExperimentPanel* e = w.experiment();
@@ -134,10 +134,21 @@ private slots:
                      qPrintable(e->problem()));
         }
         e->runOnBox()->setCurrentIndex(ExperimentPanel::kGpus);
-        QVERIFY(!e->isValid());
-        QVERIFY2(e->problem().contains("is a GPU tower, and bf16 runs on CPU towers only"), qPrintable(e->problem()));
-        w.start();
-        QVERIFY(!w.running());  // Start refused
+        QVERIFY2(e->isValid(), qPrintable(e->problem()));
+
+        DeviceCatalog volta = tbtest::fakeCatalog(2);
+        volta.gpus[1].name = "Tesla V100-SXM2-16GB";
+        volta.gpus[1].ccMajor = 7;
+        MainWindow old(volta, noTelemetry("not needed here"));
+        ExperimentPanel* o = old.experiment();
+        o->setConfig(c);
+        o->runOnBox()->setCurrentIndex(ExperimentPanel::kGpus);
+        QVERIFY(!o->isValid());
+        QVERIFY2(o->problem().contains("gpu:1 (Tesla V100-SXM2-16GB) has compute capability 7.0, and bf16 tensor "
+                                       "cores need 8.0 (Ampere) or later"),
+                 qPrintable(o->problem()));
+        old.start();
+        QVERIFY(!old.running());  // Start refused
     }
 
     // "Gradients sent as bf16": the diagram's bytes and the engine's bytes counter agree, at

@@ -185,7 +185,8 @@ ExperimentPanel::ExperimentPanel(DeviceCatalog catalog, QWidget* parent)
     optimizer_ = combo({"sgd", "momentum", "nesterov", "adam"}, tr("The optimiser applied to the variables."));
     precision_ = combo({"fp32", "bf16"}, tr("The number format of the convolutions and inner products. bf16: mixed "
                                            "precision (bf16 inputs, fp32 sums, fp32 master weights and optimiser); "
-                                           "CPU towers on a processor with AVX512-BF16 or AMX."));
+                                           "CPU towers on a processor with AVX512-BF16 or AMX; GPU towers on "
+                                           "Ampere or later (tensor cores)."));
     commPrecision_ = combo({"fp32", "bf16"},
                            tr("The number format of the gradients the towers, the holder and the processes exchange. "
                               "bf16: 2 bytes an element instead of 4 (the diagram's bytes and the bytes counter "
@@ -659,7 +660,7 @@ void ExperimentPanel::revalidate() {
         tb::checkProcessRoles(c, processes());
         const tb::DeploymentPlan plan = catalog_.makePlan(c);
         if (processes() > 1) plan.checkAcrossProcesses();
-        tb::checkPrecision(c.precision, plan);
+        tb::checkPrecision(c.precision, plan, catalog_.gpus);
         tb::findModel(c.model);
         if (folder && folder_->text().isEmpty()) throw tb::Error("--data: choose a folder");
         if (folder && !QFileInfo(folder_->text()).isDir())

@@ -12,7 +12,7 @@ struct StreamImpl;
 
 extern "C" {
 
-constexpr int kTbCudaModuleAbi = 4;
+constexpr int kTbCudaModuleAbi = 5;
 
 // The bytes of NCCL's ncclUniqueId (NCCL_UNIQUE_ID_BYTES), which programs pass without nccl.h.
 constexpr int kTbNcclIdBytes = 128;
@@ -39,6 +39,8 @@ struct TbCudaVersions {
 // Backend options that change numerics; a zero-initialised struct is the default.
 struct TbCudaOptions {
     int allowTf32;               // 1: tensor-core TF32 math in cuDNN and cuBLAS; 0: plain FP32 FMA
+    int bf16;                    // 1: convolutions and inner products in bf16 with fp32 sums (mixed
+                                 // precision); refused below compute capability 8.0
 };
 
 struct TbCudaModule {

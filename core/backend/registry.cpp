@@ -137,8 +137,6 @@ BackendFactory setBackendFactory(DeviceType type, BackendFactory factory) {
 std::shared_ptr<Backend> makeBackend(const Device& device, const BackendOptions& options) {
     if (const BackendFactory& f = factoryFor(device.type)) return f(device, options);
     if (device.type == DeviceType::Cpu) return makeCpuBackend(options.cpuThreads, device.index, options.precision);
-    if (options.precision == MatmulPrecision::Bf16)
-        throw Error(device.str() + ": the GPU backend computes in fp32 (or TF32) only; bf16 runs on CPU towers");
     const Loaded& l = loaded();
     if (!l.runtime.available || !l.module)
         throw Error(device.str() + ": no GPU backend here (" + l.runtime.whyNot + ")");
@@ -146,6 +144,7 @@ std::shared_ptr<Backend> makeBackend(const Device& device, const BackendOptions&
         throw Error(device.str() + " does not exist (" + std::to_string(l.runtime.gpus.size()) + " GPUs here)");
     TbCudaOptions o{};
     o.allowTf32 = options.allowTf32 ? 1 : 0;
+    o.bf16 = options.precision == MatmulPrecision::Bf16 ? 1 : 0;
     char err[1024] = {};
     Backend* b = l.module->createBackend(device.index, &o, err, sizeof err);
     if (!b) throw Error(device.str() + ": " + err);

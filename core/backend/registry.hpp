@@ -35,7 +35,7 @@ struct GpuRuntime {
 struct BackendOptions {
     int cpuThreads = 0;          // CPU backend: 0 = all cores
     bool allowTf32 = false;      // CUDA backend: tensor-core TF32 math (default: plain FP32)
-    MatmulPrecision precision = MatmulPrecision::Fp32;  // CPU backend: bf16 matrix work (mixed precision)
+    MatmulPrecision precision = MatmulPrecision::Fp32;  // bf16 matrix work (mixed precision), CPU or GPU
 };
 
 const GpuRuntime& gpuRuntime();

@@ -37,9 +37,10 @@ ModelSpec selfTestModel() {
 namespace {
 
 std::vector<double> trainLosses(const ModelSpec& spec, const DeploymentPlan& plan, const std::vector<Batch>& batches,
-                                UpdateRule rule, uint64_t seed, std::vector<float>& params) {
+                                UpdateRule rule, uint64_t seed, MatmulPrecision precision, std::vector<float>& params) {
     OptimizerSettings opt;
     opt.rule = rule;
+    opt.precision = precision;
     opt.schedule.initial = rule == UpdateRule::Adam ? 0.002f : 0.05f;
     const int threads = int(std::max(1u, std::thread::hardware_concurrency()));
     TowerSet towers(spec, plan, opt, std::max(1, threads / plan.towerCount()), seed);
@@ -74,8 +75,8 @@ std::string gib(size_t bytes) {
 }
 
 // Prints one backend's op check; returns the number of failed cases.
-int printOpCheck(std::ostream& out, Backend& be) {
-    const std::vector<OpCheck> results = checkBackendOps(be);
+int printOpCheck(std::ostream& out, Backend& be, double matmulTolerance) {
+    const std::vector<OpCheck> results = checkBackendOps(be, matmulTolerance);
     int failed = 0;
     const OpCheck* worst = nullptr;  // the passing case closest to its tolerance
     for (const OpCheck& c : results) {
@@ -98,7 +99,7 @@ int printOpCheck(std::ostream& out, Backend& be) {
 }  // namespace
 
 LossComparison compareTowerLosses(const DeploymentPlan& reference, const DeploymentPlan& candidate, int steps,
-                                  UpdateRule rule, uint64_t seed) {
+                                  UpdateRule rule, uint64_t seed, MatmulPrecision candidatePrecision) {
     const ModelSpec spec = selfTestModel();
     const int global = reference.towerCount() * reference.batchPerTower;
     if (candidate.towerCount() * candidate.batchPerTower != global)
@@ -117,8 +118,8 @@ LossComparison compareTowerLosses(const DeploymentPlan& reference, const Deploym
         for (int32_t& y : b.y) y = int32_t(rng() % 10);
     }
     LossComparison c;
-    c.reference = trainLosses(spec, reference, batches, rule, seed, c.referenceParams);
-    c.candidate = trainLosses(spec, candidate, batches, rule, seed, c.candidateParams);
+    c.reference = trainLosses(spec, reference, batches, rule, seed, MatmulPrecision::Fp32, c.referenceParams);
+    c.candidate = trainLosses(spec, candidate, batches, rule, seed, candidatePrecision, c.candidateParams);
     for (size_t i = 0; i < c.reference.size(); ++i)
         c.worstRelative = std::max(c.worstRelative, std::abs(c.candidate[i] - c.reference[i]) / std::abs(c.reference[i]));
     double num = 0, den = 0;
@@ -151,10 +152,30 @@ int runSelfTest(std::ostream& out) {
     for (const GpuInfo& g : gpu.gpus) devices.push_back(Device{DeviceType::Cuda, g.index});
     for (const Device& d : devices) {
         try {
-            auto be = makeBackend(d);
-            failures += printOpCheck(out, *be);
+            failures += printOpCheck(out, *makeBackend(d), kFp32MatmulTolerance);
         } catch (const std::exception& e) {
             out << "  " << d.str() << ": FAILED to run: " << e.what() << "\n";
+            ++failures;
+        }
+    }
+    // --precision bf16 where a device has it: its convolutions and inner products within bf16's
+    // tolerance, the other ops still fp32's.
+    const std::string cpuNoBf16 = cpuBf16Missing();
+    for (const Device& d : devices) {
+        const bool cc8 = std::any_of(gpu.gpus.begin(), gpu.gpus.end(), [&](const GpuInfo& g) {
+            return d.type == DeviceType::Cuda && g.index == d.index && g.ccMajor >= 8;
+        });
+        if (d.type == DeviceType::Cpu ? !cpuNoBf16.empty() : !cc8) {
+            out << "  " << d.str() << " bf16: not checked ("
+                << (d.type == DeviceType::Cpu ? cpuNoBf16 : "compute capability below 8.0") << ")\n";
+            continue;
+        }
+        try {
+            BackendOptions o;
+            o.precision = MatmulPrecision::Bf16;
+            failures += printOpCheck(out, *makeBackend(d, o), kBf16MatmulTolerance);
+        } catch (const std::exception& e) {
+            out << "  " << d.str() << " bf16: FAILED to run: " << e.what() << "\n";
             ++failures;
         }
     }

@@ -26,8 +26,10 @@ ModelSpec selfTestModel();
 
 // Trains selfTestModel() for `steps` steps under each plan (batch per tower from the plan) on
 // the same random batches and returns both loss curves. Plans must have equal global batches.
+// The reference runs in fp32; the candidate's matrix work in `candidatePrecision`.
 LossComparison compareTowerLosses(const DeploymentPlan& reference, const DeploymentPlan& candidate, int steps,
-                                  UpdateRule rule = UpdateRule::Momentum, uint64_t seed = 5);
+                                  UpdateRule rule = UpdateRule::Momentum, uint64_t seed = 5,
+                                  MatmulPrecision candidatePrecision = MatmulPrecision::Fp32);
 
 // The whole self test, printed to `out`; returns the process exit status (0: every check that
 // could run passed; without a GPU only the CPU part runs, which is not a failure).

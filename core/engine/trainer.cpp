@@ -425,14 +425,21 @@ StepMetrics toMetrics(const TowerStep& r, double stepSeconds) {
 
 }  // namespace
 
-// Bf16 matrix work runs on CPU towers of a processor with bf16 instructions (cpuBf16Missing).
-void checkPrecision(const std::string& precision, const DeploymentPlan& plan) {
+// Bf16 matrix work runs on CPU towers of a processor with bf16 instructions (cpuBf16Missing)
+// and on GPUs with bf16 tensor cores (compute capability 8.0 and later).
+void checkPrecision(const std::string& precision, const DeploymentPlan& plan, const std::vector<GpuInfo>& gpus) {
     if (precision != "bf16") return;
-    for (const Device& d : plan.towers)
-        if (d.type == DeviceType::Cuda)
-            throw Error("--precision bf16: " + d.str() +
-                        " is a GPU tower, and bf16 runs on CPU towers only in this build (GPU towers: fp32, or --tf32 true)");
-    if (const std::string why = cpuBf16Missing(); !why.empty()) throw Error(why);
+    for (const Device& d : plan.towers) {
+        if (d.type == DeviceType::Cpu) {
+            if (const std::string why = cpuBf16Missing(); !why.empty()) throw Error(why);
+            continue;
+        }
+        for (const GpuInfo& g : gpus)
+            if (g.index == d.index && g.ccMajor < 8)
+                throw Error("--precision bf16: " + d.str() + " (" + g.name + ") has compute capability " +
+                            std::to_string(g.ccMajor) + "." + std::to_string(g.ccMinor) +
+                            ", and bf16 tensor cores need 8.0 (Ampere) or later");
+    }
 }
 
 Trainer::Trainer(RunConfig config) : config_(std::move(config)) {}
@@ -607,7 +614,7 @@ RunSummary Trainer::execute(ObserverHub& hub) {
                     (validation > 0 ? " (after " + std::to_string(validation) + " held out for validation)" : std::string()));
     if (plan.update == UpdateMode::Async && c.emaDecay > 0)
         throw Error("--ema-decay: the moving average needs synchronous updates (--update sync)");
-    checkPrecision(c.precision, plan);
+    checkPrecision(c.precision, plan, gpuRuntime().gpus);
     // async: towers of this process push alone. psAsync: workers of parameter-server processes
     // push alone, each with its towers in step (one push per step of the worker).
     const bool psAsync = c.psTasks > 0 && plan.update == UpdateMode::Async;

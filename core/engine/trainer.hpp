@@ -7,6 +7,7 @@
 #include <string>
 #include <vector>
 
+#include "backend/registry.hpp"
 #include "engine/observer.hpp"
 #include "io/run_config.hpp"
 #include "parallel/deployment_plan.hpp"
@@ -68,9 +69,9 @@ int cpuTowerSlots();
 int chiefProcess(const RunConfig& config, int processes);
 // Refuses --ps-tasks that leave no worker among `processes` (or need mpirun), in one sentence.
 void checkProcessRoles(const RunConfig& config, int processes);
-// Refuses --precision bf16 where it cannot run (GPU towers; a processor without bf16
-// instructions), in one sentence naming what is missing.
-void checkPrecision(const std::string& precision, const DeploymentPlan& plan);
+// Refuses --precision bf16 where it cannot run (CPU towers on a processor without bf16
+// instructions; a GPU of `gpus` older than Ampere), in one sentence naming what is missing.
+void checkPrecision(const std::string& precision, const DeploymentPlan& plan, const std::vector<GpuInfo>& gpus);
 
 class Trainer {
 public:

@@ -17,7 +17,11 @@ For each model (batch 128, fp32 with TF32 off on both sides) it measures
      warmup + repeats x steps steps; examples/sec over the timed steps from the metrics file; the
      summary's peak_device_bytes and model_bytes when present;
   4. two towers on the same GPU (--towers gpu:0*2, 64 examples each, global batch 128) against the
-     one-tower run of 3.; overhead = 1 - ex/s(2 towers) / ex/s(1 tower).
+     one-tower run of 3.; overhead = 1 - ex/s(2 towers) / ex/s(1 tower);
+  5. mixed precision (unless --no-bf16): PyTorch eager under torch.autocast("cuda", dtype=torch.bfloat16)
+     and towerbench-run --precision bf16 (one tower), each beside its own fp32 of 1. and 3.: bf16 / fp32
+     for both, and Towerbench bf16 / autocast (the CPU goals of issue 16, 1.5 and 1.25, shown for
+     reference).
 Then it runs towerbench-run for about --nvml-seconds of training while nvidia-smi samples the GPU every
 250 ms, and compares the engine's mean NVML utilisation (the metrics file's "device" lines) with
 nvidia-smi's over the same wall-clock seconds of training (goal: within 5 points).
@@ -43,6 +47,8 @@ from bench_common import (EXPECTED_PARAMS, REPO, bench_towerbench, cpu_model, lo
 
 DEFAULT_MODELS = ["mnist_cnn", "cifar10_cnn"]
 GOAL_VS_EAGER = 1.5     # towerbench ex/s / PyTorch eager ex/s
+GOAL_BF16_VS_FP32 = 1.5       # issue 16's CPU goals, printed beside the GPU's figures for reference
+GOAL_BF16_VS_AUTOCAST = 1.25
 NVML_GOAL_POINTS = 5.0  # |engine mean util - nvidia-smi mean util|, percentage points
 NVML_MIN_HZ = 4.0       # the engine's promised device-sample rate
 GPU_INDEX = 0           # the one GPU: cuda:0, towerbench's gpu:0, NVML / nvidia-smi index 0
@@ -65,14 +71,15 @@ def setup_torch(torch):
     torch.backends.cudnn.benchmark = True
 
 
-def bench_torch_gpu(spec, args, torch, wrap=None):
+def bench_torch_gpu(spec, args, torch, wrap=None, autocast=None):
     """One training setup on cuda:0: the first step timed alone (cuDNN autotuning, or compilation when
     wrap is torch.compile), `warmup` more untimed steps, then `repeats` timings of `steps` steps; the
-    median examples/sec, each repeat's, and the peak memory PyTorch's allocator handed out."""
+    median examples/sec, each repeat's, and the peak memory PyTorch's allocator handed out. autocast
+    (torch.bfloat16): the forward pass and the loss under torch.autocast("cuda") with that type."""
     torch.manual_seed(1)
     torch.zeros(1, device=DEVICE)  # a fresh process (the compile worker) must initialise CUDA first
     torch.cuda.reset_peak_memory_stats(DEVICE)
-    step, params = make_torch_step(spec, args.batch, args.lr, torch, wrap=wrap, device=DEVICE)
+    step, params = make_torch_step(spec, args.batch, args.lr, torch, wrap=wrap, device=DEVICE, autocast=autocast)
     sync = torch.cuda.synchronize
     t0 = time.perf_counter()
     step()
@@ -129,12 +136,13 @@ def towerbench_gpu_args(towers, lr):
             "--momentum", "0.9", "--lr", repr(lr)]
 
 
-def run_towerbench(name, data, towers, tag, args, tmp, steps=None, timeout=None):
-    """towerbench-run with `towers`: warmup + (steps, default repeats x steps) steps; timed ex/s as
-    bench_towerbench measures it (the timed steps equal PyTorch's repeats together). Killed after
-    timeout seconds (default --run-timeout), so a hung run cannot eat the machine's time."""
+def run_towerbench(name, data, towers, tag, args, tmp, steps=None, timeout=None, precision="fp32"):
+    """towerbench-run with `towers` (and --precision): warmup + (steps, default repeats x steps) steps;
+    timed ex/s as bench_towerbench measures it (the timed steps equal PyTorch's repeats together).
+    Killed after timeout seconds (default --run-timeout), so a hung run cannot eat the machine's time."""
     tb = bench_towerbench(args.binary, name, data, args.batch, steps or args.repeats * args.steps, args.warmup,
-                          args.threads, tmp, extra_args=towerbench_gpu_args(towers, args.lr), tag=tag,
+                          args.threads, tmp,
+                          extra_args=towerbench_gpu_args(towers, args.lr) + ["--precision", precision], tag=tag,
                           timeout=timeout or args.run_timeout)
     s = tb["summary"]
     return {"examples_per_sec": tb["examples_per_sec"], "seconds": tb["seconds"], "params": s.get("params"),
@@ -319,6 +327,34 @@ def towerbench_part(row, pair, data, expected, args, tmp, failures):
     pair["overhead"] = 1 - two_vs_one if two_vs_one is not None else None
 
 
+def bf16_part(prec, spec, data, expected, args, torch, tmp, failures):
+    """PyTorch eager under bf16 autocast, then one Towerbench tower with --precision bf16."""
+    name = prec["model"]
+    if torch is not None:
+        try:
+            pt = bench_torch_gpu(spec, args, torch, autocast=torch.bfloat16)
+            torch.cuda.empty_cache()
+            prec.update(autocast_examples_per_sec=pt["examples_per_sec"],
+                        autocast_repeats_examples_per_sec=pt["repeats_examples_per_sec"],
+                        autocast_peak_allocated_bytes=pt["peak_allocated_bytes"])
+            print(f"# {name}: pytorch eager bf16 autocast {fmt_eps(pt['examples_per_sec'])} ex/s", flush=True)
+        except Exception as e:  # noqa: BLE001
+            failures.append(f"{name} pytorch autocast bf16: {type(e).__name__}: {e}")
+    if args.skip_towerbench:
+        return
+    try:
+        r = run_towerbench(name, data, f"gpu:{GPU_INDEX}", "1gpu_bf16", args, tmp, precision="bf16")
+        prec.update(towerbench_bf16_examples_per_sec=r["examples_per_sec"], bf16_backend=r["backend"],
+                    bf16_peak_device_bytes=r["peak_device_bytes"], bf16_command=r["command"])
+        print(f"# {name}: towerbench 1 tower bf16 {fmt_eps(r['examples_per_sec'])} ex/s", flush=True)
+        if r["params"] != expected:
+            failures.append(f"{name}: towerbench bf16 reports {r['params']} parameters, expected {expected}")
+        if "bf16" not in (r["backend"] or ""):
+            failures.append(f"{name}: the bf16 run's backend does not say bf16: {r['backend']}")
+    except Exception as e:  # noqa: BLE001
+        failures.append(f"{name} towerbench gpu:{GPU_INDEX} bf16: {type(e).__name__}: {e}")
+
+
 def nvml_part(measured, cifar_dir, args, tmp, failures):
     """The NVML vs nvidia-smi run of --nvml-model, sized from its measured ex/s (a short run measures it
     when the model was not in --models or its run failed). Returns its record."""
@@ -408,8 +444,8 @@ def nvml_line(r):
             f"(goal <= {NVML_GOAL_POINTS:g}): {'met' if r['goal_met'] else 'not met'}")
 
 
-def print_results(throughput, towers, nvml):
-    """The throughput table with the memory lines, the two-tower table, the NVML line."""
+def print_results(throughput, towers, precision, nvml):
+    """The throughput table with the memory lines, the two-tower table, the bf16 table, the NVML line."""
     print()
     print_table(["model", "pytorch eager ex/s", "torch.compile ex/s", "towerbench ex/s",
                  f"ratio vs eager (goal >= {GOAL_VS_EAGER})", "ratio vs compile"],
@@ -429,6 +465,19 @@ def print_results(throughput, towers, nvml):
                     [[p["model"], fmt_eps(p.get("one_tower_examples_per_sec")),
                       fmt_eps(p.get("two_towers_examples_per_sec")),
                       f"{100 * p['overhead']:.1f}%" if p["overhead"] is not None else "n/a"] for p in towers])
+    if precision:
+        print()
+        print_table(["model", "towerbench fp32", "towerbench bf16", f"bf16/fp32 (CPU goal {GOAL_BF16_VS_FP32})",
+                     "pytorch fp32", "pytorch bf16 autocast", "autocast/fp32",
+                     f"towerbench bf16 vs autocast (CPU goal {GOAL_BF16_VS_AUTOCAST})"],
+                    [[p["model"], fmt_eps(p.get("towerbench_fp32_examples_per_sec")),
+                      fmt_eps(p.get("towerbench_bf16_examples_per_sec")), fmt_ratio(p["bf16_vs_fp32"]),
+                      fmt_eps(p.get("eager_fp32_examples_per_sec")), fmt_eps(p.get("autocast_examples_per_sec")),
+                      fmt_ratio(p["autocast_vs_fp32"]), fmt_ratio(p["bf16_vs_autocast"])] for p in precision])
+        for p in precision:
+            if "bf16_backend" in p:
+                print(f"# {p['model']} bf16: {p['bf16_backend']}; peak device {fmt_bytes(p.get('bf16_peak_device_bytes'))}"
+                      f"; PyTorch autocast peak allocated {fmt_bytes(p.get('autocast_peak_allocated_bytes'))}")
     print()
     print(nvml_line(nvml))
     print()
@@ -463,6 +512,7 @@ def main():
     ap.add_argument("--nvml-trim", type=float, default=0.5,
                     help="seconds left out at each end of the training window in the comparison (default 0.5)")
     ap.add_argument("--no-nvml", action="store_true", help="skip the NVML vs nvidia-smi run")
+    ap.add_argument("--no-bf16", action="store_true", help="skip the mixed-precision (bf16) runs")
     ap.add_argument("--skip-pytorch", action="store_true", help="no PyTorch runs (torch is then not imported)")
     ap.add_argument("--skip-towerbench", action="store_true", help="no towerbench-run runs (nor the NVML run)")
     ap.add_argument("--out-json", default=None, help="also write every record and failure to this JSON file")
@@ -491,12 +541,12 @@ def main():
           f"driver {machine['driver']}")
     print(f"# {machine_line(machine_peak(args.binary, os.cpu_count()))}")
     print(f"# torch {machine['torch']} (CUDA {machine['torch_cuda']}, cuDNN {machine['cudnn']}); fp32, TF32 off, "
-          f"cudnn.benchmark on; batch {args.batch}; {args.warmup} warm-up + {args.repeats} x {args.steps} timed steps")
+          f"cudnn.benchmark on (bf16: autocast); batch {args.batch}; {args.warmup} warm-up + {args.repeats} x {args.steps} timed steps")
     print(f"# towerbench {args.binary}; PyTorch trains on one pre-made batch on the GPU (no input pipeline), "
           f"Towerbench's timing includes its input pipeline", flush=True)
 
     records = [machine]
-    throughput, towers = [], []
+    throughput, towers, precision = [], [], []
     measured = {}  # model -> (data, one-tower towerbench ex/s): the NVML run reuses them
     with tempfile.TemporaryDirectory(prefix="tb_bench_gpu_") as tmp:
         cifar_dir = args.cifar_dir
@@ -520,6 +570,13 @@ def main():
                 towers.append(pair)
                 towerbench_part(row, pair, data, expected, args, tmp, failures)
                 measured[name] = (data, row.get("towerbench_examples_per_sec"))
+            if not args.no_bf16:
+                prec = {"kind": "precision", "model": name, "batch": args.batch, "steps": args.steps,
+                        "warmup": args.warmup, "repeats": args.repeats}
+                precision.append(prec)
+                bf16_part(prec, spec, data, expected, args, torch, tmp, failures)
+                prec.update(towerbench_fp32_examples_per_sec=row.get("towerbench_examples_per_sec"),
+                            eager_fp32_examples_per_sec=row.get("eager_examples_per_sec"))
         nvml = None
         if not args.skip_towerbench and not args.no_nvml:
             nvml = nvml_part(measured, cifar_dir, args, tmp, failures)
@@ -529,8 +586,12 @@ def main():
         row.update(ratio_vs_eager=ratio(tb, row.get("eager_examples_per_sec")),
                    ratio_vs_compile=ratio(tb, row.get("compile_examples_per_sec")), goal_vs_eager=GOAL_VS_EAGER)
         row["goal_met"] = row["ratio_vs_eager"] >= GOAL_VS_EAGER if row["ratio_vs_eager"] is not None else None
-    print_results(throughput, towers, nvml)
-    records += throughput + towers + ([nvml] if nvml else [])
+    for p in precision:
+        p.update(bf16_vs_fp32=ratio(p.get("towerbench_bf16_examples_per_sec"), p.get("towerbench_fp32_examples_per_sec")),
+                 autocast_vs_fp32=ratio(p.get("autocast_examples_per_sec"), p.get("eager_fp32_examples_per_sec")),
+                 bf16_vs_autocast=ratio(p.get("towerbench_bf16_examples_per_sec"), p.get("autocast_examples_per_sec")))
+    print_results(throughput, towers, precision, nvml)
+    records += throughput + towers + precision + ([nvml] if nvml else [])
     if args.out_json:
         with open(args.out_json, "w") as f:
             json.dump({"records": records, "failures": failures}, f, indent=1, sort_keys=True, default=str)

@@ -194,13 +194,19 @@ gpu_memory_refusal() {
 }
 step "GPU memory estimate refuses" gpu_memory_refusal
 
-# compute-sanitizer's memcheck on a short GPU run; some sandboxes refuse it ("not supported").
+# compute-sanitizer's memcheck on a short GPU run in fp32, then in bf16 (its own copies, stage and
+# conversion kernels); some sandboxes refuse it ("not supported").
 memcheck() {
-  local o="$out/memcheck.txt"
-  timeout 150 compute-sanitizer --tool memcheck --error-exitcode 9 --print-limit 20 \
-    "$tbrun" --model mnist_cnn --data "idx:$repo/samples/fashion-mnist-slice" --towers gpu:0*2 --variables gpu:0 \
-    --batch 32 --steps 4 --validation 0 --quiet > "$o" 2>&1
-  local rc=$?
+  local o="$out/memcheck.txt" precision rc=0
+  : > "$o"
+  for precision in fp32 bf16; do
+    echo "--- --precision $precision" >> "$o"
+    timeout 150 compute-sanitizer --tool memcheck --error-exitcode 9 --print-limit 20 \
+      "$tbrun" --model mnist_cnn --data "idx:$repo/samples/fashion-mnist-slice" --towers gpu:0*2 --variables gpu:0 \
+      --batch 32 --steps 4 --validation 0 --quiet --precision $precision >> "$o" 2>&1
+    rc=$?
+    [ $rc -ne 0 ] && break
+  done
   tail -5 "$o"
   [ $rc -eq 124 ] && step_note="timed out after 150 s (not a finding)"
   if [ $rc -ne 0 ] && [ $rc -ne 9 ] && grep -qiE "not supported|Unable to|failed to (start|initialize)" "$o"; then

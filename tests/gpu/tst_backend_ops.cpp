@@ -4,7 +4,8 @@
 //                         bf16 matrix work passes within its tolerance, and rounds (where the
 //                         processor has bf16)
 //   tst_backend_ops bf16-refused  (ONEDNN_MAX_CPU_ISA=AVX2) bf16 refused in one sentence
-//   tst_backend_ops gpu   every GPU's backend passes every case; skipped (77) without a GPU
+//   tst_backend_ops gpu   every GPU's backend passes every case, in fp32 and in bf16 (within its
+//                         tolerance, and rounded); skipped (77) without a GPU
 #include <cstdio>
 #include <cstring>
 #include <memory>
@@ -68,23 +69,20 @@ void tensorsAndPlansKeepTheirBackend() {
     CHECK(tb::makeCpuBackend(1, 3)->device() == (tb::Device{tb::DeviceType::Cpu, 3}), "cpu:3 does not say cpu:3");
 }
 
-// Bf16 matrix work (where the processor has it): every case within the bf16 tolerance, and the
-// convolutions and inner products really rounded (they fail fp32's), so bf16 is not fp32 named so.
-void bf16MatrixWork() {
-    if (const std::string why = tb::cpuBf16Missing(); !why.empty()) {
-        std::printf("bf16 not checked: %s\n", why.c_str());
-        return;
-    }
-    auto bf16 = tb::makeCpuBackend(0, 0, tb::MatmulPrecision::Bf16);
+// Bf16 matrix work on `bf16` (a CPU backend where the processor has it, every GPU): every case
+// within the bf16 tolerance, and the convolutions and inner products really rounded (they fail
+// fp32's), so bf16 is not fp32 named so.
+void bf16MatrixWork(tb::Backend& bf16) {
     std::set<std::string> rounded;  // the ops over fp32's tolerance, from the same run's errors
-    for (const tb::OpCheck& c : tb::checkBackendOps(*bf16, tb::kBf16MatmulTolerance)) {
-        CHECK(c.passed, "bf16: %s [%s] error %g > %g %s", c.op.c_str(), c.shape.c_str(), c.error, c.tolerance,
-              c.failure.c_str());
+    for (const tb::OpCheck& c : tb::checkBackendOps(bf16, tb::kBf16MatmulTolerance)) {
+        CHECK(c.passed, "%s: %s [%s] error %g > %g %s", bf16.name().c_str(), c.op.c_str(), c.shape.c_str(), c.error,
+              c.tolerance, c.failure.c_str());
         if (c.error > tb::kFp32MatmulTolerance) rounded.insert(c.op);
     }
     CHECK(rounded == (std::set<std::string>{"conv.forward", "conv.backward_data", "conv.backward_weights",
                                             "dense.forward", "dense.backward"}),
-          "bf16: %zu ops outside fp32's tolerance, not the 5 matrix ops", rounded.size());
+          "%s: %zu ops outside fp32's tolerance, not the 5 matrix ops", bf16.name().c_str(), rounded.size());
+    std::printf("%s: bf16 cases within %g\n", bf16.name().c_str(), tb::kBf16MatmulTolerance);
 }
 
 // Run with ONEDNN_MAX_CPU_ISA=AVX2 (tests/gpu/CMakeLists.txt): bf16 is refused in one sentence
@@ -114,7 +112,8 @@ int main(int argc, char** argv) {
         failedCases(*std::make_shared<LeakyRelu>(), &failing);
         CHECK(failing == std::set<std::string>{"relu.forward+backward"}, "the planted ReLU fault was not caught, or "
               "other ops failed too (%zu ops failed)", failing.size());
-        bf16MatrixWork();
+        if (const std::string why = tb::cpuBf16Missing(); !why.empty()) std::printf("bf16 not checked: %s\n", why.c_str());
+        else bf16MatrixWork(*tb::makeCpuBackend(0, 0, tb::MatmulPrecision::Bf16));
         return tbcheck::exitStatus();
     }
     if (which == "bf16-refused") {
@@ -130,6 +129,9 @@ int main(int argc, char** argv) {
     for (const tb::GpuInfo& g : rt.gpus) {
         auto be = tb::makeBackend(tb::Device{tb::DeviceType::Cuda, g.index});
         CHECK(failedCases(*be) == 0, "gpu:%d must pass every case", g.index);
+        tb::BackendOptions o;
+        o.precision = tb::MatmulPrecision::Bf16;
+        bf16MatrixWork(*tb::makeBackend(tb::Device{tb::DeviceType::Cuda, g.index}, o));
     }
     return tbcheck::exitStatus();
 }

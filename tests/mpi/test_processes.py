@@ -216,7 +216,24 @@ def killed_rank(tmp, binary, processes=2, victim=1, extra=(), label="one process
     except subprocess.TimeoutExpired:
         mpirun.kill()
     took = time.monotonic() - t0
-    alive = [p for p in pids if os.path.exists(f"/proc/{p}") and open(f"/proc/{p}/stat").read().split()[2] != "Z"]
+
+    def running():
+        left = []
+        for p in pids:
+            try:
+                with open(f"/proc/{p}/stat") as f:
+                    if f.read().split()[2] != "Z":
+                        left.append(p)
+            except FileNotFoundError:
+                pass  # gone
+        return left
+
+    # mpirun may return while a process it killed is still being torn down (state R for a moment):
+    # each must be gone, or a zombie, within 5 s more.
+    alive, deadline = running(), time.monotonic() + 5
+    while alive and time.monotonic() < deadline:
+        time.sleep(0.1)
+        alive = running()
     check(mpirun.returncode not in (0, None) and took < 10 and not alive,
           f"{label}: mpirun exit {mpirun.returncode} after {took:.1f} s, processes left {alive}")
 

@@ -29,14 +29,18 @@ std::string versionText(int v, int major, int minor) {  // 91000, 10000, 100 -> 
 
 class CudaBackend final : public Backend {
 public:
-    CudaBackend(int device, const TbCudaOptions& options) : device_(device), tf32_(options.allowTf32 != 0),
-                                                            allocator_(device) {
+    CudaBackend(int device, const TbCudaOptions& options)
+        : device_(device), tf32_(options.allowTf32 != 0), bf16_(options.bf16 != 0), allocator_(device) {
         use();
         cudaDeviceProp prop{};
         TB_CUDA(cudaGetDeviceProperties(&prop, device));
         gpuName_ = prop.name;
+        if (bf16_ && prop.major < 8)
+            throw Error("--precision bf16: gpu:" + std::to_string(device) + " (" + gpuName_ + ") has compute capability " +
+                        std::to_string(prop.major) + "." + std::to_string(prop.minor) +
+                        ", and bf16 tensor cores need 8.0 (Ampere) or later");
         setup_ = makeStream(StreamUse::Setup);
-        ctx_ = PlanContext{nullptr, device_, &allocator_, setup_, tf32_};
+        ctx_ = PlanContext{nullptr, device_, &allocator_, setup_, tf32_, bf16_};
     }
     ~CudaBackend() override {
         cudaSetDevice(device_);
@@ -45,7 +49,8 @@ public:
 
     std::string name() const override {
         return "gpu:" + std::to_string(device_) + " " + gpuName_ + " (cuDNN " +
-               versionText(int(cudnnGetVersion()), 10000, 100) + (tf32_ ? ", TF32" : ", FP32") + ")";
+               versionText(int(cudnnGetVersion()), 10000, 100) + (bf16_ ? ", bf16 matrix work" : tf32_ ? ", TF32" : ", FP32") +
+               ")";
     }
     Device device() const override { return Device{DeviceType::Cuda, device_}; }
     MemoryInfo memoryInfo() const override {
@@ -230,7 +235,7 @@ private:
     }
 
     int device_;
-    bool tf32_;
+    bool tf32_, bf16_;
     std::string gpuName_;
     DeviceAllocator allocator_;  // declared before the streams and plans that hand memory back to it
     Stream setup_ = nullptr;

@@ -3,10 +3,15 @@
 #include <cudnn.h>
 
 #include <algorithm>
+#include <array>
+#include <cstdio>
 #include <climits>
 #include <map>
 #include <mutex>
+#include <set>
+#include <string>
 #include <tuple>
+#include <type_traits>
 
 #include "backend/cuda/cuda_check.hpp"
 #include "backend/cuda/cuda_stream.hpp"
@@ -37,6 +42,7 @@ public:
         return *this;
     }
     float* f() const { return static_cast<float*>(p_); }
+    bf16* h() const { return static_cast<bf16*>(p_); }
 
 private:
     DeviceAllocator* alloc_ = nullptr;
@@ -57,6 +63,40 @@ void biasGradient(Stream st, const float* dy, const float* ones, float* db, int 
     const float one = 1.f, zero = 0.f;
     TB_CUDA(cublasSgemv(st->cublas, CUBLAS_OP_N, k, rows, &one, dy, k, ones, 1, &zero, db, 1));
 }
+
+// The bf16 copy (--precision bf16) of an input that several calls of one step read (x: forward
+// and backwardWeights; w: forward and backwardData; dy: both backward calls), unchanged between
+// them (backend.hpp): made by the first call that reads it, reused by the others, as the CPU
+// backend's StepInput does (keyed by the source). A forward forgets them all: a step begins.
+class StepCopy {
+public:
+    StepCopy() = default;
+    StepCopy(DeviceAllocator* a, size_t n) : buf_(a, n * sizeof(bf16)) {}
+    // make(buf) writes the copy of src into buf.
+    template <class Make>
+    const bf16* of(const float* src, Make make) {
+        if (src != last_) {
+            make(buf_.h());
+            last_ = src;
+        }
+        return buf_.h();
+    }
+    void forget() { last_ = nullptr; }
+
+private:
+    DeviceBuffer buf_;
+    const float* last_ = nullptr;
+};
+
+// Prints a line to stderr the first time this process meets it.
+void noteOnce(const std::string& line) {
+    static std::mutex mutex;
+    static std::set<std::string> said;
+    std::lock_guard lock(mutex);
+    if (said.insert(line).second) std::fprintf(stderr, "%s\n", line.c_str());
+}
+
+size_t aligned(size_t bytes) { return (bytes + 255) / 256 * 256; }
 
 template <class T, cudnnStatus_t (*Create)(T*), cudnnStatus_t (*Destroy)(T)>
 class CudnnDesc {
@@ -83,17 +123,19 @@ struct AlgoChoice {
 };
 struct ConvChoice {
     AlgoChoice fwd, bwdData, bwdFilter;
+    std::string failure;  // why this shape has no algorithm in this precision (cached too)
 };
 
 // The first usable result of a search sorted by time, but a deterministic algorithm when one is
-// within 25% of it, so that two runs of one configuration give the same numbers. Without TF32
-// allowed only plain FMA results count (cuDNN's "default" math permits TF32 on Ampere and later).
+// within 25% of it, so that two runs of one configuration give the same numbers. Without
+// tensor-core math allowed (fp32 without TF32) only plain FMA results count (cuDNN's "default"
+// math permits TF32 on Ampere and later); bf16 takes either.
 template <class Perf>
-AlgoChoice choose(const Perf* perf, int count, bool allowTf32, const char* what) {
+AlgoChoice choose(const Perf* perf, int count, bool anyMath, const char* what) {
     int fastest = -1;
     for (int i = 0; i < count; ++i) {
         if (perf[i].status != CUDNN_STATUS_SUCCESS) continue;
-        if (!allowTf32 && perf[i].mathType != CUDNN_FMA_MATH) continue;
+        if (!anyMath && perf[i].mathType != CUDNN_FMA_MATH) continue;
         if (fastest < 0) fastest = i;
         if (perf[i].determinism == CUDNN_DETERMINISTIC && perf[i].time <= 1.25f * perf[fastest].time)
             return {int(perf[i].algo), perf[i].memory, perf[i].mathType};
@@ -102,11 +144,11 @@ AlgoChoice choose(const Perf* perf, int count, bool allowTf32, const char* what)
     return {int(perf[fastest].algo), perf[fastest].memory, perf[fastest].mathType};
 }
 
-// One search per convolution shape and device, shared by every plan of that shape (towers on one
-// GPU and the evaluation network would otherwise search again).
+// One search per convolution shape, precision and device, shared by every plan of that shape
+// (towers on one GPU and the evaluation network would otherwise search again).
 class ConvChoiceCache {
 public:
-    using Key = std::tuple<int, int, int, int, int, int, int, int, int, int, int, bool>;
+    using Key = std::tuple<int, int, int, int, int, int, int, int, int, int, int, bool, bool>;
     std::mutex mutex;
     std::map<Key, ConvChoice> choices;
 };
@@ -115,101 +157,170 @@ ConvChoiceCache& choiceCache() {
     return cache;
 }
 
+// A convolution on cuDNN. In fp32 its operands are the caller's (padded into the workspace where
+// the padding is asymmetric). In bf16 (PSEUDO_BFLOAT16: bf16 tensors, fp32 accumulation) x, the
+// filter and dy are rounded into the plan's own copies once a step (StepCopy); cuDNN's results
+// (y, dx, dw) come out in bf16 too (its legacy API has no bf16-in fp32-out form; PyTorch's
+// autocast rounds them alike) into the front of the workspace (the stage) and are widened into
+// the fp32 outputs; the bias and its gradient stay fp32.
 class CudaConv final : public ConvOp {
 public:
-    CudaConv(const PlanContext& ctx, const ConvDesc& d) : ctx_(ctx), d_(d) {
+    CudaConv(const PlanContext& ctx, const ConvDesc& d) : ctx_(ctx), d_(d), bf16_(ctx.bf16) {
         symmetric_ = d.padTop == d.padBottom && d.padLeft == d.padRight;
         // Asymmetric SAME padding (even kernels, strides > 1): cuDNN pads symmetrically only, so
-        // the input is padded explicitly into the workspace and cuDNN runs a VALID convolution.
+        // the input is padded explicitly and cuDNN runs a VALID convolution.
         hp_ = symmetric_ ? d.h : d.h + d.padTop + d.padBottom;
         wp_ = symmetric_ ? d.w : d.w + d.padLeft + d.padRight;
-        const int ph = symmetric_ ? d.padTop : 0, pw = symmetric_ ? d.padLeft : 0;
-        TB_CUDA(cudnnSetTensor4dDescriptor(x_, CUDNN_TENSOR_NHWC, CUDNN_DATA_FLOAT, d.n, d.c, hp_, wp_));
-        TB_CUDA(cudnnSetTensor4dDescriptor(y_, CUDNN_TENSOR_NHWC, CUDNN_DATA_FLOAT, d.n, d.k, d.outH(), d.outW()));
-        // Filters in (k, r, s, c), the layout cuDNN pairs with NHWC activations; the network's
-        // weights stay (k, c, r, s) and are transposed on the way in and out (tiny next to the conv).
-        TB_CUDA(cudnnSetFilter4dDescriptor(w_, CUDNN_DATA_FLOAT, CUDNN_TENSOR_NHWC, d.k, d.c, d.r, d.s));
-        for (cudnnConvolutionDescriptor_t c : {cudnnConvolutionDescriptor_t(fwdConv_), cudnnConvolutionDescriptor_t(bwdDataConv_),
-                                               cudnnConvolutionDescriptor_t(bwdFilterConv_)})
-            TB_CUDA(cudnnSetConvolution2dDescriptor(c, ph, pw, d.strideH, d.strideW, 1, 1, CUDNN_CROSS_CORRELATION,
-                                                    CUDNN_DATA_FLOAT));
-        int on, oc, oh, ow;
-        TB_CUDA(cudnnGetConvolution2dForwardOutputDim(fwdConv_, x_, w_, &on, &oc, &oh, &ow));
-        if (on != d.n || oc != d.k || oh != d.outH() || ow != d.outW())
-            throw Error("CUDA backend: cuDNN's convolution output " + std::to_string(oh) + "x" + std::to_string(ow) +
-                        " differs from the plan's " + std::to_string(d.outH()) + "x" + std::to_string(d.outW()));
-        choice_ = search();
-        TB_CUDA(cudnnSetConvolutionMathType(fwdConv_, choice_.fwd.math));
-        TB_CUDA(cudnnSetConvolutionMathType(bwdDataConv_, choice_.bwdData.math));
-        TB_CUDA(cudnnSetConvolutionMathType(bwdFilterConv_, choice_.bwdFilter.math));
-        const size_t filter = size_t(d.k) * d.c * d.r * d.s;
-        wKrsc_ = DeviceBuffer(ctx.allocator, filter * sizeof(float));
+        xElems_ = size_t(d.n) * hp_ * wp_ * d.c;
         rows_ = d.n * d.outH() * d.outW();
+        if (bf16_) {
+            try {
+                configure();
+            } catch (const Error& e) {
+                // cuDNN may have no bf16 kernel for a shape (a first layer of one channel, say):
+                // that convolution alone runs in fp32, said once per shape, not a failed run.
+                noteOnce("gpu:" + std::to_string(ctx.device) + ": no bf16 convolution for n" + std::to_string(d.n) +
+                         " c" + std::to_string(d.c) + " " + std::to_string(d.h) + "x" + std::to_string(d.w) + " k" +
+                         std::to_string(d.k) + " " + std::to_string(d.r) + "x" + std::to_string(d.s) + " (" + e.what() +
+                         "); it runs in fp32");
+                bf16_ = false;
+            }
+        }
+        if (!bf16_) configure();
+        const size_t filter = size_t(d.k) * d.c * d.r * d.s;
+        if (bf16_) {
+            xb_ = StepCopy(ctx.allocator, xElems_);
+            wb_ = StepCopy(ctx.allocator, filter);
+            dyb_ = StepCopy(ctx.allocator, size_t(rows_) * d.k);
+            stageBytes_ = aligned(std::max({size_t(rows_) * d.k, xElems_, filter}) * sizeof(bf16));
+        } else {
+            wKrsc_ = DeviceBuffer(ctx.allocator, filter * sizeof(float));
+            stageBytes_ = symmetric_ ? 0 : aligned(xElems_ * sizeof(float));
+        }
         ones_ = onesVector(ctx, size_t(rows_));
-        padBytes_ = symmetric_ ? 0 : (size_t(d.n) * hp_ * wp_ * d.c * sizeof(float) + 255) / 256 * 256;
         cudnnBytes_ = std::max({choice_.fwd.workspace, choice_.bwdData.workspace, choice_.bwdFilter.workspace});
     }
 
-    size_t workspaceBytes() const override { return padBytes_ + cudnnBytes_; }
+    size_t workspaceBytes() const override { return stageBytes_ + cudnnBytes_; }
 
     void forward(Stream st, const float* x, const float* w, const float* b, float* y, void* ws) override {
         cudaStream_t q = queueOf(st);
-        filterToKrsc(q, w, wKrsc_.f(), d_.k, d_.c, d_.r, d_.s);
+        for (StepCopy* c : {&xb_, &wb_, &dyb_}) c->forget();
+        const void* xin = input(q, x, ws);
+        const void* filt = filter(q, w);
+        void* out = bf16_ ? ws : y;
         const float one = 1.f, zero = 0.f;
-        TB_CUDA(cudnnConvolutionForward(st->cudnn, &one, x_, input(q, x, ws), w_, wKrsc_.f(), fwdConv_,
+        TB_CUDA(cudnnConvolutionForward(st->cudnn, &one, x_, xin, w_, filt, fwdConv_,
                                         cudnnConvolutionFwdAlgo_t(choice_.fwd.algo), cudnnWs(ws), cudnnBytes_, &zero,
-                                        y_, y));
-        addBias(q, y, b, size_t(rows_), d_.k);
+                                        y_, out));
+        if (bf16_) widenAddBias(q, static_cast<const bf16*>(out), b, y, size_t(rows_), d_.k);
+        else addBias(q, y, b, size_t(rows_), d_.k);
     }
     void backwardData(Stream st, const float* dy, const float* w, float* dx, void* ws) override {
         cudaStream_t q = queueOf(st);
-        filterToKrsc(q, w, wKrsc_.f(), d_.k, d_.c, d_.r, d_.s);
+        const void* filt = filter(q, w);  // fp32: transposed afresh, as wKrsc_ also holds dw
+        const void* grad = gradient(q, dy);
+        void* out = bf16_ || !symmetric_ ? ws : dx;  // the (padded) gradient in the stage, then cropped or widened
         const float one = 1.f, zero = 0.f;
-        float* out = symmetric_ ? dx : static_cast<float*>(ws);  // the padded gradient, then cropped
-        TB_CUDA(cudnnConvolutionBackwardData(st->cudnn, &one, w_, wKrsc_.f(), y_, dy, bwdDataConv_,
+        TB_CUDA(cudnnConvolutionBackwardData(st->cudnn, &one, w_, filt, y_, grad, bwdDataConv_,
                                              cudnnConvolutionBwdDataAlgo_t(choice_.bwdData.algo), cudnnWs(ws),
                                              cudnnBytes_, &zero, x_, out));
-        if (!symmetric_) cropNhwc(q, out, dx, d_.n, d_.h, d_.w, d_.c, d_.padTop, d_.padLeft, d_.padBottom, d_.padRight);
+        if (bf16_) toDx(q, static_cast<const bf16*>(out), dx);
+        else toDx(q, static_cast<const float*>(out), dx);
     }
     void backwardWeights(Stream st, const float* x, const float* dy, float* dw, float* db, void* ws) override {
         cudaStream_t q = queueOf(st);
+        const void* xin = input(q, x, ws);
+        const void* grad = gradient(q, dy);
+        // fp32: wKrsc_ doubles as the (k, r, s, c) filter gradient (backwardData transposes the
+        // filter afresh); bf16: the stage.
+        void* out = bf16_ ? ws : static_cast<void*>(wKrsc_.f());
         const float one = 1.f, zero = 0.f;
-        // wKrsc_ doubles as the (k, r, s, c) filter gradient: backwardData, which reads the
-        // filter from it, transposes it afresh.
-        TB_CUDA(cudnnConvolutionBackwardFilter(st->cudnn, &one, x_, input(q, x, ws), y_, dy, bwdFilterConv_,
+        TB_CUDA(cudnnConvolutionBackwardFilter(st->cudnn, &one, x_, xin, y_, grad, bwdFilterConv_,
                                                cudnnConvolutionBwdFilterAlgo_t(choice_.bwdFilter.algo), cudnnWs(ws),
-                                               cudnnBytes_, &zero, w_, wKrsc_.f()));
-        filterFromKrsc(q, wKrsc_.f(), dw, d_.k, d_.c, d_.r, d_.s);
+                                               cudnnBytes_, &zero, w_, out));
+        if (bf16_) filterFromKrsc(q, static_cast<const bf16*>(out), dw, d_.k, d_.c, d_.r, d_.s);
+        else filterFromKrsc(q, wKrsc_.f(), dw, d_.k, d_.c, d_.r, d_.s);
         biasGradient(st, dy, ones_.f(), db, rows_, d_.k);
     }
 
 private:
-    // x as cuDNN sees it: itself, or padded into the front of the workspace.
-    const float* input(cudaStream_t q, const float* x, void* ws) const {
+    // Descriptors in this plan's precision, and its algorithms.
+    void configure() {
+        const cudnnDataType_t type = bf16_ ? CUDNN_DATA_BFLOAT16 : CUDNN_DATA_FLOAT;
+        const int ph = symmetric_ ? d_.padTop : 0, pw = symmetric_ ? d_.padLeft : 0;
+        TB_CUDA(cudnnSetTensor4dDescriptor(x_, CUDNN_TENSOR_NHWC, type, d_.n, d_.c, hp_, wp_));
+        TB_CUDA(cudnnSetTensor4dDescriptor(y_, CUDNN_TENSOR_NHWC, type, d_.n, d_.k, d_.outH(), d_.outW()));
+        // Filters in (k, r, s, c), the layout cuDNN pairs with NHWC activations; the network's
+        // weights stay (k, c, r, s) and are transposed on the way in and out (tiny next to the conv).
+        TB_CUDA(cudnnSetFilter4dDescriptor(w_, type, CUDNN_TENSOR_NHWC, d_.k, d_.c, d_.r, d_.s));
+        for (cudnnConvolutionDescriptor_t c : convs())  // fp32 accumulation in both precisions
+            TB_CUDA(cudnnSetConvolution2dDescriptor(c, ph, pw, d_.strideH, d_.strideW, 1, 1, CUDNN_CROSS_CORRELATION,
+                                                    CUDNN_DATA_FLOAT));
+        int on, oc, oh, ow;
+        TB_CUDA(cudnnGetConvolution2dForwardOutputDim(fwdConv_, x_, w_, &on, &oc, &oh, &ow));
+        if (on != d_.n || oc != d_.k || oh != d_.outH() || ow != d_.outW())
+            throw Error("CUDA backend: cuDNN's convolution output " + std::to_string(oh) + "x" + std::to_string(ow) +
+                        " differs from the plan's " + std::to_string(d_.outH()) + "x" + std::to_string(d_.outW()));
+        choice_ = search();
+        TB_CUDA(cudnnSetConvolutionMathType(fwdConv_, choice_.fwd.math));
+        TB_CUDA(cudnnSetConvolutionMathType(bwdDataConv_, choice_.bwdData.math));
+        TB_CUDA(cudnnSetConvolutionMathType(bwdFilterConv_, choice_.bwdFilter.math));
+    }
+    std::array<cudnnConvolutionDescriptor_t, 3> convs() const { return {fwdConv_, bwdDataConv_, bwdFilterConv_}; }
+
+    // x as cuDNN sees it. bf16: rounded (and padded) into xb_; fp32: itself, or padded into the stage.
+    const void* input(cudaStream_t q, const float* x, void* ws) {
+        if (bf16_)
+            return xb_.of(x, [&](bf16* xb) {
+                if (symmetric_) roundToBf16(q, x, xb, xElems_);
+                else padNhwc(q, x, xb, d_.n, d_.h, d_.w, d_.c, d_.padTop, d_.padLeft, d_.padBottom, d_.padRight);
+            });
         if (symmetric_) return x;
         padNhwc(q, x, static_cast<float*>(ws), d_.n, d_.h, d_.w, d_.c, d_.padTop, d_.padLeft, d_.padBottom,
                 d_.padRight);
-        return static_cast<const float*>(ws);
+        return ws;
     }
-    void* cudnnWs(void* ws) const { return static_cast<char*>(ws) + padBytes_; }
+    // The filter in (k, r, s, c), rounded to bf16 or not.
+    const void* filter(cudaStream_t q, const float* w) {
+        if (bf16_) return wb_.of(w, [&](bf16* wb) { filterToKrsc(q, w, wb, d_.k, d_.c, d_.r, d_.s); });
+        filterToKrsc(q, w, wKrsc_.f(), d_.k, d_.c, d_.r, d_.s);
+        return wKrsc_.f();
+    }
+    const void* gradient(cudaStream_t q, const float* dy) {
+        if (!bf16_) return dy;
+        return dyb_.of(dy, [&](bf16* b) { roundToBf16(q, dy, b, size_t(rows_) * d_.k); });
+    }
+    // dx from cuDNN's gradient `out`: cropped where the input was padded, widened from bf16
+    // (fp32 without padding: cuDNN wrote dx itself).
+    template <class T>
+    void toDx(cudaStream_t q, const T* out, float* dx) const {
+        if (!symmetric_) cropNhwc(q, out, dx, d_.n, d_.h, d_.w, d_.c, d_.padTop, d_.padLeft, d_.padBottom, d_.padRight);
+        else if constexpr (std::is_same_v<T, bf16>) widen(q, out, dx, xElems_);
+    }
+    void* cudnnWs(void* ws) const { return static_cast<char*>(ws) + stageBytes_; }
 
     ConvChoice search() {
         ConvChoiceCache& cache = choiceCache();
         const ConvChoiceCache::Key key{ctx_.device, d_.n, d_.c, hp_, wp_, d_.k, d_.r, d_.s, d_.strideH * 1000 + d_.strideW,
-                                       symmetric_ ? d_.padTop : 0, symmetric_ ? d_.padLeft : 0, ctx_.allowTf32};
+                                       symmetric_ ? d_.padTop : 0, symmetric_ ? d_.padLeft : 0, ctx_.allowTf32, bf16_};
         std::lock_guard lock(cache.mutex);
-        if (auto it = cache.choices.find(key); it != cache.choices.end()) return it->second;
-        for (cudnnConvolutionDescriptor_t c : {cudnnConvolutionDescriptor_t(fwdConv_), cudnnConvolutionDescriptor_t(bwdDataConv_),
-                                               cudnnConvolutionDescriptor_t(bwdFilterConv_)})
-            TB_CUDA(cudnnSetConvolutionMathType(c, ctx_.allowTf32 ? CUDNN_TENSOR_OP_MATH : CUDNN_FMA_MATH));
+        if (auto it = cache.choices.find(key); it != cache.choices.end()) {
+            if (!it->second.failure.empty()) throw Error(it->second.failure);
+            return it->second;
+        }
+        const bool anyMath = ctx_.allowTf32 || bf16_;
+        for (cudnnConvolutionDescriptor_t c : convs())
+            TB_CUDA(cudnnSetConvolutionMathType(c, anyMath ? CUDNN_TENSOR_OP_MATH : CUDNN_FMA_MATH));
         // Real buffers for the timed trials (made once per shape, at set-up, outside any step).
-        const size_t xs = size_t(d_.n) * d_.c * hp_ * wp_, ys = size_t(d_.n) * d_.k * d_.outH() * d_.outW(),
-                     ws = size_t(d_.k) * d_.c * d_.r * d_.s;
-        DeviceBuffer x(ctx_.allocator, xs * 4), y(ctx_.allocator, ys * 4), w(ctx_.allocator, ws * 4);
+        const size_t xs = xElems_, ys = size_t(rows_) * d_.k, ws = size_t(d_.k) * d_.c * d_.r * d_.s;
+        const size_t es = bf16_ ? sizeof(bf16) : sizeof(float);
+        DeviceBuffer x(ctx_.allocator, xs * es), y(ctx_.allocator, ys * es), w(ctx_.allocator, ws * es);
         cudaStream_t q = ctx_.setup->stream;
-        fill(q, x.f(), 0.5f, xs);
-        fill(q, y.f(), 0.25f, ys);
-        fill(q, w.f(), 0.125f, ws);
+        for (auto [buf, n, v] : {std::tuple{&x, xs, 0.5f}, std::tuple{&y, ys, 0.25f}, std::tuple{&w, ws, 0.125f}}) {
+            if (bf16_) fill(q, buf->h(), v, n);
+            else fill(q, buf->f(), v, n);
+        }
         // Trials may use up to a quarter of the free memory, at most 1 GiB, so that a fast
         // algorithm with a large workspace is not missed.
         size_t freeBytes = 0, total = 0;
@@ -228,18 +339,26 @@ private:
             TB_CUDA(cudnnFindConvolutionForwardAlgorithmEx(h, x_, x.f(), w_, w.f(), fwdConv_, y_, y.f(),
                                                            CUDNN_CONVOLUTION_FWD_ALGO_COUNT, &count, fwd, trial,
                                                            trialBytes));
-            c.fwd = choose(fwd, count, ctx_.allowTf32, "forward convolution");
+            c.fwd = choose(fwd, count, anyMath, "forward convolution");
             cudnnConvolutionBwdDataAlgoPerf_t bd[CUDNN_CONVOLUTION_BWD_DATA_ALGO_COUNT];
             TB_CUDA(cudnnFindConvolutionBackwardDataAlgorithmEx(h, w_, w.f(), y_, y.f(), bwdDataConv_, x_, x.f(),
                                                                 CUDNN_CONVOLUTION_BWD_DATA_ALGO_COUNT, &count, bd,
                                                                 trial, trialBytes));
-            c.bwdData = choose(bd, count, ctx_.allowTf32, "convolution's input gradient");
+            c.bwdData = choose(bd, count, anyMath, "convolution's input gradient");
             cudnnConvolutionBwdFilterAlgoPerf_t bf[CUDNN_CONVOLUTION_BWD_FILTER_ALGO_COUNT];
             TB_CUDA(cudnnFindConvolutionBackwardFilterAlgorithmEx(h, x_, x.f(), y_, y.f(), bwdFilterConv_, w_, w.f(),
                                                                   CUDNN_CONVOLUTION_BWD_FILTER_ALGO_COUNT, &count, bf,
                                                                   trial, trialBytes));
-            c.bwdFilter = choose(bf, count, ctx_.allowTf32, "convolution's filter gradient");
+            c.bwdFilter = choose(bf, count, anyMath, "convolution's filter gradient");
             TB_CUDA(cudaStreamSynchronize(q));
+        } catch (const Error& e) {
+            cudaFree(trial);
+            if (bf16_) {  // remembered, so that the other plans of this shape do not search again
+                cudaGetLastError();
+                c.failure = e.what();
+                cache.choices.emplace(key, c);
+            }
+            throw;
         } catch (...) {
             cudaFree(trial);
             throw;
@@ -251,47 +370,75 @@ private:
 
     PlanContext ctx_;
     ConvDesc d_;
-    bool symmetric_ = true;
+    bool bf16_ = false, symmetric_ = true;
     int hp_ = 0, wp_ = 0, rows_ = 0;
+    size_t xElems_ = 0;  // of the (padded) input cuDNN reads
     TensorDesc x_, y_;
     FilterDesc w_;
     ConvolutionDesc fwdConv_, bwdDataConv_, bwdFilterConv_;
     ConvChoice choice_;
-    DeviceBuffer wKrsc_;  // (k, r, s, c) the filter, or its gradient
-    DeviceBuffer ones_;   // (rows) for the bias gradient
-    size_t padBytes_ = 0, cudnnBytes_ = 0;
+    DeviceBuffer wKrsc_;          // fp32: (k, r, s, c) the filter, or its gradient
+    StepCopy xb_, wb_, dyb_;      // bf16: the (padded) input, the (k, r, s, c) filter, dy (rows, k)
+    DeviceBuffer ones_;       // (rows) for the bias gradient
+    size_t stageBytes_ = 0, cudnnBytes_ = 0;
 };
 
 // x (n, in) -> y (n, out) = x W^T + b with W (out, in), all row-major. In cuBLAS's column-major
 // view a row-major (a, b) matrix is its (b x a) transpose, which gives the operand orders below.
+// bf16: x, W and dy are rounded into the plan's copies once a step (StepCopy); cuBLAS multiplies
+// bf16 on the tensor cores with fp32 sums and fp32 results.
 class CudaDense final : public DenseOp {
 public:
-    CudaDense(const PlanContext& ctx, const DenseDesc& d) : owner_(ctx.owner), d_(d), ones_(onesVector(ctx, size_t(d.n))) {}
+    CudaDense(const PlanContext& ctx, const DenseDesc& d)
+        : owner_(ctx.owner), d_(d), bf16_(ctx.bf16), ones_(onesVector(ctx, size_t(d.n))) {
+        if (!bf16_) return;
+        xb_ = StepCopy(ctx.allocator, size_t(d.n) * d.in);
+        wb_ = StepCopy(ctx.allocator, size_t(d.out) * d.in);
+        dyb_ = StepCopy(ctx.allocator, size_t(d.n) * d.out);
+    }
     void forward(Stream st, const float* x, const float* w, const float* b, float* y) override {
-        const float one = 1.f, zero = 0.f;
+        for (StepCopy* c : {&xb_, &wb_, &dyb_}) c->forget();
         // y^T (out x n) = W (out x in) x^T (in x n): W is stored as W^T (in x out) in column-major.
-        TB_CUDA(cublasSgemm(st->cublas, CUBLAS_OP_T, CUBLAS_OP_N, d_.out, d_.n, d_.in, &one, w, d_.in, x, d_.in, &zero,
-                            y, d_.out));
+        gemm(st, CUBLAS_OP_T, CUBLAS_OP_N, d_.out, d_.n, d_.in, in(st, wb_, w, size_t(d_.out) * d_.in), d_.in,
+             in(st, xb_, x, size_t(d_.n) * d_.in), d_.in, y, d_.out);
         addBias(queueOf(st), y, b, size_t(d_.n), d_.out);
     }
     void backwardData(Stream st, const float* dy, const float* w, float* dx) override {
-        const float one = 1.f, zero = 0.f;
         // dx^T (in x n) = W^T (in x out) dy^T (out x n)
-        TB_CUDA(cublasSgemm(st->cublas, CUBLAS_OP_N, CUBLAS_OP_N, d_.in, d_.n, d_.out, &one, w, d_.in, dy, d_.out,
-                            &zero, dx, d_.in));
+        gemm(st, CUBLAS_OP_N, CUBLAS_OP_N, d_.in, d_.n, d_.out, in(st, wb_, w, size_t(d_.out) * d_.in), d_.in,
+             in(st, dyb_, dy, size_t(d_.n) * d_.out), d_.out, dx, d_.in);
     }
     void backwardWeights(Stream st, const float* x, const float* dy, float* dw, float* db) override {
-        const float one = 1.f, zero = 0.f;
         // dW^T (in x out) = x^T (in x n) dy (n x out)
-        TB_CUDA(cublasSgemm(st->cublas, CUBLAS_OP_N, CUBLAS_OP_T, d_.in, d_.out, d_.n, &one, x, d_.in, dy, d_.out,
-                            &zero, dw, d_.in));
+        gemm(st, CUBLAS_OP_N, CUBLAS_OP_T, d_.in, d_.out, d_.n, in(st, xb_, x, size_t(d_.n) * d_.in), d_.in,
+             in(st, dyb_, dy, size_t(d_.n) * d_.out), d_.out, dw, d_.in);
         biasGradient(st, dy, ones_.f(), db, d_.n, d_.out);
     }
 
 private:
+    // An operand as the GEMM reads it: p itself (fp32) or its bf16 copy of this step.
+    const void* in(Stream st, StepCopy& copy, const float* p, size_t n) {
+        if (!bf16_) return p;
+        return copy.of(p, [&](bf16* b) { roundToBf16(queueOf(st), p, b, n); });
+    }
+    // c (m x n) = op(a) op(b), column-major; a and b bf16 or fp32 as the plan is, c fp32.
+    void gemm(Stream st, cublasOperation_t ta, cublasOperation_t tb, int m, int n, int k, const void* a, int lda,
+              const void* b, int ldb, float* c, int ldc) const {
+        const float one = 1.f, zero = 0.f;
+        queueOf(st);
+        if (bf16_)
+            TB_CUDA(cublasGemmEx(st->cublas, ta, tb, m, n, k, &one, a, CUDA_R_16BF, lda, b, CUDA_R_16BF, ldb, &zero, c,
+                                 CUDA_R_32F, ldc, CUBLAS_COMPUTE_32F, CUBLAS_GEMM_DEFAULT));
+        else
+            TB_CUDA(cublasSgemm(st->cublas, ta, tb, m, n, k, &one, static_cast<const float*>(a), lda,
+                                static_cast<const float*>(b), ldb, &zero, c, ldc));
+    }
+
     std::shared_ptr<Backend> owner_;
     DenseDesc d_;
-    DeviceBuffer ones_;  // (n)
+    bool bf16_;
+    DeviceBuffer ones_;      // (n)
+    StepCopy xb_, wb_, dyb_; // bf16: x (n, in), W (out, in), dy (n, out)
 };
 
 // Max-pooling on our own kernel: cuDNN pads symmetrically only, and TF's SAME pooling pads the

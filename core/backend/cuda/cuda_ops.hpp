@@ -17,6 +17,9 @@ struct PlanContext {
     DeviceAllocator* allocator = nullptr;
     StreamImpl* setup = nullptr;
     bool allowTf32 = false;
+    // --precision bf16: convolutions and inner products read bf16 copies of their inputs on the
+    // tensor cores and return fp32 (mixed precision, backend.hpp's MatmulPrecision::Bf16).
+    bool bf16 = false;
 };
 
 std::unique_ptr<ConvOp> makeConv(const PlanContext&, const ConvDesc&);

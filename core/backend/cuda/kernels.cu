@@ -122,9 +122,33 @@ __global__ void addBiasKernel(float* __restrict__ y, const float* __restrict__ b
     TB_GRID_STRIDE(i, total) y[i] += b[i % size_t(k)];
 }
 
+// Element conversions of the mixed-precision path: to bf16 rounds to nearest even (NaN kept),
+// as the CPU backend's tensor/bf16.cpp does; back to float is exact.
+__device__ inline float toFloat(float v) { return v; }
+__device__ inline float toFloat(bf16 v) { return __bfloat162float(v); }
+template <class T>
+__device__ T fromFloat(float v);
+template <>
+__device__ inline float fromFloat<float>(float v) { return v; }
+template <>
+__device__ inline bf16 fromFloat<bf16>(float v) { return __float2bfloat16_rn(v); }
+
+template <class In, class Out>
+__global__ void convertKernel(const In* __restrict__ x, Out* __restrict__ y, size_t n) {
+    TB_GRID_STRIDE(i, n) y[i] = fromFloat<Out>(toFloat(x[i]));
+}
+__global__ void fillBf16Kernel(bf16* x, float v, size_t n) {
+    TB_GRID_STRIDE(i, n) x[i] = __float2bfloat16_rn(v);
+}
+__global__ void widenAddBiasKernel(const bf16* __restrict__ yb, const float* __restrict__ b, float* __restrict__ y,
+                                   size_t total, int k) {
+    TB_GRID_STRIDE(i, total) y[i] = __bfloat162float(yb[i]) + b[i % size_t(k)];
+}
+
 // to == true: (k, c, r, s) -> (k, r, s, c); else the inverse. One thread per element.
-__global__ void filterTransposeKernel(const float* __restrict__ in, float* __restrict__ out, int k, int c, int r,
-                                      int sz, bool toKrsc) {
+template <class In, class Out>
+__global__ void filterTransposeKernel(const In* __restrict__ in, Out* __restrict__ out, int k, int c, int r, int sz,
+                                      bool toKrsc) {
     const size_t total = size_t(k) * c * r * sz;
     TB_GRID_STRIDE(i, total) {
         // i indexes the KRSC layout: i = ((kk * r + rr) * sz + ss) * c + cc.
@@ -135,13 +159,14 @@ __global__ void filterTransposeKernel(const float* __restrict__ in, float* __res
         const int rr = int(rest % size_t(r));
         const size_t kk = rest / size_t(r);
         const size_t kcrs = ((kk * c + cc) * r + rr) * sz + ss;
-        if (toKrsc) out[i] = in[kcrs];
-        else out[kcrs] = in[i];
+        if (toKrsc) out[i] = fromFloat<Out>(toFloat(in[kcrs]));
+        else out[kcrs] = fromFloat<Out>(toFloat(in[i]));
     }
 }
 
 // One thread per padded element: interior copies, border zeros (pad) or interior gathers (crop).
-__global__ void padKernel(const float* __restrict__ x, float* __restrict__ xp, int n, int h, int w, int c, int top,
+template <class In, class Out>
+__global__ void padKernel(const In* __restrict__ x, Out* __restrict__ xp, int n, int h, int w, int c, int top,
                           int left, int hp, int wp) {
     const size_t total = size_t(n) * hp * wp * c;
     TB_GRID_STRIDE(i, total) {
@@ -151,10 +176,12 @@ __global__ void padKernel(const float* __restrict__ x, float* __restrict__ xp, i
         rest /= size_t(wp);
         const int y1 = int(rest % size_t(hp)) - top;
         const size_t nn = rest / size_t(hp);
-        xp[i] = (y1 >= 0 && y1 < h && x1 >= 0 && x1 < w) ? x[((nn * h + y1) * w + x1) * c + cc] : 0.f;
+        xp[i] = fromFloat<Out>((y1 >= 0 && y1 < h && x1 >= 0 && x1 < w) ? toFloat(x[((nn * h + y1) * w + x1) * c + cc])
+                                                                          : 0.f);
     }
 }
-__global__ void cropKernel(const float* __restrict__ xp, float* __restrict__ x, int n, int h, int w, int c, int top,
+template <class In, class Out>
+__global__ void cropKernel(const In* __restrict__ xp, Out* __restrict__ x, int n, int h, int w, int c, int top,
                            int left, int hp, int wp) {
     const size_t total = size_t(n) * h * w * c;
     TB_GRID_STRIDE(i, total) {
@@ -164,7 +191,7 @@ __global__ void cropKernel(const float* __restrict__ xp, float* __restrict__ x, 
         rest /= size_t(w);
         const int y1 = int(rest % size_t(h));
         const size_t nn = rest / size_t(h);
-        x[i] = xp[((nn * hp + y1 + top) * wp + x1 + left) * c + cc];
+        x[i] = fromFloat<Out>(toFloat(xp[((nn * hp + y1 + top) * wp + x1 + left) * c + cc]));
     }
 }
 
@@ -320,22 +347,40 @@ void emaUpdate(cudaStream_t s, float* shadow, const float* p, float decay, size_
 void addBias(cudaStream_t s, float* y, const float* b, size_t rows, int k) {
     TB_LAUNCH(addBiasKernel, rows * size_t(k), s, y, b, rows * size_t(k), k);
 }
-void filterToKrsc(cudaStream_t s, const float* w, float* out, int k, int c, int r, int sz) {
-    TB_LAUNCH(filterTransposeKernel, size_t(k) * c * r * sz, s, w, out, k, c, r, sz, true);
+void fill(cudaStream_t s, bf16* x, float v, size_t n) { TB_LAUNCH(fillBf16Kernel, n, s, x, v, n); }
+void roundToBf16(cudaStream_t s, const float* x, bf16* y, size_t n) { TB_LAUNCH(convertKernel, n, s, x, y, n); }
+void widen(cudaStream_t s, const bf16* x, float* y, size_t n) { TB_LAUNCH(convertKernel, n, s, x, y, n); }
+void widenAddBias(cudaStream_t s, const bf16* yb, const float* b, float* y, size_t rows, int k) {
+    TB_LAUNCH(widenAddBiasKernel, rows * size_t(k), s, yb, b, y, rows * size_t(k), k);
 }
-void filterFromKrsc(cudaStream_t s, const float* in, float* w, int k, int c, int r, int sz) {
-    TB_LAUNCH(filterTransposeKernel, size_t(k) * c * r * sz, s, in, w, k, c, r, sz, false);
+
+template <class In, class Out>
+void filterToKrsc(cudaStream_t s, const In* w, Out* out, int k, int c, int r, int sz) {
+    TB_LAUNCH((filterTransposeKernel<In, Out>), size_t(k) * c * r * sz, s, w, out, k, c, r, sz, true);
 }
-void padNhwc(cudaStream_t s, const float* x, float* xp, int n, int h, int w, int c, int top, int left, int bottom,
-             int right) {
+template <class In, class Out>
+void filterFromKrsc(cudaStream_t s, const In* in, Out* w, int k, int c, int r, int sz) {
+    TB_LAUNCH((filterTransposeKernel<In, Out>), size_t(k) * c * r * sz, s, in, w, k, c, r, sz, false);
+}
+template <class In, class Out>
+void padNhwc(cudaStream_t s, const In* x, Out* xp, int n, int h, int w, int c, int top, int left, int bottom, int right) {
     const int hp = h + top + bottom, wp = w + left + right;
-    TB_LAUNCH(padKernel, size_t(n) * hp * wp * c, s, x, xp, n, h, w, c, top, left, hp, wp);
+    TB_LAUNCH((padKernel<In, Out>), size_t(n) * hp * wp * c, s, x, xp, n, h, w, c, top, left, hp, wp);
 }
-void cropNhwc(cudaStream_t s, const float* xp, float* x, int n, int h, int w, int c, int top, int left, int bottom,
-              int right) {
+template <class In, class Out>
+void cropNhwc(cudaStream_t s, const In* xp, Out* x, int n, int h, int w, int c, int top, int left, int bottom, int right) {
     const int hp = h + top + bottom, wp = w + left + right;
-    TB_LAUNCH(cropKernel, size_t(n) * h * w * c, s, xp, x, n, h, w, c, top, left, hp, wp);
+    TB_LAUNCH((cropKernel<In, Out>), size_t(n) * h * w * c, s, xp, x, n, h, w, c, top, left, hp, wp);
 }
+// The pairs the plans use: fp32 throughout, and the bf16 path's ways in and out.
+template void filterToKrsc(cudaStream_t, const float*, float*, int, int, int, int);
+template void filterToKrsc(cudaStream_t, const float*, bf16*, int, int, int, int);
+template void filterFromKrsc(cudaStream_t, const float*, float*, int, int, int, int);
+template void filterFromKrsc(cudaStream_t, const bf16*, float*, int, int, int, int);
+template void padNhwc(cudaStream_t, const float*, float*, int, int, int, int, int, int, int, int);
+template void padNhwc(cudaStream_t, const float*, bf16*, int, int, int, int, int, int, int, int);
+template void cropNhwc(cudaStream_t, const float*, float*, int, int, int, int, int, int, int, int);
+template void cropNhwc(cudaStream_t, const bf16*, float*, int, int, int, int, int, int, int, int);
 
 void maxPoolForward(cudaStream_t s, const PoolDesc& d, const float* x, float* y, int32_t* argmax) {
     const int oh = d.outH(), ow = d.outW();

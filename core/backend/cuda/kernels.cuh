@@ -5,6 +5,7 @@
 // explicit padding. Every launcher enqueues on `s` and checks the launch.
 // Layouts as in backend.hpp: activations (n, h, w, c), channels contiguous.
 #pragma once
+#include <cuda_bf16.h>
 #include <cuda_runtime.h>
 
 #include <cstddef>
@@ -33,14 +34,30 @@ void emaUpdate(cudaStream_t s, float* shadow, const float* p, float decay, size_
 
 // y (rows, k) += b (k) broadcast over rows: the bias of a channels-last conv or a dense layer.
 void addBias(cudaStream_t s, float* y, const float* b, size_t rows, int k);
+
+// Mixed precision (--precision bf16): the matrix ops' inputs rounded to bf16 (nearest even, as
+// the CPU backend rounds), and bf16 results widened back to fp32.
+using bf16 = __nv_bfloat16;
+void fill(cudaStream_t s, bf16* x, float v, size_t n);
+void roundToBf16(cudaStream_t s, const float* x, bf16* y, size_t n);
+void widen(cudaStream_t s, const bf16* x, float* y, size_t n);
+// y (rows, k) = yb + b: a convolution's bf16 output widened, with its fp32 bias added.
+void widenAddBias(cudaStream_t s, const bf16* yb, const float* b, float* y, size_t rows, int k);
+
+// The layout work below converts as it moves (In, Out: float or bf16; instantiated for
+// float -> float and for the bf16 path's float -> bf16 on the way in, bf16 -> float on the way out).
 // w (k, c, r, s) -> out (k, r, s, c), the filter layout cuDNN takes with NHWC activations; and back.
-void filterToKrsc(cudaStream_t s, const float* w, float* out, int k, int c, int r, int sz);
-void filterFromKrsc(cudaStream_t s, const float* in, float* w, int k, int c, int r, int sz);
+template <class In, class Out>
+void filterToKrsc(cudaStream_t s, const In* w, Out* out, int k, int c, int r, int sz);
+template <class In, class Out>
+void filterFromKrsc(cudaStream_t s, const In* in, Out* w, int k, int c, int r, int sz);
 // x (n, h, w, c) -> xp (n, h + top + bottom, w + left + right, c) with zeros around; and the
 // gradient's crop back (dx = the interior of dxp).
-void padNhwc(cudaStream_t s, const float* x, float* xp, int n, int h, int w, int c, int top, int left, int bottom,
+template <class In, class Out>
+void padNhwc(cudaStream_t s, const In* x, Out* xp, int n, int h, int w, int c, int top, int left, int bottom,
              int right);
-void cropNhwc(cudaStream_t s, const float* xp, float* x, int n, int h, int w, int c, int top, int left, int bottom,
+template <class In, class Out>
+void cropNhwc(cudaStream_t s, const In* xp, Out* x, int n, int h, int w, int c, int top, int left, int bottom,
               int right);
 
 // Max-pooling as TensorFlow computes it: padding is never the maximum; argmax (int32, one per
