@@ -138,9 +138,10 @@ Data parallelism (the seeds' tower pattern; see README):
                       applies), copies (every transfer an explicit copy through staging buffers,
                       as between separate devices) or nccl (NCCL collectives, one tower per GPU)
   --comm-precision P  fp32 (default) or bf16: the gradients cross between towers, the holder
-                      and processes in bf16 (2 bytes an element; summed in fp32 within a
-                      process, each partial sum rounded to bf16 between processes); the
-                      variables always move in fp32. CPU towers; not with averaging
+                      and processes in bf16 (2 bytes an element, rounded on the tower's
+                      device; summed in fp32 on the host, each partial sum rounded to bf16 by
+                      NCCL and between processes); the variables always move in fp32. Not
+                      with averaging every K steps; a GPU holder takes them through NCCL only
 )";
 
 int fail(const std::string& message) { return failWith("towerbench-run", message); }

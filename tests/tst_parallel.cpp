@@ -266,6 +266,22 @@ float bf16Reference(float x) {
     return float(std::ldexp(std::nearbyint(std::ldexp(m, 8)), e - 8));
 }
 
+// Ranks 0 and 1 of `comm` (rank 1 on a thread of its own) bring x and y to their mean: the
+// holder's (returned; scratch is its memory), or an all-reduce in place (x returned).
+const float* meanOfTwoRanks(Communicator& comm, bool allReduce, std::vector<float>& x, std::vector<float>& y,
+                            std::vector<float>& scratch) {
+    const size_t n = x.size();
+    const float* mean = nullptr;
+    std::thread other([&] {
+        if (allReduce) comm.allReduce(1, y.data(), n, ReduceOp::Mean);
+        else comm.reduceToHolder(1, y.data(), scratch.data(), n, ReduceOp::Mean);
+    });
+    if (allReduce) comm.allReduce(0, x.data(), n, ReduceOp::Mean);
+    else mean = comm.reduceToHolder(0, x.data(), scratch.data(), n, ReduceOp::Mean);
+    other.join();
+    return allReduce ? x.data() : mean;
+}
+
 RunConfig sliceRun(const char* towers, int64_t steps) {
     RunConfig c;
     c.model = "mnist_cnn";
@@ -830,16 +846,8 @@ private slots:
             const HolderEndpoint holder = allReduce ? HolderEndpoint{} : HolderEndpoint{be.get(), Device{DeviceType::Cpu, -1}};
             auto comm = makeCommunicator(gCopies ? CommKind::Copies : CommKind::SharedMemory, ranks, holder, n, nullptr, wire);
             std::vector<float> x = a, y = b, scratch(n);
-            const float* mean = nullptr;
-            std::thread other([&] {
-                if (allReduce) comm->allReduce(1, y.data(), n, ReduceOp::Mean);
-                else comm->reduceToHolder(1, y.data(), scratch.data(), n, ReduceOp::Mean);
-            });
-            if (allReduce) comm->allReduce(0, x.data(), n, ReduceOp::Mean);
-            else mean = comm->reduceToHolder(0, x.data(), scratch.data(), n, ReduceOp::Mean);
-            other.join();
+            const float* mean = meanOfTwoRanks(*comm, allReduce, x, y, scratch);
             if (allReduce && x != y) return std::make_pair(std::vector<float>(), int64_t(-1));  // replicas unequal
-            if (allReduce) mean = x.data();
             return std::make_pair(std::vector<float>(mean, mean + n), comm->bytesMoved());
         };
         for (const bool allReduce : {false, true}) {
@@ -893,6 +901,90 @@ private slots:
         widenBf16(out, back, 6);
         QVERIFY(std::isnan(back[5]));
     }
+    // GPU ranks (stood in for by host memory behind a backend that counts what it is asked to do,
+    // so the communicators take their device paths): each rank rounds on its own device and only
+    // the bf16 bits cross to the host (n x 2 bytes); an all-reduce's result comes back as bf16 bits
+    // and is widened on the device; towers sharing one GPU with the variables round nothing; a
+    // holder on a GPU is refused through copies.
+    void bf16GradientsRoundOnTheTowersDevice() {
+        struct Watching final : tbtest::ForwardingBackend {
+            Watching() : ForwardingBackend(makeCpuBackend(1)) {}
+            void roundToBf16(Stream s, const float* x, uint16_t* y, size_t n) override {
+                ++rounded;
+                ForwardingBackend::roundToBf16(s, x, y, n);
+            }
+            void widenBf16(Stream s, const uint16_t* x, float* y, size_t n) override {
+                ++widened;
+                ForwardingBackend::widenBf16(s, x, y, n);
+            }
+            void copyToHost(Stream s, void* h, const void* d, size_t b) override {
+                toHost += int64_t(b);
+                ForwardingBackend::copyToHost(s, h, d, b);
+            }
+            void copyFromHost(Stream s, void* d, const void* h, size_t b) override {
+                fromHost += int64_t(b);
+                ForwardingBackend::copyFromHost(s, d, h, b);
+            }
+            std::atomic<int> rounded{0}, widened{0};
+            std::atomic<int64_t> toHost{0}, fromHost{0};
+        };
+        const size_t n = 1000;
+        std::vector<float> a(n), b(n);
+        for (size_t i = 0; i < n; ++i) {
+            a[i] = 1.f + float(i) * 0.000377f;
+            b[i] = -0.3f + std::sin(float(i)) * 1e-3f;
+        }
+        const std::shared_ptr<Backend> host = makeCpuBackend(1);
+        for (const bool allReduce : {false, true}) {
+            auto g0 = std::make_shared<Watching>(), g1 = std::make_shared<Watching>();
+            std::vector<RankEndpoint> ranks{{g0.get(), nullptr, Device{DeviceType::Cuda, 0}},
+                                            {g1.get(), nullptr, Device{DeviceType::Cuda, 1}}};
+            const HolderEndpoint holder = allReduce ? HolderEndpoint{} : HolderEndpoint{host.get(), Device{}};
+            auto comm = makeCommunicator(CommKind::Copies, ranks, holder, n, nullptr, CommPrecision::Bf16);
+            std::vector<float> x = a, y = b, scratch(n);
+            const float* mean = meanOfTwoRanks(*comm, allReduce, x, y, scratch);
+            for (size_t i = 0; i < n; ++i) {
+                const float m = (bf16Reference(a[i]) + bf16Reference(b[i])) * 0.5f;
+                if (allReduce) {
+                    QCOMPARE(x[i], bf16Reference(m));
+                    QCOMPARE(y[i], bf16Reference(m));
+                } else {
+                    QCOMPARE(mean[i], m);
+                }
+            }
+            for (const Watching* g : {g0.get(), g1.get()}) {
+                QCOMPARE(g->rounded.load(), 1);
+                QCOMPARE(g->toHost.load(), int64_t(n * 2));  // the bf16 bits, nothing else
+                QCOMPARE(g->widened.load(), allReduce ? 1 : 0);
+                QCOMPARE(g->fromHost.load(), allReduce ? int64_t(n * 2) : int64_t(0));
+            }
+            QCOMPARE(comm->bytesMoved(), allReduce ? int64_t(2 * n * 2) : int64_t(2 * n * 2));
+        }
+        // Two towers on one GPU with the variables there: nothing leaves the GPU, nothing rounds.
+        {
+            auto g0 = std::make_shared<Watching>();
+            const Device gpu{DeviceType::Cuda, 0};
+            auto comm = makeCommunicator(CommKind::SharedMemory, {{g0.get(), nullptr, gpu}, {g0.get(), nullptr, gpu}},
+                                         HolderEndpoint{g0.get(), gpu}, n, nullptr, CommPrecision::Bf16);
+            std::vector<float> scratch(n);
+            std::thread other([&] { comm->reduceToHolder(1, b.data(), scratch.data(), n, ReduceOp::Mean); });
+            const float* mean = comm->reduceToHolder(0, a.data(), scratch.data(), n, ReduceOp::Mean);
+            other.join();
+            for (size_t i = 0; i < n; ++i) QCOMPARE(mean[i], (a[i] + b[i]) * 0.5f);
+            QCOMPARE(g0->rounded.load(), 0);
+            QCOMPARE(comm->bytesMoved(), int64_t(0));
+        }
+        // The variables on gpu:0, a tower on gpu:1, through copies: the host cannot write gpu:0.
+        auto g0 = std::make_shared<Watching>(), g1 = std::make_shared<Watching>();
+        const QString refused = tbtest::errorOf([&] {
+            makeCommunicator(CommKind::Copies,
+                             {{g0.get(), nullptr, Device{DeviceType::Cuda, 0}}, {g1.get(), nullptr, Device{DeviceType::Cuda, 1}}},
+                             HolderEndpoint{g0.get(), Device{DeviceType::Cuda, 0}}, n, nullptr, CommPrecision::Bf16);
+        });
+        QVERIFY2(refused.contains("--comm-precision bf16: the variables are on gpu:0, and bf16 gradients reach a GPU's "
+                                  "variables through NCCL only"),
+                 qPrintable(refused));
+    }
     // A whole run: bf16 gradients train like fp32 ones, through every strategy, and move 2 bytes
     // an element where the gradients move (the variables still 4).
     void bf16GradientsTrainAndHalveTheirBytes() {
@@ -909,13 +1001,20 @@ private slots:
         // Holder mean: per tower P x 4 down, P x 2 up; a ring over 2 devices 2 x P x 2.
         QCOMPARE(stepsOf(bf16(plan(2, 16)), 1, 1)[0].bytesMoved, 2 * (4 * P + 2 * P));
         QCOMPARE(stepsOf(bf16(plan(2, 16, VariablePlacement::Replicated)), 1, 1)[0].bytesMoved, 2 * 2 * P);
-        // Averaging exchanges the variables, which stay fp32; GPU towers are not built for it.
+        // Averaging exchanges the variables, which stay fp32; GPU variables take bf16 gradients
+        // through NCCL only, and towers sharing their GPU send none.
         auto avg = bf16(plan(2, 16, VariablePlacement::Replicated));
         avg.averageEvery = 2;
         QVERIFY(tbtest::errorOf([&] { avg.validate(2, 0); }).contains("averaging every K steps exchanges the variables"));
-        auto gpu = bf16(plan(1, 16));
+        auto gpu = bf16(plan(2, 16, VariablePlacement::Tower));
+        gpu.towers = {Device{DeviceType::Cuda, 0}, Device{DeviceType::Cuda, 1}};
+        gpu.transfers = Transfers::Copies;
+        QVERIFY(tbtest::errorOf([&] { gpu.validate(2, 2); }).contains("reach a GPU's variables through NCCL only"));
+        gpu.towers = {Device{DeviceType::Cuda, 0}, Device{DeviceType::Cuda, 0}};
+        QCOMPARE(tbtest::errorOf([&] { gpu.validate(2, 1); }), QString("<no exception>"));
+        gpu.transfers = Transfers::Auto;
         gpu.towers = {Device{DeviceType::Cuda, 0}};
-        QVERIFY(tbtest::errorOf([&] { gpu.validate(2, 1); }).contains("gpu:0 is a GPU tower"));
+        QCOMPARE(tbtest::errorOf([&] { gpu.validate(2, 1); }), QString("<no exception>"));
     }
     // What a run reports is what happened: examples/sec is the examples trained over the wall time
     // they took (within 2%), the step times add up to that wall time, and each tower's phases add

@@ -190,9 +190,9 @@ ExperimentPanel::ExperimentPanel(DeviceCatalog catalog, QWidget* parent)
     commPrecision_ = combo({"fp32", "bf16"},
                            tr("The number format of the gradients the towers, the holder and the processes exchange. "
                               "bf16: 2 bytes an element instead of 4 (the diagram's bytes and the bytes counter "
-                              "show it), summed in fp32 within a process (between processes each partial sum is "
-                              "rounded to bf16); the variables always move in fp32. CPU towers; not with averaging "
-                              "every K steps."));
+                              "show it), rounded on each tower's device and summed in fp32 on the host (NCCL and "
+                              "processes round each partial sum to bf16); the variables always move in fp32. Not "
+                              "with averaging every K steps; variables on a GPU take them through NCCL only."));
     lr_ = real(0.00001, 999, 5, 0.001, tr("Learning rate (initial, when a decay is set)."));
     momentum_ = real(0, 0.999, 3, 0.01, tr("Momentum coefficient (momentum and Nesterov)."));
     decaySteps_ = spin(0, INT_MAX, tr("Exponential decay every N steps; constant: no decay."), tr("constant"));

@@ -194,6 +194,12 @@ public:
                              float* m, float* v, size_t n) = 0;
     // shadow = decay * shadow + (1 - decay) * params (the weights' moving average).
     virtual void emaUpdate(Stream, float* shadow, const float* params, float decay, size_t n) = 0;
+
+    // bf16 as its 16 bits (the gradients' wire format, --comm-precision bf16): y := x rounded to
+    // the nearest bf16 (ties to even, NaN kept, as tensor/bf16.hpp rounds on the host); and back,
+    // exactly.
+    virtual void roundToBf16(Stream, const float* x, uint16_t* y, size_t n) = 0;
+    virtual void widenBf16(Stream, const uint16_t* x, float* y, size_t n) = 0;
 };
 
 // The number format of the matrix work (convolutions and inner products). Bf16: mixed precision

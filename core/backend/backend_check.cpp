@@ -365,6 +365,23 @@ void checkElementwise(Checker& ck, size_t n, uint64_t seed) {
         }
         return std::max(normError(rig.download(yd, n), ry), normError(rig.download(dx, n), rdx));
     });
+    // The gradients' wire format: rounded to the nearest bf16, ties to even (the reference from
+    // double arithmetic, not the host's bit trick), widened back exactly. Ties lead the input.
+    ck.run("bf16.round+widen", shape, 0, [&](Rig& rig) {
+        Vec v = x;
+        const float ties[] = {1.00390625f, 1.01171875f, -2.0078125f, 0.0f};  // 1 + 2^-8: to 1; 1 + 3 x 2^-8: up
+        for (size_t i = 0; i < std::min(n, std::size(ties)); ++i) v[i] = ties[i];
+        auto* wire = static_cast<uint16_t*>(rig.raw(n * sizeof(uint16_t)));
+        float* back = rig.poisoned(n);
+        rig.backend().roundToBf16(rig.stream(), rig.upload(v), wire, n);
+        rig.backend().widenBf16(rig.stream(), wire, back, n);
+        DVec ref(n);
+        for (size_t i = 0; i < n; ++i) {
+            const double ulp = v[i] == 0 ? 1 : std::ldexp(1.0, std::ilogb(v[i]) - 7);  // 8 significant bits
+            ref[i] = std::nearbyint(double(v[i]) / ulp) * ulp;                       // ties to even
+        }
+        return normError(rig.download(back, n), ref);
+    });
     // The mask is a pure function of (seed, index): every backend must draw exactly the same one.
     ck.run("dropout.forward+backward", shape, 0, [&](Rig& rig) {
         const float keep = 0.7f;

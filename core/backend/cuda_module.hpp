@@ -54,7 +54,8 @@ struct TbCudaModule {
     tb::Backend* (*createBackend)(int index, const TbCudaOptions* options, char* err, size_t errLen);
     // NCCL over `n` distinct GPUs (one rank each, rank r on devices[r]); nullptr and a reason on
     // failure. Collectives enqueue on the rank's stream of that GPU's backend and return 0, or -1
-    // and a reason; `mean`: 1 average (ncclAvg), 0 sum.
+    // and a reason; `mean`: 1 average (ncclAvg), 0 sum; `bf16`: the buffers hold bf16 (ncclBfloat16;
+    // NCCL adds in fp32 and rounds each partial sum), else fp32.
     TbNcclGroup* (*ncclCreate)(int n, const int* devices, char* err, size_t errLen);
     // NCCL across processes: one process makes the id (kTbNcclIdBytes into `id`; 0, or -1 and a
     // reason), every process receives it (over MPI) and joins with its `n` GPUs as the ranks
@@ -64,10 +65,10 @@ struct TbCudaModule {
     TbNcclGroup* (*ncclJoin)(int n, const int* devices, int worldRanks, int firstRank, const char* id, char* err,
                              size_t errLen);
     void (*ncclDestroy)(TbNcclGroup* group);
-    int (*ncclAllReduce)(TbNcclGroup* group, int rank, float* buf, size_t count, int mean, tb::StreamImpl* stream,
-                         char* err, size_t errLen);
-    int (*ncclReduce)(TbNcclGroup* group, int rank, const float* send, float* recv, size_t count, int mean, int root,
-                      tb::StreamImpl* stream, char* err, size_t errLen);
+    int (*ncclAllReduce)(TbNcclGroup* group, int rank, void* buf, size_t count, int bf16, int mean,
+                         tb::StreamImpl* stream, char* err, size_t errLen);
+    int (*ncclReduce)(TbNcclGroup* group, int rank, const void* send, void* recv, size_t count, int bf16, int mean,
+                      int root, tb::StreamImpl* stream, char* err, size_t errLen);
     int (*ncclBroadcast)(TbNcclGroup* group, int rank, float* buf, size_t count, int root, tb::StreamImpl* stream,
                          char* err, size_t errLen);
 };

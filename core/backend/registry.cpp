@@ -190,17 +190,17 @@ std::string NcclGroup::uniqueId() {
 
 NcclGroup::~NcclGroup() { moduleOf(module_).ncclDestroy(static_cast<TbNcclGroup*>(group_)); }
 
-void NcclGroup::allReduce(int rank, float* buf, size_t count, bool mean, Stream s) {
+void NcclGroup::allReduce(int rank, void* buf, size_t count, bool bf16, bool mean, Stream s) {
     char err[512] = {};
-    ncclCheck(moduleOf(module_).ncclAllReduce(static_cast<TbNcclGroup*>(group_), rank, buf, count, mean, s, err,
+    ncclCheck(moduleOf(module_).ncclAllReduce(static_cast<TbNcclGroup*>(group_), rank, buf, count, bf16, mean, s, err,
                                               sizeof err),
               err);
 }
 
-void NcclGroup::reduce(int rank, const float* send, float* recv, size_t count, bool mean, int root, Stream s) {
+void NcclGroup::reduce(int rank, const void* send, void* recv, size_t count, bool bf16, bool mean, int root, Stream s) {
     char err[512] = {};
-    ncclCheck(moduleOf(module_).ncclReduce(static_cast<TbNcclGroup*>(group_), rank, send, recv, count, mean, root, s,
-                                           err, sizeof err),
+    ncclCheck(moduleOf(module_).ncclReduce(static_cast<TbNcclGroup*>(group_), rank, send, recv, count, bf16, mean,
+                                           root, s, err, sizeof err),
               err);
 }
 

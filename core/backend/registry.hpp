@@ -58,8 +58,9 @@ public:
     ~NcclGroup();
     NcclGroup(const NcclGroup&) = delete;
     NcclGroup& operator=(const NcclGroup&) = delete;
-    void allReduce(int rank, float* buf, size_t count, bool mean, Stream s);
-    void reduce(int rank, const float* send, float* recv, size_t count, bool mean, int root, Stream s);
+    // buf, send, recv: `count` fp32, or bf16 (uint16_t bits) where `bf16`.
+    void allReduce(int rank, void* buf, size_t count, bool bf16, bool mean, Stream s);
+    void reduce(int rank, const void* send, void* recv, size_t count, bool bf16, bool mean, int root, Stream s);
     void broadcast(int rank, float* buf, size_t count, int root, Stream s);
 
 private:

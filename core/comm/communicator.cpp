@@ -72,21 +72,66 @@ void reduceChunk(Backend& be, Stream s, Range c, const std::vector<const float*>
 
 int64_t Communicator::ringBytes(size_t count) const { return 2 * int64_t(distinctDevices_ - 1) * gradientBytes(count); }
 
+namespace {
+// bf16 bits in a backend's host memory (pinned for a GPU) or device memory, freed by it.
+std::shared_ptr<uint16_t> bits(Backend& be, size_t count, bool host) {
+    const size_t bytes = std::max<size_t>(count, 1) * sizeof(uint16_t);
+    Backend* b = &be;
+    if (host) return {static_cast<uint16_t*>(b->allocateHost(bytes)), [b](uint16_t* p) { b->deallocateHost(p); }};
+    return {static_cast<uint16_t*>(b->allocate(bytes)), [b](uint16_t* p) { b->deallocate(p); }};
+}
+}  // namespace
+
+void Communicator::prepareWire(size_t maxCount) {
+    for (const RankEndpoint& r : ranks_) {
+        wire_.push_back(bits(*r.backend, maxCount, true));
+        deviceWire_.push_back(r.device.type == DeviceType::Cpu ? nullptr : bits(*r.backend, maxCount, false));
+        landed_.emplace_back(maxCount);
+    }
+    resultWire_ = bits(*ranks_[0].backend, maxCount, true);
+}
+
+bool Communicator::anyRoundsOnWire() const {
+    for (int r = 0; r < size(); ++r)
+        if (roundsOnWire(r)) return true;
+    return false;
+}
+
+uint16_t* Communicator::deviceWire(int rank) const {
+    return deviceWire_[size_t(rank)] ? deviceWire_[size_t(rank)].get() : wire_[size_t(rank)].get();
+}
+
 void Communicator::toWire(int rank, const float* src, size_t count) {
-    roundToBf16(src, wire_[size_t(rank)].data(), count);
+    const RankEndpoint& r = ranks_[size_t(rank)];
+    uint16_t* onDevice = deviceWire(rank);
+    r.backend->roundToBf16(r.stream, src, onDevice, count);
+    if (onDevice != wire_[size_t(rank)].get())
+        r.backend->copyToHost(r.stream, wire_[size_t(rank)].get(), onDevice, count * sizeof(uint16_t));
+    r.backend->synchronize(r.stream);
 }
 
 const float* Communicator::throughWire(int rank, const float* src, size_t count) {
     toWire(rank, src, count);
     float* landed = landed_[size_t(rank)].data();
-    widenBf16(wire_[size_t(rank)].data(), landed, count);
+    widenBf16(wire_[size_t(rank)].get(), landed, count);
     return landed;
+}
+
+void Communicator::fromWire(int rank, const uint16_t* hostBits, float* dst, size_t count) {
+    const RankEndpoint& r = ranks_[size_t(rank)];
+    const uint16_t* onDevice = hostBits;
+    if (deviceWire_[size_t(rank)]) {
+        r.backend->copyFromHost(r.stream, deviceWire(rank), hostBits, count * sizeof(uint16_t));
+        onDevice = deviceWire(rank);
+    }
+    r.backend->widenBf16(r.stream, onDevice, dst, count);
+    r.backend->synchronize(r.stream);
 }
 
 void Communicator::reduceGradients(Range c, const std::vector<const float*>& fp32, float* out, ReduceOp op) const {
     std::vector<WireSource> sources;
     for (int j = 0; j < size(); ++j)
-        sources.push_back(roundsOnWire(j) ? WireSource{wire_[size_t(j)].data(), nullptr} : WireSource{nullptr, fp32[size_t(j)]});
+        sources.push_back(roundsOnWire(j) ? WireSource{wire_[size_t(j)].get(), nullptr} : WireSource{nullptr, fp32[size_t(j)]});
     reduceWire(sources, c.begin, c.end, out, op);
 }
 
@@ -134,22 +179,17 @@ std::unique_ptr<Communicator> makeImplementation(CommKind kind, std::vector<Rank
 
 std::unique_ptr<Communicator> makeCommunicator(CommKind kind, std::vector<RankEndpoint> ranks, HolderEndpoint holder,
                                                size_t maxCount, ProcessGroup* processes, CommPrecision gradients) {
-    if (gradients == CommPrecision::Bf16) {
-        // Rounded and summed by the host's arithmetic (DeploymentPlan::validate refuses GPU towers).
-        for (const RankEndpoint& r : ranks)
-            if (r.device.type != DeviceType::Cpu)
-                throw Error("--comm-precision bf16: gradients are rounded in host memory, and " + r.device.str() +
-                            " is a GPU (bf16 transfers between GPUs are not built yet)");
-        if (holder.backend && holder.device.type != DeviceType::Cpu)
-            throw Error("--comm-precision bf16: the holder " + holder.device.str() + " is a GPU");
-    }
     const bool ncclGroup = processes && kind == CommKind::Nccl;  // NCCL spans the processes itself
     std::unique_ptr<Communicator> comm = makeImplementation(kind, std::move(ranks), holder, maxCount, processes);
     if (processes && !ncclGroup) comm->processes_ = processes;
     if (gradients == CommPrecision::Bf16) {
         comm->gradients_ = gradients;
-        comm->wire_.assign(comm->ranks_.size(), std::vector<uint16_t>(maxCount));
-        comm->landed_.assign(comm->ranks_.size(), std::vector<float>(maxCount));
+        // The host sums what arrives in bf16: it cannot write a GPU holder's memory (NCCL can).
+        if (kind != CommKind::Nccl && holder.backend && holder.device.type != DeviceType::Cpu && comm->anyRoundsOnWire())
+            throw Error("--comm-precision bf16: the variables are on " + holder.device.str() + ", and bf16 gradients reach "
+                        "a GPU's variables through NCCL only (--transfers " + (kind == CommKind::Copies ? "copies" : "auto") +
+                        " here); put the variables on the host (--variables cpu) or leave --comm-precision at fp32");
+        comm->prepareWire(maxCount);
     }
     return comm;
 }

@@ -30,15 +30,19 @@
 //   allReduce                            2 (D - 1) x count x 4 over the D distinct devices of the
 //                                        ranks (a ring, as nccl-tests' bus bandwidth counts)
 //   pull, push                           count x 4 for a rank not on the holder's device
-// With bf16 gradients (--comm-precision bf16; host memory only: CPU towers) the gradients'
-// transfers (reduceToHolder, allReduce, push) carry 2 bytes an element, counted as such: each
-// rank that sends rounds its gradients to bf16 into a wire buffer of its own; in this process
-// they are widened and summed in fp32; between processes MPI adds them pair by pair, each sum
-// rounded to bf16 again (as NCCL's bf16 all-reduce does); an all-reduce's result crosses back in
-// bf16 too. A rank on the holder's device sends nothing, so it rounds nothing: the holder reads
-// its fp32 gradients. Variables (broadcastFromHolder, pull) always move in fp32. The wire buffers
-// are a collective's buffers too: a rank's next gradient collective must not begin before every
-// rank has returned from its last (TowerSet's step barrier and the strategies' meets see to it).
+// With bf16 gradients (--comm-precision bf16) the gradients' transfers (reduceToHolder, allReduce,
+// push) carry 2 bytes an element, counted as such: each rank that sends rounds its gradients to
+// bf16 on its own device (Backend::roundToBf16) into a wire buffer of its own, and only those
+// bits cross (a GPU's to pinned host memory); in this process they are widened and summed in
+// fp32 on the host; between processes MPI adds them pair by pair, each sum rounded to bf16 again
+// (as NCCL's bf16 all-reduce does); an all-reduce's result crosses back in bf16 too and is widened
+// on the rank's device. NCCL reduces the bf16 buffers itself (every rank's, the root's too: one
+// type per collective). A rank whose gradients go nowhere rounds nothing: one on the holder's
+// device (the holder reads its fp32 gradients), replicas that all share one device. A holder on
+// a GPU takes bf16 gradients through NCCL only (the copies' host arithmetic cannot write it).
+// Variables (broadcastFromHolder, pull) always move in fp32. The wire buffers are a collective's
+// buffers too: a rank's next gradient collective must not begin before every rank has returned
+// from its last (TowerSet's step barrier and the strategies' meets see to it).
 #pragma once
 #include <atomic>
 #include <barrier>
@@ -140,12 +144,23 @@ protected:
     int64_t ringBytes(size_t count) const;  // 2 (D - 1) x count x the gradients' element bytes
     bool bf16Gradients() const { return gradients_ == CommPrecision::Bf16; }
     int64_t gradientBytes(size_t count) const { return int64_t(count * gradientElementBytes(gradients_)); }
-    // bf16 gradients, and the rank sends them (it is not on the holder's device).
-    bool roundsOnWire(int rank) const { return bf16Gradients() && !(holder_.backend && onHolderDevice(rank)); }
-    // bf16 gradients: the rank's `src` rounded into its wire buffer (what crosses; count elements).
+    // bf16 gradients, and the rank's go somewhere: it is not on the holder's device, or (no holder)
+    // the replicas span several devices or processes.
+    bool roundsOnWire(int rank) const {
+        return bf16Gradients() && (holder_.backend ? !onHolderDevice(rank) : distinctDevices_ > 1 || processes_);
+    }
+    bool anyRoundsOnWire() const;
+    // bf16 gradients: the rank's `src` (on its device) rounded there, its bits in the rank's host
+    // wire buffer (what crosses; count elements).
     void toWire(int rank, const float* src, size_t count);
-    // ...and widened again where the holder reads it (the rank's landing buffer, returned).
+    // ...and widened again where the holder reads it (the rank's landing buffer, host, returned).
     const float* throughWire(int rank, const float* src, size_t count);
+    // dst (count floats on the rank's device) := bf16 bits from host memory, widened on the device.
+    void fromWire(int rank, const uint16_t* hostBits, float* dst, size_t count);
+    // The rank's bf16 buffer on its own device (maxCount): a GPU's, or its host wire buffer.
+    uint16_t* deviceWire(int rank) const;
+    // A bf16 buffer of host memory (maxCount): the copies' all-reduce result as it crosses back.
+    uint16_t* resultWire() const { return resultWire_.get(); }
     // out's chunk c := op over every rank's gradients, summed in fp32 in rank order: the wire
     // buffer of a rank that rounds, `fp32[rank]` (host memory) of one that does not.
     void reduceGradients(Range c, const std::vector<const float*>& fp32, float* out, ReduceOp op) const;
@@ -163,9 +178,12 @@ protected:
 private:
     friend std::unique_ptr<Communicator> makeCommunicator(CommKind, std::vector<RankEndpoint>, HolderEndpoint, size_t,
                                                           ProcessGroup*, CommPrecision);
-    // bf16 gradients only, per rank (maxCount): its gradients as sent, and widened as received.
-    std::vector<std::vector<uint16_t>> wire_;
+    // bf16 gradients only, per rank (maxCount): its gradients as sent (host memory, pinned for a
+    // GPU rank; a GPU rank rounds into deviceWire_ first), and widened as received.
+    void prepareWire(size_t maxCount);
+    std::vector<std::shared_ptr<uint16_t>> wire_, deviceWire_;
     std::vector<std::vector<float>> landed_;
+    std::shared_ptr<uint16_t> resultWire_;
     std::barrier<> barrier_;
     std::atomic<int64_t> total_{0};
     std::vector<std::unique_ptr<std::atomic<int64_t>>> byRank_;

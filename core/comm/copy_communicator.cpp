@@ -4,13 +4,15 @@
 // the host does the arithmetic, each rank's thread its own chunk. Across processes (GPU towers
 // under mpirun, where the towers' GPUs cannot all meet through NCCL) the host's result is then
 // reduced with the other processes' through MPI, each rank's thread its chunk on its own lane, as
-// Horovod does for GPU tensors without NCCL. With bf16 gradients (CPU towers) a rank's gradients
-// are staged as bf16 in its wire buffer instead, and the reductions read those.
+// Horovod does for GPU tensors without NCCL. With bf16 gradients a rank's gradients are rounded
+// on its device and staged as bf16 in its host wire buffer instead, the host's reductions read
+// those, and an all-reduce's result goes back as bf16, widened on each rank's device.
 #include <algorithm>
 
 #include "comm/communicator.hpp"
 #include "backend/registry.hpp"
 #include "comm/implementations.hpp"
+#include "tensor/bf16.hpp"
 #include "util/error.hpp"
 
 namespace tb {
@@ -76,9 +78,10 @@ public:
         if (rank == 0) countTotal(ringBytes(count));
         if (size() == 1) {
             if (!processes_) return;
-            processes_->allReduce(0, stage(rank, buf, count), result_.data(), count, op, gradients_);
-            if (bf16Gradients()) roundTrip(result_.data(), Range{0, count});  // the mean of bf16 sums, in bf16
-            copyOnRank(rank, buf, result_.data(), count);
+            const float* sent = roundsOnWire(rank) ? throughWire(rank, buf, count) : stage(rank, buf, count);
+            processes_->allReduce(0, sent, result_.data(), count, op, gradients_);
+            if (roundsOnWire(rank)) backOnWire(rank, buf, Range{0, count}, count);  // the mean of bf16 sums, in bf16
+            else copyOnRank(rank, buf, result_.data(), count);
             return;
         }
         std::exception_ptr failure;
@@ -89,10 +92,14 @@ public:
             reduceSlots(c, result_.data(), op, *host_, hostStreams_[size_t(rank)]);
             if (processes_)
                 processes_->allReduce(rank, result_.data() + c.begin, result_.data() + c.begin, c.size(), op, gradients_);
-            if (bf16Gradients()) roundTrip(result_.data(), c);  // the result goes back in bf16
+            // The result goes back in bf16: this rank rounds its chunk for every rank.
+            if (anyRoundsOnWire()) roundToBf16(result_.data() + c.begin, resultWire() + c.begin, c.size());
         });
         meet(rank);  // the whole result is ready
-        attempt(failure, [&] { copyOnRank(rank, buf, result_.data(), count); });
+        attempt(failure, [&] {
+            if (roundsOnWire(rank)) fromWire(rank, resultWire(), buf, count);
+            else copyOnRank(rank, buf, result_.data(), count);
+        });
         if (failure) std::rethrow_exception(failure);
     }
 
@@ -130,8 +137,13 @@ private:
     }
     // out's chunk c := op over what every rank staged, on `be`.
     void reduceSlots(Range c, float* out, ReduceOp op, Backend& be, Stream s) {
-        if (bf16Gradients()) reduceGradients(c, slotPointers_, out, op);
+        if (anyRoundsOnWire()) reduceGradients(c, slotPointers_, out, op);
         else reduceChunk(be, s, c, slotPointers_, out, op);
+    }
+    // buf := the one rank's all-reduce result, rounded to bf16 on the host and widened on its device.
+    void backOnWire(int rank, float* buf, Range c, size_t count) {
+        roundToBf16(result_.data() + c.begin, resultWire() + c.begin, c.size());
+        fromWire(rank, resultWire(), buf, count);
     }
 
     std::shared_ptr<Backend> host_;    // the host's arithmetic when there is no holder

@@ -6,6 +6,9 @@
 // group's id made by process 0 and broadcast over MPI, so an all-reduce's mean is over all towers
 // and NCCL, not the host, carries the gradients between the processes' GPUs (one reduction for
 // both levels: NCCL's rings and trees already follow the machines' topology).
+// With bf16 gradients each rank rounds its gradients on its GPU into its wire buffer and NCCL
+// reduces those (ncclBfloat16: each partial sum rounded to bf16); the result is widened back on
+// the GPU. A reduction to the holder rounds the root's own gradients too: NCCL reduces one type.
 #include <algorithm>
 #include <memory>
 
@@ -45,13 +48,22 @@ public:
     bool sharesHolder(int rank) const override { return rank == root_; }
 
     const float* reduceToHolder(int rank, const float* send, float* holderScratch, size_t count, ReduceOp op) override {
-        if (!onHolderDevice(rank)) countByRank(rank, int64_t(count * sizeof(float)));
+        if (!onHolderDevice(rank)) countByRank(rank, gradientBytes(count));
         if (size() == 1) return send;  // the one rank is on the holder's GPU: read in place
         std::exception_ptr failure;
         attempt(failure, [&] {
-            group_->reduce(rank, send, rank == root_ ? holderScratch : const_cast<float*>(send), count,
-                           op == ReduceOp::Mean, root_, ranks_[size_t(rank)].stream);
-            ranks_[size_t(rank)].backend->synchronize(ranks_[size_t(rank)].stream);
+            const RankEndpoint& r = ranks_[size_t(rank)];
+            const bool mean = op == ReduceOp::Mean;
+            if (anyRoundsOnWire()) {
+                uint16_t* wire = deviceWire(rank);
+                r.backend->roundToBf16(r.stream, send, wire, count);
+                group_->reduce(rank, wire, wire, count, true, mean, root_, r.stream);
+                if (rank == root_) r.backend->widenBf16(r.stream, wire, holderScratch, count);
+            } else {
+                group_->reduce(rank, send, rank == root_ ? holderScratch : const_cast<float*>(send), count, false, mean,
+                               root_, r.stream);
+            }
+            r.backend->synchronize(r.stream);
         });
         meet(rank);  // the root's result is complete for every rank's share of the update
         if (failure) std::rethrow_exception(failure);
@@ -73,10 +85,19 @@ public:
     void allReduce(int rank, float* buf, size_t count, ReduceOp op) override {
         if (rank == 0) {
             countTotal(ringBytes(count));
-            if (processes_) processes_->countAllReduce(count, processes_->size() * size());
+            if (processes_) processes_->countAllReduce(count, processes_->size() * size(), gradients_);
         }
-        group_->allReduce(rank, buf, count, op == ReduceOp::Mean, ranks_[size_t(rank)].stream);
-        ranks_[size_t(rank)].backend->synchronize(ranks_[size_t(rank)].stream);
+        const RankEndpoint& r = ranks_[size_t(rank)];
+        const bool mean = op == ReduceOp::Mean;
+        if (roundsOnWire(rank)) {
+            uint16_t* wire = deviceWire(rank);
+            r.backend->roundToBf16(r.stream, buf, wire, count);
+            group_->allReduce(rank, wire, count, true, mean, r.stream);
+            r.backend->widenBf16(r.stream, wire, buf, count);
+        } else {
+            group_->allReduce(rank, buf, count, false, mean, r.stream);
+        }
+        r.backend->synchronize(r.stream);
     }
 
     // From the caller's thread, so not a collective: every rank's buffer copied to rank 0's GPU.

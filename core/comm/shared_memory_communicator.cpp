@@ -1,7 +1,8 @@
 // Ranks and holder in one memory (CPU towers with host variables; towers on the holder's GPU):
 // reductions read every rank's buffer in place, each rank's thread reducing its own chunk. With
-// bf16 gradients each rank first rounds its whole buffer into its wire buffer, and the
-// reductions read those.
+// bf16 gradients each rank that sends (CPU towers are devices of their own) first rounds its
+// whole buffer into its wire buffer, and the reductions read those; towers sharing one GPU send
+// nothing, so nothing is rounded there.
 #include <algorithm>
 
 #include "comm/communicator.hpp"
@@ -34,7 +35,7 @@ public:
         std::exception_ptr failure;
         attempt(failure, [&] {
             const Range c = chunk(rank, count);
-            if (bf16Gradients()) reduceGradients(c, published_, holderScratch, op);
+            if (anyRoundsOnWire()) reduceGradients(c, published_, holderScratch, op);
             else reduceChunk(*holder_.backend, holderStreams_[size_t(rank)], c, published_, holderScratch, op);
             // This process's mean of the chunk, then the mean of every process's (equal tower counts).
             if (processes_)
@@ -66,11 +67,11 @@ public:
             const Range c = chunk(rank, count);
             Backend& be = *ranks_[size_t(rank)].backend;
             const Stream s = ranks_[size_t(rank)].stream;
-            if (bf16Gradients()) reduceGradients(c, published_, scratch_.data(), op);
+            if (anyRoundsOnWire()) reduceGradients(c, published_, scratch_.data(), op);
             else reduceChunk(be, s, c, published_, scratch_.data(), op);
             if (processes_)
                 processes_->allReduce(rank, scratch_.data() + c.begin, scratch_.data() + c.begin, c.size(), op, gradients_);
-            if (bf16Gradients()) roundTrip(scratch_.data(), c);  // the result goes back in bf16
+            if (anyRoundsOnWire()) roundTrip(scratch_.data(), c);  // the result goes back in bf16
             for (float* out : publishedOut_)
                 be.copy(s, out + c.begin, scratch_.data() + c.begin, c.size() * sizeof(float));
             be.synchronize(s);

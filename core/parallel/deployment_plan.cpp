@@ -1,3 +1,4 @@
+#include <algorithm>
 #include "parallel/deployment_plan.hpp"
 
 #include <charconv>
@@ -191,11 +192,12 @@ void DeploymentPlan::validate(int cpuDevices, int gpuDevices) const {
     if (!slowdown.empty() && int(slowdown.size()) != towerCount())
         throw Error("--slow: one factor per tower expected");
     if (commPrecision == CommPrecision::Bf16) {
-        for (const Device& d : towers)
-            if (d.type != DeviceType::Cpu)
-                throw Error("--comm-precision bf16: " + d.str() +
-                            " is a GPU tower, and bf16 gradients are exchanged between CPU towers and processes only "
-                            "(GPU transfers in bf16 are not built yet)");
+        const Device& holder = towers[size_t(variablesTower)];
+        if (variables == VariablePlacement::Tower && holder.type == DeviceType::Cuda && transfers == Transfers::Copies &&
+            std::any_of(towers.begin(), towers.end(), [&](const Device& d) { return d != holder; }))
+            throw Error("--comm-precision bf16: the variables are on " + towers[size_t(variablesTower)].str() +
+                        ", and bf16 gradients reach a GPU's variables through NCCL only (--transfers copies here); put "
+                        "the variables on the host (--variables cpu) or leave --comm-precision at fp32");
         if (averaging())
             throw Error("--comm-precision bf16: averaging every K steps exchanges the variables, which always move in "
                         "fp32 (leave --average-every out, or --comm-precision at fp32)");

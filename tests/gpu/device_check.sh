@@ -229,7 +229,9 @@ placements() {
            "--towers gpu:0*2 --variables gpu:0" "--towers gpu:0*2 --variables cpu" \
            "--towers gpu:0*2 --variables replicated --reduce allreduce" \
            "--towers gpu:0 --variables replicated --reduce allreduce --transfers nccl" \
-           "--towers gpu:0*2 --variables gpu:0 --transfers copies"; do
+           "--towers gpu:0*2 --variables gpu:0 --transfers copies" \
+           "--towers gpu:0 --variables cpu --comm-precision bf16" "--towers gpu:0*2 --variables cpu --comm-precision bf16" \
+           "--towers gpu:0 --variables gpu:0 --precision bf16" "--towers gpu:0*2 --variables gpu:0 --precision bf16"; do
     # shellcheck disable=SC2086 # the plan's flags, split on purpose
     "$tbrun" --model mnist_cnn --data "$data" --batch 128 --steps 200 --validation 0 --quiet $p \
         --metrics "$out/placement.jsonl" > "$out/placement.json" || return 1

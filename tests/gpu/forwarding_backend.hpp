@@ -88,6 +88,14 @@ public:
         onCompute("emaUpdate");
         be_->emaUpdate(s, sh, p, d, n);
     }
+    void roundToBf16(tb::Stream s, const float* x, uint16_t* y, size_t n) override {
+        onCompute("roundToBf16");
+        be_->roundToBf16(s, x, y, n);
+    }
+    void widenBf16(tb::Stream s, const uint16_t* x, float* y, size_t n) override {
+        onCompute("widenBf16");
+        be_->widenBf16(s, x, y, n);
+    }
 
 protected:
     tb::Backend& inner() { return *be_; }

@@ -9,6 +9,8 @@
 //   - asynchronous towers on one GPU apply exactly the updates asked for
 //   - bf16 matrix work (--precision bf16, tensor cores) trains as fp32 does within bf16's rounding,
 //     and is rounded (its losses are not fp32's)
+//   - bf16 gradients (--comm-precision bf16) from GPU towers to host variables train as fp32
+//     gradients do within bf16's rounding, and are rounded
 #include <algorithm>
 #include <atomic>
 #include <cmath>
@@ -74,6 +76,22 @@ void bf16TrainsAsFp32Does() {
         CHECK(c.worstRelative > 1e-5, "bf16 losses equal fp32's (%g): nothing was rounded", c.worstRelative);
         CHECK(c.candidate.back() < c.candidate.front(), "bf16 did not train: loss %g -> %g", c.candidate.front(),
               c.candidate.back());
+    }
+}
+
+// Gradients rounded on the GPU and sent to the host as bf16 (copies), against fp32 gradients.
+// The tolerance is tst_parallel's for the same comparison on CPU towers.
+void bf16GradientsFromTheGpu() {
+    for (const auto& [what, p] : {std::pair{"1 tower on gpu:0, variables on the host", plan({kGpu}, 32, VariablePlacement::Cpu)},
+                                  std::pair{"2 towers on gpu:0, variables on the host", plan({kGpu, kGpu}, 16, VariablePlacement::Cpu)}}) {
+        DeploymentPlan b = p;
+        b.commPrecision = CommPrecision::Bf16;
+        const LossComparison c = compareTowerLosses(p, b, 20);
+        std::printf("%-58s bf16 gradients vs fp32: worst relative difference %.3g, parameters %.3g\n", what,
+                    c.worstRelative, c.paramsRelative);
+        CHECK(c.worstRelative <= 2e-2, "%s: bf16 gradients' losses differ by %g (limit 2e-2)", what, c.worstRelative);
+        CHECK(c.worstRelative > 1e-7, "%s: bf16 gradients' losses equal fp32's (%g): nothing was rounded", what,
+              c.worstRelative);
     }
 }
 
@@ -172,5 +190,6 @@ int main() {
     noAllocationInTheStepLoop();
     asyncUpdatesAreCounted();
     bf16TrainsAsFp32Does();
+    bf16GradientsFromTheGpu();
     return tbcheck::exitStatus();
 }

@@ -648,6 +648,8 @@ public:
 #pragma omp parallel for simd if (n > kParallelMin)
         for (int64_t i = 0; i < n; ++i) shadow[i] = ew::emaStep(shadow[i], p[i], decay);
     }
+    void roundToBf16(Stream, const float* x, uint16_t* y, size_t n) override { tb::roundToBf16(x, y, n); }
+    void widenBf16(Stream, const uint16_t* x, float* y, size_t n) override { tb::widenBf16(x, y, n); }
 
 private:
     CpuContext context() {

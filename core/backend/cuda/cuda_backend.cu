@@ -199,6 +199,13 @@ public:
     void emaUpdate(Stream s, float* shadow, const float* p, float decay, size_t n) override {
         cuda::emaUpdate(q(s), shadow, p, decay, n);
     }
+    // __nv_bfloat16 is bf16's 16 bits (cuda_bf16.h), so the wire's uint16_t buffers are its storage.
+    void roundToBf16(Stream s, const float* x, uint16_t* y, size_t n) override {
+        cuda::roundToBf16(q(s), x, reinterpret_cast<bf16*>(y), n);
+    }
+    void widenBf16(Stream s, const uint16_t* x, float* y, size_t n) override {
+        cuda::widen(q(s), reinterpret_cast<const bf16*>(x), y, n);
+    }
 
 private:
     void use() const { TB_CUDA(cudaSetDevice(device_)); }
@@ -307,8 +314,9 @@ TbNcclGroup* ncclCreate(int n, const int* devices, char* err, size_t len);
 int ncclMakeId(char* id, char* err, size_t len);
 TbNcclGroup* ncclJoin(int n, const int* devices, int worldRanks, int firstRank, const char* id, char* err, size_t len);
 void ncclDestroy(TbNcclGroup* g);
-int ncclAllReduce(TbNcclGroup* g, int rank, float* buf, size_t count, int mean, StreamImpl* s, char* err, size_t len);
-int ncclReduce(TbNcclGroup* g, int rank, const float* send, float* recv, size_t count, int mean, int root,
+int ncclAllReduce(TbNcclGroup* g, int rank, void* buf, size_t count, int bf16, int mean, StreamImpl* s, char* err,
+                  size_t len);
+int ncclReduce(TbNcclGroup* g, int rank, const void* send, void* recv, size_t count, int bf16, int mean, int root,
                StreamImpl* s, char* err, size_t len);
 int ncclBroadcast(TbNcclGroup* g, int rank, float* buf, size_t count, int root, StreamImpl* s, char* err, size_t len);
 

@@ -126,6 +126,21 @@ struct ConvChoice {
     std::string failure;  // why this shape has no algorithm in this precision (cached too)
 };
 
+// cuDNN has no algorithm for a convolution in the precision asked (no successful search result,
+// or its calls answer NOT_SUPPORTED or BAD_PARAM for those descriptors): the one failure a bf16
+// plan falls back to fp32 for. Anything else (memory, a fault) is an Error like any other.
+struct NoAlgorithm : Error {
+    using Error::Error;
+};
+// TB_CUDA for the set-up calls whose refusal means "not in this precision".
+#define TB_CUDNN_OR_NO_ALGORITHM(call)                                                                  \
+    do {                                                                                                \
+        const cudnnStatus_t status_ = (call);                                                           \
+        if (status_ == CUDNN_STATUS_NOT_SUPPORTED || status_ == CUDNN_STATUS_BAD_PARAM)                 \
+            throw NoAlgorithm(std::string("CUDA backend: ") + #call + ": " + cudnnGetErrorString(status_)); \
+        TB_CUDA(status_);                                                                               \
+    } while (0)
+
 // The first usable result of a search sorted by time, but a deterministic algorithm when one is
 // within 25% of it, so that two runs of one configuration give the same numbers. Without
 // tensor-core math allowed (fp32 without TF32) only plain FMA results count (cuDNN's "default"
@@ -140,7 +155,7 @@ AlgoChoice choose(const Perf* perf, int count, bool anyMath, const char* what) {
         if (perf[i].determinism == CUDNN_DETERMINISTIC && perf[i].time <= 1.25f * perf[fastest].time)
             return {int(perf[i].algo), perf[i].memory, perf[i].mathType};
     }
-    if (fastest < 0) throw Error(std::string("CUDA backend: cuDNN has no usable algorithm for the ") + what);
+    if (fastest < 0) throw NoAlgorithm(std::string("CUDA backend: cuDNN has no usable algorithm for the ") + what);
     return {int(perf[fastest].algo), perf[fastest].memory, perf[fastest].mathType};
 }
 
@@ -176,7 +191,7 @@ public:
         if (bf16_) {
             try {
                 configure();
-            } catch (const Error& e) {
+            } catch (const NoAlgorithm& e) {
                 // cuDNN may have no bf16 kernel for a shape (a first layer of one channel, say):
                 // that convolution alone runs in fp32, said once per shape, not a failed run.
                 noteOnce("gpu:" + std::to_string(ctx.device) + ": no bf16 convolution for n" + std::to_string(d.n) +
@@ -249,16 +264,16 @@ private:
     void configure() {
         const cudnnDataType_t type = bf16_ ? CUDNN_DATA_BFLOAT16 : CUDNN_DATA_FLOAT;
         const int ph = symmetric_ ? d_.padTop : 0, pw = symmetric_ ? d_.padLeft : 0;
-        TB_CUDA(cudnnSetTensor4dDescriptor(x_, CUDNN_TENSOR_NHWC, type, d_.n, d_.c, hp_, wp_));
-        TB_CUDA(cudnnSetTensor4dDescriptor(y_, CUDNN_TENSOR_NHWC, type, d_.n, d_.k, d_.outH(), d_.outW()));
+        TB_CUDNN_OR_NO_ALGORITHM(cudnnSetTensor4dDescriptor(x_, CUDNN_TENSOR_NHWC, type, d_.n, d_.c, hp_, wp_));
+        TB_CUDNN_OR_NO_ALGORITHM(cudnnSetTensor4dDescriptor(y_, CUDNN_TENSOR_NHWC, type, d_.n, d_.k, d_.outH(), d_.outW()));
         // Filters in (k, r, s, c), the layout cuDNN pairs with NHWC activations; the network's
         // weights stay (k, c, r, s) and are transposed on the way in and out (tiny next to the conv).
-        TB_CUDA(cudnnSetFilter4dDescriptor(w_, type, CUDNN_TENSOR_NHWC, d_.k, d_.c, d_.r, d_.s));
+        TB_CUDNN_OR_NO_ALGORITHM(cudnnSetFilter4dDescriptor(w_, type, CUDNN_TENSOR_NHWC, d_.k, d_.c, d_.r, d_.s));
         for (cudnnConvolutionDescriptor_t c : convs())  // fp32 accumulation in both precisions
-            TB_CUDA(cudnnSetConvolution2dDescriptor(c, ph, pw, d_.strideH, d_.strideW, 1, 1, CUDNN_CROSS_CORRELATION,
+            TB_CUDNN_OR_NO_ALGORITHM(cudnnSetConvolution2dDescriptor(c, ph, pw, d_.strideH, d_.strideW, 1, 1, CUDNN_CROSS_CORRELATION,
                                                     CUDNN_DATA_FLOAT));
         int on, oc, oh, ow;
-        TB_CUDA(cudnnGetConvolution2dForwardOutputDim(fwdConv_, x_, w_, &on, &oc, &oh, &ow));
+        TB_CUDNN_OR_NO_ALGORITHM(cudnnGetConvolution2dForwardOutputDim(fwdConv_, x_, w_, &on, &oc, &oh, &ow));
         if (on != d_.n || oc != d_.k || oh != d_.outH() || ow != d_.outW())
             throw Error("CUDA backend: cuDNN's convolution output " + std::to_string(oh) + "x" + std::to_string(ow) +
                         " differs from the plan's " + std::to_string(d_.outH()) + "x" + std::to_string(d_.outW()));
@@ -306,7 +321,7 @@ private:
                                        symmetric_ ? d_.padTop : 0, symmetric_ ? d_.padLeft : 0, ctx_.allowTf32, bf16_};
         std::lock_guard lock(cache.mutex);
         if (auto it = cache.choices.find(key); it != cache.choices.end()) {
-            if (!it->second.failure.empty()) throw Error(it->second.failure);
+            if (!it->second.failure.empty()) throw NoAlgorithm(it->second.failure);
             return it->second;
         }
         const bool anyMath = ctx_.allowTf32 || bf16_;
@@ -336,30 +351,31 @@ private:
             cudnnHandle_t h = ctx_.setup->cudnn;
             int count = 0;
             cudnnConvolutionFwdAlgoPerf_t fwd[CUDNN_CONVOLUTION_FWD_ALGO_COUNT];
-            TB_CUDA(cudnnFindConvolutionForwardAlgorithmEx(h, x_, x.f(), w_, w.f(), fwdConv_, y_, y.f(),
+            TB_CUDNN_OR_NO_ALGORITHM(cudnnFindConvolutionForwardAlgorithmEx(h, x_, x.f(), w_, w.f(), fwdConv_, y_, y.f(),
                                                            CUDNN_CONVOLUTION_FWD_ALGO_COUNT, &count, fwd, trial,
                                                            trialBytes));
             c.fwd = choose(fwd, count, anyMath, "forward convolution");
             cudnnConvolutionBwdDataAlgoPerf_t bd[CUDNN_CONVOLUTION_BWD_DATA_ALGO_COUNT];
-            TB_CUDA(cudnnFindConvolutionBackwardDataAlgorithmEx(h, w_, w.f(), y_, y.f(), bwdDataConv_, x_, x.f(),
+            TB_CUDNN_OR_NO_ALGORITHM(cudnnFindConvolutionBackwardDataAlgorithmEx(h, w_, w.f(), y_, y.f(), bwdDataConv_, x_, x.f(),
                                                                 CUDNN_CONVOLUTION_BWD_DATA_ALGO_COUNT, &count, bd,
                                                                 trial, trialBytes));
             c.bwdData = choose(bd, count, anyMath, "convolution's input gradient");
             cudnnConvolutionBwdFilterAlgoPerf_t bf[CUDNN_CONVOLUTION_BWD_FILTER_ALGO_COUNT];
-            TB_CUDA(cudnnFindConvolutionBackwardFilterAlgorithmEx(h, x_, x.f(), y_, y.f(), bwdFilterConv_, w_, w.f(),
+            TB_CUDNN_OR_NO_ALGORITHM(cudnnFindConvolutionBackwardFilterAlgorithmEx(h, x_, x.f(), y_, y.f(), bwdFilterConv_, w_, w.f(),
                                                                   CUDNN_CONVOLUTION_BWD_FILTER_ALGO_COUNT, &count, bf,
                                                                   trial, trialBytes));
             c.bwdFilter = choose(bf, count, anyMath, "convolution's filter gradient");
             TB_CUDA(cudaStreamSynchronize(q));
-        } catch (const Error& e) {
+        } catch (const NoAlgorithm& e) {
+            cudaStreamSynchronize(q);  // the trials' buffers go back to the allocator below
             cudaFree(trial);
             if (bf16_) {  // remembered, so that the other plans of this shape do not search again
-                cudaGetLastError();
                 c.failure = e.what();
                 cache.choices.emplace(key, c);
             }
             throw;
         } catch (...) {
+            cudaStreamSynchronize(q);
             cudaFree(trial);
             throw;
         }

@@ -87,21 +87,22 @@ void ncclDestroy(TbNcclGroup* g) {
 }
 
 // Each call is its own group: a rank's thread may enqueue several without blocking the others.
-int ncclAllReduce(TbNcclGroup* g, int rank, float* buf, size_t count, int mean, StreamImpl* s, char* err, size_t len) {
+int ncclAllReduce(TbNcclGroup* g, int rank, void* buf, size_t count, int bf16, int mean, StreamImpl* s, char* err,
+                  size_t len) {
     cudaSetDevice(g->devices[size_t(rank)]);
     ncclGroupStart();
-    const ncclResult_t r = ::ncclAllReduce(buf, buf, count, ncclFloat, mean ? ncclAvg : ncclSum,
+    const ncclResult_t r = ::ncclAllReduce(buf, buf, count, bf16 ? ncclBfloat16 : ncclFloat, mean ? ncclAvg : ncclSum,
                                            g->comms[size_t(rank)], s->stream);
     const ncclResult_t e = ncclGroupEnd();
     if (r != ncclSuccess) return failed(err, len, "ncclAllReduce", r);
     return e == ncclSuccess ? 0 : failed(err, len, "ncclGroupEnd", e);
 }
 
-int ncclReduce(TbNcclGroup* g, int rank, const float* send, float* recv, size_t count, int mean, int root,
+int ncclReduce(TbNcclGroup* g, int rank, const void* send, void* recv, size_t count, int bf16, int mean, int root,
                StreamImpl* s, char* err, size_t len) {
     cudaSetDevice(g->devices[size_t(rank)]);
-    const ncclResult_t r = ::ncclReduce(send, recv, count, ncclFloat, mean ? ncclAvg : ncclSum, root,
-                                        g->comms[size_t(rank)], s->stream);
+    const ncclResult_t r = ::ncclReduce(send, recv, count, bf16 ? ncclBfloat16 : ncclFloat, mean ? ncclAvg : ncclSum,
+                                        root, g->comms[size_t(rank)], s->stream);
     return r == ncclSuccess ? 0 : failed(err, len, "ncclReduce", r);
 }
 
