@@ -498,6 +498,14 @@ void TestUiWidgets::bytesPerStepAsReadme_data() {
                                                 << QStringLiteral("13.1 MB per step (2 \u00d7 (D\u22121) \u00d7 P \u00d7 2, D = 2)");
     QTest::newRow("async, bf16 gradients") << "cpu:0,cpu:1/bf16" << "cpu" << true << 0 << p4 / 2 * 3
                                            << QStringLiteral("19.6 MB per update off the holder (P \u00d7 (4 + 2))");
+    // GPU towers alike (rounded on the GPU, bf16 over the link); towers sharing the holder's GPU
+    // send nothing, in either format.
+    QTest::newRow("GPUs, host variables, bf16 gradients") << "gpu:0,gpu:1/bf16" << "cpu" << false << 0 << 3 * p4
+                                                          << QStringLiteral("39.3 MB per step (M \u00d7 P \u00d7 (4 + 2), M = 2)");
+    QTest::newRow("GPU replicas, bf16 gradients") << "gpu:0,gpu:1/bf16" << "replicated" << false << 0 << p4
+                                                  << QStringLiteral("13.1 MB per step (2 \u00d7 (D\u22121) \u00d7 P \u00d7 2, D = 2)");
+    QTest::newRow("towers sharing the holder's GPU, bf16") << "gpu:0,gpu:0/bf16" << "gpu:0" << false << 0 << qint64(0)
+                                                           << QStringLiteral("nothing moves: every tower reads the variables in place");
 }
 
 void TestUiWidgets::bytesPerStepAsReadme() {
