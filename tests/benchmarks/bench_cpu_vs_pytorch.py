@@ -22,6 +22,11 @@ the GEMM peak per precision (tb_gemm_peak). Then for each model and precision it
      pass under torch.autocast("cpu", dtype=torch.bfloat16).
      This favours PyTorch: it has no input pipeline, while Towerbench reads, shuffles, augments and
      converts its batches on the same cores inside the timed loop.
+  3. repeats 1. and 2. --rounds times (default 3), alternating: each round runs every precision of
+     the model on both sides back to back, so a ratio is taken between runs seconds apart. A shared
+     machine's speed drifts by up to 2x within minutes (mlp bf16 ran at 160-170k ex/s, then 114k, in
+     runs two minutes apart on one 2-core EPYC): a ratio of two runs minutes apart measures the
+     drift. Reported: each side's median over the rounds, and the median of the per-round ratios.
 Goals (issue 16): fp32 at least 1.5x PyTorch's best on the CNNs and 1.25x on mlp (one tower); bf16 at
 least 1.5x Towerbench's fp32 on the CNNs and 1.25x PyTorch's autocast on every model.
 bf16 runs only where the processor has AVX512-BF16 or AMX (the line says so otherwise).
@@ -32,6 +37,7 @@ to run or a PyTorch network does not have the parameter count Towerbench reports
 import argparse
 import os
 import shutil
+import statistics
 import subprocess
 import sys
 import tempfile
@@ -74,6 +80,8 @@ def main():
     ap.add_argument("--batch", type=int, default=128)
     add_common_args(ap, DEFAULT_STEPS, DEFAULT_MODELS, REPO)
     ap.add_argument("--gemm-peak-binary", default=None, help="path of tb_gemm_peak (default: beside the binary's build)")
+    ap.add_argument("--rounds", type=int, default=3,
+                    help="alternating rounds of every run; medians and the median per-round ratio (default 3)")
     args = ap.parse_args()
 
     import torch  # Debian's python3-torch; imported here so --help works without it
@@ -111,41 +119,58 @@ def main():
         cifar_dir = args.cifar_dir
         for name in models:
             steps = steps_for(name, args.steps, overrides)
-            for precision in precisions:
-                row = {"model": name, "precision": precision, "batch": args.batch, "steps": steps,
-                       "warmup": args.warmup, "threads": args.threads}
-                try:
-                    spec, data, cifar_dir = prepare_model(args.models_dir, name, tmp, cifar_dir)
-                    spec_params, flops = spec_stats(spec)
-                    tb = bench_towerbench(binary, name, data, args.batch, steps, args.warmup, args.threads, tmp,
-                                          extra_args=("--precision", precision), tag=precision)
-                    s = tb["summary"]
-                    flops = s.get("flops_per_example", flops)
-                    row.update(data=data, backend=s.get("backend"), flops_per_example=flops,
-                               towerbench_params=s.get("params"), towerbench_examples_per_sec=tb["examples_per_sec"],
-                               towerbench_seconds=tb["seconds"],
-                               kernels=onednn_kernels(binary, name, data, precision, args.threads, tmp))
-                    pt = {t: bench_pytorch(spec, args.batch, steps, args.warmup, t, args.lr, torch,
-                                           autocast=autocast[precision]) for t in pt_threads}
-                    best = max(pt, key=lambda t: pt[t]["examples_per_sec"])
-                    row.update(pytorch_examples_per_sec={str(t): r["examples_per_sec"] for t, r in pt.items()},
-                               pytorch_best_threads=best, pytorch_best_examples_per_sec=pt[best]["examples_per_sec"])
-                    # The two networks must be the same size, or the comparison means nothing.
-                    expected = EXPECTED_PARAMS.get(name, s.get("params"))
-                    assert pt[best]["params"] == expected == s.get("params") == spec_params, (
-                        f"parameter counts differ: pytorch {pt[best]['params']}, towerbench {s.get('params')}, "
-                        f"model json {spec_params}, expected {expected}")
-                    ratio = tb["examples_per_sec"] / pt[best]["examples_per_sec"]
+            rows = {p: {"model": name, "precision": p, "batch": args.batch, "steps": steps, "warmup": args.warmup,
+                        "threads": args.threads, "rounds": args.rounds} for p in precisions}
+            try:
+                spec, data, cifar_dir = prepare_model(args.models_dir, name, tmp, cifar_dir)
+                spec_params, flops = spec_stats(spec)
+                tb_eps = {p: [] for p in precisions}
+                pt_eps = {p: {t: [] for t in pt_threads} for p in precisions}
+                for _ in range(args.rounds):
+                    for precision in precisions:
+                        row = rows[precision]
+                        tb = bench_towerbench(binary, name, data, args.batch, steps, args.warmup, args.threads, tmp,
+                                              extra_args=("--precision", precision), tag=precision)
+                        s = tb["summary"]
+                        tb_eps[precision].append(tb["examples_per_sec"])
+                        row.update(data=data, backend=s.get("backend"), flops_per_example=s.get("flops_per_example", flops),
+                                   towerbench_params=s.get("params"))
+                        for t in pt_threads:
+                            r = bench_pytorch(spec, args.batch, steps, args.warmup, t, args.lr, torch,
+                                              autocast=autocast[precision])
+                            pt_eps[precision][t].append(r["examples_per_sec"])
+                            # The two networks must be the same size, or the comparison means nothing.
+                            expected = EXPECTED_PARAMS.get(name, s.get("params"))
+                            assert r["params"] == expected == s.get("params") == spec_params, (
+                                f"parameter counts differ: pytorch {r['params']}, towerbench {s.get('params')}, "
+                                f"model json {spec_params}, expected {expected}")
+                for precision in precisions:
+                    row = rows[precision]
+                    pt_median = {t: statistics.median(v) for t, v in pt_eps[precision].items()}
+                    best = max(pt_median, key=pt_median.get)
+                    # Each round's Towerbench against that round's best PyTorch, seconds apart.
+                    per_round = [tb_eps[precision][i] / max(pt_eps[precision][t][i] for t in pt_threads)
+                                 for i in range(args.rounds)]
+                    eps = statistics.median(tb_eps[precision])
+                    ratio = statistics.median(per_round)
                     goal = FP32_GOAL.get(name, 1.5) if precision == "fp32" else BF16_GOAL
-                    gflops = tb["examples_per_sec"] * flops / 1e9
+                    gflops = eps * row["flops_per_example"] / 1e9
                     ceiling = (peak or {}).get("gemm_gflops" if precision == "fp32" else "bf16_gemm_gflops")
-                    row.update(ratio=ratio, goal_ratio=goal, goal_met=ratio >= goal, towerbench_gflops=gflops,
-                               gemm_peak_gflops=ceiling,
-                               percent_of_gemm_peak=100.0 * gflops / ceiling if ceiling else None)
-                except Exception as e:  # noqa: BLE001 - one model failing must not hide the others
-                    row["error"] = f"{type(e).__name__}: {e}"
-                    failures.append(f"{name} {precision}: {row['error']}")
-                results.append(row)
+                    row.update(towerbench_examples_per_sec=eps, towerbench_rounds_examples_per_sec=tb_eps[precision],
+                               pytorch_examples_per_sec={str(t): v for t, v in pt_median.items()},
+                               pytorch_rounds_examples_per_sec={str(t): v for t, v in pt_eps[precision].items()},
+                               pytorch_best_threads=best, pytorch_best_examples_per_sec=pt_median[best],
+                               ratio=ratio, ratios_per_round=per_round, goal_ratio=goal, goal_met=ratio >= goal,
+                               towerbench_gflops=gflops, gemm_peak_gflops=ceiling,
+                               percent_of_gemm_peak=100.0 * gflops / ceiling if ceiling else None,
+                               kernels=onednn_kernels(binary, name, data, precision, args.threads, tmp))
+                if "fp32" in tb_eps and "bf16" in tb_eps:
+                    rows["bf16"]["bf16_over_fp32_per_round"] = [b / f for b, f in zip(tb_eps["bf16"], tb_eps["fp32"])]
+            except Exception as e:  # noqa: BLE001 - one model failing must not hide the others
+                for precision in precisions:
+                    rows[precision]["error"] = f"{type(e).__name__}: {e}"
+                failures.append(f"{name}: {type(e).__name__}: {e}")
+            results += [rows[p] for p in precisions]
 
     header = ["model", "precision", "towerbench ex/s"] + [f"pytorch {t} thr" for t in pt_threads] + \
              ["tb / best pt", "goal", "towerbench GFLOP/s", "% of peak"]
@@ -165,13 +190,13 @@ def main():
     rows = []
     for name in models:
         if (name, "fp32") in by and (name, "bf16") in by:
-            gain = by[name, "bf16"]["towerbench_examples_per_sec"] / by[name, "fp32"]["towerbench_examples_per_sec"]
+            gain = statistics.median(by[name, "bf16"]["bf16_over_fp32_per_round"])  # runs seconds apart
             goal = BF16_OVER_FP32_GOAL.get(name, 1.5)
             by[name, "bf16"].update(bf16_over_fp32=gain, bf16_over_fp32_goal=goal)
             rows.append([name, f"{gain:.2f}", f"{goal}x {'met' if gain >= goal else 'NOT met'}" if goal else "none"])
     if rows:
         print()
-        print_table(["model", "towerbench bf16 / fp32", "goal"], rows)
+        print_table(["model", "towerbench bf16 / fp32 (median of rounds)", "goal"], rows)
     print()
     for r in results:
         if r.get("kernels"):
