@@ -1015,6 +1015,14 @@ private slots:
         gpu.transfers = Transfers::Auto;
         gpu.towers = {Device{DeviceType::Cuda, 0}};
         QCOMPARE(tbtest::errorOf([&] { gpu.validate(2, 1); }), QString("<no exception>"));
+        // Where TowerSet would pick copies on its own: asynchronous updates, a GPU shared by two towers.
+        gpu.towers = {Device{DeviceType::Cuda, 0}, Device{DeviceType::Cuda, 1}};
+        QCOMPARE(tbtest::errorOf([&] { gpu.validate(2, 2); }), QString("<no exception>"));  // NCCL's case
+        gpu.update = UpdateMode::Async;
+        QVERIFY(tbtest::errorOf([&] { gpu.validate(2, 2); }).contains("NCCL only (asynchronous updates move them by copies)"));
+        gpu.update = UpdateMode::Sync;
+        gpu.towers = {Device{DeviceType::Cuda, 0}, Device{DeviceType::Cuda, 0}, Device{DeviceType::Cuda, 1}};
+        QVERIFY(tbtest::errorOf([&] { gpu.validate(2, 2); }).contains("two towers share a GPU, and NCCL takes one per GPU"));
     }
     // What a run reports is what happened: examples/sec is the examples trained over the wall time
     // they took (within 2%), the step times add up to that wall time, and each tower's phases add

@@ -2,8 +2,8 @@
 // bf16 (the top 16 bits of a float: 8 exponent bits, 7 mantissa bits, round to nearest even)
 // before they leave it, so every transfer carries 2 bytes an element instead of 4; within a
 // process they are widened and summed in fp32, between processes each partial sum is rounded to
-// bf16 again (communicator.hpp), as NCCL's bf16 all-reduce does. Host memory only: the CPU
-// towers', the processes' (MPI).
+// bf16 again (communicator.hpp), as NCCL's bf16 all-reduce does. These sums run on the host: over
+// the CPU towers' gradients, the bits GPU towers sent, and the processes' (MPI).
 #pragma once
 #include <cstddef>
 #include <cstdint>

@@ -82,13 +82,16 @@ std::shared_ptr<uint16_t> bits(Backend& be, size_t count, bool host) {
 }
 }  // namespace
 
-void Communicator::prepareWire(size_t maxCount) {
-    for (const RankEndpoint& r : ranks_) {
-        wire_.push_back(bits(*r.backend, maxCount, true));
-        deviceWire_.push_back(r.device.type == DeviceType::Cpu ? nullptr : bits(*r.backend, maxCount, false));
-        landed_.emplace_back(maxCount);
+void Communicator::prepareWire(size_t maxCount, bool hostSide) {
+    if (!anyRoundsOnWire()) return;  // nothing leaves its device
+    for (int j = 0; j < size(); ++j) {
+        Backend& be = *ranks_[size_t(j)].backend;
+        const bool host = hostSide && roundsOnWire(j), gpu = ranks_[size_t(j)].device.type != DeviceType::Cpu;
+        wire_.push_back(host ? bits(be, maxCount, true) : nullptr);
+        deviceWire_.push_back(gpu && (host || !hostSide) ? bits(be, maxCount, false) : nullptr);
+        landed_.emplace_back(host ? maxCount : 0);
     }
-    resultWire_ = bits(*ranks_[0].backend, maxCount, true);
+    if (hostSide) resultWire_ = bits(*ranks_[0].backend, maxCount, true);
 }
 
 bool Communicator::anyRoundsOnWire() const {
@@ -189,7 +192,7 @@ std::unique_ptr<Communicator> makeCommunicator(CommKind kind, std::vector<RankEn
             throw Error("--comm-precision bf16: the variables are on " + holder.device.str() + ", and bf16 gradients reach "
                         "a GPU's variables through NCCL only (--transfers " + (kind == CommKind::Copies ? "copies" : "auto") +
                         " here); put the variables on the host (--variables cpu) or leave --comm-precision at fp32");
-        comm->prepareWire(maxCount);
+        comm->prepareWire(maxCount, kind != CommKind::Nccl);
     }
     return comm;
 }

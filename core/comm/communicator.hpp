@@ -178,9 +178,10 @@ protected:
 private:
     friend std::unique_ptr<Communicator> makeCommunicator(CommKind, std::vector<RankEndpoint>, HolderEndpoint, size_t,
                                                           ProcessGroup*, CommPrecision);
-    // bf16 gradients only, per rank (maxCount): its gradients as sent (host memory, pinned for a
-    // GPU rank; a GPU rank rounds into deviceWire_ first), and widened as received.
-    void prepareWire(size_t maxCount);
+    // bf16 gradients only, per rank that rounds (maxCount): its gradients as sent (host memory,
+    // pinned for a GPU rank; a GPU rank rounds into deviceWire_ first), and widened as received.
+    // NCCL (`hostSide` false) reduces the device buffers alone, every GPU rank's.
+    void prepareWire(size_t maxCount, bool hostSide);
     std::vector<std::shared_ptr<uint16_t>> wire_, deviceWire_;
     std::vector<std::vector<float>> landed_;
     std::shared_ptr<uint16_t> resultWire_;
@@ -199,7 +200,7 @@ void reduceChunk(Backend& be, Stream s, Range c, const std::vector<const float*>
 // `maxCount` bounds the floats of one transfer (staging is sized for it); `processes`: the other
 // processes of the run the reductions span (CPU towers: shared memory, then MPI; GPU towers: NCCL
 // over every process's GPUs, or copies to the host, then MPI), or null; `gradients`: the
-// gradients' number format on the wire (bf16: CPU towers and a host-memory holder only).
+// gradients' number format on the wire (bf16: a GPU holder through NCCL only).
 std::unique_ptr<Communicator> makeCommunicator(CommKind kind, std::vector<RankEndpoint> ranks, HolderEndpoint holder,
                                                size_t maxCount, ProcessGroup* processes = nullptr,
                                                CommPrecision gradients = CommPrecision::Fp32);

@@ -89,7 +89,7 @@ public:
         }
         const RankEndpoint& r = ranks_[size_t(rank)];
         const bool mean = op == ReduceOp::Mean;
-        if (roundsOnWire(rank)) {
+        if (anyRoundsOnWire()) {  // one choice for every rank: NCCL's datatype must agree
             uint16_t* wire = deviceWire(rank);
             r.backend->roundToBf16(r.stream, buf, wire, count);
             group_->allReduce(rank, wire, count, true, mean, r.stream);

@@ -1,6 +1,6 @@
-#include <algorithm>
 #include "parallel/deployment_plan.hpp"
 
+#include <algorithm>
 #include <charconv>
 #include <set>
 #include <sstream>
@@ -192,12 +192,23 @@ void DeploymentPlan::validate(int cpuDevices, int gpuDevices) const {
     if (!slowdown.empty() && int(slowdown.size()) != towerCount())
         throw Error("--slow: one factor per tower expected");
     if (commPrecision == CommPrecision::Bf16) {
-        const Device& holder = towers[size_t(variablesTower)];
-        if (variables == VariablePlacement::Tower && holder.type == DeviceType::Cuda && transfers == Transfers::Copies &&
-            std::any_of(towers.begin(), towers.end(), [&](const Device& d) { return d != holder; }))
-            throw Error("--comm-precision bf16: the variables are on " + towers[size_t(variablesTower)].str() +
-                        ", and bf16 gradients reach a GPU's variables through NCCL only (--transfers copies here); put "
-                        "the variables on the host (--variables cpu) or leave --comm-precision at fp32");
+        // A GPU holding the variables takes bf16 gradients from other devices through NCCL only,
+        // which needs synchronous updates and one tower per GPU (TowerSet's choice of transfers).
+        if (variables == VariablePlacement::Tower && towers[size_t(variablesTower)].type == DeviceType::Cuda) {
+            const Device holder = towers[size_t(variablesTower)];
+            const bool elsewhere = std::any_of(towers.begin(), towers.end(), [&](const Device& d) { return d != holder; });
+            std::set<std::pair<int, int>> gpus;
+            for (const Device& d : towers) gpus.emplace(int(d.type), d.index);
+            const bool distinct = gpus.size() == towers.size();
+            const char* why = transfers == Transfers::Copies ? "--transfers copies"
+                              : update == UpdateMode::Async  ? "asynchronous updates move them by copies"
+                              : !distinct                    ? "two towers share a GPU, and NCCL takes one per GPU"
+                                                             : nullptr;
+            if (elsewhere && why)
+                throw Error("--comm-precision bf16: the variables are on " + holder.str() +
+                            ", and bf16 gradients reach a GPU's variables through NCCL only (" + why +
+                            "); put the variables on the host (--variables cpu) or leave --comm-precision at fp32");
+        }
         if (averaging())
             throw Error("--comm-precision bf16: averaging every K steps exchanges the variables, which always move in "
                         "fp32 (leave --average-every out, or --comm-precision at fp32)");
