@@ -288,6 +288,9 @@ void TestModel::memoryEstimateRefusesWhatCannotFit() {
              qPrintable(message));
     tb::checkMemoryFits(needs, [&](const tb::Device& d) { return d.type == tb::DeviceType::Cuda ? gpu : size_t(0); },
                         "--model mnist_cnn");  // fits exactly; the host's amount unknown
+    // bf16: each tower adds its bf16 copies, half the bytes of the weights and the activations.
+    for (const tb::MemoryNeed& n : tb::estimateRunMemory(spec, plan, 128, 1, false, 50 << 20, tb::MatmulPrecision::Bf16))
+        if (n.device.type == tb::DeviceType::Cuda) QCOMPARE(n.bytes, gpu + 2 * ((one.params + one.activations) / 2));
 }
 
 void TestModel::bindParamsUsesTheExternalBuffer() {

@@ -20,10 +20,11 @@ std::string mebibytes(size_t bytes) {
 }
 
 std::vector<MemoryNeed> estimateRunMemory(const ModelSpec& spec, const DeploymentPlan& plan, int batchPerTower,
-                                          int slots, bool ema, size_t datasetBytes) {
+                                          int slots, bool ema, size_t datasetBytes, MatmulPrecision precision) {
     const NetworkMemory net = estimateNetworkMemory(spec, batchPerTower);
     const size_t variables = net.params;  // P floats
-    const size_t tower = net.params + net.grads + net.activations + net.saved;
+    const size_t bf16Copies = precision == MatmulPrecision::Bf16 ? (net.params + net.activations) / 2 : 0;
+    const size_t tower = net.params + net.grads + net.activations + net.saved + bf16Copies;
     const bool replicated = plan.variables == VariablePlacement::Replicated;
     // Where the variables (with their slots and moving average) live: the host, one tower's
     // device, or every tower (replicated: each replica keeps its own slots too).

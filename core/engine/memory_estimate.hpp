@@ -8,6 +8,7 @@
 #include <string>
 #include <vector>
 
+#include "backend/backend.hpp"
 #include "nn/model_spec.hpp"
 #include "parallel/deployment_plan.hpp"
 
@@ -21,9 +22,13 @@ struct MemoryNeed {
     std::string parts;        // "variables with optimiser state 12.5 MiB, 2 towers 80.2 MiB (2 x 40.1 MiB)"
 };
 
-// slots: optimiser slots per variable (momentum 1, Adam 2); ema: a moving average is kept.
+// slots: optimiser slots per variable (momentum 1, Adam 2); ema: a moving average is kept;
+// precision bf16: each tower's matrix ops also keep bf16 copies of what they read (the weights,
+// their inputs and incoming gradients; on a GPU cuDNN's bf16 outputs too), at most half the
+// bytes of the weights and the activations.
 std::vector<MemoryNeed> estimateRunMemory(const ModelSpec& spec, const DeploymentPlan& plan, int batchPerTower,
-                                          int slots, bool ema, size_t datasetBytes);
+                                          int slots, bool ema, size_t datasetBytes,
+                                          MatmulPrecision precision = MatmulPrecision::Fp32);
 
 // Host memory this process may still take: MemAvailable (/proc/meminfo), lowered to what
 // RLIMIT_AS leaves (ulimit -v) where that is set. 0 where unknown.

@@ -628,7 +628,7 @@ RunSummary Trainer::execute(ObserverHub& hub) {
         for (const Dataset* d : {&data.train, &data.validation, &data.test})
             dataBytes += d->pixels.size() + d->features.size() * sizeof(float) + d->labels.size() * sizeof(int32_t);
         const int slots = opt.rule == UpdateRule::Adam ? 2 : opt.rule == UpdateRule::Sgd ? 0 : 1;
-        checkMemoryFits(estimateRunMemory(spec, plan, plan.batchPerTower, slots, c.emaDecay > 0, dataBytes),
+        checkMemoryFits(estimateRunMemory(spec, plan, plan.batchPerTower, slots, c.emaDecay > 0, dataBytes, opt.precision),
                         [](const Device& d) {
                             return d.type == DeviceType::Cpu ? hostMemoryAvailable()
                                                              : makeBackend(d)->memoryInfo().freeBytes;
