@@ -16,6 +16,12 @@ CommPrecision parseCommPrecision(const std::string& text, const std::string& ori
 
 const char* toString(CommPrecision p) { return p == CommPrecision::Bf16 ? "bf16" : "fp32"; }
 
+std::string bf16ToGpuHolderRefused(const std::string& holder, const std::string& why) {
+    return "--comm-precision bf16: the variables are on " + holder + ", and bf16 gradients reach a GPU's variables "
+           "through NCCL only (" + why + "); put the variables on the host (--variables cpu) or leave "
+           "--comm-precision at fp32";
+}
+
 void reduceWire(const std::vector<WireSource>& sources, size_t begin, size_t end, float* out, ReduceOp op) {
     if (sources.empty()) throw Error("reduceWire: no sources");
     float* o = out + begin;

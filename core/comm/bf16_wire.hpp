@@ -22,6 +22,10 @@ enum class CommPrecision { Fp32, Bf16 };
 
 CommPrecision parseCommPrecision(const std::string& text, const std::string& origin);  // "fp32" | "bf16"
 const char* toString(CommPrecision p);
+// The refusal of bf16 gradients for variables on a GPU (`holder`) where they would arrive by
+// copies, whose sums the host makes (`why`: what makes them copies); NCCL alone can take them.
+std::string bf16ToGpuHolderRefused(const std::string& holder, const std::string& why);
+
 // Bytes one element of the gradients takes on the wire.
 inline size_t gradientElementBytes(CommPrecision p) { return p == CommPrecision::Bf16 ? 2 : 4; }
 

@@ -189,9 +189,8 @@ std::unique_ptr<Communicator> makeCommunicator(CommKind kind, std::vector<RankEn
         comm->gradients_ = gradients;
         // The host sums what arrives in bf16: it cannot write a GPU holder's memory (NCCL can).
         if (kind != CommKind::Nccl && holder.backend && holder.device.type != DeviceType::Cpu && comm->anyRoundsOnWire())
-            throw Error("--comm-precision bf16: the variables are on " + holder.device.str() + ", and bf16 gradients reach "
-                        "a GPU's variables through NCCL only (--transfers " + (kind == CommKind::Copies ? "copies" : "auto") +
-                        " here); put the variables on the host (--variables cpu) or leave --comm-precision at fp32");
+            throw Error(bf16ToGpuHolderRefused(holder.device.str(), std::string("--transfers ") +
+                                                                        (kind == CommKind::Copies ? "copies" : "auto") + " here"));
         comm->prepareWire(maxCount, kind != CommKind::Nccl);
     }
     return comm;

@@ -80,8 +80,12 @@ public:
             if (!processes_) return;
             const float* sent = roundsOnWire(rank) ? throughWire(rank, buf, count) : stage(rank, buf, count);
             processes_->allReduce(0, sent, result_.data(), count, op, gradients_);
-            if (roundsOnWire(rank)) backOnWire(rank, buf, Range{0, count}, count);  // the mean of bf16 sums, in bf16
-            else copyOnRank(rank, buf, result_.data(), count);
+            if (roundsOnWire(rank)) {  // the mean of bf16 sums, in bf16
+                resultToWire(Range{0, count});
+                fromWire(rank, resultWire(), buf, count);
+            } else {
+                copyOnRank(rank, buf, result_.data(), count);
+            }
             return;
         }
         std::exception_ptr failure;
@@ -92,8 +96,7 @@ public:
             reduceSlots(c, result_.data(), op, *host_, hostStreams_[size_t(rank)]);
             if (processes_)
                 processes_->allReduce(rank, result_.data() + c.begin, result_.data() + c.begin, c.size(), op, gradients_);
-            // The result goes back in bf16: this rank rounds its chunk for every rank.
-            if (anyRoundsOnWire()) roundToBf16(result_.data() + c.begin, resultWire() + c.begin, c.size());
+            if (anyRoundsOnWire()) resultToWire(c);  // this rank rounds its chunk for every rank
         });
         meet(rank);  // the whole result is ready
         attempt(failure, [&] {
@@ -140,11 +143,8 @@ private:
         if (anyRoundsOnWire()) reduceGradients(c, slotPointers_, out, op);
         else reduceChunk(be, s, c, slotPointers_, out, op);
     }
-    // buf := the one rank's all-reduce result, rounded to bf16 on the host and widened on its device.
-    void backOnWire(int rank, float* buf, Range c, size_t count) {
-        roundToBf16(result_.data() + c.begin, resultWire() + c.begin, c.size());
-        fromWire(rank, resultWire(), buf, count);
-    }
+    // The all-reduce result's chunk c rounded to bf16 as it goes back (fromWire widens it on a rank).
+    void resultToWire(Range c) { roundToBf16(result_.data() + c.begin, resultWire() + c.begin, c.size()); }
 
     std::shared_ptr<Backend> host_;    // the host's arithmetic when there is no holder
     std::vector<Stream> hostStreams_;  // per rank, on host_

@@ -9,6 +9,7 @@
 
 #include "backend/backend_check.hpp"
 #include "backend/registry.hpp"
+#include "engine/trainer.hpp"
 #include "nn/model_spec.hpp"
 #include "parallel/tower_set.hpp"
 #include "util/error.hpp"
@@ -150,35 +151,31 @@ int runSelfTest(std::ostream& out) {
     out << "\nop check (every op against a double-precision reference):\n";
     std::vector<Device> devices{Device{}};
     for (const GpuInfo& g : gpu.gpus) devices.push_back(Device{DeviceType::Cuda, g.index});
-    for (const Device& d : devices) {
-        try {
-            failures += printOpCheck(out, *makeBackend(d), kFp32MatmulTolerance);
-        } catch (const std::exception& e) {
-            out << "  " << d.str() << ": FAILED to run: " << e.what() << "\n";
-            ++failures;
+    // Each device in fp32, then in bf16 where a run could use it (checkPrecision says why not):
+    // its convolutions and inner products within bf16's tolerance, the other ops still fp32's.
+    for (const Device& d : devices)
+        for (const MatmulPrecision p : {MatmulPrecision::Fp32, MatmulPrecision::Bf16}) {
+            const bool bf16 = p == MatmulPrecision::Bf16;
+            const std::string label = d.str() + (bf16 ? " bf16" : "");
+            try {
+                if (bf16) {
+                    DeploymentPlan one;
+                    one.towers = {d};
+                    checkPrecision("bf16", one, gpu.gpus);
+                }
+            } catch (const std::exception& e) {
+                out << "  " << label << ": not checked (" << e.what() << ")\n";
+                continue;
+            }
+            try {
+                BackendOptions o;
+                o.precision = p;
+                failures += printOpCheck(out, *makeBackend(d, o), bf16 ? kBf16MatmulTolerance : kFp32MatmulTolerance);
+            } catch (const std::exception& e) {
+                out << "  " << label << ": FAILED to run: " << e.what() << "\n";
+                ++failures;
+            }
         }
-    }
-    // --precision bf16 where a device has it: its convolutions and inner products within bf16's
-    // tolerance, the other ops still fp32's.
-    const std::string cpuNoBf16 = cpuBf16Missing();
-    for (const Device& d : devices) {
-        const bool cc8 = std::any_of(gpu.gpus.begin(), gpu.gpus.end(), [&](const GpuInfo& g) {
-            return d.type == DeviceType::Cuda && g.index == d.index && g.ccMajor >= 8;
-        });
-        if (d.type == DeviceType::Cpu ? !cpuNoBf16.empty() : !cc8) {
-            out << "  " << d.str() << " bf16: not checked ("
-                << (d.type == DeviceType::Cpu ? cpuNoBf16 : "compute capability below 8.0") << ")\n";
-            continue;
-        }
-        try {
-            BackendOptions o;
-            o.precision = MatmulPrecision::Bf16;
-            failures += printOpCheck(out, *makeBackend(d, o), kBf16MatmulTolerance);
-        } catch (const std::exception& e) {
-            out << "  " << d.str() << " bf16: FAILED to run: " << e.what() << "\n";
-            ++failures;
-        }
-    }
 
     out << "\ntower check (20 steps of a small CNN from the same weights on the same batches):\n";
     if (!gpu.available) {

@@ -204,10 +204,7 @@ void DeploymentPlan::validate(int cpuDevices, int gpuDevices) const {
                               : update == UpdateMode::Async  ? "asynchronous updates move them by copies"
                               : !distinct                    ? "two towers share a GPU, and NCCL takes one per GPU"
                                                              : nullptr;
-            if (elsewhere && why)
-                throw Error("--comm-precision bf16: the variables are on " + holder.str() +
-                            ", and bf16 gradients reach a GPU's variables through NCCL only (" + why +
-                            "); put the variables on the host (--variables cpu) or leave --comm-precision at fp32");
+            if (elsewhere && why) throw Error(bf16ToGpuHolderRefused(holder.str(), why));
         }
         if (averaging())
             throw Error("--comm-precision bf16: averaging every K steps exchanges the variables, which always move in "
