@@ -309,8 +309,9 @@ private slots:
         QCOMPARE(results[2].measured.steps, int64_t(8));
         QCOMPARE(results[2].measured.examples, int64_t(8 * 64));
         // One round measured over its own wall time (before, all six steps shared one clock
-        // reading: no time at all, no rate).
-        QVERIFY2(results[2].measured.seconds > 0 && results[2].speedup > 0.2 && results[2].speedup < 20,
+        // reading: no time at all, no rate). The bounds only exclude that: 8 steps of tiny_mlp
+        // take about 5 ms, and on a shared 2-core machine one such round measured 0.17x once.
+        QVERIFY2(results[2].measured.seconds > 0 && results[2].speedup > 0.05 && results[2].speedup < 20,
                  qPrintable(QString("%1 s, speedup %2").arg(results[2].measured.seconds).arg(results[2].speedup)));
     }
 
