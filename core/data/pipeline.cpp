@@ -9,6 +9,7 @@
 #include <string>
 #include <utility>
 
+#include "util/cpu_clones.hpp"
 #include "util/error.hpp"
 #include "util/float_mode.hpp"
 
@@ -23,19 +24,37 @@ float uniformFloat(std::mt19937_64& rng, float lo, float hi) {
     return lo + (hi - lo) * float(rng() >> 40) * 0x1.0p-24f;
 }
 
+// d[i] = s[i] * scale over n elements: the pipeline's hot loop (mlp at 170k examples/sec converts
+// 130M pixels a second on the same two cores that train), compiled per instruction set: the
+// baseline's SSE2 widens bytes to floats four at a time.
+TB_CPU_CLONES void scaleCopy(const uint8_t* __restrict s, float* __restrict d, size_t n, float scale) {
+    for (size_t i = 0; i < n; ++i) d[i] = float(s[i]) * scale;
+}
+TB_CPU_CLONES void scaleCopy(const float* __restrict s, float* __restrict d, size_t n, float scale) {
+    for (size_t i = 0; i < n; ++i) d[i] = s[i] * scale;
+}
+
 // Copies the (c, oh, ow) window at (y0, x0) of a (c, h, w) sample into dst as float * scale,
-// mirrored left-right when flip is set. Inner loops are plain strided copies (vectorisable).
+// mirrored left-right when flip is set. Without a crop across the width the window's rows are
+// contiguous in both: one scaleCopy per channel (a 28x28 row at a time left most of each vector
+// loop to its scalar tail).
 template <typename T>
 void cropCopy(const T* src, int c, int h, int w, int y0, int x0, bool flip, float scale, float* dst, int oh,
               int ow) {
     for (int ch = 0; ch < c; ++ch) {
+        const T* plane = src + (size_t(ch) * h + size_t(y0)) * w + x0;
+        float* out = dst + size_t(ch) * oh * ow;
+        if (!flip && ow == w) {
+            scaleCopy(plane, out, size_t(oh) * size_t(ow), scale);
+            continue;
+        }
         for (int y = 0; y < oh; ++y) {
-            const T* s = src + (size_t(ch) * h + size_t(y0 + y)) * w + x0;
-            float* d = dst + (size_t(ch) * oh + y) * ow;
+            const T* s = plane + size_t(y) * w;
+            float* d = out + size_t(y) * ow;
             if (flip)
                 for (int x = 0; x < ow; ++x) d[x] = float(s[ow - 1 - x]) * scale;
             else
-                for (int x = 0; x < ow; ++x) d[x] = float(s[x]) * scale;
+                scaleCopy(s, d, size_t(ow), scale);
         }
     }
 }
