@@ -1143,6 +1143,25 @@ private slots:
         c.reduce = "allreduce";
         QCOMPARE(makePlan(c).averageEvery, 4);
     }
+    // Automatic prefetch: one CPU tower makes its batches on its own thread (no loader thread to
+    // take a core from its team); several towers, or GPU towers, keep 2 batches ahead; a number
+    // the user gives is kept.
+    void prefetchIsAutomaticUnlessGiven() {
+        RunConfig c = quickRun();
+        QCOMPARE(c.prefetch, -1);
+        c.towers = "cpu:0";
+        QCOMPARE(prefetchFor(c, makePlan(c)), 0);
+        c.towers = "cpu:0,cpu:1";
+        QCOMPARE(prefetchFor(c, makePlan(c)), 2);
+        DeploymentPlan gpu;
+        gpu.towers = {Device::parse("gpu:0")};
+        QCOMPARE(prefetchFor(c, gpu), 2);
+        c.towers = "cpu:0";
+        c.setFromText("prefetch", "3", "--prefetch");
+        QCOMPARE(prefetchFor(c, makePlan(c)), 3);
+        c.prefetch = -2;
+        QVERIFY_THROWS_EXCEPTION(Error, c.validate());
+    }
 };
 
 int main(int argc, char** argv) {

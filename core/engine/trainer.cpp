@@ -105,6 +105,17 @@ void checkProcessRoles(const RunConfig& c, int processes) {
                     std::to_string(processes) + " processes (mpirun -np must be more than --ps-tasks)");
 }
 
+// A loader thread beside one CPU tower has no core of its own: each of its slices stalled the
+// tower's OpenMP team at its next barrier (perf at 20 kHz: a quarter of the worker's waits were
+// while it ran). Made on the tower's thread instead, mlp bf16 on 2 cores trained at 1.045x the
+// examples/sec (7 of 8 alternating pairs); the team converting each batch together gained
+// nothing more. GPU towers and several CPU towers keep the loader thread, which their devices'
+// work or the towers' waits at the sync point leave room for.
+int prefetchFor(const RunConfig& config, const DeploymentPlan& plan) {
+    if (config.prefetch >= 0) return config.prefetch;
+    return plan.towerCount() == 1 && plan.towers[0].type == DeviceType::Cpu ? 0 : 2;
+}
+
 int chiefProcess(const RunConfig& config, int processes) { return config.psTasks < processes ? config.psTasks : 0; }
 
 int cpuTowerSlots() { return std::max(8, 4 * int(std::max(1u, std::thread::hardware_concurrency()))); }
@@ -152,8 +163,9 @@ namespace {
 using Clock = std::chrono::steady_clock;
 double seconds(Clock::time_point a, Clock::time_point b) { return std::chrono::duration<double>(b - a).count(); }
 
-// How the pipeline shapes a dataset for this run (CIFAR-10: 24x24 crops, standardised).
-PipelineOptions pipelineFor(const RunConfig& c, bool cifar, bool training, int batch) {
+// How the pipeline shapes a dataset for this run (CIFAR-10: 24x24 crops, standardised), with
+// `prefetch` batches made ahead (prefetchFor).
+PipelineOptions pipelineFor(const RunConfig& c, bool cifar, bool training, int batch, int prefetch) {
     PipelineOptions o;
     o.batchSize = batch;
     o.shuffle = training;
@@ -163,7 +175,7 @@ PipelineOptions pipelineFor(const RunConfig& c, bool cifar, bool training, int b
     o.cropH = o.cropW = cifar ? 24 : 0;
     o.standardize = cifar;
     o.channelsLast = true;  // the engine computes in (n, h, w, c)
-    o.prefetch = c.prefetch;
+    o.prefetch = prefetch;
     o.seed = c.seed;
     return o;
 }
@@ -173,10 +185,10 @@ PipelineOptions pipelineFor(const RunConfig& c, bool cifar, bool training, int b
 // pixels, shared by its evaluations), each example's prediction. Nothing when `cancelled` says
 // so between batches (a stop must not wait for a whole pass).
 std::optional<EvalResult> evaluate(Network& net, Stream s, float* stats, const Dataset& data, const RunConfig& c,
-                                   bool cifar, const CancelCheck& cancelled,
+                                   bool cifar, int prefetch, const CancelCheck& cancelled,
                                    std::shared_ptr<const std::vector<uint8_t>> images = nullptr) {
     Backend& be = net.backend();
-    InputPipeline pipe(data, pipelineFor(c, cifar, false, net.batch()));  // in the split's order
+    InputPipeline pipe(data, pipelineFor(c, cifar, false, net.batch(), prefetch));  // in the split's order
     Batch b;
     float host[3] = {0, 0, 0};
     int64_t count = 0;
@@ -485,8 +497,10 @@ EvalResult evaluateCheckpoint(const std::string& checkpointPath, const RunConfig
     const Stream s = be->createStream();
     be->copyFromHost(s, net.params(), weights.data(), weights.size() * sizeof(float));
     Tensor stats = be->empty(Shape{3});
+    // This thread with every core, as one CPU tower's (a default plan).
     std::optional<EvalResult> r =
-        evaluate(net, s, stats.data(), data.test, config, data.cifarAugment, [] { return false; });
+        evaluate(net, s, stats.data(), data.test, config, data.cifarAugment, prefetchFor(config, DeploymentPlan{}),
+                 [] { return false; });
     be->synchronize(s);
     stats = Tensor();
     be->destroyStream(s);
@@ -636,6 +650,7 @@ RunSummary Trainer::execute(ObserverHub& hub) {
                         "--model " + spec.name);
     }
     TowerSet towers(spec, plan, opt, std::max(1, cores / n), c.seed, processes_);
+    const int prefetch = prefetchFor(c, plan);
     Network& net = towers.evalNetwork();
     Backend& be = net.backend();
     const Stream s = towers.evalStream();
@@ -694,7 +709,7 @@ RunSummary Trainer::execute(ObserverHub& hub) {
             be.copy(s, backup.data(), en.params(), count * sizeof(float));
             be.copy(s, en.params(), ema->shadow(), count * sizeof(float));
         }
-        std::optional<EvalResult> r = evaluate(en, s, stats.data(), d, c, cifar, cancelled, imagesOf(d));
+        std::optional<EvalResult> r = evaluate(en, s, stats.data(), d, c, cifar, prefetch, cancelled, imagesOf(d));
         if (ema) {
             be.copy(s, en.params(), backup.data(), count * sizeof(float));
             be.synchronize(s);
@@ -731,7 +746,7 @@ RunSummary Trainer::execute(ObserverHub& hub) {
                                       : std::max<int64_t>(1, int64_t(std::ceil(c.epochs * double(data.train.size()) /
                                                                                  double(globalPerStep))));
     if (resumeStep >= total) throw Error(trainedAll(total));
-    PipelineOptions trainInput = pipelineFor(c, cifar, true, perStep);
+    PipelineOptions trainInput = pipelineFor(c, cifar, true, perStep, prefetch);
     trainInput.skipSamples = uint64_t(resumeStep) * uint64_t(globalPerStep);  // every step takes globalPerStep samples
     if (processes_) trainInput.sliceIndex = processes_->rank() - c.psTasks, trainInput.sliceCount = workers;
     towers.setRunLength(total);

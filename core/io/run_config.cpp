@@ -209,7 +209,7 @@ void RunConfig::validate() const {
     require(evalEvery >= 0, "--eval-every: must not be negative");
     require(validation >= -1, "--validation: must be a sample count (or -1 for automatic)");
     require(shuffleBuffer >= 0, "--shuffle-buffer: must not be negative");
-    require(prefetch >= 0 && prefetch <= 64, "--prefetch: must be between 0 and 64");
+    require(prefetch >= -1 && prefetch <= 64, "--prefetch: must be between 0 and 64 (or -1 for automatic)");
     require(threads >= 0 && threads <= 1024, "--threads: must be between 0 (all cores) and 1024");
     require(precision == "fp32" || precision == "bf16", "--precision: '" + precision + "' is not fp32 or bf16");
     require(commPrecision == "fp32" || commPrecision == "bf16",

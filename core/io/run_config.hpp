@@ -30,7 +30,7 @@ struct RunConfig {
     int64_t evalEvery = 0;               // steps between validation passes; 0: only at the end
     int64_t validation = -1;             // training samples held out; -1: 10% of the training set, at most 5000
     int64_t shuffleBuffer = 0;           // 0: the whole training set
-    int prefetch = 2;                    // batches made ahead on the loader thread
+    int prefetch = -1;                   // batches made ahead on the loader thread; -1: automatic (trainer.cpp)
     int threads = 0;                     // 0: all cores
     std::string metrics;                 // JSON-lines metrics file; empty: none
     bool quiet = false;
