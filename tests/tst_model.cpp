@@ -291,6 +291,12 @@ void TestModel::memoryEstimateRefusesWhatCannotFit() {
     // bf16: each tower adds its bf16 copies, half the bytes of the weights and the activations.
     for (const tb::MemoryNeed& n : tb::estimateRunMemory(spec, plan, 128, 1, false, 50 << 20, tb::MatmulPrecision::Bf16))
         if (n.device.type == tb::DeviceType::Cuda) QCOMPARE(n.bytes, gpu + 2 * ((one.params + one.activations) / 2));
+        else QCOMPARE(n.bytes, host);  // GPU towers copy the variables: nothing rounded on the host
+    // CPU towers read host-held variables in place: in bf16 the update keeps them rounded too.
+    plan.towers = {tb::Device{}, tb::Device{}};
+    const auto cpuNeed = [&](tb::MatmulPrecision p) { return tb::estimateRunMemory(spec, plan, 128, 1, false, 0, p)[0].bytes; };
+    QCOMPARE(cpuNeed(tb::MatmulPrecision::Bf16),
+             cpuNeed(tb::MatmulPrecision::Fp32) + 2 * ((one.params + one.activations) / 2) + one.params / 2);
 }
 
 void TestModel::bindParamsUsesTheExternalBuffer() {

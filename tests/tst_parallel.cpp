@@ -1143,6 +1143,24 @@ private slots:
         c.reduce = "allreduce";
         QCOMPARE(makePlan(c).averageEvery, 4);
     }
+    // bf16 CPU towers that read the host's variables in place read the weights the update
+    // rounded as it wrote them (HolderMean's rounded copy, each tower's chunk); towers with
+    // copies of their own round them themselves: the same training, bit for bit.
+    void bf16TowersReadTheUpdatesRounding() {
+        if (const std::string why = cpuBf16Missing(); !why.empty()) QSKIP(why.c_str());
+        for (const char* towers : {"cpu:0", "cpu:0,cpu:1"}) {
+            RunConfig c = quickRun();
+            c.towers = towers;
+            c.precision = "bf16";
+            c.steps = 40;
+            c.transfers = "auto";
+            const RunSummary inPlace = Trainer(c).run();
+            c.transfers = "copies";
+            const RunSummary copies = Trainer(c).run();
+            QCOMPARE(inPlace.finalLoss, copies.finalLoss);
+            QCOMPARE(inPlace.testLoss, copies.testLoss);
+        }
+    }
     // Automatic prefetch: one CPU tower makes its batches on its own thread (no loader thread to
     // take a core from its team); several towers, or GPU towers, keep 2 batches ahead; a number
     // the user gives is kept.

@@ -102,12 +102,14 @@ public:
     virtual void backward(Stream, const float* x, const float* y, const float* dy, float* dx, const void* saved) = 0;
 };
 
-// An inner-product plan; the backward calls follow their forward as ConvOp's do.
+// An inner-product plan; the backward calls follow their forward as ConvOp's do. wBf16: w
+// already rounded to bf16 (the optimiser's update wrote it: Backend::applyUpdate), which a bf16
+// plan reads instead of rounding w itself; nullptr: none. An fp32 plan ignores it.
 class DenseOp {
 public:
     virtual ~DenseOp() = default;
-    virtual void forward(Stream, const float* x, const float* w, const float* b, float* y) = 0;
-    virtual void backwardData(Stream, const float* dy, const float* w, float* dx) = 0;
+    virtual void forward(Stream, const float* x, const float* w, const uint16_t* wBf16, const float* b, float* y) = 0;
+    virtual void backwardData(Stream, const float* dy, const float* w, const uint16_t* wBf16, float* dx) = 0;
     virtual void backwardWeights(Stream, const float* x, const float* dy, float* dw, float* db) = 0;  // overwrites
 };
 
@@ -190,8 +192,11 @@ public:
                                              float* dlogits, int n, int k, float scale) = 0;
 
     // Optimiser step on flat buffers: params (n), grads (n), slots m, v (n each, as needed).
+    // rounded (n bf16, or nullptr): also the updated params rounded as roundToBf16 does, in the
+    // same pass, for the next step's bf16 matrix work (DenseOp's wBf16), which then reads 2 bytes
+    // a weight instead of rounding 4.
     virtual void applyUpdate(Stream, UpdateRule, const UpdateParams&, float* params, const float* grads,
-                             float* m, float* v, size_t n) = 0;
+                             float* m, float* v, uint16_t* rounded, size_t n) = 0;
     // shadow = decay * shadow + (1 - decay) * params (the weights' moving average).
     virtual void emaUpdate(Stream, float* shadow, const float* params, float decay, size_t n) = 0;
 

@@ -8,6 +8,7 @@
 #include <random>
 
 #include "backend/elementwise_math.hpp"
+#include "tensor/bf16.hpp"
 #include "util/error.hpp"
 
 namespace tb {
@@ -34,6 +35,13 @@ double normError(const Vec& out, const DVec& ref) {
         den += ref[i] * ref[i];
     }
     return den > 0 ? std::sqrt(num / den) : std::sqrt(num);
+}
+
+// x rounded to the nearest bf16 (8 significant bits, ties to even) in double arithmetic: the
+// reference for the backends' bit tricks.
+double nearestBf16(float x) {
+    const double ulp = x == 0 ? 1 : std::ldexp(1.0, std::ilogb(x) - 7);
+    return std::nearbyint(double(x) / ulp) * ulp;
 }
 
 // Device buffers of one case, freed when it ends; outputs start as NaN.
@@ -280,17 +288,30 @@ void checkDense(Checker& ck, const DenseDesc& d, uint64_t seed) {
     ck.run("dense.forward", shape, ck.matmulTolerance, [&](Rig& rig) {
         auto op = rig.backend().makeDense(d);
         float* yd = rig.poisoned(ys);
-        op->forward(rig.stream(), rig.upload(x), rig.upload(w), rig.upload(b), yd);
+        op->forward(rig.stream(), rig.upload(x), rig.upload(w), nullptr, rig.upload(b), yd);
         return normError(rig.download(yd, ys), y);
     });
     ck.run("dense.backward", shape, ck.matmulTolerance, [&](Rig& rig) {
         auto op = rig.backend().makeDense(d);
         float *dxd = rig.poisoned(xs), *dwd = rig.poisoned(ws), *dbd = rig.poisoned(size_t(d.out));
         float *dyd = rig.upload(dy), *wd = rig.upload(w);
-        op->backwardData(rig.stream(), dyd, wd, dxd);
+        op->backwardData(rig.stream(), dyd, wd, nullptr, dxd);
         op->backwardWeights(rig.stream(), rig.upload(x), dyd, dwd, dbd);
         return std::max({normError(rig.download(dxd, xs), dx), normError(rig.download(dwd, ws), dw),
                          normError(rig.download(dbd, size_t(d.out)), db)});
+    });
+    // With the weights the update rounded already (wBf16): a bf16 plan reads them instead of w
+    // (tst_backend_ops gives a poisoned w to see that), an fp32 plan ignores them.
+    ck.run("dense.bf16_weights_given", shape, ck.matmulTolerance, [&](Rig& rig) {
+        auto op = rig.backend().makeDense(d);
+        std::vector<uint16_t> rounded(ws);
+        roundToBf16(w.data(), rounded.data(), ws);
+        auto* wb = static_cast<uint16_t*>(rig.raw(ws * sizeof(uint16_t)));
+        rig.backend().copyFromHost(rig.stream(), wb, rounded.data(), ws * sizeof(uint16_t));
+        float *yd = rig.poisoned(ys), *dxd = rig.poisoned(xs), *wd = rig.upload(w);
+        op->forward(rig.stream(), rig.upload(x), wd, wb, rig.upload(b), yd);
+        op->backwardData(rig.stream(), rig.upload(dy), wd, wb, dxd);
+        return std::max(normError(rig.download(yd, ys), y), normError(rig.download(dxd, xs), dx));
     });
 }
 
@@ -376,10 +397,7 @@ void checkElementwise(Checker& ck, size_t n, uint64_t seed) {
         rig.backend().roundToBf16(rig.stream(), rig.upload(v), wire, n);
         rig.backend().widenBf16(rig.stream(), wire, back, n);
         DVec ref(n);
-        for (size_t i = 0; i < n; ++i) {
-            const double ulp = v[i] == 0 ? 1 : std::ldexp(1.0, std::ilogb(v[i]) - 7);  // 8 significant bits
-            ref[i] = std::nearbyint(double(v[i]) / ulp) * ulp;                       // ties to even
-        }
+        for (size_t i = 0; i < n; ++i) ref[i] = nearestBf16(v[i]);
         return normError(rig.download(back, n), ref);
     });
     // The mask is a pure function of (seed, index): every backend must draw exactly the same one.
@@ -441,11 +459,24 @@ void checkUpdate(Checker& ck, UpdateRule rule, const char* name, size_t n, uint6
     }
     ck.run(std::string("update.") + name, "n" + std::to_string(n), 1e-6, [&](Rig& rig) {
         float *pd = rig.upload(p0), *md = rig.upload(m0), *vd = rig.upload(v0);
-        rig.backend().applyUpdate(rig.stream(), rule, h, pd, rig.upload(g), md, vd, n);
+        rig.backend().applyUpdate(rig.stream(), rule, h, pd, rig.upload(g), md, vd, nullptr, n);
         double e = normError(rig.download(pd, n), p);
         if (rule != UpdateRule::Sgd) e = std::max(e, normError(rig.download(md, n), m));
         if (rule == UpdateRule::Adam) e = std::max(e, normError(rig.download(vd, n), v));
         return e;
+    });
+    // With the bf16 weights for the next step: the same update, and exactly its result rounded to
+    // the nearest bf16 (ties to even; the reference from double arithmetic).
+    ck.run(std::string("update.") + name + "+bf16", "n" + std::to_string(n), 0, [&](Rig& rig) {
+        float *pd = rig.upload(p0), *md = rig.upload(m0), *vd = rig.upload(v0);
+        auto* rounded = static_cast<uint16_t*>(rig.raw(n * sizeof(uint16_t)));
+        float* widened = rig.poisoned(n);
+        rig.backend().applyUpdate(rig.stream(), rule, h, pd, rig.upload(g), md, vd, rounded, n);
+        rig.backend().widenBf16(rig.stream(), rounded, widened, n);
+        const Vec updated = rig.download(pd, n);
+        DVec ref(n);
+        for (size_t i = 0; i < n; ++i) ref[i] = nearestBf16(updated[i]);
+        return normError(rig.download(widened, n), ref);
     });
 }
 

@@ -12,7 +12,7 @@ struct StreamImpl;
 
 extern "C" {
 
-constexpr int kTbCudaModuleAbi = 5;
+constexpr int kTbCudaModuleAbi = 6;
 
 // The bytes of NCCL's ncclUniqueId (NCCL_UNIQUE_ID_BYTES), which programs pass without nccl.h.
 constexpr int kTbNcclIdBytes = 128;

@@ -25,7 +25,8 @@ struct MemoryNeed {
 // slots: optimiser slots per variable (momentum 1, Adam 2); ema: a moving average is kept;
 // precision bf16: each tower's matrix ops also keep bf16 copies of what they read (the weights,
 // their inputs and incoming gradients; on a GPU cuDNN's bf16 outputs too), at most half the
-// bytes of the weights and the activations.
+// bytes of the weights and the activations; and host-held variables that CPU towers read in
+// place are kept rounded to bf16 beside them (half their bytes).
 std::vector<MemoryNeed> estimateRunMemory(const ModelSpec& spec, const DeploymentPlan& plan, int batchPerTower,
                                           int slots, bool ema, size_t datasetBytes,
                                           MatmulPrecision precision = MatmulPrecision::Fp32);

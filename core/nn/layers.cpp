@@ -156,13 +156,17 @@ public:
     }
     void prepare(Backend& be, int n) override { op_ = be.makeDense({n, in_.c, spec_.units}); }
     int64_t forwardFlops() const override { return 2 * int64_t(in_.c) * spec_.units; }
-    void forward(const LayerContext& c, const float* x, float* y) override { op_->forward(c.stream, x, w[0], w[1], y); }
+    void forward(const LayerContext& c, const float* x, float* y) override {
+        op_->forward(c.stream, x, w[0], rounded(), w[1], y);
+    }
     void backward(const LayerContext& c, const float* x, const float*, const float* dy, float* dx) override {
         op_->backwardWeights(c.stream, x, dy, dw[0], dw[1]);
-        if (dx) op_->backwardData(c.stream, dy, w[0], dx);
+        if (dx) op_->backwardData(c.stream, dy, w[0], rounded(), dx);
     }
 
 private:
+    const uint16_t* rounded() const { return wBf16.empty() ? nullptr : wBf16[0]; }  // the weights'
+
     std::unique_ptr<DenseOp> op_;
 };
 

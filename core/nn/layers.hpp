@@ -63,6 +63,9 @@ public:
 
     // Set by the network: parameter and gradient pointers, in params() order; saved memory.
     std::vector<float*> w, dw;
+    // Set by the network for one training step where the update rounded the parameters to bf16
+    // already (Network::useRoundedParams), in params() order; else empty.
+    std::vector<const uint16_t*> wBf16;
     void* saved = nullptr;
 
 protected:

@@ -140,6 +140,15 @@ void Network::viewParams(float* p) {
         for (float*& w : layer->w) w = params_ + offsets_[pi++];
 }
 
+void Network::useRoundedParams(const uint16_t* rounded) {
+    size_t pi = 0;
+    for (auto& layer : layers_) {
+        layer->wBf16.clear();
+        for (size_t k = 0; k < layer->w.size(); ++k, ++pi)
+            if (rounded) layer->wBf16.push_back(rounded + offsets_[pi]);
+    }
+}
+
 std::vector<float> Network::initialParams(uint64_t seed) const {
     std::vector<float> all(static_cast<size_t>(paramCount_));
     std::vector<float> one;
@@ -185,6 +194,7 @@ int64_t Network::trainFlopsPerExample() const {
 }
 
 void Network::forward(Stream s, bool training, uint64_t seed, int valid, float* stats) {
+    if (!training) useRoundedParams(nullptr);  // a training step's alone
     LayerContext ctx{backend_, s, training, seed, workspace_.data()};
     const float* x = input_buf_.data();
     for (size_t i = 0; i < layers_.size(); ++i) {
@@ -225,6 +235,7 @@ void Network::backward(Stream s) {
         if (infos_[i].weightDecay > 0)
             backend_.axpy(s, infos_[i].weightDecay, params_ + offsets_[i], grads_.data() + offsets_[i],
                           size_t(infos_[i].shape.numel()));
+    useRoundedParams(nullptr);  // the update about to come changes the parameters
 }
 
 }  // namespace tb

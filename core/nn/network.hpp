@@ -61,6 +61,11 @@ public:
     void bindParams(float* external);
     // Reads parameters from `p` for a while (nullptr: its own buffer again), keeping its own.
     void viewParams(float* p);
+    // For the next training step (forward and backward) only: `rounded` holds params() rounded
+    // to bf16 as they are now (paramCount values, written by the update that wrote them), which
+    // bf16 matrix work reads instead of rounding the weights again. The caller vouches that
+    // params() do not change before that step; evaluation forwards never read it.
+    void useRoundedParams(const uint16_t* rounded);
     float* grads() const { return grads_.data(); }     // (paramCount)
     float* input() const { return input_buf_.data(); } // (batch, h, w, c)
     int32_t* labels() const { return reinterpret_cast<int32_t*>(labels_.data()); }  // (batch)

@@ -37,8 +37,11 @@ public:
         return applyRange(s, params, grads, 0, count_, step);
     }
     // The same on elements [offset, offset + count) of params, grads and the slots: threads
-    // or parameter-server shards update disjoint ranges of one buffer.
-    float applyRange(Stream s, float* params, const float* grads, size_t offset, size_t count, int64_t step);
+    // or parameter-server shards update disjoint ranges of one buffer. rounded (the whole
+    // buffer's count bf16 values, or nullptr): the updated range rounded to bf16 there too
+    // (Backend::applyUpdate).
+    float applyRange(Stream s, float* params, const float* grads, size_t offset, size_t count, int64_t step,
+                     uint16_t* rounded = nullptr);
     UpdateRule rule() const { return rule_; }
     // The slots a checkpoint saves: ("m", momentum or Adam's first moment), ("v", Adam's second
     // moment), each (count) floats on backend(); none for plain SGD.

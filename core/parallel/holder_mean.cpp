@@ -62,6 +62,21 @@ HolderMean::HolderMean(const StrategySetup& s) : HolderStrategy(s, s.processes) 
     const Stream hs = comm_->holderStream(0);
     opt_ = std::make_unique<Optimizer>(*holder_, s.opt.rule, s.opt.hyper, s.opt.schedule, size_t(count_), hs);
     holder_->synchronize(hs);
+    bool cpuTowersReadInPlace = false;
+    for (size_t r = 0; r < replicas_.size(); ++r)
+        cpuTowersReadInPlace |= comm_->sharesHolder(int(r)) && replicas_[r].device.type == DeviceType::Cpu;
+    if (s.opt.precision == MatmulPrecision::Bf16 && cpuTowersReadInPlace) rounded_ = holder_->empty(Shape{(count_ + 1) / 2});
+}
+
+void HolderMean::beforeCompute(int rank, TowerPhases& ph) {
+    HolderStrategy::beforeCompute(rank, ph);
+    if (roundedCurrent_ && comm_->sharesHolder(rank))
+        replicas_[size_t(rank)].net->useRoundedParams(reinterpret_cast<const uint16_t*>(rounded_.data()));
+}
+
+void HolderMean::setVariables(const float* host) {
+    roundedCurrent_ = false;
+    HolderStrategy::setVariables(host);
 }
 
 void HolderMean::afterCompute(int rank, int64_t step, TowerPhases& ph) {
@@ -74,8 +89,11 @@ void HolderMean::afterCompute(int rank, int64_t step, TowerPhases& ph) {
     t0 = Clock::now();
     const Range c = comm_->chunk(rank, size_t(count_));
     const Stream hs = comm_->holderStream(rank);
-    opt_->applyRange(hs, params_.data(), grads, c.begin, c.size(), step);
+    opt_->applyRange(hs, params_.data(), grads, c.begin, c.size(), step,
+                     rounded_.empty() ? nullptr : reinterpret_cast<uint16_t*>(rounded_.data()));
     holder_->synchronize(hs);
+    // Every tower applies its chunk before any starts the next step (TowerSet's step barrier).
+    if (!rounded_.empty()) roundedCurrent_ = true;
     ph.apply += since(t0);
 }
 

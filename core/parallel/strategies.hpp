@@ -34,12 +34,20 @@ class HolderMean final : public HolderStrategy {
 public:
     explicit HolderMean(const StrategySetup& s);
     std::string name() const override { return "holder mean"; }
+    void beforeCompute(int rank, TowerPhases& ph) override;
     void afterCompute(int rank, int64_t step, TowerPhases& ph) override;
+    void setVariables(const float* host) override;
     size_t optimizerSlotBytes() const override;
     std::vector<StateBuffer> state() override;
 
 private:
     std::unique_ptr<Optimizer> opt_;
+    // bf16 matrix work on CPU towers that read the host's variables in place: the update also
+    // writes the variables rounded to bf16 (P values in floats' room), which those towers' next
+    // step reads instead of rounding the weights again. Current once every tower's chunk of an
+    // update wrote it; not after setVariables (a restore) or before the first update.
+    Tensor rounded_;
+    std::atomic<bool> roundedCurrent_{false};
 };
 
 // What AllReduce and LocalAveraging share: a copy of the variables and an optimiser per replica.

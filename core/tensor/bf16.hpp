@@ -8,7 +8,16 @@
 
 namespace tb {
 
-// dst[i] := src[i] rounded to the nearest bf16 (ties to even; NaN stays NaN, denormals kept), i < n.
+// x rounded to the nearest bf16 (ties to even; NaN stays NaN, denormals kept). Integer arithmetic
+// without branches (the NaN case is a select), so loops calling it vectorise.
+inline uint16_t floatToBf16(float x) {
+    uint32_t u;
+    std::memcpy(&u, &x, sizeof u);
+    const uint32_t rounded = (u + 0x7fffu + ((u >> 16) & 1u)) >> 16;
+    const uint32_t quietNan = (u >> 16) | 0x40u;  // rounding could carry a NaN's mantissa into infinity
+    return uint16_t((u & 0x7fffffffu) > 0x7f800000u ? quietNan : rounded);
+}
+// dst[i] := floatToBf16(src[i]), i < n.
 void roundToBf16(const float* src, uint16_t* dst, size_t n);
 // One bf16 widened to fp32 (exact).
 inline float bf16ToFloat(uint16_t h) {

@@ -70,10 +70,10 @@ int main(int argc, char** argv) {
         {"dropout.forward", [&](Buffers& x) { be->dropoutForward(nullptr, x.y.data(), x.m.data(), x.mask.data(), n, 0.5f, 7); }},
         {"dropout.backward", [&](Buffers& x) { be->dropoutBackward(nullptr, x.y.data(), x.mask.data(), x.m.data(), n); }},
         {"ema", [&](Buffers& x) { be->emaUpdate(nullptr, x.y.data(), x.g.data(), 0.999f, n); }},
-        {"update.sgd", [&](Buffers& x) { be->applyUpdate(nullptr, tb::UpdateRule::Sgd, h, x.p.data(), x.g.data(), nullptr, nullptr, n); }},
-        {"update.momentum", [&](Buffers& x) { be->applyUpdate(nullptr, tb::UpdateRule::Momentum, h, x.p.data(), x.g.data(), x.m.data(), nullptr, n); }},
-        {"update.nesterov", [&](Buffers& x) { be->applyUpdate(nullptr, tb::UpdateRule::Nesterov, h, x.p.data(), x.g.data(), x.m.data(), nullptr, n); }},
-        {"update.adam", [&](Buffers& x) { be->applyUpdate(nullptr, tb::UpdateRule::Adam, h, x.p.data(), x.g.data(), x.m.data(), x.v.data(), n); }},
+        {"update.sgd", [&](Buffers& x) { be->applyUpdate(nullptr, tb::UpdateRule::Sgd, h, x.p.data(), x.g.data(), nullptr, nullptr, nullptr, n); }},
+        {"update.momentum", [&](Buffers& x) { be->applyUpdate(nullptr, tb::UpdateRule::Momentum, h, x.p.data(), x.g.data(), x.m.data(), nullptr, nullptr, n); }},
+        {"update.nesterov", [&](Buffers& x) { be->applyUpdate(nullptr, tb::UpdateRule::Nesterov, h, x.p.data(), x.g.data(), x.m.data(), nullptr, nullptr, n); }},
+        {"update.adam", [&](Buffers& x) { be->applyUpdate(nullptr, tb::UpdateRule::Adam, h, x.p.data(), x.g.data(), x.m.data(), x.v.data(), nullptr, n); }},
     };
     struct Row {
         const char* name;

@@ -80,9 +80,9 @@ public:
         be_->softmaxCrossEntropyBackward(s, p, y, d, n, k, sc);
     }
     void applyUpdate(tb::Stream s, tb::UpdateRule r, const tb::UpdateParams& h, float* p, const float* g, float* m,
-                     float* v, size_t n) override {
+                     float* v, uint16_t* rounded, size_t n) override {
         onCompute("applyUpdate");
-        be_->applyUpdate(s, r, h, p, g, m, v, n);
+        be_->applyUpdate(s, r, h, p, g, m, v, rounded, n);
     }
     void emaUpdate(tb::Stream s, float* sh, const float* p, float d, size_t n) override {
         onCompute("emaUpdate");
@@ -152,13 +152,13 @@ private:
 class DenseFwd final : public tb::DenseOp {
 public:
     DenseFwd(std::shared_ptr<ForwardingBackend> b, std::unique_ptr<tb::DenseOp> op) : b_(std::move(b)), op_(std::move(op)) {}
-    void forward(tb::Stream s, const float* x, const float* w, const float* bb, float* y) override {
+    void forward(tb::Stream s, const float* x, const float* w, const uint16_t* wb, const float* bb, float* y) override {
         b_->onCompute("dense.forward");
-        op_->forward(s, x, w, bb, y);
+        op_->forward(s, x, w, wb, bb, y);
     }
-    void backwardData(tb::Stream s, const float* dy, const float* w, float* dx) override {
+    void backwardData(tb::Stream s, const float* dy, const float* w, const uint16_t* wb, float* dx) override {
         b_->onCompute("dense.backwardData");
-        op_->backwardData(s, dy, w, dx);
+        op_->backwardData(s, dy, w, wb, dx);
     }
     void backwardWeights(tb::Stream s, const float* x, const float* dy, float* dw, float* db) override {
         b_->onCompute("dense.backwardWeights");

@@ -6,6 +6,7 @@
 //   tst_backend_ops bf16-refused  (ONEDNN_MAX_CPU_ISA=AVX2) bf16 refused in one sentence
 //   tst_backend_ops gpu   every GPU's backend passes every case, in fp32 and in bf16 (within its
 //                         tolerance, and rounded); skipped (77) without a GPU
+#include <cmath>
 #include <cstdio>
 #include <cstring>
 #include <memory>
@@ -14,6 +15,7 @@
 
 #include "backend/backend_check.hpp"
 #include "backend/registry.hpp"
+#include "tensor/bf16.hpp"
 #include "forwarding_backend.hpp"
 #include "plain_check.hpp"
 
@@ -80,9 +82,55 @@ void bf16MatrixWork(tb::Backend& bf16) {
         if (c.error > tb::kFp32MatmulTolerance) rounded.insert(c.op);
     }
     CHECK(rounded == (std::set<std::string>{"conv.forward", "conv.backward_data", "conv.backward_weights",
-                                            "dense.forward", "dense.backward"}),
-          "%s: %zu ops outside fp32's tolerance, not the 5 matrix ops", bf16.name().c_str(), rounded.size());
+                                            "dense.forward", "dense.backward", "dense.bf16_weights_given"}),
+          "%s: %zu ops outside fp32's tolerance, not the 6 matrix ops", bf16.name().c_str(), rounded.size());
     std::printf("%s: bf16 cases within %g\n", bf16.name().c_str(), tb::kBf16MatmulTolerance);
+}
+
+// A bf16 inner product given the weights the update rounded (wBf16) reads them, not w: with w
+// all NaN it gives what it gives rounding a true w itself.
+void readsTheUpdatesBf16Weights(tb::Backend& bf16) {
+    const tb::DenseDesc d{4, 40, 3};
+    const size_t xs = size_t(d.n) * d.in, ws = size_t(d.out) * d.in, ys = size_t(d.n) * d.out;
+    std::vector<float> x(xs), w(ws), b(size_t(d.out), 0.5f), dy(ys), nan(ws, std::nanf(""));
+    for (size_t i = 0; i < xs; ++i) x[i] = float(i % 7) * 0.25f - 0.7f;
+    for (size_t i = 0; i < ws; ++i) w[i] = float(i % 5) * 0.3f - 0.55f;
+    for (size_t i = 0; i < ys; ++i) dy[i] = float(i % 3) * 0.5f - 0.4f;
+    std::vector<uint16_t> rounded(ws);
+    tb::roundToBf16(w.data(), rounded.data(), ws);
+    const tb::Stream s = bf16.createStream();
+    std::vector<void*> owned;
+    auto up = [&](const void* p, size_t bytes) {
+        owned.push_back(bf16.allocate(bytes));
+        bf16.copyFromHost(s, owned.back(), p, bytes);
+        return owned.back();
+    };
+    auto* xd = static_cast<float*>(up(x.data(), xs * 4));
+    auto* bd = static_cast<float*>(up(b.data(), b.size() * 4));
+    auto* dyd = static_cast<float*>(up(dy.data(), ys * 4));
+    auto* wd = static_cast<float*>(up(w.data(), ws * 4));
+    auto* nand = static_cast<float*>(up(nan.data(), ws * 4));
+    auto* wbd = static_cast<uint16_t*>(up(rounded.data(), ws * 2));
+    auto run = [&](const float* weights, const uint16_t* given) {
+        auto op = bf16.makeDense(d);
+        auto* y = static_cast<float*>(bf16.allocate(ys * 4));
+        auto* dx = static_cast<float*>(bf16.allocate(xs * 4));
+        owned.push_back(y);
+        owned.push_back(dx);
+        op->forward(s, xd, weights, given, bd, y);
+        op->backwardData(s, dyd, weights, given, dx);
+        std::vector<float> out(ys + xs);
+        bf16.copyToHost(s, out.data(), y, ys * 4);
+        bf16.copyToHost(s, out.data() + ys, dx, xs * 4);
+        bf16.synchronize(s);
+        return out;
+    };
+    const std::vector<float> itself = run(wd, nullptr), given = run(nand, wbd);
+    for (size_t i = 0; i < itself.size(); ++i)
+        CHECK(std::isfinite(given[i]) && given[i] == itself[i], "%s: output %zu is %g with the update's bf16 weights "
+              "and a poisoned w, %g rounding w itself", bf16.name().c_str(), i, given[i], itself[i]);
+    for (void* p : owned) bf16.deallocate(p);
+    bf16.destroyStream(s);
 }
 
 // Run with ONEDNN_MAX_CPU_ISA=AVX2 (tests/gpu/CMakeLists.txt): bf16 is refused in one sentence
@@ -113,7 +161,11 @@ int main(int argc, char** argv) {
         CHECK(failing == std::set<std::string>{"relu.forward+backward"}, "the planted ReLU fault was not caught, or "
               "other ops failed too (%zu ops failed)", failing.size());
         if (const std::string why = tb::cpuBf16Missing(); !why.empty()) std::printf("bf16 not checked: %s\n", why.c_str());
-        else bf16MatrixWork(*tb::makeCpuBackend(0, 0, tb::MatmulPrecision::Bf16));
+        else {
+            auto bf16 = tb::makeCpuBackend(0, 0, tb::MatmulPrecision::Bf16);
+            bf16MatrixWork(*bf16);
+            readsTheUpdatesBf16Weights(*bf16);
+        }
         return tbcheck::exitStatus();
     }
     if (which == "bf16-refused") {
@@ -131,7 +183,9 @@ int main(int argc, char** argv) {
         CHECK(failedCases(*be) == 0, "gpu:%d must pass every case", g.index);
         tb::BackendOptions o;
         o.precision = tb::MatmulPrecision::Bf16;
-        bf16MatrixWork(*tb::makeBackend(tb::Device{tb::DeviceType::Cuda, g.index}, o));
+        auto bf16 = tb::makeBackend(tb::Device{tb::DeviceType::Cuda, g.index}, o);
+        bf16MatrixWork(*bf16);
+        readsTheUpdatesBf16Weights(*bf16);
     }
     return tbcheck::exitStatus();
 }

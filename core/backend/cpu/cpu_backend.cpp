@@ -432,6 +432,7 @@ public:
         // on 2 threads (942 against 762 GFLOP/s for mlp's 128 x 784 x 512) and needs no reorder.
         const memory::desc xIn = {x_.dims(), c.matmul, tag::nc}, wIn = {w_.dims(), c.matmul, tag::oi},
                            yIn = {y_.dims(), c.matmul, tag::nc};
+        wBf16_ = {w_.dims(), dt::bf16, tag::oi};
         fwdPd_ = inner_product_forward::primitive_desc(
             inner_product_forward::desc(prop_kind::forward_training, xIn, wIn, b_, y_), eng_);
         bwdDataPd_ = inner_product_backward_data::primitive_desc(inner_product_backward_data::desc(x_, wIn, yIn),
@@ -448,15 +449,15 @@ public:
         dataW_ = sharedOr(wIn_, wData_);
         dyIn_ = StepInput(Arg(eng_, y_, yIn));
     }
-    void forward(Stream st, const float* x, const float* w, const float* b, float* y) override {
+    void forward(Stream st, const float* x, const float* w, const uint16_t* wBf16, const float* b, float* y) override {
         auto& s = pick(st);
         for (StepInput* i : {&xIn_, &wIn_, &wData_, &dyIn_}) i->forget();
-        fwd_.execute(s, {{DNNL_ARG_SRC, xIn_.in(s, x)}, {DNNL_ARG_WEIGHTS, wIn_.in(s, w)}, {DNNL_ARG_BIAS, m(b_, b)},
-                         {DNNL_ARG_DST, m(y_, y)}});
+        fwd_.execute(s, {{DNNL_ARG_SRC, xIn_.in(s, x)}, {DNNL_ARG_WEIGHTS, weights(s, wIn_, w, wBf16)},
+                         {DNNL_ARG_BIAS, m(b_, b)}, {DNNL_ARG_DST, m(y_, y)}});
     }
-    void backwardData(Stream st, const float* dy, const float* w, float* dx) override {
+    void backwardData(Stream st, const float* dy, const float* w, const uint16_t* wBf16, float* dx) override {
         auto& s = pick(st);
-        bwdData_.execute(s, {{DNNL_ARG_DIFF_DST, dyIn_.in(s, dy)}, {DNNL_ARG_WEIGHTS, dataW_->in(s, w)},
+        bwdData_.execute(s, {{DNNL_ARG_DIFF_DST, dyIn_.in(s, dy)}, {DNNL_ARG_WEIGHTS, weights(s, *dataW_, w, wBf16)},
                              {DNNL_ARG_DIFF_SRC, m(x_, dx)}});
     }
     void backwardWeights(Stream st, const float* x, const float* dy, float* dw, float* db) override {
@@ -467,8 +468,15 @@ public:
 
 private:
     memory m(const memory::desc& md, const float* p) const { return wrap(md, p); }
+    // The weights as primitive `in` reads them: the update's bf16 rounding where given and it is
+    // the plain (out, in) bf16 the primitive wants (the memory only wraps it), else `in`'s own.
+    memory weights(dnnl::stream& s, StepInput& in, const float* w, const uint16_t* wBf16) {
+        if (wBf16 && in.prim() == wBf16_) return memory(wBf16_, eng_, const_cast<uint16_t*>(wBf16));
+        return in.in(s, w);
+    }
 
     memory::desc x_, w_, b_, y_;
+    memory::desc wBf16_;  // (out, in) bf16, plain: the layout of the update's rounding
     StepInput xIn_, wIn_, wData_, dyIn_;
     StepInput* dataW_ = nullptr;  // what backwardData reads w from
     dnnl::inner_product_forward::primitive_desc fwdPd_;
@@ -480,19 +488,36 @@ private:
 };
 
 // The optimisers' updates of elements [b, e): memory and instruction bound, so cloned (the
-// baseline build moves four floats an instruction). Formulas in elementwise_math.hpp.
-TB_CPU_CLONES void momentumRange(float* p, float* m, const float* g, float lr, float mu, int64_t b, int64_t e) {
+// baseline build moves four floats an instruction). Formulas in elementwise_math.hpp. `step(i)`
+// updates p[i]; where r is given, the same pass stores p[i] rounded to bf16 in r[i] (the next
+// step's weights for bf16 matrix work: no second pass reading the weights again).
+template <class Step>
+[[gnu::always_inline]] inline void updateLoop(Step&& step, const float* p, uint16_t* r, int64_t b, int64_t e) {
+    if (r) {
 #pragma omp simd
-    for (int64_t i = b; i < e; ++i) ew::momentumStep(p[i], m[i], g[i], lr, mu);
+        for (int64_t i = b; i < e; ++i) {
+            step(i);
+            r[i] = floatToBf16(p[i]);
+        }
+    } else {
+#pragma omp simd
+        for (int64_t i = b; i < e; ++i) step(i);
+    }
 }
-TB_CPU_CLONES void nesterovRange(float* p, float* m, const float* g, float lr, float mu, int64_t b, int64_t e) {
-#pragma omp simd
-    for (int64_t i = b; i < e; ++i) ew::nesterovStep(p[i], m[i], g[i], lr, mu);
+TB_CPU_CLONES void sgdRange(float* p, const float* g, uint16_t* r, float lr, int64_t b, int64_t e) {
+    updateLoop([&](int64_t i) { p[i] -= lr * g[i]; }, p, r, b, e);
 }
-TB_CPU_CLONES void adamRange(float* p, float* m, float* v, const float* g, float lrT, float b1, float b2, float eps,
-                             int64_t b, int64_t e) {
-#pragma omp simd
-    for (int64_t i = b; i < e; ++i) ew::adamStep(p[i], m[i], v[i], g[i], lrT, b1, b2, eps);
+TB_CPU_CLONES void momentumRange(float* p, float* m, const float* g, uint16_t* r, float lr, float mu, int64_t b,
+                                 int64_t e) {
+    updateLoop([&](int64_t i) { ew::momentumStep(p[i], m[i], g[i], lr, mu); }, p, r, b, e);
+}
+TB_CPU_CLONES void nesterovRange(float* p, float* m, const float* g, uint16_t* r, float lr, float mu, int64_t b,
+                                 int64_t e) {
+    updateLoop([&](int64_t i) { ew::nesterovStep(p[i], m[i], g[i], lr, mu); }, p, r, b, e);
+}
+TB_CPU_CLONES void adamRange(float* p, float* m, float* v, const float* g, uint16_t* r, float lrT, float b1, float b2,
+                             float eps, int64_t b, int64_t e) {
+    updateLoop([&](int64_t i) { ew::adamStep(p[i], m[i], v[i], g[i], lrT, b1, b2, eps); }, p, r, b, e);
 }
 
 class CpuBackend final : public Backend {
@@ -620,24 +645,24 @@ public:
     }
 
     void applyUpdate(Stream, UpdateRule rule, const UpdateParams& h, float* p, const float* g, float* m, float* v,
-                     size_t count) override {
+                     uint16_t* r, size_t count) override {
         useThreads(threads_);
         const int64_t n = int64_t(count);
         const float lr = h.lr, mu = h.momentum;
         switch (rule) {
         case UpdateRule::Sgd:
-            cblas_saxpy(blasint(n), -lr, g, 1, p, 1);
+            parallelRanges(n, [&](int64_t b, int64_t e) { sgdRange(p, g, r, lr, b, e); });
             break;
         case UpdateRule::Momentum:  // TF MomentumOptimizer: a = mu a + g; p -= lr a
-            parallelRanges(n, [&](int64_t b, int64_t e) { momentumRange(p, m, g, lr, mu, b, e); });
+            parallelRanges(n, [&](int64_t b, int64_t e) { momentumRange(p, m, g, r, lr, mu, b, e); });
             break;
         case UpdateRule::Nesterov:  // TF use_nesterov: a = mu a + g; p -= lr (g + mu a)
-            parallelRanges(n, [&](int64_t b, int64_t e) { nesterovRange(p, m, g, lr, mu, b, e); });
+            parallelRanges(n, [&](int64_t b, int64_t e) { nesterovRange(p, m, g, r, lr, mu, b, e); });
             break;
         case UpdateRule::Adam: {  // Kingma & Ba with TF's epsilon placement
             const float b1 = h.beta1, b2 = h.beta2, eps = h.epsilon;
             const float lrT = ew::adamStepSize(lr, b1, b2, h.step);
-            parallelRanges(n, [&](int64_t b, int64_t e) { adamRange(p, m, v, g, lrT, b1, b2, eps, b, e); });
+            parallelRanges(n, [&](int64_t b, int64_t e) { adamRange(p, m, v, g, r, lrT, b1, b2, eps, b, e); });
             break;
         }
         }

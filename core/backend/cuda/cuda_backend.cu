@@ -193,8 +193,10 @@ public:
         cuda::softmaxCrossEntropyBackward(q(s), probs, labels, dlogits, n, k, scale);
     }
     void applyUpdate(Stream s, UpdateRule rule, const UpdateParams& h, float* p, const float* g, float* m, float* v,
-                     size_t n) override {
+                     uint16_t* rounded, size_t n) override {
         cuda::applyUpdate(q(s), rule, h, p, g, m, v, n);
+        // A second pass (no strategy asks a GPU for the rounding yet: HolderMean does for CPU towers).
+        if (rounded) cuda::roundToBf16(q(s), p, reinterpret_cast<bf16*>(rounded), n);
     }
     void emaUpdate(Stream s, float* shadow, const float* p, float decay, size_t n) override {
         cuda::emaUpdate(q(s), shadow, p, decay, n);

@@ -412,16 +412,16 @@ public:
         wb_ = StepCopy(ctx.allocator, size_t(d.out) * d.in);
         dyb_ = StepCopy(ctx.allocator, size_t(d.n) * d.out);
     }
-    void forward(Stream st, const float* x, const float* w, const float* b, float* y) override {
+    void forward(Stream st, const float* x, const float* w, const uint16_t* wBf16, const float* b, float* y) override {
         for (StepCopy* c : {&xb_, &wb_, &dyb_}) c->forget();
         // y^T (out x n) = W (out x in) x^T (in x n): W is stored as W^T (in x out) in column-major.
-        gemm(st, CUBLAS_OP_T, CUBLAS_OP_N, d_.out, d_.n, d_.in, in(st, wb_, w, size_t(d_.out) * d_.in), d_.in,
+        gemm(st, CUBLAS_OP_T, CUBLAS_OP_N, d_.out, d_.n, d_.in, weights(st, w, wBf16), d_.in,
              in(st, xb_, x, size_t(d_.n) * d_.in), d_.in, y, d_.out);
         addBias(queueOf(st), y, b, size_t(d_.n), d_.out);
     }
-    void backwardData(Stream st, const float* dy, const float* w, float* dx) override {
+    void backwardData(Stream st, const float* dy, const float* w, const uint16_t* wBf16, float* dx) override {
         // dx^T (in x n) = W^T (in x out) dy^T (out x n)
-        gemm(st, CUBLAS_OP_N, CUBLAS_OP_N, d_.in, d_.n, d_.out, in(st, wb_, w, size_t(d_.out) * d_.in), d_.in,
+        gemm(st, CUBLAS_OP_N, CUBLAS_OP_N, d_.in, d_.n, d_.out, weights(st, w, wBf16), d_.in,
              in(st, dyb_, dy, size_t(d_.n) * d_.out), d_.out, dx, d_.in);
     }
     void backwardWeights(Stream st, const float* x, const float* dy, float* dw, float* db) override {
@@ -436,6 +436,10 @@ private:
     const void* in(Stream st, StepCopy& copy, const float* p, size_t n) {
         if (!bf16_) return p;
         return copy.of(p, [&](bf16* b) { roundToBf16(queueOf(st), p, b, n); });
+    }
+    // The weights as the GEMM reads them: rounded by the update already where given.
+    const void* weights(Stream st, const float* w, const uint16_t* wBf16) {
+        return bf16_ && wBf16 ? static_cast<const void*>(wBf16) : in(st, wb_, w, size_t(d_.out) * d_.in);
     }
     // c (m x n) = op(a) op(b), column-major; a and b bf16 or fp32 as the plan is, c fp32.
     void gemm(Stream st, cublasOperation_t ta, cublasOperation_t tb, int m, int n, int k, const void* a, int lda,
