@@ -110,10 +110,10 @@ void checkProcessRoles(const RunConfig& c, int processes) {
 // while it ran). Made on the tower's thread instead, mlp bf16 on 2 cores trained at 1.045x the
 // examples/sec (7 of 8 alternating pairs); the team converting each batch together gained
 // nothing more. GPU towers and several CPU towers keep the loader thread, which their devices'
-// work or the towers' waits at the sync point leave room for.
-int prefetchFor(const RunConfig& config, const DeploymentPlan& plan) {
+// work or the towers' waits at the sync point leave room for, as does a spare core.
+int prefetchFor(const RunConfig& config, const DeploymentPlan& plan, int spareCores) {
     if (config.prefetch >= 0) return config.prefetch;
-    return plan.towerCount() == 1 && plan.towers[0].type == DeviceType::Cpu ? 0 : 2;
+    return plan.towerCount() == 1 && plan.towers[0].type == DeviceType::Cpu && spareCores <= 0 ? 0 : 2;
 }
 
 int chiefProcess(const RunConfig& config, int processes) { return config.psTasks < processes ? config.psTasks : 0; }
@@ -497,9 +497,10 @@ EvalResult evaluateCheckpoint(const std::string& checkpointPath, const RunConfig
     const Stream s = be->createStream();
     be->copyFromHost(s, net.params(), weights.data(), weights.size() * sizeof(float));
     Tensor stats = be->empty(Shape{3});
-    // This thread with every core, as one CPU tower's (a default plan).
+    // This thread, as one CPU tower's (a default plan).
+    const int spare = int(std::thread::hardware_concurrency()) - threads;
     std::optional<EvalResult> r =
-        evaluate(net, s, stats.data(), data.test, config, data.cifarAugment, prefetchFor(config, DeploymentPlan{}),
+        evaluate(net, s, stats.data(), data.test, config, data.cifarAugment, prefetchFor(config, DeploymentPlan{}, spare),
                  [] { return false; });
     be->synchronize(s);
     stats = Tensor();
@@ -541,9 +542,9 @@ RunSummary Trainer::execute(ObserverHub& hub) {
     const RunConfig& c = config_;
     c.validate();
     // --threads 0: every core, shared by the processes of this run on this machine.
-    const int cores = c.threads > 0 ? c.threads
-                                    : std::max(1, int(std::max(1u, std::thread::hardware_concurrency())) /
-                                                      (processes_ ? processes_->localSize() : 1));
+    const int machineCores = std::max(1, int(std::max(1u, std::thread::hardware_concurrency())) /
+                                             (processes_ ? processes_->localSize() : 1));
+    const int cores = c.threads > 0 ? c.threads : machineCores;
     // This thread evaluates and keeps the moving average: flush denormals here and in its team.
     flushDenormalsInTeam(cores);
     // Processes: every one runs the same settings (checked first, so a mistake names its field),
@@ -650,7 +651,7 @@ RunSummary Trainer::execute(ObserverHub& hub) {
                         "--model " + spec.name);
     }
     TowerSet towers(spec, plan, opt, std::max(1, cores / n), c.seed, processes_);
-    const int prefetch = prefetchFor(c, plan);
+    const int prefetch = prefetchFor(c, plan, machineCores - cores);
     Network& net = towers.evalNetwork();
     Backend& be = net.backend();
     const Stream s = towers.evalStream();
