@@ -70,8 +70,8 @@ reference, and trains a GPU tower beside a CPU tower; exit status 1 if any check
   --eval-every N      validation pass every N steps (default: only at the end)
   --validation N      training samples held out for validation (default 10%, at most 5000)
   --shuffle-buffer N  --prefetch N   input pipeline (defaults: whole set; automatic: 2 batches
-                      ahead on a loader thread, or none with one CPU tower on every core; 0: each
-                      batch made by the training thread)
+                      ahead on a loader thread, or none with one CPU tower on every core of a
+                      machine of up to 4; 0: each batch made by the training thread)
   --metrics FILE      write JSON-lines metrics (schema in README)
   --threads N         compute threads (default: all cores), shared evenly by the towers
   --quiet             no progress output

@@ -1161,23 +1161,25 @@ private slots:
             QCOMPARE(inPlace.testLoss, copies.testLoss);
         }
     }
-    // Automatic prefetch: one CPU tower on every core makes its batches on its own thread (no
-    // loader thread to take a core from its team); a spare core, several towers or GPU towers
-    // keep 2 batches ahead; a number the user gives is kept.
+    // Automatic prefetch: one CPU tower on every core of a small machine makes its batches on its
+    // own thread (no loader thread to take a core from its team); a spare core, a bigger team,
+    // several towers or GPU towers keep 2 batches ahead; a number the user gives is kept.
     void prefetchIsAutomaticUnlessGiven() {
         RunConfig c = quickRun();
         QCOMPARE(c.prefetch, -1);
         c.towers = "cpu:0";
-        QCOMPARE(prefetchFor(c, makePlan(c), 0), 0);
-        QCOMPARE(prefetchFor(c, makePlan(c), 1), 2);
+        QCOMPARE(prefetchFor(c, makePlan(c), 2, 2), 0);
+        QCOMPARE(prefetchFor(c, makePlan(c), 4, 4), 0);
+        QCOMPARE(prefetchFor(c, makePlan(c), 1, 2), 2);
+        QCOMPARE(prefetchFor(c, makePlan(c), 16, 16), 2);
         c.towers = "cpu:0,cpu:1";
-        QCOMPARE(prefetchFor(c, makePlan(c), 0), 2);
+        QCOMPARE(prefetchFor(c, makePlan(c), 2, 2), 2);
         DeploymentPlan gpu;
         gpu.towers = {Device::parse("gpu:0")};
-        QCOMPARE(prefetchFor(c, gpu, 0), 2);
+        QCOMPARE(prefetchFor(c, gpu, 2, 2), 2);
         c.towers = "cpu:0";
         c.setFromText("prefetch", "3", "--prefetch");
-        QCOMPARE(prefetchFor(c, makePlan(c), 0), 3);
+        QCOMPARE(prefetchFor(c, makePlan(c), 2, 2), 3);
         c.prefetch = -2;
         QVERIFY_THROWS_EXCEPTION(Error, c.validate());
     }

@@ -219,8 +219,8 @@ ExperimentPanel::ExperimentPanel(DeviceCatalog catalog, QWidget* parent)
     threads_ = spin(0, 1024, tr("Compute threads in all; all cores: one share per tower."), tr("all cores"));
     prefetch_ = spin(-1, 64,
                      tr("Batches the loader thread prepares ahead of training; 0: none, the training thread "
-                        "makes each batch. Automatic: 2, or none with one CPU tower on every core "
-                        "(a loader thread would have no core of its own)."),
+                        "makes each batch. Automatic: 2, or none with one CPU tower on every core of a "
+                        "machine of up to 4 (a loader thread would have no core of its own)."),
                      tr("automatic"));
     shuffleBuffer_ = spin(0, INT_MAX, tr("Examples shuffled at a time; whole set: a full shuffle every epoch."),
                           tr("whole set"));

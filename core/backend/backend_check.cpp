@@ -37,10 +37,10 @@ double normError(const Vec& out, const DVec& ref) {
     return den > 0 ? std::sqrt(num / den) : std::sqrt(num);
 }
 
-// x rounded to the nearest bf16 (8 significant bits, ties to even) in double arithmetic: the
-// reference for the backends' bit tricks.
+// x rounded to the nearest bf16 (8 significant bits, ties to even; below 2^-126 the fixed step
+// of bf16's subnormals, 2^-133) in double arithmetic: the reference for the backends' bit tricks.
 double nearestBf16(float x) {
-    const double ulp = x == 0 ? 1 : std::ldexp(1.0, std::ilogb(x) - 7);
+    const double ulp = x == 0 ? 1 : std::ldexp(1.0, std::max(std::ilogb(x), -126) - 7);
     return std::nearbyint(double(x) / ulp) * ulp;
 }
 

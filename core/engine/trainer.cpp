@@ -110,10 +110,15 @@ void checkProcessRoles(const RunConfig& c, int processes) {
 // while it ran). Made on the tower's thread instead, mlp bf16 on 2 cores trained at 1.045x the
 // examples/sec (7 of 8 alternating pairs); the team converting each batch together gained
 // nothing more. GPU towers and several CPU towers keep the loader thread, which their devices'
-// work or the towers' waits at the sync point leave room for, as does a spare core.
-int prefetchFor(const RunConfig& config, const DeploymentPlan& plan, int spareCores) {
+// work or the towers' waits at the sync point leave room for, as does a spare core. So does a
+// tower of more than kMaxSerialTeam threads: the loader takes a smaller share of its cores,
+// while a batch made on its thread (CIFAR-10's augmentation included) keeps the rest idle, and
+// only 2 cores were measured.
+int prefetchFor(const RunConfig& config, const DeploymentPlan& plan, int threads, int machineCores) {
+    constexpr int kMaxSerialTeam = 4;
     if (config.prefetch >= 0) return config.prefetch;
-    return plan.towerCount() == 1 && plan.towers[0].type == DeviceType::Cpu && spareCores <= 0 ? 0 : 2;
+    const bool oneCpuTower = plan.towerCount() == 1 && plan.towers[0].type == DeviceType::Cpu;
+    return oneCpuTower && threads >= machineCores && threads <= kMaxSerialTeam ? 0 : 2;
 }
 
 int chiefProcess(const RunConfig& config, int processes) { return config.psTasks < processes ? config.psTasks : 0; }
@@ -498,9 +503,9 @@ EvalResult evaluateCheckpoint(const std::string& checkpointPath, const RunConfig
     be->copyFromHost(s, net.params(), weights.data(), weights.size() * sizeof(float));
     Tensor stats = be->empty(Shape{3});
     // This thread, as one CPU tower's (a default plan).
-    const int spare = int(std::thread::hardware_concurrency()) - threads;
-    std::optional<EvalResult> r =
-        evaluate(net, s, stats.data(), data.test, config, data.cifarAugment, prefetchFor(config, DeploymentPlan{}, spare),
+    const int machineCores = int(std::max(1u, std::thread::hardware_concurrency()));
+    std::optional<EvalResult> r = evaluate(net, s, stats.data(), data.test, config, data.cifarAugment,
+                                           prefetchFor(config, DeploymentPlan{}, threads, machineCores),
                  [] { return false; });
     be->synchronize(s);
     stats = Tensor();
@@ -651,7 +656,7 @@ RunSummary Trainer::execute(ObserverHub& hub) {
                         "--model " + spec.name);
     }
     TowerSet towers(spec, plan, opt, std::max(1, cores / n), c.seed, processes_);
-    const int prefetch = prefetchFor(c, plan, machineCores - cores);
+    const int prefetch = prefetchFor(c, plan, cores, machineCores);
     Network& net = towers.evalNetwork();
     Backend& be = net.backend();
     const Stream s = towers.evalStream();

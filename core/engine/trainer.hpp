@@ -64,9 +64,9 @@ EvalResult evaluateCheckpoint(const std::string& checkpointPath, const RunConfig
 // How many virtual CPU towers may exist: several per core, for teaching on small machines.
 int cpuTowerSlots();
 // Batches the input pipeline makes ahead on its loader thread: --prefetch, or where that is -1
-// (automatic) none for a plan of one CPU tower whose threads take every core (no core spare),
-// whose thread then makes each batch itself, and 2 otherwise.
-int prefetchFor(const RunConfig& config, const DeploymentPlan& plan, int spareCores);
+// (automatic) none for a plan of one CPU tower whose `threads` take all of the machine's cores
+// (at most 4 of them), whose thread then makes each batch itself, and 2 otherwise.
+int prefetchFor(const RunConfig& config, const DeploymentPlan& plan, int threads, int machineCores);
 
 // The process of `processes` that writes the run's folder and evaluates: process 0, or with
 // --ps-tasks P the first worker, process P (TensorFlow's chief is worker 0, not a ps task).

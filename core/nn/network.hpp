@@ -64,7 +64,8 @@ public:
     // For the next training step (forward and backward) only: `rounded` holds params() rounded
     // to bf16 as they are now (paramCount values, written by the update that wrote them), which
     // bf16 matrix work reads instead of rounding the weights again. The caller vouches that
-    // params() do not change before that step; evaluation forwards never read it.
+    // params() do not change before that step; evaluation forwards never read it. (CPU towers
+    // only: a GPU step replayed from a graph would keep the pointers it was captured with.)
     void useRoundedParams(const uint16_t* rounded);
     float* grads() const { return grads_.data(); }     // (paramCount)
     float* input() const { return input_buf_.data(); } // (batch, h, w, c)

@@ -66,16 +66,19 @@ HolderMean::HolderMean(const StrategySetup& s) : HolderStrategy(s, s.processes) 
     for (size_t r = 0; r < replicas_.size(); ++r)
         cpuTowersReadInPlace |= comm_->sharesHolder(int(r)) && replicas_[r].device.type == DeviceType::Cpu;
     if (s.opt.precision == MatmulPrecision::Bf16 && cpuTowersReadInPlace) rounded_ = holder_->empty(Shape{(count_ + 1) / 2});
+    chunkRounded_.assign(replicas_.size(), 0);
 }
 
 void HolderMean::beforeCompute(int rank, TowerPhases& ph) {
     HolderStrategy::beforeCompute(rank, ph);
-    if (roundedCurrent_ && comm_->sharesHolder(rank))
-        replicas_[size_t(rank)].net->useRoundedParams(reinterpret_cast<const uint16_t*>(rounded_.data()));
+    if (rounded_.empty() || !comm_->sharesHolder(rank)) return;
+    const bool current = chunksRounded_ == int(replicas_.size());
+    replicas_[size_t(rank)].net->useRoundedParams(current ? reinterpret_cast<const uint16_t*>(rounded_.data()) : nullptr);
 }
 
-void HolderMean::setVariables(const float* host) {
-    roundedCurrent_ = false;
+void HolderMean::setVariables(const float* host) {  // between steps: no tower is running
+    chunkRounded_.assign(replicas_.size(), 0);
+    chunksRounded_ = 0;
     HolderStrategy::setVariables(host);
 }
 
@@ -93,7 +96,10 @@ void HolderMean::afterCompute(int rank, int64_t step, TowerPhases& ph) {
                      rounded_.empty() ? nullptr : reinterpret_cast<uint16_t*>(rounded_.data()));
     holder_->synchronize(hs);
     // Every tower applies its chunk before any starts the next step (TowerSet's step barrier).
-    if (!rounded_.empty()) roundedCurrent_ = true;
+    if (!rounded_.empty() && !chunkRounded_[size_t(rank)]) {
+        chunkRounded_[size_t(rank)] = 1;
+        ++chunksRounded_;
+    }
     ph.apply += since(t0);
 }
 

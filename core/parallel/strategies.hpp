@@ -2,6 +2,7 @@
 // Internal to parallel/: TowerSet makes them through makeStrategy.
 #pragma once
 #include <atomic>
+#include <cstdint>
 #include <memory>
 #include <mutex>
 #include <shared_mutex>
@@ -44,10 +45,12 @@ private:
     std::unique_ptr<Optimizer> opt_;
     // bf16 matrix work on CPU towers that read the host's variables in place: the update also
     // writes the variables rounded to bf16 (P values in floats' room), which those towers' next
-    // step reads instead of rounding the weights again. Current once every tower's chunk of an
-    // update wrote it; not after setVariables (a restore) or before the first update.
+    // step reads instead of rounding the weights again. Current once every tower has written
+    // its chunk (a chunk not updated in a step keeps its rounding, which still matches);
+    // not after setVariables (a restore) or before the first update.
     Tensor rounded_;
-    std::atomic<bool> roundedCurrent_{false};
+    std::vector<uint8_t> chunkRounded_;   // (towers) each written by its own tower's thread
+    std::atomic<int> chunksRounded_{0};   // towers whose chunk was written since setVariables
 };
 
 // What AllReduce and LocalAveraging share: a copy of the variables and an optimiser per replica.
