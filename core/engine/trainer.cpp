@@ -487,7 +487,8 @@ EvalResult evaluateCheckpoint(const std::string& checkpointPath, const RunConfig
     const Checkpoint ck = Checkpoint::open(checkpointPath);
     const ModelSpec spec = parseModelSpec(ck.meta().modelSpec, checkpointPath + " (its model)");
     DataSplits data = loadData(config.data, 0, config.seed, {}, config.tfrecordFeatures);
-    const int threads = config.threads > 0 ? config.threads : int(std::max(1u, std::thread::hardware_concurrency()));
+    const int machineCores = int(std::max(1u, std::thread::hardware_concurrency()));
+    const int threads = config.threads > 0 ? config.threads : machineCores;
     flushDenormalsInTeam(threads);
     auto be = makeCpuBackend(threads);
     Network net(spec, *be, config.batch);
@@ -503,10 +504,9 @@ EvalResult evaluateCheckpoint(const std::string& checkpointPath, const RunConfig
     be->copyFromHost(s, net.params(), weights.data(), weights.size() * sizeof(float));
     Tensor stats = be->empty(Shape{3});
     // This thread, as one CPU tower's (a default plan).
-    const int machineCores = int(std::max(1u, std::thread::hardware_concurrency()));
     std::optional<EvalResult> r = evaluate(net, s, stats.data(), data.test, config, data.cifarAugment,
                                            prefetchFor(config, DeploymentPlan{}, threads, machineCores),
-                 [] { return false; });
+                                           [] { return false; });
     be->synchronize(s);
     stats = Tensor();
     be->destroyStream(s);
