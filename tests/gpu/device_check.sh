@@ -1,7 +1,9 @@
 #!/usr/bin/env bash
 # The device check: everything GPU-side in one call on a lent GPU machine (no Qt, no apt, no
 # network; CUDA with nvcc, CMake, ninja, PyTorch; cuDNN and NCCL as Python wheels).
-#   tests/gpu/device_check.sh [--prebuilt DIR] [--no-bench] [--quick] [--mpi [--processes-only]] OUT_DIR
+#   tests/gpu/device_check.sh [--prebuilt DIR] [--no-bench] [--quick] [--mpi [--processes-only]] [--only LIST] OUT_DIR
+# --only LIST: after the build, only the checks whose functions LIST names (comma-separated, e.g.
+# kernels,bench), for a call with little device time left.
 # --mpi: builds with the Open MPI that scripts/fetch_device_deps.sh fetched (.deps/mpi-debs, unpacked
 # by scripts/device_mpi_env.sh) and runs the processes' GPU cases (tests/mpi/test_processes.py
 # --gpu) and their speed; --processes-only: after the build, selftest and tests, only those.
@@ -19,7 +21,7 @@ set -uo pipefail
 cd "$(dirname "$0")/../.."
 repo=$(pwd)
 
-prebuilt="" bench=1 quick=0 mpi=0 only_processes=0
+prebuilt="" bench=1 quick=0 mpi=0 only_processes=0 only=""
 while [ $# -gt 1 ]; do
   case "$1" in
     --mpi) mpi=1; shift ;;
@@ -27,6 +29,7 @@ while [ $# -gt 1 ]; do
     --prebuilt) prebuilt=$(cd "$2" && pwd); shift 2 ;;
     --no-bench) bench=0; shift ;;
     --quick) quick=1; shift ;;
+    --only) only=$2; shift 2 ;;
     *) echo "device_check: unknown option $1" >&2; exit 2 ;;
   esac
 done
@@ -41,8 +44,10 @@ started=$(date +%s)
 
 # step NAME COMMAND...: runs it with its output appended to the log, records status and seconds.
 # A command may set step_note to report something other than passed/failed (and not fail).
+# With --only, a command LIST does not name is left out (the unpacking and the build never are).
 step() {
   local name=$1; shift
+  case "$1" in unpack|build) ;; *) if [ -n "$only" ] && [[ ",$only," != *",$1,"* ]]; then return 0; fi ;; esac
   local t0=$(date +%s.%N)
   echo "=== $name: $*" >> "$log"
   step_note=""
@@ -317,6 +322,69 @@ predictor_gpu_shared() {
 }
 step "predictor: GPU calibration -> gpu:0" predictor_gpu_shared
 rm -rf "$out/gpu_sweep" "$out/predictor_gpu" "$out/predictor_gpu_shared"  # folders more than 2 levels deep do not come back
+
+# bf16 against fp32 on one GPU tower as the batch grows (small batches leave the GPU waiting on
+# launches, where bf16's rounding kernels cost more than its tensor cores save).
+# CIFAR-10 files of random images in /tmp/tb-cifar (the benchmarks' own), made once.
+cifar=/tmp/tb-cifar
+make_cifar() {
+  [ -d $cifar ] || { mkdir -p $cifar && python3 -c "import sys; sys.path.insert(0, '$repo/tests/benchmarks')
+from bench_common import make_cifar_dir; make_cifar_dir('$cifar')"; }
+}
+precision_batches() {
+  local model data b p r
+  make_cifar || return 1
+  for model in mnist_cnn cifar10_cnn; do
+    data="idx:$repo/samples/fashion-mnist-slice"; [ $model = cifar10_cnn ] && data="cifar10:$cifar"
+    for b in 128 512 1024; do
+      for r in 1 2 3; do  # alternating rounds: cuDNN's algorithm search may pick differently each run
+        for p in fp32 bf16; do
+          speed "$model batch $b $p round $r" "$tbrun" --model $model --data "$data" --towers gpu:0 --variables gpu:0 \
+            --batch $b --steps 200 --validation 0 --quiet --precision $p || return 1
+        done
+      done
+    done
+  done 2>&1 | tee "$out/precision_batches.txt"
+}
+step "bf16 vs fp32 by batch on gpu:0" precision_batches
+
+# The algorithm, data type and math each convolution call of a training step ran with (cuDNN's
+# own API log of a 12-step run: every call, so the searches' picks show as they were used).
+cudnn_algorithms() {
+  local model data p log=/tmp/tb-cudnn.log
+  make_cifar || return 1
+  for model in mnist_cnn cifar10_cnn; do
+    data="idx:$repo/samples/fashion-mnist-slice"; [ $model = cifar10_cnn ] && data="cifar10:$cifar"
+    for p in fp32 bf16; do
+      rm -f $log
+      CUDNN_LOGLEVEL_DBG=3 CUDNN_LOGDEST_DBG=$log "$tbrun" --model $model --data "$data" --towers gpu:0 --variables gpu:0 \
+        --batch 128 --steps 12 --validation 0 --quiet --precision $p --run-dir "$(mktemp -d -u /tmp/tb-algo-XXXX)" > /dev/null || return 1
+      echo "--- $model $p (calls: function, input type, first dims, math, algorithm)"
+      awk '/function cudnnConvolution(Forward|BackwardData|BackwardFilter)\(\) called/ {
+             fn = $0; sub(/.*function /, "", fn); sub(/\(\).*/, "", fn); dt = ""; dims = ""; math = ""; next }
+           fn != "" && /dataType:/ && dt == "" { dt = $0; sub(/.*val=/, "", dt); sub(/ .*/, "", dt) }
+           fn != "" && /dimA:/ && dims == "" { dims = $0; sub(/.*val=/, "", dims); sub(/;.*/, "", dims) }
+           fn != "" && /mathType:/ && math == "" { math = $0; sub(/.*val=/, "", math); sub(/ .*/, "", math) }
+           fn != "" && /algo:/ { a = $0; sub(/.*val=/, "", a); sub(/ .*/, "", a); print fn, dt, dims, math, a; fn = "" }' \
+        $log | sort | uniq -c
+      [ -s $log ] || echo "(cuDNN wrote no log)"
+    done
+  done 2>&1 | tee "$out/cudnn_algorithms.txt"
+  grep -m1 -A40 "function cudnnConvolutionForward()" $log > "$out/cudnn_call_example.txt"
+}
+step "cuDNN's algorithms per convolution" cudnn_algorithms
+
+# Where a GPU step's time goes, kernel by kernel, in fp32 and in bf16 (Nsight Compute's kernel
+# durations, two runs differenced so that set-up and the final evaluation cancel).
+kernels() {
+  local ncu
+  ncu=$(command -v ncu || ls /opt/nvidia/nsight-compute/*/ncu /usr/local/cuda/bin/ncu 2>/dev/null | head -1)
+  if [ -z "$ncu" ]; then step_note="no ncu here"; return 0; fi
+  timeout "${TB_KERNEL_TIMEOUT:-420}" python3 "$repo/tests/benchmarks/gpu_kernel_profile.py" --binary "$tbrun" --ncu "$ncu" \
+    --models "${TB_KERNEL_MODELS:-cifar10_cnn,mnist_cnn}" --cifar-dir $cifar --out-json "$out/kernels.json" \
+    | tee "$out/kernels.txt"
+}
+step "kernels per step (ncu)" kernels
 
 if [ $bench -eq 1 ]; then
   bench_args=(--binary "$tbrun" --out-json "$out/bench_gpu.json")

@@ -1,6 +1,7 @@
 #include "backend/cuda/cuda_ops.hpp"
 
 #include <cudnn.h>
+#include <nvtx3/nvToolsExt.h>  // header-only: costs nothing unless a profiler is attached
 
 #include <algorithm>
 #include <array>
@@ -316,6 +317,13 @@ private:
     void* cudnnWs(void* ws) const { return static_cast<char*>(ws) + stageBytes_; }
 
     ConvChoice search() {
+        // Named for profilers: Nsight Compute leaves the search's timed trials out with
+        // --nvtx --nvtx-exclude "tb: cuDNN algorithm search/" (profiled, they are slowed, and the
+        // search picks other algorithms than an unprofiled run would).
+        struct NvtxRange {
+            NvtxRange() { nvtxRangePushA("tb: cuDNN algorithm search"); }
+            ~NvtxRange() { nvtxRangePop(); }
+        } range;
         ConvChoiceCache& cache = choiceCache();
         const ConvChoiceCache::Key key{ctx_.device, d_.n, d_.c, hp_, wp_, d_.k, d_.r, d_.s, d_.strideH * 1000 + d_.strideW,
                                        symmetric_ ? d_.padTop : 0, symmetric_ ? d_.padLeft : 0, ctx_.allowTf32, bf16_};
