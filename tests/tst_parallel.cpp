@@ -904,8 +904,9 @@ private slots:
     // GPU ranks (stood in for by host memory behind a backend that counts what it is asked to do,
     // so the communicators take their device paths): each rank rounds on its own device and only
     // the bf16 bits cross to the host (n x 2 bytes); an all-reduce's result comes back as bf16 bits
-    // and is widened on the device; towers sharing one GPU with the variables round nothing; a
-    // holder on a GPU is refused through copies.
+    // and is widened on the device; a lone tower's bits are widened by the host holder's backend;
+    // towers sharing one GPU with the variables round nothing; a holder on a GPU is refused
+    // through copies.
     void bf16GradientsRoundOnTheTowersDevice() {
         struct Watching final : tbtest::ForwardingBackend {
             Watching() : ForwardingBackend(makeCpuBackend(1)) {}
@@ -959,6 +960,20 @@ private slots:
                 QCOMPARE(g->fromHost.load(), allReduce ? int64_t(n * 2) : int64_t(0));
             }
             QCOMPARE(comm->bytesMoved(), allReduce ? int64_t(2 * n * 2) : int64_t(2 * n * 2));
+        }
+        // One GPU tower, variables on the host: the host holder's own team widens the bits (on the
+        // tower's one thread that pass cost more than the halved bytes saved: 0.62x on an H200).
+        {
+            auto g0 = std::make_shared<Watching>(), hostHolder = std::make_shared<Watching>();
+            auto comm = makeCommunicator(CommKind::Copies, {{g0.get(), nullptr, Device{DeviceType::Cuda, 0}}},
+                                         HolderEndpoint{hostHolder.get(), Device{DeviceType::Cpu, -1}}, n, nullptr,
+                                         CommPrecision::Bf16);
+            std::vector<float> scratch(n);
+            const float* got = comm->reduceToHolder(0, a.data(), scratch.data(), n, ReduceOp::Mean);
+            for (size_t i = 0; i < n; ++i) QCOMPARE(got[i], bf16Reference(a[i]));
+            QCOMPARE(g0->rounded.load(), 1);
+            QCOMPARE(g0->toHost.load(), int64_t(n * 2));
+            QCOMPARE(hostHolder->widened.load(), 1);
         }
         // Two towers on one GPU with the variables there: nothing leaves the GPU, nothing rounds.
         {
@@ -1160,6 +1175,34 @@ private slots:
             QCOMPARE(inPlace.finalLoss, copies.finalLoss);
             QCOMPARE(inPlace.testLoss, copies.testLoss);
         }
+    }
+    // One rule says where CPU towers read the variables in place, so where in bf16 the update
+    // keeps them rounded for the towers: HolderMean and the memory estimate both ask it.
+    void cpuTowersReadVariablesInPlaceOnlyWhereTheyShareThem() {
+        RunConfig c = quickRun();
+        c.transfers = "auto";
+        c.towers = "cpu:0,cpu:1";
+        QVERIFY(makePlan(c).cpuTowersReadVariablesInPlace());
+        c.variables = "cpu:1";  // on a tower
+        QVERIFY(makePlan(c).cpuTowersReadVariablesInPlace());
+        c.variables = "cpu";
+        c.transfers = "copies";
+        QVERIFY(!makePlan(c).cpuTowersReadVariablesInPlace());
+        c.transfers = "auto";
+        c.update = "async";
+        QVERIFY(!makePlan(c).cpuTowersReadVariablesInPlace());
+        c.update = "sync";
+        c.variables = "replicated";
+        c.reduce = "allreduce";
+        QVERIFY(!makePlan(c).cpuTowersReadVariablesInPlace());
+        DeploymentPlan plan;
+        plan.towers = {Device{}, Device{}};
+        QVERIFY(plan.cpuTowersReadVariablesInPlace());
+        plan.psTasks = 1;  // the variables on parameter-server processes
+        QVERIFY(!plan.cpuTowersReadVariablesInPlace());
+        plan.psTasks = 0;
+        plan.towers = {Device::parse("gpu:0")};
+        QVERIFY(!plan.cpuTowersReadVariablesInPlace());
     }
     // Automatic prefetch: one CPU tower on every core of a small machine makes its batches on its
     // own thread (no loader thread to take a core from its team); a spare core, a bigger team,

@@ -45,13 +45,10 @@ std::vector<MemoryNeed> estimateRunMemory(const ModelSpec& spec, const Deploymen
     add(host, datasetBytes, "datasets");
     host.alreadyHeld = datasetBytes;
     const size_t state = variables * size_t(1 + slots + (ema ? 1 : 0));
-    // bf16 with CPU towers reading host-held variables in place, synchronously: the update also
-    // keeps them rounded to bf16 (HolderMean), half the variables' bytes.
-    const bool cpuTowerReadsHost =
-        holder.type == DeviceType::Cpu && plan.transfers != Transfers::Copies && plan.update == UpdateMode::Sync &&
-        plan.psTasks == 0 &&
-        std::any_of(plan.towers.begin(), plan.towers.end(), [](const Device& d) { return d.type == DeviceType::Cpu; });
-    const size_t rounded = precision == MatmulPrecision::Bf16 && cpuTowerReadsHost ? variables / 2 : 0;
+    // bf16 with CPU towers reading the variables in place: the update also keeps them rounded to
+    // bf16 (HolderMean), half the variables' bytes.
+    const size_t rounded =
+        precision == MatmulPrecision::Bf16 && plan.cpuTowersReadVariablesInPlace() ? variables / 2 : 0;
     if (!replicated) add(at(holder), state + rounded, "variables with optimiser state");
     std::map<std::pair<int, int>, int> towersOn;
     for (const Device& d : plan.towers) ++towersOn[{int(d.type), d.type == DeviceType::Cpu ? 0 : d.index}];

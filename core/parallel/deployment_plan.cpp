@@ -223,6 +223,15 @@ void DeploymentPlan::checkAcrossProcesses() const {
                     "the host (--variables cpu) or in every tower (--variables replicated), not on one process's GPU");
 }
 
+bool DeploymentPlan::cpuTowersReadVariablesInPlace() const {
+    if (variables == VariablePlacement::Replicated || transfers == Transfers::Copies || update != UpdateMode::Sync ||
+        psTasks > 0)
+        return false;
+    const auto onCpu = [](const Device& d) { return d.type == DeviceType::Cpu; };
+    return std::all_of(towers.begin(), towers.end(), onCpu) &&
+           (variables == VariablePlacement::Cpu || onCpu(towers[size_t(variablesTower)]));
+}
+
 std::string DeploymentPlan::describe() const {
     std::string t;
     for (const Device& d : towers) t += (t.empty() ? "" : ", ") + d.str();

@@ -46,6 +46,12 @@ struct DeploymentPlan {
 
     int towerCount() const { return int(towers.size()); }
     bool averaging() const { return averageEvery > 0; }
+    // CPU towers read the variables where the holder keeps them (TowerSet's shared memory): every
+    // tower on a CPU, the variables on the host or on one of them, not --transfers copies,
+    // synchronous updates, no parameter-server processes. With bf16 matrix work the update then
+    // also writes the variables rounded for the towers' next step (HolderMean), which the memory
+    // estimate counts: one rule for both.
+    bool cpuTowersReadVariablesInPlace() const;
     // Refuses an invalid plan with one sentence naming the setting; cpuDevices/gpuDevices:
     // how many of each exist here.
     void validate(int cpuDevices, int gpuDevices) const;

@@ -62,10 +62,8 @@ HolderMean::HolderMean(const StrategySetup& s) : HolderStrategy(s, s.processes) 
     const Stream hs = comm_->holderStream(0);
     opt_ = std::make_unique<Optimizer>(*holder_, s.opt.rule, s.opt.hyper, s.opt.schedule, size_t(count_), hs);
     holder_->synchronize(hs);
-    bool cpuTowersReadInPlace = false;
-    for (size_t r = 0; r < replicas_.size(); ++r)
-        cpuTowersReadInPlace |= comm_->sharesHolder(int(r)) && replicas_[r].device.type == DeviceType::Cpu;
-    if (s.opt.precision == MatmulPrecision::Bf16 && cpuTowersReadInPlace) rounded_ = holder_->empty(Shape{(count_ + 1) / 2});
+    if (s.opt.precision == MatmulPrecision::Bf16 && s.plan.cpuTowersReadVariablesInPlace())
+        rounded_ = holder_->empty(Shape{(count_ + 1) / 2});
     chunkRounded_.assign(replicas_.size(), 0);
 }
 
