@@ -227,9 +227,8 @@ bool DeploymentPlan::cpuTowersReadVariablesInPlace() const {
     if (variables == VariablePlacement::Replicated || transfers == Transfers::Copies || update != UpdateMode::Sync ||
         psTasks > 0)
         return false;
-    const auto onCpu = [](const Device& d) { return d.type == DeviceType::Cpu; };
-    return std::all_of(towers.begin(), towers.end(), onCpu) &&
-           (variables == VariablePlacement::Cpu || onCpu(towers[size_t(variablesTower)]));
+    // Variables on a tower are then on a CPU too.
+    return std::all_of(towers.begin(), towers.end(), [](const Device& d) { return d.type == DeviceType::Cpu; });
 }
 
 std::string DeploymentPlan::describe() const {

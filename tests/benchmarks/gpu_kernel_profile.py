@@ -144,13 +144,21 @@ def main():
             steps = per_step(short, long, s0, s1)
             gpu_us = sum(t for _, t in steps.values()) / 1e3
             launches = sum(n for n, _ in steps.values())
+            # Each run makes its own algorithm choices: where the two profiled runs differ, a
+            # kernel's launches per step come out fractional or negative, and the difference mixes
+            # two configurations.
+            mixed = sorted(k for k, (n, t) in steps.items() if n < 0 or t < 0 or abs(n - round(n)) > 1e-6)
             print(f"\n{model} {precision}: wall {wall * 1e3:,.0f} us per step (unprofiled, {args.wall_steps} steps); "
                   f"kernels {gpu_us:,.0f} us per step ({gpu_us / (wall * 1e3):.0%} of it) in {launches:.1f} launches")
+            if mixed:
+                print(f"  WARNING: the two profiled runs ran different kernels ({len(mixed)}: {', '.join(mixed)[:200]}): "
+                      "their algorithm choices differed, and the per-step figures mix two configurations")
             print(f"  {'kernel':<72} {'per step':>8} {'us/step':>9} {'share':>6}")
             for name, (n, t) in sorted(steps.items(), key=lambda kv: -kv[1][1])[:args.top]:
                 print(f"  {name[:72]:<72} {n:8.1f} {t / 1e3:9.1f} {t / 1e3 / gpu_us:6.1%}")
             records.append({"kind": "kernel_profile", "model": model, "precision": precision, "batch": args.batch,
                             "wall_step_us": wall * 1e3, "kernel_us_per_step": gpu_us, "launches_per_step": launches,
+                            "kernels_differing_between_runs": mixed,
                             "kernels": {k: {"launches": n, "us": t / 1e3} for k, (n, t) in steps.items()}})
     if args.out_json:
         with open(args.out_json, "w") as f:

@@ -13,6 +13,7 @@
 #include <string>
 #include <tuple>
 #include <type_traits>
+#include <vector>
 
 #include "backend/cuda/cuda_check.hpp"
 #include "backend/cuda/cuda_stream.hpp"
@@ -164,14 +165,17 @@ AlgoChoice choose(const Perf* perf, int count, bool anyMath, const char* what) {
 // runs by more than the algorithms differ: bf16 cifar10_cnn on an H200 trained at anywhere from
 // 0.9x to 1.5x of fp32 from one run to the next (fp32 within 3%), and Nsight Compute showed its
 // runs on different kernels, whole milliseconds apart. So the candidates Find ranks within 3x of
-// its fastest (at most kCandidates) are timed again, kRuns calls each after a warm-up call, and
-// ranked by their median; then choose()'s rule (a deterministic one within 25%) on those times.
-// call(algo) runs the operation once on `q` with that algorithm; a candidate whose call fails
-// is left out, and Find's own ranking stands if every one fails.
+// its fastest (at most kCandidates) are timed again: after a warm-up call each, kRounds rounds
+// that take every candidate in turn (so that a clock still ramping up favours none), each
+// timing kCalls back-to-back calls between one pair of events (so that the GPU is kept busy as
+// in a training step, not started from idle); ranked by their median round, then choose()'s rule
+// (a deterministic one within 25%) on those times. call(algo, workspaceBytes) runs the operation
+// once on `q`; a candidate whose call fails is left out, and Find's own ranking stands if every
+// one fails.
 template <class Perf, class Call>
 AlgoChoice retimed(Perf* perf, int count, bool anyMath, cudnnConvolutionDescriptor_t conv, cudaStream_t q, Call call,
                    const char* what) {
-    constexpr int kCandidates = 6, kRuns = 5;
+    constexpr int kCandidates = 6, kRounds = 5, kCalls = 3;
     const AlgoChoice found = choose(perf, count, anyMath, what);
     float fastest = -1.f;
     for (int i = 0; i < count; ++i)
@@ -184,31 +188,41 @@ AlgoChoice retimed(Perf* perf, int count, bool anyMath, cudnnConvolutionDescript
         Event() { TB_CUDA(cudaEventCreate(&e)); }
         ~Event() { cudaEventDestroy(e); }
     } start, end;
-    Perf retimedPerf[kCandidates];
-    int kept = 0;
-    for (int i = 0; i < count && kept < kCandidates; ++i) {
+    // Runs candidate p `calls` times; false if cuDNN refuses it.
+    auto run = [&](const Perf& p, int calls) {
+        if (cudnnSetConvolutionMathType(conv, p.mathType) != CUDNN_STATUS_SUCCESS) return false;
+        for (int k = 0; k < calls; ++k)
+            if (call(int(p.algo), p.memory) != CUDNN_STATUS_SUCCESS) return false;
+        return true;
+    };
+    std::vector<Perf> candidates;
+    for (int i = 0; i < count && int(candidates.size()) < kCandidates; ++i) {
         const Perf& p = perf[i];
-        if (p.status != CUDNN_STATUS_SUCCESS || (!anyMath && p.mathType != CUDNN_FMA_MATH) || p.time > 3.f * fastest)
-            continue;
-        if (cudnnSetConvolutionMathType(conv, p.mathType) != CUDNN_STATUS_SUCCESS || call(int(p.algo)) != CUDNN_STATUS_SUCCESS)
-            continue;
-        std::array<float, kRuns> ms{};
-        bool ok = true;
-        for (float& t : ms) {
+        if (p.status == CUDNN_STATUS_SUCCESS && (anyMath || p.mathType == CUDNN_FMA_MATH) && p.time <= 3.f * fastest &&
+            run(p, 1))
+            candidates.push_back(p);
+    }
+    std::vector<std::array<float, kRounds>> ms(candidates.size());
+    std::vector<bool> refused(candidates.size(), false);
+    for (int r = 0; r < kRounds; ++r)
+        for (size_t j = 0; j < candidates.size(); ++j) {
+            if (refused[j]) continue;
             TB_CUDA(cudaEventRecord(start.e, q));
-            ok = ok && call(int(p.algo)) == CUDNN_STATUS_SUCCESS;
+            refused[j] = !run(candidates[j], kCalls);
             TB_CUDA(cudaEventRecord(end.e, q));
             TB_CUDA(cudaEventSynchronize(end.e));
-            TB_CUDA(cudaEventElapsedTime(&t, start.e, end.e));
+            TB_CUDA(cudaEventElapsedTime(&ms[j][size_t(r)], start.e, end.e));
         }
-        if (!ok) continue;
-        std::nth_element(ms.begin(), ms.begin() + kRuns / 2, ms.end());
-        retimedPerf[kept] = p;
-        retimedPerf[kept++].time = ms[kRuns / 2];
+    std::vector<Perf> timed;
+    for (size_t j = 0; j < candidates.size(); ++j) {
+        if (refused[j]) continue;
+        std::nth_element(ms[j].begin(), ms[j].begin() + kRounds / 2, ms[j].end());
+        timed.push_back(candidates[j]);
+        timed.back().time = ms[j][kRounds / 2] / float(kCalls);
     }
-    if (kept == 0) return found;
-    std::sort(retimedPerf, retimedPerf + kept, [](const Perf& a, const Perf& b) { return a.time < b.time; });
-    return choose(retimedPerf, kept, anyMath, what);
+    if (timed.empty()) return found;
+    std::sort(timed.begin(), timed.end(), [](const Perf& a, const Perf& b) { return a.time < b.time; });
+    return choose(timed.data(), int(timed.size()), anyMath, what);
 }
 
 // One search per convolution shape, precision and device, shared by every plan of that shape
@@ -414,25 +428,25 @@ private:
                                                            CUDNN_CONVOLUTION_FWD_ALGO_COUNT, &count, fwd, trial,
                                                            trialBytes));
             const float one = 1.f, zero = 0.f;
-            c.fwd = retimed(fwd, count, anyMath, fwdConv_, q, [&](int algo) {
+            c.fwd = retimed(fwd, count, anyMath, fwdConv_, q, [&](int algo, size_t bytes) {
                 return cudnnConvolutionForward(h, &one, x_, x.f(), w_, w.f(), fwdConv_, cudnnConvolutionFwdAlgo_t(algo),
-                                               trial, trialBytes, &zero, y_, y.f());
+                                               trial, bytes, &zero, y_, y.f());
             }, "forward convolution");
             cudnnConvolutionBwdDataAlgoPerf_t bd[CUDNN_CONVOLUTION_BWD_DATA_ALGO_COUNT];
             TB_CUDNN_OR_NO_ALGORITHM(cudnnFindConvolutionBackwardDataAlgorithmEx(h, w_, w.f(), y_, y.f(), bwdDataConv_, x_, x.f(),
                                                                 CUDNN_CONVOLUTION_BWD_DATA_ALGO_COUNT, &count, bd,
                                                                 trial, trialBytes));
-            c.bwdData = retimed(bd, count, anyMath, bwdDataConv_, q, [&](int algo) {
+            c.bwdData = retimed(bd, count, anyMath, bwdDataConv_, q, [&](int algo, size_t bytes) {
                 return cudnnConvolutionBackwardData(h, &one, w_, w.f(), y_, y.f(), bwdDataConv_,
-                                                    cudnnConvolutionBwdDataAlgo_t(algo), trial, trialBytes, &zero, x_, x.f());
+                                                    cudnnConvolutionBwdDataAlgo_t(algo), trial, bytes, &zero, x_, x.f());
             }, "convolution's input gradient");
             cudnnConvolutionBwdFilterAlgoPerf_t bf[CUDNN_CONVOLUTION_BWD_FILTER_ALGO_COUNT];
             TB_CUDNN_OR_NO_ALGORITHM(cudnnFindConvolutionBackwardFilterAlgorithmEx(h, x_, x.f(), y_, y.f(), bwdFilterConv_, w_, w.f(),
                                                                   CUDNN_CONVOLUTION_BWD_FILTER_ALGO_COUNT, &count, bf,
                                                                   trial, trialBytes));
-            c.bwdFilter = retimed(bf, count, anyMath, bwdFilterConv_, q, [&](int algo) {
+            c.bwdFilter = retimed(bf, count, anyMath, bwdFilterConv_, q, [&](int algo, size_t bytes) {
                 return cudnnConvolutionBackwardFilter(h, &one, x_, x.f(), y_, y.f(), bwdFilterConv_,
-                                                      cudnnConvolutionBwdFilterAlgo_t(algo), trial, trialBytes, &zero, w_, w.f());
+                                                      cudnnConvolutionBwdFilterAlgo_t(algo), trial, bytes, &zero, w_, w.f());
             }, "convolution's filter gradient");
             TB_CUDA(cudaStreamSynchronize(q));
         } catch (const NoAlgorithm& e) {
