@@ -583,8 +583,13 @@ private slots:
         std::vector<int64_t> steps;
         for (const EvalResult& r : evals.all)
             if (r.split == "validation") steps.push_back(r.step);
-        QVERIFY2(steps.size() >= 5, qPrintable(QString("%1 validation passes").arg(steps.size())));  // 50..250, and the end
-        for (size_t i = 1; i < steps.size(); ++i) QVERIFY(steps[i] > steps[i - 1]);
+        // Due at 50, 100, ..., 250 and at the end, each at tower 0's first report from its multiple
+        // on: where tower 0 lags a whole interval behind the others (3 threads on 2 cores, under
+        // load), two come due at one report and one pass serves both (CI saw 3 passes once in
+        // many runs). So: at least two passes during the run and the end's, each in an interval
+        // of its own.
+        QVERIFY2(steps.size() >= 3, qPrintable(QString("%1 validation passes").arg(steps.size())));
+        for (size_t i = 1; i < steps.size(); ++i) QVERIFY(steps[i] / 50 > steps[i - 1] / 50);
         QVERIFY(steps.front() >= 50);
     }
 
