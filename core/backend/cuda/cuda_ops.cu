@@ -148,11 +148,14 @@ struct NoAlgorithm : Error {
 // tensor-core math allowed (fp32 without TF32) only plain FMA results count (cuDNN's "default"
 // math permits TF32 on Ampere and later); bf16 takes either.
 template <class Perf>
+bool usable(const Perf& p, bool anyMath) {
+    return p.status == CUDNN_STATUS_SUCCESS && (anyMath || p.mathType == CUDNN_FMA_MATH);
+}
+template <class Perf>
 AlgoChoice choose(const Perf* perf, int count, bool anyMath, const char* what) {
     int fastest = -1;
     for (int i = 0; i < count; ++i) {
-        if (perf[i].status != CUDNN_STATUS_SUCCESS) continue;
-        if (!anyMath && perf[i].mathType != CUDNN_FMA_MATH) continue;
+        if (!usable(perf[i], anyMath)) continue;
         if (fastest < 0) fastest = i;
         if (perf[i].determinism == CUDNN_DETERMINISTIC && perf[i].time <= 1.25f * perf[fastest].time)
             return {int(perf[i].algo), perf[i].memory, perf[i].mathType};
@@ -171,18 +174,11 @@ AlgoChoice choose(const Perf* perf, int count, bool anyMath, const char* what) {
 // in a training step, not started from idle); ranked by their median round, then choose()'s rule
 // (a deterministic one within 25%) on those times. call(algo, workspaceBytes) runs the operation
 // once on `q`; a candidate whose call fails is left out, and Find's own ranking stands if every
-// one fails.
+// one fails (choose() refuses a search with no usable result).
 template <class Perf, class Call>
-AlgoChoice retimed(Perf* perf, int count, bool anyMath, cudnnConvolutionDescriptor_t conv, cudaStream_t q, Call call,
-                   const char* what) {
+AlgoChoice retimed(const Perf* perf, int count, bool anyMath, cudnnConvolutionDescriptor_t conv, cudaStream_t q,
+                   Call call, const char* what) {
     constexpr int kCandidates = 6, kRounds = 5, kCalls = 3;
-    const AlgoChoice found = choose(perf, count, anyMath, what);
-    float fastest = -1.f;
-    for (int i = 0; i < count; ++i)
-        if (perf[i].status == CUDNN_STATUS_SUCCESS && (anyMath || perf[i].mathType == CUDNN_FMA_MATH)) {
-            fastest = perf[i].time;
-            break;
-        }
     struct Event {
         cudaEvent_t e = nullptr;
         Event() { TB_CUDA(cudaEventCreate(&e)); }
@@ -196,11 +192,12 @@ AlgoChoice retimed(Perf* perf, int count, bool anyMath, cudnnConvolutionDescript
         return true;
     };
     std::vector<Perf> candidates;
+    float fastest = -1.f;  // Find's results come sorted by its time
     for (int i = 0; i < count && int(candidates.size()) < kCandidates; ++i) {
         const Perf& p = perf[i];
-        if (p.status == CUDNN_STATUS_SUCCESS && (anyMath || p.mathType == CUDNN_FMA_MATH) && p.time <= 3.f * fastest &&
-            run(p, 1))
-            candidates.push_back(p);
+        if (!usable(p, anyMath)) continue;
+        if (fastest < 0) fastest = p.time;
+        if (p.time <= 3.f * fastest && run(p, 1)) candidates.push_back(p);
     }
     std::vector<std::array<float, kRounds>> ms(candidates.size());
     std::vector<bool> refused(candidates.size(), false);
@@ -220,7 +217,7 @@ AlgoChoice retimed(Perf* perf, int count, bool anyMath, cudnnConvolutionDescript
         timed.push_back(candidates[j]);
         timed.back().time = ms[j][kRounds / 2] / float(kCalls);
     }
-    if (timed.empty()) return found;
+    if (timed.empty()) return choose(perf, count, anyMath, what);
     std::sort(timed.begin(), timed.end(), [](const Perf& a, const Perf& b) { return a.time < b.time; });
     return choose(timed.data(), int(timed.size()), anyMath, what);
 }
