@@ -25,7 +25,7 @@
 #include "io/run_config.hpp"
 #include "util/error.hpp"
 #ifdef TB_HAVE_PROTOBUF
-#include "tensorflow/tfrecord_dataset.hpp"
+#include "data/tfrecord_dataset.hpp"
 #endif
 
 namespace {

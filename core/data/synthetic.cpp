@@ -1,21 +1,15 @@
-// Synthetic teaching sets (Gaussian blobs, interleaved spirals), the validation split and
-// loadData, which turns a --data spec into train / validation / test sets.
+// Synthetic teaching sets: Gaussian blobs and interleaved spirals of 2-D points.
 // The generators use std::mt19937_64 with their own uniform and Box-Muller conversions, because
 // std::normal_distribution (and friends) produce different numbers on different standard
 // libraries; a seed must give the same set everywhere.
 #include <algorithm>
 #include <cmath>
 #include <cstdint>
-#include <filesystem>
 #include <numbers>
 #include <random>
 #include <string>
-#include <system_error>
 
 #include "data/dataset.hpp"
-#ifdef TB_HAVE_PROTOBUF
-#include "tensorflow/tfrecord_dataset.hpp"
-#endif
 #include "util/error.hpp"
 
 namespace tb {
@@ -46,21 +40,6 @@ Dataset pointSet(const char* what, size_t n, int classes) {
     d.features.resize(2 * n);
     d.labels.resize(n);
     return d;
-}
-
-// Seeds for the test set differ from the training seeds, so the two sets are independent draws.
-constexpr uint64_t kTestSeedOffset = 0x9E3779B97F4A7C15ull;
-constexpr size_t kSyntheticTrain = 8000, kSyntheticTest = 2000;
-
-// The class names of the sets whose labels are known by their name stem; none for the others.
-std::vector<std::string> knownClassNames(const std::string& base, int classes) {
-    std::vector<std::string> names;
-    if (base.find("fashion") != std::string::npos)
-        names = {"T-shirt/top", "Trouser", "Pullover", "Dress", "Coat", "Sandal", "Shirt", "Sneaker", "Bag", "Ankle boot"};
-    else if (base == "cifar10")
-        names = {"airplane", "automobile", "bird", "cat", "deer", "dog", "frog", "horse", "ship", "truck"};
-    if (int(names.size()) != classes) names.clear();  // a set that only borrowed the name
-    return names;
 }
 
 }  // namespace
@@ -100,112 +79,6 @@ Dataset makeSpirals(size_t n, int classes, uint64_t seed) {
         d.labels[i] = k;
     }
     return d;
-}
-
-Dataset splitTail(Dataset& from, size_t count, const std::string& name) {
-    if (count > from.size())
-        throw Error("validation split: " + std::to_string(count) + " samples requested but '" + from.name +
-                    "' has only " + std::to_string(from.size()));
-    Dataset out;
-    out.name = name;
-    out.channels = from.channels;
-    out.height = from.height;
-    out.width = from.width;
-    out.numClasses = from.numClasses;
-    out.classNames = from.classNames;
-    const size_t keep = from.size() - count;
-    const size_t ss = from.sampleSize();
-    auto moveTail = [&](auto& src, auto& dst, size_t per) {
-        if (src.empty()) return;
-        dst.assign(src.begin() + std::ptrdiff_t(keep * per), src.end());
-        src.resize(keep * per);
-    };
-    moveTail(from.pixels, out.pixels, ss);
-    moveTail(from.features, out.features, ss);
-    moveTail(from.labels, out.labels, 1);
-    return out;
-}
-
-std::string dataFolderOf(const std::string& spec) {
-    if (spec == "fashion-mnist") return kFashionMnistDir;
-    for (const char* prefix : {"idx:", "cifar10:", "tfrecord:"})
-        if (spec.starts_with(prefix)) return spec.substr(std::string(prefix).size());
-    return {};
-}
-
-DataSplits loadData(const std::string& spec, size_t validationSize, uint64_t seed, const CancelCheck& cancelled,
-                    const std::string& tfrecordFeatures) {
-    DataSplits s;
-    std::string base;  // name stem: "fashion-mnist", "cifar10", ...
-    auto dirAfter = [&](size_t prefixLen) {
-        std::string dir = spec.substr(prefixLen);
-        if (dir.empty()) throw Error("--data: '" + spec + "' names no directory after the colon");
-        return dir;
-    };
-    if (spec == "fashion-mnist") {
-        std::error_code ec;
-        if (!std::filesystem::is_directory(kFashionMnistDir, ec))
-            throw Error(std::string("--data fashion-mnist: ") + kFashionMnistDir +
-                        " not found (install Debian's dataset-fashion-mnist package, or use idx:DIR)");
-        base = "fashion-mnist";
-        s.train = readIdxDir(kFashionMnistDir, true, cancelled);
-        s.test = readIdxDir(kFashionMnistDir, false, cancelled);
-    } else if (spec.starts_with("idx:")) {
-        std::string dir = dirAfter(4);
-        s.train = readIdxDir(dir, true, cancelled);
-        s.test = readIdxDir(dir, false, cancelled);
-        base = s.train.name.substr(0, s.train.name.rfind(' '));
-    } else if (spec.starts_with("cifar10:")) {
-        std::string dir = dirAfter(8);
-        base = "cifar10";
-        s.train = readCifar10(dir, true, cancelled);
-        s.test = readCifar10(dir, false, cancelled);
-        s.cifarAugment = true;
-    } else if (spec.starts_with("tfrecord:")) {
-#ifdef TB_HAVE_PROTOBUF
-        const std::string dir = dirAfter(9);
-        const TFRecordFeatures f = TFRecordFeatures::parse(tfrecordFeatures, "--tfrecord-features");
-        base = std::filesystem::path(dir).filename().string();
-        s.train = readTFRecordExamples(tfrecordFiles(dir, "train"), f, base + " train", cancelled);
-        s.test = readTFRecordExamples(tfrecordFiles(dir, "test"), f, base + " test", cancelled);
-#else
-        throw Error("--data " + spec + ": this build of Towerbench has no protobuf, which TFRecord input needs "
-                    "(install libprotobuf-dev and protobuf-compiler, and build again)");
-#endif
-    } else if (spec == "synthetic:blobs") {
-        base = "blobs";
-        s.train = makeBlobs(kSyntheticTrain, 4, seed);
-        s.test = makeBlobs(kSyntheticTest, 4, seed + kTestSeedOffset);
-    } else if (spec == "synthetic:spirals") {
-        base = "spirals";
-        s.train = makeSpirals(kSyntheticTrain, 3, seed);
-        s.test = makeSpirals(kSyntheticTest, 3, seed + kTestSeedOffset);
-    } else {
-        throw Error("--data: unknown data spec '" + spec +
-                    "' (expected fashion-mnist, idx:DIR, cifar10:DIR, tfrecord:DIR, synthetic:blobs or synthetic:spirals)");
-    }
-    // The network is built for the training samples' shape; a test set of another shape would be
-    // read past its end (larger) or scored as garbage (smaller).
-    if (s.test.channels != s.train.channels || s.test.height != s.train.height || s.test.width != s.train.width)
-        throw Error("--data " + spec + ": the test samples are " + std::to_string(s.test.channels) + "x" +
-                    std::to_string(s.test.height) + "x" + std::to_string(s.test.width) + " but the training samples " +
-                    std::to_string(s.train.channels) + "x" + std::to_string(s.train.height) + "x" +
-                    std::to_string(s.train.width) + " (channels x height x width); both must match");
-    if (s.test.numClasses != s.train.numClasses) {
-        // A test set lacking the top class must still be scored against the training classes.
-        int k = std::max(s.train.numClasses, s.test.numClasses);
-        s.train.numClasses = s.test.numClasses = k;
-    }
-    s.train.name = base + " train";
-    s.test.name = base + " test";
-    s.train.classNames = s.test.classNames = knownClassNames(base, s.train.numClasses);
-    if (validationSize > 0 && validationSize >= s.train.size())
-        throw Error("--data " + spec + ": a validation set of " + std::to_string(validationSize) +
-                    " samples needs a training set larger than its " + std::to_string(s.train.size()) +
-                    " samples");
-    // Always split (0 samples gives an empty set that still carries the sample shape).
-    s.validation = splitTail(s.train, validationSize, base + " validation");
-    return s;
 }
 
 }  // namespace tb

@@ -16,7 +16,7 @@
 #include "io/atomic_file.hpp"
 #include "util/system_text.hpp"
 #ifdef TB_HAVE_PROTOBUF
-#include "tensorflow/event_file.hpp"
+#include "engine/event_file.hpp"
 #endif
 #include "util/error.hpp"
 #include "util/json_file.hpp"

@@ -698,11 +698,6 @@ private:
 
 }  // namespace
 
-Tensor Backend::empty(const Shape& shape) {
-    float* p = static_cast<float*>(allocate(size_t(shape.numel()) * sizeof(float)));
-    return Tensor(p, shape, device(), [owner = shared_from_this()](float* q) { owner->deallocate(q); });
-}
-
 std::shared_ptr<Backend> makeCpuBackend(int threads, int index, MatmulPrecision precision) {
     return std::make_shared<CpuBackend>(threads, index, precision);
 }

@@ -1,11 +1,12 @@
-#include "tensorflow/tfrecord_dataset.hpp"
+#include "data/tfrecord_dataset.hpp"
 
 #include <algorithm>
 #include <filesystem>
+#include <optional>
 #include <sstream>
 
 #include "io/tfrecord.hpp"
-#include "tensorflow/tensorflow.pb.h"
+#include "tensorflow/example.hpp"
 #include "util/error.hpp"
 
 namespace fs = std::filesystem;
@@ -17,12 +18,6 @@ namespace {
 constexpr int64_t kMaxSide = 4096;       // height, width
 constexpr int64_t kMaxDepth = 64;
 constexpr int64_t kMaxClasses = 65536;
-
-const tensorflow::Feature* find(const tensorflow::Example& e, const std::string& key) {
-    const auto& map = e.features().feature();
-    auto it = map.find(key);
-    return it == map.end() ? nullptr : &it->second;
-}
 
 }  // namespace
 
@@ -66,26 +61,25 @@ Dataset readTFRecordExamples(const std::vector<std::string>& files, const TFReco
     d.name = name;
     int64_t maxLabel = -1;
     std::string record;
+    Example e;
     for (const std::string& path : files) {
         TFRecordReader in(path);
         while (in.next(record)) {
             if (cancelled && in.index() % 1024 == 0) throwIfCancelled(cancelled);
             const std::string where = path + ": record " + std::to_string(in.index() - 1);
-            tensorflow::Example e;
-            if (!e.ParseFromString(record)) throw Error(where + " is not a tf.train.Example");
-            const tensorflow::Feature* image = find(e, features.image);
-            const tensorflow::Feature* label = find(e, features.label);
-            if (!image || !image->has_bytes_list() || image->bytes_list().value_size() != 1)
+            if (!e.parse(record)) throw Error(where + " is not a tf.train.Example");
+            const std::string* image = e.oneBytes(features.image);
+            const std::optional<int64_t> label = e.oneInt64(features.label);
+            if (!image)
                 throw Error(where + " has no bytes feature '" + features.image + "' (--tfrecord-features image=KEY)");
-            if (!label || !label->has_int64_list() || label->int64_list().value_size() != 1)
+            if (!label)
                 throw Error(where + " has no int64 feature '" + features.label + "' (--tfrecord-features label=KEY)");
-            const std::string& pixels = image->bytes_list().value(0);
+            const std::string& pixels = *image;
             auto dim = [&](const std::string& key, int64_t fallback) -> int64_t {
-                const tensorflow::Feature* f = find(e, key);
-                if (!f) return fallback;
-                if (!f->has_int64_list() || f->int64_list().value_size() != 1)
-                    throw Error(where + ": feature '" + key + "' is not one int64");
-                return f->int64_list().value(0);
+                if (!e.has(key)) return fallback;
+                const std::optional<int64_t> v = e.oneInt64(key);
+                if (!v) throw Error(where + ": feature '" + key + "' is not one int64");
+                return *v;
             };
             int64_t side = 0;
             while ((side + 1) * (side + 1) <= int64_t(pixels.size())) ++side;
@@ -103,7 +97,7 @@ Dataset readTFRecordExamples(const std::vector<std::string>& files, const TFReco
                             " differs from the first record's " + std::to_string(d.height) + "x" +
                             std::to_string(d.width) + "x" + std::to_string(d.channels));
             }
-            const int64_t y = label->int64_list().value(0);
+            const int64_t y = *label;
             if (y < 0 || y >= kMaxClasses) throw Error(where + ": label " + std::to_string(y) + " is not a class index");
             maxLabel = std::max(maxLabel, y);
             // Channels last in the record, (c, h, w) in a Dataset.
@@ -129,14 +123,13 @@ void writeTFRecordExamples(const Dataset& d, const std::string& path) {
         const uint8_t* src = d.pixels.data() + i * d.sampleSize();
         for (size_t p = 0; p < plane; ++p)
             for (size_t ch = 0; ch < c; ++ch) pixels[p * c + ch] = char(src[ch * plane + p]);
-        tensorflow::Example e;
-        auto& map = *e.mutable_features()->mutable_feature();
-        map["height"].mutable_int64_list()->add_value(d.height);
-        map["width"].mutable_int64_list()->add_value(d.width);
-        map["depth"].mutable_int64_list()->add_value(d.channels);
-        map["label"].mutable_int64_list()->add_value(d.labels[i]);
-        map["image_raw"].mutable_bytes_list()->add_value(pixels);
-        out.write(e.SerializeAsString());
+        Example e;
+        e.setInt64("height", d.height);
+        e.setInt64("width", d.width);
+        e.setInt64("depth", d.channels);
+        e.setInt64("label", d.labels[i]);
+        e.setBytes("image_raw", pixels);
+        out.write(e.serialize());
     }
     out.flush();
 }
