@@ -108,6 +108,18 @@ struct TwoReplicaParameterServer {
     }
 };
 
+// The variables as evaluation sees them (replicas: their mean), on the host.
+std::vector<float> variablesOf(TowerSet& towers) {
+    const VariablesView v = towers.variables();
+    std::vector<float> host(size_t(towers.paramCount()));
+    v.backend->copyToHost(v.stream, host.data(), v.params, host.size() * sizeof(float));
+    v.backend->synchronize(v.stream);
+    return host;
+}
+
+// Every replica := the replicas' mean, in place (what evaluation once did, and must not).
+void averageInPlace(TowerSet& towers) { towers.setVariables(variablesOf(towers).data()); }
+
 // Trains `steps` synchronous steps with global batches of towers x batchPerTower drawn in the
 // same order whatever the plan, and returns the variables.
 std::vector<float> trainSync(const DeploymentPlan& p, int steps, const OptimizerSettings& opt = momentum()) {
@@ -124,9 +136,7 @@ std::vector<float> trainSync(const DeploymentPlan& p, int steps, const Optimizer
         pipe.next(b);
         towers.step(b, s, 0);
     }
-    towers.averageNow();
-    Network& net = towers.evalNetwork();
-    return std::vector<float>(net.params(), net.params() + net.paramCount());
+    return variablesOf(towers);
 }
 
 // Runs `steps` steps through TowerSet::steps in calls of `perCall` (the trainer's rounds) and
@@ -176,9 +186,7 @@ std::vector<float> paramsAfter(const DeploymentPlan& p, const std::vector<int>& 
         step += n + (skip ? 1 : 0);
         if (between) between(towers);
     }
-    towers.averageNow();
-    Network& net = towers.evalNetwork();
-    return std::vector<float>(net.params(), net.params() + net.paramCount());
+    return variablesOf(towers);
 }
 
 double relativeDifference(const std::vector<float>& a, const std::vector<float>& b) {
@@ -440,7 +448,7 @@ private slots:
         QCOMPARE(paramsAfter(avg, {1, 1, 1, 1, 1, 1, 1, 1, 1}, [](TowerSet& t) { t.evalNetwork(); }), plain);
         QCOMPARE(paramsAfter(avg, {1, 1, 1, 1, 1, 1, 1, 1, 1}, [](TowerSet& t) { t.variables(); }), plain);
         // What evaluation did once, averaging the replicas in place, does change training.
-        QVERIFY(paramsAfter(avg, {1, 1, 1, 1, 1, 1, 1, 1, 1}, [](TowerSet& t) { t.averageNow(); }) != plain);
+        QVERIFY(paramsAfter(avg, {1, 1, 1, 1, 1, 1, 1, 1, 1}, averageInPlace) != plain);
         // And through the trainer: the same run with and without periodic evaluation.
         RunConfig c = quickRun();
         c.towers = "cpu:0,cpu:1";

@@ -1,14 +1,16 @@
 // Trainer: one training run from start to finish: data, model replicas on the towers of a
 // DeploymentPlan, optimiser, evaluation, and metrics to observers (delivered on a thread of
 // their own, so a slow observer never stalls training). Pause, resume, single-step and stop
-// are safe from any thread at any moment.
+// are safe from any thread at any moment. The run's parts: training_run.hpp.
 #pragma once
 #include <cstdint>
 #include <string>
 #include <vector>
 
 #include "backend/registry.hpp"
+#include "engine/evaluation.hpp"
 #include "engine/observer.hpp"
+#include "engine/run_setup.hpp"
 #include "io/run_config.hpp"
 #include "parallel/deployment_plan.hpp"
 #include "parallel/run_control.hpp"
@@ -52,30 +54,6 @@ struct RunSummary {
     double checkpointWriteSeconds = 0;  // writing them, fsync included, on the folder's own thread
     nlohmann::json toJson() const;
 };
-
-// The deployment plan a run config describes (flags --towers, --variables, ...), validated.
-DeploymentPlan makePlan(const RunConfig& c);
-// The same for a machine with `gpus` GPUs (whyNoGpu: the reason there are none), e.g. the
-// window's device catalog, which tests fake.
-DeploymentPlan makePlan(const RunConfig& c, int gpus, const std::string& whyNoGpu);
-// towerbench-run eval: a checkpoint's weights (its moving average where it kept one, as the run
-// evaluated) on the test set of `config.data`, with the checkpoint's own model, on the CPU.
-EvalResult evaluateCheckpoint(const std::string& checkpointPath, const RunConfig& config);
-// How many virtual CPU towers may exist: several per core, for teaching on small machines.
-int cpuTowerSlots();
-// Batches the input pipeline makes ahead on its loader thread: --prefetch, or where that is -1
-// (automatic) none for a plan of one CPU tower whose `threads` take all of the machine's cores
-// (at most 4 of them), whose thread then makes each batch itself, and 2 otherwise.
-int prefetchFor(const RunConfig& config, const DeploymentPlan& plan, int threads, int machineCores);
-
-// The process of `processes` that writes the run's folder and evaluates: process 0, or with
-// --ps-tasks P the first worker, process P (TensorFlow's chief is worker 0, not a ps task).
-int chiefProcess(const RunConfig& config, int processes);
-// Refuses --ps-tasks that leave no worker among `processes` (or need mpirun), in one sentence.
-void checkProcessRoles(const RunConfig& config, int processes);
-// Refuses --precision bf16 where it cannot run (CPU towers on a processor without bf16
-// instructions; a GPU of `gpus` older than Ampere), in one sentence naming what is missing.
-void checkPrecision(const std::string& precision, const DeploymentPlan& plan, const std::vector<GpuInfo>& gpus);
 
 class Trainer {
 public:

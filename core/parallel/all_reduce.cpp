@@ -57,9 +57,13 @@ size_t ReplicatedStrategy::optimizerSlotBytes() const {
     return total;
 }
 
-void AllReduce::afterCompute(int rank, int64_t step, TowerPhases& ph) {
-    allReduce(rank, replicas_[size_t(rank)].net->grads(), ph);
-    apply(rank, step, ph);
+void AllReduce::runCall(int rank, TowerCall& call) {
+    TowerPhases& ph = call.phases(0);
+    call.compute(0);
+    call.meet([&] {
+        allReduce(rank, replicas_[size_t(rank)].net->grads(), ph);
+        apply(rank, call.step(0), ph);
+    });
 }
 
 VariablesView AllReduce::variables() { return {replicas_[0].backend, replicas_[0].stream, replicas_[0].net->params()}; }

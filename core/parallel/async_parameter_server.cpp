@@ -4,9 +4,16 @@
 // pushes its gradients (P x 4 bytes up, P x 2 in bf16), which the holder applies at once, shard by shard; both
 // counted for towers off the holder's device. A lock covers a shard's copy or update until it
 // has completed, not only until it is enqueued. Staleness: updates others applied in between.
+#include <chrono>
+
 #include "parallel/strategies.hpp"
 
 namespace tb {
+
+namespace {
+using Clock = std::chrono::steady_clock;
+double since(Clock::time_point t) { return std::chrono::duration<double>(Clock::now() - t).count(); }
+}  // namespace
 
 AsyncParameterServer::AsyncParameterServer(const StrategySetup& s)
     : Strategy(s.replicas, int64_t(s.init.size())), holder_(s.holder.backend) {
@@ -22,6 +29,25 @@ AsyncParameterServer::AsyncParameterServer(const StrategySetup& s)
     for (size_t v = 0; v < net.paramInfos().size(); ++v)
         shards_[v % shards_.size()].emplace_back(size_t(net.paramOffsets()[v]), size_t(net.paramInfos()[v].shape.numel()));
     for (int i = 0; i < s.plan.psShards; ++i) locks_.push_back(std::make_unique<std::mutex>());
+}
+
+void AsyncParameterServer::runCall(int rank, TowerCall& call) {
+    TowerPhases& ph = call.phases(0);
+    call.unlessFailed([&] {
+        const auto t0 = Clock::now();
+        const int64_t pulledAt = applied_.load();  // the version says how fresh the pull is
+        pull(rank);
+        ph.reduce = since(t0);
+        call.setStep(0, pulledAt);
+    });
+    call.compute(0);
+    call.unlessFailed([&] {
+        const auto t0 = Clock::now();
+        const float lr = push(rank, applied_.load());
+        ph.apply = since(t0);
+        const int64_t u = applied_.fetch_add(1) + 1;
+        call.setUpdate(u, lr, u - 1 - call.step(0));  // staleness: updates others applied meanwhile
+    });
 }
 
 void AsyncParameterServer::pull(int rank) {

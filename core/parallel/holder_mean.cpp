@@ -33,7 +33,7 @@ HolderStrategy::HolderStrategy(const StrategySetup& s, ProcessGroup* processes)
     }
 }
 
-void HolderStrategy::beforeCompute(int rank, TowerPhases& ph) {
+void HolderStrategy::pullVariables(int rank, TowerPhases& ph) {
     const auto t0 = Clock::now();
     comm_->broadcastFromHolder(rank, params_.data(), replicas_[size_t(rank)].net->params(), size_t(count_));
     ph.reduce += since(t0);
@@ -67,11 +67,17 @@ HolderMean::HolderMean(const StrategySetup& s) : HolderStrategy(s, s.processes) 
     chunkRounded_.assign(replicas_.size(), 0);
 }
 
-void HolderMean::beforeCompute(int rank, TowerPhases& ph) {
-    HolderStrategy::beforeCompute(rank, ph);
-    if (rounded_.empty() || !comm_->sharesHolder(rank)) return;
-    const bool current = chunksRounded_ == int(replicas_.size());
-    replicas_[size_t(rank)].net->useRoundedParams(current ? reinterpret_cast<const uint16_t*>(rounded_.data()) : nullptr);
+void HolderMean::runCall(int rank, TowerCall& call) {
+    TowerPhases& ph = call.phases(0);
+    call.unlessFailed([&] {
+        pullVariables(rank, ph);
+        if (rounded_.empty() || !comm_->sharesHolder(rank)) return;
+        const bool current = chunksRounded_ == int(replicas_.size());
+        replicas_[size_t(rank)].net->useRoundedParams(current ? reinterpret_cast<const uint16_t*>(rounded_.data())
+                                                              : nullptr);
+    });
+    call.compute(0);
+    call.meet([&] { reduceAndApply(rank, call.step(0), ph); });
 }
 
 void HolderMean::setVariables(const float* host) {  // between steps: no tower is running
@@ -80,7 +86,7 @@ void HolderMean::setVariables(const float* host) {  // between steps: no tower i
     HolderStrategy::setVariables(host);
 }
 
-void HolderMean::afterCompute(int rank, int64_t step, TowerPhases& ph) {
+void HolderMean::reduceAndApply(int rank, int64_t step, TowerPhases& ph) {
     auto t0 = Clock::now();
     const float* grads = comm_->reduceToHolder(rank, replicas_[size_t(rank)].net->grads(), mean_.data(),
                                                size_t(count_), ReduceOp::Mean);

@@ -19,12 +19,21 @@ LocalAveraging::LocalAveraging(const StrategySetup& s)
     mean_ = replicas_[0].backend->empty(Shape{count_});
 }
 
-void LocalAveraging::afterCompute(int rank, int64_t step, TowerPhases& ph) { apply(rank, step, ph); }
+// A straggler costs the others nothing until the average.
+void LocalAveraging::runCall(int rank, TowerCall& call) {
+    const size_t n = call.steps();
+    for (size_t k = 0; k < n; ++k) {
+        call.compute(k);
+        call.unlessFailed([&] { apply(rank, call.step(k), call.phases(k)); });
+    }
+    if ((call.step(n - 1) + 1) % every_ != 0) return;
+    call.meet([&] { allReduce(rank, replicas_[size_t(rank)].net->params(), call.phases(n - 1)); });
+    call.markAveraged();
+}
 
-bool LocalAveraging::endRound(int rank, int64_t next, TowerPhases& ph) {
-    if (next % every_ != 0) return false;
-    allReduce(rank, replicas_[size_t(rank)].net->params(), ph);
-    return true;
+int64_t LocalAveraging::finishTraining(int64_t step) {
+    if (processes_ && step % every_ != 0) averageNow();
+    return step;
 }
 
 void LocalAveraging::takeMean() {

@@ -53,7 +53,14 @@ std::string ParameterServerProcesses::name() const {
            (p == 1 ? " process" : " processes");
 }
 
-void ParameterServerProcesses::afterCompute(int rank, int64_t step, TowerPhases& ph) {
+void ParameterServerProcesses::runCall(int rank, TowerCall& call) {
+    TowerPhases& ph = call.phases(0);
+    call.unlessFailed([&] { pullVariables(rank, ph); });
+    call.compute(0);
+    call.meet([&] { reduceAndExchange(rank, call.step(0), ph); });
+}
+
+void ParameterServerProcesses::reduceAndExchange(int rank, int64_t step, TowerPhases& ph) {
     auto t0 = Clock::now();
     const float* grads = nullptr;
     std::exception_ptr failed;  // still meet the other towers at the barrier, then fail
@@ -117,8 +124,8 @@ void ParameterServerProcesses::pushAndPull(const float* grads, int64_t step) {
     reply_ = r;
 }
 
-std::optional<int64_t> ParameterServerProcesses::endTraining() {
-    if (!chief_) return std::nullopt;
+int64_t ParameterServerProcesses::finishTraining(int64_t step) {
+    if (!chief_) return step;
     const int p = layout_.tasks();
     std::vector<ProcessGroup::Message> receives;
     for (int s = 0; s < p; ++s) receives.push_back(replies_[size_t(s)].to(s, kFinalTag));  // a final is a reply's size
@@ -129,7 +136,7 @@ std::optional<int64_t> ParameterServerProcesses::endTraining() {
         const int64_t u = replies_[size_t(s)].header().update;
         updates = s == 0 ? u : std::min(updates, u);
     }
-    return updates;
+    return async_ ? updates : step;
 }
 
 }  // namespace tb

@@ -8,6 +8,7 @@
 
 #include "backend/registry.hpp"
 #include "optim/optimizer.hpp"
+#include "parallel/processes.hpp"
 #include "util/error.hpp"
 
 namespace tb {
@@ -200,6 +201,19 @@ void ParameterServerTask::serveAsync() {
             --running;
         }
     }
+}
+
+void serveParameters(ProcessGroup& processes, int chief, const ParameterServerSettings& settings,
+                     const std::function<bool(int towers)>& vote) {
+    const int towers = towersOfPlan(processes.broadcast(std::string(), chief));
+    const ModelSpec spec = findModel(settings.model);
+    const std::shared_ptr<Backend> cpu = makeBackend(Device{}, BackendOptions{1});
+    Network net(spec, *cpu, 1);  // the variables' layout and initial values, as every tower makes them
+    const std::vector<float> init = settings.initFrom ? settings.initFrom(net) : net.initialParams(settings.seed);
+    const ShardLayout layout(net, settings.tasks);
+    ParameterServerTask task(processes, layout, init, settings.opt, settings.async, towers, settings.gradients);
+    if (!processes.any(false)) task.serve([&] { return vote(towers); });
+    task.finish();
 }
 
 }  // namespace tb

@@ -27,6 +27,7 @@
 #include <vector>
 
 #include "comm/process_group.hpp"
+#include "nn/model_spec.hpp"
 #include "nn/network.hpp"
 #include "parallel/strategy.hpp"
 
@@ -122,5 +123,22 @@ private:
     int64_t update_ = 0;
     bool stopAsked_ = false;
 };
+
+// A parameter-server process from start to end.
+struct ParameterServerSettings {
+    std::string model;      // --model
+    uint64_t seed = 0;      // the variables' initial values, as every tower makes them
+    int tasks = 1;          // --ps-tasks
+    OptimizerSettings opt;
+    bool async = false;
+    CommPrecision gradients = CommPrecision::Fp32;
+    // --init-from: the variables' starting values in this network's layout; empty: the seed's.
+    std::function<std::vector<float>(const Network&)> initFrom;
+};
+// Makes every collective the workers make, in the same order: the plan's check (checkSamePlan,
+// whose text says how many towers each worker runs), the vote before the first step and (sync)
+// each step's vote, which `vote` makes given the towers per worker (a server counts no examples).
+void serveParameters(ProcessGroup& processes, int chief, const ParameterServerSettings& settings,
+                     const std::function<bool(int towers)>& vote);
 
 }  // namespace tb

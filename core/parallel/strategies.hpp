@@ -19,13 +19,14 @@ namespace tb {
 // on the holder (reduced across `processes` too where given).
 class HolderStrategy : public Strategy {
 public:
-    void beforeCompute(int rank, TowerPhases& ph) override;
     VariablesView variables() override;
     Network& evalNetwork() override;
     void setVariables(const float* host) override;
 
 protected:
     HolderStrategy(const StrategySetup& s, ProcessGroup* processes);
+    // Tower `rank`'s replica := the variables (towers in the holder's memory read them in place).
+    void pullVariables(int rank, TowerPhases& ph);
     Backend* holder_;
     Tensor params_;  // (P) the variables, in the holder's memory
     Tensor mean_;    // (P) the towers' mean gradients, on the holder (several towers or processes)
@@ -35,13 +36,13 @@ class HolderMean final : public HolderStrategy {
 public:
     explicit HolderMean(const StrategySetup& s);
     std::string name() const override { return "holder mean"; }
-    void beforeCompute(int rank, TowerPhases& ph) override;
-    void afterCompute(int rank, int64_t step, TowerPhases& ph) override;
+    void runCall(int rank, TowerCall& call) override;
     void setVariables(const float* host) override;
     size_t optimizerSlotBytes() const override;
     std::vector<StateBuffer> state() override;
 
 private:
+    void reduceAndApply(int rank, int64_t step, TowerPhases& ph);
     std::unique_ptr<Optimizer> opt_;
     // bf16 matrix work on CPU towers that read the host's variables in place: the update also
     // writes the variables rounded to bf16 (P values in floats' room), which those towers' next
@@ -71,7 +72,7 @@ class AllReduce final : public ReplicatedStrategy {
 public:
     using ReplicatedStrategy::ReplicatedStrategy;
     std::string name() const override { return "all-reduce"; }
-    void afterCompute(int rank, int64_t step, TowerPhases& ph) override;
+    void runCall(int rank, TowerCall& call) override;
     VariablesView variables() override;
     Network& evalNetwork() override;
 };
@@ -80,16 +81,19 @@ class LocalAveraging final : public ReplicatedStrategy {
 public:
     explicit LocalAveraging(const StrategySetup& s);
     std::string name() const override { return "local steps, averaged"; }
-    void afterCompute(int rank, int64_t step, TowerPhases& ph) override;
-    bool endRound(int rank, int64_t next, TowerPhases& ph) override;
+    // The call's local steps, each the replica's own update; the replicas' parameters all-reduced
+    // to their mean where the last completes a multiple of K.
+    void runCall(int rank, TowerCall& call) override;
     VariablesView variables() override;
     Network& evalNetwork() override;
     void endEvaluation() override;
-    // Across processes a collective: every process's replicas take the mean of all of them.
-    void averageNow() override;
     std::vector<StateBuffer> state() override;  // the slots and each replica's parameters
+    // Across processes, a last round cut short by the run's length left each process's replicas
+    // apart: every process averages them with all the others' before the chief evaluates.
+    int64_t finishTraining(int64_t step) override;
 
 private:
+    void averageNow();  // every replica (across processes: of every process) := the mean of all
     void takeMean();  // mean_ := this process's replicas' mean (all replicas' at a round's end)
     int every_;
     ProcessGroup* processes_;  // the run's other processes, or null
@@ -101,9 +105,12 @@ class AsyncParameterServer final : public Strategy {
 public:
     explicit AsyncParameterServer(const StrategySetup& s);
     std::string name() const override { return "asynchronous parameter server"; }
-    void afterCompute(int, int64_t, TowerPhases&) override {}
-    void pull(int rank) override;
-    float push(int rank, int64_t update) override;
+    // One update: pull the variables into the replica shard by shard, compute, push the gradients,
+    // which the holder applies at once, shard by shard. Both complete on return.
+    void runCall(int rank, TowerCall& call) override;
+    bool runsFree() const override { return true; }
+    void pull(int rank);
+    float push(int rank, int64_t update);  // the update's learning rate
     VariablesView variables() override;
     Network& evalNetwork() override;
     size_t optimizerSlotBytes() const override;
@@ -120,25 +127,31 @@ private:
     std::vector<std::vector<std::pair<size_t, size_t>>> shards_;  // element ranges of each shard
     std::vector<std::unique_ptr<std::mutex>> locks_;              // one per shard
     std::shared_mutex updating_;  // shared by each push throughout; exclusive in withUpdatesHeld
+    std::atomic<int64_t> applied_{0};  // updates applied so far
 };
 
 // A worker among parameter-server processes (parameter_server_task.hpp says what moves where):
 // its towers' mean gradient on the host, sent shard by shard to the servers, whose answers are
 // the variables of the next step.
-class ParameterServerProcesses final : public HolderStrategy {
+class ParameterServerProcesses final : public HolderStrategy, private ServerConnection {
 public:
     explicit ParameterServerProcesses(const StrategySetup& s);
     std::string name() const override;
-    void afterCompute(int rank, int64_t step, TowerPhases& ph) override;
+    void runCall(int rank, TowerCall& call) override;
     size_t optimizerSlotBytes() const override { return 0; }  // on the servers
     std::vector<StateBuffer> state() override { return {}; }
-    void setRunLength(int64_t updates) override { total_ = updates; }
-    void askToStop() override { stopAsked_ = true; }
-    std::optional<ServerReply> lastReply() const override { return reply_; }
-    void setTowerReport(const std::vector<float>& report) override;
-    std::optional<int64_t> endTraining() override;
+    // The chief receives the final variables, and with them the servers' count of updates (async:
+    // others may have pushed after this worker's last push: the run's step count).
+    int64_t finishTraining(int64_t step) override;
+    ServerConnection* servers() override { return this; }
 
 private:
+    bool async() const override { return async_; }
+    void setRunLength(int64_t updates) override { total_ = updates; }
+    void askToStop() override { stopAsked_ = true; }
+    void setTowerReport(const std::vector<float>& report) override;
+    std::optional<ServerReply> lastReply() const override { return reply_; }
+    void reduceAndExchange(int rank, int64_t step, TowerPhases& ph);
     void pushAndPull(const float* grads, int64_t step);
 
     ProcessGroup& processes_;

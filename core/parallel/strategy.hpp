@@ -1,13 +1,12 @@
-// Strategy: how the towers' gradients become an update of the variables — one class per way,
-// each owning its buffers and saying in its header lines what moves where per step, and each
-// moving data between towers and holder only through its Communicator:
-//   HolderMean             variables on a holder; gradients meet there (the seeds' default)
-//   AllReduce              replicated variables; gradients all-reduced, every replica updates
-//   LocalAveraging         replicated variables; local steps, parameters averaged every K
-//   AsyncParameterServer   variables on a holder, split in shards; towers pull and push alone
-// TowerSet runs the towers and calls these hooks on each tower's thread; a hook that fails
-// throws, but the collective calls of the step are made by every tower regardless (see
-// TowerSet), so that no tower is left waiting.
+// Strategy: where the variables live and how the towers' gradients become their update, one class
+// per way, each moving data between towers and holder only through its Communicator:
+//   HolderMean                variables on a holder; gradients meet there (the seeds' default)
+//   AllReduce                 replicated variables; gradients all-reduced, every replica updates
+//   LocalAveraging            replicated variables; local steps, parameters averaged every K
+//   AsyncParameterServer      variables on a holder, in shards; towers pull and push alone
+//   ParameterServerProcesses  a worker of parameter-server processes (parameter_server_task.hpp)
+// TowerSet owns the towers and their compute (TowerCall); a strategy says what each tower does in
+// a call (runCall), how evaluation and checkpoints see the variables, and how training ends.
 #pragma once
 #include <functional>
 #include <cstdint>
@@ -81,6 +80,52 @@ struct StateBuffer {
     size_t count = 0;
 };
 
+// One tower's part of a call of TowerSet, as its strategy drives it (Strategy::runCall), on the
+// tower's thread: its compute on each of the call's global batches, and each step's phases.
+class TowerCall {
+public:
+    // Steps in this call: one, or averaging's local steps up to an average (free-running towers: one).
+    virtual size_t steps() const = 0;
+    // The global step of the call's k-th step: the dropout masks' step (free-running towers: the
+    // update they pulled, which the strategy sets before computing).
+    virtual int64_t step(size_t k) const = 0;
+    virtual void setStep(size_t k, int64_t step) = 0;
+    virtual TowerPhases& phases(size_t k) = 0;
+    // Forward and backward on this tower's slice of the k-th batch: the gradients in its network.
+    // Skipped once the call has failed.
+    virtual void compute(size_t k) = 0;
+    // f, unless this tower's call has failed already; a failure is kept and ends its compute.
+    virtual void unlessFailed(const std::function<void()>& f) = 0;
+    // f whatever happened before: a meeting of the towers (a collective), which every tower makes so
+    // that none waits for one that left (a failed tower's buffers are garbage then, and the call
+    // fails); a failure is kept.
+    virtual void meet(const std::function<void()>& f) = 0;
+    // Averaging: the replicas were averaged after this call's last step.
+    virtual void markAveraged() = 0;
+    // Free-running towers: the update this call's push made (its count, rate and staleness).
+    virtual void setUpdate(int64_t update, float lr, int64_t staleness) = 0;
+
+protected:
+    ~TowerCall() = default;
+};
+
+// Workers of parameter-server processes: what they say to their servers and hear back.
+class ServerConnection {
+public:
+    virtual bool async() const = 0;
+    // The run's length in updates (the servers count to it), and a stop sent with the next push.
+    virtual void setRunLength(int64_t updates) = 0;
+    virtual void askToStop() = 0;
+    // Async: this process's towers' latest report (towers x kTowerReportFloats), sent with the next
+    // push; ServerReply::towerReports brings back every worker's.
+    virtual void setTowerReport(const std::vector<float>& report) = 0;
+    // The servers' answer to the last push.
+    virtual std::optional<ServerReply> lastReply() const = 0;
+
+protected:
+    ~ServerConnection() = default;
+};
+
 class Strategy {
 public:
     virtual ~Strategy() = default;
@@ -88,47 +133,33 @@ public:
     Communicator& comm() { return *comm_; }
     int64_t paramCount() const { return count_; }
 
-    // Sync, on tower `rank`'s thread: before it computes, make its replica's parameters current.
-    virtual void beforeCompute(int /*rank*/, TowerPhases&) {}
-    // Sync: its gradients are ready (its stream synchronised): reduce them and update.
-    virtual void afterCompute(int rank, int64_t step, TowerPhases&) = 0;
-    // Averaging: after the local steps of one call, `next` being the first step of the next;
-    // true where it averaged the replicas.
-    virtual bool endRound(int /*rank*/, int64_t /*next*/, TowerPhases&) { return false; }
-    // Async: pull the variables into the replica, shard by shard; push its gradients and have
-    // the holder apply them. Both complete on return.
-    virtual void pull(int /*rank*/) {}
-    virtual float push(int /*rank*/, int64_t /*update*/) { return 0; }
+    // The step: tower `rank`'s part of one call of TowerSet::steps (sync: compute, then meet;
+    // averaging: local steps, then the round's average), or of runAsync where the strategy's towers
+    // run free (one pull, compute and push).
+    virtual void runCall(int rank, TowerCall& call) = 0;
+    virtual bool runsFree() const { return false; }
 
-    // The variables (replicas: their mean, computed now into a copy).
+    // The variables as evaluation sees them (replicas: their mean, computed now into a copy), and
+    // tower 0's network looking at them until the next step, or until endEvaluation.
     virtual VariablesView variables() = 0;
-    // Tower 0's network, looking at the current variables (until the next step).
     virtual Network& evalNetwork() = 0;
-    // Makes every replica equal to the replicas' mean (LocalAveraging; others have one copy).
-    virtual void averageNow() {}
-    virtual size_t optimizerSlotBytes() const = 0;
+    virtual void endEvaluation() {}
+
     // Checkpoints, between steps. state(): every buffer besides the variables that the run's
-    // continuation depends on: the optimisers' slots, and with LocalAveraging each replica's own
-    // parameters (they drift apart between averages). setVariables: every copy of the variables
-    // (the holder's, each replica's) := host (P floats); a resume then restores state().
+    // continuation depends on (the optimisers' slots; averaging: each replica's own parameters).
+    // setVariables: every copy of the variables := host (P floats); a resume then restores state().
+    // withUpdatesHeld: f while no update is half applied and none begins (free-running towers
+    // wait at their next push).
     virtual std::vector<StateBuffer> state() = 0;
     virtual void setVariables(const float* host) = 0;
-    // Runs f while no update is half applied and none begins: asynchronous towers keep running
-    // and wait at their next push (the others are between steps whenever f can be called).
     virtual void withUpdatesHeld(const std::function<void()>& f) { f(); }
-    // Called by TowerSet before each step: tower 0 looks at its own parameters again.
-    virtual void endEvaluation() {}
-    // Parameter-server processes: the run's length in updates (the servers count to it), a stop
-    // asked for (sent with the next push), the servers' answer to the last push, and the end of
-    // training (the chief receives the final variables and returns the servers' count of updates).
-    virtual void setRunLength(int64_t /*updates*/) {}
-    virtual void askToStop() {}
-    virtual std::optional<ServerReply> lastReply() const { return std::nullopt; }
-    // Async parameter-server processes: this process's towers' latest report (towers x
-    // kTowerReportFloats), sent with the next push; ServerReply::towerReports brings back every
-    // worker's, so the chief's step lines show every worker's towers (one push late).
-    virtual void setTowerReport(const std::vector<float>& /*report*/) {}
-    virtual std::optional<int64_t> endTraining() { return std::nullopt; }
+    virtual size_t optimizerSlotBytes() const = 0;
+
+    // The end of training, on every process, after `step` steps: the run's step count then
+    // (parameter-server processes: the chief receives the final variables and the servers' count).
+    virtual int64_t finishTraining(int64_t step) { return step; }
+    // This process's parameter servers, where it is a worker of parameter-server processes.
+    virtual ServerConnection* servers() { return nullptr; }
 
 protected:
     Strategy(std::vector<Replica> replicas, int64_t count) : replicas_(std::move(replicas)), count_(count) {}

@@ -50,16 +50,13 @@ struct TowerSet::Tower {
     Event marks[4] = {};                 // start, forward done, backward done, statistics copied
     Graph graph = nullptr;           // one recorded step (GPU towers without dropout)
     int64_t computed = 0;            // steps computed so far (the first runs eagerly)
-    TowerPhases phases;
-    double lossSum = 0, correct = 0, wd = 0;
     // Per step of the current call (one step; averaging: the local steps up to an average).
-    struct Result {
-        TowerPhases phases;
-        double lossSum = 0, correct = 0, wd = 0;
-    };
+    std::vector<Result> results;
     Clock::time_point finished;      // when this call's work was done (the rest is waiting)
     bool averaged = false;           // this call's last step ended in an average of the replicas
-    std::vector<Result> results;
+    int64_t update = 0;              // free-running: the update this call's push made
+    float lr = 0;
+    int64_t staleness = -1;
     std::exception_ptr error;        // the first failure of this call; cleared at the next
 
     // Everything above belongs to `backend`: give it back in dependency order.
@@ -77,6 +74,46 @@ struct TowerSet::Tower {
         for (int k = 0; k < 2; ++k) hostInput[k] = hostLabels[k] = Tensor();
         backend->destroyStream(stream);
     }
+};
+
+// One tower's part of a call, as its strategy drives it. A lockstep call's batches are round_; a
+// free-running call's one batch is staged before it (taking `staging` seconds, counted as forward).
+class TowerSet::Call final : public TowerCall {
+public:
+    Call(TowerSet& set, Tower& t, int i, std::vector<int64_t> steps, double staging = -1)
+        : set_(set), t_(t), i_(i), steps_(std::move(steps)), staging_(staging) {}
+    size_t steps() const override { return steps_.size(); }
+    int64_t step(size_t k) const override { return steps_[k]; }
+    void setStep(size_t k, int64_t step) override { steps_[k] = step; }
+    TowerPhases& phases(size_t k) override { return t_.results[k].phases; }
+    void compute(size_t k) override {
+        unlessFailed([&] {
+            if (staging_ < 0) set_.computeSlice(t_, i_, k);
+            else set_.computeStaged(t_, i_, steps_[k], staging_);
+        });
+    }
+    void unlessFailed(const std::function<void()>& f) override {
+        if (t_.error) return;
+        meet(f);
+    }
+    void meet(const std::function<void()>& f) override {
+        try {
+            f();
+        } catch (...) {
+            if (!t_.error) t_.error = std::current_exception();
+        }
+    }
+    void markAveraged() override { t_.averaged = true; }
+    void setUpdate(int64_t update, float lr, int64_t staleness) override {
+        t_.update = update, t_.lr = lr, t_.staleness = staleness;
+    }
+
+private:
+    TowerSet& set_;
+    Tower& t_;
+    int i_;
+    std::vector<int64_t> steps_;
+    double staging_;
 };
 
 Backend& TowerSet::backendFor(const Device& d, int threadsPerTower) {
@@ -213,31 +250,23 @@ void TowerSet::towerLoop(int i) {
     for (;;) {
         start_.arrive_and_wait();
         if (quit_) return;
-        runCall(i);
+        runTower(i);
         done_.arrive_and_wait();
     }
 }
 
-// Tower i's part of one call of steps().
-void TowerSet::runCall(int i) {
+// Tower i's part of one call of steps(), as the strategy drives it.
+void TowerSet::runTower(int i) {
     Tower& t = *towers_[size_t(i)];
     t.error = nullptr;
     t.averaged = false;
     t.results.assign(round_.size(), {});
-    if (plan_.averaging()) localSteps(i);
-    else syncStep(i);
+    t.results[0].phases.dataWait = callerWait_;
+    std::vector<int64_t> steps(round_.size());
+    for (size_t k = 0; k < steps.size(); ++k) steps[k] = step_ + int64_t(k);
+    Call call(*this, t, i, std::move(steps));
+    strategy_->runCall(i, call);
     t.finished = Clock::now();
-}
-
-// Runs f unless the tower has failed already; a failure is kept for steps() to rethrow.
-template <class F>
-void TowerSet::guarded(Tower& t, F&& f) {
-    if (t.error) return;
-    try {
-        f();
-    } catch (...) {
-        t.error = std::current_exception();
-    }
 }
 
 // Tower i's slice of global batch `k` of this call, through forward and backward. Its input is
@@ -252,11 +281,21 @@ void TowerSet::computeSlice(Tower& t, int i, size_t k) {
         staging = since(t0);
     }
     const Batch* after = k + 1 < round_.size() ? round_[k + 1] : next_;
-    computeGradients(t, i, uint64_t(step), [&] {
+    Result& r = t.results[k];
+    computeGradients(t, i, uint64_t(step), r, [&] {
         if (after) stageSlice(t, i, *after, step + 1);
     });
-    t.phases.forward += staging;  // on the step's path: the host's copy and the wait for PCIe
-    straggle(t, i);
+    r.phases.forward += staging;  // on the step's path: the host's copy and the wait for PCIe
+    straggle(r, i);
+}
+
+// A free-running tower's staged input (staged in `staging` seconds) through forward and backward,
+// with the dropout masks of `step`.
+void TowerSet::computeStaged(Tower& t, int i, int64_t step, double staging) {
+    Result& r = t.results[0];
+    computeGradients(t, i, uint64_t(step), r, nullptr);
+    r.phases.forward += staging;
+    straggle(r, i);
 }
 
 // Tower i's slice of global batch b, staged as the input of `step`.
@@ -286,53 +325,6 @@ void TowerSet::stageInput(Tower& t, const float* x, const int32_t* y, int n) {
     be.recordEvent(t.inputReady, t.copyStream);
 }
 
-// Keeps what tower t measured for step k of this call.
-void TowerSet::keep(Tower& t, size_t k) {
-    t.results[k].phases = t.phases;
-    t.results[k].lossSum = t.lossSum;
-    t.results[k].correct = t.correct;
-    t.results[k].wd = t.wd;
-}
-
-// The strategy's collectives are made by every tower, failed or not (a failed tower's buffers
-// are then garbage and the step is thrown away): no tower waits for one that left.
-void TowerSet::syncStep(int i) {
-    Tower& t = *towers_[size_t(i)];
-    t.phases = {};
-    t.phases.dataWait = callerWait_;
-    guarded(t, [&] { strategy_->beforeCompute(i, t.phases); });
-    guarded(t, [&] { computeSlice(t, i, 0); });
-    try {
-        strategy_->afterCompute(i, step_, t.phases);
-    } catch (...) {
-        if (!t.error) t.error = std::current_exception();
-    }
-    keep(t, 0);
-}
-
-// Averaging: each replica takes its local steps on its slices of this call's batches without
-// meeting the others (a straggler costs them nothing until the average); the strategy averages
-// where the last of them completes K steps.
-void TowerSet::localSteps(int i) {
-    Tower& t = *towers_[size_t(i)];
-    const size_t count = round_.size();
-    for (size_t k = 0; k < count; ++k) {
-        t.phases = {};
-        t.phases.dataWait = k == 0 ? callerWait_ : 0;
-        guarded(t, [&] {
-            computeSlice(t, i, k);
-            strategy_->afterCompute(i, step_ + int64_t(k), t.phases);
-        });
-        keep(t, k);
-    }
-    TowerPhases& last = t.results.back().phases;
-    try {
-        t.averaged = strategy_->endRound(i, step_ + int64_t(count), last);
-    } catch (...) {
-        if (!t.error) t.error = std::current_exception();
-    }
-}
-
 // The whole of a tower's compute as device work on its stream: the staged input into the
 // network's, forward, backward, the loss statistics to the host. Events between the phases time
 // them; inputTaken lets the copy stream refill the device stage.
@@ -359,7 +351,7 @@ void TowerSet::enqueueCompute(Tower& t, int n, uint64_t seed) {
     be.recordEvent(t.marks[3], t.stream);
 }
 
-void TowerSet::computeGradients(Tower& t, int i, uint64_t step, const std::function<void()>& whileComputing) {
+void TowerSet::computeGradients(Tower& t, int i, uint64_t step, Result& r, const std::function<void()>& whileComputing) {
     Backend& be = *t.backend;
     Network& net = *t.net;
     const int n = t.stagedCount;
@@ -391,26 +383,27 @@ void TowerSet::computeGradients(Tower& t, int i, uint64_t step, const std::funct
     ++t.computed;
     if (whileComputing) whileComputing();
     be.synchronize(t.stream);
-    t.phases.forward = be.elapsedSeconds(t.marks[0], t.marks[1]);
-    t.phases.backward = be.elapsedSeconds(t.marks[1], t.marks[2]) + be.elapsedSeconds(t.marks[2], t.marks[3]);
+    r.phases.forward = be.elapsedSeconds(t.marks[0], t.marks[1]);
+    r.phases.backward = be.elapsedSeconds(t.marks[1], t.marks[2]) + be.elapsedSeconds(t.marks[2], t.marks[3]);
     const float* host = t.hostStats.data();
-    t.lossSum = host[0];
-    t.correct = host[1];
-    t.wd = host[2];
+    r.lossSum = host[0];
+    r.correct = host[1];
+    r.wd = host[2];
 }
 
-void TowerSet::straggle(Tower& t, int i) {
+void TowerSet::straggle(Result& r, int i) {
     if (plan_.slowdown.empty() || plan_.slowdown[size_t(i)] <= 1.0) return;
     // A slower device: the same work takes `factor` times as long.
-    const double extra = (plan_.slowdown[size_t(i)] - 1.0) * (t.phases.forward + t.phases.backward);
+    const double extra = (plan_.slowdown[size_t(i)] - 1.0) * (r.phases.forward + r.phases.backward);
     std::this_thread::sleep_for(std::chrono::duration<double>(extra));
-    t.phases.straggle = extra;
+    r.phases.straggle = extra;
 }
 
 std::vector<TowerStep> TowerSet::steps(const std::vector<const Batch*>& batches, int64_t first, double dataWait,
                                        const Batch* next) {
     const int n = towers();
     if (batches.empty()) return {};
+    if (strategy_->runsFree()) throw Error(strategy_->name() + ": its towers run free (runAsync), not in steps");
     if (batches.size() > 1 && !plan_.averaging())
         throw Error("several steps at once are for local steps between averages (--average-every)");
     std::vector<const Batch*> all = batches;
@@ -429,7 +422,7 @@ std::vector<TowerStep> TowerSet::steps(const std::vector<const Batch*>& batches,
     if (callerRuns_) {
         if (!callerFlushed_) flushDenormalsInTeam(threadsPerTower_);
         callerFlushed_ = true;
-        runCall(0);
+        runTower(0);
     }
     done_.arrive_and_wait();
     const auto done = Clock::now();
@@ -445,7 +438,7 @@ std::vector<TowerStep> TowerSet::steps(const std::vector<const Batch*>& batches,
         r.update = step + 1;
         r.lr = optSettings_.schedule.at(step);
         for (auto& t : towers_) {
-            const Tower::Result& res = t->results[k];
+            const Result& res = t->results[k];
             r.lossSum.push_back(res.lossSum);
             r.correct.push_back(res.correct);
             r.examples.push_back(plan_.batchPerTower);
@@ -456,10 +449,11 @@ std::vector<TowerStep> TowerSet::steps(const std::vector<const Batch*>& batches,
     // The communicator's count for the call; local steps move nothing until their average.
     out.back().bytesMoved = bytesMoved() - bytesBefore;
     out.back().averaged = towers_[0]->averaged;  // every replica takes part in an average
-    if (const std::optional<ServerReply> a = strategy_->lastReply()) {  // parameter-server processes count the updates
+    const ServerConnection* servers = strategy_->servers();
+    if (const std::optional<ServerReply> a = servers ? servers->lastReply() : std::nullopt) {  // the servers count
         out.back().update = a->update;
         out.back().lr = a->lr;
-        out.back().staleness = plan_.update == UpdateMode::Async ? a->staleness : -1;
+        out.back().staleness = servers->async() ? a->staleness : -1;
         out.back().applied = a->applied;
         out.back().last = a->last;
         out.back().towerReports = a->towerReports;
@@ -471,12 +465,11 @@ TowerStep TowerSet::step(const Batch& global, int64_t step, double dataWait) {
     return steps({&global}, step, dataWait).front();
 }
 
-void TowerSet::averageNow() { strategy_->averageNow(); }
-
 void TowerSet::runAsync(int64_t updates, const std::function<void(Batch&)>& nextBatch, RunControl& control,
                         const std::function<void(const TowerStep&)>& onUpdate) {
+    if (!strategy_->runsFree()) throw Error(strategy_->name() + ": its towers run in steps, not free (runAsync)");
     std::mutex dataMutex, reportMutex;
-    std::atomic<int64_t> applied{0}, claimed{0};  // claimed: updates a tower has started on
+    std::atomic<int64_t> claimed{0};  // updates a tower has started on
     std::exception_ptr failure;
     Communicator& comm = strategy_->comm();
     auto body = [&](int i) {
@@ -485,42 +478,36 @@ void TowerSet::runAsync(int64_t updates, const std::function<void(Batch&)>& next
         Batch b;
         try {
             while (control.awaitStep() && claimed.fetch_add(1) < updates) {
-                t.phases = {};
+                t.error = nullptr;
+                t.results.assign(1, {});
+                Result& res = t.results[0];
                 auto t0 = Clock::now();
                 {
                     std::lock_guard lock(dataMutex);
                     nextBatch(b);
                 }
-                t.phases.dataWait = since(t0);
+                res.phases.dataWait = since(t0);
                 t0 = Clock::now();
                 stageInput(t, b.x.data(), b.y.data(), std::min(b.n, plan_.batchPerTower));  // crosses during the pull
                 const double staging = since(t0);
                 const int64_t bytesBefore = comm.bytesMovedBy(i);
-                t0 = Clock::now();
-                const int64_t pulledAt = applied.load();  // the version says how fresh the pull is
-                strategy_->pull(i);
-                t.phases.reduce = since(t0);
-                computeGradients(t, i, uint64_t(pulledAt), nullptr);
-                t.phases.forward += staging;
-                straggle(t, i);
-                t0 = Clock::now();
-                const float lr = strategy_->push(i, applied.load());
-                t.phases.apply = since(t0);
-                const int64_t u = applied.fetch_add(1) + 1;
+                Call call(*this, t, i, {0}, staging);
+                strategy_->runCall(i, call);  // pull, compute, push
+                if (t.error) std::rethrow_exception(t.error);
                 TowerStep r;
-                r.update = u;
-                r.lr = lr;
+                r.update = t.update;
+                r.lr = t.lr;
                 r.pusher = i;
-                r.staleness = u - 1 - pulledAt;  // updates others applied between this pull and push
+                r.staleness = t.staleness;
                 r.lossSum.assign(towers_.size(), std::nan(""));
                 r.correct.assign(towers_.size(), std::nan(""));
                 r.examples.assign(towers_.size(), 0);
                 r.phases.assign(towers_.size(), TowerPhases{});
-                r.lossSum[size_t(i)] = t.lossSum;
-                r.correct[size_t(i)] = t.correct;
+                r.lossSum[size_t(i)] = res.lossSum;
+                r.correct[size_t(i)] = res.correct;
                 r.examples[size_t(i)] = plan_.batchPerTower;
-                r.phases[size_t(i)] = t.phases;
-                r.weightDecayLoss = t.wd;
+                r.phases[size_t(i)] = res.phases;
+                r.weightDecayLoss = res.wd;
                 r.bytesMoved = comm.bytesMovedBy(i) - bytesBefore;
                 std::lock_guard lock(reportMutex);
                 onUpdate(r);
@@ -536,6 +523,8 @@ void TowerSet::runAsync(int64_t updates, const std::function<void(Batch&)>& next
     for (auto& th : threads) th.join();
     if (failure) std::rethrow_exception(failure);
 }
+
+int64_t TowerSet::finishTraining(int64_t step) { return strategy_->finishTraining(step); }
 
 Network& TowerSet::evalNetwork() { return strategy_->evalNetwork(); }
 

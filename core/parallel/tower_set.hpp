@@ -84,19 +84,16 @@ public:
     // read during this call only.
     std::vector<TowerStep> steps(const std::vector<const Batch*>& batches, int64_t first, double dataWait,
                                  const Batch* next = nullptr);
-    // Async: towers run free until `updates` updates are applied or `control` stops them.
+    // Whether the strategy's towers run free (async: runAsync) rather than in steps.
+    bool runsFree() const { return strategy_->runsFree(); }
+    // Free-running towers run until `updates` updates are applied or `control` stops them.
     // nextBatch is called under a lock; onUpdate is called on tower threads, serialised.
     void runAsync(int64_t updates, const std::function<void(Batch&)>& nextBatch, RunControl& control,
                   const std::function<void(const TowerStep&)>& onUpdate);
-    // Averaging: makes every replica equal to the mean (also done every K steps).
-    void averageNow();
-    // Parameter-server processes (Strategy): the run's length in updates, a stop to send with the
-    // next push, the end of training (the chief receives the final variables and the servers'
-    // count of updates).
-    void setRunLength(int64_t updates) { strategy_->setRunLength(updates); }
-    void askToStop() { strategy_->askToStop(); }
-    void setTowerReport(const std::vector<float>& report) { strategy_->setTowerReport(report); }
-    std::optional<int64_t> endTraining() { return strategy_->endTraining(); }
+    // The end of training after `step` steps, on every process (Strategy::finishTraining).
+    int64_t finishTraining(int64_t step);
+    // A worker of parameter-server processes: its servers (Strategy::servers); else null.
+    ServerConnection* servers() { return strategy_->servers(); }
 
     // The network that evaluation and checkpoints see: tower 0 with the current variables
     // (averaging: looking at the replicas' mean, in a copy, until the next step; training is
@@ -123,22 +120,24 @@ public:
 
 private:
     struct Tower;
+    // What tower t measured for one step of a call.
+    struct Result {
+        TowerPhases phases;
+        double lossSum = 0, correct = 0, wd = 0;
+    };
+    class Call;
     void towerLoop(int i);
-    void runCall(int i);
-    template <class F>
-    void guarded(Tower& t, F&& f);
+    void runTower(int i);
     void computeSlice(Tower& t, int i, size_t k);
+    void computeStaged(Tower& t, int i, int64_t step, double staging);
     void stageSlice(Tower& t, int i, const Batch& b, int64_t step);
     void stageInput(Tower& t, const float* x, const int32_t* y, int n);
-    void keep(Tower& t, size_t k);
-    void syncStep(int i);
-    void localSteps(int i);
-    // The staged input through forward and backward on tower t, timed with events;
+    // The staged input through forward and backward on tower t, timed with events, into r;
     // whileComputing (may be empty) runs on the host while the device works.
     // `step` is the global step (sync) or the update the tower pulled (async).
-    void computeGradients(Tower& t, int i, uint64_t step, const std::function<void()>& whileComputing);
+    void computeGradients(Tower& t, int i, uint64_t step, Result& r, const std::function<void()>& whileComputing);
     void enqueueCompute(Tower& t, int n, uint64_t seed);
-    void straggle(Tower& t, int i);
+    void straggle(Result& r, int i);
     Backend& backendFor(const Device& d, int threadsPerTower);
 
     DeploymentPlan plan_;

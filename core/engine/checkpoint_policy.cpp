@@ -1,0 +1,64 @@
+#include "engine/checkpoint_policy.hpp"
+
+#include <algorithm>
+
+#include "engine/run_folder.hpp"
+
+namespace tb {
+
+CheckpointPolicy::CheckpointPolicy(RunFolder* folder, const RunPlan& run, int64_t examplesPerStep, TowerSet& towers,
+                                   const Network& layout, WeightEma* ema, Stream emaStream, ObserverHub& hub,
+                                   int64_t step, Clock::time_point start, double bestValidation)
+    : folder_(folder), run_(run), examplesPerStep_(examplesPerStep), towers_(towers), layout_(VariableLayout::of(layout)),
+      ema_(ema), emaStream_(emaStream),
+      hub_(hub), lastStep_(step), lastAt_(start), bestValidation_(bestValidation), lastValidation_(bestValidation) {}
+
+bool CheckpointPolicy::due(int64_t step) const {
+    const RunConfig& c = run_.config;
+    if (!folder_ || step == lastStep_) return false;
+    return (c.checkpointEvery > 0 && step - lastStep_ >= c.checkpointEvery) ||
+           (c.checkpointMinutes > 0 &&
+            std::chrono::duration<double>(Clock::now() - lastAt_).count() >= 60 * c.checkpointMinutes);
+}
+
+void CheckpointPolicy::save(int64_t step, bool best) {
+    const auto t0 = Clock::now();
+    CheckpointMeta meta;
+    meta.step = step;
+    meta.samples = uint64_t(step) * uint64_t(examplesPerStep_);
+    meta.model = run_.spec.name;
+    meta.modelSpec = run_.spec.json;
+    meta.config = run_.config.toJson();
+    meta.plan = run_.plan.toJson();
+    meta.validationAccuracy = lastValidation_;
+    meta.bestValidationAccuracy = std::max(bestValidation_, best ? lastValidation_ : -1.0);
+    // Every step line up to here reaches the folder's files first (a resume keeps the lines up to
+    // its checkpoint and writes none of them again).
+    hub_.flush();
+    folder_->waitForCheckpoint();  // one snapshot in memory at a time
+    TrainingSnapshot snap;         // free-running towers wait at their next push meanwhile
+    const size_t count = size_t(towers_.paramCount());
+    towers_.withUpdatesHeld([&] { snap = takeSnapshot(towers_, count, ema_, emaStream_); });
+    folder_->checkpoint(meta, std::move(snap), layout_, best);
+    lastStep_ = step;
+    lastAt_ = Clock::now();
+    ++count_;
+    seconds_ += std::chrono::duration<double>(lastAt_ - t0).count();
+}
+
+bool CheckpointPolicy::validated(double accuracy) {
+    lastValidation_ = accuracy;
+    const bool best = folder_ && accuracy > bestValidation_;
+    bestValidation_ = std::max(bestValidation_, accuracy);
+    return best;
+}
+
+// Also where a periodic checkpoint fell on the last step, if the final evaluation made it the best.
+void CheckpointPolicy::saveFinal(int64_t step, bool evaluated, double validationAccuracy) {
+    const bool best = evaluated && validationAccuracy > bestValidation_;
+    if (!folder_ || (step <= lastStep_ && !best)) return;
+    if (evaluated && validationAccuracy >= 0) lastValidation_ = validationAccuracy;
+    save(step, best);
+}
+
+}  // namespace tb

@@ -1,0 +1,154 @@
+#include "engine/evaluation.hpp"
+
+#include <algorithm>
+#include <chrono>
+#include <thread>
+
+#include "backend/backend.hpp"
+#include "data/pipeline.hpp"
+#include "engine/checkpoint.hpp"
+#include "engine/run_setup.hpp"
+#include "util/error.hpp"
+#include "util/float_mode.hpp"
+
+namespace tb {
+
+namespace {
+
+// One pass over `data` in batches of net.batch(), in the split's order. Nothing when `cancelled`
+// says so between batches (a stop must not wait for a whole pass).
+std::optional<EvalResult> evaluate(Network& net, Stream s, float* stats, const Dataset& data, const RunConfig& c,
+                                   bool cifar, int prefetch, const CancelCheck& cancelled,
+                                   std::shared_ptr<const std::vector<uint8_t>> images = nullptr) {
+    Backend& be = net.backend();
+    InputPipeline pipe(data, pipelineFor(c, cifar, false, net.batch(), prefetch));
+    Batch b;
+    float host[3] = {0, 0, 0};
+    int64_t count = 0;
+    const int classes = net.outputs();
+    EvalResult r;
+    r.classes = classes;
+    r.confusion.assign(size_t(classes) * size_t(classes), 0);
+    std::shared_ptr<Predictions> p;
+    if (images) {
+        p = std::make_shared<Predictions>();
+        p->channels = data.channels;
+        p->height = data.height;
+        p->width = data.width;
+        p->images = std::move(images);
+        p->classNames = data.classNames;
+        p->labels = data.labels;
+        p->predicted.reserve(data.size());
+        p->confidence.reserve(data.size());
+    }
+    std::vector<float> probs(size_t(net.batch()) * size_t(classes));  // (batch, classes)
+    be.fill(s, stats, 0.f, 3);
+    while (pipe.next(b)) {
+        if (cancelled()) {
+            be.synchronize(s);
+            return std::nullopt;
+        }
+        be.copyFromHost(s, net.input(), b.x.data(), b.x.size() * sizeof(float));
+        be.copyFromHost(s, net.labels(), b.y.data(), b.y.size() * sizeof(int32_t));
+        net.forward(s, false, 0, b.n, stats);  // rows past b.n hold the previous batch and are not counted
+        be.copyToHost(s, probs.data(), net.probs(), size_t(b.n) * size_t(classes) * sizeof(float));
+        be.synchronize(s);
+        for (int i = 0; i < b.n; ++i) {
+            const float* row = probs.data() + size_t(i) * size_t(classes);
+            const int k = int(std::max_element(row, row + classes) - row);
+            ++r.confusion[size_t(b.y[size_t(i)]) * size_t(classes) + size_t(k)];  // labels < classes: checkModelFitsData
+            if (p) {
+                p->predicted.push_back(k);
+                p->confidence.push_back(row[k]);
+            }
+        }
+        count += b.n;
+    }
+    be.copyToHost(s, host, stats, sizeof(host));
+    be.synchronize(s);
+    r.examples = count;
+    r.loss = count ? host[0] / double(count) : 0;
+    r.accuracy = count ? host[1] / double(count) : 0;
+    r.predictions = std::move(p);
+    return r;
+}
+
+}  // namespace
+
+Evaluator::Evaluator(TowerSet& towers, const RunConfig& c, bool cifar, int prefetch, WeightEma* ema, bool chief,
+                     ObserverHub& hub)
+    : towers_(towers), c_(c), cifar_(cifar), prefetch_(prefetch), ema_(ema), chief_(chief), hub_(hub) {
+    Backend& be = towers.evalNetwork().backend();
+    stats_ = be.empty(Shape{3});
+    if (ema) backup_ = be.empty(Shape{towers.paramCount()});
+}
+
+std::shared_ptr<const std::vector<uint8_t>> Evaluator::imagesOf(const Dataset& d) {
+    if (!d.isImage()) return nullptr;
+    auto& shared = images_[&d];
+    if (!shared) shared = std::make_shared<const std::vector<uint8_t>>(d.pixels);
+    return shared;
+}
+
+std::optional<EvalResult> Evaluator::pass(const Dataset& d, const std::string& split, int64_t step,
+                                          const CancelCheck& cancelled) {
+    if (!chief_) return std::nullopt;
+    const auto t0 = std::chrono::steady_clock::now();
+    Network& net = towers_.evalNetwork();
+    Backend& be = net.backend();
+    const Stream s = towers_.evalStream();
+    const size_t bytes = size_t(towers_.paramCount()) * sizeof(float);
+    if (ema_) {
+        be.copy(s, backup_.data(), net.params(), bytes);
+        be.copy(s, net.params(), ema_->shadow(), bytes);
+    }
+    std::optional<EvalResult> r = evaluate(net, s, stats_.data(), d, c_, cifar_, prefetch_, cancelled, imagesOf(d));
+    if (ema_) {
+        be.copy(s, net.params(), backup_.data(), bytes);
+        be.synchronize(s);
+    }
+    seconds_ += std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+    if (!r) return r;
+    r->step = step;
+    r->split = split;
+    r->averagedWeights = bool(ema_);
+    hub_.onEval(*r);
+    return r;
+}
+
+EvalResult evaluateCheckpoint(const std::string& checkpointPath, const RunConfig& config) {
+    const Checkpoint ck = Checkpoint::open(checkpointPath);
+    const ModelSpec spec = parseModelSpec(ck.meta().modelSpec, checkpointPath + " (its model)");
+    DataSplits data = loadData(config.data, 0, config.seed, {}, config.tfrecordFeatures);
+    const int machineCores = int(std::max(1u, std::thread::hardware_concurrency()));
+    const int threads = config.threads > 0 ? config.threads : machineCores;
+    flushDenormalsInTeam(threads);
+    auto be = makeCpuBackend(threads);
+    Network net(spec, *be, config.batch);
+    checkModelFitsData(spec, net.outputs(), data, config.data);
+    if (net.paramInfos().empty()) throw Error(checkpointPath + ": its model " + spec.name + " has no variables");
+    std::vector<float> weights = ck.loadWeights(net);
+    const bool ema = ck.file().has("ema/" + net.paramInfos().front().name);
+    if (ema)  // the run evaluated with its moving average: so does this
+        for (size_t i = 0; i < net.paramInfos().size(); ++i)
+            ck.file().readFloats("ema/" + net.paramInfos()[i].name, weights.data() + net.paramOffsets()[i],
+                                 size_t(net.paramInfos()[i].shape.numel()));
+    const Stream s = be->createStream();
+    be->copyFromHost(s, net.params(), weights.data(), weights.size() * sizeof(float));
+    Tensor stats = be->empty(Shape{3});
+    // This thread, as one CPU tower's (a default plan).
+    std::optional<EvalResult> r = evaluate(net, s, stats.data(), data.test, config, data.cifarAugment,
+                                           prefetchFor(config, DeploymentPlan{}, threads, machineCores),
+                                           [] { return false; });
+    be->synchronize(s);
+    stats = Tensor();
+    be->destroyStream(s);
+    if (!r) throw Error("eval: the evaluation was cancelled");
+    r->step = ck.meta().step;
+    r->split = "test";
+    r->averagedWeights = ema;
+    return *r;
+}
+
+}  // namespace tb
+

@@ -1,0 +1,216 @@
+#include "engine/run_setup.hpp"
+
+#include <algorithm>
+#include <thread>
+
+#include "engine/run_folder.hpp"
+#include "parallel/processes.hpp"
+#include "util/error.hpp"
+
+namespace tb {
+
+namespace {
+int machineThreads() { return int(std::max(1u, std::thread::hardware_concurrency())); }
+}  // namespace
+
+void checkProcessRoles(const RunConfig& c, int processes) {
+    if (c.psTasks > 0 && processes == 1)
+        throw Error("--ps-tasks: parameter servers are processes of their own; start the run with mpirun -np N, N "
+                    "more than " + std::to_string(c.psTasks));
+    if (c.psTasks >= processes)
+        throw Error("--ps-tasks: " + std::to_string(c.psTasks) + " parameter-server processes leave no worker among the " +
+                    std::to_string(processes) + " processes (mpirun -np must be more than --ps-tasks)");
+}
+
+// A loader thread beside one CPU tower has no core of its own and stalls the tower's OpenMP team
+// at its next barrier, so that tower's thread makes each batch itself. GPU towers, several CPU
+// towers, a spare core or a team of more than kMaxSerialTeam threads keep the loader thread (only
+// 2 cores were measured: docs/measurements.md).
+int prefetchFor(const RunConfig& config, const DeploymentPlan& plan, int threads, int machineCores) {
+    constexpr int kMaxSerialTeam = 4;
+    if (config.prefetch >= 0) return config.prefetch;
+    const bool oneCpuTower = plan.towerCount() == 1 && plan.towers[0].type == DeviceType::Cpu;
+    return oneCpuTower && threads >= machineCores && threads <= kMaxSerialTeam ? 0 : 2;
+}
+
+int chiefProcess(const RunConfig& config, int processes) { return config.psTasks < processes ? config.psTasks : 0; }
+
+int cpuTowerSlots() { return std::max(8, 4 * machineThreads()); }
+
+DeploymentPlan makePlan(const RunConfig& c) {
+    // Only a plan that names GPUs loads the CUDA module (cuDNN alone takes a while to load).
+    const bool wantsGpu = c.towers == "auto" || c.towers.find("gpu") != std::string::npos ||
+                          c.towers.find("cuda") != std::string::npos;
+    return wantsGpu ? makePlan(c, gpuCount(), gpuRuntime().whyNot) : makePlan(c, 0, "");
+}
+
+DeploymentPlan makePlan(const RunConfig& c, int gpus, const std::string& whyNoGpu) {
+    DeploymentPlan p;
+    const bool wantsGpu = c.towers.find("gpu") != std::string::npos || c.towers.find("cuda") != std::string::npos;
+    if (wantsGpu && gpus == 0)
+        throw Error("--towers " + c.towers + ": no GPU can be used here (" + whyNoGpu + ")");
+    p.towers = DeploymentPlan::parseTowers(c.towers, machineThreads(), gpus, "--towers");
+    DeploymentPlan::parseVariables(c.variables, p, "--variables");
+    p.reduce = DeploymentPlan::parseReduce(c.reduce, "--reduce");
+    p.update = DeploymentPlan::parseUpdate(c.update, "--update");
+    p.averageEvery = c.averageEvery;
+    p.psShards = c.psShards;
+    p.psTasks = c.psTasks;
+    p.slowdown = DeploymentPlan::parseSlowdown(c.slow, p.towerCount(), "--slow");
+    p.transfers = DeploymentPlan::parseTransfers(c.transfers, "--transfers");
+    p.commPrecision = parseCommPrecision(c.commPrecision, "--comm-precision");
+    const int n = p.towerCount();
+    if (c.batchPerTower > 0) p.batchPerTower = c.batchPerTower;
+    else if (n > 0 && c.batch % n == 0) p.batchPerTower = c.batch / n;
+    else if (n > 0)
+        throw Error("--batch: " + std::to_string(c.batch) + " examples do not split evenly over " + std::to_string(n) +
+                    " towers; give --batch-per-tower");
+    // Every tower holds its batch's activations: the towers' examples together keep --batch's limit.
+    if (int64_t(n) * p.batchPerTower > RunConfig::kMaxBatch)
+        throw Error("--batch-per-tower: " + std::to_string(p.batchPerTower) + " examples on each of " + std::to_string(n) +
+                    " towers are " + std::to_string(int64_t(n) * p.batchPerTower) + " at once, more than the limit of " +
+                    std::to_string(RunConfig::kMaxBatch));
+    p.validate(cpuTowerSlots(), gpus);
+    return p;
+}
+
+PipelineOptions pipelineFor(const RunConfig& c, bool cifar, bool training, int batch, int prefetch) {
+    PipelineOptions o;
+    o.batchSize = batch;
+    o.shuffle = training;
+    o.shuffleBuffer = size_t(c.shuffleBuffer);
+    o.repeat = training;
+    o.augment = cifar && training;
+    o.cropH = o.cropW = cifar ? 24 : 0;
+    o.standardize = cifar;
+    o.channelsLast = true;  // the engine computes in (n, h, w, c)
+    o.prefetch = prefetch;
+    o.seed = c.seed;
+    return o;
+}
+
+OptimizerSettings optimizerSettings(const RunConfig& c) {
+    OptimizerSettings opt;
+    opt.precision = c.precision == "bf16" ? MatmulPrecision::Bf16 : MatmulPrecision::Fp32;
+    opt.rule = parseUpdateRule(c.optimizer, "--optimizer");
+    opt.hyper.momentum = float(c.momentum);
+    opt.schedule.initial = float(c.lr);
+    opt.allowTf32 = c.tf32;
+    if (c.lrDecaySteps > 0) {
+        opt.schedule.kind = LrSchedule::Kind::Exponential;
+        opt.schedule.decaySteps = c.lrDecaySteps;
+        opt.schedule.decayRate = float(c.lrDecayRate);
+        opt.schedule.staircase = c.lrStaircase;
+    }
+    return opt;
+}
+
+// Bf16 matrix work runs on CPU towers of a processor with bf16 instructions (cpuBf16Missing)
+// and on GPUs with bf16 tensor cores (compute capability 8.0 and later).
+void checkPrecision(const std::string& precision, const DeploymentPlan& plan, const std::vector<GpuInfo>& gpus) {
+    if (precision != "bf16") return;
+    for (const Device& d : plan.towers) {
+        if (d.type == DeviceType::Cpu) {
+            if (const std::string why = cpuBf16Missing(); !why.empty()) throw Error(why);
+            continue;
+        }
+        for (const GpuInfo& g : gpus)
+            if (g.index == d.index && g.ccMajor < 8)
+                throw Error("--precision bf16: " + d.str() + " (" + g.name + ") has compute capability " +
+                            std::to_string(g.ccMajor) + "." + std::to_string(g.ccMinor) +
+                            ", and bf16 tensor cores need 8.0 (Ampere) or later");
+    }
+}
+
+// loadData makes numClasses cover the labels of every split.
+void checkModelFitsData(const ModelSpec& spec, int outputs, const DataSplits& data, const std::string& dataSpec) {
+    const Dataset& d = data.train.size() ? data.train : data.test;
+    const Dims dataDims = data.cifarAugment ? Dims{d.channels, 24, 24} : Dims{d.channels, d.height, d.width};
+    const Dims modelDims{spec.inC, spec.inH, spec.inW};
+    if (!(dataDims == modelDims))
+        throw Error("--model: " + spec.name + " expects input " + modelDims.str() + " but --data " + dataSpec +
+                    " gives " + dataDims.str());
+    if (outputs < d.numClasses)
+        throw Error("--model: " + spec.name + " has " + std::to_string(outputs) + " outputs but --data " + dataSpec +
+                    " has " + std::to_string(d.numClasses) + " classes");
+}
+
+std::string trainedAll(int64_t total) {
+    return "--resume: the run has trained its " + std::to_string(total) +
+           " steps already; give it more with --steps or --epochs";
+}
+
+namespace {
+
+// Processes: every one must run process 0's settings; the first that differs is named. What only
+// process 0 does (the progress line, the metrics file) may differ.
+void checkSameSettings(ProcessGroup& processes, const RunConfig& c) {
+    nlohmann::json settings = c.toJson();
+    for (const char* own : {"quiet", "metrics"}) settings.erase(own);
+    const std::string mine = settings.dump();
+    const std::string leader = processes.broadcast(mine);
+    if (mine == leader) return;
+    const nlohmann::json& a = settings;
+    const nlohmann::json b = nlohmann::json::parse(leader, nullptr, false);
+    std::string key = "settings";
+    std::string here, there;
+    for (const auto& [k, v] : a.items()) {
+        if (!b.is_object() || !b.contains(k) || b[k] != v) {
+            key = "--" + k;
+            std::replace(key.begin(), key.end(), '_', '-');
+            here = v.dump();
+            there = b.is_object() && b.contains(k) ? b[k].dump() : "unset";
+            break;
+        }
+    }
+    throw Error(key + " is " + here + " here but " + there + " on process 0 (every process of a run must have the same settings)");
+}
+
+}  // namespace
+
+ProcessRoles ProcessRoles::of(const RunConfig& c, ProcessGroup* processes) {
+    ProcessRoles r;
+    r.group = processes;
+    r.count = processes ? processes->size() : 1;
+    // Checked first, so that a mistake names its field.
+    if (processes) checkSameSettings(*processes, c);
+    checkProcessRoles(c, r.count);
+    r.servers = c.psTasks;
+    r.workers = r.count - c.psTasks;
+    r.chief = chiefProcess(c, r.count);
+    return r;
+}
+
+RunPlan RunPlan::of(const RunConfig& c, const ProcessRoles& roles, RunFolder* folder) {
+    RunPlan r;
+    r.config = c;
+    r.roles = roles;
+    // The global --batch is split over the workers; each makes its plan for its share.
+    RunConfig local = c;
+    if (roles.group && c.batchPerTower == 0) {
+        if (c.batch % roles.workers != 0)
+            throw Error("--batch: " + std::to_string(c.batch) + " examples do not split evenly over the " +
+                        std::to_string(roles.workers) + (c.psTasks > 0 ? " worker processes" : " processes"));
+        local.batch = c.batch / roles.workers;
+    }
+    r.plan = makePlan(local);
+    if (roles.group) {
+        r.plan.checkAcrossProcesses();
+        checkSamePlan(*roles.group, r.plan, roles.chief);
+    }
+    r.spec = findModel(c.model);
+    std::string resumePath = folder && folder->resuming() ? folder->resumeCheckpoint() : "";
+    // Processes: every process's copy of the variables and optimiser state equals the chief's (or,
+    // averaging, its replicas at a round's end), so each restores the chief's checkpoint, whose
+    // path the chief sends (the processes share its folder: one machine, or a shared file system).
+    if (roles.group && c.psTasks == 0) resumePath = roles.group->broadcast(resumePath, roles.chief);
+    if (!resumePath.empty()) {
+        r.resumeFrom = Checkpoint::open(resumePath);
+        if (const std::string why = r.resumeFrom->resumeProblem(c, r.spec.json); !why.empty())
+            throw Error("--resume: " + why);
+        if (c.steps > 0 && r.resumeFrom->meta().step >= c.steps) throw Error(trainedAll(c.steps));
+    }
+    return r;
+}
+
+}  // namespace tb

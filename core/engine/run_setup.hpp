@@ -1,0 +1,74 @@
+// Run set-up: what a run config means before anything trains. The deployment plan, the optimiser's
+// and the input pipeline's settings, this process's role among the run's processes, and the checks
+// that refuse a run which cannot work, each in one sentence naming the flag.
+#pragma once
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "backend/registry.hpp"
+#include "comm/process_group.hpp"
+#include "data/dataset.hpp"
+#include "data/pipeline.hpp"
+#include "engine/checkpoint.hpp"
+#include "io/run_config.hpp"
+#include "nn/model_spec.hpp"
+#include "parallel/deployment_plan.hpp"
+#include "parallel/strategy.hpp"
+
+namespace tb {
+
+class RunFolder;
+
+// The deployment plan a run config describes (flags --towers, --variables, ...), validated.
+DeploymentPlan makePlan(const RunConfig& c);
+// The same for a machine with `gpus` GPUs (whyNoGpu: the reason there are none), e.g. the
+// window's device catalog, which tests fake.
+DeploymentPlan makePlan(const RunConfig& c, int gpus, const std::string& whyNoGpu);
+// How many virtual CPU towers may exist: several per core, for teaching on small machines.
+int cpuTowerSlots();
+// Batches the input pipeline makes ahead on its loader thread: --prefetch, or where that is -1
+// (automatic) none for a plan of one CPU tower whose `threads` take all of the machine's cores
+// (at most 4 of them), whose thread then makes each batch itself, and 2 otherwise.
+int prefetchFor(const RunConfig& config, const DeploymentPlan& plan, int threads, int machineCores);
+// How the pipeline shapes a dataset for the run (CIFAR-10: 24x24 crops, standardised).
+PipelineOptions pipelineFor(const RunConfig& c, bool cifar, bool training, int batch, int prefetch);
+OptimizerSettings optimizerSettings(const RunConfig& c);
+
+// The process of `processes` that writes the run's folder and evaluates: process 0, or with
+// --ps-tasks P the first worker, process P (TensorFlow's chief is worker 0, not a ps task).
+int chiefProcess(const RunConfig& config, int processes);
+// Refuses --ps-tasks that leave no worker among `processes` (or need mpirun), in one sentence.
+void checkProcessRoles(const RunConfig& config, int processes);
+// Refuses --precision bf16 where it cannot run (CPU towers on a processor without bf16
+// instructions; a GPU of `gpus` older than Ampere), in one sentence naming what is missing.
+void checkPrecision(const std::string& precision, const DeploymentPlan& plan, const std::vector<GpuInfo>& gpus);
+// The model takes the data's samples (CIFAR: their 24x24 crops) and has a logit for every label.
+void checkModelFitsData(const ModelSpec& spec, int outputs, const DataSplits& data, const std::string& dataSpec);
+// The refusal of a resume whose run has trained all of its `total` steps.
+std::string trainedAll(int64_t total);
+
+// This process among the run's (mpirun): the parameter servers (--ps-tasks P: processes 0 .. P-1),
+// then the workers, the first of which is the chief.
+struct ProcessRoles {
+    ProcessGroup* group = nullptr;  // null: the run is this process alone
+    int count = 1, servers = 0, workers = 1, chief = 0;
+    bool isServer() const { return group && group->rank() < servers; }
+    bool isChief() const { return !group || group->rank() == chief; }
+    int worker() const { return group ? group->rank() - servers : 0; }  // this worker's index
+    // Checks that every process runs the same settings (a collective) and that the roles leave a worker.
+    static ProcessRoles of(const RunConfig& c, ProcessGroup* processes);
+};
+
+// What a run is before anything is loaded: this process's plan, the model, and the checkpoint a
+// resume continues from, refused here, before the folder is written, where it cannot be exact.
+struct RunPlan {
+    RunConfig config;        // as given: the folder and the checkpoints keep it
+    ProcessRoles roles;
+    DeploymentPlan plan;     // this process's own: its towers, its share of every global batch
+    ModelSpec spec;
+    std::optional<Checkpoint> resumeFrom;
+    static RunPlan of(const RunConfig& c, const ProcessRoles& roles, RunFolder* folder);
+};
+
+}  // namespace tb

@@ -1,0 +1,201 @@
+#include "engine/training_run.hpp"
+
+#include <algorithm>
+#include <cmath>
+
+#include "engine/memory_estimate.hpp"
+#include "engine/run_folder.hpp"
+#include "util/error.hpp"
+
+namespace tb {
+
+namespace {
+using Clock = std::chrono::steady_clock;
+double seconds(Clock::time_point a, Clock::time_point b) { return std::chrono::duration<double>(b - a).count(); }
+
+// The run must fit in host memory and on each GPU, before anything is allocated.
+void checkRunFits(const RunPlan& run, const DataSplits& data, const OptimizerSettings& opt) {
+    size_t dataBytes = 0;
+    for (const Dataset* d : {&data.train, &data.validation, &data.test})
+        dataBytes += d->pixels.size() + d->features.size() * sizeof(float) + d->labels.size() * sizeof(int32_t);
+    const int slots = opt.rule == UpdateRule::Adam ? 2 : opt.rule == UpdateRule::Sgd ? 0 : 1;
+    checkMemoryFits(estimateRunMemory(run.spec, run.plan, run.plan.batchPerTower, slots, run.config.emaDecay > 0,
+                                      dataBytes, opt.precision),
+                    [](const Device& d) {
+                        return d.type == DeviceType::Cpu ? hostMemoryAvailable() : makeBackend(d)->memoryInfo().freeBytes;
+                    },
+                    "--model " + run.spec.name);
+}
+}  // namespace
+
+TrainingRun::TrainingRun(RunPlan& run, DataSplits data, int cores, int machineCores, ObserverHub& hub,
+                         RunControl& control, RunFolder* folder, const std::vector<TrainingObserver*>& observers)
+    : run_(run), c_(run.config), data_(std::move(data)), hub_(hub), control_(control), folder_(folder) {
+    const DeploymentPlan& plan = run.plan;
+    int64_t validation = c_.validation;
+    if (validation < 0) validation = std::min<int64_t>(5000, int64_t(data_.train.size()) / 10);
+    if (validation >= int64_t(data_.train.size()))
+        throw Error("--validation: " + std::to_string(validation) + " samples leave none of the " +
+                    std::to_string(data_.train.size()) + " training samples");
+    if (validation > 0) data_.validation = splitTail(data_.train, size_t(validation), data_.train.name + " validation");
+    checkModelFitsData(run.spec, shapeOf(run.spec).outputs, data_, c_.data);
+    // A step that takes more examples than the training set holds would repeat examples within
+    // one batch: a mistake in the sizes, not a larger batch.
+    if (const int64_t global = int64_t(run.roles.workers) * plan.towerCount() * plan.batchPerTower;
+        global > int64_t(data_.train.size()))
+        throw Error("--batch: " + std::to_string(global) + " examples per step, but the training set has only " +
+                    std::to_string(data_.train.size()) +
+                    (validation > 0 ? " (after " + std::to_string(validation) + " held out for validation)" : std::string()));
+    if (plan.update == UpdateMode::Async && c_.emaDecay > 0)
+        throw Error("--ema-decay: the moving average needs synchronous updates (--update sync)");
+    checkPrecision(c_.precision, plan, gpuRuntime().gpus);
+    const OptimizerSettings opt = optimizerSettings(c_);
+    checkRunFits(run, data_, opt);
+
+    const int n = plan.towerCount();
+    towers_ = std::make_unique<TowerSet>(run.spec, plan, opt, std::max(1, cores / n), c_.seed, run.roles.group);
+    const int prefetch = prefetchFor(c_, plan, cores, machineCores);
+    const Network& net = towers_->evalNetwork();
+    net_ = &net;
+    if (!c_.initFrom.empty() && !run.resumeFrom) {  // another run's weights, any plan
+        std::vector<float> weights;
+        try {
+            weights = Checkpoint::open(c_.initFrom).loadWeights(net);
+        } catch (const Error& e) {
+            throw Error(std::string("--init-from: ") + e.what());
+        }
+        towers_->setVariables(weights.data());
+    }
+    // The moving average follows the variables where they live (the holder's copy; averaging: the
+    // replicas' mean).
+    if (c_.emaDecay > 0) {
+        const VariablesView vars = towers_->variables();
+        emaOwner_ = std::make_unique<WeightEma>(*vars.backend, float(c_.emaDecay), vars.params,
+                                                size_t(towers_->paramCount()), vars.stream);
+        ema_ = emaOwner_.get();
+        emaStream_ = vars.stream;
+    }
+    // A resumed run: every buffer of the training state as the checkpoint has it; the step count,
+    // the input's position and the counter-based dropout follow from its step.
+    double bestValidation = -1;
+    if (run.resumeFrom) {
+        run.resumeFrom->restore(*towers_, net, ema_, emaStream_);
+        step_ = run.resumeFrom->meta().step;
+        bestValidation = run.resumeFrom->meta().bestValidationAccuracy;
+        // A crash can leave a best.safetensors newer than the checkpoint resumed from (from an
+        // evaluation after it): that model still counts, and only a better one replaces it.
+        if (folder_) bestValidation = std::max(bestValidation, folder_->bestCheckpointAccuracy());
+        run.resumeFrom.reset();  // its bytes are in the towers now
+    }
+    evaluator_ = std::make_unique<Evaluator>(*towers_, c_, data_.cifarAugment, prefetch, ema_, run.roles.isChief(), hub);
+
+    sum_.model = run.spec.name;
+    sum_.data = c_.data;
+    sum_.backend = towers_->backendName();
+    sum_.precision = c_.precision;
+    sum_.params = net.paramCount();
+    sum_.flopsPerExample = net.trainFlopsPerExample();
+    sum_.plan = plan;
+    sum_.processes = run.roles.count;
+    sum_.resumedAt = step_;
+    ServerConnection* servers = towers_->servers();
+    perStep_ = towers_->runsFree() ? plan.batchPerTower : n * plan.batchPerTower;
+    globalPerStep_ = servers && servers->async() ? perStep_ : int64_t(perStep_) * run.roles.workers;
+    total_ = c_.steps > 0 ? c_.steps
+                          : std::max<int64_t>(1, int64_t(std::ceil(c_.epochs * double(data_.train.size()) /
+                                                                   double(globalPerStep_))));
+    if (step_ >= total_) throw Error(trainedAll(total_));
+    PipelineOptions input = pipelineFor(c_, data_.cifarAugment, true, perStep_, prefetch);
+    input.skipSamples = uint64_t(step_) * uint64_t(globalPerStep_);  // every step takes globalPerStep samples
+    if (run.roles.group) input.sliceIndex = run.roles.worker(), input.sliceCount = run.roles.workers;
+    if (servers) servers->setRunLength(total_);
+    train_ = std::make_unique<InputPipeline>(data_.train, input);
+    // GPU telemetry; runs without a GPU tower never touch NVML, which starts up here, before the
+    // training clock does.
+    std::string noTelemetry;
+    if (std::any_of(plan.towers.begin(), plan.towers.end(), [](const Device& d) { return d.type == DeviceType::Cuda; })) {
+        telemetry_ = makeNvmlSource(&noTelemetry);
+        if (!telemetry_) noTelemetry = "; no GPU telemetry: " + noTelemetry;
+    }
+    hub_.onStateChanged(RunState::Running, plan.describe() + "; " + towers_->backendName() + noTelemetry);
+    grids_ = DecisionGridProbe::make(observers, run.spec, data_.train, total_, plan.averaging());
+
+    const auto start = Clock::now();
+    stats_ = std::make_unique<RunStatistics>(start, step_, globalPerStep_);
+    checkpoints_ = std::make_unique<CheckpointPolicy>(folder_, run, globalPerStep_, *towers_, net, ema_, emaStream_,
+                                                      hub_, step_, start, bestValidation);
+    counting_ = StepCounting::make(run.roles, *towers_, control_, perStep_);
+    if (telemetry_)
+        monitor_ = std::make_unique<DeviceMonitor>(
+            std::move(telemetry_), [&hub](const std::vector<DeviceSample>& d) { hub.onDeviceSamples(d); },
+            DeviceMonitor::kDefaultInterval, start);
+}
+
+TrainingRun::~TrainingRun() = default;
+
+void TrainingRun::train() {
+    if (towers_->runsFree()) trainFree();
+    else trainInSteps();
+    step_ = towers_->finishTraining(step_);
+}
+
+void TrainingRun::report(StepMetrics& m) {
+    const auto now = Clock::now();
+    const double held = control_.heldSeconds();  // pauses and slow motion are not training
+    m.totalSteps = total_;
+    m.epoch = double(m.step) * double(globalPerStep_) / double(data_.train.size());
+    m.elapsedSeconds = seconds(stats_->start(), now) - held;
+    if (!std::isfinite(m.loss))
+        throw Error(m.step == 1 ? "--model " + run_.spec.name + ": the loss is " + std::to_string(m.loss) +
+                                      " at the first step, before any update: the model's initial weights or layer "
+                                      "settings give non-finite outputs"
+                                : "training diverged at step " + std::to_string(m.step) + " (loss is " +
+                                      std::to_string(m.loss) + "); lower --lr");
+    stats_->add(m, now, held);
+    hub_.onStepEnd(m);
+    if (grids_) grids_->after(m, *towers_, hub_);  // after the step's report, as the window draws them
+    if (std::string e = hub_.error(); !e.empty()) throw Error(e);  // e.g. the metrics file
+}
+
+std::optional<EvalResult> TrainingRun::validate(const CancelCheck& cancelled) {
+    const bool held = data_.validation.size() > 0;
+    return evaluator_->pass(held ? data_.validation : data_.test, held ? "validation" : "test", step_, cancelled);
+}
+
+RunSummary TrainingRun::finish() {
+    stats_->summarise(sum_, step_, Clock::now(), control_.heldSeconds(), evaluator_->seconds() + checkpoints_->seconds());
+    sum_.stopped = step_ < total_;
+    sum_.epochs = double(step_) * double(globalPerStep_) / double(data_.train.size());
+    sum_.towerMemory = net_->memoryUse();
+    sum_.optimizerSlotBytes = towers_->optimizerSlotBytes();
+    sum_.evaluated = false;
+    // The final evaluation gives way only to an abort (the user leaving, or a second stop in the
+    // window), so a stopped run still reports its test accuracy.
+    if (!control_.aborted()) {
+        const CancelCheck aborted = [this] { return control_.aborted(); };
+        const bool held = data_.validation.size() > 0;
+        hub_.onStateChanged(RunState::Evaluating, held ? "validation and test sets" : "test set");
+        std::optional<EvalResult> validation;
+        if (held) validation = evaluator_->pass(data_.validation, "validation", step_, aborted);
+        const std::optional<EvalResult> test =
+            held && !validation ? std::nullopt : evaluator_->pass(data_.test, "test", step_, aborted);
+        if (test) {
+            if (validation) sum_.validationAccuracy = validation->accuracy;
+            sum_.testAccuracy = test->accuracy;
+            sum_.testLoss = test->loss;
+            sum_.evaluated = true;
+        }
+    }
+    // After the final evaluation, so that it carries its validation accuracy.
+    checkpoints_->saveFinal(step_, sum_.evaluated, sum_.validationAccuracy);
+    sum_.checkpoints = checkpoints_->count();
+    sum_.checkpointSeconds = checkpoints_->seconds();
+    monitor_.reset();  // no samples after the final state
+    sum_.deviceMemory = towers_->deviceMemory();
+    hub_.flush();
+    if (std::string e = hub_.error(); !e.empty()) throw Error(e);
+    hub_.onStateChanged(sum_.stopped ? RunState::Stopped : RunState::Finished, "");
+    return sum_;
+}
+
+}  // namespace tb
