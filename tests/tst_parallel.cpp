@@ -972,7 +972,30 @@ private slots:
                 QCOMPARE(g->widened.load(), allReduce ? 1 : 0);
                 QCOMPARE(g->fromHost.load(), allReduce ? int64_t(n * 2) : int64_t(0));
             }
-            QCOMPARE(comm->bytesMoved(), allReduce ? int64_t(2 * n * 2) : int64_t(2 * n * 2));
+            // Counted by the one definition (communicator.hpp): a ring all-reduce over D devices
+            // moves 2 (D - 1) x n x 2 bytes; a reduction to the holder each rank's n x 2 once. With
+            // D = 2 both are 4n; the three ranks below tell them apart.
+            QCOMPARE(comm->bytesMoved(), allReduce ? int64_t(2 * (2 - 1) * n * 2) : int64_t(2 * n * 2));
+        }
+        for (const bool allReduce : {false, true}) {
+            std::vector<std::shared_ptr<Watching>> gpus;
+            std::vector<RankEndpoint> ranks;
+            for (int i = 0; i < 3; ++i) {
+                gpus.push_back(std::make_shared<Watching>());
+                ranks.push_back({gpus.back().get(), nullptr, Device{DeviceType::Cuda, i}});
+            }
+            const HolderEndpoint holder = allReduce ? HolderEndpoint{} : HolderEndpoint{host.get(), Device{}};
+            auto comm = makeCommunicator(CommKind::Copies, ranks, holder, n, nullptr, CommPrecision::Bf16);
+            std::vector<std::vector<float>> bufs{a, b, a};
+            std::vector<float> scratch(n);
+            std::vector<std::thread> threads;
+            for (int r = 0; r < 3; ++r)
+                threads.emplace_back([&, r] {
+                    if (allReduce) comm->allReduce(r, bufs[size_t(r)].data(), n, ReduceOp::Mean);
+                    else comm->reduceToHolder(r, bufs[size_t(r)].data(), scratch.data(), n, ReduceOp::Mean);
+                });
+            for (auto& t : threads) t.join();
+            QCOMPARE(comm->bytesMoved(), allReduce ? int64_t(2 * (3 - 1) * n * 2) : int64_t(3 * n * 2));
         }
         // One GPU tower, variables on the host: the host holder's own team widens the bits (on the
         // tower's one thread that pass cost more than the halved bytes saved: 0.62x on an H200).

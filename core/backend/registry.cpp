@@ -5,7 +5,8 @@
 
 #include <filesystem>
 
-#include "backend/cuda_module.hpp"
+#include "backend/cuda_module.h"
+#include "backend/module_backend.hpp"
 #include "util/error.hpp"
 
 namespace tb {
@@ -38,36 +39,18 @@ std::vector<std::string> candidatePaths() {
 }
 #endif
 
-Loaded load() {
+// What a module's table offers, checked first against this program's ABI.
+Loaded inspect(const TbCudaModule* m, const std::string& path) {
     Loaded l;
     GpuRuntime& r = l.runtime;
-#ifndef TB_HAVE_CUDA_MODULE
-    r.whyNot = "this build has no CUDA backend (built without the CUDA toolkit or with TB_WITH_CUDA=OFF)";
-    return l;
-#else
-    void* handle = nullptr;
-    std::string firstError;
-    for (const std::string& path : candidatePaths()) {
-        std::error_code ec;
-        if (!std::filesystem::exists(path, ec)) continue;
-        // RTLD_LOCAL: the module's CUDA libraries stay out of the program's symbol namespace.
-        handle = dlopen(path.c_str(), RTLD_NOW | RTLD_LOCAL);
-        if (handle) {
-            r.modulePath = path;
-            break;
-        }
-        if (firstError.empty()) firstError = dlerror();
-    }
-    if (!handle) {
-        r.whyNot = firstError.empty() ? std::string("the CUDA backend module ") + kModuleName + " was not found"
-                                      : "the CUDA backend module could not be loaded (" + firstError + ")";
+    r.modulePath = path;
+    if (!m) {
+        r.whyNot = path + " is not a CUDA backend module (it exports no tb_cuda_module table)";
         return l;
     }
-    auto entry = reinterpret_cast<TbCudaModuleEntry>(dlsym(handle, "tb_cuda_module"));
-    const TbCudaModule* m = entry ? entry() : nullptr;
-    if (!m || m->abi != kTbCudaModuleAbi) {
-        r.whyNot = r.modulePath + " is not a CUDA backend module of this version (rebuild it)";
-        return l;  // the handle stays open: unloading a half-initialised CUDA library is not safe
+    if (std::string why = moduleAbiProblem(*m, path); !why.empty()) {
+        r.whyNot = why;
+        return l;
     }
     TbCudaVersions v{};
     m->versions(&v);
@@ -76,10 +59,10 @@ Loaded load() {
     r.cudnn = v.cudnn;
     r.cublas = v.cublas;
     r.nccl = v.nccl;
-    char err[512] = {};
-    const int n = m->deviceCount(err, sizeof err);
+    TbError err{};
+    const int n = m->deviceCount(&err);
     if (n < 0) {
-        r.whyNot = err;
+        r.whyNot = err.message;
         return l;
     }
     if (n == 0) {
@@ -88,15 +71,56 @@ Loaded load() {
     }
     for (int i = 0; i < n; ++i) {
         TbGpuInfo info{};
-        if (m->deviceInfo(i, &info, err, sizeof err) != 0) continue;
+        if (m->deviceInfo(i, &info, &err) != TB_OK) continue;
         r.gpus.push_back({i, info.name, info.totalBytes, info.ccMajor, info.ccMinor, info.multiprocessors,
                           info.pciBusId});
     }
     r.available = !r.gpus.empty();
     if (r.available) l.module = m;
-    else r.whyNot = err;
+    else r.whyNot = err.message;
     return l;
+}
+
+Loaded load() {
+#ifndef TB_HAVE_CUDA_MODULE
+    Loaded l;
+    l.runtime.whyNot = "this build has no CUDA backend (built without the CUDA toolkit or with TB_WITH_CUDA=OFF)";
+    return l;
+#else
+    void* handle = nullptr;
+    std::string firstError, modulePath;
+    for (const std::string& path : candidatePaths()) {
+        std::error_code ec;
+        if (!std::filesystem::exists(path, ec)) continue;
+        // RTLD_LOCAL: the module's CUDA libraries stay out of the program's symbol namespace.
+        handle = dlopen(path.c_str(), RTLD_NOW | RTLD_LOCAL);
+        if (handle) {
+            modulePath = path;
+            break;
+        }
+        if (firstError.empty()) firstError = dlerror();
+    }
+    if (!handle) {
+        Loaded l;
+        l.runtime.whyNot = firstError.empty() ? std::string("the CUDA backend module ") + kModuleName + " was not found"
+                                              : "the CUDA backend module could not be loaded (" + firstError + ")";
+        return l;
+    }
+    // The handle stays open on a refusal: unloading a half-initialised CUDA library is not safe.
+    auto entry = reinterpret_cast<TbCudaModuleEntry>(dlsym(handle, "tb_cuda_module"));
+    return inspect(entry ? entry() : nullptr, modulePath);
 #endif
+}
+
+// A table linked into the program instead of the module (useCudaModule), or null.
+struct Linked {
+    const TbCudaModule* module = nullptr;
+    std::string origin;
+    bool asked = false;  // loaded() has run: too late to replace the module
+};
+Linked& linked() {
+    static Linked l;
+    return l;
 }
 
 BackendFactory& factoryFor(DeviceType type) {
@@ -105,7 +129,11 @@ BackendFactory& factoryFor(DeviceType type) {
 }
 
 const Loaded& loaded() {
-    static const Loaded l = load();
+    static const Loaded l = [] {
+        Linked& k = linked();
+        k.asked = true;
+        return k.module ? inspect(k.module, k.origin) : load();
+    }();
     return l;
 }
 
@@ -126,6 +154,13 @@ std::string GpuRuntime::versionsText() const {
 
 const GpuRuntime& gpuRuntime() { return loaded().runtime; }
 
+void useCudaModule(const TbCudaModule& module, const std::string& origin) {
+    Linked& k = linked();
+    if (k.asked) throw Error("useCudaModule: the CUDA module was looked for already; call it first");
+    k.module = &module;
+    k.origin = origin;
+}
+
 int gpuCount() { return int(gpuRuntime().gpus.size()); }
 
 BackendFactory setBackendFactory(DeviceType type, BackendFactory factory) {
@@ -145,70 +180,69 @@ std::shared_ptr<Backend> makeBackend(const Device& device, const BackendOptions&
     TbCudaOptions o{};
     o.allowTf32 = options.allowTf32 ? 1 : 0;
     o.bf16 = options.precision == MatmulPrecision::Bf16 ? 1 : 0;
-    char err[1024] = {};
-    Backend* b = l.module->createBackend(device.index, &o, err, sizeof err);
-    if (!b) throw Error(device.str() + ": " + err);
-    return std::shared_ptr<Backend>(b);
+    TbBackend* b = nullptr;
+    TbError err;
+    if (l.module->createBackend(device.index, &o, &b, &err) != TB_OK) throw Error(device.str() + ": " + err.message);
+    return wrapModuleBackend(*l.module, b, device.index);
 }
 
 bool ncclAvailable() { return loaded().module != nullptr && gpuRuntime().nccl > 0; }
 
 namespace {
 const TbCudaModule& moduleOf(const void* m) { return *static_cast<const TbCudaModule*>(m); }
-void ncclCheck(int rc, const char* err) {
-    if (rc != 0) throw Error(err);
-}
+TbNcclGroup* groupOf(void* g) { return static_cast<TbNcclGroup*>(g); }
+TbStream* handleOf(Stream s) { return reinterpret_cast<TbStream*>(s); }
 }  // namespace
 
 NcclGroup::NcclGroup(const std::vector<int>& devices) : module_(loaded().module), group_(nullptr) {
     if (!module_) throw Error("NCCL: no GPU backend here (" + gpuRuntime().whyNot + ")");
-    char err[512] = {};
-    group_ = moduleOf(module_).ncclCreate(int(devices.size()), devices.data(), err, sizeof err);
-    if (!group_) throw Error(err);
+    TbNcclGroup* g = nullptr;
+    TbError err;
+    checkModuleCall(moduleOf(module_).ncclCreate(int(devices.size()), devices.data(), &g, &err), err);
+    group_ = g;
 }
 
 NcclGroup::NcclGroup(const std::vector<int>& devices, int worldRanks, int firstRank, const std::string& id)
     : module_(loaded().module), group_(nullptr) {
     if (!module_) throw Error("NCCL: no GPU backend here (" + gpuRuntime().whyNot + ")");
-    if (id.size() != size_t(kTbNcclIdBytes))
+    if (id.size() != size_t(TB_NCCL_ID_BYTES))
         throw Error("NCCL: the group's id from process 0 is " + std::to_string(id.size()) + " bytes, not " +
-                    std::to_string(kTbNcclIdBytes));
-    char err[512] = {};
-    group_ = moduleOf(module_).ncclJoin(int(devices.size()), devices.data(), worldRanks, firstRank, id.data(), err,
-                                        sizeof err);
-    if (!group_) throw Error(err);
+                    std::to_string(TB_NCCL_ID_BYTES));
+    TbNcclGroup* g = nullptr;
+    TbError err;
+    checkModuleCall(
+        moduleOf(module_).ncclJoin(int(devices.size()), devices.data(), worldRanks, firstRank, id.data(), &g, &err),
+        err);
+    group_ = g;
 }
 
 std::string NcclGroup::uniqueId() {
     const void* m = loaded().module;
     if (!m) throw Error("NCCL: no GPU backend here (" + gpuRuntime().whyNot + ")");
-    std::string id(size_t(kTbNcclIdBytes), '\0');
-    char err[512] = {};
-    ncclCheck(moduleOf(m).ncclMakeId(id.data(), err, sizeof err), err);
+    std::string id(size_t(TB_NCCL_ID_BYTES), '\0');
+    TbError err;
+    checkModuleCall(moduleOf(m).ncclMakeId(id.data(), &err), err);
     return id;
 }
 
-NcclGroup::~NcclGroup() { moduleOf(module_).ncclDestroy(static_cast<TbNcclGroup*>(group_)); }
+NcclGroup::~NcclGroup() { moduleOf(module_).ncclDestroy(groupOf(group_)); }
 
 void NcclGroup::allReduce(int rank, void* buf, size_t count, bool bf16, bool mean, Stream s) {
-    char err[512] = {};
-    ncclCheck(moduleOf(module_).ncclAllReduce(static_cast<TbNcclGroup*>(group_), rank, buf, count, bf16, mean, s, err,
-                                              sizeof err),
-              err);
+    TbError err;
+    checkModuleCall(moduleOf(module_).ncclAllReduce(groupOf(group_), rank, buf, count, bf16, mean, handleOf(s), &err),
+                    err);
 }
 
 void NcclGroup::reduce(int rank, const void* send, void* recv, size_t count, bool bf16, bool mean, int root, Stream s) {
-    char err[512] = {};
-    ncclCheck(moduleOf(module_).ncclReduce(static_cast<TbNcclGroup*>(group_), rank, send, recv, count, bf16, mean,
-                                           root, s, err, sizeof err),
-              err);
+    TbError err;
+    checkModuleCall(moduleOf(module_).ncclReduce(groupOf(group_), rank, send, recv, count, bf16, mean, root,
+                                                 handleOf(s), &err),
+                    err);
 }
 
 void NcclGroup::broadcast(int rank, float* buf, size_t count, int root, Stream s) {
-    char err[512] = {};
-    ncclCheck(moduleOf(module_).ncclBroadcast(static_cast<TbNcclGroup*>(group_), rank, buf, count, root, s, err,
-                                              sizeof err),
-              err);
+    TbError err;
+    checkModuleCall(moduleOf(module_).ncclBroadcast(groupOf(group_), rank, buf, count, root, handleOf(s), &err), err);
 }
 
 }  // namespace tb

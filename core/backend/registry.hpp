@@ -10,6 +10,7 @@
 #include <vector>
 
 #include "backend/backend.hpp"
+#include "backend/cuda_module.h"
 
 namespace tb {
 
@@ -40,6 +41,10 @@ struct BackendOptions {
 
 const GpuRuntime& gpuRuntime();
 int gpuCount();
+// Uses a module's C table linked into this program (`origin` names it) instead of loading
+// libtb_backend_cuda.so, checked as a loaded one is: the tests' stand-in GPUs. Must come before
+// anything asks for GPUs.
+void useCudaModule(const TbCudaModule& module, const std::string& origin);
 
 // A backend for `device`; throws tb::Error naming the device when it cannot be made.
 std::shared_ptr<Backend> makeBackend(const Device& device, const BackendOptions& options = {});
@@ -51,7 +56,7 @@ class NcclGroup {
 public:
     explicit NcclGroup(const std::vector<int>& devices);
     // Across processes: this process's GPUs as the ranks firstRank .. of worldRanks, every process
-    // passing the id one of them made with uniqueId() (kTbNcclIdBytes bytes, sent over MPI).
+    // passing the id one of them made with uniqueId() (TB_NCCL_ID_BYTES bytes, sent over MPI).
     // Returns once every rank of every process has joined.
     NcclGroup(const std::vector<int>& devices, int worldRanks, int firstRank, const std::string& id);
     static std::string uniqueId();

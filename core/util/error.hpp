@@ -6,9 +6,7 @@
 
 namespace tb {
 
-// Default visibility: the CUDA module is built with hidden symbols, and an Error it throws must
-// still match `catch (const tb::Error&)` in the program that loaded it.
-class __attribute__((visibility("default"))) Error : public std::runtime_error {
+class Error : public std::runtime_error {
 public:
     explicit Error(const std::string& message) : std::runtime_error(message) {}
 };

@@ -1,6 +1,6 @@
 // The CUDA backend: the Backend interface on one GPU with cuDNN, cuBLAS and our own kernels,
 // a caching allocator, streams with their own library handles, events and CUDA Graphs; and the
-// module entry point the registry loads (cuda_module.hpp).
+// module's C entry point, which the registry loads (cuda_module.h).
 #include <cublas_v2.h>
 #include <cuda_runtime.h>
 #include <cudnn.h>
@@ -12,12 +12,14 @@
 #include <string>
 
 #include "backend/backend.hpp"
+#include "backend/backend_export.hpp"
 #include "backend/cuda/cuda_check.hpp"
 #include "backend/cuda/cuda_ops.hpp"
 #include "backend/cuda/cuda_stream.hpp"
 #include "backend/cuda/device_allocator.hpp"
 #include "backend/cuda/kernels.cuh"
-#include "backend/cuda_module.hpp"
+#include "backend/cuda_module.h"
+#include "cuda_module_abi.h"
 
 namespace tb::cuda {
 
@@ -251,30 +253,26 @@ private:
     PlanContext ctx_;
 };
 
-void writeError(char* err, size_t len, const std::string& text) {
-    if (err && len) std::snprintf(err, len, "%s", text.c_str());
-}
-
-int deviceCount(char* err, size_t len) {
+int deviceCount(TbError* err) {
     int n = 0;
     const cudaError_t e = cudaGetDeviceCount(&n);
     if (e != cudaSuccess) {
         cudaGetLastError();
         int driver = 0;
         cudaDriverGetVersion(&driver);
-        writeError(err, len, driver == 0 ? std::string("no NVIDIA driver is installed")
-                                         : std::string("no usable CUDA device (") + cudaGetErrorString(e) + ")");
-        return -1;
+        writeError(err, driver == 0 ? "no NVIDIA driver is installed"
+                                    : (std::string("no usable CUDA device (") + cudaGetErrorString(e) + ")").c_str());
+        return TB_ERROR;
     }
     return n;
 }
 
-int deviceInfo(int index, TbGpuInfo* out, char* err, size_t len) {
+int deviceInfo(int index, TbGpuInfo* out, TbError* err) {
     cudaDeviceProp p{};
     const cudaError_t e = cudaGetDeviceProperties(&p, index);
     if (e != cudaSuccess) {
-        writeError(err, len, "gpu:" + std::to_string(index) + ": " + cudaGetErrorString(e));
-        return -1;
+        writeError(err, ("gpu:" + std::to_string(index) + ": " + cudaGetErrorString(e)).c_str());
+        return TB_ERROR;
     }
     std::memset(out, 0, sizeof(*out));
     std::snprintf(out->name, sizeof out->name, "%s", p.name);
@@ -283,7 +281,7 @@ int deviceInfo(int index, TbGpuInfo* out, char* err, size_t len) {
     out->ccMinor = p.minor;
     out->multiprocessors = p.multiProcessorCount;
     cudaDeviceGetPCIBusId(out->pciBusId, int(sizeof out->pciBusId), index);
-    return 0;
+    return TB_OK;
 }
 
 void versions(TbCudaVersions* v) {
@@ -299,35 +297,37 @@ void versions(TbCudaVersions* v) {
     ncclGetVersion(&v->nccl);
 }
 
-Backend* createBackend(int index, const TbCudaOptions* options, char* err, size_t len) {
-    try {
+int createBackend(int index, const TbCudaOptions* options, TbBackend** out, TbError* err) {
+    return guarded(err, [&] {
         const TbCudaOptions o = options ? *options : TbCudaOptions{};
-        return new CudaBackend(index, o);
-    } catch (const std::exception& e) {
-        writeError(err, len, e.what());
-        return nullptr;
-    }
+        *out = exportBackend(std::make_shared<CudaBackend>(index, o));
+    });
 }
 
 }  // namespace
 
 // nccl_group.cu
-TbNcclGroup* ncclCreate(int n, const int* devices, char* err, size_t len);
-int ncclMakeId(char* id, char* err, size_t len);
-TbNcclGroup* ncclJoin(int n, const int* devices, int worldRanks, int firstRank, const char* id, char* err, size_t len);
+int ncclCreate(int n, const int* devices, TbNcclGroup** out, TbError* err);
+int ncclMakeId(char* id, TbError* err);
+int ncclJoin(int n, const int* devices, int worldRanks, int firstRank, const char* id, TbNcclGroup** out,
+             TbError* err);
 void ncclDestroy(TbNcclGroup* g);
-int ncclAllReduce(TbNcclGroup* g, int rank, void* buf, size_t count, int bf16, int mean, StreamImpl* s, char* err,
-                  size_t len);
+int ncclAllReduce(TbNcclGroup* g, int rank, void* buf, size_t count, int bf16, int mean, TbStream* s, TbError* err);
 int ncclReduce(TbNcclGroup* g, int rank, const void* send, void* recv, size_t count, int bf16, int mean, int root,
-               StreamImpl* s, char* err, size_t len);
-int ncclBroadcast(TbNcclGroup* g, int rank, float* buf, size_t count, int root, StreamImpl* s, char* err, size_t len);
+               TbStream* s, TbError* err);
+int ncclBroadcast(TbNcclGroup* g, int rank, float* buf, size_t count, int root, TbStream* s, TbError* err);
 
 namespace {
-const TbCudaModule kModule{kTbCudaModuleAbi, deviceCount,   deviceInfo, versions,   createBackend,
-                           ncclCreate,       ncclMakeId,    ncclJoin,   ncclDestroy, ncclAllReduce,
-                           ncclReduce,       ncclBroadcast};
-
+// The ABI first; the rows in cuda_module.h's order.
+TbCudaModule makeModule() {
+    return {TB_CUDA_ABI,   deviceCount, deviceInfo,  versions,      createBackend, &exportedBackendInterface(),
+            ncclCreate,    ncclMakeId,  ncclJoin,    ncclDestroy,   ncclAllReduce, ncclReduce,
+            ncclBroadcast};
+}
 }  // namespace
 }  // namespace tb::cuda
 
-extern "C" __attribute__((visibility("default"))) const TbCudaModule* tb_cuda_module() { return &tb::cuda::kModule; }
+extern "C" __attribute__((visibility("default"))) const TbCudaModule* tb_cuda_module() {
+    static const TbCudaModule m = tb::cuda::makeModule();
+    return &m;
+}

@@ -1,4 +1,4 @@
-// NCCL for the CUDA module's entry points (cuda_module.hpp): one communicator per GPU of a group,
+// NCCL for the CUDA module's entry points (cuda_module.h): one communicator per GPU of a group,
 // made together by ncclCommInitAll (one process) or ncclCommInitRank from an id another process
 // made (across processes); each tower thread drives its own rank, on its own stream.
 // NCCL refuses two ranks on one GPU, so towers sharing a GPU meet through the shared-memory
@@ -11,7 +11,7 @@
 #include <vector>
 
 #include "backend/cuda/cuda_stream.hpp"
-#include "backend/cuda_module.hpp"
+#include "backend/cuda_module.h"
 
 struct TbNcclGroup {
     std::vector<ncclComm_t> comms;  // rank r's communicator, on devices[r]
@@ -22,38 +22,40 @@ namespace tb::cuda {
 
 namespace {
 
-int failed(char* err, size_t len, const char* call, ncclResult_t r) {
-    if (err && len) std::snprintf(err, len, "NCCL: %s failed: %s", call, ncclGetErrorString(r));
-    return -1;
+int failed(TbError* err, const char* call, ncclResult_t r) {
+    if (err) std::snprintf(err->message, sizeof err->message, "NCCL: %s failed: %s", call, ncclGetErrorString(r));
+    return TB_ERROR;
 }
+cudaStream_t queue(TbStream* s) { return reinterpret_cast<StreamImpl*>(s)->stream; }
 
 }  // namespace
 
-TbNcclGroup* ncclCreate(int n, const int* devices, char* err, size_t len) {
+int ncclCreate(int n, const int* devices, TbNcclGroup** out, TbError* err) {
     auto* g = new TbNcclGroup;
     g->devices.assign(devices, devices + n);
     g->comms.resize(size_t(n));
     const ncclResult_t r = ncclCommInitAll(g->comms.data(), n, devices);
     if (r != ncclSuccess) {
-        failed(err, len, "ncclCommInitAll", r);
         delete g;
-        return nullptr;
+        return failed(err, "ncclCommInitAll", r);
     }
-    return g;
+    *out = g;
+    return TB_OK;
 }
 
-int ncclMakeId(char* id, char* err, size_t len) {
-    static_assert(sizeof(ncclUniqueId) == kTbNcclIdBytes);
+int ncclMakeId(char* id, TbError* err) {
+    static_assert(sizeof(ncclUniqueId) == TB_NCCL_ID_BYTES);
     ncclUniqueId u;
     const ncclResult_t r = ncclGetUniqueId(&u);
-    if (r != ncclSuccess) return failed(err, len, "ncclGetUniqueId", r);
+    if (r != ncclSuccess) return failed(err, "ncclGetUniqueId", r);
     std::memcpy(id, &u, sizeof u);
-    return 0;
+    return TB_OK;
 }
 
 // Several local GPUs join in one NCCL group call (ncclCommInitRank blocks until every rank has
 // joined, so one thread initialising them one by one would wait for itself).
-TbNcclGroup* ncclJoin(int n, const int* devices, int worldRanks, int firstRank, const char* id, char* err, size_t len) {
+int ncclJoin(int n, const int* devices, int worldRanks, int firstRank, const char* id, TbNcclGroup** out,
+             TbError* err) {
     auto* g = new TbNcclGroup;
     g->devices.assign(devices, devices + n);
     g->comms.resize(size_t(n));
@@ -68,16 +70,19 @@ TbNcclGroup* ncclJoin(int n, const int* devices, int worldRanks, int firstRank, 
     const ncclResult_t e = ncclGroupEnd();
     if (device != cudaSuccess || r != ncclSuccess || e != ncclSuccess) {
         if (device != cudaSuccess) {
-            if (err && len) std::snprintf(err, len, "NCCL: cudaSetDevice failed: %s", cudaGetErrorString(device));
+            if (err)
+                std::snprintf(err->message, sizeof err->message, "NCCL: cudaSetDevice failed: %s",
+                              cudaGetErrorString(device));
         } else {
-            failed(err, len, "ncclCommInitRank", r != ncclSuccess ? r : e);
+            failed(err, "ncclCommInitRank", r != ncclSuccess ? r : e);
         }
         for (ncclComm_t c : g->comms)
             if (c) ncclCommAbort(c);
         delete g;
-        return nullptr;
+        return TB_ERROR;
     }
-    return g;
+    *out = g;
+    return TB_OK;
 }
 
 void ncclDestroy(TbNcclGroup* g) {
@@ -87,29 +92,28 @@ void ncclDestroy(TbNcclGroup* g) {
 }
 
 // Each call is its own group: a rank's thread may enqueue several without blocking the others.
-int ncclAllReduce(TbNcclGroup* g, int rank, void* buf, size_t count, int bf16, int mean, StreamImpl* s, char* err,
-                  size_t len) {
+int ncclAllReduce(TbNcclGroup* g, int rank, void* buf, size_t count, int bf16, int mean, TbStream* s, TbError* err) {
     cudaSetDevice(g->devices[size_t(rank)]);
     ncclGroupStart();
     const ncclResult_t r = ::ncclAllReduce(buf, buf, count, bf16 ? ncclBfloat16 : ncclFloat, mean ? ncclAvg : ncclSum,
-                                           g->comms[size_t(rank)], s->stream);
+                                           g->comms[size_t(rank)], queue(s));
     const ncclResult_t e = ncclGroupEnd();
-    if (r != ncclSuccess) return failed(err, len, "ncclAllReduce", r);
-    return e == ncclSuccess ? 0 : failed(err, len, "ncclGroupEnd", e);
+    if (r != ncclSuccess) return failed(err, "ncclAllReduce", r);
+    return e == ncclSuccess ? TB_OK : failed(err, "ncclGroupEnd", e);
 }
 
 int ncclReduce(TbNcclGroup* g, int rank, const void* send, void* recv, size_t count, int bf16, int mean, int root,
-               StreamImpl* s, char* err, size_t len) {
+               TbStream* s, TbError* err) {
     cudaSetDevice(g->devices[size_t(rank)]);
     const ncclResult_t r = ::ncclReduce(send, recv, count, bf16 ? ncclBfloat16 : ncclFloat, mean ? ncclAvg : ncclSum,
-                                        root, g->comms[size_t(rank)], s->stream);
-    return r == ncclSuccess ? 0 : failed(err, len, "ncclReduce", r);
+                                        root, g->comms[size_t(rank)], queue(s));
+    return r == ncclSuccess ? TB_OK : failed(err, "ncclReduce", r);
 }
 
-int ncclBroadcast(TbNcclGroup* g, int rank, float* buf, size_t count, int root, StreamImpl* s, char* err, size_t len) {
+int ncclBroadcast(TbNcclGroup* g, int rank, float* buf, size_t count, int root, TbStream* s, TbError* err) {
     cudaSetDevice(g->devices[size_t(rank)]);
-    const ncclResult_t r = ::ncclBroadcast(buf, buf, count, ncclFloat, root, g->comms[size_t(rank)], s->stream);
-    return r == ncclSuccess ? 0 : failed(err, len, "ncclBroadcast", r);
+    const ncclResult_t r = ::ncclBroadcast(buf, buf, count, ncclFloat, root, g->comms[size_t(rank)], queue(s));
+    return r == ncclSuccess ? TB_OK : failed(err, "ncclBroadcast", r);
 }
 
 }  // namespace tb::cuda

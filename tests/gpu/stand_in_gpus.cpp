@@ -1,0 +1,157 @@
+#include "stand_in_gpus.hpp"
+
+#include <algorithm>
+#include <atomic>
+#include <barrier>
+#include <cstdio>
+#include <cstring>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "backend/backend.hpp"
+#include "backend/backend_export.hpp"
+#include "cuda_module_abi.h"
+#include "tensor/bf16.hpp"
+
+// The ranks of one group meet at `meet` twice per collective: once every rank's buffers are
+// known (then each reads what it needs), and once every rank has read (then each writes its own).
+struct TbNcclGroup {
+    explicit TbNcclGroup(int n) : ranks(n), send(size_t(n)), recv(size_t(n)), meet(n) {}
+    int ranks;
+    std::vector<const void*> send;
+    std::vector<void*> recv;
+    std::barrier<> meet;
+};
+
+namespace tbtest {
+
+namespace {
+
+int gStandIns = 1;
+std::atomic<long> gAllReduce{0}, gReduce{0}, gBroadcast{0};
+
+int fail(TbError* err, const std::string& text) {
+    tb::writeError(err, text.c_str());
+    return TB_ERROR;
+}
+
+// out := sum (or mean) over every rank's buffer, added in rank order; bf16 buffers are widened,
+// and every partial sum rounded to bf16 again.
+void combine(TbNcclGroup& g, size_t count, bool bf16, bool mean, std::vector<float>& out) {
+    out.assign(count, 0.f);
+    for (int r = 0; r < g.ranks; ++r)
+        for (size_t i = 0; i < count; ++i) {
+            const float x = bf16 ? tb::bf16ToFloat(static_cast<const uint16_t*>(g.send[size_t(r)])[i])
+                                 : static_cast<const float*>(g.send[size_t(r)])[i];
+            out[i] = r == 0 ? x : out[i] + x;
+            if (bf16) out[i] = tb::bf16ToFloat(tb::floatToBf16(out[i]));
+        }
+    if (mean)
+        for (float& v : out) v = bf16 ? tb::bf16ToFloat(tb::floatToBf16(v / float(g.ranks))) : v / float(g.ranks);
+}
+
+void store(const std::vector<float>& values, void* dst, bool bf16) {
+    if (!bf16) {
+        std::memcpy(dst, values.data(), values.size() * sizeof(float));
+        return;
+    }
+    auto* bits = static_cast<uint16_t*>(dst);
+    for (size_t i = 0; i < values.size(); ++i) bits[i] = tb::floatToBf16(values[i]);
+}
+
+int deviceCount(TbError*) { return gStandIns; }
+
+int deviceInfo(int index, TbGpuInfo* out, TbError* err) {
+    if (index < 0 || index >= gStandIns) return fail(err, "stand-in gpu:" + std::to_string(index) + " does not exist");
+    std::memset(out, 0, sizeof *out);
+    std::snprintf(out->name, sizeof out->name, "stand-in GPU (a CPU backend)");
+    out->totalBytes = size_t(8) << 30;
+    out->ccMajor = 9;
+    out->multiprocessors = 1;
+    std::snprintf(out->pciBusId, sizeof out->pciBusId, "0000:00:%02d.0", index);
+    return TB_OK;
+}
+
+void versions(TbCudaVersions* v) {
+    std::memset(v, 0, sizeof *v);
+    v->nccl = 22809;  // an NCCL: the stand-in's collectives below
+}
+
+int createBackend(int index, const TbCudaOptions* options, TbBackend** out, TbError* err) {
+    return tb::guarded(err, [&] {
+        const tb::MatmulPrecision p = options && options->bf16 ? tb::MatmulPrecision::Bf16 : tb::MatmulPrecision::Fp32;
+        *out = tb::exportBackend(tb::makeCpuBackend(1, index, p));
+    });
+}
+
+int ncclCreate(int n, const int* devices, TbNcclGroup** out, TbError* err) {
+    for (int i = 0; i < n; ++i)
+        if (std::count(devices, devices + n, devices[i]) > 1)
+            return fail(err, "NCCL: gpu:" + std::to_string(devices[i]) + " twice in one group");
+    *out = new TbNcclGroup(n);
+    return TB_OK;
+}
+
+int ncclMakeId(char*, TbError* err) { return fail(err, "the stand-in NCCL has no groups across processes"); }
+int ncclJoin(int, const int*, int, int, const char*, TbNcclGroup**, TbError* err) {
+    return fail(err, "the stand-in NCCL has no groups across processes");
+}
+void ncclDestroy(TbNcclGroup* g) { delete g; }
+
+int ncclAllReduce(TbNcclGroup* g, int rank, void* buf, size_t count, int bf16, int mean, TbStream*, TbError*) {
+    g->send[size_t(rank)] = buf;
+    g->meet.arrive_and_wait();
+    std::vector<float> result;
+    combine(*g, count, bf16 != 0, mean != 0, result);
+    g->meet.arrive_and_wait();
+    store(result, buf, bf16 != 0);
+    if (rank == 0) ++gAllReduce;
+    return TB_OK;
+}
+
+int ncclReduce(TbNcclGroup* g, int rank, const void* send, void* recv, size_t count, int bf16, int mean, int root,
+               TbStream*, TbError* err) {
+    if (root < 0 || root >= g->ranks) return fail(err, "NCCL: root " + std::to_string(root) + " is no rank");
+    g->send[size_t(rank)] = send;
+    g->meet.arrive_and_wait();
+    std::vector<float> result;
+    if (rank == root) combine(*g, count, bf16 != 0, mean != 0, result);
+    g->meet.arrive_and_wait();
+    if (rank == root) store(result, recv, bf16 != 0), ++gReduce;
+    return TB_OK;
+}
+
+int ncclBroadcast(TbNcclGroup* g, int rank, float* buf, size_t count, int root, TbStream*, TbError* err) {
+    if (root < 0 || root >= g->ranks) return fail(err, "NCCL: root " + std::to_string(root) + " is no rank");
+    g->send[size_t(rank)] = buf;
+    g->meet.arrive_and_wait();
+    std::vector<float> copy;
+    if (rank != root) {
+        const auto* src = static_cast<const float*>(g->send[size_t(root)]);
+        copy.assign(src, src + count);
+    }
+    g->meet.arrive_and_wait();
+    if (rank != root) std::memcpy(buf, copy.data(), count * sizeof(float));
+    if (rank == root) ++gBroadcast;
+    return TB_OK;
+}
+
+// The ABI first; the rows in cuda_module.h's order.
+TbCudaModule makeModule() {
+    return {TB_CUDA_ABI,   deviceCount, deviceInfo,  versions,      createBackend, &tb::exportedBackendInterface(),
+            ncclCreate,    ncclMakeId,  ncclJoin,    ncclDestroy,   ncclAllReduce, ncclReduce,
+            ncclBroadcast};
+}
+
+}  // namespace
+
+const TbCudaModule& standInGpuModule(int gpus) {
+    gStandIns = std::clamp(gpus, 1, 8);
+    static const TbCudaModule m = makeModule();
+    return m;
+}
+
+StandInNcclCounts standInNcclCounts() { return {gAllReduce.load(), gReduce.load(), gBroadcast.load()}; }
+
+}  // namespace tbtest

@@ -1,0 +1,227 @@
+// tst_module_boundary: the CUDA module's C boundary (backend/cuda_module.h) and NCCL's
+// collectives across several ranks, on stand-in GPUs (CPU backends behind a module's C table:
+// stand_in_gpus.hpp), so both run on every machine, GPU or not:
+//   - the registry takes the table as it takes a loaded module: its GPUs, versions and NCCL
+//   - every op of a backend through the table passes the cross-backend op check, and gives the
+//     CPU backend's bits
+//   - a failure inside the module crosses as TB_ERROR and arrives as a tb::Error with its message
+//   - a module built from another cuda_module.h, or laid out in other sizes, is refused
+//   - NCCL's communicator over 4 ranks: all-reduce (sum, mean), reduce to the holder's rank and
+//     broadcast from it, for every root, fp32 and bf16, each element as expected
+//   - towers on 4 stand-in GPUs through NCCL train as CPU towers do (all-reduce; holder mean with
+//     the variables on gpu:2), to the bit
+#include <cmath>
+#include <cstdio>
+#include <cstring>
+#include <thread>
+#include <vector>
+
+#include "backend/backend_check.hpp"
+#include "backend/module_backend.hpp"
+#include "backend/registry.hpp"
+#include "comm/communicator.hpp"
+#include "engine/selftest.hpp"
+#include "plain_check.hpp"
+#include "stand_in_gpus.hpp"
+#include "tensor/bf16.hpp"
+
+using namespace tb;
+
+namespace {
+
+constexpr int kGpus = 4;
+
+Device gpu(int i) { return Device{DeviceType::Cuda, i}; }
+
+void registryTakesTheTable() {
+    const GpuRuntime& r = gpuRuntime();
+    CHECK(r.available, "stand-in GPUs not available: %s", r.whyNot.c_str());
+    CHECK(int(r.gpus.size()) == kGpus, "%zu GPUs, not %d", r.gpus.size(), kGpus);
+    CHECK(r.modulePath == "stand-in GPUs", "module path %s", r.modulePath.c_str());
+    CHECK(ncclAvailable(), "NCCL not available through the table");
+    const std::shared_ptr<Backend> be = makeBackend(gpu(3));
+    CHECK(be->device() == gpu(3), "backend on %s, not gpu:3", be->device().str().c_str());
+    CHECK(be->name().find("cpu") != std::string::npos, "name through the table: %s", be->name().c_str());
+}
+
+// Every row of the table is wired to its op: the op check's shapes through it, and the same
+// bits as the CPU backend itself gives for each (a swapped argument would differ).
+void everyOpCrosses() {
+    const std::shared_ptr<Backend> through = makeBackend(gpu(0));
+    const std::vector<OpCheck> viaTable = checkBackendOps(*through);
+    const std::shared_ptr<Backend> direct = makeCpuBackend(1);
+    const std::vector<OpCheck> plain = checkBackendOps(*direct);
+    CHECK(viaTable.size() == plain.size() && !plain.empty(), "%zu cases through the table, %zu direct",
+          viaTable.size(), plain.size());
+    for (size_t i = 0; i < viaTable.size() && i < plain.size(); ++i) {
+        const OpCheck& a = viaTable[i];
+        CHECK(a.passed, "%s [%s] through the table: error %g (limit %g) %s", a.op.c_str(), a.shape.c_str(), a.error,
+              a.tolerance, a.failure.c_str());
+        CHECK(a.error == plain[i].error, "%s [%s]: error %g through the table, %g direct", a.op.c_str(), a.shape.c_str(),
+              a.error, plain[i].error);
+    }
+    std::printf("op check through the C table: %zu cases, each as the CPU backend gives it\n", viaTable.size());
+}
+
+// An exception inside the module (here oneDNN's, of its own type) stays there: the call returns
+// TB_ERROR and the program throws a tb::Error with the same sentence.
+void failuresCrossAsValues() {
+    ConvDesc bad;  // no filters: the CPU backend refuses it
+    bad.n = 1, bad.c = 1, bad.h = 4, bad.w = 4, bad.k = 0, bad.r = 3, bad.s = 3;
+    std::string direct, through;
+    try {
+        makeCpuBackend(1)->makeConv(bad);
+    } catch (const std::exception& e) {  // oneDNN's own exception type
+        direct = e.what();
+    }
+    try {
+        makeBackend(gpu(1))->makeConv(bad);
+    } catch (const Error& e) {
+        through = e.what();
+    }
+    CHECK(!direct.empty(), "the CPU backend took a convolution of 0 filters");
+    CHECK(through == direct, "through the table: \"%s\", direct: \"%s\"", through.c_str(), direct.c_str());
+}
+
+void otherAbisAreRefused() {
+    const TbCudaModule& good = tbtest::standInGpuModule(kGpus);
+    CHECK(moduleAbiProblem(good, "x.so").empty(), "the stand-in's own ABI refused: %s",
+          moduleAbiProblem(good, "x.so").c_str());
+    TbCudaModule other = good;
+    std::memcpy(other.abi.headerSha256, "0123456789abcdef", 16);
+    const std::string hash = moduleAbiProblem(other, "/lib/old.so");
+    CHECK(hash.find("/lib/old.so was built from another backend/cuda_module.h") == 0, "refusal: %s", hash.c_str());
+    CHECK(hash.find("rebuild the module") != std::string::npos, "refusal: %s", hash.c_str());
+    other = good;
+    other.abi.backendInterfaceBytes -= 8;  // one row fewer
+    const std::string size = moduleAbiProblem(other, "/lib/other.so");
+    CHECK(size.find("in other sizes") != std::string::npos, "refusal: %s", size.c_str());
+}
+
+// Rank r's element i: (r + 1) * (i % 7 + 1), small integers, so every sum and the mean over 4
+// ranks (a power of two) are exact in fp32 and in bf16.
+float valueOf(int rank, size_t i) { return float((rank + 1) * int(i % 7 + 1)); }
+float sumOf(size_t i) { return float(10 * int(i % 7 + 1)); }  // ranks 1 + 2 + 3 + 4
+
+struct Ranks {
+    std::vector<std::shared_ptr<Backend>> backends;
+    std::vector<RankEndpoint> endpoints;
+    Ranks() {
+        for (int i = 0; i < kGpus; ++i) {
+            backends.push_back(makeBackend(gpu(i)));
+            endpoints.push_back({backends.back().get(), backends.back()->createStream(), gpu(i)});
+        }
+    }
+    ~Ranks() {
+        for (size_t i = 0; i < backends.size(); ++i) backends[i]->destroyStream(endpoints[i].stream);
+    }
+    // f(rank) on a thread per rank, as towers call collectives.
+    template <class F>
+    void together(F f) {
+        std::vector<std::thread> t;
+        for (int r = 0; r < kGpus; ++r) t.emplace_back(f, r);
+        for (auto& x : t) x.join();
+    }
+};
+
+void ncclAllReduces(CommPrecision wire) {
+    const size_t n = 1000;
+    for (ReduceOp op : {ReduceOp::Sum, ReduceOp::Mean}) {
+        Ranks ranks;
+        auto comm = makeCommunicator(CommKind::Nccl, ranks.endpoints, HolderEndpoint{}, n, nullptr, wire);
+        std::vector<std::vector<float>> bufs(kGpus, std::vector<float>(n));
+        for (int r = 0; r < kGpus; ++r)
+            for (size_t i = 0; i < n; ++i) bufs[size_t(r)][i] = valueOf(r, i);
+        ranks.together([&](int r) { comm->allReduce(r, bufs[size_t(r)].data(), n, op); });
+        int wrong = 0;
+        for (int r = 0; r < kGpus; ++r)
+            for (size_t i = 0; i < n; ++i)
+                wrong += bufs[size_t(r)][i] != (op == ReduceOp::Mean ? sumOf(i) / kGpus : sumOf(i));
+        CHECK(wrong == 0, "all-reduce (%s, %s): %d elements wrong", op == ReduceOp::Mean ? "mean" : "sum",
+              wire == CommPrecision::Bf16 ? "bf16" : "fp32", wrong);
+    }
+}
+
+// The holder on each rank's GPU in turn: the mean lands on that root only, and its variables reach
+// every rank from it.
+void ncclReducesToAndBroadcastsFromTheHolder(CommPrecision wire) {
+    const size_t n = 777;
+    for (int root = 0; root < kGpus; ++root) {
+        Ranks ranks;
+        const HolderEndpoint holder{ranks.backends[size_t(root)].get(), gpu(root)};
+        auto comm = makeCommunicator(CommKind::Nccl, ranks.endpoints, holder, n, nullptr, wire);
+        std::vector<std::vector<float>> grads(kGpus, std::vector<float>(n)), params(kGpus, std::vector<float>(n, -1.f));
+        for (int r = 0; r < kGpus; ++r)
+            for (size_t i = 0; i < n; ++i) grads[size_t(r)][i] = valueOf(r, i);
+        std::vector<float> scratch(n, -1.f), variables(n);
+        for (size_t i = 0; i < n; ++i) variables[i] = float(i) * 0.5f;
+        std::vector<const float*> results(kGpus);
+        ranks.together([&](int r) {
+            results[size_t(r)] = comm->reduceToHolder(r, grads[size_t(r)].data(), scratch.data(), n, ReduceOp::Mean);
+            comm->broadcastFromHolder(r, variables.data(), r == root ? variables.data() : params[size_t(r)].data(), n);
+        });
+        int wrongMean = 0, wrongVariables = 0;
+        for (size_t i = 0; i < n; ++i) wrongMean += results[size_t(root)][i] != sumOf(i) / kGpus;
+        for (int r = 0; r < kGpus; ++r)
+            if (r != root)
+                for (size_t i = 0; i < n; ++i) wrongVariables += params[size_t(r)][i] != variables[i];
+        CHECK(comm->sharesHolder(root), "root %d: the holder's rank does not read the holder in place", root);
+        CHECK(wrongMean == 0, "root %d (%s): %d elements of the mean wrong", root,
+              wire == CommPrecision::Bf16 ? "bf16" : "fp32", wrongMean);
+        CHECK(wrongVariables == 0, "root %d: %d variables wrong after the broadcast", root, wrongVariables);
+    }
+}
+
+DeploymentPlan towersOn(DeviceType type, VariablePlacement v, int holderTower = 0) {
+    DeploymentPlan p;
+    p.towers.clear();  // a plan starts with one tower on cpu:0
+    for (int i = 0; i < kGpus; ++i) p.towers.push_back(Device{type, i});
+    p.batchPerTower = 4;
+    p.variables = v;
+    p.variablesTower = holderTower;
+    if (v == VariablePlacement::Replicated) p.reduce = ReduceMode::AllReduce;
+    return p;
+}
+
+void towersTrainAsCpuTowersDo() {
+    struct Case {
+        const char* what;
+        VariablePlacement v;
+        int holder;
+    };
+    for (const Case& k : {Case{"replicated, NCCL all-reduce", VariablePlacement::Replicated, 0},
+                          Case{"variables on gpu:2, NCCL reduce and broadcast", VariablePlacement::Tower, 2}}) {
+        const tbtest::StandInNcclCounts before = tbtest::standInNcclCounts();
+        DeploymentPlan gpus = towersOn(DeviceType::Cuda, k.v, k.holder);
+        gpus.transfers = Transfers::Nccl;
+        const LossComparison c = compareTowerLosses(towersOn(DeviceType::Cpu, k.v, k.holder), gpus, 6);
+        const tbtest::StandInNcclCounts after = tbtest::standInNcclCounts();
+        std::printf("4 stand-in GPUs, %s: losses %.5f -> %.5f, worst relative difference %g\n", k.what,
+                    c.reference.front(), c.reference.back(), c.worstRelative);
+        CHECK(c.worstRelative == 0 && c.candidateParams == c.referenceParams,
+              "%s: losses differ by %g from CPU towers'", k.what, c.worstRelative);
+        if (k.v == VariablePlacement::Replicated)
+            CHECK(after.allReduce - before.allReduce == 6, "%s: %ld all-reduces for 6 steps", k.what,
+                  after.allReduce - before.allReduce);
+        else
+            CHECK(after.reduce - before.reduce == 6 && after.broadcast - before.broadcast == 6,
+                  "%s: %ld reduces and %ld broadcasts for 6 steps", k.what, after.reduce - before.reduce,
+                  after.broadcast - before.broadcast);
+    }
+}
+
+}  // namespace
+
+int main() {
+    useCudaModule(tbtest::standInGpuModule(kGpus), "stand-in GPUs");
+    registryTakesTheTable();
+    everyOpCrosses();
+    failuresCrossAsValues();
+    otherAbisAreRefused();
+    for (CommPrecision wire : {CommPrecision::Fp32, CommPrecision::Bf16}) {
+        ncclAllReduces(wire);
+        ncclReducesToAndBroadcastsFromTheHolder(wire);
+    }
+    towersTrainAsCpuTowersDo();
+    return tbcheck::exitStatus();
+}
