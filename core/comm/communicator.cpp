@@ -117,8 +117,7 @@ const float* Communicator::throughWire(int rank, const float* src, size_t count)
     toWire(rank, src, count);
     float* landed = landed_[size_t(rank)].data();
     if (holder_.backend && holder_.device.type == DeviceType::Cpu) {
-        // The host holder's team widens it: on one thread this pass cost a GPU tower with host
-        // variables more than the halved PCIe bytes saved (mnist_cnn on an H200: 0.62x of fp32).
+        // The host holder's team widens it: on one thread the pass costs more than bf16 saves.
         holder_.backend->widenBf16(holderStream(rank), wire_[size_t(rank)].get(), landed, count);
         holder_.backend->synchronize(holderStream(rank));
     } else {

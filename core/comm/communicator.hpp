@@ -1,48 +1,19 @@
-// Communicator: everything that crosses between towers, and between towers and the variables'
-// holder, goes through one of these (PyTorch's ProcessGroup, NCCL's communicator): the
-// strategies in parallel/ never read another tower's buffers themselves.
-//
-// Ranks are towers; each has its device's backend and its own stream there. The holder (for
-// holder-based strategies) is the backend whose memory keeps the variables. Collectives are
-// called by every rank from its own thread with its own buffers, whose work must be complete
-// (the rank's stream synchronised); they synchronise the ranks inside, as NCCL's do, and a
-// rank that fails still meets the others (the failure is rethrown at the collective's end), so
-// no rank is ever left waiting. A collective's buffers are read until every rank has returned.
-// Implementations:
-//   shared memory  ranks and holder share one memory (CPU towers; towers on one GPU): reductions
-//                  read every rank's buffer in place, split in chunks across the ranks' threads
-//   copies         nothing is shared: every transfer is an explicit copy through staging
-//                  buffers beside the holder (pinned host memory for a host holder)
-//   NCCL           towers on distinct GPUs (one rank each), holder on one of them or none:
-//                  NCCL's all-reduce, reduce and broadcast on the towers' streams
-// Across processes (mpirun), each process's towers first reduce in shared memory (CPU towers) or
-// on the host through copies (GPU towers), then every rank's thread reduces its chunk of the
-// result with the other processes through the run's ProcessGroup (MPI), on a lane of its own: the
-// holder's mean and the all-reduce become means over every tower of every process. Replicas on
-// GPUs that are all distinct across the processes meet instead in one NCCL group spanning them.
-// The bytes that cross between processes are the ProcessGroup's figure (process_group.hpp).
-//
-// Bytes moved are counted here, once, by one definition: the bytes a strategy sends between the
-// holder and the towers, or among towers, as they would move between separate devices. A rank
-// on the holder's own device moves nothing to or from it; ranks sharing a device move nothing
-// between them; a read in place stands for the transfer it replaces. Per call:
-//   reduceToHolder, broadcastFromHolder   count x 4 bytes for each rank not on the holder's device
-//   allReduce                            2 (D - 1) x count x 4 over the D distinct devices of the
-//                                        ranks (a ring, as nccl-tests' bus bandwidth counts)
-//   pull, push                           count x 4 for a rank not on the holder's device
-// With bf16 gradients (--comm-precision bf16) the gradients' transfers (reduceToHolder, allReduce,
-// push) carry 2 bytes an element, counted as such: each rank that sends rounds its gradients to
-// bf16 on its own device (Backend::roundToBf16) into a wire buffer of its own, and only those
-// bits cross (a GPU's to pinned host memory); in this process they are widened and summed in
-// fp32 on the host; between processes MPI adds them pair by pair, each sum rounded to bf16 again
-// (as NCCL's bf16 all-reduce does); an all-reduce's result crosses back in bf16 too and is widened
-// on the rank's device. NCCL reduces the bf16 buffers itself (every rank's, the root's too: one
-// type per collective). A rank whose gradients go nowhere rounds nothing: one on the holder's
-// device (the holder reads its fp32 gradients), replicas that all share one device. A holder on
-// a GPU takes bf16 gradients through NCCL only (the copies' host arithmetic cannot write it).
-// Variables (broadcastFromHolder, pull) always move in fp32. The wire buffers are a collective's
-// buffers too: a rank's next gradient collective must not begin before every rank has returned
-// from its last (TowerSet's step barrier and the strategies' meets see to it).
+// Communicator: every transfer between towers, and between towers and the variables' holder,
+// goes through one (PyTorch's ProcessGroup, NCCL's communicator); strategies never read another
+// tower's buffers. Ranks are towers (backend, device, own stream); the holder is the backend whose
+// memory keeps the variables. Implementations: shared memory, copies, NCCL (implementations.hpp);
+// across processes, each rank's chunk goes on over the ProcessGroup (process_group.hpp).
+// Collectives: every rank calls from its own thread with completed buffers (its stream synchronised);
+// a rank that fails still meets the others (rethrown at the end); buffers are read until every
+// rank has returned. Bytes moved, as between separate devices (nothing within one device; a read
+// in place counts as the transfer it replaces), E = 4 bytes an element, 2 for bf16 gradients:
+//   reduceToHolder, broadcastFromHolder   count x E for each rank not on the holder's device
+//   allReduce                            2 (D - 1) x count x E over the ranks' D distinct devices (ring)
+//   pull, push                           count x E for a rank not on the holder's device
+// bf16 gradients (reduceToHolder, allReduce, push; variables move in fp32) are rounded on the
+// sender's device into its wire buffer (summed in fp32 here, in bf16 by MPI and NCCL), a collective
+// buffer: a rank's next gradient collective must not begin before every rank has returned from
+// its last (TowerSet's step barrier and the strategies' meets see to it).
 #pragma once
 #include <atomic>
 #include <barrier>
@@ -68,8 +39,8 @@ struct RankEndpoint {
     Device device;
 };
 
-// The holder of the variables: its backend and device. `separate` is true for a holder that is a
-// device of its own (the host as a parameter server), false when it is one of the ranks' devices.
+// The holder of the variables: its backend and device (the host as a parameter server, or one of
+// the ranks' devices).
 struct HolderEndpoint {
     Backend* backend = nullptr;
     Device device;

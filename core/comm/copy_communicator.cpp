@@ -1,12 +1,8 @@
 // Nothing shared: every transfer is an explicit copy, as between GPUs or processes. Each rank has
-// a staging slot beside the holder (pinned host memory for a host holder, the holder GPU's memory
-// otherwise); with no holder (replicas) the slots and the result live in pinned host memory and
-// the host does the arithmetic, each rank's thread its own chunk. Across processes (GPU towers
-// under mpirun, where the towers' GPUs cannot all meet through NCCL) the host's result is then
-// reduced with the other processes' through MPI, each rank's thread its chunk on its own lane, as
-// Horovod does for GPU tensors without NCCL. With bf16 gradients a rank's gradients are rounded
-// on its device and staged as bf16 in its host wire buffer instead, the host's reductions read
-// those, and an all-reduce's result goes back as bf16, widened on each rank's device.
+// a staging slot beside the holder (pinned host memory for a host holder, else the holder GPU's);
+// with no holder the slots and the result are pinned host memory and the host does the arithmetic,
+// each rank's thread its chunk, then (under mpirun) its chunk over MPI on its own lane. bf16
+// gradients are staged in each rank's host wire buffer, and an all-reduce's result goes back in bf16.
 #include <algorithm>
 
 #include "comm/communicator.hpp"

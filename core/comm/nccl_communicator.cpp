@@ -1,14 +1,9 @@
 // Towers on distinct GPUs, one NCCL rank each (backend/registry.hpp's NcclGroup); the holder, if
-// any, is one of their GPUs (the root of reductions and broadcasts). Asynchronous updates pull and
-// push alone, which collectives cannot do: those plans use explicit copies instead.
-// Across processes (replicas only) one NCCL group spans every tower of every process: process p's
-// towers are the NCCL ranks p x n .. p x n + n - 1 (every process has the plan's n towers), the
-// group's id made by process 0 and broadcast over MPI, so an all-reduce's mean is over all towers
-// and NCCL, not the host, carries the gradients between the processes' GPUs (one reduction for
-// both levels: NCCL's rings and trees already follow the machines' topology).
-// With bf16 gradients each rank rounds its gradients on its GPU into its wire buffer and NCCL
-// reduces those (ncclBfloat16: each partial sum rounded to bf16); the result is widened back on
-// the GPU. A reduction to the holder rounds the root's own gradients too: NCCL reduces one type.
+// any, is one of their GPUs (the root). Asynchronous updates use copies: collectives cannot pull
+// or push alone. Across processes (replicas only) one NCCL group spans every tower: process p's n
+// towers are ranks p x n .. p x n + n - 1, the group's id broadcast over MPI from process 0.
+// bf16 gradients: every rank rounds into its wire buffer on its GPU, the root too (NCCL reduces
+// one type), and NCCL reduces them in ncclBfloat16.
 #include <algorithm>
 #include <memory>
 

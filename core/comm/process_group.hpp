@@ -1,23 +1,13 @@
-// ProcessGroup: the processes of one run (`mpirun -np N towerbench-run ...`), each with towers of
-// its own on its own slice of every global batch. They meet after their towers have met: a
-// process's towers reduce among themselves first (their Communicator), then the processes
-// reduce the result (hierarchical reduction, as Horovod and PyTorch's DDP buckets do); GPU
-// replicas with GPUs of their own meet instead in one NCCL group over every process's GPUs. Every
-// process keeps a full copy of the variables (and of the holder's optimiser) and applies the
-// same update, so the copies stay equal (averaging every K: equal after each round); with
-// parameter-server processes the servers hold the variables instead.
-//
-// MPI implements it (mpi_process_group.cpp, built where CMake finds MPI). Collectives are called
-// on `lanes`: each lane is its own MPI communicator, so a process's tower threads can each reduce
-// their chunk of the buffer at once; lane L of every process meets lane L of the others.
-//
-// Parameter-server processes (--ps-tasks) talk point to point on lane 0: a worker sends its
-// gradients to each server and receives the shard back, as tagged byte messages.
-//
-// Bytes are counted here as the bytes this process sends: an all-reduce of `count` floats by
-// nccl-tests' definition (the ring's bus bytes: 2 (P - 1) / P x count x 4 sent, and as many
-// received, by each of the P processes); a point-to-point message by its length. The start-up
-// checks' broadcasts and the votes (any) are not counted.
+// ProcessGroup: the processes of one run (`mpirun -np N towerbench-run ...`), each with its own
+// towers on its own slice of every global batch. A process's towers reduce among themselves first
+// (their Communicator), then the processes reduce the result (hierarchical, as Horovod does); GPU
+// replicas on GPUs of their own meet in one NCCL group instead. Every process keeps a full copy
+// of the variables and applies the same update, so the copies stay equal (with --ps-tasks the
+// servers hold them). MPI implements it (mpi_process_group.cpp). Collectives run on `lanes`, each
+// its own MPI communicator, so a process's tower threads reduce their chunks at once; lane L of
+// every process meets lane L of the others. Parameter-server messages go point to point on lane 0.
+// Bytes counted: those this process sends; an all-reduce of count floats by nccl-tests' bus bytes,
+// 2 (P - 1) / P x count x 4; a message by its length; start-up checks and votes are not counted.
 #pragma once
 #include <atomic>
 #include <cstddef>

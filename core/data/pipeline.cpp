@@ -24,9 +24,8 @@ float uniformFloat(std::mt19937_64& rng, float lo, float hi) {
     return lo + (hi - lo) * float(rng() >> 40) * 0x1.0p-24f;
 }
 
-// d[i] = s[i] * scale over n elements: the pipeline's hot loop (mlp at 170k examples/sec converts
-// 130M pixels a second on the same two cores that train), compiled per instruction set: the
-// baseline's SSE2 widens bytes to floats four at a time.
+// d[i] = s[i] * scale over n elements: the pipeline's hot loop, compiled per instruction set (the
+// baseline's SSE2 widens bytes to floats four at a time).
 TB_CPU_CLONES void scaleCopy(const uint8_t* __restrict s, float* __restrict d, size_t n, float scale) {
     for (size_t i = 0; i < n; ++i) d[i] = float(s[i]) * scale;
 }
@@ -36,8 +35,7 @@ TB_CPU_CLONES void scaleCopy(const float* __restrict s, float* __restrict d, siz
 
 // Copies the (c, oh, ow) window at (y0, x0) of a (c, h, w) sample into dst as float * scale,
 // mirrored left-right when flip is set. Without a crop across the width the window's rows are
-// contiguous in both: one scaleCopy per channel (a 28x28 row at a time left most of each vector
-// loop to its scalar tail).
+// contiguous in both: one scaleCopy per channel, not per short row (vector loops, not tails).
 template <typename T>
 void cropCopy(const T* src, int c, int h, int w, int y0, int x0, bool flip, float scale, float* dst, int oh,
               int ow) {

@@ -72,9 +72,8 @@ public:
     ~NvmlSource() override { api_.shutdown(); }
 
     std::vector<DeviceSample> sample() override {
-        // The PCIe readings each block for NVML's 20 ms window: all of them (2 per GPU) run at
-        // once, on threads of their own, while this thread reads the rest (NVML is thread-safe).
-        // One sample of 8 GPUs then takes ~20 ms rather than 8 x 40 ms, which would break 4 Hz.
+        // The PCIe readings each block for NVML's 20 ms window: all of them run at once, on threads
+        // of their own, while this thread reads the rest (NVML is thread-safe), so many GPUs keep 4 Hz.
         struct Pcie {
             nvmlReturn_t tx = -1, rx = -1;
             unsigned txKBps = 0, rxKBps = 0;

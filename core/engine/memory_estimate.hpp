@@ -1,4 +1,4 @@
-// A run's memory, estimated before anything is allocated (issue 13): the variables, gradients,
+// A run's memory, estimated before anything is allocated: the variables, gradients,
 // optimiser slots and moving average where they live, every tower's activations and saved
 // buffers, and the datasets already read. A run that cannot fit is refused with the estimate
 // and what is available, instead of being killed by the kernel half-way through building.

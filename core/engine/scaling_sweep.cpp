@@ -333,8 +333,7 @@ SweepFile ScalingSweep::readResults(const std::string& folder) {
         applyStrategy(r.point.config, r.point.strategy);
         for (const auto& [key, value] : p["config"].items()) r.point.config.set(key, value, where + " config");
         r.measured = StepProfile::fromJson(p["measured"], where + " measured");
-        // Worked out again from the points, not read: sweeps written before a GPU's one-tower
-        // points were each their place's baseline carry wrong ones.
+        // Worked out again from the points, not read: older sweep files carry wrong ones.
         r.speedup = speedupOver(f.points, r);
         r.efficiency = r.speedup / r.point.towers;
         f.points.push_back(std::move(r));

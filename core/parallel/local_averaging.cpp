@@ -1,12 +1,9 @@
-// LocalAveraging — replicated variables, averaged every K steps: each tower takes local steps on
-// its own gradients with its own optimiser, meeting no one, and where a step completes a multiple
-// of K the replicas' parameters are all-reduced to their mean (2 (D - 1) x P x 4 bytes over the
-// towers' D devices, then; nothing on the other steps). Evaluation and the moving average look at
-// the replicas' mean, taken into a copy, so they change nothing in training.
-// Across processes the round's all-reduce spans every process's replicas (the communicator's
-// processes), so after each round every replica of every process is equal and a process's own
-// mean is the run's: the chief evaluates and checkpoints between rounds without meeting the
-// others. A run whose length is no multiple of K ends with averageNow on every process.
+// LocalAveraging: replicated variables, averaged every K steps. Each tower takes local steps with
+// its own optimiser, meeting no one; every K-th step the replicas' parameters are all-reduced to
+// their mean (2 (D - 1) x P x 4 bytes over the towers' D devices; nothing on other steps).
+// Evaluation and the moving average read the mean in a copy, changing nothing in training. Across
+// processes the all-reduce spans every replica, so a process's own mean is the run's between
+// rounds; a run whose length is no multiple of K ends with averageNow on every process.
 #include <chrono>
 #include <vector>
 

@@ -1,9 +1,8 @@
-// ParameterServerProcesses — a worker among parameter-server processes (--ps-tasks P under
-// mpirun; parameter_server_task.hpp). The worker's towers meet on the host first, as the seeds'
-// towers meet on the CPU (their mean, counted as the holder mean counts it); then per step the
-// worker sends each server its shard of that mean (shard x 4 bytes, or x 2 with bf16 gradients:
-// the mean rounded to bf16 again; counted by the process group, with a 24-byte header; async: server 0's push also carries the towers' report, 10 floats
-// each) and receives the shard's variables, which its towers read at the next step.
+// ParameterServerProcesses: a worker among parameter-server processes (--ps-tasks P under mpirun;
+// parameter_server_task.hpp). Its towers meet on the host first (their mean, counted as the holder
+// mean counts it); per step it sends each server its shard of that mean (4 bytes an element, 2 in
+// bf16, plus a 24-byte header; async: server 0's push also carries the towers' reports, 10 floats
+// each; counted by the process group) and receives the shard's variables for the next step.
 #include <algorithm>
 #include <chrono>
 #include <cmath>

@@ -1,22 +1,13 @@
 // Parameter servers as processes (--ps-tasks P under mpirun): processes 0 .. P-1 hold the
-// variables, dealt round-robin over them by variable as model_deploy's device chooser deals
-// them over its ps tasks; processes P .. N-1 are the workers, each with its own towers on its own
-// slice of every global batch. The first worker (process P) is the chief, as TensorFlow's worker
-// 0 is: it writes the run's folder and evaluates; the servers write nothing.
-//
-// Per step a worker sends each server its towers' mean gradient of that server's shard (in fp32,
-// or bf16 with --comm-precision bf16) and receives the shard's variables back in fp32 (MPI point
-// to point; ProcessGroup::exchange):
-//   sync   the server waits for every worker's gradients of the step, applies their mean, and
-//          sends every worker the same new shard: equal to one process with every worker's
-//          towers (the holder mean).
-//   async  the server applies each worker's gradients as they come and answers that worker
-//          alone; staleness is the updates others applied between its last answer and this push.
-// The optimiser's slots live on the servers, for their shards only.
-//
-// Async workers meet no one but the servers, so their towers' reports for the chief's step
-// lines (kTowerReportFloats per tower) travel after the gradients of each push to server 0,
-// which keeps every worker's latest and sends them all after the shard of each answer.
+// variables, dealt round-robin by variable (as model_deploy deals them over ps tasks); processes
+// P .. N-1 are workers, each with its own towers on its slice of every global batch; process P is
+// the chief (writes the run's folder, evaluates). Per step a worker sends each server its towers'
+// mean gradient of that server's shard (fp32, or bf16) and gets the shard's variables back in fp32:
+//   sync   the server applies the mean of every worker's gradients and sends all the same shard
+//          (equal to the holder mean over every worker's towers)
+//   async  the server applies each push as it comes and answers that worker alone
+// Optimiser slots live on the servers. Async workers' tower reports ride each push to server 0,
+// which sends every worker's latest after the shard of each answer.
 #pragma once
 #include <cstddef>
 #include <cstdint>

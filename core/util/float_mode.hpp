@@ -1,9 +1,7 @@
-// Denormal floats: Intel processors take up to 100x longer on arithmetic that reads or makes
-// them (measured: an Adam pass over 3.3 M parameters, 5.6 ms with normal moments, 546 ms with
-// denormal ones), and Adam's first moment decays into them after ~600 steps of zero gradient.
-// Every thread that runs engine arithmetic flushes them to zero (FTZ: results, DAZ: inputs):
-// tower threads, the trainer's thread (evaluation, moving average), the input pipeline's thread,
-// and the OpenMP teams that oneDNN and our loops run on (OpenBLAS runs on the calling thread).
+// Denormal floats: arithmetic on them is up to 100x slower on Intel processors, and Adam's first
+// moment decays into them under zero gradients. Every thread that runs engine arithmetic flushes
+// them to zero (FTZ: results, DAZ: inputs): tower threads, the trainer's thread, the input
+// pipeline's thread, and the OpenMP teams oneDNN and our loops run on (OpenBLAS: the caller's).
 #pragma once
 
 namespace tb {

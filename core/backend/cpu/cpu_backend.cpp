@@ -1,11 +1,7 @@
-// The CPU backend: oneDNN primitives for convolution, pooling, LRN and inner product,
-// OpenBLAS for vector arithmetic, and OpenMP loops for the fused element-wise updates.
-// It is the reference every other backend is checked against.
-//
-// Each heavy op is built once per shape. oneDNN picks the memory format it computes fastest
-// in ("any": for convolutions on AVX2 that is a channel-blocked layout such as nChw8c); the
-// op reorders between that and the plain (n, c, h, w) layout of the rest of the network.
-// Scratch memory is user-managed (scratchpad_mode::user) and comes in as the explicit workspace.
+// The CPU backend, the reference every other backend is checked against: oneDNN primitives
+// (convolution, pooling, inner product), our own LRN, OpenBLAS for vector arithmetic, OpenMP loops
+// for the fused element-wise updates. Each heavy op is built once per shape; oneDNN's scratch
+// memory is user-managed (scratchpad_mode::user) and comes in as the explicit workspace.
 #include <omp.h>
 
 #include <algorithm>
@@ -93,9 +89,8 @@ public:
     const memory::desc& prim() const { return prim_; }
 
 private:
-    // f32 to bf16 in the same plain layout: a rounding pass of our own (tensor/bf16.hpp; 88 us a
-    // million floats on one AVX-512 core), where oneDNN's jit:uni reorder took 0.48 ms for
-    // mnist_cnn's 1024 x 3136 weights (150 us a million).
+    // f32 to bf16 in the same plain layout: our own rounding pass (tensor/bf16.hpp), faster than
+    // oneDNN's reorder.
     static bool castOnly(const memory::desc& user, const memory::desc& prim) {
         const dnnl_memory_desc_t& u = user.data;
         if (user.data_type() != dt::f32 || prim.data_type() != dt::bf16 || u.format_kind != dnnl_blocked ||
@@ -115,9 +110,7 @@ private:
     memory primMem_;
     dnnl::reorder toPrim_, toUser_;
 
-    // A small reorder is memory bound and short: on one thread. (On 2 cores beside the input
-    // pipeline's thread, waking a second one took 5 times as long for mlp's bf16 casts; the
-    // megabytes of mnist_cnn's activations and dense weights still go faster on the team.)
+    // A small reorder is memory bound and short: on one thread, cheaper than waking the team.
     static constexpr size_t kAlone = 1 << 20;  // bytes read
     static void run(dnnl::reorder& r, dnnl::stream& s, memory from, memory to) {
         const int team = omp_get_max_threads();
@@ -329,10 +322,9 @@ private:
     dnnl::pooling_backward bwd_;
 };
 
-// LRN is our own kernel: oneDNN 2.6's only AVX2 LRN handles a window of 5 channels, and the
-// CIFAR-10 network's window of 9 falls back to its reference loop, measured at 200 ms per
-// backward pass of a 128x12x12x64 batch on this machine. In (n, h, w, c) the window runs along
-// the contiguous channels of one pixel, so both directions are vectorised sliding sums.
+// LRN is our own kernel: oneDNN 2.6's AVX2 LRN handles only a window of 5 channels (CIFAR-10's 9
+// falls back to its slow reference loop). In (n, h, w, c) the window runs along the contiguous
+// channels of one pixel, so both directions are vectorised sliding sums.
 class CpuLrn final : public LrnOp {
 public:
     CpuLrn(const CpuContext& c, const LrnDesc& d) : threads_(c.threads), d_(d), owner_(c.owner) {}
@@ -416,20 +408,16 @@ class CpuDense final : public DenseOp, OneDnnOp {
 public:
     CpuDense(const CpuContext& c, const DenseDesc& d) : OneDnnOp(c) {
         using namespace dnnl;
-        // Plain layouts throughout: oneDNN runs these as GEMMs, so no reorder of the (out, in)
-        // weights, which for the 3136x1024 layer of mnist_cnn would cost as much as a GEMM pass
-        // (bf16: the inputs x, w, dy are rounded into bf16 buffers of the same layouts; the
-        // outputs y, dx, dw, db stay fp32).
+        // Plain layouts throughout: oneDNN runs these as GEMMs, and a reorder of the (out, in)
+        // weights would cost about a GEMM pass (bf16: x, w, dy rounded into bf16 buffers of the
+        // same layouts; y, dx, dw, db stay fp32).
         x_ = {{d.n, d.in}, dt::f32, tag::nc};
         w_ = {{d.out, d.in}, dt::f32, tag::oi};
         b_ = {{d.out}, dt::f32, tag::x};
         y_ = {{d.n, d.out}, dt::f32, tag::nc};
-        // Bf16: the weights stay plain too, rounded by our own pass (Arg::castOnly). Into the
-        // blocked layout oneDNN's brgemm kernels want, oneDNN's reorder cost as much as the
-        // forward GEMM it fed (0.83 against 0.95 ms for mnist_cnn's 1024 x 3136 weights); plain,
-        // mlp trained 146k -> 170k ex/s in bf16 and mnist_cnn the same (3 alternating runs).
-        // The weight gradient stays plain fp32, where the GEMM kernel was faster than brgemm's
-        // on 2 threads (942 against 762 GFLOP/s for mlp's 128 x 784 x 512) and needs no reorder.
+        // Bf16: the weights stay plain too, rounded by our own pass (Arg::castOnly): reordering
+        // them into brgemm's blocked layout cost as much as the GEMM it fed. The weight gradient
+        // stays plain fp32, where the GEMM kernel beat brgemm's and needs no reorder.
         const memory::desc xIn = {x_.dims(), c.matmul, tag::nc}, wIn = {w_.dims(), c.matmul, tag::oi},
                            yIn = {y_.dims(), c.matmul, tag::nc};
         wBf16_ = {w_.dims(), dt::bf16, tag::oi};
@@ -603,8 +591,7 @@ public:
         const int64_t m = int64_t(n);
 #pragma omp parallel for simd if (m > kParallelMin)
         for (int64_t i = 0; i < m; ++i) {
-            // dy read whatever y is: a select the compiler vectorises. (A load only where y > 0
-            // compiled to a branch per element, mispredicted half the time: 11.6% of mlp's step.)
+            // dy read whatever y is: a select the compiler vectorises, not a mispredicted branch.
             const float g = dy[i];
             dx[i] = y[i] > 0.f ? g : 0.f;
         }
@@ -673,8 +660,7 @@ public:
 #pragma omp parallel for simd if (n > kParallelMin)
         for (int64_t i = 0; i < n; ++i) shadow[i] = ew::emaStep(shadow[i], p[i], decay);
     }
-    // Over the backend's team: the host widens a GPU tower's whole bf16 gradient (3.3 M floats for
-    // mnist_cnn) before the holder's update reads it, a pass of 20 MB.
+    // Over the backend's team: these convert whole gradients (megabytes) for the wire.
     void roundToBf16(Stream, const float* x, uint16_t* y, size_t n) override {
         useThreads(threads_);
         parallelRanges(int64_t(n), [&](int64_t b, int64_t e) { tb::roundToBf16(x + b, y + b, size_t(e - b)); });

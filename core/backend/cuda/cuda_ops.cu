@@ -164,17 +164,12 @@ AlgoChoice choose(const Perf* perf, int count, bool anyMath, const char* what) {
     return {int(perf[fastest].algo), perf[fastest].memory, perf[fastest].mathType};
 }
 
-// cudnnFind*Ex times each algorithm once. On small convolutions that one timing varies between
-// runs by more than the algorithms differ: bf16 cifar10_cnn on an H200 trained at anywhere from
-// 0.9x to 1.5x of fp32 from one run to the next (fp32 within 3%), and Nsight Compute showed its
-// runs on different kernels, whole milliseconds apart. So the candidates Find ranks within 3x of
-// its fastest (at most kCandidates) are timed again: after a warm-up call each, kRounds rounds
-// that take every candidate in turn (so that a clock still ramping up favours none), each
-// timing kCalls back-to-back calls between one pair of events (so that the GPU is kept busy as
-// in a training step, not started from idle); ranked by their median round, then choose()'s rule
-// (a deterministic one within 25%) on those times. call(algo, workspaceBytes) runs the operation
-// once on `q`; a candidate whose call fails is left out, and Find's own ranking stands if every
-// one fails (choose() refuses a search with no usable result).
+// cudnnFind*Ex times each algorithm once, too noisy on small convolutions (docs/gpus.md), so
+// Find's candidates within 3x of its fastest (at most kCandidates) are timed again: a warm-up call
+// each, then kRounds rounds taking every candidate in turn (a ramping clock favours none), each
+// timing kCalls back-to-back calls (a busy GPU, as in a step); ranked by median round, then
+// choose()'s rule. call(algo, workspaceBytes) runs the operation once on `q`; a candidate whose
+// call fails is left out, and Find's own ranking stands if every one fails.
 template <class Perf, class Call>
 AlgoChoice retimed(const Perf* perf, int count, bool anyMath, cudnnConvolutionDescriptor_t conv, cudaStream_t q,
                    Call call, const char* what) {
