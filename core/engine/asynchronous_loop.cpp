@@ -26,7 +26,7 @@ void TrainingRun::trainFree() {
     int64_t nextEval = c_.evalEvery;   // the first update from which tower 0 evaluates
     const CancelCheck stopped = [this] { return control_.stopped(); };
     towers_->runAsync(
-        total_, [&](Batch& b) { train_->next(b); }, control_,
+        step_, total_, [&](Batch& b) { train_->next(b); }, control_,
         [&](const TowerStep& r) {
             const auto now = Clock::now();
             const size_t i = size_t(r.pusher);

@@ -35,18 +35,16 @@ void AsyncParameterServer::runCall(int rank, TowerCall& call) {
     TowerPhases& ph = call.phases(0);
     call.unlessFailed([&] {
         const auto t0 = Clock::now();
-        const int64_t pulledAt = applied_.load();  // the version says how fresh the pull is
+        call.setStep(0, call.applied());  // the version says how fresh the pull is
         pull(rank);
         ph.reduce = since(t0);
-        call.setStep(0, pulledAt);
     });
     call.compute(0);
     call.unlessFailed([&] {
         const auto t0 = Clock::now();
-        const float lr = push(rank, applied_.load());
+        const float lr = push(rank, call.applied());
         ph.apply = since(t0);
-        const int64_t u = applied_.fetch_add(1) + 1;
-        call.setUpdate(u, lr, u - 1 - call.step(0));  // staleness: updates others applied meanwhile
+        call.countApplied(lr);
     });
 }
 

@@ -127,7 +127,6 @@ private:
     std::vector<std::vector<std::pair<size_t, size_t>>> shards_;  // element ranges of each shard
     std::vector<std::unique_ptr<std::mutex>> locks_;              // one per shard
     std::shared_mutex updating_;  // shared by each push throughout; exclusive in withUpdatesHeld
-    std::atomic<int64_t> applied_{0};  // updates applied so far
 };
 
 // A worker among parameter-server processes (parameter_server_task.hpp says what moves where):

@@ -102,8 +102,10 @@ public:
     virtual void meet(const std::function<void()>& f) = 0;
     // Averaging: the replicas were averaged after this call's last step.
     virtual void markAveraged() = 0;
-    // Free-running towers: the update this call's push made (its count, rate and staleness).
-    virtual void setUpdate(int64_t update, float lr, int64_t staleness) = 0;
+    // Free-running towers: the updates every tower has applied so far (the version a pull gets,
+    // and the number of the next update), and this call's push counted once applied, at rate lr.
+    virtual int64_t applied() const = 0;
+    virtual void countApplied(float lr) = 0;
 
 protected:
     ~TowerCall() = default;

@@ -104,8 +104,11 @@ public:
         }
     }
     void markAveraged() override { t_.averaged = true; }
-    void setUpdate(int64_t update, float lr, int64_t staleness) override {
-        t_.update = update, t_.lr = lr, t_.staleness = staleness;
+    int64_t applied() const override { return set_.applied_.load(); }
+    void countApplied(float lr) override {
+        t_.update = set_.applied_.fetch_add(1) + 1;
+        t_.lr = lr;
+        t_.staleness = t_.update - 1 - steps_[0];  // updates others applied between its pull and push
     }
 
 private:
@@ -465,11 +468,12 @@ TowerStep TowerSet::step(const Batch& global, int64_t step, double dataWait) {
     return steps({&global}, step, dataWait).front();
 }
 
-void TowerSet::runAsync(int64_t updates, const std::function<void(Batch&)>& nextBatch, RunControl& control,
-                        const std::function<void(const TowerStep&)>& onUpdate) {
+void TowerSet::runAsync(int64_t first, int64_t updates, const std::function<void(Batch&)>& nextBatch,
+                        RunControl& control, const std::function<void(const TowerStep&)>& onUpdate) {
     if (!strategy_->runsFree()) throw Error(strategy_->name() + ": its towers run in steps, not free (runAsync)");
     std::mutex dataMutex, reportMutex;
-    std::atomic<int64_t> claimed{0};  // updates a tower has started on
+    applied_ = first;
+    std::atomic<int64_t> claimed{first};  // updates a tower has started on
     std::exception_ptr failure;
     Communicator& comm = strategy_->comm();
     auto body = [&](int i) {

@@ -86,10 +86,11 @@ public:
                                  const Batch* next = nullptr);
     // Whether the strategy's towers run free (async: runAsync) rather than in steps.
     bool runsFree() const { return strategy_->runsFree(); }
-    // Free-running towers run until `updates` updates are applied or `control` stops them.
-    // nextBatch is called under a lock; onUpdate is called on tower threads, serialised.
-    void runAsync(int64_t updates, const std::function<void(Batch&)>& nextBatch, RunControl& control,
-                  const std::function<void(const TowerStep&)>& onUpdate);
+    // Free-running towers, `first` updates applied already (a resumed run's), run until `updates`
+    // updates are applied or `control` stops them. nextBatch is called under a lock; onUpdate is
+    // called on tower threads, serialised.
+    void runAsync(int64_t first, int64_t updates, const std::function<void(Batch&)>& nextBatch,
+                  RunControl& control, const std::function<void(const TowerStep&)>& onUpdate);
     // The end of training after `step` steps, on every process (Strategy::finishTraining).
     int64_t finishTraining(int64_t step);
     // A worker of parameter-server processes: its servers (Strategy::servers); else null.
@@ -126,6 +127,7 @@ private:
         double lossSum = 0, correct = 0, wd = 0;
     };
     class Call;
+    std::atomic<int64_t> applied_{0};  // free-running towers: updates applied so far
     void towerLoop(int i);
     void runTower(int i);
     void computeSlice(Tower& t, int i, size_t k);

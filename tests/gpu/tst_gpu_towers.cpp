@@ -38,14 +38,17 @@ DeploymentPlan plan(std::vector<Device> towers, int perTower, VariablePlacement 
     return p;
 }
 
+// Losses within tol of each other at every step; every variable within perTensor of the other's
+// (a bound on the whole vector hides a wrong small tensor: tst_tower_transfers shows one).
 void compare(const char* what, const DeploymentPlan& a, const DeploymentPlan& b, double tol,
-             UpdateRule rule = UpdateRule::Momentum) {
+             UpdateRule rule = UpdateRule::Momentum, double perTensor = kParamsPerTensorLimit) {
     const LossComparison c = compareTowerLosses(a, b, 20, rule);
-    const double params = c.paramsRelative;
-    std::printf("%-58s losses %.5f -> %.5f, worst relative difference %.3g, parameters %.3g\n", what,
-                c.reference.front(), c.reference.back(), c.worstRelative, params);
+    std::printf("%-58s losses %.5f -> %.5f, worst relative difference %.3g, parameters %.3g (whole), %.3g (%s)\n",
+                what, c.reference.front(), c.reference.back(), c.worstRelative, c.paramsRelative,
+                c.worstTensorRelative, c.worstTensor.c_str());
     CHECK(c.worstRelative <= tol, "%s: losses differ by %g (limit %g)", what, c.worstRelative, tol);
-    CHECK(params <= 10 * tol, "%s: parameters differ by %g", what, params);
+    CHECK(c.worstTensorRelative <= perTensor, "%s: %s differs by %g (limit %g)", what, c.worstTensor.c_str(),
+          c.worstTensorRelative, perTensor);
 }
 
 Batch randomBatch(int n, uint64_t seed) {
@@ -136,7 +139,7 @@ void asyncUpdatesAreCounted() {
     int reports = 0;
     double first = -1, last = 0;
     towers.runAsync(
-        60, [&](Batch& b) { b = randomBatch(16, next++ % 4); }, control,
+        0, 60, [&](Batch& b) { b = randomBatch(16, next++ % 4); }, control,
         [&](const TowerStep& r) {
             ++reports;
             const double loss = r.lossSum[size_t(r.pusher)] / 16 + r.weightDecayLoss;
@@ -160,8 +163,10 @@ int main() {
     compare("2 towers on gpu:0 vs 1 tower of the global batch", plan({kGpu}, 32), plan({kGpu, kGpu}, 16), 1e-5);
     compare("variables on the host (pinned, pull/push) vs on gpu:0", plan({kGpu}, 32),
             plan({kGpu}, 32, VariablePlacement::Cpu), 1e-5);
+    // The update on the host (no fused multiply-adds) against the GPU's: the whole vector drifted
+    // 2.55e-5 apart in 20 steps on an H200, so the variables get 10 times the usual limit.
     compare("2 towers on gpu:0, variables on the host vs on gpu:0", plan({kGpu, kGpu}, 16),
-            plan({kGpu, kGpu}, 16, VariablePlacement::Cpu), 1e-5);
+            plan({kGpu, kGpu}, 16, VariablePlacement::Cpu), 1e-5, UpdateRule::Momentum, 10 * kParamsPerTensorLimit);
     compare("2 replicas on gpu:0 (all-reduce) vs 1 tower", plan({kGpu}, 32),
             plan({kGpu, kGpu}, 16, VariablePlacement::Replicated), 1e-5);
     DeploymentPlan avg = plan({kGpu, kGpu}, 16, VariablePlacement::Replicated);
@@ -181,7 +186,8 @@ int main() {
                 plan({kGpu, kGpu1}, 16, VariablePlacement::Replicated), 1e-5);
         compare("NCCL: variables on gpu:0, towers on gpu:0 and gpu:1", plan({kGpu}, 32), plan({kGpu, kGpu1}, 16), 1e-5);
         compare("copies: variables on the host, towers on gpu:0 and gpu:1", plan({kGpu}, 32),
-                plan({kGpu, kGpu1}, 16, VariablePlacement::Cpu), 1e-5);
+                plan({kGpu, kGpu1}, 16, VariablePlacement::Cpu), 1e-5, UpdateRule::Momentum,
+                10 * kParamsPerTensorLimit);  // the update on the host, as above
     } else {
         std::printf("multi-GPU cases skipped: one GPU here (NCCL ran with a single rank)\n");
     }
