@@ -8,7 +8,7 @@
 
 #include "headless_run.hpp"
 #include "io/run_config.hpp"
-#include "main_window.hpp"
+#include "window/main_window.hpp"
 #include "stop_signals.hpp"
 #include "util/error.hpp"
 

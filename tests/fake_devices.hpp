@@ -6,7 +6,7 @@
 #include <memory>
 #include <utility>
 
-#include "device_catalog.hpp"
+#include "devices/device_catalog.hpp"
 #include "engine/device_monitor.hpp"
 
 namespace tbtest {

@@ -17,8 +17,8 @@
 #include <limits>
 #include <qcustomplot.h>
 
-#include "chart_style.hpp"
-#include "charts_panel.hpp"
+#include "charts/chart_style.hpp"
+#include "charts/charts_panel.hpp"
 #include "view_format.hpp"
 
 namespace {

@@ -27,14 +27,14 @@
 #include "engine/trainer.hpp"
 #include "engine/step_profile.hpp"
 #include "io/run_config.hpp"
-#include "experiment_panel.hpp"
-#include "lessons.hpp"
+#include "experiment/experiment_panel.hpp"
+#include "lessons/lessons.hpp"
 #include "fake_devices.hpp"
-#include "main_window.hpp"
-#include "chart_style.hpp"
-#include "runs_panel.hpp"
-#include "scaling_lab.hpp"
-#include "sync_async_lesson.hpp"
+#include "window/main_window.hpp"
+#include "charts/chart_style.hpp"
+#include "runs/runs_panel.hpp"
+#include "lab/scaling_lab.hpp"
+#include "lessons/sync_async_lesson.hpp"
 
 namespace {
 

@@ -28,20 +28,20 @@
 
 #include <qcustomplot.h>
 
-#include "charts_panel.hpp"
-#include "decision_view.hpp"
+#include "charts/charts_panel.hpp"
+#include "charts/decision_view.hpp"
 #include "engine/run_folder.hpp"
 #include "engine/trainer.hpp"
-#include "runs_panel.hpp"
-#include "devices_panel.hpp"
-#include "phase_colors.hpp"
-#include "experiment_panel.hpp"
+#include "runs/runs_panel.hpp"
+#include "devices/devices_panel.hpp"
+#include "devices/phase_colors.hpp"
+#include "experiment/experiment_panel.hpp"
 #include "fake_devices.hpp"
-#include "form_widgets.hpp"
-#include "main_window.hpp"
-#include "predictions_panel.hpp"
-#include "scaling_lab.hpp"
-#include "sync_async_lesson.hpp"
+#include "experiment/form_widgets.hpp"
+#include "window/main_window.hpp"
+#include "predictions/predictions_panel.hpp"
+#include "lab/scaling_lab.hpp"
+#include "lessons/sync_async_lesson.hpp"
 
 namespace {
 

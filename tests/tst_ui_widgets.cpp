@@ -12,14 +12,14 @@
 #include <qcustomplot.h>
 
 #include "backend/backend.hpp"
-#include "concepts_help.hpp"
-#include "decision_view.hpp"
-#include "devices_panel.hpp"
+#include "lessons/concepts_help.hpp"
+#include "charts/decision_view.hpp"
+#include "devices/devices_panel.hpp"
 #include "fake_devices.hpp"
 #include "nn/network.hpp"
-#include "phase_colors.hpp"
-#include "placement_diagram.hpp"
-#include "predictions_panel.hpp"
+#include "devices/phase_colors.hpp"
+#include "placement/placement_diagram.hpp"
+#include "predictions/predictions_panel.hpp"
 #include "view_format.hpp"
 
 namespace {

@@ -21,9 +21,9 @@
 
 #include "bench_machine.hpp"
 #include "engine/trainer.hpp"
-#include "charts_panel.hpp"
-#include "experiment_panel.hpp"
-#include "main_window.hpp"
+#include "charts/charts_panel.hpp"
+#include "experiment/experiment_panel.hpp"
+#include "window/main_window.hpp"
 
 int main(int argc, char** argv) {
     QApplication app(argc, argv);

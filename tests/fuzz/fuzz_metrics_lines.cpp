@@ -1,4 +1,4 @@
-// metrics.jsonl as the window follows a live run (ui/run_follower.cpp): every line parsed.
+// metrics.jsonl as the window follows a live run (ui/window/run_follower.cpp): every line parsed.
 #include "engine/metrics_file.hpp"
 #include "fuzz_support.hpp"
 

@@ -2,7 +2,7 @@
 // reports it keeps (the last kMaxSteps steps, or each tower's last pushes) on every paint and
 // hover: a few rectangles per tower, so a full repaint per report costs next to nothing. GPU samples set the bars and append to the sparklines at
 // once; a timer replots the sparklines (QCustomPlot's real-time demo, as the charts panel).
-#include "devices_panel.hpp"
+#include "devices/devices_panel.hpp"
 
 #include <qcustomplot.h>
 
@@ -21,7 +21,7 @@
 #include <cmath>
 #include <span>
 
-#include "phase_colors.hpp"
+#include "devices/phase_colors.hpp"
 #include "view_format.hpp"
 
 using tb::ui::Phase;

@@ -1,4 +1,4 @@
-#include "device_catalog.hpp"
+#include "devices/device_catalog.hpp"
 
 #include "engine/trainer.hpp"
 #include "util/error.hpp"

@@ -10,7 +10,7 @@
 #include <map>
 
 #include "engine/observer.hpp"
-#include "lessons.hpp"
+#include "lessons/lessons.hpp"
 
 class EngineWorker;
 class QCPBars;

@@ -17,7 +17,7 @@
 #include <string>
 #include <vector>
 
-#include "device_catalog.hpp"
+#include "devices/device_catalog.hpp"
 #include "engine/device_monitor.hpp"
 #include "engine/observer.hpp"
 #include "io/run_config.hpp"

@@ -1,4 +1,4 @@
-#include "predictions_panel.hpp"
+#include "predictions/predictions_panel.hpp"
 
 #include <QEvent>
 #include <QHelpEvent>

@@ -1,7 +1,7 @@
 // PlacementDiagram and PlacementModel: see placement_diagram.hpp. The geometry is recomputed
 // from the widget's size on every paint (a handful of rectangles), so the picture scales
 // freely and there is no cached layout to invalidate when the model or the size changes.
-#include "placement_diagram.hpp"
+#include "placement/placement_diagram.hpp"
 
 #include <QFontMetricsF>
 #include <QPainter>
@@ -11,7 +11,7 @@
 #include <algorithm>
 #include <cmath>
 
-#include "phase_colors.hpp"
+#include "devices/phase_colors.hpp"
 #include "view_format.hpp"
 
 using tb::ui::Phase;

@@ -1,5 +1,5 @@
 // The shared chart style of chart_style.hpp.
-#include "chart_style.hpp"
+#include "charts/chart_style.hpp"
 
 #include <algorithm>
 #include <cmath>

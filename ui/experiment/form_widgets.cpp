@@ -1,4 +1,4 @@
-#include "form_widgets.hpp"
+#include "experiment/form_widgets.hpp"
 
 #include <QAbstractScrollArea>
 #include <QCoreApplication>

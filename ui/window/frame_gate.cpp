@@ -1,4 +1,4 @@
-#include "frame_gate.hpp"
+#include "window/frame_gate.hpp"
 
 #include <algorithm>
 

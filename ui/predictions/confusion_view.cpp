@@ -1,4 +1,4 @@
-#include "confusion_view.hpp"
+#include "predictions/confusion_view.hpp"
 
 #include <QHelpEvent>
 #include <QMouseEvent>

@@ -1,4 +1,4 @@
-#include "runs_panel.hpp"
+#include "runs/runs_panel.hpp"
 
 #include "engine/scaling_sweep.hpp"
 
@@ -23,7 +23,7 @@
 #include <QVBoxLayout>
 #include <qcustomplot.h>
 
-#include "chart_style.hpp"
+#include "charts/chart_style.hpp"
 #include "util/error.hpp"
 #include "view_format.hpp"
 

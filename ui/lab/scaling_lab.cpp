@@ -1,4 +1,4 @@
-#include "scaling_lab.hpp"
+#include "lab/scaling_lab.hpp"
 
 #include <qcustomplot.h>
 
@@ -25,10 +25,10 @@
 #include <cmath>
 #include <thread>
 
-#include "chart_style.hpp"
+#include "charts/chart_style.hpp"
 #include "engine/run_folder.hpp"
-#include "form_widgets.hpp"
-#include "phase_colors.hpp"
+#include "experiment/form_widgets.hpp"
+#include "devices/phase_colors.hpp"
 #include "util/error.hpp"
 #include "view_format.hpp"
 

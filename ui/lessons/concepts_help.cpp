@@ -1,4 +1,4 @@
-#include "concepts_help.hpp"
+#include "lessons/concepts_help.hpp"
 
 #include <QDialogButtonBox>
 #include <QHBoxLayout>
@@ -10,11 +10,11 @@
 #include <algorithm>
 
 #include "backend/backend.hpp"
-#include "device_catalog.hpp"
-#include "devices_panel.hpp"
+#include "devices/device_catalog.hpp"
+#include "devices/devices_panel.hpp"
 #include "nn/model_spec.hpp"
 #include "nn/network.hpp"
-#include "placement_diagram.hpp"
+#include "placement/placement_diagram.hpp"
 
 namespace {
 

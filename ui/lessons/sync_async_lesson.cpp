@@ -1,4 +1,4 @@
-#include "sync_async_lesson.hpp"
+#include "lessons/sync_async_lesson.hpp"
 
 #include <qcustomplot.h>
 
@@ -14,9 +14,9 @@
 #include <QThread>
 #include <QVBoxLayout>
 
-#include "chart_style.hpp"
-#include "engine_worker.hpp"
-#include "frame_gate.hpp"
+#include "charts/chart_style.hpp"
+#include "window/engine_worker.hpp"
+#include "window/frame_gate.hpp"
 
 SyncAsyncLesson::SyncAsyncLesson(const Lesson& lesson, QWidget* parent) : QWidget(parent, Qt::Window) {
     setObjectName("syncAsyncLesson");

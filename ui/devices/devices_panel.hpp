@@ -12,9 +12,9 @@
 #include <span>
 #include <vector>
 
-#include "device_catalog.hpp"
+#include "devices/device_catalog.hpp"
 #include "engine/observer.hpp"
-#include "phase_colors.hpp"
+#include "devices/phase_colors.hpp"
 
 class QCPGraph;
 class QCustomPlot;

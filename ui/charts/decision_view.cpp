@@ -1,4 +1,4 @@
-#include "decision_view.hpp"
+#include "charts/decision_view.hpp"
 
 #include <QPainter>
 #include <QPainterPath>

@@ -1,4 +1,4 @@
-#include "lessons.hpp"
+#include "lessons/lessons.hpp"
 
 #include <QLabel>
 #include <QPushButton>

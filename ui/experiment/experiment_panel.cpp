@@ -1,4 +1,4 @@
-#include "experiment_panel.hpp"
+#include "experiment/experiment_panel.hpp"
 
 #include <QCheckBox>
 #include <QComboBox>
@@ -26,7 +26,7 @@
 
 #include "data/dataset.hpp"
 #include "engine/trainer.hpp"
-#include "form_widgets.hpp"
+#include "experiment/form_widgets.hpp"
 #include "view_format.hpp"
 #include "nn/model_spec.hpp"
 #include "util/error.hpp"

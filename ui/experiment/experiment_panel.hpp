@@ -8,7 +8,7 @@
 #include <QHash>
 #include <QWidget>
 
-#include "device_catalog.hpp"
+#include "devices/device_catalog.hpp"
 #include "io/run_config.hpp"
 
 class QCheckBox;

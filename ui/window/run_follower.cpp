@@ -1,4 +1,4 @@
-#include "run_follower.hpp"
+#include "window/run_follower.hpp"
 
 #include <algorithm>
 

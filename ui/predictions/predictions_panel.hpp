@@ -11,7 +11,7 @@
 #include <memory>
 #include <vector>
 
-#include "confusion_view.hpp"
+#include "predictions/confusion_view.hpp"
 #include "engine/observer.hpp"
 
 // The grid itself: paints only the tiles in view, so a split of 10,000 images costs nothing

@@ -1,4 +1,4 @@
-#include "engine_worker.hpp"
+#include "window/engine_worker.hpp"
 
 #include <memory>
 #include <utility>

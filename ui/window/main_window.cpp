@@ -1,6 +1,6 @@
-#include "main_window.hpp"
+#include "window/main_window.hpp"
 
-#include "frame_gate.hpp"
+#include "window/frame_gate.hpp"
 
 #include <thread>
 
@@ -34,26 +34,26 @@
 #include <fstream>
 
 #include "backend/backend.hpp"
-#include "charts_panel.hpp"
-#include "concepts_help.hpp"
-#include "devices_panel.hpp"
-#include "engine_worker.hpp"
-#include "experiment_panel.hpp"
-#include "process_launcher.hpp"
-#include "form_widgets.hpp"
+#include "charts/charts_panel.hpp"
+#include "lessons/concepts_help.hpp"
+#include "devices/devices_panel.hpp"
+#include "window/engine_worker.hpp"
+#include "experiment/experiment_panel.hpp"
+#include "window/process_launcher.hpp"
+#include "experiment/form_widgets.hpp"
 #include "view_format.hpp"
 #include "nn/model_spec.hpp"
 #include "nn/network.hpp"
-#include "decision_view.hpp"
-#include "predictions_panel.hpp"
+#include "charts/decision_view.hpp"
+#include "predictions/predictions_panel.hpp"
 #include "engine/run_folder.hpp"
 #include "io/run_index.hpp"
-#include "run_follower.hpp"
-#include "runs_panel.hpp"
-#include "scaling_lab.hpp"
-#include "lessons.hpp"
-#include "sync_async_lesson.hpp"
-#include "placement_diagram.hpp"
+#include "window/run_follower.hpp"
+#include "runs/runs_panel.hpp"
+#include "lab/scaling_lab.hpp"
+#include "lessons/lessons.hpp"
+#include "lessons/sync_async_lesson.hpp"
+#include "placement/placement_diagram.hpp"
 
 namespace {
 

@@ -2,7 +2,7 @@
 // asynchronous runs) fed by the engine's step and evaluation reports. addStep/addEval append and mark the panel dirty; a 10 Hz
 // timer fits the axes and queues one replot per chart (QCustomPlot's real-time demo), so a burst
 // of fast steps costs one redraw, not one per step.
-#include "charts_panel.hpp"
+#include "charts/charts_panel.hpp"
 
 #include <qcustomplot.h>
 
@@ -16,7 +16,7 @@
 #include <algorithm>
 #include <cmath>
 
-#include "chart_style.hpp"
+#include "charts/chart_style.hpp"
 #include "view_format.hpp"
 
 namespace {

@@ -1,4 +1,4 @@
-#include "process_launcher.hpp"
+#include "window/process_launcher.hpp"
 
 #include <QCoreApplication>
 #include <QDir>
