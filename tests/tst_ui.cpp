@@ -396,8 +396,19 @@ private slots:
 
         // A screenshot of the window mid-run, for the README and for people reading CI logs.
         const QString png = QDir(QCoreApplication::applicationDirPath()).filePath("towerbench-window.png");
-        QVERIFY(w.grab().save(png));
-        QVERIFY(QFileInfo(png).size() > 10000);
+        const QImage shot = w.grab().toImage();
+        QVERIFY(shot.save(png));
+        QCOMPARE(QImage(png).size(), shot.size());
+        // It shows the run: the placement diagram's tower, where the window puts it, coloured by the
+        // step just taken (not the idle fill of a plan at rest).
+        auto* diagram = w.findChild<PlacementDiagram*>();
+        QVERIFY(diagram && diagram->isVisible());
+        const QRectF tower = diagram->towerRect(0).translated(diagram->mapTo(&w, QPoint(0, 0)));
+        const qreal dpr = shot.devicePixelRatio();
+        const QColor fill = shot.pixelColor(QPoint(int((tower.left() + 4) * dpr), int(tower.center().y() * dpr)));
+        QVERIFY2(fill != diagram->palette().color(QPalette::AlternateBase) &&
+                     fill != diagram->palette().color(QPalette::Base),
+                 qPrintable(QString("the screenshot's tower is %1: not the live step").arg(fill.name())));
 
         w.togglePause();  // resume
         QTRY_VERIFY_WITH_TIMEOUT(w.charts()->stepPoints() > held + 10, 10000);

@@ -71,6 +71,45 @@ tb::StepMetrics syntheticStep(int towers, int64_t step) {
 
 QImage grabImage(QWidget& w) { return w.grab().toImage(); }
 
+// The colour inside tower i's box in a picture of the diagram: 4 px in from its left edge, at
+// mid-height, clear of the centred text and of the border's antialiasing.
+QColor towerFill(const PlacementDiagram& d, const QImage& image, int i) {
+    const QRectF r = d.towerRect(i);
+    const qreal dpr = image.devicePixelRatio();
+    return image.pixelColor(QPoint(int((r.left() + 4) * dpr), int(r.center().y() * dpr)));
+}
+
+// Whether the row `y` of the picture, across tower i's box, holds colour c exactly (the step's
+// phase bar, filled without antialiasing inside).
+bool rowOfTowerHas(const PlacementDiagram& d, const QImage& image, int i, double y, const QColor& c) {
+    const QRectF r = d.towerRect(i);
+    const qreal dpr = image.devicePixelRatio();
+    for (int x = int(r.left() * dpr); x < int(r.right() * dpr); ++x)
+        if (image.pixelColor(x, int(y * dpr)) == c) return true;
+    return false;
+}
+
+// A picture of a diagram, static (no step shown): every tower's box in the idle fill; live: every
+// tower reported coloured by its phases, with the phase bar along its bottom.
+void expectTowersDrawn(const PlacementDiagram& d, const QImage& image, int reported) {
+    const QColor idle = d.palette().color(QPalette::AlternateBase);
+    for (int i = 0; i < d.model().towers.size(); ++i) {
+        const QColor fill = towerFill(d, image, i);
+        if (i >= reported) {
+            QVERIFY2(fill == idle, qPrintable(QString("tower %1: %2, not the idle fill").arg(i).arg(fill.name())));
+            continue;
+        }
+        QVERIFY2(fill != idle && fill != d.palette().color(QPalette::Base),
+                 qPrintable(QString("tower %1 is not coloured by its step (%2)").arg(i).arg(fill.name())));
+        // The bar: 5 px (scaled) above the box's bottom, the forward phase's colour somewhere in it.
+        const QRectF r = d.towerRect(i);
+        const double scale = std::clamp(std::min(d.width() / 520.0, d.height() / 300.0), 0.75, 1.6);
+        const double barH = std::max(4.0, 6 * scale);
+        QVERIFY2(rowOfTowerHas(d, image, i, r.bottom() - 5 * scale - barH / 2, tb::ui::phaseColor(tb::ui::Phase::Forward)),
+                 qPrintable(QString("tower %1 has no phase bar").arg(i)));
+    }
+}
+
 }  // namespace
 
 class TestUiWidgets : public QObject {
@@ -252,8 +291,14 @@ void TestUiWidgets::showStepChangesPicture() {
     d.resize(520, 300);
     d.setModel(PlacementModel::fromPlan(plan, 3'276'800));
     const QImage still = grabImage(d);
-    QVERIFY(!still.isNull());
     QCOMPARE(still.size(), QSize(520, 300) * d.devicePixelRatio());
+    expectTowersDrawn(d, still, 0);
+    // The straggler (the last tower) outlined in the straggle colour: its box's left edge, 1 px in.
+    const QRectF last = d.towerRect(towers - 1);
+    const QColor edge = still.pixelColor(int(last.left() + 0.5), int(last.center().y()));
+    const QColor straggle = tb::ui::phaseColor(tb::ui::Phase::Straggle);
+    QVERIFY2(std::abs(edge.hueF() - straggle.hueF()) < 0.05 && edge.saturationF() > 0.3,
+             qPrintable(QString("the straggler's edge is %1, not %2").arg(edge.name(), straggle.name())));
 
     auto step = syntheticStep(towers, 7);
     if (async) {
@@ -262,15 +307,19 @@ void TestUiWidgets::showStepChangesPicture() {
     }
     d.showStep(step);
     const QImage live = grabImage(d);
-    QVERIFY(!live.isNull());
     QVERIFY(live != still);
+    expectTowersDrawn(d, live, towers);
 
     // A second step and a resize exercise the scaling paths too.
     d.showStep(syntheticStep(towers, 8));
-    d.resize(320, 200);
-    QVERIFY(!grabImage(d).isNull());
-    d.resize(900, 500);
-    QVERIFY(!grabImage(d).isNull());
+    for (const QSize size : {QSize(320, 200), QSize(900, 500)}) {
+        d.resize(size);
+        const QImage scaled = grabImage(d);
+        QCOMPARE(scaled.size(), size * d.devicePixelRatio());
+        for (int i = 0; i < towers; ++i)  // every box inside the picture, in order, apart
+            QVERIFY(QRectF(d.rect()).contains(d.towerRect(i)) && (i == 0 || d.towerRect(i).left() > d.towerRect(i - 1).right()));
+        expectTowersDrawn(d, scaled, towers);
+    }
 
     d.resize(520, 300);
     d.clearActivity();
@@ -282,13 +331,14 @@ void TestUiWidgets::showStepToleratesMismatch() {
     // must only be drawn as far as both go.
     PlacementDiagram d;
     d.resize(400, 240);
-    d.showStep(syntheticStep(2, 1));  // no model yet
-    QVERIFY(!grabImage(d).isNull());
+    d.showStep(syntheticStep(2, 1));  // no model yet: the picture says there is no plan
+    const QImage none = grabImage(d);
+    QCOMPARE(none.pixelColor(4, 4), d.palette().color(QPalette::Base));
     d.setModel(PlacementModel::fromPlan(cpuPlan(2), 1000));
-    d.showStep(syntheticStep(5, 2));
-    QVERIFY(!grabImage(d).isNull());
-    d.showStep(tb::StepMetrics{});
-    QVERIFY(!grabImage(d).isNull());
+    d.showStep(syntheticStep(5, 2));  // 5 reported, 2 drawn: both coloured by their step
+    expectTowersDrawn(d, grabImage(d), 2);
+    d.showStep(tb::StepMetrics{});    // none reported: both idle
+    expectTowersDrawn(d, grabImage(d), 0);
     d.clearActivity();
 }
 
@@ -405,7 +455,7 @@ void TestUiWidgets::gpuPicturesRender() {
         d.resize(640, 360);
         d.setModel(PlacementModel::fromPlan(pic.plan, kParams));
         const QImage image = grabImage(d);
-        QVERIFY(!image.isNull());
+        expectTowersDrawn(d, image, 0);
         for (const QImage& other : images) QVERIFY(image != other);
         images << image;
         const QString path = QDir(QCoreApplication::applicationDirPath()).filePath(QLatin1String(pic.file));
@@ -642,7 +692,19 @@ void TestUiWidgets::timelineAsyncWallClock() {
     const TimelineView::Bar first = find(1, 0.19);
     QVERIFY(first.rect.width() > 0);
     QVERIFY(std::abs(first.rect.width() / fast.rect.width() - 1.9) < 0.05);
-    QVERIFY(!grabImage(view).isNull());
+    // The picture: the pushes held whole drawn where bars() says, in their phases' colours: along
+    // each one's middle row, most pixels are its forward or backward pass (the clock's dotted ticks
+    // cross some).
+    const QImage image = grabImage(view);
+    for (const TimelineView::Bar& b : {fast, slow, first}) {
+        int compute = 0, all = 0;
+        for (int x = int(b.rect.left()) + 1; x < int(b.rect.right()); ++x, ++all) {
+            const QColor c = image.pixelColor(x, int(b.rect.center().y()));
+            compute += c == tb::ui::phaseColor(tb::ui::Phase::Forward) || c == tb::ui::phaseColor(tb::ui::Phase::Backward);
+        }
+        QVERIFY2(all > 10 && compute > all * 8 / 10,
+                 qPrintable(QString("tower %1's bar at %2 s: %3 of %4 pixels in compute colours").arg(b.tower).arg(b.end).arg(compute).arg(all)));
+    }
 }
 
 // Averaging every 5: the steps after which the replicas were averaged carry a mark in the
