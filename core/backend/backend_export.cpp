@@ -38,9 +38,9 @@ UpdateRule ruleOf(int rule) {
     }
 }
 
-// The table, one lambda a row, in cuda_module.h's order.
-TbBackendInterface makeInterface() {
-    TbBackendInterface t{};
+// The table's rows, in cuda_module.h's order, one lambda a row: memory, queues, events and graphs;
+// the heavy ops' plans; the element-wise and small ops.
+void fillMemoryAndQueues(TbBackendInterface& t) {
     t.destroy = [](TbBackend* b) { delete b; };
     t.name = [](TbBackend* b, char* out, size_t len) {
         try {
@@ -102,7 +102,9 @@ TbBackendInterface makeInterface() {
         return guarded(err, [&] { b->be->launchGraph(graphOf(g), streamOf(s)); });
     };
     t.destroyGraph = [](TbBackend* b, TbGraph* g) { b->be->destroyGraph(graphOf(g)); };
+}
 
+void fillPlans(TbBackendInterface& t) {
     t.makeConv = [](TbBackend* b, const TbConvDesc* d, TbConv** out, size_t* workspace, TbError* err) {
         return guarded(err, [&] {
             ConvDesc c;
@@ -185,7 +187,9 @@ TbBackendInterface makeInterface() {
         return guarded(err, [&] { op->op->backwardWeights(streamOf(s), x, dy, dw, db); });
     };
     t.destroyDense = [](TbDense* op) { delete op; };
+}
 
+void fillElementwise(TbBackendInterface& t) {
     t.fill = [](TbBackend* b, TbStream* s, float* x, float v, size_t n, TbError* err) {
         return guarded(err, [&] { b->be->fill(streamOf(s), x, v, n); });
     };
@@ -238,6 +242,13 @@ TbBackendInterface makeInterface() {
     t.widenBf16 = [](TbBackend* b, TbStream* s, const uint16_t* x, float* y, size_t n, TbError* err) {
         return guarded(err, [&] { b->be->widenBf16(streamOf(s), x, y, n); });
     };
+}
+
+TbBackendInterface makeInterface() {
+    TbBackendInterface t{};
+    fillMemoryAndQueues(t);
+    fillPlans(t);
+    fillElementwise(t);
     return t;
 }
 

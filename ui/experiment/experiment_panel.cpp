@@ -98,7 +98,19 @@ QWidget* row(std::initializer_list<QWidget*> widgets) {
 
 ExperimentPanel::ExperimentPanel(DeviceCatalog catalog, QWidget* parent)
     : QWidget(parent), catalog_(std::move(catalog)) {
-    // --- Experiment: what is learnt from what.
+    makeExperimentFields();
+    makeDeviceFields();
+    makeTrainingFields();
+    makeEvaluationFields();
+    makeAdvancedFields();
+    layOutForm();
+    connectFields();
+    setConfig(tb::RunConfig());
+}
+
+// Experiment: what is learnt from what.
+void ExperimentPanel::makeExperimentFields() {
+
     model_ = combo(modelNames(), tr("The network: a JSON file from resources/models or your models folder "
                                     "(~/.local/share/towerbench/models)."));
     data_ = new QComboBox;
@@ -111,8 +123,10 @@ ExperimentPanel::ExperimentPanel(DeviceCatalog catalog, QWidget* parent)
     folder_->setPlaceholderText(tr("folder"));
     browse_ = new QPushButton(tr("Browse…"));
     folderRow_ = row({folder_, browse_});
+}
 
-    // --- Devices and strategy: the deployment plan.
+// Devices and strategy: the deployment plan.
+void ExperimentPanel::makeDeviceFields() {
     runOn_ = combo({tr("CPU towers"), catalog_.gpus.empty() ? tr("GPUs (none found)") : tr("GPUs")},
                    tr("Where the towers run: threads on the CPU, or GPUs (one or more towers each)."));
     if (catalog_.gpus.empty()) {
@@ -174,8 +188,10 @@ ExperimentPanel::ExperimentPanel(DeviceCatalog catalog, QWidget* parent)
     slow_ = new QLineEdit;
     slow_->setPlaceholderText(tr("none, e.g. 1=3"));
     slow_->setToolTip(tr("Straggler injection: tower T runs F times slower (sync waits for it, async does not)."));
+}
 
-    // --- Training.
+// Training: the batch, the optimiser, the length.
+void ExperimentPanel::makeTrainingFields() {
     batch_ = spin(1, 65536, tr("Examples per step: the global batch (split over the towers), or each tower's."));
     batchMeaning_ = combo({tr("global"), tr("per tower")},
                           tr("Global: the batch is split evenly over the towers. Per tower: each tower computes "
@@ -202,8 +218,10 @@ ExperimentPanel::ExperimentPanel(DeviceCatalog catalog, QWidget* parent)
     length_ = combo({tr("epochs"), tr("steps")}, tr("Train for a number of passes over the data, or of steps."));
     lengthValue_ = real(0.01, 1e6, 2, 1, tr("How long to train."));
     seed_ = spin(0, INT_MAX, tr("Seeds initialisation, shuffling, augmentation and dropout."));
+}
 
-    // --- Evaluation.
+// Evaluation.
+void ExperimentPanel::makeEvaluationFields() {
     emaDecay_ = real(0, 0.99999, 5, 0.001,
                      tr("Evaluate with a moving average of the weights with this decay (e.g. 0.999); off: the "
                         "weights as trained."));
@@ -214,8 +232,10 @@ ExperimentPanel::ExperimentPanel(DeviceCatalog catalog, QWidget* parent)
     validation_ = spin(-1, INT_MAX, tr("Training examples held out for validation; automatic: 10% of the training "
                                        "set, at most 5,000; 0: none."),
                        tr("automatic"));
+}
 
-    // --- Advanced (folded).
+// Advanced and checkpoints (folded).
+void ExperimentPanel::makeAdvancedFields() {
     threads_ = spin(0, 1024, tr("Compute threads in all; all cores: one share per tower."), tr("all cores"));
     prefetch_ = spin(-1, 64,
                      tr("Batches the loader thread prepares ahead of training; 0: none, the training thread "
@@ -250,7 +270,10 @@ ExperimentPanel::ExperimentPanel(DeviceCatalog catalog, QWidget* parent)
     initFrom_->setToolTip(tb::ui::wrappedToolTip(tr("A checkpoint (.safetensors) whose weights the run starts from, "
                                                     "whatever plan trained them.")));
     browseInit_ = new QPushButton(tr("Browse…"));
+}
 
+// The fields in their sections, each bound to its run-config key.
+void ExperimentPanel::layOutForm() {
     auto* what = new QGroupBox(tr("Experiment"));
     dataForm_ = new QFormLayout(what);
     auto* where = new QGroupBox(tr("Devices and strategy"));
@@ -316,7 +339,10 @@ ExperimentPanel::ExperimentPanel(DeviceCatalog catalog, QWidget* parent)
     auto* v = new QVBoxLayout(this);
     for (QWidget* w : std::initializer_list<QWidget*>{what, where, how, judge, checkpoints_, advanced_}) v->addWidget(w);
     v->addStretch();
+}
 
+// Every edit revalidates the form; device choices re-plan the towers first.
+void ExperimentPanel::connectFields() {
     connect(browse_, &QPushButton::clicked, this, &ExperimentPanel::browseFolder);
     connect(browseMetrics_, &QPushButton::clicked, this, &ExperimentPanel::browseMetrics);
     connect(browseInit_, &QPushButton::clicked, this, [this] {
@@ -359,8 +385,6 @@ ExperimentPanel::ExperimentPanel(DeviceCatalog catalog, QWidget* parent)
         lengthValue_->setValue(steps ? double(base_.steps > 0 ? base_.steps : 1000) : base_.epochs);
         revalidate();
     });
-
-    setConfig(tb::RunConfig());
 }
 
 void ExperimentPanel::bind(const QString& key, QWidget* field, const QString& label) {

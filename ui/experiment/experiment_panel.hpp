@@ -76,6 +76,14 @@ private slots:
     void revalidate();
 
 private:
+    // The constructor's parts: the fields of each section, the form, the connections.
+    void makeExperimentFields();
+    void makeDeviceFields();
+    void makeTrainingFields();
+    void makeEvaluationFields();
+    void makeAdvancedFields();
+    void layOutForm();
+    void connectFields();
     QString dataSpec() const;
     void browseFolder();
     void browseMetrics();

@@ -607,81 +607,99 @@ void ScalingLab::predict() {
     tb::Calibration cal;
     const bool calibrated = calibration(&cal);
     const tb::Assumptions a = assumptions();
-    // The ideal line from the faster one-tower point (a GPU sweep has one per place of the variables).
-    double one = 0;
-    for (const tb::SweepResult& r : results_)
-        if (r.point.towers == 1) one = std::max(one, r.measured.examplesPerSec);
     int maxN = maxTowers_->value();
     for (const tb::SweepResult& r : results_) maxN = std::max(maxN, r.point.towers);
-    double top = 0, topSpeedup = 1;
+    ChartTops tops;
     QStringList sentences;
-
-    // The model's curves (dashed) and sentences, one per strategy.
-    if (calibrated) {
-        for (const std::string& st : strategies()) {
-            // One tower of this strategy's place: on a GPU, host or device; CPU towers have one.
-            const std::string single = cal.device ? st : "mean";
-            double predictedOne = 0;
-            try {
-                predictedOne = tb::predict(cal, a, scenario(1, single, cal)).examplesPerSec;
-            } catch (const tb::Error&) {
-            }
-            QCPGraph* g = rate_->addGraph();
-            QCPGraph* sg = speedup_->addGraph();
-            for (QCPGraph* x : {g, sg}) {
-                x->setName(strategyName(st));
-                x->setPen(QPen(strategyColour(st), 1.5, Qt::DashLine));
-                // Beside measured dots, a strategy's entry is its dots', and one says what dashes are.
-                if (!device) x->removeFromLegend();
-            }
-            for (int n = 1; n <= maxN; ++n) {
-                try {
-                    const tb::Prediction p = tb::predict(cal, a, scenario(n, n == 1 ? single : st, cal));
-                    g->addData(n, p.examplesPerSec);
-                    if (predictedOne > 0) sg->addData(n, p.examplesPerSec / predictedOne);
-                    top = std::max(top, p.examplesPerSec);
-                    if (predictedOne > 0) topSpeedup = std::max(topSpeedup, p.examplesPerSec / predictedOne);
-                    if (n == maxN) sentences << QString::fromStdString(p.bottleneck).toHtmlEscaped();
-                } catch (const tb::Error& e) {
-                    if (n == maxN) sentences << QString::fromStdString(e.what()).toHtmlEscaped();
-                }
-            }
-        }
-    }
+    if (calibrated) sentences = plotPredicted(cal, a, maxN, device, tops);
     if (calibrated && !device) {  // the legend's key to the dashes
         QCPGraph* key = rate_->addGraph();
         key->setName(tr("predicted"));
         key->setPen(QPen(palette().color(QPalette::Text), 1.5, Qt::DashLine));
     }
-    // The measurements (dots, this machine only) and the ideal line.
-    if (!device && one > 0) {
-        QCPGraph* ideal = rate_->addGraph();
-        ideal->setName(tr("ideal (N x one tower)"));
-        QCPGraph* idealSpeedup = speedup_->addGraph();
-        idealSpeedup->setName(tr("ideal"));
-        for (QCPGraph* x : {ideal, idealSpeedup}) x->setPen(QPen(palette().color(QPalette::Text), 1, Qt::DotLine));
-        for (int n = 1; n <= maxN; ++n) {
-            ideal->addData(n, one * n);
-            idealSpeedup->addData(n, n);
+    if (!device) plotMeasured(maxN, tops);
+    finishCharts(device, maxN, tops);
+    fillTable(calibrated && !device ? &cal : nullptr, a);
+    explain(calibrated ? &cal : nullptr, a, device, maxN, sentences);
+}
+
+// The model's curves (dashed) on both charts, one per strategy; returns what bounds each at maxN.
+QStringList ScalingLab::plotPredicted(const tb::Calibration& cal, const tb::Assumptions& a, int maxN, bool device,
+                                      ChartTops& tops) {
+    QStringList sentences;
+    double& top = tops.rate;
+    double& topSpeedup = tops.speedup;
+    for (const std::string& st : strategies()) {
+        // One tower of this strategy's place: on a GPU, host or device; CPU towers have one.
+        const std::string single = cal.device ? st : "mean";
+        double predictedOne = 0;
+        try {
+            predictedOne = tb::predict(cal, a, scenario(1, single, cal)).examplesPerSec;
+        } catch (const tb::Error&) {
         }
-        top = std::max(top, one * maxN);
-        topSpeedup = std::max(topSpeedup, double(maxN));
-        for (const std::string& st : strategies()) {
-            QCPGraph* g = rate_->addGraph();
-            QCPGraph* sg = speedup_->addGraph();
-            for (QCPGraph* x : {g, sg}) {
-                x->setName(strategyName(st));
-                x->setLineStyle(QCPGraph::lsNone);
-                x->setScatterStyle(QCPScatterStyle(QCPScatterStyle::ssDisc, strategyColour(st), 9));
+        QCPGraph* g = rate_->addGraph();
+        QCPGraph* sg = speedup_->addGraph();
+        for (QCPGraph* x : {g, sg}) {
+            x->setName(strategyName(st));
+            x->setPen(QPen(strategyColour(st), 1.5, Qt::DashLine));
+            // Beside measured dots, a strategy's entry is its dots', and one says what dashes are.
+            if (!device) x->removeFromLegend();
+        }
+        for (int n = 1; n <= maxN; ++n) {
+            try {
+                const tb::Prediction p = tb::predict(cal, a, scenario(n, n == 1 ? single : st, cal));
+                g->addData(n, p.examplesPerSec);
+                if (predictedOne > 0) sg->addData(n, p.examplesPerSec / predictedOne);
+                top = std::max(top, p.examplesPerSec);
+                if (predictedOne > 0) topSpeedup = std::max(topSpeedup, p.examplesPerSec / predictedOne);
+                if (n == maxN) sentences << QString::fromStdString(p.bottleneck).toHtmlEscaped();
+            } catch (const tb::Error& e) {
+                if (n == maxN) sentences << QString::fromStdString(e.what()).toHtmlEscaped();
             }
-            for (const tb::SweepResult& r : results_)
-                if (r.point.towers == 1 ? &r == tb::oneTowerPointFor(results_, st) : r.point.strategy == st) {
-                    g->addData(r.point.towers, r.measured.examplesPerSec);
-                    sg->addData(r.point.towers, r.speedup);
-                    top = std::max(top, r.measured.examplesPerSec);
-                }
         }
     }
+    return sentences;
+}
+
+// This machine's measurements (dots) and the ideal line from the faster one-tower point (a GPU
+// sweep has one per place of the variables).
+void ScalingLab::plotMeasured(int maxN, ChartTops& tops) {
+    double one = 0;
+    for (const tb::SweepResult& r : results_)
+        if (r.point.towers == 1) one = std::max(one, r.measured.examplesPerSec);
+    if (one <= 0) return;
+    double& top = tops.rate;
+    double& topSpeedup = tops.speedup;
+    QCPGraph* ideal = rate_->addGraph();
+    ideal->setName(tr("ideal (N x one tower)"));
+    QCPGraph* idealSpeedup = speedup_->addGraph();
+    idealSpeedup->setName(tr("ideal"));
+    for (QCPGraph* x : {ideal, idealSpeedup}) x->setPen(QPen(palette().color(QPalette::Text), 1, Qt::DotLine));
+    for (int n = 1; n <= maxN; ++n) {
+        ideal->addData(n, one * n);
+        idealSpeedup->addData(n, n);
+    }
+    top = std::max(top, one * maxN);
+    topSpeedup = std::max(topSpeedup, double(maxN));
+    for (const std::string& st : strategies()) {
+        QCPGraph* g = rate_->addGraph();
+        QCPGraph* sg = speedup_->addGraph();
+        for (QCPGraph* x : {g, sg}) {
+            x->setName(strategyName(st));
+            x->setLineStyle(QCPGraph::lsNone);
+            x->setScatterStyle(QCPScatterStyle(QCPScatterStyle::ssDisc, strategyColour(st), 9));
+        }
+        for (const tb::SweepResult& r : results_)
+            if (r.point.towers == 1 ? &r == tb::oneTowerPointFor(results_, st) : r.point.strategy == st) {
+                g->addData(r.point.towers, r.measured.examplesPerSec);
+                sg->addData(r.point.towers, r.speedup);
+                top = std::max(top, r.measured.examplesPerSec);
+            }
+    }
+}
+
+void ScalingLab::finishCharts(bool device, int maxN, const ChartTops& tops) {
+    const double top = tops.rate, topSpeedup = tops.speedup;
     const QString where = device ? tr("%1 x %2 over %3").arg(maxN).arg(hardware_->currentData().toString(),
                                                                       link_->currentData().toString())
                                  : tr("this machine");
@@ -697,16 +715,19 @@ void ScalingLab::predict() {
     speedup_->yAxis->setRange(0, topSpeedup * 1.1);
     rate_->replot();
     speedup_->replot();
+}
 
-    // The table: measured beside predicted (this machine's model), error, and the breakdown.
+// The table: measured beside predicted (this machine's model, where `cal` is given), the error, and
+// where the step's time went.
+void ScalingLab::fillTable(const tb::Calibration* cal, const tb::Assumptions& a) {
     for (size_t i = 0; i < results_.size(); ++i) {
         const tb::SweepResult& r = results_[i];
         const tb::StepProfile& m = r.measured;
         double pred = -1;
-        if (calibrated && !device) {
+        if (cal) {
             try {
-                tb::Scenario s = scenario(r.point.towers, r.point.towers == 1 && !cal.device ? "mean" : r.point.strategy, cal);
-                pred = tb::predict(cal, a, s).examplesPerSec;
+                tb::Scenario s = scenario(r.point.towers, r.point.towers == 1 && !cal->device ? "mean" : r.point.strategy, *cal);
+                pred = tb::predict(*cal, a, s).examplesPerSec;
             } catch (const tb::Error&) {
             }
         }
@@ -729,24 +750,27 @@ void ScalingLab::predict() {
             table_->setItem(int(i), c, item);
         }
     }
+}
 
-    // Every assumption, stated.
-    if (!calibrated) {
+// What bounds the prediction at maxN, and every assumption, stated.
+void ScalingLab::explain(const tb::Calibration* cal, const tb::Assumptions& a, bool device, int maxN,
+                         const QStringList& sentences) {
+    if (!cal) {
         bottleneck_->setText(tr("<i>The predictor is calibrated from a measured point: start a sweep or open one.</i>"));
         assumptions_->clear();
         return;
     }
     bottleneck_->setText(tr("<b>At %1 towers:</b><br>%2").arg(maxN).arg(sentences.join("<br>")));
     QStringList lines;
-    if (cal.device) {
-        const tb::DeviceCalibration& d = *cal.device;
+    if (cal->device) {
+        const tb::DeviceCalibration& d = *cal->device;
         lines << tr("Calibration: every point of the sweep on %1: one tower with the variables on the host (%2 "
                     "examples/sec) and on the GPU (%3), %4 towers sharing it; batch %5 per tower.")
                      .arg(QString::fromStdString(d.gpu),
                           d.oneOnHost.steps > 0 ? formatCount(d.oneOnHost.examplesPerSec) : tr("not measured"),
                           d.oneOnGpu.steps > 0 ? formatCount(d.oneOnGpu.examplesPerSec) : tr("not measured"))
                      .arg(d.sharedTowers > 1 ? QString::number(d.sharedTowers) : tr("no more"))
-                     .arg(cal.batchPerTower);
+                     .arg(cal->batchPerTower);
         lines << tr("Compute: a fixed part per step that overlaps across the towers' streams plus a part per example "
                     "that they share, from the one-tower and the most-towers points. Data wait, reduce, wait, apply "
                     "and the rest of the step: as measured at one and at the most towers, straight between them; "
@@ -756,17 +780,17 @@ void ScalingLab::predict() {
     }
     lines << tr("Calibration: %1, %2 examples/sec; per step of one tower compute %3, apply %4, reduce %5, "
                 "data wait %6; %7 threads per tower on %8 cores, batch %9 per tower.")
-                 .arg(from_->currentText(), formatCount(cal.measured.examplesPerSec), formatMs(cal.measured.compute),
-                      formatMs(cal.measured.apply), formatMs(cal.measured.reduce), formatMs(cal.measured.dataWait))
-                 .arg(cal.threadsPerTower)
-                 .arg(cal.cores)
-                 .arg(cal.batchPerTower);
+                 .arg(from_->currentText(), formatCount(cal->measured.examplesPerSec), formatMs(cal->measured.compute),
+                      formatMs(cal->measured.apply), formatMs(cal->measured.reduce), formatMs(cal->measured.dataWait))
+                 .arg(cal->threadsPerTower)
+                 .arg(cal->cores)
+                 .arg(cal->batchPerTower);
     lines << tr("Model: %1 parameters (%2 MB of gradients). This machine's core, measured: %3 GFLOP/s sgemm, %4 GB/s "
                 "copies.")
-                 .arg(formatCount(double(cal.params)))
-                 .arg(4.0 * double(cal.params) / 1e6, 0, 'f', 1)
-                 .arg(cal.host.flops / 1e9, 0, 'f', 1)
-                 .arg(cal.host.bandwidth / 1e9, 0, 'f', 1);
+                 .arg(formatCount(double(cal->params)))
+                 .arg(4.0 * double(cal->params) / 1e6, 0, 'f', 1)
+                 .arg(cal->host.flops / 1e9, 0, 'f', 1)
+                 .arg(cal->host.bandwidth / 1e9, 0, 'f', 1);
     lines << tr("Compute: Amdahl with serial share %1 across threads; towers sharing cores share their time.")
                  .arg(a.serialShare);
     if (device)

@@ -110,6 +110,18 @@ protected:
     void showEvent(QShowEvent* e) override;
 
 private:
+    // predict()'s parts: the charts' curves and dots (tops: the highest rate and speedup drawn),
+    // their ranges, the table, and the explanation.
+    struct ChartTops {
+        double rate = 0, speedup = 1;
+    };
+    QStringList plotPredicted(const tb::Calibration& cal, const tb::Assumptions& a, int maxN, bool device,
+                              ChartTops& tops);
+    void plotMeasured(int maxN, ChartTops& tops);
+    void finishCharts(bool device, int maxN, const ChartTops& tops);
+    void fillTable(const tb::Calibration* cal, const tb::Assumptions& a);
+    void explain(const tb::Calibration* cal, const tb::Assumptions& a, bool device, int maxN,
+                 const QStringList& sentences);
     QWidget* buildSettings();
     QWidget* buildPredictor();
     void addPoint(const SweepProgress& p);

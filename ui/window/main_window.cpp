@@ -89,6 +89,19 @@ MainWindow::MainWindow(DeviceCatalog catalog, const TelemetryFactory& telemetry,
     wall_.start();
     createActions();
 
+    buildExperimentDocks();
+    buildCentre();
+    buildDeviceDocks(telemetry);
+    buildStatusBar();
+    connectLauncher();
+    connectWorker();
+    connect(experiment_, &ExperimentPanel::configChanged, this, &MainWindow::experimentEdited);
+    buildMenus();
+    restoreSession();
+}
+
+// Left: the experiment form above the run controls, and the history of runs as a tab beside it.
+void MainWindow::buildExperimentDocks() {
     experiment_ = new ExperimentPanel(catalog_);
     scroll_ = new QScrollArea;
     scroll_->setWidget(experiment_);
@@ -129,7 +142,10 @@ MainWindow::MainWindow(DeviceCatalog catalog, const TelemetryFactory& telemetry,
         left_->raise();
     });
     connect(this, &MainWindow::runEnded, runs_, &RunsPanel::refresh);
+}
 
+// Centre: the placement diagram (and the 2-D decision regions) over the charts, the summary on top.
+void MainWindow::buildCentre() {
     diagram_ = new PlacementDiagram;
     decision_ = new DecisionView;
     decision_->setObjectName("decisionView");
@@ -156,7 +172,11 @@ MainWindow::MainWindow(DeviceCatalog catalog, const TelemetryFactory& telemetry,
     centreLayout->addWidget(summary_);
     centreLayout->addWidget(centre, 1);
     setCentralWidget(centreBody);
+}
 
+// Right: the devices and the towers' timeline, with the predictions and a lesson as tabs behind;
+// telemetry from `telemetry`, or why there is none.
+void MainWindow::buildDeviceDocks(const TelemetryFactory& telemetry) {
     devices_ = new DevicesPanel(catalog_);
     right_ = new QDockWidget(tr("Devices and timeline"), this);
     right_->setObjectName("devicesDock");
@@ -189,9 +209,11 @@ MainWindow::MainWindow(DeviceCatalog catalog, const TelemetryFactory& telemetry,
     } else {
         devices_->setTelemetryUnavailable(QString::fromStdString(noTelemetry));
     }
+}
 
-    // The state takes the free width and says one short thing; its detail is its tooltip, so
-    // nothing in the bar ever overlaps or is cut.
+// The state takes the free width and says one short thing; its detail is its tooltip, so
+// nothing in the bar ever overlaps or is cut.
+void MainWindow::buildStatusBar() {
     stateLabel_ = new QLabel;
     statusBar()->addWidget(stateLabel_, 1);
     evalBusy_ = new QProgressBar;
@@ -205,8 +227,10 @@ MainWindow::MainWindow(DeviceCatalog catalog, const TelemetryFactory& telemetry,
     statusBar()->addPermanentWidget(evalBusy_);
     for (QLabel* l : {stepLabel_, epochLabel_, speedLabel_, etaLabel_}) statusBar()->addPermanentWidget(l);
     setState(tr("Ready"));
+}
 
-    // Runs of several processes: mpirun starts them, the window follows their folder.
+// Runs of several processes: mpirun starts them, the window follows their folder.
+void MainWindow::connectLauncher() {
     launcher_ = new ProcessLauncher(this);
     connect(launcher_, &ProcessLauncher::folderReady, this, [this](const QString& folder) {
         followedLaunch_ = true;
@@ -228,6 +252,10 @@ MainWindow::MainWindow(DeviceCatalog catalog, const TelemetryFactory& telemetry,
         updateActions();
         runs_->refresh();
     });
+}
+
+// The engine on its own thread: what it reports reaches the window as queued signals.
+void MainWindow::connectWorker() {
     worker_ = new EngineWorker;
     worker_->moveToThread(&thread_);
     connect(&thread_, &QThread::finished, worker_, &QObject::deleteLater);
@@ -280,14 +308,13 @@ MainWindow::MainWindow(DeviceCatalog catalog, const TelemetryFactory& telemetry,
         emit runEnded();
     });
     thread_.start();
+}
 
-    connect(experiment_, &ExperimentPanel::configChanged, this, &MainWindow::configChanged);
-    buildMenus();
-
+// The window's geometry and the last experiment, or on a fresh start the README's default one.
+void MainWindow::restoreSession() {
     QSettings settings;
     fitOnShow_ = !restoreGeometry(settings.value("window/geometry").toByteArray());
     restoreState(settings.value("window/state").toByteArray());
-    // The last experiment, or on a fresh start the README's default one.
     const QByteArray last = settings.value("experiment/last").toByteArray();
     tb::RunConfig c;
     bool restored = false;
@@ -309,7 +336,7 @@ MainWindow::MainWindow(DeviceCatalog catalog, const TelemetryFactory& telemetry,
         }
     }
     experiment_->setConfig(c);
-    configChanged(experiment_->config(), experiment_->isValid());
+    experimentEdited(experiment_->config(), experiment_->isValid());
 }
 
 MainWindow::~MainWindow() {
@@ -471,7 +498,7 @@ void MainWindow::updateActions() {
     problem_->setVisible(!why.isEmpty());
 }
 
-void MainWindow::configChanged(const tb::RunConfig& c, bool valid) {
+void MainWindow::experimentEdited(const tb::RunConfig& c, bool valid) {
     valid_ = valid;
     if (!running_) updateActions();
     if (!valid) {

@@ -117,11 +117,19 @@ protected:
     void showEvent(QShowEvent* e) override;
 
 private:
+    // The constructor's parts.
+    void buildExperimentDocks();
+    void buildCentre();
+    void buildDeviceDocks(const TelemetryFactory& telemetry);
+    void buildStatusBar();
+    void connectLauncher();
+    void connectWorker();
+    void restoreSession();
     void createActions();
     void buildMenus();
     QWidget* buildRunBox();
     void updateActions();
-    void configChanged(const tb::RunConfig& c, bool valid);
+    void experimentEdited(const tb::RunConfig& c, bool valid);  // the form changed: the diagram and actions follow
     void launch(bool paused, const QString& resumeDir = {});
     void launchProcesses(const tb::RunConfig& c);  // several processes through mpirun, followed
     void followFolder(const QString& folder, bool takeSettings);
