@@ -3,7 +3,7 @@
 #   make test   install missing packages, build, run the whole suite through CTest
 #   make tsan   the tower engine's tests under ThreadSanitizer (CI runs it after make test)
 #   make asan   the whole suite under AddressSanitizer + UndefinedBehaviorSanitizer (CI too)
-#   make fuzz   every libFuzzer target for FUZZ_SECONDS each (CI: 20; README: "Fuzzing")
+#   make fuzz   every libFuzzer target for FUZZ_SECONDS each (CI: 20; docs/testing.md: "Fuzzing")
 BUILD ?= build
 JOBS ?= $(shell nproc)
 RUN_ARGS ?=

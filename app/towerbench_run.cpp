@@ -51,7 +51,7 @@ Trains a model on one or more towers and prints a JSON summary as the last line 
 Under `mpirun -np N` the N processes train one run: --batch is the global batch, each process
 trains its slice with its own towers (holder mean, all-reduce or averaging every K), they reduce
 over MPI (GPU replicas with GPUs of their own: one NCCL group over all processes), and process 0
-keeps the folder, metrics and summary (README: "Processes").
+keeps the folder, metrics and summary (docs/processes.md).
 With --ps-tasks P the first P processes hold the variables as parameter servers (sync or async)
 and the others are workers, the first of which (process P) keeps the folder.
 `selftest` lists the devices, checks every op of every backend against a double-precision
@@ -72,13 +72,13 @@ reference, and trains a GPU tower beside a CPU tower; exit status 1 if any check
   --shuffle-buffer N  --prefetch N   input pipeline (defaults: whole set; automatic: 2 batches
                       ahead on a loader thread, or none with one CPU tower on every core of a
                       machine of up to 4; 0: each batch made by the training thread)
-  --metrics FILE      write JSON-lines metrics (schema in README)
+  --metrics FILE      write JSON-lines metrics (schema in docs/user-guide.md)
   --threads N         compute threads (default: all cores), shared evenly by the towers
   --quiet             no progress output
   Ctrl-C (SIGINT) or SIGTERM stops after the step in progress, with the final evaluation, a
   checkpoint and the summary, and exits 130 or 143; a second signal ends it at once.
 
-Run folders (README: "Runs that last"):
+Run folders (docs/user-guide.md: "Runs that last"):
   --run-dir DIR       keep this run in DIR (default: a new folder under $TOWERBENCH_RUNS_DIR or
                       ~/.local/share/towerbench/runs): settings, model, metrics, log, summary,
                       checkpoints
@@ -99,7 +99,7 @@ Run folders (README: "Runs that last"):
   eval RUN_DIR|CKPT   test accuracy of a run's newest checkpoint (or of one file) on --data
                       (default: the run's data); prints one JSON line
 
-The scaling lab (README: "The scaling lab"):
+The scaling lab (docs/scaling-lab.md):
   scale               short runs of the model over tower counts x strategies (batch per tower
                       fixed), each measured after --sweep-warmup steps (default 5) for
                       --sweep-steps (default 30): examples/sec, speedup over one tower, scaling
@@ -116,7 +116,7 @@ The scaling lab (README: "The scaling lab"):
                       device_gbps=1000. A sweep of towers sharing one GPU (scale --towers
                       gpu:0*2) calibrates from all its points and predicts towers on that GPU
 
-Data parallelism (the seeds' tower pattern; see README):
+Data parallelism (the seeds' tower pattern; docs/user-guide.md):
   --towers LIST       cpu:0,cpu:1,... (virtual CPU towers, each its own thread), gpu:0,gpu:1,...,
                       gpu:0*2 (two towers sharing gpu:0, each its own stream), or auto (every
                       GPU, else one CPU tower per core); default cpu:0

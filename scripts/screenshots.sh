@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# The README's screenshots of the real window: the GUI screen suite (tst_ui_screen) run on the xcb
+# The screenshots of the real window in README.md and docs/: the GUI screen suite (tst_ui_screen) run on the xcb
 # platform under Xvfb at 1366x768 and 1920x1080, the pictures it saves (a fresh start, an
 # asynchronous run with a straggler, an averaging run, two runs compared, the predictions after a
 # run, the scaling lab's sweep and what-if side, lesson 2) copied to docs/. Installs Xvfb if missing.

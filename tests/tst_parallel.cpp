@@ -838,7 +838,7 @@ private slots:
         QVERIFY2(msg.contains("observer broke at step 3"), qPrintable(msg));
         QCOMPARE(log.states.back(), RunState::Failed);
     }
-    // bytes_moved, counted by the communicator, against each strategy's formula (README): N towers,
+    // bytes_moved, counted by the communicator, against each strategy's formula (docs/user-guide.md): N towers,
     // P parameters of 4 bytes, D distinct devices among the towers.
     void bytesMovedFollowTheDefinition() {
         const int64_t B = shapeOf(smallCnn()).params * 4;

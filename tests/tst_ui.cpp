@@ -557,7 +557,7 @@ private slots:
         QCOMPARE(w.diagram()->model().bytesPerStep(), 2 * 2 * m.paramCount * 4);
         QCOMPARE(w.diagram()->model().sharedDevices().size(), 0);
         e->towersBox()->setValue(1);
-        if (qEnvironmentVariableIsSet("TB_SHOT_DIR")) {  // to look at (the README's pictures come from tst_ui_screen)
+        if (qEnvironmentVariableIsSet("TB_SHOT_DIR")) {  // to look at (the docs' pictures come from tst_ui_screen)
             w.resize(1366, 768);
             w.show();
             QVERIFY(QTest::qWaitForWindowExposed(&w));

@@ -2,7 +2,7 @@
 // offscreen 1366x768 screen and once on 1920x1080 (tests/screens/*.json). The window must fit
 // the screen's available area and be readable there: no label cut short, no combo box or field
 // narrower than its content, no sideways scrolling of the form, no toolbar overflow, nothing
-// overlapping in the status bar. It also saves the screenshots the README shows (a fresh start,
+// overlapping in the status bar. It also saves the screenshots README.md and docs/ show (a fresh start,
 // an asynchronous run with a straggler, an averaging run, two runs compared, the predictions after
 // a run, the scaling lab's sweep and what-if prediction, lesson 2) as towerbench-<size>-<view>.png in the
 // test's directory.
@@ -268,7 +268,7 @@ private slots:
         QVERIFY2(problems.join('\n').contains("(model)"), qPrintable(problems.join('\n')));
     }
 
-    // Mid-run views, readable and saved for the README: an asynchronous run with a straggler,
+    // Mid-run views, readable and saved for docs/: an asynchronous run with a straggler,
     // and replicas averaging every K steps.
     void runViews_data() {
         QTest::addColumn<QString>("config");
@@ -278,7 +278,7 @@ private slots:
     }
 
     // Two runs compared, as the Runs tab's Compare shows them: synchronous and asynchronous
-    // updates, 2 towers each, on the Fashion-MNIST slice; saved for the README.
+    // updates, 2 towers each, on the Fashion-MNIST slice; saved for docs/.
     void compareTwoRuns() {
         QTemporaryDir root;
         QVERIFY(root.isValid());
@@ -354,7 +354,7 @@ private slots:
     // The scaling lab on this screen: a sweep of mlp on Fashion-MNIST measured from its window
     // (1, 2, 4 towers x mean, all-reduce, async, averaging every 4), the model's curves beside
     // the measured points; then the same model's prediction for H100s over PCIe 4. Both fit the
-    // screen, nothing cut, and are saved for the README.
+    // screen, nothing cut, and are saved for docs/.
     void scalingLab() {
         MainWindow w(tbtest::fakeCatalog(0), noTelemetry());
         w.setQuitConfirmation([] { return true; });
@@ -391,7 +391,7 @@ private slots:
     }
 
     // Lesson 2 as a user gets it (Lessons > 2): sync and async side by side on Fashion-MNIST,
-    // both to the end of their epoch; fits the screen, nothing cut; saved for the README.
+    // both to the end of their epoch; fits the screen, nothing cut; saved for docs/.
     void lessonTwo() {
         MainWindow w(tbtest::fakeCatalog(0), noTelemetry());
         w.setQuitConfirmation([] { return true; });

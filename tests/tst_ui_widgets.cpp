@@ -522,7 +522,7 @@ void TestUiWidgets::shardPictureBundlesArrows() {
     d.clearActivity();
 }
 
-// The caption's bytes per step are README's bytes table, for mnist_cnn (P = 3,274,634).
+// The caption's bytes per step are docs/user-guide.md's bytes table, for mnist_cnn (P = 3,274,634).
 void TestUiWidgets::bytesPerStepAsReadme_data() {
     QTest::addColumn<QString>("towers");
     QTest::addColumn<QString>("variables");

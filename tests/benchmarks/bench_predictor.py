@@ -15,7 +15,7 @@
    elapsed_s between the warm-up's last report and the last one), independent of the sweep code.
    Averaging every K = 4 trains in rounds whose 4 reports share one clock reading, so warm-up and
    steps are multiples of 4 (else the stretch counts steps done before its clock started).
-   Runs on this machine spread by up to 20% (README): each configuration is measured --repeats
+   Runs on this machine spread by up to 20% (docs/measurements.md): each configuration is measured --repeats
    times (default 3), the rounds interleaved, and the median is the measurement. The calibration
    run measures twice as many steps as the others.
 With --gpu-shared (a GPU machine), the calibration is one sweep of towers sharing gpu:0 (1 and 4

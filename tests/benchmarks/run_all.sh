@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# Runs the CPU benchmarks (see README.md):
+# Runs the CPU benchmarks (see docs/testing.md and tests/benchmarks/README.md):
 #   cpu     bench_cpu_vs_pytorch.py  Towerbench against PyTorch on the same networks, one process
 #   towers  bench_towers_vs_ddp.py   1/2/4 CPU towers against PyTorch DistributedDataParallel (gloo)
 #   predictor bench_predictor.py     the what-if predictor against held-out measured configurations

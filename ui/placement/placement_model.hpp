@@ -57,7 +57,7 @@ struct PlacementModel {
     // variables' sizes are unknown).
     int shardVariables(int shard) const;
     int64_t shardBytes(int shard) const;
-    // What a whole step (async: update) moves, as README's bytes table counts it, and the line
+    // What a whole step (async: update) moves, as docs/user-guide.md's bytes table counts it, and the line
     // that says so under the diagram: "52.4 MB per step (2 × M × P × 4, M = 2)"; with bf16
     // gradients "39.3 MB per step (M × P × (4 + 2), M = 2)".
     int64_t bytesPerStep() const;
@@ -66,7 +66,7 @@ struct PlacementModel {
     // "M × P × (4 + 2)" with bf16 gradients.
     QString bothWays(const QString& towers = {}) const;
 
-    // What moves, as README's bytes table counts it; per step, or per update when asynchronous.
+    // What moves, as docs/user-guide.md's bytes table counts it; per step, or per update when asynchronous.
     // HolderArrows and Shards: bytes each way (variables down, gradients up) between the holder
     // and a tower off its device, P x 4 (the gradients' way P x G); 0 for a tower on it, and for replicated towers; with
     // parameter-server processes, P x 4 for each worker's first tower (its towers' mean), else 0.
