@@ -10,7 +10,7 @@
 //   metrics.jsonl     every step, evaluation and state (engine/metrics_file.hpp)
 //   log.txt           states, evaluations, checkpoints and errors, one timed line each
 //   summary.json      at the end (RunSummary JSON)
-//   events.out.tfevents.*   TensorBoard's scalars (tensorflow/event_file.hpp; builds with protobuf)
+//   events.out.tfevents.*   TensorBoard's scalars (engine/event_file.hpp; builds with protobuf)
 //   checkpoints/step-NNNNNNNN.safetensors   the last K; best.safetensors, the best validation
 // Small files are written atomically; checkpoints too (engine/checkpoint.hpp).
 #pragma once
