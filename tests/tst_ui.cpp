@@ -116,6 +116,61 @@ private slots:
         QVERIFY(!w.running());  // Start refused
     }
 
+    // Numeric fields take what people type (1e-4, 0.0001, 3e-3) and never change it silently: a
+    // value the run cannot take stays as typed and is refused inline, in the field's words, with
+    // Start disabled.
+    void numbersKeepWhatIsTyped() {
+        MainWindow w;
+        ExperimentPanel* e = w.experiment();
+        e->setConfig(syntheticRun(10));
+        const auto field = [e](const char* key) {
+            for (QAbstractSpinBox* b : e->findChildren<QAbstractSpinBox*>())
+                if (b->property("configKey").toString() == QLatin1String(key)) return b;
+            return static_cast<QAbstractSpinBox*>(nullptr);
+        };
+        const auto type = [](QAbstractSpinBox* box, const QString& text) {
+            box->setFocus();
+            box->selectAll();
+            QTest::keyClicks(box, text);
+            QTest::keyClick(box, Qt::Key_Return);
+        };
+        QAbstractSpinBox* lr = field("lr");
+        QVERIFY(lr);
+        for (const auto& [text, value] : {std::pair{"1e-4", 1e-4}, std::pair{"0.0001", 1e-4}, std::pair{"3e-3", 3e-3},
+                                          std::pair{"0.000001", 1e-6}}) {
+            type(lr, text);
+            QCOMPARE(e->config().lr, value);
+            QVERIFY2(e->isValid(), qPrintable(e->problem()));
+            QVERIFY(w.startAction()->isEnabled());
+        }
+        type(lr, "-1");
+        QCOMPARE(e->config().lr, -1.0);
+        QVERIFY(!e->isValid());
+        QVERIFY2(e->problem().startsWith("Learning rate"), qPrintable(e->problem()));
+        QVERIFY(!w.startAction()->isEnabled());
+        type(lr, "0.01");
+        QVERIFY(e->isValid());
+        for (int towers : {16, 64}) {  // more than this machine's tower slots: kept, and refused
+            e->setConfig([] {
+                tb::RunConfig c = syntheticRun(10);
+                c.towers = "cpu:0";
+                c.batchPerTower = 0;
+                return c;
+            }());
+            type(e->towersBox(), QString::number(towers));
+            QCOMPARE(e->towersBox()->value(), towers);
+            QVERIFY(!e->isValid());
+            QVERIFY2(e->problem().contains("Towers") || e->problem().contains("towers"), qPrintable(e->problem()));
+            QVERIFY(!w.startAction()->isEnabled());
+        }
+        e->setConfig(syntheticRun(10));
+        type(e->batchBox(), "99999999");
+        QCOMPARE(e->batchBox()->value(), 99999999);
+        QVERIFY(!e->isValid());
+        QVERIFY2(e->problem().startsWith("Batch"), qPrintable(e->problem()));
+        QVERIFY(!w.startAction()->isEnabled());
+    }
+
     // bf16 where it cannot run is refused in the form, in the engine's words with the row's name:
     // a processor without bf16 instructions (CTest runs this again with oneDNN held to AVX2,
     // tst_ui_no_bf16), a GPU older than Ampere; GPU towers on H200s take it on any processor.

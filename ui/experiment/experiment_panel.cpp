@@ -4,6 +4,7 @@
 #include <QComboBox>
 #include <QDir>
 #include <QDoubleSpinBox>
+#include <cmath>
 #include <QFileDialog>
 #include <QFileInfo>
 #include <QFormLayout>
@@ -55,6 +56,10 @@ QStringList modelNames() {
     return names;
 }
 
+constexpr int kMaxProcesses = 256;
+
+// An integer field from lo (shown as offText where that means "off" or "automatic"); hi is
+// INT_MAX wherever the run's own checks say what is too large, so a typed number is kept as typed.
 QSpinBox* spin(int lo, int hi, const QString& tip, const QString& offText = {}) {
     auto* s = new QSpinBox;
     s->setRange(lo, hi);
@@ -65,10 +70,9 @@ QSpinBox* spin(int lo, int hi, const QString& tip, const QString& offText = {}) 
     return s;
 }
 
-QDoubleSpinBox* real(double lo, double hi, int decimals, double step, const QString& tip) {
-    auto* s = new QDoubleSpinBox;
-    s->setRange(lo, hi);
-    s->setDecimals(decimals);
+// A number field (NumberBox: what is typed is kept; the run's checks say what it cannot take).
+NumberBox* real(double step, const QString& tip) {
+    auto* s = new NumberBox;
     s->setSingleStep(step);
     s->setToolTip(tb::ui::wrappedToolTip(tip));
     WheelGuard::guard(s);
@@ -135,7 +139,7 @@ void ExperimentPanel::makeDeviceFields() {
         gpuChoice->setEnabled(false);
         gpuChoice->setToolTip(catalog_.whyNoGpu);
     }
-    towers_ = spin(1, tb::cpuTowerSlots(),
+    towers_ = spin(1, INT_MAX,
                    tr("CPU towers: model replicas, each a thread computing gradients on its own slice of every "
                       "batch."));
     gpus_ = new QListWidget;
@@ -152,7 +156,7 @@ void ExperimentPanel::makeDeviceFields() {
         item->setCheckState(Qt::Checked);
     }
     fitGpuList();
-    perGpu_ = spin(1, 8,
+    perGpu_ = spin(1, INT_MAX,
                    tr("Towers sharing each GPU (gpu:0*2), each with its own stream: they reduce on the device "
                       "and move nothing between them."));
     variables_ = combo({}, tr("Where the variables live and are updated: on the host (cpu, the seeds' default), "
@@ -165,12 +169,12 @@ void ExperimentPanel::makeDeviceFields() {
                        "applies each tower's gradients as they arrive; their staleness is how many updates other "
                        "towers applied between this tower reading the variables and pushing its gradients. "
                        "Asynchronous runs are not reproducible: thread timing decides the order of updates."));
-    averageEvery_ = spin(0, 100000,
+    averageEvery_ = spin(0, INT_MAX,
                          tr("Replicated towers take local steps and average their parameters every K steps "
                             "(off: gradients meet every step)."),
                          tr("off"));
-    psShards_ = spin(1, 64, tr("Parameter-server shards: variables dealt round-robin over S holders."));
-    processes_ = spin(1, 256,
+    psShards_ = spin(1, INT_MAX, tr("Parameter-server shards: variables dealt round-robin over S holders."));
+    processes_ = spin(1, INT_MAX,
                       tr("1: this window trains the run. N: N processes through mpirun (Open MPI), each with the "
                          "towers above on its slice of every global batch, meeting over MPI; the window follows "
                          "their run folder. Under a root account Open MPI asks for OMPI_ALLOW_RUN_AS_ROOT=1 and "
@@ -180,7 +184,7 @@ void ExperimentPanel::makeDeviceFields() {
     hostfile_->setToolTip(tb::ui::wrappedToolTip(tr("An MPI hostfile spreading the processes over machines (each must have towerbench-run "
                              "and the data at the same paths; the chief writes the run's folder on its machine, so list "
                              "this machine first or share the runs folder); empty: every process on this machine.")));
-    psTasks_ = spin(0, 63,
+    psTasks_ = spin(0, INT_MAX,
                     tr("Parameter servers as processes (with several processes): the first P processes hold the "
                        "variables, dealt round-robin by variable; the others are workers that push their gradients "
                        "to them (sync or async) and the first worker reports the run."),
@@ -192,7 +196,7 @@ void ExperimentPanel::makeDeviceFields() {
 
 // Training: the batch, the optimiser, the length.
 void ExperimentPanel::makeTrainingFields() {
-    batch_ = spin(1, 65536, tr("Examples per step: the global batch (split over the towers), or each tower's."));
+    batch_ = spin(1, INT_MAX, tr("Examples per step: the global batch (split over the towers), or each tower's."));
     batchMeaning_ = combo({tr("global"), tr("per tower")},
                           tr("Global: the batch is split evenly over the towers. Per tower: each tower computes "
                              "this many, and the global batch grows with the towers."));
@@ -209,23 +213,23 @@ void ExperimentPanel::makeTrainingFields() {
                               "show it), rounded on each tower's device and summed in fp32 on the host (NCCL and "
                               "processes round each partial sum to bf16); the variables always move in fp32. Not "
                               "with averaging every K steps; variables on a GPU take them through NCCL only."));
-    lr_ = real(0.00001, 999, 5, 0.001, tr("Learning rate (initial, when a decay is set)."));
-    momentum_ = real(0, 0.999, 3, 0.01, tr("Momentum coefficient (momentum and Nesterov)."));
+    lr_ = real(0.001, tr("Learning rate (initial, when a decay is set)."));
+    momentum_ = real(0.01, tr("Momentum coefficient (momentum and Nesterov)."));
     decaySteps_ = spin(0, INT_MAX, tr("Exponential decay every N steps; constant: no decay."), tr("constant"));
-    decayRate_ = real(0.001, 1, 3, 0.01, tr("Factor applied at each decay."));
+    decayRate_ = real(0.01, tr("Factor applied at each decay."));
     staircase_ = new QCheckBox(tr("in steps (staircase)"));
     staircase_->setToolTip(tr("Decay at whole multiples of N steps rather than smoothly."));
     length_ = combo({tr("epochs"), tr("steps")}, tr("Train for a number of passes over the data, or of steps."));
-    lengthValue_ = real(0.01, 1e6, 2, 1, tr("How long to train."));
+    lengthValue_ = real(1, tr("How long to train."));
     seed_ = spin(0, INT_MAX, tr("Seeds initialisation, shuffling, augmentation and dropout."));
 }
 
 // Evaluation.
 void ExperimentPanel::makeEvaluationFields() {
-    emaDecay_ = real(0, 0.99999, 5, 0.001,
+    emaDecay_ = real(0.001,
                      tr("Evaluate with a moving average of the weights with this decay (e.g. 0.999); off: the "
                         "weights as trained."));
-    emaDecay_->setSpecialValueText(tr("off"));
+    emaDecay_->setSpecial(0, tr("off"));
     evalEvery_ = spin(0, INT_MAX, tr("Steps between evaluations during training (validation set, or the test set "
                                      "when none is held out)."),
                       tr("at the end only"));
@@ -236,8 +240,8 @@ void ExperimentPanel::makeEvaluationFields() {
 
 // Advanced and checkpoints (folded).
 void ExperimentPanel::makeAdvancedFields() {
-    threads_ = spin(0, 1024, tr("Compute threads in all; all cores: one share per tower."), tr("all cores"));
-    prefetch_ = spin(-1, 64,
+    threads_ = spin(0, INT_MAX, tr("Compute threads in all; all cores: one share per tower."), tr("all cores"));
+    prefetch_ = spin(-1, INT_MAX,
                      tr("Batches the loader thread prepares ahead of training; 0: none, the training thread "
                         "makes each batch. Automatic: 2, or none with one CPU tower on every core of a "
                         "machine of up to 4 (a loader thread would have no core of its own)."),
@@ -263,8 +267,8 @@ void ExperimentPanel::makeAdvancedFields() {
     checkpointEvery_ = spin(0, INT_MAX, tr("Steps between checkpoints in the run's folder; off: by time only. A "
                                            "checkpoint is always written at the end."),
                             tr("off"));
-    checkpointMinutes_ = real(0, 1e6, 1, 1, tr("Minutes between checkpoints; 0: by steps only."));
-    keepCheckpoints_ = spin(1, 1000, tr("Checkpoints kept: the last ones, besides the best by validation accuracy."));
+    checkpointMinutes_ = real(1, tr("Minutes between checkpoints; 0: by steps only."));
+    keepCheckpoints_ = spin(1, INT_MAX, tr("Checkpoints kept: the last ones, besides the best by validation accuracy."));
     initFrom_ = new QLineEdit;
     initFrom_->setPlaceholderText(tr("fresh weights"));
     initFrom_->setToolTip(tb::ui::wrappedToolTip(tr("A checkpoint (.safetensors) whose weights the run starts from, "
@@ -378,10 +382,7 @@ void ExperimentPanel::connectFields() {
     connect(length_, &QComboBox::currentIndexChanged, this, [this](int unit) {
         const QSignalBlocker quiet(lengthValue_);
         const bool steps = unit == 1;
-        lengthValue_->setDecimals(steps ? 0 : 2);
-        lengthValue_->setRange(steps ? 1 : 0.01, steps ? 1e9 : 1e6);
         lengthValue_->setSingleStep(steps ? 100 : 1);
-        lengthValue_->setGroupSeparatorShown(steps);
         lengthValue_->setValue(steps ? double(base_.steps > 0 ? base_.steps : 1000) : base_.epochs);
         revalidate();
     });
@@ -684,6 +685,12 @@ void ExperimentPanel::revalidate() {
         if (onGpus() && chosenDevices().isEmpty()) throw tb::Error("--towers: check at least one GPU");
         // The engine's own checks, in the order a run makes them, so the message is the same
         // (the plan's against the catalog's GPUs).
+        // What only the form knows: its length in steps and its process count.
+        if (length_->currentIndex() == 1 && (lengthValue_->value() < 1 || lengthValue_->value() != std::floor(lengthValue_->value())))
+            throw tb::Error("--steps: " + lengthValue_->text().toStdString() + " is not a whole number of steps from 1");
+        if (processes() > kMaxProcesses)
+            throw tb::Error("Processes: " + std::to_string(processes()) + " is more than the " +
+                            std::to_string(kMaxProcesses) + " this window starts through mpirun");
         c.validate();
         tb::checkProcessRoles(c, processes());
         const tb::DeploymentPlan plan = catalog_.makePlan(c);

@@ -13,7 +13,7 @@
 
 class QCheckBox;
 class QComboBox;
-class QDoubleSpinBox;
+class NumberBox;
 class QFormLayout;
 class QLabel;
 class QLineEdit;
@@ -118,7 +118,7 @@ private:
     QPushButton *browse_, *browseMetrics_, *browseInit_;
     QSpinBox *towers_, *perGpu_, *processes_, *averageEvery_, *psShards_, *psTasks_, *batch_, *decaySteps_, *seed_, *evalEvery_, *validation_,
         *shuffleBuffer_, *prefetch_, *threads_, *checkpointEvery_, *keepCheckpoints_;
-    QDoubleSpinBox *lr_, *momentum_, *decayRate_, *lengthValue_, *emaDecay_, *checkpointMinutes_;
+    NumberBox *lr_, *momentum_, *decayRate_, *lengthValue_, *emaDecay_, *checkpointMinutes_;
     QCheckBox *staircase_, *tf32_;
     QLabel* split_;
     FoldSection *advanced_, *checkpoints_;

@@ -1,10 +1,12 @@
 // Small pieces the experiment form is built from, each for one behaviour a user expects of a
-// long form in a scroll area: fields that ignore the mouse wheel unless focused (the wheel
-// scrolls the form instead of changing the value under the pointer), and a folded section for
-// the advanced settings.
+// long form in a scroll area: number fields that keep what is typed, fields that ignore the mouse
+// wheel unless focused (the wheel scrolls the form instead of changing the value under the
+// pointer), and a folded section for the advanced settings.
 #pragma once
+#include <QDoubleSpinBox>
 #include <QObject>
 #include <QWidget>
+#include <optional>
 
 class QFormLayout;
 class QToolButton;
@@ -36,4 +38,26 @@ private:
     QToolButton* toggle_;
     QWidget* body_;
     QFormLayout* form_;
+};
+
+// A number field that takes what people type, decimals or exponents (1e-4, 0.0001, 3e-3), of any
+// size, and never rounds or clamps it on the way in: the form says, in the field's words, what a
+// run cannot take. Shown as the shortest text of the same number; a special value (0: "off") as
+// its word.
+class NumberBox : public QDoubleSpinBox {
+    Q_OBJECT
+public:
+    explicit NumberBox(QWidget* parent = nullptr);
+    void setSpecial(double value, const QString& word);
+
+protected:
+    QValidator::State validate(QString& text, int& pos) const override;
+    double valueFromText(const QString& text) const override;
+    QString textFromValue(double value) const override;
+    void fixup(QString& text) const override;
+
+private:
+    std::optional<double> parse(const QString& text) const;
+    std::optional<double> special_;
+    QString word_;
 };
