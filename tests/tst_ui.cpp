@@ -5,6 +5,7 @@
 // run fills the charts, pause / single-step / resume / stop behave, closing mid-run does not
 // hang, and a screenshot is saved.
 #include <QtTest>
+#include <QDockWidget>
 #include <QElapsedTimer>
 
 #include <QAction>
@@ -417,6 +418,41 @@ private slots:
         QCOMPARE(w.devices()->gpuNote(),
                  QStringLiteral("No GPU telemetry: libnvidia-ml.so.1: cannot open shared object file"));
         QCOMPARE(w.devices()->gpuUtilPercent(0), -1);
+    }
+
+    // The run being trained cannot be deleted or resumed from the Runs tab: both are disabled with
+    // the reason, and Delete asks the disk again at its click; the list follows the run's state
+    // (running, then stopped) without being asked.
+    void runsProtectTheLiveRun() {
+        MainWindow w;
+        w.show();
+        w.experiment()->setConfig(syntheticRun(1000000));
+        QSignalSpy ended(&w, &MainWindow::runEnded);
+        w.start();
+        QTRY_VERIFY_WITH_TIMEOUT(w.charts()->stepPoints() > 5, 20000);
+        RunsPanel* runs = w.runsPanel();
+        qobject_cast<QDockWidget*>(runs->parentWidget())->raise();  // the Runs tab, shown
+        const auto rowOf = [runs](const std::string& state) {
+            for (int i = 0; i < int(runs->runs().size()); ++i)
+                if (runs->runs()[size_t(i)].state == state) return i;
+            return -1;
+        };
+        QTRY_VERIFY_WITH_TIMEOUT(rowOf("running") >= 0, 5000);  // listed as it started, unasked
+        const QString live = QString::fromStdString(runs->runs()[size_t(rowOf("running"))].path);
+        runs->select({live});
+        QVERIFY(!runs->deleteButton()->isEnabled());
+        QVERIFY(!runs->resumeButton()->isEnabled());
+        QVERIFY2(runs->deleteButton()->toolTip().contains("being trained"), qPrintable(runs->deleteButton()->toolTip()));
+        runs->setDeleteConfirmation([](const QStringList&) { return true; });
+        runs->deleteSelected();  // a click that got through all the same
+        QVERIFY(QFileInfo::exists(live + "/run.json"));
+        QVERIFY(w.running());
+        w.stop();
+        QTRY_COMPARE_WITH_TIMEOUT(ended.count(), 1, 20000);
+        QTRY_VERIFY_WITH_TIMEOUT(rowOf("stopped") >= 0 && rowOf("running") < 0, 5000);
+        runs->select({live});
+        QVERIFY(runs->deleteButton()->isEnabled());
+        QVERIFY(runs->resumeButton()->isEnabled());
     }
 
     void shortRunPauseStepResumeStop() {

@@ -120,6 +120,21 @@ void RunFolder::openFiles() {
     if (!log_) throw Error(path_ + "/log.txt: cannot create (" + std::strerror(errno) + ")");
 }
 
+std::optional<int64_t> RunFolder::trainingProcess(const std::string& dir) {
+    nlohmann::json run;
+    try {
+        run = parseJsonOrDiscard(readText(dir + "/run.json", "the run's record"));
+    } catch (const Error&) {
+        return std::nullopt;  // no record (yet, or any more): nothing trains here
+    }
+    if (run.is_discarded() || !run.is_object()) return std::nullopt;
+    const int64_t pid = run.value("pid", int64_t(0));
+    if (run.value("state", "") == "running" && run.value("host", "") == hostName() && pid > 0 &&
+        ::kill(pid_t(pid), 0) == 0)
+        return pid;
+    return std::nullopt;
+}
+
 std::unique_ptr<RunFolder> RunFolder::reopen(const std::string& dir) {
     std::error_code ec;
     if (!fs::is_directory(dir, ec)) throw Error("--resume: " + dir + " is not a folder");
@@ -132,10 +147,8 @@ std::unique_ptr<RunFolder> RunFolder::reopen(const std::string& dir) {
                     " is newer than this Towerbench reads (" + std::to_string(kRunFolderVersion) + ")");
     // A run still going here is not resumed under its feet (a crashed one says "running" too,
     // but its process is gone).
-    const int64_t pid = run.value("pid", int64_t(0));
-    if (run.value("state", "") == "running" && run.value("host", "") == hostName() && pid > 0 && pid != ::getpid() &&
-        ::kill(pid_t(pid), 0) == 0)
-        throw Error("--resume: " + dir + " is still being trained by process " + std::to_string(pid));
+    if (const std::optional<int64_t> pid = trainingProcess(dir); pid && *pid != ::getpid())
+        throw Error("--resume: " + dir + " is still being trained by process " + std::to_string(*pid));
     auto f = std::unique_ptr<RunFolder>(new RunFolder(dir));
     f->config_ = resumeConfig(dir);
     f->resuming_ = true;

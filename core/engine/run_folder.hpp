@@ -14,6 +14,7 @@
 //   checkpoints/step-NNNNNNNN.safetensors   the last K; best.safetensors, the best validation
 // Small files are written atomically; checkpoints too (engine/checkpoint.hpp).
 #pragma once
+#include <optional>
 #include <cstdint>
 #include <memory>
 #include <exception>
@@ -45,6 +46,9 @@ public:
     static std::string claimNewFolder(const RunConfig& config);
     // An existing run's folder, to continue it (--resume).
     static std::unique_ptr<RunFolder> reopen(const std::string& dir);
+    // The process on this machine that trains the run in `dir` now (its run.json says running here
+    // and that process is alive); none for a finished, stopped or crashed run, or another host's.
+    static std::optional<int64_t> trainingProcess(const std::string& dir);
     // The settings a resumed run starts from: the folder's config.json, naming its model.json.
     static RunConfig resumeConfig(const std::string& dir);
     ~RunFolder() override;

@@ -21,6 +21,7 @@ struct RunRecord {
     double validationAccuracy = -1;   // summary.json; -1: none
     double testAccuracy = -1;
     double examplesPerSec = 0;
+    bool operator==(const RunRecord&) const = default;
 };
 
 class RunIndex {

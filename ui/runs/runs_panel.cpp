@@ -1,5 +1,7 @@
 #include "runs/runs_panel.hpp"
 
+#include "engine/run_folder.hpp"
+
 #include "engine/scaling_sweep.hpp"
 
 #include <QFileInfo>
@@ -20,6 +22,7 @@
 #include <QSet>
 #include <QSplitter>
 #include <QTableWidget>
+#include <QTimer>
 #include <QVBoxLayout>
 #include <qcustomplot.h>
 
@@ -44,6 +47,8 @@ QString percent(double v) { return v < 0 ? QStringLiteral("–") : QLocale().toS
 
 }  // namespace
 
+constexpr int kPollMs = 2000;  // the runs index re-read while the list is shown
+
 RunsPanel::RunsPanel(QString root, QWidget* parent) : QWidget(parent), root_(std::move(root)) {
     filter_ = new QLineEdit;
     filter_->setPlaceholderText(tr("Filter"));
@@ -65,12 +70,20 @@ RunsPanel::RunsPanel(QString root, QWidget* parent) : QWidget(parent), root_(std
     open_ = new QPushButton(tr("Open settings"));
     open_->setToolTip(tr("Put the selected run's settings into the experiment form"));
     resume_ = new QPushButton(tr("Resume"));
-    resume_->setToolTip(tb::ui::wrappedToolTip(tr("Continue the selected run from its newest checkpoint, with its own "
-                                                  "settings: exactly where it stopped or crashed.")));
+    resumeHelp_ = tb::ui::wrappedToolTip(tr("Continue the selected run from its newest checkpoint, with its own "
+                                            "settings: exactly where it stopped or crashed."));
     follow_ = new QPushButton(tr("Follow"));
     follow_->setToolTip(tb::ui::wrappedToolTip(tr("Show the selected run live in the charts while another process "
                                                   "(a towerbench-run, a server writing to a shared folder) trains it.")));
     delete_ = new QPushButton(tr("Delete…"));
+    deleteHelp_ = tr("Remove the selected run folders with their checkpoints (asks first)");
+    // The list follows the runs as they start, train and end, while it is shown.
+    auto* poll = new QTimer(this);
+    poll->setInterval(kPollMs);
+    connect(poll, &QTimer::timeout, this, [this] {
+        if (isVisible()) refresh();
+    });
+    poll->start();
 
     auto* top = new QHBoxLayout;
     top->addWidget(filter_, 1);
@@ -111,17 +124,7 @@ RunsPanel::RunsPanel(QString root, QWidget* parent) : QWidget(parent), root_(std
     connect(resume_, &QPushButton::clicked, this, [this] {
         if (selectedFolders().size() == 1) emit resumeRequested(selectedFolders().front());
     });
-    connect(table_, &QTableWidget::itemSelectionChanged, this, [this] {
-        const int n = int(selectedFolders().size());
-        compare_->setEnabled(n >= 2);
-        open_->setEnabled(n == 1);
-        // A scaling sweep's folder opens in the scaling lab; it has nothing to resume or follow.
-        const bool sweep = n == 1 && isSweep(selectedFolders().front());
-        resume_->setEnabled(n == 1 && !sweep);
-        follow_->setEnabled(n == 1);
-        follow_->setText(sweep ? tr("Show sweep") : tr("Follow"));
-        delete_->setEnabled(n >= 1);
-    });
+    connect(table_, &QTableWidget::itemSelectionChanged, this, &RunsPanel::updateButtons);
     confirmDelete_ = [this](const QStringList& folders) {
         QMessageBox box(QMessageBox::Warning, tr("Delete runs"),
                         tr("Delete %n run folder(s) with their checkpoints? This cannot be undone.", nullptr,
@@ -138,15 +141,45 @@ RunsPanel::RunsPanel(QString root, QWidget* parent) : QWidget(parent), root_(std
 
 bool RunsPanel::isSweep(const QString& folder) { return QFileInfo::exists(folder + "/sweep.json"); }
 
+QString RunsPanel::liveRun(const QStringList& folders) const {
+    for (const QString& f : folders)
+        if (const std::optional<int64_t> pid = tb::RunFolder::trainingProcess(f.toStdString()))
+            return tr("%1 is being trained now (process %2): stop it first").arg(QFileInfo(f).fileName()).arg(*pid);
+    return {};
+}
+
+void RunsPanel::updateButtons() {
+    const QStringList folders = selectedFolders();
+    const int n = int(folders.size());
+    compare_->setEnabled(n >= 2);
+    open_->setEnabled(n == 1);
+    // A scaling sweep's folder opens in the scaling lab; it has nothing to resume or follow.
+    const bool sweep = n == 1 && isSweep(folders.front());
+    // The run a process trains now is neither resumed beside it nor deleted under it.
+    const QString live = liveRun(folders);
+    resume_->setEnabled(n == 1 && !sweep && live.isEmpty());
+    resume_->setToolTip(live.isEmpty() ? resumeHelp_ : live);
+    follow_->setEnabled(n == 1);
+    follow_->setText(sweep ? tr("Show sweep") : tr("Follow"));
+    delete_->setEnabled(n >= 1 && live.isEmpty());
+    delete_->setToolTip(live.isEmpty() ? deleteHelp_ : live);
+}
+
 void RunsPanel::refresh() {
     const QStringList keep = selectedFolders();
+    std::vector<tb::RunRecord> now;
     try {
         tb::RunIndex index(root_.toStdString());
-        runs_ = index.list(filter_->text().trimmed().toStdString());
+        now = index.list(filter_->text().trimmed().toStdString());
     } catch (const std::exception& e) {  // an index that cannot be read shows no rows, says why
-        runs_.clear();
         table_->setToolTip(QString::fromUtf8(e.what()));
     }
+    if (shown_ && now == runs_) {  // nothing changed: the table (its scroll, its sort) stays as it is
+        updateButtons();
+        return;
+    }
+    runs_ = std::move(now);
+    shown_ = true;
     const QLocale locale;
     table_->setSortingEnabled(false);
     table_->setRowCount(int(runs_.size()));
@@ -168,7 +201,7 @@ void RunsPanel::refresh() {
     table_->setSortingEnabled(true);
     table_->resizeColumnsToContents();
     select(keep);
-    emit table_->itemSelectionChanged();
+    updateButtons();
 }
 
 QStringList RunsPanel::selectedFolders() const {
@@ -196,7 +229,8 @@ void RunsPanel::compareSelected() {
 
 void RunsPanel::deleteSelected() {
     const QStringList folders = selectedFolders();
-    if (folders.isEmpty() || !confirmDelete_(folders)) return;
+    if (folders.isEmpty() || !liveRun(folders).isEmpty() || !confirmDelete_(folders)) return;
+    if (const QString live = liveRun(folders); !live.isEmpty()) return;  // began while the question was open
     for (const QString& f : folders) {
         // Only what is a run folder (it has run.json) under the runs folder is removed.
         if (QFile::exists(f + "/run.json") && QDir(f).absolutePath().startsWith(QDir(root_).absolutePath() + '/'))

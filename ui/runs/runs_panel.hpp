@@ -26,6 +26,8 @@ public:
     explicit RunsPanel(QString root, QWidget* parent = nullptr);
     const std::vector<tb::RunRecord>& runs() const { return runs_; }  // as shown, in order
     QTableWidget* table() const { return table_; }
+    QPushButton* deleteButton() const { return delete_; }
+    QPushButton* resumeButton() const { return resume_; }
     QStringList selectedFolders() const;
     void select(const QStringList& folders);
     // Deleting asks first; tests answer for the user.
@@ -45,11 +47,16 @@ signals:
 private:
     friend class CompareDialog;
     static bool isSweep(const QString& folder);
+    // Why the selection cannot be deleted or resumed: a run among it that a process trains now.
+    QString liveRun(const QStringList& folders) const;
+    void updateButtons();
     QString root_;
     QLineEdit* filter_;
     QTableWidget* table_;
     QPushButton *compare_, *open_, *resume_, *follow_, *delete_;
     std::vector<tb::RunRecord> runs_;
+    bool shown_ = false;  // runs_ is in the table
+    QString resumeHelp_, deleteHelp_;
     std::function<bool(const QStringList&)> confirmDelete_;
 };
 
