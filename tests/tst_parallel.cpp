@@ -719,6 +719,12 @@ private slots:
         QTest::newRow("variables elsewhere") << "variables" << "cpu:5" << "not one of the towers";
         QTest::newRow("bad update") << "update" << "later" << "unknown update mode";
         QTest::newRow("bad slowdown") << "slow" << "0=fast" << "TOWER=FACTOR";
+        QTest::newRow("slowdown twice") << "slow" << "0=4,0=2" << "tower 0 is given twice";
+    }
+    // --slow reads as people write it: spaces around the numbers are theirs to add.
+    void slowdownsTakeSpaces() {
+        QCOMPARE(DeploymentPlan::parseSlowdown(" 1 = 4 ", 2, "--slow"), (std::vector<double>{1.0, 4.0}));
+        QCOMPARE(DeploymentPlan::parseSlowdown("0=2, 1 =3", 2, "--slow"), (std::vector<double>{2.0, 3.0}));
     }
     void invalidPlansAreRefused() {
         QFETCH(QString, key);

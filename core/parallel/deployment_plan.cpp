@@ -109,7 +109,9 @@ Transfers DeploymentPlan::parseTransfers(const std::string& text, const std::str
 std::vector<double> DeploymentPlan::parseSlowdown(const std::string& text, int towers, const std::string& origin) {
     std::vector<double> f(size_t(towers), 1.0);
     if (text.empty()) return {};
-    for (const std::string& item : split(text, ',')) {
+    std::vector<bool> given(size_t(towers), false);
+    for (std::string item : split(text, ',')) {
+        item.erase(std::remove(item.begin(), item.end(), ' '), item.end());  // " 1 = 4 " is 1=4
         const auto eq = item.find('=');
         int tower = -1;
         double factor = 0;
@@ -131,6 +133,9 @@ std::vector<double> DeploymentPlan::parseSlowdown(const std::string& text, int t
                         std::to_string(towers) + ")");
         if (!(factor >= 1.0 && factor <= 1000.0))
             throw Error(origin + ": slowdown factor " + item.substr(eq + 1) + " must be between 1 and 1000");
+        if (given[size_t(tower)])
+            throw Error(origin + ": tower " + std::to_string(tower) + " is given twice ('" + text + "'); give each tower once");
+        given[size_t(tower)] = true;
         f[size_t(tower)] = factor;
     }
     return f;

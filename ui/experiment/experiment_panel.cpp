@@ -685,9 +685,12 @@ void ExperimentPanel::revalidate() {
         if (onGpus() && chosenDevices().isEmpty()) throw tb::Error("--towers: check at least one GPU");
         // The engine's own checks, in the order a run makes them, so the message is the same
         // (the plan's against the catalog's GPUs).
-        // What only the form knows: its length in steps and its process count.
+        // What only the form knows: its length in steps, its hostfile and its process count.
         if (length_->currentIndex() == 1 && (lengthValue_->value() < 1 || lengthValue_->value() != std::floor(lengthValue_->value())))
             throw tb::Error("--steps: " + lengthValue_->text().toStdString() + " is not a whole number of steps from 1");
+        if (!hostfile().isEmpty() && !QFileInfo(hostfile()).isFile())
+            throw tb::Error("Hostfile: " + hostfile().toStdString() +
+                            " does not exist (leave it empty to run every process on this machine)");
         if (processes() > kMaxProcesses)
             throw tb::Error("Processes: " + std::to_string(processes()) + " is more than the " +
                             std::to_string(kMaxProcesses) + " this window starts through mpirun");
