@@ -18,6 +18,7 @@
 #include <QLabel>
 #include <QLineEdit>
 #include <QListWidget>
+#include <QMessageBox>
 #include <QPushButton>
 #include <QSpinBox>
 #include <QScopeGuard>
@@ -968,6 +969,39 @@ private slots:
         QVERIFY(w->close());
         QCOMPARE(asked, 2);
         QVERIFY(!w->running());
+        delete w;
+    }
+
+    // The quit question names its choices and counts on while the run trains behind it (its
+    // buttons read "Discard / Cancel" and its "step 300 of 1,875" froze while the run went on).
+    void quitDialogCountsOn() {
+        auto* w = new MainWindow;
+        w->show();
+        w->experiment()->setConfig(syntheticRun(1000000));
+        w->start();
+        QTRY_VERIFY_WITH_TIMEOUT(w->charts()->stepPoints() > 5, 20000);
+        QStringList buttons;
+        QString first, later;
+        QTimer::singleShot(100, [&] {
+            auto* box = qobject_cast<QMessageBox*>(QApplication::activeModalWidget());
+            if (!box) return;
+            for (QAbstractButton* b : box->buttons()) buttons << b->text();
+            first = box->text();
+            QTimer::singleShot(1500, [&, box] {
+                later = box->text();
+                QAbstractButton* keep = nullptr;
+                for (QAbstractButton* b : box->buttons())
+                    if (b->text() == "Keep training") keep = b;
+                keep ? keep->click() : box->reject();
+            });
+        });
+        QVERIFY(!w->close());  // "Keep training": the run goes on
+        buttons.sort();
+        QCOMPARE(buttons, QStringList({"Keep training", "Stop the run and quit"}));
+        QVERIFY2(first != later, qPrintable(first));
+        QVERIFY(w->running());
+        w->setQuitConfirmation([] { return true; });
+        QVERIFY(w->close());
         delete w;
     }
 

@@ -21,6 +21,7 @@
 #include <QMenuBar>
 #include <QMessageBox>
 #include <QProgressBar>
+#include <QPushButton>
 #include <QScreen>
 #include <QScrollArea>
 #include <QScrollBar>
@@ -845,21 +846,35 @@ void MainWindow::showEvent(QShowEvent* e) {
     fitOnShow_ = false;
 }
 
+bool MainWindow::askToQuit() {
+    if (confirmQuit_) return confirmQuit_();
+    const QString question =
+        running_ ? tr("A run is in progress (step %1 of %2). Quitting stops it without the final evaluation, and "
+                      "its charts close with the window.")
+                 : tr("Processes are training (step %1 of %2). Quitting stops them after their step; they "
+                      "evaluate and write their summary into the run's folder.");
+    QMessageBox box(QMessageBox::Question, tr("Quit Towerbench?"), QString(), QMessageBox::NoButton, this);
+    QAbstractButton* quit = box.addButton(running_ ? tr("Stop the run and quit") : tr("Stop the processes and quit"),
+                                          QMessageBox::DestructiveRole);
+    QPushButton* keep = box.addButton(tr("Keep training"), QMessageBox::RejectRole);
+    box.setDefaultButton(keep);
+    box.setEscapeButton(keep);
+    // The run trains on behind the question, so its step count does too.
+    const auto describe = [&] {
+        box.setText(question.arg(QLocale().toString(lastStep_), QLocale().toString(totalSteps_)));
+    };
+    describe();
+    QTimer tick;
+    connect(&tick, &QTimer::timeout, &box, describe);
+    tick.start(250);
+    box.exec();
+    return box.clickedButton() == quit;
+}
+
 void MainWindow::closeEvent(QCloseEvent* e) {
-    if (running_ || launcher_->running()) {
-        const QString question =
-            running_ ? tr("A run is in progress (step %1 of %2). Quitting stops it without the final evaluation, and "
-                          "its charts close with the window.")
-                     : tr("Processes are training (step %1 of %2). Quitting stops them after their step; they "
-                          "evaluate and write their summary into the run's folder.");
-        const bool quit = confirmQuit_ ? confirmQuit_() : QMessageBox::question(
-            this, tr("Quit Towerbench?"),
-            question.arg(QLocale().toString(lastStep_), QLocale().toString(totalSteps_)),
-            QMessageBox::Discard | QMessageBox::Cancel, QMessageBox::Cancel) == QMessageBox::Discard;
-        if (!quit) {
-            e->ignore();
-            return;
-        }
+    if ((running_ || launcher_->running()) && !askToQuit()) {
+        e->ignore();
+        return;
     }
     QSettings settings;
     settings.setValue("window/geometry", saveGeometry());

@@ -113,6 +113,8 @@ signals:
 
 protected:
     void closeEvent(QCloseEvent* e) override;
+    // The quit question while a run or processes train: true to stop them and quit.
+    bool askToQuit();
     bool eventFilter(QObject* watched, QEvent* e) override;
     void showEvent(QShowEvent* e) override;
 
