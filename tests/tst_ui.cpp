@@ -5,6 +5,7 @@
 // run fills the charts, pause / single-step / resume / stop behave, closing mid-run does not
 // hang, and a screenshot is saved.
 #include <QtTest>
+#include <fstream>
 #include <QDockWidget>
 #include <QElapsedTimer>
 
@@ -860,6 +861,14 @@ private slots:
             tb::RunConfig back;
             back.loadFile(saved.toStdString());
             QCOMPARE(QString::fromStdString(back.toJson().dump()), QString::fromStdString(file.toJson().dump()));
+            // The same file back: its keys and values, nothing added (an 11-key config came back
+            // with 39 keys, "quiet": false among them).
+            const auto read = [](const QString& path) {
+                std::ifstream in(path.toStdString());
+                return nlohmann::json::parse(in);
+            };
+            QCOMPARE(QString::fromStdString(read(saved).dump()),
+                     QString::fromStdString(read(samples.filePath(f)).dump()));
         }
     }
 

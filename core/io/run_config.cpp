@@ -1,5 +1,6 @@
 #include "io/run_config.hpp"
 
+#include <cmath>
 #include <functional>
 #include <limits>
 #include <stdexcept>
@@ -230,6 +231,28 @@ json RunConfig::toJson() const {
     json j;
     for (const auto& [name, s] : table()) j[name] = s.read(*this);
     return j;
+}
+
+json RunConfig::changes(const std::set<std::string>& alsoKeep) const {
+    const RunConfig defaults;
+    json j = json::object();
+    for (const auto& [name, s] : table()) {
+        json value = s.read(*this);
+        if (!alsoKeep.count(name) && value == s.read(defaults)) continue;
+        // A whole real is written as people write it ("epochs": 2, not 2.0).
+        if (value.is_number_float() && std::abs(value.get<double>()) < 1e15 &&
+            value.get<double>() == std::trunc(value.get<double>()))
+            value = int64_t(value.get<double>());
+        j[name] = std::move(value);
+    }
+    return j;
+}
+
+std::set<std::string> RunConfig::keysFrom(const std::string& origin) const {
+    std::set<std::string> keys;
+    for (const auto& [key, from] : origins_)
+        if (from == origin) keys.insert(key);
+    return keys;
 }
 
 }  // namespace tb

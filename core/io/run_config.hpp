@@ -4,6 +4,7 @@
 #pragma once
 #include <cstdint>
 #include <map>
+#include <set>
 #include <string>
 #include <vector>
 
@@ -65,6 +66,12 @@ struct RunConfig {
     // came from a file, this names the file and key instead ("run.json: 'lr': must be positive").
     std::string explain(const std::string& message) const;
     nlohmann::json toJson() const;
+    // What a saved file needs to give this config back: the settings that differ from the
+    // defaults, and those named in `alsoKeep` (the keys of the file it was opened from, so
+    // opening then saving gives the same file).
+    nlohmann::json changes(const std::set<std::string>& alsoKeep) const;
+    // The keys the file or flag `origin` set last (loadFile's origin is the file's path).
+    std::set<std::string> keysFrom(const std::string& origin) const;
 
     static const std::vector<std::string>& keys();
     static std::string flagToKey(const std::string& flag);  // "--eval-every" -> "eval_every"

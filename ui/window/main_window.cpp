@@ -783,12 +783,13 @@ bool MainWindow::loadConfigFile(const QString& path) {
         return false;
     }
     experiment_->setConfig(c);
+    openedKeys_ = c.keysFrom(c.file);
     return true;
 }
 
 bool MainWindow::saveConfigFile(const QString& path) {
     std::ofstream f(path.toStdString());
-    f << experiment_->config().toJson().dump(2) << "\n";
+    f << experiment_->config().changes(openedKeys_).dump(2) << "\n";
     f.close();
     if (!f) {
         showError(tr("%1: could not be written").arg(path));

@@ -14,6 +14,7 @@
 #include <deque>
 #include <functional>
 #include <memory>
+#include <set>
 #include <string>
 #include <vector>
 
@@ -189,6 +190,7 @@ private:
     QVector<int64_t> variableSizes_;  // elements of each of the model's variables, for the diagram
     std::function<int64_t(int64_t)> askSteps_;
     std::function<bool()> confirmQuit_;
+    std::set<std::string> openedKeys_;  // the last opened config file's keys, which Save keeps
     // Null without telemetry. A member, so its thread is joined before QWidget's destructor
     // deletes the panel it posts to.
     std::unique_ptr<tb::DeviceMonitor> monitor_;
