@@ -9,11 +9,16 @@
 
 #include <QCheckBox>
 #include <QElapsedTimer>
+#include <QFileDialog>
+#include <QMenu>
+#include <QSettings>
+#include <QStandardPaths>
 #include <QTemporaryDir>
 #include <memory>
 #include <QSignalSpy>
 #include <QWheelEvent>
 #include <cmath>
+#include <functional>
 #include <limits>
 #include <qcustomplot.h>
 
@@ -100,8 +105,11 @@ private slots:
     void thousandsSeparators();
     void wholeStepTicks();
     void ticksDoNotRunTogether();
+    void valueAxesShowThreeTicks_data();
+    void valueAxesShowThreeTicks();
     void picturesRender();
     void exportWritesPngPdfCsv();
+    void exportDialogStartsWhereItShould();
 };
 
 void ChartsPanelTest::stepsBecomePoints() {
@@ -487,6 +495,56 @@ void ChartsPanelTest::ticksDoNotRunTogether() {
     }
 }
 
+// Every chart's value axis labels at least three ticks inside its range, linear or log, in a
+// small chart or a large one (the loss axis once showed only "2").
+void ChartsPanelTest::valueAxesShowThreeTicks_data() {
+    QTest::addColumn<bool>("log");
+    QTest::addColumn<double>("from");
+    QTest::addColumn<double>("to");
+    QTest::addColumn<int>("height");
+    for (bool log : {false, true})
+        for (auto [from, to] : {std::pair{2.4, 1.7}, {2.31, 2.2}, {0.9, 0.3}, {2.5, 0.05}, {3.0, 0.002}})
+            for (int height : {300, 700})
+                QTest::addRow("%s %g..%g, %d px", log ? "log" : "linear", from, to, height) << log << from << to << height;
+}
+
+void ChartsPanelTest::valueAxesShowThreeTicks() {
+    QFETCH(bool, log);
+    QFETCH(double, from);
+    QFETCH(double, to);
+    QFETCH(int, height);
+    ChartsPanel panel;
+    panel.reset(1);
+    showPanel(panel);
+    panel.resize(900, height);
+    panel.setLogLoss(log);
+    for (int s = 1; s <= 200; ++s) panel.addStep(stepAt(s, 1, from * std::pow(to / from, (s - 1) / 199.0)));
+    QTest::qWait(300);
+    for (auto* p : panel.findChildren<QCustomPlot*>()) {
+        if (!p->isVisible() || p->graphCount() == 0) continue;
+        p->replot(QCustomPlot::rpImmediateRefresh);
+        const QCPRange r = p->yAxis->range();
+        QStringList inside;
+        const QVector<double> ticks = p->yAxis->tickVector();
+        const QVector<QString> labels = p->yAxis->tickVectorLabels();
+        for (int i = 0; i < ticks.size(); ++i)
+            if (r.contains(ticks[i]) && !labels[i].isEmpty()) inside << labels[i];
+        QVERIFY2(inside.size() >= 3, qPrintable(QStringLiteral("%1 (%2 px high, %3..%4): %5")
+                                                   .arg(p->objectName()).arg(p->axisRect()->height())
+                                                   .arg(r.lower).arg(r.upper).arg(inside.join(' '))));
+        QVERIFY2(inside.removeDuplicates() == 0, qPrintable(inside.join(' ')));
+        // ... and no two labels overlap.
+        const QFontMetrics fm(p->yAxis->tickLabelFont());
+        for (int i = 1; i < ticks.size(); ++i) {
+            if (labels[i].isEmpty() || labels[i - 1].isEmpty() || !r.contains(ticks[i]) || !r.contains(ticks[i - 1]))
+                continue;
+            const double gap = std::abs(p->yAxis->coordToPixel(ticks[i]) - p->yAxis->coordToPixel(ticks[i - 1]));
+            QVERIFY2(gap >= fm.height(), qPrintable(QStringLiteral("%1: %2 and %3 are %4 px apart")
+                                                        .arg(p->objectName(), labels[i - 1], labels[i]).arg(gap)));
+        }
+    }
+}
+
 // Pictures to look at, saved beside the test binary: a synchronous run with averaging every 10
 // steps and 4 towers, and an asynchronous run with staleness.
 void ChartsPanelTest::picturesRender() {
@@ -565,4 +623,51 @@ void ChartsPanelTest::exportWritesPngPdfCsv() {
     QVERIFY2(error.contains("cannot be written"), qPrintable(error));
 }
 QTEST_MAIN(ChartsPanelTest)
+// The export dialog opens in the pictures folder, then where the last export went, never in the
+// working directory; driven as a user does: right click, the menu's entry, the dialog.
+void ChartsPanelTest::exportDialogStartsWhereItShould() {
+    QCoreApplication::setOrganizationName(QStringLiteral("TowerbenchTest"));  // not the user's settings
+    QSettings().remove(QStringLiteral("export/dir"));
+    ChartsPanel panel;
+    panel.reset(1);
+    showPanel(panel);
+    for (int s = 1; s <= 20; ++s) panel.addStep(stepAt(s, 1, 1.0 / s));
+    QCustomPlot* plot = panel.lossPlot();
+    QTemporaryDir out;
+    // Opens the dialog from the chart's menu; `fill` sees it (and may choose a file), then it closes.
+    const auto exportVia = [&](const std::function<void(QFileDialog*)>& fill) {
+        bool seen = false;
+        QTimer::singleShot(200, [&] {
+            auto* menu = qobject_cast<QMenu*>(QApplication::activePopupWidget());
+            if (!menu) return;
+            QTest::keyClick(menu, Qt::Key_Down);
+            QTest::keyClick(menu, Qt::Key_Return);
+        });
+        std::function<void()> look = [&] {
+            auto* dialog = qobject_cast<QFileDialog*>(QApplication::activeModalWidget());
+            if (!dialog) return void(QTimer::singleShot(100, look));
+            seen = true;
+            fill(dialog);
+            if (dialog->isVisible()) dialog->reject();
+        };
+        QTimer::singleShot(400, look);
+        emit plot->customContextMenuRequested(plot->rect().center());
+        QTRY_VERIFY(seen);
+    };
+    const QString pictures = QStandardPaths::writableLocation(QStandardPaths::PicturesLocation);
+    QString first;
+    exportVia([&](QFileDialog* d) { first = d->directory().absolutePath(); });
+    QVERIFY2(first != QDir::currentPath(), qPrintable(first));
+    QCOMPARE(first, QDir(QFileInfo(pictures).isDir() ? pictures : QDir::homePath()).absolutePath());
+    exportVia([&](QFileDialog* d) {
+        d->selectFile(out.filePath(QStringLiteral("loss.png")));
+        QMetaObject::invokeMethod(d, "accept");
+    });
+    QVERIFY(QFileInfo::exists(out.filePath(QStringLiteral("loss.png"))));
+    QString second;
+    exportVia([&](QFileDialog* d) { second = d->directory().absolutePath(); });
+    QCOMPARE(second, QDir(out.path()).absolutePath());
+    QSettings().remove(QStringLiteral("export/dir"));
+}
+
 #include "tst_ui_charts.moc"

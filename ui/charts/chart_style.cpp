@@ -5,12 +5,15 @@
 #include <cmath>
 #include <iterator>
 
+#include <QDir>
 #include <QFileDialog>
 #include <QFileInfo>
 #include <QMenu>
 #include <QMessageBox>
 #include <QRegularExpression>
 #include <QSaveFile>
+#include <QSettings>
+#include <QStandardPaths>
 #include <QTextStream>
 
 #include "view_format.hpp"
@@ -22,9 +25,73 @@ QColor towerColour(int tower) {
     return colours[size_t(std::max(0, tower)) % std::size(colours)];
 }
 
+namespace {
+
+// Ticks that are multiples of `step` inside `range`.
+double ticksInside(const QCPRange& range, double step) {
+    return std::floor(range.upper / step + 1e-9) - std::ceil(range.lower / step - 1e-9) + 1;
+}
+
+// The next readable step below `step` (10, 5, 2.5, 2, 1 times a power of ten).
+double smallerStep(double step) {
+    const double decade = std::pow(10.0, std::floor(std::log10(step)));
+    for (double m : {5.0, 2.5, 2.0, 1.0})
+        if (m * decade < step * (1 - 1e-9)) return m * decade;
+    return 0.5 * decade;
+}
+
+// Readable steps (1, 2, 2.5, 5 x 10^k) until at least three multiples lie inside `range`.
+double stepForThree(const QCPRange& range, double step) {
+    while (step > 0 && std::isfinite(step) && range.size() > 0 && ticksInside(range, step) < 3)
+        step = smallerStep(step);
+    return step;
+}
+
+}  // namespace
+
 double LocaleTicker::getTickStep(const QCPRange& range) {
-    step_ = QCPAxisTicker::getTickStep(range);
+    step_ = stepForThree(range, QCPAxisTicker::getTickStep(range));
     return step_;
+}
+
+LogTicker::LogTicker() {
+    setLogBase(10);
+    setSubTickCount(8);  // 2..9 between decades, the usual log paper
+}
+
+QVector<double> LogTicker::createTickVector(double tickStep, const QCPRange& range) {
+    decades_ = true;
+    QVector<double> ticks = QCPAxisTickerLog::createTickVector(tickStep, range);
+    if (std::count_if(ticks.begin(), ticks.end(), [&](double t) { return range.contains(t); }) >= 3 ||
+        range.lower <= 0)
+        return ticks;
+    // Fewer than three decades in view: decades, then 2 and 5, then the other digits times a
+    // power of ten, each kept where it lies at least half a hinted tick spacing (about 1.25
+    // label heights, see fitToSize) from those kept before it.
+    decades_ = false;
+    const double minGap = std::log10(range.upper / range.lower) / (2.0 * std::max(2, tickCount()));
+    const int lo = int(std::floor(std::log10(range.lower))), hi = int(std::ceil(std::log10(range.upper)));
+    ticks.clear();
+    for (const std::vector<double>& rank : {std::vector<double>{1}, {2, 5}, {3, 4, 6, 7, 8, 9}})
+        for (int e = lo; e <= hi; ++e)
+            for (double m : rank) {
+                const double t = m * std::pow(10.0, e);
+                if (range.contains(t) && std::none_of(ticks.begin(), ticks.end(), [&](double k) {
+                        return std::abs(std::log10(t / k)) < minGap * (1 - 1e-9);
+                    }))
+                    ticks << t;
+            }
+    std::sort(ticks.begin(), ticks.end());
+    if (ticks.size() >= 3) return ticks;
+    // Less than a factor of three in view: readable steps, as on a linear axis.
+    const double step = stepForThree(range, QCPAxisTicker::getTickStep(range));
+    ticks.clear();
+    for (double t = std::ceil(range.lower / step) * step; t <= range.upper + 1e-9 * step; t += step) ticks << t;
+    return ticks;
+}
+
+int LogTicker::getSubTickCount(double tickStep) {
+    return decades_ ? QCPAxisTickerLog::getSubTickCount(tickStep) : 0;
 }
 
 QString LocaleTicker::getTickLabel(double tick, const QLocale&, QChar, int) {
@@ -93,11 +160,22 @@ QCustomPlot* makeChart(QWidget* parent, const QString& name, const QString& titl
         QAction* save = menu.addAction(QObject::tr("Export chart (PNG, PDF or CSV)…"));
         if (menu.exec(p->mapToGlobal(at)) != save) return;
         const QString title = chartTitle(p) ? chartTitle(p)->text() : QStringLiteral("chart");
+        const QString file = QString(title).replace(QRegularExpression("[^A-Za-z0-9]+"), "-").toLower() + ".png";
+        // Where the last export went; at first the pictures folder (never the working directory,
+        // which for an app started from a menu is anywhere).
+        QSettings settings;
+        QString dir = settings.value(QStringLiteral("export/dir")).toString();
+        if (dir.isEmpty() || !QFileInfo(dir).isDir()) dir = QStandardPaths::writableLocation(QStandardPaths::PicturesLocation);
+        if (dir.isEmpty() || !QFileInfo(dir).isDir()) dir = QDir::homePath();
         const QString path = QFileDialog::getSaveFileName(
-            p, QObject::tr("Export chart"), QString(title).replace(QRegularExpression("[^A-Za-z0-9]+"), "-").toLower() + ".png",
+            p, QObject::tr("Export chart"), QDir(dir).filePath(file),
             QObject::tr("PNG picture (*.png);;PDF document (*.pdf);;CSV data (*.csv)"));
+        if (path.isEmpty()) return;
         QString error;
-        if (!path.isEmpty() && !exportChart(p, path, &error)) QMessageBox::warning(p, QObject::tr("Export chart"), error);
+        if (exportChart(p, path, &error))
+            settings.setValue(QStringLiteral("export/dir"), QFileInfo(path).absolutePath());
+        else
+            QMessageBox::warning(p, QObject::tr("Export chart"), error);
     });
     return p;
 }

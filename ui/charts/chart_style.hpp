@@ -18,12 +18,24 @@ inline const QColor kBlue(0x4E, 0x79, 0xA7), kOrange(0xF2, 0x8E, 0x2B), kRed(0xE
 // Towers cycle through these; red is kept for means so a mean never looks like one tower.
 QColor towerColour(int tower);
 
-// Labels in the user's locale with group separators; as many decimals as the tick step needs.
+// Labels in the user's locale with group separators; as many decimals as the tick step needs; a
+// smaller readable step where the hinted one leaves fewer than three ticks in view.
 class LocaleTicker : public QCPAxisTicker {
 protected:
     double getTickStep(const QCPRange& range) override;
     QString getTickLabel(double tick, const QLocale& locale, QChar formatChar, int precision) override;
     double step_ = 1;  // of the ticks being labelled
+};
+
+// Decades on a log axis where three or more fit; inside less than three decades, 1-2-5 or 1..9
+// times a power of ten, then plain readable steps, so a short axis is never left with one label.
+class LogTicker : public QCPAxisTickerLog {
+public:
+    LogTicker();
+protected:
+    QVector<double> createTickVector(double tickStep, const QCPRange& range) override;
+    int getSubTickCount(double tickStep) override;
+    bool decades_ = true;  // the ticks last made are decades (sub-ticks 2..9 between them)
 };
 
 // Whole numbers only (steps, updates, staleness): never 200.5, never "200.00".

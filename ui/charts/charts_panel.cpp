@@ -376,10 +376,7 @@ void ChartsPanel::setLogLoss(bool log) {
         RangeGuard guard(settingRanges_);  // setScaleType clamps the range for log scale
         loss_->yAxis->setScaleType(log ? QCPAxis::stLogarithmic : QCPAxis::stLinear);
         if (log) {
-            auto ticker = QSharedPointer<QCPAxisTickerLog>::create();
-            ticker->setLogBase(10);
-            ticker->setSubTickCount(8);  // 2..9 between decades, the usual log paper
-            loss_->yAxis->setTicker(ticker);
+            loss_->yAxis->setTicker(QSharedPointer<LogTicker>::create());
         } else {
             loss_->yAxis->setTicker(QSharedPointer<LocaleTicker>::create());
         }
