@@ -44,6 +44,7 @@
 #include "runs/runs_panel.hpp"
 #include "test_support.hpp"
 #include "placement/placement_diagram.hpp"
+#include "predictions/predictions_panel.hpp"
 #include "view_format.hpp"
 
 namespace {
@@ -1293,6 +1294,47 @@ private slots:
         QTRY_VERIFY_WITH_TIMEOUT(!w.following(), 5000);
         QCOMPARE(w.charts()->stepPoints(), 3000);
         QCOMPARE(w.stateText(), QStringLiteral("Followed run finished"));
+    }
+
+    // A followed run of an image set shows its examples and its classes' names (rows read "0 0,
+    // 1 1" and no image appeared); a 3-class run of a 4-output model shows 3 classes (an empty
+    // 4th had appeared); a predictions.json that does not fit its data is explained, in words.
+    void followedRunShowsItsPredictions() {
+        QTemporaryDir root;
+        const auto train = [&](const QString& name, const QStringList& args) {
+            QProcess p;
+            p.start(QStringLiteral(TB_RUN_BINARY), args + QStringList{"--steps", "30", "--batch", "32", "--threads", "1",
+                                                                    "--quiet", "--run-dir", root.filePath(name)});
+            return p.waitForFinished(120000) && p.exitCode() == 0;
+        };
+        const QString slice = "idx:" + tbtest::sourcePath("samples/fashion-mnist-slice");
+        QVERIFY(train("images", {"--model", "mlp", "--data", slice}));
+        QVERIFY(train("spirals", {"--model", "tiny_mlp", "--data", "synthetic:spirals"}));
+        MainWindow w;
+        w.followRun(root.filePath("images"));
+        QTRY_VERIFY_WITH_TIMEOUT(!w.following(), 10000);
+        QTRY_VERIFY_WITH_TIMEOUT(w.predictions()->hasPredictions(), 20000);
+        ConfusionView* m = w.predictions()->matrix();
+        QCOMPARE(m->classes(), 10);
+        QCOMPARE(m->rowLabel(0), QStringLiteral("0 T-shirt/top"));
+        QVERIFY(!w.predictions()->grid()->order().empty());
+
+        w.followRun(root.filePath("spirals"));
+        QTRY_VERIFY_WITH_TIMEOUT(!w.following(), 10000);
+        QTRY_COMPARE_WITH_TIMEOUT(m->classes(), 3, 5000);
+        QCOMPARE(m->rowLabel(2), QStringLiteral("2"));
+
+        QFile bad(root.filePath("images/predictions.json"));
+        QVERIFY(bad.open(QIODevice::ReadOnly));
+        QByteArray text = bad.readAll();
+        bad.close();
+        text.replace("\"labels\":[", "\"labels\":[0,");  // one label too many
+        tbtest::writeFile(bad.fileName(), text);
+        w.followRun(root.filePath("images"));
+        QTRY_VERIFY_WITH_TIMEOUT(w.predictions()->note().contains("predictions.json"), 20000);
+        QVERIFY2(w.predictions()->note().contains("'labels' must list one value for each"),
+                 qPrintable(w.predictions()->note()));
+        QVERIFY(!w.predictions()->hasPredictions());
     }
 
     void endOfRunSummary() {

@@ -64,6 +64,20 @@ std::optional<EvalResult> evaluate(Network& net, Stream s, float* stats, const D
         }
         count += b.n;
     }
+    // A model with more outputs than the data has classes (tiny_mlp's 4 on 3 spirals): the
+    // matrix keeps the data's classes, and an extra output only while the model predicts it.
+    int shown = std::max(1, data.numClasses);
+    for (int k = classes - 1; k >= shown; --k)
+        for (int t = 0; t < classes; ++t)
+            if (r.confusion[size_t(t) * size_t(classes) + size_t(k)]) shown = std::max(shown, k + 1);
+    if (shown < classes) {
+        std::vector<int64_t> kept(size_t(shown) * size_t(shown));  // (shown, shown); no label is >= shown
+        for (int t = 0; t < shown; ++t)
+            for (int k = 0; k < shown; ++k)
+                kept[size_t(t) * size_t(shown) + size_t(k)] = r.confusion[size_t(t) * size_t(classes) + size_t(k)];
+        r.confusion = std::move(kept);
+        r.classes = shown;
+    }
     be.copyToHost(s, host, stats, sizeof(host));
     be.synchronize(s);
     r.examples = count;

@@ -170,6 +170,65 @@ RunConfig RunFolder::resumeConfig(const std::string& dir) {
     return c;
 }
 
+std::shared_ptr<const Predictions> RunFolder::readPredictions(const std::string& dir, int64_t step,
+                                                              const Dataset& test) {
+    const std::string path = dir + "/predictions.json";
+    std::error_code ec;
+    if (!fs::exists(path, ec)) return nullptr;
+    // Three numbers and a class name per example: 64 MiB holds a few hundred thousand.
+    const nlohmann::json j = parseJsonText(readTextFile(path, size_t(64) << 20, "predictions"), path);
+    const auto field = [&](const char* key) -> const nlohmann::json& {
+        if (!j.is_object() || !j.contains(key)) throw Error(path + ": '" + key + "' is missing");
+        return j.at(key);
+    };
+    const nlohmann::json& at = field("step");
+    if (!at.is_number_integer()) throw Error(path + ": 'step' must be a whole number");
+    if (at.get<int64_t>() != step) return nullptr;  // another evaluation's
+    const nlohmann::json &classesJ = field("classes"), &names = field("class_names"), &labels = field("labels"),
+                         &predicted = field("predicted"), &confidence = field("confidence");
+    if (!classesJ.is_number_integer() || classesJ.get<int64_t>() < 1 || classesJ.get<int64_t>() > 100000)
+        throw Error(path + ": 'classes' must be a whole number from 1");
+    const int classes = int(classesJ.get<int64_t>());
+    const size_t n = test.size();
+    if (!test.isImage() || test.pixels.size() != n * test.sampleSize())
+        throw Error(path + ": " + test.name + " is not an image set, which the predictions' grid shows");
+    for (auto [key, list] : {std::pair{"labels", &labels}, {"predicted", &predicted}, {"confidence", &confidence}})
+        if (!list->is_array() || list->size() != n)
+            throw Error(path + ": '" + key + "' must list one value for each of the " + std::to_string(n) +
+                        " examples of " + test.name);
+    if (!names.is_array() || (!names.empty() && names.size() != size_t(classes)))
+        throw Error(path + ": 'class_names' must name each of the " + std::to_string(classes) + " classes, or none");
+    auto p = std::make_shared<Predictions>();
+    p->channels = test.channels;
+    p->height = test.height;
+    p->width = test.width;
+    p->images = std::make_shared<const std::vector<uint8_t>>(test.pixels);
+    for (const nlohmann::json& name : names) {
+        if (!name.is_string()) throw Error(path + ": 'class_names' must hold text");
+        p->classNames.push_back(name.get<std::string>());
+    }
+    p->labels.reserve(n);
+    p->predicted.reserve(n);
+    p->confidence.reserve(n);
+    for (size_t i = 0; i < n; ++i) {
+        const nlohmann::json &l = labels[i], &k = predicted[i], &c = confidence[i];
+        if (!l.is_number_integer() || !k.is_number_integer() || l.get<int64_t>() < 0 || k.get<int64_t>() < 0 ||
+            l.get<int64_t>() >= classes || k.get<int64_t>() >= classes)
+            throw Error(path + ": example " + std::to_string(i) + "'s classes must be whole numbers below " +
+                        std::to_string(classes));
+        if (l.get<int64_t>() != test.labels[i])
+            throw Error(path + ": example " + std::to_string(i) + " is labelled " + std::to_string(l.get<int64_t>()) +
+                        " but is " + std::to_string(test.labels[i]) + " in " + test.name +
+                        " (the data changed since the run)");
+        if (!c.is_number() || !(c.get<double>() >= 0 && c.get<double>() <= 1))
+            throw Error(path + ": example " + std::to_string(i) + "'s confidence must be between 0 and 1");
+        p->labels.push_back(int32_t(l.get<int64_t>()));
+        p->predicted.push_back(int32_t(k.get<int64_t>()));
+        p->confidence.push_back(c.get<float>());
+    }
+    return p;
+}
+
 RunFolder::~RunFolder() {
     if (writer_.joinable()) writer_.join();
     if (log_) std::fclose(log_);

@@ -10,6 +10,7 @@
 //   metrics.jsonl     every step, evaluation and state (engine/metrics_file.hpp)
 //   log.txt           states, evaluations, checkpoints and errors, one timed line each
 //   summary.json      at the end (RunSummary JSON)
+//   predictions.json  image sets: the latest test evaluation's classes for each test example
 //   events.out.tfevents.*   TensorBoard's scalars (engine/event_file.hpp; builds with protobuf)
 //   checkpoints/step-NNNNNNNN.safetensors   the last K; best.safetensors, the best validation
 // Small files are written atomically; checkpoints too (engine/checkpoint.hpp).
@@ -22,8 +23,10 @@
 #include <thread>
 #include <string>
 
+#include "data/dataset.hpp"
 #include "engine/checkpoint.hpp"
 #include "engine/metrics_file.hpp"
+#include "data/dataset.hpp"
 #include "engine/observer.hpp"
 #include "io/run_config.hpp"
 
@@ -51,6 +54,11 @@ public:
     static std::optional<int64_t> trainingProcess(const std::string& dir);
     // The settings a resumed run starts from: the folder's config.json, naming its model.json.
     static RunConfig resumeConfig(const std::string& dir);
+    // The run's predictions.json (the latest test evaluation's) over its test set `test`, whose
+    // images the grid shows: null when the file is missing or holds another step than `step`;
+    // throws tb::Error naming the file when it is malformed or does not fit `test`.
+    static std::shared_ptr<const Predictions> readPredictions(const std::string& dir, int64_t step,
+                                                              const Dataset& test);
     ~RunFolder() override;
 
     const std::string& path() const { return path_; }

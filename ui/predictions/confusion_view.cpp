@@ -51,13 +51,18 @@ void ConfusionView::select(int t, int p) {
 
 QString ConfusionView::name(int k) const { return names_.isEmpty() ? QString::number(k) : names_[k]; }
 
+// "3 Dress" where the classes have names; "3" alone where they are numbers (not "3 3").
+QString ConfusionView::rowLabel(int k) const {
+    return names_.isEmpty() ? QString::number(k) : QStringLiteral("%1 %2").arg(k).arg(names_[k]);
+}
+
 // Row labels (the true classes' names) on the left, column numbers on top (names would not fit
 // above narrow columns: the rows' labels carry the numbers too), square cells filling the rest.
 ConfusionView::Layout ConfusionView::layout() const {
     Layout l;
     const QFontMetrics fm(font());
     for (int k = 0; k < classes_; ++k)
-        l.labelWidth = std::max(l.labelWidth, fm.horizontalAdvance(QString("%1 %2").arg(k).arg(name(k))));
+        l.labelWidth = std::max(l.labelWidth, fm.horizontalAdvance(rowLabel(k)));
     l.labelWidth += 8;
     l.headerHeight = fm.height() * 2 + 4;  // "predicted" and the column numbers
     const int w = width() - l.labelWidth - 4, h = height() - l.headerHeight - fm.height() - 4;
@@ -96,7 +101,7 @@ void ConfusionView::paintEvent(QPaintEvent*) {
         g.drawText(QRect(l.labelWidth + k * l.cell, fm.height() + 2, l.cell, fm.height()), Qt::AlignCenter,
                    QString::number(k));
         g.drawText(QRect(0, l.headerHeight + k * l.cell, l.labelWidth - 6, l.cell), Qt::AlignRight | Qt::AlignVCenter,
-                   QString("%1 %2").arg(k).arg(name(k)));
+                   rowLabel(k));
     }
     g.drawText(QRect(0, l.headerHeight + classes_ * l.cell + 2, l.labelWidth - 6, fm.height()),
                Qt::AlignRight | Qt::AlignVCenter, tr("true"));

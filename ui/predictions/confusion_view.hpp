@@ -29,6 +29,7 @@ public:
     // The cell under a point of the widget, or false.
     bool cellAt(const QPoint& p, int& trueClass, int& predicted) const;
     QRect cellRect(int trueClass, int predicted) const;
+    QString rowLabel(int k) const;  // the row's label: "3 Dress", or "3" where classes have no names
 
 signals:
     void selectionChanged(int trueClass, int predicted);
@@ -38,12 +39,13 @@ protected:
     void mousePressEvent(QMouseEvent*) override;
     bool event(QEvent*) override;  // tooltips: "Shirt predicted as T-shirt/top: 7 of 47 (15%)"
 
+    QString name(int k) const;
+
 private:
     struct Layout {
         int labelWidth = 0, headerHeight = 0, cell = 0;
     };
     Layout layout() const;
-    QString name(int k) const;
 
     std::vector<int64_t> counts_;
     std::vector<int64_t> rowTotals_;

@@ -233,6 +233,12 @@ void PredictionsPanel::clear() {
     refill();
 }
 
+void PredictionsPanel::showProblem(const QString& message) {
+    p_.reset();
+    refill();
+    filter_->setText(message);
+}
+
 void PredictionsPanel::refill() {
     const int t = matrix_->selectedTrue(), pr = matrix_->selectedPredicted();
     if (!p_) {

@@ -49,6 +49,7 @@ public:
     explicit PredictionsPanel(QWidget* parent = nullptr);
     bool hasPredictions() const { return p_ != nullptr; }
     QString header() const { return header_->text(); }
+    QString note() const { return filter_->text(); }  // above the grid: what it shows, or why nothing
     ConfusionView* matrix() const { return matrix_; }
     PredictionGrid* grid() const { return grid_; }
     // Mistakes first (most confident first), then the right ones (least confident first); only
@@ -61,6 +62,8 @@ public slots:
     // sets; malformed ones are not drawn).
     void showEval(const tb::EvalResult& r);
     void clear();
+    // Why the examples cannot be shown (a followed run's predictions or images unreadable).
+    void showProblem(const QString& message);
 
 protected:
     bool eventFilter(QObject* watched, QEvent* e) override;  // the viewport resized: the grid follows

@@ -570,6 +570,7 @@ void MainWindow::followFolder(const QString& folder, bool takeSettings) {
             return;
         }
     }
+    ended_.reset();
     follower_ = std::make_unique<RunFollower>(folder);
     const QStringList towers = follower_->towers();
     auto start = [this, towers] {
@@ -587,11 +588,17 @@ void MainWindow::followFolder(const QString& folder, bool takeSettings) {
     connect(follower_.get(), &RunFollower::steps, this, &MainWindow::showSteps);
     connect(follower_.get(), &RunFollower::evaluated, charts_, &ChartsPanel::addEval);
     connect(follower_.get(), &RunFollower::evaluated, predictions_, &PredictionsPanel::showEval);  // the matrix
+    connect(follower_.get(), &RunFollower::predictionsRead, this, [this](const tb::EvalResult& r) {
+        predictions_->showEval(r);
+        if (predictions_->hasPredictions()) predictionsDock_->raise();
+    });
+    connect(follower_.get(), &RunFollower::problem, predictions_, &PredictionsPanel::showProblem);
     connect(follower_.get(), &RunFollower::stateChanged, this, [this, folder](const QString& state, const QString& detail) {
         if (state != "finished" && state != "stopped" && state != "failed") return;
         setState(tr("Followed run %1").arg(state), detail.isEmpty() ? folder : detail);
         diagram_->clearActivity();
-        follower_.release()->deleteLater();  // done: this very signal is its own
+        follower_->stopPolling();
+        ended_ = std::move(follower_);  // kept (this very signal is its own) for the predictions to come
     });
     follower_->poll();  // what is there already
 }
@@ -623,6 +630,7 @@ void MainWindow::launch(bool startPaused, const QString& resumeDir) {
     }
     if (launcher_->running()) return;
     follower_.reset();  // a run of this window's own takes the views
+    ended_.reset();
     const tb::RunConfig c = experiment_->config();
     QSettings().setValue("experiment/last", QByteArray::fromStdString(c.toJson().dump()));
     if (experiment_->processes() > 1) {

@@ -156,6 +156,7 @@ private:
     DecisionView* decision_;
     RunsPanel* runs_;
     std::unique_ptr<RunFollower> follower_;  // a folder followed live; none while this window trains
+    std::unique_ptr<RunFollower> ended_;     // the last followed run, after its end: its predictions may still come
     ProcessLauncher* launcher_ = nullptr;    // a run of several processes started from here
     bool followedLaunch_ = false;            // its folder was ready and followed
     DevicesPanel* devices_;

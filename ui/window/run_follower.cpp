@@ -7,11 +7,21 @@
 #include <QJsonObject>
 
 #include "engine/metrics_file.hpp"
+#include "engine/run_folder.hpp"
+#include "util/error.hpp"
 
 RunFollower::RunFollower(QString folder, QObject* parent) : QObject(parent), folder_(std::move(folder)) {
     timer_.setInterval(kPollMs);
     connect(&timer_, &QTimer::timeout, this, &RunFollower::poll);
     timer_.start();
+}
+
+RunFollower::~RunFollower() {
+    if (reading_) {
+        stopReading_ = true;  // the reader asks between chunks
+        reading_->wait();
+        delete reading_;
+    }
 }
 
 QStringList RunFollower::towers() const {
@@ -51,6 +61,7 @@ void RunFollower::poll() {
         case tb::MetricsLine::Kind::Eval:
             if (!batch.empty()) emit steps(std::exchange(batch, {}));
             emit evaluated(m.eval);
+            if (m.eval.split == "test") latestTest_ = m.eval;
             break;
         case tb::MetricsLine::Kind::State:
             if (!batch.empty()) emit steps(std::exchange(batch, {}));
@@ -59,4 +70,48 @@ void RunFollower::poll() {
         }
     }
     if (!batch.empty()) emit steps(batch);
+    attachPredictions();
+}
+
+void RunFollower::attachPredictions() {
+    if (!latestTest_ || !QFile::exists(folder_ + "/predictions.json")) return;
+    const std::string folder = folder_.toStdString();
+    if (testSet_) {
+        const tb::EvalResult r = *std::exchange(latestTest_, std::nullopt);
+        try {
+            tb::EvalResult withPredictions = r;
+            withPredictions.predictions = tb::RunFolder::readPredictions(folder, r.step, *testSet_);
+            if (withPredictions.predictions) emit predictionsRead(withPredictions);
+        } catch (const tb::Error& e) {
+            emit problem(QString::fromUtf8(e.what()));
+        }
+        return;
+    }
+    if (reading_) return;  // attached when the set is read
+    // The run's own test set, as it was trained (its config.json): Fashion-MNIST's 10,000 images
+    // take a second or so, off the window's thread.
+    auto read = std::make_shared<std::shared_ptr<const tb::Dataset>>();
+    auto error = std::make_shared<QString>();
+    reading_ = QThread::create([folder, read, error, this] {
+        try {
+            const tb::RunConfig c = tb::RunFolder::resumeConfig(folder);
+            tb::DataSplits data = tb::loadData(c.data, 0, c.seed, [this] { return stopReading_.load(); },
+                                               c.tfrecordFeatures);
+            *read = std::make_shared<const tb::Dataset>(std::move(data.test));
+        } catch (const std::exception& e) {
+            *error = QString::fromUtf8(e.what());
+        }
+    });
+    connect(reading_, &QThread::finished, this, [this, read, error] {
+        reading_->deleteLater();
+        reading_ = nullptr;
+        if (!error->isEmpty()) {
+            emit problem(tr("The test images could not be read for the predictions: %1").arg(*error));
+            latestTest_.reset();
+            return;
+        }
+        testSet_ = *read;
+        attachPredictions();
+    });
+    reading_->start();
 }

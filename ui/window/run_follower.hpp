@@ -2,14 +2,22 @@
 // terminal, a headless run on a GPU server seen through a shared folder), followed live: it reads
 // the lines metrics.jsonl gains, five times a second, and hands on the steps, evaluations and
 // states they record. A line is read only once it is whole; a file that shrank (a resumed run
-// cut it back to its checkpoint) is read again from the start, after reset().
+// cut it back to its checkpoint) is read again from the start, after reset(). A test evaluation
+// of an image set is handed on twice: from its line (the confusion matrix), then with the run's
+// predictions.json over the test set's images, which a thread of its own reads from the run's data
+// once (the grid, and the classes' names).
 #pragma once
 #include <QFile>
 #include <QObject>
 #include <QString>
+#include <QThread>
 #include <QTimer>
+#include <atomic>
+#include <memory>
+#include <optional>
 #include <vector>
 
+#include "data/dataset.hpp"
 #include "engine/observer.hpp"
 
 class RunFollower : public QObject {
@@ -17,18 +25,28 @@ class RunFollower : public QObject {
 public:
     static constexpr int kPollMs = 200;
     explicit RunFollower(QString folder, QObject* parent = nullptr);
+    ~RunFollower() override;
     const QString& folder() const { return folder_; }
     QStringList towers() const;  // the plan's tower devices, from plan.json
     void poll();                 // reads what is new now (the timer calls it)
+    void stopPolling() { timer_.stop(); }  // the run ended; predictions being read still arrive
 
 signals:
     void reset();                                        // start over: the file was cut back
     void steps(const std::vector<tb::StepMetrics>& s);   // in order
-    void evaluated(const tb::EvalResult& r);
+    void evaluated(const tb::EvalResult& r);             // as its line has it
+    void predictionsRead(const tb::EvalResult& r);       // a test evaluation again, with predictions
     void stateChanged(const QString& state, const QString& detail);  // "running", "finished", ...
+    void problem(const QString& message);  // the predictions could not be read: why, in one sentence
 
 private:
+    void attachPredictions();  // to the latest test evaluation, once the test set is read
+
     QString folder_;
     QTimer timer_;
     qint64 offset_ = 0;  // bytes of metrics.jsonl already read (whole lines)
+    std::optional<tb::EvalResult> latestTest_;   // the latest test evaluation still without predictions
+    std::shared_ptr<const tb::Dataset> testSet_; // the run's test set, once read
+    QThread* reading_ = nullptr;                 // reading it
+    std::atomic<bool> stopReading_{false};
 };
