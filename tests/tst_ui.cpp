@@ -1337,6 +1337,61 @@ private slots:
         QVERIFY(!w.predictions()->hasPredictions());
     }
 
+    // Follow and Resume put a run's settings in the form; settings there that were neither
+    // started nor saved (a lesson's, the user's edits) are replaced only when the user agrees
+    // (they were lost without a question).
+    void followAsksBeforeReplacingTheForm() {
+        QTemporaryDir root;
+        const QString run = root.filePath("run");
+        QProcess p;
+        p.start(QStringLiteral(TB_RUN_BINARY), {"--model", "tiny_mlp", "--data", "synthetic:spirals", "--steps", "30",
+                                               "--threads", "1", "--quiet", "--run-dir", run});
+        QVERIFY(p.waitForFinished(60000) && p.exitCode() == 0);
+        MainWindow w;
+        w.experiment()->setConfig(syntheticRun(77));  // as a lesson or a user leaves it
+        // Answers the question, if one comes, with the button `choice`; the question's text.
+        const auto answer = [](const QString& choice) {
+            auto asked = std::make_shared<QString>();
+            QTimer::singleShot(100, [asked, choice] {
+                auto* box = qobject_cast<QMessageBox*>(QApplication::activeModalWidget());
+                if (!box) return;
+                *asked = box->text();
+                for (QAbstractButton* b : box->buttons())
+                    if (b->text() == choice) return b->click();
+                box->reject();
+            });
+            return asked;
+        };
+        auto asked = answer("Keep my settings");
+        w.followRun(run);
+        QTest::qWait(200);
+        QVERIFY2(asked->contains("neither started nor saved"), qPrintable(*asked));
+        QVERIFY(!w.following());
+        QCOMPARE(w.experiment()->config().steps, int64_t(77));
+
+        asked = answer("Follow");
+        w.followRun(run);
+        QVERIFY(!asked->isEmpty());
+        QCOMPARE(w.experiment()->config().steps, int64_t(30));
+        QTRY_VERIFY_WITH_TIMEOUT(!w.following(), 10000);
+
+        asked = answer("Follow");  // the form holds the followed run's settings: nothing to lose
+        w.followRun(run);
+        QTest::qWait(200);
+        QVERIFY2(asked->isEmpty(), qPrintable(*asked));
+        QTRY_VERIFY_WITH_TIMEOUT(!w.following(), 10000);
+
+        w.experiment()->setConfig(syntheticRun(55));
+        w.setResumeStepsQuestion([](int64_t) { return 40; });
+        w.setQuitConfirmation([] { return true; });
+        asked = answer("Keep my settings");
+        w.resumeRun(run);
+        QTest::qWait(200);
+        QVERIFY(!asked->isEmpty());
+        QVERIFY(!w.running());
+        QCOMPARE(w.experiment()->config().steps, int64_t(55));
+    }
+
     void endOfRunSummary() {
         MainWindow w;
         w.experiment()->setConfig(syntheticRun(40));

@@ -139,7 +139,9 @@ void MainWindow::buildExperimentDocks() {
         return ok ? int64_t(total) : int64_t(0);
     };
     connect(runs_, &RunsPanel::openSettings, this, [this](const tb::RunConfig& c) {
+        if (!mayReplaceForm(c, tr("Open the settings"))) return;
         experiment_->setConfig(c);
+        markFormKept();
         left_->raise();
     });
     connect(this, &MainWindow::runEnded, runs_, &RunsPanel::refresh);
@@ -338,6 +340,25 @@ void MainWindow::restoreSession() {
     }
     experiment_->setConfig(c);
     experimentEdited(experiment_->config(), experiment_->isValid());
+    markFormKept();
+}
+
+void MainWindow::markFormKept() { keptForm_ = experiment_->config().toJson().dump(); }
+
+bool MainWindow::mayReplaceForm(const tb::RunConfig& incoming, const QString& action) {
+    const std::string form = experiment_->config().toJson().dump();
+    if (form == keptForm_ || form == incoming.toJson().dump()) return true;
+    QMessageBox box(QMessageBox::Question, tr("Replace the experiment's settings?"),
+                    tr("%1 puts the run's settings in the experiment form, in place of the ones there now, which "
+                       "were neither started nor saved (File > Save run config as… keeps them).")
+                        .arg(action),
+                    QMessageBox::NoButton, this);
+    QAbstractButton* replace = box.addButton(action, QMessageBox::AcceptRole);
+    QPushButton* keep = box.addButton(tr("Keep my settings"), QMessageBox::RejectRole);
+    box.setDefaultButton(keep);
+    box.setEscapeButton(keep);
+    box.exec();
+    return box.clickedButton() == replace;
 }
 
 MainWindow::~MainWindow() {
@@ -564,7 +585,10 @@ void MainWindow::followFolder(const QString& folder, bool takeSettings) {
     // processes started here has the form's own, which stay as they are).
     if (takeSettings) {
         try {
-            experiment_->setConfig(tb::RunFolder::resumeConfig(folder.toStdString()));
+            const tb::RunConfig c = tb::RunFolder::resumeConfig(folder.toStdString());
+            if (!mayReplaceForm(c, tr("Follow"))) return;
+            experiment_->setConfig(c);
+            markFormKept();
         } catch (const tb::Error& e) {
             showError(QString::fromUtf8(e.what()));
             return;
@@ -613,7 +637,9 @@ void MainWindow::resumeRun(const QString& folder) {
             if (total <= r.steps) return;
             c.steps = total;
         }
+        if (!mayReplaceForm(c, tr("Resume"))) return;
         experiment_->setConfig(c);
+        markFormKept();
     } catch (const tb::Error& e) {
         showError(QString::fromUtf8(e.what()));
         return;
@@ -633,6 +659,7 @@ void MainWindow::launch(bool startPaused, const QString& resumeDir) {
     ended_.reset();
     const tb::RunConfig c = experiment_->config();
     QSettings().setValue("experiment/last", QByteArray::fromStdString(c.toJson().dump()));
+    markFormKept();
     if (experiment_->processes() > 1) {
         launchProcesses(c);
         return;
@@ -792,6 +819,7 @@ bool MainWindow::loadConfigFile(const QString& path) {
     }
     experiment_->setConfig(c);
     openedKeys_ = c.keysFrom(c.file);
+    markFormKept();
     return true;
 }
 
@@ -803,6 +831,7 @@ bool MainWindow::saveConfigFile(const QString& path) {
         showError(tr("%1: could not be written").arg(path));
         return false;
     }
+    markFormKept();
     return true;
 }
 

@@ -113,6 +113,10 @@ signals:
     void stateChanged(const QString& state);       // what the status bar's state now says
 
 protected:
+    void markFormKept();
+    // Before Follow or Resume puts a run's settings `incoming` in the form: true when the form
+    // holds nothing unkept, or the user agrees to replace it (`action`: "Follow", "Resume").
+    bool mayReplaceForm(const tb::RunConfig& incoming, const QString& action);
     void closeEvent(QCloseEvent* e) override;
     // The quit question while a run or processes train: true to stop them and quit.
     bool askToQuit();
@@ -190,6 +194,9 @@ private:
     QString paramsModel_;      // model whose parameter count is cached
     QVector<int64_t> variableSizes_;  // elements of each of the model's variables, for the diagram
     std::function<int64_t(int64_t)> askSteps_;
+    // The form's settings as last kept (started, saved, opened, restored, or taken from a run): a
+    // form that differs holds settings Follow and Resume would lose without asking.
+    std::string keptForm_;
     std::function<bool()> confirmQuit_;
     std::set<std::string> openedKeys_;  // the last opened config file's keys, which Save keeps
     // Null without telemetry. A member, so its thread is joined before QWidget's destructor
