@@ -44,6 +44,9 @@
 #include "runs/runs_panel.hpp"
 #include "test_support.hpp"
 #include "placement/placement_diagram.hpp"
+#include "lessons/lessons.hpp"
+#include "lessons/sync_async_lesson.hpp"
+#include "lab/scaling_lab.hpp"
 #include "predictions/predictions_panel.hpp"
 #include "view_format.hpp"
 
@@ -1390,6 +1393,57 @@ private slots:
         QVERIFY(!asked->isEmpty());
         QVERIFY(!w.running());
         QCOMPARE(w.experiment()->config().steps, int64_t(55));
+    }
+
+    // The lessons name what the window has and open on a clean slate: lesson 1 named a pace
+    // ('slow motion') the Pace list lacks, lesson 2's window opened on empty axes 0-5, and a
+    // lesson kept the previous run's banner and charts under its own diagram.
+    void lessonsMatchTheWindow() {
+        MainWindow w;
+        w.setQuitConfirmation([] { return true; });
+        ScalingLab* lab = w.openScalingLab();
+        QStringList options;  // what a user can pick or press, by its text
+        for (QObject* root : {static_cast<QObject*>(&w), static_cast<QObject*>(lab)}) {
+            for (auto* c : root->findChildren<QComboBox*>())
+                for (int i = 0; i < c->count(); ++i) options << c->itemText(i);
+            for (auto* b : root->findChildren<QAbstractButton*>()) options << b->text();
+            for (auto* a : root->findChildren<QAction*>()) options << a->text().remove('&');
+        }
+        for (const Lesson& lesson : lessons(2)) {
+            // A quoted option: 'slow motion', not the apostrophe of "holder's".
+            static const QRegularExpression quoted("(?<![A-Za-z])'([^'<]{2,40})'(?![A-Za-z])");
+            for (auto it = quoted.globalMatch(lesson.text); it.hasNext();) {
+                const QString option = it.next().captured(1);
+                QVERIFY2(std::any_of(options.begin(), options.end(),
+                                     [&](const QString& o) { return o.startsWith(option, Qt::CaseInsensitive); }),
+                         qPrintable(lesson.title + ": '" + option + "' is nowhere in the window"));
+            }
+        }
+        lab->close();
+
+        w.experiment()->setConfig(syntheticRun(30));
+        QSignalSpy ended(&w, &MainWindow::runEnded);
+        w.start();
+        QTRY_COMPARE_WITH_TIMEOUT(ended.count(), 1, 20000);
+        auto* banner = w.findChild<QLabel*>("runSummary");
+        QVERIFY(banner && !banner->isHidden());
+        QVERIFY(w.charts()->stepPoints() > 0);
+        w.openLesson(0);
+        QVERIFY(banner->isHidden());
+        QCOMPARE(w.charts()->stepPoints(), 0);
+
+        SyncAsyncLesson* side = w.openLesson(1);
+        QVERIFY(side);
+        auto* bySteps = side->findChild<QCustomPlot*>("lessonBySteps");
+        QVERIFY(bySteps);
+        QCOMPARE(bySteps->yAxis->range().lower, 0.0);
+        QCOMPARE(bySteps->yAxis->range().upper, 1.0);
+        bool told = false;  // what the empty charts wait for
+        for (int i = 0; i < bySteps->itemCount(); ++i)
+            if (auto* t = qobject_cast<QCPItemText*>(bySteps->item(i)); t && t->visible() && t->text().contains("Start both"))
+                told = true;
+        QVERIFY(told);
+        side->close();
     }
 
     void endOfRunSummary() {

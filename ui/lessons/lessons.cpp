@@ -49,8 +49,8 @@ std::vector<Lesson> lessons(int cores) {
                            "(purple). The faster tower always waits: a synchronous step is as slow as its slowest "
                            "tower. The bytes counter shows what crossed to the holder: 2 x 4 bytes per parameter "
                            "per tower per step.</p>"
-                           "<p><b>Try</b> pace 'slow motion' to see single steps, and 4 towers to see the wait "
-                           "grow.</p>"),
+                           "<p><b>Try</b> the toolbar's Pace at '2 steps/s' to see single steps, and 4 towers to "
+                           "see the wait grow.</p>"),
                        c});
     }
     {

@@ -51,7 +51,16 @@ SyncAsyncLesson::SyncAsyncLesson(const Lesson& lesson, QWidget* parent) : QWidge
             g->setScatterStyle(QCPScatterStyle(QCPScatterStyle::ssDisc, 5));
         }
     }
-    for (QCustomPlot* p : {byTime_, bySteps_}) p->legend->setVisible(true);
+    for (QCustomPlot* p : {byTime_, bySteps_}) {
+        p->legend->setVisible(true);
+        // What the empty chart waits for, in its middle.
+        auto* hint = new QCPItemText(p);
+        hint->position->setType(QCPItemPosition::ptAxisRectRatio);
+        hint->position->setCoords(0.5, 0.5);
+        hint->setText(tr("Start both: the two runs' validation accuracy appears here."));
+        hint->setColor(palette().color(QPalette::PlaceholderText));
+        hints_.push_back(hint);
+    }
     bars_ = new QCPBars(staleness_->xAxis, staleness_->yAxis);
     bars_->setBrush(tb::ui::kOrange);
     bars_->setPen(QPen(tb::ui::kOrange.darker(130)));
@@ -86,6 +95,7 @@ SyncAsyncLesson::SyncAsyncLesson(const Lesson& lesson, QWidget* parent) : QWidge
     auto* layout = new QHBoxLayout(this);
     layout->addLayout(left, 1);
     layout->addLayout(grid, 3);
+    replot();  // the empty charts' axes: accuracy 0-1, the runs' steps
     connect(start_, &QPushButton::clicked, this, &SyncAsyncLesson::start);
     connect(stop_, &QPushButton::clicked, this, &SyncAsyncLesson::stop);
 
@@ -233,11 +243,12 @@ void SyncAsyncLesson::replot() {
         }
     for (const Side& s : sides_)
         if (!s.steps->data()->isEmpty()) sMax = std::max(sMax, (s.steps->data()->constEnd() - 1)->key);
-    if (hi < lo) lo = 0, hi = 1;
+    const bool empty = hi < lo;
+    for (QCPItemText* hint : hints_) hint->setVisible(empty);
     byTime_->xAxis->setRange(0, tMax * 1.05);
     bySteps_->xAxis->setRange(0, sMax * 1.05);
     for (QCustomPlot* p : {byTime_, bySteps_}) {
-        p->yAxis->setRange(std::max(0.0, lo - 0.05), std::min(1.0, hi + 0.05));
+        p->yAxis->setRange(empty ? QCPRange(0, 1) : QCPRange(std::max(0.0, lo - 0.05), std::min(1.0, hi + 0.05)));
         tb::ui::fitToSize(p);
         p->replot();
     }

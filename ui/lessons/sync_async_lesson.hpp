@@ -4,6 +4,7 @@
 // time and against steps (updates for the asynchronous run) for both, and the histogram of the
 // asynchronous pushes' staleness, with a line per run saying where it ended.
 #pragma once
+#include <vector>
 #include <QString>
 #include <QWidget>
 #include <array>
@@ -15,6 +16,7 @@
 class EngineWorker;
 class QCPBars;
 class QCPGraph;
+class QCPItemText;
 class QCustomPlot;
 class QLabel;
 class QPushButton;
@@ -65,6 +67,7 @@ private:
     std::map<int64_t, int64_t> counts_;  // staleness -> pushes
     QCustomPlot *byTime_, *bySteps_, *staleness_;
     QCPBars* bars_;
+    std::vector<QCPItemText*> hints_;  // "Start both: ..." on the accuracy charts until a point comes
     QLabel* summary_;
     QPushButton *start_, *stop_;
     bool sized_ = false;

@@ -265,12 +265,8 @@ void MainWindow::connectWorker() {
     connect(this, &MainWindow::runRequested, worker_, &EngineWorker::run);  // queued: another thread
     connect(worker_, &EngineWorker::started, this, [this](const QString& plan) {
         // The data loaded and training begins: only now do the last run's charts give way.
-        charts_->reset(int(pendingTowers_.size()));
-        devices_->reset(pendingTowers_);
-        decision_->clear();
+        clearRunViews(pendingTowers_);
         decision_->setVisible(pendingPlanar_);
-        predictions_->clear();
-        summary_->hide();
         training_ = true;
         recentSteps_.clear();
         runDetail_ = plan;
@@ -468,6 +464,14 @@ void MainWindow::buildMenus() {
     updateActions();
 }
 
+void MainWindow::clearRunViews(const QStringList& towers) {
+    charts_->reset(int(towers.size()));
+    devices_->reset(towers);
+    decision_->clear();
+    predictions_->clear();
+    summary_->hide();
+}
+
 SyncAsyncLesson* MainWindow::openLesson(int index) {
     const std::vector<Lesson> all = lessons(int(std::max(1u, std::thread::hardware_concurrency())));
     if (index < 0 || size_t(index) >= all.size()) return nullptr;
@@ -479,7 +483,12 @@ SyncAsyncLesson* MainWindow::openLesson(int index) {
         syncAsync_->activateWindow();
         return syncAsync_;
     }
-    if (!running_) experiment_->setConfig(lesson.config);
+    if (!running_ && !launcher_->running() && !follower_) {
+        // The lesson's experiment on a clean slate: no banner or charts of the run before it.
+        experiment_->setConfig(lesson.config);
+        clearRunViews(QString::fromStdString(lesson.config.towers).split(','));
+        setState(tr("Ready: %1").arg(lesson.title));
+    }
     lesson_->show(lesson);
     disconnect(lesson_, &LessonPanel::setUpAgain, nullptr, nullptr);
     connect(lesson_, &LessonPanel::setUpAgain, this, [this, config = lesson.config] {

@@ -114,6 +114,7 @@ signals:
 
 protected:
     void markFormKept();
+    void clearRunViews(const QStringList& towers);  // charts, timeline, predictions, banner: empty
     // Before Follow or Resume puts a run's settings `incoming` in the form: true when the form
     // holds nothing unkept, or the user agrees to replace it (`action`: "Follow", "Resume").
     bool mayReplaceForm(const tb::RunConfig& incoming, const QString& action);
