@@ -1155,9 +1155,9 @@ private slots:
         RunsPanel panel(root.path());
         QCOMPARE(int(panel.runs().size()), 2);
         QCOMPARE(panel.table()->rowCount(), 2);
-        panel.table()->sortItems(5, Qt::AscendingOrder);  // steps, as numbers
-        QCOMPARE(panel.table()->item(0, 5)->text(), QStringLiteral("40"));
-        QCOMPARE(panel.table()->item(0, 7)->data(Qt::UserRole).toDouble(), sync.testAccuracy);
+        panel.table()->sortItems(RunsPanel::Steps, Qt::AscendingOrder);  // steps, as numbers
+        QCOMPARE(panel.table()->item(0, RunsPanel::Steps)->text(), QStringLiteral("40"));
+        QCOMPARE(panel.table()->item(0, RunsPanel::Test)->data(Qt::UserRole).toDouble(), sync.testAccuracy);
         QLineEdit* filter = panel.findChild<QLineEdit*>();
         filter->setText("async");
         QCOMPARE(panel.table()->rowCount(), 1);
@@ -1201,6 +1201,67 @@ private slots:
 
     // Resume from the Runs tab: a stopped run continues from its checkpoint to its own end; a
     // finished one asks how far, then trains on; the summary says where each resumed.
+    // The Runs list shows each run's state and accuracy in a narrow dock without scrolling (at
+    // 1920 only Date/Model/Data were in view); Compare names runs by what tells them apart, whole,
+    // and settings by the form's names (it cut "7-210313-mlp-fash" and listed lr_staircase);
+    // one folder to delete is "the run folder", not "1 run folder(s)".
+    void runsAndCompareRead() {
+        QTemporaryDir root;
+        const QString longModel = root.filePath("a-model-folder-with-a-long-name/tiny_mlp.json");
+        QVERIFY(QDir().mkpath(QFileInfo(longModel).path()));
+        QVERIFY(QFile::copy(tbtest::sourcePath("resources/models/tiny_mlp.json"), longModel));
+        QStringList folders;
+        for (const char* name : {"20261127-210313-tiny_mlp-synthetic-spirals", "20261127-211502-tiny_mlp-synthetic-spirals"}) {
+            tb::RunConfig c = syntheticRun(20);
+            c.model = longModel.toStdString();
+            c.lrStaircase = folders.isEmpty();
+            folders << root.filePath(name);
+            auto folder = tb::RunFolder::create(c, folders.back().toStdString());
+            tb::Trainer t(c);
+            t.setRunFolder(folder.get());
+            t.run();
+        }
+        MainWindow w;  // the form's names for the settings
+        RunsPanel panel(root.path());
+        panel.setSettingNames([&](const QString& k) { return w.experiment()->settingName(k); });
+        panel.resize(430, 400);
+        panel.show();
+        QVERIFY(QTest::qWaitForWindowExposed(&panel));
+        QTableWidget* t = panel.table();
+        for (int c : {RunsPanel::Date, RunsPanel::State, RunsPanel::Test, RunsPanel::Validation})
+            QVERIFY2(t->columnViewportPosition(c) + t->columnWidth(c) <= t->viewport()->width(),
+                     qPrintable(t->horizontalHeaderItem(c)->text() + " is out of view"));
+        QCOMPARE(t->item(0, RunsPanel::Data)->toolTip(), t->item(0, RunsPanel::Data)->text());
+
+        CompareDialog compare(folders, nullptr, [&](const QString& k) { return w.experiment()->settingName(k); });
+        compare.show();
+        QVERIFY(QTest::qWaitForWindowExposed(&compare));
+        QTableWidget* s = compare.settings();
+        const QFontMetrics fm(s->horizontalHeader()->font());
+        for (int c = 0; c < s->columnCount(); ++c) {
+            const QString shown = s->horizontalHeaderItem(c)->text();
+            QVERIFY2(fm.horizontalAdvance(shown) + 8 <= s->horizontalHeader()->sectionSize(c), qPrintable(shown));
+            QCOMPARE(s->horizontalHeaderItem(c)->toolTip(), QFileInfo(folders[c]).fileName());
+        }
+        QCOMPARE(s->horizontalHeaderItem(0)->text(), QStringLiteral("210313"));
+        for (int r = 0; r < s->rowCount(); ++r)
+            QVERIFY2(!s->verticalHeaderItem(r)->text().contains('_'),
+                     qPrintable(s->verticalHeaderItem(r)->text()));
+        QVERIFY2(compare.differingKeys().contains("lr_staircase"), qPrintable(compare.differingKeys().join(", ")));
+
+        QString asked;
+        QTimer::singleShot(200, [&] {
+            if (auto* box = qobject_cast<QMessageBox*>(QApplication::activeModalWidget())) {
+                asked = box->text();
+                box->reject();
+            }
+        });
+        panel.select({folders[0]});
+        panel.deleteSelected();
+        QVERIFY2(asked.startsWith("Delete the run folder 20261127-210313"), qPrintable(asked));
+        QVERIFY(QDir(folders[0]).exists());
+    }
+
     void resumeFromTheWindow() {
         QTemporaryDir root;
         QVERIFY(root.isValid());

@@ -45,6 +45,7 @@ public:
     // without one. Keys whose field sets them through a choice ("steps": the length's unit,
     // "batch_per_tower": the batch's meaning) give that choice.
     QWidget* fieldFor(const QString& key) const { return fields_.value(key); }
+    QString settingName(const QString& key) const { return names_.value(key); }  // its field's label
     // Keys that only the command line sets: their meaning is the terminal's.
     static QStringList commandLineOnlyKeys() { return {QStringLiteral("quiet")}; }
     FoldSection* advancedSection() const { return advanced_; }

@@ -32,7 +32,6 @@
 
 namespace {
 
-enum Column { Date, Model, Data, Plan, State, Steps, Validation, Test, Speed, ColumnCount };
 
 // A table cell that sorts by a number, not by its text.
 class NumberItem : public QTableWidgetItem {
@@ -56,8 +55,9 @@ RunsPanel::RunsPanel(QString root, QWidget* parent) : QWidget(parent), root_(std
     filter_->setClearButtonEnabled(true);
     auto* refreshButton = new QPushButton(tr("Refresh"));
     table_ = new QTableWidget(0, ColumnCount);
-    table_->setHorizontalHeaderLabels(
-        {tr("Date"), tr("Model"), tr("Data"), tr("Plan"), tr("State"), tr("Steps"), tr("Validation"), tr("Test"), tr("Examples/s")});
+    table_->setHorizontalHeaderLabels({tr("Date"), tr("State"), tr("Test"), tr("Validation"), tr("Model"), tr("Data"),
+                                       tr("Plan"), tr("Steps"), tr("Examples/s")});
+    table_->setTextElideMode(Qt::ElideMiddle);  // a long model or data path keeps both ends; its tooltip is whole
     table_->setSelectionBehavior(QAbstractItemView::SelectRows);
     table_->setSelectionMode(QAbstractItemView::ExtendedSelection);
     table_->setEditTriggers(QAbstractItemView::NoEditTriggers);
@@ -126,9 +126,12 @@ RunsPanel::RunsPanel(QString root, QWidget* parent) : QWidget(parent), root_(std
     });
     connect(table_, &QTableWidget::itemSelectionChanged, this, &RunsPanel::updateButtons);
     confirmDelete_ = [this](const QStringList& folders) {
-        QMessageBox box(QMessageBox::Warning, tr("Delete runs"),
-                        tr("Delete %n run folder(s) with their checkpoints? This cannot be undone.", nullptr,
-                           int(folders.size())),
+        const QString question =
+            folders.size() == 1
+                ? tr("Delete the run folder %1 with its checkpoints? This cannot be undone.")
+                      .arg(QFileInfo(folders.front()).fileName())
+                : tr("Delete these %1 run folders with their checkpoints? This cannot be undone.").arg(folders.size());
+        QMessageBox box(QMessageBox::Warning, folders.size() == 1 ? tr("Delete a run") : tr("Delete runs"), question,
                         QMessageBox::Cancel, this);
         box.setDetailedText(folders.join(QLatin1Char('\n')));
         QPushButton* remove = box.addButton(tr("Delete"), QMessageBox::DestructiveRole);
@@ -189,9 +192,11 @@ void RunsPanel::refresh() {
         date->setData(Qt::UserRole + 1, QString::fromStdString(r.path));
         date->setToolTip(QString::fromStdString(r.path));
         table_->setItem(i, Date, date);
-        table_->setItem(i, Model, new QTableWidgetItem(QString::fromStdString(r.model)));
-        table_->setItem(i, Data, new QTableWidgetItem(QString::fromStdString(r.data)));
-        table_->setItem(i, Plan, new QTableWidgetItem(QString::fromStdString(r.plan)));
+        for (auto [column, text] : {std::pair{Model, r.model}, {Data, r.data}, {Plan, r.plan}}) {
+            auto* item = new QTableWidgetItem(QString::fromStdString(text));
+            item->setToolTip(item->text());
+            table_->setItem(i, column, item);
+        }
         table_->setItem(i, State, new QTableWidgetItem(QString::fromStdString(r.state)));
         table_->setItem(i, Steps, new NumberItem(tb::ui::formatCount(double(r.steps)), double(r.steps)));
         table_->setItem(i, Validation, new NumberItem(percent(r.validationAccuracy), r.validationAccuracy));
@@ -200,6 +205,10 @@ void RunsPanel::refresh() {
     }
     table_->setSortingEnabled(true);
     table_->resizeColumnsToContents();
+    // Paths and plans get at most a dozen characters' room, elided in the middle.
+    const int room = 12 * table_->fontMetrics().averageCharWidth() + 12;
+    for (int c : {Model, Data, Plan})
+        if (table_->columnWidth(c) > room) table_->setColumnWidth(c, room);
     select(keep);
     updateButtons();
 }
@@ -222,7 +231,7 @@ void RunsPanel::select(const QStringList& folders) {
 void RunsPanel::compareSelected() {
     const QStringList folders = selectedFolders();
     if (folders.size() < 2) return;
-    auto* d = new CompareDialog(folders, this);
+    auto* d = new CompareDialog(folders, this, names_);
     d->setAttribute(Qt::WA_DeleteOnClose);
     d->show();
 }
@@ -286,7 +295,32 @@ QJsonObject readConfig(const QString& folder) {
 
 }  // namespace
 
-CompareDialog::CompareDialog(const QStringList& folders, QWidget* parent) : QDialog(parent) {
+QStringList CompareDialog::distinctNames(const QStringList& names) {
+    std::vector<QStringList> parts;
+    size_t shortest = SIZE_MAX;
+    for (const QString& n : names) {
+        parts.push_back(n.split('-'));
+        shortest = std::min(shortest, size_t(parts.back().size()));
+    }
+    if (names.size() < 2) return names;
+    // The leading and trailing parts every name shares, each name keeping at least one part.
+    const auto shared = [&](auto partOf) {
+        size_t k = 0;
+        while (k + 1 < shortest &&
+               std::all_of(parts.begin(), parts.end(), [&](const QStringList& p) { return partOf(p, k) == partOf(parts[0], k); }))
+            ++k;
+        return k;
+    };
+    const size_t front = shared([](const QStringList& p, size_t k) { return p[qsizetype(k)]; });
+    const size_t back = std::min(shortest - 1 - front,
+                                 shared([](const QStringList& p, size_t k) { return p[p.size() - 1 - qsizetype(k)]; }));
+    QStringList out;
+    for (const QStringList& p : parts) out << p.mid(qsizetype(front), p.size() - qsizetype(front + back)).join('-');
+    if (QSet<QString>(out.begin(), out.end()).size() != out.size()) return names;
+    return out;
+}
+
+CompareDialog::CompareDialog(const QStringList& folders, QWidget* parent, const SettingNames& names) : QDialog(parent) {
     setWindowTitle(tr("Compare %n runs", nullptr, int(folders.size())));
     loss_ = tb::ui::makeChart(this, QStringLiteral("compareLoss"), tr("Training loss"), tr("step"), tr("loss"));
     accuracy_ = tb::ui::makeChart(this, QStringLiteral("compareAccuracy"), tr("Validation accuracy (test where none)"),
@@ -346,10 +380,22 @@ CompareDialog::CompareDialog(const QStringList& folders, QWidget* parent) : QDia
         return da != db ? da : a < b;
     });
     settings_ = new QTableWidget(int(keys.size()), int(folders.size()));
-    QStringList headers;
-    for (const QString& f : folders) headers << QDir(f).dirName();
-    settings_->setHorizontalHeaderLabels(headers);
-    settings_->setVerticalHeaderLabels(keys);
+    QStringList full;
+    for (const QString& f : folders) full << QDir(f).dirName();
+    const QStringList headers = distinctNames(full);
+    for (int col = 0; col < headers.size(); ++col) {
+        auto* h = new QTableWidgetItem(headers[col]);
+        h->setToolTip(full[col]);
+        settings_->setHorizontalHeaderItem(col, h);
+    }
+    // Rows by the form's names for the settings; the key (config.json's) in the tooltip.
+    for (int r = 0; r < keys.size(); ++r) {
+        const QString name = names ? names(keys[r]) : QString();
+        auto* h = new QTableWidgetItem(name.isEmpty() ? keys[r] : name);
+        h->setData(Qt::UserRole, keys[r]);
+        h->setToolTip(tr("%1 in config.json").arg(keys[r]));
+        settings_->setVerticalHeaderItem(r, h);
+    }
     settings_->setEditTriggers(QAbstractItemView::NoEditTriggers);
     QFont bold = font();
     bold.setBold(true);
@@ -423,6 +469,7 @@ void CompareDialog::addSweep(const QString& folder, const QString& name, const Q
 QStringList CompareDialog::differingKeys() const {
     QStringList out;
     for (int r = 0; r < settings_->rowCount(); ++r)
-        if (settings_->verticalHeaderItem(r)->font().bold()) out << settings_->verticalHeaderItem(r)->text();
+        if (settings_->verticalHeaderItem(r)->font().bold())
+            out << settings_->verticalHeaderItem(r)->data(Qt::UserRole).toString();
     return out;
 }

@@ -20,10 +20,18 @@ class QTableWidget;
 class QCustomPlot;
 class QColor;
 
+// The settings' names as the experiment form labels them ("Staircase" for lr_staircase); empty
+// where the form has none (the key is shown).
+using SettingNames = std::function<QString(const QString& key)>;
+
 class RunsPanel : public QWidget {
     Q_OBJECT
 public:
+    // The columns, what a user scans for first (when, how it ended, how good) leftmost, so a
+    // narrow dock shows them without scrolling.
+    enum Column { Date, State, Test, Validation, Model, Data, Plan, Steps, Speed, ColumnCount };
     explicit RunsPanel(QString root, QWidget* parent = nullptr);
+    void setSettingNames(SettingNames names) { names_ = std::move(names); }
     const std::vector<tb::RunRecord>& runs() const { return runs_; }  // as shown, in order
     QTableWidget* table() const { return table_; }
     QPushButton* deleteButton() const { return delete_; }
@@ -58,6 +66,7 @@ private:
     bool shown_ = false;  // runs_ is in the table
     QString resumeHelp_, deleteHelp_;
     std::function<bool(const QStringList&)> confirmDelete_;
+    SettingNames names_;
 };
 
 // Runs side by side: their training loss and test accuracy over the steps (from each folder's
@@ -66,11 +75,14 @@ private:
 class CompareDialog : public QDialog {
     Q_OBJECT
 public:
-    explicit CompareDialog(const QStringList& folders, QWidget* parent = nullptr);
+    explicit CompareDialog(const QStringList& folders, QWidget* parent = nullptr, const SettingNames& names = {});
     QCustomPlot* lossPlot() const { return loss_; }          // sweeps: examples/sec by towers
     QCustomPlot* accuracyPlot() const { return accuracy_; }  // sweeps: scaling efficiency
     QTableWidget* settings() const { return settings_; }
-    QStringList differingKeys() const;  // the settings rows marked as differing
+    QStringList differingKeys() const;  // the settings rows marked as differing, by their keys
+    // What tells runs apart in their folder names (the parts all share dropped: "210313" of
+    // "20261127-210313-mlp-fashion"); the whole name where nothing is shared.
+    static QStringList distinctNames(const QStringList& names);
 
 private:
     void addSweep(const QString& folder, const QString& name, const QColor& colour);

@@ -120,6 +120,7 @@ void MainWindow::buildExperimentDocks() {
 
     // The history of runs, a tab beside the form (it lists the run folders' index).
     runs_ = new RunsPanel(QString::fromStdString(tb::RunFolder::runsRoot()));
+    runs_->setSettingNames([this](const QString& key) { return experiment_->settingName(key); });
     auto* runsDock = new QDockWidget(tr("Runs"), this);
     runsDock->setObjectName("runsDock");
     runsDock->setWidget(runs_);
