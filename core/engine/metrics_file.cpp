@@ -52,7 +52,8 @@ void MetricsFile::onStepEnd(const StepMetrics& m) {
     nlohmann::json towers = nlohmann::json::array();
     for (const TowerMetrics& t : m.towers) {
         const TowerPhases& p = t.phases;
-        nlohmann::json j = {{"busy", t.busyFraction},     {"data_wait_ms", p.dataWait * 1e3},
+        nlohmann::json j = {{"busy", t.busyFraction},     {"run_busy", t.runBusyFraction},
+                            {"data_wait_ms", p.dataWait * 1e3},
                             {"forward_ms", p.forward * 1e3}, {"backward_ms", p.backward * 1e3},
                             {"reduce_ms", p.reduce * 1e3},   {"wait_ms", p.wait * 1e3},
                             {"apply_ms", p.apply * 1e3},     {"straggle_ms", p.straggle * 1e3}};
@@ -70,6 +71,7 @@ void MetricsFile::onStepEnd(const StepMetrics& m) {
                          {"accuracy", m.accuracy},
                          {"lr", m.lr},
                          {"examples_per_sec", m.examplesPerSec},
+                         {"run_examples_per_sec", m.runExamplesPerSec},
                          {"step_ms", m.stepSeconds * 1e3},
                          {"data_wait_ms", m.dataWaitSeconds * 1e3},
                          {"compute_ms", m.computeSeconds * 1e3},
@@ -173,6 +175,7 @@ bool parseMetricsLine(const std::string& line, MetricsLine& out) {
     m.accuracy = num(j, "accuracy");
     m.lr = num(j, "lr");
     m.examplesPerSec = num(j, "examples_per_sec");
+    m.runExamplesPerSec = num(j, "run_examples_per_sec");
     m.stepSeconds = num(j, "step_ms") / 1e3;
     m.dataWaitSeconds = num(j, "data_wait_ms") / 1e3;
     m.computeSeconds = num(j, "compute_ms") / 1e3;
@@ -188,6 +191,7 @@ bool parseMetricsLine(const std::string& line, MetricsLine& out) {
             if (!o.is_object()) return false;
             TowerMetrics tm;
             tm.busyFraction = num(o, "busy");
+            tm.runBusyFraction = num(o, "run_busy", -1);
             tm.loss = num(o, "loss", std::nan(""));  // async: only the pusher has one
             tm.accuracy = num(o, "accuracy", std::nan(""));
             TowerPhases& p = tm.phases;

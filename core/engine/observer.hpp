@@ -17,6 +17,7 @@ struct TowerMetrics {
     double loss = 0, accuracy = 0;  // over its own slice (NaN in async reports of other towers)
     TowerPhases phases;             // seconds
     double busyFraction = 0;        // (forward + backward + straggle + reduce + apply) / step time
+    double runBusyFraction = -1;    // the run so far, as its summary counts it; -1: unknown
     // Another process's tower as the first parameter server last relayed it (async workers):
     // its latest step, shown on this step's line but not this step's work, so not summed.
     bool relayed = false;
@@ -30,10 +31,14 @@ struct StepMetrics {
     double accuracy = 0;           // of this step's batch, before the update
     double lr = 0;
     double examplesPerSec = 0;     // this step's batch / its wall time
+    // The run so far, as its summary counts it (RunStatistics): examples trained over training
+    // time (elapsedSeconds). 0 where unknown (a metrics file of an older version).
+    double runExamplesPerSec = 0;
     double stepSeconds = 0;
     double dataWaitSeconds = 0;    // time blocked on the input pipeline
     double computeSeconds = 0;     // forward + backward + update
-    double elapsedSeconds = 0;     // since training started
+    double elapsedSeconds = 0;     // training time so far: wall time less pauses, slow motion,
+                                   // evaluations and checkpoints
     std::vector<TowerMetrics> towers;
     int64_t bytesMoved = 0;        // gradients / parameters moved to and from the synchronisation point
     int64_t processBytes = -1;     // processes (mpirun): bytes the chief sent to the others this step

@@ -84,19 +84,31 @@ void RunStatistics::steadyFrom(int64_t step, Clock::time_point now, double held)
     heldBeforeSecond_ = held;
 }
 
+double RunStatistics::examplesPerSec(int64_t step, double trainSeconds) const {
+    const int64_t trained = step - firstStep_;  // this session's steps (a resumed run's, since the checkpoint)
+    return trainSeconds > 0 ? double(trained) * double(examplesPerStep_) / trainSeconds : 0;
+}
+
+double RunStatistics::busyFraction(size_t i, double trainSeconds) const {
+    if (relayedTime_[i] > 0) return std::min(1.0, relayedBusy_[i] / relayedTime_[i]);
+    return trainSeconds > 0 ? std::min(1.0, busy_[i] / trainSeconds) : 0;
+}
+
+void RunStatistics::soFar(StepMetrics& m, double trainSeconds) const {
+    m.runExamplesPerSec = examplesPerSec(m.step, trainSeconds);
+    for (size_t i = 0; i < m.towers.size() && i < busy_.size(); ++i)
+        m.towers[i].runBusyFraction = busyFraction(i, trainSeconds);
+}
+
 void RunStatistics::summarise(RunSummary& sum, int64_t step, Clock::time_point end, double held,
                               double excluded) const {
     sum.trainSeconds = seconds(start_, end) - excluded - held;
     const double steadySeconds = seconds(afterFirst_, end) - excluded - (held - heldBeforeSecond_);
     sum.steps = step;
-    const int64_t trained = step - firstStep_;  // this session's steps (a resumed run's, since the checkpoint)
-    sum.examplesPerSec = sum.trainSeconds > 0 ? double(trained) * double(examplesPerStep_) / sum.trainSeconds : 0;
+    sum.examplesPerSec = examplesPerSec(step, sum.trainSeconds);
     if (firstRecorded_ >= 0 && step > firstRecorded_ && steadySeconds > 0)
         sum.steadyExamplesPerSec = double(step - firstRecorded_) * double(examplesPerStep_) / steadySeconds;
-    for (size_t i = 0; i < busy_.size(); ++i)
-        sum.towerBusy.push_back(relayedTime_[i] > 0    ? std::min(1.0, relayedBusy_[i] / relayedTime_[i])
-                                : sum.trainSeconds > 0 ? std::min(1.0, busy_[i] / sum.trainSeconds)
-                                                       : 0);
+    for (size_t i = 0; i < busy_.size(); ++i) sum.towerBusy.push_back(busyFraction(i, sum.trainSeconds));
     sum.reduceApplyFraction = stepTime_ > 0 ? reduceApply_ / stepTime_ : 0;
     if (stalenessCount_ > 0) sum.meanStaleness = staleness_ / double(stalenessCount_);
     for (auto& [l, a] : recent_) {

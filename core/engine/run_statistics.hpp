@@ -34,8 +34,16 @@ public:
     // Fills the summary's steps, clocks, rates, busy shares and final loss, the run having ended at
     // `end` after `step` steps; `excluded`: seconds of evaluations and checkpoints to leave out.
     void summarise(RunSummary& sum, int64_t step, Clock::time_point end, double held, double excluded) const;
+    // The same figures for the run so far, on step m (after add(m)): its runExamplesPerSec and
+    // each tower's runBusyFraction over `trainSeconds` of training (m.elapsedSeconds).
+    void soFar(StepMetrics& m, double trainSeconds) const;
 
 private:
+    // The one definition of each: examples trained over training seconds, and tower i's busy
+    // seconds over them (a relayed tower's sampled fractions, time-weighted).
+    double examplesPerSec(int64_t step, double trainSeconds) const;
+    double busyFraction(size_t i, double trainSeconds) const;
+
     Clock::time_point start_;
     int64_t firstStep_, examplesPerStep_;
     std::deque<std::pair<double, double>> recent_;  // (loss, accuracy) of the last steps

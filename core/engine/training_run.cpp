@@ -144,7 +144,8 @@ void TrainingRun::report(StepMetrics& m) {
     const double held = control_.heldSeconds();  // pauses and slow motion are not training
     m.totalSteps = total_;
     m.epoch = double(m.step) * double(globalPerStep_) / double(data_.train.size());
-    m.elapsedSeconds = seconds(stats_->start(), now) - held;
+    // Training time as the summary counts it: evaluations and checkpoints are not training either.
+    m.elapsedSeconds = seconds(stats_->start(), now) - held - evaluator_->seconds() - checkpoints_->seconds();
     if (!std::isfinite(m.loss))
         throw Error(m.step == 1 ? "--model " + run_.spec.name + ": the loss is " + std::to_string(m.loss) +
                                       " at the first step, before any update: the model's initial weights or layer "
@@ -152,6 +153,7 @@ void TrainingRun::report(StepMetrics& m) {
                                 : "training diverged at step " + std::to_string(m.step) + " (loss is " +
                                       std::to_string(m.loss) + "); lower --lr");
     stats_->add(m, now, held);
+    stats_->soFar(m, m.elapsedSeconds);
     hub_.onStepEnd(m);
     if (grids_) grids_->after(m, *towers_, hub_);  // after the step's report, as the window draws them
     if (std::string e = hub_.error(); !e.empty()) throw Error(e);  // e.g. the metrics file

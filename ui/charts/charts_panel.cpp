@@ -122,8 +122,8 @@ ChartsPanel::ChartsPanel(QWidget* parent) : QWidget(parent) {
     speed_->setToolTip(wrappedToolTip(
         tr("Per step: the step's examples over its wall time (synchronous runs only; an asynchronous push "
            "alone says nothing about throughput).\nLast %1 s: examples trained in the last %1 s of training "
-           "time over that time.\nWhole run: all examples so far over the training time so far (evaluation "
-           "excluded), as the run's summary counts it.")
+           "time over that time.\nWhole run: all examples so far over the training wall time so far (pauses, "
+           "slow motion, evaluations and checkpoints excluded), as the status bar and the run's summary count it.")
             .arg(kRecentSeconds)));
 
     auto* grid = new QGridLayout;
@@ -312,10 +312,22 @@ void ChartsPanel::addSpeed(const tb::StepMetrics& m, double key) {
         speedRecent_->addData(key, recentExamples / recentSeconds);
         speedBounds_.add(recentExamples / recentSeconds);
     }
-    if (runSeconds_ > 0) {
-        speedRun_->addData(key, runExamples_ / runSeconds_);
-        speedBounds_.add(runExamples_ / runSeconds_);
+    // The whole run as the engine counts it for the summary (RunStatistics), where the step says;
+    // the sum above for reports that do not (a metrics file of an older version).
+    const double run = m.runExamplesPerSec > 0 ? m.runExamplesPerSec : runSeconds_ > 0 ? runExamples_ / runSeconds_ : 0;
+    if (run > 0) {
+        speedRun_->addData(key, run);
+        speedBounds_.add(run);
     }
+}
+
+void ChartsPanel::finishRun(double examplesPerSec) {
+    if (speedRun_->data()->isEmpty() || !(examplesPerSec > 0)) return;
+    const double key = (speedRun_->data()->constEnd() - 1)->key;
+    speedRun_->data()->remove(key);
+    speedRun_->addData(key, examplesPerSec);
+    speedBounds_.add(examplesPerSec);
+    dirty_ = true;
 }
 
 double ChartsPanel::runExamplesPerSec() const {

@@ -42,6 +42,9 @@ public slots:
     void reset(int towers);                  // a new run: clears everything, one thin series per tower
     void addStep(const tb::StepMetrics& m);
     void addEval(const tb::EvalResult& r);
+    // The run ended: its whole-run figure becomes the summary's (which counts the training time to
+    // the run's very end, a millisecond or so past the last step's report).
+    void finishRun(double examplesPerSec);
     void setScrolling(bool scrolling);       // last 500 steps, or the whole run
     void setLogLoss(bool log);
 

@@ -651,12 +651,21 @@ void DevicesPanel::addStep(const tb::StepMetrics& m) {
         b.recent.push_back({b.seconds, busy, m.stepSeconds});
         while (b.recent.size() > 1 && b.recent.front().t <= b.seconds - kRecentSeconds) b.recent.pop_front();
         QProgressBar* bar = busyBars_[i];
-        bar->setValue(std::clamp(qRound(100 * std::min(1.0, b.busy / b.seconds)), 0, 100));
+        // The run's share as the engine counts it for the summary, where the step says (older
+        // metrics files do not: then over the steps' own times).
+        const double run = m.towers[size_t(i)].runBusyFraction >= 0 ? m.towers[size_t(i)].runBusyFraction
+                                                                      : std::min(1.0, b.busy / b.seconds);
+        bar->setValue(std::clamp(qRound(100 * run), 0, 100));
         bar->setFormat(tr("run %p% \u00b7 last %1 s %2%").arg(kRecentSeconds).arg(qRound(100 * b.recentFraction())));
     }
     if (async && !timeline_->wallClock())
         timelineTitle_->setText(tr("Timeline: each tower's pushes on the run's clock"));
     timeline_->addStep(m);
+}
+
+void DevicesPanel::finishRun(const std::vector<double>& towerBusy) {
+    for (size_t i = 0; i < towerBusy.size() && i < size_t(busyBars_.size()); ++i)
+        busyBars_[qsizetype(i)]->setValue(std::clamp(qRound(100 * towerBusy[i]), 0, 100));
 }
 
 void DevicesPanel::addSteps(const std::vector<tb::StepMetrics>& steps) {

@@ -120,6 +120,8 @@ public slots:
     void addStep(const tb::StepMetrics& m);
     // Every report of a batch (the run's busy fractions need all of them).
     void addSteps(const std::vector<tb::StepMetrics>& steps);
+    // The run ended: each tower's bar shows the summary's busy share (tower_busy).
+    void finishRun(const std::vector<double>& towerBusy);
     // A batch from the device monitor, delivered on the GUI thread. Samples are matched to rows
     // by index: NVML's, which is CUDA's where CUDA_VISIBLE_DEVICES does not renumber the GPUs
     // (DeviceSample carries no PCI bus id to match on).

@@ -227,6 +227,11 @@ void MainWindow::buildStatusBar() {
     stepLabel_ = new QLabel;
     epochLabel_ = new QLabel;
     speedLabel_ = new QLabel;
+    speedLabel_->setObjectName("speedLabel");
+    speedLabel_->setToolTip(tb::ui::wrappedToolTip(
+        tr("Examples per second over the run so far: examples trained over training wall time (pauses, slow "
+           "motion, evaluations and checkpoints excluded), as the speed chart's \"whole run\" and the summary "
+           "count them.")));
     etaLabel_ = new QLabel;
     statusBar()->addPermanentWidget(evalBusy_);
     for (QLabel* l : {stepLabel_, epochLabel_, speedLabel_, etaLabel_}) statusBar()->addPermanentWidget(l);
@@ -571,7 +576,8 @@ void MainWindow::showSteps(const std::vector<tb::StepMetrics>& steps) {
     totalSteps_ = m.totalSteps;
     stepLabel_->setText(tr("step %1 / %2").arg(locale.toString(m.step), locale.toString(m.totalSteps)));
     epochLabel_->setText(tr("epoch %1").arg(locale.toString(m.epoch, 'f', 2)));
-    speedLabel_->setText(tr("%1 ex/s").arg(locale.toString(m.examplesPerSec, 'f', 0)));
+    // The run's average, the same figure as the speed chart's "whole run" and the summary's.
+    speedLabel_->setText(tr("%1 ex/s").arg(locale.toString(charts_->runExamplesPerSec(), 'f', 0)));
     const qint64 now = wall_.elapsed();
     recentSteps_.emplace_back(now, m.step);
     while (recentSteps_.size() > 2 && now - recentSteps_.front().first > 5000) recentSteps_.pop_front();
@@ -782,6 +788,12 @@ void MainWindow::showSummary(const QString& summaryJson, bool stopped) {
     etaLabel_->clear();
     const QJsonObject j = QJsonDocument::fromJson(summaryJson.toUtf8()).object();
     const QLocale locale;
+    // The run's final figures, everywhere they show: the summary's.
+    charts_->finishRun(j["examples_per_sec"].toDouble());
+    speedLabel_->setText(tr("%1 ex/s").arg(locale.toString(j["examples_per_sec"].toDouble(), 'f', 0)));
+    std::vector<double> towerBusy;
+    for (const QJsonValue& b : j["tower_busy"].toArray()) towerBusy.push_back(b.toDouble());
+    devices_->finishRun(towerBusy);
     const qint64 steps = j["steps"].toInteger();
     const bool async = j["plan"].toObject()["update"].toString() == QLatin1String("async");
     QString text = stopped ? tr("<b>Stopped</b> at step %1 of %2 after %3 of training")
@@ -789,7 +801,8 @@ void MainWindow::showSummary(const QString& summaryJson, bool stopped) {
                                       duration(j["train_seconds"].toDouble()))
                            : tr("<b>Finished</b> %1 steps in %2 of training")
                                  .arg(locale.toString(steps), duration(j["train_seconds"].toDouble()));
-    text += tr(" (%1 epochs; pauses, slow motion and evaluations not counted): %2 examples/s on average.")
+    text += tr(" (%1 epochs; pauses, slow motion, evaluations and checkpoints not counted): %2 examples/s on "
+               "average.")
                 .arg(locale.toString(j["epochs"].toDouble(), 'f', 2),
                      locale.toString(j["examples_per_sec"].toDouble(), 'f', 0));
     if (j.contains("validation_accuracy"))
