@@ -33,6 +33,7 @@
 #include "charts/charts_panel.hpp"
 #include "window/engine_worker.hpp"
 #include "devices/devices_panel.hpp"
+#include "devices/phase_colors.hpp"
 #include "experiment/experiment_panel.hpp"
 #include "fake_devices.hpp"
 #include "window/main_window.hpp"
@@ -1546,6 +1547,57 @@ private slots:
             QVERIFY2(std::abs(w.devices()->busyPercent(i) - 100 * busy[i].toDouble()) <= 0.5 + 1e-9,
                      qPrintable(QStringLiteral("tower %1: bar %2%, summary %3").arg(i).arg(w.devices()->busyPercent(i))
                                     .arg(100 * busy[i].toDouble())));
+    }
+
+    // Phases add up: every tower's bar in the timeline spans its step, the time outside the named
+    // phases drawn as 'other', within 5% of the step's wall time (lanes were mostly white gaps);
+    // and "slowest" marks the tower the others wait for, never a bar of wait (in a x4 straggler
+    // run it is tower 3; in a paced run of equal towers, a tower that waited little or none).
+    void phasesAddUp_data() {
+        QTest::addColumn<QString>("slow");
+        QTest::addColumn<double>("pace");
+        QTest::newRow("straggler x4") << "3=4" << 0.0;
+        QTest::newRow("paced, equal towers") << "" << 20.0;
+    }
+    void phasesAddUp() {
+        QFETCH(QString, slow);
+        QFETCH(double, pace);
+        MainWindow w;
+        w.setQuitConfirmation([] { return true; });
+        tb::RunConfig c = syntheticRun(1000000);
+        c.towers = "cpu:0,cpu:1,cpu:2,cpu:3";
+        c.batch = 128;
+        c.slow = slow.toStdString();
+        w.experiment()->setConfig(c);
+        for (auto* box : w.findChildren<QComboBox*>())
+            if (int i = box->findData(pace); i >= 0 && box->itemText(i).contains("steps/s")) box->setCurrentIndex(i);
+        w.show();
+        w.start();
+        QTRY_VERIFY_WITH_TIMEOUT(w.charts()->stepPoints() > 30, 30000);
+        int marked = 0;
+        for (int look = 0; look < 10; ++look) {
+            QTest::qWait(150);
+            const tb::StepMetrics& m = w.diagram()->lastStep();
+            const int slowest = w.diagram()->slowestTower();
+            if (slowest < 0) continue;
+            ++marked;
+            if (!slow.isEmpty()) QCOMPARE(slowest, 3);
+            QVERIFY2(m.towers[size_t(slowest)].phases.wait < 0.5 * m.stepSeconds,
+                     qPrintable(QStringLiteral("tower %1 marked slowest waited %2 of a %3 s step").arg(slowest)
+                                    .arg(m.towers[size_t(slowest)].phases.wait).arg(m.stepSeconds)));
+        }
+        if (!slow.isEmpty()) QVERIFY(marked > 5);
+        const QVector<TimelineView::Bar> bars = w.devices()->timeline()->bars();
+        QVERIFY(bars.size() > 4 * 10);
+        for (const TimelineView::Bar& b : bars) {
+            const double sum = tb::ui::phasesTotal(b.phases);
+            QVERIFY2(std::abs(sum / b.stepSeconds - 1) <= 0.05,
+                     qPrintable(QStringLiteral("tower %1, step %2: phases %3 s of a %4 s step").arg(b.tower)
+                                    .arg(b.step).arg(sum).arg(b.stepSeconds)));
+            QVERIFY2(b.rect.width() >= 0.95 * b.cell.width() - 1, qPrintable(QString::number(b.step)));
+        }
+        w.stop();
+        QTRY_VERIFY_WITH_TIMEOUT(!w.running(), 20000);
     }
 
     void endOfRunSummary() {

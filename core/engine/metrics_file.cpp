@@ -56,7 +56,8 @@ void MetricsFile::onStepEnd(const StepMetrics& m) {
                             {"data_wait_ms", p.dataWait * 1e3},
                             {"forward_ms", p.forward * 1e3}, {"backward_ms", p.backward * 1e3},
                             {"reduce_ms", p.reduce * 1e3},   {"wait_ms", p.wait * 1e3},
-                            {"apply_ms", p.apply * 1e3},     {"straggle_ms", p.straggle * 1e3}};
+                            {"apply_ms", p.apply * 1e3},     {"straggle_ms", p.straggle * 1e3},
+                            {"other_ms", p.other * 1e3}};
         if (std::isfinite(t.loss)) {  // async: only the tower that pushed has a loss
             j["loss"] = t.loss;
             j["accuracy"] = t.accuracy;
@@ -202,6 +203,7 @@ bool parseMetricsLine(const std::string& line, MetricsLine& out) {
             p.wait = num(o, "wait_ms") / 1e3;
             p.apply = num(o, "apply_ms") / 1e3;
             p.straggle = num(o, "straggle_ms") / 1e3;
+            p.other = num(o, "other_ms") / 1e3;
             m.towers.push_back(tm);
         }
     return true;

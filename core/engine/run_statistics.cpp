@@ -27,9 +27,12 @@ StepMetrics toMetrics(const TowerStep& r, double stepSeconds) {
     for (size_t i = 0; i < r.phases.size(); ++i) {
         TowerMetrics t;
         t.phases = r.phases[i];
-        const auto& p = t.phases;
+        auto& p = t.phases;
         const double busy = p.forward + p.backward + p.straggle + p.reduce + p.apply;
         t.busyFraction = stepSeconds > 0 ? std::min(1.0, busy / stepSeconds) : 0;
+        // So the phases add up to the step (an async report's step is the pusher's own cycle).
+        if (r.examples[i] > 0 || r.pusher < 0)
+            p.other = std::max(0.0, stepSeconds - (busy + p.dataWait + p.wait));
         if (r.examples[i] > 0) {
             t.loss = r.lossSum[i] / r.examples[i] + r.weightDecayLoss;
             t.accuracy = r.correct[i] / r.examples[i];

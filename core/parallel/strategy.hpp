@@ -38,6 +38,9 @@ struct TowerPhases {
     double wait = 0;       // idle at the synchronisation point, waiting for the slowest tower
     double apply = 0;      // optimiser update (its share of it)
     double straggle = 0;   // injected slowdown (teaching), also counted as busy
+    // The rest of the step's wall time, outside the phases above: threads woken and joined, the
+    // step's bookkeeping (the engine fills it in from the step's time; not busy).
+    double other = 0;
 };
 
 // One tower's replica as a strategy sees it.

@@ -127,8 +127,9 @@ TimelineView::TimelineView(QWidget* parent) : QWidget(parent) {
     setMinimumHeight(90);
     setToolTip(tb::ui::wrappedToolTip(
         tr("One lane per tower. Synchronous runs: the last %1 steps, left to right, each as wide as it took, split "
-           "into the phases of the legend; amber is time spent waiting for the slowest tower, and a blue mark "
-           "ends a step after which the replicas were averaged.\n"
+           "into the phases of the legend; amber is time spent waiting for the slowest tower, pale grey ('other') "
+           "the rest of the step outside the named phases (threads woken and joined, the step's bookkeeping), "
+           "so each bar spans its step; a blue mark ends a step after which the replicas were averaged.\n"
            "Asynchronous runs: the run's clock, each push in its tower's lane where it happened; the towers "
            "work side by side and nobody waits.\nHover a bar for its phases in milliseconds.")
             .arg(kMaxSteps)));

@@ -8,20 +8,21 @@
 
 namespace tb::ui {
 
-enum class Phase { Data, Forward, Backward, Straggle, Wait, Reduce, Apply };
-inline constexpr int kPhaseCount = 7;
+enum class Phase { Data, Forward, Backward, Straggle, Wait, Reduce, Apply, Other };
+inline constexpr int kPhaseCount = 8;
 
 // In the order a synchronous step runs them (TowerSet::syncStep: input, gradients, injected
-// slowdown, the synchronisation point, the reduction, the update), so segments read in time.
-inline constexpr Phase kPhaseOrder[kPhaseCount] = {Phase::Data,     Phase::Forward, Phase::Backward, Phase::Straggle,
-                                                   Phase::Wait,     Phase::Reduce,  Phase::Apply};
+// slowdown, the synchronisation point, the reduction, the update), so segments read in time;
+// then the rest of the step, outside them.
+inline constexpr Phase kPhaseOrder[kPhaseCount] = {Phase::Data,   Phase::Forward, Phase::Backward, Phase::Straggle,
+                                                   Phase::Wait,   Phase::Reduce,  Phase::Apply,    Phase::Other};
 
 // An asynchronous push in the order TowerSet::runAsync runs it: input, pull of the variables
 // (measured as reduce), gradients, injected slowdown, push and update at the holder (measured as
 // apply). Nobody waits for anybody, so there is no wait phase.
-inline constexpr int kAsyncPhaseCount = 6;
-inline constexpr Phase kAsyncPhaseOrder[kAsyncPhaseCount] = {Phase::Data,     Phase::Reduce,   Phase::Forward,
-                                                             Phase::Backward, Phase::Straggle, Phase::Apply};
+inline constexpr int kAsyncPhaseCount = 7;
+inline constexpr Phase kAsyncPhaseOrder[kAsyncPhaseCount] = {Phase::Data,     Phase::Reduce, Phase::Forward, Phase::Backward,
+                                                             Phase::Straggle, Phase::Apply,  Phase::Other};
 
 inline double phaseSeconds(const tb::TowerPhases& p, Phase phase) {
     switch (phase) {
@@ -32,6 +33,7 @@ inline double phaseSeconds(const tb::TowerPhases& p, Phase phase) {
     case Phase::Wait: return p.wait;
     case Phase::Reduce: return p.reduce;
     case Phase::Apply: return p.apply;
+    case Phase::Other: return p.other;
     }
     return 0;
 }
@@ -56,6 +58,7 @@ inline QColor phaseColor(Phase phase) {
     case Phase::Wait: return QColor(255, 193, 7);       // amber: idle at the synchronisation point
     case Phase::Reduce: return QColor(66, 133, 244);    // blue: communication
     case Phase::Apply: return QColor(156, 39, 176);     // purple: the optimiser's update
+    case Phase::Other: return QColor(205, 205, 215);    // pale grey: the rest of the step
     }
     return QColor(128, 128, 128);
 }
@@ -69,6 +72,7 @@ inline const char* phaseName(Phase phase) {
     case Phase::Wait: return "wait";
     case Phase::Reduce: return "reduce";
     case Phase::Apply: return "apply";
+    case Phase::Other: return "other";
     }
     return "";
 }

@@ -426,18 +426,25 @@ void PlacementDiagram::Painting::machineFrames() {
 
 // The towers: device and batch, coloured by the phase that took most of the step, the step's
 // phases as one stacked bar, the pusher and stragglers outlined, the slowest marked.
+int PlacementDiagram::slowestTower() const {
+    const int shown = std::min(int(model_.towers.size()), int(last_.towers.size()));
+    if (!active_ || model_.async || shown < 2) return -1;
+    // The tower the others waited for: the one that waited least at the synchronisation point,
+    // marked only where another waited a tenth of the step or more (towers that finish together
+    // have no slowest; marking the busiest by a hair put the mark on a bar of wait).
+    int slowest = -1;
+    double least = INFINITY, most = 0;
+    for (int i = 0; i < shown; ++i) {
+        const double wait = last_.towers[size_t(i)].phases.wait;
+        if (wait < least) least = wait, slowest = i;
+        most = std::max(most, wait);
+    }
+    return most - least >= 0.1 * last_.stepSeconds ? slowest : -1;
+}
+
 void PlacementDiagram::Painting::towers() {
     const double scale = g_.scale;
-    const int shown = std::min(g_.n, reported_);
-    int slowest = -1;
-    if (d_.active_ && !m_.async && shown > 1) {
-        double most = 0;
-        for (int i = 0; i < shown; ++i) {
-            const auto& ph = d_.last_.towers[size_t(i)].phases;
-            const double busy = ph.forward + ph.backward + ph.straggle;
-            if (busy > most) most = busy, slowest = i;
-        }
-    }
+    const int slowest = d_.slowestTower();
     const double barH = std::max(4.0, 6 * scale);
     for (int i = 0; i < g_.n; ++i) {
         const PlacementModel::Tower& t = m_.towers[i];

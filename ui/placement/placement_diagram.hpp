@@ -34,6 +34,7 @@ public slots:
 
 public:
     QRectF towerRect(int i) const;                // where tower i's box is drawn at the current size
+    int slowestTower() const;                     // the tower marked "slowest" in the step shown; -1: none
 
 protected:
     void paintEvent(QPaintEvent*) override;
