@@ -1551,8 +1551,9 @@ private slots:
 
     // Phases add up: every tower's bar in the timeline spans its step, the time outside the named
     // phases drawn as 'other', within 5% of the step's wall time (lanes were mostly white gaps);
-    // and "slowest" marks the tower the others wait for, never a bar of wait (in a x4 straggler
-    // run it is tower 3; in a paced run of equal towers, a tower that waited little or none).
+    // and "slowest" marks the tower the others wait for: the one that waited least over the last
+    // ten steps, by a tenth of their time (in a x4 straggler run tower 3; in a paced run of equal
+    // towers none, or one the others truly waited for; it had marked a bar of wait).
     void phasesAddUp_data() {
         QTest::addColumn<QString>("slow");
         QTest::addColumn<double>("pace");
@@ -1566,7 +1567,7 @@ private slots:
         w.setQuitConfirmation([] { return true; });
         tb::RunConfig c = syntheticRun(1000000);
         c.towers = "cpu:0,cpu:1,cpu:2,cpu:3";
-        c.batch = 128;
+        c.batch = 2048;  // compute well above the threads' wake-up cost, so the straggler sets the pattern
         c.slow = slow.toStdString();
         w.experiment()->setConfig(c);
         for (auto* box : w.findChildren<QComboBox*>())
@@ -1574,19 +1575,31 @@ private slots:
         w.show();
         w.start();
         QTRY_VERIFY_WITH_TIMEOUT(w.charts()->stepPoints() > 30, 30000);
-        int marked = 0;
+        int straggler = 0;  // looks at which tower 3 was marked
         for (int look = 0; look < 10; ++look) {
             QTest::qWait(150);
-            const tb::StepMetrics& m = w.diagram()->lastStep();
             const int slowest = w.diagram()->slowestTower();
             if (slowest < 0) continue;
-            ++marked;
-            if (!slow.isEmpty()) QCOMPARE(slowest, 3);
-            QVERIFY2(m.towers[size_t(slowest)].phases.wait < 0.5 * m.stepSeconds,
-                     qPrintable(QStringLiteral("tower %1 marked slowest waited %2 of a %3 s step").arg(slowest)
-                                    .arg(m.towers[size_t(slowest)].phases.wait).arg(m.stepSeconds)));
+            straggler += slowest == 3;
+            // The tower that waited least over the last ten steps the timeline drew, by a tenth
+            // of their time or more (one step's waits follow the scheduler on two cores).
+            const QVector<TimelineView::Bar> recent = w.devices()->timeline()->bars();
+            int64_t newest = 0;
+            for (const TimelineView::Bar& b : recent) newest = std::max(newest, b.step);
+            std::vector<double> waited(4, 0.0), stepped(4, 0.0);
+            for (const TimelineView::Bar& b : recent)
+                if (b.step > newest - 10) waited[size_t(b.tower)] += b.phases.wait, stepped[size_t(b.tower)] += b.stepSeconds;
+            QString all;
+            for (int i = 0; i < 4; ++i) all += QStringLiteral(" %1").arg(waited[size_t(i)] / stepped[size_t(i)], 0, 'f', 2);
+            for (int i = 0; i < 4; ++i)
+                if (i != slowest)
+                    QVERIFY2(waited[size_t(i)] / stepped[size_t(i)] >= waited[size_t(slowest)] / stepped[size_t(slowest)] + 0.1 - 1e-9,
+                             qPrintable(QStringLiteral("tower %1 marked slowest; shares of the last ten steps spent waiting:%2")
+                                            .arg(slowest).arg(all)));
         }
-        if (!slow.isEmpty()) QVERIFY(marked > 5);
+        // Mostly the straggler: with four towers on two cores and the window's own thread, the
+        // scheduler can hold another tower back longer for ten steps, and the mark says so.
+        if (!slow.isEmpty()) QVERIFY2(straggler >= 6, qPrintable(QString::number(straggler)));
         const QVector<TimelineView::Bar> bars = w.devices()->timeline()->bars();
         QVERIFY(bars.size() > 4 * 10);
         for (const TimelineView::Bar& b : bars) {

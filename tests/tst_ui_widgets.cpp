@@ -126,6 +126,7 @@ private slots:
     void showStepChangesPicture_data();
     void showStepChangesPicture();
     void showStepToleratesMismatch();
+    void slowestFollowsTheRunNotOneStep();
     void gpuLinks_data();
     void gpuLinks();
     void ringVolume_data();
@@ -340,6 +341,31 @@ void TestUiWidgets::showStepToleratesMismatch() {
     d.showStep(tb::StepMetrics{});    // none reported: both idle
     expectTowersDrawn(d, grabImage(d), 0);
     d.clearActivity();
+}
+
+// "slowest" marks the tower the others wait for over recent steps: one step in which the
+// scheduler held the straggler back (it waited 70%, tower 0 none) does not move the mark (it
+// did: the mark jumped to tower 0 for that step); a pattern that lasts does.
+void TestUiWidgets::slowestFollowsTheRunNotOneStep() {
+    PlacementDiagram d;
+    d.setModel(PlacementModel::fromPlan(cpuPlan(4), 1000));
+    const auto step = [](int64_t n, int fast) {
+        auto m = syntheticStep(4, n);
+        m.stepSeconds = 0.0025;
+        for (int i = 0; i < 4; ++i) m.towers[size_t(i)].phases.wait = i == fast ? 0 : 0.00175;
+        return m;
+    };
+    int64_t n = 0;
+    for (; n < 20; ++n) d.showStep(step(n, 3));
+    QCOMPARE(d.slowestTower(), 3);
+    QVERIFY(d.waitShare(3) < 0.01 && d.waitShare(0) > 0.69);
+    d.showStep(step(n++, 0));
+    QCOMPARE(d.slowestTower(), 3);
+    for (int k = 0; k < 30; ++k) d.showStep(step(n++, 0));
+    QCOMPARE(d.slowestTower(), 0);
+    d.clearActivity();
+    QCOMPARE(d.slowestTower(), -1);
+    QCOMPARE(d.waitShare(0), 0.0);
 }
 
 void TestUiWidgets::gpuLinks_data() {

@@ -94,6 +94,11 @@ void PlacementDiagram::setInvalid(const QString& why) {
 
 void PlacementDiagram::showStep(const tb::StepMetrics& m) {
     last_ = m;
+    if (!recent_.empty() && recent_.back().wait.size() != m.towers.size()) recent_.clear();  // a new plan
+    Waits w{m.stepSeconds, {}};
+    for (const tb::TowerMetrics& t : m.towers) w.wait.push_back(t.phases.wait);
+    recent_.push_back(std::move(w));
+    while (int(recent_.size()) > kRecentSteps) recent_.pop_front();
     active_ = true;
     idleTicks_ = 0;
     if (!timer_->isActive()) timer_->start();
@@ -106,6 +111,7 @@ void PlacementDiagram::clearActivity() {
     pulse_ = 0;
     idleTicks_ = 0;
     last_ = {};
+    recent_.clear();
     update();
 }
 
@@ -427,19 +433,24 @@ void PlacementDiagram::Painting::machineFrames() {
 // The towers: device and batch, coloured by the phase that took most of the step, the step's
 // phases as one stacked bar, the pusher and stragglers outlined, the slowest marked.
 int PlacementDiagram::slowestTower() const {
-    const int shown = std::min(int(model_.towers.size()), int(last_.towers.size()));
+    const int shown = recent_.empty() ? 0 : std::min(int(model_.towers.size()), int(recent_.back().wait.size()));
     if (!active_ || model_.async || shown < 2) return -1;
     // The tower the others waited for: the one that waited least at the synchronisation point,
-    // marked only where another waited a tenth of the step or more (towers that finish together
-    // have no slowest; marking the busiest by a hair put the mark on a bar of wait).
-    int slowest = -1;
-    double least = INFINITY, most = 0;
-    for (int i = 0; i < shown; ++i) {
-        const double wait = last_.towers[size_t(i)].phases.wait;
-        if (wait < least) least = wait, slowest = i;
-        most = std::max(most, wait);
-    }
-    return most - least >= 0.1 * last_.stepSeconds ? slowest : -1;
+    // marked only where every other tower waited a tenth of the time more (towers that finish
+    // together have no slowest; marking the busiest by a hair put the mark on a bar of wait).
+    int slowest = 0;
+    for (int i = 1; i < shown; ++i)
+        if (waitShare(i) < waitShare(slowest)) slowest = i;
+    for (int i = 0; i < shown; ++i)
+        if (i != slowest && waitShare(i) < waitShare(slowest) + 0.1) return -1;
+    return slowest;
+}
+
+double PlacementDiagram::waitShare(int tower) const {
+    double waited = 0, stepped = 0;
+    for (const Waits& w : recent_)
+        if (tower >= 0 && size_t(tower) < w.wait.size()) waited += w.wait[size_t(tower)], stepped += w.stepSeconds;
+    return stepped > 0 ? waited / stepped : 0;
 }
 
 void PlacementDiagram::Painting::towers() {

@@ -11,6 +11,9 @@
 #include <QString>
 #include <QWidget>
 
+#include <deque>
+#include <vector>
+
 #include "engine/observer.hpp"
 #include "placement/placement_model.hpp"
 
@@ -29,12 +32,15 @@ public slots:
     void setInvalid(const QString& why);
     QString invalidReason() const { return invalid_; }
     const tb::StepMetrics& lastStep() const { return last_; }  // the step shown (its bytes counter); none after a run
-    void showStep(const tb::StepMetrics& m);      // animates one step (phases, bytes, step number)
+    void showStep(const tb::StepMetrics& m);      // animates one step (phases, bytes, step number); give it every step
     void clearActivity();                         // back to the static picture (run ended)
 
 public:
     QRectF towerRect(int i) const;                // where tower i's box is drawn at the current size
-    int slowestTower() const;                     // the tower marked "slowest" in the step shown; -1: none
+    // The tower marked "slowest": the one that waited least at the synchronisation point over the
+    // last several steps (waitShare); -1: none.
+    int slowestTower() const;
+    double waitShare(int tower) const;            // its wait / wall time over the last ten steps; 0 before any
 
 protected:
     void paintEvent(QPaintEvent*) override;
@@ -46,6 +52,15 @@ private:
     QString invalid_;  // non-empty: no plan is drawn, this is
     bool active_ = false;
     tb::StepMetrics last_;
+    // The last ten steps' waits (s per tower) and wall times: on a machine with fewer cores than
+    // towers one step's waits follow the scheduler (a x4 straggler waited 70% of one step now and
+    // then), so the mark follows the last ten steps, as the timeline draws them.
+    struct Waits {
+        double stepSeconds = 0;
+        std::vector<double> wait;
+    };
+    static constexpr int kRecentSteps = 10;
+    std::deque<Waits> recent_;
     int pulse_ = 0;      // animation phase of the arrows, advanced by a timer while active
     int idleTicks_ = 0;  // timer ticks since the last step; the pulse stops when steps stop coming
     class QTimer* timer_ = nullptr;

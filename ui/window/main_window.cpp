@@ -566,11 +566,11 @@ void MainWindow::showSteps(const std::vector<tb::StepMetrics>& steps) {
     if (steps.empty()) return;
     ++framesDrawn_;
     for (const tb::StepMetrics& m : steps) charts_->addStep(m);  // every point is plotted
-    // Busy fractions and the async lanes need every report (the timeline keeps its own
-    // window); the diagram and status bar show the latest one.
+    // Busy fractions, the async lanes and the diagram's "slowest" need every report (the
+    // timeline keeps its own window); the diagram draws and the status bar shows the latest.
     devices_->addSteps(steps);
+    for (const tb::StepMetrics& step : steps) diagram_->showStep(step);
     const tb::StepMetrics& m = steps.back();
-    diagram_->showStep(m);
     const QLocale locale;
     lastStep_ = m.step;
     totalSteps_ = m.totalSteps;
