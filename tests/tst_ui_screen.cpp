@@ -197,7 +197,15 @@ void runAndPause(MainWindow& w, const QString& config, int steps) {
         QTRY_VERIFY_WITH_TIMEOUT(w.decisionView()->hasGrid() && w.decisionView()->grid().step >= steps, 60000);
     w.togglePause();
     QTRY_COMPARE_WITH_TIMEOUT(w.stateText().startsWith(QStringLiteral("Paused")), true, 5000);
-    QTest::qWait(400);  // queued steps drawn, charts replotted (10 Hz)
+    // Steps already under way when Pause was pressed still arrive (slowly under the sanitizers):
+    // wait until none has come for half a second, then let the layouts take their new texts (a
+    // label that just grew from 'epoch 9.9' to 'epoch 10.1' is widened on the next layout pass).
+    for (int settled = 0, seen = -1; settled < 20 && w.charts()->stepPoints() != seen; ++settled) {
+        seen = w.charts()->stepPoints();
+        QTest::qWait(500);
+    }
+    QCoreApplication::sendPostedEvents(nullptr, QEvent::LayoutRequest);
+    QTest::qWait(200);  // charts replotted (10 Hz)
 }
 
 }  // namespace

@@ -3,7 +3,9 @@
 // timeline updating), and reports
 //   - the event loop's latency while training at full speed on all cores: a 10 ms timer's
 //     lateness, p50 / p99 / max (goal: p99 below 20 ms);
-//   - training throughput with the window open as a fraction of headless (goal: at least 95%).
+//   - training throughput with the window open as a fraction of headless (goal: at least 95%);
+//   - one replot of the loss chart with 10^6 steps (3 x 10^6 points) in view, median of 5
+//     (goal: below 100 ms, so a long run's charts keep their 10 Hz).
 // usage: tb_bench_gui [--model mnist_cnn] [--data fashion-mnist] [--towers 2] [--steps 150]
 //                     [--repeats 3] [--screenshot FILE.png]   (the window half-way through the first run)
 // Run it under Xvfb for a real X11 window, or with QT_QPA_PLATFORM=offscreen.
@@ -14,6 +16,7 @@
 #include <QTemporaryDir>
 #include <QTimer>
 #include <algorithm>
+#include <cmath>
 #include <cstdio>
 #include <string>
 #include <thread>
@@ -22,8 +25,52 @@
 #include "bench_machine.hpp"
 #include "engine/trainer.hpp"
 #include "charts/charts_panel.hpp"
+#include "qcustomplot.h"
 #include "experiment/experiment_panel.hpp"
 #include "window/main_window.hpp"
+
+namespace {
+
+// The loss chart of a run of 10^6 steps on two towers, all of it in view: the time of one
+// immediate replot, median of five.
+double millionPointReplotMs() {
+    ChartsPanel panel;
+    panel.reset(2);
+    panel.resize(1000, 700);
+    panel.show();
+    tb::StepMetrics m;
+    m.totalSteps = 1000000;
+    m.towers.resize(2);
+    m.examples = 128;
+    m.lr = 0.1;
+    m.accuracy = 0.5;
+    for (int64_t s = 1; s <= m.totalSteps; ++s) {
+        m.step = s;
+        m.loss = 2.0 / std::sqrt(double(s)) + 0.01 * double(s % 13);  // noisy, as a real loss
+        m.towers[0].loss = m.loss + 0.02;
+        m.towers[1].loss = m.loss - 0.02;
+        m.examplesPerSec = 1000 + double(s % 97);
+        m.stepSeconds = double(m.examples) / m.examplesPerSec;
+        panel.addStep(m);
+    }
+    panel.setScrolling(false);
+    // The panel's 10 Hz frame fits the axes to the whole run (and warms the caches).
+    QElapsedTimer wait;
+    wait.start();
+    while (panel.lossPlot()->xAxis->range().upper != double(m.totalSteps) && wait.elapsed() < 60000)
+        QCoreApplication::processEvents(QEventLoop::AllEvents, 50);
+    std::vector<double> ms;
+    for (int i = 0; i < 5; ++i) {
+        QElapsedTimer clock;
+        clock.start();
+        panel.lossPlot()->replot(QCustomPlot::rpImmediateRefresh);
+        ms.push_back(double(clock.nsecsElapsed()) / 1e6);
+    }
+    std::sort(ms.begin(), ms.end());
+    return ms[2];
+}
+
+}  // namespace
 
 int main(int argc, char** argv) {
     QApplication app(argc, argv);
@@ -57,6 +104,10 @@ int main(int argc, char** argv) {
     for (int i = 0; i < towers; ++i) c.towers += (i ? ",cpu:" : "cpu:") + std::to_string(i);
     c.batch = 128;
     c.batchPerTower = 128 / towers;
+
+    const double replotMs = millionPointReplotMs();
+    std::printf("replot of 10^6 steps in view (3 x 10^6 points, median of 5): %.1f ms  (goal < 100 ms: %s)\n",
+                replotMs, replotMs < 100 ? "met" : "NOT met");
 
     // Headless and windowed runs alternate, `repeats` times each, and medians are compared:
     // on a shared 2-core machine single runs of the same experiment vary by 10% or more.
