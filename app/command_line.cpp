@@ -102,6 +102,7 @@ void parsePredict(CommandLine& c, const std::vector<std::string>& args) {
                     throw Error("--assume: '" + item.substr(eq + 1) + "' is not a number");
                 }
                 c.assumptions.set(item.substr(0, eq), value);
+                c.serialShareGiven |= item.substr(0, eq) == "serial_share";
             }
         } else throw Error("predict: unknown argument '" + a + "' (see --help)");
     }

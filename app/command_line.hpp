@@ -32,6 +32,7 @@ struct CommandLine {
     bool threadsGiven = false, coresGiven = false, batchGiven = false;
     std::vector<std::pair<int, double>> slow;  // --slow T=F,...: tower T is F times slower where it exists
     tb::Assumptions assumptions;
+    bool serialShareGiven = false;  // else a CPU sweep's own fit (tb::fitSerialShare), where it has one
 };
 
 // Throws tb::Error with one line naming the argument and what is wrong with it. Train's

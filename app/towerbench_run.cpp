@@ -255,6 +255,11 @@ int runPredict(const CommandLine& c) {
     const bool onGpu = sweptTowers.starts_with("gpu");
     const tb::Calibration cal = onGpu ? tb::Calibration::fromDeviceSweep(sweepFile)
                                       : tb::Calibration::fromSweepPoint(from, sweepFile.params, sweepFile.host, sweepFile.cores);
+    // A sweep of CPU towers over several thread counts per tower measured its serial share.
+    tb::Assumptions assumptions = c.assumptions;
+    std::string fittedFrom;
+    const double fitted = onGpu ? -1 : tb::fitSerialShare(sweepFile, &fittedFrom).value_or(-1);  // -1: no fit
+    if (fitted >= 0 && !c.serialShareGiven) assumptions.serialShare = fitted;
     tb::Scenario scenario = c.scenario;
     if (onGpu) scenario.measuredGpu = cal.device->gpu;
     if (!c.coresGiven) scenario.cores = cal.cores;
@@ -268,8 +273,11 @@ int runPredict(const CommandLine& c) {
     if (!c.json) {
         std::printf("calibrated from %s: %s, point %d (%s): %.0f examples/sec\n", c.predictFrom.c_str(),
                     from.point.config.model.c_str(), c.calibrationPoint, from.point.label().c_str(), from.measured.examplesPerSec);
-        std::printf("assumptions: %s; host core %.1f GFLOP/s, %.1f GB/s copies (measured)\n", c.assumptions.toJson().dump().c_str(),
+        std::printf("assumptions: %s; host core %.1f GFLOP/s, %.1f GB/s copies (measured)\n", assumptions.toJson().dump().c_str(),
                     cal.host.flops / 1e9, cal.host.bandwidth / 1e9);
+        if (fitted >= 0)
+            std::printf("serial share %.3f fitted to the sweep's %s%s\n", fitted, fittedFrom.c_str(),
+                        c.serialShareGiven ? " (--assume serial_share wins)" : "");
         std::printf("%-44s %12s %12s %9s %9s %9s %9s %9s\n", "scenario", "predicted", "measured", "step ms", "compute",
                     "wait", "reduce", "apply");
     }
@@ -290,7 +298,7 @@ int runPredict(const CommandLine& c) {
                 for (const auto& [tower, factor] : c.slow)
                     if (tower < n) s.slowdown[size_t(tower)] = factor;
             }
-            const tb::Prediction p = tb::predict(cal, c.assumptions, s);
+            const tb::Prediction p = tb::predict(cal, assumptions, s);
             // The sweep's measurement of the same point, where it made one (same towers, strategy, threads, batch).
             double measured = -1;
             for (const tb::SweepResult& r : results) {
@@ -305,7 +313,8 @@ int runPredict(const CommandLine& c) {
                 j["towers"] = n;
                 j["strategy"] = strategy;
                 j["measured_examples_per_sec"] = measured >= 0 ? nlohmann::json(measured) : nlohmann::json(nullptr);
-                j["assumptions"] = c.assumptions.toJson();
+                j["assumptions"] = assumptions.toJson();
+                if (fitted >= 0 && !c.serialShareGiven) j["serial_share_fitted_to"] = fittedFrom;
                 std::cout << j.dump() << "\n";
                 continue;
             }

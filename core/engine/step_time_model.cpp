@@ -142,7 +142,9 @@ double hostBandwidthOf(const Calibration& cal, const Assumptions& a) {
         const int k = std::max(1, averageEvery(cal.strategy));
         const double bytes = cal.strategy == "mean" ? B * (1 + 1.0 / n) : B * (2 + 1.0 / n);
         const double latency = (cal.strategy == "mean" ? 1 : 2) * a.hostLatency;
-        const double spent = cal.measured.reduce * k - latency;
+        // Measured with threads sharing cores, the reduction took `share` times its own time.
+        const double share = std::max(1.0, double(n * cal.threadsPerTower) / cal.cores);
+        const double spent = cal.measured.reduce * k / share - latency;
         if (spent > 0) return bytes / spent;
     }
     return cal.host.bandwidth > 0 ? cal.host.bandwidth : 5e9;
@@ -185,12 +187,18 @@ Terms termsOnCpuOrPreset(const Calibration& cal, const Assumptions& a, const Sce
         t.apply = variablesReplicated(s.strategy) ? 20.0 * P / s.device->memoryBandwidth : perParam * units;
         t.holderApply = t.apply;
     }
+    // CPU towers whose threads outnumber the cores share them in every phase their threads run,
+    // not only in compute and apply: the reductions and the step's other cost take `share` times
+    // their own time too (a sweep of 4 towers on 2 cores measured no gain over 2 towers, which
+    // the model had put at +12% with only compute and apply shared).
+    const double share = s.device ? 1.0 : std::max(1.0, double(n * s.threadsPerTower) / s.cores);
     t.transfer = transferOf(cal, a, s, hostBandwidthOf(cal, a));
+    t.transfer.seconds *= share;
     // The input pipeline as it kept up in the calibration run: its measured wait per step.
     t.data = cal.measured.dataWait * a.dataScale;
     // What the calibration's wall clock saw beyond what the model makes of its own configuration
     // (the step loop, handing batches and reports over, the noise of a barrier): a fixed cost per
-    // step, measured, so that the model reproduces its calibration run.
+    // step of the towers' own time, measured, so that the model reproduces its calibration run.
     if (cal.strategy != "async" && cal.measured.examplesPerSec > 0) {
         Scenario own;
         own.towers = n0;
@@ -199,8 +207,8 @@ Terms termsOnCpuOrPreset(const Calibration& cal, const Assumptions& a, const Sce
         own.batchPerTower = cal.batchPerTower;
         own.strategy = cal.strategy;
         const double modelled = cal.measured.dataWait + cal.measured.compute + cal.measured.apply +
-                                transferOf(cal, a, own, hostBandwidthOf(cal, a)).seconds;
-        t.other = std::max(0.0, double(n0) * cal.batchPerTower / cal.measured.examplesPerSec - modelled);
+                                transferOf(cal, a, own, hostBandwidthOf(cal, a)).seconds * share0;
+        t.other = std::max(0.0, double(n0) * cal.batchPerTower / cal.measured.examplesPerSec - modelled) / share0 * share;
     }
     return t;
 }
@@ -330,8 +338,28 @@ Prediction predictSteps(const Calibration& cal, const Assumptions& a, const Scen
     return p;
 }
 
-std::string bottleneckOf(const Calibration& cal, const Assumptions& a, const Scenario& s, const Prediction& p,
-                         const Transfer& t) {
+// CPU towers whose threads outnumber the cores: what the towers beyond the cores add over the
+// most towers that have a core per thread, by the model's own numbers; empty otherwise.
+std::string beyondTheCores(const Calibration& cal, const Assumptions& a, const Scenario& s, const Prediction& p) {
+    const int threads = s.towers * s.threadsPerTower;
+    if (s.device || cal.device || threads <= s.cores) return {};
+    std::string text = " " + std::to_string(threads) + " threads share " + std::to_string(s.cores) +
+                       (s.cores == 1 ? " core" : " cores");
+    Scenario fit = s;
+    fit.towers = std::max(1, s.cores / s.threadsPerTower);
+    if (fit.towers >= s.towers) return text + ".";
+    if (!fit.slowdown.empty()) fit.slowdown.resize(size_t(fit.towers));
+    if (fit.towers == 1) fit.strategy = "mean";
+    const double fewer = predictSteps(cal, a, fit).examplesPerSec, gain = p.examplesPerSec / fewer - 1;
+    return text + ": the towers beyond " + std::to_string(fit.towers) + (fit.towers == 1 ? " tower " : " towers ") +
+           (std::abs(gain) < 0.005 ? std::string("add no examples/sec")
+                                   : (gain > 0 ? "add " : "cost ") + percent(std::abs(gain)) + " examples/sec") +
+           " (" + std::to_string(int(std::lround(p.examplesPerSec))) + " against " +
+           std::to_string(int(std::lround(fewer))) + ").";
+}
+
+std::string limitOf(const Calibration& cal, const Assumptions& a, const Scenario& s, const Prediction& p,
+                    const Transfer& t) {
     const StepProfile& ph = p.phases;
     const double step = ph.stepSeconds() + p.otherSeconds;
     struct Term {
@@ -350,10 +378,6 @@ std::string bottleneckOf(const Calibration& cal, const Assumptions& a, const Sce
         if (async && ph.straggle > 0.1 * step)
             return text + "; the straggler trains fewer examples but holds no one (mean staleness " +
                    std::to_string(int(std::lround(p.meanStaleness))) + ").";
-        const int threads = s.towers * s.threadsPerTower;
-        if (!s.device && !cal.device && threads > s.cores)
-            return text + ", and " + std::to_string(threads) + " threads share " + std::to_string(s.cores) +
-                   (s.cores == 1 ? " core" : " cores") + ": towers beyond the cores add no examples/sec.";
         return text + "; towers on more devices would add examples/sec almost in proportion.";
     }
     auto better = [&](const std::vector<std::string>& options) {  // the best other strategy, in words
@@ -497,6 +521,41 @@ Calibration Calibration::fromDeviceSweep(const SweepFile& f) {
     return c;
 }
 
+std::optional<double> fitSerialShare(const SweepFile& f, std::string* from) {
+    struct Observation {
+        double inverseThreads, perExample;
+    };
+    std::vector<Observation> obs;
+    std::vector<int> threadCounts;
+    for (const SweepResult& r : f.points) {
+        if (!r.point.config.towers.starts_with("cpu") || r.measured.steps < 1 || r.measured.compute <= 0) continue;
+        const Calibration c = Calibration::fromSweepPoint(r, f.params, f.host, f.cores);
+        if (c.towers * c.threadsPerTower > c.cores || c.batchPerTower < 1) continue;  // threads shared a core
+        obs.push_back({1.0 / c.threadsPerTower, r.measured.compute / c.batchPerTower});
+        if (std::find(threadCounts.begin(), threadCounts.end(), c.threadsPerTower) == threadCounts.end())
+            threadCounts.push_back(c.threadsPerTower);
+    }
+    if (threadCounts.size() < 2) return std::nullopt;
+    // perExample = x + y * inverseThreads, least squares.
+    double mu = 0, mv = 0;
+    for (const Observation& o : obs) mu += o.inverseThreads, mv += o.perExample;
+    mu /= double(obs.size()), mv /= double(obs.size());
+    double suu = 0, suv = 0;
+    for (const Observation& o : obs)
+        suu += (o.inverseThreads - mu) * (o.inverseThreads - mu), suv += (o.inverseThreads - mu) * (o.perExample - mv);
+    const double y = suv / suu, x = mv - y * mu;
+    if (from) {
+        std::sort(threadCounts.begin(), threadCounts.end());
+        *from = std::to_string(obs.size()) + " points of ";
+        for (size_t i = 0; i < threadCounts.size(); ++i)
+            *from += (i == 0 ? "" : i + 1 == threadCounts.size() ? " and " : ", ") + std::to_string(threadCounts[i]);
+        *from += " threads per tower";
+    }
+    if (y <= 0) return 1.0;   // more threads were no faster
+    if (x <= 0) return 0.0;   // they were as fast as ideal, or faster (caches)
+    return x / (x + y);
+}
+
 Calibration Calibration::fromSweepPoint(const SweepResult& r, int64_t params, HostCore host, int machineCores) {
     Calibration c;
     c.measured = r.measured;
@@ -551,7 +610,7 @@ nlohmann::json Prediction::toJson() const {
 Prediction predict(const Calibration& cal, const Assumptions& a, const Scenario& s) {
     Transfer t;
     Prediction p = predictSteps(cal, a, s, &t);
-    p.bottleneck = bottleneckOf(cal, a, s, p, t);
+    p.bottleneck = limitOf(cal, a, s, p, t) + beyondTheCores(cal, a, s, p);
     return p;
 }
 

@@ -92,6 +92,14 @@ struct Calibration {
     static Calibration fromDeviceSweep(const SweepFile& f);
 };
 
+// The serial share of a CPU tower's compute (Amdahl's s), fitted to a sweep of CPU towers: its
+// points whose threads each had a core (towers x threads per tower <= cores), over at least two
+// thread counts per tower. Seconds per example = x + y / T, least squares over those points;
+// s = x / (x + y), clamped to [0, 1] (1: a tower's threads add nothing, as for a small model whose
+// layers are too narrow to split). nullopt where the sweep cannot tell (one thread count per tower,
+// GPU towers); `from`, where given, receives the points used, in words.
+std::optional<double> fitSerialShare(const SweepFile& f, std::string* from = nullptr);
+
 // Every assumption of the model, each stated and editable (--assume key=value).
 struct Assumptions {
     double serialShare = 0.1;      // of a tower's compute that more threads do not speed up

@@ -16,6 +16,7 @@
 #include <QPushButton>
 #include <QScreen>
 #include <QScrollArea>
+#include <QSignalBlocker>
 #include <QSpinBox>
 #include <QSplitter>
 #include <QTableWidget>
@@ -23,6 +24,7 @@
 #include <QVBoxLayout>
 #include <algorithm>
 #include <cmath>
+#include <optional>
 #include <thread>
 
 #include "charts/chart_style.hpp"
@@ -311,9 +313,12 @@ QWidget* ScalingLab::buildPredictor() {
     serialShare_ = new QDoubleSpinBox;
     serialShare_->setObjectName("predictSerialShare");
     serialShare_->setRange(0, 1);
+    serialShare_->setDecimals(3);
     serialShare_->setSingleStep(0.05);
     serialShare_->setValue(tb::Assumptions{}.serialShare);
-    serialShare_->setToolTip(tb::ui::wrappedToolTip(tr("Share of a tower's compute that more threads do not speed up (Amdahl)")));
+    serialShare_->setToolTip(tb::ui::wrappedToolTip(tr("Share of a tower's compute that more threads do not speed up (Amdahl); "
+                                                       "fitted to the sweep where it measured towers of different thread counts, "
+                                                       "each thread on a core of its own")));
     form->addRow(tr("Serial share"), serialShare_);
     hostLatency_ = new QDoubleSpinBox;
     hostLatency_->setRange(0, 1e6);
@@ -496,6 +501,22 @@ std::vector<std::string> ScalingLab::strategies() const {
 }
 
 void ScalingLab::showResults() {
+    // A sweep of CPU towers over several thread counts per tower measured the serial share: the
+    // box takes it (and can still be changed); without such points it keeps what it holds.
+    tb::SweepFile sweep;
+    sweep.params = params_;
+    sweep.host = host_;
+    sweep.cores = cores_;
+    sweep.points = results_;
+    std::string from;
+    const std::optional<double> fit = tb::fitSerialShare(sweep, &from);
+    fittedShare_ = fit ? *fit : -1;
+    fittedFrom_ = QString::fromStdString(from);
+    if (fit) {
+        const QSignalBlocker quiet(serialShare_);  // the caller predicts next
+        serialShare_->setValue(*fit);
+    }
+
     // The calibration choices follow the points.
     const int keep = from_->currentIndex();
     from_->blockSignals(true);
@@ -617,10 +638,16 @@ void ScalingLab::predict() {
         key->setName(tr("predicted"));
         key->setPen(QPen(palette().color(QPalette::Text), 1.5, Qt::DashLine));
     }
-    if (!device) plotMeasured(maxN, tops);
+    // The ideal line: N x one tower, measured here or predicted on the other hardware.
+    double one = 0;
+    if (!device)
+        for (const tb::SweepResult& r : results_)
+            if (r.point.towers == 1) one = std::max(one, r.measured.examplesPerSec);
+    plotIdeal(one > 0 ? one : tops.predictedOne, maxN, tops);
+    if (!device) plotMeasured(tops);
     finishCharts(device, maxN, tops);
-    fillTable(calibrated && !device ? &cal : nullptr, a);
-    explain(calibrated ? &cal : nullptr, a, device, maxN, sentences);
+    const double meanError = fillTable(calibrated && !device ? &cal : nullptr, a);
+    explain(calibrated ? &cal : nullptr, a, device, maxN, sentences, meanError);
 }
 
 // The model's curves (dashed) on both charts, one per strategy; returns what bounds each at maxN.
@@ -637,6 +664,7 @@ QStringList ScalingLab::plotPredicted(const tb::Calibration& cal, const tb::Assu
             predictedOne = tb::predict(cal, a, scenario(1, single, cal)).examplesPerSec;
         } catch (const tb::Error&) {
         }
+        tops.predictedOne = std::max(tops.predictedOne, predictedOne);
         QCPGraph* g = rate_->addGraph();
         QCPGraph* sg = speedup_->addGraph();
         for (QCPGraph* x : {g, sg}) {
@@ -661,26 +689,26 @@ QStringList ScalingLab::plotPredicted(const tb::Calibration& cal, const tb::Assu
     return sentences;
 }
 
-// This machine's measurements (dots) and the ideal line from the faster one-tower point (a GPU
-// sweep has one per place of the variables).
-void ScalingLab::plotMeasured(int maxN, ChartTops& tops) {
-    double one = 0;
-    for (const tb::SweepResult& r : results_)
-        if (r.point.towers == 1) one = std::max(one, r.measured.examplesPerSec);
-    if (one <= 0) return;
-    double& top = tops.rate;
-    double& topSpeedup = tops.speedup;
+// The dotted ideal: `one` x N examples/sec, and a speedup of N (drawn even before a point is
+// measured: the speedup's ideal needs none).
+void ScalingLab::plotIdeal(double one, int maxN, ChartTops& tops) {
     QCPGraph* ideal = rate_->addGraph();
     ideal->setName(tr("ideal (N x one tower)"));
     QCPGraph* idealSpeedup = speedup_->addGraph();
     idealSpeedup->setName(tr("ideal"));
     for (QCPGraph* x : {ideal, idealSpeedup}) x->setPen(QPen(palette().color(QPalette::Text), 1, Qt::DotLine));
+    if (one <= 0) ideal->removeFromLegend();
     for (int n = 1; n <= maxN; ++n) {
-        ideal->addData(n, one * n);
+        if (one > 0) ideal->addData(n, one * n);
         idealSpeedup->addData(n, n);
     }
-    top = std::max(top, one * maxN);
-    topSpeedup = std::max(topSpeedup, double(maxN));
+    tops.rate = std::max(tops.rate, one * maxN);
+    tops.speedup = std::max(tops.speedup, double(maxN));
+}
+
+// This machine's measurements (dots): each strategy's points, its one-tower point first.
+void ScalingLab::plotMeasured(ChartTops& tops) {
+    double& top = tops.rate;
     for (const std::string& st : strategies()) {
         QCPGraph* g = rate_->addGraph();
         QCPGraph* sg = speedup_->addGraph();
@@ -705,7 +733,7 @@ void ScalingLab::finishCharts(bool device, int maxN, const ChartTops& tops) {
                                  : tr("this machine");
     tb::ui::chartTitle(rate_)->setText(device ? tr("Examples/sec by towers, predicted on %1").arg(where)
                                               : tr("Examples/sec by towers"));
-    rate_->legend->setVisible(rate_->graphCount() > 0);
+    rate_->legend->setVisible(rate_->legend->itemCount() > 0);
     speedup_->legend->setVisible(false);  // the same colours as beside it; the dotted line is the ideal
     for (QCustomPlot* p : {rate_, speedup_}) {
         p->xAxis->setRange(0.5, maxN + 0.5);
@@ -719,7 +747,9 @@ void ScalingLab::finishCharts(bool device, int maxN, const ChartTops& tops) {
 
 // The table: measured beside predicted (this machine's model, where `cal` is given), the error, and
 // where the step's time went.
-void ScalingLab::fillTable(const tb::Calibration* cal, const tb::Assumptions& a) {
+double ScalingLab::fillTable(const tb::Calibration* cal, const tb::Assumptions& a) {
+    double errors = 0;
+    int held = 0;
     for (size_t i = 0; i < results_.size(); ++i) {
         const tb::SweepResult& r = results_[i];
         const tb::StepProfile& m = r.measured;
@@ -731,6 +761,8 @@ void ScalingLab::fillTable(const tb::Calibration* cal, const tb::Assumptions& a)
             } catch (const tb::Error&) {
             }
         }
+        if (pred > 0 && m.examplesPerSec > 0 && int(i) != from_->currentIndex())
+            errors += std::abs(pred / m.examplesPerSec - 1), ++held;
         const QStringList cells = {QString::fromStdString(r.point.label()),
                                    formatCount(m.examplesPerSec),
                                    pred > 0 ? formatCount(pred) : QStringLiteral("-"),
@@ -750,11 +782,12 @@ void ScalingLab::fillTable(const tb::Calibration* cal, const tb::Assumptions& a)
             table_->setItem(int(i), c, item);
         }
     }
+    return held > 0 ? errors / held : -1;
 }
 
 // What bounds the prediction at maxN, and every assumption, stated.
 void ScalingLab::explain(const tb::Calibration* cal, const tb::Assumptions& a, bool device, int maxN,
-                         const QStringList& sentences) {
+                         const QStringList& sentences, double meanError) {
     if (!cal) {
         bottleneck_->setText(tr("<i>The predictor is calibrated from a measured point: start a sweep or open one.</i>"));
         assumptions_->clear();
@@ -785,14 +818,23 @@ void ScalingLab::explain(const tb::Calibration* cal, const tb::Assumptions& a, b
                  .arg(cal->threadsPerTower)
                  .arg(cal->cores)
                  .arg(cal->batchPerTower);
+    if (meanError >= 0)
+        lines << tr("Against this sweep: mean |error| %1% over the points it was not calibrated from (the table's "
+                    "Error column).")
+                     .arg(100 * meanError, 0, 'f', 1);
     lines << tr("Model: %1 parameters (%2 MB of gradients). This machine's core, measured: %3 GFLOP/s sgemm, %4 GB/s "
                 "copies.")
                  .arg(formatCount(double(cal->params)))
                  .arg(4.0 * double(cal->params) / 1e6, 0, 'f', 1)
                  .arg(cal->host.flops / 1e9, 0, 'f', 1)
                  .arg(cal->host.bandwidth / 1e9, 0, 'f', 1);
-    lines << tr("Compute: Amdahl with serial share %1 across threads; towers sharing cores share their time.")
-                 .arg(a.serialShare);
+    const bool fitted = fittedShare_ >= 0 && std::abs(a.serialShare - serialShare_->valueFromText(
+                                                                        serialShare_->textFromValue(fittedShare_))) < 1e-9;
+    lines << tr("Compute: Amdahl with serial share %1 across threads (%2); towers sharing cores share their time.")
+                 .arg(a.serialShare)
+                 .arg(fitted ? tr("fitted to the sweep's %1").arg(fittedFrom_)
+                             : fittedShare_ >= 0 ? tr("the sweep's fit: %1").arg(fittedShare_, 0, 'f', 3)
+                                                 : tr("assumed: the sweep measured one thread count per tower"));
     if (device)
         lines << tr("Devices reach the same share of their fp32 peak as this machine's core does; each GPU has its "
                     "own %1 link to the CPU holder; replicas update on the device at 20 bytes per parameter.")

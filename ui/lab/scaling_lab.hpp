@@ -114,14 +114,17 @@ private:
     // their ranges, the table, and the explanation.
     struct ChartTops {
         double rate = 0, speedup = 1;
+        double predictedOne = 0;  // the fastest one-tower prediction (the ideal's base on other hardware)
     };
     QStringList plotPredicted(const tb::Calibration& cal, const tb::Assumptions& a, int maxN, bool device,
                               ChartTops& tops);
-    void plotMeasured(int maxN, ChartTops& tops);
+    void plotMeasured(ChartTops& tops);
+    void plotIdeal(double one, int maxN, ChartTops& tops);
     void finishCharts(bool device, int maxN, const ChartTops& tops);
-    void fillTable(const tb::Calibration* cal, const tb::Assumptions& a);
+    // Returns the model's mean |error| over the points other than its calibration point (-1: none).
+    double fillTable(const tb::Calibration* cal, const tb::Assumptions& a);
     void explain(const tb::Calibration* cal, const tb::Assumptions& a, bool device, int maxN,
-                 const QStringList& sentences);
+                 const QStringList& sentences, double meanError);
     QWidget* buildSettings();
     QWidget* buildPredictor();
     void addPoint(const SweepProgress& p);
@@ -153,6 +156,9 @@ private:
     QComboBox *from_, *hardware_, *link_, *network_;
     QSpinBox *machines_, *shards_, *maxTowers_;
     QDoubleSpinBox *serialShare_, *hostLatency_, *hostGbps_, *dataScale_;
+    // The serial share fitted to the sweep (tb::fitSerialShare) and its points in words; -1: none.
+    double fittedShare_ = -1;
+    QString fittedFrom_;
     QLabel *assumptions_, *bottleneck_;
     QCustomPlot *rate_, *speedup_, *breakdown_;
     QTableWidget* table_;
