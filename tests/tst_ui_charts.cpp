@@ -513,33 +513,44 @@ void ChartsPanelTest::valueAxesShowThreeTicks() {
     ChartsPanel panel;
     panel.reset(1);
     showPanel(panel);
-    panel.resize(900, height);
     panel.setLogLoss(log);
     for (int s = 1; s <= 200; ++s) panel.addStep(stepAt(s, 1, from * std::pow(to / from, (s - 1) / 199.0)));
-    QTest::qWait(300);
-    for (auto* p : panel.findChildren<QCustomPlot*>()) {
-        if (!p->isVisible() || p->graphCount() == 0) continue;
-        p->replot(QCustomPlot::rpImmediateRefresh);
-        const QCPRange r = p->yAxis->range();
-        QStringList inside;
-        const QVector<double> ticks = p->yAxis->tickVector();
-        const QVector<QString> labels = p->yAxis->tickVectorLabels();
-        for (int i = 0; i < ticks.size(); ++i)
-            if (r.contains(ticks[i]) && !labels[i].isEmpty()) inside << labels[i];
-        QVERIFY2(inside.size() >= 3, qPrintable(QStringLiteral("%1 (%2 px high, %3..%4): %5")
-                                                   .arg(p->objectName()).arg(p->axisRect()->height())
-                                                   .arg(r.lower).arg(r.upper).arg(inside.join(' '))));
-        QVERIFY2(inside.removeDuplicates() == 0, qPrintable(inside.join(' ')));
-        // ... and no two labels overlap.
-        const QFontMetrics fm(p->yAxis->tickLabelFont());
-        for (int i = 1; i < ticks.size(); ++i) {
-            if (labels[i].isEmpty() || labels[i - 1].isEmpty() || !r.contains(ticks[i]) || !r.contains(ticks[i - 1]))
-                continue;
-            const double gap = std::abs(p->yAxis->coordToPixel(ticks[i]) - p->yAxis->coordToPixel(ticks[i - 1]));
-            QVERIFY2(gap >= fm.height(), qPrintable(QStringLiteral("%1: %2 and %3 are %4 px apart")
-                                                        .arg(p->objectName(), labels[i - 1], labels[i]).arg(gap)));
+    // Within a few frames of the steps and of the new height (the panel fits each chart's ticks
+    // to its axis rect, which takes the new height in the replot after the resize): every value
+    // axis shows at least three labels, none twice, none overlapping. Waited for, not timed.
+    auto tickProblem = [&]() -> QString {
+        if (!panel.lossPlot()->yAxis->range().contains(from) || !panel.lossPlot()->yAxis->range().contains(to))
+            return QStringLiteral("the loss axis does not show the steps yet");
+        for (auto* p : panel.findChildren<QCustomPlot*>()) {
+            if (!p->isVisible() || p->graphCount() == 0) continue;
+            const QCPRange r = p->yAxis->range();
+            QStringList inside;
+            const QVector<double> ticks = p->yAxis->tickVector();
+            const QVector<QString> labels = p->yAxis->tickVectorLabels();
+            for (int i = 0; i < ticks.size(); ++i)
+                if (r.contains(ticks[i]) && !labels[i].isEmpty()) inside << labels[i];
+            if (inside.size() < 3 || inside.removeDuplicates() != 0)
+                return QStringLiteral("%1 (%2 px high, %3..%4): %5")
+                    .arg(p->objectName()).arg(p->axisRect()->height()).arg(r.lower).arg(r.upper).arg(inside.join(' '));
+            const QFontMetrics fm(p->yAxis->tickLabelFont());
+            for (int i = 1; i < ticks.size(); ++i) {
+                if (labels[i].isEmpty() || labels[i - 1].isEmpty() || !r.contains(ticks[i]) || !r.contains(ticks[i - 1]))
+                    continue;
+                const double gap = std::abs(p->yAxis->coordToPixel(ticks[i]) - p->yAxis->coordToPixel(ticks[i - 1]));
+                if (gap < fm.height())
+                    return QStringLiteral("%1: %2 and %3 are %4 px apart; range %5..%6, %7 px")
+                        .arg(p->objectName(), labels[i - 1], labels[i]).arg(gap)
+                        .arg(r.lower).arg(r.upper).arg(p->axisRect()->height());
+            }
         }
-    }
+        return {};
+    };
+    QString problem;
+    QTRY_VERIFY2_WITH_TIMEOUT((problem = tickProblem()).isEmpty(), qPrintable(problem), 10000);
+    // Then the window is made shorter with no step coming: the ticks follow the new height (they
+    // had stayed spaced for the old one until the next step).
+    panel.resize(900, height);
+    QTRY_VERIFY2_WITH_TIMEOUT((problem = tickProblem()).isEmpty(), qPrintable(problem), 10000);
 }
 
 // Pictures to look at, saved beside the test binary: a synchronous run with averaging every 10

@@ -482,7 +482,13 @@ void ChartsPanel::replot() {
 
 bool ChartsPanel::eventFilter(QObject* watched, QEvent* e) {
     if (e->type() == QEvent::Resize)
-        if (auto* p = qobject_cast<QCustomPlot*>(watched)) fitToSize(p);
+        if (auto* p = qobject_cast<QCustomPlot*>(watched)) {
+            fitToSize(p);
+            // The axis rect takes the new size only in the replot the resize queues: the next
+            // frame fits the ticks again, to it (a chart made shorter while nothing trained kept
+            // ticks spaced for its old height, labels 13 px apart).
+            dirty_ = true;
+        }
     return QWidget::eventFilter(watched, e);
 }
 
