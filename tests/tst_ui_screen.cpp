@@ -22,11 +22,16 @@
 #include <QScrollArea>
 #include <QScrollBar>
 #include <QStatusBar>
+#include <QTabBar>
+#include <QStyle>
+#include <QStyleOptionComboBox>
 #include <QToolBar>
 #include <QTemporaryDir>
 #include <QToolButton>
 
 #include <qcustomplot.h>
+
+#include <nlohmann/json.hpp>
 
 #include "charts/charts_panel.hpp"
 #include "charts/decision_view.hpp"
@@ -42,6 +47,8 @@
 #include "predictions/predictions_panel.hpp"
 #include "lab/scaling_lab.hpp"
 #include "lessons/sync_async_lesson.hpp"
+#include "lessons/lessons.hpp"
+#include "placement/placement_diagram.hpp"
 
 namespace {
 
@@ -89,8 +96,23 @@ QStringList widgetProblems(QWidget& top, const std::function<bool(const QWidget*
             // Labels in the form scroll with it vertically; sideways nothing may stick out.
             if (where.left() < window.left() || where.right() > window.right())
                 problems << describe(w) + QStringLiteral(": sticks out of the window sideways");
+        } else if (auto* bar = qobject_cast<QTabBar*>(w)) {
+            // Dock tabs ("Predictions", "Lesson") elided to "Predi…" name nothing.
+            for (int i = 0; i < bar->count(); ++i)
+                if (bar->fontMetrics().horizontalAdvance(bar->tabText(i)) > bar->tabRect(i).width() - 8 &&
+                    bar->tabToolTip(i).isEmpty())
+                    problems << QStringLiteral("tab '%1': %2 px, its text needs %3")
+                                    .arg(bar->tabText(i)).arg(bar->tabRect(i).width())
+                                    .arg(bar->fontMetrics().horizontalAdvance(bar->tabText(i)));
         } else if (auto* c = qobject_cast<QComboBox*>(w)) {
             need(c->sizeHint().width(), "longest item");
+            // A box may elide a long item (a model's path): then its tooltip must say it whole.
+            QStyleOptionComboBox opt;
+            opt.initFrom(c);
+            const int room = c->style()->subControlRect(QStyle::CC_ComboBox, &opt, QStyle::SC_ComboBoxEditField, c).width();
+            if (c->fontMetrics().horizontalAdvance(c->currentText()) > room &&
+                !c->toolTip().contains(c->currentText().toHtmlEscaped()))
+                problems << describe(w) + QStringLiteral(": its text is cut and its tooltip does not say it");
         } else if (auto* s = qobject_cast<QAbstractSpinBox*>(w)) {
             need(s->sizeHint().width(), "longest value");
         } else if (auto* e = qobject_cast<QLineEdit*>(w); e && e->property("pathField").toBool()) {
@@ -147,6 +169,13 @@ QStringList layoutProblems(MainWindow& top) {
         for (const QString& line : d->caption().split(QLatin1Char('\n')))
             if (d->fontMetrics().horizontalAdvance(line) > d->width() - 12)
                 problems << QStringLiteral("decision view: '%1' cut at %2 px").arg(line).arg(d->width());
+    }
+    // The diagram's boxes: what a narrow box cannot show whole, its tooltip says whole.
+    if (PlacementDiagram* d = top.diagram(); d->isVisible()) {
+        QStringList tips;
+        for (int i = 0; i < d->model().towers.size(); ++i) tips << d->towerText(i);
+        for (const QString& cut : d->cutTexts())
+            if (!tips.join('\n').contains(cut)) problems << QStringLiteral("diagram: '%1' cut, and no tooltip says it").arg(cut);
     }
     if (top.experimentScroll()->horizontalScrollBar()->isVisible())
         problems << QStringLiteral("the experiment form scrolls sideways (%1 px of form in %2 px)")
@@ -255,25 +284,112 @@ private slots:
         QVERIFY2(problems.isEmpty(), qPrintable(problems.join('\n')));
     }
 
-    // A config naming a model with a long name: the form's dock widens to show it whole. The
-    // check can fail: without the window following the form, the squeezed combo box is caught.
-    void longNamesWidenTheForm() {
+    // A config naming a model with a long name: the form stays as wide as it was and the Model box
+    // shows the name elided in the middle, whole in its tooltip (the form had widened for it,
+    // and with a path the window grew past the screen). The check can fail: a box whose tooltip
+    // does not hold its cut text is caught.
+    void longNamesElideInTheForm() {
         MainWindow w(tbtest::fakeCatalog(0), noTelemetry());
         w.show();
         QVERIFY(QTest::qWaitForWindowExposed(&w));
+        QTest::qWait(200);  // the docks at their first sizes
+        const int formWidth = w.experimentScroll()->width();
         tb::RunConfig c = w.experiment()->config();
-        c.model = "a_model_whose_name_is_far_wider_than_the_form";
+        c.model = "a_model_whose_name_is_far_far_wider_than_the_form_could_ever_be_and_then_some.json";
         w.experiment()->setConfig(c);
         QTest::qWait(100);
         QStringList problems = layoutProblems(w);
         QVERIFY2(problems.isEmpty(), qPrintable(problems.join('\n')));
+        // The form keeps its width: neither the box nor the message naming the missing file under
+        // Start (a word-wrapped label is as wide as its longest word) widens it.
+        QCOMPARE(w.experimentScroll()->width(), formWidth);
+        QComboBox* model = w.experiment()->modelBox();
+        QVERIFY(model && model->currentText() == QString::fromStdString(c.model));
+        QVERIFY2(model->toolTip().contains(model->currentText()), qPrintable(model->toolTip()));
 
-        w.experiment()->removeEventFilter(&w);  // the window no longer follows the form's width
-        c.model = "a_model_whose_name_is_even_far_far_wider_than_that_one_was";
-        w.experiment()->setConfig(c);
-        QTest::qWait(100);
+        model->setToolTip(QStringLiteral("The network"));  // as the box was before it said its text
         problems = layoutProblems(w);
-        QVERIFY2(problems.join('\n').contains("(model)"), qPrintable(problems.join('\n')));
+        QVERIFY2(problems.join('\n').contains("its text is cut"), qPrintable(problems.join('\n')));
+    }
+
+    // The layout rule (issue 31, point 1): whatever the form, a dock, a path or a run name holds,
+    // the window stays inside the screen and nothing in it is cut without a tooltip saying it
+    // whole. A config whose model is a file under long folder names (the window grew to 1,590 px
+    // on a 1,366 px screen), the run of that model followed from the Runs tab, every lesson, and a
+    // plan of 2 processes x 4 towers with a straggler (its boxes read 'atch 3').
+    void everyViewFitsTheScreen() {
+        QTemporaryDir root;
+        QVERIFY(root.isValid());
+        const QString deep = root.filePath(
+            "runs-kept-under-a-folder-whose-name-is-long/20261128-201500-tiny_mlp-synthetic-spirals-the-run-of-the-long-model");
+        tb::RunConfig c;
+        c.model = "tiny_mlp";
+        c.data = "synthetic:spirals";
+        c.steps = 20;
+        c.batch = 32;
+        c.threads = 2;
+        c.validation = 0;
+        c.quiet = true;
+        {
+            auto folder = tb::RunFolder::create(c, deep.toStdString());
+            tb::Trainer t(c);
+            t.setRunFolder(folder.get());
+            t.run();
+        }
+        MainWindow w(tbtest::fakeCatalog(0), noTelemetry());
+        w.setQuitConfirmation([] { return true; });
+        w.show();
+        QVERIFY(QTest::qWaitForWindowExposed(&w));
+        auto problemsIn = [&](const QString& view) {
+            QTest::qWait(150);
+            QCoreApplication::sendPostedEvents(nullptr, QEvent::LayoutRequest);
+            QTest::qWait(50);
+            QStringList p = layoutProblems(w);
+            for (QString& line : p) line.prepend(view + ": ");
+            return p;
+        };
+
+        // A config naming the run's model.json by its whole path.
+        const QString config = root.filePath("long-model.json");
+        QFile f(config);
+        QVERIFY(f.open(QIODevice::WriteOnly));
+        f.write(QByteArray::fromStdString(nlohmann::json{{"model", (deep + "/model.json").toStdString()},
+                                                         {"data", "synthetic:spirals"}, {"steps", 20}}.dump()));
+        f.close();
+        QVERIFY2(w.loadConfigFile(config), qPrintable(w.lastError()));
+        QStringList problems = problemsIn("config with a long model path");
+        QVERIFY2(problems.isEmpty(), qPrintable(problems.join('\n')));
+
+        // The run followed from the Runs tab (the form takes its settings).
+        w.followRun(deep);
+        QTRY_VERIFY_WITH_TIMEOUT(!w.following(), 20000);
+        problems = problemsIn("followed run");
+        QVERIFY2(problems.isEmpty(), qPrintable(problems.join('\n')));
+
+        // Every lesson (lesson 2 opens its own window, checked in lessonTwo).
+        for (int i = 0; i < int(lessons(2).size()); ++i) {
+            if (SyncAsyncLesson* own = w.openLesson(i)) {
+                own->close();
+                continue;
+            }
+            problems = problemsIn(QStringLiteral("lesson %1").arg(i + 1));
+            QVERIFY2(problems.isEmpty(), qPrintable(problems.join('\n')));
+        }
+
+        // 2 processes x 4 towers, tower 3 four times slower.
+        tb::RunConfig many = w.experiment()->config();
+        many.model = "mlp";
+        many.data = "fashion-mnist";
+        many.towers = "cpu:0,cpu:1,cpu:2,cpu:3";
+        many.batch = 64;
+        many.batchPerTower = 0;
+        many.slow = "3=4";
+        w.experiment()->setConfig(many);
+        w.experiment()->processesBox()->setValue(2);
+        QCOMPARE(w.diagram()->model().towers.size(), 8);
+        problems = problemsIn("2 processes x 4 towers");
+        QVERIFY2(problems.isEmpty(), qPrintable(problems.join('\n')));
+        QVERIFY(w.grab().save(shotPath(QStringLiteral("processes"))));
     }
 
     // Mid-run views, readable and saved for docs/: an asynchronous run with a straggler,

@@ -4,6 +4,7 @@
 // (a plain-text tooltip is one line as wide as its text).
 #pragma once
 #include <QLocale>
+#include <QRegularExpression>
 #include <QString>
 #include <cmath>
 
@@ -28,6 +29,27 @@ inline QString formatMs(double seconds) {
 // Plain text (paragraphs split by blank lines kept) as a tooltip Qt wraps.
 inline QString wrappedToolTip(const QString& plain) {
     return QStringLiteral("<p style='white-space:pre-wrap'>") + plain.toHtmlEscaped() + QStringLiteral("</p>");
+}
+
+// A label's text (plain or rich) whose long words may break: a word-wrapped label is at least as
+// wide as its longest word, so a long path in a message widened its dock, and the window, past
+// the screen. Words of 25 characters or more (outside tags) get a zero-width space after each
+// '/', '_', '.' and '-'.
+inline QString breakable(const QString& text) {
+    static const QRegularExpression longWord(QStringLiteral("[^\\s<>]{25,}"));
+    QString out;
+    qsizetype from = 0;
+    for (auto it = longWord.globalMatch(text); it.hasNext();) {
+        const QRegularExpressionMatch m = it.next();
+        out += text.mid(from, m.capturedStart() - from);
+        for (const QChar c : m.capturedView()) {
+            out += c;
+            if (c == QLatin1Char('/') || c == QLatin1Char('_') || c == QLatin1Char('.') || c == QLatin1Char('-'))
+                out += QChar(0x200B);
+        }
+        from = m.capturedEnd();
+    }
+    return out + text.mid(from);
 }
 
 }  // namespace tb::ui

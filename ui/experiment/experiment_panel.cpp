@@ -115,8 +115,13 @@ ExperimentPanel::ExperimentPanel(DeviceCatalog catalog, QWidget* parent)
 // Experiment: what is learnt from what.
 void ExperimentPanel::makeExperimentFields() {
 
-    model_ = combo(modelNames(), tr("The network: a JSON file from resources/models or your models folder "
-                                    "(~/.local/share/towerbench/models)."));
+    // A model may be a file under a run's folder: a long path, elided in the middle (tooltip: whole).
+    auto* model = new ElidingCombo(24);
+    model->addItems(modelNames());
+    model->setFieldToolTip(tb::ui::wrappedToolTip(tr("The network: a JSON file from resources/models or your models "
+                                                     "folder (~/.local/share/towerbench/models).")));
+    WheelGuard::guard(model);
+    model_ = model;
     data_ = new QComboBox;
     for (const DataChoice& d : kData) data_->addItem(tr(d.label), QString::fromLatin1(d.spec));
     data_->setToolTip(tb::ui::wrappedToolTip(tr("The training data; folders hold MNIST-format IDX files or CIFAR-10 "

@@ -57,6 +57,7 @@ public:
     QSpinBox* processesBox() const { return processes_; }
     QLineEdit* hostfileBox() const { return hostfile_; }
 
+    QComboBox* modelBox() const { return model_; }
     QComboBox* runOnBox() const { return runOn_; }    // kCpuTowers or kGpus
     QSpinBox* towersBox() const { return towers_; }   // CPU towers
     QListWidget* gpuList() const { return gpus_; }    // one checkable item per GPU

@@ -7,6 +7,8 @@
 #include <QCoreApplication>
 #include <QFormLayout>
 #include <QScrollBar>
+#include <QStyleOptionComboBox>
+#include <QStylePainter>
 #include <QToolButton>
 #include <QVBoxLayout>
 #include <QWheelEvent>
@@ -101,3 +103,41 @@ QString NumberBox::textFromValue(double value) const {
 }
 
 void NumberBox::fixup(QString&) const {}  // what is typed stays as typed
+
+ElidingCombo::ElidingCombo(int chars, QWidget* parent) : QComboBox(parent) {
+    setSizeAdjustPolicy(QComboBox::AdjustToMinimumContentsLengthWithIcon);
+    setMinimumContentsLength(chars);
+    connect(this, &QComboBox::currentTextChanged, this, &ElidingCombo::updateToolTip);
+}
+
+void ElidingCombo::setFieldToolTip(const QString& tip) {
+    fieldTip_ = tip;
+    updateToolTip();
+}
+
+QRect ElidingCombo::textRect() const {
+    QStyleOptionComboBox opt;
+    initStyleOption(&opt);
+    return style()->subControlRect(QStyle::CC_ComboBox, &opt, QStyle::SC_ComboBoxEditField, this);
+}
+
+bool ElidingCombo::elided() const { return fontMetrics().horizontalAdvance(currentText()) > textRect().width(); }
+
+void ElidingCombo::updateToolTip() {
+    setToolTip(elided() ? fieldTip_ + QStringLiteral("<p>") + currentText().toHtmlEscaped() + QStringLiteral("</p>")
+                        : fieldTip_);
+}
+
+void ElidingCombo::resizeEvent(QResizeEvent* e) {
+    QComboBox::resizeEvent(e);
+    updateToolTip();
+}
+
+void ElidingCombo::paintEvent(QPaintEvent*) {
+    QStylePainter p(this);
+    QStyleOptionComboBox opt;
+    initStyleOption(&opt);
+    p.drawComplexControl(QStyle::CC_ComboBox, opt);
+    opt.currentText = fontMetrics().elidedText(opt.currentText, Qt::ElideMiddle, textRect().width());
+    p.drawControl(QStyle::CE_ComboBoxLabel, opt);
+}

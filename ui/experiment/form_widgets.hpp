@@ -3,6 +3,7 @@
 // wheel unless focused (the wheel scrolls the form instead of changing the value under the
 // pointer), and a folded section for the advanced settings.
 #pragma once
+#include <QComboBox>
 #include <QDoubleSpinBox>
 #include <QObject>
 #include <QWidget>
@@ -60,4 +61,25 @@ private:
     std::optional<double> parse(const QString& text) const;
     std::optional<double> special_;
     QString word_;
+};
+
+// A combo box whose items can be long (a model's file path under a run's folder): at most `chars`
+// average characters wide, so the form and the window never grow past the screen for it; where
+// the current text is wider than the box it is drawn elided in the middle (the file name and the
+// path's start stay) and the tooltip says it whole after the field's own words.
+class ElidingCombo : public QComboBox {
+    Q_OBJECT
+public:
+    explicit ElidingCombo(int chars, QWidget* parent = nullptr);
+    void setFieldToolTip(const QString& tip);  // the field's words (rich text)
+    bool elided() const;                       // the current text does not fit the box
+
+protected:
+    void paintEvent(QPaintEvent* e) override;
+    void resizeEvent(QResizeEvent* e) override;
+
+private:
+    void updateToolTip();
+    QRect textRect() const;
+    QString fieldTip_;
 };

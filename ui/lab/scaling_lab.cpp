@@ -133,13 +133,13 @@ ScalingLab::ScalingLab(QWidget* parent) : QWidget(parent, Qt::Window) {
         status_ = (stopped ? tr("Stopped; %1 points kept in %2") : tr("Finished: %1 points in %2"))
                       .arg(results_.size())
                       .arg(folder);
-        statusLabel_->setText(status_);
+        statusLabel_->setText(tb::ui::breakable(status_));
         emit sweepFinished(folder);
     });
     connect(worker_, &SweepWorker::failed, this, [this](const QString& message) {
         setRunning(false);
         status_ = tr("The sweep failed: %1").arg(message);
-        statusLabel_->setText(status_);
+        statusLabel_->setText(tb::ui::breakable(status_));
     });
     thread_->start();
 
@@ -412,7 +412,7 @@ void ScalingLab::startSweep() {
     s.towers.clear();
     if (busy_ && busy_()) {
         status_ = tr("The main window is training: a sweep beside it would measure both runs. Stop it first.");
-        statusLabel_->setText(status_);
+        statusLabel_->setText(tb::ui::breakable(status_));
         return;
     }
     try {
@@ -426,13 +426,13 @@ void ScalingLab::startSweep() {
         folder_ = QString::fromStdString(tb::newSweepFolder(base_));
     } catch (const tb::Error& e) {
         status_ = QString::fromStdString(e.what());
-        statusLabel_->setText(status_);
+        statusLabel_->setText(tb::ui::breakable(status_));
         return;
     }
     results_.clear();
     cores_ = int(std::max(1u, std::thread::hardware_concurrency()));
     status_ = tr("Measuring the first point…");
-    statusLabel_->setText(status_);
+    statusLabel_->setText(tb::ui::breakable(status_));
     showResults();
     predict();
     setRunning(true);
@@ -443,7 +443,7 @@ void ScalingLab::stopSweep() {
     if (!running_) return;
     worker_->stop();
     status_ = tr("Stopping after this point's step…");
-    statusLabel_->setText(status_);
+    statusLabel_->setText(tb::ui::breakable(status_));
 }
 
 void ScalingLab::closeEvent(QCloseEvent* e) {
@@ -454,7 +454,7 @@ void ScalingLab::closeEvent(QCloseEvent* e) {
 bool ScalingLab::openSweep(const QString& folder) {
     if (running_) {
         status_ = tr("A sweep is running: %1 opens when it has ended (or been stopped).").arg(folder);
-        statusLabel_->setText(status_);
+        statusLabel_->setText(tb::ui::breakable(status_));
         return false;
     }
     try {
@@ -470,10 +470,10 @@ bool ScalingLab::openSweep(const QString& folder) {
         setBase(base);
     } catch (const tb::Error& e) {
         status_ = QString::fromStdString(e.what());
-        statusLabel_->setText(status_);
+        statusLabel_->setText(tb::ui::breakable(status_));
         return false;
     }
-    statusLabel_->setText(status_);
+    statusLabel_->setText(tb::ui::breakable(status_));
     showResults();
     predict();
     return true;
@@ -486,7 +486,7 @@ void ScalingLab::addPoint(const SweepProgress& p) {
     cores_ = p.cores;
     status_ = p.done < p.total ? tr("Measured %1 of %2 points; next: point %3").arg(p.done).arg(p.total).arg(p.done + 1)
                                : tr("Measured %1 of %2 points").arg(p.done).arg(p.total);
-    statusLabel_->setText(status_);
+    statusLabel_->setText(tb::ui::breakable(status_));
     showResults();
     predict();
 }
@@ -638,11 +638,19 @@ void ScalingLab::predict() {
         key->setName(tr("predicted"));
         key->setPen(QPen(palette().color(QPalette::Text), 1.5, Qt::DashLine));
     }
-    // The ideal line: N x one tower, measured here or predicted on the other hardware.
+    // The ideal line: N x the fastest one tower, measured here or predicted on the other hardware
+    // (there in either place of the variables: a GPU tower holding them moves nothing over its link).
     double one = 0;
     if (!device)
         for (const tb::SweepResult& r : results_)
             if (r.point.towers == 1) one = std::max(one, r.measured.examplesPerSec);
+    if (device && calibrated)
+        for (const char* place : {"mean", "allreduce"}) {
+            try {
+                one = std::max(one, tb::predict(cal, a, scenario(1, place, cal)).examplesPerSec);
+            } catch (const tb::Error&) {
+            }
+        }
     plotIdeal(one > 0 ? one : tops.predictedOne, maxN, tops);
     if (!device) plotMeasured(tops);
     finishCharts(device, maxN, tops);
@@ -657,8 +665,11 @@ QStringList ScalingLab::plotPredicted(const tb::Calibration& cal, const tb::Assu
     double& top = tops.rate;
     double& topSpeedup = tops.speedup;
     for (const std::string& st : strategies()) {
-        // One tower of this strategy's place: on a GPU, host or device; CPU towers have one.
-        const std::string single = cal.device ? st : "mean";
+        // One tower of this strategy's place: on a GPU, host or device; CPU towers have one. (On
+        // other hardware, replicas' speedups are over one GPU holding the variables itself, as a
+        // sweep's are over the one-tower point of their place: over one reading them from the
+        // CPU, averaging every 4 on 16 H100s showed 57x.)
+        const std::string single = cal.device ? st : device && tb::variablesReplicated(st) ? "allreduce" : "mean";
         double predictedOne = 0;
         try {
             predictedOne = tb::predict(cal, a, scenario(1, single, cal)).examplesPerSec;

@@ -1,9 +1,11 @@
 #include "placement/placement_diagram.hpp"
 
 #include <QFontMetricsF>
+#include <QHelpEvent>
 #include <QPainter>
 #include <QPainterPath>
 #include <QTimer>
+#include <QToolTip>
 #include <algorithm>
 #include <cmath>
 
@@ -59,6 +61,20 @@ void drawArrow(QPainter& p, QPointF a, QPointF b, double head) {
     p.drawPolygon(tri, 3);
     p.setPen(pen);
     p.setBrush(brush);
+}
+
+// A tower box's lines: its device, its slice of the batch, its slowdown.
+QStringList towerLines(const PlacementModel::Tower& t) {
+    QStringList lines{t.device};
+    if (t.batch > 0) lines << PlacementDiagram::tr("batch %1").arg(t.batch);
+    if (t.slowdown > 1) lines << PlacementDiagram::tr("\u00d7%1 slower").arg(t.slowdown, 0, 'g', 3);
+    return lines;
+}
+
+// The same lines in a narrow box: "×4" for "×4 slower" (the box's orange outline says slower).
+QString shortForm(const QString& line) {
+    const qsizetype space = line.indexOf(QLatin1Char(' '));
+    return line.startsWith(QChar(0x00d7)) && space > 0 ? line.left(space) : line;
 }
 
 }  // namespace
@@ -142,10 +158,13 @@ struct PlacementDiagram::Layout {
         // for the frames around towers that share a device or a process.
         const bool framed = !m.sharedDevices().isEmpty() || !m.processFrames().isEmpty();
         gap = (ring ? 36 : framed ? 22 : 14) * scale;
-        boxW = n > 0 ? std::max(8.0, std::min((area.width() - gap * (n - 1)) / n, 170 * scale)) : 0;
+        // A process's frame stands 9 px outside its towers: the row leaves room for it at both ends.
+        const double edge = m.processFrames().isEmpty() ? 0 : (kProcessPad + 2) * scale;
+        boxW = n > 0 ? std::max(8.0, std::min((area.width() - 2 * edge - gap * (n - 1)) / n, 170 * scale)) : 0;
         rowLeft = area.center().x() - (n * boxW + (n - 1) * gap) / 2;
     }
     QRectF tower(int i) const { return QRectF(rowLeft + i * (boxW + gap), towerTop, boxW, towerH); }
+    static constexpr double kProcessPad = 9;  // a process's frame around its towers, at scale 1
 
     double scale;
     QFont font;
@@ -216,6 +235,28 @@ private:
         p_.fillRect(b, base_);
         p_.setPen(c);
         p_.drawText(r, align, s);
+    }
+    // Lines centred in `r` in the diagram's font or, where the widest does not fit, a smaller one
+    // (down to 3/4 of it: eight towers across a narrow window); a line that still does not fit is
+    // shortened where it has a short form, else elided and noted (the box's tooltip says it whole).
+    void fittedLines(const QRectF& r, const QStringList& lines) {
+        QFont f = g_.font;
+        QFontMetricsF fm(f);
+        double widest = 0;
+        for (const QString& l : lines) widest = std::max(widest, fm.horizontalAdvance(l));
+        if (widest > r.width() && f.pointSizeF() > 0) {
+            f.setPointSizeF(std::max(0.75, r.width() / widest) * f.pointSizeF());
+            fm = QFontMetricsF(f);
+        }
+        QStringList shown;
+        for (const QString& l : lines) {
+            const QString fits = fm.horizontalAdvance(l) <= r.width() ? l : shortForm(l);
+            shown << fm.elidedText(fits, Qt::ElideRight, r.width());
+            if (shown.back() != fits) d_.cut_ << l;
+        }
+        p_.setFont(f);
+        p_.drawText(r, Qt::AlignCenter, shown.join(QLatin1Char('\n')));
+        p_.setFont(g_.font);
     }
     void linkLabels();
     void frame(const PlacementModel::DeviceGroup& g, double pad, const QPen& pen, double radius, int titleAlign);
@@ -413,8 +454,11 @@ void PlacementDiagram::Painting::frame(const PlacementModel::DeviceGroup& g, dou
     p_.setPen(pen);
     p_.setBrush(Qt::NoBrush);
     p_.drawRoundedRect(r, radius, radius);
+    const QString title = fm_.elidedText(g.device, Qt::ElideRight, r.width() - 16 * scale);
+    if (title != g.device) d_.cut_ << g.device;
+    if (!QRectF(d_.rect()).contains(r)) d_.cut_ << g.device + QStringLiteral(" (its frame leaves the view)");
     label(QRectF(r.left() + 8 * scale, r.top() - g_.lineH / 2, r.width() - 16 * scale, g_.lineH),
-          titleAlign | Qt::AlignVCenter, fm_.elidedText(g.device, Qt::ElideRight, r.width() - 16 * scale), text_);
+          titleAlign | Qt::AlignVCenter, title, text_);
 }
 
 // Towers that share a device: dashed, titled on the left as a group box (clear of the arrows,
@@ -427,7 +471,7 @@ void PlacementDiagram::Painting::sharedDeviceFrames() {
 // Each process's towers, solid, titled on the right (the "slowest" mark stays clear below).
 void PlacementDiagram::Painting::machineFrames() {
     for (const PlacementModel::DeviceGroup& g : m_.processFrames())
-        frame(g, 9 * g_.scale, QPen(text_, staticW_), 3 * g_.scale, Qt::AlignRight);
+        frame(g, Layout::kProcessPad * g_.scale, QPen(text_, staticW_), 3 * g_.scale, Qt::AlignRight);
 }
 
 // The towers: device and batch, coloured by the phase that took most of the step, the step's
@@ -468,11 +512,8 @@ void PlacementDiagram::Painting::towers() {
         p_.setBrush(total > 0 ? mix(base_, dominantColor(*ph), 0.45) : pal_.color(QPalette::AlternateBase));
         p_.drawRoundedRect(r, 5 * scale, 5 * scale);
 
-        QString s = t.device;
-        if (t.batch > 0) s += tr("\nbatch %1").arg(t.batch);
-        if (t.slowdown > 1) s += tr("\n\u00d7%1 slower").arg(t.slowdown, 0, 'g', 3);
         p_.setPen(text_);
-        p_.drawText(r.adjusted(3, 2, -3, -(barH + 4 * scale)), Qt::AlignCenter, s);
+        fittedLines(r.adjusted(3, 2, -3, -(barH + 4 * scale)), towerLines(t));
 
         if (total > 0) {  // in the order the tower went through them
             const QRectF bar(r.left() + 5 * scale, r.bottom() - 5 * scale - barH, r.width() - 10 * scale, barH);
@@ -517,7 +558,36 @@ void PlacementDiagram::Painting::headerAndCaption() {
                 fm_.elidedText(caption, Qt::ElideRight, g_.area.width()));
 }
 
+QString PlacementDiagram::towerText(int i) const {
+    if (i < 0 || i >= model_.towers.size()) return {};
+    QStringList lines = towerLines(model_.towers[i]);
+    for (const PlacementModel::DeviceGroup& g : model_.processFrames() + model_.sharedDevices())
+        if (i >= g.first && i < g.first + g.count) lines << tr("in %1").arg(g.device);
+    if (active_ && size_t(i) < last_.towers.size()) {
+        const tb::TowerPhases& ph = last_.towers[size_t(i)].phases;
+        lines << tr("step %1: %2 ms, %3 ms of it waiting")
+                     .arg(tb::ui::formatCount(double(last_.step)))
+                     .arg(1e3 * tb::ui::phasesTotal(ph), 0, 'f', 2)
+                     .arg(1e3 * ph.wait, 0, 'f', 2);
+    }
+    return lines.join(QLatin1Char('\n'));
+}
+
+bool PlacementDiagram::event(QEvent* e) {
+    // Over a tower's box its own text, whole (a narrow box elides it); elsewhere what a tower is.
+    if (e->type() == QEvent::ToolTip) {
+        const auto* help = static_cast<QHelpEvent*>(e);
+        for (int i = 0; i < model_.towers.size(); ++i)
+            if (towerRect(i).contains(help->pos())) {
+                QToolTip::showText(help->globalPos(), towerText(i), this, towerRect(i).toAlignedRect());
+                return true;
+            }
+    }
+    return QWidget::event(e);
+}
+
 void PlacementDiagram::paintEvent(QPaintEvent*) {
+    cut_.clear();
     QPainter p(this);
     Painting draw(*this, p);
     if (draw.blank()) return;

@@ -9,6 +9,7 @@
 #pragma once
 #include <QRectF>
 #include <QString>
+#include <QStringList>
 #include <QWidget>
 
 #include <deque>
@@ -41,9 +42,15 @@ public:
     // last several steps (waitShare); -1: none.
     int slowestTower() const;
     double waitShare(int tower) const;            // its wait / wall time over the last ten steps; 0 before any
+    // Tower i's text whole (device, batch, slowdown; its last step's phases during a run): the
+    // tooltip over its box, which may be too narrow for the text.
+    QString towerText(int i) const;
+    // Texts the last paint could not show whole (elided even in the smallest font it takes).
+    const QStringList& cutTexts() const { return cut_; }
 
 protected:
     void paintEvent(QPaintEvent*) override;
+    bool event(QEvent* e) override;
 
 private:
     struct Layout;
@@ -61,6 +68,7 @@ private:
     };
     static constexpr int kRecentSteps = 10;
     std::deque<Waits> recent_;
+    mutable QStringList cut_;  // filled by each paint
     int pulse_ = 0;      // animation phase of the arrows, advanced by a timer while active
     int idleTicks_ = 0;  // timer ticks since the last step; the pulse stops when steps stop coming
     class QTimer* timer_ = nullptr;

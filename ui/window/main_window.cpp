@@ -531,7 +531,7 @@ void MainWindow::updateActions() {
     stopAct_->setEnabled(running_ || processes);
     experiment_->setEnabled(!running_ && !processes);
     const QString why = running_ ? QString() : experiment_->problemHtml();
-    problem_->setText(why.isEmpty() ? QString() : tr("Cannot start: %1").arg(why));
+    problem_->setText(why.isEmpty() ? QString() : tb::ui::breakable(tr("Cannot start: %1").arg(why)));
     problem_->setVisible(!why.isEmpty());
 }
 
@@ -888,9 +888,12 @@ void MainWindow::fitToScreen() {
 }
 
 void MainWindow::fitFormWidth() {
-    // Its size hint, not its minimum: a combo box's minimum would cut its longest item.
-    scroll_->setMinimumWidth(experiment_->sizeHint().width() + scroll_->verticalScrollBar()->sizeHint().width() +
-                             2 * scroll_->frameWidth());
+    // Its size hint, not its minimum: a combo box's minimum would cut its longest item. Never
+    // more than 40% of the screen, whatever a field holds: the window must not outgrow the
+    // screen (long texts are the fields' to elide).
+    const int wanted = experiment_->sizeHint().width() + scroll_->verticalScrollBar()->sizeHint().width() +
+                       2 * scroll_->frameWidth();
+    scroll_->setMinimumWidth(std::min(wanted, screen()->availableGeometry().width() * 2 / 5));
 }
 
 bool MainWindow::eventFilter(QObject* watched, QEvent* e) {
