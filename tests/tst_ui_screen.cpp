@@ -172,7 +172,7 @@ QStringList layoutProblems(MainWindow& top) {
     }
     // The diagram's boxes: what a narrow box cannot show whole, its tooltip says whole.
     if (PlacementDiagram* d = top.diagram(); d->isVisible()) {
-        QStringList tips;
+        QStringList tips{d->caption()};
         for (int i = 0; i < d->model().towers.size(); ++i) tips << d->towerText(i);
         for (const QString& cut : d->cutTexts())
             if (!tips.join('\n').contains(cut)) problems << QStringLiteral("diagram: '%1' cut, and no tooltip says it").arg(cut);
@@ -390,6 +390,17 @@ private slots:
         problems = problemsIn("2 processes x 4 towers");
         QVERIFY2(problems.isEmpty(), qPrintable(problems.join('\n')));
         QVERIFY(w.grab().save(shotPath(QStringLiteral("processes"))));
+        // Asynchronous through a parameter-server process (3 processes: 2 workers x 4 towers),
+        // with the Predictions tab raised before any evaluation.
+        many.update = "async";
+        many.psTasks = 1;
+        w.experiment()->setConfig(many);
+        w.experiment()->processesBox()->setValue(3);
+        QVERIFY2(w.experiment()->isValid(), qPrintable(w.experiment()->problem()));
+        w.predictionsDock()->raise();
+        problems = problemsIn("2 processes x 4 towers, async");
+        QVERIFY2(problems.isEmpty(), qPrintable(problems.join('\n')));
+        QVERIFY(w.grab().save(shotPath(QStringLiteral("processes-async"))));
     }
 
     // Mid-run views, readable and saved for docs/: an asynchronous run with a straggler,

@@ -141,6 +141,7 @@ private slots:
     void diagramShowsInvalidSettings();
     void decisionViewDrawsRegions();
     void predictionsShowMistakesFirst();
+    void emptyGridSaysItsSentenceWhole();
     void conceptsEachHaveADiagram();
     void devicesPanelBars();
     void devicesPanelAsyncBusyPerTower();
@@ -980,6 +981,22 @@ tb::EvalResult smallEvaluation() {
     for (size_t i = 0; i < 6; ++i) ++r.confusion[size_t(p->labels[i]) * 3 + size_t(p->predicted[i])];
     r.predictions = p;
     return r;
+}
+
+// Before any evaluation the grid's sentence is wrapped whole in it, at any width of the dock
+// (it was one 40 px row: at 1,366 px its last line, "appear here.", was cut in half).
+void TestUiWidgets::emptyGridSaysItsSentenceWhole() {
+    for (int width : {220, 300, 420}) {
+        PredictionsPanel panel;
+        panel.resize(width, 700);
+        panel.show();
+        QVERIFY(QTest::qWaitForWindowExposed(&panel));
+        const PredictionGrid* g = panel.grid();
+        const QRect text = g->fontMetrics().boundingRect(QRect(8, 8, g->width() - 16, 10000),
+                                                         Qt::AlignTop | Qt::AlignHCenter | Qt::TextWordWrap, g->placeholder());
+        QVERIFY2(g->height() >= text.bottom() + 8,
+                 qPrintable(QStringLiteral("%1 px wide: %2 px high, its sentence needs %3").arg(g->width()).arg(g->height()).arg(text.bottom() + 8)));
+    }
 }
 
 // The grid: mistakes first, most confident first, then the right ones, least sure first; a cell

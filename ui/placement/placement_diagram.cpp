@@ -164,6 +164,7 @@ struct PlacementDiagram::Layout {
         rowLeft = area.center().x() - (n * boxW + (n - 1) * gap) / 2;
     }
     QRectF tower(int i) const { return QRectF(rowLeft + i * (boxW + gap), towerTop, boxW, towerH); }
+    QRectF caption() const { return QRectF(area.left(), area.bottom() - captionH, area.width(), captionH); }
     static constexpr double kProcessPad = 9;  // a process's frame around its towers, at scale 1
 
     double scale;
@@ -408,10 +409,13 @@ void PlacementDiagram::Painting::holderLinks() {
         const QPointF up0(tx + d, g_.towerTop - 1), up1(hx + d, linkTop + 1);
         drawArrow(p_, down0, down1, headFor(live));  // parameters out to the tower
         drawArrow(p_, up0, up1, headFor(live));      // gradients back to the holder
-        if (!labelled) {
+        // Nearer the holder than the middle, where the sync point line runs; on the first pair of
+        // arrows with room for both words inside the view (the first tower's could leave
+        // 'params' cut at the view's left edge).
+        const QPointF mDown = down0 + (down1 - down0) * 0.3, mUp = up1 + (up0 - up1) * 0.3;
+        if (!labelled && mDown.x() - 4 * scale - fm_.horizontalAdvance(tr("params")) >= d_.rect().left() &&
+            mUp.x() + 4 * scale + fm_.horizontalAdvance(tr("grads")) <= d_.rect().right()) {
             labelled = true;
-            // Nearer the holder than the middle, where the sync point line runs.
-            const QPointF mDown = down0 + (down1 - down0) * 0.3, mUp = up1 + (up0 - up1) * 0.3;
             const double w = 80 * scale;
             label(QRectF(mDown.x() - w - 4 * scale, mDown.y() - g_.lineH / 2, w, g_.lineH),
                   Qt::AlignRight | Qt::AlignVCenter, tr("params"), faint_);
@@ -550,12 +554,14 @@ void PlacementDiagram::Painting::headerAndCaption() {
     if (pusher_ >= 0)
         p_.drawText(header, Qt::AlignRight | Qt::AlignVCenter,
                     tr("tower %1 pushed, staleness %2").arg(pusher_).arg(std::max<int64_t>(0, d_.last_.staleness)));
-    const QString caption = !m_.async              ? m_.bytesLabel()
-                            : m_.serverProcesses > 0 ? tr("async: workers push without waiting; %1").arg(m_.bytesLabel())
-                                                     : tr("async: towers push without waiting; %1").arg(m_.bytesLabel());
     p_.setPen(faint_);
-    p_.drawText(QRectF(g_.area.left(), g_.area.bottom() - g_.captionH, g_.area.width(), g_.captionH), Qt::AlignCenter,
-                fm_.elidedText(caption, Qt::ElideRight, g_.area.width()));
+    fittedLines(g_.caption(), {d_.caption()});
+}
+
+QString PlacementDiagram::caption() const {
+    return !model_.async              ? model_.bytesLabel()
+           : model_.serverProcesses > 0 ? tr("async: workers push without waiting; %1").arg(model_.bytesLabel())
+                                        : tr("async: towers push without waiting; %1").arg(model_.bytesLabel());
 }
 
 QString PlacementDiagram::towerText(int i) const {
@@ -582,6 +588,12 @@ bool PlacementDiagram::event(QEvent* e) {
                 QToolTip::showText(help->globalPos(), towerText(i), this, towerRect(i).toAlignedRect());
                 return true;
             }
+        // The caption under it all, whole (a narrow view elides it).
+        const QRectF under = Layout(model_, rect(), font()).caption();
+        if (under.contains(help->pos()) && !model_.towers.isEmpty()) {
+            QToolTip::showText(help->globalPos(), tb::ui::wrappedToolTip(caption()), this, under.toAlignedRect());
+            return true;
+        }
     }
     return QWidget::event(e);
 }

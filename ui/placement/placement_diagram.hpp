@@ -45,6 +45,8 @@ public:
     // Tower i's text whole (device, batch, slowdown; its last step's phases during a run): the
     // tooltip over its box, which may be too narrow for the text.
     QString towerText(int i) const;
+    // The line under the plan: the bytes a step moves (async: per update); its tooltip says it whole.
+    QString caption() const;
     // Texts the last paint could not show whole (elided even in the smallest font it takes).
     const QStringList& cutTexts() const { return cut_; }
 

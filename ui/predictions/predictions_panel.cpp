@@ -39,7 +39,16 @@ QSize PredictionGrid::tileSize() const {
 
 int PredictionGrid::columns() const { return std::max(1, width() / tileSize().width()); }
 
+QString PredictionGrid::placeholder() const {
+    return p_ ? tr("No example in this cell.") : tr("After an evaluation of an image set, its examples appear here.");
+}
+
+QRect PredictionGrid::placeholderRect(int width) const { return QRect(8, 8, std::max(1, width - 16), 10000); }
+
 int PredictionGrid::heightForWidth(int w) const {
+    if (!p_ || order_.empty())  // the placeholder, wrapped at this width, whole (its last line was cut)
+        return fontMetrics().boundingRect(placeholderRect(w), Qt::AlignTop | Qt::AlignHCenter | Qt::TextWordWrap,
+                                          placeholder()).height() + 16;
     const QSize t = tileSize();
     const int cols = std::max(1, w / t.width());
     const int rows = (int(order_.size()) + cols - 1) / cols;
@@ -87,8 +96,7 @@ void PredictionGrid::paintEvent(QPaintEvent* e) {
     g.fillRect(e->rect(), palette().base());
     if (!p_ || order_.empty()) {
         g.setPen(palette().color(QPalette::PlaceholderText));
-        g.drawText(rect().adjusted(8, 8, -8, -8), Qt::AlignTop | Qt::AlignHCenter | Qt::TextWordWrap,
-                   p_ ? tr("No example in this cell.") : tr("After an evaluation of an image set, its examples appear here."));
+        g.drawText(placeholderRect(width()), Qt::AlignTop | Qt::AlignHCenter | Qt::TextWordWrap, placeholder());
         return;
     }
     const QSize t = tileSize();

@@ -28,6 +28,8 @@ public:
     QSize sizeHint() const override;
     bool hasHeightForWidth() const override { return true; }
     int heightForWidth(int w) const override;
+    // What the grid says while it has no tile to show; it is tall enough for it at any width.
+    QString placeholder() const;
 
 protected:
     void paintEvent(QPaintEvent*) override;
@@ -35,6 +37,7 @@ protected:
     bool event(QEvent*) override;  // tooltip: example number, true class, prediction, confidence
 
 private:
+    QRect placeholderRect(int width) const;
     QImage image(int example) const;
     QString className(int k) const;
     int scale() const;  // pixels per image pixel
