@@ -142,6 +142,7 @@ private slots:
     void decisionViewDrawsRegions();
     void predictionsShowMistakesFirst();
     void emptyGridSaysItsSentenceWhole();
+    void tilesFitTheirCaptions();
     void conceptsEachHaveADiagram();
     void devicesPanelBars();
     void devicesPanelAsyncBusyPerTower();
@@ -997,6 +998,24 @@ void TestUiWidgets::emptyGridSaysItsSentenceWhole() {
         QVERIFY2(g->height() >= text.bottom() + 8,
                  qPrintable(QStringLiteral("%1 px wide: %2 px high, its sentence needs %3").arg(g->width()).arg(g->height()).arg(text.bottom() + 8)));
     }
+}
+
+// A tile is as wide as its widest caption: "T-shirt/top 100%" whole (it was elided to
+// "T-shi…p 99%" in the 84 px tiles of 28 x 28 images).
+void TestUiWidgets::tilesFitTheirCaptions() {
+    tb::EvalResult r = smallEvaluation();
+    auto p = std::make_shared<tb::Predictions>(*r.predictions);
+    p->classNames = {"T-shirt/top", "Ankle boot", "Pullover"};
+    r.predictions = p;
+    PredictionsPanel panel;
+    panel.resize(420, 700);
+    panel.show();
+    QVERIFY(QTest::qWaitForWindowExposed(&panel));
+    panel.showEval(r);
+    const PredictionGrid* g = panel.grid();
+    const int widest = g->fontMetrics().horizontalAdvance(QStringLiteral("T-shirt/top 100%"));
+    QVERIFY2(g->tileSize().width() - 2 * 4 >= widest,
+             qPrintable(QStringLiteral("tile %1 px, caption %2 px").arg(g->tileSize().width()).arg(widest)));
 }
 
 // The grid: mistakes first, most confident first, then the right ones, least sure first; a cell

@@ -34,7 +34,11 @@ QSize PredictionGrid::tileSize() const {
     if (!p_) return {kMinTextWidth + 2 * kPad, 40};
     const QFontMetrics fm(font());
     const int s = scale();
-    return {std::max(p_->width * s, kMinTextWidth) + 2 * kPad, p_->height * s + 2 * fm.height() + 3 * kPad};
+    // As wide as the widest caption ("T-shirt/top 100%" was elided to "T-shi…p 99%" in 84 px).
+    int text = kMinTextWidth;
+    for (int k = 0; k < int(p_->classNames.size()); ++k)
+        text = std::max(text, fm.horizontalAdvance(className(k) + QStringLiteral(" 100%")) + 2);
+    return {std::max(p_->width * s, text) + 2 * kPad, p_->height * s + 2 * fm.height() + 3 * kPad};
 }
 
 int PredictionGrid::columns() const { return std::max(1, width() / tileSize().width()); }
