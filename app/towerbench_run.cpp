@@ -57,7 +57,7 @@ and the others are workers, the first of which (process P) keeps the folder.
 `selftest` lists the devices, checks every op of every backend against a double-precision
 reference, and trains a GPU tower beside a CPU tower; exit status 1 if any check fails.
   --config FILE       run config (JSON object); its keys are the flags' names with '_' for '-'
-  --model NAME|FILE   mlp, mnist_cnn, cifar10_cnn, tiny_mlp, or a model .json file (default mnist_cnn)
+  --model NAME|FILE   mlp, deep_mlp, mnist_cnn, cifar10_cnn, tiny_mlp, or a model .json file (default mnist_cnn)
   --data SPEC         fashion-mnist | idx:DIR | cifar10:DIR | synthetic:blobs | synthetic:spirals
   --batch N           examples per step (default 128)
   --steps N           training steps; wins over --epochs

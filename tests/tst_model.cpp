@@ -244,7 +244,7 @@ void TestModel::forwardMatchesSoftmaxCrossEntropy() {
 void TestModel::memoryEstimateMatchesTheBuiltNetwork_data() {
     QTest::addColumn<QString>("model");
     QTest::addColumn<int>("batch");
-    for (const char* m : {"tiny_mlp", "mlp", "mnist_cnn", "cifar10_cnn"})
+    for (const char* m : {"tiny_mlp", "mlp", "deep_mlp", "mnist_cnn", "cifar10_cnn"})
         for (int b : {1, 128}) QTest::newRow(qPrintable(QStringLiteral("%1 batch %2").arg(m).arg(b))) << QString(m) << b;
 }
 
@@ -532,7 +532,7 @@ void TestModel::initialParamsFollowTheSpec() {
     // normals within 2 stddev and reaching past 1.5 stddev, Glorot within sqrt(6 / (fanIn + fanOut))
     // and reaching past 0.9 of it.
     auto backend = tb::makeCpuBackend(1);
-    for (const char* model : {"mlp", "mnist_cnn", "cifar10_cnn", "tiny_mlp"}) {
+    for (const char* model : {"mlp", "deep_mlp", "mnist_cnn", "cifar10_cnn", "tiny_mlp"}) {
         tb::Network net(tb::findModel(model), *backend, 2);
         const std::vector<float> p = net.initialParams(3);
         const auto& info = net.paramInfos();

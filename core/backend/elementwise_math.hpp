@@ -24,6 +24,11 @@ TB_HD float uniformAt(uint64_t seed, uint64_t i) {
     return float(z >> 40) * (1.0f / 16777216.0f);
 }
 
+// The seed whose draws at 0, 1, ... are `seed`'s at offset, offset + 1, ...: a micro-batch whose
+// elements start at `offset` in its step's batch draws with it the very mask the whole batch
+// draws for its rows (uniformAt adds the index times one odd constant to the seed).
+TB_HD uint64_t seedFrom(uint64_t seed, uint64_t offset) { return seed + 0x9E3779B97F4A7C15ull * offset; }
+
 // The inverted-dropout mask value of element i: 1/keep where kept, else 0.
 TB_HD float dropoutMask(uint64_t seed, uint64_t i, float keep) { return uniformAt(seed, i) < keep ? 1.f / keep : 0.f; }
 

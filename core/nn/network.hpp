@@ -36,9 +36,25 @@ ModelShape shapeOf(const ModelSpec& spec);
 // bound (oneDNN's max-pooling keeps a byte per output).
 NetworkMemory estimateNetworkMemory(const ModelSpec& spec, int batch);
 
+// Layers [first, last] of a model, inclusive: a stage of model parallelism (last -1: to the end).
+struct LayerRange {
+    int first = 0, last = -1;
+};
+
+// One micro-batch of a step, as a pipeline runs it (the whole step's batch: the defaults).
+struct MicroBatch {
+    int64_t firstExample = 0;  // where its examples start in the step's batch: dropout masks
+    int stepBatch = 0;         // the step's batch: the loss gradient is 1/stepBatch (0: this batch)
+    bool once = true;          // the step's one micro-batch that adds the weight decay (loss, gradient)
+};
+
 class Network {
 public:
-    Network(const ModelSpec& spec, Backend& backend, int batch);
+    // The whole model, or a stage of it: layers `range` only, with the whole model's layer
+    // indices (dropout streams) and parameter numbering (initial values), reading its input from
+    // setInput (or its own input()) and, unless it holds the last layer, its output's gradient
+    // from setOutputGrad instead of computing a loss.
+    Network(const ModelSpec& spec, Backend& backend, int batch, LayerRange range = {});
     Network(const Network&) = delete;
     Network& operator=(const Network&) = delete;
 
@@ -46,7 +62,13 @@ public:
     Backend& backend() const { return backend_; }
     int batch() const { return batch_; }
     Dims inputDims() const { return input_; }
-    int outputs() const { return outputs_; }   // number of logits (classes)
+    Dims outputDims() const { return output_; }  // per example; the logits (outputs, 1, 1) with the last layer
+    int outputs() const { return outputs_; }   // number of logits (classes); 0 for a stage without the loss
+    LayerRange range() const { return range_; }
+    bool endsInLoss() const { return outputs_ > 0; }
+    // Where this network's parameters start in the whole model's flat buffer (a stage's are one
+    // contiguous slice of it, the layers being consecutive).
+    int64_t paramOffsetInModel() const { return modelOffset_; }
     int64_t paramCount() const { return paramCount_; }
     // Training FLOPs per example of the conv and dense layers: forward, weight gradient and input
     // gradient (2 FLOPs per multiply-add), without the input gradient of the first layer.
@@ -67,9 +89,20 @@ public:
     // params() do not change before that step; evaluation forwards never read it. (CPU towers
     // only: a GPU step replayed from a graph would keep the pointers it was captured with.)
     void useRoundedParams(const uint16_t* rounded);
-    float* grads() const { return grads_.data(); }     // (paramCount)
-    float* input() const { return input_buf_.data(); } // (batch, h, w, c)
-    int32_t* labels() const { return reinterpret_cast<int32_t*>(labels_.data()); }  // (batch)
+    float* grads() const { return grads_ptr_; }        // (paramCount)
+    // Writes gradients into `external` (paramCount floats on this device) instead of its own
+    // buffer, which it frees: a stage's micro-batch slots share one.
+    void bindGrads(float* external);
+    float* input() const { return input_buf_.data(); } // (batch, h, w, c); null for a stage after the first
+    // A stage's links to its neighbours, on this device: its input (batch, input dims) where the
+    // stage before wrote it (nullptr: input()), the gradient of its output (batch, output dims)
+    // for a stage without the loss, and where backward writes its input's gradient (nullptr:
+    // nowhere; the first stage has none to give).
+    void setInput(const float* x);
+    void setOutputGrad(const float* dy) { outputGrad_ = dy; }
+    void setInputGrad(float* dx) { inputGrad_ = dx; }
+    const float* output() const { return outputs_of_.back(); }  // (batch, output dims) of the last forward
+    int32_t* labels() const { return reinterpret_cast<int32_t*>(labels_.data()); }  // (batch); null without the loss
     const float* probs() const { return probs_.data(); }  // (batch, outputs) softmax of the last forward
     NetworkMemory memoryUse() const;
     // True when a training step's work depends on its seed (dropout), so one recorded step
@@ -79,18 +112,29 @@ public:
     std::vector<float> initialParams(uint64_t seed) const;
 
     // Forward and loss on input()/labels(). Adds into stats (device, 3 floats): [0] the sum of
-    // the first `valid` examples' losses, [1] how many of them were right, [2] (training only)
-    // the weight-decay loss sum_l wd_l * l2_loss(W_l).
-    void forward(Stream, bool training, uint64_t seed, int valid, float* stats);
-    // Gradients of (mean loss over the batch + weight decay) into grads(); after a training forward.
-    void backward(Stream);
+    // the first `valid` examples' losses, [1] how many of them were right (both with the loss
+    // only), [2] (training, part.once) the weight-decay loss sum_l wd_l * l2_loss(W_l) of this
+    // network's layers.
+    void forward(Stream, bool training, uint64_t seed, int valid, float* stats, const MicroBatch& part = {});
+    // Gradients of (the step's mean loss + weight decay) into grads(), which it overwrites; after a
+    // training forward of the same part. A micro-batch's are its share of the step's: summed over
+    // the step's micro-batches they are the whole batch's.
+    void backward(Stream, const MicroBatch& part = {});
 
 private:
     ModelSpec spec_;
     Backend& backend_;
     int batch_;
-    Dims input_;
+    LayerRange range_;
+    Dims input_, output_;
     int outputs_ = 0;
+    int64_t modelOffset_ = 0;  // first parameter's offset in the whole model's flat buffer
+    size_t modelParamIndex_ = 0;  // first parameter tensor's index in the whole model (init streams)
+    std::vector<Dims> outDims_;   // per layer
+    const float* inputPtr_ = nullptr;  // setInput's, or input_buf_'s
+    const float* outputGrad_ = nullptr;
+    float* inputGrad_ = nullptr;
+    float* grads_ptr_ = nullptr;  // grads_ or a bound external buffer
     std::vector<std::unique_ptr<Layer>> layers_;
     std::vector<ParamInfo> infos_;
     std::vector<int64_t> offsets_;

@@ -1,0 +1,112 @@
+// StagePipeline: model parallelism (issue 32). A model's layers split into S consecutive stages,
+// each a Network over its layers on its own device and thread; a step's batch is cut into M
+// micro-batches that flow forward through the stages and whose gradients flow back, in the
+// order a PipelineSchedule gives each stage. Each stage holds its own slice of the variables
+// and its optimiser, accumulates its micro-batches' gradients and applies its update once it has
+// run its last backward: one update per step from the gradient of the whole batch, as one device
+// computes it.
+//
+// A stage keeps as many copies of its activations (slots) as its schedule holds micro-batches at
+// once (activationsHeld): micro-batch m uses slot m % slots. Neighbouring CPU stages share memory:
+// a stage reads its input where the stage before wrote it and writes its input's gradient into
+// the stage before's slot, so nothing crosses between memories (bytesMoved 0, as the
+// communicators count it). Stages on GPUs are not built yet: the plan is refused before this.
+#pragma once
+#include <atomic>
+#include <barrier>
+#include <chrono>
+#include <cstdint>
+#include <exception>
+#include <memory>
+#include <thread>
+#include <utility>
+#include <vector>
+
+#include "data/pipeline.hpp"
+#include "nn/network.hpp"
+#include "optim/optimizer.hpp"
+#include "parallel/pipeline_schedule.hpp"
+#include "parallel/strategy.hpp"
+
+namespace tb {
+
+struct StagePipelineSetup {
+    std::vector<std::pair<int, int>> ranges;  // each stage's first and last layer
+    std::vector<Device> devices;              // each stage's (CPU: a thread team of its own)
+    int batch = 0;                            // the step's examples
+    int microBatches = 1;                     // divides batch
+    int threadsPerStage = 1;
+    OptimizerSettings opt;
+    uint64_t seed = 0;                        // initial variables
+};
+
+// One block of a stage's timeline: a micro-batch's forward or backward, in seconds from the
+// step's start.
+struct PipelineBlock {
+    int micro = 0;
+    bool forward = true;
+    double start = 0, end = 0;
+};
+
+struct PipelineStep {
+    double lossSum = 0, correct = 0;  // over the step's examples
+    double weightDecayLoss = 0;
+    int examples = 0;
+    float lr = 0;
+    double seconds = 0;  // the step's wall time, updates included
+    // From the step's start to the end of its last backward (the pipeline's flush), and each
+    // stage's forward and backward time in it.
+    double span = 0;
+    std::vector<double> busy, apply;  // per stage, seconds
+    // Per stage, seconds of busy spent adding a micro-batch's gradient to the step's (memory-bound:
+    // the stage's parameters read twice and written once per micro-batch after the first).
+    std::vector<double> accumulate;
+    std::vector<std::vector<PipelineBlock>> blocks;  // per stage, in the order run
+    // The stages' idle share of the span: 1 - sum(busy) / (S x span).
+    double bubbleFraction = 0;
+    int64_t bytesMoved = 0;  // activations and their gradients that crossed between memories
+};
+
+class StagePipeline {
+public:
+    StagePipeline(const ModelSpec& spec, const StagePipelineSetup& setup, const PipelineSchedule& schedule);
+    ~StagePipeline();
+    StagePipeline(const StagePipeline&) = delete;
+    StagePipeline& operator=(const StagePipeline&) = delete;
+
+    int stages() const { return int(stages_.size()); }
+    int microBatches() const { return micro_; }
+    int64_t paramCount() const { return paramCount_; }
+    // One step on `global` (batch examples, (n, h, w, c)): every micro-batch forward and back,
+    // then each stage's update. `seed` draws the dropout masks as one device's forward of the
+    // whole batch with that seed would.
+    PipelineStep step(const Batch& global, int64_t step, uint64_t seed);
+    // The whole model's variables (flat, in the model's order), and setting them.
+    std::vector<float> variables() const;
+    void setVariables(const float* host);
+    // Bytes of activations a stage holds at most: its slots' layer outputs, saved buffers and
+    // gradient buffers (gpipe: M micro-batches' worth; 1f1b: at most S - s).
+    size_t activationBytes(int stage) const;
+    int heldMicroBatches(int stage) const;
+
+private:
+    struct Stage;
+    void runStage(Stage& st);
+    void runStep(Stage& st);
+    bool waitFor(std::atomic<int>& done, int micro);
+    void fail();
+
+    int micro_, microBatch_;
+    int64_t paramCount_ = 0;
+    const PipelineSchedule& schedule_;
+    std::vector<std::unique_ptr<Stage>> stages_;
+    std::barrier<> start_, done_;
+    std::atomic<bool> quit_{false}, failed_{false};
+    // The step being run: set before start_, read by the stage threads.
+    const Batch* batch_ = nullptr;
+    int64_t step_ = 0;
+    uint64_t seed_ = 0;
+    std::chrono::steady_clock::time_point t0_;
+};
+
+}  // namespace tb

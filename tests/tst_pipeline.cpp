@@ -1,0 +1,262 @@
+// Model parallelism (issue 32): a model split into stages, its batch into micro-batches, run by
+// each schedule, must train exactly as one device running the whole batch (loss and weights over
+// 10 steps, dropout and weight decay included); the schedules' orders and the activations each
+// stage holds; the refusals.
+#include <QtTest>
+
+#include <algorithm>
+#include <cmath>
+#include <random>
+
+#include "backend/backend.hpp"
+#include "nn/network.hpp"
+#include "optim/optimizer.hpp"
+#include "parallel/pipeline_schedule.hpp"
+#include "parallel/stage_pipeline.hpp"
+#include "test_support.hpp"
+#include "util/error.hpp"
+
+using namespace tb;
+using namespace tbtest;
+
+namespace {
+
+// Every layer kind that carries state between forward and backward (pooling's argmax, LRN's
+// scales, dropout's mask), weight decay, and a stage boundary that can fall on Flatten.
+ModelSpec stagedCnn() {
+    return parseModelSpec(R"({"name": "staged", "input": [1, 8, 8], "layers": [
+        {"type": "conv2d", "name": "conv1", "filters": 4, "kernel": 3, "init": {"type": "truncated_normal", "stddev": 0.3}, "bias": 0.1, "weight_decay": 0.01},
+        {"type": "relu"}, {"type": "maxpool", "name": "pool1", "size": 2, "stride": 2},
+        {"type": "lrn", "depth_radius": 1, "alpha": 0.01, "beta": 0.75},
+        {"type": "flatten"},
+        {"type": "dense", "name": "fc1", "units": 24, "init": {"type": "glorot"}, "weight_decay": 0.004}, {"type": "relu"},
+        {"type": "dropout", "keep": 0.7},
+        {"type": "dense", "name": "fc2", "units": 16, "init": {"type": "glorot"}}, {"type": "relu"},
+        {"type": "dense", "name": "logits", "units": 4, "init": {"type": "glorot"}}]})",
+                          "staged.json");
+}
+
+constexpr int kBatch = 32, kSteps = 10;
+constexpr uint64_t kSeed = 7;
+
+std::vector<Batch> batches(const ModelSpec& spec) {
+    std::mt19937 rng(99);
+    std::normal_distribution<float> x(0.f, 1.f);
+    std::vector<Batch> out(kSteps);
+    const size_t row = size_t(spec.inC) * spec.inH * spec.inW;
+    for (Batch& b : out) {
+        b.n = kBatch, b.c = spec.inC, b.h = spec.inH, b.w = spec.inW;
+        for (size_t i = 0; i < kBatch * row; ++i) b.x.push_back(x(rng));
+        for (int i = 0; i < kBatch; ++i) {  // the label: the quadrant with the largest sum (learnable)
+            float sums[4] = {0, 0, 0, 0};
+            for (int y = 0; y < spec.inH; ++y)
+                for (int x = 0; x < spec.inW; ++x)
+                    sums[2 * (2 * y / spec.inH) + 2 * x / spec.inW] += b.x[size_t(i) * row + size_t(y * spec.inW + x)];
+            b.y.push_back(int32_t(std::max_element(sums, sums + 4) - sums));
+        }
+    }
+    return out;
+}
+
+OptimizerSettings momentum() {
+    OptimizerSettings o;
+    o.rule = UpdateRule::Momentum;
+    o.hyper.momentum = 0.9f;
+    o.schedule.initial = 0.05f;
+    return o;
+}
+
+uint64_t stepSeed(int step) { return 1000 + uint64_t(step); }
+
+struct Trained {
+    std::vector<double> losses;  // per step, mean over the batch
+    std::vector<float> weights;  // after the last step
+};
+
+// The reference: one device, the whole batch, 1 thread.
+Trained oneDevice(const ModelSpec& spec) {
+    auto be = makeCpuBackend(1);
+    Stream s = be->createStream();
+    Network net(spec, *be, kBatch);
+    const std::vector<float> init = net.initialParams(kSeed);
+    std::copy(init.begin(), init.end(), net.params());
+    const OptimizerSettings o = momentum();
+    Optimizer opt(*be, o.rule, o.hyper, o.schedule, size_t(net.paramCount()), s);
+    Trained t;
+    const std::vector<Batch> data = batches(spec);
+    for (int k = 0; k < kSteps; ++k) {
+        const Batch& b = data[size_t(k)];
+        std::copy(b.x.begin(), b.x.end(), net.input());
+        std::copy(b.y.begin(), b.y.end(), net.labels());
+        float stats[3] = {0, 0, 0};
+        net.forward(s, true, stepSeed(k), kBatch, stats);
+        net.backward(s);
+        opt.apply(s, net.params(), net.grads(), k);
+        t.losses.push_back(stats[0] / kBatch);
+    }
+    t.weights.assign(net.params(), net.params() + net.paramCount());
+    return t;
+}
+
+Trained pipelined(const ModelSpec& spec, const std::vector<std::pair<int, int>>& ranges, const std::string& schedule,
+                  int micro) {
+    StagePipelineSetup setup;
+    setup.ranges = ranges;
+    for (size_t i = 0; i < ranges.size(); ++i) setup.devices.push_back(Device{DeviceType::Cpu, int(i)});
+    setup.batch = kBatch;
+    setup.microBatches = micro;
+    setup.opt = momentum();
+    setup.seed = kSeed;
+    const auto sched = makePipelineSchedule(schedule);
+    StagePipeline pipe(spec, setup, *sched);
+    Trained t;
+    const std::vector<Batch> data = batches(spec);
+    for (int k = 0; k < kSteps; ++k) {
+        const PipelineStep r = pipe.step(data[size_t(k)], k, stepSeed(k));
+        t.losses.push_back(r.lossSum / r.examples);
+    }
+    t.weights = pipe.variables();
+    return t;
+}
+
+double relativeDifference(const std::vector<float>& a, const std::vector<float>& b) {
+    double d = 0, n = 0;
+    for (size_t i = 0; i < a.size(); ++i) d += double(a[i] - b[i]) * (a[i] - b[i]), n += double(a[i]) * a[i];
+    return std::sqrt(d / n);
+}
+
+// The simulated run of a schedule: every stage takes its next op once what it needs is done;
+// false if the stages would wait for each other forever.
+bool runsToTheEnd(const PipelineSchedule& sched, int stages, int micro) {
+    std::vector<std::vector<PipelineOp>> ops;
+    for (int s = 0; s < stages; ++s) ops.push_back(sched.ops(s, stages, micro));
+    std::vector<size_t> at(size_t(stages), 0);
+    std::vector<std::vector<bool>> fwd(static_cast<size_t>(stages), std::vector<bool>(static_cast<size_t>(micro)));
+    std::vector<std::vector<bool>> bwd = fwd;
+    for (bool moved = true; moved;) {
+        moved = false;
+        for (int s = 0; s < stages; ++s) {
+            if (at[size_t(s)] == ops[size_t(s)].size()) continue;
+            const PipelineOp op = ops[size_t(s)][at[size_t(s)]];
+            const bool ready = op.forward ? (s == 0 || fwd[size_t(s) - 1][size_t(op.micro)])
+                                          : fwd[size_t(s)][size_t(op.micro)] &&
+                                                (s + 1 == stages || bwd[size_t(s) + 1][size_t(op.micro)]);
+            if (!ready) continue;
+            (op.forward ? fwd : bwd)[size_t(s)][size_t(op.micro)] = true;
+            ++at[size_t(s)];
+            moved = true;
+        }
+    }
+    for (int s = 0; s < stages; ++s)
+        if (at[size_t(s)] != ops[size_t(s)].size()) return false;
+    return true;
+}
+
+}  // namespace
+
+class PipelineTest : public QObject {
+    Q_OBJECT
+
+private slots:
+    // The split's layers: conv1..lrn | flatten..dropout | fc2..logits and others, by each schedule.
+    void pipelineEqualsOneDevice_data() {
+        QTest::addColumn<QString>("schedule");
+        QTest::addColumn<int>("micro");
+        QTest::addColumn<QString>("split");
+        QTest::newRow("naive, 2 stages") << "naive" << 1 << "0-4,5-10";
+        QTest::newRow("naive, 3 stages") << "naive" << 1 << "0-3,4-7,8-10";
+        QTest::newRow("gpipe M=4, 2 stages") << "gpipe" << 4 << "0-4,5-10";
+        QTest::newRow("gpipe M=8, 3 stages") << "gpipe" << 8 << "0-3,4-7,8-10";
+        QTest::newRow("1f1b M=4, 2 stages") << "1f1b" << 4 << "0-4,5-10";
+        QTest::newRow("1f1b M=8, 4 stages") << "1f1b" << 8 << "0-2,3-4,5-7,8-10";
+        QTest::newRow("1f1b M=2, 4 stages (fewer than stages)") << "1f1b" << 2 << "0,1-4,5-9,10";
+    }
+    void pipelineEqualsOneDevice() {
+        QFETCH(QString, schedule);
+        QFETCH(int, micro);
+        QFETCH(QString, split);
+        std::vector<std::pair<int, int>> ranges;
+        for (const QString& r : split.split(',')) {
+            const QStringList ends = r.split('-');
+            ranges.emplace_back(ends.front().toInt(), ends.back().toInt());
+        }
+        const ModelSpec spec = stagedCnn();
+        static const Trained one = oneDevice(spec);
+        const Trained pipe = pipelined(spec, ranges, schedule.toStdString(), micro);
+        QVERIFY2(one.losses.back() < 0.8 * one.losses.front(),
+                 qPrintable(QString("training must lower the loss: %1 then %2").arg(one.losses.front()).arg(one.losses.back())));
+        for (int k = 0; k < kSteps; ++k)
+            QVERIFY2(std::abs(one.losses[size_t(k)] - pipe.losses[size_t(k)]) <= 1e-5 * std::abs(one.losses[size_t(k)]),
+                     qPrintable(QString("step %1: loss %2 on one device, %3 pipelined")
+                                    .arg(k)
+                                    .arg(one.losses[size_t(k)], 0, 'g', 9)
+                                    .arg(pipe.losses[size_t(k)], 0, 'g', 9)));
+        const double d = relativeDifference(one.weights, pipe.weights);
+        QVERIFY2(d <= 1e-5, qPrintable(QString("weights after %1 steps: relative difference %2").arg(kSteps).arg(d)));
+    }
+
+    // Each schedule's orders: every micro-batch forward and back once per stage, in increasing
+    // order, runnable without the stages waiting on each other forever; what each holds.
+    void schedulesAreWholeAndRunnable() {
+        for (const std::string name : {"naive", "gpipe", "1f1b"}) {
+            const auto sched = makePipelineSchedule(name);
+            for (int stages = 1; stages <= 6; ++stages)
+                for (int micro = 1; micro <= (name == "naive" ? 1 : 10); ++micro) {
+                    for (int s = 0; s < stages; ++s) {
+                        const std::vector<PipelineOp> ops = sched->ops(s, stages, micro);
+                        QCOMPARE(int(ops.size()), 2 * micro);
+                        int f = 0, b = 0;
+                        for (const PipelineOp& op : ops) {
+                            QCOMPARE(op.micro, op.forward ? f++ : b++);  // increasing order
+                            QVERIFY(b <= f);                             // a backward after its forward
+                        }
+                        const int held = activationsHeld(ops);
+                        if (name == "1f1b") QCOMPARE(held, std::min(micro, stages - s));
+                        else QCOMPARE(held, micro);
+                    }
+                    QVERIFY2(runsToTheEnd(*sched, stages, micro),
+                             qPrintable(QString::fromStdString(name) + QString(" deadlocks: %1 stages, %2 micro-batches")
+                                                                           .arg(stages)
+                                                                           .arg(micro)));
+                }
+        }
+        QCOMPARE(idealBubble(2, 4), 0.2);
+        QCOMPARE(idealBubble(2, 1), 0.5);
+    }
+
+    // 1f1b holds at most S - s micro-batches' activations; gpipe all M: the first stage's memory.
+    void oneForwardOneBackwardHoldsLess() {
+        const ModelSpec spec = stagedCnn();
+        StagePipelineSetup setup;
+        setup.ranges = {{0, 4}, {5, 10}};
+        setup.devices = {Device{DeviceType::Cpu, 0}, Device{DeviceType::Cpu, 1}};
+        setup.batch = kBatch;
+        setup.microBatches = 8;
+        const auto gpipe = makePipelineSchedule("gpipe"), ofob = makePipelineSchedule("1f1b");
+        StagePipeline g(spec, setup, *gpipe), o(spec, setup, *ofob);
+        QCOMPARE(g.heldMicroBatches(0), 8);
+        QCOMPARE(o.heldMicroBatches(0), 2);
+        QCOMPARE(o.heldMicroBatches(1), 1);
+        QCOMPARE(g.activationBytes(0), 4 * o.activationBytes(0));
+        QVERIFY(g.activationBytes(1) > o.activationBytes(1));
+    }
+
+    void refusals() {
+        const ModelSpec spec = stagedCnn();
+        StagePipelineSetup setup;
+        setup.ranges = {{0, 4}, {5, 10}};
+        setup.devices = {Device{DeviceType::Cpu, 0}, Device{DeviceType::Cpu, 1}};
+        setup.batch = kBatch;
+        setup.microBatches = 5;
+        const auto gpipe = makePipelineSchedule("gpipe"), naive = makePipelineSchedule("naive");
+        QVERIFY(mentions(errorOf([&] { StagePipeline p(spec, setup, *gpipe); }), {"--micro-batches 5", "does not divide", "32"}));
+        setup.microBatches = 4;
+        QVERIFY(mentions(errorOf([&] { StagePipeline p(spec, setup, *naive); }), {"--micro-batches 4", "gpipe or 1f1b"}));
+        QVERIFY(mentions(errorOf([&] { makePipelineSchedule("zigzag"); }), {"--pipeline", "'zigzag'", "naive, gpipe or 1f1b"}));
+        setup.devices[1] = Device{DeviceType::Cuda, 0};
+        QVERIFY(mentions(errorOf([&] { StagePipeline p(spec, setup, *gpipe); }), {"--stages", "gpu:0", "not built yet"}));
+    }
+};
+
+QTEST_GUILESS_MAIN(PipelineTest)
+#include "tst_pipeline.moc"
