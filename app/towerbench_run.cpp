@@ -46,6 +46,7 @@ const char* kUsage = R"(usage: towerbench-run selftest
                       [--lr X] [--seed N] [--eval-every N] [--metrics FILE.jsonl] [--threads N] [--quiet]
                       [--towers LIST --variables WHERE --reduce mean|allreduce --update sync|async
                        --average-every K --ps-shards S --ps-tasks P --batch-per-tower N --slow TOWER=FACTOR]
+                      [--stages SPEC --pipeline naive|gpipe|1f1b --micro-batches M]
 
 Trains a model on one or more towers and prints a JSON summary as the last line of stdout.
 Under `mpirun -np N` the N processes train one run: --batch is the global batch, each process
@@ -144,6 +145,20 @@ Data parallelism (the seeds' tower pattern; docs/user-guide.md):
                       device; summed in fp32 on the host, each partial sum rounded to bf16 by
                       NCCL and between processes); the variables always move in fp32. Not
                       with averaging every K steps; a GPU holder takes them through NCCL only
+
+Model parallelism (one pipeline of CPU stages, synchronous, in one process; not yet combined with
+--towers, --update async, --average-every, --ps-*, --slow or mpirun):
+  --stages SPEC       the model's layers split into consecutive stages, each on its own device
+                      and thread team: N (cpu:0 .. cpu:N-1), DEV,DEV,... or DEV*K, split to
+                      balance each layer's measured time; or explicit DEV=FROM..TO,... by layer
+                      name or 0-based index (mnist_cnn: cpu:0=conv1..pool2,cpu:1=fc1..logits). A
+                      layer's name is the model file's, else its type and index (relu1, flatten6).
+                      The split chosen is kept in the run's config.json and plan.json
+  --pipeline S        naive (default: the whole batch through the stages in turn), gpipe (every
+                      micro-batch forward, then every backward) or 1f1b (one forward, one
+                      backward; at most S - s micro-batches' activations on stage s)
+  --micro-batches M   gpipe and 1f1b: the step's batch cut into M (M divides --batch); the
+                      summary adds bubble_fraction, the stages' idle share of the steps
 )";
 
 int fail(const std::string& message) { return failWith("towerbench-run", message); }

@@ -8,6 +8,11 @@
 #include <cmath>
 #include <random>
 
+#include <QJsonArray>
+#include <QJsonDocument>
+#include <QJsonObject>
+#include <QTemporaryDir>
+
 #include "backend/backend.hpp"
 #include "nn/network.hpp"
 #include "optim/optimizer.hpp"
@@ -239,6 +244,78 @@ private slots:
         QCOMPARE(o.heldMicroBatches(1), 1);
         QCOMPARE(g.activationBytes(0), 4 * o.activationBytes(0));
         QVERIFY(g.activationBytes(1) > o.activationBytes(1));
+    }
+
+    // towerbench-run: a run split into stages trains as the same run on one tower (the same
+    // initial values, batches and dropout masks), by every schedule; the summary and the folder
+    // name the split chosen, and a resume runs that split, exactly.
+    void runsTrainAsOneTower() {
+        QTemporaryDir dir;
+        const QStringList base = {"--model", "mlp", "--data", sourcePath("samples/fashion-mnist-slice").prepend("idx:"),
+                                  "--batch", "64", "--threads", "2", "--quiet", "--validation", "0", "--seed", "3"};
+        auto summary = [&](const QStringList& args) {
+            const RunResult r = runTowerbench(base + args);
+            if (r.exitCode != 0) qWarning("%s", qPrintable(r.err));
+            return QJsonDocument::fromJson(r.out.trimmed().section('\n', -1).toUtf8()).object();
+        };
+        const QJsonObject one = summary({"--steps", "20", "--run-dir", dir.filePath("one")});
+        const double loss = one.value("final_loss").toDouble(), test = one.value("test_loss").toDouble();
+        QVERIFY2(loss > 0 && test > 0, "the one-tower run must train");
+        QVERIFY(!one.contains("bubble_fraction"));
+        const QList<QStringList> ways = {{"--stages", "2"},
+                                         {"--stages", "3", "--pipeline", "gpipe", "--micro-batches", "4"},
+                                         {"--stages", "cpu:0=0..2,cpu:1=hidden2..logits", "--pipeline", "1f1b", "--micro-batches", "8"}};
+        for (const QStringList& way : ways) {
+            const QJsonObject s = summary(way + QStringList{"--steps", "20"});
+            const QString what = way.join(' ');
+            QVERIFY2(std::abs(s.value("final_loss").toDouble() - loss) <= 1e-4 * loss,
+                     qPrintable(what + QString(": final loss %1 against %2 on one tower").arg(s.value("final_loss").toDouble(), 0, 'g', 9).arg(loss, 0, 'g', 9)));
+            QVERIFY2(std::abs(s.value("test_loss").toDouble() - test) <= 1e-4 * test, qPrintable(what));
+            const double bubble = s.value("bubble_fraction").toDouble(-1);
+            QVERIFY2(bubble > 0 && bubble < 1, qPrintable(what + QString(": bubble %1").arg(bubble)));
+            QVERIFY2(s.value("stages").toString().contains("=") && s.value("stage_activation_bytes").toArray().size() >= 2,
+                     qPrintable(what));
+        }
+        // Stopped at step 10 and resumed to 20: the split is the folder's, the result the same.
+        const QString folder = dir.filePath("resumed");
+        summary({"--stages", "2", "--pipeline", "gpipe", "--micro-batches", "2", "--steps", "10", "--run-dir", folder});
+        QFile config(folder + "/config.json");
+        QVERIFY(config.open(QIODevice::ReadOnly));
+        const QString split = QJsonDocument::fromJson(config.readAll()).object().value("stages").toString();
+        QVERIFY2(split.startsWith("cpu:0=flatten0.."), qPrintable(split));
+        const RunResult r = runTowerbench({"--resume", folder, "--steps", "20", "--quiet"});
+        QVERIFY2(r.exitCode == 0, qPrintable(r.err));
+        const QJsonObject resumed = QJsonDocument::fromJson(r.out.trimmed().section('\n', -1).toUtf8()).object();
+        QCOMPARE(resumed.value("resumed_at").toInt(), 10);
+        QCOMPARE(resumed.value("stages").toString(), split);
+        QVERIFY2(std::abs(resumed.value("test_loss").toDouble() - test) <= 1e-4 * test,
+                 qPrintable(QString("resumed test loss %1 against %2").arg(resumed.value("test_loss").toDouble()).arg(test)));
+    }
+
+    // Each bad input in one sentence naming its flag, and a non-zero exit.
+    void badFlagsAreRefused_data() {
+        QTest::addColumn<QStringList>("args");
+        QTest::addColumn<QString>("said");
+        QTest::newRow("a layer in no stage") << QStringList{"--stages", "cpu:0=0..2,cpu:1=4..5"} << "--stages: layer 'hidden2' (layer 3) is in no stage";
+        QTest::newRow("a layer in two") << QStringList{"--stages", "cpu:0=0..3,cpu:1=3..5"} << "--stages: layer 'hidden2' (layer 3) is in stage 1 and stage 2";
+        QTest::newRow("no such layer") << QStringList{"--stages", "cpu:0=0..hiden2,cpu:1=relu4..5"} << "--stages: the model has no layer 'hiden2'";
+        QTest::newRow("one device twice") << QStringList{"--stages", "cpu:0,cpu:0"} << "--stages: cpu:0 is given to stages 1 and 2";
+        QTest::newRow("micro-batches not dividing") << QStringList{"--stages", "2", "--pipeline", "gpipe", "--micro-batches", "5"} << "--micro-batches 5 does not divide --batch 64";
+        QTest::newRow("a schedule without stages") << QStringList{"--pipeline", "1f1b"} << "--pipeline: a schedule needs stages";
+        QTest::newRow("micro-batches without stages") << QStringList{"--micro-batches", "4"} << "--micro-batches: micro-batches flow through stages";
+        QTest::newRow("micro-batches, naive") << QStringList{"--stages", "2", "--micro-batches", "4"} << "--micro-batches 4: the naive pipeline runs the whole batch at once";
+        QTest::newRow("no such schedule") << QStringList{"--stages", "2", "--pipeline", "zigzag"} << "--pipeline: 'zigzag' is no schedule";
+        QTest::newRow("with towers") << QStringList{"--stages", "2", "--towers", "cpu:0,cpu:1"} << "--stages: model parallelism with --towers";
+        QTest::newRow("with async") << QStringList{"--stages", "2", "--update", "async"} << "--stages: model parallelism with --update async is not built yet";
+        QTest::newRow("a GPU stage") << QStringList{"--stages", "cpu:0,gpu:0"} << "--stages: stages on gpu:0 are not built yet";
+    }
+    void badFlagsAreRefused() {
+        QFETCH(QStringList, args);
+        QFETCH(QString, said);
+        const RunResult r = runTowerbench(QStringList{"--model", "mlp", "--data", "synthetic:blobs", "--batch", "64", "--steps", "2",
+                                                      "--quiet", "--validation", "0"} + args);
+        QVERIFY2(r.exitCode != 0 && r.err.contains(said), qPrintable(QString("exit %1: %2").arg(r.exitCode).arg(r.err)));
+        QCOMPARE(r.err.trimmed().count('\n'), 0);  // one sentence
     }
 
     void refusals() {

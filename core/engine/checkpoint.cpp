@@ -52,7 +52,7 @@ const std::vector<std::string>& resumeMayChange() {
     return keys;
 }
 
-TrainingSnapshot takeSnapshot(TowerSet& towers, size_t count, WeightEma* ema, Stream emaStream) {
+TrainingSnapshot takeSnapshot(TrainingEngine& towers, size_t count, WeightEma* ema, Stream emaStream) {
     TrainingSnapshot snap;
     const VariablesView v = towers.variables();
     snap.variables = toHost(*v.backend, v.stream, v.params, count);
@@ -192,7 +192,7 @@ std::string Checkpoint::resumeProblem(const RunConfig& config, const std::string
     return {};
 }
 
-void Checkpoint::restore(TowerSet& towers, const Network& layout, WeightEma* ema, Stream emaStream) const {
+void Checkpoint::restore(TrainingEngine& towers, const Network& layout, WeightEma* ema, Stream emaStream) const {
     const std::vector<float> weights = loadWeights(layout);
     const size_t count = weights.size();
     towers.setVariables(weights.data());

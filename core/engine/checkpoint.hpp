@@ -25,7 +25,7 @@
 #include "io/safetensors.hpp"
 #include "nn/network.hpp"
 #include "optim/optimizer.hpp"
-#include "parallel/tower_set.hpp"
+#include "parallel/training_engine.hpp"
 
 namespace tb {
 
@@ -58,7 +58,7 @@ struct TrainingSnapshot {
 };
 
 // `count`: the variables' P; `ema` may be null.
-TrainingSnapshot takeSnapshot(TowerSet& towers, size_t count, WeightEma* ema, Stream emaStream);
+TrainingSnapshot takeSnapshot(TrainingEngine& towers, size_t count, WeightEma* ema, Stream emaStream);
 // The variables' names, shapes and offsets into the flat buffers (Network::paramInfos and
 // paramOffsets), kept apart from the network so a write may outlive it.
 struct VariableLayout {
@@ -84,7 +84,7 @@ public:
     // may change: steps, epochs, evaluation, checkpoints, metrics, quiet, prefetch.
     std::string resumeProblem(const RunConfig& config, const std::string& modelSpec) const;
     // Restores variables, EMA and state into a freshly built run of the same plan.
-    void restore(TowerSet& towers, const Network& layout, WeightEma* ema, Stream emaStream) const;
+    void restore(TrainingEngine& towers, const Network& layout, WeightEma* ema, Stream emaStream) const;
 
 private:
     safetensors::File file_;

@@ -6,7 +6,7 @@
 
 namespace tb {
 
-CheckpointPolicy::CheckpointPolicy(RunFolder* folder, const RunPlan& run, int64_t examplesPerStep, TowerSet& towers,
+CheckpointPolicy::CheckpointPolicy(RunFolder* folder, const RunPlan& run, int64_t examplesPerStep, TrainingEngine& towers,
                                    const Network& layout, WeightEma* ema, Stream emaStream, ObserverHub& hub,
                                    int64_t step, Clock::time_point start, double bestValidation)
     : folder_(folder), run_(run), examplesPerStep_(examplesPerStep), towers_(towers), layout_(VariableLayout::of(layout)),

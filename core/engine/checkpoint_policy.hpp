@@ -7,7 +7,7 @@
 
 #include "engine/observer_hub.hpp"
 #include "engine/run_setup.hpp"
-#include "parallel/tower_set.hpp"
+#include "parallel/training_engine.hpp"
 
 namespace tb {
 
@@ -19,7 +19,7 @@ public:
     using Clock = std::chrono::steady_clock;
     // `folder` null: no checkpoints. From `step` at `start`, with the best validation accuracy a
     // resumed run had reached (-1: none).
-    CheckpointPolicy(RunFolder* folder, const RunPlan& run, int64_t examplesPerStep, TowerSet& towers,
+    CheckpointPolicy(RunFolder* folder, const RunPlan& run, int64_t examplesPerStep, TrainingEngine& towers,
                      const Network& layout, WeightEma* ema, Stream emaStream, ObserverHub& hub, int64_t step,
                      Clock::time_point start, double bestValidation);
     bool due(int64_t step) const;
@@ -37,7 +37,7 @@ private:
     RunFolder* folder_;
     const RunPlan& run_;
     int64_t examplesPerStep_;
-    TowerSet& towers_;
+    TrainingEngine& towers_;
     VariableLayout layout_;
     WeightEma* ema_;
     Stream emaStream_;

@@ -79,7 +79,7 @@ DecisionGridProbe::~DecisionGridProbe() {
     cpu_->destroyStream(stream_);
 }
 
-void DecisionGridProbe::after(const StepMetrics& m, TowerSet& towers, TrainingObserver& out) {
+void DecisionGridProbe::after(const StepMetrics& m, TrainingEngine& towers, TrainingObserver& out) {
     const bool last = m.step >= total_;
     const bool late = maxGap_ > 0 && m.elapsedSeconds - lastFrameAt_ >= maxGap_;
     if (m.step < next_ && !late && !last) return;

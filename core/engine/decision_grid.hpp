@@ -13,7 +13,7 @@
 #include "engine/observer.hpp"
 #include "nn/model_spec.hpp"
 #include "nn/network.hpp"
-#include "parallel/tower_set.hpp"
+#include "parallel/training_engine.hpp"
 
 namespace tb {
 
@@ -37,7 +37,7 @@ public:
     // maximum gap was asked) and the variables are known to be
     // those of m (averaging: the replicas agree only where they were just averaged, and at the
     // run's end; async: the pusher's own pulled copy, read on its own thread).
-    void after(const StepMetrics& m, TowerSet& towers, TrainingObserver& out);
+    void after(const StepMetrics& m, TrainingEngine& towers, TrainingObserver& out);
     // The grid for the variables in `v` (P floats on v.backend), labelled with step and version.
     DecisionGrid sample(const VariablesView& v, int64_t step, int64_t version);
 

@@ -89,7 +89,7 @@ std::optional<EvalResult> evaluate(Network& net, Stream s, float* stats, const D
 
 }  // namespace
 
-Evaluator::Evaluator(TowerSet& towers, const RunConfig& c, bool cifar, int prefetch, WeightEma* ema, bool chief,
+Evaluator::Evaluator(TrainingEngine& towers, const RunConfig& c, bool cifar, int prefetch, WeightEma* ema, bool chief,
                      ObserverHub& hub)
     : towers_(towers), c_(c), cifar_(cifar), prefetch_(prefetch), ema_(ema), chief_(chief), hub_(hub) {
     Backend& be = towers.evalNetwork().backend();

@@ -12,7 +12,7 @@
 #include "engine/observer_hub.hpp"
 #include "io/run_config.hpp"
 #include "optim/optimizer.hpp"
-#include "parallel/tower_set.hpp"
+#include "parallel/training_engine.hpp"
 #include "util/cancel.hpp"
 
 namespace tb {
@@ -22,7 +22,7 @@ namespace tb {
 // goes to the observers; the time they take is kept apart from training's.
 class Evaluator {
 public:
-    Evaluator(TowerSet& towers, const RunConfig& c, bool cifar, int prefetch, WeightEma* ema, bool chief,
+    Evaluator(TrainingEngine& towers, const RunConfig& c, bool cifar, int prefetch, WeightEma* ema, bool chief,
               ObserverHub& hub);
     // Nothing (and nothing reported) where `cancelled` cuts the pass short, or off the chief.
     std::optional<EvalResult> pass(const Dataset& d, const std::string& split, int64_t step, const CancelCheck& cancelled);
@@ -31,7 +31,7 @@ public:
 private:
     std::shared_ptr<const std::vector<uint8_t>> imagesOf(const Dataset& d);
 
-    TowerSet& towers_;
+    TrainingEngine& towers_;
     const RunConfig& c_;
     bool cifar_;
     int prefetch_;

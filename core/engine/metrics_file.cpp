@@ -84,6 +84,17 @@ void MetricsFile::onStepEnd(const StepMetrics& m) {
     if (m.processBytes >= 0) line["process_bytes"] = m.processBytes;
     if (m.pusher >= 0) line["pusher"] = m.pusher;
     if (m.staleness >= 0) line["staleness"] = m.staleness;  // also workers of parameter-server processes
+    if (m.bubbleFraction >= 0) {
+        line["bubble_fraction"] = m.bubbleFraction;
+        // Per stage, its blocks [micro-batch, "F" or "B", start ms, end ms] from the step's start.
+        nlohmann::json stages = nlohmann::json::array();
+        for (const auto& blocks : m.stageBlocks) {
+            nlohmann::json s = nlohmann::json::array();
+            for (const PipelineBlock& b : blocks) s.push_back({b.micro, b.forward ? "F" : "B", b.start * 1e3, b.end * 1e3});
+            stages.push_back(std::move(s));
+        }
+        line["stage_blocks"] = std::move(stages);
+    }
     write(line.dump());
 }
 
@@ -187,6 +198,20 @@ bool parseMetricsLine(const std::string& line, MetricsLine& out) {
     m.processBytes = count(j, "process_bytes", -1);
     m.pusher = int(std::clamp<int64_t>(count(j, "pusher", -1), -1, 1 << 20));
     m.staleness = count(j, "staleness", -1);
+    m.bubbleFraction = num(j, "bubble_fraction", -1);
+    if (auto s = j.find("stage_blocks"); s != j.end() && s->is_array() && s->size() <= 4096)
+        for (const auto& stage : *s) {
+            if (!stage.is_array() || stage.size() > 65536) return false;
+            m.stageBlocks.emplace_back();
+            for (const auto& b : stage) {
+                if (!b.is_array() || b.size() != 4 || !b[0].is_number_integer() || !b[1].is_string() ||
+                    !b[2].is_number() || !b[3].is_number())
+                    return false;
+                m.stageBlocks.back().push_back(
+                    {int(std::clamp<int64_t>(b[0].get<int64_t>(), 0, 1 << 20)), b[1].get<std::string>() == "F",
+                     b[2].get<double>() / 1e3, b[3].get<double>() / 1e3});
+            }
+        }
     if (auto t = j.find("towers"); t != j.end() && t->is_array() && t->size() <= 4096)
         for (const auto& o : *t) {
             if (!o.is_object()) return false;

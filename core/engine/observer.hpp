@@ -8,7 +8,7 @@
 #include <vector>
 
 #include "engine/device_monitor.hpp"
-#include "parallel/tower_set.hpp"
+#include "parallel/training_engine.hpp"
 
 namespace tb {
 
@@ -47,6 +47,10 @@ struct StepMetrics {
     int64_t staleness = -1;        // async: updates applied by other towers since it pulled
     int64_t examples = 0;          // examples this report trained on (async: the pusher's batch)
     bool averaged = false;         // averaging every K: the replicas were averaged after this step
+    // Pipelines (the towers are stages): their idle share of the step until its last backward
+    // (-1: not a pipeline), and each stage's forward and backward blocks.
+    double bubbleFraction = -1;
+    std::vector<std::vector<PipelineBlock>> stageBlocks;
 };
 
 // Image datasets: what the model said of each example of an evaluated split, with the examples

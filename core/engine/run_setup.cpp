@@ -2,8 +2,10 @@
 
 #include <algorithm>
 #include <thread>
+#include <tuple>
 
 #include "engine/run_folder.hpp"
+#include "parallel/layer_costs.hpp"
 #include "parallel/processes.hpp"
 #include "util/error.hpp"
 
@@ -199,6 +201,26 @@ RunPlan RunPlan::of(const RunConfig& c, const ProcessRoles& roles, RunFolder* fo
         checkSamePlan(*roles.group, r.plan, roles.chief);
     }
     r.spec = findModel(c.model);
+    if (!c.stages.empty()) {
+        if (roles.group)
+            throw Error("--stages: model parallelism across mpirun processes is not built yet; run one process");
+        std::vector<std::string> names;
+        for (const LayerSpec& l : r.spec.layers) names.push_back(l.name);
+        StagePlan stages = parseStagePlan(c.stages, names);
+        for (const Stage& s : stages.stages)  // before any data is loaded
+            if (s.device.type != DeviceType::Cpu)
+                throw Error("--stages: stages on " + s.device.str() + " are not built yet; give CPU devices (cpu:N)");
+        if (stages.balanced) {  // by each layer's seconds on one thread at the micro-batch's size
+            auto backend = makeCpuBackend(1);
+            const std::vector<std::pair<int, int>> split = balanceStages(
+                measureLayerSeconds(r.spec, *backend, std::max(1, c.batch / std::max(1, c.microBatches)), 3),
+                stages.count());
+            for (size_t s = 0; s < split.size(); ++s) std::tie(stages.stages[s].first, stages.stages[s].last) = split[s];
+            stages.balanced = false;
+        }
+        r.config.stages = stages.describe(names);
+        r.stages = std::move(stages);
+    }
     std::string resumePath = folder && folder->resuming() ? folder->resumeCheckpoint() : "";
     // Processes: every process's copy of the variables and optimiser state equals the chief's (or,
     // averaging, its replicas at a round's end), so each restores the chief's checkpoint, whose

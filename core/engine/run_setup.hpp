@@ -14,6 +14,7 @@
 #include "io/run_config.hpp"
 #include "nn/model_spec.hpp"
 #include "parallel/deployment_plan.hpp"
+#include "parallel/stage_plan.hpp"
 #include "parallel/strategy.hpp"
 
 namespace tb {
@@ -67,6 +68,10 @@ struct RunPlan {
     ProcessRoles roles;
     DeploymentPlan plan;     // this process's own: its towers, its share of every global batch
     ModelSpec spec;
+    // Model parallelism (--stages): each stage's device and layers, the split chosen (the balanced
+    // forms' by each layer's measured time); config.stages then names it explicitly, so the
+    // folder keeps it and a resume runs the same split.
+    std::optional<StagePlan> stages;
     std::optional<Checkpoint> resumeFrom;
     static RunPlan of(const RunConfig& c, const ProcessRoles& roles, RunFolder* folder);
 };

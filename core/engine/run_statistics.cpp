@@ -22,6 +22,8 @@ StepMetrics toMetrics(const TowerStep& r, double stepSeconds) {
     m.pusher = r.pusher;
     m.staleness = r.staleness;
     m.averaged = r.averaged;
+    m.bubbleFraction = r.bubbleFraction;
+    m.stageBlocks = r.stageBlocks;
     double loss = 0, correct = 0;
     int examples = 0;
     for (size_t i = 0; i < r.phases.size(); ++i) {
@@ -78,6 +80,8 @@ void RunStatistics::add(const StepMetrics& m, Clock::time_point now, double held
     reduceApply_ += worst;
     stepTime_ += m.stepSeconds;
     if (m.staleness >= 0) staleness_ += double(m.staleness), ++stalenessCount_;
+    // Pipelines: the bubble weighted by each step's time, after the first step (its kernels made).
+    if (m.bubbleFraction >= 0 && firstRecorded_ >= 0) bubble_ += m.bubbleFraction * m.stepSeconds, bubbleTime_ += m.stepSeconds;
     if (firstRecorded_ < 0) steadyFrom(m.step, now, held);
 }
 
@@ -114,6 +118,7 @@ void RunStatistics::summarise(RunSummary& sum, int64_t step, Clock::time_point e
     for (size_t i = 0; i < busy_.size(); ++i) sum.towerBusy.push_back(busyFraction(i, sum.trainSeconds));
     sum.reduceApplyFraction = stepTime_ > 0 ? reduceApply_ / stepTime_ : 0;
     if (stalenessCount_ > 0) sum.meanStaleness = staleness_ / double(stalenessCount_);
+    if (bubbleTime_ > 0) sum.bubbleFraction = bubble_ / bubbleTime_;
     for (auto& [l, a] : recent_) {
         sum.finalLoss += l / double(recent_.size());
         sum.finalAccuracy += a / double(recent_.size());

@@ -10,7 +10,7 @@
 #include <vector>
 
 #include "engine/observer.hpp"
-#include "parallel/tower_set.hpp"
+#include "parallel/training_engine.hpp"
 
 namespace tb {
 
@@ -51,7 +51,7 @@ private:
     // Towers relayed from other processes (async parameter servers): their busy fractions as
     // sampled at this process's steps, weighted by the step's time (a time average, not a sum).
     std::vector<double> relayedBusy_, relayedTime_;
-    double reduceApply_ = 0, stepTime_ = 0, staleness_ = 0;
+    double reduceApply_ = 0, stepTime_ = 0, staleness_ = 0, bubble_ = 0, bubbleTime_ = 0;
     int64_t stalenessCount_ = 0;
     int64_t firstRecorded_ = -1;  // the step of the first report
     Clock::time_point afterFirst_;

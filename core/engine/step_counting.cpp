@@ -88,7 +88,7 @@ private:
 
 class ByTheServers final : public StepCounting {
 public:
-    ByTheServers(const ProcessRoles& roles, TowerSet& towers, RunControl& control, int perStep)
+    ByTheServers(const ProcessRoles& roles, TrainingEngine& towers, RunControl& control, int perStep)
         : processes_(*roles.group), servers_(*towers.servers()), control_(control), worker_(roles.worker()),
           perStep_(perStep) {}
     bool goOn() override {
@@ -141,7 +141,7 @@ private:
 
 }  // namespace
 
-std::unique_ptr<StepCounting> StepCounting::make(const ProcessRoles& roles, TowerSet& towers, RunControl& control,
+std::unique_ptr<StepCounting> StepCounting::make(const ProcessRoles& roles, TrainingEngine& towers, RunControl& control,
                                                  int perStep) {
     if (!roles.group) return std::make_unique<Alone>(control);
     if (ServerConnection* s = towers.servers(); s && s->async())

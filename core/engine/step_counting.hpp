@@ -14,14 +14,14 @@
 #include "engine/observer.hpp"
 #include "engine/run_setup.hpp"
 #include "parallel/run_control.hpp"
-#include "parallel/tower_set.hpp"
+#include "parallel/training_engine.hpp"
 
 namespace tb {
 
 class StepCounting {
 public:
     // `perStep`: the examples of one step of this process's towers.
-    static std::unique_ptr<StepCounting> make(const ProcessRoles& roles, TowerSet& towers, RunControl& control,
+    static std::unique_ptr<StepCounting> make(const ProcessRoles& roles, TrainingEngine& towers, RunControl& control,
                                               int perStep);
     virtual ~StepCounting() = default;
     // Whether the loop goes on to another call; alone, it waits here while the run is paused.

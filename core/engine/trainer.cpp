@@ -56,6 +56,13 @@ nlohmann::json RunSummary::toJson() const {
     if (validationAccuracy >= 0) j["validation_accuracy"] = validationAccuracy;
     if (!evaluated) j["test_accuracy"] = j["test_loss"] = nullptr;
     if (meanStaleness >= 0) j["mean_staleness"] = meanStaleness;
+    if (!stages.empty()) {
+        j["stages"] = stages;
+        j["pipeline"] = pipeline;
+        j["micro_batches"] = microBatches;
+        j["bubble_fraction"] = bubbleFraction;
+        j["stage_activation_bytes"] = stageActivationBytes;
+    }
     const NetworkMemory& m = towerMemory;
     // variables: one copy of the parameters (on the holder, or each replica's own: params_bytes).
     j["memory"] = {{"variables_bytes", params * int64_t(sizeof(float))}, {"params_bytes", m.params},
@@ -153,7 +160,12 @@ RunSummary Trainer::execute(ObserverHub& hub) {
     if (folder_) {
         nlohmann::json plan = run.plan.toJson();
         if (roles.count > 1) plan["processes"] = roles.count;  // a follower's lanes: every worker's towers
-        folder_->begin(c, run.spec.json, plan);
+        if (run.stages) {  // the split chosen, as --stages takes it (config.json has it too)
+            plan["stages"] = run.config.stages;
+            plan["pipeline"] = c.pipeline.empty() ? "naive" : c.pipeline;
+            plan["micro_batches"] = c.microBatches;
+        }
+        folder_->begin(run.config, run.spec.json, plan);
     }
     hub.onStateChanged(RunState::Loading, c.model + " on " + c.data);
     if (shapeOf(run.spec).params == 0) throw Error("--model: " + run.spec.name + " has no parameters to train");

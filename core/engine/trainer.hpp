@@ -14,7 +14,7 @@
 #include "io/run_config.hpp"
 #include "parallel/deployment_plan.hpp"
 #include "parallel/run_control.hpp"
-#include "parallel/tower_set.hpp"
+#include "parallel/training_engine.hpp"
 
 namespace tb {
 
@@ -40,6 +40,13 @@ struct RunSummary {
     std::vector<double> towerBusy; // per tower: busy time / training time
     double reduceApplyFraction = 0;  // reduce + apply time / step time (slowest tower's view)
     double meanStaleness = -1;     // async only
+    // Model parallelism (--stages): the split as --stages takes it back, the schedule, and the
+    // stages' idle share of the steps (time-weighted mean; -1: not a pipeline); per stage, the
+    // activations it holds at most (its micro-batch slots).
+    std::string stages, pipeline;
+    int microBatches = 1;
+    double bubbleFraction = -1;
+    std::vector<size_t> stageActivationBytes;
     // Memory: what each GPU's allocator handed out (peak included), and what one replica and the
     // optimiser slots account for, to compare the peak with.
     std::vector<DeviceMemoryUse> deviceMemory;

@@ -5,6 +5,8 @@
 
 #include "engine/memory_estimate.hpp"
 #include "engine/run_folder.hpp"
+#include "parallel/pipeline_set.hpp"
+#include "parallel/tower_set.hpp"
 #include "util/error.hpp"
 
 namespace tb {
@@ -53,7 +55,28 @@ TrainingRun::TrainingRun(RunPlan& run, DataSplits data, int cores, int machineCo
     checkRunFits(run, data_, opt);
 
     const int n = plan.towerCount();
-    towers_ = std::make_unique<TowerSet>(run.spec, plan, opt, std::max(1, cores / n), c_.seed, run.roles.group);
+    if (run.stages) {  // model parallelism: one pipeline of stages, each with its share of the cores
+        StagePipelineSetup setup;
+        for (const Stage& s : run.stages->stages) {
+            setup.ranges.emplace_back(s.first, s.last);
+            setup.devices.push_back(s.device);
+        }
+        setup.batch = plan.batchPerTower;
+        setup.microBatches = c_.microBatches;
+        setup.threadsPerStage = std::max(1, cores / run.stages->count());
+        setup.opt = opt;
+        setup.seed = c_.seed;
+        auto pipeline = std::make_unique<PipelineSet>(run.spec, setup,
+                                                      makePipelineSchedule(c_.pipeline.empty() ? "naive" : c_.pipeline), c_.seed);
+        sum_.stages = c_.stages;
+        sum_.pipeline = c_.pipeline.empty() ? "naive" : c_.pipeline;
+        sum_.microBatches = c_.microBatches;
+        for (int s = 0; s < pipeline->pipeline().stages(); ++s)
+            sum_.stageActivationBytes.push_back(pipeline->pipeline().activationBytes(s));
+        towers_ = std::move(pipeline);
+    } else {
+        towers_ = std::make_unique<TowerSet>(run.spec, plan, opt, std::max(1, cores / n), c_.seed, run.roles.group);
+    }
     const int prefetch = prefetchFor(c_, plan, cores, machineCores);
     const Network& net = towers_->evalNetwork();
     net_ = &net;

@@ -50,7 +50,7 @@ private:
     ObserverHub& hub_;
     RunControl& control_;
     RunFolder* folder_;
-    std::unique_ptr<TowerSet> towers_;
+    std::unique_ptr<TrainingEngine> towers_;
     const Network* net_ = nullptr;  // tower 0's, as evaluation sees it: the variables' layout
     WeightEma* ema_ = nullptr;  // in emaOwner_ where the run keeps a moving average of the weights
     std::unique_ptr<WeightEma> emaOwner_;

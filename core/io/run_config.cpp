@@ -5,6 +5,7 @@
 #include <limits>
 #include <stdexcept>
 #include <type_traits>
+#include <utility>
 #include <map>
 
 #include "util/error.hpp"
@@ -73,6 +74,9 @@ const std::map<std::string, Setting>& table() {
         {"ps_shards", bind(Kind::Int, &RunConfig::psShards)},
         {"ps_tasks", bind(Kind::Int, &RunConfig::psTasks)},
         {"batch_per_tower", bind(Kind::Int, &RunConfig::batchPerTower)},
+        {"stages", bind(Kind::Text, &RunConfig::stages)},
+        {"pipeline", bind(Kind::Text, &RunConfig::pipeline)},
+        {"micro_batches", bind(Kind::Int, &RunConfig::microBatches)},
         {"slow", bind(Kind::Text, &RunConfig::slow)},
         {"tf32", bind(Kind::Flag, &RunConfig::tf32)},
         {"precision", bind(Kind::Text, &RunConfig::precision)},
@@ -225,6 +229,48 @@ void RunConfig::validate() const {
     require(!data.empty(), "--data: must not be empty");
     if (optimizer != "sgd" && optimizer != "momentum" && optimizer != "nesterov" && optimizer != "adam")
         throw Error("--optimizer: unknown optimizer '" + optimizer + "' (expected sgd, momentum, nesterov or adam)");
+    validateStages();
+}
+
+// Model parallelism's settings against each other and against what is built with stages so far:
+// one replica of the pipeline on CPU stages, synchronous, in one process (the trainer refuses
+// mpirun; StagePipeline, a GPU stage).
+void RunConfig::validateStages() const {
+    auto require = [](bool ok, const std::string& msg) {
+        if (!ok) throw Error(msg);
+    };
+    require(pipeline.empty() || pipeline == "naive" || pipeline == "gpipe" || pipeline == "1f1b",
+            "--pipeline: '" + pipeline + "' is no schedule; give naive, gpipe or 1f1b");
+    require(microBatches >= 1 && microBatches <= kMaxBatch,
+            "--micro-batches: must be between 1 and " + std::to_string(kMaxBatch) + ", got " + std::to_string(microBatches));
+    if (stages.empty()) {
+        require(pipeline.empty(), "--pipeline: a schedule needs stages to run through; give --stages (e.g. --stages 2)");
+        require(microBatches == 1, "--micro-batches: micro-batches flow through stages; give --stages and --pipeline gpipe or 1f1b");
+        return;
+    }
+    require(microBatches == 1 || (pipeline != "" && pipeline != "naive"),
+            "--micro-batches " + std::to_string(microBatches) +
+                ": the naive pipeline runs the whole batch at once; give --pipeline gpipe or 1f1b to split it");
+    require(batch % microBatches == 0, "--micro-batches " + std::to_string(microBatches) + " does not divide --batch " +
+                                           std::to_string(batch));
+    // What stages are not combined with yet, each named.
+    const RunConfig defaults;
+    const std::pair<bool, const char*> unbuilt[] = {
+        {towers != defaults.towers, "--towers (stages x replicas, --stage-replicas)"},
+        {update != defaults.update, "--update async"},
+        {averageEvery != 0, "--average-every"},
+        {psTasks != 0, "--ps-tasks"},
+        {psShards != 1, "--ps-shards"},
+        {variables != defaults.variables, "--variables"},
+        {reduce != defaults.reduce, "--reduce"},
+        {batchPerTower != 0, "--batch-per-tower"},
+        {!slow.empty(), "--slow"},
+        {commPrecision != defaults.commPrecision, "--comm-precision"},
+        {transfers != defaults.transfers, "--transfers"},
+    };
+    for (const auto& [given, flag] : unbuilt)
+        require(!given, std::string("--stages: model parallelism with ") + flag +
+                            " is not built yet; leave it out (one pipeline, synchronous, on CPU stages)");
 }
 
 json RunConfig::toJson() const {

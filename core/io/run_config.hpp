@@ -44,6 +44,11 @@ struct RunConfig {
     int psShards = 1;                    // S parameter-server shards
     int psTasks = 0;                     // mpirun: the first P processes are parameter servers
     int batchPerTower = 0;               // 0: batch / towers
+    // Model parallelism (parallel/stage_plan.hpp, pipeline_schedule.hpp): the model's layers split
+    // over stages; empty: data parallelism only.
+    std::string stages;                  // N | DEV,DEV,... | DEV*K | DEV=FROM..TO,...
+    std::string pipeline;                // naive | gpipe | 1f1b; empty: naive (given --stages)
+    int microBatches = 1;                // the step's batch cut into M for gpipe and 1f1b
     std::string slow;                    // straggler injection: TOWER=FACTOR,...
     bool tf32 = false;                   // GPU towers: tensor-core TF32 math (default plain FP32)
     std::string precision = "fp32";      // fp32 | bf16: the matrix work's inputs (mixed precision)
@@ -62,6 +67,7 @@ struct RunConfig {
     void setFromText(const std::string& key, const std::string& text, const std::string& origin);
     void loadFile(const std::string& path);
     void validate() const;               // cross-setting checks, before anything starts
+    void validateStages() const;         // --stages, --pipeline, --micro-batches (model parallelism)
     // A message about a setting starts with its flag ("--lr: must be positive"); where the value
     // came from a file, this names the file and key instead ("run.json: 'lr': must be positive").
     std::string explain(const std::string& message) const;

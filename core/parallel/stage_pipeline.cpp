@@ -18,7 +18,9 @@ struct StagePipeline::Stage {
     std::shared_ptr<Backend> backend;
     Stream stream = nullptr;
     std::vector<PipelineOp> ops;
-    Tensor params, grads;  // this stage's slice of the variables, and of the step's gradient
+    Tensor ownParams;      // this stage's slice of the variables, unless in StagePipelineSetup::sharedParams
+    float* params = nullptr;
+    Tensor grads;          // (its parameters) the step's gradient
     Tensor scratch;        // one micro-batch's gradient (M > 1), summed into grads
     Tensor stats;          // (3) loss sum, correct, weight-decay loss
     std::vector<std::unique_ptr<Network>> slots;  // (micro-batch, layers) each, sharing params
@@ -65,15 +67,20 @@ StagePipeline::StagePipeline(const ModelSpec& spec, const StagePipelineSetup& se
             st->slots.push_back(std::make_unique<Network>(spec, *st->backend, microBatch_, range));
         Network& first = *st->slots.front();
         const int64_t n = first.paramCount();
-        st->params = st->backend->empty(Shape{std::max<int64_t>(n, 1)});
+        if (setup.sharedParams) {
+            st->params = setup.sharedParams + first.paramOffsetInModel();
+        } else {
+            st->ownParams = st->backend->empty(Shape{std::max<int64_t>(n, 1)});
+            st->params = st->ownParams.data();
+        }
         st->grads = st->backend->empty(Shape{std::max<int64_t>(n, 1)});
         if (micro_ > 1) st->scratch = st->backend->empty(Shape{std::max<int64_t>(n, 1)});
         for (auto& net : st->slots) {
-            net->bindParams(st->params.data());
+            net->bindParams(st->params);
             net->bindGrads(st->grads.data());
         }
         const std::vector<float> init = first.initialParams(setup.seed);
-        st->backend->copyFromHost(st->stream, st->params.data(), init.data(), init.size() * sizeof(float));
+        st->backend->copyFromHost(st->stream, st->params, init.data(), init.size() * sizeof(float));
         st->stats = st->backend->empty(Shape{3});
         if (s + 1 < count) {
             const Dims out = first.outputDims();
@@ -186,7 +193,7 @@ void StagePipeline::runStep(Stage& st) {
         st.busy += st.blocks.back().end - st.blocks.back().start;
     }
     st.flushed = since(t0_);
-    st.lr = st.optimizer->apply(st.stream, st.params.data(), st.grads.data(), step_);
+    st.lr = st.optimizer->apply(st.stream, st.params, st.grads.data(), step_);
     be.synchronize(st.stream);
     st.apply = since(t0_) - st.flushed;
 }
@@ -238,7 +245,7 @@ std::vector<float> StagePipeline::variables() const {
     std::vector<float> host(static_cast<size_t>(paramCount_));
     for (const auto& st : stages_) {
         const Network& net = *st->slots.front();
-        st->backend->copyToHost(st->stream, host.data() + net.paramOffsetInModel(), st->params.data(),
+        st->backend->copyToHost(st->stream, host.data() + net.paramOffsetInModel(), st->params,
                                 size_t(net.paramCount()) * sizeof(float));
         st->backend->synchronize(st->stream);
     }
@@ -248,11 +255,28 @@ std::vector<float> StagePipeline::variables() const {
 void StagePipeline::setVariables(const float* host) {
     for (const auto& st : stages_) {
         const Network& net = *st->slots.front();
-        st->backend->copyFromHost(st->stream, st->params.data(), host + net.paramOffsetInModel(),
+        st->backend->copyFromHost(st->stream, st->params, host + net.paramOffsetInModel(),
                                   size_t(net.paramCount()) * sizeof(float));
         st->backend->synchronize(st->stream);
     }
 }
+
+std::vector<StateBuffer> StagePipeline::state() {
+    std::vector<StateBuffer> out;
+    for (auto& st : stages_)
+        for (auto& [name, t] : st->optimizer->slotBuffers())
+            out.push_back({"stage" + std::to_string(st->index) + "/optimizer/" + name, st->backend.get(), st->stream,
+                           t->data(), size_t(t->numel())});
+    return out;
+}
+
+size_t StagePipeline::optimizerSlotBytes() const {
+    size_t bytes = 0;
+    for (const auto& st : stages_) bytes += st->optimizer->slotBytes();
+    return bytes;
+}
+
+std::string StagePipeline::backendName() const { return stages_.front()->backend->name(); }
 
 int StagePipeline::heldMicroBatches(int stage) const { return int(stages_[size_t(stage)]->slots.size()); }
 

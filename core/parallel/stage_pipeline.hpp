@@ -18,6 +18,7 @@
 #include <cstdint>
 #include <exception>
 #include <memory>
+#include <string>
 #include <thread>
 #include <utility>
 #include <vector>
@@ -25,6 +26,7 @@
 #include "data/pipeline.hpp"
 #include "nn/network.hpp"
 #include "optim/optimizer.hpp"
+#include "parallel/pipeline_block.hpp"
 #include "parallel/pipeline_schedule.hpp"
 #include "parallel/strategy.hpp"
 
@@ -38,14 +40,10 @@ struct StagePipelineSetup {
     int threadsPerStage = 1;
     OptimizerSettings opt;
     uint64_t seed = 0;                        // initial variables
-};
-
-// One block of a stage's timeline: a micro-batch's forward or backward, in seconds from the
-// step's start.
-struct PipelineBlock {
-    int micro = 0;
-    bool forward = true;
-    double start = 0, end = 0;
+    // Host memory of the whole model's variables (paramCount floats) that CPU stages keep their
+    // slices in, so one buffer holds them all (evaluation reads it as one network); null: each
+    // stage allocates its own.
+    float* sharedParams = nullptr;
 };
 
 struct PipelineStep {
@@ -84,6 +82,10 @@ public:
     // The whole model's variables (flat, in the model's order), and setting them.
     std::vector<float> variables() const;
     void setVariables(const float* host);
+    // Each stage's optimiser slots ("stage1/optimizer/m"), for checkpoints; their bytes.
+    std::vector<StateBuffer> state();
+    size_t optimizerSlotBytes() const;
+    std::string backendName() const;  // stage 0's backend
     // Bytes of activations a stage holds at most: its slots' layer outputs, saved buffers and
     // gradient buffers (gpipe: M micro-batches' worth; 1f1b: at most S - s).
     size_t activationBytes(int stage) const;

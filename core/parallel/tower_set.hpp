@@ -26,37 +26,11 @@
 #include "parallel/deployment_plan.hpp"
 #include "parallel/run_control.hpp"
 #include "parallel/strategy.hpp"
+#include "parallel/training_engine.hpp"
 
 namespace tb {
 
-// What one global step (sync) or one pushed update (async) did.
-struct TowerStep {
-    int64_t update = 0;                 // 1-based: applied updates so far
-    float lr = 0;
-    std::vector<double> lossSum, correct;  // per tower, over its examples (NaN: not part of it)
-    std::vector<int> examples;          // per tower
-    double weightDecayLoss = 0;
-    std::vector<TowerPhases> phases;    // per tower
-    int64_t bytesMoved = 0;             // counted by the communicator (communicator.hpp)
-    int pusher = -1;                    // async: the tower whose update this is
-    int64_t staleness = -1;             // async: updates applied by others since it pulled
-    bool averaged = false;              // averaging: the replicas were averaged after this step
-    // Parameter-server processes: whether every server applied this push (not where it came after
-    // the run's last update; with several async servers, a push at the very end may reach some
-    // servers before their last update and others after it), and whether they take no more (this
-    // process's training ends).
-    bool applied = true;
-    bool last = false;
-    std::vector<float> towerReports;  // async parameter-server processes: ServerReply::towerReports
-};
-
-// Memory one device's backend handed out during the run.
-struct DeviceMemoryUse {
-    Device device;
-    AllocatorStats stats;
-};
-
-class TowerSet {
+class TowerSet final : public TrainingEngine {
 public:
     // `processes`: the run's other processes (mpirun), whose towers the reductions span; or null.
     TowerSet(const ModelSpec& spec, const DeploymentPlan& plan, const OptimizerSettings& opt, int threadsPerTower,
@@ -65,11 +39,11 @@ public:
     TowerSet(const TowerSet&) = delete;
     TowerSet& operator=(const TowerSet&) = delete;
 
-    int towers() const { return int(towers_.size()); }
+    int towers() const override { return int(towers_.size()); }
     int batchPerTower() const { return plan_.batchPerTower; }
-    int64_t paramCount() const { return paramCount_; }
+    int64_t paramCount() const override { return paramCount_; }
     const DeploymentPlan& plan() const { return plan_; }
-    std::string backendName() const;
+    std::string backendName() const override;
     std::string strategyName() const;  // "holder mean, shared memory"
 
     // Sync and averaging: one step on `global` (towers x batchPerTower examples; tower i takes
@@ -83,41 +57,41 @@ public:
     // call for that step starts from it (a call for any other step stages its own input). It is
     // read during this call only.
     std::vector<TowerStep> steps(const std::vector<const Batch*>& batches, int64_t first, double dataWait,
-                                 const Batch* next = nullptr);
+                                 const Batch* next = nullptr) override;
     // Whether the strategy's towers run free (async: runAsync) rather than in steps.
-    bool runsFree() const { return strategy_->runsFree(); }
+    bool runsFree() const override { return strategy_->runsFree(); }
     // Free-running towers, `first` updates applied already (a resumed run's), run until `updates`
     // updates are applied or `control` stops them. nextBatch is called under a lock; onUpdate is
     // called on tower threads, serialised.
     void runAsync(int64_t first, int64_t updates, const std::function<void(Batch&)>& nextBatch,
-                  RunControl& control, const std::function<void(const TowerStep&)>& onUpdate);
+                  RunControl& control, const std::function<void(const TowerStep&)>& onUpdate) override;
     // The end of training after `step` steps, on every process (Strategy::finishTraining).
-    int64_t finishTraining(int64_t step);
+    int64_t finishTraining(int64_t step) override;
     // A worker of parameter-server processes: its servers (Strategy::servers); else null.
-    ServerConnection* servers() { return strategy_->servers(); }
+    ServerConnection* servers() override { return strategy_->servers(); }
 
     // The network that evaluation and checkpoints see: tower 0 with the current variables
     // (averaging: looking at the replicas' mean, in a copy, until the next step; training is
     // not touched by evaluating).
-    Network& evalNetwork();
-    Stream evalStream();
+    Network& evalNetwork() override;
+    Stream evalStream() override;
     // The variables (averaging: the replicas' mean, computed now).
-    VariablesView variables();
+    VariablesView variables() override;
     // Checkpoints, between steps (Strategy::state, Strategy::setVariables).
-    std::vector<StateBuffer> state() { return strategy_->state(); }
+    std::vector<StateBuffer> state() override { return strategy_->state(); }
     // Async: f with no update half applied or beginning (Strategy::withUpdatesHeld); for a
     // checkpoint from runAsync's onUpdate while the other towers run on.
-    void withUpdatesHeld(const std::function<void()>& f) { strategy_->withUpdatesHeld(f); }
-    void setVariables(const float* host) { strategy_->setVariables(host); }
+    void withUpdatesHeld(const std::function<void()>& f) override { strategy_->withUpdatesHeld(f); }
+    void setVariables(const float* host) override { strategy_->setVariables(host); }
     // Tower i's own replica of the parameters (async: what it last pulled). Safe to read on
     // tower i's own thread, or between steps.
-    VariablesView replica(int tower);
+    VariablesView replica(int tower) override;
     // Per device with an allocator that keeps books (GPUs): what it handed out, peak included.
-    std::vector<DeviceMemoryUse> deviceMemory() const;
+    std::vector<DeviceMemoryUse> deviceMemory() const override;
     // Bytes of optimiser slots of the whole run (holder and replicas).
-    size_t optimizerSlotBytes() const;
+    size_t optimizerSlotBytes() const override;
     // Bytes the communicator has counted since the start.
-    int64_t bytesMoved() const;
+    int64_t bytesMoved() const override;
 
 private:
     struct Tower;

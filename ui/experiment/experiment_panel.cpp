@@ -197,6 +197,19 @@ void ExperimentPanel::makeDeviceFields() {
     slow_ = new QLineEdit;
     slow_->setPlaceholderText(tr("none, e.g. 1=3"));
     slow_->setToolTip(tr("Straggler injection: tower T runs F times slower (sync waits for it, async does not)."));
+    stages_ = new QLineEdit;
+    stages_->setPlaceholderText(tr("none (data parallel), e.g. 2"));
+    stages_->setToolTip(tb::ui::wrappedToolTip(
+        tr("Model parallelism: the model's layers split into consecutive stages, each on its own CPU device and "
+           "thread: N (balanced by each layer's measured time), cpu:0,cpu:1, or cpu:0=FROM..TO,cpu:1=FROM..TO by "
+           "layer names or indices. Activations go forward from stage to stage, their gradients back. One "
+           "pipeline, synchronous, on CPU stages for now.")));
+    pipeline_ = combo({"naive", "gpipe", "1f1b"},
+                      tr("How the stages take the batch: naive (all of it through each stage in turn: each stage idles "
+                         "(S-1)/S of the step), gpipe (micro-batches: all forwards, then all backwards) or 1f1b (one "
+                         "forward, one backward: the same bubble, fewer activations held)."));
+    microBatches_ = spin(1, INT_MAX, tr("gpipe and 1f1b: the step's batch cut into M micro-batches (M divides the batch); "
+                                        "the bubble shrinks to (S-1)/(M+S-1)."));
 }
 
 // Training: the batch, the optimiser, the length.
@@ -315,6 +328,9 @@ void ExperimentPanel::layOutForm() {
     add(devicesForm_, "ps_shards", tr("PS shards"), psShards_);
     add(devicesForm_, "ps_tasks", tr("PS processes"), psTasks_);
     add(devicesForm_, "slow", tr("Stragglers"), slow_);
+    add(devicesForm_, "stages", tr("Stages"), stages_);
+    add(devicesForm_, "pipeline", tr("Pipeline"), pipeline_);
+    add(devicesForm_, "micro_batches", tr("Micro-batches"), microBatches_);
     add(trainingForm_, "batch", tr("Batch"), batch_, row({batch_, batchMeaning_}));
     bind("batch_per_tower", batchMeaning_, tr("Batch per tower"));
     add(trainingForm_, {}, tr("Global batch"), split_);
@@ -363,14 +379,14 @@ void ExperimentPanel::connectFields() {
     connect(gpus_, &QListWidget::itemChanged, this, &ExperimentPanel::devicesChanged);
     for (QSpinBox* s : {towers_, perGpu_}) connect(s, &QSpinBox::valueChanged, this, &ExperimentPanel::devicesChanged);
     for (QComboBox* c : {model_, data_, variables_, reduce_, update_, optimizer_, precision_, length_, batchMeaning_, transfers_,
-                          commPrecision_})
+                          commPrecision_, pipeline_})
         connect(c, &QComboBox::currentIndexChanged, this, &ExperimentPanel::revalidate);
-    for (QSpinBox* s : {processes_, averageEvery_, psShards_, psTasks_, batch_, decaySteps_, seed_, evalEvery_, validation_, shuffleBuffer_,
+    for (QSpinBox* s : {processes_, averageEvery_, psShards_, psTasks_, microBatches_, batch_, decaySteps_, seed_, evalEvery_, validation_, shuffleBuffer_,
                         prefetch_, threads_, checkpointEvery_, keepCheckpoints_})
         connect(s, &QSpinBox::valueChanged, this, &ExperimentPanel::revalidate);
     for (QDoubleSpinBox* s : {lr_, momentum_, decayRate_, lengthValue_, emaDecay_, checkpointMinutes_})
         connect(s, &QDoubleSpinBox::valueChanged, this, &ExperimentPanel::revalidate);
-    for (QLineEdit* e : {folder_, slow_, metrics_, initFrom_, tfrecordFeatures_, hostfile_}) connect(e, &QLineEdit::textChanged, this, &ExperimentPanel::revalidate);
+    for (QLineEdit* e : {folder_, slow_, stages_, metrics_, initFrom_, tfrecordFeatures_, hostfile_}) connect(e, &QLineEdit::textChanged, this, &ExperimentPanel::revalidate);
     // Paths are often longer than their field: the field shows the end (the folder's or file's
     // own name), its tooltip the whole path, and its usual help while empty.
     for (QLineEdit* e : {folder_, metrics_, initFrom_}) {
@@ -526,6 +542,11 @@ tb::RunConfig ExperimentPanel::config() const {
     c.psShards = psShards_->value();
     c.psTasks = psTasks_->value();
     c.slow = slow_->text().trimmed().toStdString();
+    c.stages = stages_->text().trimmed().toStdString();
+    // "naive" is the default schedule: a config that named none keeps naming none.
+    const std::string schedule = pipeline_->currentText().toStdString();
+    c.pipeline = schedule == "naive" && base_.pipeline.empty() ? std::string() : schedule;
+    c.microBatches = microBatches_->value();
     // A global batch leaves the split to the plan; a batch per tower makes the global batch
     // follow the towers (written out, so a saved file says what a step is).
     if (batchMeaning_->currentIndex() == kGlobalBatch) {
@@ -602,6 +623,9 @@ void ExperimentPanel::setConfig(const tb::RunConfig& c) {
     psShards_->setValue(c.psShards);
     psTasks_->setValue(c.psTasks);
     slow_->setText(QString::fromStdString(c.slow));
+    stages_->setText(QString::fromStdString(c.stages));
+    pipeline_->setCurrentText(c.pipeline.empty() ? QStringLiteral("naive") : QString::fromStdString(c.pipeline));
+    microBatches_->setValue(c.microBatches);
     batchMeaning_->setCurrentIndex(c.batchPerTower > 0 ? kBatchPerTower : kGlobalBatch);
     batch_->setValue(c.batchPerTower > 0 ? c.batchPerTower : c.batch);
     optimizer_->setCurrentText(QString::fromStdString(c.optimizer));

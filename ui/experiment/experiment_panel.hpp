@@ -112,13 +112,13 @@ private:
     QHash<QString, QWidget*> fields_;
     QHash<QString, QString> names_;  // key -> the field's label
     QComboBox *model_, *data_, *runOn_, *variables_, *reduce_, *update_, *optimizer_, *precision_, *length_, *batchMeaning_,
-        *transfers_, *commPrecision_;
+        *transfers_, *commPrecision_, *pipeline_;
     QListWidget* gpus_;
     QFormLayout *devicesForm_, *trainingForm_, *dataForm_;
     QWidget* folderRow_;
-    QLineEdit *folder_, *slow_, *metrics_, *initFrom_, *tfrecordFeatures_, *hostfile_;
+    QLineEdit *folder_, *slow_, *stages_, *metrics_, *initFrom_, *tfrecordFeatures_, *hostfile_;
     QPushButton *browse_, *browseMetrics_, *browseInit_;
-    QSpinBox *towers_, *perGpu_, *processes_, *averageEvery_, *psShards_, *psTasks_, *batch_, *decaySteps_, *seed_, *evalEvery_, *validation_,
+    QSpinBox *towers_, *perGpu_, *processes_, *averageEvery_, *psShards_, *psTasks_, *microBatches_, *batch_, *decaySteps_, *seed_, *evalEvery_, *validation_,
         *shuffleBuffer_, *prefetch_, *threads_, *checkpointEvery_, *keepCheckpoints_;
     NumberBox *lr_, *momentum_, *decayRate_, *lengthValue_, *emaDecay_, *checkpointMinutes_;
     QCheckBox *staircase_, *tf32_;

@@ -1,0 +1,60 @@
+#include "parallel/pipeline_set.hpp"
+
+#include <cmath>
+
+namespace tb {
+
+PipelineSet::PipelineSet(const ModelSpec& spec, StagePipelineSetup setup, std::unique_ptr<PipelineSchedule> schedule,
+                         uint64_t seed)
+    : schedule_(std::move(schedule)), seed_(seed) {
+    backend_ = makeCpuBackend(setup.threadsPerStage * int(setup.ranges.size()), 0, setup.opt.precision);
+    stream_ = backend_->createStream();
+    eval_ = std::make_unique<Network>(spec, *backend_, setup.batch);
+    whole_ = backend_->empty(Shape{std::max<int64_t>(eval_->paramCount(), 1)});
+    eval_->bindParams(whole_.data());
+    setup.sharedParams = whole_.data();
+    pipe_ = std::make_unique<StagePipeline>(spec, setup, *schedule_);
+}
+
+PipelineSet::~PipelineSet() = default;
+
+std::string PipelineSet::backendName() const {
+    return pipe_->backendName() + " x " + std::to_string(pipe_->stages()) + " stages, " + schedule_->name() +
+           (pipe_->microBatches() > 1 ? " over " + std::to_string(pipe_->microBatches()) + " micro-batches" : "");
+}
+
+std::vector<TowerStep> PipelineSet::steps(const std::vector<const Batch*>& batches, int64_t first, double dataWait,
+                                          const Batch*) {
+    std::vector<TowerStep> out;
+    for (size_t k = 0; k < batches.size(); ++k) {
+        const int64_t step = first + int64_t(k);
+        // Dropout masks: a function of the run's seed and the step, as tower 0's of one tower
+        // would draw them (TowerSet::steps), each micro-batch taking its rows of them.
+        const uint64_t stepSeed = (seed_ + 1) * 0x9E3779B97F4A7C15ull ^ (uint64_t(step) * 7919ull);
+        const PipelineStep p = pipe_->step(*batches[k], step, stepSeed);
+        TowerStep r;
+        r.update = step + 1;
+        r.lr = p.lr;
+        r.weightDecayLoss = p.weightDecayLoss;
+        r.bytesMoved = p.bytesMoved;
+        r.bubbleFraction = p.bubbleFraction;
+        const int stages = pipe_->stages();
+        for (int s = 0; s < stages; ++s) {
+            const bool last = s + 1 == stages;  // the loss is the last stage's
+            r.lossSum.push_back(last ? p.lossSum : std::nan(""));
+            r.correct.push_back(last ? p.correct : std::nan(""));
+            r.examples.push_back(last ? p.examples : 0);
+            TowerPhases ph;
+            ph.dataWait = k == 0 ? dataWait : 0;
+            for (const PipelineBlock& b : p.blocks[size_t(s)]) (b.forward ? ph.forward : ph.backward) += b.end - b.start;
+            ph.wait = std::max(0.0, p.span - p.busy[size_t(s)]);  // idle within the pipeline: the bubble
+            ph.apply = p.apply[size_t(s)];
+            r.phases.push_back(ph);
+        }
+        r.stageBlocks = p.blocks;
+        out.push_back(std::move(r));
+    }
+    return out;
+}
+
+}  // namespace tb
