@@ -46,7 +46,7 @@ const char* kUsage = R"(usage: towerbench-run selftest
                       [--lr X] [--seed N] [--eval-every N] [--metrics FILE.jsonl] [--threads N] [--quiet]
                       [--towers LIST --variables WHERE --reduce mean|allreduce --update sync|async
                        --average-every K --ps-shards S --ps-tasks P --batch-per-tower N --slow TOWER=FACTOR]
-                      [--stages SPEC --pipeline naive|gpipe|1f1b --micro-batches M]
+                      [--stages SPEC --pipeline naive|gpipe|1f1b --micro-batches M --stage-replicas R]
 
 Trains a model on one or more towers and prints a JSON summary as the last line of stdout.
 Under `mpirun -np N` the N processes train one run: --batch is the global batch, each process
@@ -146,7 +146,7 @@ Data parallelism (the seeds' tower pattern; docs/user-guide.md):
                       NCCL and between processes); the variables always move in fp32. Not
                       with averaging every K steps; a GPU holder takes them through NCCL only
 
-Model parallelism (one pipeline of CPU stages, synchronous, in one process; not yet combined with
+Model parallelism (CPU stages, synchronous, in one process; not yet combined with
 --towers, --update async, --average-every, --ps-*, --slow or mpirun):
   --stages SPEC       the model's layers split into consecutive stages, each on its own device
                       and thread team: N (cpu:0 .. cpu:N-1), DEV,DEV,... or DEV*K, split to
@@ -157,8 +157,10 @@ Model parallelism (one pipeline of CPU stages, synchronous, in one process; not 
   --pipeline S        naive (default: the whole batch through the stages in turn), gpipe (every
                       micro-batch forward, then every backward) or 1f1b (one forward, one
                       backward; at most S - s micro-batches' activations on stage s)
-  --micro-batches M   gpipe and 1f1b: the step's batch cut into M (M divides --batch); the
-                      summary adds bubble_fraction, the stages' idle share of the steps
+  --micro-batches M   gpipe and 1f1b: each replica's share of the batch cut into M; the summary
+                      adds bubble_fraction, the stages' idle share of the steps
+  --stage-replicas R  hybrid: R copies of the pipeline, each on 1/R of the batch, each stage's
+                      copies summing their gradients before its update (S x R CPU devices)
 )";
 
 int fail(const std::string& message) { return failWith("towerbench-run", message); }

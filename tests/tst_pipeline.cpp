@@ -104,12 +104,13 @@ Trained oneDevice(const ModelSpec& spec) {
 }
 
 Trained pipelined(const ModelSpec& spec, const std::vector<std::pair<int, int>>& ranges, const std::string& schedule,
-                  int micro) {
+                  int micro, int replicas = 1) {
     StagePipelineSetup setup;
     setup.ranges = ranges;
     for (size_t i = 0; i < ranges.size(); ++i) setup.devices.push_back(Device{DeviceType::Cpu, int(i)});
     setup.batch = kBatch;
     setup.microBatches = micro;
+    setup.replicas = replicas;
     setup.opt = momentum();
     setup.seed = kSeed;
     const auto sched = makePipelineSchedule(schedule);
@@ -168,18 +169,24 @@ private slots:
         QTest::addColumn<QString>("schedule");
         QTest::addColumn<int>("micro");
         QTest::addColumn<QString>("split");
-        QTest::newRow("naive, 2 stages") << "naive" << 1 << "0-4,5-10";
-        QTest::newRow("naive, 3 stages") << "naive" << 1 << "0-3,4-7,8-10";
-        QTest::newRow("gpipe M=4, 2 stages") << "gpipe" << 4 << "0-4,5-10";
-        QTest::newRow("gpipe M=8, 3 stages") << "gpipe" << 8 << "0-3,4-7,8-10";
-        QTest::newRow("1f1b M=4, 2 stages") << "1f1b" << 4 << "0-4,5-10";
-        QTest::newRow("1f1b M=8, 4 stages") << "1f1b" << 8 << "0-2,3-4,5-7,8-10";
-        QTest::newRow("1f1b M=2, 4 stages (fewer than stages)") << "1f1b" << 2 << "0,1-4,5-9,10";
+        QTest::addColumn<int>("replicas");
+        QTest::newRow("naive, 2 stages") << "naive" << 1 << "0-4,5-10" << 1;
+        QTest::newRow("naive, 3 stages") << "naive" << 1 << "0-3,4-7,8-10" << 1;
+        QTest::newRow("gpipe M=4, 2 stages") << "gpipe" << 4 << "0-4,5-10" << 1;
+        QTest::newRow("gpipe M=8, 3 stages") << "gpipe" << 8 << "0-3,4-7,8-10" << 1;
+        QTest::newRow("1f1b M=4, 2 stages") << "1f1b" << 4 << "0-4,5-10" << 1;
+        QTest::newRow("1f1b M=8, 4 stages") << "1f1b" << 8 << "0-2,3-4,5-7,8-10" << 1;
+        QTest::newRow("1f1b M=2, 4 stages (fewer than stages)") << "1f1b" << 2 << "0,1-4,5-9,10" << 1;
+        // Hybrid: stages x replicas, each replica on its quarter or half of the batch.
+        QTest::newRow("naive, 2 stages x 2 replicas") << "naive" << 1 << "0-4,5-10" << 2;
+        QTest::newRow("1f1b M=4, 2 stages x 2 replicas") << "1f1b" << 4 << "0-4,5-10" << 2;
+        QTest::newRow("gpipe M=2, 3 stages x 4 replicas") << "gpipe" << 2 << "0-3,4-7,8-10" << 4;
     }
     void pipelineEqualsOneDevice() {
         QFETCH(QString, schedule);
         QFETCH(int, micro);
         QFETCH(QString, split);
+        QFETCH(int, replicas);
         std::vector<std::pair<int, int>> ranges;
         for (const QString& r : split.split(',')) {
             const QStringList ends = r.split('-');
@@ -187,7 +194,7 @@ private slots:
         }
         const ModelSpec spec = stagedCnn();
         static const Trained one = oneDevice(spec);
-        const Trained pipe = pipelined(spec, ranges, schedule.toStdString(), micro);
+        const Trained pipe = pipelined(spec, ranges, schedule.toStdString(), micro, replicas);
         QVERIFY2(one.losses.back() < 0.8 * one.losses.front(),
                  qPrintable(QString("training must lower the loss: %1 then %2").arg(one.losses.front()).arg(one.losses.back())));
         for (int k = 0; k < kSteps; ++k)
@@ -264,7 +271,8 @@ private slots:
         QVERIFY(!one.contains("bubble_fraction"));
         const QList<QStringList> ways = {{"--stages", "2"},
                                          {"--stages", "3", "--pipeline", "gpipe", "--micro-batches", "4"},
-                                         {"--stages", "cpu:0=0..2,cpu:1=hidden2..logits", "--pipeline", "1f1b", "--micro-batches", "8"}};
+                                         {"--stages", "cpu:0=0..2,cpu:1=hidden2..logits", "--pipeline", "1f1b", "--micro-batches", "8"},
+                                         {"--stages", "2", "--stage-replicas", "2", "--pipeline", "1f1b", "--micro-batches", "2"}};
         for (const QStringList& way : ways) {
             const QJsonObject s = summary(way + QStringList{"--steps", "20"});
             const QString what = way.join(' ');
@@ -305,6 +313,8 @@ private slots:
         QTest::newRow("micro-batches without stages") << QStringList{"--micro-batches", "4"} << "--micro-batches: micro-batches flow through stages";
         QTest::newRow("micro-batches, naive") << QStringList{"--stages", "2", "--micro-batches", "4"} << "--micro-batches 4: the naive pipeline runs the whole batch at once";
         QTest::newRow("no such schedule") << QStringList{"--stages", "2", "--pipeline", "zigzag"} << "--pipeline: 'zigzag' is no schedule";
+        QTest::newRow("replicas without stages") << QStringList{"--stage-replicas", "2"} << "--stage-replicas: replicas of a pipeline need its stages";
+        QTest::newRow("replicas x micro-batches not dividing") << QStringList{"--stages", "2", "--stage-replicas", "3", "--pipeline", "gpipe", "--micro-batches", "2"} << "--stage-replicas 3 x --micro-batches 2 does not divide --batch 64";
         QTest::newRow("with towers") << QStringList{"--stages", "2", "--towers", "cpu:0,cpu:1"} << "--stages: model parallelism with --towers";
         QTest::newRow("with async") << QStringList{"--stages", "2", "--update", "async"} << "--stages: model parallelism with --update async is not built yet";
         QTest::newRow("a GPU stage") << QStringList{"--stages", "cpu:0,gpu:0"} << "--stages: stages on gpu:0 are not built yet";

@@ -1494,7 +1494,7 @@ private slots:
         QVERIFY(banner->isHidden());
         QCOMPARE(w.charts()->stepPoints(), 0);
 
-        SyncAsyncLesson* side = w.openLesson(1);
+        auto* side = qobject_cast<SyncAsyncLesson*>(w.openLesson(1));
         QVERIFY(side);
         auto* bySteps = side->findChild<QCustomPlot*>("lessonBySteps");
         QVERIFY(bySteps);

@@ -36,6 +36,8 @@
 #include "runs/runs_panel.hpp"
 #include "lab/scaling_lab.hpp"
 #include "lessons/sync_async_lesson.hpp"
+#include "lessons/parallelism_lesson.hpp"
+#include "devices/devices_panel.hpp"
 
 namespace {
 
@@ -307,13 +309,15 @@ private slots:
     // Every lesson's experiment is one the engine takes, and choosing it fills the form.
     void lessonsSetUpTheirExperiments() {
         const std::vector<Lesson> all = lessons(2);
-        QCOMPARE(int(all.size()), 5);
+        QCOMPARE(int(all.size()), 6);
         for (const Lesson& l : all) {
             l.config.validate();
-            QVERIFY2(tb::makePlan(l.config).towerCount() >= 2, qPrintable(l.title));
+            // Data parallelism's lessons have towers; lesson 6 splits one model into stages.
+            QVERIFY2(l.threeWays ? !l.config.stages.empty() : tb::makePlan(l.config).towerCount() >= 2, qPrintable(l.title));
             QVERIFY(l.text.size() > 300);
         }
         QVERIFY(all[1].sideBySide && !all[0].sideBySide);
+        QVERIFY(all[5].threeWays && !all[5].sideBySide);
         MainWindow w(tbtest::fakeCatalog(0), noTelemetry());
         w.show();
         QVERIFY(!w.openLesson(2));
@@ -351,6 +355,34 @@ private slots:
         for (const auto& [staleness, n] : lesson.stalenessCounts()) pushes += n;
         QCOMPARE(pushes, int64_t(480));
         QVERIFY(lesson.stalenessCounts().rbegin()->first >= 3);  // the slow tower's pushes are stale
+    }
+
+    // Lesson 6's window on a small model: the three ways run one after another, each to its end;
+    // the naive stages idle about half of each step, the pipeline less; the conclusion quotes
+    // the three measured rates; the timelines have a lane per stage with blocks.
+    void dataModelPipelineOneAfterAnother() {
+        Lesson l = lessons(2)[5];
+        l.config.model = "mlp";
+        l.config.data = "idx:" + std::string(TB_SOURCE_DIR) + "/samples/fashion-mnist-slice";
+        l.config.steps = 30;
+        l.config.batch = 64;
+        ParallelismLesson lesson(l);
+        QCOMPARE(lesson.config(0).stages, std::string());
+        QCOMPARE(lesson.config(1).pipeline, std::string());
+        QCOMPARE(lesson.config(2).pipeline, std::string("1f1b"));
+        lesson.show();
+        lesson.startButton()->click();
+        QVERIFY(lesson.running());
+        QTRY_VERIFY_WITH_TIMEOUT(!lesson.running(), 120000);
+        const QString text = lesson.conclusion()->text();
+        QVERIFY2(text.contains("Naive model parallelism") && text.contains("1f1b pipeline"), qPrintable(text));
+        for (int i = 0; i < ParallelismLesson::kWays; ++i)
+            QVERIFY2(lesson.result(i)->text().contains("examples/s"), qPrintable(lesson.result(i)->text()));
+        QVERIFY2(lesson.result(1)->text().contains("equal stages: 50.0%"), qPrintable(lesson.result(1)->text()));
+        QVERIFY2(lesson.result(2)->text().contains("equal stages: 20.0%"), qPrintable(lesson.result(2)->text()));
+        QVERIFY(!lesson.timeline(0)->pipeline());
+        QVERIFY(lesson.timeline(1)->pipeline() && lesson.timeline(2)->pipeline());
+        QVERIFY(lesson.timeline(2)->blocks().size() >= 16);  // a step's 4 forwards and 4 backwards on each stage
     }
 
 private:

@@ -47,6 +47,7 @@
 #include "predictions/predictions_panel.hpp"
 #include "lab/scaling_lab.hpp"
 #include "lessons/sync_async_lesson.hpp"
+#include "lessons/parallelism_lesson.hpp"
 #include "lessons/lessons.hpp"
 #include "placement/placement_diagram.hpp"
 
@@ -153,7 +154,9 @@ QStringList layoutProblems(MainWindow& top) {
     for (TimelineView* t : top.findChildren<TimelineView*>()) {
         if (!t->isVisible()) continue;
         const QVector<QRectF> labels = t->legendLabels();
-        const int phases = t->wallClock() ? tb::ui::kAsyncPhaseCount : tb::ui::kPhaseCount;
+        const int phases = t->pipeline()    ? tb::ui::kPipelinePhaseCount
+                           : t->wallClock() ? tb::ui::kAsyncPhaseCount
+                                            : tb::ui::kPhaseCount;
         if (labels.size() != phases)
             problems << QStringLiteral("timeline legend: %1 of %2 phases").arg(labels.size()).arg(phases);
         for (const QRectF& r : labels)
@@ -368,7 +371,7 @@ private slots:
 
         // Every lesson (lesson 2 opens its own window, checked in lessonTwo).
         for (int i = 0; i < int(lessons(2).size()); ++i) {
-            if (SyncAsyncLesson* own = w.openLesson(i)) {
+            if (QWidget* own = w.openLesson(i)) {
                 own->close();
                 continue;
             }
@@ -410,6 +413,7 @@ private slots:
         QTest::addColumn<int>("steps");
         QTest::newRow("async") << "async_straggler.json" << 400;
         QTest::newRow("averaging") << "averaging.json" << 300;
+        QTest::newRow("pipeline") << "pipeline_1f1b.json" << 60;
     }
 
     // Two runs compared, as the Runs tab's Compare shows them: synchronous and asynchronous
@@ -525,13 +529,30 @@ private slots:
         QVERIFY(lab->grab().save(shotPath(QStringLiteral("what-if"))));
     }
 
+    // Lesson 6 as a user gets it (Lessons > 6): the three ways on deep_mlp and Fashion-MNIST, one
+    // after another; fits the screen, nothing cut; saved for docs/.
+    void lessonSix() {
+        MainWindow w(tbtest::fakeCatalog(0), noTelemetry());
+        w.setQuitConfirmation([] { return true; });
+        w.show();
+        auto* lesson = qobject_cast<ParallelismLesson*>(w.openLesson(5));
+        QVERIFY(lesson && QTest::qWaitForWindowExposed(lesson));
+        lesson->startButton()->click();
+        QTRY_VERIFY_WITH_TIMEOUT(!lesson->running(), 300000);
+        QVERIFY2(lesson->conclusion()->text().contains("1f1b pipeline"), qPrintable(lesson->conclusion()->text()));
+        QTest::qWait(200);
+        const QStringList problems = widgetProblems(*lesson, [](const QWidget*) { return false; });
+        QVERIFY2(problems.isEmpty(), qPrintable(problems.join('\n')));
+        QVERIFY(lesson->grab().save(shotPath(QStringLiteral("lesson-6"))));
+    }
+
     // Lesson 2 as a user gets it (Lessons > 2): sync and async side by side on Fashion-MNIST,
     // both to the end of their epoch; fits the screen, nothing cut; saved for docs/.
     void lessonTwo() {
         MainWindow w(tbtest::fakeCatalog(0), noTelemetry());
         w.setQuitConfirmation([] { return true; });
         w.show();
-        SyncAsyncLesson* lesson = w.openLesson(1);
+        auto* lesson = qobject_cast<SyncAsyncLesson*>(w.openLesson(1));
         QVERIFY(lesson && QTest::qWaitForWindowExposed(lesson));
         lesson->startButton()->click();
         QTRY_VERIFY_WITH_TIMEOUT(!lesson->running(), 300000);
@@ -551,6 +572,13 @@ private slots:
         w.show();
         QVERIFY(QTest::qWaitForWindowExposed(&w));
         runAndPause(w, config, steps);
+        if (QLatin1String(QTest::currentDataTag()) == QLatin1String("pipeline")) {
+            // The split the balancer chose at the start, drawn: layers in each stage's box, bytes on the arrows.
+            const PlacementModel& m = w.diagram()->model();
+            QCOMPARE(m.stages.size(), 2);
+            QVERIFY2(m.stages[0].layers.contains(".."), qPrintable(m.stages[0].layers));
+            QVERIFY(m.boundaryBytes.value(0) > 0);
+        }
         const QStringList problems = layoutProblems(w);
         QVERIFY2(problems.isEmpty(), qPrintable(problems.join('\n')));
         QVERIFY(w.grab().save(shotPath(QString::fromLatin1(QTest::currentDataTag()))));

@@ -148,6 +148,8 @@ private slots:
     void devicesPanelAsyncBusyPerTower();
     void timelineAsyncWallClock();
     void timelineAveragingMarks();
+    void timelineDrawsPipelineBlocks();
+    void diagramDrawsStages();
     void timelineHoverShowsPhases();
     void timelinePicturesRender();
     void devicesPanelGpus();
@@ -733,6 +735,110 @@ void TestUiWidgets::timelineAsyncWallClock() {
         QVERIFY2(all > 10 && compute > all * 8 / 10,
                  qPrintable(QString("tower %1's bar at %2 s: %3 of %4 pixels in compute colours").arg(b.tower).arg(b.end).arg(compute).arg(all)));
     }
+}
+
+// A pipeline of 2 stages and 4 micro-batches (gpipe): each stage's lane holds its blocks where
+// they ran in the step (stage 2 starts after stage 1's first forward, stage 1's backwards after
+// stage 2's), numbered by micro-batch, the rest of the lane hatched as the bubble; lanes and
+// tooltips say "stage", and the tooltip the step's bubble against theory.
+void TestUiWidgets::timelineDrawsPipelineBlocks() {
+    TimelineView view;
+    view.resize(700, 160);
+    view.reset(2);
+    tb::StepMetrics m = syntheticStep(2, 7);
+    m.stepSeconds = 0.100;
+    m.bubbleFraction = 0.25;
+    // 10 ms per block; stage 0: F0..F3 at 0-40 ms, B0..B3 at 50-90 ms; stage 1: F at 10-50, B at 40-80.
+    m.stageBlocks.resize(2);
+    for (int k = 0; k < 4; ++k) {
+        m.stageBlocks[0].push_back({k, true, 0.010 * k, 0.010 * (k + 1)});
+        m.stageBlocks[1].push_back({k, true, 0.010 * (k + 1), 0.010 * (k + 2)});
+    }
+    for (int k = 0; k < 4; ++k) {
+        m.stageBlocks[1].push_back({k, false, 0.040 + 0.010 * k, 0.050 + 0.010 * k});
+        m.stageBlocks[0].push_back({k, false, 0.050 + 0.010 * k, 0.060 + 0.010 * k});
+    }
+    for (auto& t : m.towers) t.phases = {0, 0.04, 0.04, 0, 0.015, 0, 0.005, 0};
+    view.addStep(m);
+    QVERIFY(view.pipeline());
+    const QVector<TimelineView::Block> blocks = view.blocks();
+    QCOMPARE(blocks.size(), 16);
+    const QRectF plot = view.plotArea();
+    const double perSecond = plot.width() / 0.100;  // one step fills the plot
+    for (const TimelineView::Block& b : blocks) {
+        const tb::PipelineBlock& k = *std::find_if(m.stageBlocks[size_t(b.stage)].begin(), m.stageBlocks[size_t(b.stage)].end(),
+                                                   [&](const tb::PipelineBlock& x) { return x.micro == b.micro && x.forward == b.forward; });
+        QVERIFY2(std::abs(b.rect.left() - (plot.left() + k.start * perSecond)) < 1.0 &&
+                     std::abs(b.rect.width() - (k.end - k.start) * perSecond) < 1.0,
+                 qPrintable(QString("stage %1 micro %2 %3 at %4 px, %5 wide").arg(b.stage).arg(b.micro).arg(b.forward ? "F" : "B")
+                                .arg(b.rect.left()).arg(b.rect.width())));
+    }
+    const auto at = [&](int stage, int micro, bool forward) {
+        return std::find_if(blocks.begin(), blocks.end(), [&](const TimelineView::Block& b) {
+            return b.stage == stage && b.micro == micro && b.forward == forward;
+        })->rect;
+    };
+    QVERIFY(at(1, 0, true).left() >= at(0, 0, true).right() - 0.5);   // after the stage before's forward
+    QVERIFY(at(0, 0, false).left() >= at(1, 0, false).right() - 0.5); // after the stage after's backward
+    QVERIFY(at(1, 0, true).top() > at(0, 0, true).bottom());          // its own lane
+    // The legend names the bubble; the picture has hatched idle pixels between stage 2's blocks
+    // (before its first forward) and compute colours inside them.
+    const QImage image = grabImage(view);
+    const QRectF idle(plot.left() + 1, at(1, 0, true).top(), at(1, 0, true).left() - plot.left() - 2, at(1, 0, true).height());
+    int notCompute = 0, all = 0;
+    for (int x = int(idle.left()); x < int(idle.right()); ++x, ++all) {
+        const QColor c = image.pixelColor(x, int(idle.center().y()));
+        notCompute += c != tb::ui::phaseColor(tb::ui::Phase::Forward) && c != tb::ui::phaseColor(tb::ui::Phase::Backward);
+    }
+    QVERIFY2(all > 5 && notCompute == all, qPrintable(QString("%1 of %2 idle pixels drawn as compute").arg(all - notCompute).arg(all)));
+    const QRectF busy = at(1, 2, true);
+    const QColor mid = image.pixelColor(int(busy.left()) + 2, int(busy.top()) + 2);
+    QVERIFY2(mid == tb::ui::phaseColor(tb::ui::Phase::Forward) || mid == tb::ui::phaseColor(tb::ui::Phase::Forward).lighter(118),
+             qPrintable(mid.name()));
+    const QString tip = view.toolTipAt(QPointF(at(1, 1, true).center()));
+    QVERIFY2(tip.contains("stage 2") && tip.contains("bubble") && tip.contains("25.0%") && tip.contains("20.0%"), qPrintable(tip));
+}
+
+// Model parallelism in the placement diagram: a box per stage (and per replica, a row each) with
+// its device and layers, arrows both ways between neighbours labelled with the bytes a step sends
+// across (mlp's boundary after relu2: 512 floats an example x 64 examples = 131,072 bytes), and
+// the caption saying that CPU stages move none of it between memories.
+void TestUiWidgets::diagramDrawsStages() {
+    tb::RunConfig c;
+    c.model = "mlp";
+    c.batch = 64;
+    c.stages = "cpu:0=0..relu2,cpu:1=hidden2..logits";
+    c.pipeline = "1f1b";
+    c.microBatches = 4;
+    const tb::ModelSpec spec = tb::findModel("mlp");
+    PlacementModel m = PlacementModel::fromStages(c, spec);
+    QCOMPARE(m.stages.size(), 2);
+    QCOMPARE(m.stages[0].layers, QString("flatten0..relu2"));
+    QCOMPARE(m.stages[1].device, QString("cpu:1"));
+    QCOMPARE(m.boundaryBytes, QVector<int64_t>{131072});
+    PlacementDiagram d;
+    d.resize(520, 300);
+    d.setModel(m);
+    const QImage image = grabImage(d);
+    QVERIFY(!image.isNull());
+    QVERIFY2(d.cutTexts().isEmpty(), qPrintable(d.cutTexts().join(" | ")));
+    QVERIFY(d.caption().contains("share memory"));
+    // Hybrid: 2 replicas, each a row; replica 2's stages on cpu:2 and cpu:3, the boundary's bytes
+    // those of its half of the batch.
+    c.stageReplicas = 2;
+    m = PlacementModel::fromStages(c, spec);
+    QCOMPARE(m.stages.size(), 4);
+    QCOMPARE(m.stages[2].device, QString("cpu:2"));
+    QCOMPARE(m.stages[3].replica, 1);
+    QCOMPARE(m.boundaryBytes, QVector<int64_t>{65536});
+    d.setModel(m);
+    grabImage(d);
+    QVERIFY2(d.cutTexts().isEmpty(), qPrintable(d.cutTexts().join(" | ")));
+    // A balanced split is chosen when the run starts: the boxes say so, no bytes are claimed.
+    c.stages = "2";
+    m = PlacementModel::fromStages(c, spec);
+    QCOMPARE(m.stages[0].layers, QString("split at start"));
+    QCOMPARE(m.boundaryBytes, QVector<int64_t>{0});
 }
 
 // Averaging every 5: the steps after which the replicas were averaged carry a mark in the

@@ -27,6 +27,16 @@ inline QString formatMs(double seconds) {
 }
 
 // Plain text (paragraphs split by blank lines kept) as a tooltip Qt wraps.
+// A pipeline stage's lane, named as the busy bars show it: "stage 1 · cpu:0"; with replicas of the
+// pipeline (hybrid), "stage 1 · cpu:2 · replica 2".
+inline QString stageLane(int index, const QString& device, int replica = -1) {
+    return QStringLiteral("stage %1 \u00b7 %2").arg(index + 1).arg(device) +
+           (replica >= 0 ? QStringLiteral(" \u00b7 replica %1").arg(replica + 1) : QString());
+}
+
+// Whether a run's lanes are pipeline stages (named by stageLane), not towers.
+inline bool isStageLane(const QString& lane) { return lane.startsWith(QStringLiteral("stage ")); }
+
 inline QString wrappedToolTip(const QString& plain) {
     return QStringLiteral("<p style='white-space:pre-wrap'>") + plain.toHtmlEscaped() + QStringLiteral("</p>");
 }

@@ -86,6 +86,7 @@ void MetricsFile::onStepEnd(const StepMetrics& m) {
     if (m.staleness >= 0) line["staleness"] = m.staleness;  // also workers of parameter-server processes
     if (m.bubbleFraction >= 0) {
         line["bubble_fraction"] = m.bubbleFraction;
+        line["stages"] = m.stages;
         // Per stage, its blocks [micro-batch, "F" or "B", start ms, end ms] from the step's start.
         nlohmann::json stages = nlohmann::json::array();
         for (const auto& blocks : m.stageBlocks) {
@@ -199,6 +200,7 @@ bool parseMetricsLine(const std::string& line, MetricsLine& out) {
     m.pusher = int(std::clamp<int64_t>(count(j, "pusher", -1), -1, 1 << 20));
     m.staleness = count(j, "staleness", -1);
     m.bubbleFraction = num(j, "bubble_fraction", -1);
+    m.stages = int(std::clamp<int64_t>(count(j, "stages", 0), 0, 4096));
     if (auto s = j.find("stage_blocks"); s != j.end() && s->is_array() && s->size() <= 4096)
         for (const auto& stage : *s) {
             if (!stage.is_array() || stage.size() > 65536) return false;

@@ -50,6 +50,7 @@ struct StepMetrics {
     // Pipelines (the towers are stages): their idle share of the step until its last backward
     // (-1: not a pipeline), and each stage's forward and backward blocks.
     double bubbleFraction = -1;
+    int stages = 0;  // the lanes are stages x replicas, replica by replica
     std::vector<std::vector<PipelineBlock>> stageBlocks;
 };
 

@@ -213,7 +213,7 @@ RunPlan RunPlan::of(const RunConfig& c, const ProcessRoles& roles, RunFolder* fo
         if (stages.balanced) {  // by each layer's seconds on one thread at the micro-batch's size
             auto backend = makeCpuBackend(1);
             const std::vector<std::pair<int, int>> split = balanceStages(
-                measureLayerSeconds(r.spec, *backend, std::max(1, c.batch / std::max(1, c.microBatches)), 3),
+                measureLayerSeconds(r.spec, *backend, std::max(1, c.batch / std::max(1, c.microBatches * c.stageReplicas)), 3),
                 stages.count());
             for (size_t s = 0; s < split.size(); ++s) std::tie(stages.stages[s].first, stages.stages[s].last) = split[s];
             stages.balanced = false;

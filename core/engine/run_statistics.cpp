@@ -23,6 +23,7 @@ StepMetrics toMetrics(const TowerStep& r, double stepSeconds) {
     m.staleness = r.staleness;
     m.averaged = r.averaged;
     m.bubbleFraction = r.bubbleFraction;
+    m.stages = r.stages;
     m.stageBlocks = r.stageBlocks;
     double loss = 0, correct = 0;
     int examples = 0;

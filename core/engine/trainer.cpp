@@ -60,6 +60,7 @@ nlohmann::json RunSummary::toJson() const {
         j["stages"] = stages;
         j["pipeline"] = pipeline;
         j["micro_batches"] = microBatches;
+        j["stage_replicas"] = stageReplicas;
         j["bubble_fraction"] = bubbleFraction;
         j["stage_activation_bytes"] = stageActivationBytes;
     }
@@ -164,6 +165,7 @@ RunSummary Trainer::execute(ObserverHub& hub) {
             plan["stages"] = run.config.stages;
             plan["pipeline"] = c.pipeline.empty() ? "naive" : c.pipeline;
             plan["micro_batches"] = c.microBatches;
+            plan["stage_replicas"] = c.stageReplicas;
         }
         folder_->begin(run.config, run.spec.json, plan);
     }

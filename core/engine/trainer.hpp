@@ -44,7 +44,7 @@ struct RunSummary {
     // stages' idle share of the steps (time-weighted mean; -1: not a pipeline); per stage, the
     // activations it holds at most (its micro-batch slots).
     std::string stages, pipeline;
-    int microBatches = 1;
+    int microBatches = 1, stageReplicas = 1;
     double bubbleFraction = -1;
     std::vector<size_t> stageActivationBytes;
     // Memory: what each GPU's allocator handed out (peak included), and what one replica and the

@@ -63,7 +63,8 @@ TrainingRun::TrainingRun(RunPlan& run, DataSplits data, int cores, int machineCo
         }
         setup.batch = plan.batchPerTower;
         setup.microBatches = c_.microBatches;
-        setup.threadsPerStage = std::max(1, cores / run.stages->count());
+        setup.replicas = c_.stageReplicas;
+        setup.threadsPerStage = std::max(1, cores / (run.stages->count() * c_.stageReplicas));
         setup.opt = opt;
         setup.seed = c_.seed;
         auto pipeline = std::make_unique<PipelineSet>(run.spec, setup,
@@ -71,6 +72,7 @@ TrainingRun::TrainingRun(RunPlan& run, DataSplits data, int cores, int machineCo
         sum_.stages = c_.stages;
         sum_.pipeline = c_.pipeline.empty() ? "naive" : c_.pipeline;
         sum_.microBatches = c_.microBatches;
+        sum_.stageReplicas = c_.stageReplicas;
         for (int s = 0; s < pipeline->pipeline().stages(); ++s)
             sum_.stageActivationBytes.push_back(pipeline->pipeline().activationBytes(s));
         towers_ = std::move(pipeline);
@@ -140,7 +142,10 @@ TrainingRun::TrainingRun(RunPlan& run, DataSplits data, int cores, int machineCo
         telemetry_ = makeNvmlSource(&noTelemetry);
         if (!telemetry_) noTelemetry = "; no GPU telemetry: " + noTelemetry;
     }
-    hub_.onStateChanged(RunState::Running, plan.describe() + "; " + towers_->backendName() + noTelemetry);
+    // A pipeline's message names its split as --stages takes it ("stages SPEC; ..."): the window
+    // draws the split the balancer chose from it.
+    hub_.onStateChanged(RunState::Running, (run.stages ? "stages " + c_.stages : plan.describe()) + "; " +
+                                               towers_->backendName() + noTelemetry);
     grids_ = DecisionGridProbe::make(observers, run.spec, data_.train, total_, plan.averaging());
 
     const auto start = Clock::now();

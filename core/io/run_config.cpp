@@ -77,6 +77,7 @@ const std::map<std::string, Setting>& table() {
         {"stages", bind(Kind::Text, &RunConfig::stages)},
         {"pipeline", bind(Kind::Text, &RunConfig::pipeline)},
         {"micro_batches", bind(Kind::Int, &RunConfig::microBatches)},
+        {"stage_replicas", bind(Kind::Int, &RunConfig::stageReplicas)},
         {"slow", bind(Kind::Text, &RunConfig::slow)},
         {"tf32", bind(Kind::Flag, &RunConfig::tf32)},
         {"precision", bind(Kind::Text, &RunConfig::precision)},
@@ -243,20 +244,26 @@ void RunConfig::validateStages() const {
             "--pipeline: '" + pipeline + "' is no schedule; give naive, gpipe or 1f1b");
     require(microBatches >= 1 && microBatches <= kMaxBatch,
             "--micro-batches: must be between 1 and " + std::to_string(kMaxBatch) + ", got " + std::to_string(microBatches));
+    require(stageReplicas >= 1 && stageReplicas <= 4096,
+            "--stage-replicas: must be between 1 and 4096, got " + std::to_string(stageReplicas));
     if (stages.empty()) {
         require(pipeline.empty(), "--pipeline: a schedule needs stages to run through; give --stages (e.g. --stages 2)");
         require(microBatches == 1, "--micro-batches: micro-batches flow through stages; give --stages and --pipeline gpipe or 1f1b");
+        require(stageReplicas == 1, "--stage-replicas: replicas of a pipeline need its stages; give --stages (e.g. --stages 2)");
         return;
     }
     require(microBatches == 1 || (pipeline != "" && pipeline != "naive"),
             "--micro-batches " + std::to_string(microBatches) +
                 ": the naive pipeline runs the whole batch at once; give --pipeline gpipe or 1f1b to split it");
-    require(batch % microBatches == 0, "--micro-batches " + std::to_string(microBatches) + " does not divide --batch " +
-                                           std::to_string(batch));
+    require(batch % (microBatches * stageReplicas) == 0,
+            stageReplicas > 1 ? "--stage-replicas " + std::to_string(stageReplicas) + " x --micro-batches " +
+                                    std::to_string(microBatches) + " does not divide --batch " + std::to_string(batch)
+                              : "--micro-batches " + std::to_string(microBatches) + " does not divide --batch " +
+                                    std::to_string(batch));
     // What stages are not combined with yet, each named.
     const RunConfig defaults;
     const std::pair<bool, const char*> unbuilt[] = {
-        {towers != defaults.towers, "--towers (stages x replicas, --stage-replicas)"},
+        {towers != defaults.towers, "--towers (to replicate the stages, give --stage-replicas)"},
         {update != defaults.update, "--update async"},
         {averageEvery != 0, "--average-every"},
         {psTasks != 0, "--ps-tasks"},

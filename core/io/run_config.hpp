@@ -48,7 +48,8 @@ struct RunConfig {
     // over stages; empty: data parallelism only.
     std::string stages;                  // N | DEV,DEV,... | DEV*K | DEV=FROM..TO,...
     std::string pipeline;                // naive | gpipe | 1f1b; empty: naive (given --stages)
-    int microBatches = 1;                // the step's batch cut into M for gpipe and 1f1b
+    int microBatches = 1;                // each replica's share of the batch cut into M for gpipe and 1f1b
+    int stageReplicas = 1;               // hybrid: R copies of the pipeline, data parallel between them
     std::string slow;                    // straggler injection: TOWER=FACTOR,...
     bool tf32 = false;                   // GPU towers: tensor-core TF32 math (default plain FP32)
     std::string precision = "fp32";      // fp32 | bf16: the matrix work's inputs (mixed precision)

@@ -7,7 +7,7 @@ namespace tb {
 PipelineSet::PipelineSet(const ModelSpec& spec, StagePipelineSetup setup, std::unique_ptr<PipelineSchedule> schedule,
                          uint64_t seed)
     : schedule_(std::move(schedule)), seed_(seed) {
-    backend_ = makeCpuBackend(setup.threadsPerStage * int(setup.ranges.size()), 0, setup.opt.precision);
+    backend_ = makeCpuBackend(setup.threadsPerStage * int(setup.ranges.size()) * setup.replicas, 0, setup.opt.precision);
     stream_ = backend_->createStream();
     eval_ = std::make_unique<Network>(spec, *backend_, setup.batch);
     whole_ = backend_->empty(Shape{std::max<int64_t>(eval_->paramCount(), 1)});
@@ -19,7 +19,9 @@ PipelineSet::PipelineSet(const ModelSpec& spec, StagePipelineSetup setup, std::u
 PipelineSet::~PipelineSet() = default;
 
 std::string PipelineSet::backendName() const {
-    return pipe_->backendName() + " x " + std::to_string(pipe_->stages()) + " stages, " + schedule_->name() +
+    return pipe_->backendName() + " x " + std::to_string(pipe_->stages()) + " stages" +
+           (pipe_->replicas() > 1 ? " x " + std::to_string(pipe_->replicas()) + " replicas" : std::string()) + ", " +
+           schedule_->name() +
            (pipe_->microBatches() > 1 ? " over " + std::to_string(pipe_->microBatches()) + " micro-batches" : "");
 }
 
@@ -38,12 +40,11 @@ std::vector<TowerStep> PipelineSet::steps(const std::vector<const Batch*>& batch
         r.weightDecayLoss = p.weightDecayLoss;
         r.bytesMoved = p.bytesMoved;
         r.bubbleFraction = p.bubbleFraction;
-        const int stages = pipe_->stages();
-        for (int s = 0; s < stages; ++s) {
-            const bool last = s + 1 == stages;  // the loss is the last stage's
-            r.lossSum.push_back(last ? p.lossSum : std::nan(""));
-            r.correct.push_back(last ? p.correct : std::nan(""));
-            r.examples.push_back(last ? p.examples : 0);
+        r.stages = pipe_->stages();
+        for (int s = 0; s < pipe_->lanes(); ++s) {  // the loss is the last stage's lanes'
+            r.lossSum.push_back(p.laneLoss[size_t(s)]);
+            r.correct.push_back(p.laneCorrect[size_t(s)]);
+            r.examples.push_back(p.laneExamples[size_t(s)]);
             TowerPhases ph;
             ph.dataWait = k == 0 ? dataWait : 0;
             for (const PipelineBlock& b : p.blocks[size_t(s)]) (b.forward ? ph.forward : ph.backward) += b.end - b.start;

@@ -18,7 +18,7 @@ public:
                 uint64_t seed);
     ~PipelineSet() override;
 
-    int towers() const override { return pipe_->stages(); }
+    int towers() const override { return pipe_->lanes(); }  // stages x replicas
     int64_t paramCount() const override { return pipe_->paramCount(); }
     std::string backendName() const override;
     std::vector<TowerStep> steps(const std::vector<const Batch*>& batches, int64_t first, double dataWait,

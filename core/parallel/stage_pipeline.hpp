@@ -36,7 +36,11 @@ struct StagePipelineSetup {
     std::vector<std::pair<int, int>> ranges;  // each stage's first and last layer
     std::vector<Device> devices;              // each stage's (CPU: a thread team of its own)
     int batch = 0;                            // the step's examples
-    int microBatches = 1;                     // divides batch
+    int microBatches = 1;                     // per replica; replicas x microBatches divides batch
+    // Hybrid parallelism: R copies of the pipeline, each on its 1/R of the batch (data parallel
+    // inside the pipeline); a stage's copies sum their gradients before its one update. Replica
+    // r's stage s runs on a thread team of its own (a CPU device numbered s + S r).
+    int replicas = 1;
     int threadsPerStage = 1;
     OptimizerSettings opt;
     uint64_t seed = 0;                        // initial variables
@@ -46,21 +50,25 @@ struct StagePipelineSetup {
     float* sharedParams = nullptr;
 };
 
+// What one step did. Lanes are a stage of a replica each, replica by replica (lane r S + s).
 struct PipelineStep {
     double lossSum = 0, correct = 0;  // over the step's examples
     double weightDecayLoss = 0;
     int examples = 0;
     float lr = 0;
     double seconds = 0;  // the step's wall time, updates included
-    // From the step's start to the end of its last backward (the pipeline's flush), and each
-    // stage's forward and backward time in it.
+    // From the step's start to the end of its last backward (the pipeline's flush).
     double span = 0;
-    std::vector<double> busy, apply;  // per stage, seconds
-    // Per stage, seconds of busy spent adding a micro-batch's gradient to the step's (memory-bound:
-    // the stage's parameters read twice and written once per micro-batch after the first).
-    std::vector<double> accumulate;
-    std::vector<std::vector<PipelineBlock>> blocks;  // per stage, in the order run
-    // The stages' idle share of the span: 1 - sum(busy) / (S x span).
+    // Per lane: forward and backward seconds, its stage's update where it made it (the last of
+    // the stage's replicas to finish sums their gradients and applies them), the seconds of busy
+    // spent adding a micro-batch's gradient to the step's (memory-bound: the stage's parameters
+    // read twice and written once per micro-batch after the first), its blocks in the order run,
+    // and its loss sum, correct count and examples (the last stage's lanes; NaN and 0 elsewhere).
+    std::vector<double> busy, apply, accumulate;
+    std::vector<std::vector<PipelineBlock>> blocks;
+    std::vector<double> laneLoss, laneCorrect;
+    std::vector<int> laneExamples;
+    // The lanes' idle share of the span: 1 - sum(busy) / (lanes x span).
     double bubbleFraction = 0;
     int64_t bytesMoved = 0;  // activations and their gradients that crossed between memories
 };
@@ -73,6 +81,9 @@ public:
     StagePipeline& operator=(const StagePipeline&) = delete;
 
     int stages() const { return int(stages_.size()); }
+    int replicas() const { return replicas_; }
+    int lanes() const { return int(workers_.size()); }  // stages x replicas
+    Device laneDevice(int lane) const;
     int microBatches() const { return micro_; }
     int64_t paramCount() const { return paramCount_; }
     // One step on `global` (batch examples, (n, h, w, c)): every micro-batch forward and back,
@@ -86,25 +97,29 @@ public:
     std::vector<StateBuffer> state();
     size_t optimizerSlotBytes() const;
     std::string backendName() const;  // stage 0's backend
-    // Bytes of activations a stage holds at most: its slots' layer outputs, saved buffers and
-    // gradient buffers (gpipe: M micro-batches' worth; 1f1b: at most S - s).
+    // Bytes of activations one replica of a stage holds at most: its slots' layer outputs, saved
+    // buffers and gradient buffers (gpipe: M micro-batches' worth; 1f1b: at most S - s).
     size_t activationBytes(int stage) const;
     int heldMicroBatches(int stage) const;
 
 private:
-    struct Stage;
-    void runStage(Stage& st);
-    void runStep(Stage& st);
+    struct Stage;   // a stage's variables, its replicas' gradients and its optimiser
+    struct Worker;  // one replica of one stage: its thread, networks and timeline
+    void runWorker(Worker& w);
+    void runStep(Worker& w);
+    void update(Worker& w);
     bool waitFor(std::atomic<int>& done, int micro);
     void fail();
+    Worker& worker(int replica, int stage) { return *workers_[size_t(replica * stages() + stage)]; }
 
-    int micro_, microBatch_;
+    int micro_, microBatch_, replicas_;
     int64_t paramCount_ = 0;
     const PipelineSchedule& schedule_;
     std::vector<std::unique_ptr<Stage>> stages_;
+    std::vector<std::unique_ptr<Worker>> workers_;  // replica by replica
     std::barrier<> start_, done_;
     std::atomic<bool> quit_{false}, failed_{false};
-    // The step being run: set before start_, read by the stage threads.
+    // The step being run: set before start_, read by the workers.
     const Batch* batch_ = nullptr;
     int64_t step_ = 0;
     uint64_t seed_ = 0;

@@ -40,6 +40,7 @@ struct TowerStep {
     // Pipelines (the lanes are stages): the stages' idle share of the step until its last backward
     // (-1: not a pipeline), and each stage's forward and backward blocks.
     double bubbleFraction = -1;
+    int stages = 0;  // the lanes are stages x replicas, replica by replica
     std::vector<std::vector<PipelineBlock>> stageBlocks;
 };
 

@@ -11,6 +11,7 @@
 #include <QHBoxLayout>
 #include <QHelpEvent>
 #include <QLabel>
+#include <QMap>
 #include <QPainter>
 #include <QProgressBar>
 #include <QScrollArea>
@@ -137,7 +138,8 @@ TimelineView::TimelineView(QWidget* parent) : QWidget(parent) {
 
 void TimelineView::reset(int towers) {
     towers_ = std::max(0, towers);
-    async_ = sawAverage_ = false;
+    async_ = pipeline_ = sawAverage_ = false;
+    stages_ = 0;
     steps_.clear();
     pushes_.clear();
     update();
@@ -155,6 +157,8 @@ void TimelineView::addStep(const tb::StepMetrics& m) {
     } else {
         steps_.push_back(m);
         while (int(steps_.size()) > kMaxSteps) steps_.pop_front();
+        pipeline_ = pipeline_ || !m.stageBlocks.empty();
+        if (m.stages > 0) stages_ = m.stages;
         sawAverage_ = sawAverage_ || m.averaged;
     }
     update();
@@ -168,12 +172,24 @@ int TimelineView::stepsShown() const {
 }
 
 std::span<const Phase> TimelineView::phaseOrder() const {
+    if (pipeline_) return std::span<const Phase>(tb::ui::kPipelinePhaseOrder);
     return async_ ? std::span<const Phase>(tb::ui::kAsyncPhaseOrder) : std::span<const Phase>(tb::ui::kPhaseOrder);
 }
 
 QString TimelineView::phaseLabel(Phase phase) const {
+    // A pipeline stage's wait is the bubble; its apply, its own update.
+    if (pipeline_ && phase == Phase::Wait) return tr("bubble (idle)");
+    if (pipeline_ && phase == Phase::Apply) return tr("update");
     // An asynchronous push has no wait; its reduce and apply are the pull and the push.
     return QLatin1String(async_ ? tb::ui::asyncPhaseName(phase) : tb::ui::phaseName(phase));
+}
+
+QString TimelineView::laneLabel(int lane) const {
+    if (!pipeline_) return tr("tower %1").arg(lane);
+    // Replicas of the pipeline (hybrid) follow replica by replica.
+    const int stages = stages_ > 0 ? stages_ : std::max(1, lanes());
+    return lanes() > stages ? tr("stage %1 \u00b7 r%2").arg(lane % stages + 1).arg(lane / stages + 1)
+                            : tr("stage %1").arg(lane + 1);
 }
 
 QVector<TimelineView::LegendEntry> TimelineView::legendEntries(double width) const {
@@ -218,7 +234,7 @@ TimelineView::Frame TimelineView::frame() const {
     f.legend = QRectF(area.left(), area.top(), area.width(), entries.isEmpty() ? lineH : entries.back().label.bottom());
     const double marksH = !async_ && sawAverage_ ? lineH : 0;
     f.marks = QRectF(area.left(), f.legend.bottom() + 4, area.width(), marksH);
-    f.labelW = fm.horizontalAdvance(tr("tower %1").arg(std::max(0, f.lanes - 1))) + 8;
+    f.labelW = fm.horizontalAdvance(laneLabel(std::max(0, f.lanes - 1))) + 8;
     const double top = f.marks.bottom() + (marksH > 0 ? 2 : 0);
     f.plot = QRectF(area.left() + f.labelW, top, area.width() - f.labelW, area.bottom() - lineH - 2 - top);
     f.axis = QRectF(f.plot.left(), f.plot.bottom() + 2, f.plot.width(), lineH);
@@ -288,12 +304,37 @@ QVector<TimelineView::Bar> TimelineView::bars() const {
             b.stepSeconds = m.stepSeconds;
             b.averaged = m.averaged;
             b.phases = m.towers[size_t(lane)].phases;
+            b.bubble = m.bubbleFraction;
+            b.stages = int(m.stageBlocks.size());
+            if (size_t(lane) < m.stageBlocks.size())
+                b.microBatches = int(std::count_if(m.stageBlocks[size_t(lane)].begin(), m.stageBlocks[size_t(lane)].end(),
+                                                   [](const tb::PipelineBlock& k) { return k.forward; }));
             // Timings that overrun the step's wall time (clocks read on different threads) are
             // clipped at the step's end.
             const double len = std::min(tb::ui::phasesTotal(b.phases) * perSecond, w);
             b.rect = QRectF(x, laneTop(lane) + (f.laneH - f.barH) / 2, len, f.barH);
             b.cell = QRectF(x, laneTop(lane), w, f.laneH);
             out.push_back(b);
+        }
+        x += w;
+    }
+    return out;
+}
+
+QVector<TimelineView::Block> TimelineView::blocks() const {
+    QVector<Block> out;
+    const Frame f = frame();
+    if (!pipeline_ || async_ || f.lanes == 0 || f.perSecond <= 0) return out;
+    double x = f.plot.left();
+    for (const auto& m : steps_) {
+        const double w = stepDuration(m) * f.perSecond;
+        for (size_t s = 0; s < m.stageBlocks.size() && int(s) < f.lanes; ++s) {
+            const double top = f.plot.top() + double(s) * f.laneH + (f.laneH - f.barH) / 2;
+            for (const tb::PipelineBlock& k : m.stageBlocks[s]) {
+                // Where it ran in its step, clipped at the step's end (clocks of two threads).
+                const double a = x + std::clamp(k.start * f.perSecond, 0.0, w), b = x + std::clamp(k.end * f.perSecond, 0.0, w);
+                out.push_back({int(s), m.step, k.micro, k.forward, QRectF(a, top, std::max(1.0, b - a), f.barH)});
+            }
         }
         x += w;
     }
@@ -318,7 +359,7 @@ QString TimelineView::toolTipAt(const QPointF& pos) const {
                                 .arg(b.tower)
                                 .arg(tb::ui::formatCount(double(b.step)))
                                 .arg(b.staleness)
-                          : tr("<b>tower %1 \u00b7 step %2</b>").arg(b.tower).arg(tb::ui::formatCount(double(b.step)));
+                          : tr("<b>%1 \u00b7 step %2</b>").arg(laneLabel(b.tower), tb::ui::formatCount(double(b.step)));
     QString rows;
     double sum = 0;
     for (Phase phase : phaseOrder()) {
@@ -332,6 +373,14 @@ QString TimelineView::toolTipAt(const QPointF& pos) const {
     if (async_)
         foot = tr("From %1 s to %2 s on the run's clock; the start is the push's time less its phases.")
                    .arg(tb::ui::formatCount(b.start, 3), tb::ui::formatCount(b.end, 3));
+    else if (pipeline_ && b.bubble >= 0)
+        foot = tr("%1 micro-batch(es) through %2 stages; the step took %3. The stages idled %4 of it until the last "
+                  "backward (the bubble); equal stages would idle (S-1)/(M+S-1) = %5.")
+                   .arg(b.microBatches)
+                   .arg(b.stages)
+                   .arg(tb::ui::formatMs(b.stepSeconds), tb::ui::formatCount(100 * b.bubble, 1) + QStringLiteral("%"),
+                        tb::ui::formatCount(100.0 * (b.stages - 1) / std::max(1, b.microBatches + b.stages - 1), 1) +
+                            QStringLiteral("%"));
     else
         foot = tr("The step took %1 of wall time.%2")
                    .arg(tb::ui::formatMs(b.stepSeconds),
@@ -364,7 +413,8 @@ void TimelineView::paintEvent(QPaintEvent*) {
     for (const LegendEntry& e : legendEntries(f.legend.width())) {
         const QRectF swatch = e.swatch.translated(f.legend.topLeft());
         p.fillRect(swatch, tb::ui::phaseColor(e.phase));
-        if (e.phase == Phase::Straggle) p.fillRect(swatch, QBrush(QColor(0, 0, 0, 110), Qt::BDiagPattern));
+        if (e.phase == Phase::Straggle || (pipeline_ && e.phase == Phase::Wait))
+            p.fillRect(swatch, QBrush(QColor(0, 0, 0, 110), Qt::BDiagPattern));
         p.setPen(text);
         p.drawText(e.label.translated(f.legend.topLeft()), Qt::AlignLeft | Qt::AlignVCenter, phaseLabel(e.phase));
     }
@@ -378,7 +428,7 @@ void TimelineView::paintEvent(QPaintEvent*) {
     p.setPen(text);
     for (int lane = 0; lane < f.lanes; ++lane)
         p.drawText(QRectF(f.plot.left() - f.labelW, f.plot.top() + lane * f.laneH, f.labelW - 6, f.laneH),
-                   Qt::AlignRight | Qt::AlignVCenter, tr("tower %1").arg(lane));
+                   Qt::AlignRight | Qt::AlignVCenter, laneLabel(lane));
 
     p.save();
     p.setClipRect(f.plot.adjusted(0, 0, 1, 0));
@@ -388,9 +438,39 @@ void TimelineView::paintEvent(QPaintEvent*) {
         if (async_)
             paintPhases(p, b.phases, order, f.plot.left() + (b.start - f.t0) * f.perSecond, f.perSecond, f.plot.left(),
                         b.rect.right(), b.rect.top(), b.rect.height());
-        else
+        else if (pipeline_) {
+            // The stage's whole step is idle (the bubble, hatched) but where a block ran; its
+            // update follows its last block.
+            const QRectF lane(b.cell.left(), b.rect.top(), b.cell.width(), b.rect.height());
+            p.fillRect(lane, tb::ui::phaseColor(Phase::Wait).lighter(130));
+            p.fillRect(lane, QBrush(QColor(0, 0, 0, 60), Qt::BDiagPattern));
+        } else
             paintPhases(p, b.phases, order, b.cell.left(), f.perSecond, b.cell.left(), b.cell.right(), b.rect.top(),
                         b.rect.height());
+    }
+    if (pipeline_) {
+        QMap<std::pair<int, int64_t>, QRectF> last;  // per stage and step: the block that ended last
+        for (const Block& k : blocks()) {
+            // Neighbouring micro-batches in alternating shades, each numbered where it fits.
+            QColor c = tb::ui::phaseColor(k.forward ? Phase::Forward : Phase::Backward);
+            if (k.micro % 2) c = c.lighter(118);
+            p.fillRect(k.rect, c);
+            p.setPen(QPen(pal.color(QPalette::Base), 1));
+            p.drawLine(k.rect.topLeft(), k.rect.bottomLeft());
+            const QString num = QString::number(k.micro + 1);
+            if (fm.horizontalAdvance(num) + 3 <= k.rect.width() && fm.height() <= k.rect.height() + 2) {
+                p.setPen(k.forward ? QColor(20, 40, 20) : QColor(235, 245, 235));
+                p.drawText(k.rect, Qt::AlignCenter, num);
+            }
+            QRectF& end = last[{k.stage, k.step}];
+            if (end.isNull() || k.rect.right() > end.right()) end = k.rect;
+        }
+        for (const Bar& b : all) {
+            const auto it = last.constFind({b.tower, b.step});
+            if (it == last.constEnd() || b.phases.apply <= 0) continue;
+            const double a = it->right(), w = std::min(b.phases.apply * f.perSecond, b.cell.right() - a);
+            if (w > 0) p.fillRect(QRectF(a, b.rect.top(), w, b.rect.height()), tb::ui::phaseColor(Phase::Apply));
+        }
     }
     p.restore();
 

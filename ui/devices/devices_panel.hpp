@@ -5,7 +5,10 @@
 // time, split into data, forward, backward, straggle, wait, reduce and apply, with the steps that
 // ended in an average marked; asynchronous runs show the run's wall clock, each push in its
 // tower's lane at the time it happened, so the towers run side by side and a straggler's long
-// compute shows at its true length. Hovering a bar shows each phase in milliseconds.
+// compute shows at its true length. Pipeline runs (model parallelism) have a lane per stage, and
+// each step's bar shows the stage's micro-batch blocks where they ran (forward light, backward
+// dark, numbered by micro-batch), the hatched gaps between them the bubble, then its update.
+// Hovering a bar shows each phase in milliseconds.
 #pragma once
 #include <QWidget>
 #include <deque>
@@ -40,6 +43,16 @@ public:
         int64_t staleness = -1;    // async
         bool averaged = false;     // sync: the replicas were averaged after this step
         tb::TowerPhases phases;
+        double bubble = -1;        // pipelines: the step's bubble_fraction
+        int microBatches = 0, stages = 0;  // pipelines
+    };
+    // A pipeline stage's forward or backward of one micro-batch, laid out for the current size.
+    struct Block {
+        int stage = 0;
+        int64_t step = 0;
+        int micro = 0;
+        bool forward = true;
+        QRectF rect;
     };
 
     explicit TimelineView(QWidget* parent = nullptr);
@@ -47,7 +60,9 @@ public:
     void addStep(const tb::StepMetrics& m);
     int stepsShown() const;                     // reports kept: steps, or pushes (async)
     bool wallClock() const { return async_; }   // an asynchronous run: lanes on the run's clock
+    bool pipeline() const { return pipeline_; } // a pipeline run: lanes are stages
     QVector<Bar> bars() const;                  // what is drawn at the current size
+    QVector<Block> blocks() const;              // pipelines: every micro-batch block drawn
     QVector<int64_t> averagingMarks() const;    // steps drawn with an averaging mark
     QString toolTipAt(const QPointF& pos) const;  // a bar's phases in ms; empty off the bars
     // Where the legend writes each phase's name and where the bars go, at the current size (the
@@ -84,10 +99,13 @@ private:
     int lanes() const;
     std::span<const tb::ui::Phase> phaseOrder() const;  // the order a step or a push runs them
     QString phaseLabel(tb::ui::Phase phase) const;
+    QString laneLabel(int lane) const;
     QVector<LegendEntry> legendEntries(double width) const;  // wrapped into rows of `width`
 
     int towers_ = 0;
     bool async_ = false;
+    bool pipeline_ = false;                // the steps carry stage blocks
+    int stages_ = 0;                       // pipelines: stages (lanes are stages x replicas)
     bool sawAverage_ = false;              // a row for averaging marks, kept once needed
     std::deque<tb::StepMetrics> steps_;    // sync: the last kMaxSteps
     std::vector<std::deque<Push>> pushes_; // async: per tower, its last pushes

@@ -24,6 +24,12 @@ inline constexpr int kAsyncPhaseCount = 7;
 inline constexpr Phase kAsyncPhaseOrder[kAsyncPhaseCount] = {Phase::Data,     Phase::Reduce, Phase::Forward, Phase::Backward,
                                                              Phase::Straggle, Phase::Apply,  Phase::Other};
 
+// A pipeline stage's step in the order it runs it: its micro-batches' forwards and backwards,
+// the idle gaps between them (the bubble, reported as wait), its update.
+inline constexpr int kPipelinePhaseCount = 4;
+inline constexpr Phase kPipelinePhaseOrder[kPipelinePhaseCount] = {Phase::Forward, Phase::Backward, Phase::Wait,
+                                                                   Phase::Apply};
+
 inline double phaseSeconds(const tb::TowerPhases& p, Phase phase) {
     switch (phase) {
     case Phase::Data: return p.dataWait;

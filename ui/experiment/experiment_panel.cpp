@@ -208,8 +208,11 @@ void ExperimentPanel::makeDeviceFields() {
                       tr("How the stages take the batch: naive (all of it through each stage in turn: each stage idles "
                          "(S-1)/S of the step), gpipe (micro-batches: all forwards, then all backwards) or 1f1b (one "
                          "forward, one backward: the same bubble, fewer activations held)."));
-    microBatches_ = spin(1, INT_MAX, tr("gpipe and 1f1b: the step's batch cut into M micro-batches (M divides the batch); "
+    microBatches_ = spin(1, INT_MAX, tr("gpipe and 1f1b: each replica's share of the batch cut into M micro-batches; "
                                         "the bubble shrinks to (S-1)/(M+S-1)."));
+    stageReplicas_ = spin(1, INT_MAX, tr("Hybrid parallelism: R copies of the pipeline, each on 1/R of the batch, every "
+                                         "stage's copies summing their gradients before its update (data parallel "
+                                         "inside the pipeline; stages x replicas CPU devices)."));
 }
 
 // Training: the batch, the optimiser, the length.
@@ -331,6 +334,7 @@ void ExperimentPanel::layOutForm() {
     add(devicesForm_, "stages", tr("Stages"), stages_);
     add(devicesForm_, "pipeline", tr("Pipeline"), pipeline_);
     add(devicesForm_, "micro_batches", tr("Micro-batches"), microBatches_);
+    add(devicesForm_, "stage_replicas", tr("Stage replicas"), stageReplicas_);
     add(trainingForm_, "batch", tr("Batch"), batch_, row({batch_, batchMeaning_}));
     bind("batch_per_tower", batchMeaning_, tr("Batch per tower"));
     add(trainingForm_, {}, tr("Global batch"), split_);
@@ -381,7 +385,7 @@ void ExperimentPanel::connectFields() {
     for (QComboBox* c : {model_, data_, variables_, reduce_, update_, optimizer_, precision_, length_, batchMeaning_, transfers_,
                           commPrecision_, pipeline_})
         connect(c, &QComboBox::currentIndexChanged, this, &ExperimentPanel::revalidate);
-    for (QSpinBox* s : {processes_, averageEvery_, psShards_, psTasks_, microBatches_, batch_, decaySteps_, seed_, evalEvery_, validation_, shuffleBuffer_,
+    for (QSpinBox* s : {processes_, averageEvery_, psShards_, psTasks_, microBatches_, stageReplicas_, batch_, decaySteps_, seed_, evalEvery_, validation_, shuffleBuffer_,
                         prefetch_, threads_, checkpointEvery_, keepCheckpoints_})
         connect(s, &QSpinBox::valueChanged, this, &ExperimentPanel::revalidate);
     for (QDoubleSpinBox* s : {lr_, momentum_, decayRate_, lengthValue_, emaDecay_, checkpointMinutes_})
@@ -547,6 +551,7 @@ tb::RunConfig ExperimentPanel::config() const {
     const std::string schedule = pipeline_->currentText().toStdString();
     c.pipeline = schedule == "naive" && base_.pipeline.empty() ? std::string() : schedule;
     c.microBatches = microBatches_->value();
+    c.stageReplicas = stageReplicas_->value();
     // A global batch leaves the split to the plan; a batch per tower makes the global batch
     // follow the towers (written out, so a saved file says what a step is).
     if (batchMeaning_->currentIndex() == kGlobalBatch) {
@@ -626,6 +631,7 @@ void ExperimentPanel::setConfig(const tb::RunConfig& c) {
     stages_->setText(QString::fromStdString(c.stages));
     pipeline_->setCurrentText(c.pipeline.empty() ? QStringLiteral("naive") : QString::fromStdString(c.pipeline));
     microBatches_->setValue(c.microBatches);
+    stageReplicas_->setValue(c.stageReplicas);
     batchMeaning_->setCurrentIndex(c.batchPerTower > 0 ? kBatchPerTower : kGlobalBatch);
     batch_->setValue(c.batchPerTower > 0 ? c.batchPerTower : c.batch);
     optimizer_->setCurrentText(QString::fromStdString(c.optimizer));

@@ -118,7 +118,7 @@ private:
     QWidget* folderRow_;
     QLineEdit *folder_, *slow_, *stages_, *metrics_, *initFrom_, *tfrecordFeatures_, *hostfile_;
     QPushButton *browse_, *browseMetrics_, *browseInit_;
-    QSpinBox *towers_, *perGpu_, *processes_, *averageEvery_, *psShards_, *psTasks_, *microBatches_, *batch_, *decaySteps_, *seed_, *evalEvery_, *validation_,
+    QSpinBox *towers_, *perGpu_, *processes_, *averageEvery_, *psShards_, *psTasks_, *microBatches_, *stageReplicas_, *batch_, *decaySteps_, *seed_, *evalEvery_, *validation_,
         *shuffleBuffer_, *prefetch_, *threads_, *checkpointEvery_, *keepCheckpoints_;
     NumberBox *lr_, *momentum_, *decayRate_, *lengthValue_, *emaDecay_, *checkpointMinutes_;
     QCheckBox *staircase_, *tf32_;

@@ -1,7 +1,9 @@
 #include "lessons/lessons.hpp"
 
+#include <QHBoxLayout>
 #include <QLabel>
 #include <QPushButton>
+#include <QScreen>
 #include <QTextBrowser>
 #include <QVBoxLayout>
 #include <algorithm>
@@ -126,7 +128,65 @@ std::vector<Lesson> lessons(int cores) {
                            "epoch takes.</p>"),
                        c});
     }
+    {
+        // The balanced model, two stages, a 1f1b pipeline; the lesson's window also runs it on one
+        // device and as naive stages.
+        tb::RunConfig c = base(std::max(2, cores), 1, 128);
+        c.model = "deep_mlp";
+        c.batchPerTower = 0;
+        c.steps = 120;
+        c.validation = 0;
+        c.evalEvery = 0;
+        c.stages = std::to_string(2);  // (a literal "2" here trips GCC 12's -Wrestrict false positive)
+        c.pipeline = "1f1b";
+        c.microBatches = 4;
+        out.push_back({QObject::tr("6. Data, model, pipeline"),
+                       QObject::tr(
+                           "<p>The lecture's other half. <b>Data parallelism</b> (lessons 1-5) copies the whole "
+                           "model onto every device. <b>Model parallelism</b> splits the model: here deep_mlp's "
+                           "eight equal layers go to two <b>stages</b>, each on its own device (a CPU thread), "
+                           "the activations flowing forward from stage 1 to stage 2 and their gradients back.</p>"
+                           "<p>The same model and batch train three ways, <b>one after another</b> so that they "
+                           "never share the cores: one device with every core; two stages <b>naively</b> (the whole "
+                           "batch through stage 1, then stage 2, then back: each stage idles half of every step, "
+                           "(S-1)/S); and the two stages as a <b>1f1b pipeline</b> of four micro-batches (while "
+                           "stage 2 works on one micro-batch, stage 1 works on the next: the idle share, the "
+                           "<i>bubble</i>, falls to (S-1)/(M+S-1) = 20% for equal stages, and each stage holds at "
+                           "most S-s micro-batches' activations).</p>"
+                           "<p><b>Watch</b> each timeline: a lane per stage, the numbered blocks are micro-batches' "
+                           "forwards (light) and backwards (dark), the hatched gaps the bubble. All three compute "
+                           "the same gradient: their losses agree step for step.</p>"),
+                       c, false, true});
+    }
     return out;
+}
+
+LessonColumn makeLessonColumn(const Lesson& lesson, const QString& startText, const QString& result,
+                              const QString& resultName) {
+    LessonColumn c;
+    auto* text = new QTextBrowser;
+    text->setHtml(lesson.text);
+    c.start = new QPushButton(startText);
+    c.start->setObjectName("lessonStart");
+    c.stop = new QPushButton(QObject::tr("Stop"));
+    c.stop->setEnabled(false);
+    c.result = new QLabel(result);
+    c.result->setObjectName(resultName);
+    c.result->setWordWrap(true);
+    c.result->setTextInteractionFlags(Qt::TextSelectableByMouse);
+    c.layout = new QVBoxLayout;
+    c.layout->addWidget(text, 1);
+    auto* buttons = new QHBoxLayout;
+    buttons->addWidget(c.start);
+    buttons->addWidget(c.stop);
+    c.layout->addLayout(buttons);
+    return c;
+}
+
+void fitLessonWindow(QWidget& window, int width, int height) {
+    const QRect avail = window.screen()->availableGeometry();
+    window.resize(std::min(width, avail.width() - 40), std::min(height, avail.height() - 60));
+    window.move(avail.center() - window.rect().center());
 }
 
 LessonPanel::LessonPanel(QWidget* parent) : QWidget(parent) {

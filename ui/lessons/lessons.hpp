@@ -1,7 +1,8 @@
 // Lessons: prepared experiments on data parallelism, each a short explanation beside a
 // configured run that the user starts and watches (Lessons menu). A lesson puts its settings
 // into the experiment form and its text into the Lesson dock; lesson 2 (a straggler, sync vs
-// async) runs both updates side by side in a window of its own (SyncAsyncLesson).
+// async) runs both updates side by side in a window of its own (SyncAsyncLesson), and lesson 6
+// (data, model, pipeline) three ways one after another in its own (ParallelismLesson).
 #pragma once
 #include <QString>
 #include <QWidget>
@@ -12,18 +13,33 @@
 class QLabel;
 class QPushButton;
 class QTextBrowser;
+class QVBoxLayout;
 
 struct Lesson {
     QString title;
     QString text;           // rich text: what to watch, and why it happens
     tb::RunConfig config;   // the experiment it sets up (lesson 2: the synchronous one)
     bool sideBySide = false;  // lesson 2: sync and async at once (SyncAsyncLesson)
+    bool threeWays = false;   // lesson 6: one device, naive stages, a pipeline (ParallelismLesson)
 };
 
-// The five, in teaching order: (1) the tower pattern and the sync point; (2) a straggler, sync
+// The six, in teaching order: (1) the tower pattern and the sync point; (2) a straggler, sync
 // vs async; (3) all-reduce vs the CPU holder; (4) averaging every K; (5) batch size and the
-// learning rate with more towers. `cores`: how many the runs may use.
+// learning rate with more towers; (6) data, model, pipeline. `cores`: how many the runs may use.
 std::vector<Lesson> lessons(int cores);
+
+// What the lessons' own windows (SyncAsyncLesson, ParallelismLesson) share: their left column,
+// the lesson's text above its Start and Stop buttons (Stop disabled until a run starts) and a
+// selectable, wrapping line for results under them; and their first showing, which takes most of
+// the screen they open on, never more.
+struct LessonColumn {
+    QVBoxLayout* layout = nullptr;
+    QPushButton *start = nullptr, *stop = nullptr;
+    QLabel* result = nullptr;  // objectName `resultName`; the caller places it (or adds it to layout)
+};
+LessonColumn makeLessonColumn(const Lesson& lesson, const QString& startText, const QString& result,
+                              const QString& resultName);
+void fitLessonWindow(QWidget& window, int width, int height);
 
 // The Lesson dock's content: the lesson's title and text, and a button to set it up again.
 class LessonPanel : public QWidget {

@@ -66,25 +66,16 @@ SyncAsyncLesson::SyncAsyncLesson(const Lesson& lesson, QWidget* parent) : QWidge
     bars_->setPen(QPen(tb::ui::kOrange.darker(130)));
     for (QCustomPlot* p : {byTime_, bySteps_, staleness_}) tb::ui::applyChartTheme(p, palette());
 
-    auto* text = new QTextBrowser;
-    text->setHtml(lesson.text);
-    start_ = new QPushButton(tr("Start both"));
-    start_->setObjectName("lessonStart");
-    stop_ = new QPushButton(tr("Stop"));
-    stop_->setEnabled(false);
-    summary_ = new QLabel(tr("Both runs: %1, %2 towers, tower 3 slowed x4, seed %3, one epoch each.")
-                              .arg(QString::fromStdString(lesson.config.model))
-                              .arg(towers)
-                              .arg(lesson.config.seed));
-    summary_->setObjectName("lessonSummary");
-    summary_->setWordWrap(true);
-    summary_->setTextInteractionFlags(Qt::TextSelectableByMouse);
-    auto* left = new QVBoxLayout;
-    left->addWidget(text, 1);
-    auto* buttons = new QHBoxLayout;
-    buttons->addWidget(start_);
-    buttons->addWidget(stop_);
-    left->addLayout(buttons);
+    const LessonColumn column = makeLessonColumn(lesson, tr("Start both"),
+                                                 tr("Both runs: %1, %2 towers, tower 3 slowed x4, seed %3, one epoch each.")
+                                                     .arg(QString::fromStdString(lesson.config.model))
+                                                     .arg(towers)
+                                                     .arg(lesson.config.seed),
+                                                 QStringLiteral("lessonSummary"));
+    start_ = column.start;
+    stop_ = column.stop;
+    summary_ = column.result;
+    QVBoxLayout* left = column.layout;
     left->addWidget(summary_);
     auto* grid = new QGridLayout;
     grid->addWidget(byTime_, 0, 0);
@@ -116,11 +107,9 @@ SyncAsyncLesson::SyncAsyncLesson(const Lesson& lesson, QWidget* parent) : QWidge
 }
 
 void SyncAsyncLesson::showEvent(QShowEvent* e) {
-    if (!sized_) {  // a first showing takes most of the screen it opens on, never more
+    if (!sized_) {
         sized_ = true;
-        const QRect avail = screen()->availableGeometry();
-        resize(std::min(1300, avail.width() - 40), std::min(800, avail.height() - 60));
-        move(avail.center() - rect().center());
+        fitLessonWindow(*this, 1300, 800);
     }
     QWidget::showEvent(e);
 }

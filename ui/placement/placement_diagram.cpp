@@ -225,6 +225,7 @@ public:
     void machineFrames();
     void towers();
     void headerAndCaption();
+    void stagePicture();  // model parallelism: the stages in a row per replica, arrows both ways
 
 private:
     static QString tr(const char* s) { return PlacementDiagram::tr(s); }
@@ -558,7 +559,78 @@ void PlacementDiagram::Painting::headerAndCaption() {
     fittedLines(g_.caption(), {d_.caption()});
 }
 
+// Model parallelism: a row of stage boxes per replica of the pipeline, each with its device and
+// layers; between neighbours the activations forward (above) and their gradients back (below),
+// labelled with the bytes a step sends across that boundary each way. During a run each box is
+// filled by its stage's busy share of the last step, and the header gives the step's bubble.
+void PlacementDiagram::Painting::stagePicture() {
+    const double scale = g_.scale;
+    const int replicas = std::max(1, m_.stageReplicas);
+    const int stages = int(m_.stages.size()) / replicas;
+    const QRectF header(g_.area.left(), g_.area.top(), g_.area.width(), g_.headerH);
+    p_.setPen(text_);
+    const QString what = tr("Model parallelism: %1 stages%2, %3%4")
+                             .arg(stages)
+                             .arg(replicas > 1 ? tr(" \u00d7 %1 replicas").arg(replicas) : QString())
+                             .arg(m_.schedule)
+                             .arg(m_.microBatches > 1 ? tr(" over %1 micro-batches").arg(m_.microBatches) : QString());
+    const QString live = d_.active_ && d_.last_.bubbleFraction >= 0
+                             ? tr("step %1: bubble %2%").arg(tb::ui::formatCount(double(d_.last_.step)),
+                                                             tb::ui::formatCount(100 * d_.last_.bubbleFraction, 1))
+                             : QString();
+    fittedLines(header, {live.isEmpty() ? what : what + QStringLiteral(" \u2014 ") + live});
+    const QRectF body(g_.area.left(), header.bottom() + 4 * scale, g_.area.width(),
+                      g_.area.height() - g_.headerH - g_.captionH - 8 * scale);
+    const double gap = std::min(120 * scale, body.width() * 0.4 / std::max(1, stages - 1));
+    const double boxW = std::max(8.0, (body.width() - gap * (stages - 1)) / std::max(1, stages));
+    const double rowGap = 10 * scale;
+    const double rowH = std::max(g_.lineH * 3, (body.height() - rowGap * (replicas - 1)) / replicas);
+    const double boxH = std::min(rowH, g_.lineH * 4.2);
+    for (int r = 0; r < replicas; ++r) {
+        const double top = body.top() + r * (rowH + rowGap) + (rowH - boxH) / 2;
+        for (int s = 0; s < stages; ++s) {
+            const int lane = r * stages + s;
+            const PlacementModel::StageBox& b = m_.stages[lane];
+            const QRectF box(body.left() + s * (boxW + gap), top, boxW, boxH);
+            p_.setPen(QPen(text_, 1.2 * scale));
+            p_.setBrush(base_);
+            p_.drawRoundedRect(box, 5 * scale, 5 * scale);
+            if (d_.active_ && size_t(lane) < d_.last_.towers.size() && d_.last_.stepSeconds > 0) {
+                // Its busy share of the last step, as a bar along the box's bottom.
+                const tb::TowerPhases& ph = d_.last_.towers[size_t(lane)].phases;
+                const double busy = std::clamp((ph.forward + ph.backward) / d_.last_.stepSeconds, 0.0, 1.0);
+                const QRectF bar(box.left() + 3 * scale, box.bottom() - 6 * scale, (box.width() - 6 * scale) * busy, 3 * scale);
+                p_.fillRect(bar, tb::ui::phaseColor(tb::ui::Phase::Forward));
+            }
+            p_.setPen(text_);
+            QStringList lines = {tr("stage %1 \u00b7 %2").arg(s + 1).arg(b.device), b.layers};
+            if (replicas > 1) lines << tr("replica %1").arg(r + 1);
+            fittedLines(box.adjusted(3 * scale, 2 * scale, -3 * scale, -6 * scale), lines);
+            if (s + 1 == stages) continue;
+            const QRectF next(box.right() + gap, top, boxW, boxH);
+            const double head = headFor(false);
+            const QString bytes = s < m_.boundaryBytes.size() && m_.boundaryBytes[s] > 0
+                                      ? formatBytes(double(m_.boundaryBytes[s]))
+                                      : QString();
+            p_.setPen(staticPen_);
+            const double yF = box.top() + boxH * 0.3, yB = box.top() + boxH * 0.7;
+            drawArrow(p_, QPointF(box.right() + 2 * scale, yF), QPointF(next.left() - 2 * scale, yF), head);
+            drawArrow(p_, QPointF(next.left() - 2 * scale, yB), QPointF(box.right() + 2 * scale, yB), head);
+            if (r == 0) {  // the bytes once, on the first replica's arrows
+                const QRectF above(box.right(), yF - g_.lineH * 1.05, gap, g_.lineH);
+                const QRectF below(box.right(), yB + g_.lineH * 0.05, gap, g_.lineH);
+                label(above, Qt::AlignCenter, bytes.isEmpty() ? tr("activations") : tr("act. %1").arg(bytes), faint_);
+                label(below, Qt::AlignCenter, bytes.isEmpty() ? tr("gradients") : tr("grad. %1").arg(bytes), faint_);
+            }
+        }
+    }
+    p_.setPen(faint_);
+    fittedLines(g_.caption(), {d_.caption()});
+}
+
 QString PlacementDiagram::caption() const {
+    if (!model_.stages.isEmpty())
+        return tr("CPU stages share memory: 0 B cross between them a step");
     return !model_.async              ? model_.bytesLabel()
            : model_.serverProcesses > 0 ? tr("async: workers push without waiting; %1").arg(model_.bytesLabel())
                                         : tr("async: towers push without waiting; %1").arg(model_.bytesLabel());
@@ -583,6 +655,18 @@ bool PlacementDiagram::event(QEvent* e) {
     // Over a tower's box its own text, whole (a narrow box elides it); elsewhere what a tower is.
     if (e->type() == QEvent::ToolTip) {
         const auto* help = static_cast<QHelpEvent*>(e);
+        if (!model_.stages.isEmpty()) {  // model parallelism: what the picture shows
+            QToolTip::showText(
+                help->globalPos(),
+                tb::ui::wrappedToolTip(
+                    tr("Each stage holds a run of the model's layers on its own device. Every step, the activations "
+                       "at each boundary go forward (the upper arrow) and their gradients come back (the lower one), "
+                       "as many bytes each way as the arrows say. CPU stages read them in place in the memory they "
+                       "share, so nothing crosses between memories (0 B moved); between separate devices they would "
+                       "cross.")),
+                this);
+            return true;
+        }
         for (int i = 0; i < model_.towers.size(); ++i)
             if (towerRect(i).contains(help->pos())) {
                 QToolTip::showText(help->globalPos(), towerText(i), this, towerRect(i).toAlignedRect());
@@ -602,6 +686,10 @@ void PlacementDiagram::paintEvent(QPaintEvent*) {
     cut_.clear();
     QPainter p(this);
     Painting draw(*this, p);
+    if (!model_.stages.isEmpty() && invalid_.isEmpty()) {
+        draw.stagePicture();
+        return;
+    }
     if (draw.blank()) return;
     draw.holder();
     draw.syncPoint();

@@ -4,11 +4,43 @@
 #include <QSet>
 #include <algorithm>
 
+#include "nn/network.hpp"
+#include "parallel/stage_plan.hpp"
 #include "placement/placement_format.hpp"
 
 namespace {
 bool isGpu(const QString& device) { return device.startsWith(QLatin1String("gpu:")); }
 }  // namespace
+
+PlacementModel PlacementModel::fromStages(const tb::RunConfig& c, const tb::ModelSpec& spec) {
+    PlacementModel m;
+    std::vector<std::string> names;
+    for (const tb::LayerSpec& l : spec.layers) names.push_back(l.name);
+    const tb::StagePlan plan = tb::parseStagePlan(c.stages, names);
+    m.schedule = QString::fromStdString(c.pipeline.empty() ? std::string("naive") : c.pipeline);
+    m.microBatches = c.microBatches;
+    m.stageReplicas = std::max(1, c.stageReplicas);
+    m.paramCount = tb::shapeOf(spec).params;
+    auto backend = tb::makeCpuBackend(1);
+    for (int r = 0; r < m.stageReplicas; ++r)
+        for (int s = 0; s < plan.count(); ++s) {
+            const tb::Stage& st = plan.stages[size_t(s)];
+            tb::Device d = st.device;
+            d.index += plan.count() * r;  // as StagePipeline numbers a replica's devices
+            const QString layers = st.first < 0 ? QObject::tr("split at start")
+                                   : st.first == st.last ? QString::fromStdString(names[size_t(st.first)])
+                                                         : QString::fromStdString(names[size_t(st.first)] + ".." +
+                                                                                  names[size_t(st.last)]);
+            m.stages.push_back({QString::fromStdString(d.str()), layers, r});
+            if (r > 0 || s + 1 == plan.count()) continue;
+            // The boundary layer's outputs per example, from a one-layer stage of batch 1.
+            const int64_t perExample =
+                st.first < 0 ? 0
+                             : tb::Network(spec, *backend, 1, tb::LayerRange{st.last, st.last}).outputDims().size();
+            m.boundaryBytes.push_back(perExample * int64_t(c.batch / m.stageReplicas) * int64_t(sizeof(float)));
+        }
+    return m;
+}
 
 PlacementModel PlacementModel::fromPlan(const tb::DeploymentPlan& plan, int64_t paramCount) {
     PlacementModel m;

@@ -5,6 +5,8 @@
 #include <QString>
 #include <QVector>
 
+#include "io/run_config.hpp"
+#include "nn/model_spec.hpp"
 #include "parallel/deployment_plan.hpp"
 
 struct PlacementModel {
@@ -37,8 +39,26 @@ struct PlacementModel {
     // towers (the plan's towers, repeated per process).
     int processes = 1;
     int serverProcesses = 0;
+    // Model parallelism (--stages): the stages left to right, a row per replica of the pipeline,
+    // each box its device and layers ("split at start" where the run balances them by measured
+    // time); per boundary between stage s and s+1, the bytes of the activations that go forward
+    // over a step (batch / replicas x the boundary layer's outputs x 4), as many coming back as
+    // their gradients (0: not known before the split is). CPU stages share memory, so none of it
+    // crosses between memories (bytes_moved stays 0): the caption says so.
+    struct StageBox {
+        QString device, layers;
+        int replica = 0;
+        bool operator==(const StageBox&) const = default;
+    };
+    QVector<StageBox> stages;
+    QVector<int64_t> boundaryBytes;
+    QString schedule;
+    int microBatches = 1, stageReplicas = 1;
 
     static PlacementModel fromPlan(const tb::DeploymentPlan& plan, int64_t paramCount);
+    // A run with --stages: its stages and boundaries (throws tb::Error where the stages do not
+    // read against the model).
+    static PlacementModel fromStages(const tb::RunConfig& config, const tb::ModelSpec& spec);
     // The same knowing each variable's size (Network::paramInfos()), so shards can be sized.
     static PlacementModel fromPlan(const tb::DeploymentPlan& plan, const QVector<int64_t>& variableSizes);
     // The same plan run by `processes` processes (--ps-tasks `servers` of them); a global batch

@@ -35,8 +35,10 @@
 #include <fstream>
 
 #include "backend/backend.hpp"
+#include "parallel/stage_plan.hpp"
 #include "charts/charts_panel.hpp"
 #include "lessons/concepts_help.hpp"
+#include "lessons/parallelism_lesson.hpp"
 #include "devices/devices_panel.hpp"
 #include "window/engine_worker.hpp"
 #include "experiment/experiment_panel.hpp"
@@ -80,6 +82,28 @@ QString percent(double fraction) { return QLocale().toString(100 * fraction, 'f'
 namespace {
 // The synthetic sets are the 2-D ones (dataset.hpp): their decision regions can be drawn.
 bool isPlanar(const tb::RunConfig& c) { return c.data.rfind("synthetic:", 0) == 0; }
+
+// A pipeline run's lanes, one per stage and its device; empty without --stages, or where the
+// stages do not read against the model (the form says why, and the run is refused).
+QStringList stageLanes(const tb::RunConfig& c) {
+    QStringList out;
+    if (c.stages.empty()) return out;
+    try {
+        std::vector<std::string> names;
+        for (const tb::LayerSpec& l : tb::findModel(c.model).layers) names.push_back(l.name);
+        const tb::StagePlan plan = tb::parseStagePlan(c.stages, names);
+        const int replicas = std::max(1, c.stageReplicas);
+        for (int r = 0; r < replicas; ++r)
+            for (int i = 0; i < plan.count(); ++i) {
+                tb::Device d = plan.stages[size_t(i)].device;
+                d.index += plan.count() * r;  // as StagePipeline numbers a replica's devices
+                out << tb::ui::stageLane(i, QString::fromStdString(d.str()), replicas > 1 ? r : -1);
+            }
+    } catch (const tb::Error&) {
+        out.clear();
+    }
+    return out;
+}
 }  // namespace
 
 MainWindow::MainWindow(DeviceCatalog catalog, const TelemetryFactory& telemetry, QWidget* parent)
@@ -277,6 +301,17 @@ void MainWindow::connectWorker() {
         recentSteps_.clear();
         runDetail_ = plan;
         setState(paused_ ? tr("Paused at step 0") : tr("Running"), plan);
+        // A pipeline's split, chosen now where the form left it to the balancer: the engine's
+        // message begins "stages SPEC;", and the diagram draws that split.
+        if (plan.startsWith(QLatin1String("stages "))) {
+            tb::RunConfig c = experiment_->config();
+            c.stages = plan.section(QLatin1Char(';'), 0, 0).mid(7).toStdString();
+            try {
+                diagram_->setModel(PlacementModel::fromStages(c, tb::findModel(c.model)));
+            } catch (const std::exception&) {
+                // The form's own picture stays (the run refuses a split that does not read).
+            }
+        }
     });
     frames_ = new FrameGate([this] { showSteps(worker_->takeSteps()); }, this);
     connect(worker_, &EngineWorker::stepsReady, frames_, &FrameGate::request);
@@ -471,23 +506,26 @@ void MainWindow::buildMenus() {
 }
 
 void MainWindow::clearRunViews(const QStringList& towers) {
-    charts_->reset(int(towers.size()));
+    // A pipeline's stages have one loss between them (the last stage's): no per-lane loss lines.
+    charts_->reset(tb::ui::isStageLane(towers.value(0)) ? 0 : int(towers.size()));
     devices_->reset(towers);
     decision_->clear();
     predictions_->clear();
     summary_->hide();
 }
 
-SyncAsyncLesson* MainWindow::openLesson(int index) {
+QWidget* MainWindow::openLesson(int index) {
     const std::vector<Lesson> all = lessons(int(std::max(1u, std::thread::hardware_concurrency())));
     if (index < 0 || size_t(index) >= all.size()) return nullptr;
     const Lesson& lesson = all[size_t(index)];
-    if (lesson.sideBySide) {
-        if (!syncAsync_) syncAsync_ = new SyncAsyncLesson(lesson, this);
-        syncAsync_->show();
-        syncAsync_->raise();
-        syncAsync_->activateWindow();
-        return syncAsync_;
+    if (lesson.sideBySide || lesson.threeWays) {  // a window of its own
+        QWidget* own = nullptr;
+        if (lesson.sideBySide) own = syncAsync_ ? syncAsync_ : (syncAsync_ = new SyncAsyncLesson(lesson, this));
+        else own = threeWays_ ? threeWays_ : (threeWays_ = new ParallelismLesson(lesson, this));
+        own->show();
+        own->raise();
+        own->activateWindow();
+        return own;
     }
     if (!running_ && !launcher_->running() && !follower_) {
         // The lesson's experiment on a clean slate: no banner or charts of the run before it.
@@ -553,8 +591,11 @@ void MainWindow::experimentEdited(const tb::RunConfig& c, bool valid) {
             for (const auto& info : net.paramInfos()) variableSizes_ << info.shape.numel();
             paramsModel_ = QString::fromStdString(c.model);
         }
-        diagram_->setModel(PlacementModel::fromPlan(catalog_.makePlan(c), variableSizes_)
-                               .acrossProcesses(experiment_->processes(), c.psTasks, c.batchPerTower > 0));
+        if (!c.stages.empty())  // model parallelism: the stages, not towers
+            diagram_->setModel(PlacementModel::fromStages(c, tb::findModel(c.model)));
+        else
+            diagram_->setModel(PlacementModel::fromPlan(catalog_.makePlan(c), variableSizes_)
+                                   .acrossProcesses(experiment_->processes(), c.psTasks, c.batchPerTower > 0));
     } catch (const std::exception& e) {
         setState(tr("Ready"), QString::fromUtf8(e.what()));
     }
@@ -614,7 +655,7 @@ void MainWindow::followFolder(const QString& folder, bool takeSettings) {
     follower_ = std::make_unique<RunFollower>(folder);
     const QStringList towers = follower_->towers();
     auto start = [this, towers] {
-        charts_->reset(int(towers.size()));
+        charts_->reset(tb::ui::isStageLane(towers.value(0)) ? 0 : int(towers.size()));
         devices_->reset(towers);
         recentSteps_.clear();
     };
@@ -681,8 +722,9 @@ void MainWindow::launch(bool startPaused, const QString& resumeDir) {
         return;
     }
     const tb::DeploymentPlan plan = catalog_.makePlan(c);  // tb::makePlan's, on a real catalog
-    pendingTowers_.clear();
-    for (const auto& d : plan.towers) pendingTowers_ << QString::fromStdString(d.str());
+    pendingTowers_ = stageLanes(c);
+    if (pendingTowers_.isEmpty())
+        for (const auto& d : plan.towers) pendingTowers_ << QString::fromStdString(d.str());
     pendingPlanar_ = isPlanar(c);
     lastError_.clear();
     running_ = true;

@@ -30,6 +30,7 @@ class RunsPanel;
 class ScalingLab;
 class LessonPanel;
 class SyncAsyncLesson;
+class ParallelismLesson;
 class RunFollower;
 class ProcessLauncher;
 class ChartsPanel;
@@ -67,9 +68,10 @@ public:
     // The scaling lab's window, made on first use, measuring the experiment of the moment; with a
     // folder, that sweep shown.
     ScalingLab* openScalingLab(const QString& sweepFolder = {});
-    // Lessons > N: the lesson's settings into the form and its text into the Lesson dock; lesson 2
-    // (index 1) opens its side-by-side window instead, which it returns (else nullptr).
-    SyncAsyncLesson* openLesson(int index);
+    // Lessons > N: the lesson's settings into the form and its text into the Lesson dock; lessons 2
+    // and 6 (indices 1 and 5) open their own windows instead (SyncAsyncLesson, ParallelismLesson),
+    // which it returns (else nullptr).
+    QWidget* openLesson(int index);
     LessonPanel* lessonPanel() const { return lesson_; }
     QDockWidget* lessonDock() const { return lessonDock_; }
     QComboBox* paceBox() const { return pace_; }
@@ -170,6 +172,7 @@ private:
     LessonPanel* lesson_;
     QDockWidget* lessonDock_;
     SyncAsyncLesson* syncAsync_ = nullptr;
+    ParallelismLesson* threeWays_ = nullptr;
     QDockWidget *left_, *right_, *predictionsDock_;
     QThread thread_;
     EngineWorker* worker_;

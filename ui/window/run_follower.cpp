@@ -9,6 +9,7 @@
 #include "engine/metrics_file.hpp"
 #include "engine/run_folder.hpp"
 #include "util/error.hpp"
+#include "view_format.hpp"
 
 RunFollower::RunFollower(QString folder, QObject* parent) : QObject(parent), folder_(std::move(folder)) {
     timer_.setInterval(kPollMs);
@@ -29,6 +30,21 @@ QStringList RunFollower::towers() const {
     QStringList out;
     if (!f.open(QIODevice::ReadOnly)) return out;
     const QJsonObject plan = QJsonDocument::fromJson(f.readAll()).object();
+    // A pipeline's lanes are its stages, which plan.json names explicitly (DEV=FROM..TO,...).
+    // Replicas of the pipeline (hybrid) follow replica by replica, replica r's stage s on the
+    // CPU device numbered s + S r.
+    if (const QString stages = plan.value("stages").toString(); !stages.isEmpty()) {
+        const QStringList items = stages.split(',');
+        const int replicas = std::max(1, plan.value("stage_replicas").toInt(1));
+        for (int r = 0; r < replicas; ++r)
+            for (int i = 0; i < items.size(); ++i) {
+                const QString device = items[i].section('=', 0, 0).section('*', 0, 0);
+                const int index = device.section(':', 1).toInt() + int(items.size()) * r;
+                out << tb::ui::stageLane(i, r == 0 ? device : device.section(':', 0, 0) + ':' + QString::number(index),
+                                         replicas > 1 ? r : -1);
+            }
+        return out;
+    }
     const QJsonArray towers = plan.value("towers").toArray();
     // A run of several processes: each worker's towers, worker by worker, as its step lines list
     // them (asynchronous parameter-server workers report the chief's alone).

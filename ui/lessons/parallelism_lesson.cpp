@@ -1,0 +1,204 @@
+#include "lessons/parallelism_lesson.hpp"
+
+#include <QCloseEvent>
+#include <QGridLayout>
+#include <QHBoxLayout>
+#include <QJsonDocument>
+#include <QJsonObject>
+#include <QLabel>
+#include <QPushButton>
+#include <QScreen>
+#include <QTextBrowser>
+#include <QThread>
+#include <QVBoxLayout>
+
+#include "devices/devices_panel.hpp"
+#include "view_format.hpp"
+#include "window/engine_worker.hpp"
+#include "window/frame_gate.hpp"
+
+ParallelismLesson::ParallelismLesson(const Lesson& lesson, QWidget* parent) : QWidget(parent, Qt::Window) {
+    setObjectName("parallelismLesson");
+    setWindowTitle(lesson.title + QStringLiteral(" — Towerbench"));
+    EngineWorker::registerTypes();
+    // The lesson's config is the pipeline; the other two ways are it without micro-batches, and
+    // without stages.
+    tb::RunConfig one = lesson.config, naive = lesson.config;
+    one.stages.clear();
+    one.pipeline.clear();
+    one.microBatches = 1;
+    naive.pipeline.clear();
+    naive.microBatches = 1;
+    const std::array<QString, kWays> names = {tr("one device, %1 threads").arg(one.threads), tr("2 stages, naive"),
+                                              tr("2 stages, 1f1b, %1 micro-batches").arg(lesson.config.microBatches)};
+    const std::array<tb::RunConfig, kWays> configs = {one, naive, lesson.config};
+    for (int i = 0; i < kWays; ++i) ways_[size_t(i)].name = names[size_t(i)], ways_[size_t(i)].config = configs[size_t(i)];
+
+    const LessonColumn column =
+        makeLessonColumn(lesson, tr("Run the three, one after another"),
+                         tr("Press Run: each way trains %1 steps of %2 on batches of %3, alone on the cores.")
+                             .arg(lesson.config.steps)
+                             .arg(QString::fromStdString(lesson.config.model))
+                             .arg(lesson.config.batch),
+                         QStringLiteral("lessonConclusion"));
+    start_ = column.start;
+    stop_ = column.stop;
+    conclusion_ = column.result;
+    QVBoxLayout* left = column.layout;
+    auto* grid = new QGridLayout;
+    for (int i = 0; i < kWays; ++i) {
+        Way& w = ways_[size_t(i)];
+        auto* title = new QLabel(QStringLiteral("<b>%1</b>").arg(w.name));
+        title->setWordWrap(true);
+        w.timeline = new TimelineView;
+        w.timeline->reset(i == 0 ? 1 : 2);
+        w.result = new QLabel(tr("not run yet"));
+        w.result->setWordWrap(true);
+        grid->addWidget(title, 0, i);
+        grid->addWidget(w.timeline, 1, i);
+        grid->addWidget(w.result, 2, i);
+        grid->setColumnStretch(i, 1);
+    }
+    grid->setRowStretch(1, 1);
+    grid->addWidget(conclusion_, 3, 0, 1, kWays);
+    auto* layout = new QHBoxLayout(this);
+    layout->addLayout(left, 1);
+    layout->addLayout(grid, 3);
+    connect(start_, &QPushButton::clicked, this, &ParallelismLesson::start);
+    connect(stop_, &QPushButton::clicked, this, &ParallelismLesson::stop);
+
+    thread_ = new QThread(this);
+    worker_ = new EngineWorker;
+    worker_->moveToThread(thread_);
+    connect(thread_, &QThread::finished, worker_, &QObject::deleteLater);
+    frames_ = new FrameGate([this] { takeSteps(); }, this);
+    connect(worker_, &EngineWorker::stepsReady, frames_, &FrameGate::request);
+    connect(worker_, &EngineWorker::finished, this,
+            [this](const QString& summary, bool stopped) { finish(summary, stopped, {}); });
+    connect(worker_, &EngineWorker::failed, this, [this](const QString& message) { finish({}, false, message); });
+    thread_->start();
+}
+
+ParallelismLesson::~ParallelismLesson() {
+    worker_->abort();
+    thread_->quit();
+    thread_->wait();
+}
+
+void ParallelismLesson::showEvent(QShowEvent* e) {
+    if (!sized_) {
+        sized_ = true;
+        fitLessonWindow(*this, 1300, 700);
+    }
+    QWidget::showEvent(e);
+}
+
+void ParallelismLesson::start() {
+    if (running()) return;
+    stopping_ = false;
+    for (Way& w : ways_) {
+        w.examplesPerSec = w.bubble = -1;
+        w.result->setText(tr("waiting for its turn"));
+    }
+    start_->setEnabled(false);
+    stop_->setEnabled(true);
+    conclusion_->setText(tr("Training the three ways one after another…"));
+    runWay(0);
+}
+
+void ParallelismLesson::runWay(int way) {
+    current_ = way;
+    Way& w = ways_[size_t(way)];
+    w.timeline->reset(way == 0 ? 1 : 2);
+    w.result->setText(tr("training…"));
+    worker_->expectRun();
+    EngineWorker* worker = worker_;
+    const tb::RunConfig c = w.config;
+    QMetaObject::invokeMethod(worker, [worker, c] { worker->run(c); }, Qt::QueuedConnection);  // on its thread
+}
+
+void ParallelismLesson::stop() {
+    stopping_ = true;
+    if (running()) worker_->stop();
+}
+
+void ParallelismLesson::closeEvent(QCloseEvent* e) {
+    stopping_ = true;
+    if (running()) worker_->abort();
+    e->accept();
+}
+
+void ParallelismLesson::takeSteps() {
+    const std::vector<tb::StepMetrics> steps = worker_->takeSteps();
+    if (current_ < 0) return;
+    for (const tb::StepMetrics& m : steps) ways_[size_t(current_)].timeline->addStep(m);
+}
+
+void ParallelismLesson::finish(const QString& summaryJson, bool stopped, const QString& error) {
+    if (current_ < 0) return;
+    frames_->flush();  // its last steps
+    Way& w = ways_[size_t(current_)];
+    if (!error.isEmpty()) {
+        w.result->setText(tr("failed: %1").arg(error));
+    } else {
+        const QJsonObject o = QJsonDocument::fromJson(summaryJson.toUtf8()).object();
+        w.examplesPerSec = o.value("steady_examples_per_sec").toDouble(o.value("examples_per_sec").toDouble());
+        w.bubble = o.value("bubble_fraction").toDouble(-1);
+        const int stages = current_ == 0 ? 1 : 2, micro = w.config.microBatches;
+        QString line = tr("%1 examples/s").arg(tb::ui::formatCount(w.examplesPerSec));
+        if (w.bubble >= 0)
+            line += tr("; the stages idled %1% of each step (equal stages: %2%)")
+                        .arg(tb::ui::formatCount(100 * w.bubble, 1),
+                             tb::ui::formatCount(100.0 * (stages - 1) / (micro + stages - 1), 1));
+        if (stopped) line += tr(" (stopped)");
+        w.result->setText(line);
+    }
+    const int next = current_ + 1;
+    if (!stopping_ && error.isEmpty() && !stopped && next < kWays) {
+        runWay(next);
+        return;
+    }
+    current_ = -1;
+    start_->setEnabled(true);
+    stop_->setEnabled(false);
+    conclude();
+}
+
+// What the three measured say, in numbers: why naive model parallelism is slower than one device,
+// how much micro-batches win back, and which way is fastest on this machine.
+void ParallelismLesson::conclude() {
+    const Way &one = ways_[0], &naive = ways_[1], &pipe = ways_[2];
+    if (one.examplesPerSec <= 0 || naive.examplesPerSec <= 0 || pipe.examplesPerSec <= 0) {
+        conclusion_->setText(tr("Not all three ways ran to the end: nothing to compare."));
+        return;
+    }
+    const auto rate = [](double x) { return tb::ui::formatCount(x); };
+    const auto pct = [](double x) { return tb::ui::formatCount(100 * x, 1) + QStringLiteral("%"); };
+    QString s = tr("<p><b>Naive model parallelism</b> trained %1 examples/s against one device's %2 (%3x): its two "
+                   "stages idled %4 of each step, as (S-1)/S = 50% says, because each waits while the other "
+                   "works on the whole batch.</p>")
+                    .arg(rate(naive.examplesPerSec), rate(one.examplesPerSec),
+                         tb::ui::formatCount(naive.examplesPerSec / one.examplesPerSec, 2), pct(naive.bubble));
+    s += tr("<p><b>The 1f1b pipeline</b> of %1 micro-batches kept both stages busy at once: they idled %2 "
+            "(equal stages: %3), and it trained %4 examples/s, %5x naive's.")
+             .arg(pipe.config.microBatches)
+             .arg(pct(pipe.bubble), pct(1.0 / (pipe.config.microBatches + 1)), rate(pipe.examplesPerSec),
+                  tb::ui::formatCount(pipe.examplesPerSec / naive.examplesPerSec, 2));
+    if (pipe.examplesPerSec < naive.examplesPerSec)
+        s += tr(" Less idle, yet slower here: each micro-batch of %1 examples reads all of its stage's weights "
+                "again, and each stage adds every micro-batch's gradient to the step's, so the work grew more "
+                "than the bubble shrank.")
+                 .arg(pipe.config.batch / std::max(1, pipe.config.microBatches));
+    s += QStringLiteral("</p>");
+    if (one.examplesPerSec >= std::max(naive.examplesPerSec, pipe.examplesPerSec))
+        s += tr("<p><b>On this machine one device is fastest</b> (%1 examples/s with every core): its layers "
+                "run as whole-batch matrix products on all threads, where each stage has half the threads and "
+                "small micro-batches, each reading the stage's weights again. Splitting a model pays when it "
+                "does not fit one device, or across devices fast enough to keep the stages fed. The scaling "
+                "lab's predictor does not model pipelines on GPUs yet.</p>")
+                 .arg(rate(one.examplesPerSec));
+    else
+        s += tr("<p>Here the pipeline beat one device (%1 against %2 examples/s).</p>")
+                 .arg(rate(std::max(naive.examplesPerSec, pipe.examplesPerSec)), rate(one.examplesPerSec));
+    conclusion_->setText(s);
+}

@@ -1,0 +1,64 @@
+// ParallelismLesson: lesson 6's window, "Data, model, pipeline". The same model and batch trained
+// three ways one after another, so that no two share the cores: one device with every core, the
+// model split into two stages of one thread each (naive model parallelism: the whole batch
+// through each stage in turn), and the same two stages as a 1f1b pipeline of micro-batches. Each
+// way's timeline of its last steps side by side (a lane per stage), its examples/sec and its
+// measured bubble against (S-1)/(M+S-1), and a conclusion written from the measured numbers.
+#pragma once
+#include <QString>
+#include <QWidget>
+#include <array>
+
+#include "lessons/lessons.hpp"
+
+class EngineWorker;
+class FrameGate;
+class QLabel;
+class QPushButton;
+class QThread;
+class TimelineView;
+
+class ParallelismLesson : public QWidget {
+    Q_OBJECT
+public:
+    static constexpr int kWays = 3;
+    explicit ParallelismLesson(const Lesson& lesson, QWidget* parent = nullptr);
+    ~ParallelismLesson() override;
+    bool running() const { return current_ >= 0; }
+    QPushButton* startButton() const { return start_; }
+    QLabel* conclusion() const { return conclusion_; }
+    TimelineView* timeline(int way) const { return ways_[size_t(way)].timeline; }
+    QLabel* result(int way) const { return ways_[size_t(way)].result; }
+    const tb::RunConfig& config(int way) const { return ways_[size_t(way)].config; }
+
+public slots:
+    void start();
+    void stop();
+
+protected:
+    void closeEvent(QCloseEvent* e) override;
+    void showEvent(QShowEvent* e) override;
+
+private:
+    struct Way {
+        QString name;
+        tb::RunConfig config;
+        TimelineView* timeline = nullptr;
+        QLabel* result = nullptr;
+        double examplesPerSec = -1, bubble = -1;  // the summary's (steady examples/sec)
+    };
+    void runWay(int way);  // starts it on the worker's thread
+    void takeSteps();
+    void finish(const QString& summaryJson, bool stopped, const QString& error);
+    void conclude();
+
+    std::array<Way, kWays> ways_;
+    int current_ = -1;  // the way training now; -1: none
+    bool stopping_ = false;
+    QThread* thread_ = nullptr;
+    EngineWorker* worker_ = nullptr;
+    FrameGate* frames_ = nullptr;
+    QPushButton *start_ = nullptr, *stop_ = nullptr;
+    QLabel* conclusion_ = nullptr;
+    bool sized_ = false;
+};
