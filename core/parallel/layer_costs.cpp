@@ -14,8 +14,8 @@ std::vector<double> measureLayerSeconds(const ModelSpec& spec, Backend& backend,
     std::vector<double> cost;
     for (int l = 0; l < layers; ++l) {
         Network net(spec, backend, batch, LayerRange{l, l});
-        const std::vector<float> init = net.initialParams(1);
-        backend.copyFromHost(s, net.params(), init.data(), init.size() * sizeof(float));
+        if (const std::vector<float> init = net.initialParams(1); !init.empty())  // ReLU, pooling: none
+            backend.copyFromHost(s, net.params(), init.data(), init.size() * sizeof(float));
         // Its input, its output's gradient and its input's gradient: small values, as a trained
         // network's (no denormals, no overflow in LRN's powers).
         const size_t in = size_t(batch) * size_t(net.inputDims().size());

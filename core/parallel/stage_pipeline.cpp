@@ -94,8 +94,9 @@ StagePipeline::StagePipeline(const ModelSpec& spec, const StagePipelineSetup& se
                     st.ownParams = w->backend->empty(Shape{std::max<int64_t>(n, 1)});
                     st.params = st.ownParams.data();
                 }
-                const std::vector<float> init = first.initialParams(setup.seed);
-                w->backend->copyFromHost(w->stream, st.params, init.data(), init.size() * sizeof(float));
+                // (A stage of parameter-free layers has none to copy: memcpy takes no null source.)
+                if (const std::vector<float> init = first.initialParams(setup.seed); !init.empty())
+                    w->backend->copyFromHost(w->stream, st.params, init.data(), init.size() * sizeof(float));
                 st.optimizer = std::make_unique<Optimizer>(*w->backend, setup.opt.rule, setup.opt.hyper,
                                                            setup.opt.schedule, size_t(n), w->stream);
                 paramCount_ += n;
