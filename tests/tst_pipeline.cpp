@@ -100,6 +100,7 @@ Trained oneDevice(const ModelSpec& spec) {
         t.losses.push_back(stats[0] / kBatch);
     }
     t.weights.assign(net.params(), net.params() + net.paramCount());
+    be->destroyStream(s);
     return t;
 }
 

@@ -14,14 +14,18 @@ namespace tb {
 
 namespace {
 
+// (A pipeline stage of parameter-free layers has empty optimiser slots: nothing to copy, and
+// memcpy takes no null pointer.)
 std::vector<float> toHost(Backend& backend, Stream stream, const float* data, size_t count) {
     std::vector<float> out(count);
+    if (count == 0) return out;
     backend.copyToHost(stream, out.data(), data, count * sizeof(float));
     backend.synchronize(stream);
     return out;
 }
 
 void fromHost(Backend& backend, Stream stream, float* data, const float* host, size_t count) {
+    if (count == 0) return;
     backend.copyFromHost(stream, data, host, count * sizeof(float));
     backend.synchronize(stream);
 }

@@ -16,7 +16,10 @@ PipelineSet::PipelineSet(const ModelSpec& spec, StagePipelineSetup setup, std::u
     pipe_ = std::make_unique<StagePipeline>(spec, setup, *schedule_);
 }
 
-PipelineSet::~PipelineSet() = default;
+PipelineSet::~PipelineSet() {
+    pipe_.reset();  // its threads end before the buffers they read go
+    backend_->destroyStream(stream_);
+}
 
 std::string PipelineSet::backendName() const {
     return pipe_->backendName() + " x " + std::to_string(pipe_->stages()) + " stages" +

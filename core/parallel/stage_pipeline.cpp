@@ -122,7 +122,10 @@ StagePipeline::StagePipeline(const ModelSpec& spec, const StagePipelineSetup& se
 StagePipeline::~StagePipeline() {
     quit_ = true;
     start_.arrive_and_wait();
-    for (auto& w : workers_) w->thread.join();
+    for (auto& w : workers_) {
+        w->thread.join();
+        w->backend->destroyStream(w->stream);
+    }
 }
 
 Device StagePipeline::laneDevice(int lane) const { return workers_[size_t(lane)]->device; }
