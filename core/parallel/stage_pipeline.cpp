@@ -52,7 +52,6 @@ struct StagePipeline::Worker {
 StagePipeline::StagePipeline(const ModelSpec& spec, const StagePipelineSetup& setup, const PipelineSchedule& schedule)
     : micro_(setup.microBatches),
       replicas_(setup.replicas),
-      schedule_(schedule),
       start_(std::ptrdiff_t(setup.ranges.size()) * std::max(1, setup.replicas) + 1),
       done_(std::ptrdiff_t(setup.ranges.size()) * std::max(1, setup.replicas) + 1) {
     const int count = int(setup.ranges.size());

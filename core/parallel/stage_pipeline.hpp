@@ -114,7 +114,6 @@ private:
 
     int micro_, microBatch_, replicas_;
     int64_t paramCount_ = 0;
-    const PipelineSchedule& schedule_;
     std::vector<std::unique_ptr<Stage>> stages_;
     std::vector<std::unique_ptr<Worker>> workers_;  // replica by replica
     std::barrier<> start_, done_;
