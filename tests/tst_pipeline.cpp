@@ -126,6 +126,16 @@ Trained pipelined(const ModelSpec& spec, const std::vector<std::pair<int, int>>&
     return t;
 }
 
+// stagedCnn in two stages (conv1..flatten | fc1..logits) on cpu:0 and cpu:1, the batch cut in `micro`.
+StagePipelineSetup twoStages(int micro) {
+    StagePipelineSetup setup;
+    setup.ranges = {{0, 4}, {5, 10}};
+    setup.devices = {Device{DeviceType::Cpu, 0}, Device{DeviceType::Cpu, 1}};
+    setup.batch = kBatch;
+    setup.microBatches = micro;
+    return setup;
+}
+
 double relativeDifference(const std::vector<float>& a, const std::vector<float>& b) {
     double d = 0, n = 0;
     for (size_t i = 0; i < a.size(); ++i) d += double(a[i] - b[i]) * (a[i] - b[i]), n += double(a[i]) * a[i];
@@ -240,11 +250,7 @@ private slots:
     // 1f1b holds at most S - s micro-batches' activations; gpipe all M: the first stage's memory.
     void oneForwardOneBackwardHoldsLess() {
         const ModelSpec spec = stagedCnn();
-        StagePipelineSetup setup;
-        setup.ranges = {{0, 4}, {5, 10}};
-        setup.devices = {Device{DeviceType::Cpu, 0}, Device{DeviceType::Cpu, 1}};
-        setup.batch = kBatch;
-        setup.microBatches = 8;
+        StagePipelineSetup setup = twoStages(8);
         const auto gpipe = makePipelineSchedule("gpipe"), ofob = makePipelineSchedule("1f1b");
         StagePipeline g(spec, setup, *gpipe), o(spec, setup, *ofob);
         QCOMPARE(g.heldMicroBatches(0), 8);
@@ -331,11 +337,7 @@ private slots:
 
     void refusals() {
         const ModelSpec spec = stagedCnn();
-        StagePipelineSetup setup;
-        setup.ranges = {{0, 4}, {5, 10}};
-        setup.devices = {Device{DeviceType::Cpu, 0}, Device{DeviceType::Cpu, 1}};
-        setup.batch = kBatch;
-        setup.microBatches = 5;
+        StagePipelineSetup setup = twoStages(5);
         const auto gpipe = makePipelineSchedule("gpipe"), naive = makePipelineSchedule("naive");
         QVERIFY(mentions(errorOf([&] { StagePipeline p(spec, setup, *gpipe); }), {"--micro-batches 5", "does not divide", "32"}));
         setup.microBatches = 4;
