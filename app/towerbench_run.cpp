@@ -46,7 +46,7 @@ const char* kUsage = R"(usage: towerbench-run selftest
                       [--lr X] [--seed N] [--eval-every N] [--metrics FILE.jsonl] [--threads N] [--quiet]
                       [--towers LIST --variables WHERE --reduce mean|allreduce --update sync|async
                        --average-every K --ps-shards S --ps-tasks P --batch-per-tower N --slow TOWER=FACTOR]
-                      [--stages SPEC --pipeline naive|gpipe|1f1b --micro-batches M --stage-replicas R]
+                      [--stages SPEC|auto --pipeline naive|gpipe|1f1b --micro-batches M --stage-replicas R]
 
 Trains a model on one or more towers and prints a JSON summary as the last line of stdout.
 Under `mpirun -np N` the N processes train one run: --batch is the global batch, each process
@@ -153,7 +153,10 @@ Model parallelism (CPU stages, synchronous, in one process; not yet combined wit
                       balance each layer's measured time; or explicit DEV=FROM..TO,... by layer
                       name or 0-based index (mnist_cnn: cpu:0=conv1..pool2,cpu:1=fc1..logits). A
                       layer's name is the model file's, else its type and index (relu1, flatten6).
-                      The split chosen is kept in the run's config.json and plan.json
+                      The split chosen is kept in the run's config.json and plan.json.
+                      auto: the fewest stages the memory estimate fits, one per GPU; one device
+                      (gpu:0, or without GPUs the CPU) where the model fits there, as CPU
+                      stages share host memory (GPU stages are not built yet: refused)
   --pipeline S        naive (default: the whole batch through the stages in turn), gpipe (every
                       micro-batch forward, then every backward) or 1f1b (one forward, one
                       backward; at most S - s micro-batches' activations on stage s)

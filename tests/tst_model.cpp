@@ -244,17 +244,26 @@ void TestModel::forwardMatchesSoftmaxCrossEntropy() {
 void TestModel::memoryEstimateMatchesTheBuiltNetwork_data() {
     QTest::addColumn<QString>("model");
     QTest::addColumn<int>("batch");
+    QTest::addColumn<int>("first");
+    QTest::addColumn<int>("last");
     for (const char* m : {"tiny_mlp", "mlp", "deep_mlp", "mnist_cnn", "cifar10_cnn"})
-        for (int b : {1, 128}) QTest::newRow(qPrintable(QStringLiteral("%1 batch %2").arg(m).arg(b))) << QString(m) << b;
+        for (int b : {1, 128}) QTest::newRow(qPrintable(QStringLiteral("%1 batch %2").arg(m).arg(b))) << QString(m) << b << 0 << -1;
+    // Stages (model parallelism): a first, a middle and a last one.
+    QTest::newRow("mnist_cnn layers 0-3") << QString("mnist_cnn") << 16 << 0 << 3;
+    QTest::newRow("mnist_cnn layers 4-7") << QString("mnist_cnn") << 16 << 4 << 7;
+    QTest::newRow("mnist_cnn layers 8-end") << QString("mnist_cnn") << 16 << 8 << -1;
+    QTest::newRow("deep_mlp layers 5-11") << QString("deep_mlp") << 8 << 5 << 11;
 }
 
 void TestModel::memoryEstimateMatchesTheBuiltNetwork() {
     QFETCH(QString, model);
     QFETCH(int, batch);
+    QFETCH(int, first);
+    QFETCH(int, last);
     const tb::ModelSpec spec = tb::findModel(model.toStdString());
     auto backend = tb::makeCpuBackend(1);
-    const tb::Network net(spec, *backend, batch);
-    const tb::NetworkMemory built = net.memoryUse(), estimated = tb::estimateNetworkMemory(spec, batch);
+    const tb::Network net(spec, *backend, batch, tb::LayerRange{first, last});
+    const tb::NetworkMemory built = net.memoryUse(), estimated = tb::estimateNetworkMemory(spec, batch, {first, last});
     QCOMPARE(estimated.params, built.params);
     QCOMPARE(estimated.grads, built.grads);
     QCOMPARE(estimated.activations, built.activations);

@@ -14,6 +14,8 @@
 #include <QTemporaryDir>
 
 #include "backend/backend.hpp"
+#include "engine/memory_estimate.hpp"
+#include "engine/run_setup.hpp"
 #include "nn/network.hpp"
 #include "optim/optimizer.hpp"
 #include "parallel/pipeline_schedule.hpp"
@@ -260,6 +262,132 @@ private slots:
         QVERIFY(g.activationBytes(1) > o.activationBytes(1));
     }
 
+    // The estimate a pipelined run is admitted by (estimateStageBytes) against what each stage
+    // allocates, by every schedule, with micro-batches and replicas: exact for dense layers; for
+    // the CNN at least what it allocates and at most its activations' share more (pooling's argmax
+    // estimated as a float per output, as estimateNetworkMemory does).
+    void memoryEstimateMatchesTheStages() {
+        struct Way {
+            const char* schedule;
+            int micro, replicas;
+        };
+        const Way ways[] = {{"naive", 1, 1}, {"gpipe", 4, 1}, {"1f1b", 4, 1}, {"1f1b", 2, 2}};
+        const ModelSpec mlp = findModel("mlp"), cnn = stagedCnn();
+        for (const ModelSpec* spec : {&mlp, &cnn})
+            for (const Way& way : ways) {
+                StagePipelineSetup setup = twoStages(way.micro);
+                setup.replicas = way.replicas;
+                if (spec == &mlp) setup.ranges = {{0, 2}, {3, 5}};
+                const auto schedule = makePipelineSchedule(way.schedule);
+                StagePipeline p(*spec, setup, *schedule);
+                for (int s = 0; s < 2; ++s) {
+                    const size_t built = p.stageBytes(s), estimated = estimateStageBytes(*spec, setup, *schedule, s, 1, false);
+                    const QString what = QString("%1 %2 M=%3 x%4 stage %5: estimated %6, built %7")
+                                             .arg(QString::fromStdString(spec->name), way.schedule)
+                                             .arg(way.micro)
+                                             .arg(way.replicas)
+                                             .arg(s)
+                                             .arg(estimated)
+                                             .arg(built);
+                    if (spec == &mlp) QVERIFY2(estimated == built, qPrintable(what));
+                    else QVERIFY2(estimated >= built && estimated <= built + p.activationBytes(s) * size_t(way.replicas), qPrintable(what));
+                }
+            }
+    }
+
+    // The fewest stages that fit (--stages auto), on a made-up catalogue of GPUs (a test machine
+    // has one GPU at most): one device where it fits; else the smallest count whose every stage
+    // fits its GPU, no smaller count having a split that fits (all splits tried); 1f1b never needs
+    // more stages than gpipe and, at M = 8, fewer for some memory sizes.
+    void fewestStagesFitTheCatalogue() {
+        const ModelSpec spec = findModel("deep_mlp");
+        const int layers = int(spec.layers.size());
+        StagePipelineSetup setup;
+        setup.batch = 128;
+        const auto naive = makePipelineSchedule("naive");
+        const std::vector<double> zero(size_t(layers), 0.0);
+        const StageFit whole = fewestStagesThatFit(spec, setup, *naive, 1, false, zero, {SIZE_MAX});
+        QCOMPARE(whole.count, 1);
+        const size_t tower = whole.bytes[0];
+        QCOMPARE(fewestStagesThatFit(spec, setup, *naive, 1, false, zero, {tower, 1}).count, 1);
+        // Does any split of the layers into `count` stages fit `free` (every split enumerated)?
+        const auto anySplitFits = [&](const PipelineSchedule& schedule, const StagePipelineSetup& base, int count, size_t free) {
+            StagePipelineSetup trial = base;
+            std::function<bool(int, int)> from = [&](int first, int stage) {
+                if (stage == count - 1) {
+                    trial.ranges.push_back({first, layers - 1});
+                    trial.ranges.resize(size_t(count), {0, 0});
+                    bool ok = true;
+                    for (int s = 0; s < count; ++s) ok = ok && estimateStageBytes(spec, trial, schedule, s, 1, false) <= free;
+                    trial.ranges.resize(size_t(stage));
+                    return ok;
+                }
+                for (int last = first; last <= layers - (count - stage); ++last) {
+                    trial.ranges.push_back({first, last});
+                    const bool ok = from(last + 1, stage + 1);
+                    trial.ranges.pop_back();
+                    if (ok) return true;
+                }
+                return false;
+            };
+            trial.ranges.clear();
+            return from(0, 0);
+        };
+        for (const double share : {0.9, 0.6, 0.4, 0.3}) {
+            const size_t free = size_t(double(tower) * share);
+            const StageFit fit = fewestStagesThatFit(spec, setup, *naive, 1, false, zero, std::vector<size_t>(6, free));
+            QVERIFY2(fit.count >= 2, qPrintable(QString("share %1: count %2").arg(share).arg(fit.count)));
+            StagePipelineSetup chosen = setup;
+            chosen.ranges = fit.ranges;
+            for (int s = 0; s < fit.count; ++s) {
+                QVERIFY(fit.bytes[size_t(s)] <= free);
+                QCOMPARE(fit.bytes[size_t(s)], estimateStageBytes(spec, chosen, *naive, s, 1, false));
+            }
+            if (fit.count > 2) QVERIFY2(!anySplitFits(*naive, setup, fit.count - 1, free), qPrintable(QString("share %1").arg(share)));
+        }
+        QCOMPARE(fewestStagesThatFit(spec, setup, *naive, 1, false, zero, {size_t(1) << 20, size_t(1) << 20}).count, 0);
+        setup.microBatches = 8;
+        const auto gpipe = makePipelineSchedule("gpipe"), ofob = makePipelineSchedule("1f1b");
+        int fewer = 0;
+        for (int k = 2; k <= 20; ++k) {
+            const std::vector<size_t> free(8, tower * size_t(k) / 20);
+            const int g = fewestStagesThatFit(spec, setup, *gpipe, 1, false, zero, free).count;
+            const int o = fewestStagesThatFit(spec, setup, *ofob, 1, false, zero, free).count;
+            QVERIFY2(g == 0 || (o != 0 && o <= g), qPrintable(QString("%1/20: 1f1b %2 stages, gpipe %3").arg(k).arg(o).arg(g)));
+            fewer += o != 0 && (g == 0 || o < g);
+        }
+        QVERIFY2(fewer > 0, "1f1b must fit in fewer stages than gpipe for some memory size");
+    }
+
+    // --stages auto on the same made-up catalogue, and the advice a refusal for one GPU ends with.
+    void autoStagesChooseTheFewest() {
+        const ModelSpec spec = findModel("deep_mlp");
+        RunConfig c;
+        c.model = "deep_mlp";
+        c.batch = 128;
+        c.stages = "auto";
+        StagePipelineSetup setup;
+        setup.batch = 128;
+        const std::vector<double> zero(spec.layers.size(), 0.0);
+        const size_t tower = fewestStagesThatFit(spec, setup, *makePipelineSchedule("naive"), 1, false, zero, {SIZE_MAX}).bytes[0];
+        RunConfig host = c;
+        QVERIFY(resolveAutoStages(host, spec, {}, 0).starts_with("--stages auto: the model fits on one device"));
+        QVERIFY(host.stages.empty() && host.towers == "cpu:0");
+        QVERIFY(mentions(errorOf([&] { RunConfig h = c; resolveAutoStages(h, spec, {}, tower / 2); }),
+                         {"--stages auto", "CPU stages share host memory", "no split makes it fit"}));
+        RunConfig gpu = c;
+        QVERIFY(resolveAutoStages(gpu, spec, {2 * tower}, 0).starts_with("--stages auto: the model fits on gpu:0"));
+        QVERIFY(gpu.stages.empty() && gpu.towers == "gpu:0");
+        const std::vector<size_t> sixties(4, tower * 6 / 10);
+        QVERIFY(mentions(errorOf([&] { RunConfig g = c; resolveAutoStages(g, spec, sixties, 0); }),
+                         {"--stages auto", "fits in 2 stages over gpu:0 and gpu:1", "not built yet"}));
+        QVERIFY(mentions(errorOf([&] { RunConfig g = c; resolveAutoStages(g, spec, {1 << 20, 1 << 20}, 0); }),
+                         {"--stages auto", "fits in no number of stages over this machine's 2 GPUs"}));
+        const std::string advice = stageCountAdvice(c, spec, 128, sixties);
+        QVERIFY2(advice.starts_with("; the estimate fits it in 2 stages over gpu:0 and gpu:1"), advice.c_str());
+        QVERIFY(stageCountAdvice(c, spec, 128, {1 << 20}).empty());
+    }
+
     // towerbench-run: a run split into stages trains as the same run on one tower (the same
     // initial values, batches and dropout masks), by every schedule; the summary and the folder
     // name the split chosen, and a resume runs that split, exactly.
@@ -305,6 +433,18 @@ private slots:
         QCOMPARE(resumed.value("stages").toString(), split);
         QVERIFY2(std::abs(resumed.value("test_loss").toDouble() - test) <= 1e-4 * test,
                  qPrintable(QString("resumed test loss %1 against %2").arg(resumed.value("test_loss").toDouble()).arg(test)));
+    }
+
+    // --stages auto on a machine without GPUs: the model fits in host memory, so it trains as one
+    // device and says so; the folder keeps no stages.
+    void autoStagesTrainOneDevice() {
+        const RunResult r = runTowerbench({"--model", "mlp", "--data", sourcePath("samples/fashion-mnist-slice").prepend("idx:"),
+                                           "--batch", "64", "--steps", "2", "--validation", "0", "--stages", "auto"});
+        QVERIFY2(r.exitCode == 0, qPrintable(r.err));
+        QVERIFY2((r.out + r.err).contains("--stages auto: the model fits on one device"), qPrintable(r.out + r.err));
+        const QJsonObject s = QJsonDocument::fromJson(r.out.trimmed().section('\n', -1).toUtf8()).object();
+        QVERIFY(!s.contains("stages") && !s.contains("bubble_fraction"));
+        QCOMPARE(s.value("towers").toArray().size(), 1);
     }
 
     // Each bad input in one sentence naming its flag, and a non-zero exit.

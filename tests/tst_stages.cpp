@@ -27,20 +27,23 @@ QString refusal(const std::string& spec) {
 }
 
 // The slowest stage of the best split, by trying every split (n - 1 choose count - 1 of them).
-double bruteForce(const std::vector<double>& cost, int count) {
+// The best split's slowest stage among those where fits(stage, first, last) holds for every
+// stage, every split tried; 1e300 where none fits.
+double bruteForce(const std::vector<double>& cost, int count, const StageFits& fits = [](int, int, int) { return true; }) {
     const int n = int(cost.size());
     double best = 1e300;
     std::function<void(int, int, double)> go = [&](int from, int left, double worst) {
+        const int stage = count - left;
         if (left == 1) {
             double sum = 0;
             for (int i = from; i < n; ++i) sum += cost[size_t(i)];
-            best = std::min(best, std::max(worst, sum));
+            if (fits(stage, from, n - 1)) best = std::min(best, std::max(worst, sum));
             return;
         }
         double sum = 0;
         for (int end = from; end <= n - left; ++end) {  // this stage is [from, end]
             sum += cost[size_t(end)];
-            go(end + 1, left - 1, std::max(worst, sum));
+            if (fits(stage, from, end)) go(end + 1, left - 1, std::max(worst, sum));
         }
     };
     go(0, count, 0);
@@ -161,6 +164,38 @@ private slots:
             QVERIFY2(std::abs(worst - bruteForce(cost, count)) < 1e-9,
                      qPrintable(QString("trial %1: %2 against %3").arg(trial).arg(worst).arg(bruteForce(cost, count))));
         }
+        // With memory as a constraint (each layer's made-up bytes against each stage's room): the
+        // best split among those that fit, or none.
+        int none = 0;
+        for (int trial = 0; trial < 300; ++trial) {
+            const int n = 2 + trial % 8, count = 2 + trial % std::min(4, n - 1);
+            std::vector<double> cost(static_cast<size_t>(n)), bytes(static_cast<size_t>(n)), room(static_cast<size_t>(count));
+            for (double& c : cost) c = u(rng);
+            for (double& b : bytes) b = u(rng);
+            for (double& r : room) r = 5 + 2 * u(rng);
+            const StageFits fits = [&](int stage, int first, int last) {
+                double sum = 0;
+                for (int i = first; i <= last; ++i) sum += bytes[size_t(i)];
+                return sum <= room[size_t(stage)];
+            };
+            const auto ranges = balanceStages(cost, count, fits);
+            const double best = bruteForce(cost, count, fits);
+            if (ranges.empty()) {
+                QVERIFY2(best == 1e300, qPrintable(QString("trial %1: no split found, but one fits").arg(trial)));
+                ++none;
+                continue;
+            }
+            double worst = 0;
+            for (int s = 0; s < count; ++s) {
+                const auto [first, last] = ranges[size_t(s)];
+                QVERIFY2(fits(s, first, last), qPrintable(QString("trial %1: stage %2 does not fit").arg(trial).arg(s)));
+                double sum = 0;
+                for (int i = first; i <= last; ++i) sum += cost[size_t(i)];
+                worst = std::max(worst, sum);
+            }
+            QVERIFY2(std::abs(worst - best) < 1e-9, qPrintable(QString("trial %1: %2 against %3").arg(trial).arg(worst).arg(best)));
+        }
+        QVERIFY(none > 0 && none < 300);  // both cases were met
         // Equal layers split evenly; a heavy first layer stands alone.
         QCOMPARE(balanceStages({1, 1, 1, 1}, 2), (std::vector<std::pair<int, int>>{{0, 1}, {2, 3}}));
         QCOMPARE(balanceStages({5, 1, 1, 1, 1, 1}, 2), (std::vector<std::pair<int, int>>{{0, 0}, {1, 5}}));

@@ -9,6 +9,7 @@
 #include <sstream>
 
 #include "nn/network.hpp"
+#include "parallel/stage_plan.hpp"
 #include "util/error.hpp"
 
 namespace tb {
@@ -20,6 +21,37 @@ std::string mebibytes(size_t bytes) {
     return text;
 }
 
+namespace {
+// A run's needs gathered per memory: host memory (every CPU device) or one GPU's; host memory
+// first holds the datasets, already read.
+class NeedsByMemory {
+public:
+    explicit NeedsByMemory(size_t datasetBytes) {
+        MemoryNeed& host = at(Device{});
+        add(host, datasetBytes, "datasets");
+        host.alreadyHeld = datasetBytes;
+    }
+    MemoryNeed& at(const Device& d) {
+        const Device m = d.type == DeviceType::Cpu ? Device{} : d;
+        MemoryNeed& n = byMemory_[{int(m.type), m.index}];
+        n.device = m;
+        return n;
+    }
+    static void add(MemoryNeed& n, size_t bytes, const std::string& what, const std::string& detail = {}) {
+        n.bytes += bytes;
+        n.parts += (n.parts.empty() ? "" : ", ") + what + " " + mebibytes(bytes) + detail;
+    }
+    std::vector<MemoryNeed> list() const {
+        std::vector<MemoryNeed> out;
+        for (const auto& [key, n] : byMemory_) out.push_back(n);
+        return out;
+    }
+
+private:
+    std::map<std::pair<int, int>, MemoryNeed> byMemory_;
+};
+}  // namespace
+
 std::vector<MemoryNeed> estimateRunMemory(const ModelSpec& spec, const DeploymentPlan& plan, int batchPerTower,
                                           int slots, bool ema, size_t datasetBytes, MatmulPrecision precision) {
     const NetworkMemory net = estimateNetworkMemory(spec, batchPerTower);
@@ -30,38 +62,78 @@ std::vector<MemoryNeed> estimateRunMemory(const ModelSpec& spec, const Deploymen
     // Where the variables (with their slots and moving average) live: the host, one tower's
     // device, or every tower (replicated: each replica keeps its own slots too).
     const Device holder = plan.variables == VariablePlacement::Tower ? plan.towers[size_t(plan.variablesTower)] : Device{};
-    std::map<std::pair<int, int>, MemoryNeed> byMemory;
-    auto at = [&](const Device& d) -> MemoryNeed& {
-        const Device m = d.type == DeviceType::Cpu ? Device{} : d;
-        MemoryNeed& n = byMemory[{int(m.type), m.index}];
-        n.device = m;
-        return n;
-    };
-    auto add = [](MemoryNeed& n, size_t bytes, const std::string& what, const std::string& detail = {}) {
-        n.bytes += bytes;
-        n.parts += (n.parts.empty() ? "" : ", ") + what + " " + mebibytes(bytes) + detail;
-    };
-    MemoryNeed& host = at(Device{});
-    add(host, datasetBytes, "datasets");
-    host.alreadyHeld = datasetBytes;
+    NeedsByMemory needs(datasetBytes);
     const size_t state = variables * size_t(1 + slots + (ema ? 1 : 0));
     // bf16 with CPU towers reading the variables in place: the update also keeps them rounded to
     // bf16 (HolderMean), half the variables' bytes.
     const size_t rounded =
         precision == MatmulPrecision::Bf16 && plan.cpuTowersReadVariablesInPlace() ? variables / 2 : 0;
-    if (!replicated) add(at(holder), state + rounded, "variables with optimiser state");
+    if (!replicated) NeedsByMemory::add(needs.at(holder), state + rounded, "variables with optimiser state");
     std::map<std::pair<int, int>, int> towersOn;
     for (const Device& d : plan.towers) ++towersOn[{int(d.type), d.type == DeviceType::Cpu ? 0 : d.index}];
     for (const auto& [key, count] : towersOn) {
         const Device d = key.first == int(DeviceType::Cpu) ? Device{} : Device{DeviceType::Cuda, key.second};
         const size_t each = tower + (replicated ? variables * size_t(slots) : 0) +
                             (d.type == DeviceType::Cuda ? size_t(32) << 20 : 0);  // cuBLAS workspace per stream
-        add(at(d), each * size_t(count), count == 1 ? "1 tower" : std::to_string(count) + " towers",
-            count == 1 ? "" : " (" + std::to_string(count) + " x " + mebibytes(each) + ")");
+        NeedsByMemory::add(needs.at(d), each * size_t(count), count == 1 ? "1 tower" : std::to_string(count) + " towers",
+                           count == 1 ? "" : " (" + std::to_string(count) + " x " + mebibytes(each) + ")");
     }
-    std::vector<MemoryNeed> out;
-    for (auto& [key, n] : byMemory) out.push_back(n);
-    return out;
+    return needs.list();
+}
+
+size_t estimateStageBytes(const ModelSpec& spec, const StagePipelineSetup& setup, const PipelineSchedule& schedule,
+                          int stage, int slots, bool ema) {
+    const int count = int(setup.ranges.size());
+    const int micro = std::max(1, setup.microBatches), replicas = std::max(1, setup.replicas);
+    const int microBatch = std::max(1, setup.batch / (micro * replicas));
+    const auto [first, last] = setup.ranges[size_t(stage)];
+    const NetworkMemory net = estimateNetworkMemory(spec, microBatch, LayerRange{first, last});
+    const size_t held = size_t(activationsHeld(schedule.ops(stage, count, micro)));
+    const size_t outputGrad = stage + 1 < count ? size_t(microBatch) * size_t(layerOutputDims(spec, last).size()) * sizeof(float) : 0;
+    const size_t activations = held * (net.activations + net.saved + outputGrad);
+    const size_t perReplica = net.grads * (micro > 1 ? 2 : 1);
+    const size_t bf16 = setup.opt.precision == MatmulPrecision::Bf16 ? (net.params + held * net.activations) / 2 : 0;
+    return net.params * size_t(1 + slots + (ema ? 1 : 0)) + size_t(replicas) * (perReplica + activations + bf16);
+}
+
+std::vector<MemoryNeed> estimatePipelineMemory(const ModelSpec& spec, const StagePipelineSetup& setup,
+                                               const PipelineSchedule& schedule, int slots, bool ema,
+                                               size_t datasetBytes) {
+    NeedsByMemory needs(datasetBytes);
+    const NetworkMemory eval = estimateNetworkMemory(spec, setup.batch);
+    NeedsByMemory::add(needs.at(Device{}), eval.grads + eval.activations + eval.saved, "evaluation network");
+    for (int s = 0; s < int(setup.ranges.size()); ++s)
+        NeedsByMemory::add(needs.at(setup.devices[size_t(s)]), estimateStageBytes(spec, setup, schedule, s, slots, ema),
+                           "stage " + std::to_string(s + 1));
+    return needs.list();
+}
+
+StageFit fewestStagesThatFit(const ModelSpec& spec, const StagePipelineSetup& setup, const PipelineSchedule& schedule,
+                             int slots, bool ema, const std::vector<double>& cost, const std::vector<size_t>& freeBytes) {
+    StageFit fit;
+    if (freeBytes.empty()) return fit;
+    const NetworkMemory one = estimateNetworkMemory(spec, setup.batch);
+    const size_t bf16 = setup.opt.precision == MatmulPrecision::Bf16 ? (one.params + one.activations) / 2 : 0;
+    const size_t tower = one.params * size_t(1 + slots + (ema ? 1 : 0)) + one.grads + one.activations + one.saved + bf16;
+    if (tower <= freeBytes[0]) return {1, {}, {tower}};
+    const int layers = int(cost.size());
+    for (int count = 2; count <= std::min<int>(layers, int(freeBytes.size())); ++count) {
+        StagePipelineSetup trial = setup;
+        trial.ranges.assign(size_t(count), {0, 0});
+        // A stage's memory depends on its layers and its place (how many micro-batches it holds).
+        const auto fits = [&](int stage, int first, int last) {
+            trial.ranges[size_t(stage)] = {first, last};
+            return estimateStageBytes(spec, trial, schedule, stage, slots, ema) <= freeBytes[size_t(stage)];
+        };
+        std::vector<std::pair<int, int>> ranges = balanceStages(cost, count, fits);
+        if (ranges.empty()) continue;
+        trial.ranges = ranges;
+        fit.count = count;
+        fit.ranges = std::move(ranges);
+        for (int s = 0; s < count; ++s) fit.bytes.push_back(estimateStageBytes(spec, trial, schedule, s, slots, ema));
+        return fit;
+    }
+    return fit;
 }
 
 namespace {

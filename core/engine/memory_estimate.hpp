@@ -11,6 +11,8 @@
 #include "backend/backend.hpp"
 #include "nn/model_spec.hpp"
 #include "parallel/deployment_plan.hpp"
+#include "parallel/pipeline_schedule.hpp"
+#include "parallel/stage_pipeline.hpp"
 
 namespace tb {
 
@@ -30,6 +32,37 @@ struct MemoryNeed {
 std::vector<MemoryNeed> estimateRunMemory(const ModelSpec& spec, const DeploymentPlan& plan, int batchPerTower,
                                           int slots, bool ema, size_t datasetBytes,
                                           MatmulPrecision precision = MatmulPrecision::Fp32);
+
+// Model parallelism: what stage `stage` of a pipeline (setup's ranges, batch, micro-batches and
+// replicas; StagePipeline) allocates, all its replicas together: its slice of the variables with
+// their optimiser slots (and moving average), each replica's gradient (and, with micro-batches,
+// the micro-batch's own before it is summed), and for each micro-batch the schedule has it hold
+// at once (naive 1, gpipe M, 1f1b S - s) its layers' activations and saved buffers at the
+// micro-batch's size and the gradient of its output. bf16 adds half of the slice's variables and
+// activations, as estimateRunMemory says.
+size_t estimateStageBytes(const ModelSpec& spec, const StagePipelineSetup& setup, const PipelineSchedule& schedule,
+                          int stage, int slots, bool ema);
+
+// A pipelined run's needs per memory: each stage on its device (CPU stages in host memory), and
+// in host memory the datasets and the whole model's evaluation network at the step's batch
+// (PipelineSet).
+std::vector<MemoryNeed> estimatePipelineMemory(const ModelSpec& spec, const StagePipelineSetup& setup,
+                                               const PipelineSchedule& schedule, int slots, bool ema,
+                                               size_t datasetBytes);
+
+// The fewest stages that fit (issue 32, --stages auto): for S = 1, 2, ... up to the devices given
+// (`freeBytes`, one stage per device, in order) and the model's layers, the split balanced by
+// `cost` (seconds per layer) among those whose every stage fits its device, S = 1 being the whole
+// model on the first device as one tower of `setup.batch`. `setup` gives the batch,
+// micro-batches, replicas and precision; its ranges and devices are ignored. count 0: no number
+// of stages fits.
+struct StageFit {
+    int count = 0;
+    std::vector<std::pair<int, int>> ranges;  // each stage's layers (empty for S = 1)
+    std::vector<size_t> bytes;                // each stage's estimate (S = 1: the one tower's)
+};
+StageFit fewestStagesThatFit(const ModelSpec& spec, const StagePipelineSetup& setup, const PipelineSchedule& schedule,
+                             int slots, bool ema, const std::vector<double>& cost, const std::vector<size_t>& freeBytes);
 
 // Host memory this process may still take: MemAvailable (/proc/meminfo), lowered to what
 // RLIMIT_AS leaves (ulimit -v) where that is set. 0 where unknown.

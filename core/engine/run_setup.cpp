@@ -4,6 +4,7 @@
 #include <thread>
 #include <tuple>
 
+#include "engine/memory_estimate.hpp"
 #include "engine/run_folder.hpp"
 #include "parallel/layer_costs.hpp"
 #include "parallel/processes.hpp"
@@ -183,6 +184,71 @@ ProcessRoles ProcessRoles::of(const RunConfig& c, ProcessGroup* processes) {
     return r;
 }
 
+namespace {
+int optimizerSlots(const RunConfig& c) {
+    const UpdateRule rule = optimizerSettings(c).rule;
+    return rule == UpdateRule::Adam ? 2 : rule == UpdateRule::Sgd ? 0 : 1;
+}
+
+// The fewest stages over `free` (one device each) that the estimate fits, with the config's
+// schedule and micro-batches; no costs: any split that fits will do for the count.
+StageFit stageFit(const RunConfig& c, const ModelSpec& spec, int batch, const std::vector<size_t>& free,
+                  std::vector<double> cost = {}) {
+    StagePipelineSetup setup;
+    setup.batch = batch;
+    setup.microBatches = c.microBatches;
+    setup.replicas = c.stageReplicas;
+    setup.opt = optimizerSettings(c);
+    if (cost.empty()) cost.assign(spec.layers.size(), 0.0);
+    return fewestStagesThatFit(spec, setup, *makePipelineSchedule(c.pipeline.empty() ? "naive" : c.pipeline),
+                               optimizerSlots(c), c.emaDecay > 0, cost, free);
+}
+
+std::string gpuList(int count) {
+    std::string out;
+    for (int i = 0; i < count; ++i)
+        out += (i == 0 ? "" : i + 1 == count ? " and " : ", ") + Device{DeviceType::Cuda, i}.str();
+    return out;
+}
+
+std::string sizes(const std::vector<size_t>& bytes) {
+    std::string out;
+    for (size_t i = 0; i < bytes.size(); ++i) out += (i ? ", " : "") + mebibytes(bytes[i]);
+    return out;
+}
+}  // namespace
+
+std::string stageCountAdvice(const RunConfig& c, const ModelSpec& spec, int batch, const std::vector<size_t>& gpuFree) {
+    const StageFit fit = stageFit(c, spec, batch, gpuFree);
+    if (fit.count < 2) return "";
+    return "; the estimate fits it in " + std::to_string(fit.count) + " stages over " + gpuList(fit.count) + " (" +
+           sizes(fit.bytes) + "; --stages auto), but stages on GPUs are not built yet";
+}
+
+std::string resolveAutoStages(RunConfig& c, const ModelSpec& spec, const std::vector<size_t>& gpuFree, size_t hostFree) {
+    const bool gpus = !gpuFree.empty();
+    const StageFit fit = stageFit(c, spec, c.batch, gpus ? gpuFree : std::vector<size_t>{hostFree ? hostFree : SIZE_MAX});
+    if (fit.count == 1) {
+        c.stages.clear();
+        c.pipeline.clear();
+        c.microBatches = c.stageReplicas = 1;
+        if (gpus) c.towers = "gpu:0";
+        return "--stages auto: the model fits on " + std::string(gpus ? "gpu:0" : "one device") + " (" +
+               mebibytes(fit.bytes[0]) + " estimated), so it trains there without stages";
+    }
+    if (!gpus)
+        throw Error("--stages auto: one device of " + spec.name + " at batch " + std::to_string(c.batch) +
+                    " needs more than the " + mebibytes(hostFree) +
+                    " of host memory available, and CPU stages share host memory, so no split makes it fit; lower "
+                    "--batch or use a smaller model");
+    if (fit.count == 0)
+        throw Error("--stages auto: " + spec.name + " at batch " + std::to_string(c.batch) + " fits in no number of stages over this machine's " +
+                    std::to_string(gpuFree.size()) + (gpuFree.size() == 1 ? " GPU" : " GPUs") +
+                    " (one stage each); lower --batch, or give more --micro-batches with --pipeline 1f1b");
+    throw Error("--stages auto: " + spec.name + " fits in " + std::to_string(fit.count) + " stages over " +
+                gpuList(fit.count) + " (" + sizes(fit.bytes) + " estimated), but stages on GPUs are not built yet");
+}
+
 RunPlan RunPlan::of(const RunConfig& c, const ProcessRoles& roles, RunFolder* folder) {
     RunPlan r;
     r.config = c;
@@ -195,18 +261,27 @@ RunPlan RunPlan::of(const RunConfig& c, const ProcessRoles& roles, RunFolder* fo
                         std::to_string(roles.workers) + (c.psTasks > 0 ? " worker processes" : " processes"));
         local.batch = c.batch / roles.workers;
     }
+    r.spec = findModel(c.model);
+    if (c.stages == "auto") {
+        if (roles.group) throw Error("--stages auto: model parallelism across mpirun processes is not built yet; run one process");
+        std::vector<size_t> gpuFree;
+        for (int g = 0; g < gpuCount(); ++g)
+            gpuFree.push_back(makeBackend(Device{DeviceType::Cuda, g})->memoryInfo().freeBytes);
+        r.note = resolveAutoStages(r.config, r.spec, gpuFree, hostMemoryAvailable());
+        local.stages = r.config.stages;
+        local.towers = r.config.towers;
+    }
     r.plan = makePlan(local);
     if (roles.group) {
         r.plan.checkAcrossProcesses();
         checkSamePlan(*roles.group, r.plan, roles.chief);
     }
-    r.spec = findModel(c.model);
-    if (!c.stages.empty()) {
+    if (!r.config.stages.empty()) {
         if (roles.group)
             throw Error("--stages: model parallelism across mpirun processes is not built yet; run one process");
         std::vector<std::string> names;
         for (const LayerSpec& l : r.spec.layers) names.push_back(l.name);
-        StagePlan stages = parseStagePlan(c.stages, names);
+        StagePlan stages = parseStagePlan(r.config.stages, names);
         for (const Stage& s : stages.stages)  // before any data is loaded
             if (s.device.type != DeviceType::Cpu)
                 throw Error("--stages: stages on " + s.device.str() + " are not built yet; give CPU devices (cpu:N)");

@@ -49,6 +49,19 @@ void checkModelFitsData(const ModelSpec& spec, int outputs, const DataSplits& da
 // The refusal of a resume whose run has trained all of its `total` steps.
 std::string trainedAll(int64_t total);
 
+// --stages auto (issue 32): the fewest stages the memory estimate fits, one per GPU in order
+// (`gpuFree`: each GPU's free bytes), or, on a machine without GPUs, in host memory (`hostFree`,
+// 0: unknown), where CPU stages share one memory and so fit only as one device. One stage: the
+// run trains on one device (gpu:0 where there are GPUs), config.stages cleared and config.towers
+// set. Returns the line that says what was chosen; throws tb::Error naming --stages auto where no
+// count fits, or where the count that fits needs stages on GPUs (not built yet).
+std::string resolveAutoStages(RunConfig& config, const ModelSpec& spec, const std::vector<size_t>& gpuFree,
+                              size_t hostFree);
+
+// The advice a refusal for one GPU ends with: the fewest stages over the GPUs (`gpuFree`) the
+// estimate fits the run in at `batch`, or "" where none does.
+std::string stageCountAdvice(const RunConfig& config, const ModelSpec& spec, int batch, const std::vector<size_t>& gpuFree);
+
 // This process among the run's (mpirun): the parameter servers (--ps-tasks P: processes 0 .. P-1),
 // then the workers, the first of which is the chief.
 struct ProcessRoles {
@@ -73,6 +86,7 @@ struct RunPlan {
     // folder keeps it and a resume runs the same split.
     std::optional<StagePlan> stages;
     std::optional<Checkpoint> resumeFrom;
+    std::string note;  // what the run's start says besides its plan (--stages auto's choice)
     static RunPlan of(const RunConfig& c, const ProcessRoles& roles, RunFolder* folder);
 };
 

@@ -15,18 +15,52 @@ namespace {
 using Clock = std::chrono::steady_clock;
 double seconds(Clock::time_point a, Clock::time_point b) { return std::chrono::duration<double>(b - a).count(); }
 
+// The pipeline a run with stages trains: its stages' layers and devices, the step's batch cut into
+// micro-batches over the replicas, each stage's replica a thread team of its share of `cores`.
+StagePipelineSetup pipelineSetup(const RunPlan& run, const OptimizerSettings& opt, int cores) {
+    StagePipelineSetup setup;
+    for (const Stage& s : run.stages->stages) {
+        setup.ranges.emplace_back(s.first, s.last);
+        setup.devices.push_back(s.device);
+    }
+    setup.batch = run.plan.batchPerTower;
+    setup.microBatches = run.config.microBatches;
+    setup.replicas = run.config.stageReplicas;
+    setup.threadsPerStage = std::max(1, cores / (run.stages->count() * run.config.stageReplicas));
+    setup.opt = opt;
+    setup.seed = run.config.seed;
+    return setup;
+}
+
 // The run must fit in host memory and on each GPU, before anything is allocated.
 void checkRunFits(const RunPlan& run, const DataSplits& data, const OptimizerSettings& opt) {
     size_t dataBytes = 0;
     for (const Dataset* d : {&data.train, &data.validation, &data.test})
         dataBytes += d->pixels.size() + d->features.size() * sizeof(float) + d->labels.size() * sizeof(int32_t);
     const int slots = opt.rule == UpdateRule::Adam ? 2 : opt.rule == UpdateRule::Sgd ? 0 : 1;
-    checkMemoryFits(estimateRunMemory(run.spec, run.plan, run.plan.batchPerTower, slots, run.config.emaDecay > 0,
-                                      dataBytes, opt.precision),
-                    [](const Device& d) {
-                        return d.type == DeviceType::Cpu ? hostMemoryAvailable() : makeBackend(d)->memoryInfo().freeBytes;
-                    },
-                    "--model " + run.spec.name);
+    const auto available = [](const Device& d) {
+        return d.type == DeviceType::Cpu ? hostMemoryAvailable() : makeBackend(d)->memoryInfo().freeBytes;
+    };
+    if (run.stages) {
+        StagePipelineSetup setup = pipelineSetup(run, opt, 1);
+        checkMemoryFits(estimatePipelineMemory(run.spec, setup, *makePipelineSchedule(run.config.pipeline.empty() ? "naive" : run.config.pipeline),
+                                               slots, run.config.emaDecay > 0, dataBytes),
+                        available, "--model " + run.spec.name);
+        return;
+    }
+    try {
+        checkMemoryFits(estimateRunMemory(run.spec, run.plan, run.plan.batchPerTower, slots, run.config.emaDecay > 0,
+                                          dataBytes, opt.precision),
+                        available, "--model " + run.spec.name);
+    } catch (const Error& e) {
+        // A model too large for one GPU: say how many stages over the GPUs would hold it.
+        const bool gpuTowers = std::any_of(run.plan.towers.begin(), run.plan.towers.end(),
+                                           [](const Device& d) { return d.type == DeviceType::Cuda; });
+        if (!gpuTowers || run.plan.towerCount() != 1) throw;
+        std::vector<size_t> gpuFree;
+        for (int g = 0; g < gpuCount(); ++g) gpuFree.push_back(available(Device{DeviceType::Cuda, g}));
+        throw Error(e.what() + stageCountAdvice(run.config, run.spec, run.plan.batchPerTower, gpuFree));
+    }
 }
 }  // namespace
 
@@ -56,17 +90,7 @@ TrainingRun::TrainingRun(RunPlan& run, DataSplits data, int cores, int machineCo
 
     const int n = plan.towerCount();
     if (run.stages) {  // model parallelism: one pipeline of stages, each with its share of the cores
-        StagePipelineSetup setup;
-        for (const Stage& s : run.stages->stages) {
-            setup.ranges.emplace_back(s.first, s.last);
-            setup.devices.push_back(s.device);
-        }
-        setup.batch = plan.batchPerTower;
-        setup.microBatches = c_.microBatches;
-        setup.replicas = c_.stageReplicas;
-        setup.threadsPerStage = std::max(1, cores / (run.stages->count() * c_.stageReplicas));
-        setup.opt = opt;
-        setup.seed = c_.seed;
+        const StagePipelineSetup setup = pipelineSetup(run, opt, cores);
         auto pipeline = std::make_unique<PipelineSet>(run.spec, setup,
                                                       makePipelineSchedule(c_.pipeline.empty() ? "naive" : c_.pipeline), c_.seed);
         sum_.stages = c_.stages;
@@ -145,7 +169,8 @@ TrainingRun::TrainingRun(RunPlan& run, DataSplits data, int cores, int machineCo
     // A pipeline's message names its split as --stages takes it ("stages SPEC; ..."): the window
     // draws the split the balancer chose from it.
     hub_.onStateChanged(RunState::Running, (run.stages ? "stages " + c_.stages : plan.describe()) + "; " +
-                                               towers_->backendName() + noTelemetry);
+                                               towers_->backendName() + noTelemetry +
+                                               (run.note.empty() ? std::string() : "; " + run.note));
     grids_ = DecisionGridProbe::make(observers, run.spec, data_.train, total_, plan.averaging());
 
     const auto start = Clock::now();

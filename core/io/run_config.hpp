@@ -46,7 +46,7 @@ struct RunConfig {
     int batchPerTower = 0;               // 0: batch / towers
     // Model parallelism (parallel/stage_plan.hpp, pipeline_schedule.hpp): the model's layers split
     // over stages; empty: data parallelism only.
-    std::string stages;                  // N | DEV,DEV,... | DEV*K | DEV=FROM..TO,...
+    std::string stages;                  // N | DEV,DEV,... | DEV*K | DEV=FROM..TO,... | auto
     std::string pipeline;                // naive | gpipe | 1f1b; empty: naive (given --stages)
     int microBatches = 1;                // each replica's share of the batch cut into M for gpipe and 1f1b
     int stageReplicas = 1;               // hybrid: R copies of the pipeline, data parallel between them

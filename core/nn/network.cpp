@@ -55,24 +55,45 @@ ModelShape shapeOf(const ModelSpec& spec) {
     return {Dims{spec.inC, spec.inH, spec.inW}, c.output.c, c.paramCount};
 }
 
-NetworkMemory estimateNetworkMemory(const ModelSpec& spec, int batch) {
+Dims layerOutputDims(const ModelSpec& spec, int layer) {
+    if (layer < 0) return Dims{spec.inC, spec.inH, spec.inW};
     const ConfiguredLayers c = configureLayers(spec);
+    if (layer >= int(c.outDims.size()))
+        throw Error(spec.source + ": layer " + std::to_string(layer) + " is past the model's " +
+                    std::to_string(c.outDims.size()) + " layers");
+    return c.outDims[size_t(layer)];
+}
+
+NetworkMemory estimateNetworkMemory(const ModelSpec& spec, int batch, LayerRange range) {
+    const ConfiguredLayers c = configureLayers(spec);
+    const int total = int(c.layers.size());
+    if (range.last < 0) range.last = total - 1;
+    if (range.first < 0 || range.first > range.last || range.last >= total)
+        throw Error(spec.source + ": layers " + std::to_string(range.first) + " to " + std::to_string(range.last) +
+                    " are not a range of the model's " + std::to_string(total) + " layers");
     const size_t b = size_t(batch), f = sizeof(float);
     NetworkMemory m;
-    m.params = m.grads = size_t(std::max<int64_t>(c.paramCount, 1)) * f;
-    Dims in{spec.inC, spec.inH, spec.inW};
+    int64_t params = 0;
+    for (int l = range.first; l <= range.last; ++l)
+        for (const ParamInfo& p : c.layers[size_t(l)]->params()) params += p.shape.numel();
+    m.params = m.grads = size_t(std::max<int64_t>(params, 1)) * f;
+    const Dims input{spec.inC, spec.inH, spec.inW};
+    Dims in = range.first == 0 ? input : c.outDims[size_t(range.first) - 1];
     size_t maxAct = 0;
-    for (size_t i = 0; i < c.layers.size(); ++i) {
-        const size_t out = b * size_t(c.outDims[i].size());
-        if (!c.layers[i]->aliasesInput()) m.activations += out * f;
-        const LayerType t = spec.layers[i].type;
+    for (int i = range.first; i <= range.last; ++i) {
+        const size_t out = b * size_t(c.outDims[size_t(i)].size());
+        if (!c.layers[size_t(i)]->aliasesInput()) m.activations += out * f;
+        const LayerType t = spec.layers[size_t(i)].type;
         if (t == LayerType::MaxPool || t == LayerType::Dropout) m.saved += out * f;  // argmax / mask
         if (t == LayerType::Lrn) m.saved += 2 * out * f;  // oneDNN's LRN workspace: two floats per output
         maxAct = std::max({maxAct, out, b * size_t(in.size())});
-        in = c.outDims[i];
+        in = c.outDims[size_t(i)];
     }
-    // The two gradient buffers, input, probabilities, logit gradients and labels.
-    m.activations += (2 * maxAct + b * size_t(Dims{spec.inC, spec.inH, spec.inW}.size()) + 2 * b * size_t(c.output.c) + b) * f;
+    // The two gradient buffers; the input where the range starts the model (a later stage reads
+    // the stage before's output in place); probabilities, logit gradients and labels where it ends it.
+    m.activations += 2 * maxAct * f;
+    if (range.first == 0) m.activations += b * size_t(input.size()) * f;
+    if (range.last == total - 1) m.activations += (2 * b * size_t(c.output.c) + b) * f;
     return m;
 }
 

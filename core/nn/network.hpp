@@ -29,17 +29,20 @@ struct ModelShape {
 };
 // Configures the spec's layers (no memory, no backend); throws tb::Error naming the file.
 ModelShape shapeOf(const ModelSpec& spec);
-// What one replica at `batch` will allocate, from the configured layers alone (nothing is
-// allocated): as Network::memoryUse() reports it after building (parameters, gradients and
-// activations exactly; tst_model), except the workspace (chosen by the backend), and with the
-// saved buffers taken as a float per output for pooling and dropout and two for LRN, an upper
-// bound (oneDNN's max-pooling keeps a byte per output).
-NetworkMemory estimateNetworkMemory(const ModelSpec& spec, int batch);
-
 // Layers [first, last] of a model, inclusive: a stage of model parallelism (last -1: to the end).
 struct LayerRange {
     int first = 0, last = -1;
 };
+
+// What one replica at `batch` will allocate (of the layers `range`: a stage's Network), from the
+// configured layers alone (nothing is allocated): as Network::memoryUse() reports it after
+// building (parameters, gradients and activations exactly; tst_model), except the workspace
+// (chosen by the backend), and with the saved buffers taken as a float per output for pooling
+// and dropout and two for LRN, an upper bound (oneDNN's max-pooling keeps a byte per output).
+NetworkMemory estimateNetworkMemory(const ModelSpec& spec, int batch, LayerRange range = {});
+
+// Layer `layer`'s output per example (-1: the model's input); throws tb::Error past the last layer.
+Dims layerOutputDims(const ModelSpec& spec, int layer);
 
 // One micro-batch of a step, as a pipeline runs it (the whole step's batch: the defaults).
 struct MicroBatch {

@@ -332,6 +332,18 @@ size_t StagePipeline::optimizerSlotBytes() const {
 
 std::string StagePipeline::backendName() const { return workers_.front()->backend->name(); }
 
+size_t StagePipeline::stageBytes(int stage) const {
+    const Stage& st = *stages_[size_t(stage)];
+    const Network& net = *workers_[size_t(stage)]->slots.front();
+    size_t bytes = (st.ownParams.empty() ? size_t(net.paramCount()) * sizeof(float) : st.ownParams.bytes()) +
+                   st.optimizer->slotBytes();
+    for (int r = 0; r < replicas_; ++r) {
+        const Worker& w = *workers_[size_t(r * stages() + stage)];
+        bytes += st.grads[size_t(r)].bytes() + (w.scratch.empty() ? 0 : w.scratch.bytes());
+    }
+    return bytes + size_t(replicas_) * activationBytes(stage);
+}
+
 int StagePipeline::heldMicroBatches(int stage) const { return int(workers_[size_t(stage)]->slots.size()); }
 
 size_t StagePipeline::activationBytes(int stage) const {

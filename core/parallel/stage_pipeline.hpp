@@ -101,6 +101,10 @@ public:
     // buffers and gradient buffers (gpipe: M micro-batches' worth; 1f1b: at most S - s).
     size_t activationBytes(int stage) const;
     int heldMicroBatches(int stage) const;
+    // Everything stage `stage` allocated, its replicas together: its variables (its own buffer or
+    // its slice of sharedParams), optimiser slots, each replica's gradients and micro-batch
+    // scratch, and activationBytes per replica: what estimateStageBytes predicts.
+    size_t stageBytes(int stage) const;
 
 private:
     struct Stage;   // a stage's variables, its replicas' gradients and its optimiser

@@ -208,6 +208,10 @@ StagePlan parseStagePlan(const std::string& text, const std::vector<std::string>
 }
 
 std::vector<std::pair<int, int>> balanceStages(const std::vector<double>& cost, int count) {
+    return balanceStages(cost, count, [](int, int, int) { return true; });
+}
+
+std::vector<std::pair<int, int>> balanceStages(const std::vector<double>& cost, int count, const StageFits& fits) {
     const int n = int(cost.size());
     if (count < 1 || count > n)
         throw Error("stages: " + std::to_string(count) + " stages need at least as many layers; the model has " +
@@ -225,9 +229,11 @@ std::vector<std::pair<int, int>> balanceStages(const std::vector<double>& cost, 
     for (int k = 1; k <= count; ++k)
         for (int i = k; i <= n; ++i)
             for (int j = k - 1; j < i; ++j) {
+                if (worst[size_t(k) - 1][size_t(j)] == inf || !fits(k - 1, j, i - 1)) continue;
                 const double w = std::max(worst[size_t(k) - 1][size_t(j)], prefix[size_t(i)] - prefix[size_t(j)]);
                 if (w <= worst[size_t(k)][size_t(i)]) worst[size_t(k)][size_t(i)] = w, cut[size_t(k)][size_t(i)] = j;
             }
+    if (worst[size_t(count)][size_t(n)] == inf) return {};
     std::vector<std::pair<int, int>> ranges(static_cast<size_t>(count));
     for (int k = count, i = n; k >= 1; --k) {
         const int j = cut[size_t(k)][size_t(i)];

@@ -8,6 +8,7 @@
 //                         (a stage of one layer: DEV=NAME)
 // Layer names are the model JSON's, or the generated type + index ("relu1") where it gives none.
 #pragma once
+#include <functional>
 #include <string>
 #include <utility>
 #include <vector>
@@ -43,5 +44,10 @@ StagePlan parseStagePlan(const std::string& text, const std::vector<std::string>
 // pipeline); ties go to the split that puts more layers early. Returns each stage's
 // [first, last]. Throws tb::Error when there are fewer layers than stages.
 std::vector<std::pair<int, int>> balanceStages(const std::vector<double>& cost, int count);
+
+// The same among the splits whose every stage fits: fits(stage, first, last) says whether stage
+// `stage` holding layers [first, last] fits its device's memory. Empty when no split fits.
+using StageFits = std::function<bool(int stage, int first, int last)>;
+std::vector<std::pair<int, int>> balanceStages(const std::vector<double>& cost, int count, const StageFits& fits);
 
 }  // namespace tb
