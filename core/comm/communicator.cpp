@@ -70,6 +70,11 @@ void reduceChunk(Backend& be, Stream s, Range c, const std::vector<const float*>
     be.synchronize(s);
 }
 
+void Communicator::countAllGather(int rank, size_t count) {
+    if (processes_) throw Error("an all-gather across processes is not built yet (a layer split runs in one process)");
+    if (rank == 0) countTotal(int64_t(distinctDevices_) * int64_t(distinctDevices_ - 1) * int64_t(count * sizeof(float)));
+}
+
 int64_t Communicator::ringBytes(size_t count) const { return 2 * int64_t(distinctDevices_ - 1) * gradientBytes(count); }
 
 namespace {

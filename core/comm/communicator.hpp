@@ -9,6 +9,8 @@
 // in place counts as the transfer it replaces), E = 4 bytes an element, 2 for bf16 gradients:
 //   reduceToHolder, broadcastFromHolder   count x E for each rank not on the holder's device
 //   allReduce                            2 (D - 1) x count x E over the ranks' D distinct devices (ring)
+//   allGather                            (D - 1) x count x 4 for each rank's count (each device
+//                                        receives every other device's part; always fp32)
 //   pull, push                           count x E for a rank not on the holder's device
 // bf16 gradients (reduceToHolder, allReduce, push; variables move in fp32) are rounded on the
 // sender's device into its wire buffer (summed in fp32 here, in bf16 by MPI and NCCL), a collective
@@ -62,6 +64,7 @@ public:
 
     virtual std::string name() const = 0;  // "shared memory", "copies"
     int size() const { return int(ranks_.size()); }
+    const RankEndpoint& endpoint(int rank) const { return ranks_[size_t(rank)]; }
     // Rank r's share of `count` elements, in whole cache lines, for work split across the ranks.
     Range chunk(int rank, size_t count) const;
     // True when the rank reads the holder's memory in place (a strategy may then bind its
@@ -78,6 +81,10 @@ public:
     virtual void broadcastFromHolder(int rank, const float* holderSrc, float* recv, size_t count) = 0;
     // Every rank's buf := op over all of them, in place. Complete for all ranks on return.
     virtual void allReduce(int rank, float* buf, size_t count, ReduceOp op) = 0;
+    // recv (size() x count floats) := every rank's `send` (count floats), rank by rank, on every
+    // rank; send may be recv's own part (recv + rank x count). Complete for all ranks on return.
+    // In one process (a layer split over devices, issue 32): refused across processes.
+    virtual void allGather(int rank, const float* send, float* recv, size_t count) = 0;
     // Point to point with the holder (asynchronous updates), complete on return: the rank's dst
     // := the holder's src; and the rank's src made readable by the holder (returns where).
     virtual void pull(int rank, const float* holderSrc, float* dst, size_t count) = 0;
@@ -113,6 +120,8 @@ protected:
     void countTotal(int64_t bytes);
     bool onHolderDevice(int rank) const { return ranks_[size_t(rank)].device == holder_.device; }
     int64_t ringBytes(size_t count) const;  // 2 (D - 1) x count x the gradients' element bytes
+    // An all-gather's count: (D - 1) x count x 4 per rank (rank 0 counts them all); refuses processes.
+    void countAllGather(int rank, size_t count);
     bool bf16Gradients() const { return gradients_ == CommPrecision::Bf16; }
     int64_t gradientBytes(size_t count) const { return int64_t(count * gradientElementBytes(gradients_)); }
     // bf16 gradients, and the rank's go somewhere: it is not on the holder's device, or (no holder)

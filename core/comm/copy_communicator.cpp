@@ -102,6 +102,22 @@ public:
         if (failure) std::rethrow_exception(failure);
     }
 
+    // Through the staging slots: each rank's part to its slot, then every slot to every rank.
+    void allGather(int rank, const float* send, float* recv, size_t count) override {
+        countAllGather(rank, count);
+        if (count > size_t(slots_[size_t(rank)].numel()))
+            throw Error("an all-gather of " + std::to_string(count) + " floats per rank is more than this communicator's " +
+                        std::to_string(slots_[size_t(rank)].numel()));
+        std::exception_ptr failure;
+        attempt(failure, [&] { stage(rank, send, count); });
+        meet(rank);
+        attempt(failure, [&] {
+            for (int j = 0; j < size(); ++j) copyOnRank(rank, recv + size_t(j) * count, slots_[size_t(j)].data(), count);
+        });
+        meet(rank);  // every slot read before a rank stages again
+        if (failure) std::rethrow_exception(failure);
+    }
+
     void meanOfRanks(const std::vector<const float*>& perRank, float* out, size_t count) override {
         if (!host_) throw Error("meanOfRanks is for replicas: this communicator has a holder");
         // Through the host: every rank's buffer to its slot, their mean into the result.

@@ -95,6 +95,10 @@ public:
         r.backend->synchronize(r.stream);
     }
 
+    void allGather(int, const float*, float*, size_t) override {
+        throw Error("a layer split over GPUs (an all-gather over NCCL) is not built yet; split it over CPU devices");
+    }
+
     // From the caller's thread, so not a collective: every rank's buffer copied to rank 0's GPU.
     void meanOfRanks(const std::vector<const float*>& perRank, float* out, size_t count) override {
         Backend& be = *ranks_[0].backend;

@@ -80,6 +80,19 @@ public:
         if (failure) std::rethrow_exception(failure);
     }
 
+    // Every rank reads the others' buffers in place, each writing its own recv.
+    void allGather(int rank, const float* send, float* recv, size_t count) override {
+        countAllGather(rank, count);
+        published_[size_t(rank)] = send;
+        meet(rank);
+        std::exception_ptr failure;
+        attempt(failure, [&] {
+            for (int j = 0; j < size(); ++j) copyInto(rank, recv + size_t(j) * count, published_[size_t(j)], count);
+        });
+        meet(rank);  // every rank has read every buffer
+        if (failure) std::rethrow_exception(failure);
+    }
+
     void meanOfRanks(const std::vector<const float*>& perRank, float* out, size_t count) override {
         reduceChunk(*ranks_[0].backend, ranks_[0].stream, Range{0, count}, perRank, out, ReduceOp::Mean);
     }
