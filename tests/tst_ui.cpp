@@ -836,6 +836,9 @@ private slots:
             if (cliOnly.contains(key)) continue;
             QWidget* field = e->fieldFor(key);
             QVERIFY2(field, qPrintable("no field in the form sets '" + key + "'"));
+            // The stages' fields are shown (and set their keys) with model or hybrid parallelism.
+            if (QStringList{"stages", "pipeline", "micro_batches", "stage_replicas"}.contains(key))
+                e->parallelismBox()->setCurrentIndex(ExperimentPanel::kHybridParallel);
             const nlohmann::json before = e->config().toJson()[k];
             if (auto* s = qobject_cast<QSpinBox*>(field)) s->setValue(s->value() < s->maximum() ? s->value() + 1 : s->value() - 1);
             else if (auto* d = qobject_cast<QDoubleSpinBox*>(field)) d->setValue(d->value() + (d->value() < d->maximum() / 2 ? 1 : -1) * d->singleStep());
@@ -846,6 +849,49 @@ private slots:
             QVERIFY2(e->config().toJson()[k] != before, qPrintable("changing its field left '" + key + "' as it was"));
             e->setConfig(syntheticRun(0));
         }
+    }
+
+    // The Parallelism choice: data parallelism shows the towers' rows, model and hybrid the
+    // stages' (hybrid with its replicas), and the config has only what the rows shown say.
+    void parallelismChoosesTheRows() {
+        MainWindow w;
+        ExperimentPanel* e = w.experiment();
+        e->setConfig(syntheticRun(0));
+        auto* form = qobject_cast<QFormLayout*>(e->towersBox()->parentWidget()->layout());
+        QVERIFY(form);
+        auto shown = [&](const QString& key) { return form->isRowVisible(e->fieldFor(key)); };
+        QCOMPARE(e->parallelismBox()->currentIndex(), ExperimentPanel::kDataParallel);
+        QVERIFY(shown("variables") && !shown("stages") && !shown("micro_batches") && !shown("stage_replicas"));
+        e->processesBox()->setValue(2);
+        e->parallelismBox()->setCurrentIndex(ExperimentPanel::kModelParallel);
+        QVERIFY(!shown("variables") && !shown("towers") && shown("stages") && shown("pipeline") && shown("micro_batches") &&
+                !shown("stage_replicas"));
+        tb::RunConfig c = e->config();
+        QCOMPARE(c.stages, std::string("2"));  // the field's placeholder: balanced over 2 stages
+        QCOMPARE(c.towers, std::string("cpu:0"));
+        QCOMPARE(e->processes(), 1);  // stages run in one process
+        QVERIFY2(e->isValid(), qPrintable(e->problem()));
+        qobject_cast<QComboBox*>(e->fieldFor("pipeline"))->setCurrentText("1f1b");
+        qobject_cast<QSpinBox*>(e->fieldFor("micro_batches"))->setValue(4);
+        c = e->config();
+        QVERIFY(c.pipeline == "1f1b" && c.microBatches == 4 && c.stageReplicas == 1);
+        e->parallelismBox()->setCurrentIndex(ExperimentPanel::kHybridParallel);
+        QVERIFY(shown("stage_replicas"));
+        QCOMPARE(e->config().stageReplicas, 2);
+        e->parallelismBox()->setCurrentIndex(ExperimentPanel::kDataParallel);
+        c = e->config();
+        QVERIFY(c.stages.empty() && c.pipeline.empty() && c.microBatches == 1 && c.stageReplicas == 1);
+        QCOMPARE(e->processes(), 2);
+        // A config with stages opens with the choice that runs it.
+        tb::RunConfig staged = syntheticRun(0);
+        staged.stages = "cpu:0=0..2,cpu:1=3..5";
+        e->setConfig(staged);
+        QCOMPARE(e->parallelismBox()->currentIndex(), ExperimentPanel::kModelParallel);
+        QCOMPARE(e->config().stages, staged.stages);
+        staged.stageReplicas = 2;
+        e->setConfig(staged);
+        QCOMPARE(e->parallelismBox()->currentIndex(), ExperimentPanel::kHybridParallel);
+        QCOMPARE(e->config().stageReplicas, 2);
     }
 
     // Opening a shipped config and saving it gives back exactly the settings of the file.

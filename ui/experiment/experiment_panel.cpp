@@ -197,8 +197,13 @@ void ExperimentPanel::makeDeviceFields() {
     slow_ = new QLineEdit;
     slow_->setPlaceholderText(tr("none, e.g. 1=3"));
     slow_->setToolTip(tr("Straggler injection: tower T runs F times slower (sync waits for it, async does not)."));
+    parallelism_ = combo({"data", "model", "hybrid"},
+                         tr("Data: every tower holds the whole model and trains on its slice of the batch (the "
+                            "seeds' towers). Model: the model's layers split into stages, each on its own device, "
+                            "the batch flowing through them (a pipeline). Hybrid: the stages replicated, each "
+                            "stage's replicas summing their gradients (data parallel inside the pipeline)."));
     stages_ = new QLineEdit;
-    stages_->setPlaceholderText(tr("none (data parallel), e.g. 2"));
+    stages_->setPlaceholderText(tr("2 (balanced), or cpu:0=FROM..TO,..."));
     stages_->setToolTip(tb::ui::wrappedToolTip(
         tr("Model parallelism: the model's layers split into consecutive stages, each on its own CPU device and "
            "thread: N (balanced by each layer's measured time), cpu:0,cpu:1, or cpu:0=FROM..TO,cpu:1=FROM..TO by "
@@ -317,6 +322,7 @@ void ExperimentPanel::layOutForm() {
     add(dataForm_, "model", tr("Model"), model_);
     add(dataForm_, "data", tr("Data"), data_);
     add(dataForm_, {}, tr("Folder"), folderRow_);
+    add(devicesForm_, {}, tr("Parallelism"), parallelism_);
     add(devicesForm_, {}, tr("Run on"), runOn_);
     add(devicesForm_, "towers", tr("CPU towers"), towers_);
     devicesForm_->addRow(gpus_);
@@ -380,6 +386,11 @@ void ExperimentPanel::connectFields() {
         if (!file.isEmpty()) initFrom_->setText(file);
     });
     connect(runOn_, &QComboBox::currentIndexChanged, this, &ExperimentPanel::devicesChanged);
+    connect(parallelism_, &QComboBox::currentIndexChanged, this, [this](int i) {
+        if (i == kHybridParallel && stageReplicas_->value() < 2 && !loading_) stageReplicas_->setValue(2);
+        showChosenRows();
+        revalidate();
+    });
     connect(gpus_, &QListWidget::itemChanged, this, &ExperimentPanel::devicesChanged);
     for (QSpinBox* s : {towers_, perGpu_}) connect(s, &QSpinBox::valueChanged, this, &ExperimentPanel::devicesChanged);
     for (QComboBox* c : {model_, data_, variables_, reduce_, update_, optimizer_, precision_, length_, batchMeaning_, transfers_,
@@ -437,6 +448,8 @@ void ExperimentPanel::browseMetrics() {
     if (!file.isEmpty()) metrics_->setText(file);
 }
 
+bool ExperimentPanel::staged() const { return parallelism_->currentIndex() != kDataParallel; }
+
 bool ExperimentPanel::onGpus() const { return runOn_->currentIndex() == kGpus; }
 
 QStringList ExperimentPanel::chosenDevices() const {
@@ -478,11 +491,20 @@ void ExperimentPanel::setVariablesChoices(const QString& keep) {
     variables_->setCurrentIndex(i >= 0 ? i : 0);
 }
 
+void ExperimentPanel::showChosenRows() {
+    const bool gpus = onGpus(), data = !staged();
+    for (QWidget* f : std::initializer_list<QWidget*>{runOn_, processes_, hostfile_, variables_, reduce_, update_, commPrecision_,
+                                                      averageEvery_, psShards_, psTasks_, slow_})
+        devicesForm_->setRowVisible(f, data);
+    devicesForm_->setRowVisible(towers_, data && !gpus);
+    devicesForm_->setRowVisible(gpus_, data && gpus);
+    devicesForm_->setRowVisible(perGpu_, data && gpus);
+    for (QWidget* f : std::initializer_list<QWidget*>{stages_, pipeline_, microBatches_}) devicesForm_->setRowVisible(f, !data);
+    devicesForm_->setRowVisible(stageReplicas_, parallelism_->currentIndex() == kHybridParallel);
+}
+
 void ExperimentPanel::devicesChanged() {
-    const bool gpus = onGpus();
-    devicesForm_->setRowVisible(towers_, !gpus);
-    devicesForm_->setRowVisible(gpus_, gpus);
-    devicesForm_->setRowVisible(perGpu_, gpus);
+    showChosenRows();
     setVariablesChoices(variables_->currentData().toString());
     revalidate();
 }
@@ -526,9 +548,10 @@ void ExperimentPanel::showTowers(const std::string& text) {
     devicesChanged();
 }
 
-int ExperimentPanel::processes() const { return processes_->value(); }
+// Stages run in one process for now (the form hides the processes' rows).
+int ExperimentPanel::processes() const { return staged() ? 1 : processes_->value(); }
 
-QString ExperimentPanel::hostfile() const { return hostfile_->text().trimmed(); }
+QString ExperimentPanel::hostfile() const { return staged() ? QString() : hostfile_->text().trimmed(); }
 
 tb::RunConfig ExperimentPanel::config() const {
     tb::RunConfig c = base_;
@@ -546,15 +569,35 @@ tb::RunConfig ExperimentPanel::config() const {
     c.psShards = psShards_->value();
     c.psTasks = psTasks_->value();
     c.slow = slow_->text().trimmed().toStdString();
-    c.stages = stages_->text().trimmed().toStdString();
-    // "naive" is the default schedule: a config that named none keeps naming none.
-    const std::string schedule = pipeline_->currentText().toStdString();
-    c.pipeline = schedule == "naive" && base_.pipeline.empty() ? std::string() : schedule;
-    c.microBatches = microBatches_->value();
-    c.stageReplicas = stageReplicas_->value();
+    if (staged()) {
+        // The stages' rows only: what data parallelism's hidden rows hold is not combined with
+        // stages (RunConfig::validateStages), so their defaults go.
+        const tb::RunConfig defaults;
+        c.towers = defaults.towers;
+        c.variables = defaults.variables;
+        c.reduce = defaults.reduce;
+        c.update = defaults.update;
+        c.averageEvery = defaults.averageEvery;
+        c.psShards = defaults.psShards;
+        c.psTasks = defaults.psTasks;
+        c.slow = defaults.slow;
+        c.commPrecision = defaults.commPrecision;
+        const QString stages = stages_->text().trimmed();
+        c.stages = stages.isEmpty() ? std::string("2") : stages.toStdString();
+        // "naive" is the default schedule: a config that named none keeps naming none.
+        const std::string schedule = pipeline_->currentText().toStdString();
+        c.pipeline = schedule == "naive" && base_.pipeline.empty() ? std::string() : schedule;
+        c.microBatches = microBatches_->value();
+        c.stageReplicas = parallelism_->currentIndex() == kHybridParallel ? stageReplicas_->value() : 1;
+    } else {
+        c.stages.clear();
+        c.pipeline.clear();
+        c.microBatches = c.stageReplicas = 1;
+    }
     // A global batch leaves the split to the plan; a batch per tower makes the global batch
     // follow the towers (written out, so a saved file says what a step is).
-    if (batchMeaning_->currentIndex() == kGlobalBatch) {
+    // Stages take the step's whole batch (one pipeline): a batch per tower is that batch.
+    if (batchMeaning_->currentIndex() == kGlobalBatch || staged()) {
         c.batch = batch_->value();
         c.batchPerTower = 0;
     } else {
@@ -628,6 +671,7 @@ void ExperimentPanel::setConfig(const tb::RunConfig& c) {
     psShards_->setValue(c.psShards);
     psTasks_->setValue(c.psTasks);
     slow_->setText(QString::fromStdString(c.slow));
+    parallelism_->setCurrentIndex(c.stages.empty() ? kDataParallel : c.stageReplicas > 1 ? kHybridParallel : kModelParallel);
     stages_->setText(QString::fromStdString(c.stages));
     pipeline_->setCurrentText(c.pipeline.empty() ? QStringLiteral("naive") : QString::fromStdString(c.pipeline));
     microBatches_->setValue(c.microBatches);

@@ -58,6 +58,7 @@ public:
     QLineEdit* hostfileBox() const { return hostfile_; }
 
     QComboBox* modelBox() const { return model_; }
+    QComboBox* parallelismBox() const { return parallelism_; }  // kDataParallel, kModelParallel or kHybridParallel
     QComboBox* runOnBox() const { return runOn_; }    // kCpuTowers or kGpus
     QSpinBox* towersBox() const { return towers_; }   // CPU towers
     QListWidget* gpuList() const { return gpus_; }    // one checkable item per GPU
@@ -69,6 +70,7 @@ public:
     QComboBox* batchMeaningBox() const { return batchMeaning_; }  // kGlobalBatch or kBatchPerTower
 
     static constexpr int kCpuTowers = 0, kGpus = 1;         // runOnBox() indexes
+    static constexpr int kDataParallel = 0, kModelParallel = 1, kHybridParallel = 2;  // parallelismBox() indexes
     static constexpr int kGlobalBatch = 0, kBatchPerTower = 1;  // batchMeaningBox() indexes
 
 signals:
@@ -97,6 +99,10 @@ private:
     // Run on, CPU towers, GPU checks or towers per GPU changed: show the rows of the choice made
     // and offer its devices as the variables' places.
     void devicesChanged();
+    // Shows the rows of the parallelism and devices chosen: data parallelism's (towers, variables,
+    // processes, ...) or the stages' (stages, schedule, micro-batches; replicas for hybrid).
+    void showChosenRows();
+    bool staged() const;  // model or hybrid parallelism chosen
     void setVariablesChoices(const QString& keep);  // keeps `keep` selected where it is offered
     void showTowers(const std::string& towers);     // setConfig's part for the device controls
     void fitGpuList();
@@ -111,7 +117,7 @@ private:
     tb::RunConfig base_;  // the last config set: what the form has no field for comes from here
     QHash<QString, QWidget*> fields_;
     QHash<QString, QString> names_;  // key -> the field's label
-    QComboBox *model_, *data_, *runOn_, *variables_, *reduce_, *update_, *optimizer_, *precision_, *length_, *batchMeaning_,
+    QComboBox *model_, *data_, *parallelism_, *runOn_, *variables_, *reduce_, *update_, *optimizer_, *precision_, *length_, *batchMeaning_,
         *transfers_, *commPrecision_, *pipeline_;
     QListWidget* gpus_;
     QFormLayout *devicesForm_, *trainingForm_, *dataForm_;
