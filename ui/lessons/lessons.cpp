@@ -144,7 +144,8 @@ std::vector<Lesson> lessons(int cores) {
                        QObject::tr(
                            "<p>The lecture's other half. <b>Data parallelism</b> (lessons 1-5) copies the whole "
                            "model onto every device. <b>Model parallelism</b> splits the model: here deep_mlp's "
-                           "eight equal layers go to two <b>stages</b>, each on its own device (a CPU thread), "
+                           "eight dense layers, sized so that two halves cost the same, go to two <b>stages</b>, each "
+                           "on its own device (a CPU thread), "
                            "the activations flowing forward from stage 1 to stage 2 and their gradients back.</p>"
                            "<p>The same model and batch train three ways, <b>one after another</b> so that they "
                            "never share the cores: one device with every core; two stages <b>naively</b> (the whole "
@@ -153,7 +154,7 @@ std::vector<Lesson> lessons(int cores) {
                            "stage 2 works on one micro-batch, stage 1 works on the next: the idle share, the "
                            "<i>bubble</i>, falls to (S-1)/(M+S-1) = 20% for equal stages, and each stage holds at "
                            "most S-s micro-batches' activations).</p>"
-                           "<p><b>Watch</b> each timeline: a lane per stage, the numbered blocks are micro-batches' "
+                           "<p><b>Watch</b> each timeline: a lane per stage, its blocks the micro-batches' "
                            "forwards (light) and backwards (dark), the hatched gaps the bubble. All three compute "
                            "the same gradient: their losses agree step for step.</p>"),
                        c, false, true});
