@@ -146,8 +146,9 @@ Data parallelism (the seeds' tower pattern; docs/user-guide.md):
                       NCCL and between processes); the variables always move in fp32. Not
                       with averaging every K steps; a GPU holder takes them through NCCL only
 
-Model parallelism (CPU stages, synchronous, in one process; not yet combined with
---towers, --update async, --average-every, --ps-*, --slow or mpirun):
+Model parallelism (CPU stages, synchronous; under mpirun every process runs the stages on its
+share of the batch, each stage's gradient averaged over the processes; not yet combined with
+--towers, --update async, --average-every, --ps-* or --slow):
   --stages SPEC       the model's layers split into consecutive stages, each on its own device
                       and thread team: N (cpu:0 .. cpu:N-1), DEV,DEV,... or DEV*K, split to
                       balance each layer's measured time; or explicit DEV=FROM..TO,... by layer

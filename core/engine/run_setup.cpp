@@ -277,8 +277,6 @@ RunPlan RunPlan::of(const RunConfig& c, const ProcessRoles& roles, RunFolder* fo
         checkSamePlan(*roles.group, r.plan, roles.chief);
     }
     if (!r.config.stages.empty()) {
-        if (roles.group)
-            throw Error("--stages: model parallelism across mpirun processes is not built yet; run one process");
         std::vector<std::string> names;
         for (const LayerSpec& l : r.spec.layers) names.push_back(l.name);
         StagePlan stages = parseStagePlan(r.config.stages, names);
@@ -294,6 +292,11 @@ RunPlan RunPlan::of(const RunConfig& c, const ProcessRoles& roles, RunFolder* fo
             stages.balanced = false;
         }
         r.config.stages = stages.describe(names);
+        // Processes: each measured its own layer times; every one runs the chief's split.
+        if (roles.group && stages.count() > 0) {
+            r.config.stages = roles.group->broadcast(r.config.stages, roles.chief);
+            stages = parseStagePlan(r.config.stages, names);
+        }
         r.stages = std::move(stages);
     }
     std::string resumePath = folder && folder->resuming() ? folder->resumeCheckpoint() : "";

@@ -29,6 +29,8 @@ StagePipelineSetup pipelineSetup(const RunPlan& run, const OptimizerSettings& op
     setup.threadsPerStage = std::max(1, cores / (run.stages->count() * run.config.stageReplicas));
     setup.opt = opt;
     setup.seed = run.config.seed;
+    setup.processes = run.roles.group;  // stages inside each process, data parallel across them
+    setup.exampleOffset = int64_t(run.roles.worker()) * run.plan.batchPerTower;
     return setup;
 }
 

@@ -234,8 +234,7 @@ void RunConfig::validate() const {
 }
 
 // Model parallelism's settings against each other and against what is built with stages so far:
-// one replica of the pipeline on CPU stages, synchronous, in one process (the trainer refuses
-// mpirun; StagePipeline, a GPU stage).
+// pipelines of CPU stages, synchronous, in each process (StagePipeline refuses a GPU stage).
 void RunConfig::validateStages() const {
     auto require = [](bool ok, const std::string& msg) {
         if (!ok) throw Error(msg);
@@ -277,7 +276,7 @@ void RunConfig::validateStages() const {
     };
     for (const auto& [given, flag] : unbuilt)
         require(!given, std::string("--stages: model parallelism with ") + flag +
-                            " is not built yet; leave it out (one pipeline, synchronous, on CPU stages)");
+                            " is not built yet; leave it out (pipelines of CPU stages, synchronous)");
 }
 
 json RunConfig::toJson() const {

@@ -52,6 +52,8 @@ struct StagePipeline::Worker {
 StagePipeline::StagePipeline(const ModelSpec& spec, const StagePipelineSetup& setup, const PipelineSchedule& schedule)
     : micro_(setup.microBatches),
       replicas_(setup.replicas),
+      processes_(setup.processes),
+      exampleOffset_(setup.exampleOffset),
       start_(std::ptrdiff_t(setup.ranges.size()) * std::max(1, setup.replicas) + 1),
       done_(std::ptrdiff_t(setup.ranges.size()) * std::max(1, setup.replicas) + 1) {
     const int count = int(setup.ranges.size());
@@ -64,6 +66,7 @@ StagePipeline::StagePipeline(const ModelSpec& spec, const StagePipelineSetup& se
                     (replicas_ > 1 ? " x --stage-replicas " + std::to_string(replicas_) : std::string()) +
                     " does not divide the batch of " + std::to_string(setup.batch) + " examples");
     microBatch_ = setup.batch / (micro_ * replicas_);
+    if (processes_) processes_->setLanes(count);  // a collective: every process, same count
     for (int s = 0; s < count; ++s) {
         if (setup.devices[size_t(s)].type != DeviceType::Cpu)
             throw Error("--stages: stages on " + setup.devices[size_t(s)].str() + " are not built yet; give CPU devices (cpu:N)");
@@ -175,20 +178,21 @@ void StagePipeline::runStep(Worker& w) {
     int backwardsRun = 0;
     for (const PipelineOp& op : w.ops) {
         Network& net = w.slot(op.micro);
-        // Its rows of the step's batch; the weight decay once per step, on replica 0's first.
-        const MicroBatch part{r * perReplica + int64_t(op.micro) * microBatch_, microBatch_ * micro_ * replicas_,
-                              r == 0 && op.micro == 0};
+        // Its rows of the step's batch (of this process's share: its masks' rows of the global
+        // batch); the weight decay once per step, on replica 0's first.
+        const int64_t first = r * perReplica + int64_t(op.micro) * microBatch_;
+        const MicroBatch part{exampleOffset_ + first, microBatch_ * micro_ * replicas_, r == 0 && op.micro == 0};
         if (op.forward) {
             if (prev) {
                 if (!waitFor(prev->forwards, op.micro)) return;
                 net.setInput(prev->slot(op.micro).output());
             } else {  // the first stage copies its micro-batch's rows of the step's batch in
                 const size_t row = size_t(net.inputDims().size());
-                be.copyFromHost(w.stream, net.input(), batch_->x.data() + size_t(part.firstExample) * row,
+                be.copyFromHost(w.stream, net.input(), batch_->x.data() + size_t(first) * row,
                                 size_t(microBatch_) * row * sizeof(float));
             }
             if (!next)
-                be.copyFromHost(w.stream, net.labels(), batch_->y.data() + part.firstExample,
+                be.copyFromHost(w.stream, net.labels(), batch_->y.data() + first,
                                 size_t(microBatch_) * sizeof(int32_t));
             const double t = since(t0_);
             net.forward(w.stream, true, seed_, microBatch_, w.stats.data(), part);
@@ -238,6 +242,10 @@ void StagePipeline::update(Worker& w) {
     const double t = since(t0_);
     const size_t n = size_t(w.slots.front()->paramCount());
     for (int r = 1; r < replicas_; ++r) be.axpy(first.stream, 1.f, st.grads[size_t(r)].data(), st.grads[0].data(), n);
+    if (processes_) {  // every process's gradient of its share: their mean is the global batch's
+        be.synchronize(first.stream);
+        processes_->allReduce(st.index, st.grads[0].data(), st.grads[0].data(), n, ReduceOp::Mean);
+    }
     st.lr = st.optimizer->apply(first.stream, st.params, st.grads[0].data(), step_);
     be.synchronize(first.stream);
     w.apply = since(t0_) - t;

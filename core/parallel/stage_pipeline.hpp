@@ -23,6 +23,7 @@
 #include <utility>
 #include <vector>
 
+#include "comm/process_group.hpp"
 #include "data/pipeline.hpp"
 #include "nn/network.hpp"
 #include "optim/optimizer.hpp"
@@ -44,6 +45,13 @@ struct StagePipelineSetup {
     int threadsPerStage = 1;
     OptimizerSettings opt;
     uint64_t seed = 0;                        // initial variables
+    // The lecture's hybrid across processes (mpirun): every process runs this pipeline on its
+    // share of the global batch, each stage's gradient averaged over the processes (an all-reduce
+    // on lane s, the stage's own) before its update, so every process's copy of the variables
+    // stays equal. exampleOffset: where this process's share starts in the global batch, so each
+    // micro-batch draws its rows of the dropout masks one device would draw. Null: one process.
+    ProcessGroup* processes = nullptr;
+    int64_t exampleOffset = 0;
     // Host memory of the whole model's variables (paramCount floats) that CPU stages keep their
     // slices in, so one buffer holds them all (evaluation reads it as one network); null: each
     // stage allocates its own.
@@ -117,6 +125,8 @@ private:
     Worker& worker(int replica, int stage) { return *workers_[size_t(replica * stages() + stage)]; }
 
     int micro_, microBatch_, replicas_;
+    ProcessGroup* processes_;
+    int64_t exampleOffset_;
     int64_t paramCount_ = 0;
     std::vector<std::unique_ptr<Stage>> stages_;
     std::vector<std::unique_ptr<Worker>> workers_;  // replica by replica

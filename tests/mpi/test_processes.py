@@ -18,6 +18,8 @@
    what one process of one tower x 64 does; asynchronous, 2 workers reach the accuracy of the
    synchronous run within 3 points, mean over 3 seeds (6 epochs of the shipped slice), and the
    chief's step lines show both async workers' towers (relayed by the server).
+6. Stages inside each process, data parallel across 2 processes (the lecture's hybrid): equal to
+   one process of one tower x 64 (losses, final weights), with dropout, and the bytes counted.
 5. Averaging every 3 steps across processes equals one process of both towers (a cut last round
    averaged at the end); mpirun -np 1 trains bitwise what no mpirun does; every step line carries
    every worker's towers; a run of 2 processes resumed at step 10 gives the losses of one trained
@@ -380,6 +382,38 @@ def gpu_cases(tmp, binary):
     refused([*MPIRUN, "2", *base, "--variables", "gpu:0"], "not on one process's GPU", "variables on a GPU across processes")
 
 
+def stages_across_processes(tmp, binary, model="mlp", schedule=("--pipeline", "1f1b", "--micro-batches", "2"),
+                            label="stages in each process"):
+    """The lecture's hybrid: 2 stages inside each of 2 processes, data parallel across them (each
+    stage's gradient averaged over the processes), against one process of one tower x 64."""
+    common = ["--model", model, "--data", DATA, "--steps", "10", "--validation", "0", "--threads", "1", "--quiet",
+              "--lr", "0.05", "--batch", "64"]
+    runs = two_runs(tmp, label, [binary, *common], [*MPIRUN, "2", binary, *common, "--stages", "2", *schedule])
+    if not runs:
+        return
+    p1, p2, one, two, worst = runs
+    check(worst < 1e-5, f"{label}: 2 processes x 2 stages ({' '.join(schedule)}) vs 1 x cpu:0, 10 steps' losses "
+          f"within {worst:.2e} (limit 1e-5)")
+    w1 = safetensors(os.path.join(one, "checkpoints", "step-00000010.safetensors"))
+    w2 = safetensors(os.path.join(two, "checkpoints", "step-00000010.safetensors"))
+    w1 = {k: v for k, v in w1.items() if not k.startswith("state/")}
+    w2 = {k: v for k, v in w2.items() if not k.startswith("state/")}
+    diff = max(relative(w2[k], w1[k]) for k in w1) if w1.keys() == w2.keys() else 1.0
+    check(diff < 1e-5, f"{label}: final weights within {diff:.2e} of their norm (limit 1e-5)")
+    # Each process's stages average their slices: the whole model's variables once per step, by
+    # nccl-tests' definition 2 (P - 1) / P x 4 bytes per parameter.
+    s2 = json.loads(p2.stdout.strip().splitlines()[-1])
+    counted = [json.loads(line)["process_bytes"] for line in open(two + ".jsonl") if '"type":"step"' in line]
+    check(counted == [s2["params"] * 4] * 10, f"{label}: bytes sent by the chief per step {sorted(set(counted))} "
+          f"(expected {s2['params'] * 4})")
+    steps = [json.loads(line) for line in open(two + ".jsonl") if '"type":"step"' in line]
+    check(all(len(st["towers"]) == 4 for st in steps) and s2.get("stages", "").count("=") == 2,
+          f"{label}: every step line has 2 stages x 2 processes ({len(steps[-1]['towers'])} lanes), the split "
+          f"{s2.get('stages')}")
+    shutil.rmtree(one)
+    shutil.rmtree(two)
+
+
 def main():
     binary = os.path.abspath(sys.argv[1])
     if not shutil.which("mpirun"):
@@ -413,6 +447,9 @@ def main():
         # rounds' all-reduces span the processes; 10 steps end with a cut round, averaged at the end.
         equivalence(tmp, binary, ["--variables", "replicated", "--reduce", "allreduce", "--average-every", "3"],
                     towers_one="cpu:0,cpu:1", label="averaging every 3")
+        stages_across_processes(tmp, binary)
+        stages_across_processes(tmp, binary, model=model, schedule=("--pipeline", "gpipe", "--micro-batches", "4"),
+                                label="stages in each process, dropout")
         killed_rank(tmp, binary)
         group_of_one(tmp, binary)
         resumed(tmp, binary, [], "resume, variables on the host")

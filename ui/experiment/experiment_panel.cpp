@@ -548,7 +548,8 @@ void ExperimentPanel::showTowers(const std::string& text) {
     devicesChanged();
 }
 
-// Stages run in one process for now (the form hides the processes' rows).
+// The form runs stages in one process (it hides the processes' rows; towerbench-run under mpirun
+// runs them in each process).
 int ExperimentPanel::processes() const { return staged() ? 1 : processes_->value(); }
 
 QString ExperimentPanel::hostfile() const { return staged() ? QString() : hostfile_->text().trimmed(); }
