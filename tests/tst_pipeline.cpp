@@ -418,6 +418,10 @@ private slots:
             QVERIFY2(bubble > 0 && bubble < 1, qPrintable(what + QString(": bubble %1").arg(bubble)));
             QVERIFY2(s.value("stages").toString().contains("=") && s.value("stage_activation_bytes").toArray().size() >= 2,
                      qPrintable(what));
+            // Each stage's whole allocation: more than its activations (its variables and gradients too).
+            const QJsonArray all = s.value("stage_bytes").toArray(), held = s.value("stage_activation_bytes").toArray();
+            QVERIFY2(all.size() == held.size(), qPrintable(what));
+            for (int k = 0; k < all.size(); ++k) QVERIFY2(all[k].toDouble() > held[k].toDouble(), qPrintable(what));
         }
         // Stopped at step 10 and resumed to 20: the split is the folder's, the result the same.
         const QString folder = dir.filePath("resumed");

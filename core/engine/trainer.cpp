@@ -63,6 +63,7 @@ nlohmann::json RunSummary::toJson() const {
         j["stage_replicas"] = stageReplicas;
         j["bubble_fraction"] = bubbleFraction;
         j["stage_activation_bytes"] = stageActivationBytes;
+        j["stage_bytes"] = stageBytes;
     }
     const NetworkMemory& m = towerMemory;
     // variables: one copy of the parameters (on the holder, or each replica's own: params_bytes).

@@ -47,6 +47,10 @@ struct RunSummary {
     int microBatches = 1, stageReplicas = 1;
     double bubbleFraction = -1;
     std::vector<size_t> stageActivationBytes;
+    // Everything each stage allocated, its replicas together (StagePipeline::stageBytes: its
+    // variables, optimiser slots, gradients and activations); towerMemory is then the whole-model
+    // evaluation network's, which shares the stages' variables.
+    std::vector<size_t> stageBytes;
     // Memory: what each GPU's allocator handed out (peak included), and what one replica and the
     // optimiser slots account for, to compare the peak with.
     std::vector<DeviceMemoryUse> deviceMemory;

@@ -99,8 +99,10 @@ TrainingRun::TrainingRun(RunPlan& run, DataSplits data, int cores, int machineCo
         sum_.pipeline = c_.pipeline.empty() ? "naive" : c_.pipeline;
         sum_.microBatches = c_.microBatches;
         sum_.stageReplicas = c_.stageReplicas;
-        for (int s = 0; s < pipeline->pipeline().stages(); ++s)
+        for (int s = 0; s < pipeline->pipeline().stages(); ++s) {
             sum_.stageActivationBytes.push_back(pipeline->pipeline().activationBytes(s));
+            sum_.stageBytes.push_back(pipeline->pipeline().stageBytes(s));
+        }
         towers_ = std::move(pipeline);
     } else {
         towers_ = std::make_unique<TowerSet>(run.spec, plan, opt, std::max(1, cores / n), c_.seed, run.roles.group);
