@@ -19,6 +19,7 @@
 #include "nn/network.hpp"
 #include "optim/optimizer.hpp"
 #include "parallel/pipeline_schedule.hpp"
+#include "parallel/pipeline_set.hpp"
 #include "parallel/stage_pipeline.hpp"
 #include "test_support.hpp"
 #include "util/error.hpp"
@@ -293,6 +294,17 @@ private slots:
                     else QVERIFY2(estimated >= built && estimated <= built + p.activationBytes(s) * size_t(way.replicas), qPrintable(what));
                 }
             }
+    }
+
+    // A pipelined run's whole-model evaluation network keeps no gradient buffer (the stages
+    // compute every gradient), and refuses a backward; the estimate counts none for it.
+    void evaluationNetworkKeepsNoGradients() {
+        const ModelSpec spec = findModel("mlp");
+        StagePipelineSetup setup = twoStages(2);
+        setup.ranges = {{0, 2}, {3, 5}};
+        PipelineSet set(spec, setup, makePipelineSchedule("gpipe"), kSeed);
+        QCOMPARE(set.evalNetwork().memoryUse().grads, size_t(0));
+        QVERIFY(mentions(errorOf([&] { set.evalNetwork().backward(set.evalStream()); }), {"only evaluates"}));
     }
 
     // The fewest stages that fit (--stages auto), on a made-up catalogue of GPUs (a test machine

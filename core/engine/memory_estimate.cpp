@@ -101,7 +101,7 @@ std::vector<MemoryNeed> estimatePipelineMemory(const ModelSpec& spec, const Stag
                                                size_t datasetBytes) {
     NeedsByMemory needs(datasetBytes);
     const NetworkMemory eval = estimateNetworkMemory(spec, setup.batch);
-    NeedsByMemory::add(needs.at(Device{}), eval.grads + eval.activations + eval.saved, "evaluation network");
+    NeedsByMemory::add(needs.at(Device{}), eval.activations + eval.saved, "evaluation network");
     for (int s = 0; s < int(setup.ranges.size()); ++s)
         NeedsByMemory::add(needs.at(setup.devices[size_t(s)]), estimateStageBytes(spec, setup, schedule, s, slots, ema),
                            "stage " + std::to_string(s + 1));

@@ -45,7 +45,7 @@ size_t estimateStageBytes(const ModelSpec& spec, const StagePipelineSetup& setup
 
 // A pipelined run's needs per memory: each stage on its device (CPU stages in host memory), and
 // in host memory the datasets and the whole model's evaluation network at the step's batch
-// (PipelineSet).
+// (PipelineSet; its activations only: it reads the stages' variables and keeps no gradients).
 std::vector<MemoryNeed> estimatePipelineMemory(const ModelSpec& spec, const StagePipelineSetup& setup,
                                                const PipelineSchedule& schedule, int slots, bool ema,
                                                size_t datasetBytes);

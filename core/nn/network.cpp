@@ -184,6 +184,13 @@ void Network::bindGrads(float* external) {
     grads_ = Tensor();
 }
 
+void Network::releaseGradients() {
+    grads_ = Tensor();
+    grads_ptr_ = nullptr;
+    for (auto& layer : layers_)
+        for (float*& dw : layer->dw) dw = nullptr;
+}
+
 void Network::bindParams(float* external) {
     viewParams(external);
     own_params_ = Tensor();  // not needed any more
@@ -273,6 +280,7 @@ void Network::forward(Stream s, bool training, uint64_t seed, int valid, float* 
 }
 
 void Network::backward(Stream s, const MicroBatch& part) {
+    if (!grads_ptr_) throw Error("this network only evaluates: its gradient buffer was released");
     LayerContext ctx{backend_, s, true, 0, workspace_.data()};
     const float* dy = outputGrad_;
     if (endsInLoss()) {

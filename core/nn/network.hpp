@@ -96,6 +96,9 @@ public:
     // Writes gradients into `external` (paramCount floats on this device) instead of its own
     // buffer, which it frees: a stage's micro-batch slots share one.
     void bindGrads(float* external);
+    // Frees the gradient buffer of a network that only evaluates (a pipeline's whole-model
+    // evaluation network); backward() then throws.
+    void releaseGradients();
     float* input() const { return input_buf_.data(); } // (batch, h, w, c); null for a stage after the first
     // A stage's links to its neighbours, on this device: its input (batch, input dims) where the
     // stage before wrote it (nullptr: input()), the gradient of its output (batch, output dims)

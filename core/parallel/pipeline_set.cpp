@@ -12,6 +12,7 @@ PipelineSet::PipelineSet(const ModelSpec& spec, StagePipelineSetup setup, std::u
     eval_ = std::make_unique<Network>(spec, *backend_, setup.batch);
     whole_ = backend_->empty(Shape{std::max<int64_t>(eval_->paramCount(), 1)});
     eval_->bindParams(whole_.data());
+    eval_->releaseGradients();  // the stages compute every gradient; this network only evaluates
     setup.sharedParams = whole_.data();
     pipe_ = std::make_unique<StagePipeline>(spec, setup, *schedule_);
 }
