@@ -293,7 +293,7 @@ RunPlan RunPlan::of(const RunConfig& c, const ProcessRoles& roles, RunFolder* fo
         }
         r.config.stages = stages.describe(names);
         // Processes: each measured its own layer times; every one runs the chief's split.
-        if (roles.group && stages.count() > 0) {
+        if (roles.group) {
             r.config.stages = roles.group->broadcast(r.config.stages, roles.chief);
             stages = parseStagePlan(r.config.stages, names);
         }

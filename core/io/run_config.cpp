@@ -279,6 +279,19 @@ void RunConfig::validateStages() const {
                             " is not built yet; leave it out (pipelines of CPU stages, synchronous)");
 }
 
+void RunConfig::clearTowerStrategy() {
+    const RunConfig defaults;
+    towers = defaults.towers;
+    variables = defaults.variables;
+    reduce = defaults.reduce;
+    update = defaults.update;
+    commPrecision = defaults.commPrecision;
+    averageEvery = defaults.averageEvery;
+    psShards = defaults.psShards;
+    psTasks = defaults.psTasks;
+    slow = defaults.slow;
+}
+
 json RunConfig::toJson() const {
     json j;
     for (const auto& [name, s] : table()) j[name] = s.read(*this);

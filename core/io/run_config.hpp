@@ -69,6 +69,10 @@ struct RunConfig {
     void loadFile(const std::string& path);
     void validate() const;               // cross-setting checks, before anything starts
     void validateStages() const;         // --stages, --pipeline, --micro-batches (model parallelism)
+    // The towers and how they meet (towers, variables, reduce, update, gradients' precision,
+    // averaging, parameter servers, stragglers) back to their defaults, one CPU tower: what a run
+    // of stages takes (validateStages refuses the others), e.g. the form's model parallelism.
+    void clearTowerStrategy();
     // A message about a setting starts with its flag ("--lr: must be positive"); where the value
     // came from a file, this names the file and key instead ("run.json: 'lr': must be positive").
     std::string explain(const std::string& message) const;

@@ -572,17 +572,8 @@ tb::RunConfig ExperimentPanel::config() const {
     c.slow = slow_->text().trimmed().toStdString();
     if (staged()) {
         // The stages' rows only: what data parallelism's hidden rows hold is not combined with
-        // stages (RunConfig::validateStages), so their defaults go.
-        const tb::RunConfig defaults;
-        c.towers = defaults.towers;
-        c.variables = defaults.variables;
-        c.reduce = defaults.reduce;
-        c.update = defaults.update;
-        c.averageEvery = defaults.averageEvery;
-        c.psShards = defaults.psShards;
-        c.psTasks = defaults.psTasks;
-        c.slow = defaults.slow;
-        c.commPrecision = defaults.commPrecision;
+        // stages, so their defaults go.
+        c.clearTowerStrategy();
         const QString stages = stages_->text().trimmed();
         c.stages = stages.isEmpty() ? std::string("2") : stages.toStdString();
         // "naive" is the default schedule: a config that named none keeps naming none.
