@@ -421,13 +421,17 @@ private slots:
     void localStepsRunFree() {
         auto avg = plan(2, 16, VariablePlacement::Replicated);
         avg.averageEvery = 4;
-        avg.slowdown = {1.0, 3.0};
+        avg.slowdown = {1.0, 20.0};  // the straggler's wait stands far above the start barrier's
         const std::vector<TowerStep> steps = stepsOf(avg, 8, 4);
         QCOMPARE(steps.size(), size_t(8));
         for (size_t k = 0; k < steps.size(); ++k) {
-            const double wait = steps[k].phases[0].wait;
+            const double wait = steps[k].phases[0].wait, atAverage = steps[k | 3].phases[0].wait;
             if (k % 4 == 3) QVERIFY2(wait > 0, qPrintable(QString("no wait at the average after step %1").arg(k + 1)));
-            else QVERIFY2(wait == 0, qPrintable(QString("tower 0 waited %1 s at local step %2").arg(wait).arg(k + 1)));
+            // Between averages no tower waits for another: at the average tower 0 waits out the
+            // straggler's four slow steps, at a local step at most for the call's start barrier
+            // (a free core on a busy host), a small fraction of that.
+            else QVERIFY2(wait < 0.1 * atAverage, qPrintable(QString("tower 0 waited %1 s at local step %2 (%3 s at the average)")
+                                                                 .arg(wait).arg(k + 1).arg(atAverage)));
         }
     }
     // However the steps are split into calls (a paused run gives short calls), the result is the

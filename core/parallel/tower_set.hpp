@@ -11,6 +11,7 @@
 #pragma once
 #include <atomic>
 #include <barrier>
+#include <chrono>
 #include <cstdint>
 #include <exception>
 #include <functional>
@@ -136,6 +137,7 @@ private:
     const Batch* next_ = nullptr;      // the batch of the step after this call, or none
     int64_t step_ = 0;
     double callerWait_ = 0;
+    std::chrono::steady_clock::time_point callStart_;  // when the towers were let go on this call
     bool quit_ = false;
     std::vector<std::thread> threads_;
 };

@@ -170,7 +170,7 @@ QVector<Concept> concepts() {
     c.push_back({QObject::tr("Phases of a step"),
                  QObject::tr("<p>The timeline splits each tower's step into phases: <b>data</b> (waiting for the "
                              "input pipeline), <b>forward</b> and <b>backward</b> (compute), <b>straggle</b> (an "
-                             "injected slowdown), <b>wait</b> (idle at the synchronisation point), <b>reduce</b> "
+                             "injected slowdown), <b>wait</b> (idle at the synchronisation point, or for a free core on a busy host), <b>reduce</b> "
                              "(gradients meeting) and <b>apply</b> (the optimiser's update). Hover a bar for each "
                              "phase in milliseconds.</p>"),
                  [] { return timelineOf(syncSteps(3, -1, 1), 3); }});  // one step, its phases wide
