@@ -6,12 +6,15 @@
 #include <cstring>
 #include <filesystem>
 #include <iostream>
+#include <map>
 #include <memory>
 #include <string>
+#include <tuple>
 #include <vector>
 
 #include "data/dataset.hpp"
 #include "engine/metrics_file.hpp"
+#include "engine/pipeline_time_model.hpp"
 #include "engine/checkpoint.hpp"
 #include "engine/run_folder.hpp"
 #include "engine/scaling_sweep.hpp"
@@ -106,7 +109,9 @@ The scaling lab (docs/scaling-lab.md):
                       --sweep-steps (default 30): examples/sec, speedup over one tower, scaling
                       efficiency, and where a step's time goes; kept as a run folder.
                       --towers names the kind swept: cpu:0 (default), gpu:0 (one GPU per
-                      tower) or gpu:0*2 (towers sharing gpu:0)
+                      tower) or gpu:0*2 (towers sharing gpu:0). Pipelines in
+                      --sweep-strategies: naive, gpipe:M, 1f1b:M (N towers: N CPU stages
+                      over the one-tower batch, --stages N)
   predict SWEEP_DIR   the step-time model calibrated from one point of a sweep (--from, default
                       1: one tower) predicts examples/sec and the step's breakdown for each
                       tower count x strategy, beside the sweep's measurement where it made one.
@@ -115,7 +120,9 @@ The scaling lab (docs/scaling-lab.md):
                       the holder and to each other), --machines M --network LINK. Assumptions:
                       --assume serial_share=0.1,host_latency_us=20,host_gbps=G,data_scale=1,
                       device_gbps=1000. A sweep of towers sharing one GPU (scale --towers
-                      gpu:0*2) calibrates from all its points and predicts towers on that GPU
+                      gpu:0*2) calibrates from all its points and predicts towers on that GPU.
+                      Pipelines (--strategies naive,gpipe:M,1f1b:M; --towers: stages) are
+                      predicted from the one-tower point and each stage's cost, measured here
 
 Data parallelism (the seeds' tower pattern; docs/user-guide.md):
   --towers LIST       cpu:0,cpu:1,... (virtual CPU towers, each its own thread), gpu:0,gpu:1,...,
@@ -302,6 +309,17 @@ int runPredict(const CommandLine& c) {
         std::printf("%-44s %12s %12s %9s %9s %9s %9s %9s\n", "scenario", "predicted", "measured", "step ms", "compute",
                     "wait", "reduce", "apply");
     }
+    // Pipelines: each stage count, micro-batch size and thread count measured once.
+    const tb::ModelSpec spec = tb::findModel(from.point.config.model);
+    std::map<std::tuple<int, int, int, int>, tb::PipelineCosts> measuredCosts;
+    auto pipelineCosts = [&](const tb::Scenario& s) {
+        const int m = tb::pipelineStrategy(s.strategy)->microBatches;
+        const auto key = std::make_tuple(s.towers, s.batchPerTower, m, s.threadsPerTower);
+        if (!measuredCosts.count(key))
+            measuredCosts[key] = tb::measurePipelineCosts(spec, s.towers, s.batchPerTower, m, s.threadsPerTower,
+                                                          cal.batchPerTower, cal.threadsPerTower);
+        return measuredCosts[key];
+    };
     // One tower has no strategy, only a place for its variables: on CPU towers the same place
     // (one prediction, "mean"); a device's tower reads them from the CPU holder over its link
     // ("mean") or holds them itself ("allreduce": no transfer, the update on the device).
@@ -319,7 +337,9 @@ int runPredict(const CommandLine& c) {
                 for (const auto& [tower, factor] : c.slow)
                     if (tower < n) s.slowdown[size_t(tower)] = factor;
             }
-            const tb::Prediction p = tb::predict(cal, assumptions, s);
+            const tb::Prediction p = tb::pipelineStrategy(strategy)
+                                         ? tb::predictPipeline(cal, assumptions, s, pipelineCosts(s))
+                                         : tb::predict(cal, assumptions, s);
             // The sweep's measurement of the same point, where it made one (same towers, strategy, threads, batch).
             double measured = -1;
             for (const tb::SweepResult& r : results) {

@@ -10,6 +10,7 @@
 
 #include "engine/scaling_sweep.hpp"
 #include "engine/step_profile.hpp"
+#include "engine/pipeline_time_model.hpp"
 #include "engine/step_time_model.hpp"
 #include "io/run_index.hpp"
 #include "test_support.hpp"
@@ -153,6 +154,93 @@ private slots:
         QCOMPARE(p.meanStaleness, 1.0);
         QVERIFY(p.examplesPerSec > 1.5 * syncRate);
         QVERIFY(p.bottleneck.find("2 towers") == 0);
+    }
+
+    // The pipeline term (engine/pipeline_time_model.hpp), from stage costs given here: equal
+    // stages idle (S-1)/(M+S-1) of the step, naive (S-1)/S; the slowest stage sets the pace;
+    // one stage of the whole network reproduces the calibration; stages beyond the cores share them.
+    void pipelineTermFollowsItsFormula() {
+        const Calibration cal = oneTower();  // 10 ms compute, 1 ms apply, 100 examples, 1M params
+        Assumptions a;
+        a.hostLatency = 0;
+        PipelineCosts costs;
+        costs.calibrationSeconds = 0.005;  // the network alone takes half the run's compute: k = 2
+        costs.stageSeconds = {0.001, 0.001};
+        costs.stageParams = {600'000, 400'000};
+        costs.split = {{0, 1}, {2, 3}};
+        Scenario s;
+        s.towers = 2;
+        s.threadsPerTower = 1;
+        s.cores = 2;
+        s.batchPerTower = 100;
+        s.strategy = "gpipe:4";
+        Prediction p = predictPipeline(cal, a, s, costs);
+        QVERIFY2(qAbs(p.bubbleFraction - 1.0 / 5) < 1e-12, qPrintable(QString::number(p.bubbleFraction)));
+        QVERIFY(qAbs(p.phases.compute - 4 * 0.002) < 1e-12);      // per stage: M micro-batches of k t
+        QVERIFY(qAbs(p.phases.wait - 0.002) < 1e-12);             // (M + S - 1) k t, less the busy
+        QVERIFY(qAbs(p.phases.apply - 0.0006) < 1e-12);           // the larger stage's 60% of the update
+        QVERIFY(qAbs(p.stepSeconds - (0.010 + 0.0006)) < 1e-12);  // no other cost: the calibration had none
+        QVERIFY(qAbs(p.examplesPerSec - 100 / p.stepSeconds) < 1e-9);
+        s.strategy = "naive";
+        QVERIFY(qAbs(predictPipeline(cal, a, s, costs).bubbleFraction - 0.5) < 1e-12);
+        // Unequal stages: sum + (M - 1) x slowest.
+        costs.stageSeconds = {0.001, 0.003};
+        s.strategy = "1f1b:4";
+        p = predictPipeline(cal, a, s, costs);
+        QVERIFY(qAbs(p.phases.compute + p.phases.wait - 2 * (0.004 + 3 * 0.003)) < 1e-12);
+        QVERIFY(p.bottleneck.find("stage 1, holds 75% of the compute") != std::string::npos);
+        // One stage holding the whole network alone at the calibration's batch: the calibration.
+        costs.stageSeconds = {0.005};
+        costs.stageParams = {1'000'000};
+        s.towers = 1;
+        s.strategy = "naive";
+        QVERIFY(qAbs(predictPipeline(cal, a, s, costs).examplesPerSec - cal.measured.examplesPerSec) < 1e-6);
+        // Two stages of one thread on one core: the core does all the work, at least.
+        costs.stageSeconds = {0.001, 0.001};
+        costs.stageParams = {500'000, 500'000};
+        s.towers = 2;
+        s.cores = 1;
+        s.strategy = "gpipe:4";
+        p = predictPipeline(cal, a, s, costs);
+        QVERIFY(qAbs(p.phases.compute + p.phases.wait - 2 * 4 * 0.002) < 1e-12);
+        // What it cannot predict, each in words.
+        QVERIFY(errorOf([&] { predict(cal, a, s); }).contains("stages' measured costs"));
+        Calibration two = cal;
+        two.towers = 2;
+        QVERIFY(errorOf([&] { predictPipeline(two, a, s, costs); }).contains("one-tower calibration"));
+        s.strategy = "mean";
+        QVERIFY(errorOf([&] { predictPipeline(cal, a, s, costs); }).contains("not a pipeline"));
+    }
+
+    // Sweeps of pipelines: N "towers" are N CPU stages over the one-tower batch.
+    void sweepsVaryStagesAndSchedules() {
+        SweepSettings st;
+        st.towers = {2};
+        st.strategies = {"mean", "naive", "gpipe:4", "1f1b:8"};
+        const std::vector<SweepPoint> points = sweepPoints(tinySweepBase(), st);
+        QCOMPARE(points.size(), size_t(5));
+        QCOMPARE(points[1].config.towers, std::string("cpu:0,cpu:1"));
+        QCOMPARE(points[1].config.batch, 64);
+        for (size_t i = 2; i < 5; ++i) {
+            QCOMPARE(points[i].config.stages, std::string("2"));
+            QCOMPARE(points[i].config.towers, RunConfig().towers);
+            QCOMPARE(points[i].config.batch, 32);
+        }
+        QCOMPARE(points[3].config.pipeline, std::string("gpipe"));
+        QCOMPARE(points[3].config.microBatches, 4);
+        QCOMPARE(points[4].config.pipeline, std::string("1f1b"));
+        QCOMPARE(points[4].label(), std::string("2 stages, 1f1b:8"));
+        SweepResult r;
+        r.point = points[3];
+        QCOMPARE(Calibration::fromSweepPoint(r, 1000, {}, 2).batchPerTower, 32);  // the stages share the batch
+        st.strategies = {"gpipe:x"};
+        QVERIFY(errorOf([&] { sweepPoints(tinySweepBase(), st); }).contains("'gpipe:x' needs M from 1 to 9999"));
+        st.strategies = {"gpipe:5"};
+        QVERIFY(errorOf([&] { sweepPoints(tinySweepBase(), st); }).contains("--micro-batches 5 does not divide --batch 32"));
+        st.strategies = {"naive"};
+        RunConfig gpu = tinySweepBase();
+        gpu.towers = "gpu:0*2";
+        QVERIFY(errorOf([&] { sweepPoints(gpu, st); }).contains("pipelines of GPU stages are not built yet"));
     }
 
     // Threads that share cores share them in every phase, not only compute: 4 towers on 2 cores
@@ -469,6 +557,13 @@ private slots:
         r = tbtest::runTowerbench({"predict", folder, "--device", "h100", "--machines", "2"});
         QVERIFY2(r.exitCode == 0, qPrintable(r.err));
         QVERIFY(r.out.contains("2 h100 towers on 2 machines"));
+        // A pipeline, from the one-tower point and each stage's step measured here.
+        r = tbtest::runTowerbench({"predict", folder, "--towers", "2", "--strategies", "gpipe:2", "--json"});
+        QVERIFY2(r.exitCode == 0, qPrintable(r.err));
+        const QJsonObject pipe = QJsonDocument::fromJson(r.out.trimmed().toUtf8()).object();
+        QVERIFY(pipe.value("bottleneck").toString().startsWith("2 stages x 1 thread, gpipe:2: the bubble idles"));
+        QVERIFY(pipe.value("bubble_fraction").toDouble() > 0 && pipe.value("bubble_fraction").toDouble() < 1);
+        QVERIFY(pipe.value("examples_per_sec").toDouble() > 0);
         // A sweep refused at its first point (no such data) leaves no folder.
         const QString refused = dir_.filePath("refused-sweep");
         r = tbtest::runTowerbench({"scale", "--model", "tiny_mlp", "--data", "idx:" + dir_.filePath("nothing"),
@@ -493,6 +588,8 @@ private slots:
             {{"predict", folder, "--device", "tpu"}, "--device: unknown device 'tpu'"},
             {{"predict", folder, "--link", "pcie4"}, "--link/--machines: describe the towers' device too"},
             {{"predict", folder, "--from", "9"}, "--from: the sweep has 2 points, not 9"},
+            {{"predict", folder, "--towers", "2", "--strategies", "gpipe:3"}, "micro-batches: 3 do not divide the batch of 32"},
+            {{"predict", folder, "--from", "2", "--towers", "2", "--strategies", "naive"}, "naive: a pipeline is predicted from a one-tower calibration"},
             {{"predict", folder, "--assume", "serial_share=2"}, "--assume: serial_share must be from"},
             {{"predict", folder, "--slow", "1=0.5"}, "--slow: the factor in '1=0.5' must be from 1 to 1000"},
             {{"predict", folder, "--slow", "x=2"}, "--slow: 'x' is not a whole number"},

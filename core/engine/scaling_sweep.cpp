@@ -38,10 +38,27 @@ nlohmann::json SweepSettings::toJson() const {
     return {{"towers", towers}, {"strategies", strategies}, {"warmup", warmup}, {"measure", measure}};
 }
 
+std::optional<PipelineStrategy> pipelineStrategy(const std::string& s) {
+    if (s == "naive") return PipelineStrategy{"naive", 1};
+    for (const char* schedule : {"gpipe", "1f1b"}) {
+        const std::string prefix = std::string(schedule) + ":";
+        if (!s.starts_with(prefix)) continue;
+        const std::string m = s.substr(prefix.size());
+        if (m.empty() || m.size() > 4 || !std::all_of(m.begin(), m.end(), ::isdigit) || std::stoi(m) < 1)
+            throw Error("--sweep-strategies: '" + s + "' needs M from 1 to 9999 micro-batches (" + prefix + "4)");
+        return PipelineStrategy{schedule, std::stoi(m)};
+    }
+    return std::nullopt;
+}
+
 void applyStrategy(RunConfig& c, const std::string& s) {
     c.averageEvery = 0;
     c.update = "sync";
-    if (s == "mean") {
+    if (const std::optional<PipelineStrategy> p = pipelineStrategy(s)) {
+        c.clearTowerStrategy();
+        c.pipeline = p->schedule;
+        c.microBatches = p->microBatches;
+    } else if (s == "mean") {
         c.variables = "cpu";
         c.reduce = "mean";
     } else if (s == "allreduce") {
@@ -59,14 +76,14 @@ void applyStrategy(RunConfig& c, const std::string& s) {
         c.reduce = "allreduce";
         c.averageEvery = std::stoi(k);
     } else {
-        throw Error("--sweep-strategies: unknown strategy '" + s + "' (mean, allreduce, async, average:K)");
+        throw Error("--sweep-strategies: unknown strategy '" + s + "' (mean, allreduce, async, average:K, naive, gpipe:M, 1f1b:M)");
     }
 }
 
 std::string SweepPoint::label() const {
     if (towers == 1)
         return config.towers.starts_with("gpu") && variablesReplicated(strategy) ? "1 tower, variables on the GPU" : "1 tower";
-    return std::to_string(towers) + " towers, " + strategy;
+    return std::to_string(towers) + (pipelineStrategy(strategy) ? " stages, " : " towers, ") + strategy;
 }
 
 double speedupOver(const std::vector<SweepResult>& before, const SweepResult& r) {
@@ -107,6 +124,9 @@ std::string sweepTowers(const std::string& baseTowers, int n) {
 
 std::vector<SweepPoint> sweepPoints(const RunConfig& base, const SweepSettings& settings) {
     settings.validate();
+    for (const std::string& s : settings.strategies)
+        if (pipelineStrategy(s) && base.towers.starts_with("gpu"))
+            throw Error("--sweep-strategies: " + s + ": pipelines of GPU stages are not built yet; sweep them with CPU towers");
     const int perTower = base.batchPerTower > 0 ? base.batchPerTower : base.batch;
     std::vector<int> counts = settings.towers;
     std::sort(counts.begin(), counts.end());
@@ -122,10 +142,22 @@ std::vector<SweepPoint> sweepPoints(const RunConfig& base, const SweepSettings& 
         for (const std::string& s : n == 1 ? single : settings.strategies) {
             SweepPoint p{n, s, base};
             RunConfig& c = p.config;
-            c.towers = sweepTowers(base.towers, n);
-            applyStrategy(c, s);
-            c.batchPerTower = perTower;
-            c.batch = std::min(RunConfig::kMaxBatch, n * perTower);
+            if (pipelineStrategy(s)) {  // n stages of CPU devices share the one tower's batch
+                applyStrategy(c, s);
+                c.stages = std::to_string(n);
+                c.batchPerTower = 0;
+                c.batch = perTower;
+            } else {
+                const RunConfig defaults;  // towers, not stages
+                c.stages = defaults.stages;
+                c.pipeline = defaults.pipeline;
+                c.microBatches = defaults.microBatches;
+                c.stageReplicas = defaults.stageReplicas;
+                c.towers = sweepTowers(base.towers, n);
+                applyStrategy(c, s);
+                c.batchPerTower = perTower;
+                c.batch = std::min(RunConfig::kMaxBatch, n * perTower);
+            }
             int64_t warmup = settings.warmup, measure = settings.measure;
             if (s == "async") warmup *= n, measure *= n;
             if (c.averageEvery > 1) {  // whole rounds, so the clock reads a round's end at both ends

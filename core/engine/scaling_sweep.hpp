@@ -16,6 +16,7 @@
 #include <mutex>
 #include <functional>
 #include <memory>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -32,7 +33,8 @@ class Trainer;
 struct SweepSettings {
     std::vector<int> towers = {1, 2};
     // mean (variables on the CPU, the seeds' default), allreduce (replicated), async
-    // (parameter server), average:K (replicated, averaged every K steps).
+    // (parameter server), average:K (replicated, averaged every K steps); model parallelism:
+    // naive, gpipe:M, 1f1b:M (N stages of CPU devices, the batch of one tower cut into M).
     std::vector<std::string> strategies = {"mean", "allreduce", "async", "average:4"};
     int64_t warmup = 5, measure = 30;  // steps per point: left out, then measured
     void validate() const;             // throws tb::Error naming the flag (--sweep-towers, ...)
@@ -78,8 +80,17 @@ std::string sweepTowers(const std::string& baseTowers, int n);
 std::vector<SweepPoint> sweepPoints(const RunConfig& base, const SweepSettings& settings);
 // A new sweep folder under the runs folder, made (empty) and returned: "20261126-143000-sweep-mnist_cnn".
 std::string newSweepFolder(const RunConfig& base);
-// A strategy name as the flag --sweep-strategies takes it applied to a config.
+// A strategy name as the flag --sweep-strategies takes it applied to a config. The pipeline
+// strategies (naive, gpipe:M, 1f1b:M) set the schedule only: their N "towers" are N stages
+// (sweepPoints sets --stages N and keeps the one-tower batch).
 void applyStrategy(RunConfig& c, const std::string& strategy);
+// naive, gpipe:M or 1f1b:M as a schedule and its micro-batches; nullopt for the data-parallel
+// strategies. Throws tb::Error naming --sweep-strategies where M is malformed.
+struct PipelineStrategy {
+    std::string schedule;  // naive | gpipe | 1f1b
+    int microBatches = 1;
+};
+std::optional<PipelineStrategy> pipelineStrategy(const std::string& strategy);
 
 // A sweep's folder read back (sweep.json).
 struct SweepFile {

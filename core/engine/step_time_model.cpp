@@ -528,7 +528,9 @@ std::optional<double> fitSerialShare(const SweepFile& f, std::string* from) {
     std::vector<Observation> obs;
     std::vector<int> threadCounts;
     for (const SweepResult& r : f.points) {
-        if (!r.point.config.towers.starts_with("cpu") || r.measured.steps < 1 || r.measured.compute <= 0) continue;
+        if (!r.point.config.towers.starts_with("cpu") || r.measured.steps < 1 || r.measured.compute <= 0 ||
+            pipelineStrategy(r.point.strategy))  // a stage's compute is part of a tower's
+            continue;
         const Calibration c = Calibration::fromSweepPoint(r, f.params, f.host, f.cores);
         if (c.towers * c.threadsPerTower > c.cores || c.batchPerTower < 1) continue;  // threads shared a core
         obs.push_back({1.0 / c.threadsPerTower, r.measured.compute / c.batchPerTower});
@@ -562,7 +564,10 @@ Calibration Calibration::fromSweepPoint(const SweepResult& r, int64_t params, Ho
     c.towers = r.point.towers;
     c.cores = r.point.config.threads > 0 ? r.point.config.threads : std::max(1, machineCores);
     c.threadsPerTower = std::max(1, c.cores / c.towers);
-    c.batchPerTower = r.point.config.batchPerTower > 0 ? r.point.config.batchPerTower : r.point.config.batch / c.towers;
+    // A pipeline's stages share one tower's batch.
+    c.batchPerTower = r.point.config.batchPerTower > 0 ? r.point.config.batchPerTower
+                      : pipelineStrategy(r.point.strategy) ? r.point.config.batch
+                                                            : r.point.config.batch / c.towers;
     c.strategy = r.point.strategy;
     c.params = params;
     c.host = host;
@@ -588,6 +593,9 @@ nlohmann::json Assumptions::toJson() const {
 }
 
 std::string Scenario::describe() const {
+    if (pipelineStrategy(strategy))
+        return std::to_string(towers) + " stages x " + std::to_string(threadsPerTower) +
+               (threadsPerTower == 1 ? " thread, " : " threads, ") + strategy;
     std::string d = std::to_string(towers) + " " + (device ? device->name + " " : std::string()) +
                     (towers == 1 ? "tower" : "towers");
     if (machines > 1) d += " on " + std::to_string(machines) + " machines";
@@ -604,10 +612,13 @@ nlohmann::json Prediction::toJson() const {
                         {"phases", phases.toJson()},         {"bytes_per_tower", bytesPerTower},
                         {"bottleneck", bottleneck}};
     if (meanStaleness >= 0) j["mean_staleness"] = meanStaleness;
+    if (bubbleFraction >= 0) j["bubble_fraction"] = bubbleFraction;
     return j;
 }
 
 Prediction predict(const Calibration& cal, const Assumptions& a, const Scenario& s) {
+    if (pipelineStrategy(s.strategy))
+        throw Error(s.strategy + ": a pipeline's step needs its stages' measured costs (predictPipeline)");
     Transfer t;
     Prediction p = predictSteps(cal, a, s, &t);
     p.bottleneck = limitOf(cal, a, s, p, t) + beyondTheCores(cal, a, s, p);

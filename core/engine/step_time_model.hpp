@@ -116,7 +116,8 @@ struct Scenario {
     int threadsPerTower = 1;
     int cores = 1;                   // CPU towers: the cores they share
     int batchPerTower = 128;
-    std::string strategy = "mean";  // mean | allreduce | async | average:K
+    std::string strategy = "mean";  // mean | allreduce | async | average:K; pipelines (towers: stages,
+                                     // batchPerTower: the step's batch): naive | gpipe:M | 1f1b:M
     int psShards = 1;
     std::vector<double> slowdown;    // per tower, >= 1; empty: none
     // Other hardware: GPU towers of `device`, each joined to the CPU holder (and to the others)
@@ -134,10 +135,12 @@ struct Prediction {
     double otherSeconds = 0;   // per step beyond the phases, as the calibration run measured it
     double bytesPerTower = 0;  // crossing a link or copied per tower per step
     double meanStaleness = -1;
+    double bubbleFraction = -1;  // pipelines: the stages' idle share of the step
     std::string bottleneck;    // one sentence
     nlohmann::json toJson() const;
 };
 
+// Data parallelism; a pipeline strategy throws (engine/pipeline_time_model.hpp predicts those).
 Prediction predict(const Calibration& cal, const Assumptions& a, const Scenario& s);
 
 }  // namespace tb

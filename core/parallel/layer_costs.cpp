@@ -7,46 +7,97 @@
 
 namespace tb {
 
-std::vector<double> measureLayerSeconds(const ModelSpec& spec, Backend& backend, int batch, int repeats) {
-    const int layers = int(spec.layers.size());
-    repeats = std::max(repeats, 1);
-    Stream s = backend.createStream();
-    std::vector<double> cost;
-    for (int l = 0; l < layers; ++l) {
-        Network net(spec, backend, batch, LayerRange{l, l});
+namespace {
+
+double since(std::chrono::steady_clock::time_point t0) {
+    return std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+}
+
+double median(std::vector<double> runs) {
+    std::nth_element(runs.begin(), runs.begin() + std::ptrdiff_t(runs.size() / 2), runs.end());
+    return runs[runs.size() / 2];
+}
+
+// Layers [range] as a network of their own at `batch`, with everything a forward and backward
+// read: initial parameters, an input, labels (or an output's gradient) and, past the first
+// layer, somewhere to write the input's gradient.
+struct Isolated {
+    Isolated(const ModelSpec& spec, Backend& backend, int batch, LayerRange range)
+        : be(backend), net(spec, backend, batch, range), s(backend.createStream()) {
         if (const std::vector<float> init = net.initialParams(1); !init.empty())  // ReLU, pooling: none
-            backend.copyFromHost(s, net.params(), init.data(), init.size() * sizeof(float));
-        // Its input, its output's gradient and its input's gradient: small values, as a trained
-        // network's (no denormals, no overflow in LRN's powers).
+            be.copyFromHost(s, net.params(), init.data(), init.size() * sizeof(float));
+        // Small values, as a trained network's (no denormals, no overflow in LRN's powers).
         const size_t in = size_t(batch) * size_t(net.inputDims().size());
         const size_t out = size_t(batch) * size_t(net.outputDims().size());
-        Tensor x = backend.empty(Shape{int64_t(in)}), dy = backend.empty(Shape{int64_t(out)}),
-               dx = backend.empty(Shape{int64_t(in)}), stats = backend.empty(Shape{3});
-        backend.fill(s, x.data(), 0.5f, in);
-        backend.fill(s, dy.data(), 0.01f, out);
-        backend.fill(s, stats.data(), 0.f, 3);
-        if (net.input()) backend.copy(s, net.input(), x.data(), in * sizeof(float));
+        x = be.empty(Shape{int64_t(in)}), dy = be.empty(Shape{int64_t(out)}), dx = be.empty(Shape{int64_t(in)});
+        stats = be.empty(Shape{3});
+        be.fill(s, x.data(), 0.5f, in);
+        be.fill(s, dy.data(), 0.01f, out);
+        be.fill(s, stats.data(), 0.f, 3);
+        if (net.input()) be.copy(s, net.input(), x.data(), in * sizeof(float));
         else net.setInput(x.data());
         if (net.endsInLoss()) {
             const std::vector<int32_t> labels(size_t(batch), 0);
-            backend.copyFromHost(s, net.labels(), labels.data(), labels.size() * sizeof(int32_t));
+            be.copyFromHost(s, net.labels(), labels.data(), labels.size() * sizeof(int32_t));
         } else {
             net.setOutputGrad(dy.data());
         }
-        if (l > 0) net.setInputGrad(dx.data());
+        if (range.first > 0) net.setInputGrad(dx.data());
+    }
+    ~Isolated() { be.destroyStream(s); }
+    Backend& be;
+    Network net;
+    Stream s;
+    Tensor x, dy, dx, stats;
+};
+
+}  // namespace
+
+std::vector<double> measureLayerSeconds(const ModelSpec& spec, Backend& backend, int batch, int repeats) {
+    const int layers = int(spec.layers.size());
+    repeats = std::max(repeats, 1);
+    std::vector<double> cost;
+    for (int l = 0; l < layers; ++l) {
+        Isolated one(spec, backend, batch, LayerRange{l, l});
         std::vector<double> runs;
         for (int r = 0; r <= repeats; ++r) {
             const auto t0 = std::chrono::steady_clock::now();
-            net.forward(s, true, uint64_t(r), batch, stats.data());
-            net.backward(s);
-            backend.synchronize(s);
-            if (r > 0) runs.push_back(std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count());
+            one.net.forward(one.s, true, uint64_t(r), batch, one.stats.data());
+            one.net.backward(one.s);
+            backend.synchronize(one.s);
+            if (r > 0) runs.push_back(since(t0));
         }
-        std::nth_element(runs.begin(), runs.begin() + std::ptrdiff_t(runs.size() / 2), runs.end());
-        cost.push_back(runs[runs.size() / 2]);
+        cost.push_back(median(runs));
     }
-    backend.destroyStream(s);
     return cost;
+}
+
+double measureStageStepSeconds(const ModelSpec& spec, Backend& backend, LayerRange range, int microBatch,
+                               int microBatches, int repeats) {
+    Isolated stage(spec, backend, microBatch, range);
+    Network& net = stage.net;
+    const size_t n = size_t(net.paramCount());
+    // The step's gradient and one micro-batch's, both held here (as a stage's replica holds them;
+    // binding the network to them releases its own).
+    Tensor step, scratch;
+    if (microBatches > 1 && n > 0) {
+        step = backend.empty(Shape{int64_t(n)});
+        scratch = backend.empty(Shape{int64_t(n)});
+    }
+    float* grads = step.empty() ? net.grads() : step.data();
+    std::vector<double> runs;
+    for (int r = 0; r <= std::max(repeats, 1); ++r) {
+        const auto t0 = std::chrono::steady_clock::now();
+        for (int m = 0; m < microBatches; ++m) net.forward(stage.s, true, uint64_t(m), microBatch, stage.stats.data());
+        for (int m = 0; m < microBatches; ++m) {  // as StagePipeline: the first writes, the others add on
+            if (!scratch.empty()) net.bindGrads(m == 0 ? grads : scratch.data());
+            net.backward(stage.s);
+            if (m > 0 && !scratch.empty()) backend.axpy(stage.s, 1.f, scratch.data(), grads, n);
+        }
+        backend.synchronize(stage.s);
+        if (r > 0) runs.push_back(since(t0));
+    }
+    return median(runs);
 }
 
 }  // namespace tb

@@ -7,11 +7,20 @@
 
 #include "backend/backend.hpp"
 #include "nn/model_spec.hpp"
+#include "nn/network.hpp"
 
 namespace tb {
 
 // Per layer, the median over `repeats` (after one warm-up) of its forward + backward seconds at
 // `batch`, on `backend` (one thread team: what a stage gets).
 std::vector<double> measureLayerSeconds(const ModelSpec& spec, Backend& backend, int batch, int repeats = 5);
+
+// A stage's part of one step, alone: layers `range` as one network on `backend`, forward over
+// `microBatches` micro-batches of `microBatch`, then backward over them with every gradient but
+// the first added to the step's (as StagePipeline does); the median of `repeats` after a warm-up.
+// Unlike the layers one by one, the stage's whole working set (weights, gradients, activations)
+// passes through the caches as in a run.
+double measureStageStepSeconds(const ModelSpec& spec, Backend& backend, LayerRange range, int microBatch,
+                               int microBatches, int repeats = 3);
 
 }  // namespace tb

@@ -18,6 +18,10 @@
    Runs on this machine spread by up to 20% (docs/measurements.md): each configuration is measured --repeats
    times (default 3), the rounds interleaved, and the median is the measurement. The calibration
    run measures twice as many steps as the others.
+With --pipeline, the held-out set is model parallelism instead: 2 and 3 stages of CPU devices
+(one thread each) over the calibration's batch, naive, gpipe and 1f1b with 2 to 8 micro-batches,
+batch x2, two stages sharing one core; `predict --strategies gpipe:4 --towers 2` measures each
+stage's step alone first (engine/pipeline_time_model.hpp).
 With --gpu-shared (a GPU machine), the calibration is one sweep of towers sharing gpu:0 (1 and 4
 towers, variables on the host and on the GPU, batch --batch per tower) and the held-out set other
 tower counts (2, 3), batch sizes (32, 64, 512), averaging every 4 and async on the same GPU; the
@@ -78,6 +82,28 @@ def held_out(batch):
         ("4 towers on 2 cores, mean", ["--towers", "4", "--strategies", "mean"],
          ["--threads", "2", "--batch", str(4 * batch), "--towers", towers(4)], "0,1", 4),
     ]
+
+
+# Model parallelism (--pipeline): the same one-tower calibration; held out, S stages of CPU
+# devices (--stages S, one thread each on 2 cores) over the one-tower batch, every schedule, two
+# batch sizes, two stages sharing one core and three stages on two. The predictor measures each
+# stage's step alone (a fraction of a second) before any held-out run; the run is never measured.
+def held_out_pipeline(batch):
+    configs = []
+    for stages, schedule, m, b, cores in ((2, "naive", 1, batch, "0,1"), (2, "gpipe", 2, batch, "0,1"),
+                                          (2, "gpipe", 4, batch, "0,1"), (2, "gpipe", 8, batch, "0,1"),
+                                          (2, "1f1b", 4, batch, "0,1"), (2, "1f1b", 8, batch, "0,1"),
+                                          (2, "naive", 1, 2 * batch, "0,1"), (2, "1f1b", 4, 2 * batch, "0,1"),
+                                          (2, "gpipe", 4, batch, "0"), (3, "gpipe", 4, batch, "0,1")):
+        strategy = schedule if schedule == "naive" else f"{schedule}:{m}"
+        threads = len(cores.split(","))
+        where = "1 core" if threads == 1 else "2 cores"
+        label = f"{stages} stages, {strategy}, batch {b}, {where}"
+        configs.append((label, ["--towers", str(stages), "--strategies", strategy, "--batch-per-tower", str(b),
+                                "--cores", str(threads), "--threads-per-tower", str(max(1, threads // stages))],
+                        ["--threads", str(threads), "--batch", str(b), "--stages", str(stages), "--pipeline", schedule,
+                         "--micro-batches", str(m)], cores, stages))
+    return configs
 
 
 # On a GPU machine (--gpu DEVICE:LINK): the same CPU calibration, predictions for one GPU tower
@@ -141,6 +167,8 @@ def main():
                     help="held-out runs on gpu:0 predicted as this preset device and link (h100:pcie5)")
     ap.add_argument("--gpu-shared", action="store_true",
                     help="calibrate from a sweep of towers sharing gpu:0 and predict others on it")
+    ap.add_argument("--pipeline", action="store_true",
+                    help="held-out pipelines of CPU stages (naive, gpipe, 1f1b) instead of towers")
     args = ap.parse_args()
     if args.steps % 4 or args.warmup % 4 or args.warmup < 4:
         sys.exit("--steps and --warmup: multiples of 4 (the averaging configuration's rounds), warm-up at least 4")
@@ -174,6 +202,8 @@ def main():
     elif args.gpu:
         device, _, link = args.gpu.partition(":")
         configs = held_out_gpu(device, link, f"0-{os.cpu_count() - 1}")
+    elif args.pipeline:
+        configs = held_out_pipeline(args.batch)
     else:
         configs = held_out(args.batch)
     predictions = []

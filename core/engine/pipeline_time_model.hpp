@@ -1,0 +1,56 @@
+// The what-if predictor's pipeline term (issue 32, model parallelism): the step of S stages of
+// CPU devices running a schedule (naive, gpipe:M, 1f1b:M) over one tower's batch, predicted from
+// a one-tower calibration (StepTimeModel's Calibration) and each stage's measured cost.
+//
+// The model, for a batch b cut into M micro-batches (naive: M = 1), stage s holding layers
+// [first_s, last_s] on T threads:
+//   t_s       k * (the stage's step measured alone on T threads: its layers as one network,
+//             forward over M micro-batches of b/M, backward over them adding each gradient
+//             but the first to the step's; parallel/layer_costs) / M; k = the calibration's
+//             compute per step over the whole network's step measured alone the same way at its
+//             batch and threads (what the run adds to the network's own work)
+//   compute   naive: sum of t_s, one stage at a time; gpipe and 1f1b: sum of t_s + (M - 1) max t_s
+//             (fill and drain, then one micro-batch per slowest stage's turn; the same for both
+//             schedules, which differ in memory). Stages whose threads outnumber the cores: at
+//             least their whole work M sum t_s spread over the cores
+//   bubble    1 - (M sum t_s) / (S * compute): the stages' idle share ((S - 1)/(M + S - 1) when
+//             equal)
+//   hand-offs 2 (M + S - 2) host latencies on the critical path (activations forward, their
+//             gradients back; CPU stages share memory, so no bytes cross)
+//   apply     the largest stage's update: the calibration's seconds per parameter x its parameters
+//             (memory-bound: not scaled by threads)
+//   data, other  as the calibration measured them per step
+#pragma once
+#include <cstdint>
+#include <string>
+#include <utility>
+#include <vector>
+
+#include "engine/step_time_model.hpp"
+#include "nn/model_spec.hpp"
+
+namespace tb {
+
+// What a pipeline's stages cost on this machine, measured.
+struct PipelineCosts {
+    std::vector<std::pair<int, int>> split;  // each stage's layers, inclusive (as --stages S balances them)
+    std::vector<double> stageSeconds;        // a stage's step alone on its threads, per micro-batch
+    std::vector<int64_t> stageParams;
+    double calibrationSeconds = 0;  // the whole network's step alone, at the calibration's batch and threads
+    std::string describe(const ModelSpec& spec) const;  // "conv1..pool2 | fc1..logits"
+};
+
+// Splits `spec` into `stages` as a run's --stages N does (balanceStages over each layer's seconds
+// on one thread at the micro-batch's size) and measures each stage's step on `threadsPerStage`
+// threads, and the whole network's at the calibration's batch and threads. Throws
+// tb::Error where the batch does not split into the micro-batches or there are fewer layers than
+// stages.
+PipelineCosts measurePipelineCosts(const ModelSpec& spec, int stages, int batch, int microBatches, int threadsPerStage,
+                                   int calibrationBatch, int calibrationThreads);
+
+// The step of `s` (s.strategy naive | gpipe:M | 1f1b:M, s.towers stages of s.threadsPerTower
+// threads, s.batchPerTower the step's batch), from a one-tower CPU calibration. Throws tb::Error
+// naming what the model cannot predict (GPU stages, a calibration of several towers).
+Prediction predictPipeline(const Calibration& cal, const Assumptions& a, const Scenario& s, const PipelineCosts& costs);
+
+}  // namespace tb
