@@ -54,6 +54,17 @@ Calibration oneTower() {
     return c;
 }
 
+// Two towers (or stages) of one thread on two cores, 100 examples each (a pipeline's: its batch).
+Scenario twoOnTwoCores(const std::string& strategy) {
+    Scenario s;
+    s.towers = 2;
+    s.threadsPerTower = 1;
+    s.cores = 2;
+    s.batchPerTower = 100;
+    s.strategy = strategy;
+    return s;
+}
+
 // tiny_mlp on the blobs: sweeps of a few steps a point.
 RunConfig tinySweepBase() {
     RunConfig base;
@@ -117,12 +128,7 @@ private slots:
         Assumptions a;
         a.serialShare = 0.2;
         a.hostLatency = 10e-6;
-        Scenario s;
-        s.towers = 2;
-        s.threadsPerTower = 1;
-        s.cores = 2;
-        s.batchPerTower = 100;
-        s.strategy = "mean";
+        Scenario s = twoOnTwoCores("mean");
         const double B = 4e6, perExample = 0.010 / 100;
         Prediction p = predict(cal, a, s);
         QVERIFY(qAbs(p.phases.compute - 0.010) < 1e-12);
@@ -168,12 +174,7 @@ private slots:
         costs.stageSeconds = {0.001, 0.001};
         costs.stageParams = {600'000, 400'000};
         costs.split = {{0, 1}, {2, 3}};
-        Scenario s;
-        s.towers = 2;
-        s.threadsPerTower = 1;
-        s.cores = 2;
-        s.batchPerTower = 100;
-        s.strategy = "gpipe:4";
+        Scenario s = twoOnTwoCores("gpipe:4");
         Prediction p = predictPipeline(cal, a, s, costs);
         QVERIFY2(qAbs(p.bubbleFraction - 1.0 / 5) < 1e-12, qPrintable(QString::number(p.bubbleFraction)));
         QVERIFY(qAbs(p.phases.compute - 4 * 0.002) < 1e-12);      // per stage: M micro-batches of k t
