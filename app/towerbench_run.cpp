@@ -6,10 +6,8 @@
 #include <cstring>
 #include <filesystem>
 #include <iostream>
-#include <map>
 #include <memory>
 #include <string>
-#include <tuple>
 #include <vector>
 
 #include "data/dataset.hpp"
@@ -309,17 +307,7 @@ int runPredict(const CommandLine& c) {
         std::printf("%-44s %12s %12s %9s %9s %9s %9s %9s\n", "scenario", "predicted", "measured", "step ms", "compute",
                     "wait", "reduce", "apply");
     }
-    // Pipelines: each stage count, micro-batch size and thread count measured once.
-    const tb::ModelSpec spec = tb::findModel(from.point.config.model);
-    std::map<std::tuple<int, int, int, int>, tb::PipelineCosts> measuredCosts;
-    auto pipelineCosts = [&](const tb::Scenario& s) {
-        const int m = tb::pipelineStrategy(s.strategy)->microBatches;
-        const auto key = std::make_tuple(s.towers, s.batchPerTower, m, s.threadsPerTower);
-        if (!measuredCosts.count(key))
-            measuredCosts[key] = tb::measurePipelineCosts(spec, s.towers, s.batchPerTower, m, s.threadsPerTower,
-                                                          cal.batchPerTower, cal.threadsPerTower);
-        return measuredCosts[key];
-    };
+    tb::PipelineCostCache pipelineCosts(tb::findModel(from.point.config.model));
     // One tower has no strategy, only a place for its variables: on CPU towers the same place
     // (one prediction, "mean"); a device's tower reads them from the CPU holder over its link
     // ("mean") or holds them itself ("allreduce": no transfer, the update on the device).
@@ -337,9 +325,7 @@ int runPredict(const CommandLine& c) {
                 for (const auto& [tower, factor] : c.slow)
                     if (tower < n) s.slowdown[size_t(tower)] = factor;
             }
-            const tb::Prediction p = tb::pipelineStrategy(strategy)
-                                         ? tb::predictPipeline(cal, assumptions, s, pipelineCosts(s))
-                                         : tb::predict(cal, assumptions, s);
+            const tb::Prediction p = tb::predictStep(cal, assumptions, s, pipelineCosts);
             // The sweep's measurement of the same point, where it made one (same towers, strategy, threads, batch).
             double measured = -1;
             for (const tb::SweepResult& r : results) {

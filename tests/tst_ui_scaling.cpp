@@ -120,6 +120,43 @@ private slots:
         QVERIFY(again.statusText().contains("sweep.json: cannot read it"));
     }
 
+    // Model parallelism in the lab: N towers also run as N CPU stages with a schedule; the
+    // predictor draws the pipeline (its stages measured here) beside the measured dot.
+    void pipelinesSweptAndPredicted() {
+        ScalingLab lab;
+        lab.setBase(tinyBase());
+        lab.towersEdit()->setText("2");
+        lab.strategyBox("mean")->setChecked(false);
+        lab.strategyBox("allreduce")->setChecked(false);
+        lab.strategyBox("pipeline")->setChecked(true);
+        lab.findChild<QComboBox*>("sweepSchedule")->setCurrentText("gpipe");
+        lab.findChild<QSpinBox*>("sweepMicroBatches")->setValue(2);
+        lab.warmupBox()->setValue(2);
+        lab.stepsBox()->setValue(6);
+        lab.show();
+        QTest::mouseClick(lab.startButton(), Qt::LeftButton);
+        QTRY_VERIFY_WITH_TIMEOUT(!lab.running(), 60000);
+        QVERIFY2(lab.statusText().startsWith("Finished: 2 points"), qPrintable(lab.statusText()));
+        QCOMPARE(lab.table()->item(1, 0)->text(), QString("2 stages, gpipe:2"));
+        QCOMPARE(lab.results()[1].point.config.stages, std::string("2"));
+        QCOMPARE(lab.results()[1].point.config.batch, 32);  // the stages share one tower's batch
+        QVERIFY(lab.predicted("gpipe:2", 2) > 0);
+        QVERIFY2(lab.table()->item(1, 2)->text() != "-", "no prediction beside the measured pipeline");
+        QStringList names;
+        for (int i = 0; i < lab.rateChart()->graphCount(); ++i)
+            names << lab.rateChart()->graph(i)->name() + (lab.rateChart()->graph(i)->lineStyle() == QCPGraph::lsNone ? " dots" : "");
+        QVERIFY2(names.contains("gpipe pipeline, M = 2 (stages) dots") && names.contains("gpipe pipeline, M = 2 (stages)"),
+                 qPrintable(names.join(" | ")));
+        QVERIFY2(lab.bottleneckLabel()->text().contains("2 stages x 1 thread, gpipe:2: the bubble idles the stages"),
+                 qPrintable(lab.bottleneckLabel()->text()));
+        QVERIFY(lab.assumptionsLabel()->text().contains("Pipelines:"));
+        // Micro-batches that do not divide the batch: refused before any point, in the window.
+        lab.findChild<QSpinBox*>("sweepMicroBatches")->setValue(5);
+        QTest::mouseClick(lab.startButton(), Qt::LeftButton);
+        QVERIFY(!lab.running());
+        QVERIFY2(lab.statusText().contains("--micro-batches 5 does not divide --batch 32"), qPrintable(lab.statusText()));
+    }
+
     // A sweep of towers sharing a GPU (made by towerbench-run scale on a GPU machine) opens with
     // each point's speedup over its own place's one tower, the predictor calibrated from all its
     // points there (it gives back each point it was calibrated from), and says so.

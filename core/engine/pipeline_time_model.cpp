@@ -50,6 +50,9 @@ PipelineCosts measurePipelineCosts(const ModelSpec& spec, int stages, int batch,
                                    int calibrationBatch, int calibrationThreads) {
     if (microBatches < 1 || batch % microBatches != 0)
         throw Error("micro-batches: " + std::to_string(microBatches) + " do not divide the batch of " + std::to_string(batch));
+    if (stages < 1 || stages > int(spec.layers.size()))
+        throw Error(std::to_string(stages) + " stages: " + spec.name + " has " + std::to_string(spec.layers.size()) +
+                    " layers, at most one stage each");
     const int micro = batch / microBatches;
     PipelineCosts c;
     // The split a run of --stages N makes (run_setup): each layer on one thread at the micro-batch's size.
@@ -135,6 +138,26 @@ Prediction predictPipeline(const Calibration& cal, const Assumptions& a, const S
     if (S * T > s.cores) p.bottleneck += "; " + std::to_string(S * T) + " threads share " + std::to_string(s.cores) + " cores";
     p.bottleneck += ".";
     return p;
+}
+
+const PipelineCosts& PipelineCostCache::costsOf(const Scenario& s, const Calibration& cal) {
+    const std::optional<PipelineStrategy> pipe = pipelineStrategy(s.strategy);
+    if (!pipe) throw Error(s.strategy + ": not a pipeline (naive, gpipe:M, 1f1b:M)");
+    const auto key = std::make_tuple(s.towers, s.batchPerTower, pipe->microBatches, s.threadsPerTower, cal.batchPerTower,
+                                     cal.threadsPerTower);
+    auto found = measured_.find(key);
+    if (found == measured_.end())
+        found = measured_
+                    .emplace(key, measurePipelineCosts(spec_, s.towers, s.batchPerTower, pipe->microBatches,
+                                                       s.threadsPerTower, cal.batchPerTower, cal.threadsPerTower))
+                    .first;
+    return found->second;
+}
+
+Prediction predictStep(const Calibration& cal, const Assumptions& a, const Scenario& s, PipelineCostCache& costs) {
+    if (!pipelineStrategy(s.strategy)) return predict(cal, a, s);
+    if (s.device || cal.device) throw Error(s.strategy + ": pipelines of GPU stages are not built yet, nor predicted");
+    return predictPipeline(cal, a, s, costs.costsOf(s, cal));
 }
 
 }  // namespace tb

@@ -22,7 +22,9 @@
 //   data, other  as the calibration measured them per step
 #pragma once
 #include <cstdint>
+#include <map>
 #include <string>
+#include <tuple>
 #include <utility>
 #include <vector>
 
@@ -47,6 +49,23 @@ struct PipelineCosts {
 // stages.
 PipelineCosts measurePipelineCosts(const ModelSpec& spec, int stages, int batch, int microBatches, int threadsPerStage,
                                    int calibrationBatch, int calibrationThreads);
+
+// Each stage count, batch, micro-batch count and thread count measured once (measuring takes a
+// fraction of a second; a lab's curves ask for the same ones again as assumptions change).
+class PipelineCostCache {
+public:
+    explicit PipelineCostCache(ModelSpec spec) : spec_(std::move(spec)) {}
+    // The costs of pipeline scenario `s` against calibration `cal` (its batch and threads).
+    const PipelineCosts& costsOf(const Scenario& s, const Calibration& cal);
+
+private:
+    ModelSpec spec_;
+    std::map<std::tuple<int, int, int, int, int, int>, PipelineCosts> measured_;
+};
+
+// Any strategy's step: pipelines through predictPipeline (their costs from `costs`), the rest
+// through predict.
+Prediction predictStep(const Calibration& cal, const Assumptions& a, const Scenario& s, PipelineCostCache& costs);
 
 // The step of `s` (s.strategy naive | gpipe:M | 1f1b:M, s.towers stages of s.threadsPerTower
 // threads, s.batchPerTower the step's batch), from a one-tower CPU calibration. Throws tb::Error

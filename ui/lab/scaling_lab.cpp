@@ -44,6 +44,9 @@ QString strategyName(const std::string& s) {
     if (s == "allreduce") return QObject::tr("all-reduce");
     if (s == "async") return QObject::tr("async parameter server");
     if (s.starts_with("average:")) return QObject::tr("average every %1").arg(QString::fromStdString(s.substr(8)));
+    if (s == "naive") return QObject::tr("naive pipeline (stages)");
+    if (const std::optional<tb::PipelineStrategy> p = tb::pipelineStrategy(s))
+        return QObject::tr("%1 pipeline, M = %2 (stages)").arg(QString::fromStdString(p->schedule)).arg(p->microBatches);
     return QString::fromStdString(s);
 }
 
@@ -51,6 +54,9 @@ QColor strategyColour(const std::string& s) {
     if (s == "mean") return tb::ui::kBlue;
     if (s == "allreduce") return tb::ui::kGreen;
     if (s == "async") return tb::ui::kOrange;
+    if (s == "naive") return tb::ui::kBrown;
+    if (s.starts_with("gpipe:")) return tb::ui::kTeal;
+    if (s.starts_with("1f1b:")) return tb::ui::kRed;
     return tb::ui::kPurple;
 }
 
@@ -227,6 +233,31 @@ QWidget* ScalingLab::buildSettings() {
     averageK_->setPrefix(tr("K = "));
     WheelGuard::guard(averageK_);
     sl->addWidget(averageK_, 3, 1);
+    // Model parallelism: N towers become N CPU stages of the model over the one tower's batch.
+    auto* pipeline = new QCheckBox(tr("pipeline"));
+    pipeline->setObjectName("sweepStrategy_pipeline");
+    pipeline->setToolTip(tb::ui::wrappedToolTip(
+        tr("Model parallelism: each tower count N also runs as N CPU stages of the model over the experiment's "
+           "batch (--stages N), with this schedule and micro-batches (--pipeline, --micro-batches)")));
+    strategyBoxes_.push_back(pipeline);
+    sl->addWidget(pipeline, 4, 0);
+    schedule_ = new QComboBox;
+    schedule_->setObjectName("sweepSchedule");
+    schedule_->addItems({"naive", "gpipe", "1f1b"});
+    schedule_->setCurrentIndex(1);
+    WheelGuard::guard(schedule_);
+    microBatches_ = new QSpinBox;
+    microBatches_->setObjectName("sweepMicroBatches");
+    microBatches_->setRange(1, 9999);
+    microBatches_->setValue(4);
+    microBatches_->setPrefix(tr("M = "));
+    WheelGuard::guard(microBatches_);
+    connect(schedule_, &QComboBox::currentIndexChanged, this,
+            [this](int i) { microBatches_->setEnabled(i > 0); });  // naive: the whole batch at once
+    auto* how = new QHBoxLayout;
+    how->addWidget(schedule_);
+    how->addWidget(microBatches_);
+    sl->addLayout(how, 4, 1);
     form->addRow(tr("Strategies"), strategies);
     warmup_ = new QSpinBox;
     warmup_->setRange(0, 100000);
@@ -407,6 +438,10 @@ void ScalingLab::startSweep() {
     for (int i = 0; i < 3; ++i)
         if (strategyBoxes_[size_t(i)]->isChecked()) s.strategies.push_back(names[i]);
     if (strategyBoxes_[3]->isChecked()) s.strategies.push_back("average:" + std::to_string(averageK_->value()));
+    if (strategyBoxes_[4]->isChecked())
+        s.strategies.push_back(schedule_->currentIndex() == 0 ? std::string("naive")
+                                                              : schedule_->currentText().toStdString() + ":" +
+                                                                    std::to_string(microBatches_->value()));
     s.warmup = warmup_->value();
     s.measure = steps_->value();
     s.towers.clear();
@@ -594,6 +629,16 @@ tb::Scenario ScalingLab::scenario(int towers, const std::string& strategy, const
     return s;
 }
 
+tb::Prediction ScalingLab::predictStep(const tb::Calibration& cal, const tb::Assumptions& a, const tb::Scenario& s) const {
+    // Pipelines measure their stages on this machine once per shape (a fraction of a second each).
+    const std::string& model = results_.front().point.config.model;
+    if (!pipelineCosts_ || costsModel_ != model) {
+        pipelineCosts_ = std::make_unique<tb::PipelineCostCache>(tb::findModel(model));
+        costsModel_ = model;
+    }
+    return tb::predictStep(cal, a, s, *pipelineCosts_);
+}
+
 tb::Assumptions ScalingLab::assumptions() const {
     tb::Assumptions a;
     a.serialShare = serialShare_->value();
@@ -608,7 +653,7 @@ double ScalingLab::predicted(const QString& strategy, int towers) const {
     if (!calibration(&cal)) return -1;
     const tb::Assumptions a = assumptions();
     try {
-        return tb::predict(cal, a, scenario(towers, strategy.toStdString(), cal)).examplesPerSec;
+        return predictStep(cal, a, scenario(towers, strategy.toStdString(), cal)).examplesPerSec;
     } catch (const tb::Error&) {
         return -1;
     }
@@ -647,7 +692,7 @@ void ScalingLab::predict() {
     if (device && calibrated)
         for (const char* place : {"mean", "allreduce"}) {
             try {
-                one = std::max(one, tb::predict(cal, a, scenario(1, place, cal)).examplesPerSec);
+                one = std::max(one, predictStep(cal, a, scenario(1, place, cal)).examplesPerSec);
             } catch (const tb::Error&) {
             }
         }
@@ -672,7 +717,7 @@ QStringList ScalingLab::plotPredicted(const tb::Calibration& cal, const tb::Assu
         const std::string single = cal.device ? st : device && tb::variablesReplicated(st) ? "allreduce" : "mean";
         double predictedOne = 0;
         try {
-            predictedOne = tb::predict(cal, a, scenario(1, single, cal)).examplesPerSec;
+            predictedOne = predictStep(cal, a, scenario(1, single, cal)).examplesPerSec;
         } catch (const tb::Error&) {
         }
         tops.predictedOne = std::max(tops.predictedOne, predictedOne);
@@ -684,16 +729,24 @@ QStringList ScalingLab::plotPredicted(const tb::Calibration& cal, const tb::Assu
             // Beside measured dots, a strategy's entry is its dots', and one says what dashes are.
             if (!device) x->removeFromLegend();
         }
-        for (int n = 1; n <= maxN; ++n) {
+        // A pipeline's stages are measured on this machine to be predicted: its curve reaches the
+        // most stages the sweep ran (the measurement of many more would hold the window up).
+        int last = maxN;
+        if (tb::pipelineStrategy(st)) {
+            last = 1;
+            for (const tb::SweepResult& r : results_)
+                if (r.point.strategy == st) last = std::max(last, r.point.towers);
+        }
+        for (int n = 1; n <= last; ++n) {
             try {
-                const tb::Prediction p = tb::predict(cal, a, scenario(n, n == 1 ? single : st, cal));
+                const tb::Prediction p = predictStep(cal, a, scenario(n, n == 1 ? single : st, cal));
                 g->addData(n, p.examplesPerSec);
                 if (predictedOne > 0) sg->addData(n, p.examplesPerSec / predictedOne);
                 top = std::max(top, p.examplesPerSec);
                 if (predictedOne > 0) topSpeedup = std::max(topSpeedup, p.examplesPerSec / predictedOne);
-                if (n == maxN) sentences << QString::fromStdString(p.bottleneck).toHtmlEscaped();
+                if (n == last) sentences << QString::fromStdString(p.bottleneck).toHtmlEscaped();
             } catch (const tb::Error& e) {
-                if (n == maxN) sentences << QString::fromStdString(e.what()).toHtmlEscaped();
+                if (n == last) sentences << QString::fromStdString(e.what()).toHtmlEscaped();
             }
         }
     }
@@ -768,7 +821,7 @@ double ScalingLab::fillTable(const tb::Calibration* cal, const tb::Assumptions& 
         if (cal) {
             try {
                 tb::Scenario s = scenario(r.point.towers, r.point.towers == 1 && !cal->device ? "mean" : r.point.strategy, *cal);
-                pred = tb::predict(*cal, a, s).examplesPerSec;
+                pred = predictStep(*cal, a, s).examplesPerSec;
             } catch (const tb::Error&) {
             }
         }
@@ -855,5 +908,11 @@ void ScalingLab::explain(const tb::Calibration* cal, const tb::Assumptions& a, b
                 "time per shard; mean staleness N - 1.")
                  .arg(a.hostLatency * 1e6)
                  .arg(a.hostBandwidth > 0 ? tr("%1 GB/s").arg(a.hostBandwidth / 1e9) : tr("measured"));
+    const std::vector<std::string> swept = strategies();
+    if (std::any_of(swept.begin(), swept.end(), [](const std::string& st) { return tb::pipelineStrategy(st).has_value(); }))
+        lines << tr("Pipelines: each stage's step measured alone on this machine (its layers as one network, M "
+                    "micro-batches, their gradients summed), scaled as the calibration's network is; naive runs the "
+                    "stages one after another, gpipe and 1f1b take the sum of the stages plus (M - 1) x the slowest; "
+                    "the largest stage's update; the calibration's data wait and fixed cost.");
     assumptions_->setText(lines.join("\n"));
 }

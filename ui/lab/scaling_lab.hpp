@@ -12,9 +12,11 @@
 #include <QString>
 #include <QWidget>
 #include <functional>
+#include <memory>
 #include <mutex>
 #include <vector>
 
+#include "engine/pipeline_time_model.hpp"
 #include "engine/scaling_sweep.hpp"
 #include "engine/step_time_model.hpp"
 
@@ -133,6 +135,8 @@ private:
     bool calibration(tb::Calibration* cal) const;
     tb::Assumptions assumptions() const;  // as the spin boxes say
     tb::Scenario scenario(int towers, const std::string& strategy, const tb::Calibration& cal) const;
+    // tb::predictStep with this sweep's model's pipeline costs (measured once per shape).
+    tb::Prediction predictStep(const tb::Calibration& cal, const tb::Assumptions& a, const tb::Scenario& s) const;
     std::vector<std::string> strategies() const;  // of the results, in the sweep's order
     void setRunning(bool running);
 
@@ -149,8 +153,11 @@ private:
     SweepWorker* worker_;
 
     QLineEdit* towers_;
-    std::vector<QCheckBox*> strategyBoxes_;  // mean, allreduce, async, average
-    QSpinBox *averageK_, *warmup_, *steps_;
+    std::vector<QCheckBox*> strategyBoxes_;  // mean, allreduce, async, average, pipeline
+    QSpinBox *averageK_, *microBatches_, *warmup_, *steps_;
+    QComboBox* schedule_;
+    mutable std::unique_ptr<tb::PipelineCostCache> pipelineCosts_;  // of costsModel_
+    mutable std::string costsModel_;
     QPushButton *start_, *stop_, *open_;
     QLabel *baseLabel_, *statusLabel_;
     QComboBox *from_, *hardware_, *link_, *network_;
