@@ -79,6 +79,7 @@ uint64_t stepSeed(int step) { return 1000 + uint64_t(step); }
 struct Trained {
     std::vector<double> losses;  // per step, mean over the batch
     std::vector<float> weights;  // after the last step
+    std::vector<int64_t> bytesMoved;  // per step
 };
 
 // The reference: one device, the whole batch, 1 thread.
@@ -108,8 +109,9 @@ Trained oneDevice(const ModelSpec& spec) {
 }
 
 Trained pipelined(const ModelSpec& spec, const std::vector<std::pair<int, int>>& ranges, const std::string& schedule,
-                  int micro, int replicas = 1) {
+                  int micro, int replicas = 1, bool copies = false) {
     StagePipelineSetup setup;
+    setup.copies = copies;
     setup.ranges = ranges;
     for (size_t i = 0; i < ranges.size(); ++i) setup.devices.push_back(Device{DeviceType::Cpu, int(i)});
     setup.batch = kBatch;
@@ -124,6 +126,7 @@ Trained pipelined(const ModelSpec& spec, const std::vector<std::pair<int, int>>&
     for (int k = 0; k < kSteps; ++k) {
         const PipelineStep r = pipe.step(data[size_t(k)], k, stepSeed(k));
         t.losses.push_back(r.lossSum / r.examples);
+        t.bytesMoved.push_back(r.bytesMoved);
     }
     t.weights = pipe.variables();
     return t;
@@ -184,23 +187,30 @@ private slots:
         QTest::addColumn<int>("micro");
         QTest::addColumn<QString>("split");
         QTest::addColumn<int>("replicas");
-        QTest::newRow("naive, 2 stages") << "naive" << 1 << "0-4,5-10" << 1;
-        QTest::newRow("naive, 3 stages") << "naive" << 1 << "0-3,4-7,8-10" << 1;
-        QTest::newRow("gpipe M=4, 2 stages") << "gpipe" << 4 << "0-4,5-10" << 1;
-        QTest::newRow("gpipe M=8, 3 stages") << "gpipe" << 8 << "0-3,4-7,8-10" << 1;
-        QTest::newRow("1f1b M=4, 2 stages") << "1f1b" << 4 << "0-4,5-10" << 1;
-        QTest::newRow("1f1b M=8, 4 stages") << "1f1b" << 8 << "0-2,3-4,5-7,8-10" << 1;
-        QTest::newRow("1f1b M=2, 4 stages (fewer than stages)") << "1f1b" << 2 << "0,1-4,5-9,10" << 1;
+        QTest::addColumn<bool>("copies");
+        QTest::newRow("naive, 2 stages") << "naive" << 1 << "0-4,5-10" << 1 << false;
+        QTest::newRow("naive, 3 stages") << "naive" << 1 << "0-3,4-7,8-10" << 1 << false;
+        QTest::newRow("gpipe M=4, 2 stages") << "gpipe" << 4 << "0-4,5-10" << 1 << false;
+        QTest::newRow("gpipe M=8, 3 stages") << "gpipe" << 8 << "0-3,4-7,8-10" << 1 << false;
+        QTest::newRow("1f1b M=4, 2 stages") << "1f1b" << 4 << "0-4,5-10" << 1 << false;
+        QTest::newRow("1f1b M=8, 4 stages") << "1f1b" << 8 << "0-2,3-4,5-7,8-10" << 1 << false;
+        QTest::newRow("1f1b M=2, 4 stages (fewer than stages)") << "1f1b" << 2 << "0,1-4,5-9,10" << 1 << false;
         // Hybrid: stages x replicas, each replica on its quarter or half of the batch.
-        QTest::newRow("naive, 2 stages x 2 replicas") << "naive" << 1 << "0-4,5-10" << 2;
-        QTest::newRow("1f1b M=4, 2 stages x 2 replicas") << "1f1b" << 4 << "0-4,5-10" << 2;
-        QTest::newRow("gpipe M=2, 3 stages x 4 replicas") << "gpipe" << 2 << "0-3,4-7,8-10" << 4;
+        QTest::newRow("naive, 2 stages x 2 replicas") << "naive" << 1 << "0-4,5-10" << 2 << false;
+        QTest::newRow("1f1b M=4, 2 stages x 2 replicas") << "1f1b" << 4 << "0-4,5-10" << 2 << false;
+        QTest::newRow("gpipe M=2, 3 stages x 4 replicas") << "gpipe" << 2 << "0-3,4-7,8-10" << 4 << false;
+        // Explicit copies between the stages' buffers (--transfers copies): the same training.
+        QTest::newRow("naive, 3 stages, copies") << "naive" << 1 << "0-3,4-7,8-10" << 1 << true;
+        QTest::newRow("gpipe M=4, 2 stages, copies") << "gpipe" << 4 << "0-4,5-10" << 1 << true;
+        QTest::newRow("1f1b M=8, 4 stages, copies") << "1f1b" << 8 << "0-2,3-4,5-7,8-10" << 1 << true;
+        QTest::newRow("1f1b M=4, 2 stages x 2 replicas, copies") << "1f1b" << 4 << "0-4,5-10" << 2 << true;
     }
     void pipelineEqualsOneDevice() {
         QFETCH(QString, schedule);
         QFETCH(int, micro);
         QFETCH(QString, split);
         QFETCH(int, replicas);
+        QFETCH(bool, copies);
         std::vector<std::pair<int, int>> ranges;
         for (const QString& r : split.split(',')) {
             const QStringList ends = r.split('-');
@@ -208,7 +218,13 @@ private slots:
         }
         const ModelSpec spec = stagedCnn();
         static const Trained one = oneDevice(spec);
-        const Trained pipe = pipelined(spec, ranges, schedule.toStdString(), micro, replicas);
+        const Trained pipe = pipelined(spec, ranges, schedule.toStdString(), micro, replicas, copies);
+        // Bytes between the stages' memories: none where they read each other's buffers; with
+        // copies each boundary's activations forward and their gradients back, the whole batch's.
+        int64_t crossing = 0;
+        for (size_t b = 0; copies && b + 1 < ranges.size(); ++b)
+            crossing += 2 * kBatch * layerOutputDims(spec, ranges[b].second).size() * int64_t(sizeof(float));
+        for (int64_t bytes : pipe.bytesMoved) QCOMPARE(bytes, crossing);
         QVERIFY2(one.losses.back() < 0.8 * one.losses.front(),
                  qPrintable(QString("training must lower the loss: %1 then %2").arg(one.losses.front()).arg(one.losses.back())));
         for (int k = 0; k < kSteps; ++k)
@@ -271,25 +287,29 @@ private slots:
         struct Way {
             const char* schedule;
             int micro, replicas;
+            bool copies = false;
         };
-        const Way ways[] = {{"naive", 1, 1}, {"gpipe", 4, 1}, {"1f1b", 4, 1}, {"1f1b", 2, 2}};
+        const Way ways[] = {{"naive", 1, 1}, {"gpipe", 4, 1}, {"1f1b", 4, 1}, {"1f1b", 2, 2}, {"1f1b", 4, 1, true},
+                            {"gpipe", 2, 2, true}};
         const ModelSpec mlp = findModel("mlp"), cnn = stagedCnn();
         for (const ModelSpec* spec : {&mlp, &cnn})
             for (const Way& way : ways) {
                 StagePipelineSetup setup = twoStages(way.micro);
                 setup.replicas = way.replicas;
+                setup.copies = way.copies;
                 if (spec == &mlp) setup.ranges = {{0, 2}, {3, 5}};
                 const auto schedule = makePipelineSchedule(way.schedule);
                 StagePipeline p(*spec, setup, *schedule);
                 for (int s = 0; s < 2; ++s) {
                     const size_t built = p.stageBytes(s), estimated = estimateStageBytes(*spec, setup, *schedule, s, 1, false);
-                    const QString what = QString("%1 %2 M=%3 x%4 stage %5: estimated %6, built %7")
+                    const QString what = QString("%1 %2%8 M=%3 x%4 stage %5: estimated %6, built %7")
                                              .arg(QString::fromStdString(spec->name), way.schedule)
                                              .arg(way.micro)
                                              .arg(way.replicas)
                                              .arg(s)
                                              .arg(estimated)
-                                             .arg(built);
+                                             .arg(built)
+                                             .arg(way.copies ? " with copies" : "");
                     if (spec == &mlp) QVERIFY2(estimated == built, qPrintable(what));
                     else QVERIFY2(estimated >= built && estimated <= built + p.activationBytes(s) * size_t(way.replicas), qPrintable(what));
                 }
@@ -481,6 +501,7 @@ private slots:
         QTest::newRow("with towers") << QStringList{"--stages", "2", "--towers", "cpu:0,cpu:1"} << "--stages: model parallelism with --towers";
         QTest::newRow("with async") << QStringList{"--stages", "2", "--update", "async"} << "--stages: model parallelism with --update async is not built yet";
         QTest::newRow("a GPU stage") << QStringList{"--stages", "cpu:0,gpu:0"} << "--stages: stages on gpu:0 are not built yet";
+        QTest::newRow("NCCL between CPU stages") << QStringList{"--stages", "2", "--transfers", "nccl"} << "--stages: model parallelism with --transfers nccl";
     }
     void badFlagsAreRefused() {
         QFETCH(QStringList, args);

@@ -204,8 +204,24 @@ private slots:
         s.strategy = "gpipe:4";
         p = predictPipeline(cal, a, s, costs);
         QVERIFY(qAbs(p.phases.compute + p.phases.wait - 2 * 4 * 0.002) < 1e-12);
+        // One H100 per stage joined by NVLink (first order): the stages at the FLOP/s ratio, each
+        // micro-batch's activations forward and gradients back over the link, the update on the GPU.
+        Scenario gpus = twoOnTwoCores("gpipe:4");
+        gpus.device = parseProcessor("h100", "device");
+        gpus.link = parseLink("nvlink", "link");
+        costs.boundaryFloats = {1000};
+        p = predictPipeline(cal, a, gpus, costs);
+        const double t = 2 * 0.001 * 1e10 / 67e12, cross = 5e-6 + 4.0 * 1000 * 25 / 400e9;
+        QVERIFY2(qAbs(p.phases.compute + p.phases.wait + p.phases.reduce - (2 * (t + cross) + 3 * (t + cross))) < 1e-15,
+                 qPrintable(QString::number(p.phases.compute + p.phases.wait + p.phases.reduce)));
+        QVERIFY(qAbs(p.phases.compute - 4 * t) < 1e-15);
+        QCOMPARE(p.phases.bytesPerStep, 2 * 4 * 4.0 * 1000 * 25);  // 4 micro-batches, both ways
+        QVERIFY(qAbs(p.phases.apply - 20.0 * 500'000 / 3.35e12) < 1e-15);
         // What it cannot predict, each in words.
         QVERIFY(errorOf([&] { predict(cal, a, s); }).contains("stages' measured costs"));
+        Calibration shared = cal;
+        shared.device = DeviceCalibration{};
+        QVERIFY(errorOf([&] { predictPipeline(shared, a, s, costs); }).contains("does not calibrate pipelines"));
         Calibration two = cal;
         two.towers = 2;
         QVERIFY(errorOf([&] { predictPipeline(two, a, s, costs); }).contains("one-tower calibration"));

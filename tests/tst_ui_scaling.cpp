@@ -413,6 +413,7 @@ private slots:
         QTRY_VERIFY_WITH_TIMEOUT(!lesson.running(), 120000);
         const QString text = lesson.conclusion()->text();
         QVERIFY2(text.contains("Naive model parallelism") && text.contains("1f1b pipeline"), qPrintable(text));
+        QVERIFY2(text.contains("puts one H100 at") && text.contains("on two H100s joined by NVLink at"), qPrintable(text));
         for (int i = 0; i < ParallelismLesson::kWays; ++i)
             QVERIFY2(lesson.result(i)->text().contains("examples/s"), qPrintable(lesson.result(i)->text()));
         QVERIFY2(lesson.result(1)->text().contains("equal stages: 50.0%"), qPrintable(lesson.result(1)->text()));

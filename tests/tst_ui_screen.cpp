@@ -529,6 +529,41 @@ private slots:
         QVERIFY(lab->grab().save(shotPath(QStringLiteral("what-if"))));
     }
 
+    // The scaling lab sweeping model parallelism beside data parallelism: deep_mlp on one device,
+    // on 2 towers, and as a gpipe pipeline of 2 stages and 4 micro-batches, each point with the
+    // predictor's figure beside it; fits the screen, nothing cut; saved for docs/.
+    void scalingLabPipelines() {
+        MainWindow w(tbtest::fakeCatalog(0), noTelemetry());
+        w.setQuitConfirmation([] { return true; });
+        w.show();
+        tb::RunConfig c = w.experiment()->config();
+        c.model = "deep_mlp";
+        c.data = "fashion-mnist";
+        c.towers = "cpu:0";
+        c.batch = 128;
+        c.threads = 2;
+        c.validation = 0;
+        w.experiment()->setConfig(c);
+        ScalingLab* lab = w.openScalingLab();
+        QVERIFY(QTest::qWaitForWindowExposed(lab));
+        lab->towersEdit()->setText("1,2");
+        for (const char* s : {"mean", "pipeline"}) lab->strategyBox(s)->setChecked(true);
+        for (const char* s : {"allreduce", "async", "average"}) lab->strategyBox(s)->setChecked(false);
+        lab->findChild<QComboBox*>("sweepSchedule")->setCurrentText("gpipe");
+        lab->findChild<QSpinBox*>("sweepMicroBatches")->setValue(4);
+        lab->warmupBox()->setValue(5);
+        lab->stepsBox()->setValue(30);
+        lab->maxTowersBox()->setValue(2);
+        lab->startButton()->click();
+        QTRY_VERIFY_WITH_TIMEOUT(!lab->running(), 300000);
+        QVERIFY2(lab->statusText().startsWith("Finished: 3 points"), qPrintable(lab->statusText()));
+        QVERIFY(lab->predicted("gpipe:4", 2) > 0);
+        QTest::qWait(200);
+        const QStringList problems = widgetProblems(*lab, [](const QWidget*) { return false; });
+        QVERIFY2(problems.isEmpty(), qPrintable(problems.join('\n')));
+        QVERIFY(lab->grab().save(shotPath(QStringLiteral("sweep-pipeline"))));
+    }
+
     // Lesson 6 as a user gets it (Lessons > 6): the three ways on deep_mlp and Fashion-MNIST, one
     // after another; fits the screen, nothing cut; saved for docs/.
     void lessonSix() {

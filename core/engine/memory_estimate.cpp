@@ -90,7 +90,11 @@ size_t estimateStageBytes(const ModelSpec& spec, const StagePipelineSetup& setup
     const NetworkMemory net = estimateNetworkMemory(spec, microBatch, LayerRange{first, last});
     const size_t held = size_t(activationsHeld(schedule.ops(stage, count, micro)));
     const size_t outputGrad = stage + 1 < count ? size_t(microBatch) * size_t(layerOutputDims(spec, last).size()) * sizeof(float) : 0;
-    const size_t activations = held * (net.activations + net.saved + outputGrad);
+    // Explicit copies: an input per slot and one input gradient, of the stage before's output.
+    const size_t input = stage > 0 && setup.copies
+                             ? size_t(microBatch) * size_t(layerOutputDims(spec, first - 1).size()) * sizeof(float)
+                             : 0;
+    const size_t activations = held * (net.activations + net.saved + outputGrad + input) + input;
     const size_t perReplica = net.grads * (micro > 1 ? 2 : 1);
     const size_t bf16 = setup.opt.precision == MatmulPrecision::Bf16 ? (net.params + held * net.activations) / 2 : 0;
     return net.params * size_t(1 + slots + (ema ? 1 : 0)) + size_t(replicas) * (perReplica + activations + bf16);

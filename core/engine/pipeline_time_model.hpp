@@ -20,6 +20,11 @@
 //   apply     the largest stage's update: the calibration's seconds per parameter x its parameters
 //             (memory-bound: not scaled by threads)
 //   data, other  as the calibration measured them per step
+// Other hardware (the towers' what-if, first order and unvalidated): one GPU per stage (s.device),
+// each micro-batch's t_s scaled by this core's measured FLOP/s over the device's (the same share
+// of its peak; costs measured on one thread), each boundary's activations (and, back, their
+// gradients) crossing s.link as latency + bytes / bandwidth without overlap, the update at 20
+// bytes per parameter of the device's memory bandwidth.
 #pragma once
 #include <cstdint>
 #include <map>
@@ -38,6 +43,7 @@ struct PipelineCosts {
     std::vector<std::pair<int, int>> split;  // each stage's layers, inclusive (as --stages S balances them)
     std::vector<double> stageSeconds;        // a stage's step alone on its threads, per micro-batch
     std::vector<int64_t> stageParams;
+    std::vector<int64_t> boundaryFloats;     // per example, what stage s hands to s + 1 (S - 1 of them)
     double calibrationSeconds = 0;  // the whole network's step alone, at the calibration's batch and threads
     std::string describe(const ModelSpec& spec) const;  // "conv1..pool2 | fc1..logits"
 };
@@ -69,7 +75,7 @@ Prediction predictStep(const Calibration& cal, const Assumptions& a, const Scena
 
 // The step of `s` (s.strategy naive | gpipe:M | 1f1b:M, s.towers stages of s.threadsPerTower
 // threads, s.batchPerTower the step's batch), from a one-tower CPU calibration. Throws tb::Error
-// naming what the model cannot predict (GPU stages, a calibration of several towers).
+// naming what the model cannot predict (a GPU sweep's calibration, a calibration of several towers).
 Prediction predictPipeline(const Calibration& cal, const Assumptions& a, const Scenario& s, const PipelineCosts& costs);
 
 }  // namespace tb

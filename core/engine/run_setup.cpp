@@ -198,6 +198,7 @@ StageFit stageFit(const RunConfig& c, const ModelSpec& spec, int batch, const st
     setup.batch = batch;
     setup.microBatches = c.microBatches;
     setup.replicas = c.stageReplicas;
+    setup.copies = c.transfers == "copies";
     setup.opt = optimizerSettings(c);
     if (cost.empty()) cost.assign(spec.layers.size(), 0.0);
     return fewestStagesThatFit(spec, setup, *makePipelineSchedule(c.pipeline.empty() ? "naive" : c.pipeline),

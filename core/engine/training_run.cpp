@@ -31,6 +31,7 @@ StagePipelineSetup pipelineSetup(const RunPlan& run, const OptimizerSettings& op
     setup.seed = run.config.seed;
     setup.processes = run.roles.group;  // stages inside each process, data parallel across them
     setup.exampleOffset = int64_t(run.roles.worker()) * run.plan.batchPerTower;
+    setup.copies = run.config.transfers == "copies";
     return setup;
 }
 

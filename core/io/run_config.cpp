@@ -272,7 +272,7 @@ void RunConfig::validateStages() const {
         {batchPerTower != 0, "--batch-per-tower"},
         {!slow.empty(), "--slow"},
         {commPrecision != defaults.commPrecision, "--comm-precision"},
-        {transfers != defaults.transfers, "--transfers"},
+        {transfers == "nccl", "--transfers nccl (CPU stages hand over in shared memory, or by explicit copies: --transfers copies)"},
     };
     for (const auto& [given, flag] : unbuilt)
         require(!given, std::string("--stages: model parallelism with ") + flag +

@@ -73,7 +73,7 @@ std::vector<double> measureLayerSeconds(const ModelSpec& spec, Backend& backend,
 }
 
 double measureStageStepSeconds(const ModelSpec& spec, Backend& backend, LayerRange range, int microBatch,
-                               int microBatches, int repeats) {
+                               int microBatches, int repeats, const std::function<void()>& beforeEach) {
     Isolated stage(spec, backend, microBatch, range);
     Network& net = stage.net;
     const size_t n = size_t(net.paramCount());
@@ -87,6 +87,7 @@ double measureStageStepSeconds(const ModelSpec& spec, Backend& backend, LayerRan
     float* grads = step.empty() ? net.grads() : step.data();
     std::vector<double> runs;
     for (int r = 0; r <= std::max(repeats, 1); ++r) {
+        if (beforeEach) beforeEach();
         const auto t0 = std::chrono::steady_clock::now();
         for (int m = 0; m < microBatches; ++m) net.forward(stage.s, true, uint64_t(m), microBatch, stage.stats.data());
         for (int m = 0; m < microBatches; ++m) {  // as StagePipeline: the first writes, the others add on

@@ -3,6 +3,7 @@
 // The stage balancer (balanceStages) splits a model by these; FLOPs would miss the layers that
 // move memory without multiplying (pooling, LRN, ReLU), which on a CPU take a real share.
 #pragma once
+#include <functional>
 #include <vector>
 
 #include "backend/backend.hpp"
@@ -20,7 +21,9 @@ std::vector<double> measureLayerSeconds(const ModelSpec& spec, Backend& backend,
 // the first added to the step's (as StagePipeline does); the median of `repeats` after a warm-up.
 // Unlike the layers one by one, the stage's whole working set (weights, gradients, activations)
 // passes through the caches as in a run.
+// `beforeEach`, where given, runs before each step (the warm-up's too): stages measured at once
+// on threads of their own meet there, so that every measured step has them all running.
 double measureStageStepSeconds(const ModelSpec& spec, Backend& backend, LayerRange range, int microBatch,
-                               int microBatches, int repeats = 3);
+                               int microBatches, int repeats = 3, const std::function<void()>& beforeEach = {});
 
 }  // namespace tb

@@ -37,7 +37,13 @@ struct StagePipeline::Worker {
     // Per slot (micro-batch, output dims): the gradient of this stage's output, which the next
     // stage's backward writes. Not on the last stage.
     std::vector<Tensor> outputGrads;
+    // With explicit copies (not on the first stage): per slot, the input copied in from the stage
+    // before; and the input's gradient, which backward writes and which is then copied into the
+    // stage before's slot (where it would otherwise have written it).
+    std::vector<Tensor> inputs;
+    Tensor inputGrad;
     std::atomic<int> forwards{0}, backwards{0};  // this step's, done
+    int64_t moved = 0;                           // this step's bytes copied, in and back
     // This step's record, read by step() after done_.
     std::vector<PipelineBlock> blocks;
     double busy = 0, apply = 0, accumulate = 0, flushed = 0;
@@ -46,6 +52,7 @@ struct StagePipeline::Worker {
 
     Network& slot(int micro) { return *slots[size_t(micro) % slots.size()]; }
     float* outputGrad(int micro) { return outputGrads[size_t(micro) % outputGrads.size()].data(); }
+    float* input(int micro) { return inputs[size_t(micro) % inputs.size()].data(); }
     float* grads() { return stage->grads[size_t(replica)].data(); }
 };
 
@@ -115,6 +122,12 @@ StagePipeline::StagePipeline(const ModelSpec& spec, const StagePipelineSetup& se
                 for (size_t k = 0; k < w->slots.size(); ++k)
                     w->outputGrads.push_back(w->backend->empty(Shape{microBatch_, out.h, out.w, out.c}));
             }
+            if (s > 0 && setup.copies) {
+                const Dims in = first.inputDims();
+                for (size_t k = 0; k < w->slots.size(); ++k)
+                    w->inputs.push_back(w->backend->empty(Shape{microBatch_, in.h, in.w, in.c}));
+                w->inputGrad = w->backend->empty(Shape{microBatch_, in.h, in.w, in.c});
+            }
             w->backend->synchronize(w->stream);
             workers_.push_back(std::move(w));
         }
@@ -173,6 +186,8 @@ void StagePipeline::runStep(Worker& w) {
     be.fill(w.stream, w.stats.data(), 0.f, 3);
     w.blocks.clear();
     w.busy = w.apply = w.accumulate = 0;
+    w.moved = 0;
+    const bool copies = !w.inputs.empty();
     const int64_t n = w.slots.front()->paramCount();
     const int64_t perReplica = int64_t(microBatch_) * micro_;
     int backwardsRun = 0;
@@ -183,8 +198,14 @@ void StagePipeline::runStep(Worker& w) {
         const int64_t first = r * perReplica + int64_t(op.micro) * microBatch_;
         const MicroBatch part{exampleOffset_ + first, microBatch_ * micro_ * replicas_, r == 0 && op.micro == 0};
         if (op.forward) {
-            if (prev) {
-                if (!waitFor(prev->forwards, op.micro)) return;
+            if (prev && !waitFor(prev->forwards, op.micro)) return;
+            const double t = since(t0_);  // a copy in is the stage's work
+            if (prev && copies) {
+                const size_t bytes = w.inputs.front().bytes();
+                be.copy(w.stream, w.input(op.micro), prev->slot(op.micro).output(), bytes);
+                w.moved += int64_t(bytes);
+                net.setInput(w.input(op.micro));
+            } else if (prev) {
                 net.setInput(prev->slot(op.micro).output());
             } else {  // the first stage copies its micro-batch's rows of the step's batch in
                 const size_t row = size_t(net.inputDims().size());
@@ -194,7 +215,6 @@ void StagePipeline::runStep(Worker& w) {
             if (!next)
                 be.copyFromHost(w.stream, net.labels(), batch_->y.data() + first,
                                 size_t(microBatch_) * sizeof(int32_t));
-            const double t = since(t0_);
             net.forward(w.stream, true, seed_, microBatch_, w.stats.data(), part);
             be.synchronize(w.stream);
             w.blocks.push_back({op.micro, true, t, since(t0_)});
@@ -205,7 +225,7 @@ void StagePipeline::runStep(Worker& w) {
                 if (!waitFor(next->backwards, op.micro)) return;
                 net.setOutputGrad(w.outputGrad(op.micro));
             }
-            net.setInputGrad(prev ? prev->outputGrad(op.micro) : nullptr);
+            net.setInputGrad(!prev ? nullptr : copies ? w.inputGrad.data() : prev->outputGrad(op.micro));
             const double t = since(t0_);
             // The step's first backward writes the replica's gradient; each later one writes its
             // share into the scratch, added on (the layers' weight gradients overwrite).
@@ -217,6 +237,10 @@ void StagePipeline::runStep(Worker& w) {
                 be.axpy(w.stream, 1.f, w.scratch.data(), w.grads(), size_t(n));
                 be.synchronize(w.stream);
                 w.accumulate += since(t0_) - a;
+            }
+            if (prev && copies) {  // the input's gradient back into the stage before's slot
+                be.copy(w.stream, prev->outputGrad(op.micro), w.inputGrad.data(), w.inputGrad.bytes());
+                w.moved += int64_t(w.inputGrad.bytes());
             }
             ++backwardsRun;
             be.synchronize(w.stream);
@@ -277,7 +301,9 @@ PipelineStep StagePipeline::step(const Batch& global, int64_t step, uint64_t see
     r.examples = batch;
     r.lr = stages_.front()->lr;
     double busy = 0;
+    r.bytesMoved = 0;  // CPU stages sharing memory: nothing crosses; explicit copies: what they copied
     for (auto& w : workers_) {
+        r.bytesMoved += w->moved;
         float stats[3];
         w->backend->copyToHost(w->stream, stats, w->stats.data(), sizeof stats);
         w->backend->synchronize(w->stream);
@@ -295,7 +321,6 @@ PipelineStep StagePipeline::step(const Batch& global, int64_t step, uint64_t see
         busy += w->busy;
     }
     r.bubbleFraction = r.span > 0 ? std::clamp(1.0 - busy / (double(lanes()) * r.span), 0.0, 1.0) : 0.0;
-    r.bytesMoved = 0;  // CPU stages share memory: nothing crosses between memories
     return r;
 }
 
@@ -361,8 +386,9 @@ size_t StagePipeline::activationBytes(int stage) const {
         const NetworkMemory m = net->memoryUse();
         bytes += m.activations + m.saved;
     }
-    for (const Tensor& t : w.outputGrads) bytes += t.bytes();
-    return bytes;
+    for (const std::vector<Tensor>* buffers : {&w.outputGrads, &w.inputs})
+        for (const Tensor& t : *buffers) bytes += t.bytes();
+    return bytes + (w.inputGrad.empty() ? 0 : w.inputGrad.bytes());
 }
 
 }  // namespace tb

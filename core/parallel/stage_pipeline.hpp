@@ -10,7 +10,9 @@
 // once (activationsHeld): micro-batch m uses slot m % slots. Neighbouring CPU stages share memory:
 // a stage reads its input where the stage before wrote it and writes its input's gradient into
 // the stage before's slot, so nothing crosses between memories (bytesMoved 0, as the
-// communicators count it). Stages on GPUs are not built yet: the plan is refused before this.
+// communicators count it); with explicit copies (StagePipelineSetup::copies) each stage copies
+// them into buffers of its own, and the bytes are counted. Stages on GPUs are not built yet: the
+// plan is refused before this.
 #pragma once
 #include <atomic>
 #include <barrier>
@@ -56,6 +58,11 @@ struct StagePipelineSetup {
     // slices in, so one buffer holds them all (evaluation reads it as one network); null: each
     // stage allocates its own.
     float* sharedParams = nullptr;
+    // --transfers copies: each stage keeps its input and its input's gradient in buffers of its
+    // own and copies the activations in from the stage before, and the gradient back from the
+    // stage after, as stages in separate memories must (what GPUs on separate devices move),
+    // each copy counted in bytesMoved. Off: neighbours read and write each other's buffers.
+    bool copies = false;
 };
 
 // What one step did. Lanes are a stage of a replica each, replica by replica (lane r S + s).

@@ -13,6 +13,7 @@
 #include <QVBoxLayout>
 
 #include "devices/devices_panel.hpp"
+#include "engine/pipeline_time_model.hpp"
 #include "view_format.hpp"
 #include "window/engine_worker.hpp"
 #include "window/frame_gate.hpp"
@@ -108,6 +109,8 @@ void ParallelismLesson::start() {
 
 void ParallelismLesson::runWay(int way) {
     current_ = way;
+    // Its first quarter left out (oneDNN makes its kernels; pages are touched), as a sweep does.
+    if (way == 0) oneDevice_ = std::make_unique<tb::StepProfiler>(std::max<int64_t>(1, ways_[0].config.steps / 4));
     Way& w = ways_[size_t(way)];
     w.timeline->reset(way == 0 ? 1 : 2);
     w.result->setText(tr("training…"));
@@ -131,7 +134,10 @@ void ParallelismLesson::closeEvent(QCloseEvent* e) {
 void ParallelismLesson::takeSteps() {
     const std::vector<tb::StepMetrics> steps = worker_->takeSteps();
     if (current_ < 0) return;
-    for (const tb::StepMetrics& m : steps) ways_[size_t(current_)].timeline->addStep(m);
+    for (const tb::StepMetrics& m : steps) {
+        ways_[size_t(current_)].timeline->addStep(m);
+        if (current_ == 0 && oneDevice_) oneDevice_->onStepEnd(m);
+    }
 }
 
 void ParallelismLesson::finish(const QString& summaryJson, bool stopped, const QString& error) {
@@ -144,6 +150,7 @@ void ParallelismLesson::finish(const QString& summaryJson, bool stopped, const Q
         const QJsonObject o = QJsonDocument::fromJson(summaryJson.toUtf8()).object();
         w.examplesPerSec = o.value("steady_examples_per_sec").toDouble(o.value("examples_per_sec").toDouble());
         w.bubble = o.value("bubble_fraction").toDouble(-1);
+        params_ = int64_t(o.value("params").toDouble());
         const int stages = current_ == 0 ? 1 : 2, micro = w.config.microBatches;
         QString line = tr("%1 examples/s").arg(tb::ui::formatCount(w.examplesPerSec));
         if (w.bubble >= 0)
@@ -194,11 +201,42 @@ void ParallelismLesson::conclude() {
         s += tr("<p><b>On this machine one device is fastest</b> (%1 examples/s with every core): its layers "
                 "run as whole-batch matrix products on all threads, where each stage has half the threads and "
                 "small micro-batches, each reading the stage's weights again. Splitting a model pays when it "
-                "does not fit one device, or across devices fast enough to keep the stages fed. The scaling "
-                "lab's predictor does not model pipelines on GPUs yet.</p>")
+                "does not fit one device, or across devices fast enough to keep the stages fed.</p>")
                  .arg(rate(one.examplesPerSec));
     else
         s += tr("<p>Here the pipeline beat one device (%1 against %2 examples/s).</p>")
                  .arg(rate(std::max(naive.examplesPerSec, pipe.examplesPerSec)), rate(one.examplesPerSec));
-    conclusion_->setText(s);
+    conclusion_->setText(s + gpuFigures());
+}
+
+QString ParallelismLesson::gpuFigures() const {
+    const Way& one = ways_[0];
+    const tb::StepProfile measured = oneDevice_ ? oneDevice_->profile() : tb::StepProfile{};
+    if (measured.steps < 1 || params_ < 1) return {};
+    tb::Calibration cal;
+    cal.measured = measured;
+    cal.threadsPerTower = cal.cores = std::max(1, one.config.threads);
+    cal.batchPerTower = one.config.batch;
+    cal.params = params_;
+    cal.host = tb::measureHostCore();
+    tb::Scenario gpu;
+    gpu.device = tb::parseProcessor("h100", "device");
+    gpu.link = tb::parseLink("nvlink", "link");
+    gpu.batchPerTower = one.config.batch;
+    gpu.strategy = "allreduce";  // one GPU holding its variables
+    tb::Scenario stages = gpu;
+    stages.towers = 2;
+    stages.strategy = "1f1b:" + std::to_string(ways_[2].config.microBatches);
+    try {
+        tb::PipelineCostCache costs(tb::findModel(one.config.model));
+        const tb::Prediction alone = tb::predictStep(cal, {}, gpu, costs), split = tb::predictStep(cal, {}, stages, costs);
+        return tr("<p><b>On GPUs</b>, the scaling lab's predictor, calibrated from the one-device run, puts one H100 "
+                  "at %1 examples/s and the same 1f1b pipeline on two H100s joined by NVLink at %2 (its stages idle "
+                  "%3). First order: each GPU reaching the share of its fp32 peak this machine's core reaches, "
+                  "activations crossing NVLink without overlap; not validated on GPUs.</p>")
+            .arg(tb::ui::formatCount(alone.examplesPerSec), tb::ui::formatCount(split.examplesPerSec),
+                 tb::ui::formatCount(100 * split.bubbleFraction, 1) + QStringLiteral("%"));
+    } catch (const tb::Error& e) {
+        return tr("<p>The predictor's figures for GPUs: %1</p>").arg(QString::fromStdString(e.what()).toHtmlEscaped());
+    }
 }

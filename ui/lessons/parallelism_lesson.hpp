@@ -3,12 +3,15 @@
 // model split into two stages of one thread each (naive model parallelism: the whole batch
 // through each stage in turn), and the same two stages as a 1f1b pipeline of micro-batches. Each
 // way's timeline of its last steps side by side (a lane per stage), its examples/sec and its
-// measured bubble against (S-1)/(M+S-1), and a conclusion written from the measured numbers.
+// measured bubble against (S-1)/(M+S-1), and a conclusion written from the measured numbers, with
+// the scaling lab's first-order figures for the same ways on GPUs.
 #pragma once
 #include <QString>
 #include <QWidget>
 #include <array>
+#include <memory>
 
+#include "engine/step_profile.hpp"
 #include "lessons/lessons.hpp"
 
 class EngineWorker;
@@ -51,8 +54,13 @@ private:
     void takeSteps();
     void finish(const QString& summaryJson, bool stopped, const QString& error);
     void conclude();
+    // The scaling lab's predictor on GPUs, calibrated from the one-device way: one H100 against
+    // the pipeline on two joined by NVLink (first order, and said so); empty where it cannot.
+    QString gpuFigures() const;
 
     std::array<Way, kWays> ways_;
+    std::unique_ptr<tb::StepProfiler> oneDevice_;  // the one-device way's steps past a warm-up
+    int64_t params_ = 0;                            // the model's, from its summary
     int current_ = -1;  // the way training now; -1: none
     bool stopping_ = false;
     QThread* thread_ = nullptr;

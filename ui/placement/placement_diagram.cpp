@@ -629,8 +629,13 @@ void PlacementDiagram::Painting::stagePicture() {
 }
 
 QString PlacementDiagram::caption() const {
-    if (!model_.stages.isEmpty())
-        return tr("CPU stages share memory: 0 B cross between them a step");
+    if (!model_.stages.isEmpty() && !model_.stageCopies) return tr("CPU stages share memory: 0 B cross between them a step");
+    if (!model_.stages.isEmpty()) {
+        int64_t bytes = 0;  // each replica's boundaries, both ways
+        for (int64_t b : model_.boundaryBytes) bytes = b > 0 && bytes >= 0 ? bytes + 2 * b * model_.stageReplicas : -1;
+        return bytes > 0 ? tr("explicit copies: %1 cross between the stages' buffers a step").arg(formatBytes(double(bytes)))
+                         : tr("explicit copies: the activations and their gradients cross between the stages' buffers");
+    }
     return !model_.async              ? model_.bytesLabel()
            : model_.serverProcesses > 0 ? tr("async: workers push without waiting; %1").arg(model_.bytesLabel())
                                         : tr("async: towers push without waiting; %1").arg(model_.bytesLabel());
@@ -662,8 +667,8 @@ bool PlacementDiagram::event(QEvent* e) {
                     tr("Each stage holds a run of the model's layers on its own device. Every step, the activations "
                        "at each boundary go forward (the upper arrow) and their gradients come back (the lower one), "
                        "as many bytes each way as the arrows say. CPU stages read them in place in the memory they "
-                       "share, so nothing crosses between memories (0 B moved); between separate devices they would "
-                       "cross.")),
+                       "share, so nothing crosses between memories (0 B moved), unless told to copy them (Transfers: "
+                       "copies), as stages on separate devices must.")),
                 this);
             return true;
         }

@@ -20,6 +20,7 @@ PlacementModel PlacementModel::fromStages(const tb::RunConfig& c, const tb::Mode
     m.schedule = QString::fromStdString(c.pipeline.empty() ? std::string("naive") : c.pipeline);
     m.microBatches = c.microBatches;
     m.stageReplicas = std::max(1, c.stageReplicas);
+    m.stageCopies = c.transfers == "copies";
     m.paramCount = tb::shapeOf(spec).params;
     auto backend = tb::makeCpuBackend(1);
     for (int r = 0; r < m.stageReplicas; ++r)

@@ -44,7 +44,9 @@ struct PlacementModel {
     // time); per boundary between stage s and s+1, the bytes of the activations that go forward
     // over a step (batch / replicas x the boundary layer's outputs x 4), as many coming back as
     // their gradients (0: not known before the split is). CPU stages share memory, so none of it
-    // crosses between memories (bytes_moved stays 0): the caption says so.
+    // crosses between memories (bytes_moved stays 0), unless copied explicitly (--transfers
+    // copies: each stage copies into buffers of its own, and bytes_moved counts both ways): the
+    // caption says which.
     struct StageBox {
         QString device, layers;
         int replica = 0;
@@ -54,6 +56,7 @@ struct PlacementModel {
     QVector<int64_t> boundaryBytes;
     QString schedule;
     int microBatches = 1, stageReplicas = 1;
+    bool stageCopies = false;
 
     static PlacementModel fromPlan(const tb::DeploymentPlan& plan, int64_t paramCount);
     // A run with --stages: its stages and boundaries (throws tb::Error where the stages do not
