@@ -144,7 +144,9 @@ Data parallelism (the seeds' tower pattern; docs/user-guide.md):
   --slow T=F,...      straggler injection: tower T runs F times slower (teaching)
   --transfers MODE    auto (towers in one memory read it in place; NCCL between GPUs where it
                       applies), copies (every transfer an explicit copy through staging buffers,
-                      as between separate devices) or nccl (NCCL collectives, one tower per GPU)
+                      as between separate devices; pipeline stages copy activations and their
+                      gradients into buffers of their own) or nccl (NCCL collectives, one tower
+                      per GPU)
   --comm-precision P  fp32 (default) or bf16: the gradients cross between towers, the holder
                       and processes in bf16 (2 bytes an element, rounded on the tower's
                       device; summed in fp32 on the host, each partial sum rounded to bf16 by

@@ -215,6 +215,23 @@ MainWindow::TelemetryFactory noTelemetry() {
 }
 
 // Trains `config` until `steps` steps were shown, pauses, and waits for the window to settle.
+// The scaling lab of window `w` (shown) over `model` on Fashion-MNIST, one CPU tower of both
+// cores, batch 128, no moving average (async points cannot keep one).
+ScalingLab* labOn(MainWindow& w, const char* model) {
+    w.setQuitConfirmation([] { return true; });
+    w.show();
+    tb::RunConfig c = w.experiment()->config();
+    c.model = model;
+    c.data = "fashion-mnist";
+    c.towers = "cpu:0";
+    c.batch = 128;
+    c.threads = 2;
+    c.validation = 0;
+    c.emaDecay = 0;
+    w.experiment()->setConfig(c);
+    return w.openScalingLab();
+}
+
 void runAndPause(MainWindow& w, const QString& config, int steps) {
     QVERIFY(w.loadConfigFile(QDir(MainWindow::sampleConfigsDir()).filePath(config)));
     // Long enough to be caught mid-run: the 2-D sets train in well under a second.
@@ -496,18 +513,7 @@ private slots:
     // screen, nothing cut, and are saved for docs/.
     void scalingLab() {
         MainWindow w(tbtest::fakeCatalog(0), noTelemetry());
-        w.setQuitConfirmation([] { return true; });
-        w.show();
-        tb::RunConfig c = w.experiment()->config();
-        c.model = "mlp";
-        c.data = "fashion-mnist";
-        c.towers = "cpu:0";
-        c.batch = 128;
-        c.threads = 2;
-        c.validation = 0;
-        c.emaDecay = 0;  // async points cannot keep a moving average
-        w.experiment()->setConfig(c);
-        ScalingLab* lab = w.openScalingLab();
+        ScalingLab* lab = labOn(w, "mlp");
         QVERIFY(QTest::qWaitForWindowExposed(lab));
         lab->towersEdit()->setText("1,2,4");
         for (const char* s : {"mean", "allreduce", "async", "average"}) lab->strategyBox(s)->setChecked(true);
@@ -534,17 +540,7 @@ private slots:
     // predictor's figure beside it; fits the screen, nothing cut; saved for docs/.
     void scalingLabPipelines() {
         MainWindow w(tbtest::fakeCatalog(0), noTelemetry());
-        w.setQuitConfirmation([] { return true; });
-        w.show();
-        tb::RunConfig c = w.experiment()->config();
-        c.model = "deep_mlp";
-        c.data = "fashion-mnist";
-        c.towers = "cpu:0";
-        c.batch = 128;
-        c.threads = 2;
-        c.validation = 0;
-        w.experiment()->setConfig(c);
-        ScalingLab* lab = w.openScalingLab();
+        ScalingLab* lab = labOn(w, "deep_mlp");
         QVERIFY(QTest::qWaitForWindowExposed(lab));
         lab->towersEdit()->setText("1,2");
         for (const char* s : {"mean", "pipeline"}) lab->strategyBox(s)->setChecked(true);

@@ -254,10 +254,8 @@ QWidget* ScalingLab::buildSettings() {
     WheelGuard::guard(microBatches_);
     connect(schedule_, &QComboBox::currentIndexChanged, this,
             [this](int i) { microBatches_->setEnabled(i > 0); });  // naive: the whole batch at once
-    auto* how = new QHBoxLayout;
-    how->addWidget(schedule_);
-    how->addWidget(microBatches_);
-    sl->addLayout(how, 4, 1);
+    sl->addWidget(schedule_, 4, 1);  // one above the other: the settings column stays narrow
+    sl->addWidget(microBatches_, 5, 1);
     form->addRow(tr("Strategies"), strategies);
     warmup_ = new QSpinBox;
     warmup_->setRange(0, 100000);
