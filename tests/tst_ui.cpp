@@ -813,6 +813,27 @@ private slots:
         QVERIFY2(!w.lastError().contains("towerbench-run"), qPrintable(w.lastError()));
         QVERIFY(QFile::exists(w.launchedFolder() + "/summary.json"));
 
+        // Hybrid from the window: 2 stages inside each of 2 processes, data parallel across them.
+        c.steps = 40;
+        c.batch = 32;
+        e->setConfig(c);
+        e->parallelismBox()->setCurrentIndex(ExperimentPanel::kHybridParallel);
+        qobject_cast<QSpinBox*>(e->fieldFor("stage_replicas"))->setValue(1);
+        e->processesBox()->setValue(2);
+        QVERIFY2(e->isValid(), qPrintable(e->problem()));
+        QVERIFY2(w.diagram()->caption().contains("in each of 2 processes"), qPrintable(w.diagram()->caption()));
+        w.start();
+        QTRY_VERIFY2_WITH_TIMEOUT(w.stateText() == QStringLiteral("Followed run finished"),
+                                  qPrintable(w.stateText() + ": " + w.lastError()), 60000);
+        const QJsonObject hybrid = QJsonDocument::fromJson(tbtest::readFile(w.launchedFolder() + "/summary.json")).object();
+        QCOMPARE(hybrid["processes"].toInt(), 2);
+        QCOMPARE(hybrid["steps"].toInt(), 40);
+        QVERIFY2(hybrid.contains("bubble_fraction"), "the processes trained no pipeline");
+        QTRY_VERIFY_WITH_TIMEOUT(!w.processesRunning(), 10000);
+        e->parallelismBox()->setCurrentIndex(ExperimentPanel::kDataParallel);
+        c.steps = 1000000;
+        e->setConfig(c);
+
         // Quitting the window: the processes stop after their step, report, and none is left.
         QVERIFY2(startFollowed(), qPrintable(w.stateText() + ": " + w.lastError()));
         QElapsedTimer quitting;
@@ -869,7 +890,8 @@ private slots:
         tb::RunConfig c = e->config();
         QCOMPARE(c.stages, std::string("2"));  // the field's placeholder: balanced over 2 stages
         QCOMPARE(c.towers, std::string("cpu:0"));
-        QCOMPARE(e->processes(), 1);  // stages run in one process
+        QCOMPARE(e->processes(), 1);  // stages alone run in one process
+        QVERIFY(!form->isRowVisible(e->processesBox()));
         QVERIFY2(e->isValid(), qPrintable(e->problem()));
         qobject_cast<QComboBox*>(e->fieldFor("pipeline"))->setCurrentText("1f1b");
         qobject_cast<QSpinBox*>(e->fieldFor("micro_batches"))->setValue(4);
@@ -878,6 +900,9 @@ private slots:
         e->parallelismBox()->setCurrentIndex(ExperimentPanel::kHybridParallel);
         QVERIFY(shown("stage_replicas"));
         QCOMPARE(e->config().stageReplicas, 2);
+        // The lecture's hybrid: the stages inside each of mpirun's processes.
+        QVERIFY(form->isRowVisible(e->processesBox()));
+        QCOMPARE(e->processes(), 2);
         e->parallelismBox()->setCurrentIndex(ExperimentPanel::kDataParallel);
         c = e->config();
         QVERIFY(c.stages.empty() && c.pipeline.empty() && c.microBatches == 1 && c.stageReplicas == 1);

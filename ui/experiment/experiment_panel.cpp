@@ -493,9 +493,12 @@ void ExperimentPanel::setVariablesChoices(const QString& keep) {
 
 void ExperimentPanel::showChosenRows() {
     const bool gpus = onGpus(), data = !staged();
-    for (QWidget* f : std::initializer_list<QWidget*>{runOn_, processes_, hostfile_, variables_, reduce_, update_, commPrecision_,
+    for (QWidget* f : std::initializer_list<QWidget*>{runOn_, variables_, reduce_, update_, commPrecision_,
                                                       averageEvery_, psShards_, psTasks_, slow_})
         devicesForm_->setRowVisible(f, data);
+    // The lecture's hybrid: stages inside each process, data parallel across mpirun's processes.
+    const bool hybrid = parallelism_->currentIndex() == kHybridParallel;
+    for (QWidget* f : std::initializer_list<QWidget*>{processes_, hostfile_}) devicesForm_->setRowVisible(f, data || hybrid);
     devicesForm_->setRowVisible(towers_, data && !gpus);
     devicesForm_->setRowVisible(gpus_, data && gpus);
     devicesForm_->setRowVisible(perGpu_, data && gpus);
@@ -550,9 +553,12 @@ void ExperimentPanel::showTowers(const std::string& text) {
 
 // The form runs stages in one process (it hides the processes' rows; towerbench-run under mpirun
 // runs them in each process).
-int ExperimentPanel::processes() const { return staged() ? 1 : processes_->value(); }
+// Model parallelism runs in one process; data and hybrid parallelism across mpirun's processes.
+bool ExperimentPanel::acrossProcesses() const { return !staged() || parallelism_->currentIndex() == kHybridParallel; }
 
-QString ExperimentPanel::hostfile() const { return staged() ? QString() : hostfile_->text().trimmed(); }
+int ExperimentPanel::processes() const { return acrossProcesses() ? processes_->value() : 1; }
+
+QString ExperimentPanel::hostfile() const { return acrossProcesses() ? hostfile_->text().trimmed() : QString(); }
 
 tb::RunConfig ExperimentPanel::config() const {
     tb::RunConfig c = base_;

@@ -51,7 +51,8 @@ public:
     FoldSection* advancedSection() const { return advanced_; }
 
     // Processes (a run launch's choice, not a setting of the run): 1 trains in this window; N
-    // starts N processes through mpirun (ProcessLauncher), on this machine or a hostfile's.
+    // starts N processes through mpirun (ProcessLauncher), on this machine or a hostfile's. Data
+    // and hybrid parallelism (stages inside each process); model parallelism alone runs in one.
     int processes() const;
     QString hostfile() const;
     QSpinBox* processesBox() const { return processes_; }
@@ -103,6 +104,7 @@ private:
     // processes, ...) or the stages' (stages, schedule, micro-batches; replicas for hybrid).
     void showChosenRows();
     bool staged() const;  // model or hybrid parallelism chosen
+    bool acrossProcesses() const;  // data or hybrid parallelism: the processes' rows apply
     void setVariablesChoices(const QString& keep);  // keeps `keep` selected where it is offered
     void showTowers(const std::string& towers);     // setConfig's part for the device controls
     void fitGpuList();

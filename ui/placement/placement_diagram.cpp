@@ -629,12 +629,17 @@ void PlacementDiagram::Painting::stagePicture() {
 }
 
 QString PlacementDiagram::caption() const {
-    if (!model_.stages.isEmpty() && !model_.stageCopies) return tr("CPU stages share memory: 0 B cross between them a step");
     if (!model_.stages.isEmpty()) {
-        int64_t bytes = 0;  // each replica's boundaries, both ways
-        for (int64_t b : model_.boundaryBytes) bytes = b > 0 && bytes >= 0 ? bytes + 2 * b * model_.stageReplicas : -1;
-        return bytes > 0 ? tr("explicit copies: %1 cross between the stages' buffers a step").arg(formatBytes(double(bytes)))
-                         : tr("explicit copies: the activations and their gradients cross between the stages' buffers");
+        QString text = tr("CPU stages share memory: 0 B cross between them a step");
+        if (model_.stageCopies) {
+            int64_t bytes = 0;  // each replica's boundaries, both ways
+            for (int64_t b : model_.boundaryBytes) bytes = b > 0 && bytes >= 0 ? bytes + 2 * b * model_.stageReplicas : -1;
+            text = bytes > 0 ? tr("explicit copies: %1 cross between the stages' buffers a step").arg(formatBytes(double(bytes)))
+                             : tr("explicit copies: the activations and their gradients cross between the stages' buffers");
+        }
+        if (model_.processes > 1)
+            text += tr("; in each of %1 processes, every stage's gradient averaged across them").arg(model_.processes);
+        return text;
     }
     return !model_.async              ? model_.bytesLabel()
            : model_.serverProcesses > 0 ? tr("async: workers push without waiting; %1").arg(model_.bytesLabel())

@@ -591,11 +591,14 @@ void MainWindow::experimentEdited(const tb::RunConfig& c, bool valid) {
             for (const auto& info : net.paramInfos()) variableSizes_ << info.shape.numel();
             paramsModel_ = QString::fromStdString(c.model);
         }
-        if (!c.stages.empty())  // model parallelism: the stages, not towers
-            diagram_->setModel(PlacementModel::fromStages(c, tb::findModel(c.model)));
-        else
+        if (!c.stages.empty()) {  // model parallelism: the stages, not towers (hybrid: in each process)
+            PlacementModel stages = PlacementModel::fromStages(c, tb::findModel(c.model));
+            stages.processes = experiment_->processes();
+            diagram_->setModel(stages);
+        } else {
             diagram_->setModel(PlacementModel::fromPlan(catalog_.makePlan(c), variableSizes_)
                                    .acrossProcesses(experiment_->processes(), c.psTasks, c.batchPerTower > 0));
+        }
     } catch (const std::exception& e) {
         setState(tr("Ready"), QString::fromUtf8(e.what()));
     }
