@@ -189,16 +189,22 @@ Prediction predictPipeline(const Calibration& cal, const Assumptions& a, const S
     return p;
 }
 
-const PipelineCosts& PipelineCostCache::costsOf(const Scenario& s, const Calibration& cal) {
+PipelineCostCache::Key PipelineCostCache::keyOf(const Scenario& s, const Calibration& cal) {
     const std::optional<PipelineStrategy> pipe = pipelineStrategy(s.strategy);
     if (!pipe) throw Error(s.strategy + ": not a pipeline (naive, gpipe:M, 1f1b:M)");
-    const auto key = std::make_tuple(s.towers, s.batchPerTower, pipe->microBatches, s.threadsPerTower, cal.batchPerTower,
-                                     cal.threadsPerTower);
+    return {s.towers, s.batchPerTower, pipe->microBatches, s.threadsPerTower, cal.batchPerTower, cal.threadsPerTower};
+}
+
+bool PipelineCostCache::has(const Scenario& s, const Calibration& cal) const { return measured_.count(keyOf(s, cal)) > 0; }
+
+const PipelineCosts& PipelineCostCache::costsOf(const Scenario& s, const Calibration& cal) {
+    const Key key = keyOf(s, cal);
+    const int microBatches = std::get<2>(key);
     auto found = measured_.find(key);
     if (found == measured_.end())
         found = measured_
-                    .emplace(key, measurePipelineCosts(spec_, s.towers, s.batchPerTower, pipe->microBatches,
-                                                       s.threadsPerTower, cal.batchPerTower, cal.threadsPerTower))
+                    .emplace(key, measurePipelineCosts(spec_, s.towers, s.batchPerTower, microBatches, s.threadsPerTower,
+                                                       cal.batchPerTower, cal.threadsPerTower))
                     .first;
     return found->second;
 }

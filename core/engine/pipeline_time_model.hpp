@@ -63,10 +63,13 @@ public:
     explicit PipelineCostCache(ModelSpec spec) : spec_(std::move(spec)) {}
     // The costs of pipeline scenario `s` against calibration `cal` (its batch and threads).
     const PipelineCosts& costsOf(const Scenario& s, const Calibration& cal);
+    bool has(const Scenario& s, const Calibration& cal) const;  // measured already (a pipeline's)
 
 private:
+    using Key = std::tuple<int, int, int, int, int, int>;
+    static Key keyOf(const Scenario& s, const Calibration& cal);
     ModelSpec spec_;
-    std::map<std::tuple<int, int, int, int, int, int>, PipelineCosts> measured_;
+    std::map<Key, PipelineCosts> measured_;
 };
 
 // Any strategy's step: pipelines through predictPipeline (their costs from `costs`), the rest

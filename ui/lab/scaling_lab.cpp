@@ -2,6 +2,7 @@
 
 #include <qcustomplot.h>
 
+#include <QApplication>
 #include <QCheckBox>
 #include <QCloseEvent>
 #include <QComboBox>
@@ -14,6 +15,7 @@
 #include <QLabel>
 #include <QLineEdit>
 #include <QPushButton>
+#include <QScopeGuard>
 #include <QScreen>
 #include <QScrollArea>
 #include <QSignalBlocker>
@@ -628,12 +630,18 @@ tb::Scenario ScalingLab::scenario(int towers, const std::string& strategy, const
 }
 
 tb::Prediction ScalingLab::predictStep(const tb::Calibration& cal, const tb::Assumptions& a, const tb::Scenario& s) const {
-    // Pipelines measure their stages on this machine once per shape (a fraction of a second each).
+    // Pipelines measure their stages on this machine once per shape (a fraction of a second each
+    // for the shipped models, seconds for a large one): the busy cursor says so meanwhile.
     const std::string& model = results_.front().point.config.model;
     if (!pipelineCosts_ || costsModel_ != model) {
         pipelineCosts_ = std::make_unique<tb::PipelineCostCache>(tb::findModel(model));
         costsModel_ = model;
     }
+    const bool measuring = tb::pipelineStrategy(s.strategy) && !pipelineCosts_->has(s, cal);
+    if (measuring) QApplication::setOverrideCursor(Qt::WaitCursor);
+    const auto restore = qScopeGuard([measuring] {
+        if (measuring) QApplication::restoreOverrideCursor();
+    });
     return tb::predictStep(cal, a, s, *pipelineCosts_);
 }
 
