@@ -219,6 +219,9 @@ private slots:
         QVERIFY(qAbs(p.phases.apply - 20.0 * 500'000 / 3.35e12) < 1e-15);
         // What it cannot predict, each in words.
         QVERIFY(errorOf([&] { predict(cal, a, s); }).contains("stages' measured costs"));
+        Calibration piped = cal;  // a pipeline's point calibrates no towers
+        piped.strategy = "gpipe:4";
+        QVERIFY(errorOf([&] { predict(piped, a, twoOnTwoCores("mean")); }).contains("does not calibrate towers"));
         Calibration shared = cal;
         shared.device = DeviceCalibration{};
         QVERIFY(errorOf([&] { predictPipeline(shared, a, s, costs); }).contains("does not calibrate pipelines"));

@@ -4,6 +4,7 @@
 #include <barrier>
 #include <cmath>
 #include <cstdio>
+#include <exception>
 #include <functional>
 #include <numeric>
 #include <thread>
@@ -60,7 +61,7 @@ std::string PipelineCosts::describe(const ModelSpec& spec) const {
 }
 
 PipelineCosts measurePipelineCosts(const ModelSpec& spec, int stages, int batch, int microBatches, int threadsPerStage,
-                                   int calibrationBatch, int calibrationThreads) {
+                                   int calibrationBatch, int calibrationThreads, bool together) {
     if (microBatches < 1 || batch % microBatches != 0)
         throw Error("micro-batches: " + std::to_string(microBatches) + " do not divide the batch of " + std::to_string(batch));
     if (stages < 1 || stages > int(spec.layers.size()))
@@ -72,24 +73,46 @@ PipelineCosts measurePipelineCosts(const ModelSpec& spec, int stages, int batch,
     const auto one = makeCpuBackend(1);
     const std::vector<double> oneThread = measureLayerSeconds(spec, *one, micro, 3);
     c.split = balanceStages(oneThread, stages);
-    // Each stage's step as it runs: naive, one stage at a time; gpipe and 1f1b, every stage at once
-    // on its own thread team, each step started together (they share the cores' time, the memory
-    // bandwidth and the caches there; measured apart, the first to finish its steps left the others
-    // the machine, and the predictions came out up to 49% fast).
+    // Each stage's step: one stage at a time, or (`together`) every stage at once on its own thread
+    // team, each step started together at a barrier, as gpipe and 1f1b run them on this machine
+    // (they share the cores' time, the memory bandwidth and the caches; measured without the
+    // barrier, the first to finish its steps left the others the machine, and the predictions came
+    // out up to 49% fast).
     c.stageSeconds.assign(c.split.size(), 0);
-    std::barrier together(std::ptrdiff_t(c.split.size()));
-    const std::function<void()> meet = [&together] { together.arrive_and_wait(); };
+    std::barrier barrier(std::ptrdiff_t(c.split.size()));
+    const std::function<void()> meet = [&barrier] { barrier.arrive_and_wait(); };
     auto measure = [&](size_t i, const std::function<void()>& beforeEach) {
         const auto team = makeCpuBackend(threadsPerStage, int(i));
         c.stageSeconds[i] = measureStageStepSeconds(spec, *team, LayerRange{c.split[i].first, c.split[i].second}, micro,
                                                     microBatches, kRepeats, beforeEach) / microBatches;
     };
-    if (microBatches == 1) {
+    if (!together) {
         for (size_t i = 0; i < c.split.size(); ++i) measure(i, {});
     } else {
+        // A stage that fails (its memory, say), or one whose thread cannot start, leaves the
+        // barrier, so the others finish; the first error is the caller's.
+        std::vector<std::exception_ptr> errors(c.split.size());
         std::vector<std::thread> stagesAtOnce;
-        for (size_t i = 0; i < c.split.size(); ++i) stagesAtOnce.emplace_back(measure, i, meet);
+        stagesAtOnce.reserve(c.split.size());
+        for (size_t i = 0; i < c.split.size(); ++i) {
+            try {
+                stagesAtOnce.emplace_back([&, i] {
+                    try {
+                        measure(i, meet);
+                    } catch (...) {
+                        errors[i] = std::current_exception();
+                        barrier.arrive_and_drop();
+                    }
+                });
+            } catch (...) {
+                errors[i] = std::current_exception();
+                for (size_t left = i; left < c.split.size(); ++left) barrier.arrive_and_drop();
+                break;
+            }
+        }
         for (std::thread& t : stagesAtOnce) t.join();
+        for (const std::exception_ptr& e : errors)
+            if (e) std::rethrow_exception(e);
     }
     for (const auto& [first, last] : c.split) {
         c.stageParams.push_back(int64_t(estimateNetworkMemory(spec, 1, LayerRange{first, last}).params / sizeof(float)));
@@ -115,7 +138,7 @@ Prediction predictPipeline(const Calibration& cal, const Assumptions& a, const S
 
     // A run costs more (or less) than the network alone (its input pipeline, its reports): k. A
     // GPU stage reaches the same share of its fp32 peak as this machine's core (the towers' what-if
-    // assumption; costs measured on one thread there).
+    // assumption; its costs measured alone on one thread: PipelineCostCache).
     const double k = cal.measured.compute / costs.calibrationSeconds;
     if (s.device && cal.host.flops <= 0) throw Error("calibration: this machine's FLOP/s were not measured");
     const double scale = s.device ? cal.host.flops / s.device->flops : 1.0;
@@ -142,7 +165,8 @@ Prediction predictPipeline(const Calibration& cal, const Assumptions& a, const S
     const Path path = pathOf(withCrossing, M, overlapped, !s.device && S * T > s.cores ? coreShare : 0);
     const double busy = M * sumOf(perMicro), moving = M * sumOf(crossing);
 
-    // The calibration's update per parameter and its fixed cost per step beyond its phases.
+    // The calibration's update per parameter and its fixed cost per step beyond its phases (its
+    // wait included: one tower waits only for the step's start and a free core, as stages do).
     // The update streams its parameters through memory, which its threads share: each stage's
     // takes the calibration's seconds per parameter, whatever its threads (measured: 1.9 ms for
     // each half of deep_mlp on one thread, 3.6 ms for the whole on two).
@@ -153,7 +177,7 @@ Prediction predictPipeline(const Calibration& cal, const Assumptions& a, const S
     const StepProfile& m = cal.measured;
     const double other =
         cal.measured.examplesPerSec > 0
-            ? std::max(0.0, cal.batchPerTower / m.examplesPerSec - (m.dataWait + m.compute + m.wait + m.reduce + m.apply))
+            ? std::max(0.0, cal.batchPerTower / m.examplesPerSec - (m.dataWait + m.compute + m.reduce + m.apply))
             : 0.0;
     const double handOffs = S > 1 && !s.device ? 2.0 * (M + S - 2) * a.hostLatency : 0.0;
 
@@ -189,22 +213,26 @@ Prediction predictPipeline(const Calibration& cal, const Assumptions& a, const S
     return p;
 }
 
+// GPU stages (the what-if) are measured one at a time on one thread each: on their own devices
+// nothing is shared, and their speed is scaled from one core's; CPU stages of gpipe and 1f1b
+// together, as they run.
 PipelineCostCache::Key PipelineCostCache::keyOf(const Scenario& s, const Calibration& cal) {
     const std::optional<PipelineStrategy> pipe = pipelineStrategy(s.strategy);
     if (!pipe) throw Error(s.strategy + ": not a pipeline (naive, gpipe:M, 1f1b:M)");
-    return {s.towers, s.batchPerTower, pipe->microBatches, s.threadsPerTower, cal.batchPerTower, cal.threadsPerTower};
+    const bool gpus = s.device.has_value();
+    return {s.towers,         s.batchPerTower,      pipe->microBatches, gpus ? 1 : s.threadsPerTower,
+            cal.batchPerTower, cal.threadsPerTower, !gpus && pipe->microBatches > 1};
 }
 
 bool PipelineCostCache::has(const Scenario& s, const Calibration& cal) const { return measured_.count(keyOf(s, cal)) > 0; }
 
 const PipelineCosts& PipelineCostCache::costsOf(const Scenario& s, const Calibration& cal) {
     const Key key = keyOf(s, cal);
-    const int microBatches = std::get<2>(key);
     auto found = measured_.find(key);
     if (found == measured_.end())
         found = measured_
-                    .emplace(key, measurePipelineCosts(spec_, s.towers, s.batchPerTower, microBatches, s.threadsPerTower,
-                                                       cal.batchPerTower, cal.threadsPerTower))
+                    .emplace(key, measurePipelineCosts(spec_, s.towers, s.batchPerTower, std::get<2>(key), std::get<3>(key),
+                                                       cal.batchPerTower, cal.threadsPerTower, std::get<6>(key)))
                     .first;
     return found->second;
 }

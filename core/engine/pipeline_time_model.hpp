@@ -4,11 +4,13 @@
 //
 // The model, for a batch b cut into M micro-batches (naive: M = 1), stage s holding layers
 // [first_s, last_s] on T threads:
-//   t_s       k * (the stage's step measured alone on T threads: its layers as one network,
-//             forward over M micro-batches of b/M, backward over them adding each gradient
-//             but the first to the step's; parallel/layer_costs) / M; k = the calibration's
-//             compute per step over the whole network's step measured alone the same way at its
-//             batch and threads (what the run adds to the network's own work)
+//   t_s       k * (the stage's step measured on this machine on T threads: its layers as one
+//             network, forward over M micro-batches of b/M, backward over them adding each
+//             gradient but the first to the step's; parallel/layer_costs; gpipe and 1f1b: every
+//             stage at once, each step started at a barrier, as they run; naive: one at a time)
+//             / M; k = the calibration's compute per step over the whole network's step measured
+//             alone the same way at its batch and threads (what the run adds to the network's own
+//             work)
 //   compute   naive: sum of t_s, one stage at a time; gpipe and 1f1b: sum of t_s + (M - 1) max t_s
 //             (fill and drain, then one micro-batch per slowest stage's turn; the same for both
 //             schedules, which differ in memory). Stages whose threads outnumber the cores: at
@@ -41,7 +43,7 @@ namespace tb {
 // What a pipeline's stages cost on this machine, measured.
 struct PipelineCosts {
     std::vector<std::pair<int, int>> split;  // each stage's layers, inclusive (as --stages S balances them)
-    std::vector<double> stageSeconds;        // a stage's step alone on its threads, per micro-batch
+    std::vector<double> stageSeconds;        // a stage's step on its threads, per micro-batch
     std::vector<int64_t> stageParams;
     std::vector<int64_t> boundaryFloats;     // per example, what stage s hands to s + 1 (S - 1 of them)
     double calibrationSeconds = 0;  // the whole network's step alone, at the calibration's batch and threads
@@ -49,12 +51,13 @@ struct PipelineCosts {
 };
 
 // Splits `spec` into `stages` as a run's --stages N does (balanceStages over each layer's seconds
-// on one thread at the micro-batch's size) and measures each stage's step on `threadsPerStage`
-// threads, and the whole network's at the calibration's batch and threads. Throws
-// tb::Error where the batch does not split into the micro-batches or there are fewer layers than
-// stages.
+// on one thread at the micro-batch's size; timing noise can make a run choose another) and
+// measures each stage's step on `threadsPerStage` threads, one stage at a time or (`together`)
+// all at once, each step started at a barrier; and the whole network's at the calibration's batch
+// and threads. fp32 throughout. Throws tb::Error where the batch does not split into the
+// micro-batches or there are fewer layers than stages.
 PipelineCosts measurePipelineCosts(const ModelSpec& spec, int stages, int batch, int microBatches, int threadsPerStage,
-                                   int calibrationBatch, int calibrationThreads);
+                                   int calibrationBatch, int calibrationThreads, bool together);
 
 // Each stage count, batch, micro-batch count and thread count measured once (measuring takes a
 // fraction of a second; a lab's curves ask for the same ones again as assumptions change).
@@ -66,7 +69,7 @@ public:
     bool has(const Scenario& s, const Calibration& cal) const;  // measured already (a pipeline's)
 
 private:
-    using Key = std::tuple<int, int, int, int, int, int>;
+    using Key = std::tuple<int, int, int, int, int, int, bool>;  // stages, batch, M, threads, the calibration's, together
     static Key keyOf(const Scenario& s, const Calibration& cal);
     ModelSpec spec_;
     std::map<Key, PipelineCosts> measured_;

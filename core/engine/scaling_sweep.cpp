@@ -145,6 +145,7 @@ std::vector<SweepPoint> sweepPoints(const RunConfig& base, const SweepSettings& 
             if (pipelineStrategy(s)) {  // n stages of CPU devices share the one tower's batch
                 applyStrategy(c, s);
                 c.stages = std::to_string(n);
+                c.stageReplicas = 1;  // one pipeline, as the predictor takes it
                 c.batchPerTower = 0;
                 c.batch = perTower;
             } else {

@@ -619,6 +619,9 @@ nlohmann::json Prediction::toJson() const {
 Prediction predict(const Calibration& cal, const Assumptions& a, const Scenario& s) {
     if (pipelineStrategy(s.strategy))
         throw Error(s.strategy + ": a pipeline's step needs its stages' measured costs (predictPipeline)");
+    if (pipelineStrategy(cal.strategy))
+        throw Error("calibration: a pipeline's point (" + cal.strategy + ") does not calibrate towers; calibrate from a "
+                    "point of towers (--from)");
     Transfer t;
     Prediction p = predictSteps(cal, a, s, &t);
     p.bottleneck = limitOf(cal, a, s, p, t) + beyondTheCores(cal, a, s, p);

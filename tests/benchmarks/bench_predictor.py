@@ -21,7 +21,7 @@
 With --pipeline, the held-out set is model parallelism instead: 2 and 3 stages of CPU devices
 (one thread each) over the calibration's batch, naive, gpipe and 1f1b with 2 to 8 micro-batches,
 batch x2, two stages sharing one core; `predict --strategies gpipe:4 --towers 2` measures each
-stage's step alone first (engine/pipeline_time_model.hpp).
+stage's step first (engine/pipeline_time_model.hpp).
 With --gpu-shared (a GPU machine), the calibration is one sweep of towers sharing gpu:0 (1 and 4
 towers, variables on the host and on the GPU, batch --batch per tower) and the held-out set other
 tower counts (2, 3), batch sizes (32, 64, 512), averaging every 4 and async on the same GPU; the
@@ -87,7 +87,7 @@ def held_out(batch):
 # Model parallelism (--pipeline): the same one-tower calibration; held out, S stages of CPU
 # devices (--stages S, one thread each on 2 cores) over the one-tower batch, every schedule, two
 # batch sizes, two stages sharing one core and three stages on two. The predictor measures each
-# stage's step alone (a fraction of a second) before any held-out run; the run is never measured.
+# stage's step (a fraction of a second) before any held-out run; the run is never measured.
 def held_out_pipeline(batch):
     configs = []
     for stages, schedule, m, b, cores in ((2, "naive", 1, batch, "0,1"), (2, "gpipe", 2, batch, "0,1"),

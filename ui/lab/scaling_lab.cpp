@@ -138,6 +138,7 @@ ScalingLab::ScalingLab(QWidget* parent) : QWidget(parent, Qt::Window) {
     connect(worker_, &SweepWorker::pointMeasured, this, &ScalingLab::addPoint);
     connect(worker_, &SweepWorker::finished, this, [this](const QString& folder, bool stopped) {
         setRunning(false);
+        predict();  // pipelines' stages are measured now that nothing trains beside them
         status_ = (stopped ? tr("Stopped; %1 points kept in %2") : tr("Finished: %1 points in %2"))
                       .arg(results_.size())
                       .arg(folder);
@@ -146,6 +147,7 @@ ScalingLab::ScalingLab(QWidget* parent) : QWidget(parent, Qt::Window) {
     });
     connect(worker_, &SweepWorker::failed, this, [this](const QString& message) {
         setRunning(false);
+        predict();
         status_ = tr("The sweep failed: %1").arg(message);
         statusLabel_->setText(tb::ui::breakable(status_));
     });
@@ -432,6 +434,7 @@ void ScalingLab::setRunning(bool running) {
 
 void ScalingLab::startSweep() {
     if (running_) return;
+    pipelineCosts_.reset();  // measured again once this sweep has ended
     tb::SweepSettings s;
     s.strategies.clear();
     const char* names[] = {"mean", "allreduce", "async"};
@@ -638,11 +641,20 @@ tb::Prediction ScalingLab::predictStep(const tb::Calibration& cal, const tb::Ass
         costsModel_ = model;
     }
     const bool measuring = tb::pipelineStrategy(s.strategy) && !pipelineCosts_->has(s, cal);
+    // Measured beside a sweep's training, both would be wrong (and the costs kept).
+    if (measuring && running_)
+        throw tb::Error(s.describe() + ": predicted once the sweep has ended (its stages are measured on this machine)");
     if (measuring) QApplication::setOverrideCursor(Qt::WaitCursor);
     const auto restore = qScopeGuard([measuring] {
         if (measuring) QApplication::restoreOverrideCursor();
     });
-    return tb::predictStep(cal, a, s, *pipelineCosts_);
+    try {
+        return tb::predictStep(cal, a, s, *pipelineCosts_);
+    } catch (const tb::Error&) {
+        throw;
+    } catch (const std::exception& e) {  // measuring a large model's stages: its memory
+        throw tb::Error(s.describe() + ": measuring its stages failed: " + e.what());
+    }
 }
 
 tb::Assumptions ScalingLab::assumptions() const {
@@ -916,7 +928,7 @@ void ScalingLab::explain(const tb::Calibration* cal, const tb::Assumptions& a, b
                  .arg(a.hostBandwidth > 0 ? tr("%1 GB/s").arg(a.hostBandwidth / 1e9) : tr("measured"));
     const std::vector<std::string> swept = strategies();
     if (std::any_of(swept.begin(), swept.end(), [](const std::string& st) { return tb::pipelineStrategy(st).has_value(); }))
-        lines << tr("Pipelines: each stage's step measured alone on this machine (its layers as one network, M "
+        lines << tr("Pipelines: each stage's step measured on this machine (gpipe and 1f1b: all stages at once; its layers as one network, M "
                     "micro-batches, their gradients summed), scaled as the calibration's network is; naive runs the "
                     "stages one after another, gpipe and 1f1b take the sum of the stages plus (M - 1) x the slowest; "
                     "the largest stage's update; the calibration's data wait and fixed cost.");

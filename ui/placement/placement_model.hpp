@@ -42,7 +42,8 @@ struct PlacementModel {
     // Model parallelism (--stages): the stages left to right, a row per replica of the pipeline,
     // each box its device and layers ("split at start" where the run balances them by measured
     // time); per boundary between stage s and s+1, the bytes of the activations that go forward
-    // over a step (batch / replicas x the boundary layer's outputs x 4), as many coming back as
+    // over a step (batch / replicas x the boundary layer's outputs x 4; the window divides by
+    // its processes, each training its share of the batch), as many coming back as
     // their gradients (0: not known before the split is). CPU stages share memory, so none of it
     // crosses between memories (bytes_moved stays 0), unless copied explicitly (--transfers
     // copies: each stage copies into buffers of its own, and bytes_moved counts both ways): the
