@@ -123,7 +123,10 @@ PipelineCosts measurePipelineCosts(const ModelSpec& spec, int stages, int batch,
     return c;
 }
 
-Prediction predictPipeline(const Calibration& cal, const Assumptions& a, const Scenario& s, const PipelineCosts& costs) {
+namespace {
+
+// What predictPipeline cannot predict, each in words; the strategy's schedule otherwise.
+PipelineStrategy checkedPipeline(const Calibration& cal, const Scenario& s, const PipelineCosts& costs) {
     const std::optional<PipelineStrategy> pipe = pipelineStrategy(s.strategy);
     if (!pipe) throw Error(s.strategy + ": not a pipeline (naive, gpipe:M, 1f1b:M)");
     if (cal.device)
@@ -133,36 +136,70 @@ Prediction predictPipeline(const Calibration& cal, const Assumptions& a, const S
     if (cal.measured.compute < 1e-6 || costs.calibrationSeconds <= 0 || costs.stageSeconds.empty() ||
         int(costs.stageSeconds.size()) != s.towers)
         throw Error(s.strategy + ": the calibration's compute or the stages' measured costs are missing");
-    const int S = s.towers, M = pipe->microBatches, T = s.threadsPerTower;
-    const bool overlapped = pipe->schedule != "naive";
+    if (s.device && cal.host.flops <= 0) throw Error("calibration: this machine's FLOP/s were not measured");
+    return *pipe;
+}
+
+// One GPU per stage: each micro-batch's activations cross the link forward, their gradients back,
+// between neighbours (latency + bytes / bandwidth each, no overlap with compute). Per stage, its
+// transfers' seconds per micro-batch; `bytesPerStep` receives the step's bytes. CPU stages share
+// memory and hand over in place: none.
+std::vector<double> linkCrossings(const Scenario& s, const PipelineCosts& costs, int microBatches, double& bytesPerStep) {
+    const size_t stages = size_t(s.towers);
+    std::vector<double> crossing(stages, 0.0);
+    bytesPerStep = 0;
+    if (!s.device) return crossing;
+    const double micro = double(s.batchPerTower) / microBatches;
+    for (size_t b = 0; b < costs.boundaryFloats.size() && b + 1 < stages; ++b) {
+        const double bytes = 4.0 * double(costs.boundaryFloats[b]) * micro;
+        const double seconds = s.link.latency + bytes / s.link.bandwidth;
+        crossing[b] += seconds;      // the gradient back from stage b + 1
+        crossing[b + 1] += seconds;  // the activations into stage b + 1
+        bytesPerStep += 2 * microBatches * bytes;
+    }
+    return crossing;
+}
+
+// One sentence: the bubble against the equal stages' theory, the slowest stage's share, the link
+// where it takes a tenth of the stages' time, what naive and threads beyond the cores cost.
+std::string pipelineSentence(const Scenario& s, const PipelineStrategy& pipe, const Prediction& p,
+                             const std::vector<double>& perMicro, const Path& path, double moving) {
+    const int S = s.towers, M = pipe.microBatches, threads = S * s.threadsPerTower;
+    const double theory = double(S - 1) / (M + S - 1);
+    const size_t slowest = size_t(std::max_element(perMicro.begin(), perMicro.end()) - perMicro.begin());
+    std::string text = s.describe() + ": the bubble idles the stages " + percent(p.bubbleFraction) + " of the step (" +
+                       percent(theory) + " were the stages equal; the slowest, stage " + std::to_string(slowest) +
+                       ", holds " + percent(perMicro[slowest] / sumOf(perMicro)) + " of the compute)";
+    if (moving > 0.1 * S * path.seconds)
+        text += "; the " + s.link.name + " link between neighbours carries " + megabytesOf(p.phases.bytesPerStep) +
+                " of activations and their gradients a step (" + percent(moving / (S * path.seconds)) +
+                " of the stages' time)";
+    if (pipe.schedule == "naive") text += ": one stage works at a time, so micro-batches (gpipe:M, 1f1b:M) would overlap them";
+    if (!s.device && threads > s.cores)
+        text += "; " + std::to_string(threads) + " threads share " + std::to_string(s.cores) + " cores";
+    return text + ".";
+}
+
+}  // namespace
+
+Prediction predictPipeline(const Calibration& cal, const Assumptions& a, const Scenario& s, const PipelineCosts& costs) {
+    const PipelineStrategy pipe = checkedPipeline(cal, s, costs);
+    const int S = s.towers, M = pipe.microBatches, T = s.threadsPerTower;
 
     // A run costs more (or less) than the network alone (its input pipeline, its reports): k. A
     // GPU stage reaches the same share of its fp32 peak as this machine's core (the towers' what-if
     // assumption; its costs measured alone on one thread: PipelineCostCache).
     const double k = cal.measured.compute / costs.calibrationSeconds;
-    if (s.device && cal.host.flops <= 0) throw Error("calibration: this machine's FLOP/s were not measured");
     const double scale = s.device ? cal.host.flops / s.device->flops : 1.0;
-    // One GPU per stage: each micro-batch's activations cross the link forward, their gradients
-    // back, between neighbours (latency + bytes / bandwidth each, no overlap with compute); CPU
-    // stages share memory and hand over in place.
-    const double micro = double(s.batchPerTower) / M;
-    std::vector<double> crossing(size_t(S), 0.0);  // a stage's transfers per micro-batch
     double bytesPerStep = 0;
-    if (s.device)
-        for (size_t b = 0; b < costs.boundaryFloats.size() && b + 1 < size_t(S); ++b) {
-            const double bytes = 4.0 * double(costs.boundaryFloats[b]) * micro;
-            const double seconds = s.link.latency + bytes / s.link.bandwidth;
-            crossing[b] += seconds;      // the gradient back from stage b + 1
-            crossing[b + 1] += seconds;  // the activations into stage b + 1
-            bytesPerStep += 2 * M * bytes;
-        }
+    const std::vector<double> crossing = linkCrossings(s, costs, M, bytesPerStep);
     std::vector<double> perMicro, withCrossing;
     for (size_t i = 0; i < costs.stageSeconds.size(); ++i) {
         perMicro.push_back(k * costs.stageSeconds[i] * scale);
         withCrossing.push_back(perMicro.back() + crossing[i]);
     }
     const double coreShare = double(T) / s.cores;  // of the work each core does where threads outnumber them
-    const Path path = pathOf(withCrossing, M, overlapped, !s.device && S * T > s.cores ? coreShare : 0);
+    const Path path = pathOf(withCrossing, M, pipe.schedule != "naive", !s.device && S * T > s.cores ? coreShare : 0);
     const double busy = M * sumOf(perMicro), moving = M * sumOf(crossing);
 
     // The calibration's update per parameter and its fixed cost per step beyond its phases (its
@@ -176,7 +213,7 @@ Prediction predictPipeline(const Calibration& cal, const Assumptions& a, const S
     for (int64_t params : costs.stageParams) apply = std::max(apply, perParam * double(params));
     const StepProfile& m = cal.measured;
     const double other =
-        cal.measured.examplesPerSec > 0
+        m.examplesPerSec > 0
             ? std::max(0.0, cal.batchPerTower / m.examplesPerSec - (m.dataWait + m.compute + m.reduce + m.apply))
             : 0.0;
     const double handOffs = S > 1 && !s.device ? 2.0 * (M + S - 2) * a.hostLatency : 0.0;
@@ -184,9 +221,9 @@ Prediction predictPipeline(const Calibration& cal, const Assumptions& a, const S
     Prediction p;
     StepProfile& ph = p.phases;
     ph.dataWait = m.dataWait * a.dataScale;
-    ph.compute = busy / S;                              // per stage, mean
-    ph.reduce = handOffs + moving / S;                  // hand-offs, and transfers between GPUs
-    ph.wait = path.seconds - (busy + moving) / S;       // the bubble
+    ph.compute = busy / S;                         // per stage, mean
+    ph.reduce = handOffs + moving / S;             // hand-offs, and transfers between GPUs
+    ph.wait = path.seconds - (busy + moving) / S;  // the bubble
     ph.apply = apply;
     p.otherSeconds = other;
     p.stepSeconds = ph.dataWait + path.seconds + handOffs + apply + other;
@@ -196,20 +233,7 @@ Prediction predictPipeline(const Calibration& cal, const Assumptions& a, const S
     ph.steps = 1;
     ph.examplesPerSec = p.examplesPerSec;
     ph.bytesPerStep = bytesPerStep;
-
-    // One sentence: the bubble against the equal stages' theory, the slowest stage's share.
-    const double theory = double(S - 1) / (M + S - 1);
-    const size_t slowest = size_t(std::max_element(perMicro.begin(), perMicro.end()) - perMicro.begin());
-    p.bottleneck = s.describe() + ": the bubble idles the stages " + percent(p.bubbleFraction) + " of the step (" +
-                   percent(theory) + " were the stages equal; the slowest, stage " + std::to_string(slowest) + ", holds " +
-                   percent(perMicro[slowest] / sumOf(perMicro)) + " of the compute)";
-    if (moving > 0.1 * S * path.seconds)
-        p.bottleneck += "; the " + s.link.name + " link between neighbours carries " + megabytesOf(bytesPerStep) +
-                        " of activations and their gradients a step (" + percent(moving / (S * path.seconds)) +
-                        " of the stages' time)";
-    if (!overlapped) p.bottleneck += ": one stage works at a time, so micro-batches (gpipe:M, 1f1b:M) would overlap them";
-    if (!s.device && S * T > s.cores) p.bottleneck += "; " + std::to_string(S * T) + " threads share " + std::to_string(s.cores) + " cores";
-    p.bottleneck += ".";
+    p.bottleneck = pipelineSentence(s, pipe, p, perMicro, path, moving);
     return p;
 }
 
