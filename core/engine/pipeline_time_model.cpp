@@ -10,6 +10,7 @@
 #include <thread>
 
 #include "backend/backend.hpp"
+#include "engine/prediction_text.hpp"
 #include "engine/scaling_sweep.hpp"
 #include "nn/network.hpp"
 #include "parallel/layer_costs.hpp"
@@ -22,13 +23,8 @@ namespace {
 
 double sumOf(const std::vector<double>& v) { return std::accumulate(v.begin(), v.end(), 0.0); }
 
-std::string percent(double x) { return std::to_string(int(std::lround(100 * x))) + "%"; }
-
-std::string megabytesOf(double bytes) {
-    char t[32];
-    std::snprintf(t, sizeof t, bytes >= 10e6 ? "%.0f MB" : "%.1f MB", bytes / 1e6);
-    return t;
-}
+using text::megabytes;
+using text::percent;
 
 // Steps measured per stage (and of the whole network), the median taken: with 3, predictions of
 // one mnist_cnn pipeline spread 1,921-2,483 examples/sec over four calls, and one came out 2.7x.
@@ -61,7 +57,7 @@ std::string PipelineCosts::describe(const ModelSpec& spec) const {
 }
 
 PipelineCosts measurePipelineCosts(const ModelSpec& spec, int stages, int batch, int microBatches, int threadsPerStage,
-                                   int calibrationBatch, int calibrationThreads, bool together) {
+                                   bool together) {
     if (microBatches < 1 || batch % microBatches != 0)
         throw Error("micro-batches: " + std::to_string(microBatches) + " do not divide the batch of " + std::to_string(batch));
     if (stages < 1 || stages > int(spec.layers.size()))
@@ -118,9 +114,12 @@ PipelineCosts measurePipelineCosts(const ModelSpec& spec, int stages, int batch,
         c.stageParams.push_back(int64_t(estimateNetworkMemory(spec, 1, LayerRange{first, last}).params / sizeof(float)));
         if (last + 1 < int(spec.layers.size())) c.boundaryFloats.push_back(layerOutputDims(spec, last).size());
     }
-    const auto calibrationTeam = makeCpuBackend(calibrationThreads);
-    c.calibrationSeconds = measureStageStepSeconds(spec, *calibrationTeam, LayerRange{}, calibrationBatch, 1, kRepeats);
     return c;
+}
+
+double measureNetworkStepSeconds(const ModelSpec& spec, int batch, int threads) {
+    const auto team = makeCpuBackend(threads);
+    return measureStageStepSeconds(spec, *team, LayerRange{}, batch, 1, kRepeats);
 }
 
 namespace {
@@ -171,7 +170,7 @@ std::string pipelineSentence(const Scenario& s, const PipelineStrategy& pipe, co
                        percent(theory) + " were the stages equal; the slowest, stage " + std::to_string(slowest) +
                        ", holds " + percent(perMicro[slowest] / sumOf(perMicro)) + " of the compute)";
     if (moving > 0.1 * S * path.seconds)
-        text += "; the " + s.link.name + " link between neighbours carries " + megabytesOf(p.phases.bytesPerStep) +
+        text += "; the " + s.link.name + " link between neighbours carries " + megabytes(p.phases.bytesPerStep) +
                 " of activations and their gradients a step (" + percent(moving / (S * path.seconds)) +
                 " of the stages' time)";
     if (pipe.schedule == "naive") text += ": one stage works at a time, so micro-batches (gpipe:M, 1f1b:M) would overlap them";
@@ -253,12 +252,15 @@ bool PipelineCostCache::has(const Scenario& s, const Calibration& cal) const { r
 const PipelineCosts& PipelineCostCache::costsOf(const Scenario& s, const Calibration& cal) {
     const Key key = keyOf(s, cal);
     auto found = measured_.find(key);
-    if (found == measured_.end())
-        found = measured_
-                    .emplace(key, measurePipelineCosts(spec_, s.towers, s.batchPerTower, std::get<2>(key), std::get<3>(key),
-                                                       cal.batchPerTower, cal.threadsPerTower, std::get<6>(key)))
-                    .first;
-    return found->second;
+    if (found != measured_.end()) return found->second;
+    // The whole network at the calibration's batch and threads: once for every shape of pipeline.
+    const auto calibration = std::make_pair(cal.batchPerTower, cal.threadsPerTower);
+    auto network = networkSeconds_.find(calibration);
+    if (network == networkSeconds_.end())
+        network = networkSeconds_.emplace(calibration, measureNetworkStepSeconds(spec_, cal.batchPerTower, cal.threadsPerTower)).first;
+    PipelineCosts costs = measurePipelineCosts(spec_, s.towers, s.batchPerTower, std::get<2>(key), std::get<3>(key), std::get<6>(key));
+    costs.calibrationSeconds = network->second;
+    return measured_.emplace(key, std::move(costs)).first->second;
 }
 
 Prediction predictStep(const Calibration& cal, const Assumptions& a, const Scenario& s, PipelineCostCache& costs) {

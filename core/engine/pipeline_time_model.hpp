@@ -53,11 +53,13 @@ struct PipelineCosts {
 // Splits `spec` into `stages` as a run's --stages N does (balanceStages over each layer's seconds
 // on one thread at the micro-batch's size; timing noise can make a run choose another) and
 // measures each stage's step on `threadsPerStage` threads, one stage at a time or (`together`)
-// all at once, each step started at a barrier; and the whole network's at the calibration's batch
-// and threads. fp32 throughout. Throws tb::Error where the batch does not split into the
+// all at once, each step started at a barrier. fp32 throughout; calibrationSeconds is left 0
+// (measureNetworkStepSeconds). Throws tb::Error where the batch does not split into the
 // micro-batches or there are fewer layers than stages.
 PipelineCosts measurePipelineCosts(const ModelSpec& spec, int stages, int batch, int microBatches, int threadsPerStage,
-                                   int calibrationBatch, int calibrationThreads, bool together);
+                                   bool together);
+// The whole network's step alone at `batch` on `threads` threads (a calibration's, for k).
+double measureNetworkStepSeconds(const ModelSpec& spec, int batch, int threads);
 
 // Each stage count, batch, micro-batch count and thread count measured once (measuring takes a
 // fraction of a second; a lab's curves ask for the same ones again as assumptions change).
@@ -73,6 +75,7 @@ private:
     static Key keyOf(const Scenario& s, const Calibration& cal);
     ModelSpec spec_;
     std::map<Key, PipelineCosts> measured_;
+    std::map<std::pair<int, int>, double> networkSeconds_;  // by the calibration's batch and threads
 };
 
 // Any strategy's step: pipelines through predictPipeline (their costs from `costs`), the rest

@@ -10,6 +10,7 @@
 
 #include <oneapi/dnnl/dnnl.h>
 
+#include "engine/prediction_text.hpp"
 #include "engine/scaling_sweep.hpp"
 #include "util/error.hpp"
 
@@ -23,19 +24,9 @@ double amdahl(double serial, int threads) { return serial + (1 - serial) / std::
 int averageEvery(const std::string& s) { return s.starts_with("average:") ? std::stoi(s.substr(8)) : 0; }
 bool holderApplies(const std::string& s) { return s == "mean"; }  // each tower its chunk of the holder's update
 
-std::string megabytes(double bytes) {
-    char t[32];
-    if (bytes < 1e5) std::snprintf(t, sizeof t, "%.1f KB", bytes / 1e3);
-    else std::snprintf(t, sizeof t, bytes >= 10e6 ? "%.0f MB" : "%.1f MB", bytes / 1e6);
-    return t;
-}
-std::string ms(double seconds) {
-    char t[32];
-    if (seconds < 1e-3) std::snprintf(t, sizeof t, "%.0f us", 1e6 * seconds);
-    else std::snprintf(t, sizeof t, seconds >= 0.01 ? "%.0f ms" : "%.1f ms", 1e3 * seconds);
-    return t;
-}
-std::string percent(double x) { return std::to_string(int(std::lround(100 * x))) + "%"; }
+using text::megabytes;
+using text::ms;
+using text::percent;
 
 double parseNumber(const std::string& text, const std::string& what) {
     try {
