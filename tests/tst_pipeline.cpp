@@ -23,6 +23,7 @@
 #include "parallel/pipeline_set.hpp"
 #include "parallel/stage_pipeline.hpp"
 #include "parallel/stage_plan.hpp"
+#include "pipeline_reference.hpp"
 #include "test_support.hpp"
 #include "util/error.hpp"
 
@@ -30,109 +31,6 @@ using namespace tb;
 using namespace tbtest;
 
 namespace {
-
-// Every layer kind that carries state between forward and backward (pooling's argmax, LRN's
-// scales, dropout's mask), weight decay, and a stage boundary that can fall on Flatten.
-ModelSpec stagedCnn() {
-    return parseModelSpec(R"({"name": "staged", "input": [1, 8, 8], "layers": [
-        {"type": "conv2d", "name": "conv1", "filters": 4, "kernel": 3, "init": {"type": "truncated_normal", "stddev": 0.3}, "bias": 0.1, "weight_decay": 0.01},
-        {"type": "relu"}, {"type": "maxpool", "name": "pool1", "size": 2, "stride": 2},
-        {"type": "lrn", "depth_radius": 1, "alpha": 0.01, "beta": 0.75},
-        {"type": "flatten"},
-        {"type": "dense", "name": "fc1", "units": 24, "init": {"type": "glorot"}, "weight_decay": 0.004}, {"type": "relu"},
-        {"type": "dropout", "keep": 0.7},
-        {"type": "dense", "name": "fc2", "units": 16, "init": {"type": "glorot"}}, {"type": "relu"},
-        {"type": "dense", "name": "logits", "units": 4, "init": {"type": "glorot"}}]})",
-                          "staged.json");
-}
-
-constexpr int kBatch = 32, kSteps = 10;
-constexpr uint64_t kSeed = 7;
-
-std::vector<Batch> batches(const ModelSpec& spec) {
-    std::mt19937 rng(99);
-    std::normal_distribution<float> x(0.f, 1.f);
-    std::vector<Batch> out(kSteps);
-    const size_t row = size_t(spec.inC) * spec.inH * spec.inW;
-    for (Batch& b : out) {
-        b.n = kBatch, b.c = spec.inC, b.h = spec.inH, b.w = spec.inW;
-        for (size_t i = 0; i < kBatch * row; ++i) b.x.push_back(x(rng));
-        for (int i = 0; i < kBatch; ++i) {  // the label: the quadrant with the largest sum (learnable)
-            float sums[4] = {0, 0, 0, 0};
-            for (int y = 0; y < spec.inH; ++y)
-                for (int x = 0; x < spec.inW; ++x)
-                    sums[2 * (2 * y / spec.inH) + 2 * x / spec.inW] += b.x[size_t(i) * row + size_t(y * spec.inW + x)];
-            b.y.push_back(int32_t(std::max_element(sums, sums + 4) - sums));
-        }
-    }
-    return out;
-}
-
-OptimizerSettings momentum() {
-    OptimizerSettings o;
-    o.rule = UpdateRule::Momentum;
-    o.hyper.momentum = 0.9f;
-    o.schedule.initial = 0.05f;
-    return o;
-}
-
-uint64_t stepSeed(int step) { return 1000 + uint64_t(step); }
-
-struct Trained {
-    std::vector<double> losses;  // per step, mean over the batch
-    std::vector<float> weights;  // after the last step
-    std::vector<int64_t> bytesMoved;  // per step
-};
-
-// The reference: one device, the whole batch, 1 thread.
-Trained oneDevice(const ModelSpec& spec) {
-    auto be = makeCpuBackend(1);
-    Stream s = be->createStream();
-    Network net(spec, *be, kBatch);
-    const std::vector<float> init = net.initialParams(kSeed);
-    std::copy(init.begin(), init.end(), net.params());
-    const OptimizerSettings o = momentum();
-    Optimizer opt(*be, o.rule, o.hyper, o.schedule, size_t(net.paramCount()), s);
-    Trained t;
-    const std::vector<Batch> data = batches(spec);
-    for (int k = 0; k < kSteps; ++k) {
-        const Batch& b = data[size_t(k)];
-        std::copy(b.x.begin(), b.x.end(), net.input());
-        std::copy(b.y.begin(), b.y.end(), net.labels());
-        float stats[3] = {0, 0, 0};
-        net.forward(s, true, stepSeed(k), kBatch, stats);
-        net.backward(s);
-        opt.apply(s, net.params(), net.grads(), k);
-        t.losses.push_back(stats[0] / kBatch);
-    }
-    t.weights.assign(net.params(), net.params() + net.paramCount());
-    be->destroyStream(s);
-    return t;
-}
-
-Trained pipelined(const ModelSpec& spec, const std::vector<std::pair<int, int>>& ranges, const std::string& schedule,
-                  int micro, int replicas = 1, bool copies = false) {
-    StagePipelineSetup setup;
-    setup.copies = copies;
-    setup.ranges = ranges;
-    for (size_t i = 0; i < ranges.size(); ++i) setup.devices.push_back(Device{DeviceType::Cpu, int(i)});
-    setup.batch = kBatch;
-    setup.microBatches = micro;
-    setup.replicas = replicas;
-    setup.opt = momentum();
-    setup.seed = kSeed;
-    const auto sched = makePipelineSchedule(schedule);
-    StagePipeline pipe(spec, setup, *sched);
-    Trained t;
-    const std::vector<Batch> data = batches(spec);
-    for (int k = 0; k < kSteps; ++k) {
-        const PipelineStep r = pipe.step(data[size_t(k)], k, stepSeed(k));
-        t.losses.push_back(r.lossSum / r.examples);
-        t.bytesMoved.push_back(r.bytesMoved);
-    }
-    t.weights = pipe.variables();
-    return t;
-}
 
 // stagedCnn in two stages (conv1..flatten | fc1..logits) on cpu:0 and cpu:1, the batch cut in `micro`.
 StagePipelineSetup twoStages(int micro) {
@@ -144,10 +42,10 @@ StagePipelineSetup twoStages(int micro) {
     return setup;
 }
 
-double relativeDifference(const std::vector<float>& a, const std::vector<float>& b) {
-    double d = 0, n = 0;
-    for (size_t i = 0; i < a.size(); ++i) d += double(a[i] - b[i]) * (a[i] - b[i]), n += double(a[i]) * a[i];
-    return std::sqrt(d / n);
+std::vector<Device> gpus(int count) {
+    std::vector<Device> d;
+    for (int i = 0; i < count; ++i) d.push_back(Device{DeviceType::Cuda, i});
+    return d;
 }
 
 // The simulated run of a schedule: every stage takes its next op once what it needs is done;
@@ -384,6 +282,7 @@ private slots:
                 return false;
             };
             trial.ranges.clear();
+            trial.devices = gpus(count);
             return from(0, 0);
         };
         for (const double share : {0.9, 0.6, 0.4, 0.3}) {
@@ -392,6 +291,7 @@ private slots:
             QVERIFY2(fit.count >= 2, qPrintable(QString("share %1: count %2").arg(share).arg(fit.count)));
             StagePipelineSetup chosen = setup;
             chosen.ranges = fit.ranges;
+            chosen.devices = gpus(fit.count);  // one GPU each: NCCL receives into buffers of their own
             for (int s = 0; s < fit.count; ++s) {
                 QVERIFY(fit.bytes[size_t(s)] <= free);
                 QCOMPARE(fit.bytes[size_t(s)], estimateStageBytes(spec, chosen, *naive, s, 1, false));
@@ -432,12 +332,23 @@ private slots:
         QVERIFY(resolveAutoStages(gpu, spec, {2 * tower}, 0).starts_with("--stages auto: the model fits on gpu:0"));
         QVERIFY(gpu.stages.empty() && gpu.towers == "gpu:0");
         const std::vector<size_t> sixties(4, tower * 6 / 10);
-        QVERIFY(mentions(errorOf([&] { RunConfig g = c; resolveAutoStages(g, spec, sixties, 0); }),
-                         {"--stages auto", "fits in 2 stages over gpu:0 and gpu:1", "not built yet"}));
+        // Two GPUs of 60% each: two stages, the split among those that fit whose slowest stage is
+        // fastest (with equal costs: the one that puts more layers first), in plan.json's form.
+        RunConfig two = c;
+        const std::string said = resolveAutoStages(two, spec, sixties, 0, [&] { return std::vector<double>(spec.layers.size(), 1.0); });
+        QVERIFY2(mentions(QString::fromStdString(said), {"--stages auto", "fits in 2 stages over gpu:0 and gpu:1"}), said.c_str());
+        QVERIFY2(QString::fromStdString(two.stages).contains(QRegularExpression("^gpu:0=flatten0\\.\\.\\w+,gpu:1=\\w+\\.\\.logits$")),
+                 two.stages.c_str());
+        std::vector<std::string> names;
+        for (const LayerSpec& l : spec.layers) names.push_back(l.name);
+        const StagePlan chosen = parseStagePlan(two.stages, names);
+        QCOMPARE(chosen.stages[0].last - chosen.stages[0].first, chosen.stages[1].last - chosen.stages[1].first);
         QVERIFY(mentions(errorOf([&] { RunConfig g = c; resolveAutoStages(g, spec, {1 << 20, 1 << 20}, 0); }),
                          {"--stages auto", "fits in no number of stages over this machine's 2 GPUs"}));
         const std::string advice = stageCountAdvice(c, spec, 128, sixties);
-        QVERIFY2(advice.starts_with("; the estimate fits it in 2 stages over gpu:0 and gpu:1"), advice.c_str());
+        QVERIFY2(advice.starts_with("; the estimate fits it in 2 stages over gpu:0 and gpu:1") &&
+                     advice.ends_with("--stages auto splits it so"),
+                 advice.c_str());
         QVERIFY(stageCountAdvice(c, spec, 128, {1 << 20}).empty());
     }
 
@@ -521,7 +432,8 @@ private slots:
         QTest::newRow("replicas x micro-batches not dividing") << QStringList{"--stages", "2", "--stage-replicas", "3", "--pipeline", "gpipe", "--micro-batches", "2"} << "--stage-replicas 3 x --micro-batches 2 does not divide --batch 64";
         QTest::newRow("with towers") << QStringList{"--stages", "2", "--towers", "cpu:0,cpu:1"} << "--stages: model parallelism with --towers";
         QTest::newRow("with async") << QStringList{"--stages", "2", "--update", "async"} << "--stages: model parallelism with --update async is not built yet";
-        QTest::newRow("a GPU stage") << QStringList{"--stages", "cpu:0,gpu:0"} << "--stages: stages on gpu:0 are not built yet";
+        QTest::newRow("CPU and GPU stages") << QStringList{"--stages", "cpu:0,gpu:0"} << "--stages: stages on CPUs and GPUs together are not built";
+        QTest::newRow("a GPU not here") << QStringList{"--stages", "gpu:0,gpu:1"} << "--stages: gpu:0 is not on this machine";
         QTest::newRow("NCCL between CPU stages") << QStringList{"--stages", "2", "--transfers", "nccl"} << "--stages: model parallelism with --transfers nccl";
     }
     void badFlagsAreRefused() {
@@ -542,7 +454,7 @@ private slots:
         QVERIFY(mentions(errorOf([&] { StagePipeline p(spec, setup, *naive); }), {"--micro-batches 4", "gpipe or 1f1b"}));
         QVERIFY(mentions(errorOf([&] { makePipelineSchedule("zigzag"); }), {"--pipeline", "'zigzag'", "naive, gpipe or 1f1b"}));
         setup.devices[1] = Device{DeviceType::Cuda, 0};
-        QVERIFY(mentions(errorOf([&] { StagePipeline p(spec, setup, *gpipe); }), {"--stages", "gpu:0", "not built yet"}));
+        QVERIFY(mentions(errorOf([&] { StagePipeline p(spec, setup, *gpipe); }), {"--stages", "CPUs and GPUs together", "not built"}));
     }
 };
 

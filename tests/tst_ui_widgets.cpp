@@ -839,6 +839,20 @@ void TestUiWidgets::diagramDrawsStages() {
     m = PlacementModel::fromStages(c, spec);
     QCOMPARE(m.stages[0].layers, QString("split at start"));
     QCOMPARE(m.boundaryBytes, QVector<int64_t>{0});
+    // GPU stages: sharing one GPU, nothing crosses; on two GPUs, NCCL carries both ways (2 x
+    // 131,072 bytes); three stages over gpu:0*2 and gpu:1, only the boundary between the GPUs.
+    c.stageReplicas = 1;
+    c.stages = "gpu:0*2=0..relu2,gpu:0*2=hidden2..logits";
+    d.setModel(PlacementModel::fromStages(c, spec));
+    QVERIFY2(d.caption().startsWith("stages on one GPU share its memory: 0 B"), qPrintable(d.caption()));
+    c.stages = "gpu:0=0..relu2,gpu:1=hidden2..logits";
+    d.setModel(PlacementModel::fromStages(c, spec));
+    QVERIFY2(d.caption() == "NCCL send/recv between the GPUs: 262.1 kB cross between the stages' memories a step",
+             qPrintable(d.caption()));
+    c.stages = "gpu:0*2=0..relu2,gpu:0*2=hidden2..relu4,gpu:1=logits";
+    d.setModel(PlacementModel::fromStages(c, spec));
+    QVERIFY2(d.caption().startsWith("NCCL send/recv between the GPUs: ") && d.caption().endsWith("; 0 B where stages share a GPU"),
+             qPrintable(d.caption()));
 }
 
 // Averaging every 5: the steps after which the replicas were averaged carry a mark in the

@@ -196,6 +196,11 @@ typedef struct TbCudaModule {
     int (*ncclReduce)(TbNcclGroup* group, int rank, const void* send, void* recv, size_t count, int bf16, int mean,
                       int root, TbStream* s, TbError* err);
     int (*ncclBroadcast)(TbNcclGroup* group, int rank, float* buf, size_t count, int root, TbStream* s, TbError* err);
+    /* Point to point (pipeline stages on separate GPUs): `count` fp32 from rank `rank`'s buffer to
+     * rank `peer`, which takes them with ncclRecv into its own, each enqueued on the rank's stream.
+     * A rank's sends to one peer arrive in the order sent. */
+    int (*ncclSend)(TbNcclGroup* group, int rank, const float* buf, size_t count, int peer, TbStream* s, TbError* err);
+    int (*ncclRecv)(TbNcclGroup* group, int rank, float* buf, size_t count, int peer, TbStream* s, TbError* err);
 } TbCudaModule;
 
 /* The ABI a side was compiled with (cuda_module_abi.h defines TB_CUDA_MODULE_H_SHA256). */

@@ -245,4 +245,14 @@ void NcclGroup::broadcast(int rank, float* buf, size_t count, int root, Stream s
     checkModuleCall(moduleOf(module_).ncclBroadcast(groupOf(group_), rank, buf, count, root, handleOf(s), &err), err);
 }
 
+void NcclGroup::send(int rank, const float* buf, size_t count, int peer, Stream s) {
+    TbError err;
+    checkModuleCall(moduleOf(module_).ncclSend(groupOf(group_), rank, buf, count, peer, handleOf(s), &err), err);
+}
+
+void NcclGroup::recv(int rank, float* buf, size_t count, int peer, Stream s) {
+    TbError err;
+    checkModuleCall(moduleOf(module_).ncclRecv(groupOf(group_), rank, buf, count, peer, handleOf(s), &err), err);
+}
+
 }  // namespace tb

@@ -67,6 +67,10 @@ public:
     void allReduce(int rank, void* buf, size_t count, bool bf16, bool mean, Stream s);
     void reduce(int rank, const void* send, void* recv, size_t count, bool bf16, bool mean, int root, Stream s);
     void broadcast(int rank, float* buf, size_t count, int root, Stream s);
+    // Point to point: rank `rank` sends `count` fp32 to rank `peer`, which receives them; a rank's
+    // sends to one peer arrive in the order sent.
+    void send(int rank, const float* buf, size_t count, int peer, Stream s);
+    void recv(int rank, float* buf, size_t count, int peer, Stream s);
 
 private:
     const void* module_;  // the TbCudaModule

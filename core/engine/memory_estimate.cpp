@@ -90,10 +90,12 @@ size_t estimateStageBytes(const ModelSpec& spec, const StagePipelineSetup& setup
     const NetworkMemory net = estimateNetworkMemory(spec, microBatch, LayerRange{first, last});
     const size_t held = size_t(activationsHeld(schedule.ops(stage, count, micro)));
     const size_t outputGrad = stage + 1 < count ? size_t(microBatch) * size_t(layerOutputDims(spec, last).size()) * sizeof(float) : 0;
-    // Explicit copies: an input per slot and one input gradient, of the stage before's output.
-    const size_t input = stage > 0 && setup.copies
-                             ? size_t(microBatch) * size_t(layerOutputDims(spec, first - 1).size()) * sizeof(float)
-                             : 0;
+    // Explicit copies, or a GPU other than the stage before's (NCCL receives into buffers of the
+    // stage's own): an input per slot and one input gradient, of the stage before's output.
+    const auto& d = setup.devices;
+    const bool ownInput = stage > 0 && (setup.copies || (d.size() == size_t(count) && d[size_t(stage)].type == DeviceType::Cuda &&
+                                                          d[size_t(stage)] != d[size_t(stage) - 1]));
+    const size_t input = ownInput ? size_t(microBatch) * size_t(layerOutputDims(spec, first - 1).size()) * sizeof(float) : 0;
     const size_t activations = held * (net.activations + net.saved + outputGrad + input) + input;
     const size_t perReplica = net.grads * (micro > 1 ? 2 : 1);
     const size_t bf16 = setup.opt.precision == MatmulPrecision::Bf16 ? (net.params + held * net.activations) / 2 : 0;
@@ -106,6 +108,10 @@ std::vector<MemoryNeed> estimatePipelineMemory(const ModelSpec& spec, const Stag
     NeedsByMemory needs(datasetBytes);
     const NetworkMemory eval = estimateNetworkMemory(spec, setup.batch);
     NeedsByMemory::add(needs.at(Device{}), eval.activations + eval.saved, "evaluation network");
+    // GPU stages keep their variables on their GPUs; evaluation reads a copy gathered into host
+    // memory (and the moving average lives beside it).
+    if (!setup.devices.empty() && setup.devices.front().type == DeviceType::Cuda)
+        NeedsByMemory::add(needs.at(Device{}), eval.params * (ema ? 2 : 1), "variables gathered from the stages");
     for (int s = 0; s < int(setup.ranges.size()); ++s)
         NeedsByMemory::add(needs.at(setup.devices[size_t(s)]), estimateStageBytes(spec, setup, schedule, s, slots, ema),
                            "stage " + std::to_string(s + 1));
@@ -124,6 +130,8 @@ StageFit fewestStagesThatFit(const ModelSpec& spec, const StagePipelineSetup& se
     for (int count = 2; count <= std::min<int>(layers, int(freeBytes.size())); ++count) {
         StagePipelineSetup trial = setup;
         trial.ranges.assign(size_t(count), {0, 0});
+        trial.devices.clear();  // one GPU each
+        for (int s = 0; s < count; ++s) trial.devices.push_back(Device{DeviceType::Cuda, s});
         // A stage's memory depends on its layers and its place (how many micro-batches it holds).
         const auto fits = [&](int stage, int first, int last) {
             trial.ranges[size_t(stage)] = {first, last};

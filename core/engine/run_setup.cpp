@@ -8,6 +8,7 @@
 #include "engine/run_folder.hpp"
 #include "parallel/layer_costs.hpp"
 #include "parallel/processes.hpp"
+#include "parallel/stage_pipeline.hpp"
 #include "util/error.hpp"
 
 namespace tb {
@@ -223,10 +224,11 @@ std::string stageCountAdvice(const RunConfig& c, const ModelSpec& spec, int batc
     const StageFit fit = stageFit(c, spec, batch, gpuFree);
     if (fit.count < 2) return "";
     return "; the estimate fits it in " + std::to_string(fit.count) + " stages over " + gpuList(fit.count) + " (" +
-           sizes(fit.bytes) + "; --stages auto), but stages on GPUs are not built yet";
+           sizes(fit.bytes) + "): --stages auto splits it so";
 }
 
-std::string resolveAutoStages(RunConfig& c, const ModelSpec& spec, const std::vector<size_t>& gpuFree, size_t hostFree) {
+std::string resolveAutoStages(RunConfig& c, const ModelSpec& spec, const std::vector<size_t>& gpuFree, size_t hostFree,
+                              const std::function<std::vector<double>()>& layerSeconds) {
     const bool gpus = !gpuFree.empty();
     const StageFit fit = stageFit(c, spec, c.batch, gpus ? gpuFree : std::vector<size_t>{hostFree ? hostFree : SIZE_MAX});
     if (fit.count == 1) {
@@ -246,8 +248,18 @@ std::string resolveAutoStages(RunConfig& c, const ModelSpec& spec, const std::ve
         throw Error("--stages auto: " + spec.name + " at batch " + std::to_string(c.batch) + " fits in no number of stages over this machine's " +
                     std::to_string(gpuFree.size()) + (gpuFree.size() == 1 ? " GPU" : " GPUs") +
                     " (one stage each); lower --batch, or give more --micro-batches with --pipeline 1f1b");
-    throw Error("--stages auto: " + spec.name + " fits in " + std::to_string(fit.count) + " stages over " +
-                gpuList(fit.count) + " (" + sizes(fit.bytes) + " estimated), but stages on GPUs are not built yet");
+    // The count is the memory's; the split among those that fit, the one whose slowest stage is
+    // fastest by the layers' measured seconds.
+    const StageFit split = stageFit(c, spec, c.batch, gpuFree, layerSeconds ? layerSeconds() : std::vector<double>{});
+    StagePlan plan;
+    for (int s = 0; s < split.count; ++s)
+        plan.stages.push_back({Device{DeviceType::Cuda, s}, split.ranges[size_t(s)].first, split.ranges[size_t(s)].second});
+    std::vector<std::string> names;
+    for (const LayerSpec& l : spec.layers) names.push_back(l.name);
+    c.stages = plan.describe(names);
+    if (c.pipeline.empty()) c.pipeline = "naive";
+    return "--stages auto: " + spec.name + " fits in " + std::to_string(split.count) + " stages over " +
+           gpuList(split.count) + " (" + sizes(split.bytes) + " estimated): " + c.stages;
 }
 
 RunPlan RunPlan::of(const RunConfig& c, const ProcessRoles& roles, RunFolder* folder) {
@@ -268,7 +280,13 @@ RunPlan RunPlan::of(const RunConfig& c, const ProcessRoles& roles, RunFolder* fo
         std::vector<size_t> gpuFree;
         for (int g = 0; g < gpuCount(); ++g)
             gpuFree.push_back(makeBackend(Device{DeviceType::Cuda, g})->memoryInfo().freeBytes);
-        r.note = resolveAutoStages(r.config, r.spec, gpuFree, hostMemoryAvailable());
+        // (Each layer's seconds on one CPU thread at the micro-batch's size, measured only where
+        // the model is split: a model too large for one GPU is not measured whole on one.)
+        const int micro = std::max(1, c.batch / std::max(1, c.microBatches * c.stageReplicas));
+        r.note = resolveAutoStages(r.config, r.spec, gpuFree, hostMemoryAvailable(), [&] {
+            auto backend = makeCpuBackend(1);
+            return measureLayerSeconds(r.spec, *backend, micro, 3);
+        });
         local.stages = r.config.stages;
         local.towers = r.config.towers;
     }
@@ -281,11 +299,11 @@ RunPlan RunPlan::of(const RunConfig& c, const ProcessRoles& roles, RunFolder* fo
         std::vector<std::string> names;
         for (const LayerSpec& l : r.spec.layers) names.push_back(l.name);
         StagePlan stages = parseStagePlan(r.config.stages, names);
-        for (const Stage& s : stages.stages)  // before any data is loaded
-            if (s.device.type != DeviceType::Cpu)
-                throw Error("--stages: stages on " + s.device.str() + " are not built yet; give CPU devices (cpu:N)");
-        if (stages.balanced) {  // by each layer's seconds on one thread at the micro-batch's size
-            auto backend = makeCpuBackend(1);
+        std::vector<Device> devices;
+        for (const Stage& s : stages.stages) devices.push_back(s.device);
+        checkStageDevices(devices, c.stageReplicas, roles.group != nullptr);  // before any data is loaded
+        if (stages.balanced) {  // by each layer's seconds at the micro-batch's size (on one thread; on the first GPU)
+            auto backend = devices.front().type == DeviceType::Cpu ? makeCpuBackend(1) : makeBackend(devices.front());
             const std::vector<std::pair<int, int>> split = balanceStages(
                 measureLayerSeconds(r.spec, *backend, std::max(1, c.batch / std::max(1, c.microBatches * c.stageReplicas)), 3),
                 stages.count());

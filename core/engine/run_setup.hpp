@@ -2,6 +2,7 @@
 // and the input pipeline's settings, this process's role among the run's processes, and the checks
 // that refuse a run which cannot work, each in one sentence naming the flag.
 #pragma once
+#include <functional>
 #include <optional>
 #include <string>
 #include <vector>
@@ -53,10 +54,12 @@ std::string trainedAll(int64_t total);
 // (`gpuFree`: each GPU's free bytes), or, on a machine without GPUs, in host memory (`hostFree`,
 // 0: unknown), where CPU stages share one memory and so fit only as one device. One stage: the
 // run trains on one device (gpu:0 where there are GPUs), config.stages cleared and config.towers
-// set. Returns the line that says what was chosen; throws tb::Error naming --stages auto where no
-// count fits, or where the count that fits needs stages on GPUs (not built yet).
+// set. More than one: config.stages the split over gpu:0 .. among those that fit, the one whose
+// slowest stage is fastest by `layerSeconds` (each layer's, asked only then; none: any that fits).
+// Returns the line that says what was chosen; throws tb::Error naming --stages auto where no
+// count fits.
 std::string resolveAutoStages(RunConfig& config, const ModelSpec& spec, const std::vector<size_t>& gpuFree,
-                              size_t hostFree);
+                              size_t hostFree, const std::function<std::vector<double>()>& layerSeconds = {});
 
 // The advice a refusal for one GPU ends with: the fewest stages over the GPUs (`gpuFree`) the
 // estimate fits the run in at `batch`, or "" where none does.

@@ -150,6 +150,11 @@ TrainingRun::TrainingRun(RunPlan& run, DataSplits data, int cores, int machineCo
     sum_.params = net.paramCount();
     sum_.flopsPerExample = net.trainFlopsPerExample();
     sum_.plan = plan;
+    if (const auto* pipeline = dynamic_cast<const PipelineSet*>(towers_.get())) {
+        // A pipeline's lanes are its stages: the summary's towers are their devices.
+        sum_.plan.towers.clear();
+        for (int l = 0; l < pipeline->pipeline().lanes(); ++l) sum_.plan.towers.push_back(pipeline->pipeline().laneDevice(l));
+    }
     sum_.processes = run.roles.count;
     sum_.resumedAt = step_;
     ServerConnection* servers = towers_->servers();
@@ -164,10 +169,10 @@ TrainingRun::TrainingRun(RunPlan& run, DataSplits data, int cores, int machineCo
     if (run.roles.group) input.sliceIndex = run.roles.worker(), input.sliceCount = run.roles.workers;
     if (servers) servers->setRunLength(total_);
     train_ = std::make_unique<InputPipeline>(data_.train, input);
-    // GPU telemetry; runs without a GPU tower never touch NVML, which starts up here, before the
+    // GPU telemetry (GPU towers or stages); runs without a GPU never touch NVML, which starts up here, before the
     // training clock does.
     std::string noTelemetry;
-    if (std::any_of(plan.towers.begin(), plan.towers.end(), [](const Device& d) { return d.type == DeviceType::Cuda; })) {
+    if (std::any_of(sum_.plan.towers.begin(), sum_.plan.towers.end(), [](const Device& d) { return d.type == DeviceType::Cuda; })) {
         telemetry_ = makeNvmlSource(&noTelemetry);
         if (!telemetry_) noTelemetry = "; no GPU telemetry: " + noTelemetry;
     }

@@ -1,5 +1,6 @@
 #include "parallel/pipeline_set.hpp"
 
+#include <algorithm>
 #include <cmath>
 
 namespace tb {
@@ -13,8 +14,35 @@ PipelineSet::PipelineSet(const ModelSpec& spec, StagePipelineSetup setup, std::u
     whole_ = backend_->empty(Shape{std::max<int64_t>(eval_->paramCount(), 1)});
     eval_->bindParams(whole_.data());
     eval_->releaseGradients();  // the stages compute every gradient; this network only evaluates
-    setup.sharedParams = whole_.data();
+    gpuStages_ = std::any_of(setup.devices.begin(), setup.devices.end(),
+                             [](const Device& d) { return d.type == DeviceType::Cuda; });
+    if (!gpuStages_) setup.sharedParams = whole_.data();
     pipe_ = std::make_unique<StagePipeline>(spec, setup, *schedule_);
+    if (gpuStages_) pipe_->variablesInto(whole_.data());
+}
+
+Network& PipelineSet::evalNetwork() {
+    variables();
+    return *eval_;
+}
+
+VariablesView PipelineSet::variables() {
+    if (!gathered_) {
+        pipe_->variablesInto(whole_.data());
+        gathered_ = true;
+    }
+    return {backend_.get(), stream_, whole_.data()};
+}
+
+std::vector<DeviceMemoryUse> PipelineSet::deviceMemory() const {
+    std::vector<DeviceMemoryUse> out;
+    for (const auto& be : pipe_->gpuBackends()) out.push_back({be->device(), be->allocatorStats()});
+    return out;
+}
+
+void PipelineSet::setVariables(const float* host) {
+    pipe_->setVariables(host);
+    gathered_ = !gpuStages_;
 }
 
 PipelineSet::~PipelineSet() {
@@ -38,6 +66,8 @@ std::vector<TowerStep> PipelineSet::steps(const std::vector<const Batch*>& batch
         // would draw them (TowerSet::steps), each micro-batch taking its rows of them.
         const uint64_t stepSeed = (seed_ + 1) * 0x9E3779B97F4A7C15ull ^ (uint64_t(step) * 7919ull);
         const PipelineStep p = pipe_->step(*batches[k], step, stepSeed);
+        gathered_ = !gpuStages_;
+        moved_ += p.bytesMoved;
         TowerStep r;
         r.update = step + 1;
         r.lr = p.lr;

@@ -1,8 +1,12 @@
-// PipelineSet: the run's engine for model parallelism (issue 32): a StagePipeline of CPU stages
-// behind the TrainingEngine interface. The variables live in one host buffer of the whole model,
+// PipelineSet: the run's engine for model parallelism (issue 32): a StagePipeline behind the
+// TrainingEngine interface. CPU stages keep the variables in one host buffer of the whole model,
 // each stage training its slice in place, so evaluation, checkpoints and the moving average see
-// one network holding them all; each step reports one lane per stage (its forward and backward
-// time, its idle time within the step's pipeline, its update), and the loss on the last stage.
+// one network holding them all. GPU stages keep theirs in their own memory: the host buffer is
+// gathered from them whenever evaluation, a checkpoint or the moving average asks (their bytes
+// copied then, not every step), and evaluation runs on the host's cores, where the whole model
+// is (a model split because no one GPU holds it is not gathered onto one). Each step reports one
+// lane per stage (its forward and backward time, its idle time within the step's pipeline, its
+// update), and the loss on the last stage.
 #pragma once
 #include <memory>
 
@@ -23,15 +27,15 @@ public:
     std::string backendName() const override;
     std::vector<TowerStep> steps(const std::vector<const Batch*>& batches, int64_t first, double dataWait,
                                  const Batch* next = nullptr) override;
-    Network& evalNetwork() override { return *eval_; }
+    Network& evalNetwork() override;
     Stream evalStream() override { return stream_; }
-    VariablesView variables() override { return {backend_.get(), stream_, whole_.data()}; }
+    VariablesView variables() override;
     VariablesView replica(int) override { return variables(); }
     std::vector<StateBuffer> state() override { return pipe_->state(); }
-    void setVariables(const float* host) override { pipe_->setVariables(host); }
-    std::vector<DeviceMemoryUse> deviceMemory() const override { return {}; }
+    void setVariables(const float* host) override;
+    std::vector<DeviceMemoryUse> deviceMemory() const override;
     size_t optimizerSlotBytes() const override { return pipe_->optimizerSlotBytes(); }
-    int64_t bytesMoved() const override { return 0; }  // CPU stages share memory
+    int64_t bytesMoved() const override { return moved_; }
     const StagePipeline& pipeline() const { return *pipe_; }
 
 private:
@@ -42,6 +46,9 @@ private:
     std::unique_ptr<Network> eval_;
     std::unique_ptr<StagePipeline> pipe_;
     uint64_t seed_;
+    bool gathered_ = true;  // whole_ holds the stages' variables as they are (always, for CPU stages)
+    bool gpuStages_ = false;
+    int64_t moved_ = 0;     // bytes between the stages' memories, all steps
 };
 
 }  // namespace tb

@@ -4,6 +4,7 @@
 #include <climits>
 #include <cmath>
 
+#include "backend/registry.hpp"
 #include "util/error.hpp"
 
 namespace tb {
@@ -25,6 +26,9 @@ struct StagePipeline::Stage {
 };
 
 struct StagePipeline::Worker {
+    // How this stage meets the stage before: in one memory, by copies into buffers of its own, or
+    // by NCCL between two GPUs.
+    enum class Link { Shared, Copy, Nccl };
     Stage* stage = nullptr;
     int replica = 0;
     Device device;
@@ -42,6 +46,15 @@ struct StagePipeline::Worker {
     // stage before's slot (where it would otherwise have written it).
     std::vector<Tensor> inputs;
     Tensor inputGrad;
+    Link link = Link::Shared;  // (not on the first stage)
+    // Link::Nccl: two 2-rank groups (rank 0 the stage before, rank 1 this one), activations
+    // forward on the first, gradients back on the second; this stage's sends on streams of their
+    // own, each send's completion an event its compute stream waits for before it writes that
+    // buffer again (per slot for its outputs, one for its input's gradient).
+    std::unique_ptr<NcclGroup> fromPrev, toPrev;
+    Stream sendNext = nullptr, sendPrev = nullptr;
+    std::vector<Event> sentOutput;
+    Event sentInputGrad = nullptr, computed = nullptr;
     std::atomic<int> forwards{0}, backwards{0};  // this step's, done
     int64_t moved = 0;                           // this step's bytes copied, in and back
     // This step's record, read by step() after done_.
@@ -53,8 +66,29 @@ struct StagePipeline::Worker {
     Network& slot(int micro) { return *slots[size_t(micro) % slots.size()]; }
     float* outputGrad(int micro) { return outputGrads[size_t(micro) % outputGrads.size()].data(); }
     float* input(int micro) { return inputs[size_t(micro) % inputs.size()].data(); }
+    Event sentOutputOf(int micro) { return sentOutput[size_t(micro) % sentOutput.size()]; }
     float* grads() { return stage->grads[size_t(replica)].data(); }
 };
+
+void checkStageDevices(const std::vector<Device>& devices, int replicas, bool processes) {
+    const auto gpus = std::count_if(devices.begin(), devices.end(), [](const Device& d) { return d.type == DeviceType::Cuda; });
+    if (gpus == 0) return;
+    if (size_t(gpus) < devices.size())
+        throw Error("--stages: stages on CPUs and GPUs together are not built; give every stage a CPU (cpu:N) or every "
+                    "stage a GPU (gpu:N)");
+    for (const Device& d : devices)
+        if (d.index >= gpuCount())
+            throw Error("--stages: " + d.str() + " is not on this machine" +
+                        (gpuCount() == 0 ? " (" + gpuRuntime().whyNot + ")"
+                                         : ", which has " + std::to_string(gpuCount()) +
+                                               (gpuCount() == 1 ? " GPU (gpu:0)" : " GPUs")));
+    if (replicas > 1)
+        throw Error("--stage-replicas: replicas of stages on GPUs are not built yet; give CPU stages (cpu:N) for stages "
+                    "x replicas");
+    if (processes)
+        throw Error("--stages: stages on GPUs in each of several mpirun processes are not built yet; give CPU stages "
+                    "(cpu:N) or run one process");
+}
 
 StagePipeline::StagePipeline(const ModelSpec& spec, const StagePipelineSetup& setup, const PipelineSchedule& schedule)
     : micro_(setup.microBatches),
@@ -73,10 +107,11 @@ StagePipeline::StagePipeline(const ModelSpec& spec, const StagePipelineSetup& se
                     (replicas_ > 1 ? " x --stage-replicas " + std::to_string(replicas_) : std::string()) +
                     " does not divide the batch of " + std::to_string(setup.batch) + " examples");
     microBatch_ = setup.batch / (micro_ * replicas_);
+    checkStageDevices(setup.devices, replicas_, processes_ != nullptr);
+    if (setup.devices.front().type == DeviceType::Cuda && setup.sharedParams)
+        throw Error("stages on GPUs keep their variables in their own memory");
     if (processes_) processes_->setLanes(count);  // a collective: every process, same count
     for (int s = 0; s < count; ++s) {
-        if (setup.devices[size_t(s)].type != DeviceType::Cpu)
-            throw Error("--stages: stages on " + setup.devices[size_t(s)].str() + " are not built yet; give CPU devices (cpu:N)");
         auto st = std::make_unique<Stage>();
         st->index = s;
         stages_.push_back(std::move(st));
@@ -87,8 +122,9 @@ StagePipeline::StagePipeline(const ModelSpec& spec, const StagePipelineSetup& se
             auto w = std::make_unique<Worker>();
             w->stage = &st;
             w->replica = r;
-            w->device = Device{DeviceType::Cpu, setup.devices[size_t(s)].index + (r > 0 ? count * r : 0)};
-            w->backend = makeCpuBackend(setup.threadsPerStage, w->device.index, setup.opt.precision);
+            w->device = setup.devices[size_t(s)];
+            if (r > 0) w->device.index += count * r;  // (CPU stages only)
+            w->backend = backendFor(w->device, setup);
             w->stream = w->backend->createStream();
             w->ops = schedule.ops(s, count, micro_);
             const LayerRange range{setup.ranges[size_t(s)].first, setup.ranges[size_t(s)].second};
@@ -122,13 +158,8 @@ StagePipeline::StagePipeline(const ModelSpec& spec, const StagePipelineSetup& se
                 for (size_t k = 0; k < w->slots.size(); ++k)
                     w->outputGrads.push_back(w->backend->empty(Shape{microBatch_, out.h, out.w, out.c}));
             }
-            if (s > 0 && setup.copies) {
-                const Dims in = first.inputDims();
-                for (size_t k = 0; k < w->slots.size(); ++k)
-                    w->inputs.push_back(w->backend->empty(Shape{microBatch_, in.h, in.w, in.c}));
-                w->inputGrad = w->backend->empty(Shape{microBatch_, in.h, in.w, in.c});
-            }
             w->backend->synchronize(w->stream);
+            if (s > 0) link(*w, *workers_.back(), setup.copies);
             workers_.push_back(std::move(w));
         }
     for (auto& w : workers_) w->thread = std::thread([this, p = w.get()] { runWorker(*p); });
@@ -139,8 +170,48 @@ StagePipeline::~StagePipeline() {
     start_.arrive_and_wait();
     for (auto& w : workers_) {
         w->thread.join();
-        w->backend->destroyStream(w->stream);
+        Backend& be = *w->backend;
+        for (Stream s : {w->stream, w->sendNext, w->sendPrev})
+            if (s) be.destroyStream(s);
+        for (Event e : w->sentOutput) be.destroyEvent(e);
+        for (Event e : {w->sentInputGrad, w->computed})
+            if (e) be.destroyEvent(e);
     }
+}
+
+// CPU stages: each a backend (a thread team) of its own. Stages on one GPU share its backend
+// (one allocator), each on a stream of its own (with its own cuDNN and cuBLAS handles).
+std::shared_ptr<Backend> StagePipeline::backendFor(const Device& d, const StagePipelineSetup& setup) {
+    if (d.type == DeviceType::Cpu) return makeCpuBackend(setup.threadsPerStage, d.index, setup.opt.precision);
+    for (const auto& be : gpuBackends_)
+        if (be->device() == d) return be;
+    BackendOptions o;
+    o.allowTf32 = setup.opt.allowTf32;
+    o.precision = setup.opt.precision;
+    gpuBackends_.push_back(makeBackend(d, o));
+    return gpuBackends_.back();
+}
+
+// How stage w meets the stage before (`prev`, made just before it): in one memory they share its
+// buffers unless copies are asked for; two GPUs send over NCCL where there is one.
+void StagePipeline::link(Worker& w, Worker& prev, bool copies) {
+    const bool oneMemory = w.device.type == DeviceType::Cpu || w.device == prev.device;
+    w.link = oneMemory ? (copies ? Worker::Link::Copy : Worker::Link::Shared)
+                       : (ncclAvailable() ? Worker::Link::Nccl : Worker::Link::Copy);
+    if (w.link == Worker::Link::Shared) return;
+    const Dims in = w.slots.front()->inputDims();
+    for (size_t k = 0; k < w.slots.size(); ++k) w.inputs.push_back(w.backend->empty(Shape{microBatch_, in.h, in.w, in.c}));
+    w.inputGrad = w.backend->empty(Shape{microBatch_, in.h, in.w, in.c});
+    if (w.link != Worker::Link::Nccl) return;
+    const std::vector<int> pair{prev.device.index, w.device.index};
+    w.fromPrev = std::make_unique<NcclGroup>(pair);
+    w.toPrev = std::make_unique<NcclGroup>(pair);
+    prev.sendNext = prev.backend->createStream();
+    for (size_t k = 0; k < prev.slots.size(); ++k) prev.sentOutput.push_back(prev.backend->createEvent());
+    w.sendPrev = w.backend->createStream();
+    w.sentInputGrad = w.backend->createEvent();
+    for (Worker* x : {&w, &prev})
+        if (!x->computed) x->computed = x->backend->createEvent();
 }
 
 Device StagePipeline::laneDevice(int lane) const { return workers_[size_t(lane)]->device; }
@@ -157,6 +228,17 @@ void StagePipeline::runWorker(Worker& w) {
         }
         done_.arrive_and_wait();
     }
+}
+
+// A send of what w's compute stream has just written: on its own stream `queue`, after that work,
+// its completion recorded in `sent`; counted as crossing between memories.
+void StagePipeline::send(Worker& w, Stream queue, NcclGroup& group, int rank, const float* buf, size_t count, Event sent) {
+    Backend& be = *w.backend;
+    be.recordEvent(w.computed, w.stream);
+    be.waitEvent(queue, w.computed);
+    group.send(rank, buf, count, 1 - rank, queue);
+    be.recordEvent(sent, queue);
+    w.moved += int64_t(count * sizeof(float));
 }
 
 // Waits until `done` counts micro-batch `micro` (micro-batches finish in increasing order);
@@ -187,7 +269,7 @@ void StagePipeline::runStep(Worker& w) {
     w.blocks.clear();
     w.busy = w.apply = w.accumulate = 0;
     w.moved = 0;
-    const bool copies = !w.inputs.empty();
+    using Link = Worker::Link;
     const int64_t n = w.slots.front()->paramCount();
     const int64_t perReplica = int64_t(microBatch_) * micro_;
     int backwardsRun = 0;
@@ -200,10 +282,13 @@ void StagePipeline::runStep(Worker& w) {
         if (op.forward) {
             if (prev && !waitFor(prev->forwards, op.micro)) return;
             const double t = since(t0_);  // a copy in is the stage's work
-            if (prev && copies) {
+            if (prev && w.link == Link::Copy) {
                 const size_t bytes = w.inputs.front().bytes();
                 be.copy(w.stream, w.input(op.micro), prev->slot(op.micro).output(), bytes);
                 w.moved += int64_t(bytes);
+                net.setInput(w.input(op.micro));
+            } else if (prev && w.link == Link::Nccl) {  // sent (and counted) by the stage before
+                w.fromPrev->recv(1, w.input(op.micro), size_t(w.inputs.front().numel()), 0, w.stream);
                 net.setInput(w.input(op.micro));
             } else if (prev) {
                 net.setInput(prev->slot(op.micro).output());
@@ -215,41 +300,54 @@ void StagePipeline::runStep(Worker& w) {
             if (!next)
                 be.copyFromHost(w.stream, net.labels(), batch_->y.data() + first,
                                 size_t(microBatch_) * sizeof(int32_t));
+            // Its slot's output is written again only once its last send has left.
+            if (next && next->link == Link::Nccl) be.waitEvent(w.stream, w.sentOutputOf(op.micro));
             net.forward(w.stream, true, seed_, microBatch_, w.stats.data(), part);
+            if (next && next->link == Link::Nccl) {
+                const size_t count = size_t(next->inputs.front().numel());
+                send(w, w.sendNext, *next->fromPrev, 0, net.output(), count, w.sentOutputOf(op.micro));
+            }
             be.synchronize(w.stream);
             w.blocks.push_back({op.micro, true, t, since(t0_)});
             w.forwards.fetch_add(1, std::memory_order_release);
             w.forwards.notify_all();
         } else {
-            if (next) {
-                if (!waitFor(next->backwards, op.micro)) return;
-                net.setOutputGrad(w.outputGrad(op.micro));
-            }
-            net.setInputGrad(!prev ? nullptr : copies ? w.inputGrad.data() : prev->outputGrad(op.micro));
+            if (next && !waitFor(next->backwards, op.micro)) return;
             const double t = since(t0_);
+            if (next && next->link == Link::Nccl)  // sent (and counted) by the stage after
+                next->toPrev->recv(0, w.outputGrad(op.micro), size_t(next->inputGrad.numel()), 1, w.stream);
+            if (next) net.setOutputGrad(w.outputGrad(op.micro));
+            net.setInputGrad(!prev ? nullptr : w.link == Link::Shared ? prev->outputGrad(op.micro) : w.inputGrad.data());
+            if (prev && w.link == Link::Nccl) be.waitEvent(w.stream, w.sentInputGrad);  // its last send has left
             // The step's first backward writes the replica's gradient; each later one writes its
             // share into the scratch, added on (the layers' weight gradients overwrite).
             if (micro_ > 1) net.bindGrads(backwardsRun == 0 ? w.grads() : w.scratch.data());
             net.backward(w.stream, part);
+            if (prev && w.link == Link::Copy) {  // the input's gradient back into the stage before's slot
+                be.copy(w.stream, prev->outputGrad(op.micro), w.inputGrad.data(), w.inputGrad.bytes());
+                w.moved += int64_t(w.inputGrad.bytes());
+            } else if (prev && w.link == Link::Nccl) {
+                send(w, w.sendPrev, *w.toPrev, 1, w.inputGrad.data(), size_t(w.inputGrad.numel()), w.sentInputGrad);
+            }
+            be.synchronize(w.stream);
+            // The stage before may go on now: adding this micro-batch's gradient on is this
+            // stage's own work, off the pipeline's critical path.
+            w.backwards.fetch_add(1, std::memory_order_release);
+            w.backwards.notify_all();
             if (backwardsRun > 0) {
-                be.synchronize(w.stream);
                 const double a = since(t0_);
                 be.axpy(w.stream, 1.f, w.scratch.data(), w.grads(), size_t(n));
                 be.synchronize(w.stream);
                 w.accumulate += since(t0_) - a;
             }
-            if (prev && copies) {  // the input's gradient back into the stage before's slot
-                be.copy(w.stream, prev->outputGrad(op.micro), w.inputGrad.data(), w.inputGrad.bytes());
-                w.moved += int64_t(w.inputGrad.bytes());
-            }
             ++backwardsRun;
-            be.synchronize(w.stream);
             w.blocks.push_back({op.micro, false, t, since(t0_)});
-            w.backwards.fetch_add(1, std::memory_order_release);
-            w.backwards.notify_all();
         }
         w.busy += w.blocks.back().end - w.blocks.back().start;
     }
+    // Every send has been received before the step ends (the stage after has taken them all).
+    for (Stream q : {w.sendNext, w.sendPrev})
+        if (q) be.synchronize(q);
     w.flushed = since(t0_);
     // The last of the stage's replicas to finish meets their gradients and updates the stage.
     if (w.stage->finished.fetch_add(1, std::memory_order_acq_rel) + 1 == replicas_) update(w);
@@ -324,15 +422,19 @@ PipelineStep StagePipeline::step(const Batch& global, int64_t step, uint64_t see
     return r;
 }
 
-std::vector<float> StagePipeline::variables() const {
-    std::vector<float> host(static_cast<size_t>(paramCount_));
+void StagePipeline::variablesInto(float* host) const {
     for (int s = 0; s < stages(); ++s) {
         const Worker& w = *workers_[size_t(s)];  // replica 0's
         const Network& net = *w.slots.front();
-        w.backend->copyToHost(w.stream, host.data() + net.paramOffsetInModel(), w.stage->params,
+        w.backend->copyToHost(w.stream, host + net.paramOffsetInModel(), w.stage->params,
                               size_t(net.paramCount()) * sizeof(float));
         w.backend->synchronize(w.stream);
     }
+}
+
+std::vector<float> StagePipeline::variables() const {
+    std::vector<float> host(static_cast<size_t>(paramCount_));
+    variablesInto(host.data());
     return host;
 }
 

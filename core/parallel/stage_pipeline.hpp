@@ -7,12 +7,18 @@
 // computes it.
 //
 // A stage keeps as many copies of its activations (slots) as its schedule holds micro-batches at
-// once (activationsHeld): micro-batch m uses slot m % slots. Neighbouring CPU stages share memory:
-// a stage reads its input where the stage before wrote it and writes its input's gradient into
-// the stage before's slot, so nothing crosses between memories (bytesMoved 0, as the
-// communicators count it); with explicit copies (StagePipelineSetup::copies) each stage copies
-// them into buffers of its own, and the bytes are counted. Stages on GPUs are not built yet: the
-// plan is refused before this.
+// once (activationsHeld): micro-batch m uses slot m % slots. Neighbours in one memory (CPU stages,
+// or stages sharing a GPU as gpu:0*2, each on a stream of its own) share it: a stage reads its
+// input where the stage before wrote it and writes its input's gradient into the stage before's
+// slot, so nothing crosses between memories (bytesMoved 0, as the communicators count it). With
+// explicit copies (StagePipelineSetup::copies) each stage copies them into buffers of its own, and
+// the bytes are counted. Stages on two GPUs are linked by NCCL: the stage before sends each
+// micro-batch's activations (ncclSend, on a stream of its own so its next forward need not wait
+// for the receive) and the stage after receives them (ncclRecv, on its compute stream, once the
+// stage before has said they are computed); gradients go back the same way on a second pair of
+// communicators, so each direction is one ordered queue and neither waits behind the other.
+// Without NCCL, two GPUs copy (cudaMemcpy between devices). Stages on CPUs and GPUs together,
+// replicas of GPU stages and GPU stages across processes are refused.
 #pragma once
 #include <atomic>
 #include <barrier>
@@ -25,6 +31,7 @@
 #include <utility>
 #include <vector>
 
+#include "backend/registry.hpp"
 #include "comm/process_group.hpp"
 #include "data/pipeline.hpp"
 #include "nn/network.hpp"
@@ -88,6 +95,10 @@ struct PipelineStep {
     int64_t bytesMoved = 0;  // activations and their gradients that crossed between memories
 };
 
+// What is built of stages' devices: all CPUs or all GPUs (existing ones), GPU stages without
+// replicas or processes. Throws tb::Error, one sentence naming the flag, before anything is made.
+void checkStageDevices(const std::vector<Device>& devices, int replicas, bool processes);
+
 class StagePipeline {
 public:
     StagePipeline(const ModelSpec& spec, const StagePipelineSetup& setup, const PipelineSchedule& schedule);
@@ -105,13 +116,17 @@ public:
     // then each stage's update. `seed` draws the dropout masks as one device's forward of the
     // whole batch with that seed would.
     PipelineStep step(const Batch& global, int64_t step, uint64_t seed);
-    // The whole model's variables (flat, in the model's order), and setting them.
+    // The whole model's variables (flat, in the model's order), into paramCount floats of host
+    // memory or as a vector, and setting them.
+    void variablesInto(float* host) const;
     std::vector<float> variables() const;
     void setVariables(const float* host);
     // Each stage's optimiser slots ("stage1/optimizer/m"), for checkpoints; their bytes.
     std::vector<StateBuffer> state();
     size_t optimizerSlotBytes() const;
     std::string backendName() const;  // stage 0's backend
+    // The GPUs' backends (one per GPU the stages are on; none for CPU stages).
+    const std::vector<std::shared_ptr<Backend>>& gpuBackends() const { return gpuBackends_; }
     // Bytes of activations one replica of a stage holds at most: its slots' layer outputs, saved
     // buffers and gradient buffers (gpipe: M micro-batches' worth; 1f1b: at most S - s).
     size_t activationBytes(int stage) const;
@@ -129,6 +144,9 @@ private:
     void update(Worker& w);
     bool waitFor(std::atomic<int>& done, int micro);
     void fail();
+    std::shared_ptr<Backend> backendFor(const Device& d, const StagePipelineSetup& setup);
+    void link(Worker& w, Worker& prev, bool copies);
+    void send(Worker& w, Stream queue, NcclGroup& group, int rank, const float* buf, size_t count, Event sent);
     Worker& worker(int replica, int stage) { return *workers_[size_t(replica * stages() + stage)]; }
 
     int micro_, microBatch_, replicas_;
@@ -137,6 +155,7 @@ private:
     int64_t paramCount_ = 0;
     std::vector<std::unique_ptr<Stage>> stages_;
     std::vector<std::unique_ptr<Worker>> workers_;  // replica by replica
+    std::vector<std::shared_ptr<Backend>> gpuBackends_;  // one per GPU, shared by its stages' streams
     std::barrier<> start_, done_;
     std::atomic<bool> quit_{false}, failed_{false};
     // The step being run: set before start_, read by the workers.

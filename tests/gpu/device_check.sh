@@ -139,17 +139,18 @@ step "towerbench-run selftest" selftest
 tests() {
   local status=0 name args rc gpu_ran=0
   for t in "tst_backend_ops cpu" "tst_tower_transfers" "tst_device_monitor" "tst_float_mode" "tst_observer_hub" \
-           "tst_reference cpu" "tst_backend_ops gpu" "tst_gpu_towers" "tst_reference gpu"; do
+           "tst_reference cpu" "tst_gpu_stages standin" "tst_backend_ops gpu" "tst_gpu_towers" "tst_reference gpu" \
+           "tst_gpu_stages gpu"; do
     name=${t%% *}; args=${t#"$name"}
     echo "--- $t"
     (cd "$repo" && OMP_NUM_THREADS=4 timeout 300 "$tests_bin/$name" $args)
     rc=$?
-    case "$t" in *gpu*) [ $rc -eq 0 ] && gpu_ran=$((gpu_ran + 1)) ;; esac
+    case "$t" in *" gpu"|tst_gpu_towers) [ $rc -eq 0 ] && gpu_ran=$((gpu_ran + 1)) ;; esac
     echo "--- $t: exit $rc"
     [ $rc -ne 0 ] && status=1
   done
-  echo "GPU tests that ran and passed: $gpu_ran of 3"
-  [ $gpu_ran -eq 3 ] || status=1
+  echo "GPU tests that ran and passed: $gpu_ran of 4"
+  [ $gpu_ran -eq 4 ] || status=1
   return $status
 }
 step "tests (Qt-free, GPU ones must run)" tests
@@ -254,6 +255,39 @@ PY
   rm -f "$out/placement.json" "$out/placement.jsonl"
 }
 step "placements on the GPU" placements
+
+# Pipeline stages on the GPU (issue 32): two stages sharing gpu:0 (each on a stream of its own,
+# one micro-batch's forward beside another's backward), by each schedule, against one tower on
+# gpu:0; and on gpu:0,gpu:1 over NCCL where there are two GPUs. 150 steps each; the equivalence
+# is tst_gpu_stages' (the tests above).
+stages() {
+  local data="idx:$repo/samples/fashion-mnist-slice" model batch p gpus
+  gpus=$(nvidia-smi -L 2>/dev/null | grep -c '^GPU')
+  printf '%-10s %6s %-58s %10s %8s %12s %10s\n' "model" "batch" "plan" "ex/s" "bubble" "bytes/step" "peak MiB"
+  for model in deep_mlp mnist_cnn; do
+    for batch in 128 1024; do
+      local plans=("--towers gpu:0" "--stages gpu:0*2" "--stages gpu:0*2 --pipeline gpipe --micro-batches 4"
+                   "--stages gpu:0*2 --pipeline gpipe --micro-batches 8" "--stages gpu:0*2 --pipeline 1f1b --micro-batches 4")
+      [ "$gpus" -ge 2 ] && plans+=("--stages gpu:0,gpu:1 --pipeline 1f1b --micro-batches 4")
+      for p in "${plans[@]}"; do
+        # shellcheck disable=SC2086 # the plan's flags, split on purpose
+        "$tbrun" --model $model --data "$data" --batch $batch --steps 150 --validation 0 --quiet $p \
+            --metrics "$out/stages.jsonl" > "$out/stages.json" || return 1
+        python3 - "$model" "$batch" "$p" "$out/stages.json" "$out/stages.jsonl" <<'PY'
+import json, sys
+s = json.loads(open(sys.argv[4]).read().strip().splitlines()[-1])
+steps = [json.loads(l) for l in open(sys.argv[5]) if '"type":"step"' in l]
+b = steps[-1].get("bytes_moved", 0) if steps else 0
+bubble = s.get("bubble_fraction")
+print(f"{sys.argv[1]:<10} {sys.argv[2]:>6} {sys.argv[3]:<58} {s['steady_examples_per_sec']:10,.0f} "
+      f"{'' if bubble is None else f'{bubble:.1%}':>8} {b:12,d} {s.get('peak_device_bytes', 0) / 2**20:10.1f}")
+PY
+      done
+    done
+  done
+  rm -f "$out/stages.json" "$out/stages.jsonl"
+}
+step "pipeline stages on the GPU" stages
 
 # Staging the next step's input while a step computes (the trainer's way) against staging it on
 # the step's path: alternating rounds in one process, per model and placement.

@@ -3,6 +3,10 @@
 #include <algorithm>
 #include <atomic>
 #include <barrier>
+#include <condition_variable>
+#include <deque>
+#include <map>
+#include <mutex>
 #include <cstdio>
 #include <cstring>
 #include <memory>
@@ -16,12 +20,17 @@
 
 // The ranks of one group meet at `meet` twice per collective: once every rank's buffers are
 // known (then each reads what it needs), and once every rank has read (then each writes its own).
+// Point to point: a send leaves a copy in the (sender, receiver) mailbox and returns (NCCL's
+// sends of small messages do not wait for their receive either); a receive waits for the oldest.
 struct TbNcclGroup {
     explicit TbNcclGroup(int n) : ranks(n), send(size_t(n)), recv(size_t(n)), meet(n) {}
     int ranks;
     std::vector<const void*> send;
     std::vector<void*> recv;
     std::barrier<> meet;
+    std::mutex mailMutex;
+    std::condition_variable mailArrived;
+    std::map<std::pair<int, int>, std::deque<std::vector<float>>> mail;
 };
 
 namespace tbtest {
@@ -29,7 +38,7 @@ namespace tbtest {
 namespace {
 
 int gStandIns = 1;
-std::atomic<long> gAllReduce{0}, gReduce{0}, gBroadcast{0};
+std::atomic<long> gAllReduce{0}, gReduce{0}, gBroadcast{0}, gSend{0};
 
 int fail(TbError* err, const std::string& text) {
     tb::writeError(err, text.c_str());
@@ -137,11 +146,42 @@ int ncclBroadcast(TbNcclGroup* g, int rank, float* buf, size_t count, int root, 
     return TB_OK;
 }
 
+int checkPeer(const TbNcclGroup& g, int rank, int peer, TbError* err) {
+    if (peer < 0 || peer >= g.ranks || peer == rank)
+        return fail(err, "NCCL: rank " + std::to_string(rank) + " cannot send to or receive from rank " + std::to_string(peer));
+    return TB_OK;
+}
+
+int ncclSend(TbNcclGroup* g, int rank, const float* buf, size_t count, int peer, TbStream*, TbError* err) {
+    if (checkPeer(*g, rank, peer, err) != TB_OK) return TB_ERROR;
+    {
+        std::lock_guard lock(g->mailMutex);
+        g->mail[{rank, peer}].emplace_back(buf, buf + count);
+    }
+    g->mailArrived.notify_all();
+    ++gSend;
+    return TB_OK;
+}
+
+int ncclRecv(TbNcclGroup* g, int rank, float* buf, size_t count, int peer, TbStream*, TbError* err) {
+    if (checkPeer(*g, rank, peer, err) != TB_OK) return TB_ERROR;
+    std::unique_lock lock(g->mailMutex);
+    auto& box = g->mail[{peer, rank}];
+    g->mailArrived.wait(lock, [&] { return !box.empty(); });
+    std::vector<float> message = std::move(box.front());
+    box.pop_front();
+    if (message.size() != count)
+        return fail(err, "NCCL: rank " + std::to_string(rank) + " receives " + std::to_string(count) + " values, rank " +
+                             std::to_string(peer) + " sent " + std::to_string(message.size()));
+    std::memcpy(buf, message.data(), count * sizeof(float));
+    return TB_OK;
+}
+
 // The ABI first; the rows in cuda_module.h's order.
 TbCudaModule makeModule() {
     return {TB_CUDA_ABI,   deviceCount, deviceInfo,  versions,      createBackend, &tb::exportedBackendInterface(),
             ncclCreate,    ncclMakeId,  ncclJoin,    ncclDestroy,   ncclAllReduce, ncclReduce,
-            ncclBroadcast};
+            ncclBroadcast, ncclSend,    ncclRecv};
 }
 
 }  // namespace
@@ -152,6 +192,6 @@ const TbCudaModule& standInGpuModule(int gpus) {
     return m;
 }
 
-StandInNcclCounts standInNcclCounts() { return {gAllReduce.load(), gReduce.load(), gBroadcast.load()}; }
+StandInNcclCounts standInNcclCounts() { return {gAllReduce.load(), gReduce.load(), gBroadcast.load(), gSend.load()}; }
 
 }  // namespace tbtest

@@ -2,8 +2,9 @@
 // tb::useCudaModule. Its "GPUs" are CPU backends behind the module side of the C boundary
 // (backend_export), and its NCCL makes the collectives on host memory, the ranks' threads meeting
 // as NCCL's ranks do: all-reduce, reduce to a root, broadcast from a root, sum or mean, fp32 or
-// bf16 (each partial sum rounded, as NCCL's ring does). So the C boundary, the registry's use of a
-// module, and the NCCL communicator's logic across several ranks run on a machine with no GPU.
+// bf16 (each partial sum rounded, as NCCL's ring does), and sends and receives between two ranks.
+// So the C boundary, the registry's use of a module, and the NCCL communicator's logic across
+// several ranks (pipeline stages' links included) run on a machine with no GPU.
 #pragma once
 #include "backend/cuda_module.h"
 
@@ -11,9 +12,10 @@ namespace tbtest {
 
 // The table for `gpus` stand-in GPUs (1 .. 8), each backend one CPU thread.
 const TbCudaModule& standInGpuModule(int gpus);
-// Collectives the stand-in NCCL has made so far (all-reduce, reduce, broadcast), over all ranks.
+// Collectives the stand-in NCCL has made so far (all-reduce, reduce, broadcast), over all ranks,
+// and point-to-point sends.
 struct StandInNcclCounts {
-    long allReduce = 0, reduce = 0, broadcast = 0;
+    long allReduce = 0, reduce = 0, broadcast = 0, send = 0;
 };
 StandInNcclCounts standInNcclCounts();
 

@@ -630,13 +630,25 @@ void PlacementDiagram::Painting::stagePicture() {
 
 QString PlacementDiagram::caption() const {
     if (!model_.stages.isEmpty()) {
-        QString text = tr("CPU stages share memory: 0 B cross between them a step");
-        if (model_.stageCopies) {
-            int64_t bytes = 0;  // each replica's boundaries, both ways
-            for (int64_t b : model_.boundaryBytes) bytes = b > 0 && bytes >= 0 ? bytes + 2 * b * model_.stageReplicas : -1;
-            text = bytes > 0 ? tr("explicit copies: %1 cross between the stages' buffers a step").arg(formatBytes(double(bytes)))
-                             : tr("explicit copies: the activations and their gradients cross between the stages' buffers");
+        // What crosses between memories: every boundary with explicit copies; otherwise those
+        // between two GPUs (NCCL). CPU stages, and stages sharing a GPU, read each other's buffers.
+        const bool gpus = model_.stages.front().device.startsWith(QLatin1String("gpu"));
+        int64_t bytes = 0;  // each replica's crossing boundaries, both ways (-1: not known yet)
+        int crossing = 0;
+        for (int s = 0; s < model_.boundaryBytes.size(); ++s) {
+            if (!model_.stageCopies && model_.stages[s].device == model_.stages[s + 1].device) continue;
+            if (!model_.stageCopies && !gpus) continue;
+            ++crossing;
+            const int64_t b = model_.boundaryBytes[s];
+            bytes = b > 0 && bytes >= 0 ? bytes + 2 * b * model_.stageReplicas : -1;
         }
+        const QString how = model_.stageCopies ? tr("explicit copies") : tr("NCCL send/recv between the GPUs");
+        QString text = crossing == 0 ? (gpus ? tr("stages on one GPU share its memory: 0 B cross between them a step")
+                                             : tr("CPU stages share memory: 0 B cross between them a step"))
+                       : bytes > 0 ? tr("%1: %2 cross between the stages' memories a step").arg(how, formatBytes(double(bytes)))
+                                   : tr("%1: the activations and their gradients cross between the stages' memories").arg(how);
+        if (crossing > 0 && crossing < model_.boundaryBytes.size())
+            text += tr("; 0 B where stages share a GPU");
         if (model_.processes > 1)
             text += tr("; in each of %1 processes, every stage's gradient averaged across them").arg(model_.processes);
         return text;
@@ -671,9 +683,10 @@ bool PlacementDiagram::event(QEvent* e) {
                 tb::ui::wrappedToolTip(
                     tr("Each stage holds a run of the model's layers on its own device. Every step, the activations "
                        "at each boundary go forward (the upper arrow) and their gradients come back (the lower one), "
-                       "as many bytes each way as the arrows say. CPU stages read them in place in the memory they "
-                       "share, so nothing crosses between memories (0 B moved), unless told to copy them (Transfers: "
-                       "copies), as stages on separate devices must.")),
+                       "as many bytes each way as the arrows say. CPU stages, and stages sharing a GPU (each on a "
+                       "stream of its own), read them in place in the memory they share, so nothing crosses between "
+                       "memories (0 B moved), unless told to copy them (Transfers: copies); stages on two GPUs send "
+                       "them with NCCL, and those bytes cross.")),
                 this);
             return true;
         }

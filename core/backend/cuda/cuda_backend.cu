@@ -316,13 +316,15 @@ int ncclAllReduce(TbNcclGroup* g, int rank, void* buf, size_t count, int bf16, i
 int ncclReduce(TbNcclGroup* g, int rank, const void* send, void* recv, size_t count, int bf16, int mean, int root,
                TbStream* s, TbError* err);
 int ncclBroadcast(TbNcclGroup* g, int rank, float* buf, size_t count, int root, TbStream* s, TbError* err);
+int ncclSend(TbNcclGroup* g, int rank, const float* buf, size_t count, int peer, TbStream* s, TbError* err);
+int ncclRecv(TbNcclGroup* g, int rank, float* buf, size_t count, int peer, TbStream* s, TbError* err);
 
 namespace {
 // The ABI first; the rows in cuda_module.h's order.
 TbCudaModule makeModule() {
     return {TB_CUDA_ABI,   deviceCount, deviceInfo,  versions,      createBackend, &exportedBackendInterface(),
             ncclCreate,    ncclMakeId,  ncclJoin,    ncclDestroy,   ncclAllReduce, ncclReduce,
-            ncclBroadcast};
+            ncclBroadcast, ncclSend,    ncclRecv};
 }
 }  // namespace
 }  // namespace tb::cuda

@@ -116,4 +116,17 @@ int ncclBroadcast(TbNcclGroup* g, int rank, float* buf, size_t count, int root, 
     return r == ncclSuccess ? TB_OK : failed(err, "ncclBroadcast", r);
 }
 
+// Each its own group, as the collectives: the two ranks of a link are driven by two stage threads.
+int ncclSend(TbNcclGroup* g, int rank, const float* buf, size_t count, int peer, TbStream* s, TbError* err) {
+    cudaSetDevice(g->devices[size_t(rank)]);
+    const ncclResult_t r = ::ncclSend(buf, count, ncclFloat, peer, g->comms[size_t(rank)], queue(s));
+    return r == ncclSuccess ? TB_OK : failed(err, "ncclSend", r);
+}
+
+int ncclRecv(TbNcclGroup* g, int rank, float* buf, size_t count, int peer, TbStream* s, TbError* err) {
+    cudaSetDevice(g->devices[size_t(rank)]);
+    const ncclResult_t r = ::ncclRecv(buf, count, ncclFloat, peer, g->comms[size_t(rank)], queue(s));
+    return r == ncclSuccess ? TB_OK : failed(err, "ncclRecv", r);
+}
+
 }  // namespace tb::cuda
