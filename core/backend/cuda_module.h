@@ -201,6 +201,9 @@ typedef struct TbCudaModule {
      * A rank's sends to one peer arrive in the order sent. */
     int (*ncclSend)(TbNcclGroup* group, int rank, const float* buf, size_t count, int peer, TbStream* s, TbError* err);
     int (*ncclRecv)(TbNcclGroup* group, int rank, float* buf, size_t count, int peer, TbStream* s, TbError* err);
+    /* Ends every operation of the group still pending (ncclCommAbort), so that ranks blocked in a
+     * send or receive whose peer failed return; afterwards the group is only destroyed. */
+    void (*ncclAbort)(TbNcclGroup* group);
 } TbCudaModule;
 
 /* The ABI a side was compiled with (cuda_module_abi.h defines TB_CUDA_MODULE_H_SHA256). */

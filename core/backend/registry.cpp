@@ -250,6 +250,8 @@ void NcclGroup::send(int rank, const float* buf, size_t count, int peer, Stream 
     checkModuleCall(moduleOf(module_).ncclSend(groupOf(group_), rank, buf, count, peer, handleOf(s), &err), err);
 }
 
+void NcclGroup::abort() { moduleOf(module_).ncclAbort(groupOf(group_)); }
+
 void NcclGroup::recv(int rank, float* buf, size_t count, int peer, Stream s) {
     TbError err;
     checkModuleCall(moduleOf(module_).ncclRecv(groupOf(group_), rank, buf, count, peer, handleOf(s), &err), err);

@@ -71,6 +71,9 @@ public:
     // sends to one peer arrive in the order sent.
     void send(int rank, const float* buf, size_t count, int peer, Stream s);
     void recv(int rank, float* buf, size_t count, int peer, Stream s);
+    // Ends the group's pending operations (a peer failed): ranks blocked in them return. Then
+    // the group is only destroyed. Safe from any thread.
+    void abort();
 
 private:
     const void* module_;  // the TbCudaModule

@@ -3,6 +3,7 @@
 #include <algorithm>
 #include <climits>
 #include <cmath>
+#include <cstdlib>
 
 #include "backend/registry.hpp"
 #include "util/error.hpp"
@@ -203,15 +204,52 @@ void StagePipeline::link(Worker& w, Worker& prev, bool copies) {
     for (size_t k = 0; k < w.slots.size(); ++k) w.inputs.push_back(w.backend->empty(Shape{microBatch_, in.h, in.w, in.c}));
     w.inputGrad = w.backend->empty(Shape{microBatch_, in.h, in.w, in.c});
     if (w.link != Worker::Link::Nccl) return;
+    // With one hardware queue a GPU runs its streams' NCCL kernels in the order they were
+    // posted, and the two stages post their sends and receives in different orders (1f1b).
+    if (const char* c = std::getenv("CUDA_DEVICE_MAX_CONNECTIONS"); c && std::atoi(c) == 1)
+        throw Error("--stages: stages on two GPUs send and receive on several streams at once, which "
+                    "CUDA_DEVICE_MAX_CONNECTIONS=1 serialises into a deadlock; unset it");
     const std::vector<int> pair{prev.device.index, w.device.index};
     w.fromPrev = std::make_unique<NcclGroup>(pair);
     w.toPrev = std::make_unique<NcclGroup>(pair);
-    prev.sendNext = prev.backend->createStream();
+    prev.sendNext = prev.backend->createCopyStream();
     for (size_t k = 0; k < prev.slots.size(); ++k) prev.sentOutput.push_back(prev.backend->createEvent());
-    w.sendPrev = w.backend->createStream();
+    w.sendPrev = w.backend->createCopyStream();
     w.sentInputGrad = w.backend->createEvent();
     for (Worker* x : {&w, &prev})
         if (!x->computed) x->computed = x->backend->createEvent();
+    // NCCL connects a pair of ranks on its first send and receive, and that first call waits for
+    // the peer's: the stage threads, whose sends come before the peer is told to receive, would
+    // wait for each other. So each direction's first transfer is made here, both ranks at once.
+    const size_t count = size_t(w.inputGrad.numel());
+    connect(*w.fromPrev, 0, prev, prev.sendNext, prev.slots.front()->output(), w, w.stream, w.input(0), count);
+    connect(*w.toPrev, 1, w, w.sendPrev, w.inputGrad.data(), prev, prev.stream, prev.outputGrad(0), count);
+}
+
+// One transfer over `group` from rank `sender` (worker `from`, on stream `out`) to the other rank
+// (worker `to`, on stream `in`), the two calls from two threads; the group aborted if either fails.
+void StagePipeline::connect(NcclGroup& group, int sender, Worker& from, Stream out, const float* src, Worker& to,
+                            Stream in, float* dst, size_t count) {
+    std::exception_ptr sendError;
+    std::thread sending([&] {
+        try {
+            group.send(sender, src, count, 1 - sender, out);
+            from.backend->synchronize(out);
+        } catch (...) {
+            sendError = std::current_exception();
+            group.abort();
+        }
+    });
+    try {
+        group.recv(1 - sender, dst, count, sender, in);
+        to.backend->synchronize(in);
+    } catch (...) {
+        group.abort();
+        sending.join();
+        throw;
+    }
+    sending.join();
+    if (sendError) std::rethrow_exception(sendError);
 }
 
 Device StagePipeline::laneDevice(int lane) const { return workers_[size_t(lane)]->device; }
@@ -249,9 +287,13 @@ bool StagePipeline::waitFor(std::atomic<int>& done, int micro) {
     return !failed_;
 }
 
-// Lets every worker waiting on another go on (and stop: waitFor says the step failed).
+// Lets every worker waiting on another go on (and stop: waitFor says the step failed), those
+// blocked in an NCCL transfer whose peer failed included (their groups aborted).
 void StagePipeline::fail() {
     failed_ = true;
+    for (auto& w : workers_)
+        for (NcclGroup* g : {w->fromPrev.get(), w->toPrev.get()})
+            if (g) g->abort();
     for (auto& w : workers_) {
         w->forwards.store(INT_MAX / 2, std::memory_order_release);
         w->backwards.store(INT_MAX / 2, std::memory_order_release);

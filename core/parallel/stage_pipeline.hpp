@@ -147,6 +147,8 @@ private:
     std::shared_ptr<Backend> backendFor(const Device& d, const StagePipelineSetup& setup);
     void link(Worker& w, Worker& prev, bool copies);
     void send(Worker& w, Stream queue, NcclGroup& group, int rank, const float* buf, size_t count, Event sent);
+    static void connect(NcclGroup& group, int sender, Worker& from, Stream out, const float* src, Worker& to,
+                        Stream in, float* dst, size_t count);
     Worker& worker(int replica, int stage) { return *workers_[size_t(replica * stages() + stage)]; }
 
     int micro_, microBatch_, replicas_;

@@ -3,10 +3,12 @@
 #include <algorithm>
 #include <atomic>
 #include <barrier>
+#include <chrono>
 #include <condition_variable>
 #include <deque>
 #include <map>
 #include <mutex>
+#include <set>
 #include <cstdio>
 #include <cstring>
 #include <memory>
@@ -20,8 +22,11 @@
 
 // The ranks of one group meet at `meet` twice per collective: once every rank's buffers are
 // known (then each reads what it needs), and once every rank has read (then each writes its own).
-// Point to point: a send leaves a copy in the (sender, receiver) mailbox and returns (NCCL's
-// sends of small messages do not wait for their receive either); a receive waits for the oldest.
+// Point to point: a send leaves a copy in the (sender, receiver) mailbox and returns (once queued,
+// NCCL's sends do not hold the calling thread either); a receive waits for the oldest. But, as
+// NCCL connects a pair of ranks on its first use and that first call waits for the peer's, a
+// send on a pair whose receiver has not yet received waits for it, and fails after 5 s (where
+// NCCL would hang). Abort wakes every wait with an error.
 struct TbNcclGroup {
     explicit TbNcclGroup(int n) : ranks(n), send(size_t(n)), recv(size_t(n)), meet(n) {}
     int ranks;
@@ -31,6 +36,8 @@ struct TbNcclGroup {
     std::mutex mailMutex;
     std::condition_variable mailArrived;
     std::map<std::pair<int, int>, std::deque<std::vector<float>>> mail;
+    std::set<std::pair<int, int>> connected;  // (sender, receiver) pairs the receiver has joined
+    bool aborted = false;
 };
 
 namespace tbtest {
@@ -155,7 +162,13 @@ int checkPeer(const TbNcclGroup& g, int rank, int peer, TbError* err) {
 int ncclSend(TbNcclGroup* g, int rank, const float* buf, size_t count, int peer, TbStream*, TbError* err) {
     if (checkPeer(*g, rank, peer, err) != TB_OK) return TB_ERROR;
     {
-        std::lock_guard lock(g->mailMutex);
+        std::unique_lock lock(g->mailMutex);
+        if (!g->mailArrived.wait_for(lock, std::chrono::seconds(5),
+                                     [&] { return g->aborted || g->connected.count({rank, peer}); }))
+            return fail(err, "NCCL: rank " + std::to_string(rank) + "'s first send to rank " + std::to_string(peer) +
+                                 " waited 5 s for its first receive (NCCL connects a pair on its first use, both "
+                                 "ranks calling)");
+        if (g->aborted) return fail(err, "NCCL: the group was aborted");
         g->mail[{rank, peer}].emplace_back(buf, buf + count);
     }
     g->mailArrived.notify_all();
@@ -167,7 +180,10 @@ int ncclRecv(TbNcclGroup* g, int rank, float* buf, size_t count, int peer, TbStr
     if (checkPeer(*g, rank, peer, err) != TB_OK) return TB_ERROR;
     std::unique_lock lock(g->mailMutex);
     auto& box = g->mail[{peer, rank}];
-    g->mailArrived.wait(lock, [&] { return !box.empty(); });
+    g->connected.insert({peer, rank});
+    g->mailArrived.notify_all();
+    g->mailArrived.wait(lock, [&] { return g->aborted || !box.empty(); });
+    if (box.empty()) return fail(err, "NCCL: the group was aborted");
     std::vector<float> message = std::move(box.front());
     box.pop_front();
     if (message.size() != count)
@@ -177,11 +193,19 @@ int ncclRecv(TbNcclGroup* g, int rank, float* buf, size_t count, int peer, TbStr
     return TB_OK;
 }
 
+void ncclAbort(TbNcclGroup* g) {
+    {
+        std::lock_guard lock(g->mailMutex);
+        g->aborted = true;
+    }
+    g->mailArrived.notify_all();
+}
+
 // The ABI first; the rows in cuda_module.h's order.
 TbCudaModule makeModule() {
     return {TB_CUDA_ABI,   deviceCount, deviceInfo,  versions,      createBackend, &tb::exportedBackendInterface(),
             ncclCreate,    ncclMakeId,  ncclJoin,    ncclDestroy,   ncclAllReduce, ncclReduce,
-            ncclBroadcast, ncclSend,    ncclRecv};
+            ncclBroadcast, ncclSend,    ncclRecv,    ncclAbort};
 }
 
 }  // namespace

@@ -73,10 +73,10 @@ void trainsAsOneDevice(const Case& c, const Trained& one, double tolerance) {
     const double d = relativeDifference(one.weights, pipe.weights);
     CHECK(d <= tolerance, "%s: weights after %d steps: relative difference %g", c.name, kSteps, d);
     // NCCL's sends (stand-in GPUs count them): per step, each boundary's M micro-batches forward
-    // and M gradients back.
+    // and M gradients back; and one each way per boundary before the first step, which connects it.
     const long sends = standInNcclCounts().send - sendsBefore;
     if (c.separateMemories && !c.copies && gpuRuntime().modulePath == "stand-in GPUs")
-        CHECK(sends == long(kSteps) * 2 * c.micro * long(c.ranges.size() - 1), "%s: %ld NCCL sends", c.name, sends);
+        CHECK(sends == (long(kSteps) * c.micro + 1) * 2 * long(c.ranges.size() - 1), "%s: %ld NCCL sends", c.name, sends);
     std::printf("%-44s loss %.6f -> %.6f, weights within %.2g, %lld bytes per step\n", c.name, pipe.losses.front(),
                 pipe.losses.back(), d, static_cast<long long>(pipe.bytesMoved.front()));
 }

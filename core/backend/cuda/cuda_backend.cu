@@ -318,13 +318,14 @@ int ncclReduce(TbNcclGroup* g, int rank, const void* send, void* recv, size_t co
 int ncclBroadcast(TbNcclGroup* g, int rank, float* buf, size_t count, int root, TbStream* s, TbError* err);
 int ncclSend(TbNcclGroup* g, int rank, const float* buf, size_t count, int peer, TbStream* s, TbError* err);
 int ncclRecv(TbNcclGroup* g, int rank, float* buf, size_t count, int peer, TbStream* s, TbError* err);
+void ncclAbort(TbNcclGroup* g);
 
 namespace {
 // The ABI first; the rows in cuda_module.h's order.
 TbCudaModule makeModule() {
     return {TB_CUDA_ABI,   deviceCount, deviceInfo,  versions,      createBackend, &exportedBackendInterface(),
             ncclCreate,    ncclMakeId,  ncclJoin,    ncclDestroy,   ncclAllReduce, ncclReduce,
-            ncclBroadcast, ncclSend,    ncclRecv};
+            ncclBroadcast, ncclSend,    ncclRecv,    ncclAbort};
 }
 }  // namespace
 }  // namespace tb::cuda

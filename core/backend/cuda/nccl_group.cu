@@ -8,6 +8,7 @@
 #include <cstdio>
 #include <cstring>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include "backend/cuda/cuda_stream.hpp"
@@ -87,8 +88,14 @@ int ncclJoin(int n, const int* devices, int worldRanks, int firstRank, const cha
 
 void ncclDestroy(TbNcclGroup* g) {
     if (!g) return;
-    for (ncclComm_t c : g->comms) ncclCommDestroy(c);
+    for (ncclComm_t c : g->comms)
+        if (c) ncclCommDestroy(c);
     delete g;
+}
+
+void ncclAbort(TbNcclGroup* g) {
+    for (ncclComm_t& c : g->comms)
+        if (c) ncclCommAbort(std::exchange(c, nullptr));
 }
 
 // Each call is its own group: a rank's thread may enqueue several without blocking the others.
