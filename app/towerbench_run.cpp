@@ -153,18 +153,19 @@ Data parallelism (the seeds' tower pattern; docs/user-guide.md):
                       NCCL and between processes); the variables always move in fp32. Not
                       with averaging every K steps; a GPU holder takes them through NCCL only
 
-Model parallelism (CPU stages, synchronous; under mpirun every process runs the stages on its
-share of the batch, each stage's gradient averaged over the processes; not yet combined with
---towers, --update async, --average-every, --ps-* or --slow):
+Model parallelism (synchronous; CPU stages, or GPU stages: gpu:0*2 two sharing one GPU, a
+stream each, or one per GPU, NCCL send/recv between them; under mpirun every process runs CPU
+stages on its share of the batch, each stage's gradient averaged over the processes; not yet
+combined with --towers, --update async, --average-every, --ps-* or --slow):
   --stages SPEC       the model's layers split into consecutive stages, each on its own device
-                      and thread team: N (cpu:0 .. cpu:N-1), DEV,DEV,... or DEV*K, split to
-                      balance each layer's measured time; or explicit DEV=FROM..TO,... by layer
-                      name or 0-based index (mnist_cnn: cpu:0=conv1..pool2,cpu:1=fc1..logits). A
-                      layer's name is the model file's, else its type and index (relu1, flatten6).
-                      The split chosen is kept in the run's config.json and plan.json.
+                      and thread team or stream: N (cpu:0 .. cpu:N-1), DEV,DEV,... or DEV*K,
+                      split to balance each layer's measured time; or explicit DEV=FROM..TO,...
+                      by layer name or 0-based index (mnist_cnn: cpu:0=conv1..pool2,
+                      cpu:1=fc1..logits). A layer's name is the model file's, else its type and
+                      index (relu1, flatten6). The split is kept in config.json and plan.json.
                       auto: the fewest stages the memory estimate fits, one per GPU; one device
                       (gpu:0, or without GPUs the CPU) where the model fits there, as CPU
-                      stages share host memory (GPU stages are not built yet: refused)
+                      stages share host memory
   --pipeline S        naive (default: the whole batch through the stages in turn), gpipe (every
                       micro-batch forward, then every backward) or 1f1b (one forward, one
                       backward; at most S - s micro-batches' activations on stage s)

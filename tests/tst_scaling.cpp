@@ -260,7 +260,7 @@ private slots:
         st.strategies = {"naive"};
         RunConfig gpu = tinySweepBase();
         gpu.towers = "gpu:0*2";
-        QVERIFY(errorOf([&] { sweepPoints(gpu, st); }).contains("pipelines of GPU stages are not built yet"));
+        QVERIFY(errorOf([&] { sweepPoints(gpu, st); }).contains("sweeps of pipelines on GPU stages are not built yet"));
     }
 
     // Threads that share cores share them in every phase, not only compute: 4 towers on 2 cores

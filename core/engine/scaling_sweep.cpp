@@ -126,7 +126,7 @@ std::vector<SweepPoint> sweepPoints(const RunConfig& base, const SweepSettings& 
     settings.validate();
     for (const std::string& s : settings.strategies)
         if (pipelineStrategy(s) && base.towers.starts_with("gpu"))
-            throw Error("--sweep-strategies: " + s + ": pipelines of GPU stages are not built yet; sweep them with CPU towers");
+            throw Error("--sweep-strategies: " + s + ": sweeps of pipelines on GPU stages are not built yet; sweep them with CPU towers (a run takes --stages gpu:0*2)");
     const int perTower = base.batchPerTower > 0 ? base.batchPerTower : base.batch;
     std::vector<int> counts = settings.towers;
     std::sort(counts.begin(), counts.end());

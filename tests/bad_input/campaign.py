@@ -4,7 +4,8 @@ towerbench-run, each case with the outcome it must have. Run it with one command
 
     python3 tests/bad_input/campaign.py build/app/towerbench-run [--table docs/bad-input-campaign.md]
 
-Every case runs in a scratch folder with a 60 s limit and 4 GiB of address space. Outcomes:
+Every case runs in a scratch folder with a 60 s limit and 4 GiB of address space, as many at once
+as there are cores (--jobs). Outcomes:
   refused          exit 2, one printable line on stderr that names the file or flag at fault,
                    in the program's words (no library exception text), nothing on stdout
   ran              exit 0 and a JSON summary as the last line of stdout (allowed only where the
@@ -15,7 +16,8 @@ Every case runs in a scratch folder with a 60 s limit and 4 GiB of address space
   hang             over 60 s
   memory           'out of memory', or over 1 GiB resident
 The exit status is 1 if any case ends in one of the last five."""
-import argparse, collections, gzip, json, os, re, resource, shutil, signal, struct, subprocess, sys, tempfile, time
+import argparse, collections, concurrent.futures, gzip, json, os, re, resource, shutil, signal, struct, subprocess, sys, \
+    tempfile, threading, time
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 ROOT = os.path.dirname(os.path.dirname(HERE))
@@ -451,6 +453,35 @@ def flag_cases(c):
 
 
 # ------------------------------------------------------------------ running
+def wait_with_usage(p, timeout):
+    """The child's stdout, stderr, exit code (negative: signal) and its own largest resident size
+    (KiB, from wait4), or None for the code when it ran past `timeout` (then killed). The pipes are
+    read on threads while this one waits, so a chatty child never blocks on a full pipe."""
+    chunks = {}
+
+    def drain(name, pipe):
+        chunks[name] = pipe.read()
+
+    readers = [threading.Thread(target=drain, args=(n, f)) for n, f in (("out", p.stdout), ("err", p.stderr))]
+    for r in readers:
+        r.start()
+    deadline, code, usage = time.monotonic() + timeout, None, None
+    while True:
+        pid, status, usage = os.wait4(p.pid, os.WNOHANG)
+        if pid:
+            code = os.waitstatus_to_exitcode(status)
+            break
+        if time.monotonic() > deadline:
+            p.kill()
+            _, _, usage = os.wait4(p.pid, 0)
+            break
+        time.sleep(0.005)
+    p.returncode = code if code is not None else -signal.SIGKILL  # reaped here: Popen must not wait again
+    for r in readers:
+        r.join()
+    return chunks["out"], chunks["err"], code, usage.ru_maxrss
+
+
 def run_case(binary, case, cwd, env, asan):
     start = time.monotonic()
     # AddressSanitizer reserves terabytes of address space for its shadow: no ulimit -v there;
@@ -458,31 +489,26 @@ def run_case(binary, case, cwd, env, asan):
     limit = None if asan else lambda: resource.setrlimit(resource.RLIMIT_AS, (AS_LIMIT, AS_LIMIT))
     p = subprocess.Popen([binary] + case.args, cwd=cwd, env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
                          preexec_fn=limit)
-    try:
-        out, err = p.communicate(timeout=TIMEOUT_S)
-    except subprocess.TimeoutExpired:
-        p.kill()
-        p.communicate()
-        return "hang", "over %d s" % TIMEOUT_S, time.monotonic() - start
+    out, err, code, rss_kb = wait_with_usage(p, TIMEOUT_S)
     seconds = time.monotonic() - start
-    # The largest resident size of any child so far: it grew past the limit with this case.
-    rss_kb = resource.getrusage(resource.RUSAGE_CHILDREN).ru_maxrss
-    if rss_kb > RSS_LIMIT_KB and rss_kb > run_case.peak_kb:
-        run_case.peak_kb = rss_kb
+    if code is None:
+        return "hang", "over %d s" % TIMEOUT_S, seconds
+    run_case.peak_kb = max(run_case.peak_kb, rss_kb)
+    if rss_kb > RSS_LIMIT_KB:  # this case's own process, its largest resident size
         return "memory", "%.0f MiB resident" % (rss_kb / 1024), seconds
     err_text = err.decode("utf-8", "replace")
     lines = [l for l in err_text.split("\n") if l.strip()]
-    if p.returncode < 0:
-        return "crash", "signal %d: %s" % (-p.returncode, err_text[-300:]), seconds
+    if code < 0:
+        return "crash", "signal %d: %s" % (-code, err_text[-300:]), seconds
     if "out of memory" in err_text:
         return "memory", err_text.strip()[:300], seconds
-    if p.returncode == 0:
+    if code == 0:
         last = out.decode("utf-8", "replace").strip().split("\n")[-1] if out.strip() else ""
         if not case.may_run:
             return "silent success", last[:200], seconds
         return ("ran", "", seconds) if last.startswith("{") or case.args[:1] in (["runs"],) else \
             ("bad message", "exit 0 without a summary: " + last[:200], seconds)
-    if p.returncode == 2:
+    if code == 2:
         if len(lines) != 1:
             return "bad message", "%d lines: %s" % (len(lines), err_text[:300]), seconds
         line = lines[0]
@@ -495,7 +521,7 @@ def run_case(binary, case, cwd, env, asan):
         if out.strip():
             return "bad message", "stdout not empty: " + out.decode()[:100], seconds
         return "refused", line, seconds
-    return "crash", "exit %d: %s" % (p.returncode, err_text[-300:]), seconds
+    return "crash", "exit %d: %s" % (code, err_text[-300:]), seconds
 
 
 run_case.peak_kb = 0
@@ -507,6 +533,7 @@ def main():
     ap.add_argument("--table", help="also write the outcome table (Markdown) to this file")
     ap.add_argument("--only", help="only the groups whose name contains this")
     ap.add_argument("--list", action="store_true", help="every case with its outcome and line")
+    ap.add_argument("--jobs", type=int, default=os.cpu_count() or 1, help="cases at once (default: the cores)")
     a = ap.parse_args()
     binary = os.path.abspath(a.binary)
     with tempfile.TemporaryDirectory(prefix="tb-bad-input-") as work:
@@ -530,15 +557,18 @@ def main():
         bad = []
         t0 = time.monotonic()
         slowest = (0, None)
-        for case in cases:
-            outcome, detail, seconds = run_case(binary, case, cwd, env, asan)
+        # The cases are independent (each its own folder; runs make their folders atomically), so
+        # they run a core each, in the order listed.
+        with concurrent.futures.ThreadPoolExecutor(max_workers=a.jobs) as pool:
+            results = list(pool.map(lambda case: run_case(binary, case, cwd, env, asan), cases))
+        for case, (outcome, detail, seconds) in zip(cases, results):
             slowest = max(slowest, (seconds, case.name))
             outcomes.setdefault(case.group, collections.Counter())[outcome] += 1
             if outcome not in ("refused", "ran"):
                 bad.append((case, outcome, detail))
             if a.list:
                 print("%-15s %-14s %-60s %s" % (case.group[:15], outcome, case.name[:60], detail[:150]))
-        rss_mb = resource.getrusage(resource.RUSAGE_CHILDREN).ru_maxrss / 1024
+        rss_mb = run_case.peak_kb / 1024
     cols = ["refused", "ran", "silent success", "bad message", "crash", "hang", "memory"]
     rows = ["| group | cases | " + " | ".join(cols) + " |", "|---|---:|" + "---:|" * len(cols)]
     total = collections.Counter()
