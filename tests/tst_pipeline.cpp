@@ -445,6 +445,16 @@ private slots:
         QCOMPARE(r.err.trimmed().count('\n'), 0);  // one sentence
     }
 
+    // What trains a run with stages is its stages' devices (bf16 is checked on them), not the
+    // plan's default tower.
+    void stagesAreTheRunsDevices() {
+        RunPlan run;
+        run.plan.towers = {Device{DeviceType::Cpu, 0}};
+        QCOMPARE(run.devices(), run.plan.towers);
+        run.stages = parseStagePlan("gpu:0*2=0..2,gpu:0*2=3..5", {"a", "b", "c", "d", "e", "f"});
+        QCOMPARE(run.devices(), (std::vector<Device>{Device{DeviceType::Cuda, 0}, Device{DeviceType::Cuda, 0}}));
+    }
+
     void refusals() {
         const ModelSpec spec = stagedCnn();
         StagePipelineSetup setup = twoStages(5);

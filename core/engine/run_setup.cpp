@@ -112,8 +112,12 @@ OptimizerSettings optimizerSettings(const RunConfig& c) {
 // Bf16 matrix work runs on CPU towers of a processor with bf16 instructions (cpuBf16Missing)
 // and on GPUs with bf16 tensor cores (compute capability 8.0 and later).
 void checkPrecision(const std::string& precision, const DeploymentPlan& plan, const std::vector<GpuInfo>& gpus) {
+    checkPrecision(precision, plan.towers, gpus);
+}
+
+void checkPrecision(const std::string& precision, const std::vector<Device>& devices, const std::vector<GpuInfo>& gpus) {
     if (precision != "bf16") return;
-    for (const Device& d : plan.towers) {
+    for (const Device& d : devices) {
         if (d.type == DeviceType::Cpu) {
             if (const std::string why = cpuBf16Missing(); !why.empty()) throw Error(why);
             continue;
@@ -260,6 +264,13 @@ std::string resolveAutoStages(RunConfig& c, const ModelSpec& spec, const std::ve
     if (c.pipeline.empty()) c.pipeline = "naive";
     return "--stages auto: " + spec.name + " fits in " + std::to_string(split.count) + " stages over " +
            gpuList(split.count) + " (" + sizes(split.bytes) + " estimated): " + c.stages;
+}
+
+std::vector<Device> RunPlan::devices() const {
+    if (!stages) return plan.towers;
+    std::vector<Device> out;
+    for (const Stage& s : stages->stages) out.push_back(s.device);
+    return out;
 }
 
 RunPlan RunPlan::of(const RunConfig& c, const ProcessRoles& roles, RunFolder* folder) {

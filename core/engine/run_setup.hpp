@@ -45,6 +45,7 @@ void checkProcessRoles(const RunConfig& config, int processes);
 // Refuses --precision bf16 where it cannot run (CPU towers on a processor without bf16
 // instructions; a GPU of `gpus` older than Ampere), in one sentence naming what is missing.
 void checkPrecision(const std::string& precision, const DeploymentPlan& plan, const std::vector<GpuInfo>& gpus);
+void checkPrecision(const std::string& precision, const std::vector<Device>& devices, const std::vector<GpuInfo>& gpus);
 // The model takes the data's samples (CIFAR: their 24x24 crops) and has a logit for every label.
 void checkModelFitsData(const ModelSpec& spec, int outputs, const DataSplits& data, const std::string& dataSpec);
 // The refusal of a resume whose run has trained all of its `total` steps.
@@ -91,6 +92,8 @@ struct RunPlan {
     std::optional<Checkpoint> resumeFrom;
     std::string note;  // what the run's start says besides its plan (--stages auto's choice)
     static RunPlan of(const RunConfig& c, const ProcessRoles& roles, RunFolder* folder);
+    // The devices that train: the stages' where there are stages, else the towers'.
+    std::vector<Device> devices() const;
 };
 
 }  // namespace tb

@@ -87,7 +87,7 @@ TrainingRun::TrainingRun(RunPlan& run, DataSplits data, int cores, int machineCo
                     (validation > 0 ? " (after " + std::to_string(validation) + " held out for validation)" : std::string()));
     if (plan.update == UpdateMode::Async && c_.emaDecay > 0)
         throw Error("--ema-decay: the moving average needs synchronous updates (--update sync)");
-    checkPrecision(c_.precision, plan, gpuRuntime().gpus);
+    checkPrecision(c_.precision, run.devices(), gpuRuntime().gpus);  // (GPU stages: their GPUs, not the CPU)
     const OptimizerSettings opt = optimizerSettings(c_);
     checkRunFits(run, data_, opt);
 
