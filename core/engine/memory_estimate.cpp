@@ -93,8 +93,8 @@ size_t estimateStageBytes(const ModelSpec& spec, const StagePipelineSetup& setup
     // Explicit copies, or a GPU other than the stage before's (NCCL receives into buffers of the
     // stage's own): an input per slot and one input gradient, of the stage before's output.
     const auto& d = setup.devices;
-    const bool ownInput = stage > 0 && (setup.copies || (d.size() == size_t(count) && d[size_t(stage)].type == DeviceType::Cuda &&
-                                                          d[size_t(stage)] != d[size_t(stage) - 1]));
+    const bool ownInput = stage > 0 && (setup.copies ||
+                                        (d.size() == size_t(count) && ownsInput(d[size_t(stage) - 1], d[size_t(stage)], false)));
     const size_t input = ownInput ? size_t(microBatch) * size_t(layerOutputDims(spec, first - 1).size()) * sizeof(float) : 0;
     const size_t activations = held * (net.activations + net.saved + outputGrad + input) + input;
     const size_t perReplica = net.grads * (micro > 1 ? 2 : 1);
@@ -110,7 +110,7 @@ std::vector<MemoryNeed> estimatePipelineMemory(const ModelSpec& spec, const Stag
     NeedsByMemory::add(needs.at(Device{}), eval.activations + eval.saved, "evaluation network");
     // GPU stages keep their variables on their GPUs; evaluation reads a copy gathered into host
     // memory (and the moving average lives beside it).
-    if (!setup.devices.empty() && setup.devices.front().type == DeviceType::Cuda)
+    if (anyGpu(setup.devices))
         NeedsByMemory::add(needs.at(Device{}), eval.params * (ema ? 2 : 1), "variables gathered from the stages");
     for (int s = 0; s < int(setup.ranges.size()); ++s)
         NeedsByMemory::add(needs.at(setup.devices[size_t(s)]), estimateStageBytes(spec, setup, schedule, s, slots, ema),

@@ -266,12 +266,7 @@ std::string resolveAutoStages(RunConfig& c, const ModelSpec& spec, const std::ve
            gpuList(split.count) + " (" + sizes(split.bytes) + " estimated): " + c.stages;
 }
 
-std::vector<Device> RunPlan::devices() const {
-    if (!stages) return plan.towers;
-    std::vector<Device> out;
-    for (const Stage& s : stages->stages) out.push_back(s.device);
-    return out;
-}
+std::vector<Device> RunPlan::devices() const { return stages ? stages->devices() : plan.towers; }
 
 RunPlan RunPlan::of(const RunConfig& c, const ProcessRoles& roles, RunFolder* folder) {
     RunPlan r;
@@ -286,6 +281,7 @@ RunPlan RunPlan::of(const RunConfig& c, const ProcessRoles& roles, RunFolder* fo
         local.batch = c.batch / roles.workers;
     }
     r.spec = findModel(c.model);
+    const int microBatch = std::max(1, c.batch / std::max(1, c.microBatches * c.stageReplicas));  // the balancer's batch
     if (c.stages == "auto") {
         if (roles.group) throw Error("--stages auto: model parallelism across mpirun processes is not built yet; run one process");
         std::vector<size_t> gpuFree;
@@ -293,10 +289,9 @@ RunPlan RunPlan::of(const RunConfig& c, const ProcessRoles& roles, RunFolder* fo
             gpuFree.push_back(makeBackend(Device{DeviceType::Cuda, g})->memoryInfo().freeBytes);
         // (Each layer's seconds on one CPU thread at the micro-batch's size, measured only where
         // the model is split: a model too large for one GPU is not measured whole on one.)
-        const int micro = std::max(1, c.batch / std::max(1, c.microBatches * c.stageReplicas));
         r.note = resolveAutoStages(r.config, r.spec, gpuFree, hostMemoryAvailable(), [&] {
             auto backend = makeCpuBackend(1);
-            return measureLayerSeconds(r.spec, *backend, micro, 3);
+            return measureLayerSeconds(r.spec, *backend, microBatch, 3);
         });
         local.stages = r.config.stages;
         local.towers = r.config.towers;
@@ -310,13 +305,12 @@ RunPlan RunPlan::of(const RunConfig& c, const ProcessRoles& roles, RunFolder* fo
         std::vector<std::string> names;
         for (const LayerSpec& l : r.spec.layers) names.push_back(l.name);
         StagePlan stages = parseStagePlan(r.config.stages, names);
-        std::vector<Device> devices;
-        for (const Stage& s : stages.stages) devices.push_back(s.device);
+        const std::vector<Device> devices = stages.devices();
         checkStageDevices(devices, c.stageReplicas, roles.group != nullptr);  // before any data is loaded
         if (stages.balanced) {  // by each layer's seconds at the micro-batch's size (on one thread; on the first GPU)
             auto backend = devices.front().type == DeviceType::Cpu ? makeCpuBackend(1) : makeBackend(devices.front());
             const std::vector<std::pair<int, int>> split = balanceStages(
-                measureLayerSeconds(r.spec, *backend, std::max(1, c.batch / std::max(1, c.microBatches * c.stageReplicas)), 3),
+                measureLayerSeconds(r.spec, *backend, microBatch, 3),
                 stages.count());
             for (size_t s = 0; s < split.size(); ++s) std::tie(stages.stages[s].first, stages.stages[s].last) = split[s];
             stages.balanced = false;

@@ -19,10 +19,8 @@ double seconds(Clock::time_point a, Clock::time_point b) { return std::chrono::d
 // micro-batches over the replicas, each stage's replica a thread team of its share of `cores`.
 StagePipelineSetup pipelineSetup(const RunPlan& run, const OptimizerSettings& opt, int cores) {
     StagePipelineSetup setup;
-    for (const Stage& s : run.stages->stages) {
-        setup.ranges.emplace_back(s.first, s.last);
-        setup.devices.push_back(s.device);
-    }
+    for (const Stage& s : run.stages->stages) setup.ranges.emplace_back(s.first, s.last);
+    setup.devices = run.stages->devices();
     setup.batch = run.plan.batchPerTower;
     setup.microBatches = run.config.microBatches;
     setup.replicas = run.config.stageReplicas;
@@ -57,9 +55,7 @@ void checkRunFits(const RunPlan& run, const DataSplits& data, const OptimizerSet
                         available, "--model " + run.spec.name);
     } catch (const Error& e) {
         // A model too large for one GPU: say how many stages over the GPUs would hold it.
-        const bool gpuTowers = std::any_of(run.plan.towers.begin(), run.plan.towers.end(),
-                                           [](const Device& d) { return d.type == DeviceType::Cuda; });
-        if (!gpuTowers || run.plan.towerCount() != 1) throw;
+        if (!anyGpu(run.plan.towers) || run.plan.towerCount() != 1) throw;
         std::vector<size_t> gpuFree;
         for (int g = 0; g < gpuCount(); ++g) gpuFree.push_back(available(Device{DeviceType::Cuda, g}));
         throw Error(e.what() + stageCountAdvice(run.config, run.spec, run.plan.batchPerTower, gpuFree));
@@ -172,7 +168,7 @@ TrainingRun::TrainingRun(RunPlan& run, DataSplits data, int cores, int machineCo
     // GPU telemetry (GPU towers or stages); runs without a GPU never touch NVML, which starts up here, before the
     // training clock does.
     std::string noTelemetry;
-    if (std::any_of(sum_.plan.towers.begin(), sum_.plan.towers.end(), [](const Device& d) { return d.type == DeviceType::Cuda; })) {
+    if (anyGpu(sum_.plan.towers)) {
         telemetry_ = makeNvmlSource(&noTelemetry);
         if (!telemetry_) noTelemetry = "; no GPU telemetry: " + noTelemetry;
     }

@@ -1,6 +1,5 @@
 #include "parallel/pipeline_set.hpp"
 
-#include <algorithm>
 #include <cmath>
 
 namespace tb {
@@ -14,11 +13,10 @@ PipelineSet::PipelineSet(const ModelSpec& spec, StagePipelineSetup setup, std::u
     whole_ = backend_->empty(Shape{std::max<int64_t>(eval_->paramCount(), 1)});
     eval_->bindParams(whole_.data());
     eval_->releaseGradients();  // the stages compute every gradient; this network only evaluates
-    gpuStages_ = std::any_of(setup.devices.begin(), setup.devices.end(),
-                             [](const Device& d) { return d.type == DeviceType::Cuda; });
+    gpuStages_ = anyGpu(setup.devices);
+    gathered_ = !gpuStages_;  // (GPU stages: gathered when first asked)
     if (!gpuStages_) setup.sharedParams = whole_.data();
     pipe_ = std::make_unique<StagePipeline>(spec, setup, *schedule_);
-    if (gpuStages_) pipe_->variablesInto(whole_.data());
 }
 
 Network& PipelineSet::evalNetwork() {

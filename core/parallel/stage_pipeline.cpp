@@ -109,7 +109,7 @@ StagePipeline::StagePipeline(const ModelSpec& spec, const StagePipelineSetup& se
                     " does not divide the batch of " + std::to_string(setup.batch) + " examples");
     microBatch_ = setup.batch / (micro_ * replicas_);
     checkStageDevices(setup.devices, replicas_, processes_ != nullptr);
-    if (setup.devices.front().type == DeviceType::Cuda && setup.sharedParams)
+    if (anyGpu(setup.devices) && setup.sharedParams)
         throw Error("stages on GPUs keep their variables in their own memory");
     if (processes_) processes_->setLanes(count);  // a collective: every process, same count
     for (int s = 0; s < count; ++s) {
@@ -196,9 +196,10 @@ std::shared_ptr<Backend> StagePipeline::backendFor(const Device& d, const StageP
 // How stage w meets the stage before (`prev`, made just before it): in one memory they share its
 // buffers unless copies are asked for; two GPUs send over NCCL where there is one.
 void StagePipeline::link(Worker& w, Worker& prev, bool copies) {
-    const bool oneMemory = w.device.type == DeviceType::Cpu || w.device == prev.device;
-    w.link = oneMemory ? (copies ? Worker::Link::Copy : Worker::Link::Shared)
-                       : (ncclAvailable() ? Worker::Link::Nccl : Worker::Link::Copy);
+    w.link = !ownsInput(prev.device, w.device, copies)     ? Worker::Link::Shared
+             : copies || w.device.type == DeviceType::Cpu ? Worker::Link::Copy
+             : ncclAvailable()                            ? Worker::Link::Nccl
+                                                          : Worker::Link::Copy;
     if (w.link == Worker::Link::Shared) return;
     const Dims in = w.slots.front()->inputDims();
     for (size_t k = 0; k < w.slots.size(); ++k) w.inputs.push_back(w.backend->empty(Shape{microBatch_, in.h, in.w, in.c}));
@@ -312,6 +313,7 @@ void StagePipeline::runStep(Worker& w) {
     w.busy = w.apply = w.accumulate = 0;
     w.moved = 0;
     using Link = Worker::Link;
+    const bool ncclNext = next && next->link == Link::Nccl, ncclPrev = prev && w.link == Link::Nccl;
     const int64_t n = w.slots.front()->paramCount();
     const int64_t perReplica = int64_t(microBatch_) * micro_;
     int backwardsRun = 0;
@@ -329,7 +331,7 @@ void StagePipeline::runStep(Worker& w) {
                 be.copy(w.stream, w.input(op.micro), prev->slot(op.micro).output(), bytes);
                 w.moved += int64_t(bytes);
                 net.setInput(w.input(op.micro));
-            } else if (prev && w.link == Link::Nccl) {  // sent (and counted) by the stage before
+            } else if (ncclPrev) {  // sent (and counted) by the stage before
                 w.fromPrev->recv(1, w.input(op.micro), size_t(w.inputs.front().numel()), 0, w.stream);
                 net.setInput(w.input(op.micro));
             } else if (prev) {
@@ -343,9 +345,9 @@ void StagePipeline::runStep(Worker& w) {
                 be.copyFromHost(w.stream, net.labels(), batch_->y.data() + first,
                                 size_t(microBatch_) * sizeof(int32_t));
             // Its slot's output is written again only once its last send has left.
-            if (next && next->link == Link::Nccl) be.waitEvent(w.stream, w.sentOutputOf(op.micro));
+            if (ncclNext) be.waitEvent(w.stream, w.sentOutputOf(op.micro));
             net.forward(w.stream, true, seed_, microBatch_, w.stats.data(), part);
-            if (next && next->link == Link::Nccl) {
+            if (ncclNext) {
                 const size_t count = size_t(next->inputs.front().numel());
                 send(w, w.sendNext, *next->fromPrev, 0, net.output(), count, w.sentOutputOf(op.micro));
             }
@@ -356,11 +358,11 @@ void StagePipeline::runStep(Worker& w) {
         } else {
             if (next && !waitFor(next->backwards, op.micro)) return;
             const double t = since(t0_);
-            if (next && next->link == Link::Nccl)  // sent (and counted) by the stage after
+            if (ncclNext)  // sent (and counted) by the stage after
                 next->toPrev->recv(0, w.outputGrad(op.micro), size_t(next->inputGrad.numel()), 1, w.stream);
             if (next) net.setOutputGrad(w.outputGrad(op.micro));
             net.setInputGrad(!prev ? nullptr : w.link == Link::Shared ? prev->outputGrad(op.micro) : w.inputGrad.data());
-            if (prev && w.link == Link::Nccl) be.waitEvent(w.stream, w.sentInputGrad);  // its last send has left
+            if (ncclPrev) be.waitEvent(w.stream, w.sentInputGrad);  // its last send has left
             // The step's first backward writes the replica's gradient; each later one writes its
             // share into the scratch, added on (the layers' weight gradients overwrite).
             if (micro_ > 1) net.bindGrads(backwardsRun == 0 ? w.grads() : w.scratch.data());
@@ -368,7 +370,7 @@ void StagePipeline::runStep(Worker& w) {
             if (prev && w.link == Link::Copy) {  // the input's gradient back into the stage before's slot
                 be.copy(w.stream, prev->outputGrad(op.micro), w.inputGrad.data(), w.inputGrad.bytes());
                 w.moved += int64_t(w.inputGrad.bytes());
-            } else if (prev && w.link == Link::Nccl) {
+            } else if (ncclPrev) {
                 send(w, w.sendPrev, *w.toPrev, 1, w.inputGrad.data(), size_t(w.inputGrad.numel()), w.sentInputGrad);
             }
             be.synchronize(w.stream);
@@ -441,7 +443,7 @@ PipelineStep StagePipeline::step(const Batch& global, int64_t step, uint64_t see
     r.examples = batch;
     r.lr = stages_.front()->lr;
     double busy = 0;
-    r.bytesMoved = 0;  // CPU stages sharing memory: nothing crosses; explicit copies: what they copied
+    r.bytesMoved = 0;  // stages sharing memory: nothing crosses; copies and NCCL sends: what they moved
     for (auto& w : workers_) {
         r.bytesMoved += w->moved;
         float stats[3];

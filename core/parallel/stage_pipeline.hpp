@@ -99,6 +99,13 @@ struct PipelineStep {
 // replicas or processes. Throws tb::Error, one sentence naming the flag, before anything is made.
 void checkStageDevices(const std::vector<Device>& devices, int replicas, bool processes);
 
+// Whether a stage on `device` keeps its input (and its input's gradient) in buffers of its own
+// rather than reading the stage before's (on `prev`): with explicit copies, or on another GPU
+// (CPU stages share host memory; stages on one GPU share its memory).
+inline bool ownsInput(const Device& prev, const Device& device, bool copies) {
+    return copies || (device.type == DeviceType::Cuda && device != prev);
+}
+
 class StagePipeline {
 public:
     StagePipeline(const ModelSpec& spec, const StagePipelineSetup& setup, const PipelineSchedule& schedule);

@@ -108,6 +108,12 @@ void checkSharing(const std::vector<Stage>& stages, const std::vector<int>& writ
 
 }  // namespace
 
+std::vector<Device> StagePlan::devices() const {
+    std::vector<Device> out;
+    for (const Stage& s : stages) out.push_back(s.device);
+    return out;
+}
+
 int StagePlan::sharing(int i) const {
     return int(std::count_if(stages.begin(), stages.end(),
                              [&](const Stage& s) { return s.device == stages[size_t(i)].device; }));

@@ -26,6 +26,7 @@ struct StagePlan {
     std::vector<Stage> stages;
     bool balanced = false;  // the split is chosen by balanceStages (automatic forms)
     int count() const { return int(stages.size()); }
+    std::vector<Device> devices() const;  // each stage's
     // How many stages share stage i's device (the explicit sharing form DEV*K).
     int sharing(int i) const;
     // "cpu:0=conv1..pool2,cpu:1=fc1..logits" (the form --stages takes back); a balanced plan

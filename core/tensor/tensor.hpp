@@ -23,6 +23,12 @@ struct Device {
     bool operator!=(const Device& o) const { return !(*this == o); }
 };
 
+inline bool anyGpu(const std::vector<Device>& devices) {
+    for (const Device& d : devices)
+        if (d.type == DeviceType::Cuda) return true;
+    return false;
+}
+
 class Shape {
 public:
     Shape() = default;
