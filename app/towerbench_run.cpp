@@ -47,7 +47,8 @@ const char* kUsage = R"(usage: towerbench-run selftest
                       [--lr X] [--seed N] [--eval-every N] [--metrics FILE.jsonl] [--threads N] [--quiet]
                       [--towers LIST --variables WHERE --reduce mean|allreduce --update sync|async
                        --average-every K --ps-shards S --ps-tasks P --batch-per-tower N --slow TOWER=FACTOR]
-                      [--stages SPEC|auto --pipeline naive|gpipe|1f1b --micro-batches M --stage-replicas R]
+                      [--stages SPEC|auto --pipeline naive|gpipe|1f1b --micro-batches M --stage-replicas R
+                       --stage-per-process true|false]
 
 Trains a model on one or more towers and prints a JSON summary as the last line of stdout.
 Under `mpirun -np N` the N processes train one run: --batch is the global batch, each process
@@ -173,6 +174,11 @@ combined with --towers, --update async, --average-every, --ps-* or --slow):
                       adds bubble_fraction, the stages' idle share of the steps
   --stage-replicas R  hybrid: R copies of the pipeline, each on 1/R of the batch, each stage's
                       copies summing their gradients before its update (S x R CPU devices)
+  --stage-per-process true|false
+                      under mpirun -np S: process s runs stage s alone, on every global batch,
+                      the activations and their gradients sent between the processes as MPI
+                      messages (model parallelism across processes; default false: every process
+                      runs every stage on its share of the batch, data parallel across them)
 )";
 
 int fail(const std::string& message) { return failWith("towerbench-run", message); }

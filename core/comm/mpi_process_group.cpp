@@ -152,13 +152,7 @@ public:
         }
         std::vector<MPI_Status> statuses(pending.size());
         check("MPI_Waitall", MPI_Waitall(int(pending.size()), pending.data(), statuses.data()));
-        for (size_t i = 0; i < receives.size(); ++i) {
-            int got = 0;
-            MPI_Get_count(&statuses[i], MPI_BYTE, &got);
-            if (size_t(got) != receives[i].bytes)
-                throw Error("processes: process " + std::to_string(receives[i].peer) + " sent " + std::to_string(got) +
-                            " bytes where " + std::to_string(receives[i].bytes) + " were expected");
-        }
+        for (size_t i = 0; i < receives.size(); ++i) checkLength(statuses[i], receives[i]);
     }
 
     Message probe() override {
@@ -174,12 +168,48 @@ public:
         check("MPI_Recv", MPI_Recv(m.data, messageLength(m), MPI_BYTE, m.peer, m.tag, lanes_[0], &st));
     }
 
+    std::unique_ptr<Sending> startSend(int lane, const Message& m) override {
+        auto s = std::make_unique<MpiSending>();
+        check("MPI_Isend", MPI_Isend(m.data, messageLength(m), MPI_BYTE, m.peer, m.tag, lanes_.at(size_t(lane)), &s->request));
+        countSent(m.bytes);
+        return s;
+    }
+
+    void receiveOn(int lane, const Message& m) override {
+        MPI_Status st;
+        check("MPI_Recv", MPI_Recv(m.data, messageLength(m), MPI_BYTE, m.peer, m.tag, lanes_.at(size_t(lane)), &st));
+        checkLength(st, m);
+    }
+
+    void awaitOn(int lane, int peer, int tag) override {
+        MPI_Status st;
+        check("MPI_Probe", MPI_Probe(peer, tag, lanes_.at(size_t(lane)), &st));
+    }
+
     [[noreturn]] void abort(int code) override {
         MPI_Abort(MPI_COMM_WORLD, code);
         std::_Exit(code);  // MPI_Abort does not return; if it did, this process still ends
     }
 
 private:
+    struct MpiSending final : Sending {
+        MPI_Request request = MPI_REQUEST_NULL;
+        void wait() override { check("MPI_Wait", MPI_Wait(&request, MPI_STATUS_IGNORE)); }
+        // A send nobody waited for (a step that failed, the run about to end every process):
+        // waiting could hang, as the peer may itself wait for a message this process never sends.
+        ~MpiSending() override {
+            if (request != MPI_REQUEST_NULL) MPI_Request_free(&request);
+        }
+    };
+
+    static void checkLength(const MPI_Status& st, const Message& m) {
+        int got = 0;
+        MPI_Get_count(&st, MPI_BYTE, &got);
+        if (size_t(got) != m.bytes)
+            throw Error("processes: process " + std::to_string(m.peer) + " sent " + std::to_string(got) +
+                        " bytes where " + std::to_string(m.bytes) + " were expected");
+    }
+
     // MPI counts are ints: a message over 2 GiB would need pieces, which the callers avoid (the
     // parameter servers refuse shards that large before any is sent).
     static int messageLength(const Message& m) {

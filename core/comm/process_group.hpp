@@ -53,6 +53,20 @@ public:
     virtual Message probe() = 0;
     // Receives the message probe() announced into `data` (its length must be `bytes`).
     virtual void receive(const Message& m) = 0;
+    // Point to point on `lane`, for a pipeline's stages in processes of their own: a send under
+    // way returns at once (its buffer must stay as it is until the send's wait() has returned), so
+    // two stages sending to each other at once (1f1b) do not wait for each other's receive; a
+    // receive returns once `data` holds the message (exactly m.bytes long). awaitOn waits until
+    // the message from `peer` tagged `tag` has arrived, without receiving it (so that a stage's
+    // timeline tells waiting for its neighbour from receiving).
+    class Sending {
+    public:
+        virtual ~Sending() = default;
+        virtual void wait() = 0;
+    };
+    virtual std::unique_ptr<Sending> startSend(int lane, const Message& m) = 0;
+    virtual void receiveOn(int lane, const Message& m) = 0;
+    virtual void awaitOn(int lane, int peer, int tag) = 0;
     // Ends every process of the run with `code` (after this one has said why).
     [[noreturn]] virtual void abort(int code) = 0;
 

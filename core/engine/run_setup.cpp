@@ -186,6 +186,13 @@ ProcessRoles ProcessRoles::of(const RunConfig& c, ProcessGroup* processes) {
     r.servers = c.psTasks;
     r.workers = r.count - c.psTasks;
     r.chief = chiefProcess(c, r.count);
+    if (c.stagePerProcess) {
+        if (!processes || r.count < 2)
+            throw Error("--stage-per-process: each stage runs in a process of its own, so start one process per stage "
+                        "(mpirun -np 2 for --stages 2), or leave it out to run the stages in this process");
+        r.stagePerProcess = true;
+        r.workers = 1;  // one pipeline, on every global batch
+    }
     return r;
 }
 
@@ -321,6 +328,10 @@ RunPlan RunPlan::of(const RunConfig& c, const ProcessRoles& roles, RunFolder* fo
             r.config.stages = roles.group->broadcast(r.config.stages, roles.chief);
             stages = parseStagePlan(r.config.stages, names);
         }
+        if (roles.stagePerProcess && stages.count() != roles.count)
+            throw Error("--stage-per-process: " + std::to_string(roles.count) + " processes for " +
+                        std::to_string(stages.count()) + " stages; start one process per stage (mpirun -np " +
+                        std::to_string(stages.count()) + ")");
         r.stages = std::move(stages);
     }
     std::string resumePath = folder && folder->resuming() ? folder->resumeCheckpoint() : "";

@@ -71,9 +71,15 @@ std::string stageCountAdvice(const RunConfig& config, const ModelSpec& spec, int
 struct ProcessRoles {
     ProcessGroup* group = nullptr;  // null: the run is this process alone
     int count = 1, servers = 0, workers = 1, chief = 0;
+    // --stage-per-process: the processes are the stages of one pipeline, each on every global
+    // batch: one worker (index 0 on every process), stage rank() here.
+    bool stagePerProcess = false;
     bool isServer() const { return group && group->rank() < servers; }
     bool isChief() const { return !group || group->rank() == chief; }
-    int worker() const { return group ? group->rank() - servers : 0; }  // this worker's index
+    int worker() const { return group && !stagePerProcess ? group->rank() - servers : 0; }  // this worker's index
+    // Whether this process's step reports are the run's (the vote's slots; -1: it fills none):
+    // every worker's, or, stages in processes of their own, the chief's (it has every stage's).
+    int reportingWorker() const { return stagePerProcess && !isChief() ? -1 : worker(); }
     // Checks that every process runs the same settings (a collective) and that the roles leave a worker.
     static ProcessRoles of(const RunConfig& c, ProcessGroup* processes);
 };

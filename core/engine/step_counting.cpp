@@ -24,7 +24,8 @@ TowerMetrics unpackTower(const float* f) {
 }
 
 // The vote: a sum in which each process fills its own slots (4 + workers x towers x 10 floats).
-// `worker`: this process's index among the workers (-1: a parameter server, which fills none);
+// `worker`: this process's index among the workers (-1: a parameter server, or a stage process
+// other than the chief, which fills none);
 // `counted`: the group's byte count after the previous vote (the votes' own are not counted); the
 // bytes of a call's collectives go to its last step (`lastOfCall`: averaging's round ends there).
 bool vote(ProcessGroup& processes, StepMetrics& m, bool stopHere, int64_t& counted, int worker, int workers, int towers,
@@ -32,7 +33,7 @@ bool vote(ProcessGroup& processes, StepMetrics& m, bool stopHere, int64_t& count
     const int64_t before = processes.bytesMoved();
     m.processBytes = lastOfCall ? before - counted : 0;
     std::vector<float> v(4 + size_t(workers) * size_t(towers) * kTowerReportFloats, 0.f);
-    v[0] = float(m.loss * m.examples), v[1] = float(m.accuracy * m.examples), v[2] = float(m.examples);
+    if (worker >= 0) v[0] = float(m.loss * m.examples), v[1] = float(m.accuracy * m.examples), v[2] = float(m.examples);
     v[3] = stopHere ? 1.f : 0.f;
     for (size_t t = 0; worker >= 0 && t < m.towers.size() && t < size_t(towers); ++t)
         packTower(m.towers[t], v.data() + 4 + (size_t(worker) * towers + t) * kTowerReportFloats);
@@ -66,7 +67,7 @@ private:
 class InVote final : public StepCounting {
 public:
     InVote(const ProcessRoles& roles, RunControl& control, int towers)
-        : processes_(*roles.group), control_(control), worker_(roles.worker()), workers_(roles.workers),
+        : processes_(*roles.group), control_(control), worker_(roles.reportingWorker()), workers_(roles.workers),
           towers_(towers) {}
     bool goOn() override {
         if (!voted_) stop_ = processes_.any(control_.stopped()), voted_ = true;  // a stop before the first step

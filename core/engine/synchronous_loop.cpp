@@ -85,13 +85,17 @@ void TrainingRun::trainInSteps() {
         // The steady clock starts after the first call (averaging: its K local steps ran before their
         // reports), from its last step.
         if (firstCall && stats_->started()) stats_->steadyFrom(step_, Clock::now(), control_.heldSeconds());
+        // Between calls the replicas are idle (averaging: at a round's end, a multiple of K unless a
+        // pause cut the round), so the state is whole. A model in parts (stages in processes of
+        // their own) is brought whole to the chief first, by every process at once: so each
+        // must know whether the chief will save (its clock, not theirs, says when).
+        const bool saveDue = checkpoints_->due(step_);  // (false without a folder: but the chief's)
+        if (towers_->modelInParts() && (run_.roles.group->any(saveDue) || evalDue)) towers_->gatherModel();
         bool best = false;
         if (evalDue)
             if (const std::optional<EvalResult> e = validate(stopped); e && data_.validation.size())
                 best = checkpoints_->validated(e->accuracy);
-        // Between calls the replicas are idle (averaging: at a round's end, a multiple of K unless a
-        // pause cut the round), so the state is whole.
-        if (best || checkpoints_->due(step_)) checkpoints_->save(step_, best);
+        if (best || saveDue) checkpoints_->save(step_, best);
     }
 }
 

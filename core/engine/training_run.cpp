@@ -24,11 +24,13 @@ StagePipelineSetup pipelineSetup(const RunPlan& run, const OptimizerSettings& op
     setup.batch = run.plan.batchPerTower;
     setup.microBatches = run.config.microBatches;
     setup.replicas = run.config.stageReplicas;
-    setup.threadsPerStage = std::max(1, cores / (run.stages->count() * run.config.stageReplicas));
+    // (A stage per process: the process's cores are its stage's.)
+    setup.threadsPerStage = run.roles.stagePerProcess ? cores : std::max(1, cores / (run.stages->count() * run.config.stageReplicas));
     setup.opt = opt;
     setup.seed = run.config.seed;
     setup.processes = run.roles.group;  // stages inside each process, data parallel across them
     setup.exampleOffset = int64_t(run.roles.worker()) * run.plan.batchPerTower;
+    if (run.roles.stagePerProcess) setup.localStage = run.roles.group->rank();  // or a stage in each
     setup.copies = run.config.transfers == "copies";
     return setup;
 }
@@ -177,7 +179,9 @@ TrainingRun::TrainingRun(RunPlan& run, DataSplits data, int cores, int machineCo
     hub_.onStateChanged(RunState::Running, (run.stages ? "stages " + c_.stages : plan.describe()) + "; " +
                                                towers_->backendName() + noTelemetry +
                                                (run.note.empty() ? std::string() : "; " + run.note));
-    grids_ = DecisionGridProbe::make(observers, run.spec, data_.train, total_, plan.averaging());
+    // (Not drawn for a model whose stages are in processes of their own: only the chief has it
+    // whole, and only when every process has gathered it.)
+    if (!towers_->modelInParts()) grids_ = DecisionGridProbe::make(observers, run.spec, data_.train, total_, plan.averaging());
 
     const auto start = Clock::now();
     stats_ = std::make_unique<RunStatistics>(start, step_, globalPerStep_);
@@ -232,6 +236,7 @@ RunSummary TrainingRun::finish() {
     sum_.evaluated = false;
     // The final evaluation gives way only to an abort (the user leaving, or a second stop in the
     // window), so a stopped run still reports its test accuracy.
+    towers_->gatherModel();  // (before the chief alone evaluates and keeps the model)
     if (!control_.aborted()) {
         const CancelCheck aborted = [this] { return control_.aborted(); };
         const bool held = data_.validation.size() > 0;

@@ -78,6 +78,7 @@ const std::map<std::string, Setting>& table() {
         {"pipeline", bind(Kind::Text, &RunConfig::pipeline)},
         {"micro_batches", bind(Kind::Int, &RunConfig::microBatches)},
         {"stage_replicas", bind(Kind::Int, &RunConfig::stageReplicas)},
+        {"stage_per_process", bind(Kind::Flag, &RunConfig::stagePerProcess)},
         {"slow", bind(Kind::Text, &RunConfig::slow)},
         {"tf32", bind(Kind::Flag, &RunConfig::tf32)},
         {"precision", bind(Kind::Text, &RunConfig::precision)},
@@ -249,6 +250,7 @@ void RunConfig::validateStages() const {
         require(pipeline.empty(), "--pipeline: a schedule needs stages to run through; give --stages (e.g. --stages 2)");
         require(microBatches == 1, "--micro-batches: micro-batches flow through stages; give --stages and --pipeline gpipe or 1f1b");
         require(stageReplicas == 1, "--stage-replicas: replicas of a pipeline need its stages; give --stages (e.g. --stages 2)");
+        require(!stagePerProcess, "--stage-per-process: a stage per process needs stages; give --stages (e.g. --stages 2)");
         return;
     }
     require(microBatches == 1 || (pipeline != "" && pipeline != "naive"),
@@ -261,6 +263,16 @@ void RunConfig::validateStages() const {
                                     std::to_string(batch));
     // What stages are not combined with yet, each named.
     const RunConfig defaults;
+    if (stagePerProcess) {
+        require(stages != "auto", "--stage-per-process: --stages auto splits over GPUs in one process; give the stage "
+                                  "count (e.g. --stages 2, one process each)");
+        require(stageReplicas == 1, "--stage-per-process: replicas of stages in processes of their own are not built "
+                                    "yet; leave out --stage-replicas, or --stage-per-process for stages x processes");
+        require(emaDecay == 0, "--stage-per-process: the moving average (--ema-decay) of a model whose stages are in "
+                               "processes of their own is not built yet; leave it out");
+        require(transfers == defaults.transfers, "--transfers: stages in processes of their own always send their "
+                                                 "activations over MPI; leave it out");
+    }
     const std::pair<bool, const char*> unbuilt[] = {
         {towers != defaults.towers, "--towers (to replicate the stages, give --stage-replicas)"},
         {update != defaults.update, "--update async"},

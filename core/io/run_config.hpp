@@ -50,6 +50,10 @@ struct RunConfig {
     std::string pipeline;                // naive | gpipe | 1f1b; empty: naive (given --stages)
     int microBatches = 1;                // each replica's share of the batch cut into M for gpipe and 1f1b
     int stageReplicas = 1;               // hybrid: R copies of the pipeline, data parallel between them
+    // mpirun -np S: process r runs stage r alone, on every global batch, the activations and
+    // their gradients sent between the processes (model parallelism across processes). Off: every
+    // process runs every stage on its share of the batch (stages x processes).
+    bool stagePerProcess = false;
     std::string slow;                    // straggler injection: TOWER=FACTOR,...
     bool tf32 = false;                   // GPU towers: tensor-core TF32 math (default plain FP32)
     std::string precision = "fp32";      // fp32 | bf16: the matrix work's inputs (mixed precision)

@@ -7,7 +7,8 @@ namespace tb {
 PipelineSet::PipelineSet(const ModelSpec& spec, StagePipelineSetup setup, std::unique_ptr<PipelineSchedule> schedule,
                          uint64_t seed)
     : schedule_(std::move(schedule)), seed_(seed) {
-    backend_ = makeCpuBackend(setup.threadsPerStage * int(setup.ranges.size()) * setup.replicas, 0, setup.opt.precision);
+    const int lanesHere = setup.localStage >= 0 ? 1 : int(setup.ranges.size()) * setup.replicas;
+    backend_ = makeCpuBackend(setup.threadsPerStage * lanesHere, 0, setup.opt.precision);
     stream_ = backend_->createStream();
     eval_ = std::make_unique<Network>(spec, *backend_, setup.batch);
     whole_ = backend_->empty(Shape{std::max<int64_t>(eval_->paramCount(), 1)});
@@ -37,6 +38,8 @@ std::vector<DeviceMemoryUse> PipelineSet::deviceMemory() const {
     for (const auto& be : pipe_->gpuBackends()) out.push_back({be->device(), be->allocatorStats()});
     return out;
 }
+
+void PipelineSet::gatherModel() { pipe_->gatherToChief(whole_.data()); }
 
 void PipelineSet::setVariables(const float* host) {
     pipe_->setVariables(host);

@@ -6,7 +6,10 @@
 // copied then, not every step), and evaluation runs on the host's cores, where the whole model
 // is (a model split because no one GPU holds it is not gathered onto one). Each step reports one
 // lane per stage (its forward and backward time, its idle time within the step's pipeline, its
-// update), and the loss on the last stage.
+// update), and the loss on the last stage. Stages in processes of their own (--stage-per-process)
+// keep each stage's variables in its process: the chief's host buffer holds its own stage's
+// slice as it trains, and every other stage's as gatherModel last brought it.
+
 #pragma once
 #include <memory>
 
@@ -33,6 +36,8 @@ public:
     VariablesView replica(int) override { return variables(); }
     std::vector<StateBuffer> state() override { return pipe_->state(); }
     void setVariables(const float* host) override;
+    bool modelInParts() const override { return pipe_->spansProcesses(); }
+    void gatherModel() override;
     std::vector<DeviceMemoryUse> deviceMemory() const override;
     size_t optimizerSlotBytes() const override { return pipe_->optimizerSlotBytes(); }
     int64_t bytesMoved() const override { return moved_; }

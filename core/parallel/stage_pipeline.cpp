@@ -4,6 +4,7 @@
 #include <climits>
 #include <cmath>
 #include <cstdlib>
+#include <cstring>
 
 #include "backend/registry.hpp"
 #include "util/error.hpp"
@@ -13,6 +14,18 @@ namespace tb {
 namespace {
 double since(std::chrono::steady_clock::time_point t0) {
     return std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+}
+
+// Stages in processes of their own: each direction's messages on a lane of its own (lane 0 is
+// the run's votes and gathers), so that each is one ordered queue between two processes.
+constexpr int kForwardLane = 1, kBackwardLane = 2;
+// The tags of the messages that bring a stage to the chief (gatherToChief): its variables, then
+// its optimiser slots in order.
+constexpr int kGatherTag = 1000;
+
+// Stage workers in this process: every stage's, or one stage's (--stage-per-process), x replicas.
+std::ptrdiff_t workersHere(const StagePipelineSetup& s) {
+    return std::ptrdiff_t(s.localStage >= 0 ? 1 : s.ranges.size()) * std::max(1, s.replicas);
 }
 }  // namespace
 
@@ -27,9 +40,9 @@ struct StagePipeline::Stage {
 };
 
 struct StagePipeline::Worker {
-    // How this stage meets the stage before: in one memory, by copies into buffers of its own, or
-    // by NCCL between two GPUs.
-    enum class Link { Shared, Copy, Nccl };
+    // How this stage meets the stage before: in one memory, by copies into buffers of its own, by
+    // NCCL between two GPUs, or by MPI from another process.
+    enum class Link { Shared, Copy, Nccl, Process };
     Stage* stage = nullptr;
     int replica = 0;
     Device device;
@@ -56,6 +69,12 @@ struct StagePipeline::Worker {
     Stream sendNext = nullptr, sendPrev = nullptr;
     std::vector<Event> sentOutput;
     Event sentInputGrad = nullptr, computed = nullptr;
+    // Stages in processes of their own: the sends under way to the stage after (per slot, its
+    // outputs) and to the stage before (its input's gradient), each waited for before its buffer
+    // is written again; and whether the stage after is in another process.
+    std::vector<std::unique_ptr<ProcessGroup::Sending>> outputSends;
+    std::unique_ptr<ProcessGroup::Sending> inputGradSend;
+    bool remoteNext = false;
     std::atomic<int> forwards{0}, backwards{0};  // this step's, done
     int64_t moved = 0;                           // this step's bytes copied, in and back
     // This step's record, read by step() after done_.
@@ -69,6 +88,13 @@ struct StagePipeline::Worker {
     float* input(int micro) { return inputs[size_t(micro) % inputs.size()].data(); }
     Event sentOutputOf(int micro) { return sentOutput[size_t(micro) % sentOutput.size()]; }
     float* grads() { return stage->grads[size_t(replica)].data(); }
+};
+
+struct StagePipeline::Lane {
+    double busy = 0, apply = 0, accumulate = 0, flushed = 0;
+    int64_t moved = 0;
+    double loss = 0, correct = 0, weightDecay = 0;  // loss and correct: the last stage's
+    std::vector<PipelineBlock> blocks;
 };
 
 void checkStageDevices(const std::vector<Device>& devices, int replicas, bool processes) {
@@ -92,13 +118,18 @@ void checkStageDevices(const std::vector<Device>& devices, int replicas, bool pr
 }
 
 StagePipeline::StagePipeline(const ModelSpec& spec, const StagePipelineSetup& setup, const PipelineSchedule& schedule)
-    : micro_(setup.microBatches),
+    : count_(int(setup.ranges.size())),
+      localStage_(setup.localStage),
+      first_(std::max(0, setup.localStage)),
+      local_(setup.localStage >= 0 ? 1 : int(setup.ranges.size())),
+      micro_(setup.microBatches),
       replicas_(setup.replicas),
+      devices_(setup.devices),
       processes_(setup.processes),
       exampleOffset_(setup.exampleOffset),
-      start_(std::ptrdiff_t(setup.ranges.size()) * std::max(1, setup.replicas) + 1),
-      done_(std::ptrdiff_t(setup.ranges.size()) * std::max(1, setup.replicas) + 1) {
-    const int count = int(setup.ranges.size());
+      start_(workersHere(setup) + 1),
+      done_(workersHere(setup) + 1) {
+    const int count = count_;
     if (count < 1 || setup.devices.size() != setup.ranges.size())
         throw Error("a pipeline needs a device for each of its stages");
     if (replicas_ < 1) throw Error("--stage-replicas must be at least 1, got " + std::to_string(replicas_));
@@ -111,15 +142,21 @@ StagePipeline::StagePipeline(const ModelSpec& spec, const StagePipelineSetup& se
     checkStageDevices(setup.devices, replicas_, processes_ != nullptr);
     if (anyGpu(setup.devices) && setup.sharedParams)
         throw Error("stages on GPUs keep their variables in their own memory");
-    if (processes_) processes_->setLanes(count);  // a collective: every process, same count
-    for (int s = 0; s < count; ++s) {
+    if (spansProcesses() && (!processes_ || processes_->size() != count || localStage_ >= count || replicas_ > 1 ||
+                             processes_->rank() != localStage_))
+        throw Error("--stage-per-process: process s runs stage s, one process per stage, without replicas");
+    input_ = shapeOf(spec).input;
+    // A collective: every process, same count. Stages in processes of their own: a lane for
+    // each direction; else each stage's all-reduce across the processes on a lane of its own.
+    if (processes_) processes_->setLanes(spansProcesses() ? 3 : count);
+    for (int s = first_; s < first_ + local_; ++s) {
         auto st = std::make_unique<Stage>();
         st->index = s;
         stages_.push_back(std::move(st));
     }
     for (int r = 0; r < replicas_; ++r)
-        for (int s = 0; s < count; ++s) {
-            Stage& st = *stages_[size_t(s)];
+        for (int s = first_; s < first_ + local_; ++s) {
+            Stage& st = *stages_[size_t(s - first_)];
             auto w = std::make_unique<Worker>();
             w->stage = &st;
             w->replica = r;
@@ -160,10 +197,75 @@ StagePipeline::StagePipeline(const ModelSpec& spec, const StagePipelineSetup& se
                     w->outputGrads.push_back(w->backend->empty(Shape{microBatch_, out.h, out.w, out.c}));
             }
             w->backend->synchronize(w->stream);
-            if (s > 0) link(*w, *workers_.back(), setup.copies);
+            if (s > first_) link(*w, *workers_.back(), setup.copies);
+            else if (s > 0) linkToProcess(*w);
+            if (s + 1 == first_ + local_ && s + 1 < count) {  // the stage after is in another process
+                w->remoteNext = true;
+                w->outputSends.resize(w->slots.size());
+            }
             workers_.push_back(std::move(w));
         }
+    if (spansProcesses()) shareAcrossProcesses(spec, setup);
     for (auto& w : workers_) w->thread = std::thread([this, p = w.get()] { runWorker(*p); });
+}
+
+// Stages in processes of their own: the model's parameter count; every stage's sizes, each
+// measured by its own process; and, on the chief, a mirror of each other stage's variables'
+// place and optimiser slots, which gatherToChief fills.
+void StagePipeline::shareAcrossProcesses(const ModelSpec& spec, const StagePipelineSetup& setup) {
+    paramCount_ = shapeOf(spec).params;
+    const Worker& w = *workers_.front();
+    const StageSizes mine{activationBytes(localStage_), stageBytes(localStage_), w.stage->optimizer->slotBytes(),
+                          heldMicroBatches(localStage_)};
+    const std::vector<std::string> all = processes_->gather(
+        std::string(reinterpret_cast<const char*>(&mine), sizeof mine));
+    for (const std::string& text : all) {
+        if (text.size() != sizeof(StageSizes)) throw Error("processes: a stage's sizes arrived garbled");
+        StageSizes theirs;
+        std::memcpy(&theirs, text.data(), sizeof theirs);
+        sizes_.push_back(theirs);
+    }
+    if (processes_->rank() != 0) return;
+    for (int s = 0; s < count_; ++s) {
+        if (local(s)) continue;
+        Mirror m;
+        m.index = s;
+        // (Its layers at batch 1, for where its variables are in the model's.)
+        const Network layout(spec, *w.backend, 1, LayerRange{setup.ranges[size_t(s)].first, setup.ranges[size_t(s)].second});
+        m.offset = layout.paramOffsetInModel();
+        m.count = layout.paramCount();
+        m.optimizer = std::make_unique<Optimizer>(*w.backend, setup.opt.rule, setup.opt.hyper, setup.opt.schedule,
+                                                  size_t(m.count), w.stream);
+        mirrors_.push_back(std::move(m));
+    }
+    w.backend->synchronize(w.stream);
+}
+
+// Stage w's stage before is in another process: its input and its input's gradient are buffers
+// of its own, received from and sent to that process.
+void StagePipeline::linkToProcess(Worker& w) {
+    w.link = Worker::Link::Process;
+    const Dims in = w.slots.front()->inputDims();
+    for (size_t k = 0; k < w.slots.size(); ++k) w.inputs.push_back(w.backend->empty(Shape{microBatch_, in.h, in.w, in.c}));
+    w.inputGrad = w.backend->empty(Shape{microBatch_, in.h, in.w, in.c});
+}
+
+void StagePipeline::gatherToChief(float* host) {
+    if (!spansProcesses()) return;
+    std::vector<ProcessGroup::Message> sends, receives;
+    if (processes_->rank() != 0) {
+        const Stage& st = *stages_.front();
+        const Network& net = *workers_.front()->slots.front();
+        sends.push_back({0, kGatherTag, st.params, size_t(net.paramCount()) * sizeof(float)});
+        int tag = kGatherTag;
+        for (auto& [name, t] : st.optimizer->slotBuffers()) sends.push_back({0, ++tag, t->data(), t->bytes()});
+    }
+    for (Mirror& m : mirrors_) {
+        receives.push_back({m.index, kGatherTag, host + m.offset, size_t(m.count) * sizeof(float)});
+        int tag = kGatherTag;
+        for (auto& [name, t] : m.optimizer->slotBuffers()) receives.push_back({m.index, ++tag, t->data(), t->bytes()});
+    }
+    processes_->exchange(sends, receives);
 }
 
 StagePipeline::~StagePipeline() {
@@ -253,7 +355,11 @@ void StagePipeline::connect(NcclGroup& group, int sender, Worker& from, Stream o
     if (sendError) std::rethrow_exception(sendError);
 }
 
-Device StagePipeline::laneDevice(int lane) const { return workers_[size_t(lane)]->device; }
+Device StagePipeline::laneDevice(int lane) const {
+    const int r = lane / stages(), s = lane % stages();
+    if (local(s)) return workers_[at(r, s)]->device;
+    return devices_[size_t(s)];  // (in another process: no replicas)
+}
 
 void StagePipeline::runWorker(Worker& w) {
     for (;;) {
@@ -305,8 +411,10 @@ void StagePipeline::fail() {
 
 void StagePipeline::runStep(Worker& w) {
     const int s = w.stage->index, r = w.replica;
-    Worker* prev = s > 0 ? &worker(r, s - 1) : nullptr;
-    Worker* next = s + 1 < stages() ? &worker(r, s + 1) : nullptr;
+    // The stages before and after in this process (null: none, or in another process).
+    Worker* prev = s > first_ ? &worker(r, s - 1) : nullptr;
+    Worker* next = s + 1 < first_ + local_ ? &worker(r, s + 1) : nullptr;
+    const bool last = s + 1 == stages();
     Backend& be = *w.backend;
     be.fill(w.stream, w.stats.data(), 0.f, 3);
     w.blocks.clear();
@@ -314,6 +422,7 @@ void StagePipeline::runStep(Worker& w) {
     w.moved = 0;
     using Link = Worker::Link;
     const bool ncclNext = next && next->link == Link::Nccl, ncclPrev = prev && w.link == Link::Nccl;
+    const bool processPrev = w.link == Link::Process;
     const int64_t n = w.slots.front()->paramCount();
     const int64_t perReplica = int64_t(microBatch_) * micro_;
     int backwardsRun = 0;
@@ -325,6 +434,7 @@ void StagePipeline::runStep(Worker& w) {
         const MicroBatch part{exampleOffset_ + first, microBatch_ * micro_ * replicas_, r == 0 && op.micro == 0};
         if (op.forward) {
             if (prev && !waitFor(prev->forwards, op.micro)) return;
+            if (processPrev) processes_->awaitOn(kForwardLane, s - 1, op.micro);  // (waiting is no work)
             const double t = since(t0_);  // a copy in is the stage's work
             if (prev && w.link == Link::Copy) {
                 const size_t bytes = w.inputs.front().bytes();
@@ -336,20 +446,31 @@ void StagePipeline::runStep(Worker& w) {
                 net.setInput(w.input(op.micro));
             } else if (prev) {
                 net.setInput(prev->slot(op.micro).output());
+            } else if (processPrev) {  // sent (and counted) by the stage before's process
+                processes_->receiveOn(kForwardLane, {s - 1, op.micro, w.input(op.micro), w.inputs.front().bytes()});
+                net.setInput(w.input(op.micro));
             } else {  // the first stage copies its micro-batch's rows of the step's batch in
                 const size_t row = size_t(net.inputDims().size());
                 be.copyFromHost(w.stream, net.input(), batch_->x.data() + size_t(first) * row,
                                 size_t(microBatch_) * row * sizeof(float));
             }
-            if (!next)
+            if (last)
                 be.copyFromHost(w.stream, net.labels(), batch_->y.data() + first,
                                 size_t(microBatch_) * sizeof(int32_t));
             // Its slot's output is written again only once its last send has left.
             if (ncclNext) be.waitEvent(w.stream, w.sentOutputOf(op.micro));
+            if (w.remoteNext)
+                if (auto& sending = w.outputSends[size_t(op.micro) % w.outputSends.size()]) sending->wait();
             net.forward(w.stream, true, seed_, microBatch_, w.stats.data(), part);
             if (ncclNext) {
                 const size_t count = size_t(next->inputs.front().numel());
                 send(w, w.sendNext, *next->fromPrev, 0, net.output(), count, w.sentOutputOf(op.micro));
+            } else if (w.remoteNext) {
+                be.synchronize(w.stream);
+                const size_t bytes = w.outputGrads.front().bytes();  // (the output's size)
+                w.outputSends[size_t(op.micro) % w.outputSends.size()] =
+                    processes_->startSend(kForwardLane, {s + 1, op.micro, const_cast<float*>(net.output()), bytes});  // (only read)
+                w.moved += int64_t(bytes);
             }
             be.synchronize(w.stream);
             w.blocks.push_back({op.micro, true, t, since(t0_)});
@@ -357,12 +478,16 @@ void StagePipeline::runStep(Worker& w) {
             w.forwards.notify_all();
         } else {
             if (next && !waitFor(next->backwards, op.micro)) return;
+            if (w.remoteNext) processes_->awaitOn(kBackwardLane, s + 1, op.micro);
             const double t = since(t0_);
             if (ncclNext)  // sent (and counted) by the stage after
                 next->toPrev->recv(0, w.outputGrad(op.micro), size_t(next->inputGrad.numel()), 1, w.stream);
-            if (next) net.setOutputGrad(w.outputGrad(op.micro));
-            net.setInputGrad(!prev ? nullptr : w.link == Link::Shared ? prev->outputGrad(op.micro) : w.inputGrad.data());
+            else if (w.remoteNext)  // sent (and counted) by the stage after's process
+                processes_->receiveOn(kBackwardLane, {s + 1, op.micro, w.outputGrad(op.micro), w.outputGrads.front().bytes()});
+            if (!last) net.setOutputGrad(w.outputGrad(op.micro));
+            net.setInputGrad(s == 0 ? nullptr : w.link == Link::Shared ? prev->outputGrad(op.micro) : w.inputGrad.data());
             if (ncclPrev) be.waitEvent(w.stream, w.sentInputGrad);  // its last send has left
+            if (processPrev && w.inputGradSend) w.inputGradSend->wait();
             // The step's first backward writes the replica's gradient; each later one writes its
             // share into the scratch, added on (the layers' weight gradients overwrite).
             if (micro_ > 1) net.bindGrads(backwardsRun == 0 ? w.grads() : w.scratch.data());
@@ -372,6 +497,10 @@ void StagePipeline::runStep(Worker& w) {
                 w.moved += int64_t(w.inputGrad.bytes());
             } else if (ncclPrev) {
                 send(w, w.sendPrev, *w.toPrev, 1, w.inputGrad.data(), size_t(w.inputGrad.numel()), w.sentInputGrad);
+            } else if (processPrev) {
+                be.synchronize(w.stream);
+                w.inputGradSend = processes_->startSend(kBackwardLane, {s - 1, op.micro, w.inputGrad.data(), w.inputGrad.bytes()});
+                w.moved += int64_t(w.inputGrad.bytes());
             }
             be.synchronize(w.stream);
             // The stage before may go on now: adding this micro-batch's gradient on is this
@@ -392,6 +521,9 @@ void StagePipeline::runStep(Worker& w) {
     // Every send has been received before the step ends (the stage after has taken them all).
     for (Stream q : {w.sendNext, w.sendPrev})
         if (q) be.synchronize(q);
+    for (auto& sending : w.outputSends)
+        if (sending) sending->wait(), sending.reset();
+    if (w.inputGradSend) w.inputGradSend->wait(), w.inputGradSend.reset();
     w.flushed = since(t0_);
     // The last of the stage's replicas to finish meets their gradients and updates the stage.
     if (w.stage->finished.fetch_add(1, std::memory_order_acq_rel) + 1 == replicas_) update(w);
@@ -408,7 +540,7 @@ void StagePipeline::update(Worker& w) {
     const double t = since(t0_);
     const size_t n = size_t(w.slots.front()->paramCount());
     for (int r = 1; r < replicas_; ++r) be.axpy(first.stream, 1.f, st.grads[size_t(r)].data(), st.grads[0].data(), n);
-    if (processes_) {  // every process's gradient of its share: their mean is the global batch's
+    if (processes_ && !spansProcesses()) {  // every process's gradient of its share: their mean is the global batch's
         be.synchronize(first.stream);
         processes_->allReduce(st.index, st.grads[0].data(), st.grads[0].data(), n, ReduceOp::Mean);
     }
@@ -420,9 +552,8 @@ void StagePipeline::update(Worker& w) {
 PipelineStep StagePipeline::step(const Batch& global, int64_t step, uint64_t seed) {
     if (failed_) throw Error("the pipeline stopped at a failure in an earlier step");
     const int batch = microBatch_ * micro_ * replicas_;
-    const Dims in = workers_.front()->slots.front()->inputDims();
-    if (global.n != batch || global.x.size() != size_t(batch) * size_t(in.size()) || global.y.size() != size_t(batch))
-        throw Error("a pipeline step needs a batch of " + std::to_string(batch) + " examples of " + in.str() +
+    if (global.n != batch || global.x.size() != size_t(batch) * size_t(input_.size()) || global.y.size() != size_t(batch))
+        throw Error("a pipeline step needs a batch of " + std::to_string(batch) + " examples of " + input_.str() +
                     ", got " + std::to_string(global.n));
     batch_ = &global;
     step_ = step;
@@ -440,35 +571,68 @@ PipelineStep StagePipeline::step(const Batch& global, int64_t step, uint64_t see
     r.seconds = since(t0_);
     for (auto& w : workers_)
         if (w->error) std::rethrow_exception(w->error);
-    r.examples = batch;
-    r.lr = stages_.front()->lr;
-    double busy = 0;
-    r.bytesMoved = 0;  // stages sharing memory: nothing crosses; copies and NCCL sends: what they moved
+    std::vector<Lane> lanes;
     for (auto& w : workers_) {
-        r.bytesMoved += w->moved;
         float stats[3];
         w->backend->copyToHost(w->stream, stats, w->stats.data(), sizeof stats);
         w->backend->synchronize(w->stream);
-        const bool last = w->stage->index + 1 == stages();
-        r.laneLoss.push_back(last ? stats[0] : std::nan(""));
-        r.laneCorrect.push_back(last ? stats[1] : std::nan(""));
-        r.laneExamples.push_back(last ? microBatch_ * micro_ : 0);
-        if (last) r.lossSum += stats[0], r.correct += stats[1];
-        r.weightDecayLoss += stats[2];
-        r.span = std::max(r.span, w->flushed);
-        r.busy.push_back(w->busy);
-        r.apply.push_back(w->apply);
-        r.accumulate.push_back(w->accumulate);
-        r.blocks.push_back(w->blocks);
-        busy += w->busy;
+        lanes.push_back({w->busy, w->apply, w->accumulate, w->flushed, w->moved, stats[0], stats[1], stats[2], w->blocks});
     }
-    r.bubbleFraction = r.span > 0 ? std::clamp(1.0 - busy / (double(lanes()) * r.span), 0.0, 1.0) : 0.0;
+    if (spansProcesses()) lanes = gatherLanes(std::move(lanes));
+    r.examples = batch;
+    r.lr = stages_.front()->lr;
+    double busy = 0;
+    r.bytesMoved = 0;  // stages sharing memory: nothing crosses; copies and sends: what they moved
+    for (size_t l = 0; l < lanes.size(); ++l) {
+        const Lane& lane = lanes[l];
+        r.bytesMoved += lane.moved;
+        const bool last = int(l) % stages() + 1 == stages();
+        r.laneLoss.push_back(last ? lane.loss : std::nan(""));
+        r.laneCorrect.push_back(last ? lane.correct : std::nan(""));
+        r.laneExamples.push_back(last ? microBatch_ * micro_ : 0);
+        if (last) r.lossSum += lane.loss, r.correct += lane.correct;
+        r.weightDecayLoss += lane.weightDecay;
+        r.span = std::max(r.span, lane.flushed);
+        r.busy.push_back(lane.busy);
+        r.apply.push_back(lane.apply);
+        r.accumulate.push_back(lane.accumulate);
+        r.blocks.push_back(lane.blocks);
+        busy += lane.busy;
+    }
+    r.bubbleFraction = r.span > 0 ? std::clamp(1.0 - busy / (double(lanes.size()) * r.span), 0.0, 1.0) : 0.0;
     return r;
 }
 
+// Stages in processes of their own: every process's lane, in stage order, on every process. Each
+// lane's times are from its own process's start of the step; the processes start each step
+// within the previous step's vote of each other. (Reports, not the training's traffic: as the
+// votes, not counted in the bytes moved.)
+std::vector<StagePipeline::Lane> StagePipeline::gatherLanes(std::vector<Lane> local) {
+    const Lane& mine = local.front();
+    std::vector<double> packed{mine.busy, mine.apply, mine.accumulate, mine.flushed, double(mine.moved),
+                               mine.loss, mine.correct, mine.weightDecay};
+    for (const PipelineBlock& b : mine.blocks) packed.insert(packed.end(), {double(b.micro), b.forward ? 1.0 : 0.0, b.start, b.end});
+    constexpr size_t kFixed = 8, kBlock = 4;
+    const std::vector<std::string> all =
+        processes_->gather(std::string(reinterpret_cast<const char*>(packed.data()), packed.size() * sizeof(double)));
+    std::vector<Lane> lanes;
+    for (const std::string& text : all) {
+        std::vector<double> v(text.size() / sizeof(double));
+        if (text.size() % sizeof(double) != 0 || v.size() < kFixed || (v.size() - kFixed) % kBlock != 0)
+            throw Error("processes: a stage's step report arrived garbled");
+        std::memcpy(v.data(), text.data(), text.size());
+        Lane l{v[0], v[1], v[2], v[3], int64_t(v[4]), v[5], v[6], v[7], {}};
+        for (size_t at = kFixed; at < v.size(); at += kBlock)
+            l.blocks.push_back({int(v[at]), v[at + 1] != 0, v[at + 2], v[at + 3]});
+        lanes.push_back(std::move(l));
+    }
+    return lanes;
+}
+
+// The stages here (replica 0's hold each stage's variables).
 void StagePipeline::variablesInto(float* host) const {
-    for (int s = 0; s < stages(); ++s) {
-        const Worker& w = *workers_[size_t(s)];  // replica 0's
+    for (int k = 0; k < local_; ++k) {
+        const Worker& w = *workers_[size_t(k)];
         const Network& net = *w.slots.front();
         w.backend->copyToHost(w.stream, host + net.paramOffsetInModel(), w.stage->params,
                               size_t(net.paramCount()) * sizeof(float));
@@ -483,8 +647,8 @@ std::vector<float> StagePipeline::variables() const {
 }
 
 void StagePipeline::setVariables(const float* host) {
-    for (int s = 0; s < stages(); ++s) {
-        const Worker& w = *workers_[size_t(s)];
+    for (int k = 0; k < local_; ++k) {
+        const Worker& w = *workers_[size_t(k)];
         const Network& net = *w.slots.front();
         w.backend->copyFromHost(w.stream, w.stage->params, host + net.paramOffsetInModel(),
                                 size_t(net.paramCount()) * sizeof(float));
@@ -494,39 +658,46 @@ void StagePipeline::setVariables(const float* host) {
 
 std::vector<StateBuffer> StagePipeline::state() {
     std::vector<StateBuffer> out;
-    for (int s = 0; s < stages(); ++s) {
-        Worker& w = *workers_[size_t(s)];
-        for (auto& [name, t] : w.stage->optimizer->slotBuffers())
-            out.push_back({"stage" + std::to_string(s) + "/optimizer/" + name, w.backend.get(), w.stream, t->data(),
+    const auto add = [&out](int stage, Optimizer& optimizer, Worker& w) {
+        for (auto& [name, t] : optimizer.slotBuffers())
+            out.push_back({"stage" + std::to_string(stage) + "/optimizer/" + name, w.backend.get(), w.stream, t->data(),
                            size_t(t->numel())});
-    }
+    };
+    size_t mirror = 0;
+    for (int s = 0; s < stages(); ++s)
+        if (local(s)) add(s, *stages_[size_t(s - first_)]->optimizer, *workers_[at(0, s)]);
+        else if (mirror < mirrors_.size() && mirrors_[mirror].index == s) add(s, *mirrors_[mirror++].optimizer, *workers_.front());
     return out;
 }
 
 size_t StagePipeline::optimizerSlotBytes() const {
     size_t bytes = 0;
-    for (const auto& st : stages_) bytes += st->optimizer->slotBytes();
+    for (int s = 0; s < stages(); ++s) bytes += local(s) ? stages_[size_t(s - first_)]->optimizer->slotBytes() : sizes_[size_t(s)].optimizerSlots;
     return bytes;
 }
 
 std::string StagePipeline::backendName() const { return workers_.front()->backend->name(); }
 
 size_t StagePipeline::stageBytes(int stage) const {
-    const Stage& st = *stages_[size_t(stage)];
-    const Network& net = *workers_[size_t(stage)]->slots.front();
+    if (!local(stage)) return sizes_[size_t(stage)].allocated;
+    const Stage& st = *stages_[size_t(stage - first_)];
+    const Network& net = *workers_[at(0, stage)]->slots.front();
     size_t bytes = (st.ownParams.empty() ? size_t(net.paramCount()) * sizeof(float) : st.ownParams.bytes()) +
                    st.optimizer->slotBytes();
     for (int r = 0; r < replicas_; ++r) {
-        const Worker& w = *workers_[size_t(r * stages() + stage)];
+        const Worker& w = *workers_[at(r, stage)];
         bytes += st.grads[size_t(r)].bytes() + (w.scratch.empty() ? 0 : w.scratch.bytes());
     }
     return bytes + size_t(replicas_) * activationBytes(stage);
 }
 
-int StagePipeline::heldMicroBatches(int stage) const { return int(workers_[size_t(stage)]->slots.size()); }
+int StagePipeline::heldMicroBatches(int stage) const {
+    return local(stage) ? int(workers_[at(0, stage)]->slots.size()) : sizes_[size_t(stage)].held;
+}
 
 size_t StagePipeline::activationBytes(int stage) const {
-    const Worker& w = *workers_[size_t(stage)];
+    if (!local(stage)) return sizes_[size_t(stage)].activations;
+    const Worker& w = *workers_[at(0, stage)];
     size_t bytes = 0;
     for (const auto& net : w.slots) {
         const NetworkMemory m = net->memoryUse();

@@ -61,6 +61,11 @@ struct StagePipelineSetup {
     // micro-batch draws its rows of the dropout masks one device would draw. Null: one process.
     ProcessGroup* processes = nullptr;
     int64_t exampleOffset = 0;
+    // Model parallelism across processes (--stage-per-process): only stage `localStage` is built
+    // here, process s of `processes` running stage s; the activations go forward and their
+    // gradients back as MPI messages (each direction a lane of its own), and the processes' step
+    // reports are gathered so that every process reports every stage. -1: every stage here.
+    int localStage = -1;
     // Host memory of the whole model's variables (paramCount floats) that CPU stages keep their
     // slices in, so one buffer holds them all (evaluation reads it as one network); null: each
     // stage allocates its own.
@@ -113,9 +118,9 @@ public:
     StagePipeline(const StagePipeline&) = delete;
     StagePipeline& operator=(const StagePipeline&) = delete;
 
-    int stages() const { return int(stages_.size()); }
+    int stages() const { return count_; }  // the model's, also those in other processes
     int replicas() const { return replicas_; }
-    int lanes() const { return int(workers_.size()); }  // stages x replicas
+    int lanes() const { return count_ * replicas_; }
     Device laneDevice(int lane) const;
     int microBatches() const { return micro_; }
     int64_t paramCount() const { return paramCount_; }
@@ -128,7 +133,14 @@ public:
     void variablesInto(float* host) const;
     std::vector<float> variables() const;
     void setVariables(const float* host);
-    // Each stage's optimiser slots ("stage1/optimizer/m"), for checkpoints; their bytes.
+    // Stages in processes of their own: brings every stage's variables (into `host`, the whole
+    // model's paramCount floats, whose local stage's slice is already current) and optimiser slots
+    // to the chief (process 0), which evaluates and writes the checkpoints. A collective: every
+    // process calls it at the same point between steps. Elsewhere nothing to do.
+    void gatherToChief(float* host);
+    bool spansProcesses() const { return localStage_ >= 0; }
+    // Each stage's optimiser slots ("stage1/optimizer/m"), for checkpoints (stages in processes of
+    // their own: this process's; on the chief also the others', as last gathered); their bytes.
     std::vector<StateBuffer> state();
     size_t optimizerSlotBytes() const;
     std::string backendName() const;  // stage 0's backend
@@ -146,6 +158,21 @@ public:
 private:
     struct Stage;   // a stage's variables, its replicas' gradients and its optimiser
     struct Worker;  // one replica of one stage: its thread, networks and timeline
+    struct Lane;    // what one lane did in a step, as step() reports it
+    // What the chief keeps of a stage in another process (--stage-per-process): where its slice
+    // of the variables is, and its optimiser slots as last gathered, for checkpoints.
+    struct Mirror {
+        int index = 0;
+        int64_t offset = 0, count = 0;
+        std::unique_ptr<Optimizer> optimizer;
+    };
+    // A stage's sizes, for stages in other processes as their process measured them.
+    struct StageSizes {
+        size_t activations = 0, allocated = 0, optimizerSlots = 0;
+        int held = 0;
+    };
+    std::vector<Lane> gatherLanes(std::vector<Lane> local);
+    bool local(int stage) const { return stage >= first_ && stage < first_ + local_; }
     void runWorker(Worker& w);
     void runStep(Worker& w);
     void update(Worker& w);
@@ -153,12 +180,20 @@ private:
     void fail();
     std::shared_ptr<Backend> backendFor(const Device& d, const StagePipelineSetup& setup);
     void link(Worker& w, Worker& prev, bool copies);
+    void linkToProcess(Worker& w);
+    void shareAcrossProcesses(const ModelSpec& spec, const StagePipelineSetup& setup);
     void send(Worker& w, Stream queue, NcclGroup& group, int rank, const float* buf, size_t count, Event sent);
     static void connect(NcclGroup& group, int sender, Worker& from, Stream out, const float* src, Worker& to,
                         Stream in, float* dst, size_t count);
-    Worker& worker(int replica, int stage) { return *workers_[size_t(replica * stages() + stage)]; }
+    size_t at(int replica, int stage) const { return size_t(replica * local_ + stage - first_); }  // in workers_
+    Worker& worker(int replica, int stage) { return *workers_[at(replica, stage)]; }
 
+    int count_, localStage_, first_, local_;  // stages: all, this process's (or -1), the first and how many here
     int micro_, microBatch_, replicas_;
+    Dims input_;                   // the model's input (one example)
+    std::vector<Device> devices_;  // each stage's
+    std::vector<StageSizes> sizes_;  // stages in other processes
+    std::vector<Mirror> mirrors_;    // on the chief, stages in other processes
     ProcessGroup* processes_;
     int64_t exampleOffset_;
     int64_t paramCount_ = 0;

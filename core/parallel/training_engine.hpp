@@ -77,6 +77,12 @@ public:
     // Lane i's own copy of the parameters (async: what it last pulled); an engine whose lanes hold
     // no whole copy gives variables().
     virtual VariablesView replica(int lane) = 0;
+    // Whether the whole model is in this process only after gatherModel (a model whose stages are
+    // in processes of their own), and that gathering: a collective, every process calling it at
+    // the same point between steps, after which the chief's evalNetwork, variables and state hold
+    // every stage's as they are. Elsewhere the model is always whole here.
+    virtual bool modelInParts() const { return false; }
+    virtual void gatherModel() {}
     // Checkpoints, between steps (Strategy::state, Strategy::setVariables).
     virtual std::vector<StateBuffer> state() = 0;
     virtual void withUpdatesHeld(const std::function<void()>& f) { f(); }

@@ -20,6 +20,11 @@
    chief's step lines show both async workers' towers (relayed by the server).
 6. Stages inside each process, data parallel across 2 processes (the lecture's hybrid): equal to
    one process of one tower x 64 (losses, final weights), with dropout, and the bytes counted.
+   A stage per process (--stage-per-process: model parallelism across processes, activations and
+   gradients as MPI messages): naive, gpipe and 1f1b equal to one process of one tower x 64, the
+   bytes between the stages counted, both stages' lanes and blocks on the chief's lines; resumed
+   with Adam (each stage's slots gathered into the chief's checkpoint); refused without mpirun,
+   with a process count other than the stages', with a moving average; a stage's process killed.
 5. Averaging every 3 steps across processes equals one process of both towers (a cut last round
    averaged at the end); mpirun -np 1 trains bitwise what no mpirun does; every step line carries
    every worker's towers; a run of 2 processes resumed at step 10 gives the losses of one trained
@@ -386,24 +391,34 @@ def gpu_cases(tmp, binary):
     refused([*MPIRUN, "2", *base, "--variables", "gpu:0"], "not on one process's GPU", "variables on a GPU across processes")
 
 
+def pipeline_against_one(tmp, binary, model, label, described, pipelined):
+    """2 processes with the `pipelined` arguments against one process of one tower x 64: 10 steps'
+    losses and the final weights (the chief's checkpoint) within 1e-5. Their last summary line
+    and run folders, or None (a failure recorded) where either run failed."""
+    common = ["--model", model, "--data", DATA, "--steps", "10", "--validation", "0", "--threads", "1", "--quiet",
+              "--lr", "0.05", "--batch", "64"]
+    runs = two_runs(tmp, label, [binary, *common], [*MPIRUN, "2", binary, *common, *pipelined])
+    if not runs:
+        return None
+    p1, p2, one, two, worst = runs
+    check(worst < 1e-5, f"{label}: {described} vs 1 x cpu:0, 10 steps' losses within {worst:.2e} (limit 1e-5)")
+    w1 = safetensors(os.path.join(one, "checkpoints", "step-00000010.safetensors"))
+    w2 = safetensors(os.path.join(two, "checkpoints", "step-00000010.safetensors"))
+    params = [k for k in w1 if not k.startswith("state/")]
+    diff = max(relative(w2[k], w1[k]) for k in params) if all(k in w2 for k in params) else 1.0
+    check(diff < 1e-5, f"{label}: final weights within {diff:.2e} of their norm (limit 1e-5)")
+    return p2, one, two
+
+
 def stages_across_processes(tmp, binary, model="mlp", schedule=("--pipeline", "1f1b", "--micro-batches", "2"),
                             label="stages in each process"):
     """The lecture's hybrid: 2 stages inside each of 2 processes, data parallel across them (each
     stage's gradient averaged over the processes), against one process of one tower x 64."""
-    common = ["--model", model, "--data", DATA, "--steps", "10", "--validation", "0", "--threads", "1", "--quiet",
-              "--lr", "0.05", "--batch", "64"]
-    runs = two_runs(tmp, label, [binary, *common], [*MPIRUN, "2", binary, *common, "--stages", "2", *schedule])
+    runs = pipeline_against_one(tmp, binary, model, label, f"2 processes x 2 stages ({' '.join(schedule)})",
+                                ["--stages", "2", *schedule])
     if not runs:
         return
-    p1, p2, one, two, worst = runs
-    check(worst < 1e-5, f"{label}: 2 processes x 2 stages ({' '.join(schedule)}) vs 1 x cpu:0, 10 steps' losses "
-          f"within {worst:.2e} (limit 1e-5)")
-    w1 = safetensors(os.path.join(one, "checkpoints", "step-00000010.safetensors"))
-    w2 = safetensors(os.path.join(two, "checkpoints", "step-00000010.safetensors"))
-    w1 = {k: v for k, v in w1.items() if not k.startswith("state/")}
-    w2 = {k: v for k, v in w2.items() if not k.startswith("state/")}
-    diff = max(relative(w2[k], w1[k]) for k in w1) if w1.keys() == w2.keys() else 1.0
-    check(diff < 1e-5, f"{label}: final weights within {diff:.2e} of their norm (limit 1e-5)")
+    p2, one, two = runs
     # Each process's stages average their slices: the whole model's variables once per step, by
     # nccl-tests' definition 2 (P - 1) / P x 4 bytes per parameter.
     s2 = json.loads(p2.stdout.strip().splitlines()[-1])
@@ -414,6 +429,43 @@ def stages_across_processes(tmp, binary, model="mlp", schedule=("--pipeline", "1
     check(all(len(st["towers"]) == 4 for st in steps) and s2.get("stages", "").count("=") == 2,
           f"{label}: every step line has 2 stages x 2 processes ({len(steps[-1]['towers'])} lanes), the split "
           f"{s2.get('stages')}")
+    shutil.rmtree(one)
+    shutil.rmtree(two)
+
+
+SPLIT = "cpu:0=flatten0..relu2,cpu:1=hidden2..logits"  # mlp's, at its middle
+
+
+def stage_per_process(tmp, binary, schedule, label):
+    """Model parallelism across processes (--stage-per-process): process s runs stage s alone on
+    every global batch, activations and gradients sent over MPI, against one process of one tower
+    x 64: losses, final weights (the chief's checkpoint, gathered from both), the bytes, and every
+    stage's lane and blocks on the chief's step lines."""
+    runs = pipeline_against_one(tmp, binary, "mlp", label,
+                                f"stage 0 and stage 1 in processes of their own ({' '.join(schedule) or 'naive'})",
+                                ["--stages", SPLIT, "--stage-per-process", "true", *schedule])
+    if not runs:
+        return
+    p2, one, two = runs
+    s2 = json.loads(p2.stdout.strip().splitlines()[-1])
+    steps = [json.loads(line) for line in open(two + ".jsonl") if '"type":"step"' in line]
+    # The boundary: relu2's 512 outputs for each of the 64 examples, 4 bytes each, each way; the
+    # chief (stage 0) sends the activations, stage 1 the gradients.
+    expected = 64 * 512 * 4
+    moved = sorted({st["bytes_moved"] for st in steps})
+    sent = sorted({st["process_bytes"] for st in steps})
+    check(moved == [2 * expected] and sent == [expected],
+          f"{label}: bytes between the stages per step {moved}, sent by the chief {sent} (expected {2 * expected} "
+          f"and {expected}: 64 x 512 floats each way)")
+    blocks = steps[-1].get("stage_blocks", [])
+    micro = int(schedule[schedule.index("--micro-batches") + 1]) if "--micro-batches" in schedule else 1
+    # Naive: each stage idles while the other works, about half the step (waiting for a message is
+    # not the stage's work).
+    bubble = s2.get("bubble_fraction", -1)
+    check(all(len(st["towers"]) == 2 for st in steps) and len(blocks) == 2 and
+          all(len(b) == 2 * micro for b in blocks) and (0.35 if micro == 1 else 0) < bubble < 1,
+          f"{label}: every step line has both stages' lanes ({len(steps[-1]['towers'])}) and {2 * micro} blocks each "
+          f"({[len(b) for b in blocks]}), bubble {bubble:.2f}")
     shutil.rmtree(one)
     shutil.rmtree(two)
 
@@ -454,6 +506,18 @@ def main():
         stages_across_processes(tmp, binary)
         stages_across_processes(tmp, binary, model=model, schedule=("--pipeline", "gpipe", "--micro-batches", "4"),
                                 label="stages in each process, dropout")
+        stage_per_process(tmp, binary, (), "a stage per process, naive")
+        stage_per_process(tmp, binary, ("--pipeline", "gpipe", "--micro-batches", "4"), "a stage per process, gpipe")
+        stage_per_process(tmp, binary, ("--pipeline", "1f1b", "--micro-batches", "4"), "a stage per process, 1f1b")
+        resumed(tmp, binary, ["--stages", SPLIT, "--stage-per-process", "true", "--pipeline", "1f1b",
+                              "--micro-batches", "2", "--optimizer", "adam"], "resume, a stage per process with Adam")
+        stages = ["--stages", "2", "--stage-per-process", "true"]
+        refused([*MPIRUN, "3", *base, "--batch", "64", *stages], "3 processes for 2 stages",
+                "a stage per process, processes that are not the stages")
+        refused([*base, "--batch", "64", *stages], "start one process per stage", "a stage per process without mpirun")
+        refused([*MPIRUN, "2", *base, "--batch", "64", *stages, "--ema-decay", "0.9"], "--stage-per-process: the moving average",
+                "a stage per process with a moving average")
+        killed_rank(tmp, binary, extra=stages, label="a stage's process killed")
         killed_rank(tmp, binary)
         group_of_one(tmp, binary)
         resumed(tmp, binary, [], "resume, variables on the host")
