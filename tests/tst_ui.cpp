@@ -830,6 +830,26 @@ private slots:
         QCOMPARE(hybrid["steps"].toInt(), 40);
         QVERIFY2(hybrid.contains("bubble_fraction"), "the processes trained no pipeline");
         QTRY_VERIFY_WITH_TIMEOUT(!w.processesRunning(), 10000);
+
+        // Model parallelism across processes: each stage in an mpirun process of its own, the
+        // window starting one per stage and drawing both stages' lanes from the chief's lines.
+        e->parallelismBox()->setCurrentIndex(ExperimentPanel::kModelParallel);
+        qobject_cast<QCheckBox*>(e->fieldFor("stage_per_process"))->setChecked(true);
+        QVERIFY2(e->isValid(), qPrintable(e->problem()));
+        QCOMPARE(e->processes(), 2);
+        QVERIFY2(w.diagram()->caption().startsWith("MPI messages between the stages' processes"),
+                 qPrintable(w.diagram()->caption()));
+        w.start();
+        QTRY_VERIFY2_WITH_TIMEOUT(w.stateText() == QStringLiteral("Followed run finished"),
+                                  qPrintable(w.stateText() + ": " + w.lastError()), 60000);
+        const QJsonObject own = QJsonDocument::fromJson(tbtest::readFile(w.launchedFolder() + "/summary.json")).object();
+        QCOMPARE(own["processes"].toInt(), 2);
+        QVERIFY(own["stage_per_process"].toBool());
+        QCOMPARE(own["steps"].toInt(), 40);
+        const QVector<TimelineView::Bar> stageBars = w.devices()->timeline()->bars();
+        QVERIFY(std::any_of(stageBars.begin(), stageBars.end(), [](const TimelineView::Bar& b) { return b.tower == 1; }));
+        QTRY_VERIFY_WITH_TIMEOUT(!w.processesRunning(), 10000);
+        qobject_cast<QCheckBox*>(e->fieldFor("stage_per_process"))->setChecked(false);
         e->parallelismBox()->setCurrentIndex(ExperimentPanel::kDataParallel);
         c.steps = 1000000;
         e->setConfig(c);
@@ -860,6 +880,8 @@ private slots:
             // The stages' fields are shown (and set their keys) with model or hybrid parallelism.
             if (QStringList{"stages", "pipeline", "micro_batches", "stage_replicas"}.contains(key))
                 e->parallelismBox()->setCurrentIndex(ExperimentPanel::kHybridParallel);
+            if (key == QLatin1String("stage_per_process"))  // (model parallelism's alone)
+                e->parallelismBox()->setCurrentIndex(ExperimentPanel::kModelParallel);
             const nlohmann::json before = e->config().toJson()[k];
             if (auto* s = qobject_cast<QSpinBox*>(field)) s->setValue(s->value() < s->maximum() ? s->value() + 1 : s->value() - 1);
             else if (auto* d = qobject_cast<QDoubleSpinBox*>(field)) d->setValue(d->value() + (d->value() < d->maximum() / 2 ? 1 : -1) * d->singleStep());
@@ -896,10 +918,20 @@ private slots:
         qobject_cast<QComboBox*>(e->fieldFor("pipeline"))->setCurrentText("1f1b");
         qobject_cast<QSpinBox*>(e->fieldFor("micro_batches"))->setValue(4);
         c = e->config();
-        QVERIFY(c.pipeline == "1f1b" && c.microBatches == 4 && c.stageReplicas == 1);
+        QVERIFY(c.pipeline == "1f1b" && c.microBatches == 4 && c.stageReplicas == 1 && !c.stagePerProcess);
+        // Each stage in a process of its own: one process per stage, the Processes row aside.
+        QVERIFY(shown("stage_per_process"));
+        qobject_cast<QCheckBox*>(e->fieldFor("stage_per_process"))->setChecked(true);
+        QVERIFY(e->config().stagePerProcess);
+        QCOMPARE(e->processes(), 2);
+        e->fieldFor("stages")->setProperty("text", "cpu:0,cpu:1,cpu:2");
+        QCOMPARE(e->processes(), 3);
+        e->fieldFor("stages")->setProperty("text", "");
+        QVERIFY2(e->isValid(), qPrintable(e->problem()));
         e->parallelismBox()->setCurrentIndex(ExperimentPanel::kHybridParallel);
-        QVERIFY(shown("stage_replicas"));
+        QVERIFY(shown("stage_replicas") && !shown("stage_per_process"));
         QCOMPARE(e->config().stageReplicas, 2);
+        QVERIFY(!e->config().stagePerProcess);
         // The lecture's hybrid: the stages inside each of mpirun's processes.
         QVERIFY(form->isRowVisible(e->processesBox()));
         QCOMPARE(e->processes(), 2);

@@ -61,6 +61,7 @@ nlohmann::json RunSummary::toJson() const {
         j["pipeline"] = pipeline;
         j["micro_batches"] = microBatches;
         j["stage_replicas"] = stageReplicas;
+        if (stagePerProcess) j["stage_per_process"] = true;
         j["bubble_fraction"] = bubbleFraction;
         j["stage_activation_bytes"] = stageActivationBytes;
         j["stage_bytes"] = stageBytes;
@@ -167,6 +168,7 @@ RunSummary Trainer::execute(ObserverHub& hub) {
             plan["pipeline"] = c.pipeline.empty() ? "naive" : c.pipeline;
             plan["micro_batches"] = c.microBatches;
             plan["stage_replicas"] = c.stageReplicas;
+            plan["stage_per_process"] = c.stagePerProcess;
         }
         folder_->begin(run.config, run.spec.json, plan);
     }

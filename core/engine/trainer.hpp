@@ -45,6 +45,7 @@ struct RunSummary {
     // activations it holds at most (its micro-batch slots).
     std::string stages, pipeline;
     int microBatches = 1, stageReplicas = 1;
+    bool stagePerProcess = false;  // each stage in an mpirun process of its own
     double bubbleFraction = -1;
     std::vector<size_t> stageActivationBytes;
     // Everything each stage allocated, its replicas together (StagePipeline::stageBytes: its

@@ -98,6 +98,7 @@ TrainingRun::TrainingRun(RunPlan& run, DataSplits data, int cores, int machineCo
         sum_.pipeline = c_.pipeline.empty() ? "naive" : c_.pipeline;
         sum_.microBatches = c_.microBatches;
         sum_.stageReplicas = c_.stageReplicas;
+        sum_.stagePerProcess = c_.stagePerProcess;
         for (int s = 0; s < pipeline->pipeline().stages(); ++s) {
             sum_.stageActivationBytes.push_back(pipeline->pipeline().activationBytes(s));
             sum_.stageBytes.push_back(pipeline->pipeline().stageBytes(s));

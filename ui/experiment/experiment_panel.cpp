@@ -30,6 +30,7 @@
 #include "experiment/form_widgets.hpp"
 #include "view_format.hpp"
 #include "nn/model_spec.hpp"
+#include "parallel/stage_plan.hpp"
 #include "util/error.hpp"
 
 namespace {
@@ -218,6 +219,11 @@ void ExperimentPanel::makeDeviceFields() {
     stageReplicas_ = spin(1, INT_MAX, tr("Hybrid parallelism: R copies of the pipeline, each on 1/R of the batch, every "
                                          "stage's copies summing their gradients before its update (data parallel "
                                          "inside the pipeline; stages x replicas CPU devices)."));
+    stagePerProcess_ = new QCheckBox(tr("each in an mpirun process of its own"));
+    stagePerProcess_->setToolTip(tb::ui::wrappedToolTip(
+        tr("Model parallelism across processes, as across machines: process s holds stage s's layers alone and "
+           "runs it on every batch, sending the activations forward and their gradients back as MPI messages. "
+           "The window starts one process per stage through mpirun and follows their run folder.")));
 }
 
 // Training: the batch, the optimiser, the length.
@@ -341,6 +347,7 @@ void ExperimentPanel::layOutForm() {
     add(devicesForm_, "pipeline", tr("Pipeline"), pipeline_);
     add(devicesForm_, "micro_batches", tr("Micro-batches"), microBatches_);
     add(devicesForm_, "stage_replicas", tr("Stage replicas"), stageReplicas_);
+    add(devicesForm_, "stage_per_process", tr("Stage processes"), stagePerProcess_);
     add(trainingForm_, "batch", tr("Batch"), batch_, row({batch_, batchMeaning_}));
     bind("batch_per_tower", batchMeaning_, tr("Batch per tower"));
     add(trainingForm_, {}, tr("Global batch"), split_);
@@ -392,6 +399,7 @@ void ExperimentPanel::connectFields() {
         revalidate();
     });
     connect(gpus_, &QListWidget::itemChanged, this, &ExperimentPanel::devicesChanged);
+    connect(stagePerProcess_, &QCheckBox::toggled, this, &ExperimentPanel::revalidate);
     for (QSpinBox* s : {towers_, perGpu_}) connect(s, &QSpinBox::valueChanged, this, &ExperimentPanel::devicesChanged);
     for (QComboBox* c : {model_, data_, variables_, reduce_, update_, optimizer_, precision_, length_, batchMeaning_, transfers_,
                           commPrecision_, pipeline_})
@@ -504,6 +512,7 @@ void ExperimentPanel::showChosenRows() {
     devicesForm_->setRowVisible(perGpu_, data && gpus);
     for (QWidget* f : std::initializer_list<QWidget*>{stages_, pipeline_, microBatches_}) devicesForm_->setRowVisible(f, !data);
     devicesForm_->setRowVisible(stageReplicas_, parallelism_->currentIndex() == kHybridParallel);
+    devicesForm_->setRowVisible(stagePerProcess_, parallelism_->currentIndex() == kModelParallel);
 }
 
 void ExperimentPanel::devicesChanged() {
@@ -551,12 +560,31 @@ void ExperimentPanel::showTowers(const std::string& text) {
     devicesChanged();
 }
 
-// The form runs stages in one process (it hides the processes' rows; towerbench-run under mpirun
-// runs them in each process).
-// Model parallelism runs in one process; data and hybrid parallelism across mpirun's processes.
+// Model parallelism runs in one process, or a process per stage; data and hybrid parallelism
+// across mpirun's processes (the Processes row).
 bool ExperimentPanel::acrossProcesses() const { return !staged() || parallelism_->currentIndex() == kHybridParallel; }
 
-int ExperimentPanel::processes() const { return acrossProcesses() ? processes_->value() : 1; }
+bool ExperimentPanel::stagePerProcess() const {
+    return parallelism_->currentIndex() == kModelParallel && stagePerProcess_->isChecked();
+}
+
+// The stages the form's Stages field gives (2 where it is empty; 2 where it does not read, which
+// the form's check then names).
+int ExperimentPanel::stageCount() const {
+    const QString text = stages_->text().trimmed();
+    try {
+        std::vector<std::string> names;
+        for (const tb::LayerSpec& l : tb::findModel(model_->currentText().toStdString()).layers) names.push_back(l.name);
+        return tb::parseStagePlan(text.isEmpty() ? std::string("2") : text.toStdString(), names).count();
+    } catch (const std::exception&) {
+        return 2;
+    }
+}
+
+int ExperimentPanel::processes() const {
+    if (stagePerProcess()) return stageCount();
+    return acrossProcesses() ? processes_->value() : 1;
+}
 
 QString ExperimentPanel::hostfile() const { return acrossProcesses() ? hostfile_->text().trimmed() : QString(); }
 
@@ -587,10 +615,12 @@ tb::RunConfig ExperimentPanel::config() const {
         c.pipeline = schedule == "naive" && base_.pipeline.empty() ? std::string() : schedule;
         c.microBatches = microBatches_->value();
         c.stageReplicas = parallelism_->currentIndex() == kHybridParallel ? stageReplicas_->value() : 1;
+        c.stagePerProcess = stagePerProcess();
     } else {
         c.stages.clear();
         c.pipeline.clear();
         c.microBatches = c.stageReplicas = 1;
+        c.stagePerProcess = false;
     }
     // A global batch leaves the split to the plan; a batch per tower makes the global batch
     // follow the towers (written out, so a saved file says what a step is).
@@ -674,6 +704,7 @@ void ExperimentPanel::setConfig(const tb::RunConfig& c) {
     pipeline_->setCurrentText(c.pipeline.empty() ? QStringLiteral("naive") : QString::fromStdString(c.pipeline));
     microBatches_->setValue(c.microBatches);
     stageReplicas_->setValue(c.stageReplicas);
+    stagePerProcess_->setChecked(c.stagePerProcess);
     batchMeaning_->setCurrentIndex(c.batchPerTower > 0 ? kBatchPerTower : kGlobalBatch);
     batch_->setValue(c.batchPerTower > 0 ? c.batchPerTower : c.batch);
     optimizer_->setCurrentText(QString::fromStdString(c.optimizer));

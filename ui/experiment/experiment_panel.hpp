@@ -105,6 +105,10 @@ private:
     void showChosenRows();
     bool staged() const;  // model or hybrid parallelism chosen
     bool acrossProcesses() const;  // data or hybrid parallelism: the processes' rows apply
+    // Model parallelism with each stage in a process of its own (--stage-per-process): as many
+    // processes as stages.
+    bool stagePerProcess() const;
+    int stageCount() const;
     void setVariablesChoices(const QString& keep);  // keeps `keep` selected where it is offered
     void showTowers(const std::string& towers);     // setConfig's part for the device controls
     void fitGpuList();
@@ -129,7 +133,7 @@ private:
     QSpinBox *towers_, *perGpu_, *processes_, *averageEvery_, *psShards_, *psTasks_, *microBatches_, *stageReplicas_, *batch_, *decaySteps_, *seed_, *evalEvery_, *validation_,
         *shuffleBuffer_, *prefetch_, *threads_, *checkpointEvery_, *keepCheckpoints_;
     NumberBox *lr_, *momentum_, *decayRate_, *lengthValue_, *emaDecay_, *checkpointMinutes_;
-    QCheckBox *staircase_, *tf32_;
+    QCheckBox *staircase_, *tf32_, *stagePerProcess_;
     QLabel* split_;
     FoldSection *advanced_, *checkpoints_;
     QString problem_, engineProblem_;

@@ -636,20 +636,23 @@ QString PlacementDiagram::caption() const {
         int64_t bytes = 0;  // each replica's crossing boundaries, both ways (-1: not known yet)
         int crossing = 0;
         for (int s = 0; s < model_.boundaryBytes.size(); ++s) {
-            if (!model_.stageCopies && model_.stages[s].device == model_.stages[s + 1].device) continue;
-            if (!model_.stageCopies && !gpus) continue;
+            const bool copied = model_.stageCopies || model_.stagePerProcess;
+            if (!copied && model_.stages[s].device == model_.stages[s + 1].device) continue;
+            if (!copied && !gpus) continue;
             ++crossing;
             const int64_t b = model_.boundaryBytes[s];
             bytes = b > 0 && bytes >= 0 ? bytes + 2 * b * model_.stageReplicas : -1;
         }
-        const QString how = model_.stageCopies ? tr("explicit copies") : tr("NCCL send/recv between the GPUs");
+        const QString how = model_.stagePerProcess ? tr("MPI messages between the stages' processes")
+                            : model_.stageCopies   ? tr("explicit copies")
+                                                   : tr("NCCL send/recv between the GPUs");
         QString text = crossing == 0 ? (gpus ? tr("stages on one GPU share its memory: 0 B cross between them a step")
                                              : tr("CPU stages share memory: 0 B cross between them a step"))
                        : bytes > 0 ? tr("%1: %2 cross between the stages' memories a step").arg(how, formatBytes(double(bytes)))
                                    : tr("%1: the activations and their gradients cross between the stages' memories").arg(how);
         if (crossing > 0 && crossing < model_.boundaryBytes.size())
             text += tr("; 0 B where stages share a GPU");
-        if (model_.processes > 1)
+        if (model_.processes > 1 && !model_.stagePerProcess)
             text += tr("; in each of %1 processes, every stage's gradient averaged across them").arg(model_.processes);
         return text;
     }
@@ -686,7 +689,7 @@ bool PlacementDiagram::event(QEvent* e) {
                        "as many bytes each way as the arrows say. CPU stages, and stages sharing a GPU (each on a "
                        "stream of its own), read them in place in the memory they share, so nothing crosses between "
                        "memories (0 B moved), unless told to copy them (Transfers: copies); stages on two GPUs send "
-                       "them with NCCL, and those bytes cross.")),
+                       "them with NCCL, and stages in processes of their own as MPI messages: those bytes cross.")),
                 this);
             return true;
         }

@@ -21,6 +21,7 @@ PlacementModel PlacementModel::fromStages(const tb::RunConfig& c, const tb::Mode
     m.microBatches = c.microBatches;
     m.stageReplicas = std::max(1, c.stageReplicas);
     m.stageCopies = c.transfers == "copies";
+    m.stagePerProcess = c.stagePerProcess;
     m.paramCount = tb::shapeOf(spec).params;
     auto backend = tb::makeCpuBackend(1);
     for (int r = 0; r < m.stageReplicas; ++r)
@@ -32,7 +33,8 @@ PlacementModel PlacementModel::fromStages(const tb::RunConfig& c, const tb::Mode
                                    : st.first == st.last ? QString::fromStdString(names[size_t(st.first)])
                                                          : QString::fromStdString(names[size_t(st.first)] + ".." +
                                                                                   names[size_t(st.last)]);
-            m.stages.push_back({QString::fromStdString(d.str()), layers, r});
+            m.stages.push_back({m.stagePerProcess ? QObject::tr("process %1").arg(s) : QString::fromStdString(d.str()),
+                                layers, r});
             if (r > 0 || s + 1 == plan.count()) continue;
             // The boundary layer's outputs per example, from a one-layer stage of batch 1.
             const int64_t perExample =

@@ -58,6 +58,9 @@ struct PlacementModel {
     QString schedule;
     int microBatches = 1, stageReplicas = 1;
     bool stageCopies = false;
+    // Each stage in an mpirun process of its own (--stage-per-process): every boundary's bytes
+    // cross between processes, as MPI messages; each box names its process.
+    bool stagePerProcess = false;
 
     static PlacementModel fromPlan(const tb::DeploymentPlan& plan, int64_t paramCount);
     // A run with --stages: its stages and boundaries (throws tb::Error where the stages do not

@@ -594,7 +594,8 @@ void MainWindow::experimentEdited(const tb::RunConfig& c, bool valid) {
         if (!c.stages.empty()) {  // model parallelism: the stages, not towers (hybrid: in each process)
             PlacementModel stages = PlacementModel::fromStages(c, tb::findModel(c.model));
             stages.processes = experiment_->processes();
-            for (int64_t& b : stages.boundaryBytes) b /= stages.processes;  // each process trains its share of the batch
+            if (!c.stagePerProcess)  // (stages in each process: each trains its share of the batch)
+                for (int64_t& b : stages.boundaryBytes) b /= stages.processes;
             diagram_->setModel(stages);
         } else {
             diagram_->setModel(PlacementModel::fromPlan(catalog_.makePlan(c), variableSizes_)

@@ -36,9 +36,11 @@ QStringList RunFollower::towers() const {
     if (const QString stages = plan.value("stages").toString(); !stages.isEmpty()) {
         const QStringList items = stages.split(',');
         const int replicas = std::max(1, plan.value("stage_replicas").toInt(1));
+        const bool ownProcesses = plan.value("stage_per_process").toBool();  // stage s in process s
         for (int r = 0; r < replicas; ++r)
             for (int i = 0; i < items.size(); ++i) {
-                const QString device = items[i].section('=', 0, 0).section('*', 0, 0);
+                const QString device = ownProcesses ? QObject::tr("process %1").arg(i)
+                                                    : items[i].section('=', 0, 0).section('*', 0, 0);
                 const int index = device.section(':', 1).toInt() + int(items.size()) * r;
                 out << tb::ui::stageLane(i, r == 0 ? device : device.section(':', 0, 0) + ':' + QString::number(index),
                                          replicas > 1 ? r : -1);
