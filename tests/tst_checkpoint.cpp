@@ -9,6 +9,7 @@
 #include <QJsonArray>
 #include <QJsonDocument>
 #include <QJsonObject>
+#include <QProcess>
 #include <QTemporaryDir>
 #include <QThread>
 #include <algorithm>
@@ -30,6 +31,7 @@
 #include "io/safetensors.hpp"
 #include "io/tfrecord.hpp"
 #include "test_support.hpp"
+#include "util/system_text.hpp"
 #ifdef TB_HAVE_PROTOBUF
 #include "tensorflow/tensorflow.pb.h"
 #endif
@@ -915,6 +917,29 @@ private slots:
         RunIndex healed(root.toStdString());
         QVERIFY(healed.rebuilt());
         QCOMPARE(int(healed.list().size()), 2);
+
+        // A folder left "running" by a process of this machine that is gone (killed, or ended by
+        // another process of its run) is listed as interrupted, asked at each listing; one whose
+        // process lives is running.
+        QProcess gone;
+        gone.start("true", {});
+        QVERIFY(gone.waitForFinished(5000));
+        const auto record = [&](const QString& name, int64_t pid) {
+            QVERIFY(QDir().mkpath(root + "/" + name));
+            tbtest::writeFile(root + "/" + name + "/run.json",
+                              QByteArray::fromStdString(nlohmann::json{{"state", "running"},
+                                                                       {"host", tb::hostName()},
+                                                                       {"pid", pid},
+                                                                       {"created", "2026-11-29T00:00:00Z"}}
+                                                            .dump()));
+        };
+        record("killed", gone.processId());
+        record("live", int64_t(QCoreApplication::applicationPid()));
+        RunIndex listing(root.toStdString());
+        std::map<std::string, std::string> states;
+        for (const RunRecord& r : listing.list()) states[r.name] = r.state;
+        QCOMPARE(states["killed"], std::string("interrupted"));
+        QCOMPARE(states["live"], std::string("running"));
     }
 
     // The command line: a run's folder, its summary's run_dir, --resume with more steps, eval,

@@ -90,10 +90,11 @@ size_t estimateStageBytes(const ModelSpec& spec, const StagePipelineSetup& setup
     const NetworkMemory net = estimateNetworkMemory(spec, microBatch, LayerRange{first, last});
     const size_t held = size_t(activationsHeld(schedule.ops(stage, count, micro)));
     const size_t outputGrad = stage + 1 < count ? size_t(microBatch) * size_t(layerOutputDims(spec, last).size()) * sizeof(float) : 0;
-    // Explicit copies, or a GPU other than the stage before's (NCCL receives into buffers of the
-    // stage's own): an input per slot and one input gradient, of the stage before's output.
+    // Explicit copies, a GPU other than the stage before's (NCCL receives into buffers of the
+    // stage's own), or a process of its own (MPI receives): an input per slot and one input
+    // gradient, of the stage before's output.
     const auto& d = setup.devices;
-    const bool ownInput = stage > 0 && (setup.copies ||
+    const bool ownInput = stage > 0 && (setup.copies || setup.localStage >= 0 ||
                                         (d.size() == size_t(count) && ownsInput(d[size_t(stage) - 1], d[size_t(stage)], false)));
     const size_t input = ownInput ? size_t(microBatch) * size_t(layerOutputDims(spec, first - 1).size()) * sizeof(float) : 0;
     const size_t activations = held * (net.activations + net.saved + outputGrad + input) + input;
@@ -106,6 +107,21 @@ std::vector<MemoryNeed> estimatePipelineMemory(const ModelSpec& spec, const Stag
                                                const PipelineSchedule& schedule, int slots, bool ema,
                                                size_t datasetBytes) {
     NeedsByMemory needs(datasetBytes);
+    if (const int s = setup.localStage; s >= 0) {
+        // A stage per process: this process's stage; the chief (stage 0's) also evaluates, and
+        // holds the other stages' variables and optimiser slots as it gathers them.
+        NeedsByMemory::add(needs.at(Device{}), estimateStageBytes(spec, setup, schedule, s, slots, ema),
+                           "stage " + std::to_string(s + 1));
+        if (s == 0) {
+            const NetworkMemory eval = estimateNetworkMemory(spec, setup.batch);
+            const auto [first, last] = setup.ranges.front();
+            const size_t own = estimateNetworkMemory(spec, 1, LayerRange{first, last}).params;
+            NeedsByMemory::add(needs.at(Device{}), eval.activations + eval.saved, "evaluation network");
+            NeedsByMemory::add(needs.at(Device{}), (eval.params - own) * size_t(1 + slots),
+                               "the other stages' variables and optimiser slots, gathered");
+        }
+        return needs.list();
+    }
     const NetworkMemory eval = estimateNetworkMemory(spec, setup.batch);
     NeedsByMemory::add(needs.at(Device{}), eval.activations + eval.saved, "evaluation network");
     // GPU stages keep their variables on their GPUs; evaluation reads a copy gathered into host

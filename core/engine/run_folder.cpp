@@ -1,6 +1,5 @@
 #include "engine/run_folder.hpp"
 
-#include <signal.h>
 #include <unistd.h>
 
 #include <algorithm>
@@ -14,6 +13,7 @@
 
 #include "engine/trainer.hpp"
 #include "io/atomic_file.hpp"
+#include "io/run_index.hpp"
 #include "util/system_text.hpp"
 #ifdef TB_HAVE_PROTOBUF
 #include "engine/event_file.hpp"
@@ -121,17 +121,8 @@ void RunFolder::openFiles() {
 }
 
 std::optional<int64_t> RunFolder::trainingProcess(const std::string& dir) {
-    nlohmann::json run;
-    try {
-        run = parseJsonOrDiscard(readText(dir + "/run.json", "the run's record"));
-    } catch (const Error&) {
-        return std::nullopt;  // no record (yet, or any more): nothing trains here
-    }
-    if (run.is_discarded() || !run.is_object()) return std::nullopt;
-    const int64_t pid = run.value("pid", int64_t(0));
-    if (run.value("state", "") == "running" && run.value("host", "") == hostName() && pid > 0 &&
-        ::kill(pid_t(pid), 0) == 0)
-        return pid;
+    const RunProcess p = runProcess(dir);
+    if (p.running && p.alive) return p.pid;
     return std::nullopt;
 }
 

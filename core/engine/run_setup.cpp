@@ -150,28 +150,32 @@ std::string trainedAll(int64_t total) {
 
 namespace {
 
-// Processes: every one must run process 0's settings; the first that differs is named. What only
-// process 0 does (the progress line, the metrics file) may differ.
+// Processes: every one must run process 0's settings; the first process that differs, and its
+// first differing setting, are named by every process (so process 0 also ends with the reason,
+// and its run folder says the run failed rather than being left "running" when the others end
+// the run). What only process 0 does (the progress line, the metrics file) may differ.
 void checkSameSettings(ProcessGroup& processes, const RunConfig& c) {
     nlohmann::json settings = c.toJson();
     for (const char* own : {"quiet", "metrics"}) settings.erase(own);
-    const std::string mine = settings.dump();
-    const std::string leader = processes.broadcast(mine);
-    if (mine == leader) return;
-    const nlohmann::json& a = settings;
-    const nlohmann::json b = nlohmann::json::parse(leader, nullptr, false);
-    std::string key = "settings";
-    std::string here, there;
-    for (const auto& [k, v] : a.items()) {
-        if (!b.is_object() || !b.contains(k) || b[k] != v) {
-            key = "--" + k;
-            std::replace(key.begin(), key.end(), '_', '-');
-            here = v.dump();
-            there = b.is_object() && b.contains(k) ? b[k].dump() : "unset";
-            break;
+    const std::vector<std::string> all = processes.gather(settings.dump());
+    const nlohmann::json leader = nlohmann::json::parse(all.front(), nullptr, false);
+    for (size_t p = 1; p < all.size(); ++p) {
+        if (all[p] == all.front()) continue;
+        nlohmann::json other = nlohmann::json::parse(all[p], nullptr, false);
+        if (!other.is_object()) other = nlohmann::json::object();
+        std::string key = "settings", here = "other", there = "process 0's";
+        for (const auto& [k, v] : other.items()) {
+            if (!leader.is_object() || !leader.contains(k) || leader[k] != v) {
+                key = "--" + k;
+                std::replace(key.begin(), key.end(), '_', '-');
+                here = v.dump();
+                there = leader.is_object() && leader.contains(k) ? leader[k].dump() : "unset";
+                break;
+            }
         }
+        throw Error(key + " is " + here + " on process " + std::to_string(p) + " but " + there +
+                    " on process 0 (every process of a run must have the same settings)");
     }
-    throw Error(key + " is " + here + " here but " + there + " on process 0 (every process of a run must have the same settings)");
 }
 
 }  // namespace

@@ -1,5 +1,6 @@
 #include "io/run_index.hpp"
 
+#include <signal.h>
 #include <sqlite3.h>
 
 #include <algorithm>
@@ -11,6 +12,7 @@
 
 #include "util/error.hpp"
 #include "util/json_file.hpp"
+#include "util/system_text.hpp"
 
 namespace fs = std::filesystem;
 
@@ -70,6 +72,17 @@ const char* kColumns = "path, name, created, state, model, data, plan, steps, va
                        "examples_per_sec, stamp";
 
 }  // namespace
+
+RunProcess runProcess(const std::string& folder) {
+    const nlohmann::json run = readJson(fs::path(folder) / "run.json");
+    RunProcess p;
+    if (!run.is_object()) return p;  // no record (yet, or any more): nothing trains here
+    p.running = text(run, "state") == "running";
+    p.here = text(run, "host") == hostName();
+    p.pid = run.contains("pid") && run["pid"].is_number_integer() ? run["pid"].get<int64_t>() : 0;
+    p.alive = p.here && p.pid > 0 && ::kill(pid_t(p.pid), 0) == 0;
+    return p;
+}
 
 RunRecord readRunFolder(const std::string& folder) {
     const fs::path f(folder);
@@ -245,6 +258,9 @@ std::vector<RunRecord> RunIndex::list(const std::string& filter, const std::stri
         r.name = q.text(1);
         r.created = q.text(2);
         r.state = q.text(3);
+        // (Asked now, not when indexed: a process can end without its folder changing.)
+        if (const RunProcess p = r.state == "running" ? runProcess(r.path) : RunProcess{}; p.running && p.here && !p.alive)
+            r.state = "interrupted";
         r.model = q.text(4);
         r.data = q.text(5);
         r.plan = q.text(6);

@@ -13,9 +13,19 @@ struct sqlite3;
 
 namespace tb {
 
+// Who trains a run, from its run.json: whether it says "running", whether on this machine, and
+// that process (alive: it still exists).
+struct RunProcess {
+    bool running = false, here = false, alive = false;
+    int64_t pid = 0;
+};
+RunProcess runProcess(const std::string& folder);
+
 struct RunRecord {
     std::string path, name;           // the folder, and its name
-    std::string created, state;       // run.json: ISO time; running|finished|stopped|failed
+    // run.json: ISO time; running|finished|stopped|failed, or interrupted where it says running
+    // but its process on this machine is gone (killed, or ended by another process of its run).
+    std::string created, state;
     std::string model, data, plan;    // config.json and plan.json ("2 towers (cpu:0, cpu:1), ...")
     int64_t steps = 0;                // summary.json, else the last step in metrics.jsonl
     double validationAccuracy = -1;   // summary.json; -1: none

@@ -10,13 +10,18 @@ PipelineSet::PipelineSet(const ModelSpec& spec, StagePipelineSetup setup, std::u
     const int lanesHere = setup.localStage >= 0 ? 1 : int(setup.ranges.size()) * setup.replicas;
     backend_ = makeCpuBackend(setup.threadsPerStage * lanesHere, 0, setup.opt.precision);
     stream_ = backend_->createStream();
-    eval_ = std::make_unique<Network>(spec, *backend_, setup.batch);
-    whole_ = backend_->empty(Shape{std::max<int64_t>(eval_->paramCount(), 1)});
-    eval_->bindParams(whole_.data());
+    // A stage's process other than the chief's keeps its stage's layers alone: the whole model
+    // only as a layout (batch 1, no variables), as it never evaluates or writes checkpoints.
+    const bool stageAlone = setup.localStage > 0;
+    eval_ = std::make_unique<Network>(spec, *backend_, stageAlone ? 1 : setup.batch);
+    if (!stageAlone) {
+        whole_ = backend_->empty(Shape{std::max<int64_t>(eval_->paramCount(), 1)});
+        eval_->bindParams(whole_.data());
+    }
     eval_->releaseGradients();  // the stages compute every gradient; this network only evaluates
     gpuStages_ = anyGpu(setup.devices);
     gathered_ = !gpuStages_;  // (GPU stages: gathered when first asked)
-    if (!gpuStages_) setup.sharedParams = whole_.data();
+    if (!gpuStages_ && !stageAlone) setup.sharedParams = whole_.data();
     pipe_ = std::make_unique<StagePipeline>(spec, setup, *schedule_);
 }
 

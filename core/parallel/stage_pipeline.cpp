@@ -564,6 +564,10 @@ PipelineStep StagePipeline::step(const Batch& global, int64_t step, uint64_t see
         w->backwards.store(0);
         w->error = nullptr;
     }
+    // Stages in processes of their own start the step together (each process has its batch by
+    // now), so that their timelines share one start: a process that took longer for its batch,
+    // or evaluated the model before this step, does not show in the others' bubble.
+    if (spansProcesses()) processes_->any(false);
     t0_ = std::chrono::steady_clock::now();
     start_.arrive_and_wait();
     done_.arrive_and_wait();
@@ -604,9 +608,8 @@ PipelineStep StagePipeline::step(const Batch& global, int64_t step, uint64_t see
 }
 
 // Stages in processes of their own: every process's lane, in stage order, on every process. Each
-// lane's times are from its own process's start of the step; the processes start each step
-// within the previous step's vote of each other. (Reports, not the training's traffic: as the
-// votes, not counted in the bytes moved.)
+// lane's times are from its own process's start of the step, which the processes begin together
+// (step()). (Reports, not the training's traffic: as the votes, not counted in the bytes moved.)
 std::vector<StagePipeline::Lane> StagePipeline::gatherLanes(std::vector<Lane> local) {
     const Lane& mine = local.front();
     std::vector<double> packed{mine.busy, mine.apply, mine.accumulate, mine.flushed, double(mine.moved),

@@ -202,7 +202,8 @@ def refused(cmd, expect, what):
 
 def killed_rank(tmp, binary, processes=2, victim=1, extra=(), label="one process killed"):
     cmd = [*MPIRUN, str(processes), binary, "--model", "mlp", "--data", DATA, "--steps", "1000000", "--validation", "0",
-           "--threads", "1", "--towers", "cpu:0", "--quiet", "--batch", "64", "--run-dir", os.path.join(tmp, f"killed{processes}"),
+           "--threads", "1", "--towers", "cpu:0", "--quiet", "--batch", "64",
+           "--run-dir", os.path.join(tmp, f"killed{len(os.listdir(tmp))}"),
            *extra]
     mpirun = subprocess.Popen(cmd, env=ENV, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
     time.sleep(3)
@@ -492,8 +493,14 @@ def main():
         equivalence(tmp, binary, [], towers_one="cpu:0,cpu:1", model=model, label="dropout")
         base = [binary, "--model", "mlp", "--data", DATA, "--steps", "5", "--validation", "0", "--threads", "1",
                 "--towers", "cpu:0", "--quiet"]
-        refused([*MPIRUN, "1", *base, "--batch", "64", "--lr", "0.01", ":", "-np", "1", *base, "--batch", "64", "--lr", "0.02"],
-                "--lr is 0.02 here but 0.01 on process 0", "settings that differ")
+        differing = os.path.join(tmp, "differing")
+        refused([*MPIRUN, "1", *base, "--batch", "64", "--lr", "0.01", "--run-dir", differing, ":", "-np", "1", *base,
+                 "--batch", "64", "--lr", "0.02"], "--lr is 0.02 on process 1 but 0.01 on process 0", "settings that differ")
+        # Process 0 finds the difference too, before its folder is made: none is left "running" by
+        # the others' MPI_Abort (as one was when process 0 alone went on).
+        record = os.path.join(differing, "run.json")
+        state = json.load(open(record)).get("state") if os.path.exists(record) else None
+        check(state in (None, "failed"), f"settings that differ: process 0's run folder {state or 'not made'}")
         refused([*MPIRUN, "2", *base, "--batch", "65"], "do not split evenly over the 2 processes", "a batch the processes cannot split")
         refused([*MPIRUN, "2", *base, "--batch", "2048"], "examples per step, but the training set has only",
                 "more examples per step than the set holds")
