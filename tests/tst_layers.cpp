@@ -120,9 +120,9 @@ LayerSpec conv(int filters, int kernel, int stride, bool same) {
     return s;
 }
 
-LayerSpec pool(int size, int stride, bool same) {
+LayerSpec pool(int size, int stride, bool same, LayerType type = LayerType::MaxPool) {
     LayerSpec s;
-    s.type = LayerType::MaxPool;
+    s.type = type;
     s.name = "pool";
     s.kernel = size;
     s.stride = stride;
@@ -240,6 +240,9 @@ private slots:
         QTest::newRow("lrn general beta") << 7;
         QTest::newRow("dense") << 8;
         QTest::newRow("dropout keep 0.6") << 9;
+        QTest::newRow("avgpool 3x3/2 same") << 10;
+        QTest::newRow("avgpool 2x2/1 valid") << 11;
+        QTest::newRow("global avgpool") << 12;
     }
     void gradients() {
         QFETCH(int, which);
@@ -257,11 +260,42 @@ private slots:
         case 7: spec = lrn(2, 2.f, 0.2f, 0.6f); in = {9, 2, 2}; break;
         case 8: spec = simple(LayerType::Dense); spec.units = 7; in = {11, 1, 1}; break;
         case 9: spec = simple(LayerType::Dropout); spec.keep = 0.6f; break;
+        case 10: spec = pool(3, 2, true, LayerType::AvgPool); break;
+        case 11: spec = pool(2, 1, false, LayerType::AvgPool); break;
+        case 12: spec = simple(LayerType::GlobalAvgPool); break;
         }
         Rig rig(spec, in, 2);
         const auto x = kinks ? separatedVector(rig.inSize(), 11, 0.05f) : randomVector(rig.inSize(), 11);
         const double err = gradientCheck(rig, x, 1e-2f);
         QVERIFY2(err < kTolerance, qPrintable(QString("worst relative error %1").arg(err)));
+    }
+
+    // Average pooling as TensorFlow's avg_pool: SAME's padding is not counted in the mean (a
+    // corner window of 3x3 at stride 2 over 5x5 with one pixel of padding averages 4 pixels);
+    // global average pooling gives each channel's mean, (c, h, w) -> (c, 1, 1).
+    void averagePoolingMeansTheRealPixels() {
+        Rig rig(pool(3, 2, true, LayerType::AvgPool), {2, 5, 5}, 1);
+        std::vector<float> x(rig.inSize());
+        for (size_t i = 0; i < x.size(); ++i) x[i] = float(i % 7) - 3.f;  // (h, w, c), c fastest
+        const auto y = rig.forward(x);
+        QCOMPARE(int(y.size()), 3 * 3 * 2);
+        const auto at = [&](int h, int w, int c) { return double(x[size_t((h * 5 + w) * 2 + c)]); };
+        for (int c = 0; c < 2; ++c) {
+            // SAME over 5 at stride 2 with a window of 3 pads 1 on each side: window (0, 0) is rows
+            // and columns -1..1, of which 0..1 are real.
+            const double corner = (at(0, 0, c) + at(0, 1, c) + at(1, 0, c) + at(1, 1, c)) / 4;
+            QVERIFY(std::abs(y[size_t(c)] - corner) < 1e-6);
+        }
+        Rig global(simple(LayerType::GlobalAvgPool), {3, 4, 2}, 2);
+        const auto g = global.forward(randomVector(global.inSize(), 5));
+        QCOMPARE(int(g.size()), 2 * 3);
+        std::vector<float> in = randomVector(global.inSize(), 5);
+        for (int n = 0; n < 2; ++n)
+            for (int c = 0; c < 3; ++c) {
+                double sum = 0;
+                for (int p = 0; p < 8; ++p) sum += in[size_t((n * 8 + p) * 3 + c)];
+                QVERIFY2(std::abs(g[size_t(n * 3 + c)] - sum / 8) < 1e-6, qPrintable(QString::number(g[size_t(n * 3 + c)])));
+            }
     }
 
     void lrnGradientScalesWithAlpha() {

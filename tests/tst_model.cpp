@@ -393,6 +393,12 @@ void TestModel::badModelFiles_data() {
     QTest::newRow("pool too big")
         << QByteArray(R"({"input": [1, 2, 2], "layers": [{"type": "maxpool", "name": "p", "size": 3, "padding": "valid"}, {"type": "flatten"}]})")
         << QStringList{"layer 'p'", "pooling window does not fit its input (1, 2, 2)"};
+    QTest::newRow("avgpool too big")
+        << QByteArray(R"({"input": [1, 2, 2], "layers": [{"type": "avgpool", "name": "a", "size": 3, "padding": "valid"}, {"type": "flatten"}]})")
+        << QStringList{"layer 'a'", "pooling window does not fit its input (1, 2, 2)"};
+    QTest::newRow("global_avgpool with a size")
+        << QByteArray("{" + in + R"("layers": [{"type": "global_avgpool", "name": "gap", "size": 2}, {"type": "dense", "units": 2}]})")
+        << QStringList{"layer 'gap'", "size"};
     QTest::newRow("last layer not flat")
         << QByteArray("{" + in + R"("layers": [{"type": "conv2d", "filters": 4, "kernel": 3}]})")
         << QStringList{"last layer must output a flat vector", "(4, 8, 8)"};

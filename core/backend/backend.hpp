@@ -50,10 +50,16 @@ struct ConvDesc {
     int outW() const { return (w + padLeft + padRight - s) / strideW + 1; }
 };
 
+// Max: the window's largest element (padding never wins). Average: the mean of the window's
+// elements inside the input (padding not counted, as TensorFlow's avg_pool and PyTorch's
+// count_include_pad=False); global average pooling is the window of the whole input.
+enum class PoolMode { Max = 0, Average = 1 };
+
 struct PoolDesc {
     int n = 0, c = 0, h = 0, w = 0;
     int r = 0, s = 0, strideH = 1, strideW = 1;
-    int padTop = 0, padLeft = 0, padBottom = 0, padRight = 0;  // padding never wins the max
+    int padTop = 0, padLeft = 0, padBottom = 0, padRight = 0;
+    PoolMode mode = PoolMode::Max;
     int outH() const { return (h + padTop + padBottom - r) / strideH + 1; }
     int outW() const { return (w + padLeft + padRight - s) / strideW + 1; }
 };
@@ -84,7 +90,8 @@ public:
     virtual void backwardWeights(Stream, const float* x, const float* dy, float* dw, float* db, void* ws) = 0;
 };
 
-// A max-pooling plan; `saved` (savedBytes) keeps what backward needs (the argmax).
+// A pooling plan; `saved` (savedBytes) keeps what backward needs (max: the argmax; average:
+// nothing).
 class PoolOp {
 public:
     virtual ~PoolOp() = default;
@@ -167,7 +174,7 @@ public:
 
     // Plans for the heavy ops.
     virtual std::unique_ptr<ConvOp> makeConv(const ConvDesc&) = 0;
-    virtual std::unique_ptr<PoolOp> makeMaxPool(const PoolDesc&) = 0;
+    virtual std::unique_ptr<PoolOp> makePool(const PoolDesc&) = 0;
     virtual std::unique_ptr<LrnOp> makeLrn(const LrnDesc&) = 0;
     virtual std::unique_ptr<DenseOp> makeDense(const DenseDesc&) = 0;
 

@@ -193,31 +193,41 @@ void checkPool(Checker& ck, const PoolDesc& d, uint64_t seed) {
     std::mt19937_64 rng(seed);
     const size_t xs = size_t(d.n) * d.h * d.w * d.c, ys = size_t(d.n) * d.outH() * d.outW() * d.c;
     const Vec x = randomVec(xs, rng), dy = randomVec(ys, rng);
-    // Reference: the maximum over the window's real pixels (padding never wins), first one on ties.
+    // Reference over the window's real pixels: max, the largest (padding never wins; the first
+    // one on ties), its dy to it; average, their mean (padding not counted), dy shared equally.
     DVec refY(ys), refDx(xs, 0.0);
     const int oh = d.outH(), ow = d.outW();
+    std::vector<size_t> inside;
     for (int n = 0; n < d.n; ++n)
         for (int oy = 0; oy < oh; ++oy)
             for (int ox = 0; ox < ow; ++ox)
                 for (int c = 0; c < d.c; ++c) {
-                    double best = -std::numeric_limits<double>::infinity();
-                    size_t at = 0;
+                    inside.clear();
                     for (int r = 0; r < d.r; ++r)
                         for (int s = 0; s < d.s; ++s) {
                             const int iy = oy * d.strideH - d.padTop + r, ix = ox * d.strideW - d.padLeft + s;
-                            if (iy < 0 || iy >= d.h || ix < 0 || ix >= d.w) continue;
-                            const size_t i = ((size_t(n) * d.h + iy) * d.w + ix) * d.c + c;
-                            if (x[i] > best) best = x[i], at = i;
+                            if (iy >= 0 && iy < d.h && ix >= 0 && ix < d.w)
+                                inside.push_back(((size_t(n) * d.h + iy) * d.w + ix) * d.c + c);
                         }
                     const size_t o = ((size_t(n) * oh + oy) * ow + ox) * d.c + c;
-                    refY[o] = best;
-                    refDx[at] += dy[o];
+                    if (d.mode == PoolMode::Max) {
+                        size_t at = inside.front();
+                        for (size_t i : inside)
+                            if (x[i] > x[at]) at = i;
+                        refY[o] = x[at];
+                        refDx[at] += dy[o];
+                    } else {
+                        double sum = 0;
+                        for (size_t i : inside) sum += x[i];
+                        refY[o] = sum / double(inside.size());
+                        for (size_t i : inside) refDx[i] += double(dy[o]) / double(inside.size());
+                    }
                 }
     char shape[128];
     std::snprintf(shape, sizeof shape, "n%d c%d %dx%d win %dx%d s%d,%d pad %d/%d/%d/%d", d.n, d.c, d.h, d.w, d.r, d.s,
                   d.strideH, d.strideW, d.padTop, d.padLeft, d.padBottom, d.padRight);
-    ck.run("maxpool.forward+backward", shape, 1e-6, [&](Rig& rig) {
-        auto op = rig.backend().makeMaxPool(d);
+    ck.run(d.mode == PoolMode::Max ? "maxpool.forward+backward" : "avgpool.forward+backward", shape, 1e-6, [&](Rig& rig) {
+        auto op = rig.backend().makePool(d);
         void* saved = rig.raw(op->savedBytes());
         float* xd = rig.upload(x);
         float* y = rig.poisoned(ys);
@@ -499,9 +509,13 @@ std::vector<OpCheck> checkBackendOps(Backend& backend, double matmulTolerance) {
                               conv(4, 32, 14, 14, 64, 5, 1, 2, 2, 2, 2),  // mnist_cnn conv2
                               conv(2, 64, 12, 12, 64, 5, 1, 2, 2, 2, 2)}) // cifar10_cnn conv2
         checkConv(ck, d, seed++);
-    for (const PoolDesc& d : {pool(2, 3, 7, 7, 3, 2, 1, 1, 1, 1), pool(3, 5, 24, 24, 3, 2, 0, 0, 1, 1),
-                              pool(2, 4, 28, 28, 2, 2, 0, 0, 0, 0), pool(1, 3, 5, 6, 2, 1, 0, 0, 0, 0)})
-        checkPool(ck, d, seed++);
+    for (const PoolMode mode : {PoolMode::Max, PoolMode::Average})
+        for (PoolDesc d : {pool(2, 3, 7, 7, 3, 2, 1, 1, 1, 1), pool(3, 5, 24, 24, 3, 2, 0, 0, 1, 1),
+                           pool(2, 4, 28, 28, 2, 2, 0, 0, 0, 0), pool(1, 3, 5, 6, 2, 1, 0, 0, 0, 0),
+                           pool(2, 16, 8, 8, 8, 1, 0, 0, 0, 0)}) {  // (the last: global, ResNet's head)
+            d.mode = mode;
+            checkPool(ck, d, seed++);
+        }
     for (const LrnDesc& d : {LrnDesc{2, 7, 3, 5, 2, 1.f, 0.1f, 0.75f}, LrnDesc{2, 64, 4, 4, 4, 1.f, 0.001f / 9, 0.75f},
                              LrnDesc{1, 5, 2, 3, 5, 2.f, 0.5f, 0.5f}, LrnDesc{2, 9, 2, 2, 1, 1.5f, 0.3f, 0.6f}})
         checkLrn(ck, d, seed++);

@@ -128,14 +128,17 @@ void fillPlans(TbBackendInterface& t) {
         return guarded(err, [&] { op->op->backwardWeights(streamOf(s), x, dy, dw, db, ws); });
     };
     t.destroyConv = [](TbConv* op) { delete op; };
-    t.makeMaxPool = [](TbBackend* b, const TbPoolDesc* d, TbPool** out, size_t* saved, TbError* err) {
+    t.makePool = [](TbBackend* b, const TbPoolDesc* d, TbPool** out, size_t* saved, TbError* err) {
         return guarded(err, [&] {
             PoolDesc p;
             p.n = d->n, p.c = d->c, p.h = d->h, p.w = d->w, p.r = d->r, p.s = d->s;
             p.strideH = d->strideH, p.strideW = d->strideW;
             p.padTop = d->padTop, p.padLeft = d->padLeft, p.padBottom = d->padBottom, p.padRight = d->padRight;
+            if (d->mode != int(PoolMode::Max) && d->mode != int(PoolMode::Average))
+                throw Error("a pooling plan of unknown mode " + std::to_string(d->mode));
+            p.mode = PoolMode(d->mode);
             auto op = std::make_unique<TbPool>();
-            op->op = b->be->makeMaxPool(p);
+            op->op = b->be->makePool(p);
             *saved = op->op->savedBytes();
             *out = op.release();
         });

@@ -41,6 +41,7 @@ typedef struct TbConvDesc {
 } TbConvDesc;
 typedef struct TbPoolDesc {
     int n, c, h, w, r, s, strideH, strideW, padTop, padLeft, padBottom, padRight;
+    int mode; /* tb::PoolMode: 0 max, 1 average */
 } TbPoolDesc;
 typedef struct TbLrnDesc {
     int n, c, h, w, depthRadius;
@@ -120,7 +121,7 @@ typedef struct TbBackendInterface {
     int (*convBackwardWeights)(TbConv* op, TbStream* s, const float* x, const float* dy, float* dw, float* db, void* ws,
                                TbError* err);
     void (*destroyConv)(TbConv* op);
-    int (*makeMaxPool)(TbBackend* be, const TbPoolDesc* d, TbPool** out, size_t* savedBytes, TbError* err);
+    int (*makePool)(TbBackend* be, const TbPoolDesc* d, TbPool** out, size_t* savedBytes, TbError* err);
     int (*poolForward)(TbPool* op, TbStream* s, const float* x, float* y, void* saved, TbError* err);
     int (*poolBackward)(TbPool* op, TbStream* s, const float* x, const float* y, const float* dy, float* dx,
                         const void* saved, TbError* err);

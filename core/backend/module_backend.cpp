@@ -181,12 +181,12 @@ public:
         TB_MODULE_CALL(makeConv, be_, &c, &op, &ws);
         return std::make_unique<ModuleConv>(shared_from_this(), t_, op, ws);
     }
-    std::unique_ptr<PoolOp> makeMaxPool(const PoolDesc& d) override {
-        const TbPoolDesc p{d.n,       d.c,      d.h,       d.w,         d.r,       d.s,
-                           d.strideH, d.strideW, d.padTop, d.padLeft, d.padBottom, d.padRight};
+    std::unique_ptr<PoolOp> makePool(const PoolDesc& d) override {
+        const TbPoolDesc p{d.n,       d.c,       d.h,      d.w,       d.r,         d.s,           d.strideH,
+                           d.strideW, d.padTop, d.padLeft, d.padBottom, d.padRight, int(d.mode)};
         TbPool* op = nullptr;
         size_t saved = 0;
-        TB_MODULE_CALL(makeMaxPool, be_, &p, &op, &saved);
+        TB_MODULE_CALL(makePool, be_, &p, &op, &saved);
         return std::make_unique<ModulePool>(shared_from_this(), t_, op, saved);
     }
     std::unique_ptr<LrnOp> makeLrn(const LrnDesc& d) override {

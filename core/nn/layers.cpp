@@ -90,24 +90,34 @@ protected:
     std::unique_ptr<Op> op_;
 };
 
-class MaxPoolLayer final : public SavedOpLayer<PoolOp> {
+// Max and average pooling over TF's window (size, stride, SAME or VALID); global average pooling
+// is the window of the whole input, one value per channel: (c, h, w) -> (c, 1, 1).
+class PoolLayer final : public SavedOpLayer<PoolOp> {
 public:
     using SavedOpLayer::SavedOpLayer;
     Dims configure(Dims in) override {
         in_ = in;
-        if (!tfWindow(spec_, in, ph_, pw_))
+        if (spec_.type == LayerType::GlobalAvgPool) {
+            ph_ = {1, 0, 0}, pw_ = {1, 0, 0};
+            kh_ = in.h, kw_ = in.w;
+        } else if (!tfWindow(spec_, in, ph_, pw_)) {
             throw Error("layer '" + name() + "': the pooling window does not fit its input " + in.str());
+        } else {
+            kh_ = kw_ = spec_.kernel;
+        }
         out_ = {in.c, ph_.out, pw_.out};
         return out_;
     }
     void prepare(Backend& be, int n) override {
-        PoolDesc d{n, in_.c, in_.h, in_.w, spec_.kernel, spec_.kernel, spec_.stride, spec_.stride,
-                   ph_.before, pw_.before, ph_.after, pw_.after};
-        op_ = be.makeMaxPool(d);
+        const int stride = spec_.type == LayerType::GlobalAvgPool ? 1 : spec_.stride;
+        PoolDesc d{n, in_.c, in_.h, in_.w, kh_, kw_, stride, stride, ph_.before, pw_.before, ph_.after, pw_.after};
+        d.mode = spec_.type == LayerType::MaxPool ? PoolMode::Max : PoolMode::Average;
+        op_ = be.makePool(d);
     }
 
 private:
     AxisPadding ph_, pw_;
+    int kh_ = 0, kw_ = 0;
 };
 
 class LrnLayer final : public SavedOpLayer<LrnOp> {
@@ -196,7 +206,9 @@ public:
 std::unique_ptr<Layer> makeLayer(const LayerSpec& spec) {
     switch (spec.type) {
     case LayerType::Conv2d: return std::make_unique<Conv2dLayer>(spec);
-    case LayerType::MaxPool: return std::make_unique<MaxPoolLayer>(spec);
+    case LayerType::MaxPool:
+    case LayerType::AvgPool:
+    case LayerType::GlobalAvgPool: return std::make_unique<PoolLayer>(spec);
     case LayerType::Relu: return std::make_unique<ReluLayer>(spec);
     case LayerType::Lrn: return std::make_unique<LrnLayer>(spec);
     case LayerType::Dense: return std::make_unique<DenseLayer>(spec);

@@ -106,14 +106,18 @@ LayerSpec parseLayer(const json& j, size_t index, const std::string& source) {
     else if (type == "dense") l.type = LayerType::Dense;
     else if (type == "flatten") l.type = LayerType::Flatten;
     else if (type == "dropout") l.type = LayerType::Dropout;
+    else if (type == "avgpool") l.type = LayerType::AvgPool;
+    else if (type == "global_avgpool") l.type = LayerType::GlobalAvgPool;
     else
         throw Error(where + ": unknown layer type '" + type +
-                    "' (expected conv2d, maxpool, relu, lrn, dense, flatten or dropout)");
+                    "' (expected conv2d, maxpool, avgpool, global_avgpool, relu, lrn, dense, flatten or dropout)");
     l.name = field<std::string>(j, "name", type + std::to_string(index), where);
     where = source + ": layer '" + l.name + "'";
     static const std::map<LayerType, std::vector<std::string>> kFields = {
         {LayerType::Conv2d, {"type", "name", "filters", "kernel", "stride", "padding", "init", "bias", "weight_decay"}},
         {LayerType::MaxPool, {"type", "name", "size", "stride", "padding"}},
+        {LayerType::AvgPool, {"type", "name", "size", "stride", "padding"}},
+        {LayerType::GlobalAvgPool, {"type", "name"}},
         {LayerType::Dense, {"type", "name", "units", "init", "bias", "weight_decay"}},
         {LayerType::Lrn, {"type", "name", "depth_radius", "bias", "alpha", "beta"}},
         {LayerType::Dropout, {"type", "name", "keep"}},
@@ -132,6 +136,7 @@ LayerSpec parseLayer(const json& j, size_t index, const std::string& source) {
         l.stride = positiveInt(j, "stride", 1, where);
         break;
     case LayerType::MaxPool:
+    case LayerType::AvgPool:
         l.kernel = positiveInt(j, "size", 2, where);
         l.stride = positiveInt(j, "stride", l.kernel, where);
         break;
@@ -155,6 +160,7 @@ LayerSpec parseLayer(const json& j, size_t index, const std::string& source) {
         break;
     case LayerType::Relu:
     case LayerType::Flatten:
+    case LayerType::GlobalAvgPool:
         break;
     }
     if (l.type == LayerType::Conv2d || l.type == LayerType::Dense) {

@@ -4,6 +4,7 @@
 //     "layers": [ {"type": "conv2d", "filters": 32, "kernel": 5, "stride": 1, "padding": "same",
 //                  "init": {"type": "truncated_normal", "stddev": 0.1}, "bias": 0.1, "weight_decay": 0},
 //                 {"type": "relu"}, {"type": "maxpool", "size": 2, "stride": 2, "padding": "same"},
+//                 {"type": "avgpool", "size": 2, "stride": 2, "padding": "same"}, {"type": "global_avgpool"},
 //                 {"type": "lrn", "depth_radius": 4, "bias": 1.0, "alpha": 0.000111, "beta": 0.75},
 //                 {"type": "flatten"}, {"type": "dense", "units": 10, ...}, {"type": "dropout", "keep": 0.5} ] }
 // The last layer's outputs are the class logits; the loss is softmax cross-entropy.
@@ -15,7 +16,7 @@
 
 namespace tb {
 
-enum class LayerType { Conv2d, MaxPool, Relu, Lrn, Dense, Flatten, Dropout };
+enum class LayerType { Conv2d, MaxPool, Relu, Lrn, Dense, Flatten, Dropout, AvgPool, GlobalAvgPool };
 
 struct LayerSpec {
     LayerType type = LayerType::Relu;

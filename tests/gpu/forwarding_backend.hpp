@@ -34,7 +34,7 @@ public:
     void waitEvent(tb::Stream s, tb::Event e) override { be_->waitEvent(s, e); }
     double elapsedSeconds(tb::Event a, tb::Event b) override { return be_->elapsedSeconds(a, b); }
     std::unique_ptr<tb::ConvOp> makeConv(const tb::ConvDesc& d) override;
-    std::unique_ptr<tb::PoolOp> makeMaxPool(const tb::PoolDesc& d) override;
+    std::unique_ptr<tb::PoolOp> makePool(const tb::PoolDesc& d) override;
     std::unique_ptr<tb::LrnOp> makeLrn(const tb::LrnDesc& d) override;
     std::unique_ptr<tb::DenseOp> makeDense(const tb::DenseDesc& d) override;
     void fill(tb::Stream s, float* x, float v, size_t n) override {
@@ -177,8 +177,8 @@ inline std::shared_ptr<ForwardingBackend> ForwardingBackend::self() {
 inline std::unique_ptr<tb::ConvOp> ForwardingBackend::makeConv(const tb::ConvDesc& d) {
     return std::make_unique<detail::ConvFwd>(self(), be_->makeConv(d));
 }
-inline std::unique_ptr<tb::PoolOp> ForwardingBackend::makeMaxPool(const tb::PoolDesc& d) {
-    return std::make_unique<detail::SavedFwd<tb::PoolOp>>(self(), be_->makeMaxPool(d), "maxpool");
+inline std::unique_ptr<tb::PoolOp> ForwardingBackend::makePool(const tb::PoolDesc& d) {
+    return std::make_unique<detail::SavedFwd<tb::PoolOp>>(self(), be_->makePool(d), "maxpool");
 }
 inline std::unique_ptr<tb::LrnOp> ForwardingBackend::makeLrn(const tb::LrnDesc& d) {
     return std::make_unique<detail::SavedFwd<tb::LrnOp>>(self(), be_->makeLrn(d), "lrn");

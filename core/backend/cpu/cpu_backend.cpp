@@ -11,6 +11,7 @@
 #include <cstdlib>
 #include <cstring>
 #include <new>
+#include <unordered_map>
 #include <utility>
 #include <vector>
 #include <oneapi/dnnl/dnnl.hpp>
@@ -287,32 +288,34 @@ private:
     size_t workspace_ = 0;
 };
 
-// Max-pooling runs in (n, h, w, c), where oneDNN's AVX2 kernels work directly; the forward
-// saves the argmax (oneDNN's workspace) that the backward reads.
-class CpuMaxPool final : public PoolOp, OneDnnOp {
+// Pooling runs in (n, h, w, c), where oneDNN's AVX2 kernels work directly; max-pooling's forward
+// saves the argmax (oneDNN's workspace) that the backward reads; average pooling (padding
+// excluded, as TF's) saves nothing.
+class CpuPool final : public PoolOp, OneDnnOp {
 public:
-    CpuMaxPool(const CpuContext& c, const PoolDesc& d) : OneDnnOp(c) {
+    CpuPool(const CpuContext& c, const PoolDesc& d) : OneDnnOp(c) {
         using namespace dnnl;
+        const algorithm how = d.mode == PoolMode::Max ? algorithm::pooling_max : algorithm::pooling_avg_exclude_padding;
         x_ = {dims4(d.n, d.c, d.h, d.w), dt::f32, kAct};
         y_ = {dims4(d.n, d.c, d.outH(), d.outW()), dt::f32, kAct};
         memory::dims strides = {d.strideH, d.strideW}, kernel = {d.r, d.s}, padL = {d.padTop, d.padLeft},
                      padR = {d.padBottom, d.padRight};
         fwdPd_ = pooling_forward::primitive_desc(
-            pooling_forward::desc(prop_kind::forward_training, algorithm::pooling_max, x_, y_, strides, kernel, padL,
-                                  padR),
-            eng_);
+            pooling_forward::desc(prop_kind::forward_training, how, x_, y_, strides, kernel, padL, padR), eng_);
         fwd_ = pooling_forward(fwdPd_);
         bwd_ = pooling_backward(pooling_backward::primitive_desc(
-            pooling_backward::desc(algorithm::pooling_max, x_, y_, strides, kernel, padL, padR), eng_, fwdPd_));
+            pooling_backward::desc(how, x_, y_, strides, kernel, padL, padR), eng_, fwdPd_));
     }
     size_t savedBytes() const override { return fwdPd_.workspace_desc().get_size(); }
     void forward(Stream st, const float* x, float* y, void* saved) override {
-        fwd_.execute(pick(st), {{DNNL_ARG_SRC, wrap(x_, x)}, {DNNL_ARG_DST, wrap(y_, y)},
-                                {DNNL_ARG_WORKSPACE, wrap(fwdPd_.workspace_desc(), saved)}});
+        std::unordered_map<int, dnnl::memory> args{{DNNL_ARG_SRC, wrap(x_, x)}, {DNNL_ARG_DST, wrap(y_, y)}};
+        if (savedBytes() > 0) args.emplace(DNNL_ARG_WORKSPACE, wrap(fwdPd_.workspace_desc(), saved));
+        fwd_.execute(pick(st), args);
     }
     void backward(Stream st, const float*, const float*, const float* dy, float* dx, const void* saved) override {
-        bwd_.execute(pick(st), {{DNNL_ARG_DIFF_DST, wrap(y_, dy)}, {DNNL_ARG_DIFF_SRC, wrap(x_, dx)},
-                                {DNNL_ARG_WORKSPACE, wrap(fwdPd_.workspace_desc(), saved)}});
+        std::unordered_map<int, dnnl::memory> args{{DNNL_ARG_DIFF_DST, wrap(y_, dy)}, {DNNL_ARG_DIFF_SRC, wrap(x_, dx)}};
+        if (savedBytes() > 0) args.emplace(DNNL_ARG_WORKSPACE, wrap(fwdPd_.workspace_desc(), saved));
+        bwd_.execute(pick(st), args);
     }
 
 private:
@@ -559,8 +562,8 @@ public:
     std::unique_ptr<ConvOp> makeConv(const ConvDesc& d) override {
         return std::make_unique<CpuConv>(context(), d);
     }
-    std::unique_ptr<PoolOp> makeMaxPool(const PoolDesc& d) override {
-        return std::make_unique<CpuMaxPool>(context(), d);
+    std::unique_ptr<PoolOp> makePool(const PoolDesc& d) override {
+        return std::make_unique<CpuPool>(context(), d);
     }
     std::unique_ptr<LrnOp> makeLrn(const LrnDesc& d) override {
         return std::make_unique<CpuLrn>(context(), d);

@@ -163,7 +163,7 @@ public:
         use();
         return cuda::makeConv(planContext(), d);
     }
-    std::unique_ptr<PoolOp> makeMaxPool(const PoolDesc& d) override { return cuda::makeMaxPool(planContext(), d); }
+    std::unique_ptr<PoolOp> makePool(const PoolDesc& d) override { return cuda::makePool(planContext(), d); }
     std::unique_ptr<LrnOp> makeLrn(const LrnDesc& d) override { return cuda::makeLrn(planContext(), d); }
     std::unique_ptr<DenseOp> makeDense(const DenseDesc& d) override {
         use();

@@ -559,6 +559,22 @@ private:
     PoolDesc d_;
 };
 
+// Average pooling on our own kernel, for the same reason (TF's asymmetric SAME padding, which
+// the mean leaves out).
+class CudaAvgPool final : public PoolOp {
+public:
+    CudaAvgPool(const PlanContext& ctx, const PoolDesc& d) : owner_(ctx.owner), d_(d) {}
+    size_t savedBytes() const override { return 0; }
+    void forward(Stream st, const float* x, float* y, void*) override { avgPoolForward(queueOf(st), d_, x, y); }
+    void backward(Stream st, const float*, const float*, const float* dy, float* dx, const void*) override {
+        avgPoolBackward(queueOf(st), d_, dy, dx);
+    }
+
+private:
+    std::shared_ptr<Backend> owner_;
+    PoolDesc d_;
+};
+
 // TF's LRN on our own kernel: TF's formula differs from cuDNN's (which divides alpha by the
 // window and allows windows of at most 16 channels), and in (n, h, w, c) the window runs along
 // contiguous channels, so one thread per element reads a cached neighbourhood.
@@ -581,7 +597,8 @@ private:
 }  // namespace
 
 std::unique_ptr<ConvOp> makeConv(const PlanContext& ctx, const ConvDesc& d) { return std::make_unique<CudaConv>(ctx, d); }
-std::unique_ptr<PoolOp> makeMaxPool(const PlanContext& ctx, const PoolDesc& d) {
+std::unique_ptr<PoolOp> makePool(const PlanContext& ctx, const PoolDesc& d) {
+    if (d.mode == PoolMode::Average) return std::make_unique<CudaAvgPool>(ctx, d);
     return std::make_unique<CudaMaxPool>(ctx, d);
 }
 std::unique_ptr<LrnOp> makeLrn(const PlanContext& ctx, const LrnDesc& d) { return std::make_unique<CudaLrn>(ctx, d); }

@@ -23,7 +23,7 @@ struct PlanContext {
 };
 
 std::unique_ptr<ConvOp> makeConv(const PlanContext&, const ConvDesc&);
-std::unique_ptr<PoolOp> makeMaxPool(const PlanContext&, const PoolDesc&);
+std::unique_ptr<PoolOp> makePool(const PlanContext&, const PoolDesc&);
 std::unique_ptr<LrnOp> makeLrn(const PlanContext&, const LrnDesc&);
 std::unique_ptr<DenseOp> makeDense(const PlanContext&, const DenseDesc&);
 

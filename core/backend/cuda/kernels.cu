@@ -195,22 +195,50 @@ __global__ void cropKernel(const In* __restrict__ xp, Out* __restrict__ x, int n
     }
 }
 
+// Output element i of (n, oh, ow, c) and its window's rows and columns inside the input, [lo, hi).
+struct PoolWindow {
+    int n, c;
+    int2 rows, cols;
+};
+__device__ inline int2 windowSpan(int o, int stride, int pad, int k, int size) {
+    const int start = o * stride - pad;
+    return make_int2(max(start, 0), min(start + k, size));
+}
+__device__ inline PoolWindow poolWindow(const PoolDesc& d, int oh, int ow, size_t i) {
+    const int cc = int(i % size_t(d.c));
+    size_t rest = i / size_t(d.c);
+    const int ox = int(rest % size_t(ow));
+    rest /= size_t(ow);
+    const int oy = int(rest % size_t(oh));
+    return {int(rest / size_t(oh)), cc, windowSpan(oy, d.strideH, d.padTop, d.r, d.h),
+            windowSpan(ox, d.strideW, d.padLeft, d.s, d.w)};
+}
+// Input element i of (n, h, w, c) and the outputs whose windows hold it (oy * strideH - padTop <=
+// iy < that + r), [oyLo, oyHi] x [oxLo, oxHi].
+struct PoolInput {
+    int n, c, oyLo, oyHi, oxLo, oxHi;
+};
+__device__ inline PoolInput poolInput(const PoolDesc& d, int oh, int ow, size_t i) {
+    const int cc = int(i % size_t(d.c));
+    size_t rest = i / size_t(d.c);
+    const int ix = int(rest % size_t(d.w));
+    rest /= size_t(d.w);
+    const int iy = int(rest % size_t(d.h));
+    return {int(rest / size_t(d.h)), cc,
+            max(0, (iy + d.padTop - d.r + d.strideH) / d.strideH), min(oh - 1, (iy + d.padTop) / d.strideH),
+            max(0, (ix + d.padLeft - d.s + d.strideW) / d.strideW), min(ow - 1, (ix + d.padLeft) / d.strideW)};
+}
+
 __global__ void maxPoolForwardKernel(PoolDesc d, int oh, int ow, const float* __restrict__ x, float* __restrict__ y,
                                      int32_t* __restrict__ argmax) {
     const size_t total = size_t(d.n) * oh * ow * d.c;
     TB_GRID_STRIDE(i, total) {
-        const int cc = int(i % size_t(d.c));
-        size_t rest = i / size_t(d.c);
-        const int ox = int(rest % size_t(ow));
-        rest /= size_t(ow);
-        const int oy = int(rest % size_t(oh));
-        const int nn = int(rest / size_t(oh));
-        const int y0 = oy * d.strideH - d.padTop, x0 = ox * d.strideW - d.padLeft;
+        const PoolWindow p = poolWindow(d, oh, ow, i);
         float best = -INFINITY;
         int32_t at = -1;
-        for (int a = max(y0, 0); a < min(y0 + d.r, d.h); ++a)
-            for (int b = max(x0, 0); b < min(x0 + d.s, d.w); ++b) {
-                const int32_t idx = int32_t(((int64_t(nn) * d.h + a) * d.w + b) * d.c + cc);
+        for (int a = p.rows.x; a < p.rows.y; ++a)
+            for (int b = p.cols.x; b < p.cols.y; ++b) {
+                const int32_t idx = int32_t(((int64_t(p.n) * d.h + a) * d.w + b) * d.c + p.c);
                 if (at < 0 || x[idx] > best) {
                     best = x[idx];
                     at = idx;
@@ -224,23 +252,38 @@ __global__ void maxPoolBackwardKernel(PoolDesc d, int oh, int ow, const float* _
                                       const int32_t* __restrict__ argmax, float* __restrict__ dx) {
     const size_t total = size_t(d.n) * d.h * d.w * d.c;
     TB_GRID_STRIDE(i, total) {
-        const int cc = int(i % size_t(d.c));
-        size_t rest = i / size_t(d.c);
-        const int ix = int(rest % size_t(d.w));
-        rest /= size_t(d.w);
-        const int iy = int(rest % size_t(d.h));
-        const int nn = int(rest / size_t(d.h));
-        // The windows that contain (iy, ix): oy * strideH - padTop <= iy < that + r.
-        const int oyLo = max(0, (iy + d.padTop - d.r + d.strideH) / d.strideH);
-        const int oyHi = min(oh - 1, (iy + d.padTop) / d.strideH);
-        const int oxLo = max(0, (ix + d.padLeft - d.s + d.strideW) / d.strideW);
-        const int oxHi = min(ow - 1, (ix + d.padLeft) / d.strideW);
+        const PoolInput p = poolInput(d, oh, ow, i);
         float g = 0.f;
-        for (int oy = oyLo; oy <= oyHi; ++oy)
-            for (int ox = oxLo; ox <= oxHi; ++ox) {
-                const size_t o = ((size_t(nn) * oh + oy) * ow + ox) * d.c + cc;
+        for (int oy = p.oyLo; oy <= p.oyHi; ++oy)
+            for (int ox = p.oxLo; ox <= p.oxHi; ++ox) {
+                const size_t o = ((size_t(p.n) * oh + oy) * ow + ox) * d.c + p.c;
                 if (argmax[o] == int32_t(i)) g += dy[o];
             }
+        dx[i] = g;
+    }
+}
+__global__ void avgPoolForwardKernel(PoolDesc d, int oh, int ow, const float* __restrict__ x, float* __restrict__ y) {
+    const size_t total = size_t(d.n) * oh * ow * d.c;
+    TB_GRID_STRIDE(i, total) {
+        const PoolWindow p = poolWindow(d, oh, ow, i);
+        float sum = 0.f;
+        for (int a = p.rows.x; a < p.rows.y; ++a)
+            for (int b = p.cols.x; b < p.cols.y; ++b) sum += x[((size_t(p.n) * d.h + a) * d.w + b) * d.c + p.c];
+        y[i] = sum / float(max(1, (p.rows.y - p.rows.x) * (p.cols.y - p.cols.x)));
+    }
+}
+__global__ void avgPoolBackwardKernel(PoolDesc d, int oh, int ow, const float* __restrict__ dy, float* __restrict__ dx) {
+    const size_t total = size_t(d.n) * d.h * d.w * d.c;
+    TB_GRID_STRIDE(i, total) {
+        const PoolInput p = poolInput(d, oh, ow, i);
+        float g = 0.f;
+        for (int oy = p.oyLo; oy <= p.oyHi; ++oy) {
+            const int2 ys = windowSpan(oy, d.strideH, d.padTop, d.r, d.h);
+            for (int ox = p.oxLo; ox <= p.oxHi; ++ox) {
+                const int2 xs = windowSpan(ox, d.strideW, d.padLeft, d.s, d.w);
+                g += dy[((size_t(p.n) * oh + oy) * ow + ox) * d.c + p.c] / float((ys.y - ys.x) * (xs.y - xs.x));
+            }
+        }
         dx[i] = g;
     }
 }
@@ -388,6 +431,14 @@ void maxPoolForward(cudaStream_t s, const PoolDesc& d, const float* x, float* y,
 }
 void maxPoolBackward(cudaStream_t s, const PoolDesc& d, const float* dy, const int32_t* argmax, float* dx) {
     TB_LAUNCH(maxPoolBackwardKernel, size_t(d.n) * d.h * d.w * d.c, s, d, d.outH(), d.outW(), dy, argmax, dx);
+}
+
+void avgPoolForward(cudaStream_t s, const PoolDesc& d, const float* x, float* y) {
+    const int oh = d.outH(), ow = d.outW();
+    TB_LAUNCH(avgPoolForwardKernel, size_t(d.n) * oh * ow * d.c, s, d, oh, ow, x, y);
+}
+void avgPoolBackward(cudaStream_t s, const PoolDesc& d, const float* dy, float* dx) {
+    TB_LAUNCH(avgPoolBackwardKernel, size_t(d.n) * d.h * d.w * d.c, s, d, d.outH(), d.outW(), dy, dx);
 }
 
 void lrnForward(cudaStream_t s, const LrnDesc& d, const float* x, float* y, float* saved) {

@@ -65,6 +65,10 @@ void cropNhwc(cudaStream_t s, const In* xp, Out* x, int n, int h, int w, int c, 
 // result does not depend on scheduling).
 void maxPoolForward(cudaStream_t s, const PoolDesc& d, const float* x, float* y, int32_t* argmax);
 void maxPoolBackward(cudaStream_t s, const PoolDesc& d, const float* dy, const int32_t* argmax, float* dx);
+// Average pooling as TensorFlow computes it: the mean of the window's elements inside the input
+// (padding not counted); the backward gathers each input's share of every window holding it.
+void avgPoolForward(cudaStream_t s, const PoolDesc& d, const float* x, float* y);
+void avgPoolBackward(cudaStream_t s, const PoolDesc& d, const float* dy, float* dx);
 
 // TensorFlow's LRN: scale = bias + alpha * sum_{|i-j|<=r} x_i^2, y = x * scale^-beta; saved
 // holds scale and scale^-beta, (2, n, h, w, c).
