@@ -15,6 +15,7 @@
 #include <initializer_list>
 #include <memory>
 #include <numbers>
+#include <tuple>
 #include <numeric>
 #include <random>
 #include <set>
@@ -168,6 +169,7 @@ private slots:
     void pipelineRepeatReshufflesAndFillsBatches();
     void pipelinePrefetchIsDeterministic();
     void pipelineCentralCrop();
+    void pipelinePixelNormalisation();
     void pipelineFloatFeatures();
     void pipelineAugmentShapeAndStandardize();
     void pipelineAugmentIsACropAndFlip();
@@ -759,6 +761,35 @@ void TestData::pipelinePrefetchIsDeterministic() {
             sameOrderAsOtherSeed = sameOrderAsOtherSeed && a[i].y == c[i].y;
         }
         QVERIFY(!sameOrderAsOtherSeed);
+    }
+}
+
+// The model's input normalisation: pixels become pixel x multiply + add (the second seed's
+// x / 255 - 0.5); the default is pixel / 255.
+void TestData::pipelinePixelNormalisation() {
+    tb::Dataset d;
+    d.name = "three";
+    d.channels = 1;
+    d.height = 1;
+    d.width = 3;
+    d.numClasses = 1;
+    d.labels = {0};
+    d.pixels = {0, 255, 51};
+    for (const auto& [multiply, add, want] : {std::tuple{1.f / 255.f, 0.f, std::vector<float>{0.f, 1.f, 0.2f}},
+                                              std::tuple{1.f / 255.f, -0.5f, std::vector<float>{-0.5f, 0.5f, -0.3f}}}) {
+        tb::PipelineOptions o;
+        o.batchSize = 1;
+        o.repeat = false;
+        o.shuffle = false;
+        o.prefetch = 0;
+        o.pixelMultiply = multiply;
+        o.pixelAdd = add;
+        tb::InputPipeline p(d, o);
+        tb::Batch b;
+        QVERIFY(p.next(b));
+        QCOMPARE(int(b.x.size()), 3);
+        for (int i = 0; i < 3; ++i)
+            QVERIFY2(std::abs(b.x[size_t(i)] - want[size_t(i)]) < 1e-6f, qPrintable(QString::number(b.x[size_t(i)])));
     }
 }
 

@@ -393,6 +393,15 @@ void TestModel::badModelFiles_data() {
     QTest::newRow("pool too big")
         << QByteArray(R"({"input": [1, 2, 2], "layers": [{"type": "maxpool", "name": "p", "size": 3, "padding": "valid"}, {"type": "flatten"}]})")
         << QStringList{"layer 'p'", "pooling window does not fit its input (1, 2, 2)"};
+    QTest::newRow("input normalisation multiplying by zero")
+        << QByteArray("{" + in + R"("input_normalisation": {"multiply": 0, "add": -0.5}, "layers": [{"type": "flatten"}]})")
+        << QStringList{"input_normalisation: multiply must be a non-zero number"};
+    QTest::newRow("input normalisation of an unknown field")
+        << QByteArray("{" + in + R"("input_normalisation": {"scale": 2}, "layers": [{"type": "flatten"}]})")
+        << QStringList{"input_normalisation", "scale"};
+    QTest::newRow("input normalisation not an object")
+        << QByteArray("{" + in + R"("input_normalisation": 0.5, "layers": [{"type": "flatten"}]})")
+        << QStringList{"input_normalisation must be an object"};
     QTest::newRow("avgpool too big")
         << QByteArray(R"({"input": [1, 2, 2], "layers": [{"type": "avgpool", "name": "a", "size": 3, "padding": "valid"}, {"type": "flatten"}]})")
         << QStringList{"layer 'a'", "pooling window does not fit its input (1, 2, 2)"};

@@ -194,12 +194,15 @@ void InputPipeline::writeSample(size_t index, float* dst) {
         delta = uniformFloat(augmentRng_, -63.0f / 255.0f, 63.0f / 255.0f);
         factor = uniformFloat(augmentRng_, 0.2f, 1.8f);
     }
-    if (data_.isImage())
-        cropCopy(data_.pixels.data() + index * data_.sampleSize(), c, h, w, y0, x0, flip, 1.0f / 255.0f, dst, oh, ow);
-    else
-        cropCopy(data_.features.data() + index * data_.sampleSize(), c, h, w, y0, x0, flip, 1.0f, dst, oh, ow);
-
     const size_t plane = size_t(oh) * ow;
+    if (data_.isImage()) {
+        cropCopy(data_.pixels.data() + index * data_.sampleSize(), c, h, w, y0, x0, flip, opt_.pixelMultiply, dst, oh, ow);
+        if (opt_.pixelAdd != 0.0f)
+            for (size_t i = 0; i < plane * size_t(c); ++i) dst[i] += opt_.pixelAdd;
+    } else {
+        cropCopy(data_.features.data() + index * data_.sampleSize(), c, h, w, y0, x0, flip, 1.0f, dst, oh, ow);
+    }
+
     if (opt_.augment) {
         // Brightness then contrast about the per-channel mean m:
         // ((x + d) - (m + d)) * f + (m + d)  =  x * f + (m * (1 - f) + d), one pass per channel.

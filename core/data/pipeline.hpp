@@ -29,6 +29,9 @@ struct PipelineOptions {
     bool augment = false;        // CIFAR training: random crop, flip, brightness, contrast
     int cropH = 0, cropW = 0;    // 0: no crop; else random (augment) or central crop to this size
     bool standardize = false;    // per-image standardisation (tf.image.per_image_standardization)
+    // Image pixels (bytes) become pixel x multiply + add before augmentation and standardisation
+    // (the model's input normalisation, nn/model_spec.hpp); features are read as they are.
+    float pixelMultiply = 1.0f / 255.0f, pixelAdd = 0.0f;
     bool channelsLast = false;   // emit (h, w, c) samples instead of (c, h, w)
     int prefetch = 2;            // batches made ahead by the background thread; 0: made on the caller's thread
     uint64_t seed = 1;

@@ -21,7 +21,9 @@ std::optional<EvalResult> evaluate(Network& net, Stream s, float* stats, const D
                                    bool cifar, int prefetch, const CancelCheck& cancelled,
                                    std::shared_ptr<const std::vector<uint8_t>> images = nullptr) {
     Backend& be = net.backend();
-    InputPipeline pipe(data, pipelineFor(c, cifar, false, net.batch(), prefetch));
+    PipelineOptions input = pipelineFor(c, cifar, false, net.batch(), prefetch);
+    input.pixelMultiply = net.spec().pixels.multiply, input.pixelAdd = net.spec().pixels.add;
+    InputPipeline pipe(data, input);
     Batch b;
     float host[3] = {0, 0, 0};
     int64_t count = 0;

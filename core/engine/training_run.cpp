@@ -164,6 +164,7 @@ TrainingRun::TrainingRun(RunPlan& run, DataSplits data, int cores, int machineCo
                                                                    double(globalPerStep_))));
     if (step_ >= total_) throw Error(trainedAll(total_));
     PipelineOptions input = pipelineFor(c_, data_.cifarAugment, true, perStep_, prefetch);
+    input.pixelMultiply = run.spec.pixels.multiply, input.pixelAdd = run.spec.pixels.add;
     input.skipSamples = uint64_t(step_) * uint64_t(globalPerStep_);  // every step takes globalPerStep samples
     if (run.roles.group) input.sliceIndex = run.roles.worker(), input.sliceCount = run.roles.workers;
     if (servers) servers->setRunLength(total_);

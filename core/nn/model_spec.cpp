@@ -177,7 +177,7 @@ LayerSpec parseLayer(const json& j, size_t index, const std::string& source) {
 ModelSpec parseModelSpec(const std::string& text, const std::string& source) {
     const json j = parseJsonText(text, source);
     if (!j.is_object()) throw Error(source + ": a model file must hold one JSON object");
-    onlyKnownFields(j, {"name", "description", "input", "layers"}, source);
+    onlyKnownFields(j, {"name", "description", "input", "input_normalisation", "layers"}, source);
     ModelSpec m;
     m.source = source;
     m.json = text;
@@ -187,6 +187,17 @@ ModelSpec parseModelSpec(const std::string& text, const std::string& source) {
     if (in.size() != 3 || in[0] < 1 || in[1] < 1 || in[2] < 1 || in[0] > 4096 || in[1] > 4096 || in[2] > 4096)
         throw Error(source + ": 'input' must be [channels, height, width] of positive sizes");
     m.inC = in[0], m.inH = in[1], m.inW = in[2];
+    if (auto norm = j.find("input_normalisation"); norm != j.end()) {
+        const std::string where = source + ": input_normalisation";
+        if (!norm->is_object()) throw Error(where + " must be an object {\"multiply\": m, \"add\": a}");
+        onlyKnownFields(*norm, {"multiply", "add"}, where);
+        m.pixels.multiply = field<float>(*norm, "multiply", m.pixels.multiply, where);
+        m.pixels.add = field<float>(*norm, "add", m.pixels.add, where);
+        if (!std::isfinite(m.pixels.multiply) || m.pixels.multiply == 0.f || std::abs(m.pixels.multiply) > 1e3f)
+            throw Error(where + ": multiply must be a non-zero number of at most 1000 in size");
+        if (!std::isfinite(m.pixels.add) || std::abs(m.pixels.add) > 1e3f)
+            throw Error(where + ": add must be a number of at most 1000 in size");
+    }
     auto layers = j.find("layers");
     if (layers == j.end() || !layers->is_array() || layers->empty())
         throw Error(source + ": 'layers' must be a non-empty array");

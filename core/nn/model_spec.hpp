@@ -32,10 +32,19 @@ struct LayerSpec {
     float keep = 1.f;                 // dropout keep probability
 };
 
+// How image pixels (bytes 0..255) become the model's inputs: x = pixel x multiply + add. The
+// default is [0, 1]; the second seed's MNIST network takes x / 255 - 0.5 ("input_normalisation":
+// {"multiply": 0.00392156862745098, "add": -0.5}). Part of the model, so its checkpoints and run
+// folders (which keep the model's JSON) carry it; datasets of features are read as they are.
+struct InputNormalisation {
+    float multiply = 1.0f / 255.0f, add = 0.0f;
+};
+
 struct ModelSpec {
     std::string name, description, source;  // source: the file it came from
     std::string json;                        // the text it was parsed from (run folders keep it)
     int inC = 0, inH = 0, inW = 0;
+    InputNormalisation pixels;
     std::vector<LayerSpec> layers;
 };
 
