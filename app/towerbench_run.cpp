@@ -67,7 +67,9 @@ reference, and trains a GPU tower beside a CPU tower; exit status 1 if any check
   --epochs X          passes over the training set (default 1)
   --optimizer NAME    sgd, momentum (default), nesterov, adam;  --momentum X (default 0.9)
   --lr X              learning rate (default 0.01); --lr-decay-steps N --lr-decay-rate X
-                      --lr-staircase true|false for exponential decay
+                      --lr-staircase true|false for exponential decay; --lr-decay cosine
+                      --lr-decay-steps N: a half cosine from lr to 0 over N steps;
+                      --warmup-steps N: lr ramps up linearly over the first N steps
   --ema-decay X       evaluate with an exponential moving average of the weights (e.g. 0.9999)
   --seed N            seed of initialisation, shuffling, augmentation and dropout (default 1)
   --eval-every N      validation pass every N steps (default: only at the end)

@@ -128,6 +128,7 @@ private slots:
     void scheduleConstant();
     void scheduleExponentialStaircase();
     void scheduleExponentialContinuous();
+    void scheduleCosineWithWarmup();
     void optimizerUsesSchedule();
     void weightEmaClosedForm();
     void parseUpdateRuleNamesTheFlag();
@@ -265,6 +266,37 @@ void TestOptim::scheduleExponentialStaircase() {
     for (auto [step, lr] : expect)
         QVERIFY2(std::abs(s.at(step) / lr - 1) < 1e-6,
                  qPrintable(QStringLiteral("step %1: %2, expected %3").arg(step).arg(double(s.at(step))).arg(lr)));
+}
+
+// Cosine decay to 0 over decaySteps (half of initial at its middle, 0 from its end on), and a
+// linear warm-up of its first steps: (step + 1) / warmupSteps of the decayed rate, then the
+// schedule alone.
+void TestOptim::scheduleCosineWithWarmup() {
+    tb::LrSchedule s;
+    s.kind = tb::LrSchedule::Kind::Cosine;
+    s.initial = 0.4f;
+    s.decaySteps = 1000;
+    const auto cosine = [](int64_t step) {
+        return 0.4 * 0.5 * (1 + std::cos(3.14159265358979323846 * double(std::min<int64_t>(step, 1000)) / 1000.0));
+    };
+    for (int64_t step : {0LL, 1LL, 250LL, 500LL, 999LL})
+        QVERIFY2(std::abs(s.at(step) - cosine(step)) < 1e-7,
+                 qPrintable(QStringLiteral("step %1: %2, expected %3").arg(step).arg(double(s.at(step))).arg(cosine(step))));
+    QVERIFY(std::abs(s.at(500) - 0.2f) < 1e-7f);
+    QCOMPARE(s.at(1000), 0.f);
+    QCOMPARE(s.at(5000), 0.f);
+    s.warmupSteps = 10;
+    for (int64_t step : {0LL, 4LL, 9LL})
+        QVERIFY(std::abs(s.at(step) - cosine(step) * double(step + 1) / 10.0) < 1e-7);
+    QVERIFY(std::abs(s.at(10) - cosine(10)) < 1e-7);  // warmed up: the schedule alone
+    QVERIFY(s.at(0) < s.at(4) && s.at(4) < s.at(9));
+    // Warm-up of a constant rate: 0.4 / 10 at the first step, 0.4 from step 9 on.
+    tb::LrSchedule flat;
+    flat.initial = 0.4f;
+    flat.warmupSteps = 10;
+    QVERIFY(std::abs(flat.at(0) - 0.04f) < 1e-7f);
+    QCOMPARE(flat.at(9), 0.4f);
+    QCOMPARE(flat.at(100), 0.4f);
 }
 
 void TestOptim::scheduleExponentialContinuous() {

@@ -100,8 +100,9 @@ OptimizerSettings optimizerSettings(const RunConfig& c) {
     opt.hyper.momentum = float(c.momentum);
     opt.schedule.initial = float(c.lr);
     opt.allowTf32 = c.tf32;
+    opt.schedule.warmupSteps = c.warmupSteps;
     if (c.lrDecaySteps > 0) {
-        opt.schedule.kind = LrSchedule::Kind::Exponential;
+        opt.schedule.kind = c.lrDecay == "cosine" ? LrSchedule::Kind::Cosine : LrSchedule::Kind::Exponential;
         opt.schedule.decaySteps = c.lrDecaySteps;
         opt.schedule.decayRate = float(c.lrDecayRate);
         opt.schedule.staircase = c.lrStaircase;

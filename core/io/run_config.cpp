@@ -56,6 +56,8 @@ const std::map<std::string, Setting>& table() {
         {"momentum", bind(Kind::Real, &RunConfig::momentum)},
         {"lr_decay_steps", bind(Kind::Int, &RunConfig::lrDecaySteps)},
         {"lr_decay_rate", bind(Kind::Real, &RunConfig::lrDecayRate)},
+        {"lr_decay", bind(Kind::Text, &RunConfig::lrDecay)},
+        {"warmup_steps", bind(Kind::Int, &RunConfig::warmupSteps)},
         {"lr_staircase", bind(Kind::Flag, &RunConfig::lrStaircase)},
         {"ema_decay", bind(Kind::Real, &RunConfig::emaDecay)},
         {"seed", bind(Kind::Int, &RunConfig::seed)},
@@ -212,6 +214,11 @@ void RunConfig::validate() const {
     require(momentum >= 0 && momentum < 1, "--momentum: must be in [0, 1)");
     require(lrDecaySteps >= 0, "--lr-decay-steps: must not be negative");
     require(lrDecayRate > 0, "--lr-decay-rate: must be positive");
+    require(lrDecay == "exponential" || lrDecay == "cosine",
+            "--lr-decay: '" + lrDecay + "' is no decay; give exponential or cosine");
+    require(lrDecay != "cosine" || lrDecaySteps > 0,
+            "--lr-decay cosine: give --lr-decay-steps N, the steps over which the learning rate falls to 0");
+    require(warmupSteps >= 0, "--warmup-steps: must not be negative");
     require(emaDecay >= 0 && emaDecay < 1, "--ema-decay: must be in [0, 1)");
     require(evalEvery >= 0, "--eval-every: must not be negative");
     require(validation >= -1, "--validation: must be a sample count (or -1 for automatic)");

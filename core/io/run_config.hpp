@@ -26,6 +26,8 @@ struct RunConfig {
     int64_t lrDecaySteps = 0;            // 0: constant learning rate
     double lrDecayRate = 0.1;
     bool lrStaircase = true;
+    std::string lrDecay = "exponential";  // exponential | cosine (to 0 over lrDecaySteps)
+    int64_t warmupSteps = 0;             // the learning rate ramps up linearly over the first N steps
     double emaDecay = 0.0;               // 0: no moving average; else evaluate with averaged weights
     uint64_t seed = 1;
     int64_t evalEvery = 0;               // steps between validation passes; 0: only at the end

@@ -2,16 +2,24 @@
 
 #include <algorithm>
 #include <cmath>
+#include <numbers>
 
 #include "util/error.hpp"
 
 namespace tb {
 
 float LrSchedule::at(int64_t step) const {
-    if (kind == Kind::Constant) return initial;
-    double e = double(step) / double(decaySteps);
-    if (staircase) e = std::floor(e);
-    return float(initial * std::pow(double(decayRate), e));
+    double lr = initial;
+    if (kind == Kind::Exponential) {
+        double e = double(step) / double(decaySteps);
+        if (staircase) e = std::floor(e);
+        lr *= std::pow(double(decayRate), e);
+    } else if (kind == Kind::Cosine) {
+        const double done = double(std::min(step, decaySteps)) / double(decaySteps);
+        lr *= 0.5 * (1.0 + std::cos(std::numbers::pi * done));
+    }
+    if (step < warmupSteps) lr *= double(step + 1) / double(warmupSteps);
+    return float(lr);
 }
 
 UpdateRule parseUpdateRule(const std::string& name, const std::string& where) {

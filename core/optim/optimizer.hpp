@@ -12,12 +12,16 @@
 namespace tb {
 
 struct LrSchedule {
-    enum class Kind { Constant, Exponential } kind = Kind::Constant;
+    enum class Kind { Constant, Exponential, Cosine } kind = Kind::Constant;
     float initial = 0.01f;
     int64_t decaySteps = 1000;
     float decayRate = 0.1f;
     bool staircase = true;
-    // lr(step) = initial * decayRate ^ (step / decaySteps), the exponent floored when staircase.
+    int64_t warmupSteps = 0;
+    // At 0-based step: exponential, initial * decayRate ^ (step / decaySteps), the exponent
+    // floored when staircase; cosine (Loshchilov and Hutter 2017, without restarts), initial x
+    // (1 + cos(pi min(step, decaySteps) / decaySteps)) / 2, 0 from decaySteps on. Warm-up (Goyal
+    // et al. 2017, gradual): the first warmupSteps steps take (step + 1) / warmupSteps of that.
     float at(int64_t step) const;
 };
 

@@ -247,7 +247,14 @@ void ExperimentPanel::makeTrainingFields() {
                               "with averaging every K steps; variables on a GPU take them through NCCL only."));
     lr_ = real(0.001, tr("Learning rate (initial, when a decay is set)."));
     momentum_ = real(0.01, tr("Momentum coefficient (momentum and Nesterov)."));
-    decaySteps_ = spin(0, INT_MAX, tr("Exponential decay every N steps; constant: no decay."), tr("constant"));
+    decaySteps_ = spin(0, INT_MAX, tr("Exponential: decay every N steps. Cosine: fall to 0 over N steps. Constant: no decay."),
+                       tr("constant"));
+    lrDecay_ = combo({"exponential", "cosine"},
+                     tr("Exponential: the rate below, every N steps. Cosine: a half cosine from the learning rate to 0 "
+                        "over N steps (Loshchilov and Hutter)."));
+    warmup_ = spin(0, INT_MAX, tr("Gradual warm-up (Goyal et al.): the learning rate ramps up linearly over the first N "
+                                  "steps, for large global batches."),
+                   tr("none"));
     decayRate_ = real(0.01, tr("Factor applied at each decay."));
     staircase_ = new QCheckBox(tr("in steps (staircase)"));
     staircase_->setToolTip(tr("Decay at whole multiples of N steps rather than smoothly."));
@@ -355,9 +362,11 @@ void ExperimentPanel::layOutForm() {
     add(trainingForm_, "precision", tr("Precision"), precision_);
     add(trainingForm_, "lr", tr("Learning rate"), lr_);
     add(trainingForm_, "momentum", tr("Momentum"), momentum_);
-    add(trainingForm_, "lr_decay_steps", tr("Decay every"), decaySteps_);
+    add(trainingForm_, "lr_decay", tr("Decay"), lrDecay_);
+    add(trainingForm_, "lr_decay_steps", tr("Decay over"), decaySteps_);
     add(trainingForm_, "lr_decay_rate", tr("Decay rate"), decayRate_);
     add(trainingForm_, "lr_staircase", QString(), staircase_);
+    add(trainingForm_, "warmup_steps", tr("Warm-up steps"), warmup_);
     add(trainingForm_, "epochs", tr("Length"), lengthValue_, row({lengthValue_, length_}));
     bind("steps", length_, tr("Steps"));
     add(trainingForm_, "seed", tr("Seed"), seed_);
@@ -401,10 +410,10 @@ void ExperimentPanel::connectFields() {
     connect(gpus_, &QListWidget::itemChanged, this, &ExperimentPanel::devicesChanged);
     connect(stagePerProcess_, &QCheckBox::toggled, this, &ExperimentPanel::revalidate);
     for (QSpinBox* s : {towers_, perGpu_}) connect(s, &QSpinBox::valueChanged, this, &ExperimentPanel::devicesChanged);
-    for (QComboBox* c : {model_, data_, variables_, reduce_, update_, optimizer_, precision_, length_, batchMeaning_, transfers_,
+    for (QComboBox* c : {lrDecay_, model_, data_, variables_, reduce_, update_, optimizer_, precision_, length_, batchMeaning_, transfers_,
                           commPrecision_, pipeline_})
         connect(c, &QComboBox::currentIndexChanged, this, &ExperimentPanel::revalidate);
-    for (QSpinBox* s : {processes_, averageEvery_, psShards_, psTasks_, microBatches_, stageReplicas_, batch_, decaySteps_, seed_, evalEvery_, validation_, shuffleBuffer_,
+    for (QSpinBox* s : {processes_, averageEvery_, psShards_, psTasks_, microBatches_, stageReplicas_, batch_, decaySteps_, warmup_, seed_, evalEvery_, validation_, shuffleBuffer_,
                         prefetch_, threads_, checkpointEvery_, keepCheckpoints_})
         connect(s, &QSpinBox::valueChanged, this, &ExperimentPanel::revalidate);
     for (QDoubleSpinBox* s : {lr_, momentum_, decayRate_, lengthValue_, emaDecay_, checkpointMinutes_})
@@ -639,6 +648,8 @@ tb::RunConfig ExperimentPanel::config() const {
     c.lrDecaySteps = decaySteps_->value();
     c.lrDecayRate = decayRate_->value();
     c.lrStaircase = staircase_->isChecked();
+    c.lrDecay = lrDecay_->currentText().toStdString();
+    c.warmupSteps = warmup_->value();
     if (length_->currentIndex() == 0) {
         c.epochs = lengthValue_->value();
         c.steps = 0;
@@ -714,6 +725,8 @@ void ExperimentPanel::setConfig(const tb::RunConfig& c) {
     decaySteps_->setValue(int(std::min<int64_t>(INT_MAX, c.lrDecaySteps)));
     decayRate_->setValue(c.lrDecayRate);
     staircase_->setChecked(c.lrStaircase);
+    lrDecay_->setCurrentText(QString::fromStdString(c.lrDecay));
+    warmup_->setValue(int(std::min<int64_t>(INT_MAX, c.warmupSteps)));
     length_->setCurrentIndex(c.steps > 0 ? 1 : 0);  // its handler sets the value from base_
     lengthValue_->setValue(c.steps > 0 ? double(c.steps) : c.epochs);
     seed_->setValue(int(std::min<uint64_t>(INT_MAX, c.seed)));
@@ -782,8 +795,10 @@ void ExperimentPanel::revalidate() {
     dataForm_->setRowVisible(folderRow_, folder);
     const QString optimizer = optimizer_->currentText();
     momentum_->setEnabled(optimizer == QLatin1String("momentum") || optimizer == QLatin1String("nesterov"));
-    decayRate_->setEnabled(decaySteps_->value() > 0);
-    staircase_->setEnabled(decaySteps_->value() > 0);
+    const bool exponential = lrDecay_->currentText() == QLatin1String("exponential");
+    lrDecay_->setEnabled(decaySteps_->value() > 0);
+    decayRate_->setEnabled(decaySteps_->value() > 0 && exponential);
+    staircase_->setEnabled(decaySteps_->value() > 0 && exponential);
     split_->setText(batchSplit());
     const tb::RunConfig c = config();
     QString why;
