@@ -102,6 +102,19 @@ tb::Dataset indexedImages(size_t n, int c, int h, int w) {
     return d;
 }
 
+// A set of one image of label 0, its pixels (c, h, w).
+tb::Dataset oneImage(const char* name, int c, int h, int w, std::vector<uint8_t> pixels) {
+    tb::Dataset d;
+    d.name = name;
+    d.channels = c;
+    d.height = h;
+    d.width = w;
+    d.numClasses = 1;
+    d.labels = {0};
+    d.pixels = std::move(pixels);
+    return d;
+}
+
 tb::Dataset cifarLike(size_t n, uint32_t seed) {
     tb::Dataset d;
     d.name = "cifar-like";
@@ -767,14 +780,7 @@ void TestData::pipelinePrefetchIsDeterministic() {
 // The model's input normalisation: pixels become pixel x multiply + add (the second seed's
 // x / 255 - 0.5); the default is pixel / 255.
 void TestData::pipelinePixelNormalisation() {
-    tb::Dataset d;
-    d.name = "three";
-    d.channels = 1;
-    d.height = 1;
-    d.width = 3;
-    d.numClasses = 1;
-    d.labels = {0};
-    d.pixels = {0, 255, 51};
+    const tb::Dataset d = oneImage("three", 1, 1, 3, {0, 255, 51});
     for (const auto& [multiply, add, want] : {std::tuple{1.f / 255.f, 0.f, std::vector<float>{0.f, 1.f, 0.2f}},
                                               std::tuple{1.f / 255.f, -0.5f, std::vector<float>{-0.5f, 0.5f, -0.3f}}}) {
         tb::PipelineOptions o;
@@ -794,16 +800,11 @@ void TestData::pipelinePixelNormalisation() {
 }
 
 void TestData::pipelineCentralCrop() {
-    tb::Dataset d;
-    d.name = "ramp";
-    d.channels = 2;
-    d.height = 6;
-    d.width = 8;
-    d.numClasses = 1;
-    d.labels = {0};
+    std::vector<uint8_t> ramp;
     for (int c = 0; c < 2; ++c)
         for (int y = 0; y < 6; ++y)
-            for (int x = 0; x < 8; ++x) d.pixels.push_back(uint8_t(c * 48 + y * 8 + x));
+            for (int x = 0; x < 8; ++x) ramp.push_back(uint8_t(c * 48 + y * 8 + x));
+    const tb::Dataset d = oneImage("ramp", 2, 6, 8, std::move(ramp));
     struct Case {
         int ch, cw, y0, x0;
     } cases[] = {{4, 4, 1, 2}, {3, 5, 1, 1}, {6, 8, 0, 0}};
