@@ -46,6 +46,7 @@ struct ConvDesc {
     int k = 0, r = 0, s = 0;              // k filters of (c, r, s)
     int strideH = 1, strideW = 1;
     int padTop = 0, padLeft = 0, padBottom = 0, padRight = 0;  // asymmetric, as TF's SAME needs
+    bool bias = true;  // false: y = conv(x, w) alone (a convolution before batch norm), db untouched
     int outH() const { return (h + padTop + padBottom - r) / strideH + 1; }
     int outW() const { return (w + padLeft + padRight - s) / strideW + 1; }
 };
@@ -76,7 +77,16 @@ struct DenseDesc {
     int n = 0, in = 0, out = 0;           // x (n, in) -> y (n, out) = x W^T + b, W (out, in)
 };
 
-// A convolution plan: y = conv(x, w) + b and its two gradients. As in a training step (and in
+// Batch normalisation of x (rows, c) per channel: activations (n, h, w, c) are rows = n h w of c
+// contiguous channels.
+struct BatchNormDesc {
+    int64_t rows = 0;
+    int c = 0;
+    float epsilon = 1e-5f;
+};
+
+// A convolution plan: y = conv(x, w) + b and its two gradients (b and db are null for a plan
+// without a bias, ConvDesc::bias false). As in a training step (and in
 // every autograd), the backward calls after a forward read that forward's x and w, and both read
 // the same dy, unchanged in between: a plan may keep what it made of them (bf16 copies).
 class ConvOp {
@@ -120,6 +130,42 @@ public:
     virtual void backwardWeights(Stream, const float* x, const float* dy, float* dw, float* db) = 0;  // overwrites
 };
 
+// A batch-normalisation plan in the split form that synchronised batch norm needs (the kernels of
+// PyTorch's SyncBatchNorm): this batch's sums, then the normalisation from sums that may be every
+// tower's (the caller adds the other towers' between the two calls); likewise backward: this
+// batch's gradient sums, then the input gradient from sums that may be every tower's. `count` is
+// the rows the sums cover (this batch's, or every tower's). saved (savedBytes) keeps the batch's
+// mean and 1/sqrt(var + eps) from forward for backward, with any scratch the plan needs.
+// The sums are of x - shift, a per-channel value near the mean (the moving mean; the same on
+// every tower whose sums are added): fp32 sums of x and x^2 would lose the variance to
+// cancellation where the mean is large against the spread.
+class BatchNormOp {
+public:
+    virtual ~BatchNormOp() = default;
+    virtual size_t savedBytes() const = 0;
+    // sums (2c) := [sum of x - shift, sum of (x - shift)^2] per channel over this batch's rows
+    // (overwritten); shift (c), or nullptr for 0.
+    virtual void sums(Stream, const float* x, const float* shift, float* sums, void* saved) = 0;
+    // With the same shift: mean = shift + s1 / count, var = s2 / count - (s1 / count)^2 (biased,
+    // as normalisation uses): y = gamma (x - mean) / sqrt(var + eps) + beta. moving (2c: means,
+    // then variances; nullptr: none kept; it may hold the shift) := decay moving + (1 - decay)
+    // (mean, var count / (count - 1)), the unbiased variance as TensorFlow's fused batch norm and
+    // PyTorch keep it.
+    virtual void forward(Stream, const float* x, const float* sums, const float* shift, double count,
+                         const float* gamma, const float* beta, float* y, float* moving, float decay,
+                         void* saved) = 0;
+    // Inference: y = gamma (x - moving mean) / sqrt(moving var + eps) + beta.
+    virtual void inference(Stream, const float* x, const float* moving, const float* gamma, const float* beta,
+                           float* y) = 0;
+    // dgamma (c) := sum of dy x^, dbeta (c) := sum of dy over this batch's rows, x^ = (x - mean) / sqrt(var +
+    // eps) with the forward's statistics (overwritten).
+    virtual void gradientSums(Stream, const float* x, const float* dy, float* dgamma, float* dbeta, void* saved) = 0;
+    // dx = gamma / sqrt(var + eps) (dy - sumDy / count - x^ sumDyXhat / count), the sums (c each)
+    // over `count` rows.
+    virtual void backwardData(Stream, const float* x, const float* dy, const float* gamma, const float* sumDyXhat,
+                              const float* sumDy, double count, float* dx, void* saved) = 0;
+};
+
 // Hyper-parameters of one optimiser step; lr already includes the schedule.
 struct UpdateParams {
     float lr = 0.01f;
@@ -149,6 +195,10 @@ public:
     virtual void copyFromHost(Stream, void* dst, const void* hostSrc, size_t bytes) = 0;
     virtual void copyToHost(Stream, void* hostDst, const void* src, size_t bytes) = 0;
     virtual void copy(Stream, void* dst, const void* src, size_t bytes) = 0;
+    // `rows` rows of `width` bytes from src (rows `srcPitch` bytes apart) to dst (`dstPitch`
+    // apart), as cudaMemcpy2D: a channel concatenation's parts, (rows, c_i) into (rows, sum c_i).
+    virtual void copy2d(Stream, void* dst, size_t dstPitch, const void* src, size_t srcPitch, size_t width,
+                        size_t rows) = 0;
 
     // Queues: work on one stream runs in order; synchronize waits for all of it.
     virtual Stream createStream() = 0;
@@ -177,6 +227,7 @@ public:
     virtual std::unique_ptr<PoolOp> makePool(const PoolDesc&) = 0;
     virtual std::unique_ptr<LrnOp> makeLrn(const LrnDesc&) = 0;
     virtual std::unique_ptr<DenseOp> makeDense(const DenseDesc&) = 0;
+    virtual std::unique_ptr<BatchNormOp> makeBatchNorm(const BatchNormDesc&) = 0;
 
     // Element-wise and small ops.
     virtual void fill(Stream, float* x, float value, size_t n) = 0;

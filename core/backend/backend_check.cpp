@@ -6,6 +6,7 @@
 #include <functional>
 #include <limits>
 #include <random>
+#include <tuple>
 
 #include "backend/elementwise_math.hpp"
 #include "tensor/bf16.hpp"
@@ -114,8 +115,8 @@ private:
 
 std::string convShape(const ConvDesc& d) {
     char b[160];
-    std::snprintf(b, sizeof b, "n%d c%d %dx%d k%d %dx%d s%d,%d pad %d/%d/%d/%d", d.n, d.c, d.h, d.w, d.k, d.r, d.s,
-                  d.strideH, d.strideW, d.padTop, d.padLeft, d.padBottom, d.padRight);
+    std::snprintf(b, sizeof b, "n%d c%d %dx%d k%d %dx%d s%d,%d pad %d/%d/%d/%d%s", d.n, d.c, d.h, d.w, d.k, d.r, d.s,
+                  d.strideH, d.strideW, d.padTop, d.padLeft, d.padBottom, d.padRight, d.bias ? "" : " no bias");
     return b;
 }
 
@@ -148,7 +149,7 @@ void checkConv(Checker& ck, const ConvDesc& d, uint64_t seed) {
         for (int n = 0; n < d.n; ++n)
             for (int oy = 0; oy < oh; ++oy)
                 for (int ox = 0; ox < ow; ++ox)
-                    for (int k = 0; k < d.k; ++k) ref[yi(n, oy, ox, k)] = b[size_t(k)];
+                    for (int k = 0; k < d.k; ++k) ref[yi(n, oy, ox, k)] = d.bias ? b[size_t(k)] : 0.0;
         forTaps(d, [&](int n, int oy, int ox, int iy, int ix, int r, int s) {
             for (int k = 0; k < d.k; ++k)
                 for (int c = 0; c < d.c; ++c) ref[yi(n, oy, ox, k)] += double(x[xi(n, iy, ix, c)]) * w[wi(k, c, r, s)];
@@ -156,7 +157,7 @@ void checkConv(Checker& ck, const ConvDesc& d, uint64_t seed) {
         auto op = rig.backend().makeConv(d);
         void* wsp = rig.raw(op->workspaceBytes());
         float* y = rig.poisoned(ys);
-        op->forward(rig.stream(), rig.upload(x), rig.upload(w), rig.upload(b), y, wsp);
+        op->forward(rig.stream(), rig.upload(x), rig.upload(w), d.bias ? rig.upload(b) : nullptr, y, wsp);
         return normError(rig.download(y, ys), ref);
     });
     ck.run("conv.backward_data", shape, ck.matmulTolerance, [&](Rig& rig) {
@@ -181,9 +182,10 @@ void checkConv(Checker& ck, const ConvDesc& d, uint64_t seed) {
         auto op = rig.backend().makeConv(d);
         void* wsp = rig.raw(op->workspaceBytes());
         float* dw = rig.poisoned(ws);
-        float* db = rig.poisoned(size_t(d.k));
+        float* db = d.bias ? rig.poisoned(size_t(d.k)) : nullptr;
         op->backwardWeights(rig.stream(), rig.upload(x), rig.upload(dy), dw, db, wsp);
-        return std::max(normError(rig.download(dw, ws), refW), normError(rig.download(db, size_t(d.k)), refB));
+        const double e = normError(rig.download(dw, ws), refW);
+        return d.bias ? std::max(e, normError(rig.download(db, size_t(d.k)), refB)) : e;
     });
 }
 
@@ -272,6 +274,149 @@ void checkLrn(Checker& ck, const LrnDesc& d, uint64_t seed) {
         op->forward(rig.stream(), xd, y, saved);
         op->backward(rig.stream(), xd, y, rig.upload(dy), dx, saved);
         return std::max(normError(rig.download(y, count), refY), normError(rig.download(dx, count), refDx));
+    });
+}
+
+// ---- batch normalisation and channel concatenation ---------------------------------------------
+
+// Batch norm over x (rows, c), each channel with its own mean and spread, against double sums.
+// `others` > 0: the sums the plan normalises with are of a larger batch, x and `others` rows more
+// (another tower's, as synchronised batch norm adds them), given to forward and backwardData.
+// `shifted`: the sums are of x - the moving mean (as the layer passes it: the same buffer as the
+// moving statistics forward updates), here a channel mean of 3 against a spread of 0.2 - 2,
+// which unshifted fp32 sums would get wrong by 1e-4.
+void checkBatchNorm(Checker& ck, const BatchNormDesc& d, int64_t others, bool shifted, uint64_t seed) {
+    std::mt19937_64 rng(seed);
+    const size_t c = size_t(d.c), rows = size_t(d.rows), all = rows + size_t(others), n = rows * c;
+    Vec x(all * c), dy(all * c), moving0(2 * c);
+    {
+        const float far = shifted ? 3.f : 0.5f;
+        const Vec offset = randomVec(c, rng, -far, far), spread = randomVec(c, rng, 0.2f, 2.f);
+        const Vec u = randomVec(all * c, rng), g = randomVec(all * c, rng), near = randomVec(c, rng, -0.2f, 0.2f),
+                  var0 = randomVec(c, rng, 0.1f, 1.f);
+        for (size_t i = 0; i < all * c; ++i) {
+            x[i] = offset[i % c] + spread[i % c] * u[i];
+            dy[i] = g[i];
+        }
+        for (size_t j = 0; j < c; ++j) moving0[j] = offset[j] + near[j], moving0[c + j] = var0[j];
+    }
+    const Vec gamma = randomVec(c, rng, 0.5f, 1.5f), beta = randomVec(c, rng);
+    const float decay = 0.9f;
+    auto shiftOf = [&](size_t j) { return shifted ? double(moving0[j]) : 0.0; };
+    // The reference: the statistics of all rows, this batch's outputs and gradients.
+    DVec mean(c, 0), var(c, 0), sumX(c, 0), sumX2(c, 0);
+    for (size_t r = 0; r < all; ++r)
+        for (size_t j = 0; j < c; ++j) {
+            const double v = x[r * c + j];
+            mean[j] += v / double(all);
+            if (r < rows) sumX[j] += v - shiftOf(j), sumX2[j] += (v - shiftOf(j)) * (v - shiftOf(j));
+        }
+    for (size_t r = 0; r < all; ++r)
+        for (size_t j = 0; j < c; ++j) var[j] += (x[r * c + j] - mean[j]) * (x[r * c + j] - mean[j]) / double(all);
+    DVec refY(n), refDx(n), refMoving(2 * c), refInf(n), sumDy(c, 0), sumDyXhat(c, 0), localDy(c, 0), localDyXhat(c, 0);
+    auto xhat = [&](size_t r, size_t j) { return (x[r * c + j] - mean[j]) / std::sqrt(var[j] + d.epsilon); };
+    for (size_t r = 0; r < all; ++r)
+        for (size_t j = 0; j < c; ++j) {
+            sumDy[j] += dy[r * c + j];
+            sumDyXhat[j] += dy[r * c + j] * xhat(r, j);
+            if (r < rows) localDy[j] += dy[r * c + j], localDyXhat[j] += dy[r * c + j] * xhat(r, j);
+        }
+    for (size_t r = 0; r < rows; ++r)
+        for (size_t j = 0; j < c; ++j) {
+            const size_t i = r * c + j;
+            const double inv = 1 / std::sqrt(var[j] + d.epsilon);
+            refY[i] = gamma[j] * xhat(r, j) + beta[j];
+            refDx[i] = gamma[j] * inv * (dy[i] - sumDy[j] / double(all) - xhat(r, j) * sumDyXhat[j] / double(all));
+            refInf[i] = gamma[j] * (x[i] - moving0[j]) / std::sqrt(moving0[c + j] + d.epsilon) + beta[j];
+        }
+    for (size_t j = 0; j < c; ++j) {
+        refMoving[j] = decay * moving0[j] + (1 - decay) * mean[j];
+        refMoving[c + j] = decay * moving0[c + j] + (1 - decay) * (all > 1 ? var[j] * double(all) / double(all - 1) : var[j]);
+    }
+    // The sums of every row, as the other towers' would be added in.
+    Vec allSums(2 * c), allDy(c), allDyXhat(c);
+    for (size_t j = 0; j < c; ++j) {
+        double a = 0, q = 0;
+        for (size_t r = 0; r < all; ++r) {
+            const double v = x[r * c + j] - shiftOf(j);
+            a += v, q += v * v;
+        }
+        allSums[j] = float(a), allSums[c + j] = float(q);
+        allDy[j] = float(sumDy[j]), allDyXhat[j] = float(sumDyXhat[j]);
+    }
+    char eps[32];
+    std::snprintf(eps, sizeof eps, "%g", double(d.epsilon));
+    std::string shape = "rows " + std::to_string(d.rows) + " c" + std::to_string(d.c) + " eps " + eps;
+    if (shifted) shape += " shifted";
+    if (others) shape += " + " + std::to_string(others) + " rows elsewhere";
+    ck.run("batchnorm.sums+forward+moving", shape, 1e-5, [&](Rig& rig) {
+        auto op = rig.backend().makeBatchNorm(d);
+        void* saved = rig.raw(op->savedBytes());
+        const Vec xs(x.begin(), x.begin() + long(n));
+        float* xd = rig.upload(xs);
+        float* sums = rig.poisoned(2 * c);
+        float* moving = rig.upload(moving0);
+        const float* shiftBy = shifted ? moving : nullptr;  // the moving mean, which forward updates
+        op->sums(rig.stream(), xd, shiftBy, sums, saved);
+        DVec refSums(2 * c);
+        for (size_t j = 0; j < c; ++j) refSums[j] = sumX[j], refSums[c + j] = sumX2[j];
+        double e = normError(rig.download(sums, 2 * c), refSums);
+        float* y = rig.poisoned(n);
+        op->forward(rig.stream(), xd, others ? rig.upload(allSums) : sums, shiftBy, double(all), rig.upload(gamma),
+                    rig.upload(beta), y, moving, decay, saved);
+        e = std::max({e, normError(rig.download(y, n), refY), normError(rig.download(moving, 2 * c), refMoving)});
+        // The same plan's backward after that forward.
+        float* dg = rig.poisoned(c);
+        float* db = rig.poisoned(c);
+        float* dyd = rig.upload(Vec(dy.begin(), dy.begin() + long(n)));
+        op->gradientSums(rig.stream(), xd, dyd, dg, db, saved);
+        e = std::max({e, normError(rig.download(dg, c), localDyXhat), normError(rig.download(db, c), localDy)});
+        float* dx = rig.poisoned(n);
+        op->backwardData(rig.stream(), xd, dyd, rig.upload(gamma), others ? rig.upload(allDyXhat) : dg,
+                         others ? rig.upload(allDy) : db, double(all), dx, saved);
+        return std::max(e, normError(rig.download(dx, n), refDx));
+    });
+    ck.run("batchnorm.inference", shape, 1e-5, [&](Rig& rig) {
+        auto op = rig.backend().makeBatchNorm(d);
+        float* y = rig.poisoned(n);
+        op->inference(rig.stream(), rig.upload(Vec(x.begin(), x.begin() + long(n))), rig.upload(moving0),
+                      rig.upload(gamma), rig.upload(beta), y);
+        return normError(rig.download(y, n), refInf);
+    });
+}
+
+// Channel concatenation's copies: parts (rows, c_i) into (rows, c) at their channel offsets, and back.
+void checkCopy2d(Checker& ck, size_t rows, const std::vector<size_t>& parts, uint64_t seed) {
+    std::mt19937_64 rng(seed);
+    size_t c = 0;
+    for (size_t p : parts) c += p;
+    std::vector<Vec> in;
+    for (size_t p : parts) in.push_back(randomVec(rows * p, rng));
+    std::string shape = "rows " + std::to_string(rows) + " parts";
+    for (size_t p : parts) shape += " " + std::to_string(p);
+    ck.run("copy2d.concat+split", shape, 0, [&](Rig& rig) {
+        Backend& be = rig.backend();
+        float* whole = rig.poisoned(rows * c);
+        DVec ref(rows * c);
+        size_t off = 0;
+        std::vector<float*> back;
+        for (size_t k = 0; k < parts.size(); ++k) {
+            be.copy2d(rig.stream(), whole + off, c * sizeof(float), rig.upload(in[k]), parts[k] * sizeof(float),
+                      parts[k] * sizeof(float), rows);
+            for (size_t r = 0; r < rows; ++r)
+                for (size_t j = 0; j < parts[k]; ++j) ref[r * c + off + j] = in[k][r * parts[k] + j];
+            off += parts[k];
+        }
+        double e = normError(rig.download(whole, rows * c), ref);
+        off = 0;
+        for (size_t k = 0; k < parts.size(); ++k) {
+            float* part = rig.poisoned(rows * parts[k]);
+            be.copy2d(rig.stream(), part, parts[k] * sizeof(float), whole + off, c * sizeof(float),
+                      parts[k] * sizeof(float), rows);
+            e = std::max(e, normError(rig.download(part, rows * parts[k]), DVec(in[k].begin(), in[k].end())));
+            off += parts[k];
+        }
+        return e;
     });
 }
 
@@ -509,6 +654,19 @@ std::vector<OpCheck> checkBackendOps(Backend& backend, double matmulTolerance) {
                               conv(4, 32, 14, 14, 64, 5, 1, 2, 2, 2, 2),  // mnist_cnn conv2
                               conv(2, 64, 12, 12, 64, 5, 1, 2, 2, 2, 2)}) // cifar10_cnn conv2
         checkConv(ck, d, seed++);
+    for (ConvDesc d : {conv(2, 16, 8, 8, 16, 3, 1, 1, 1, 1, 1),     // a ResNet block's 3x3, before batch norm
+                       conv(2, 16, 8, 8, 32, 1, 2, 0, 0, 0, 0)}) {  // its 1x1 stride-2 projection shortcut
+        d.bias = false;
+        checkConv(ck, d, seed++);
+    }
+    for (auto [rows, c, others, shifted] :
+         {std::tuple{64, 16, 0, false}, std::tuple{5, 3, 0, false}, std::tuple{2 * 8 * 8, 32, 0, true},
+          std::tuple{3, 7, 0, false}, std::tuple{96, 16, 160, true}, std::tuple{96, 16, 160, false},
+          std::tuple{4000, 64, 0, true}})
+        checkBatchNorm(ck, BatchNormDesc{rows, c, 1e-5f}, others, shifted, seed++);
+    checkBatchNorm(ck, BatchNormDesc{50, 9, 1e-3f}, 0, false, seed++);
+    for (const auto& parts : {std::vector<size_t>{16, 16}, std::vector<size_t>{3, 5, 1}, std::vector<size_t>{64}})
+        checkCopy2d(ck, 37, parts, seed++);
     for (const PoolMode mode : {PoolMode::Max, PoolMode::Average})
         for (PoolDesc d : {pool(2, 3, 7, 7, 3, 2, 1, 1, 1, 1), pool(3, 5, 24, 24, 3, 2, 0, 0, 1, 1),
                            pool(2, 4, 28, 28, 2, 2, 0, 0, 0, 0), pool(1, 3, 5, 6, 2, 1, 0, 0, 0, 0),

@@ -18,6 +18,9 @@ struct TbLrn {
 struct TbDense {
     std::unique_ptr<tb::DenseOp> op;
 };
+struct TbBatchNorm {
+    std::unique_ptr<tb::BatchNormOp> op;
+};
 
 namespace tb {
 
@@ -70,6 +73,10 @@ void fillMemoryAndQueues(TbBackendInterface& t) {
     t.copy = [](TbBackend* b, TbStream* s, void* dst, const void* src, size_t bytes, TbError* err) {
         return guarded(err, [&] { b->be->copy(streamOf(s), dst, src, bytes); });
     };
+    t.copy2d = [](TbBackend* b, TbStream* s, void* dst, size_t dstPitch, const void* src, size_t srcPitch,
+                  size_t width, size_t rows, TbError* err) {
+        return guarded(err, [&] { b->be->copy2d(streamOf(s), dst, dstPitch, src, srcPitch, width, rows); });
+    };
 
     t.createStream = [](TbBackend* b, int copiesOnly, TbStream** out, TbError* err) {
         return guarded(err, [&] { *out = handleOf(copiesOnly ? b->be->createCopyStream() : b->be->createStream()); });
@@ -111,6 +118,7 @@ void fillPlans(TbBackendInterface& t) {
             c.n = d->n, c.c = d->c, c.h = d->h, c.w = d->w, c.k = d->k, c.r = d->r, c.s = d->s;
             c.strideH = d->strideH, c.strideW = d->strideW;
             c.padTop = d->padTop, c.padLeft = d->padLeft, c.padBottom = d->padBottom, c.padRight = d->padRight;
+            c.bias = d->bias != 0;
             auto op = std::make_unique<TbConv>();
             op->op = b->be->makeConv(c);
             *workspace = op->op->workspaceBytes();
@@ -190,6 +198,39 @@ void fillPlans(TbBackendInterface& t) {
         return guarded(err, [&] { op->op->backwardWeights(streamOf(s), x, dy, dw, db); });
     };
     t.destroyDense = [](TbDense* op) { delete op; };
+    t.makeBatchNorm = [](TbBackend* b, const TbBatchNormDesc* d, TbBatchNorm** out, size_t* saved, TbError* err) {
+        return guarded(err, [&] {
+            auto op = std::make_unique<TbBatchNorm>();
+            op->op = b->be->makeBatchNorm(BatchNormDesc{d->rows, d->c, d->epsilon});
+            *saved = op->op->savedBytes();
+            *out = op.release();
+        });
+    };
+    t.batchNormSums = [](TbBatchNorm* op, TbStream* s, const float* x, const float* shift, float* sums, void* saved,
+                         TbError* err) { return guarded(err, [&] { op->op->sums(streamOf(s), x, shift, sums, saved); }); };
+    t.batchNormForward = [](TbBatchNorm* op, TbStream* s, const float* x, const float* sums, const float* shift,
+                            double count, const float* gamma, const float* beta, float* y, float* moving, float decay,
+                            void* saved, TbError* err) {
+        return guarded(err, [&] {
+            op->op->forward(streamOf(s), x, sums, shift, count, gamma, beta, y, moving, decay, saved);
+        });
+    };
+    t.batchNormInference = [](TbBatchNorm* op, TbStream* s, const float* x, const float* moving, const float* gamma,
+                              const float* beta, float* y, TbError* err) {
+        return guarded(err, [&] { op->op->inference(streamOf(s), x, moving, gamma, beta, y); });
+    };
+    t.batchNormGradientSums = [](TbBatchNorm* op, TbStream* s, const float* x, const float* dy, float* dgamma,
+                                 float* dbeta, void* saved, TbError* err) {
+        return guarded(err, [&] { op->op->gradientSums(streamOf(s), x, dy, dgamma, dbeta, saved); });
+    };
+    t.batchNormBackwardData = [](TbBatchNorm* op, TbStream* s, const float* x, const float* dy, const float* gamma,
+                                 const float* sumDyXhat, const float* sumDy, double count, float* dx, void* saved,
+                                 TbError* err) {
+        return guarded(err, [&] {
+            op->op->backwardData(streamOf(s), x, dy, gamma, sumDyXhat, sumDy, count, dx, saved);
+        });
+    };
+    t.destroyBatchNorm = [](TbBatchNorm* op) { delete op; };
 }
 
 void fillElementwise(TbBackendInterface& t) {

@@ -33,11 +33,13 @@ typedef struct TbConv TbConv;           /* op plans, made once per shape */
 typedef struct TbPool TbPool;
 typedef struct TbLrn TbLrn;
 typedef struct TbDense TbDense;
+typedef struct TbBatchNorm TbBatchNorm;
 typedef struct TbNcclGroup TbNcclGroup; /* an NCCL communicator per GPU of a group */
 
 /* Shapes as backend/backend.hpp describes them: activations (n, h, w, c). */
 typedef struct TbConvDesc {
     int n, c, h, w, k, r, s, strideH, strideW, padTop, padLeft, padBottom, padRight;
+    int bias; /* 0: no bias (b and db null) */
 } TbConvDesc;
 typedef struct TbPoolDesc {
     int n, c, h, w, r, s, strideH, strideW, padTop, padLeft, padBottom, padRight;
@@ -50,6 +52,11 @@ typedef struct TbLrnDesc {
 typedef struct TbDenseDesc {
     int n, in, out;
 } TbDenseDesc;
+typedef struct TbBatchNormDesc {
+    int64_t rows;
+    int c;
+    float epsilon;
+} TbBatchNormDesc;
 
 enum { TB_RULE_SGD = 0, TB_RULE_MOMENTUM = 1, TB_RULE_NESTEROV = 2, TB_RULE_ADAM = 3 };
 typedef struct TbUpdateParams {
@@ -99,6 +106,8 @@ typedef struct TbBackendInterface {
     void (*deallocateHost)(TbBackend* be, void* p);
     void (*allocatorStats)(TbBackend* be, TbAllocatorStats* out);
     int (*copy)(TbBackend* be, TbStream* s, void* dst, const void* src, size_t bytes, TbError* err);
+    int (*copy2d)(TbBackend* be, TbStream* s, void* dst, size_t dstPitch, const void* src, size_t srcPitch,
+                  size_t width, size_t rows, TbError* err);
 
     int (*createStream)(TbBackend* be, int copiesOnly, TbStream** out, TbError* err);
     void (*destroyStream)(TbBackend* be, TbStream* s);
@@ -139,6 +148,20 @@ typedef struct TbBackendInterface {
     int (*denseBackwardWeights)(TbDense* op, TbStream* s, const float* x, const float* dy, float* dw, float* db,
                                 TbError* err);
     void (*destroyDense)(TbDense* op);
+    int (*makeBatchNorm)(TbBackend* be, const TbBatchNormDesc* d, TbBatchNorm** out, size_t* savedBytes, TbError* err);
+    int (*batchNormSums)(TbBatchNorm* op, TbStream* s, const float* x, const float* shift, float* sums, void* saved,
+                         TbError* err);
+    int (*batchNormForward)(TbBatchNorm* op, TbStream* s, const float* x, const float* sums, const float* shift,
+                            double count, const float* gamma, const float* beta, float* y, float* moving, float decay,
+                            void* saved, TbError* err);
+    int (*batchNormInference)(TbBatchNorm* op, TbStream* s, const float* x, const float* moving, const float* gamma,
+                              const float* beta, float* y, TbError* err);
+    int (*batchNormGradientSums)(TbBatchNorm* op, TbStream* s, const float* x, const float* dy, float* dgamma,
+                                 float* dbeta, void* saved, TbError* err);
+    int (*batchNormBackwardData)(TbBatchNorm* op, TbStream* s, const float* x, const float* dy, const float* gamma,
+                                 const float* sumDyXhat, const float* sumDy, double count, float* dx, void* saved,
+                                 TbError* err);
+    void (*destroyBatchNorm)(TbBatchNorm* op);
 
     int (*fill)(TbBackend* be, TbStream* s, float* x, float value, size_t n, TbError* err);
     int (*scale)(TbBackend* be, TbStream* s, float* x, float a, size_t n, TbError* err);

@@ -1,5 +1,5 @@
 // The per-element arithmetic that every backend shares: the counter-based dropout draw, the
-// optimiser rules and the weights' moving average. The CPU loops and the CUDA kernels call the
+// optimiser rules, the weights' moving average and batch normalisation's per-channel arithmetic. The CPU loops and the CUDA kernels call the
 // same functions (DESIGN.md example 19), so both backends compute bit-for-bit the same rule and
 // the cross-backend test checks this arithmetic on machines without a GPU.
 #pragma once
@@ -79,5 +79,40 @@ TB_HD double softmaxRow(const float* z, float* p, int k, int label, bool& right)
 
 // shadow = decay * shadow + (1 - decay) * params.
 TB_HD float emaStep(float shadow, float p, float decay) { return decay * shadow + (1.f - decay) * p; }
+
+// Batch normalisation, per channel, from the sums of x - shift and of its square over `count`
+// rows: the mean, the biased variance's 1 / sqrt(var + eps) that normalises, and the unbiased
+// variance (Bessel's correction) that the moving average keeps. A variance that rounding made
+// negative counts as 0.
+TB_HD void batchNormStatistics(float sum, float sumSquares, float shift, double count, float eps, float& mean,
+                               float& invStd, float& unbiasedVar) {
+    const double m = double(sum) / count;
+    double var = double(sumSquares) / count - m * m;
+    if (var < 0) var = 0;
+    mean = float(double(shift) + m);
+    invStd = float(1.0 / sqrt(var + double(eps)));
+    unbiasedVar = float(count > 1 ? var * count / (count - 1) : var);
+}
+
+// Normalisation per element: y = (x - mean) scale + beta, scale = gamma / sqrt(var + eps) (the
+// difference first: x scale + (beta - mean scale) would cancel where the mean is large).
+TB_HD float batchNormApply(float x, float mean, float scale, float beta) { return (x - mean) * scale + beta; }
+// Inference's scale from the moving variance.
+TB_HD float batchNormInferenceScale(float movingVar, float eps, float gamma) {
+    return float(double(gamma) / sqrt(double(movingVar) + double(eps)));
+}
+
+// The input gradient dx = gamma invStd (dy - sumDy / count - x^ sumDyXhat / count), x^ = (x - mean)
+// invStd, as dx = k1 (dy - meanDy) - k2 (x - mean): the coefficients once per channel...
+TB_HD void batchNormGradientCoefficients(float gamma, float invStd, float sumDy, float sumDyXhat, double count,
+                                         float& k1, float& meanDy, float& k2) {
+    k1 = gamma * invStd;
+    meanDy = float(double(sumDy) / count);
+    k2 = float(double(k1) * invStd * (double(sumDyXhat) / count));
+}
+// ...and per element.
+TB_HD float batchNormGradient(float x, float dy, float mean, float k1, float meanDy, float k2) {
+    return k1 * (dy - meanDy) - k2 * (x - mean);
+}
 
 }  // namespace tb::ew

@@ -97,6 +97,38 @@ private:
     TbDense* op_;
 };
 
+class ModuleBatchNorm final : public BatchNormOp {
+public:
+    ModuleBatchNorm(std::shared_ptr<Backend> owner, const TbBackendInterface& t, TbBatchNorm* op, size_t saved)
+        : owner_(std::move(owner)), t_(t), op_(op), saved_(saved) {}
+    ~ModuleBatchNorm() override { t_.destroyBatchNorm(op_); }
+    size_t savedBytes() const override { return saved_; }
+    void sums(Stream s, const float* x, const float* shift, float* sums, void* saved) override {
+        TB_MODULE_CALL(batchNormSums, op_, handleOf(s), x, shift, sums, saved);
+    }
+    void forward(Stream s, const float* x, const float* sums, const float* shift, double count, const float* gamma,
+                 const float* beta, float* y, float* moving, float decay, void* saved) override {
+        TB_MODULE_CALL(batchNormForward, op_, handleOf(s), x, sums, shift, count, gamma, beta, y, moving, decay, saved);
+    }
+    void inference(Stream s, const float* x, const float* moving, const float* gamma, const float* beta,
+                   float* y) override {
+        TB_MODULE_CALL(batchNormInference, op_, handleOf(s), x, moving, gamma, beta, y);
+    }
+    void gradientSums(Stream s, const float* x, const float* dy, float* dgamma, float* dbeta, void* saved) override {
+        TB_MODULE_CALL(batchNormGradientSums, op_, handleOf(s), x, dy, dgamma, dbeta, saved);
+    }
+    void backwardData(Stream s, const float* x, const float* dy, const float* gamma, const float* sumDyXhat,
+                      const float* sumDy, double count, float* dx, void* saved) override {
+        TB_MODULE_CALL(batchNormBackwardData, op_, handleOf(s), x, dy, gamma, sumDyXhat, sumDy, count, dx, saved);
+    }
+
+private:
+    std::shared_ptr<Backend> owner_;
+    const TbBackendInterface& t_;
+    TbBatchNorm* op_;
+    size_t saved_;
+};
+
 int ruleOf(UpdateRule r) {
     switch (r) {
     case UpdateRule::Sgd: return TB_RULE_SGD;
@@ -145,6 +177,10 @@ public:
     void copy(Stream s, void* dst, const void* src, size_t bytes) override {
         TB_MODULE_CALL(copy, be_, handleOf(s), dst, src, bytes);
     }
+    void copy2d(Stream s, void* dst, size_t dstPitch, const void* src, size_t srcPitch, size_t width,
+                size_t rows) override {
+        TB_MODULE_CALL(copy2d, be_, handleOf(s), dst, dstPitch, src, srcPitch, width, rows);
+    }
 
     Stream createStream() override { return makeStream(0); }
     Stream createCopyStream() override { return makeStream(1); }
@@ -175,7 +211,7 @@ public:
 
     std::unique_ptr<ConvOp> makeConv(const ConvDesc& d) override {
         const TbConvDesc c{d.n,       d.c,       d.h,      d.w,       d.k,         d.r,       d.s,
-                           d.strideH, d.strideW, d.padTop, d.padLeft, d.padBottom, d.padRight};
+                           d.strideH, d.strideW, d.padTop, d.padLeft, d.padBottom, d.padRight, d.bias ? 1 : 0};
         TbConv* op = nullptr;
         size_t ws = 0;
         TB_MODULE_CALL(makeConv, be_, &c, &op, &ws);
@@ -201,6 +237,13 @@ public:
         TbDense* op = nullptr;
         TB_MODULE_CALL(makeDense, be_, &dd, &op);
         return std::make_unique<ModuleDense>(shared_from_this(), t_, op);
+    }
+    std::unique_ptr<BatchNormOp> makeBatchNorm(const BatchNormDesc& d) override {
+        const TbBatchNormDesc b{d.rows, d.c, d.epsilon};
+        TbBatchNorm* op = nullptr;
+        size_t saved = 0;
+        TB_MODULE_CALL(makeBatchNorm, be_, &b, &op, &saved);
+        return std::make_unique<ModuleBatchNorm>(shared_from_this(), t_, op, saved);
     }
 
     void fill(Stream s, float* x, float v, size_t n) override { TB_MODULE_CALL(fill, be_, handleOf(s), x, v, n); }

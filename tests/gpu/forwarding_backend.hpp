@@ -25,6 +25,9 @@ public:
     void copyFromHost(tb::Stream s, void* d, const void* h, size_t b) override { be_->copyFromHost(s, d, h, b); }
     void copyToHost(tb::Stream s, void* h, const void* d, size_t b) override { be_->copyToHost(s, h, d, b); }
     void copy(tb::Stream s, void* d, const void* x, size_t b) override { be_->copy(s, d, x, b); }
+    void copy2d(tb::Stream s, void* d, size_t dp, const void* x, size_t xp, size_t w, size_t rows) override {
+        be_->copy2d(s, d, dp, x, xp, w, rows);
+    }
     tb::Stream createStream() override { return be_->createStream(); }
     void destroyStream(tb::Stream s) override { be_->destroyStream(s); }
     void synchronize(tb::Stream s) override { be_->synchronize(s); }
@@ -37,6 +40,7 @@ public:
     std::unique_ptr<tb::PoolOp> makePool(const tb::PoolDesc& d) override;
     std::unique_ptr<tb::LrnOp> makeLrn(const tb::LrnDesc& d) override;
     std::unique_ptr<tb::DenseOp> makeDense(const tb::DenseDesc& d) override;
+    std::unique_ptr<tb::BatchNormOp> makeBatchNorm(const tb::BatchNormDesc& d) override;
     void fill(tb::Stream s, float* x, float v, size_t n) override {
         onCompute("fill");
         be_->fill(s, x, v, n);
@@ -169,6 +173,39 @@ private:
     std::shared_ptr<ForwardingBackend> b_;
     std::unique_ptr<tb::DenseOp> op_;
 };
+class BatchNormFwd final : public tb::BatchNormOp {
+public:
+    BatchNormFwd(std::shared_ptr<ForwardingBackend> b, std::unique_ptr<tb::BatchNormOp> op)
+        : b_(std::move(b)), op_(std::move(op)) {}
+    size_t savedBytes() const override { return op_->savedBytes(); }
+    void sums(tb::Stream s, const float* x, const float* shift, float* out, void* saved) override {
+        b_->onCompute("batchnorm.sums");
+        op_->sums(s, x, shift, out, saved);
+    }
+    void forward(tb::Stream s, const float* x, const float* sums, const float* shift, double count, const float* g,
+                 const float* bb, float* y, float* moving, float decay, void* saved) override {
+        b_->onCompute("batchnorm.forward");
+        op_->forward(s, x, sums, shift, count, g, bb, y, moving, decay, saved);
+    }
+    void inference(tb::Stream s, const float* x, const float* moving, const float* g, const float* bb,
+                   float* y) override {
+        b_->onCompute("batchnorm.inference");
+        op_->inference(s, x, moving, g, bb, y);
+    }
+    void gradientSums(tb::Stream s, const float* x, const float* dy, float* dg, float* db, void* saved) override {
+        b_->onCompute("batchnorm.gradientSums");
+        op_->gradientSums(s, x, dy, dg, db, saved);
+    }
+    void backwardData(tb::Stream s, const float* x, const float* dy, const float* g, const float* sdx,
+                      const float* sd, double count, float* dx, void* saved) override {
+        b_->onCompute("batchnorm.backwardData");
+        op_->backwardData(s, x, dy, g, sdx, sd, count, dx, saved);
+    }
+
+private:
+    std::shared_ptr<ForwardingBackend> b_;
+    std::unique_ptr<tb::BatchNormOp> op_;
+};
 }  // namespace detail
 
 inline std::shared_ptr<ForwardingBackend> ForwardingBackend::self() {
@@ -185,6 +222,9 @@ inline std::unique_ptr<tb::LrnOp> ForwardingBackend::makeLrn(const tb::LrnDesc& 
 }
 inline std::unique_ptr<tb::DenseOp> ForwardingBackend::makeDense(const tb::DenseDesc& d) {
     return std::make_unique<detail::DenseFwd>(self(), be_->makeDense(d));
+}
+inline std::unique_ptr<tb::BatchNormOp> ForwardingBackend::makeBatchNorm(const tb::BatchNormDesc& d) {
+    return std::make_unique<detail::BatchNormFwd>(self(), be_->makeBatchNorm(d));
 }
 
 }  // namespace tbtest

@@ -1,5 +1,5 @@
 // The CPU backend, the reference every other backend is checked against: oneDNN primitives
-// (convolution, pooling, inner product), our own LRN, OpenBLAS for vector arithmetic, OpenMP loops
+// (convolution, pooling, inner product), our own LRN and batch norm (cpu_batch_norm.cpp), OpenBLAS for vector arithmetic, OpenMP loops
 // for the fused element-wise updates. Each heavy op is built once per shape; oneDNN's scratch
 // memory is user-managed (scratchpad_mode::user) and comes in as the explicit workspace.
 #include <omp.h>
@@ -17,6 +17,7 @@
 #include <oneapi/dnnl/dnnl.hpp>
 
 #include "backend/backend.hpp"
+#include "backend/cpu/cpu_batch_norm.hpp"
 #include "backend/elementwise_math.hpp"
 #include "tensor/bf16.hpp"
 #include "util/cpu_clones.hpp"
@@ -210,6 +211,8 @@ public:
         memory::dims strides = {d.strideH, d.strideW}, padL = {d.padTop, d.padLeft}, padR = {d.padBottom, d.padRight};
         auto attr = userScratchpad();
         using namespace dnnl;
+        // Without a bias (before batch norm) the primitives have none: an empty bias descriptor.
+        if (!d.bias) b = memory::desc();
         fwdPd_ = convolution_forward::primitive_desc(
             convolution_forward::desc(prop_kind::forward_training, algorithm::convolution_direct, xIn, any(w, in), b,
                                       y, strides, padL, padR),
@@ -245,11 +248,12 @@ public:
         auto& s = pick(st);
         for (StepInput* i : {&fx_, &ddy_, &wx_, &wdy_}) i->forget();
         memory out = fy_.dst(y);
-        fwd_.execute(s, {{DNNL_ARG_SRC, fx_.in(s, x)},
-                         {DNNL_ARG_WEIGHTS, fw_.in(s, w)},
-                         {DNNL_ARG_BIAS, wrap(bias_, b)},
-                         {DNNL_ARG_DST, out},
-                         {DNNL_ARG_SCRATCHPAD, scratch(fwdPd_, ws)}});
+        std::unordered_map<int, memory> args{{DNNL_ARG_SRC, fx_.in(s, x)},
+                                             {DNNL_ARG_WEIGHTS, fw_.in(s, w)},
+                                             {DNNL_ARG_DST, out},
+                                             {DNNL_ARG_SCRATCHPAD, scratch(fwdPd_, ws)}};
+        if (b) args.emplace(DNNL_ARG_BIAS, wrap(bias_, b));
+        fwd_.execute(s, args);
         fy_.out(s, y);
     }
     void backwardData(Stream st, const float* dy, const float* w, float* dx, void* ws) override {
@@ -264,11 +268,12 @@ public:
     void backwardWeights(Stream st, const float* x, const float* dy, float* dw, float* db, void* ws) override {
         auto& s = pick(st);
         memory out = wdw_.dst(dw);
-        bwdWeights_.execute(s, {{DNNL_ARG_SRC, weightsX_->in(s, x)},
-                                {DNNL_ARG_DIFF_DST, weightsDy_->in(s, dy)},
-                                {DNNL_ARG_DIFF_WEIGHTS, out},
-                                {DNNL_ARG_DIFF_BIAS, wrap(bias_, db)},
-                                {DNNL_ARG_SCRATCHPAD, scratch(bwdWeightsPd_, ws)}});
+        std::unordered_map<int, memory> args{{DNNL_ARG_SRC, weightsX_->in(s, x)},
+                                             {DNNL_ARG_DIFF_DST, weightsDy_->in(s, dy)},
+                                             {DNNL_ARG_DIFF_WEIGHTS, out},
+                                             {DNNL_ARG_SCRATCHPAD, scratch(bwdWeightsPd_, ws)}};
+        if (db) args.emplace(DNNL_ARG_DIFF_BIAS, wrap(bias_, db));
+        bwdWeights_.execute(s, args);
         wdw_.out(s, dw);
     }
 
@@ -549,6 +554,15 @@ public:
     void copyFromHost(Stream, void* dst, const void* src, size_t bytes) override { std::memcpy(dst, src, bytes); }
     void copyToHost(Stream, void* dst, const void* src, size_t bytes) override { std::memcpy(dst, src, bytes); }
     void copy(Stream, void* dst, const void* src, size_t bytes) override { std::memmove(dst, src, bytes); }
+    void copy2d(Stream, void* dst, size_t dstPitch, const void* src, size_t srcPitch, size_t width,
+                size_t rows) override {
+        useThreads(threads_);
+        auto* d = static_cast<char*>(dst);
+        const auto* s = static_cast<const char*>(src);
+        const int64_t n = int64_t(rows);
+#pragma omp parallel for if (int64_t(rows * width) > kParallelMin * 4)
+        for (int64_t r = 0; r < n; ++r) std::memcpy(d + size_t(r) * dstPitch, s + size_t(r) * srcPitch, width);
+    }
 
     Stream createStream() override { return new StreamImpl{dnnl::stream(eng_)}; }
     void destroyStream(Stream s) override { delete s; }
@@ -570,6 +584,9 @@ public:
     }
     std::unique_ptr<DenseOp> makeDense(const DenseDesc& d) override {
         return std::make_unique<CpuDense>(context(), d);
+    }
+    std::unique_ptr<BatchNormOp> makeBatchNorm(const BatchNormDesc& d) override {
+        return makeCpuBatchNorm(d, threads_, shared_from_this());
     }
 
     void fill(Stream, float* x, float value, size_t n) override {

@@ -85,6 +85,12 @@ public:
         use();
         TB_CUDA(cudaMemcpyAsync(dst, src, bytes, cudaMemcpyDefault, queueOf(s)));
     }
+    void copy2d(Stream s, void* dst, size_t dstPitch, const void* src, size_t srcPitch, size_t width,
+                size_t rows) override {
+        if (width == 0 || rows == 0) return;
+        use();
+        TB_CUDA(cudaMemcpy2DAsync(dst, dstPitch, src, srcPitch, width, rows, cudaMemcpyDefault, queueOf(s)));
+    }
 
     Stream createStream() override { return makeStream(StreamUse::Compute); }
     Stream createCopyStream() override { return makeStream(StreamUse::Copies); }
@@ -168,6 +174,10 @@ public:
     std::unique_ptr<DenseOp> makeDense(const DenseDesc& d) override {
         use();
         return cuda::makeDense(planContext(), d);
+    }
+    std::unique_ptr<BatchNormOp> makeBatchNorm(const BatchNormDesc& d) override {
+        use();
+        return cuda::makeBatchNorm(planContext(), d);
     }
 
     void fill(Stream s, float* x, float value, size_t n) override { cuda::fill(q(s), x, value, n); }

@@ -286,8 +286,12 @@ public:
         TB_CUDA(cudnnConvolutionForward(st->cudnn, &one, x_, xin, w_, filt, fwdConv_,
                                         cudnnConvolutionFwdAlgo_t(choice_.fwd.algo), cudnnWs(ws), cudnnBytes_, &zero,
                                         y_, out));
-        if (bf16_) widenAddBias(q, static_cast<const bf16*>(out), b, y, size_t(rows_), d_.k);
-        else addBias(q, y, b, size_t(rows_), d_.k);
+        if (bf16_) {
+            if (b) widenAddBias(q, static_cast<const bf16*>(out), b, y, size_t(rows_), d_.k);
+            else widen(q, static_cast<const bf16*>(out), y, size_t(rows_) * size_t(d_.k));
+        } else if (b) {
+            addBias(q, y, b, size_t(rows_), d_.k);
+        }
     }
     void backwardData(Stream st, const float* dy, const float* w, float* dx, void* ws) override {
         cudaStream_t q = queueOf(st);
@@ -314,7 +318,7 @@ public:
                                                cudnnBytes_, &zero, w_, out));
         if (bf16_) filterFromKrsc(q, static_cast<const bf16*>(out), dw, d_.k, d_.c, d_.r, d_.s);
         else filterFromKrsc(q, wKrsc_.f(), dw, d_.k, d_.c, d_.r, d_.s);
-        biasGradient(st, dy, ones_.f(), db, rows_, d_.k);
+        if (db) biasGradient(st, dy, ones_.f(), db, rows_, d_.k);
     }
 
 private:
@@ -594,6 +598,51 @@ private:
     LrnDesc d_;
 };
 
+// Batch normalisation on our own kernels (kernels.cuh): cuDNN's batch norm computes the batch's
+// statistics and normalises in one call, which leaves no point at which synchronised batch norm
+// could add the other towers' sums (PyTorch's SyncBatchNorm runs kernels of its own for the same
+// reason). saved: (4c) the statistics and the forward's coefficients, the sums' partials (chunks
+// x 2c), the inference's and backward's coefficients (3c).
+class CudaBatchNorm final : public BatchNormOp {
+public:
+    CudaBatchNorm(const PlanContext& ctx, const BatchNormDesc& d)
+        : owner_(ctx.owner),
+          d_(d),
+          partialFloats_(size_t(batchNormChunks(d.rows).chunks) * 2 * size_t(d.c)),
+          inferenceScale_(ctx.allocator, size_t(d.c) * sizeof(float)) {}
+    size_t savedBytes() const override { return (7 * size_t(d_.c) + partialFloats_) * sizeof(float); }
+    void sums(Stream st, const float* x, const float* shift, float* out, void* saved) override {
+        batchNormSums(queueOf(st), d_, x, shift, out, partial(saved));
+    }
+    void forward(Stream st, const float* x, const float* sums, const float* shift, double count, const float* gamma,
+                 const float* beta, float* y, float* moving, float decay, void* saved) override {
+        batchNormForward(queueOf(st), d_, x, sums, shift, count, gamma, beta, y, moving, decay,
+                         static_cast<float*>(saved));
+    }
+    void inference(Stream st, const float* x, const float* moving, const float* gamma, const float* beta,
+                   float* y) override {
+        // Inference has no saved buffer (BatchNormOp's contract), so its scale has one of the plan's own.
+        batchNormInference(queueOf(st), d_, x, moving, gamma, beta, y, inferenceScale_.f());
+    }
+    void gradientSums(Stream st, const float* x, const float* dy, float* dgamma, float* dbeta, void* saved) override {
+        batchNormGradientSums(queueOf(st), d_, x, dy, static_cast<const float*>(saved), partial(saved), dgamma, dbeta);
+    }
+    void backwardData(Stream st, const float* x, const float* dy, const float* gamma, const float* sumDyXhat,
+                      const float* sumDy, double count, float* dx, void* saved) override {
+        batchNormBackwardData(queueOf(st), d_, x, dy, gamma, sumDyXhat, sumDy, count, dx,
+                              static_cast<const float*>(saved), coefficients(saved));
+    }
+
+private:
+    float* partial(void* saved) const { return static_cast<float*>(saved) + 4 * size_t(d_.c); }
+    float* coefficients(void* saved) const { return partial(saved) + partialFloats_; }
+
+    std::shared_ptr<Backend> owner_;
+    BatchNormDesc d_;
+    size_t partialFloats_;
+    DeviceBuffer inferenceScale_;  // (c) gamma / sqrt(moving var + eps)
+};
+
 }  // namespace
 
 std::unique_ptr<ConvOp> makeConv(const PlanContext& ctx, const ConvDesc& d) { return std::make_unique<CudaConv>(ctx, d); }
@@ -604,6 +653,9 @@ std::unique_ptr<PoolOp> makePool(const PlanContext& ctx, const PoolDesc& d) {
 std::unique_ptr<LrnOp> makeLrn(const PlanContext& ctx, const LrnDesc& d) { return std::make_unique<CudaLrn>(ctx, d); }
 std::unique_ptr<DenseOp> makeDense(const PlanContext& ctx, const DenseDesc& d) {
     return std::make_unique<CudaDense>(ctx, d);
+}
+std::unique_ptr<BatchNormOp> makeBatchNorm(const PlanContext& ctx, const BatchNormDesc& d) {
+    return std::make_unique<CudaBatchNorm>(ctx, d);
 }
 
 }  // namespace tb::cuda

@@ -1,5 +1,5 @@
-// The CUDA backend's op plans: convolution on cuDNN, dense layers on cuBLAS, max-pooling and
-// LRN on our own kernels (kernels.cuh says why). Each plan is made once per shape and owns the
+// The CUDA backend's op plans: convolution on cuDNN, dense layers on cuBLAS, pooling, LRN and
+// batch norm on our own kernels (kernels.cuh and the plans say why). Each plan is made once per shape and owns the
 // little device memory it keeps between calls; scratch comes in as the caller's workspace.
 #pragma once
 #include <memory>
@@ -26,6 +26,7 @@ std::unique_ptr<ConvOp> makeConv(const PlanContext&, const ConvDesc&);
 std::unique_ptr<PoolOp> makePool(const PlanContext&, const PoolDesc&);
 std::unique_ptr<LrnOp> makeLrn(const PlanContext&, const LrnDesc&);
 std::unique_ptr<DenseOp> makeDense(const PlanContext&, const DenseDesc&);
+std::unique_ptr<BatchNormOp> makeBatchNorm(const PlanContext&, const BatchNormDesc&);
 
 // The stream's queue, or a tb::Error: every GPU call names the stream it runs on.
 cudaStream_t queueOf(Stream s);

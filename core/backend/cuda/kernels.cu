@@ -327,6 +327,113 @@ __global__ void lrnBackwardKernel(LrnDesc d, size_t total, const float* __restri
     }
 }
 
+// Batch normalisation over (rows, c), channels contiguous: per-channel sums in two passes without
+// atomics (a fixed order, so the same bits every run). Pass one: block (x: 32 channels, y: 8 row
+// lanes) of grid (channel tiles, chunks) sums its chunk's rows; pass two adds the chunks in order.
+// Mode 0 sums x - shift and its square (shift: the moving mean, or null for 0); mode 1 dy and
+// dy (x - mean), with the mean from saved (passed as `shift`).
+constexpr int kBnChannels = 32, kBnLanes = 8;
+template <int Mode>
+__global__ void batchNormPartialKernel(const float* __restrict__ x, const float* __restrict__ dy,
+                                       const float* __restrict__ mean, int64_t rows, int c, int64_t rowsPerChunk,
+                                       float* __restrict__ partial) {
+    __shared__ float sa[kBnLanes][kBnChannels], sq[kBnLanes][kBnChannels];
+    const int j = blockIdx.x * kBnChannels + threadIdx.x;
+    const int64_t begin = int64_t(blockIdx.y) * rowsPerChunk;
+    const int64_t end = min(rows, begin + rowsPerChunk);
+    float a = 0.f, q = 0.f;
+    if (j < c) {
+        const float m = mean ? mean[j] : 0.f;
+        for (int64_t r = begin + threadIdx.y; r < end; r += kBnLanes) {
+            const float v = x[r * c + j] - m;
+            if (Mode == 0) {
+                a += v;
+                q += v * v;
+            } else {
+                const float g = dy[r * c + j];
+                a += g;
+                q += g * v;
+            }
+        }
+    }
+    sa[threadIdx.y][threadIdx.x] = a;
+    sq[threadIdx.y][threadIdx.x] = q;
+    __syncthreads();
+    if (threadIdx.y == 0 && j < c) {
+        for (int l = 1; l < kBnLanes; ++l) {
+            a += sa[l][threadIdx.x];
+            q += sq[l][threadIdx.x];
+        }
+        partial[size_t(blockIdx.y) * 2 * c + j] = a;
+        partial[size_t(blockIdx.y) * 2 * c + c + j] = q;
+    }
+}
+// out0 (c) := the chunks' first sums added in order, out1 (c) := their second sums times
+// scale1[j] (mode 1: 1/sqrt(var + eps), which makes dy (x - mean) into dy x^) or as they are.
+__global__ void batchNormFinishKernel(const float* __restrict__ partial, int chunks, int c,
+                                      const float* __restrict__ scale1, float* __restrict__ out0,
+                                      float* __restrict__ out1) {
+    TB_GRID_STRIDE(j, size_t(c)) {
+        double a = 0, q = 0;
+        for (int k = 0; k < chunks; ++k) {
+            a += partial[size_t(k) * 2 * c + j];
+            q += partial[size_t(k) * 2 * c + c + j];
+        }
+        out0[j] = float(a);
+        out1[j] = float(scale1 ? q * scale1[j] : q);
+    }
+}
+// Per channel: the batch's statistics into saved (mean, invStd, scale) and the moving ones (after
+// the shift was read: it may be the moving mean itself).
+__global__ void batchNormStatisticsKernel(const float* __restrict__ sums, const float* shift, double count, float eps,
+                                          int c, const float* __restrict__ gamma, float* __restrict__ saved,
+                                          float* moving, float decay) {
+    TB_GRID_STRIDE(j, size_t(c)) {
+        float mean = 0, invStd = 0, unbiased = 0;
+        ew::batchNormStatistics(sums[j], sums[c + j], shift ? shift[j] : 0.f, count, eps, mean, invStd, unbiased);
+        saved[j] = mean;
+        saved[c + j] = invStd;
+        saved[2 * c + j] = gamma[j] * invStd;
+        if (moving) {
+            moving[j] = ew::emaStep(moving[j], mean, decay);
+            moving[c + j] = ew::emaStep(moving[c + j], unbiased, decay);
+        }
+    }
+}
+// Inference: the moving variance's scale into scale (c).
+__global__ void batchNormInferenceScaleKernel(const float* __restrict__ moving, float eps, int c,
+                                              const float* __restrict__ gamma, float* __restrict__ scale) {
+    TB_GRID_STRIDE(j, size_t(c)) scale[j] = ew::batchNormInferenceScale(moving[c + j], eps, gamma[j]);
+}
+// y = (x - mean) scale + beta, each (c) per channel.
+__global__ void batchNormApplyKernel(const float* __restrict__ x, const float* __restrict__ mean,
+                                     const float* __restrict__ scale, const float* __restrict__ beta,
+                                     float* __restrict__ y, int c, size_t n) {
+    TB_GRID_STRIDE(i, n) {
+        const int j = int(i % size_t(c));
+        y[i] = ew::batchNormApply(x[i], mean[j], scale[j], beta[j]);
+    }
+}
+// Per channel: the input gradient's coefficients (k1, meanDy, k2) into coefficients (3c).
+__global__ void batchNormGradientCoefficientsKernel(const float* __restrict__ saved, const float* __restrict__ gamma,
+                                                    const float* __restrict__ sumDyXhat,
+                                                    const float* __restrict__ sumDy, double count, int c,
+                                                    float* __restrict__ coefficients) {
+    TB_GRID_STRIDE(j, size_t(c)) {
+        ew::batchNormGradientCoefficients(gamma[j], saved[c + j], sumDy[j], sumDyXhat[j], count, coefficients[j],
+                                          coefficients[c + j], coefficients[2 * c + j]);
+    }
+}
+__global__ void batchNormGradientKernel(const float* __restrict__ x, const float* __restrict__ dy,
+                                        const float* __restrict__ mean, const float* __restrict__ coefficients,
+                                        float* __restrict__ dx, int c, size_t n) {
+    TB_GRID_STRIDE(i, n) {
+        const int j = int(i % size_t(c));
+        dx[i] = ew::batchNormGradient(x[i], dy[i], mean[j], coefficients[j], coefficients[c + j],
+                                      coefficients[2 * c + j]);
+    }
+}
+
 }  // namespace
 
 #define TB_LAUNCH(kernel, n, s, ...)                                     \
@@ -449,6 +556,63 @@ void lrnBackward(cudaStream_t s, const LrnDesc& d, const float* x, const float* 
                  const float* saved) {
     const size_t total = size_t(d.n) * d.c * d.h * d.w;
     TB_LAUNCH(lrnBackwardKernel, total, s, d, total, x, y, dy, dx, saved, saved + total);
+}
+
+BatchNormChunks batchNormChunks(int64_t rows) {
+    // Enough chunks to fill the GPU with the channel tiles of a ResNet's 16-64 channels, each
+    // chunk at least 64 rows.
+    BatchNormChunks k;
+    k.chunks = int(std::clamp<int64_t>((rows + 63) / 64, 1, 256));
+    k.rowsPerChunk = (rows + k.chunks - 1) / k.chunks;
+    k.chunks = int((rows + k.rowsPerChunk - 1) / k.rowsPerChunk);
+    return k;
+}
+
+namespace {
+void batchNormSumsOf(cudaStream_t s, int mode, const BatchNormDesc& d, const float* x, const float* dy,
+                     const float* saved, float* partial, float* out0, float* out1) {
+    if (d.rows == 0 || d.c == 0) return;
+    const BatchNormChunks k = batchNormChunks(d.rows);
+    const dim3 grid(unsigned((d.c + kBnChannels - 1) / kBnChannels), unsigned(k.chunks)), block(kBnChannels, kBnLanes);
+    // mode 0: `saved` is the shift (or null); mode 1: the forward's saved statistics, the mean first.
+    if (mode == 0) batchNormPartialKernel<0><<<grid, block, 0, s>>>(x, nullptr, saved, d.rows, d.c, k.rowsPerChunk, partial);
+    else batchNormPartialKernel<1><<<grid, block, 0, s>>>(x, dy, saved, d.rows, d.c, k.rowsPerChunk, partial);
+    TB_CUDA_LAUNCHED("batchNormPartialKernel");
+    batchNormFinishKernel<<<blocksFor(size_t(d.c)), kThreads, 0, s>>>(partial, k.chunks, d.c,
+                                                                      mode == 1 ? saved + d.c : nullptr, out0, out1);
+    TB_CUDA_LAUNCHED("batchNormFinishKernel");
+}
+}  // namespace
+
+void batchNormSums(cudaStream_t s, const BatchNormDesc& d, const float* x, const float* shift, float* sums,
+                   float* partial) {
+    batchNormSumsOf(s, 0, d, x, nullptr, shift, partial, sums, sums + d.c);
+}
+void batchNormForward(cudaStream_t s, const BatchNormDesc& d, const float* x, const float* sums, const float* shift,
+                      double count, const float* gamma, const float* beta, float* y, float* moving, float decay,
+                      float* saved) {
+    TB_LAUNCH(batchNormStatisticsKernel, size_t(d.c), s, sums, shift, count, d.epsilon, d.c, gamma, saved, moving,
+              decay);
+    const size_t n = size_t(d.rows) * size_t(d.c);
+    TB_LAUNCH(batchNormApplyKernel, n, s, x, saved, saved + 2 * d.c, beta, y, d.c, n);
+}
+void batchNormInference(cudaStream_t s, const BatchNormDesc& d, const float* x, const float* moving,
+                        const float* gamma, const float* beta, float* y, float* scale) {
+    TB_LAUNCH(batchNormInferenceScaleKernel, size_t(d.c), s, moving, d.epsilon, d.c, gamma, scale);
+    const size_t n = size_t(d.rows) * size_t(d.c);
+    TB_LAUNCH(batchNormApplyKernel, n, s, x, moving, scale, beta, y, d.c, n);
+}
+void batchNormGradientSums(cudaStream_t s, const BatchNormDesc& d, const float* x, const float* dy,
+                           const float* saved, float* partial, float* dgamma, float* dbeta) {
+    batchNormSumsOf(s, 1, d, x, dy, saved, partial, dbeta, dgamma);
+}
+void batchNormBackwardData(cudaStream_t s, const BatchNormDesc& d, const float* x, const float* dy,
+                           const float* gamma, const float* sumDyXhat, const float* sumDy, double count, float* dx,
+                           const float* saved, float* coefficients) {
+    TB_LAUNCH(batchNormGradientCoefficientsKernel, size_t(d.c), s, saved, gamma, sumDyXhat, sumDy, count, d.c,
+              coefficients);
+    const size_t n = size_t(d.rows) * size_t(d.c);
+    TB_LAUNCH(batchNormGradientKernel, n, s, x, dy, saved, coefficients, dx, d.c, n);
 }
 
 }  // namespace tb::cuda

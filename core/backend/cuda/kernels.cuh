@@ -76,4 +76,26 @@ void lrnForward(cudaStream_t s, const LrnDesc& d, const float* x, float* y, floa
 void lrnBackward(cudaStream_t s, const LrnDesc& d, const float* x, const float* y, const float* dy, float* dx,
                  const float* saved);
 
+// Batch normalisation (backend.hpp's BatchNormOp) over (rows, c): the sums in two passes, each chunk
+// of rows into `partial` (chunks x 2c floats, batchNormChunks), then the chunks added in order;
+// saved (4c): the batch's mean and 1/sqrt(var + eps), then the forward's scale (and a spare c);
+// `coefficients`: scratch of 3c floats; inference's `scale`: scratch of c.
+struct BatchNormChunks {
+    int chunks = 1;
+    int64_t rowsPerChunk = 0;
+};
+BatchNormChunks batchNormChunks(int64_t rows);
+void batchNormSums(cudaStream_t s, const BatchNormDesc& d, const float* x, const float* shift, float* sums,
+                   float* partial);
+void batchNormForward(cudaStream_t s, const BatchNormDesc& d, const float* x, const float* sums, const float* shift,
+                      double count, const float* gamma, const float* beta, float* y, float* moving, float decay,
+                      float* saved);
+void batchNormInference(cudaStream_t s, const BatchNormDesc& d, const float* x, const float* moving,
+                        const float* gamma, const float* beta, float* y, float* scale);
+void batchNormGradientSums(cudaStream_t s, const BatchNormDesc& d, const float* x, const float* dy,
+                           const float* saved, float* partial, float* dgamma, float* dbeta);
+void batchNormBackwardData(cudaStream_t s, const BatchNormDesc& d, const float* x, const float* dy,
+                           const float* gamma, const float* sumDyXhat, const float* sumDy, double count, float* dx,
+                           const float* saved, float* coefficients);
+
 }  // namespace tb::cuda

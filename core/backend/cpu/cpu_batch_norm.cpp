@@ -1,0 +1,196 @@
+// Batch normalisation on the CPU. oneDNN 2.6 computes a batch's statistics and normalises in one
+// primitive, which leaves no point at which synchronised batch norm can add the other towers'
+// sums, so the split form of backend.hpp runs as our own loops (as PyTorch's SyncBatchNorm runs
+// kernels of its own). Each is memory bound: one pass reads x for the sums, one normalises; one
+// reads x and dy for the gradient sums, one writes dx. The rows are split over the team, each
+// thread summing its rows in double, and the threads' sums are added in thread order, so a plan
+// gives the same bits every call. The per-channel arithmetic is elementwise_math.hpp's, shared
+// with the CUDA kernels.
+#include "backend/cpu/cpu_batch_norm.hpp"
+
+#include <omp.h>
+
+#include <vector>
+
+#include "backend/elementwise_math.hpp"
+#include "util/cpu_clones.hpp"
+
+namespace tb {
+
+namespace {
+
+// The loops below go parallel only when the tensor is big enough to pay for waking the team.
+constexpr int64_t kParallelMin = 1 << 15;
+
+// a (c) += sum over rows [b, e) of x - shift, q (c) += of its square (x: rows of c floats).
+TB_CPU_CLONES void sumRows(const float* x, const float* shift, int c, int64_t b, int64_t e, double* a, double* q) {
+    for (int64_t r = b; r < e; ++r) {
+        const float* xr = x + r * c;
+#pragma omp simd
+        for (int j = 0; j < c; ++j) {
+            const double v = double(xr[j]) - double(shift[j]);
+            a[j] += v;
+            q[j] += v * v;
+        }
+    }
+}
+
+// a (c) += sum of dy, q (c) += sum of dy (x - mean) over rows [b, e).
+TB_CPU_CLONES void gradientRows(const float* x, const float* dy, const float* mean, int c, int64_t b, int64_t e,
+                                double* a, double* q) {
+    for (int64_t r = b; r < e; ++r) {
+        const float* xr = x + r * c;
+        const float* gr = dy + r * c;
+#pragma omp simd
+        for (int j = 0; j < c; ++j) {
+            a[j] += gr[j];
+            q[j] += double(gr[j]) * double(xr[j] - mean[j]);
+        }
+    }
+}
+
+// y = (x - mean) scale + beta per channel over rows [b, e) (ew::batchNormApply).
+TB_CPU_CLONES void normaliseRows(const float* x, const float* mean, const float* scale, const float* beta, float* y,
+                                 int c, int64_t b, int64_t e) {
+    for (int64_t r = b; r < e; ++r) {
+        const float* xr = x + r * c;
+        float* yr = y + r * c;
+#pragma omp simd
+        for (int j = 0; j < c; ++j) yr[j] = ew::batchNormApply(xr[j], mean[j], scale[j], beta[j]);
+    }
+}
+
+// dx = k1 (dy - meanDy) - k2 (x - mean) per channel over rows [b, e) (ew::batchNormGradient).
+TB_CPU_CLONES void gradientApplyRows(const float* x, const float* dy, const float* mean, const float* k1,
+                                     const float* meanDy, const float* k2, float* dx, int c, int64_t b, int64_t e) {
+    for (int64_t r = b; r < e; ++r) {
+        const float* xr = x + r * c;
+        const float* gr = dy + r * c;
+        float* dr = dx + r * c;
+#pragma omp simd
+        for (int j = 0; j < c; ++j) dr[j] = ew::batchNormGradient(xr[j], gr[j], mean[j], k1[j], meanDy[j], k2[j]);
+    }
+}
+
+class CpuBatchNorm final : public BatchNormOp {
+public:
+    CpuBatchNorm(const BatchNormDesc& d, int threads, std::shared_ptr<Backend> owner)
+        : d_(d), threads_(threads), owner_(std::move(owner)) {}
+
+    // (4, c): the batch's mean and 1/sqrt(var + eps), then two per-channel coefficients of the
+    // pass that follows (forward: the scale; backward: k1 and k2 of the input gradient).
+    size_t savedBytes() const override { return 4 * size_t(d_.c) * sizeof(float); }
+
+    void sums(Stream, const float* x, const float* shift, float* out, void*) override {
+        const std::vector<float> zero(shift ? 0 : size_t(d_.c), 0.f);
+        const float* k = shift ? shift : zero.data();
+        std::vector<double> a, q;
+        reduceRows(a, q, [&](int64_t b, int64_t e, double* pa, double* pq) { sumRows(x, k, d_.c, b, e, pa, pq); });
+        for (int j = 0; j < d_.c; ++j) {
+            out[j] = float(a[size_t(j)]);
+            out[d_.c + j] = float(q[size_t(j)]);
+        }
+    }
+
+    void forward(Stream, const float* x, const float* sums, const float* shift, double count, const float* gamma,
+                 const float* beta, float* y, float* moving, float decay, void* saved) override {
+        const int c = d_.c;
+        float* mean = static_cast<float*>(saved);
+        float *invStd = mean + c, *scale = mean + 2 * c;
+        for (int j = 0; j < c; ++j) {
+            float unbiased = 0;
+            ew::batchNormStatistics(sums[j], sums[c + j], shift ? shift[j] : 0.f, count, d_.epsilon, mean[j],
+                                    invStd[j], unbiased);
+            scale[j] = gamma[j] * invStd[j];
+            if (moving) {  // after the shift was read: it may be the moving mean itself
+                moving[j] = ew::emaStep(moving[j], mean[j], decay);
+                moving[c + j] = ew::emaStep(moving[c + j], unbiased, decay);
+            }
+        }
+        overRows([&](int64_t b, int64_t e) { normaliseRows(x, mean, scale, beta, y, c, b, e); });
+    }
+
+    void inference(Stream, const float* x, const float* moving, const float* gamma, const float* beta,
+                   float* y) override {
+        const int c = d_.c;
+        std::vector<float> scale(static_cast<size_t>(c));
+        for (int j = 0; j < c; ++j) scale[size_t(j)] = ew::batchNormInferenceScale(moving[c + j], d_.epsilon, gamma[j]);
+        overRows([&](int64_t b, int64_t e) { normaliseRows(x, moving, scale.data(), beta, y, c, b, e); });
+    }
+
+    void gradientSums(Stream, const float* x, const float* dy, float* dgamma, float* dbeta, void* saved) override {
+        const float* mean = static_cast<const float*>(saved);
+        const float* invStd = mean + d_.c;
+        std::vector<double> a, q;
+        reduceRows(a, q,
+                   [&](int64_t b, int64_t e, double* pa, double* pq) { gradientRows(x, dy, mean, d_.c, b, e, pa, pq); });
+        for (int j = 0; j < d_.c; ++j) {
+            dbeta[j] = float(a[size_t(j)]);
+            dgamma[j] = float(q[size_t(j)] * invStd[j]);
+        }
+    }
+
+    void backwardData(Stream, const float* x, const float* dy, const float* gamma, const float* sumDyXhat,
+                      const float* sumDy, double count, float* dx, void* saved) override {
+        const int c = d_.c;
+        float* mean = static_cast<float*>(saved);
+        float *invStd = mean + c, *k1 = mean + 2 * c, *k2 = mean + 3 * c;
+        std::vector<float> meanDy(static_cast<size_t>(c));
+        for (int j = 0; j < c; ++j)
+            ew::batchNormGradientCoefficients(gamma[j], invStd[j], sumDy[j], sumDyXhat[j], count, k1[j],
+                                              meanDy[size_t(j)], k2[j]);
+        overRows([&](int64_t b, int64_t e) { gradientApplyRows(x, dy, mean, k1, meanDy.data(), k2, dx, c, b, e); });
+    }
+
+private:
+    bool parallel() const { return d_.rows * d_.c > kParallelMin; }
+    void useTeam() const {
+        if (omp_get_max_threads() != threads_) omp_set_num_threads(threads_);
+    }
+    // f(begin, end) over the rows, split evenly over the team.
+    template <class F>
+    void overRows(F&& f) const {
+        useTeam();
+        const int64_t n = d_.rows;
+#pragma omp parallel if (parallel())
+        {
+            const int64_t t = omp_get_thread_num(), k = omp_get_num_threads();
+            f(n * t / k, n * (t + 1) / k);
+        }
+    }
+    // a, q (c each) := the sums f adds over every row: each thread's rows into its own doubles,
+    // then the threads' added in thread order (the same bits every call).
+    template <class F>
+    void reduceRows(std::vector<double>& a, std::vector<double>& q, F&& f) const {
+        useTeam();
+        const size_t c = size_t(d_.c);
+        const int team = parallel() ? threads_ : 1;
+        std::vector<double> part(size_t(team) * 2 * c, 0.0);
+        const int64_t n = d_.rows;
+#pragma omp parallel num_threads(team)
+        {
+            const int64_t t = omp_get_thread_num(), k = omp_get_num_threads();
+            double* mine = part.data() + size_t(t) * 2 * c;
+            f(n * t / k, n * (t + 1) / k, mine, mine + c);
+        }
+        a.assign(c, 0.0);
+        q.assign(c, 0.0);
+        for (int t = 0; t < team; ++t)
+            for (size_t j = 0; j < c; ++j) {
+                a[j] += part[size_t(t) * 2 * c + j];
+                q[j] += part[size_t(t) * 2 * c + c + j];
+            }
+    }
+
+    BatchNormDesc d_;
+    int threads_;
+    std::shared_ptr<Backend> owner_;
+};
+
+}  // namespace
+
+std::unique_ptr<BatchNormOp> makeCpuBatchNorm(const BatchNormDesc& d, int threads, std::shared_ptr<Backend> owner) {
+    return std::make_unique<CpuBatchNorm>(d, threads, std::move(owner));
+}
+
+}  // namespace tb
