@@ -39,11 +39,12 @@ struct Rig {
     Dims in, out;
     int n;
     std::vector<std::vector<float>> params, grads;
-    std::vector<float> workspace, saved;
+    std::vector<float> workspace, saved, stats;
+    bool training = true;
 
     Rig(const LayerSpec& spec, Dims inDims, int batch) : in(inDims), n(batch) {
         layer = makeLayer(spec);
-        out = layer->configure(in);
+        out = layer->configure({in});
         layer->prepare(*be, n);
         uint64_t seed = 7;
         for (const auto& p : layer->params()) {
@@ -57,13 +58,16 @@ struct Rig {
         workspace.resize(layer->workspaceBytes() / 4 + 1);
         saved.resize(layer->savedBytes() / 4 + 1);
         layer->saved = saved.data();
+        for (const auto& s : layer->statistics())
+            for (int64_t i = 0; i < s.shape.numel(); ++i) stats.push_back(s.init.value);
+        layer->stats = stats.data();
     }
-    LayerContext ctx() { return LayerContext{*be, nullptr, true, 42, workspace.data()}; }
+    LayerContext ctx() { return LayerContext{*be, nullptr, training, 42, workspace.data()}; }
     size_t inSize() const { return size_t(n * in.size()); }
     size_t outSize() const { return size_t(n * out.size()); }
     std::vector<float> forward(const std::vector<float>& x) {
         std::vector<float> y(outSize());
-        layer->forward(ctx(), x.data(), y.data());
+        layer->forward(ctx(), {x.data()}, y.data());
         return y;
     }
     // L = sum(y * r): dL/dy = r.
@@ -81,7 +85,7 @@ double gradientCheck(Rig& rig, std::vector<float> x, float step, int probes = 40
     const auto r = randomVector(rig.outSize(), 99);
     const auto y = rig.forward(x);
     std::vector<float> dx(rig.inSize(), 0.f);
-    rig.layer->backward(rig.ctx(), x.data(), y.data(), r.data(), dx.data());
+    rig.layer->backward(rig.ctx(), {x.data()}, y.data(), r.data(), {dx.data()});
     const auto analyticW = rig.grads;
 
     double worst = 0;
@@ -243,6 +247,8 @@ private slots:
         QTest::newRow("avgpool 3x3/2 same") << 10;
         QTest::newRow("avgpool 2x2/1 valid") << 11;
         QTest::newRow("global avgpool") << 12;
+        QTest::newRow("batch norm (training: the batch's statistics)") << 13;
+        QTest::newRow("batch norm, 1x1 (after a dense layer)") << 14;
     }
     void gradients() {
         QFETCH(int, which);
@@ -263,8 +269,10 @@ private slots:
         case 10: spec = pool(3, 2, true, LayerType::AvgPool); break;
         case 11: spec = pool(2, 1, false, LayerType::AvgPool); break;
         case 12: spec = simple(LayerType::GlobalAvgPool); break;
+        case 13: spec = simple(LayerType::BatchNorm); break;
+        case 14: spec = simple(LayerType::BatchNorm); in = {6, 1, 1}; break;
         }
-        Rig rig(spec, in, 2);
+        Rig rig(spec, in, which == 14 ? 5 : 2);
         const auto x = kinks ? separatedVector(rig.inSize(), 11, 0.05f) : randomVector(rig.inSize(), 11);
         const double err = gradientCheck(rig, x, 1e-2f);
         QVERIFY2(err < kTolerance, qPrintable(QString("worst relative error %1").arg(err)));
@@ -296,6 +304,42 @@ private slots:
                 for (int p = 0; p < 8; ++p) sum += in[size_t((n * 8 + p) * 3 + c)];
                 QVERIFY2(std::abs(g[size_t(n * 3 + c)] - sum / 8) < 1e-6, qPrintable(QString::number(g[size_t(n * 3 + c)])));
             }
+    }
+
+    // Batch norm as TensorFlow and PyTorch define it: training normalises each channel with the
+    // batch's mean and biased variance and moves the moving statistics toward the mean and the
+    // unbiased variance by 1 - momentum; evaluation normalises with the moving statistics.
+    void batchNormTrainsAndInfersAsTensorFlow() {
+        LayerSpec s = simple(LayerType::BatchNorm);
+        s.momentum = 0.8f;
+        s.epsilon = 1e-3f;
+        Rig rig(s, {3, 2, 2}, 4);  // 16 values per channel
+        QCOMPARE(int(rig.layer->statistics().size()), 2);
+        auto x = randomVector(rig.inSize(), 21, -2.f, 2.f);
+        for (size_t i = 0; i < x.size(); ++i) x[i] += 5.f * float(i % 3);  // channel means 0, 5, 10
+        const auto& gamma = rig.params[0];
+        const auto& beta = rig.params[1];
+        const auto y = rig.forward(x);
+        for (int c = 0; c < 3; ++c) {
+            double mean = 0, var = 0;
+            for (size_t i = size_t(c); i < x.size(); i += 3) mean += x[i] / 16.0;
+            for (size_t i = size_t(c); i < x.size(); i += 3) var += (x[i] - mean) * (x[i] - mean) / 16.0;
+            for (size_t i = size_t(c); i < x.size(); i += 3) {
+                const double want = gamma[size_t(c)] * (x[i] - mean) / std::sqrt(var + 1e-3) + beta[size_t(c)];
+                QVERIFY2(std::abs(y[i] - want) < 1e-4, qPrintable(QString("y %1 want %2").arg(y[i]).arg(want)));
+            }
+            QVERIFY(std::abs(rig.stats[size_t(c)] - 0.2 * mean) < 1e-5);                    // 0.8 x 0 + 0.2 mean
+            QVERIFY(std::abs(rig.stats[size_t(3 + c)] - (0.8 + 0.2 * var * 16 / 15)) < 1e-5);  // unbiased
+        }
+        rig.training = false;
+        const std::vector<float> moving = rig.stats;
+        const auto inferred = rig.forward(x);
+        QCOMPARE(rig.stats, moving);  // evaluation leaves them
+        for (size_t i = 0; i < x.size(); ++i) {
+            const size_t c = i % 3;
+            const double want = gamma[c] * (x[i] - moving[c]) / std::sqrt(moving[3 + c] + 1e-3) + beta[c];
+            QVERIFY(std::abs(inferred[i] - want) < 1e-4);
+        }
     }
 
     void lrnGradientScalesWithAlpha() {
@@ -356,6 +400,58 @@ private slots:
             const double down = loss();
             v = keep;
             const double numeric = (up - down) / 2e-2;
+            worst = std::max(worst, std::abs(numeric - g[size_t(i)]) / std::max(1.0, std::abs(numeric)));
+        }
+        QVERIFY2(worst < 5e-3, qPrintable(QString("worst relative error %1").arg(worst)));
+    }
+
+    // A model as a graph: a residual block (conv, batch norm, relu, conv, batch norm, add of the
+    // block's input, relu), a branch read by two layers (its gradient is the sum of both), and a
+    // concat; d(mean cross-entropy + weight decay) / dW and dx-free checks against central
+    // differences of the loss the network reports.
+    void graphGradientsAddUpWhereATensorIsReadTwice() {
+        const std::string json = R"({"name": "graph", "input": [2, 4, 4], "layers": [
+            {"type": "conv2d", "name": "stem", "filters": 4, "kernel": 3, "init": {"type": "he_normal"}, "bias": false},
+            {"type": "batch_norm", "name": "stem_bn", "weight_decay": 0.05},
+            {"type": "relu", "name": "stem_relu"},
+            {"type": "conv2d", "name": "c1", "filters": 4, "kernel": 3, "init": {"type": "he_normal"}, "bias": false},
+            {"type": "batch_norm", "name": "bn1"},
+            {"type": "relu", "name": "r1"},
+            {"type": "conv2d", "name": "c2", "filters": 4, "kernel": 3, "init": {"type": "he_normal"}, "weight_decay": 0.1},
+            {"type": "add", "name": "sum", "inputs": ["c2", "stem_relu"]},
+            {"type": "relu", "name": "out1"},
+            {"type": "conv2d", "name": "side", "inputs": ["stem_relu"], "filters": 2, "kernel": 1},
+            {"type": "concat", "name": "joined", "inputs": ["out1", "side"]},
+            {"type": "global_avgpool", "name": "pool"},
+            {"type": "flatten", "name": "flat"},
+            {"type": "dense", "name": "logits", "units": 3}]})";
+        auto be = makeCpuBackend(1);
+        const ModelSpec spec = parseModelSpec(json, "graph.json");
+        Network net(spec, *be, 4);
+        auto p = net.initialParams(5);
+        std::copy(p.begin(), p.end(), net.params());
+        const auto x = randomVector(size_t(4 * 2 * 4 * 4), 9);
+        std::copy(x.begin(), x.end(), net.input());
+        const int32_t labels[4] = {0, 2, 1, 2};
+        std::copy(labels, labels + 4, net.labels());
+        auto loss = [&] {
+            float stats[3] = {0, 0, 0};
+            net.forward(nullptr, true, 1, 4, stats);
+            return double(stats[0]) / 4.0 + stats[2];
+        };
+        loss();
+        net.backward(nullptr);
+        const std::vector<float> g(net.grads(), net.grads() + net.paramCount());
+        double worst = 0;
+        for (int64_t i = 0; i < net.paramCount(); i += 3) {
+            float& v = net.params()[i];
+            const float keep = v;
+            v = keep + 5e-3f;
+            const double up = loss();
+            v = keep - 5e-3f;
+            const double down = loss();
+            v = keep;
+            const double numeric = (up - down) / 1e-2;
             worst = std::max(worst, std::abs(numeric - g[size_t(i)]) / std::max(1.0, std::abs(numeric)));
         }
         QVERIFY2(worst < 5e-3, qPrintable(QString("worst relative error %1").arg(worst)));

@@ -77,6 +77,7 @@ private slots:
     void shippedParameterCounts_data();
     void shippedParameterCounts();
     void mnistCnnLayout();
+    void layerSummaries();
     void cifarCnnLayout();
     void trainFlops();
     void forwardMatchesSoftmaxCrossEntropy();
@@ -115,6 +116,14 @@ void TestModel::shippedParameterCounts_data() {
     QTest::newRow("mnist_cnn") << "mnist_cnn" << 3274634LL << 1 << 28 << 28 << 8;
     QTest::newRow("mlp") << "mlp" << 669706LL << 1 << 28 << 28 << 6;
     QTest::newRow("tiny_mlp") << "tiny_mlp" << qlonglong(2 * 64 + 64 + 64 * 64 + 64 + 64 * 4 + 4) << 2 << 1 << 1 << 6;
+    // Graphs (scripts/make_models.py counts them by a shape walk of its own): 21 convolutions
+    // without bias (18 in blocks, the stem, 2 projections), 21 batch norms of gamma and beta, the
+    // dense layer's 2; resnet20's 272,474 is option A's 269,722 plus the projections' 2,560
+    // weights and their batch norms' 192.
+    QTest::newRow("resnet20") << "resnet20" << 272474LL << 3 << 32 << 32 << 21 + 42 + 2;
+    QTest::newRow("resnet56") << "resnet56" << 855770LL << 3 << 32 << 32 << 57 + 114 + 2;
+    QTest::newRow("resnet20_mnist") << "resnet20_mnist" << 272186LL << 1 << 28 << 28 << 21 + 42 + 2;
+    QTest::newRow("vgg_bn") << "vgg_bn" << 72666LL << 1 << 28 << 28 << 6 + 12 + 2;
 }
 
 void TestModel::shippedParameterCounts() {
@@ -186,6 +195,37 @@ void TestModel::cifarCnnLayout() {
     QCOMPARE(p[8].init.stddev, 0.0052083333f);
 }
 
+// The model list's FLOPs and parameters per layer (summarizeLayers), by hand for resnet20: each
+// 3x3 convolution of a stage does h w k c 9 multiply-adds (the stem 32 x 32 x 16 x 3 x 9), a
+// projection h w k c; 2 FLOPs a multiply-add; the same total as scripts/make_models.py's 81,626,368.
+void TestModel::layerSummaries() {
+    const tb::ModelSpec spec = tb::findModel("resnet20");
+    const std::vector<tb::LayerSummary> layers = tb::summarizeLayers(spec);
+    QCOMPARE(layers.size(), spec.layers.size());
+    int64_t flops = 0, params = 0;
+    for (const tb::LayerSummary& l : layers) flops += l.forwardFlops, params += l.params;
+    const int64_t macs = 32LL * 32 * 16 * 3 * 9 + 6 * (32LL * 32 * 16 * 16 * 9) +                       // stem, stage 1
+                         16LL * 16 * 32 * 16 * 9 + 5 * (16LL * 16 * 32 * 32 * 9) + 16LL * 16 * 32 * 16 +  // stage 2
+                         8LL * 8 * 64 * 32 * 9 + 5 * (8LL * 8 * 64 * 64 * 9) + 8LL * 8 * 64 * 32 +       // stage 3
+                         64 * 10;                                                                    // logits
+    QCOMPARE(flops, 2 * macs);
+    QCOMPARE(flops, int64_t(81626368));
+    QCOMPARE(params, int64_t(272474));
+    // The first block's add reads its second batch norm and the stem's ReLU.
+    const auto at = [&](const std::string& name) {
+        for (size_t i = 0; i < layers.size(); ++i)
+            if (layers[i].name == name) return int(i);
+        return -2;
+    };
+    QCOMPARE(layers[size_t(at("s1b1_add"))].inputs, (std::vector<int>{at("s1b1_conv2_bn"), at("stem_relu")}));
+    QCOMPARE(layers[size_t(at("s2b1_add"))].output, (tb::Dims{32, 16, 16}));
+    QCOMPARE(layers[size_t(at("stem_bn"))].params, int64_t(32));
+    // Cuts between blocks, none inside one.
+    QVERIFY(tb::cutProblem(spec, at("s1b2_conv1")).empty());
+    const std::string inside = tb::cutProblem(spec, at("s1b2_conv2"));
+    QVERIFY2(inside.find("reads 's1b1_out' across the cut") != std::string::npos, inside.c_str());
+}
+
 void TestModel::trainFlops() {
     auto backend = tb::makeCpuBackend(1);
     tb::Network mlp(tb::findModel("mlp"), *backend, 2);
@@ -246,13 +286,16 @@ void TestModel::memoryEstimateMatchesTheBuiltNetwork_data() {
     QTest::addColumn<int>("batch");
     QTest::addColumn<int>("first");
     QTest::addColumn<int>("last");
-    for (const char* m : {"tiny_mlp", "mlp", "deep_mlp", "mnist_cnn", "cifar10_cnn"})
+    for (const char* m : {"tiny_mlp", "mlp", "deep_mlp", "mnist_cnn", "cifar10_cnn", "resnet20", "vgg_bn"})
         for (int b : {1, 128}) QTest::newRow(qPrintable(QStringLiteral("%1 batch %2").arg(m).arg(b))) << QString(m) << b << 0 << -1;
     // Stages (model parallelism): a first, a middle and a last one.
     QTest::newRow("mnist_cnn layers 0-3") << QString("mnist_cnn") << 16 << 0 << 3;
     QTest::newRow("mnist_cnn layers 4-7") << QString("mnist_cnn") << 16 << 4 << 7;
     QTest::newRow("mnist_cnn layers 8-end") << QString("mnist_cnn") << 16 << 8 << -1;
     QTest::newRow("deep_mlp layers 5-11") << QString("deep_mlp") << 8 << 5 << 11;
+    // A graph's stages start at a cut between blocks (s1b2_conv1, layer 10; s2b1_conv1, layer 24).
+    QTest::newRow("resnet20 layers 10-23") << QString("resnet20") << 8 << 10 << 23;
+    QTest::newRow("resnet20 layers 24-end") << QString("resnet20") << 8 << 24 << -1;
 }
 
 void TestModel::memoryEstimateMatchesTheBuiltNetwork() {
@@ -267,6 +310,7 @@ void TestModel::memoryEstimateMatchesTheBuiltNetwork() {
     QCOMPARE(estimated.params, built.params);
     QCOMPARE(estimated.grads, built.grads);
     QCOMPARE(estimated.activations, built.activations);
+    QCOMPARE(estimated.statistics, built.statistics);
     QVERIFY2(estimated.saved >= built.saved && estimated.saved <= 4 * built.saved,
              qPrintable(QStringLiteral("saved: estimated %1, built %2").arg(estimated.saved).arg(built.saved)));
 }
@@ -429,6 +473,52 @@ void TestModel::badModelFiles_data() {
     QTest::newRow("lrn radius")
         << QByteArray("{" + in + R"("layers": [{"type": "lrn", "name": "n", "depth_radius": 65}, {"type": "flatten"}]})")
         << QStringList{"layer 'n'", "depth_radius must be in 0..64"};
+    // Models as graphs.
+    const QByteArray head = "{" + in + R"("layers": [{"type": "conv2d", "name": "a", "filters": 2, "kernel": 3}, )";
+    const QByteArray tail = R"(, {"type": "global_avgpool", "name": "gap"}, {"type": "flatten", "name": "f"}]})";
+    QTest::newRow("a cycle")
+        << QByteArray(head + R"({"type": "relu", "name": "b", "inputs": ["d"]}, {"type": "relu", "name": "c", "inputs": ["b"]},
+                                {"type": "add", "name": "d", "inputs": ["a", "c"]})" + tail)
+        << QStringList{"inputs form a cycle", "'b' -> 'c' -> 'd' -> 'b'"};
+    QTest::newRow("an input no layer has")
+        << QByteArray(head + R"({"type": "add", "name": "s", "inputs": ["a", "bb"]})" + tail)
+        << QStringList{"layer 's' reads 'bb', which no layer is"};
+    QTest::newRow("an input misspelt")
+        << QByteArray(head + R"({"type": "relu", "name": "r"}, {"type": "add", "name": "s", "inputs": ["a", "rr"]})" + tail)
+        << QStringList{"layer 's' reads 'rr'", "did you mean 'r'?"};
+    QTest::newRow("an unused layer")
+        << QByteArray(head + R"({"type": "relu", "name": "lost"}, {"type": "relu", "name": "r", "inputs": ["a"]})" + tail)
+        << QStringList{"layer 'lost' is read by no other layer", "only the last layer, 'f'"};
+    QTest::newRow("add of two shapes")
+        << QByteArray(head + R"({"type": "conv2d", "name": "b", "filters": 3, "kernel": 3}, {"type": "add", "name": "s", "inputs": ["a", "b"]})" + tail)
+        << QStringList{"layer 's'", "add needs inputs of one shape", "(2, 8, 8) and (3, 8, 8)"};
+    QTest::newRow("concat of two sizes")
+        << QByteArray(head + R"({"type": "maxpool", "name": "p", "size": 2}, {"type": "concat", "name": "j", "inputs": ["a", "p"]})" + tail)
+        << QStringList{"layer 'j'", "concat needs inputs of one height and width", "(2, 8, 8) and (2, 4, 4)"};
+    QTest::newRow("add of one input")
+        << QByteArray(head + R"({"type": "add", "name": "s", "inputs": ["a"]})" + tail)
+        << QStringList{"layer 's'", "add joins two or more layers"};
+    QTest::newRow("a relu of two inputs")
+        << QByteArray(head + R"({"type": "relu", "name": "r", "inputs": ["a", "a"]})" + tail)
+        << QStringList{"layer 'r'", "a relu layer reads one input, not 2"};
+    QTest::newRow("two layers of one name")
+        << QByteArray(head + R"({"type": "relu", "name": "a"})" + tail)
+        << QStringList{"two layers are named 'a'"};
+    QTest::newRow("a layer named input")
+        << QByteArray(head + R"({"type": "relu", "name": "input"})" + tail)
+        << QStringList{"may not be named 'input'"};
+    QTest::newRow("inputs not names")
+        << QByteArray(head + R"({"type": "add", "name": "s", "inputs": ["a", 3]})" + tail)
+        << QStringList{"layer 's'", "'inputs' must be a non-empty array of layer names"};
+    QTest::newRow("batch norm momentum of PyTorch's sense")
+        << QByteArray(head + R"({"type": "batch_norm", "name": "bn", "momentum": 1.0})" + tail)
+        << QStringList{"layer 'bn'", "momentum must be in [0, 1)", "PyTorch's momentum 0.1 is 0.9"};
+    QTest::newRow("batch norm epsilon")
+        << QByteArray(head + R"({"type": "batch_norm", "name": "bn", "epsilon": 0})" + tail)
+        << QStringList{"layer 'bn'", "epsilon must be in (0, 1]"};
+    QTest::newRow("a dense layer without its bias")
+        << QByteArray("{" + in + R"("layers": [{"type": "flatten"}, {"type": "dense", "name": "fc", "units": 2, "bias": false}]})")
+        << QStringList{"layer 'fc'", "a dense layer keeps its bias"};
 }
 
 void TestModel::badModelFiles() {

@@ -61,6 +61,7 @@ TrainingSnapshot takeSnapshot(TrainingEngine& towers, size_t count, WeightEma* e
     const VariablesView v = towers.variables();
     snap.variables = toHost(*v.backend, v.stream, v.params, count);
     if (ema) snap.ema = toHost(*v.backend, emaStream, ema->shadow(), count);
+    snap.statistics = towers.statistics();
     for (const StateBuffer& b : towers.state())
         snap.state.push_back({b.name, toHost(*b.backend, b.stream, b.data, b.count)});
     return snap;
@@ -78,6 +79,10 @@ void writeCheckpoint(const std::string& path, const CheckpointMeta& meta, const 
     };
     perVariable("params/", snap.variables);
     if (!snap.ema.empty()) perVariable("ema/", snap.ema);
+    if (!snap.statistics.empty())
+        for (size_t i = 0; i < layout.statInfos.size(); ++i)
+            tensors.push_back({"statistics/" + layout.statInfos[i].name, safetensors::Dtype::F32,
+                               layout.statInfos[i].shape.dims(), snap.statistics.data() + layout.statOffsets[i]});
     for (const auto& b : snap.state)
         tensors.push_back({"state/" + b.name, safetensors::Dtype::F32, {int64_t(b.values.size())}, b.values.data()});
     const std::map<std::string, std::string> metadata = {
@@ -177,6 +182,22 @@ std::vector<float> Checkpoint::loadWeights(const Network& layout) const {
     return out;
 }
 
+std::vector<float> Checkpoint::loadStatistics(const Network& layout) const {
+    const auto& infos = layout.statisticInfos();
+    std::vector<float> out(size_t(layout.statisticCount()));
+    for (size_t i = 0; i < infos.size(); ++i) {
+        const std::string name = "statistics/" + infos[i].name;
+        if (!file_.has(name))
+            throw Error(path() + ": has no statistics " + infos[i].name + " (batch norm's moving statistics)");
+        const safetensors::TensorInfo& t = file_.info(name);
+        if (t.dtype != safetensors::Dtype::F32 || t.shape != infos[i].shape.dims())
+            throw Error(path() + ": statistics " + infos[i].name + " is " + safetensors::toString(t.dtype) + " " +
+                        shapeText(t.shape) + " there but F32 " + shapeText(infos[i].shape.dims()) + " in this model");
+        file_.readFloats(name, out.data() + layout.statisticOffsets()[i], size_t(infos[i].shape.numel()));
+    }
+    return out;
+}
+
 std::string Checkpoint::resumeProblem(const RunConfig& config, const std::string& modelSpec) const {
     const nlohmann::json now = config.toJson();
     const auto& free = resumeMayChange();
@@ -200,6 +221,7 @@ void Checkpoint::restore(TrainingEngine& towers, const Network& layout, WeightEm
     const std::vector<float> weights = loadWeights(layout);
     const size_t count = weights.size();
     towers.setVariables(weights.data());
+    if (layout.statisticCount() > 0) towers.setStatistics(loadStatistics(layout));
     if (ema) {
         std::vector<float> shadow(count);
         const auto& infos = layout.paramInfos();

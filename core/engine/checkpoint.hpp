@@ -3,6 +3,8 @@
 //   params/<variable>   F32, the variable's shape (Network::paramInfos names: "conv1/weights")
 //                       the variables as evaluation sees them (averaging: the replicas' mean)
 //   ema/<variable>      F32, the weights' moving average, where the run keeps one
+//   statistics/<name>   F32 (c), batch norm's moving means and variances as evaluation uses them
+//                       (tower 0's: "stem_bn/moving_mean"), in models with batch norm
 //   state/<buffer>      F32 (count), Strategy::state(): optimiser slots ("optimizer/m"), and with
 //                       averaging every replica's own slots and parameters ("replica1/variables")
 // Metadata (strings): format "towerbench-checkpoint", version, step, samples (taken from the
@@ -50,6 +52,7 @@ struct CheckpointMeta {
 struct TrainingSnapshot {
     std::vector<float> variables;  // (P)
     std::vector<float> ema;        // (P) or empty
+    std::vector<float> statistics; // batch norm's moving statistics (Network::statisticCount), or empty
     struct Buffer {
         std::string name;
         std::vector<float> values;
@@ -64,7 +67,11 @@ TrainingSnapshot takeSnapshot(TrainingEngine& towers, size_t count, WeightEma* e
 struct VariableLayout {
     std::vector<ParamInfo> infos;
     std::vector<int64_t> offsets;
-    static VariableLayout of(const Network& net) { return {net.paramInfos(), net.paramOffsets()}; }
+    std::vector<ParamInfo> statInfos;  // batch norm's moving statistics
+    std::vector<int64_t> statOffsets;
+    static VariableLayout of(const Network& net) {
+        return {net.paramInfos(), net.paramOffsets(), net.statisticInfos(), net.statisticOffsets()};
+    }
 };
 
 // Writes atomically (AtomicFile): a crash leaves the previous file at `path`, or none.
@@ -80,6 +87,9 @@ public:
 
     // The variables laid out for `layout` (P floats); refuses other names or shapes.
     std::vector<float> loadWeights(const Network& layout) const;
+    // Batch norm's moving statistics laid out for `layout` (statisticCount floats; empty for a
+    // model without batch norm); refuses a missing one or another shape.
+    std::vector<float> loadStatistics(const Network& layout) const;
     // Why `config` cannot continue this checkpoint exactly (empty: it can). The settings that
     // may change: steps, epochs, evaluation, checkpoints, metrics, quiet, prefetch.
     std::string resumeProblem(const RunConfig& config, const std::string& modelSpec) const;

@@ -151,6 +151,10 @@ EvalResult evaluateCheckpoint(const std::string& checkpointPath, const RunConfig
                                  size_t(net.paramInfos()[i].shape.numel()));
     const Stream s = be->createStream();
     be->copyFromHost(s, net.params(), weights.data(), weights.size() * sizeof(float));
+    if (net.hasBatchNorm()) {  // the run's moving statistics, as its own evaluation used them
+        const std::vector<float> moving = ck.loadStatistics(net);
+        be->copyFromHost(s, net.statistics(), moving.data(), moving.size() * sizeof(float));
+    }
     Tensor stats = be->empty(Shape{3});
     // This thread, as one CPU tower's (a default plan).
     std::optional<EvalResult> r = evaluate(net, s, stats.data(), data.test, config, data.cifarAugment,

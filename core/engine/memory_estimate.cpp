@@ -57,7 +57,7 @@ std::vector<MemoryNeed> estimateRunMemory(const ModelSpec& spec, const Deploymen
     const NetworkMemory net = estimateNetworkMemory(spec, batchPerTower);
     const size_t variables = net.params;  // P floats
     const size_t bf16Copies = precision == MatmulPrecision::Bf16 ? (net.params + net.activations) / 2 : 0;
-    const size_t tower = net.params + net.grads + net.activations + net.saved + bf16Copies;
+    const size_t tower = net.params + net.grads + net.activations + net.saved + net.statistics + bf16Copies;
     const bool replicated = plan.variables == VariablePlacement::Replicated;
     // Where the variables (with their slots and moving average) live: the host, one tower's
     // device, or every tower (replicated: each replica keeps its own slots too).
@@ -100,7 +100,8 @@ size_t estimateStageBytes(const ModelSpec& spec, const StagePipelineSetup& setup
     const size_t activations = held * (net.activations + net.saved + outputGrad + input) + input;
     const size_t perReplica = net.grads * (micro > 1 ? 2 : 1);
     const size_t bf16 = setup.opt.precision == MatmulPrecision::Bf16 ? (net.params + held * net.activations) / 2 : 0;
-    return net.params * size_t(1 + slots + (ema ? 1 : 0)) + size_t(replicas) * (perReplica + activations + bf16);
+    return net.params * size_t(1 + slots + (ema ? 1 : 0)) +
+           size_t(replicas) * (perReplica + activations + bf16 + net.statistics);
 }
 
 std::vector<MemoryNeed> estimatePipelineMemory(const ModelSpec& spec, const StagePipelineSetup& setup,
@@ -116,14 +117,14 @@ std::vector<MemoryNeed> estimatePipelineMemory(const ModelSpec& spec, const Stag
             const NetworkMemory eval = estimateNetworkMemory(spec, setup.batch);
             const auto [first, last] = setup.ranges.front();
             const size_t own = estimateNetworkMemory(spec, 1, LayerRange{first, last}).params;
-            NeedsByMemory::add(needs.at(Device{}), eval.activations + eval.saved, "evaluation network");
+            NeedsByMemory::add(needs.at(Device{}), eval.activations + eval.saved + eval.statistics, "evaluation network");
             NeedsByMemory::add(needs.at(Device{}), (eval.params - own) * size_t(1 + slots),
                                "the other stages' variables and optimiser slots, gathered");
         }
         return needs.list();
     }
     const NetworkMemory eval = estimateNetworkMemory(spec, setup.batch);
-    NeedsByMemory::add(needs.at(Device{}), eval.activations + eval.saved, "evaluation network");
+    NeedsByMemory::add(needs.at(Device{}), eval.activations + eval.saved + eval.statistics, "evaluation network");
     // GPU stages keep their variables on their GPUs; evaluation reads a copy gathered into host
     // memory (and the moving average lives beside it).
     if (anyGpu(setup.devices))
@@ -140,7 +141,8 @@ StageFit fewestStagesThatFit(const ModelSpec& spec, const StagePipelineSetup& se
     if (freeBytes.empty()) return fit;
     const NetworkMemory one = estimateNetworkMemory(spec, setup.batch);
     const size_t bf16 = setup.opt.precision == MatmulPrecision::Bf16 ? (one.params + one.activations) / 2 : 0;
-    const size_t tower = one.params * size_t(1 + slots + (ema ? 1 : 0)) + one.grads + one.activations + one.saved + bf16;
+    const size_t tower =
+        one.params * size_t(1 + slots + (ema ? 1 : 0)) + one.grads + one.activations + one.saved + one.statistics + bf16;
     if (tower <= freeBytes[0]) return {1, {}, {tower}};
     const int layers = int(cost.size());
     for (int count = 2; count <= std::min<int>(layers, int(freeBytes.size())); ++count) {
@@ -153,7 +155,7 @@ StageFit fewestStagesThatFit(const ModelSpec& spec, const StagePipelineSetup& se
             trial.ranges[size_t(stage)] = {first, last};
             return estimateStageBytes(spec, trial, schedule, stage, slots, ema) <= freeBytes[size_t(stage)];
         };
-        std::vector<std::pair<int, int>> ranges = balanceStages(cost, count, fits);
+        std::vector<std::pair<int, int>> ranges = balanceStages(cost, count, atCuts(spec, fits));
         if (ranges.empty()) continue;
         trial.ranges = ranges;
         fit.count = count;

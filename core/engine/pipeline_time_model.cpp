@@ -68,7 +68,9 @@ PipelineCosts measurePipelineCosts(const ModelSpec& spec, int stages, int batch,
     // The split a run of --stages N makes (run_setup): each layer on one thread at the micro-batch's size.
     const auto one = makeCpuBackend(1);
     const std::vector<double> oneThread = measureLayerSeconds(spec, *one, micro, 3);
-    c.split = balanceStages(oneThread, stages);
+    c.split = balanceStages(oneThread, stages, atCuts(spec));
+    if (c.split.empty())
+        throw Error(std::to_string(stages) + " stages: " + spec.name + " has fewer places to cut (between blocks)");
     // Each stage's step: one stage at a time, or (`together`) every stage at once on its own thread
     // team, each step started together at a barrier, as gpipe and 1f1b run them on this machine
     // (they share the cores' time, the memory bandwidth and the caches; measured without the

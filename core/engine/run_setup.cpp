@@ -321,12 +321,15 @@ RunPlan RunPlan::of(const RunConfig& c, const ProcessRoles& roles, RunFolder* fo
         checkStageDevices(devices, c.stageReplicas, roles.group != nullptr);  // before any data is loaded
         if (stages.balanced) {  // by each layer's seconds at the micro-batch's size (on one thread; on the first GPU)
             auto backend = devices.front().type == DeviceType::Cpu ? makeCpuBackend(1) : makeBackend(devices.front());
-            const std::vector<std::pair<int, int>> split = balanceStages(
-                measureLayerSeconds(r.spec, *backend, microBatch, 3),
-                stages.count());
+            const std::vector<std::pair<int, int>> split =
+                balanceStages(measureLayerSeconds(r.spec, *backend, microBatch, 3), stages.count(), atCuts(r.spec));
+            if (split.empty())
+                throw Error("--stages: " + r.spec.name + " cannot be cut into " + std::to_string(stages.count()) +
+                            " stages between its blocks (one tensor crossing each cut)");
             for (size_t s = 0; s < split.size(); ++s) std::tie(stages.stages[s].first, stages.stages[s].last) = split[s];
             stages.balanced = false;
         }
+        if (const std::string why = stageCutProblem(r.spec, stages); !why.empty()) throw Error(why);
         r.config.stages = stages.describe(names);
         // Processes: each measured its own layer times; every one runs the chief's split.
         if (roles.group) {

@@ -111,13 +111,16 @@ TrainingRun::TrainingRun(RunPlan& run, DataSplits data, int cores, int machineCo
     const Network& net = towers_->evalNetwork();
     net_ = &net;
     if (!c_.initFrom.empty() && !run.resumeFrom) {  // another run's weights, any plan
-        std::vector<float> weights;
+        std::vector<float> weights, moving;
         try {
-            weights = Checkpoint::open(c_.initFrom).loadWeights(net);
+            const Checkpoint from = Checkpoint::open(c_.initFrom);
+            weights = from.loadWeights(net);
+            if (net.hasBatchNorm()) moving = from.loadStatistics(net);
         } catch (const Error& e) {
             throw Error(std::string("--init-from: ") + e.what());
         }
         towers_->setVariables(weights.data());
+        if (!moving.empty()) towers_->setStatistics(moving);
     }
     // The moving average follows the variables where they live (the holder's copy; averaging: the
     // replicas' mean).

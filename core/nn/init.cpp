@@ -1,5 +1,6 @@
 #include "nn/init.hpp"
 
+#include <algorithm>
 #include <cmath>
 #include <numbers>
 #include <random>
@@ -31,6 +32,11 @@ void initialise(const InitSpec& spec, std::vector<float>& out, int64_t fanIn, in
             x = float(z * spec.stddev);
         }
         break;
+    case InitSpec::Kind::HeNormal: {
+        const double stddev = std::sqrt(2.0 / double(std::max<int64_t>(fanIn, 1)));
+        for (float& x : out) x = float(standardNormal(rng) * stddev);
+        break;
+    }
     case InitSpec::Kind::Glorot: {
         const double limit = std::sqrt(6.0 / double(fanIn + fanOut));
         for (float& x : out) x = float((2.0 * uniform01(rng) - 1.0) * limit);
@@ -43,7 +49,8 @@ InitSpec::Kind parseInitKind(const std::string& name, const std::string& where) 
     if (name == "truncated_normal") return InitSpec::Kind::TruncatedNormal;
     if (name == "constant") return InitSpec::Kind::Constant;
     if (name == "glorot" || name == "glorot_uniform") return InitSpec::Kind::Glorot;
-    throw Error(where + ": unknown initialiser '" + name + "' (expected truncated_normal, constant or glorot)");
+    if (name == "he_normal") return InitSpec::Kind::HeNormal;
+    throw Error(where + ": unknown initialiser '" + name + "' (expected truncated_normal, constant, glorot or he_normal)");
 }
 
 }  // namespace tb

@@ -8,7 +8,8 @@
 namespace tb {
 
 struct InitSpec {
-    enum class Kind { TruncatedNormal, Constant, Glorot } kind = Kind::Glorot;
+    // HeNormal: N(0, 2 / fanIn), He et al. 2015 for ReLU networks (PyTorch's kaiming_normal_).
+    enum class Kind { TruncatedNormal, Constant, Glorot, HeNormal } kind = Kind::Glorot;
     float stddev = 0.1f;   // truncated normal: resampled beyond 2 stddev, as tf.truncated_normal
     float value = 0.f;     // constant
 };

@@ -35,10 +35,10 @@ bool tfWindow(const LayerSpec& s, Dims in, AxisPadding& ph, AxisPadding& pw) {
     return ph.out >= 1 && pw.out >= 1;
 }
 
-class Conv2dLayer final : public Layer {
+class Conv2dLayer final : public OneInputLayer {
 public:
-    using Layer::Layer;
-    Dims configure(Dims in) override {
+    using OneInputLayer::OneInputLayer;
+    Dims configureOne(Dims in) override {
         in_ = in;
         if (!tfWindow(spec_, in, ph_, pw_))
             throw Error("layer '" + name() + "': a " + std::to_string(spec_.kernel) + "x" + std::to_string(spec_.kernel) +
@@ -48,25 +48,27 @@ public:
     }
     std::vector<ParamInfo> params() const override {
         const int64_t k = spec_.kernel * spec_.kernel;
-        return {{name() + "/weights", Shape{spec_.filters, in_.c, spec_.kernel, spec_.kernel}, spec_.init, in_.c * k,
-                 spec_.filters * k, spec_.weightDecay},
-                {name() + "/biases", Shape{spec_.filters}, spec_.biasInit, 0, 0, 0.f}};
+        std::vector<ParamInfo> p{{name() + "/weights", Shape{spec_.filters, in_.c, spec_.kernel, spec_.kernel},
+                                  spec_.init, in_.c * k, spec_.filters * k, spec_.weightDecay}};
+        if (spec_.bias) p.push_back({name() + "/biases", Shape{spec_.filters}, spec_.biasInit, 0, 0, 0.f});
+        return p;
     }
     void prepare(Backend& be, int n) override {
         n_ = n;
         ConvDesc d{n, in_.c, in_.h, in_.w, spec_.filters, spec_.kernel, spec_.kernel, spec_.stride, spec_.stride,
                    ph_.before, pw_.before, ph_.after, pw_.after};
+        d.bias = spec_.bias;
         op_ = be.makeConv(d);
     }
     size_t workspaceBytes() const override { return op_->workspaceBytes(); }
     int64_t forwardFlops() const override {
         return 2 * out_.size() * in_.c * spec_.kernel * spec_.kernel;
     }
-    void forward(const LayerContext& c, const float* x, float* y) override {
-        op_->forward(c.stream, x, w[0], w[1], y, c.workspace);
+    void forwardOne(const LayerContext& c, const float* x, float* y) override {
+        op_->forward(c.stream, x, w[0], spec_.bias ? w[1] : nullptr, y, c.workspace);
     }
-    void backward(const LayerContext& c, const float* x, const float*, const float* dy, float* dx) override {
-        op_->backwardWeights(c.stream, x, dy, dw[0], dw[1], c.workspace);
+    void backwardOne(const LayerContext& c, const float* x, const float*, const float* dy, float* dx) override {
+        op_->backwardWeights(c.stream, x, dy, dw[0], spec_.bias ? dw[1] : nullptr, c.workspace);
         if (dx) op_->backwardData(c.stream, dy, w[0], dx, c.workspace);
     }
 
@@ -77,12 +79,12 @@ private:
 
 // Pooling and LRN: a backend plan whose forward saves what its backward reads.
 template <class Op>
-class SavedOpLayer : public Layer {
+class SavedOpLayer : public OneInputLayer {
 public:
-    using Layer::Layer;
+    using OneInputLayer::OneInputLayer;
     size_t savedBytes() const override { return op_->savedBytes(); }
-    void forward(const LayerContext& c, const float* x, float* y) override { op_->forward(c.stream, x, y, saved); }
-    void backward(const LayerContext& c, const float* x, const float* y, const float* dy, float* dx) override {
+    void forwardOne(const LayerContext& c, const float* x, float* y) override { op_->forward(c.stream, x, y, saved); }
+    void backwardOne(const LayerContext& c, const float* x, const float* y, const float* dy, float* dx) override {
         if (dx) op_->backward(c.stream, x, y, dy, dx, saved);
     }
 
@@ -95,7 +97,7 @@ protected:
 class PoolLayer final : public SavedOpLayer<PoolOp> {
 public:
     using SavedOpLayer::SavedOpLayer;
-    Dims configure(Dims in) override {
+    Dims configureOne(Dims in) override {
         in_ = in;
         if (spec_.type == LayerType::GlobalAvgPool) {
             ph_ = {1, 0, 0}, pw_ = {1, 0, 0};
@@ -123,38 +125,38 @@ private:
 class LrnLayer final : public SavedOpLayer<LrnOp> {
 public:
     using SavedOpLayer::SavedOpLayer;
-    Dims configure(Dims in) override { return in_ = out_ = in; }
+    Dims configureOne(Dims in) override { return in_ = out_ = in; }
     void prepare(Backend& be, int n) override {
         op_ = be.makeLrn({n, in_.c, in_.h, in_.w, spec_.depthRadius, spec_.lrnBias, spec_.alpha, spec_.beta});
     }
 };
 
-class ReluLayer final : public Layer {
+class ReluLayer final : public OneInputLayer {
 public:
-    using Layer::Layer;
-    Dims configure(Dims in) override { return in_ = out_ = in; }
+    using OneInputLayer::OneInputLayer;
+    Dims configureOne(Dims in) override { return in_ = out_ = in; }
     void prepare(Backend&, int n) override { n_ = n; }
-    void forward(const LayerContext& c, const float* x, float* y) override {
+    void forwardOne(const LayerContext& c, const float* x, float* y) override {
         c.backend.reluForward(c.stream, x, y, size_t(n_ * in_.size()));
     }
-    void backward(const LayerContext& c, const float*, const float* y, const float* dy, float* dx) override {
+    void backwardOne(const LayerContext& c, const float*, const float* y, const float* dy, float* dx) override {
         if (dx) c.backend.reluBackward(c.stream, y, dy, dx, size_t(n_ * in_.size()));
     }
 };
 
-class FlattenLayer final : public Layer {
+class FlattenLayer final : public OneInputLayer {
 public:
-    using Layer::Layer;
-    Dims configure(Dims in) override { return out_ = {int(in.size()), 1, 1}; }
+    using OneInputLayer::OneInputLayer;
+    Dims configureOne(Dims in) override { return out_ = {int(in.size()), 1, 1}; }
     bool aliasesInput() const override { return true; }
-    void forward(const LayerContext&, const float*, float*) override {}
-    void backward(const LayerContext&, const float*, const float*, const float*, float*) override {}
+    void forwardOne(const LayerContext&, const float*, float*) override {}
+    void backwardOne(const LayerContext&, const float*, const float*, const float*, float*) override {}
 };
 
-class DenseLayer final : public Layer {
+class DenseLayer final : public OneInputLayer {
 public:
-    using Layer::Layer;
-    Dims configure(Dims in) override {
+    using OneInputLayer::OneInputLayer;
+    Dims configureOne(Dims in) override {
         if (in.h != 1 || in.w != 1)
             throw Error("layer '" + name() + "': input " + in.str() + " is not flat; add a flatten layer before it");
         in_ = in;
@@ -166,10 +168,10 @@ public:
     }
     void prepare(Backend& be, int n) override { op_ = be.makeDense({n, in_.c, spec_.units}); }
     int64_t forwardFlops() const override { return 2 * int64_t(in_.c) * spec_.units; }
-    void forward(const LayerContext& c, const float* x, float* y) override {
+    void forwardOne(const LayerContext& c, const float* x, float* y) override {
         op_->forward(c.stream, x, w[0], rounded(), w[1], y);
     }
-    void backward(const LayerContext& c, const float* x, const float*, const float* dy, float* dx) override {
+    void backwardOne(const LayerContext& c, const float* x, const float*, const float* dy, float* dx) override {
         op_->backwardWeights(c.stream, x, dy, dw[0], dw[1]);
         if (dx) op_->backwardData(c.stream, dy, w[0], rounded(), dx);
     }
@@ -180,20 +182,20 @@ private:
     std::unique_ptr<DenseOp> op_;
 };
 
-class DropoutLayer final : public Layer {
+class DropoutLayer final : public OneInputLayer {
 public:
-    using Layer::Layer;
-    Dims configure(Dims in) override { return in_ = out_ = in; }
+    using OneInputLayer::OneInputLayer;
+    Dims configureOne(Dims in) override { return in_ = out_ = in; }
     void prepare(Backend&, int n) override { n_ = n; }
     size_t savedBytes() const override { return size_t(n_ * in_.size()) * sizeof(float); }  // the mask
-    void forward(const LayerContext& c, const float* x, float* y) override {
+    void forwardOne(const LayerContext& c, const float* x, float* y) override {
         const size_t count = size_t(n_ * in_.size());
         if (c.training && spec_.keep < 1.f)
             c.backend.dropoutForward(c.stream, x, y, static_cast<float*>(saved), count, spec_.keep, c.seed);
         else
             c.backend.copy(c.stream, y, x, count * sizeof(float));  // evaluation: identity
     }
-    void backward(const LayerContext& c, const float*, const float*, const float* dy, float* dx) override {
+    void backwardOne(const LayerContext& c, const float*, const float*, const float* dy, float* dx) override {
         const size_t count = size_t(n_ * in_.size());
         if (!dx) return;
         if (spec_.keep < 1.f) c.backend.dropoutBackward(c.stream, dy, static_cast<const float*>(saved), dx, count);
@@ -201,7 +203,151 @@ public:
     }
 };
 
+// Batch normalisation per channel: training normalises with the batch's statistics (this tower's,
+// or with --sync-bn every tower's: LayerContext::sync) and updates the moving mean and variance
+// (its statistics); evaluation normalises with those. gamma (c) and beta (c), adjacent in the
+// flat buffers, so their gradients are one buffer of 2c. saved: the plan's, then the batch's sums
+// (2c) and, synchronised, the gradient sums every tower adds (2c).
+class BatchNormLayer final : public OneInputLayer {
+public:
+    using OneInputLayer::OneInputLayer;
+    Dims configureOne(Dims in) override { return in_ = out_ = in; }
+    std::vector<ParamInfo> params() const override {
+        const InitSpec one{InitSpec::Kind::Constant, 0.f, 1.f}, zero{InitSpec::Kind::Constant, 0.f, 0.f};
+        return {{name() + "/gamma", Shape{in_.c}, one, 0, 0, spec_.weightDecay},
+                {name() + "/beta", Shape{in_.c}, zero, 0, 0, spec_.weightDecay}};
+    }
+    std::vector<ParamInfo> statistics() const override {
+        const InitSpec one{InitSpec::Kind::Constant, 0.f, 1.f}, zero{InitSpec::Kind::Constant, 0.f, 0.f};
+        return {{name() + "/moving_mean", Shape{in_.c}, zero, 0, 0, 0.f},
+                {name() + "/moving_variance", Shape{in_.c}, one, 0, 0, 0.f}};
+    }
+    void prepare(Backend& be, int n) override {
+        n_ = n;
+        op_ = be.makeBatchNorm({rows(), in_.c, spec_.epsilon});
+    }
+    size_t savedBytes() const override { return op_->savedBytes() + 4 * size_t(in_.c) * sizeof(float); }
+    int64_t forwardFlops() const override { return 0; }  // element-wise: not counted (conv and dense only)
+    void forwardOne(const LayerContext& c, const float* x, float* y) override {
+        if (!c.training) {
+            op_->inference(c.stream, x, stats, w[0], w[1], y);
+            return;
+        }
+        // A tower's batch of one value per channel has no variance to normalise by.
+        if (!c.sync && rows() < 2)
+            throw Error("layer '" + name() + "': batch normalisation in training needs more than one value per "
+                        "channel, and a batch of " + std::to_string(n_) + " of " + in_.str() + " has one");
+        float* sums = extra();
+        op_->sums(c.stream, x, stats, sums, saved);
+        double count = double(rows());
+        if (c.sync) {
+            c.sync->sum(c.stream, sums, 2 * size_t(in_.c));
+            count *= c.sync->replicas();
+        }
+        op_->forward(c.stream, x, sums, stats, count, w[0], w[1], y, stats, spec_.momentum, saved);
+    }
+    void backwardOne(const LayerContext& c, const float* x, const float*, const float* dy, float* dx) override {
+        // This tower's gamma and beta gradients; the input gradient from every tower's sums.
+        op_->gradientSums(c.stream, x, dy, dw[0], dw[1], saved);
+        if (!dx) return;
+        const float *sumDyXhat = dw[0], *sumDy = dw[1];
+        double count = double(rows());
+        if (c.sync) {
+            float* every = extra() + 2 * in_.c;
+            c.backend.copy(c.stream, every, dw[0], 2 * size_t(in_.c) * sizeof(float));  // dgamma, dbeta adjacent
+            c.sync->sum(c.stream, every, 2 * size_t(in_.c));
+            sumDyXhat = every, sumDy = every + in_.c;
+            count *= c.sync->replicas();
+        }
+        op_->backwardData(c.stream, x, dy, w[0], sumDyXhat, sumDy, count, dx, saved);
+    }
+
+private:
+    int64_t rows() const { return int64_t(n_) * in_.h * in_.w; }
+    float* extra() const { return reinterpret_cast<float*>(static_cast<char*>(saved) + op_->savedBytes()); }
+
+    std::unique_ptr<BatchNormOp> op_;
+};
+
+// add: y = the sum of its inputs, all of one shape (a residual connection); each input's gradient is dy.
+class AddLayer final : public Layer {
+public:
+    using Layer::Layer;
+    Dims configure(const std::vector<Dims>& in) override {
+        for (const Dims& d : in)
+            if (!(d == in.front()))
+                throw Error("layer '" + name() + "': add needs inputs of one shape, got " + shapes(in));
+        return in_ = out_ = in.front();
+    }
+    void prepare(Backend&, int n) override { n_ = n; }
+    void forward(const LayerContext& c, const LayerInputs& x, float* y) override {
+        const size_t count = size_t(n_) * size_t(out_.size());
+        c.backend.copy(c.stream, y, x[0], count * sizeof(float));
+        for (size_t i = 1; i < x.size(); ++i) c.backend.axpy(c.stream, 1.f, x[i], y, count);
+    }
+    void backward(const LayerContext& c, const LayerInputs&, const float*, const float* dy,
+                  const LayerInputGrads& dx) override {
+        const size_t count = size_t(n_) * size_t(out_.size());
+        for (float* d : dx)
+            if (d) c.backend.copy(c.stream, d, dy, count * sizeof(float));
+    }
+    static std::string shapes(const std::vector<Dims>& in) {
+        std::string s;
+        for (const Dims& d : in) s += (s.empty() ? "" : " and ") + d.str();
+        return s;
+    }
+};
+
+// concat: the inputs (of one height and width) side by side along the channels, in their order;
+// in (n, h, w, c) each input's channels are a column block of the output's rows.
+class ConcatLayer final : public Layer {
+public:
+    using Layer::Layer;
+    Dims configure(const std::vector<Dims>& in) override {
+        out_ = {0, in.front().h, in.front().w};
+        channels_.clear();
+        for (const Dims& d : in) {
+            if (d.h != out_.h || d.w != out_.w)
+                throw Error("layer '" + name() + "': concat needs inputs of one height and width, got " +
+                            AddLayer::shapes(in));
+            channels_.push_back(d.c);
+            out_.c += d.c;
+        }
+        return out_;
+    }
+    void prepare(Backend&, int n) override { n_ = n; }
+    void forward(const LayerContext& c, const LayerInputs& x, float* y) override {
+        int offset = 0;
+        for (size_t i = 0; i < x.size(); ++i) {
+            c.backend.copy2d(c.stream, y + offset, pitch(out_.c), x[i], pitch(channels_[i]), pitch(channels_[i]), rows());
+            offset += channels_[i];
+        }
+    }
+    void backward(const LayerContext& c, const LayerInputs&, const float*, const float* dy,
+                  const LayerInputGrads& dx) override {
+        int offset = 0;
+        for (size_t i = 0; i < dx.size(); ++i) {
+            if (dx[i])
+                c.backend.copy2d(c.stream, dx[i], pitch(channels_[i]), dy + offset, pitch(out_.c), pitch(channels_[i]),
+                                 rows());
+            offset += channels_[i];
+        }
+    }
+
+private:
+    static size_t pitch(int channels) { return size_t(channels) * sizeof(float); }
+    size_t rows() const { return size_t(n_) * size_t(out_.h) * size_t(out_.w); }
+
+    std::vector<int> channels_;
+};
+
 }  // namespace
+
+Dims OneInputLayer::configure(const std::vector<Dims>& in) {
+    if (in.size() != 1)
+        throw Error("layer '" + name() + "' reads one input, not " + std::to_string(in.size()));
+    return configureOne(in.front());
+}
 
 std::unique_ptr<Layer> makeLayer(const LayerSpec& spec) {
     switch (spec.type) {
@@ -214,6 +360,9 @@ std::unique_ptr<Layer> makeLayer(const LayerSpec& spec) {
     case LayerType::Dense: return std::make_unique<DenseLayer>(spec);
     case LayerType::Flatten: return std::make_unique<FlattenLayer>(spec);
     case LayerType::Dropout: return std::make_unique<DropoutLayer>(spec);
+    case LayerType::BatchNorm: return std::make_unique<BatchNormLayer>(spec);
+    case LayerType::Add: return std::make_unique<AddLayer>(spec);
+    case LayerType::Concat: return std::make_unique<ConcatLayer>(spec);
     }
     throw Error("unknown layer type");
 }

@@ -1,6 +1,8 @@
 // Layers: forward and backward of each layer type on any Backend, on whole batches in
 // (n, h, w, c) layout. A layer owns its backend plans; its parameters and gradients are
-// views into the network's flat buffers, so averaging gradients is one reduction.
+// views into the network's flat buffers, so averaging gradients is one reduction; its moving
+// statistics (batch norm) a view into the network's statistics buffer. Most layers read one
+// input; add and concat read several (a model is a graph: model_spec.hpp).
 #pragma once
 #include <array>
 #include <cstdint>
@@ -29,13 +31,29 @@ struct ParamInfo {
     float weightDecay = 0.f;
 };
 
+// Synchronised batch norm (--sync-bn): adds a small buffer over every replica of the step (the
+// towers of this process and of every other), in place; a collective that each replica's network
+// calls in the same order (PyTorch's SyncBatchNorm all-reduces its sums alike).
+class BatchStatisticsSync {
+public:
+    virtual ~BatchStatisticsSync() = default;
+    virtual int replicas() const = 0;  // whose batches the sums cover, each of the same size
+    // data (count floats on the calling replica's device, its stream's work before this call
+    // included) := the sum over every replica's.
+    virtual void sum(Stream, float* data, size_t count) = 0;
+};
+
 struct LayerContext {
     Backend& backend;
     Stream stream;
     bool training = true;
     uint64_t seed = 0;       // per step and layer: dropout masks
     void* workspace = nullptr;
+    BatchStatisticsSync* sync = nullptr;  // batch norm's statistics over every replica; null: this batch's
 };
+
+using LayerInputs = std::vector<const float*>;  // a layer's inputs, in its spec's order
+using LayerInputGrads = std::vector<float*>;    // their gradients (nullptr: not needed)
 
 class Layer {
 public:
@@ -44,9 +62,13 @@ public:
     const LayerSpec& spec() const { return spec_; }
     const std::string& name() const { return spec_.name; }
 
-    // Checks the input shape and returns the output shape; throws tb::Error naming the layer.
-    virtual Dims configure(Dims in) = 0;
+    // Checks the input shapes (one per input) and returns the output shape; throws tb::Error
+    // naming the layer.
+    virtual Dims configure(const std::vector<Dims>& in) = 0;
     virtual std::vector<ParamInfo> params() const { return {}; }
+    // State that is not trained but kept (batch norm's moving mean and variance), in order; the
+    // network lays them out one after another in its statistics buffer (`statistics` below).
+    virtual std::vector<ParamInfo> statistics() const { return {}; }
     // Builds the backend plans for batches of n.
     virtual void prepare(Backend&, int /*n*/) {}
     virtual size_t workspaceBytes() const { return 0; }
@@ -57,12 +79,15 @@ public:
     // weight gradient and the input gradient each cost as much again for conv and dense layers.
     virtual int64_t forwardFlops() const { return 0; }
 
-    virtual void forward(const LayerContext&, const float* x, float* y) = 0;
-    // dx == nullptr: the input gradient is not needed (first layer).
-    virtual void backward(const LayerContext&, const float* x, const float* y, const float* dy, float* dx) = 0;
+    virtual void forward(const LayerContext&, const LayerInputs& x, float* y) = 0;
+    // dx[i] == nullptr: input i's gradient is not needed (the model's input). Overwrites dx and dw.
+    virtual void backward(const LayerContext&, const LayerInputs& x, const float* y, const float* dy,
+                          const LayerInputGrads& dx) = 0;
 
-    // Set by the network: parameter and gradient pointers, in params() order; saved memory.
+    // Set by the network: parameter and gradient pointers, in params() order; saved memory; the
+    // statistics (of statistics(), one after another).
     std::vector<float*> w, dw;
+    float* stats = nullptr;
     // Set by the network for one training step where the update rounded the parameters to bf16
     // already (Network::useRoundedParams), in params() order; else empty.
     std::vector<const uint16_t*> wBf16;
@@ -72,6 +97,24 @@ protected:
     LayerSpec spec_;
     Dims in_, out_;
     int n_ = 0;
+};
+
+// A layer of one input (all but add and concat).
+class OneInputLayer : public Layer {
+public:
+    using Layer::Layer;
+    Dims configure(const std::vector<Dims>& in) final;
+    void forward(const LayerContext& c, const LayerInputs& x, float* y) final { forwardOne(c, x[0], y); }
+    void backward(const LayerContext& c, const LayerInputs& x, const float* y, const float* dy,
+                  const LayerInputGrads& dx) final {
+        backwardOne(c, x[0], y, dy, dx[0]);
+    }
+
+protected:
+    virtual Dims configureOne(Dims in) = 0;
+    virtual void forwardOne(const LayerContext&, const float* x, float* y) = 0;
+    // dx == nullptr: the input gradient is not needed.
+    virtual void backwardOne(const LayerContext&, const float* x, const float* y, const float* dy, float* dx) = 0;
 };
 
 std::unique_ptr<Layer> makeLayer(const LayerSpec& spec);

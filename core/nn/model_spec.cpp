@@ -94,37 +94,69 @@ InitSpec parseInit(const json& obj, const char* key, InitSpec fallback, const st
     return s;
 }
 
-LayerSpec parseLayer(const json& j, size_t index, const std::string& source) {
+const std::vector<std::pair<LayerType, std::string>>& layerTypeNames() {
+    static const std::vector<std::pair<LayerType, std::string>> names = {
+        {LayerType::Conv2d, "conv2d"},       {LayerType::MaxPool, "maxpool"},
+        {LayerType::AvgPool, "avgpool"},     {LayerType::GlobalAvgPool, "global_avgpool"},
+        {LayerType::Relu, "relu"},           {LayerType::Lrn, "lrn"},
+        {LayerType::Dense, "dense"},         {LayerType::Flatten, "flatten"},
+        {LayerType::Dropout, "dropout"},     {LayerType::BatchNorm, "batch_norm"},
+        {LayerType::Add, "add"},             {LayerType::Concat, "concat"}};
+    return names;
+}
+
+// A layer and the names of the layers it reads (resolved once every layer is known).
+struct ParsedLayer {
+    LayerSpec spec;
+    std::vector<std::string> inputs;  // empty: the layer before it in the file
+};
+
+ParsedLayer parseLayer(const json& j, size_t index, const std::string& source) {
     std::string where = source + ": layer " + std::to_string(index);
     if (!j.is_object()) throw Error(where + " is not a JSON object");
     const std::string type = field<std::string>(j, "type", "", where);
     LayerSpec l;
-    if (type == "conv2d") l.type = LayerType::Conv2d;
-    else if (type == "maxpool") l.type = LayerType::MaxPool;
-    else if (type == "relu") l.type = LayerType::Relu;
-    else if (type == "lrn") l.type = LayerType::Lrn;
-    else if (type == "dense") l.type = LayerType::Dense;
-    else if (type == "flatten") l.type = LayerType::Flatten;
-    else if (type == "dropout") l.type = LayerType::Dropout;
-    else if (type == "avgpool") l.type = LayerType::AvgPool;
-    else if (type == "global_avgpool") l.type = LayerType::GlobalAvgPool;
-    else
-        throw Error(where + ": unknown layer type '" + type +
-                    "' (expected conv2d, maxpool, avgpool, global_avgpool, relu, lrn, dense, flatten or dropout)");
+    std::string expected;
+    bool known = false;
+    for (const auto& [t, name] : layerTypeNames()) {
+        if (name == type) l.type = t, known = true;
+        expected += (expected.empty() ? "" : ", ") + name;
+    }
+    if (!known) throw Error(where + ": unknown layer type '" + type + "' (expected " + expected + ")");
     l.name = field<std::string>(j, "name", type + std::to_string(index), where);
     where = source + ": layer '" + l.name + "'";
     static const std::map<LayerType, std::vector<std::string>> kFields = {
-        {LayerType::Conv2d, {"type", "name", "filters", "kernel", "stride", "padding", "init", "bias", "weight_decay"}},
-        {LayerType::MaxPool, {"type", "name", "size", "stride", "padding"}},
-        {LayerType::AvgPool, {"type", "name", "size", "stride", "padding"}},
-        {LayerType::GlobalAvgPool, {"type", "name"}},
-        {LayerType::Dense, {"type", "name", "units", "init", "bias", "weight_decay"}},
-        {LayerType::Lrn, {"type", "name", "depth_radius", "bias", "alpha", "beta"}},
-        {LayerType::Dropout, {"type", "name", "keep"}},
-        {LayerType::Relu, {"type", "name"}},
-        {LayerType::Flatten, {"type", "name"}},
+        {LayerType::Conv2d,
+         {"type", "name", "inputs", "filters", "kernel", "stride", "padding", "init", "bias", "weight_decay"}},
+        {LayerType::MaxPool, {"type", "name", "inputs", "size", "stride", "padding"}},
+        {LayerType::AvgPool, {"type", "name", "inputs", "size", "stride", "padding"}},
+        {LayerType::GlobalAvgPool, {"type", "name", "inputs"}},
+        {LayerType::Dense, {"type", "name", "inputs", "units", "init", "bias", "weight_decay"}},
+        {LayerType::Lrn, {"type", "name", "inputs", "depth_radius", "bias", "alpha", "beta"}},
+        {LayerType::Dropout, {"type", "name", "inputs", "keep"}},
+        {LayerType::Relu, {"type", "name", "inputs"}},
+        {LayerType::Flatten, {"type", "name", "inputs"}},
+        {LayerType::BatchNorm, {"type", "name", "inputs", "momentum", "epsilon", "weight_decay"}},
+        {LayerType::Add, {"type", "name", "inputs"}},
+        {LayerType::Concat, {"type", "name", "inputs"}},
     };
     onlyKnownFields(j, kFields.at(l.type), where);
+    ParsedLayer parsed;
+    if (auto in = j.find("inputs"); in != j.end()) {
+        if (!in->is_array() || in->empty())
+            throw Error(where + ": 'inputs' must be a non-empty array of layer names");
+        for (const json& name : *in) {
+            if (!name.is_string() || name.get<std::string>().empty())
+                throw Error(where + ": 'inputs' must be a non-empty array of layer names");
+            parsed.inputs.push_back(name.get<std::string>());
+        }
+    }
+    const bool joins = l.type == LayerType::Add || l.type == LayerType::Concat;
+    if (joins && parsed.inputs.size() < 2)
+        throw Error(where + ": " + type + " joins two or more layers; name them in 'inputs'");
+    if (!joins && parsed.inputs.size() > 1)
+        throw Error(where + ": a " + type + " layer reads one input, not " + std::to_string(parsed.inputs.size()) +
+                    " (add or concat join several)");
     const std::string padding = field<std::string>(j, "padding", "same", where);
     if (padding != "same" && padding != "valid")
         throw Error(where + ": padding must be \"same\" or \"valid\", got \"" + padding + "\"");
@@ -161,15 +193,121 @@ LayerSpec parseLayer(const json& j, size_t index, const std::string& source) {
     case LayerType::Relu:
     case LayerType::Flatten:
     case LayerType::GlobalAvgPool:
+    case LayerType::BatchNorm:
+    case LayerType::Add:
+    case LayerType::Concat:
         break;
     }
     if (l.type == LayerType::Conv2d || l.type == LayerType::Dense) {
         l.init = parseInit(j, "init", l.init, where);
-        l.biasInit = parseInit(j, "bias", l.biasInit, where);
-        l.weightDecay = field<float>(j, "weight_decay", 0.f, where);
-        if (l.weightDecay < 0) throw Error(where + ": weight_decay must not be negative");
+        if (auto b = j.find("bias"); b != j.end() && b->is_boolean()) {
+            if (l.type == LayerType::Dense && !b->get<bool>())
+                throw Error(where + ": a dense layer keeps its bias (\"bias\": false is for conv2d)");
+            l.bias = b->get<bool>();
+        } else {
+            l.biasInit = parseInit(j, "bias", l.biasInit, where);
+        }
     }
-    return l;
+    if (l.type == LayerType::Conv2d || l.type == LayerType::Dense || l.type == LayerType::BatchNorm) {
+        l.weightDecay = field<float>(j, "weight_decay", 0.f, where);
+        if (!(l.weightDecay >= 0 && std::isfinite(l.weightDecay)))
+            throw Error(where + ": weight_decay must not be negative (a finite number)");
+    }
+    if (l.type == LayerType::BatchNorm) {
+        l.momentum = field<float>(j, "momentum", l.momentum, where);
+        l.epsilon = field<float>(j, "epsilon", l.epsilon, where);
+        if (!(l.momentum >= 0.f && l.momentum < 1.f))
+            throw Error(where + ": momentum must be in [0, 1) (TensorFlow's: moving = momentum moving + (1 - momentum) "
+                                "batch; PyTorch's momentum 0.1 is 0.9)");
+        if (!(l.epsilon > 0.f && l.epsilon <= 1.f)) throw Error(where + ": epsilon must be in (0, 1]");
+    }
+    parsed.spec = std::move(l);
+    return parsed;
+}
+
+// Resolves each layer's inputs to indices and puts the layers in a topological order (the file's
+// order where it is one: Kahn's algorithm taking the earliest ready layer first). Refused, one
+// sentence each: a duplicate name, an input no layer has, a cycle, a layer no other layer reads
+// (but the last, which gives the logits).
+std::vector<LayerSpec> orderGraph(std::vector<ParsedLayer> parsed, const std::string& source) {
+    const size_t n = parsed.size();
+    std::map<std::string, int> index;
+    for (size_t i = 0; i < n; ++i) {
+        const std::string& name = parsed[i].spec.name;
+        if (name == "input")
+            throw Error(source + ": layer " + std::to_string(i) + " may not be named 'input' (the name of the model's input)");
+        if (!index.emplace(name, int(i)).second) throw Error(source + ": two layers are named '" + name + "'");
+    }
+    std::vector<std::vector<int>> readers(n);
+    std::vector<int> waiting(n, 0), readBy(n, 0);
+    for (size_t i = 0; i < n; ++i) {
+        LayerSpec& l = parsed[i].spec;
+        if (parsed[i].inputs.empty()) parsed[i].inputs.push_back(i == 0 ? "input" : parsed[i - 1].spec.name);
+        for (const std::string& in : parsed[i].inputs) {
+            if (in == "input") {
+                l.inputs.push_back(-1);
+                continue;
+            }
+            auto it = index.find(in);
+            if (it == index.end()) {
+                std::vector<std::string> names{"input"};
+                for (const auto& [k, v] : index) names.push_back(k);
+                throw Error(source + ": layer '" + l.name + "' reads '" + in + "', which no layer is" +
+                            didYouMean(in, names));
+            }
+            l.inputs.push_back(it->second);
+            readers[size_t(it->second)].push_back(int(i));
+            ++waiting[i];
+            ++readBy[size_t(it->second)];
+        }
+    }
+    // Kahn's algorithm, the earliest ready layer first.
+    std::vector<int> order, newIndex(n, -1);
+    std::vector<bool> done(n, false);
+    while (order.size() < n) {
+        int next = -1;
+        for (size_t i = 0; i < n && next < 0; ++i)
+            if (!done[i] && waiting[i] == 0) next = int(i);
+        if (next < 0) {
+            // Every layer left waits for another left: follow inputs among them until one repeats.
+            int at = 0;
+            while (done[size_t(at)]) ++at;
+            std::vector<int> path;
+            std::vector<int> seen(n, -1);
+            while (seen[size_t(at)] < 0) {
+                seen[size_t(at)] = int(path.size());
+                path.push_back(at);
+                for (int in : parsed[size_t(at)].spec.inputs)
+                    if (in >= 0 && !done[size_t(in)]) {
+                        at = in;
+                        break;
+                    }
+            }
+            std::string cycle;
+            for (size_t k = size_t(seen[size_t(at)]); k < path.size(); ++k)
+                cycle = "'" + parsed[size_t(path[k])].spec.name + "'" + (cycle.empty() ? "" : " -> " + cycle);
+            throw Error(source + ": the layers' inputs form a cycle: '" + parsed[size_t(at)].spec.name + "' -> " +
+                        cycle);
+        }
+        done[size_t(next)] = true;
+        newIndex[size_t(next)] = int(order.size());
+        order.push_back(next);
+        for (int r : readers[size_t(next)]) --waiting[size_t(r)];
+    }
+    // The logits come from the last layer; any other layer that nothing reads is a mistake.
+    for (size_t k = 0; k + 1 < n; ++k)
+        if (readBy[size_t(order[k])] == 0)
+            throw Error(source + ": layer '" + parsed[size_t(order[k])].spec.name +
+                        "' is read by no other layer (only the last layer, '" + parsed[size_t(order.back())].spec.name +
+                        "', which gives the logits, may be unread)");
+    std::vector<LayerSpec> out;
+    for (int i : order) {
+        LayerSpec l = std::move(parsed[size_t(i)].spec);
+        for (int& in : l.inputs)
+            if (in >= 0) in = newIndex[size_t(in)];
+        out.push_back(std::move(l));
+    }
+    return out;
 }
 
 }  // namespace
@@ -201,8 +339,16 @@ ModelSpec parseModelSpec(const std::string& text, const std::string& source) {
     auto layers = j.find("layers");
     if (layers == j.end() || !layers->is_array() || layers->empty())
         throw Error(source + ": 'layers' must be a non-empty array");
-    for (size_t i = 0; i < layers->size(); ++i) m.layers.push_back(parseLayer((*layers)[i], i, source));
+    std::vector<ParsedLayer> parsed;
+    for (size_t i = 0; i < layers->size(); ++i) parsed.push_back(parseLayer((*layers)[i], i, source));
+    m.layers = orderGraph(std::move(parsed), source);
     return m;
+}
+
+std::string layerTypeName(LayerType t) {
+    for (const auto& [type, name] : layerTypeNames())
+        if (type == t) return name;
+    return "?";
 }
 
 ModelSpec loadModelSpec(const std::string& path) {

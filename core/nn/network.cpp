@@ -12,47 +12,220 @@ Tensor bytesTensor(Backend& be, size_t bytes) {  // scratch of `bytes`, rounded 
     return be.empty(Shape{int64_t(std::max<size_t>((bytes + 3) / 4, 1))});
 }
 size_t bytesOf(const Tensor& t) { return t.empty() ? 0 : t.bytes(); }
-}  // namespace
 
-namespace {
-// The layers of a spec, configured for its input: their output shapes and parameters.
+// The layers of a spec, configured for its input: their output shapes, parameters and statistics.
 struct ConfiguredLayers {
     std::vector<std::unique_ptr<Layer>> layers;
     std::vector<Dims> outDims;
-    std::vector<ParamInfo> infos;
-    std::vector<int64_t> offsets;
-    int64_t paramCount = 0;
+    std::vector<ParamInfo> infos, statInfos;
+    std::vector<int64_t> offsets, statOffsets;
+    std::vector<size_t> firstTensor, firstStat;  // per layer: its first parameter / statistic tensor
+    int64_t paramCount = 0, statCount = 0;
     Dims output;
 };
 
 ConfiguredLayers configureLayers(const ModelSpec& spec) {
     ConfiguredLayers c;
-    Dims d{spec.inC, spec.inH, spec.inW};
+    const Dims input{spec.inC, spec.inH, spec.inW};
     for (const LayerSpec& ls : spec.layers) {
         auto layer = makeLayer(ls);
+        std::vector<Dims> in;
+        for (int k : ls.inputs) {
+            if (k >= int(c.outDims.size()))  // parseModelSpec orders the layers; a spec made in code may not
+                throw Error(spec.source + ": layer '" + ls.name + "' reads a layer that comes after it");
+            in.push_back(k < 0 ? input : c.outDims[size_t(k)]);
+        }
+        if (in.empty()) in.push_back(c.outDims.empty() ? input : c.outDims.back());
+        Dims d;
         try {
-            d = layer->configure(d);
+            d = layer->configure(in);
         } catch (const Error& e) {
             throw Error(spec.source + ": " + e.what());
         }
         c.outDims.push_back(d);
+        c.firstTensor.push_back(c.infos.size());
         for (auto& p : layer->params()) {
             c.offsets.push_back(c.paramCount);
             c.paramCount += p.shape.numel();
             c.infos.push_back(std::move(p));
         }
+        c.firstStat.push_back(c.statInfos.size());
+        for (auto& p : layer->statistics()) {
+            c.statOffsets.push_back(c.statCount);
+            c.statCount += p.shape.numel();
+            c.statInfos.push_back(std::move(p));
+        }
         c.layers.push_back(std::move(layer));
     }
-    if (d.h != 1 || d.w != 1)
-        throw Error(spec.source + ": the last layer must output a flat vector of class logits, not " + d.str());
-    c.output = d;
+    c.firstTensor.push_back(c.infos.size());
+    c.firstStat.push_back(c.statInfos.size());
+    const Dims last = c.outDims.back();
+    if (last.h != 1 || last.w != 1)
+        throw Error(spec.source + ": the last layer must output a flat vector of class logits, not " + last.str());
+    c.output = last;
     return c;
 }
+
+// The inputs of layer `layer` as the spec gives them (the layer before where it names none).
+std::vector<int> inputsOf(const ModelSpec& spec, int layer) {
+    const std::vector<int>& in = spec.layers[size_t(layer)].inputs;
+    return in.empty() ? std::vector<int>{layer - 1} : in;
+}
+
+LayerRange checkedRange(const ModelSpec& spec, LayerRange range) {
+    const int total = int(spec.layers.size());
+    if (range.last < 0) range.last = total - 1;
+    if (range.first < 0 || range.first > range.last || range.last >= total)
+        throw Error(spec.source + ": layers " + std::to_string(range.first) + " to " + std::to_string(range.last) +
+                    " are not a range of the model's " + std::to_string(total) + " layers");
+    return range;
+}
+
 }  // namespace
+
+std::string cutProblem(const ModelSpec& spec, int first) {
+    if (first <= 0 || first >= int(spec.layers.size())) return "";
+    for (int l = first; l < int(spec.layers.size()); ++l)
+        for (int k : inputsOf(spec, l))
+            if (k < first - 1)
+                return "the model cannot be cut before layer '" + spec.layers[size_t(first)].name + "': layer '" +
+                       spec.layers[size_t(l)].name + "' reads '" +
+                       (k < 0 ? std::string("input") : spec.layers[size_t(k)].name) +
+                       "' across the cut (a cut must cross one tensor, between blocks)";
+    return "";
+}
+
+RangeGraph rangeGraph(const ModelSpec& spec, LayerRange range) {
+    range = checkedRange(spec, range);
+    if (const std::string why = cutProblem(spec, range.first); !why.empty()) throw Error(spec.source + ": " + why);
+    if (const std::string why = cutProblem(spec, range.last + 1); !why.empty()) throw Error(spec.source + ": " + why);
+    RangeGraph g;
+    const int n = range.last - range.first + 1;
+    g.inputs.resize(size_t(n));
+    for (int l = range.first; l <= range.last; ++l)
+        for (int k : inputsOf(spec, l)) g.inputs[size_t(l - range.first)].push_back(k < range.first ? -1 : k - range.first);
+    return g;
+}
+
+GradientPlan planGradients(const RangeGraph& g, const std::vector<bool>& aliases, const std::vector<bool>& hasParams,
+                           bool inputNeedsGrad) {
+    const int n = int(g.inputs.size());
+    GradientPlan plan;
+    // Whose gradient anything needs: a tensor after a layer with parameters, or after an input that needs one.
+    plan.needed.assign(size_t(n), false);
+    auto needs = [&](int t) { return t < 0 ? inputNeedsGrad : bool(plan.needed[size_t(t)]); };
+    for (int t = 0; t < n; ++t) {
+        bool any = hasParams[size_t(t)];
+        for (int k : g.inputs[size_t(t)]) any = any || needs(k);
+        plan.needed[size_t(t)] = any;
+    }
+    std::vector<int> readers(size_t(n), 0);
+    for (int t = 0; t < n; ++t)
+        for (int k : g.inputs[size_t(t)])
+            if (k >= 0) ++readers[size_t(k)];
+
+    // Buffers of the pool, taken when a gradient starts and given back when its layer has used it.
+    std::vector<int> freeSlots;
+    auto take = [&] {
+        if (freeSlots.empty()) return plan.buffers++;
+        const int s = freeSlots.back();
+        freeSlots.pop_back();
+        return s;
+    };
+    auto give = [&](int s) {
+        if (s >= 0) freeSlots.push_back(s);
+    };
+    std::vector<int> slot(size_t(n), GradientPlan::kUnset);
+    slot[size_t(n - 1)] = GradientPlan::kOutput;
+    bool inputWritten = false;
+    // Where a gradient of tensor k goes: written in place (the first writer of a tensor with one
+    // reader or of a fresh slot), or into a scratch slot that is then added into k's.
+    auto target = [&](int k, int& write, int& addInto) {
+        addInto = GradientPlan::kUnset;
+        if (!needs(k)) {
+            write = GradientPlan::kNone;
+            return;
+        }
+        if (k < 0) {
+            if (!inputWritten) write = GradientPlan::kInput, inputWritten = true;
+            else write = take(), addInto = GradientPlan::kInput;
+            return;
+        }
+        if (slot[size_t(k)] == GradientPlan::kUnset) write = slot[size_t(k)] = take();
+        else write = take(), addInto = slot[size_t(k)];
+    };
+    for (int t = n - 1; t >= 0; --t) {
+        const int dy = slot[size_t(t)];
+        if (!plan.needed[size_t(t)] || dy == GradientPlan::kUnset) continue;  // nothing after it needs it
+        GradientPlan::Step step;
+        step.layer = t;
+        step.dy = dy;
+        const std::vector<int>& in = g.inputs[size_t(t)];
+        if (aliases[size_t(t)]) {
+            // Flatten: its gradient is its input's. Handed over where the input has no other reader
+            // and the buffer is the pool's; else copied or added where the input's gradient goes.
+            const int k = in.front();
+            if (!needs(k)) {
+                give(dy);
+                continue;
+            }
+            if (k >= 0 && readers[size_t(k)] == 1 && dy >= 0) {
+                slot[size_t(k)] = dy;
+                continue;
+            }
+            step.kind = GradientPlan::Step::Pass;
+            bool add = false;
+            int to = 0;
+            if (k < 0) {
+                to = GradientPlan::kInput;
+                add = inputWritten;
+                inputWritten = true;
+            } else if (slot[size_t(k)] == GradientPlan::kUnset) {
+                to = slot[size_t(k)] = take();
+            } else {
+                to = slot[size_t(k)];
+                add = true;
+            }
+            step.dx = {to};
+            step.add = {add};
+            plan.steps.push_back(step);
+            give(dy);
+            continue;
+        }
+        std::vector<int> scratch;
+        for (int k : in) {
+            int write = 0, addInto = 0;
+            target(k, write, addInto);
+            step.dx.push_back(write);
+            step.addInto.push_back(addInto);
+            if (addInto != GradientPlan::kUnset) scratch.push_back(write);
+        }
+        plan.steps.push_back(step);
+        for (int s : scratch) give(s);
+        give(dy);
+    }
+    return plan;
+}
 
 ModelShape shapeOf(const ModelSpec& spec) {
     const ConfiguredLayers c = configureLayers(spec);
     return {Dims{spec.inC, spec.inH, spec.inW}, c.output.c, c.paramCount};
+}
+
+std::vector<LayerSummary> summarizeLayers(const ModelSpec& spec) {
+    ConfiguredLayers c = configureLayers(spec);
+    std::vector<LayerSummary> out;
+    for (size_t l = 0; l < c.layers.size(); ++l) {
+        LayerSummary s;
+        s.name = spec.layers[l].name;
+        s.type = spec.layers[l].type;
+        s.inputs = inputsOf(spec, int(l));
+        s.output = c.outDims[l];
+        for (size_t k = c.firstTensor[l]; k < c.firstTensor[l + 1]; ++k) s.params += c.infos[k].shape.numel();
+        s.forwardFlops = c.layers[l]->forwardFlops();
+        out.push_back(std::move(s));
+    }
+    return out;
 }
 
 Dims layerOutputDims(const ModelSpec& spec, int layer) {
@@ -64,34 +237,48 @@ Dims layerOutputDims(const ModelSpec& spec, int layer) {
     return c.outDims[size_t(layer)];
 }
 
+namespace {
+// The pool buffers' size: the largest tensor of the range (its input included), per example.
+int64_t largestTensor(const ConfiguredLayers& c, const ModelSpec& spec, LayerRange range) {
+    int64_t m = range.first == 0 ? Dims{spec.inC, spec.inH, spec.inW}.size() : c.outDims[size_t(range.first) - 1].size();
+    for (int l = range.first; l <= range.last; ++l) m = std::max(m, c.outDims[size_t(l)].size());
+    return m;
+}
+GradientPlan planOf(const ConfiguredLayers& c, const ModelSpec& spec, LayerRange range) {
+    std::vector<bool> aliases, hasParams;
+    for (int l = range.first; l <= range.last; ++l) {
+        aliases.push_back(c.layers[size_t(l)]->aliasesInput());
+        hasParams.push_back(c.firstTensor[size_t(l) + 1] > c.firstTensor[size_t(l)]);
+    }
+    return planGradients(rangeGraph(spec, range), aliases, hasParams, range.first > 0);
+}
+}  // namespace
+
 NetworkMemory estimateNetworkMemory(const ModelSpec& spec, int batch, LayerRange range) {
     const ConfiguredLayers c = configureLayers(spec);
+    range = checkedRange(spec, range);
     const int total = int(c.layers.size());
-    if (range.last < 0) range.last = total - 1;
-    if (range.first < 0 || range.first > range.last || range.last >= total)
-        throw Error(spec.source + ": layers " + std::to_string(range.first) + " to " + std::to_string(range.last) +
-                    " are not a range of the model's " + std::to_string(total) + " layers");
     const size_t b = size_t(batch), f = sizeof(float);
     NetworkMemory m;
     int64_t params = 0;
-    for (int l = range.first; l <= range.last; ++l)
-        for (const ParamInfo& p : c.layers[size_t(l)]->params()) params += p.shape.numel();
+    for (size_t k = c.firstTensor[size_t(range.first)]; k < c.firstTensor[size_t(range.last) + 1]; ++k)
+        params += c.infos[k].shape.numel();
     m.params = m.grads = size_t(std::max<int64_t>(params, 1)) * f;
+    for (size_t k = c.firstStat[size_t(range.first)]; k < c.firstStat[size_t(range.last) + 1]; ++k)
+        m.statistics += size_t(c.statInfos[k].shape.numel()) * f;
     const Dims input{spec.inC, spec.inH, spec.inW};
-    Dims in = range.first == 0 ? input : c.outDims[size_t(range.first) - 1];
-    size_t maxAct = 0;
     for (int i = range.first; i <= range.last; ++i) {
         const size_t out = b * size_t(c.outDims[size_t(i)].size());
         if (!c.layers[size_t(i)]->aliasesInput()) m.activations += out * f;
         const LayerType t = spec.layers[size_t(i)].type;
         if (t == LayerType::MaxPool || t == LayerType::Dropout) m.saved += out * f;  // argmax / mask
         if (t == LayerType::Lrn) m.saved += 2 * out * f;  // oneDNN's LRN workspace: two floats per output
-        maxAct = std::max({maxAct, out, b * size_t(in.size())});
-        in = c.outDims[size_t(i)];
+        if (t == LayerType::BatchNorm) m.saved += 8 * size_t(c.outDims[size_t(i)].c) * f;  // statistics, sums
     }
-    // The two gradient buffers; the input where the range starts the model (a later stage reads
-    // the stage before's output in place); probabilities, logit gradients and labels where it ends it.
-    m.activations += 2 * maxAct * f;
+    // The gradient buffers the backward holds at once; the input where the range starts the model
+    // (a later stage reads the stage before's output in place); probabilities, logit gradients and
+    // labels where it ends it.
+    m.activations += size_t(planOf(c, spec, range).buffers) * b * size_t(largestTensor(c, spec, range)) * f;
     if (range.first == 0) m.activations += b * size_t(input.size()) * f;
     if (range.last == total - 1) m.activations += (2 * b * size_t(c.output.c) + b) * f;
     return m;
@@ -101,22 +288,28 @@ Network::Network(const ModelSpec& spec, Backend& backend, int batch, LayerRange 
     : spec_(spec), backend_(backend), batch_(batch), range_(range) {
     if (batch < 1) throw Error("batch size must be at least 1, got " + std::to_string(batch));
     ConfiguredLayers configured = configureLayers(spec);
+    range_ = checkedRange(spec, range_);
     const int total = int(configured.layers.size());
-    if (range_.last < 0) range_.last = total - 1;
-    if (range_.first < 0 || range_.first > range_.last || range_.last >= total)
-        throw Error(spec.source + ": layers " + std::to_string(range_.first) + " to " + std::to_string(range_.last) +
-                    " are not a range of the model's " + std::to_string(total) + " layers");
-    // The stage's parameters: its layers' tensors, a contiguous run of the model's.
-    size_t firstTensor = 0, tensors = 0;
-    for (int l = 0; l < range_.last + 1; ++l)
-        (l < range_.first ? firstTensor : tensors) += configured.layers[size_t(l)]->params().size();
+    graph_ = rangeGraph(spec, range_);
+    // The stage's parameters and statistics: its layers' tensors, a contiguous run of the model's.
+    const size_t firstTensor = configured.firstTensor[size_t(range_.first)];
+    const size_t endTensor = configured.firstTensor[size_t(range_.last) + 1];
     modelParamIndex_ = firstTensor;
     modelOffset_ = firstTensor < configured.offsets.size() ? configured.offsets[firstTensor] : configured.paramCount;
-    for (size_t k = firstTensor; k < firstTensor + tensors; ++k) {
+    for (size_t k = firstTensor; k < endTensor; ++k) {
         offsets_.push_back(configured.offsets[k] - modelOffset_);
         paramCount_ += configured.infos[k].shape.numel();
         infos_.push_back(std::move(configured.infos[k]));
     }
+    const size_t firstStat = configured.firstStat[size_t(range_.first)];
+    const size_t endStat = configured.firstStat[size_t(range_.last) + 1];
+    statModelOffset_ = firstStat < configured.statOffsets.size() ? configured.statOffsets[firstStat] : configured.statCount;
+    for (size_t k = firstStat; k < endStat; ++k) {
+        statOffsets_.push_back(configured.statOffsets[k] - statModelOffset_);
+        statCount_ += configured.statInfos[k].shape.numel();
+        statInfos_.push_back(std::move(configured.statInfos[k]));
+    }
+    const GradientPlan plan = planOf(configured, spec, range_);
     for (int l = range_.first; l <= range_.last; ++l) {
         layers_.push_back(std::move(configured.layers[size_t(l)]));
         outDims_.push_back(configured.outDims[size_t(l)]);
@@ -124,11 +317,21 @@ Network::Network(const ModelSpec& spec, Backend& backend, int batch, LayerRange 
     input_ = range_.first == 0 ? Dims{spec.inC, spec.inH, spec.inW} : configured.outDims[size_t(range_.first) - 1];
     output_ = outDims_.back();
     outputs_ = range_.last == total - 1 ? configured.output.c : 0;
+    plan_ = plan;
 
     own_params_ = backend.empty(Shape{std::max<int64_t>(paramCount_, 1)});
     params_ = own_params_.data();
     grads_ = backend.empty(Shape{std::max<int64_t>(paramCount_, 1)});
     grads_ptr_ = grads_.data();
+    if (statCount_ > 0) {
+        own_stats_ = backend.empty(Shape{statCount_});
+        stats_ = own_stats_.data();
+        const std::vector<float> initial = initialStatistics();
+        const Stream s = backend.createCopyStream();
+        backend.copyFromHost(s, stats_, initial.data(), initial.size() * sizeof(float));
+        backend.synchronize(s);
+        backend.destroyStream(s);
+    }
     if (range_.first == 0) input_buf_ = backend.empty(Shape{batch, input_.h, input_.w, input_.c});
     inputPtr_ = input_buf_.data();
     if (endsInLoss()) {
@@ -138,10 +341,7 @@ Network::Network(const ModelSpec& spec, Backend& backend, int batch, LayerRange 
     }
 
     size_t ws = 0;
-    int64_t maxAct = 0;
-    size_t pi = 0;
-    const float* prev = inputPtr_;
-    Dims in = input_;
+    size_t pi = 0, si = 0;
     for (size_t li = 0; li < layers_.size(); ++li) {
         Layer* layer = layers_[li].get();
         layer->prepare(backend, batch);
@@ -151,29 +351,34 @@ Network::Network(const ModelSpec& spec, Backend& backend, int batch, LayerRange 
             layer->dw.push_back(grads_ptr_ + offsets_[pi]);
             ++pi;
         }
+        if (!layer->statistics().empty()) layer->stats = stats_ + statOffsets_[si];
+        si += layer->statistics().size();
         if (size_t s = layer->savedBytes()) {
             saved_.push_back(bytesTensor(backend, s));
             layer->saved = saved_.back().data();
         }
-        const Dims out = outDims_[li];
-        if (layer->aliasesInput()) {
-            outputs_of_.push_back(prev);
-        } else {
-            activations_.push_back(backend.empty(Shape{batch, out.h, out.w, out.c}));
-            prev = activations_.back().data();
-            outputs_of_.push_back(prev);
-        }
-        maxAct = std::max({maxAct, int64_t(batch) * out.size(), int64_t(batch) * in.size()});
-        in = out;
+        activations_.push_back(layer->aliasesInput() ? Tensor()
+                                                     : backend.empty(Shape{batch, outDims_[li].h, outDims_[li].w,
+                                                                           outDims_[li].c}));
     }
     workspace_ = bytesTensor(backend, ws);
-    gradA_ = backend.empty(Shape{maxAct});
-    gradB_ = backend.empty(Shape{maxAct});
+    const int64_t largest = largestTensor(configured, spec, range_);
+    for (int b = 0; b < plan_.buffers; ++b) gradPool_.push_back(backend.empty(Shape{int64_t(batch) * largest}));
+    wire();
+}
+
+void Network::wire() {
+    outputs_of_.assign(layers_.size(), nullptr);
+    inputs_of_.assign(layers_.size(), {});
+    for (size_t i = 0; i < layers_.size(); ++i) {
+        for (int k : graph_.inputs[i]) inputs_of_[i].push_back(k < 0 ? inputPtr_ : outputs_of_[size_t(k)]);
+        outputs_of_[i] = layers_[i]->aliasesInput() ? inputs_of_[i].front() : activations_[i].data();
+    }
 }
 
 void Network::setInput(const float* x) {
     inputPtr_ = x ? x : input_buf_.data();
-    for (size_t i = 0; i < layers_.size() && layers_[i]->aliasesInput(); ++i) outputs_of_[i] = inputPtr_;
+    wire();
 }
 
 void Network::bindGrads(float* external) {
@@ -203,6 +408,17 @@ void Network::viewParams(float* p) {
         for (float*& w : layer->w) w = params_ + offsets_[pi++];
 }
 
+void Network::bindStatistics(float* external) {
+    if (statCount_ == 0) return;
+    stats_ = external;
+    size_t si = 0;
+    for (auto& layer : layers_) {
+        if (!layer->statistics().empty()) layer->stats = stats_ + statOffsets_[si];
+        si += layer->statistics().size();
+    }
+    own_stats_ = Tensor();
+}
+
 void Network::useRoundedParams(const uint16_t* rounded) {
     size_t pi = 0;
     for (auto& layer : layers_) {
@@ -212,26 +428,38 @@ void Network::useRoundedParams(const uint16_t* rounded) {
     }
 }
 
-std::vector<float> Network::initialParams(uint64_t seed) const {
-    std::vector<float> all(static_cast<size_t>(paramCount_));
+namespace {
+std::vector<float> initialValues(const std::vector<ParamInfo>& infos, const std::vector<int64_t>& offsets,
+                                 int64_t count, uint64_t seedOf0, size_t firstIndex) {
+    std::vector<float> all(static_cast<size_t>(count));
     std::vector<float> one;
-    for (size_t i = 0; i < infos_.size(); ++i) {
-        one.resize(size_t(infos_[i].shape.numel()));
+    for (size_t i = 0; i < infos.size(); ++i) {
+        one.resize(size_t(infos[i].shape.numel()));
         // Each tensor draws from its own stream, so adding a layer does not reshuffle the others
         // (and a stage's tensors draw what they draw in the whole model).
-        initialise(infos_[i].init, one, infos_[i].fanIn, infos_[i].fanOut, seed * 1000003ull + modelParamIndex_ + i);
-        std::copy(one.begin(), one.end(), all.begin() + offsets_[i]);
+        initialise(infos[i].init, one, infos[i].fanIn, infos[i].fanOut, seedOf0 + firstIndex + i);
+        std::copy(one.begin(), one.end(), all.begin() + offsets[i]);
     }
     return all;
+}
+}  // namespace
+
+std::vector<float> Network::initialParams(uint64_t seed) const {
+    return initialValues(infos_, offsets_, paramCount_, seed * 1000003ull, modelParamIndex_);
+}
+
+std::vector<float> Network::initialStatistics() const {
+    return initialValues(statInfos_, statOffsets_, statCount_, 0, 0);  // constants: no seed
 }
 
 NetworkMemory Network::memoryUse() const {
     NetworkMemory m;
     m.params = bytesOf(own_params_);
     m.grads = bytesOf(grads_);
-    for (const Tensor& t : activations_) m.activations += t.bytes();
-    m.activations += gradA_.bytes() + gradB_.bytes() + bytesOf(input_buf_) + bytesOf(probs_) + bytesOf(dlogits_) +
-                     bytesOf(labels_);
+    m.statistics = bytesOf(own_stats_);
+    for (const Tensor& t : activations_) m.activations += bytesOf(t);
+    for (const Tensor& t : gradPool_) m.activations += t.bytes();
+    m.activations += bytesOf(input_buf_) + bytesOf(probs_) + bytesOf(dlogits_) + bytesOf(labels_);
     for (const Tensor& t : saved_) m.saved += t.bytes();
     m.workspace = workspace_.bytes();
     return m;
@@ -244,15 +472,14 @@ bool Network::drawsRandomNumbers() const {
 }
 
 int64_t Network::trainFlopsPerExample() const {
-    // Forward, the weight gradient (as many multiply-adds as forward) and the input gradient
-    // (as many again), except at the first layer that computes anything: backward() skips its
-    // input gradient, which nothing needs.
+    // Forward, the weight gradient (as many multiply-adds as forward) and, where some input's
+    // gradient is needed, the input gradient (as many again): backward() skips those nothing needs
+    // (the first layer's).
     int64_t f = 0;
-    bool first = true;
-    for (const auto& l : layers_) {
-        if (l->aliasesInput()) continue;
-        f += (first ? 2 : 3) * l->forwardFlops();
-        first = false;
+    for (size_t t = 0; t < layers_.size(); ++t) {
+        bool inputGrad = false;
+        for (int k : graph_.inputs[t]) inputGrad = inputGrad || (k >= 0 && plan_.needed[size_t(k)]);
+        f += (inputGrad ? 3 : 2) * layers_[t]->forwardFlops();
     }
     return f;
 }
@@ -260,18 +487,17 @@ int64_t Network::trainFlopsPerExample() const {
 void Network::forward(Stream s, bool training, uint64_t seed, int valid, float* stats, const MicroBatch& part) {
     if (!training) useRoundedParams(nullptr);  // a training step's alone
     if (!inputPtr_) throw Error("a stage's forward was asked before the stage before it gave its input");
-    LayerContext ctx{backend_, s, training, seed, workspace_.data()};
-    const float* x = inputPtr_;
+    LayerContext ctx{backend_, s, training, seed, workspace_.data(), sync_};
     for (size_t i = 0; i < layers_.size(); ++i) {
         // The whole model's layer index, and this micro-batch's place in the step's batch: its
         // dropout mask is the rows of the mask the whole batch would draw.
         ctx.seed = ew::seedFrom(seed * 131ull + uint64_t(range_.first) + i,
                                 uint64_t(part.firstExample) * uint64_t(outDims_[i].size()));
-        if (!layers_[i]->aliasesInput()) layers_[i]->forward(ctx, x, const_cast<float*>(outputs_of_[i]));
-        x = outputs_of_[i];
+        if (!layers_[i]->aliasesInput()) layers_[i]->forward(ctx, inputs_of_[i], const_cast<float*>(outputs_of_[i]));
     }
     if (endsInLoss())
-        backend_.softmaxCrossEntropy(s, x, labels(), probs_.data(), std::min(valid, batch_), outputs_, stats);
+        backend_.softmaxCrossEntropy(s, outputs_of_.back(), labels(), probs_.data(), std::min(valid, batch_), outputs_,
+                                     stats);
     if (!training || !part.once) return;
     for (size_t i = 0; i < infos_.size(); ++i)
         if (infos_[i].weightDecay > 0)  // tf.nn.l2_loss(W) * wd = wd * sum(W^2) / 2
@@ -281,34 +507,46 @@ void Network::forward(Stream s, bool training, uint64_t seed, int valid, float* 
 
 void Network::backward(Stream s, const MicroBatch& part) {
     if (!grads_ptr_) throw Error("this network only evaluates: its gradient buffer was released");
-    LayerContext ctx{backend_, s, true, 0, workspace_.data()};
-    const float* dy = outputGrad_;
+    LayerContext ctx{backend_, s, true, 0, workspace_.data(), sync_};
+    const float* dOutput = outputGrad_;
     if (endsInLoss()) {
         backend_.softmaxCrossEntropyBackward(s, probs_.data(), labels(), dlogits_.data(), batch_, outputs_,
                                              1.f / float(part.stepBatch > 0 ? part.stepBatch : batch_));
-        dy = dlogits_.data();
-    } else if (!dy) {
+        dOutput = dlogits_.data();
+    } else if (!dOutput) {
         throw Error("a stage's backward was asked before the stage after it gave its output's gradient");
     }
-    float* bufs[2] = {gradA_.data(), gradB_.data()};
-    // The lowest layer that computes anything writes the input's gradient where the stage before
-    // reads it (setInputGrad); the model's first layer writes none (nothing needs it).
-    size_t first = 0;
-    while (first < layers_.size() && layers_[first]->aliasesInput()) ++first;
-    int next = 0;
-    for (size_t i = layers_.size(); i-- > 0;) {
-        Layer& layer = *layers_[i];
-        const float* x = i == 0 ? inputPtr_ : outputs_of_[i - 1];
-        if (layer.aliasesInput()) continue;  // Flatten: the gradient passes through unchanged
-        float* dx = i == first ? inputGrad_ : bufs[next];
-        layer.backward(ctx, x, outputs_of_[i], dy, dx);
-        if (dx) {
-            dy = dx;
-            next ^= 1;
+    // The plan's slots: a pool buffer, the output's gradient, the stage's input gradient (nullptr
+    // where the stage before reads none).
+    auto at = [&](int slot) -> float* {
+        if (slot >= 0) return gradPool_[size_t(slot)].data();
+        if (slot == GradientPlan::kOutput) return const_cast<float*>(dOutput);
+        if (slot == GradientPlan::kInput) return inputGrad_;
+        return nullptr;
+    };
+    auto count = [&](int layer, int input) {
+        const int k = graph_.inputs[size_t(layer)][size_t(input)];
+        return size_t(batch_) * size_t(k < 0 ? input_.size() : outDims_[size_t(k)].size());
+    };
+    LayerInputGrads dx;
+    for (const GradientPlan::Step& step : plan_.steps) {
+        const float* dy = at(step.dy);
+        if (step.kind == GradientPlan::Step::Pass) {  // Flatten: its gradient is its input's
+            float* to = at(step.dx.front());
+            if (!to) continue;
+            const size_t n = count(step.layer, 0);
+            if (step.add.front()) backend_.axpy(s, 1.f, dy, to, n);
+            else backend_.copy(s, to, dy, n * sizeof(float));
+            continue;
         }
+        const int t = step.layer;
+        dx.clear();
+        for (int slot : step.dx) dx.push_back(at(slot));
+        layers_[size_t(t)]->backward(ctx, inputs_of_[size_t(t)], outputs_of_[size_t(t)], dy, dx);
+        for (size_t i = 0; i < step.addInto.size(); ++i)
+            if (step.addInto[i] != GradientPlan::kUnset && dx[i] && at(step.addInto[i]))
+                backend_.axpy(s, 1.f, dx[i], at(step.addInto[i]), count(t, int(i)));
     }
-    if (first == layers_.size() && inputGrad_)  // a stage of Flatten alone passes its gradient on
-        backend_.copy(s, inputGrad_, dy, size_t(batch_ * input_.size()) * sizeof(float));
     if (part.once)
         for (size_t i = 0; i < infos_.size(); ++i)
             if (infos_[i].weightDecay > 0)

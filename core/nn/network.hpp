@@ -1,7 +1,10 @@
 // Network: one replica of a model on one backend at a fixed batch size (a tower's model).
 // Owns the flat parameter and gradient buffers (every layer's tensors are views into them,
-// so averaging or applying gradients is one call over `paramCount()` floats), the
-// activations, the workspace shared by all layers and the loss buffers.
+// so averaging or applying gradients is one call over `paramCount()` floats), the statistics
+// buffer (batch norm's moving means and variances: kept, not trained), the activations, the
+// workspace shared by all layers and the loss buffers. The layers form a graph (model_spec.hpp):
+// forward runs them in order, backward in reverse, each gradient in a buffer of a small pool
+// while it is needed, the gradients of a tensor read by several layers added up.
 #pragma once
 #include <cstdint>
 #include <memory>
@@ -19,6 +22,7 @@ struct NetworkMemory {
     size_t activations = 0;  // layer outputs, the two gradient buffers, input, labels, probs, dlogits
     size_t saved = 0;        // what forward keeps for backward (argmax, LRN scales, dropout masks)
     size_t workspace = 0;    // the scratch all layers share (cuDNN's chosen algorithms' workspace)
+    size_t statistics = 0;   // batch norm's moving means and variances
 };
 
 // What a model is without building it: input shape, number of logits, parameter count.
@@ -29,10 +33,56 @@ struct ModelShape {
 };
 // Configures the spec's layers (no memory, no backend); throws tb::Error naming the file.
 ModelShape shapeOf(const ModelSpec& spec);
+
+// One layer as the model view and the model list show it.
+struct LayerSummary {
+    std::string name;
+    LayerType type = LayerType::Relu;
+    std::vector<int> inputs;  // indices of the layers it reads (-1: the model's input)
+    Dims output;              // per example
+    int64_t params = 0;
+    int64_t forwardFlops = 0;  // per example, conv and dense only (a multiply-add counts 2)
+};
+std::vector<LayerSummary> summarizeLayers(const ModelSpec& spec);
 // Layers [first, last] of a model, inclusive: a stage of model parallelism (last -1: to the end).
 struct LayerRange {
     int first = 0, last = -1;
 };
+// Why the model cannot be cut before layer `first` (a stage starting there), or "": a cut must
+// be crossed by one tensor alone, layer first - 1's output (between a ResNet's blocks, not
+// across a shortcut).
+std::string cutProblem(const ModelSpec& spec, int first);
+
+// The layers of a range as a graph of their own: each layer's inputs as indices into the range
+// (-1: the range's input, the model's or the stage before's output). Throws where the range's
+// ends are not cuts (cutProblem).
+struct RangeGraph {
+    std::vector<std::vector<int>> inputs;
+};
+RangeGraph rangeGraph(const ModelSpec& spec, LayerRange range);
+
+// The backward pass of a range's graph, planned once: which gradient each layer reads and
+// writes, in slots of a pool of equal buffers taken while a gradient is needed. A tensor read by
+// several layers gets its gradient from the first (in reverse order) written in place and the
+// others' added in (each written to a scratch slot first). A straight line needs two buffers.
+struct GradientPlan {
+    static constexpr int kUnset = -4, kNone = -3, kInput = -2, kOutput = -1;  // slots that are not the pool's
+    struct Step {
+        enum Kind { Backward, Pass } kind = Backward;  // Pass: flatten's gradient copied or added on
+        int layer = 0;
+        int dy = kOutput;          // the slot of its output's gradient
+        std::vector<int> dx;       // per input: the slot it writes (kNone: not needed)
+        std::vector<int> addInto;  // Backward, per input: kUnset, or the slot dx is then added into
+        std::vector<bool> add;     // Pass: whether dx's slot is added into rather than written
+    };
+    std::vector<Step> steps;
+    std::vector<bool> needed;  // per layer: whether its output's gradient is needed
+    int buffers = 0;           // the pool's size
+};
+// aliases, hasParams: per layer of the graph; inputNeedsGrad: whether the range gives its input's
+// gradient (a stage after the first).
+GradientPlan planGradients(const RangeGraph& graph, const std::vector<bool>& aliases,
+                           const std::vector<bool>& hasParams, bool inputNeedsGrad);
 
 // What one replica at `batch` will allocate (of the layers `range`: a stage's Network), from the
 // configured layers alone (nothing is allocated): as Network::memoryUse() reports it after
@@ -74,8 +124,23 @@ public:
     int64_t paramOffsetInModel() const { return modelOffset_; }
     int64_t paramCount() const { return paramCount_; }
     // Training FLOPs per example of the conv and dense layers: forward, weight gradient and input
-    // gradient (2 FLOPs per multiply-add), without the input gradient of the first layer.
+    // gradient (2 FLOPs per multiply-add), without the input gradients nothing needs (the first layer's).
     int64_t trainFlopsPerExample() const;
+    // The statistics (batch norm's moving means and variances, statisticInfos' tensors one after
+    // another; where the network's range starts in the whole model's), on this device.
+    int64_t statisticCount() const { return statCount_; }
+    int64_t statisticOffsetInModel() const { return statModelOffset_; }
+    const std::vector<ParamInfo>& statisticInfos() const { return statInfos_; }
+    const std::vector<int64_t>& statisticOffsets() const { return statOffsets_; }
+    float* statistics() const { return stats_; }  // (statisticCount) or null without batch norm
+    std::vector<float> initialStatistics() const;  // host: means 0, variances 1
+    // Updates the statistics in `external` (statisticCount floats on this device) instead of its
+    // own buffer, which it frees: a stage's micro-batch slots keep one.
+    void bindStatistics(float* external);
+    // Batch norm's statistics of every replica (--sync-bn), or null for this batch's; it must
+    // outlive the network's training calls.
+    void setStatisticsSync(BatchStatisticsSync* sync) { sync_ = sync; }
+    bool hasBatchNorm() const { return statCount_ > 0; }
     const std::vector<ParamInfo>& paramInfos() const { return infos_; }
     const std::vector<int64_t>& paramOffsets() const { return offsets_; }  // into the flat buffers
     const std::vector<std::unique_ptr<Layer>>& layers() const { return layers_; }
@@ -142,13 +207,20 @@ private:
     float* inputGrad_ = nullptr;
     float* grads_ptr_ = nullptr;  // grads_ or a bound external buffer
     std::vector<std::unique_ptr<Layer>> layers_;
-    std::vector<ParamInfo> infos_;
-    std::vector<int64_t> offsets_;
-    int64_t paramCount_ = 0;
+    RangeGraph graph_;
+    GradientPlan plan_;
+    std::vector<ParamInfo> infos_, statInfos_;
+    std::vector<int64_t> offsets_, statOffsets_;
+    int64_t paramCount_ = 0, statCount_ = 0, statModelOffset_ = 0;
     float* params_ = nullptr;          // own_params_ or a bound external buffer
-    Tensor own_params_, grads_, input_buf_, probs_, dlogits_, workspace_, gradA_, gradB_;
-    std::vector<Tensor> activations_;    // per layer output (n, h, w, c); aliasing layers share
-    std::vector<const float*> outputs_of_;
+    float* stats_ = nullptr;           // own_stats_ or a bound external buffer
+    BatchStatisticsSync* sync_ = nullptr;
+    Tensor own_params_, own_stats_, grads_, input_buf_, probs_, dlogits_, workspace_;
+    std::vector<Tensor> gradPool_;       // the backward's gradient buffers (plan_.buffers)
+    std::vector<Tensor> activations_;    // per layer output (n, h, w, c); empty where a layer aliases its input
+    std::vector<const float*> outputs_of_;  // per layer: its output (an aliasing layer's input)
+    std::vector<LayerInputs> inputs_of_;    // per layer: its inputs
+    void wire();  // outputs_of_ and inputs_of_ from the activations and the input
     std::vector<Tensor> saved_;
     Tensor labels_;  // (batch) int32 in float-sized slots
 };

@@ -55,10 +55,16 @@ struct Isolated {
 }  // namespace
 
 std::vector<double> measureLayerSeconds(const ModelSpec& spec, Backend& backend, int batch, int repeats) {
-    const int layers = int(spec.layers.size());
     repeats = std::max(repeats, 1);
+    // The pieces measured alone: each layer, or in a graph each run of layers between two cuts (a
+    // residual block, which only runs whole), its seconds counted at its first layer.
+    std::vector<LayerRange> pieces;
+    for (int l = 0; l < int(spec.layers.size()); ++l)
+        if (l == 0 || cutProblem(spec, l).empty()) pieces.push_back({l, l});
+        else pieces.back().last = l;
+    const int layers = int(pieces.size());
     std::vector<std::unique_ptr<Isolated>> each;
-    for (int l = 0; l < layers; ++l) each.push_back(std::make_unique<Isolated>(spec, backend, batch, LayerRange{l, l}));
+    for (const LayerRange& p : pieces) each.push_back(std::make_unique<Isolated>(spec, backend, batch, p));
     // Rounds over every layer, a warm-up round first, so that the machine's drift (its clock
     // rising, a neighbour's load) touches every layer alike: measured one layer after another, the
     // first layers came out up to twice the others on a uniform MLP and the balanced split put
@@ -73,8 +79,8 @@ std::vector<double> measureLayerSeconds(const ModelSpec& spec, Backend& backend,
             backend.synchronize(one.s);
             if (r > 0) runs[size_t(l)].push_back(since(t0));
         }
-    std::vector<double> cost;
-    for (std::vector<double>& r : runs) cost.push_back(median(std::move(r)));
+    std::vector<double> cost(spec.layers.size(), 0.0);
+    for (int p = 0; p < layers; ++p) cost[size_t(pieces[size_t(p)].first)] = median(std::move(runs[size_t(p)]));
     return cost;
 }
 

@@ -13,7 +13,9 @@
 namespace tb {
 
 // Per layer, the median over `repeats` (after one warm-up) of its forward + backward seconds at
-// `batch`, on `backend` (one thread team: what a stage gets).
+// `batch`, on `backend` (one thread team: what a stage gets). In a graph, the layers between two
+// cuts (a residual block) are measured together, their seconds given to the first of them and 0
+// to the others (a stage can only start at a cut: stage_plan.hpp's atCuts).
 std::vector<double> measureLayerSeconds(const ModelSpec& spec, Backend& backend, int batch, int repeats = 5);
 
 // A stage's part of one step, alone: layers `range` as one network on `backend`, forward over

@@ -27,7 +27,21 @@ PipelineSet::PipelineSet(const ModelSpec& spec, StagePipelineSetup setup, std::u
 
 Network& PipelineSet::evalNetwork() {
     variables();
+    statistics();  // into the evaluation network's own
     return *eval_;
+}
+
+std::vector<float> PipelineSet::statistics() {
+    if (!eval_->hasBatchNorm()) return {};
+    pipe_->statisticsInto(eval_->statistics());  // host memory: the evaluation network's CPU backend
+    return std::vector<float>(eval_->statistics(), eval_->statistics() + eval_->statisticCount());
+}
+
+void PipelineSet::setStatistics(const std::vector<float>& host) {
+    if (host.size() != size_t(eval_->statisticCount()))
+        throw Error("moving statistics of " + std::to_string(host.size()) + " values for a model of " +
+                    std::to_string(eval_->statisticCount()));
+    if (!host.empty()) pipe_->setStatistics(host.data());
 }
 
 VariablesView PipelineSet::variables() {

@@ -35,6 +35,8 @@ public:
     VariablesView variables() override;
     VariablesView replica(int) override { return variables(); }
     std::vector<StateBuffer> state() override { return pipe_->state(); }
+    std::vector<float> statistics() override;
+    void setStatistics(const std::vector<float>& host) override;
     void setVariables(const float* host) override;
     bool modelInParts() const override { return pipe_->spansProcesses(); }
     void gatherModel() override;

@@ -51,6 +51,7 @@ struct StagePipeline::Worker {
     std::vector<PipelineOp> ops;
     Tensor scratch;        // one micro-batch's gradient (M > 1), summed into its replica's grads
     Tensor stats;          // (3) loss sum, correct, weight-decay loss
+    Tensor statistics;     // batch norm's moving statistics of the stage's layers, its slots' (one per replica)
     std::vector<std::unique_ptr<Network>> slots;  // (micro-batch, layers) each, sharing params
     // Per slot (micro-batch, output dims): the gradient of this stage's output, which the next
     // stage's backward writes. Not on the last stage.
@@ -186,9 +187,20 @@ StagePipeline::StagePipeline(const ModelSpec& spec, const StagePipelineSetup& se
             }
             st.grads.push_back(w->backend->empty(Shape{std::max<int64_t>(n, 1)}));
             if (micro_ > 1) w->scratch = w->backend->empty(Shape{std::max<int64_t>(n, 1)});
+            // Batch norm: each micro-batch normalised by its own statistics, the moving ones kept once
+            // per replica, updated by its micro-batches in order.
+            if (first.hasBatchNorm()) {
+                if (spansProcesses())
+                    throw Error("--stage-per-process: models with batch norm are not built yet for stages in "
+                                "processes of their own; run the stages in one process");
+                w->statistics = w->backend->empty(Shape{first.statisticCount()});
+                const std::vector<float> initial = first.initialStatistics();
+                w->backend->copyFromHost(w->stream, w->statistics.data(), initial.data(), initial.size() * sizeof(float));
+            }
             for (auto& net : w->slots) {
                 net->bindParams(st.params);
                 net->bindGrads(w->grads());
+                if (net->hasBatchNorm()) net->bindStatistics(w->statistics.data());
             }
             w->stats = w->backend->empty(Shape{3});
             if (s + 1 < count) {
@@ -640,6 +652,28 @@ void StagePipeline::variablesInto(float* host) const {
         w.backend->copyToHost(w.stream, host + net.paramOffsetInModel(), w.stage->params,
                               size_t(net.paramCount()) * sizeof(float));
         w.backend->synchronize(w.stream);
+    }
+}
+
+// Replica 0's moving statistics of every stage here; set: every replica's.
+void StagePipeline::statisticsInto(float* host) const {
+    for (int k = 0; k < local_; ++k) {
+        const Worker& w = *workers_[size_t(k)];
+        const Network& net = *w.slots.front();
+        if (!net.hasBatchNorm()) continue;
+        w.backend->copyToHost(w.stream, host + net.statisticOffsetInModel(), w.statistics.data(),
+                              size_t(net.statisticCount()) * sizeof(float));
+        w.backend->synchronize(w.stream);
+    }
+}
+
+void StagePipeline::setStatistics(const float* host) {
+    for (const auto& w : workers_) {
+        const Network& net = *w->slots.front();
+        if (!net.hasBatchNorm()) continue;
+        w->backend->copyFromHost(w->stream, w->statistics.data(), host + net.statisticOffsetInModel(),
+                                 size_t(net.statisticCount()) * sizeof(float));
+        w->backend->synchronize(w->stream);
     }
 }
 

@@ -133,6 +133,10 @@ public:
     void variablesInto(float* host) const;
     std::vector<float> variables() const;
     void setVariables(const float* host);
+    // Batch norm's moving statistics of the stages (flat, in the model's order: the whole model's
+    // Network::statisticCount floats of host memory): replica 0's into it, or every replica's set.
+    void statisticsInto(float* host) const;
+    void setStatistics(const float* host);
     // Stages in processes of their own: brings every stage's variables (into `host`, the whole
     // model's paramCount floats, whose local stage's slice is already current) and optimiser slots
     // to the chief (process 0), which evaluates and writes the checkpoints. A collective: every

@@ -5,6 +5,7 @@
 #include <cmath>
 #include <limits>
 
+#include "nn/network.hpp"
 #include "util/error.hpp"
 #include "util/nearest_name.hpp"
 
@@ -247,6 +248,21 @@ std::vector<std::pair<int, int>> balanceStages(const std::vector<double>& cost, 
         i = j;
     }
     return ranges;
+}
+
+StageFits atCuts(const ModelSpec& spec, StageFits fits) {
+    std::vector<bool> cut;
+    for (int l = 0; l < int(spec.layers.size()); ++l) cut.push_back(cutProblem(spec, l).empty());
+    return [cut = std::move(cut), fits = std::move(fits)](int stage, int first, int last) {
+        return cut[size_t(first)] && (!fits || fits(stage, first, last));
+    };
+}
+
+std::string stageCutProblem(const ModelSpec& spec, const StagePlan& stages) {
+    for (const Stage& s : stages.stages)
+        if (s.first > 0)
+            if (std::string why = cutProblem(spec, s.first); !why.empty()) return "--stages: " + why;
+    return "";
 }
 
 }  // namespace tb

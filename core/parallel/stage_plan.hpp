@@ -13,6 +13,7 @@
 #include <utility>
 #include <vector>
 
+#include "nn/model_spec.hpp"
 #include "tensor/tensor.hpp"
 
 namespace tb {
@@ -50,5 +51,11 @@ std::vector<std::pair<int, int>> balanceStages(const std::vector<double>& cost, 
 // `stage` holding layers [first, last] fits its device's memory. Empty when no split fits.
 using StageFits = std::function<bool(int stage, int first, int last)>;
 std::vector<std::pair<int, int>> balanceStages(const std::vector<double>& cost, int count, const StageFits& fits);
+
+// `fits` (all, where empty) among the splits whose every stage starts at a cut of the model's
+// graph (nn/network.hpp's cutProblem: one tensor crosses), so a ResNet is cut between blocks.
+StageFits atCuts(const ModelSpec& spec, StageFits fits = {});
+// Why `stages` (explicit ranges) cannot run: a stage that starts inside a block; "" where all can.
+std::string stageCutProblem(const ModelSpec& spec, const StagePlan& stages);
 
 }  // namespace tb

@@ -396,6 +396,15 @@ void TowerSet::computeGradients(Tower& t, int i, uint64_t step, Result& r, const
     r.lossSum = host[0];
     r.correct = host[1];
     r.wd = host[2];
+    // Free-running towers: tower 0's moving statistics as of this step, for a checkpoint another
+    // tower's report may take while tower 0 computes its next.
+    if (i == 0 && net.hasBatchNorm() && strategy_->runsFree()) {
+        std::vector<float> now(size_t(net.statisticCount()));
+        be.copyToHost(t.stream, now.data(), net.statistics(), now.size() * sizeof(float));
+        be.synchronize(t.stream);
+        std::lock_guard lock(publishedMutex_);
+        published_ = std::move(now);
+    }
 }
 
 void TowerSet::straggle(Result& r, int i) {
@@ -543,6 +552,32 @@ Network& TowerSet::evalNetwork() { return strategy_->evalNetwork(); }
 Stream TowerSet::evalStream() { return towers_[0]->stream; }
 
 VariablesView TowerSet::variables() { return strategy_->variables(); }
+
+std::vector<float> TowerSet::statistics() {
+    const Tower& t = *towers_[0];
+    if (!t.net->hasBatchNorm()) return {};
+    if (strategy_->runsFree()) {
+        std::lock_guard lock(publishedMutex_);
+        return published_.empty() ? t.net->initialStatistics() : published_;
+    }
+    std::vector<float> out(size_t(t.net->statisticCount()));
+    t.backend->copyToHost(t.stream, out.data(), t.net->statistics(), out.size() * sizeof(float));
+    t.backend->synchronize(t.stream);
+    return out;
+}
+
+void TowerSet::setStatistics(const std::vector<float>& host) {
+    for (const auto& t : towers_) {
+        if (host.size() != size_t(t->net->statisticCount()))
+            throw Error("moving statistics of " + std::to_string(host.size()) + " values for a model of " +
+                        std::to_string(t->net->statisticCount()));
+        if (host.empty()) continue;
+        t->backend->copyFromHost(t->stream, t->net->statistics(), host.data(), host.size() * sizeof(float));
+        t->backend->synchronize(t->stream);
+    }
+    std::lock_guard lock(publishedMutex_);
+    published_ = host;
+}
 
 VariablesView TowerSet::replica(int tower) {
     const Tower& t = *towers_.at(size_t(tower));

@@ -16,6 +16,7 @@
 #include <exception>
 #include <functional>
 #include <memory>
+#include <mutex>
 #include <string>
 #include <thread>
 #include <vector>
@@ -78,6 +79,10 @@ public:
     Stream evalStream() override;
     // The variables (averaging: the replicas' mean, computed now).
     VariablesView variables() override;
+    // Tower 0's moving statistics (free-running towers: published after each of its steps) and
+    // every tower's set (TrainingEngine::statistics).
+    std::vector<float> statistics() override;
+    void setStatistics(const std::vector<float>& host) override;
     // Checkpoints, between steps (Strategy::state, Strategy::setVariables).
     std::vector<StateBuffer> state() override { return strategy_->state(); }
     // Async: f with no update half applied or beginning (Strategy::withUpdatesHeld); for a
@@ -103,6 +108,8 @@ private:
     };
     class Call;
     std::atomic<int64_t> applied_{0};  // free-running towers: updates applied so far
+    std::mutex publishedMutex_;
+    std::vector<float> published_;     // free-running towers: tower 0's statistics after its last step
     void towerLoop(int i);
     void runTower(int i);
     void computeSlice(Tower& t, int i, size_t k);

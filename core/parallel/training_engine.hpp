@@ -83,6 +83,13 @@ public:
     // every stage's as they are. Elsewhere the model is always whole here.
     virtual bool modelInParts() const { return false; }
     virtual void gatherModel() {}
+    // Batch norm's moving statistics (Network::statisticCount floats; empty without batch norm) as
+    // evaluation and checkpoints see them, copied to the host: tower 0's (free-running towers: as
+    // tower 0 last published them), a pipeline's stages' (replica 0's). Between steps, or from a
+    // free-running tower's report.
+    virtual std::vector<float> statistics() = 0;
+    // Every replica's statistics := host (a resume, --init-from): towers, stages. Between steps.
+    virtual void setStatistics(const std::vector<float>& host) = 0;
     // Checkpoints, between steps (Strategy::state, Strategy::setVariables).
     virtual std::vector<StateBuffer> state() = 0;
     virtual void withUpdatesHeld(const std::function<void()>& f) { f(); }

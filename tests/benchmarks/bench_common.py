@@ -36,13 +36,25 @@ def valid_out(size, kernel, stride):
     return (size - kernel) // stride + 1
 
 
+def layer_names(spec):
+    """Each layer's name as Towerbench gives it: its own, or type + index in the file."""
+    return [l.get("name", f"{l['type']}{i}") for i, l in enumerate(spec["layers"])]
+
+
 def walk_spec(spec):
-    """Yields (layer, in_shape, out_shape, pads) for each layer; shapes are (C, H, W) or (N,)."""
-    shape = tuple(spec["input"])
-    for layer in spec["layers"]:
+    """Yields (layer, in_shape, out_shape, pads, name, inputs) for each layer in the file's order (a
+    graph's files are in a topological order): shapes are (C, H, W), or (N,) after flatten and
+    dense; in_shape is the first input's; inputs are the names of the layers read ("input": the
+    model's), by default the layer before."""
+    shapes = {"input": tuple(spec["input"])}
+    names = layer_names(spec)
+    for i, layer in enumerate(spec["layers"]):
         t = layer["type"]
+        inputs = layer.get("inputs", [names[i - 1] if i else "input"])
+        ins = [shapes[n] for n in inputs]
+        shape = ins[0]
         pads = (0, 0, 0, 0)  # left, right, top, bottom
-        if t in ("conv2d", "maxpool"):
+        if t in ("conv2d", "maxpool", "avgpool"):
             c, h, w = shape
             k = layer["kernel"] if t == "conv2d" else layer.get("size", 2)
             s = layer.get("stride", 1 if t == "conv2d" else k)
@@ -56,35 +68,46 @@ def walk_spec(spec):
         elif t in ("flatten", "dense"):
             flat = (math.prod(shape),)
             out = (layer["units"],) if t == "dense" else flat
-        elif t in ("relu", "lrn", "dropout"):
+        elif t in ("relu", "lrn", "dropout", "batch_norm", "add"):
             out = shape
+        elif t == "global_avgpool":
+            out = (shape[0], 1, 1)
+        elif t == "concat":
+            out = (sum(x[0] for x in ins),) + tuple(shape[1:])
         else:
             raise ValueError(f"unknown layer type {t!r}")
-        yield layer, shape, out, pads
-        shape = out
+        yield layer, shape, out, pads, names[i], inputs
+        shapes[names[i]] = out
 
 
 def spec_stats(spec):
     """(parameter count, training FLOPs per example): 2 FLOPs per multiply-add of conv/dense layers in
-    forward, weight gradient and input gradient, except the first layer's input gradient, which is not
-    computed (as towerbench-run's flops_per_example)."""
+    forward, weight gradient and input gradient, except the input gradient of layers that read the
+    model's input alone (through flatten), which is not computed (as towerbench-run's
+    flops_per_example)."""
     params = 0
     macs = 0
-    first_macs = None  # multiply-adds of the first layer that computes anything (flatten does not)
-    for layer, ins, out, _ in walk_spec(spec):
+    input_only = {"input"}  # tensors whose gradient nothing needs: the input and flattens of it
+    no_dx_macs = 0
+    for layer, ins, out, _, name, inputs in walk_spec(spec):
         layer_macs = 0
-        if layer["type"] == "conv2d":
+        t = layer["type"]
+        if t == "conv2d":
             k = layer["kernel"]
-            params += k * k * ins[0] * out[0] + out[0]
+            params += k * k * ins[0] * out[0] + (0 if layer.get("bias") is False else out[0])
             layer_macs = out[1] * out[2] * out[0] * k * k * ins[0]
-        elif layer["type"] == "dense":
+        elif t == "dense":
             n_in = math.prod(ins)
             params += n_in * out[0] + out[0]
             layer_macs = n_in * out[0]
-        if first_macs is None and layer["type"] != "flatten":
-            first_macs = layer_macs
+        elif t == "batch_norm":
+            params += 2 * ins[0]
+        if all(i in input_only for i in inputs):
+            no_dx_macs += layer_macs
+            if t == "flatten":
+                input_only.add(name)
         macs += layer_macs
-    return params, 2 * (3 * macs - (first_macs or 0))
+    return params, 2 * (3 * macs - no_dx_macs)
 
 
 def load_spec(models_dir, name):
@@ -96,12 +119,21 @@ def load_spec(models_dir, name):
 # ----------------------------------------------------------------------------------------------
 # PyTorch copy of a model JSON.
 
-def build_torch_model(spec, torch):
+def build_torch_model(spec, torch, flatten_hwc=False):
+    """The model in PyTorch (NCHW), layer by layer as the JSON has it, a graph where it is one (add,
+    concat, inputs): TF's SAME paddings (padded explicitly where asymmetric), LRN with alpha scaled
+    by the window, batch norm with PyTorch's momentum = 1 - Towerbench's. flatten_hwc: flatten in
+    Towerbench's (h, w, c) order (needed where weights are copied from Towerbench's layout).
+    Returns (module, decay, params): decay lists (tensor, weight_decay) of the decayed tensors;
+    params lists (tensor, kind, fan_in) in Towerbench's flat order, kind "weight", "bias", "gamma"
+    or "beta"; the module's .batch_norms are its BatchNorm modules in order."""
     nn = torch.nn
-    modules = []
-    decay_groups = []  # (weight parameter, weight_decay)
+    decay, params, steps = [], [], []
+    mods = nn.ModuleDict()
 
     def init_tensor(t, init, default_kind):
+        if isinstance(init, bool):
+            return
         if isinstance(init, (int, float)):
             nn.init.constant_(t, float(init))
             return
@@ -111,56 +143,107 @@ def build_torch_model(spec, torch):
             nn.init.trunc_normal_(t, std=sd, a=-2 * sd, b=2 * sd)
         elif kind == "constant":
             nn.init.constant_(t, float(init.get("value", 0.0)))
-        else:  # glorot (and anything else): only speed is measured here
+        elif kind == "he_normal":
+            nn.init.kaiming_normal_(t, nonlinearity="relu")
+        else:  # glorot
             nn.init.xavier_uniform_(t)
 
-    for layer, ins, out, pads in walk_spec(spec):
+    class ChannelsLastFlatten(nn.Module):
+        def forward(self, x):
+            return x.permute(0, 2, 3, 1).flatten(1) if x.dim() == 4 else x.flatten(1)
+
+    norms = []
+    for layer, ins, out, pads, name, inputs in walk_spec(spec):
         t = layer["type"]
+        wd = float(layer.get("weight_decay", 0.0))
+        key = "m" + str(len(steps))
+        m = None
         if t == "conv2d":
             k = layer["kernel"]
             s = layer.get("stride", 1)
             pl, pr, pt, pb = pads
-            if pl == pr and pt == pb:
-                conv = nn.Conv2d(ins[0], out[0], k, stride=s, padding=(pt, pl))
-            else:
-                modules.append(nn.ZeroPad2d(pads))
-                conv = nn.Conv2d(ins[0], out[0], k, stride=s, padding=0)
-            layer_module = conv
+            bias = layer.get("bias") is not False
+            symmetric = pl == pr and pt == pb
+            conv = nn.Conv2d(ins[0], out[0], k, stride=s, padding=(pt, pl) if symmetric else 0, bias=bias)
+            m = conv if symmetric else nn.Sequential(nn.ZeroPad2d(pads), conv)
+            with torch.no_grad():
+                init_tensor(conv.weight, layer.get("init"), "glorot")
+                if bias:
+                    init_tensor(conv.bias, layer.get("bias", 0.0), "constant")
+            params.append((conv.weight, "weight", ins[0] * k * k))
+            if bias:
+                params.append((conv.bias, "bias", ins[0] * k * k))
+            decay.append((conv.weight, wd))
         elif t == "dense":
-            if len(ins) == 3:
-                modules.append(nn.Flatten())
-            layer_module = nn.Linear(math.prod(ins), out[0])
-        elif t == "maxpool":
+            lin = nn.Linear(math.prod(ins), out[0])
+            m = nn.Sequential(ChannelsLastFlatten() if flatten_hwc else nn.Flatten(), lin) if len(ins) == 3 else lin
+            with torch.no_grad():
+                init_tensor(lin.weight, layer.get("init"), "glorot")
+                init_tensor(lin.bias, layer.get("bias", 0.0), "constant")
+            params += [(lin.weight, "weight", math.prod(ins)), (lin.bias, "bias", math.prod(ins))]
+            decay.append((lin.weight, wd))
+        elif t == "batch_norm":
+            bn = (nn.BatchNorm2d if len(ins) == 3 else nn.BatchNorm1d)(
+                ins[0], eps=layer.get("epsilon", 1e-5), momentum=1.0 - layer.get("momentum", 0.9))
+            m = bn
+            params += [(bn.weight, "gamma", 0), (bn.bias, "beta", 0)]
+            decay += [(bn.weight, wd), (bn.bias, wd)]
+            norms.append(bn)
+        elif t in ("maxpool", "avgpool"):
             k = layer.get("size", 2)
             s = layer.get("stride", k)
-            if any(pads):
+            if t == "maxpool":
                 # TF SAME pads after (bottom/right) first; PyTorch's padding= is symmetric and would
                 # shift the windows, so pad explicitly with -inf (never the maximum).
-                modules.append(nn.ConstantPad2d(pads, float("-inf")))
-            modules.append(nn.MaxPool2d(k, stride=s))
-            continue
+                pool = nn.MaxPool2d(k, stride=s)
+                m = nn.Sequential(nn.ConstantPad2d(pads, float("-inf")), pool) if any(pads) else pool
+            else:
+                pl, pr, pt, pb = pads
+                if not (pl == pr and pt == pb):
+                    raise ValueError(f"{name}: an average pool with asymmetric SAME padding has no PyTorch copy here")
+                m = nn.AvgPool2d(k, stride=s, padding=(pt, pl), count_include_pad=False)
+        elif t == "global_avgpool":
+            m = nn.AdaptiveAvgPool2d(1)
         elif t == "relu":
-            modules.append(nn.ReLU())
-            continue
+            m = nn.ReLU()
         elif t == "lrn":
             r = layer.get("depth_radius", 5)
             size = 2 * r + 1
             # TF: x / (bias + alpha * sum_{window} x^2)^beta;  PyTorch divides alpha by size.
-            modules.append(nn.LocalResponseNorm(size, alpha=layer.get("alpha", 1.0) * size,
-                                                beta=layer.get("beta", 0.5), k=layer.get("bias", 1.0)))
-            continue
+            m = nn.LocalResponseNorm(size, alpha=layer.get("alpha", 1.0) * size, beta=layer.get("beta", 0.5),
+                                     k=layer.get("bias", 1.0))
         elif t == "flatten":
-            modules.append(nn.Flatten())
-            continue
+            m = ChannelsLastFlatten() if flatten_hwc else nn.Flatten()
         elif t == "dropout":
-            modules.append(nn.Dropout(p=1.0 - layer.get("keep", 0.5)))
-            continue
-        with torch.no_grad():
-            init_tensor(layer_module.weight, layer.get("init"), "glorot")
-            init_tensor(layer_module.bias, layer.get("bias", 0.0), "constant")
-        decay_groups.append((layer_module.weight, float(layer.get("weight_decay", 0.0))))
-        modules.append(layer_module)
-    return nn.Sequential(*modules), decay_groups
+            m = nn.Dropout(p=1.0 - layer.get("keep", 0.5))
+        if m is not None:
+            mods[key] = m
+        steps.append((name, t, key if m is not None else None, inputs))
+
+    class Graph(nn.Module):
+        def __init__(self):
+            super().__init__()
+            self.mods = mods
+            self.steps = steps
+            self.batch_norms = norms
+
+        def forward(self, x):
+            out = {"input": x}
+            y = x
+            for name, t, key, inputs in self.steps:
+                xs = [out[i] for i in inputs]
+                if t == "add":
+                    y = xs[0]
+                    for z in xs[1:]:
+                        y = y + z
+                elif t == "concat":
+                    y = torch.cat(xs, dim=1)
+                else:
+                    y = self.mods[key](xs[0])
+                out[name] = y
+            return y
+
+    return Graph(), decay, params
 
 
 def make_torch_step(spec, batch, lr, torch, wrap=None, data_seed=None, device=None, autocast=None):
@@ -171,7 +254,7 @@ def make_torch_step(spec, batch, lr, torch, wrap=None, data_seed=None, device=No
     model, its optimizer state and the batch (default: the CPU); autocast (e.g. torch.bfloat16) runs
     the forward pass and the loss under torch.autocast with that type (mixed precision: fp32 weights
     and optimizer). Returns (step function, parameter count)."""
-    model, decay = build_torch_model(spec, torch)
+    model, decay, _ = build_torch_model(spec, torch)
     model.train()
     if device is not None:
         model.to(device)  # before the wrapper and the optimizer, which must see the device's parameters

@@ -23,7 +23,6 @@ PlacementModel PlacementModel::fromStages(const tb::RunConfig& c, const tb::Mode
     m.stageCopies = c.transfers == "copies";
     m.stagePerProcess = c.stagePerProcess;
     m.paramCount = tb::shapeOf(spec).params;
-    auto backend = tb::makeCpuBackend(1);
     for (int r = 0; r < m.stageReplicas; ++r)
         for (int s = 0; s < plan.count(); ++s) {
             const tb::Stage& st = plan.stages[size_t(s)];
@@ -36,10 +35,8 @@ PlacementModel PlacementModel::fromStages(const tb::RunConfig& c, const tb::Mode
             m.stages.push_back({m.stagePerProcess ? QObject::tr("process %1").arg(s) : QString::fromStdString(d.str()),
                                 layers, r});
             if (r > 0 || s + 1 == plan.count()) continue;
-            // The boundary layer's outputs per example, from a one-layer stage of batch 1.
-            const int64_t perExample =
-                st.first < 0 ? 0
-                             : tb::Network(spec, *backend, 1, tb::LayerRange{st.last, st.last}).outputDims().size();
+            // The boundary layer's outputs per example.
+            const int64_t perExample = st.first < 0 ? 0 : tb::layerOutputDims(spec, st.last).size();
             m.boundaryBytes.push_back(perExample * int64_t(c.batch / m.stageReplicas) * int64_t(sizeof(float)));
         }
     return m;
