@@ -122,6 +122,14 @@ CommandLine parseCommandLine(const std::vector<std::string>& argsIn) {
         c.command = CommandLine::Command::SelfTest;
         return c;
     }
+    if (!args.empty() && args[0] == "models") {
+        c.command = CommandLine::Command::Models;
+        for (size_t i = 1; i < args.size(); ++i) {
+            if (args[i] != "--json") throw Error("models: unknown argument '" + args[i] + "' (models takes --json alone)");
+            c.json = true;
+        }
+        return c;
+    }
     if (!args.empty() && args[0] == "runs") {
         c.command = CommandLine::Command::Runs;
         parseRuns(c, args);

@@ -11,7 +11,7 @@
 #include "io/run_config.hpp"
 
 struct CommandLine {
-    enum class Command { Train, Help, SelfTest, Runs, Convert, Eval, Scale, Predict };
+    enum class Command { Train, Help, SelfTest, Runs, Convert, Eval, Scale, Predict, Models };
     Command command = Command::Train;
     tb::RunConfig config;   // Train, Eval: file, then flags over it
     RunStorage storage;     // Train: --run-dir / --resume

@@ -32,6 +32,7 @@
 namespace {
 
 const char* kUsage = R"(usage: towerbench-run selftest
+       towerbench-run models [--json]
        towerbench-run eval RUN_DIR|CHECKPOINT [--data SPEC] [--batch N] [--threads N]
        towerbench-run convert SPEC tfrecord:DIR
        towerbench-run runs [--filter TEXT] [--sort COLUMN] [--ascending] [--json]
@@ -60,7 +61,9 @@ and the others are workers, the first of which (process P) keeps the folder.
 `selftest` lists the devices, checks every op of every backend against a double-precision
 reference, and trains a GPU tower beside a CPU tower; exit status 1 if any check fails.
   --config FILE       run config (JSON object); its keys are the flags' names with '_' for '-'
-  --model NAME|FILE   mlp, deep_mlp, mnist_cnn, cifar10_cnn, tiny_mlp, or a model .json file (default mnist_cnn)
+  --model NAME|FILE   a model by name (`towerbench-run models` lists them with their parameters and
+                      FLOPs: mnist_cnn, mnist_seed, cifar10_cnn, resnet20, resnet56, resnet20_mnist,
+                      vgg_bn, mlp, ...) or a model .json file (default mnist_cnn)
   --data SPEC         fashion-mnist | idx:DIR | cifar10:DIR | synthetic:blobs | synthetic:spirals
   --batch N           examples per step (default 128)
   --steps N           training steps; wins over --epochs
@@ -70,6 +73,16 @@ reference, and trains a GPU tower beside a CPU tower; exit status 1 if any check
                       --lr-staircase true|false for exponential decay; --lr-decay cosine
                       --lr-decay-steps N: a half cosine from lr to 0 over N steps;
                       --warmup-steps N: lr ramps up linearly over the first N steps
+  --lr-scaling linear --lr-reference-batch B   the linear scaling rule (Goyal et al. 2017): lr x
+                      the update's batch (--batch x --accumulate) / B (default B 256); with
+                      --warmup-steps, their gradual warm-up
+  --accumulate K      K micro-steps of --batch examples per update, their gradients summed: one
+                      step on K x --batch examples in the memory of one (default 1); batch norm's
+                      statistics are each micro-step's (as a K-times batch they are not)
+  --sync-bn true|false   batch norm's statistics summed over every tower and process each step
+                      (PyTorch's SyncBatchNorm; CPU towers, synchronous updates); default false:
+                      each tower normalises by its own batch, as TensorFlow's towers do, and the
+                      moving statistics evaluation uses are tower 0's
   --ema-decay X       evaluate with an exponential moving average of the weights (e.g. 0.9999)
   --seed N            seed of initialisation, shuffling, augmentation and dropout (default 1)
   --eval-every N      validation pass every N steps (default: only at the end)
@@ -103,6 +116,8 @@ Run folders (docs/user-guide.md: "Runs that last"):
                       validation_accuracy|examples_per_sec; --json: one object per line
   eval RUN_DIR|CKPT   test accuracy of a run's newest checkpoint (or of one file) on --data
                       (default: the run's data); prints one JSON line
+  models [--json]     every model of the models folders: input, layers, parameters and forward
+                      FLOPs per example (conv and dense layers; a multiply-add counts 2)
 
 The scaling lab (docs/scaling-lab.md):
   scale               short runs of the model over tower counts x strategies (batch per tower
@@ -184,6 +199,43 @@ combined with --towers, --update async, --average-every, --ps-* or --slow):
 )";
 
 int fail(const std::string& message) { return failWith("towerbench-run", message); }
+
+// models: every model findModel finds, with what it is (a file that does not parse says why).
+int runModels(const CommandLine& c) {
+    int bad = 0;
+    if (!c.json)
+        std::printf("%-16s %-12s %6s %12s %14s  %s\n", "model", "input", "layers", "parameters", "MFLOPs/example",
+                    "file");
+    for (const std::string& name : tb::modelNames()) {
+        try {
+            const tb::ModelSpec spec = tb::findModel(name);
+            const tb::ModelShape shape = tb::shapeOf(spec);
+            int64_t flops = 0;
+            bool graph = false;
+            for (const tb::LayerSummary& l : tb::summarizeLayers(spec)) {
+                flops += l.forwardFlops;
+                graph = graph || l.inputs.size() > 1;
+            }
+            if (c.json) {
+                std::cout << nlohmann::json{{"name", spec.name}, {"file", spec.source},
+                                            {"input", {spec.inC, spec.inH, spec.inW}}, {"layers", spec.layers.size()},
+                                            {"parameters", shape.params}, {"forward_flops_per_example", flops},
+                                            {"classes", shape.outputs}, {"graph", graph},
+                                            {"description", spec.description}}
+                                 .dump()
+                          << "\n";
+            } else {
+                std::printf("%-16s %-12s %6zu %12lld %14.1f  %s\n", spec.name.c_str(), shape.input.str().c_str(),
+                            spec.layers.size(), static_cast<long long>(shape.params), double(flops) / 1e6,
+                            spec.source.c_str());
+            }
+        } catch (const tb::Error& e) {
+            std::fprintf(stderr, "towerbench-run models: %s\n", e.what());
+            ++bad;
+        }
+    }
+    return bad ? 1 : 0;
+}
 
 // runs: the history, from the index.
 int runList(const CommandLine& c) {
@@ -376,6 +428,7 @@ int main(int argc, char** argv) {
         case CommandLine::Command::Help: std::fputs(kUsage, stdout); return 0;
         case CommandLine::Command::SelfTest: return tb::runSelfTest(std::cout);
         case CommandLine::Command::Runs: return runList(c);
+        case CommandLine::Command::Models: return runModels(c);
         case CommandLine::Command::Convert: return runConvert(c.convertSpec, c.convertTarget);
         case CommandLine::Command::Eval: return runEval(c.evalTarget, c.config, c.dataGiven);
         case CommandLine::Command::Scale: return runScale(c);

@@ -45,6 +45,21 @@ ModelSpec smallCnn() {
                           "small.json");
 }
 
+// The same with batch norm after its convolution and its hidden dense layer (a residual add
+// too): the model --sync-bn's equivalence is about.
+ModelSpec smallBnCnn() {
+    return parseModelSpec(R"({"name": "small_bn", "input": [1, 8, 8], "layers": [
+        {"type": "conv2d", "name": "c1", "filters": 4, "kernel": 3, "init": {"type": "he_normal"}, "bias": false, "weight_decay": 0.01},
+        {"type": "batch_norm", "name": "bn1", "weight_decay": 0.01}, {"type": "relu", "name": "r1"},
+        {"type": "conv2d", "name": "c2", "filters": 4, "kernel": 3, "init": {"type": "he_normal"}, "bias": false},
+        {"type": "batch_norm", "name": "bn2"},
+        {"type": "add", "name": "sum", "inputs": ["bn2", "r1"]}, {"type": "relu", "name": "r2"},
+        {"type": "maxpool", "size": 2, "stride": 2}, {"type": "flatten"},
+        {"type": "dense", "units": 16, "init": {"type": "glorot"}}, {"type": "batch_norm", "name": "bn3"},
+        {"type": "relu"}, {"type": "dense", "units": 4, "init": {"type": "glorot"}}]})",
+                          "small_bn.json");
+}
+
 // 512 random 8x8 images whose label is the brightest quadrant: learnable, and fast.
 Dataset quadrants() {
     Dataset d;
@@ -120,13 +135,15 @@ std::vector<float> variablesOf(TowerSet& towers) {
 // Every replica := the replicas' mean, in place (what evaluation once did, and must not).
 void averageInPlace(TowerSet& towers) { towers.setVariables(variablesOf(towers).data()); }
 
-// Trains `steps` synchronous steps with global batches of towers x batchPerTower drawn in the
-// same order whatever the plan, and returns the variables.
-std::vector<float> trainSync(const DeploymentPlan& p, int steps, const OptimizerSettings& opt = momentum()) {
+// Trains `steps` synchronous steps with global batches of towers x batchPerTower (x accumulate)
+// drawn in the same order whatever the plan, and returns the variables (and, given, the moving
+// statistics into `statistics`).
+std::vector<float> trainSync(const DeploymentPlan& p, int steps, const OptimizerSettings& opt = momentum(),
+                             const ModelSpec& spec = smallCnn(), std::vector<float>* statistics = nullptr) {
     static const Dataset data = quadrants();
-    TowerSet towers(smallCnn(), p, opt, 1, 7);
+    TowerSet towers(spec, p, opt, 1, 7);
     PipelineOptions po;
-    po.batchSize = p.towerCount() * p.batchPerTower;
+    po.batchSize = p.towerCount() * p.batchPerTower * p.accumulate;
     po.prefetch = 0;
     po.seed = 3;
     po.channelsLast = true;
@@ -136,16 +153,17 @@ std::vector<float> trainSync(const DeploymentPlan& p, int steps, const Optimizer
         pipe.next(b);
         towers.step(b, s, 0);
     }
+    if (statistics) *statistics = towers.statistics();
     return variablesOf(towers);
 }
 
 // Runs `steps` steps through TowerSet::steps in calls of `perCall` (the trainer's rounds) and
 // returns what each step reported.
-std::vector<TowerStep> stepsOf(const DeploymentPlan& p, int steps, int perCall) {
+std::vector<TowerStep> stepsOf(const DeploymentPlan& p, int steps, int perCall, const ModelSpec& spec = smallCnn()) {
     static const Dataset data = quadrants();
-    TowerSet towers(smallCnn(), p, momentum(), 1, 7);
+    TowerSet towers(spec, p, momentum(), 1, 7);
     PipelineOptions po;
-    po.batchSize = p.towerCount() * p.batchPerTower;
+    po.batchSize = p.towerCount() * p.batchPerTower * p.accumulate;
     po.prefetch = 0;
     po.channelsLast = true;
     InputPipeline pipe(data, po);
@@ -322,6 +340,61 @@ private slots:
         QVERIFY2(relativeDifference(one, before) > 1e-2, "training must move the weights");
         const double d = relativeDifference(one, many);
         QVERIFY2(d <= 1e-5, qPrintable(QString("relative difference %1").arg(d)));
+    }
+    // --sync-bn: N towers whose batch norms sum their statistics over every tower train as one
+    // tower on the whole batch (10 steps, within float tolerance), moving statistics included;
+    // per-tower statistics (the default, TensorFlow's towers) do not.
+    void syncBatchNormEqualsOneBigBatch_data() {
+        QTest::addColumn<int>("towers");
+        QTest::addColumn<bool>("replicated");
+        QTest::newRow("2 towers x 16, variables on the host") << 2 << false;
+        QTest::newRow("4 towers x 8, replicated") << 4 << true;
+    }
+    void syncBatchNormEqualsOneBigBatch() {
+        QFETCH(int, towers);
+        QFETCH(bool, replicated);
+        const VariablePlacement where = replicated ? VariablePlacement::Replicated : VariablePlacement::Cpu;
+        std::vector<float> oneStats, syncStats, ownStats;
+        const auto one = trainSync(plan(1, 32, where), 10, momentum(), smallBnCnn(), &oneStats);
+        DeploymentPlan synced = plan(towers, 32 / towers, where);
+        synced.syncBatchNorm = true;
+        const auto sync = trainSync(synced, 10, momentum(), smallBnCnn(), &syncStats);
+        const auto own = trainSync(plan(towers, 32 / towers, where), 10, momentum(), smallBnCnn(), &ownStats);
+        QVERIFY2(relativeDifference(one, trainSync(plan(1, 32, where), 0, momentum(), smallBnCnn())) > 1e-2,
+                 "training must move the weights");
+        const double d = relativeDifference(one, sync), moving = relativeDifference(oneStats, syncStats);
+        std::printf("--sync-bn %d towers: weights %.2e from one tower's, moving statistics %.2e; per-tower "
+                    "statistics: %.2e and %.2e\n",
+                    towers, d, moving, relativeDifference(one, own), relativeDifference(oneStats, ownStats));
+        QVERIFY2(d <= 1e-5, qPrintable(QString("synchronised: relative difference %1").arg(d)));
+        QVERIFY2(moving <= 1e-5, qPrintable(QString("synchronised moving statistics: relative difference %1").arg(moving)));
+        QVERIFY2(relativeDifference(one, own) > 1e-4, "per-tower statistics are another algorithm");
+        // The statistics' bytes are counted: each batch norm's 2c sums forward and back, a ring's
+        // 2 (D - 1) x count x 4 bytes over the towers' D devices.
+        const std::vector<TowerStep> with = stepsOf(synced, 1, 1, smallBnCnn()), without = stepsOf(plan(towers, 32 / towers, where), 1, 1, smallBnCnn());
+        const int64_t sums = 2LL * (towers - 1) * 4 * (2 * (4 + 4) * 2 + 2 * 16 * 2);  // bn1, bn2: 4 channels; bn3: 16
+        QCOMPARE(with[0].bytesMoved - without[0].bytesMoved, sums);
+    }
+    // --accumulate K: K micro-steps of batchPerTower summed before the towers meet are one step on
+    // the K-times batch (a model without batch norm; dropout-free, weight decay counted once).
+    void accumulationEqualsOneBigBatch_data() {
+        QTest::addColumn<int>("towers");
+        QTest::addColumn<int>("micro");
+        QTest::newRow("1 tower, 4 micro-steps of 8") << 1 << 4;
+        QTest::newRow("2 towers, 2 micro-steps of 8") << 2 << 2;
+    }
+    void accumulationEqualsOneBigBatch() {
+        QFETCH(int, towers);
+        QFETCH(int, micro);
+        const auto one = trainSync(plan(1, 32), 10);
+        DeploymentPlan p = plan(towers, 32 / (towers * micro));
+        p.accumulate = micro;
+        const auto accumulated = trainSync(p, 10);
+        const double d = relativeDifference(one, accumulated);
+        std::printf("--accumulate %d on %d towers: weights %.2e from one tower's on the whole batch\n", micro, towers, d);
+        QVERIFY2(d <= 1e-5, qPrintable(QString("relative difference %1").arg(d)));
+        // The step reports the K x batchPerTower examples each tower took.
+        QCOMPARE(stepsOf(p, 1, 1)[0].examples[0], 32 / towers);
     }
     void allReduceEqualsMeanOnHolder() {
         const auto mean = trainSync(plan(2, 16, VariablePlacement::Cpu), 20);

@@ -200,10 +200,13 @@ std::vector<float> Checkpoint::loadStatistics(const Network& layout) const {
 
 std::string Checkpoint::resumeProblem(const RunConfig& config, const std::string& modelSpec) const {
     const nlohmann::json now = config.toJson();
+    const nlohmann::json defaults = RunConfig{}.toJson();
     const auto& free = resumeMayChange();
     for (auto it = now.begin(); it != now.end(); ++it) {
         if (std::find(free.begin(), free.end(), it.key()) != free.end()) continue;
         const auto then = meta_.config.find(it.key());
+        // A setting an older Towerbench did not have trained as its default does.
+        if (then == meta_.config.end() && defaults.contains(it.key()) && defaults[it.key()] == it.value()) continue;
         if (then == meta_.config.end())
             return "setting " + it.key() + " is new since the checkpoint (an older Towerbench wrote it)";
         if (*then != it.value())

@@ -1,6 +1,7 @@
 #include "engine/run_setup.hpp"
 
 #include <algorithm>
+#include <cstdio>
 #include <thread>
 #include <tuple>
 
@@ -63,6 +64,8 @@ DeploymentPlan makePlan(const RunConfig& c, int gpus, const std::string& whyNoGp
     p.slowdown = DeploymentPlan::parseSlowdown(c.slow, p.towerCount(), "--slow");
     p.transfers = DeploymentPlan::parseTransfers(c.transfers, "--transfers");
     p.commPrecision = parseCommPrecision(c.commPrecision, "--comm-precision");
+    p.accumulate = c.accumulate;
+    p.syncBatchNorm = c.syncBn;
     const int n = p.towerCount();
     if (c.batchPerTower > 0) p.batchPerTower = c.batchPerTower;
     else if (n > 0 && c.batch % n == 0) p.batchPerTower = c.batch / n;
@@ -98,7 +101,9 @@ OptimizerSettings optimizerSettings(const RunConfig& c) {
     opt.precision = c.precision == "bf16" ? MatmulPrecision::Bf16 : MatmulPrecision::Fp32;
     opt.rule = parseUpdateRule(c.optimizer, "--optimizer");
     opt.hyper.momentum = float(c.momentum);
-    opt.schedule.initial = float(c.lr);
+    // Linear scaling (Goyal et al. 2017): the rate for an update's batch of examples, from the one
+    // given for a batch of lrReferenceBatch.
+    opt.schedule.initial = float(c.lr * (c.lrScaling == "linear" ? double(c.batch) * c.accumulate / c.lrReferenceBatch : 1.0));
     opt.allowTf32 = c.tf32;
     opt.schedule.warmupSteps = c.warmupSteps;
     if (c.lrDecaySteps > 0) {
@@ -309,6 +314,12 @@ RunPlan RunPlan::of(const RunConfig& c, const ProcessRoles& roles, RunFolder* fo
         local.towers = r.config.towers;
     }
     r.plan = makePlan(local);
+    if (c.lrScaling == "linear") {  // said where the run starts (its log, the window's state line)
+        char text[160];
+        std::snprintf(text, sizeof text, "--lr-scaling linear: lr %g x %d / %d = %g", c.lr, c.batch * c.accumulate,
+                      c.lrReferenceBatch, c.lr * c.batch * c.accumulate / c.lrReferenceBatch);
+        r.note += (r.note.empty() ? "" : "; ") + std::string(text);
+    }
     if (roles.group) {
         r.plan.checkAcrossProcesses();
         checkSamePlan(*roles.group, r.plan, roles.chief);

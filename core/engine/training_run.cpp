@@ -160,7 +160,7 @@ TrainingRun::TrainingRun(RunPlan& run, DataSplits data, int cores, int machineCo
     sum_.processes = run.roles.count;
     sum_.resumedAt = step_;
     ServerConnection* servers = towers_->servers();
-    perStep_ = towers_->runsFree() ? plan.batchPerTower : n * plan.batchPerTower;
+    perStep_ = towers_->runsFree() ? plan.batchPerTower : n * plan.batchPerTower * plan.accumulate;
     globalPerStep_ = servers && servers->async() ? perStep_ : int64_t(perStep_) * run.roles.workers;
     total_ = c_.steps > 0 ? c_.steps
                           : std::max<int64_t>(1, int64_t(std::ceil(c_.epochs * double(data_.train.size()) /

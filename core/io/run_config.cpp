@@ -58,6 +58,10 @@ const std::map<std::string, Setting>& table() {
         {"lr_decay_rate", bind(Kind::Real, &RunConfig::lrDecayRate)},
         {"lr_decay", bind(Kind::Text, &RunConfig::lrDecay)},
         {"warmup_steps", bind(Kind::Int, &RunConfig::warmupSteps)},
+        {"lr_scaling", bind(Kind::Text, &RunConfig::lrScaling)},
+        {"lr_reference_batch", bind(Kind::Int, &RunConfig::lrReferenceBatch)},
+        {"accumulate", bind(Kind::Int, &RunConfig::accumulate)},
+        {"sync_bn", bind(Kind::Flag, &RunConfig::syncBn)},
         {"lr_staircase", bind(Kind::Flag, &RunConfig::lrStaircase)},
         {"ema_decay", bind(Kind::Real, &RunConfig::emaDecay)},
         {"seed", bind(Kind::Int, &RunConfig::seed)},
@@ -219,6 +223,26 @@ void RunConfig::validate() const {
     require(lrDecay != "cosine" || lrDecaySteps > 0,
             "--lr-decay cosine: give --lr-decay-steps N, the steps over which the learning rate falls to 0");
     require(warmupSteps >= 0, "--warmup-steps: must not be negative");
+    require(lrScaling == "none" || lrScaling == "linear",
+            "--lr-scaling: '" + lrScaling + "' is no scaling rule; give none or linear");
+    require(lrReferenceBatch >= 1 && lrReferenceBatch <= kMaxBatch,
+            "--lr-reference-batch: must be between 1 and " + std::to_string(kMaxBatch) + ", got " +
+                std::to_string(lrReferenceBatch));
+    require(accumulate >= 1 && accumulate <= 1024, "--accumulate: must be between 1 and 1024, got " + std::to_string(accumulate));
+    require(int64_t(batch) * accumulate <= kMaxBatch,
+            "--accumulate: " + std::to_string(accumulate) + " micro-steps of --batch " + std::to_string(batch) +
+                " are an update of " + std::to_string(int64_t(batch) * accumulate) + " examples, more than the limit of " +
+                std::to_string(kMaxBatch));
+    require(accumulate == 1 || update != "async",
+            "--accumulate: free-running towers (--update async) push every gradient they compute; leave one out");
+    require(accumulate == 1 || psTasks == 0,
+            "--accumulate with parameter-server processes (--ps-tasks) is not built yet; leave one out");
+    require(accumulate == 1 || stages.empty(),
+            "--accumulate: pipeline stages split the batch into --micro-batches already; use those");
+    require(!syncBn || update != "async",
+            "--sync-bn: free-running towers (--update async) take no step together to sum their statistics in");
+    require(!syncBn || psTasks == 0, "--sync-bn with parameter-server processes (--ps-tasks) is not built yet");
+    require(!syncBn || stages.empty(), "--sync-bn with pipeline stages is not built yet");
     require(emaDecay >= 0 && emaDecay < 1, "--ema-decay: must be in [0, 1)");
     require(evalEvery >= 0, "--eval-every: must not be negative");
     require(validation >= -1, "--validation: must be a sample count (or -1 for automatic)");

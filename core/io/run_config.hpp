@@ -28,6 +28,16 @@ struct RunConfig {
     bool lrStaircase = true;
     std::string lrDecay = "exponential";  // exponential | cosine (to 0 over lrDecaySteps)
     int64_t warmupSteps = 0;             // the learning rate ramps up linearly over the first N steps
+    // Large batches (Goyal et al. 2017): linear scales the learning rate by the update's batch
+    // (batch x accumulate) over lrReferenceBatch.
+    std::string lrScaling = "none";      // none | linear
+    int lrReferenceBatch = 256;
+    // Gradient accumulation: an update after K micro-steps of `batch` examples each (one step on
+    // K x batch; batch norm's statistics per micro-step).
+    int accumulate = 1;
+    // Batch norm's statistics summed over every tower and process each step (PyTorch's
+    // SyncBatchNorm); off: each tower's own batch (TensorFlow's towers).
+    bool syncBn = false;
     double emaDecay = 0.0;               // 0: no moving average; else evaluate with averaged weights
     uint64_t seed = 1;
     int64_t evalEvery = 0;               // steps between validation passes; 0: only at the end

@@ -368,6 +368,18 @@ std::vector<std::string> modelSearchPath() {
     return dirs;
 }
 
+std::vector<std::string> modelNames() {
+    std::vector<std::string> names;
+    for (const auto& dir : modelSearchPath()) {
+        std::error_code ec;
+        for (fs::directory_iterator it(dir, ec), end; !ec && it != end; it.increment(ec))
+            if (it->path().extension() == ".json") names.push_back(it->path().stem().string());
+    }
+    std::sort(names.begin(), names.end());
+    names.erase(std::unique(names.begin(), names.end()), names.end());
+    return names;
+}
+
 ModelSpec findModel(const std::string& nameOrPath) {
     if (nameOrPath.ends_with(".json") || nameOrPath.find('/') != std::string::npos) return loadModelSpec(nameOrPath);
     std::string looked;

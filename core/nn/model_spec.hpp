@@ -72,5 +72,8 @@ ModelSpec loadModelSpec(const std::string& path);
 // source resources/models).
 ModelSpec findModel(const std::string& nameOrPath);
 std::vector<std::string> modelSearchPath();
+// The names findModel finds (NAME.json in the search path, the first folder's where two have one),
+// sorted.
+std::vector<std::string> modelNames();
 
 }  // namespace tb

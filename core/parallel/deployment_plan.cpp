@@ -196,6 +196,14 @@ void DeploymentPlan::validate(int cpuDevices, int gpuDevices) const {
     }
     if (!slowdown.empty() && int(slowdown.size()) != towerCount())
         throw Error("--slow: one factor per tower expected");
+    if (accumulate < 1) throw Error("--accumulate: K must be at least 1, got " + std::to_string(accumulate));
+    if (accumulate > 1 && update == UpdateMode::Async)
+        throw Error("--accumulate: free-running towers (--update async) push every gradient they compute; leave one out");
+    if (syncBatchNorm && update == UpdateMode::Async)
+        throw Error("--sync-bn: free-running towers (--update async) take no step together to sum their statistics in");
+    if (syncBatchNorm && towers.front().type == DeviceType::Cuda)
+        throw Error("--sync-bn on GPU towers is not built yet (their statistics would cross through the host each "
+                    "batch norm); train on CPU towers or leave --sync-bn out");
     if (commPrecision == CommPrecision::Bf16) {
         // A GPU holding the variables takes bf16 gradients from other devices through NCCL only,
         // which needs synchronous updates and one tower per GPU (TowerSet's choice of transfers).
@@ -251,6 +259,8 @@ std::string DeploymentPlan::describe() const {
     if (transfers == Transfers::Copies) s += ", every transfer copied";
     if (transfers == Transfers::Nccl) s += ", NCCL";
     if (commPrecision == CommPrecision::Bf16) s += ", bf16 gradients";
+    if (accumulate > 1) s += ", gradients of " + std::to_string(accumulate) + " micro-steps per update";
+    if (syncBatchNorm) s += ", batch norm synchronised";
     return s;
 }
 
@@ -268,7 +278,9 @@ nlohmann::json DeploymentPlan::toJson() const {
             {"batch_per_tower", batchPerTower},
             {"slowdown", slowdown},
             {"transfers", transfers == Transfers::Copies ? "copies" : transfers == Transfers::Nccl ? "nccl" : "auto"},
-            {"comm_precision", toString(commPrecision)}};
+            {"comm_precision", toString(commPrecision)},
+            {"accumulate", accumulate},
+            {"sync_bn", syncBatchNorm}};
 }
 
 }  // namespace tb

@@ -43,6 +43,12 @@ struct DeploymentPlan {
     // bytes an element; comm/communicator.hpp says where they are summed); the variables always
     // in fp32. CPU towers only, and not with averaging (which exchanges the variables).
     CommPrecision commPrecision = CommPrecision::Fp32;
+    // --accumulate K: each tower's slice of a step's K x batchPerTower examples in K micro-steps of
+    // batchPerTower, their gradients summed before the towers meet (one step on the K-times batch).
+    int accumulate = 1;
+    // --sync-bn: batch norm's statistics summed over every tower (and process) of the step, each
+    // batch norm of each tower meeting the others in forward and in backward.
+    bool syncBatchNorm = false;
 
     int towerCount() const { return int(towers.size()); }
     bool averaging() const { return averageEvery > 0; }

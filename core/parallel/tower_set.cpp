@@ -48,6 +48,9 @@ struct TowerSet::Tower {
     int stagedCount = 0;                 // examples in the staged slice
     int64_t stagedFor = -1;              // sync: the step whose slice is staged (-1: none)
     Event marks[4] = {};                 // start, forward done, backward done, statistics copied
+    // --accumulate K > 1: the step's gradient, which the strategy reads (the network's), and a
+    // micro-step's, added into it after each micro-step but the first.
+    Tensor stepGrads, microGrads;
     Graph graph = nullptr;           // one recorded step (GPU towers without dropout)
     int64_t computed = 0;            // steps computed so far (the first runs eagerly)
     // Per step of the current call (one step; averaging: the local steps up to an average).
@@ -70,7 +73,7 @@ struct TowerSet::Tower {
             backend->destroyEvent(inputReady);
         }
         net.reset();
-        stats = hostStats = deviceInput = deviceLabels = Tensor();
+        stats = hostStats = deviceInput = deviceLabels = stepGrads = microGrads = Tensor();
         for (int k = 0; k < 2; ++k) hostInput[k] = hostLabels[k] = Tensor();
         backend->destroyStream(stream);
     }
@@ -119,6 +122,19 @@ private:
     double staging_;
 };
 
+// --sync-bn: a tower's batch norms meet the other towers' (and processes') in a communicator of
+// their own (fp32, whatever the gradients' precision), summing their statistics in place.
+class TowerSet::StatisticsSync final : public BatchStatisticsSync {
+public:
+    StatisticsSync(Communicator& comm, int rank, int replicas) : comm_(comm), rank_(rank), replicas_(replicas) {}
+    int replicas() const override { return replicas_; }
+    void sum(Stream, float* data, size_t count) override { comm_.allReduce(rank_, data, count, ReduceOp::Sum); }
+
+private:
+    Communicator& comm_;
+    int rank_, replicas_;
+};
+
 Backend& TowerSet::backendFor(const Device& d, int threadsPerTower) {
     // Towers on one GPU share its backend (one allocator, one cuDNN search per shape); CPU
     // towers are virtual devices with their own threads, so each gets a backend of its own.
@@ -165,6 +181,11 @@ TowerSet::TowerSet(const ModelSpec& spec, const DeploymentPlan& plan, const Opti
             t->inputReady = t->backend->createEvent();
         }
         for (Event& e : t->marks) e = t->backend->createEvent();
+        if (plan_.accumulate > 1) {
+            t->stepGrads = t->backend->empty(Shape{std::max<int64_t>(t->net->paramCount(), 1)});
+            t->microGrads = t->backend->empty(Shape{std::max<int64_t>(t->net->paramCount(), 1)});
+            t->net->bindGrads(t->stepGrads.data());
+        }
         towers_.push_back(std::move(t));
     }
     const Tower& t0 = *towers_[0];
@@ -227,6 +248,20 @@ TowerSet::TowerSet(const ModelSpec& spec, const DeploymentPlan& plan, const Opti
         break;
     }
     strategy_ = makeStrategy(s);
+    if (plan_.syncBatchNorm && t0.net->hasBatchNorm()) {
+        // The statistics of a batch norm of c channels: 2c floats (sums forward, gradient sums back).
+        size_t largest = 0;
+        for (const ParamInfo& p : t0.net->statisticInfos()) largest = std::max(largest, size_t(p.shape.numel()));
+        std::vector<RankEndpoint> ranks;
+        for (const auto& t : towers_) ranks.push_back({t->backend, t->stream, t->device});
+        statisticsComm_ = makeCommunicator(CommKind::SharedMemory, std::move(ranks), HolderEndpoint{}, 2 * largest,
+                                           processes);
+        const int replicas = towers() * (processes ? processes->size() : 1);
+        for (int i = 0; i < towers(); ++i) {
+            syncs_.push_back(std::make_unique<StatisticsSync>(*statisticsComm_, i, replicas));
+            towers_[size_t(i)]->net->setStatisticsSync(syncs_.back().get());
+        }
+    }
     // A first CPU tower runs on the caller's thread, the others on threads of their own. (On a
     // thread of its own, one tower's OpenMP team made libgomp manage more threads than a 2-core
     // machine has, the initial thread counted, and it then spins only 100 times between
@@ -239,8 +274,10 @@ TowerSet::~TowerSet() {
     quit_ = true;
     if (!threads_.empty()) start_.arrive_and_wait();  // the barrier publishes quit_ to the towers
     for (auto& th : threads_) th.join();
-    // The strategy's buffers and communicator, then the towers, then (as members) the backends.
+    // The strategy's buffers and communicators, then the towers, then (as members) the backends.
     strategy_.reset();
+    syncs_.clear();
+    statisticsComm_.reset();
     towers_.clear();
 }
 
@@ -281,6 +318,12 @@ void TowerSet::runTower(int i) {
 // `next`); while the device computes, the host stages the slice of the step after.
 void TowerSet::computeSlice(Tower& t, int i, size_t k) {
     const int64_t step = step_ + int64_t(k);
+    Result& r = t.results[k];
+    if (plan_.accumulate > 1) {
+        accumulateSlice(t, i, *round_[k], step, r);
+        straggle(r, i);
+        return;
+    }
     double staging = 0;
     if (t.stagedFor != step) {
         const auto t0 = Clock::now();
@@ -288,12 +331,41 @@ void TowerSet::computeSlice(Tower& t, int i, size_t k) {
         staging = since(t0);
     }
     const Batch* after = k + 1 < round_.size() ? round_[k + 1] : next_;
-    Result& r = t.results[k];
     computeGradients(t, i, uint64_t(step), r, [&] {
         if (after) stageSlice(t, i, *after, step + 1);
     });
     r.phases.forward += staging;  // on the step's path: the host's copy and the wait for PCIe
     straggle(r, i);
+}
+
+// --accumulate K: tower i's K x batchPerTower examples of the step (a contiguous slice) in K
+// micro-steps of batchPerTower, each's gradient added into the step's; the loss gradient is
+// 1/(K x batchPerTower) and the weight decay counted once, so the sum is one step's on the slice.
+void TowerSet::accumulateSlice(Tower& t, int i, const Batch& b, int64_t step, Result& r) {
+    const int per = plan_.batchPerTower, micro = plan_.accumulate;
+    const size_t sample = b.x.size() / size_t(b.n);
+    Backend& be = *t.backend;
+    Network& net = *t.net;
+    for (int m = 0; m < micro; ++m) {
+        const size_t first = size_t(i) * size_t(micro * per) + size_t(m * per);
+        const auto t0 = Clock::now();
+        stageInput(t, b.x.data() + first * sample, b.y.data() + first, per);
+        const double staging = since(t0);
+        net.bindGrads(m == 0 ? t.stepGrads.data() : t.microGrads.data());
+        Result part;
+        computeGradients(t, i, uint64_t(step), part, nullptr, MicroBatch{int64_t(m) * per, micro * per, m == 0});
+        if (m > 0) {
+            be.axpy(t.stream, 1.f, t.microGrads.data(), t.stepGrads.data(), size_t(net.paramCount()));
+            be.synchronize(t.stream);
+        }
+        r.lossSum += part.lossSum;
+        r.correct += part.correct;
+        if (m == 0) r.wd = part.wd;
+        r.phases.forward += part.phases.forward + staging;
+        r.phases.backward += part.phases.backward;
+    }
+    net.bindGrads(t.stepGrads.data());  // where the strategy reads the step's gradient
+    t.stagedFor = -1;
 }
 
 // A free-running tower's staged input (staged in `staging` seconds) through forward and backward,
@@ -335,7 +407,7 @@ void TowerSet::stageInput(Tower& t, const float* x, const int32_t* y, int n) {
 // The whole of a tower's compute as device work on its stream: the staged input into the
 // network's, forward, backward, the loss statistics to the host. Events between the phases time
 // them; inputTaken lets the copy stream refill the device stage.
-void TowerSet::enqueueCompute(Tower& t, int n, uint64_t seed) {
+void TowerSet::enqueueCompute(Tower& t, int n, uint64_t seed, const MicroBatch& part) {
     Backend& be = *t.backend;
     Network& net = *t.net;
     const size_t xBytes = size_t(n) * size_t(net.inputDims().size()) * sizeof(float);
@@ -350,15 +422,16 @@ void TowerSet::enqueueCompute(Tower& t, int n, uint64_t seed) {
         be.copyFromHost(t.stream, net.labels(), t.hostLabels[t.hostSlot].data(), yBytes);
     }
     be.fill(t.stream, t.stats.data(), 0.f, 3);
-    net.forward(t.stream, true, seed, n, t.stats.data());
+    net.forward(t.stream, true, seed, n, t.stats.data(), part);
     be.recordEvent(t.marks[1], t.stream);
-    net.backward(t.stream);
+    net.backward(t.stream, part);
     be.recordEvent(t.marks[2], t.stream);
     be.copyToHost(t.stream, t.hostStats.data(), t.stats.data(), 3 * sizeof(float));
     be.recordEvent(t.marks[3], t.stream);
 }
 
-void TowerSet::computeGradients(Tower& t, int i, uint64_t step, Result& r, const std::function<void()>& whileComputing) {
+void TowerSet::computeGradients(Tower& t, int i, uint64_t step, Result& r, const std::function<void()>& whileComputing,
+                                const MicroBatch& part) {
     Backend& be = *t.backend;
     Network& net = *t.net;
     const int n = t.stagedCount;
@@ -371,12 +444,13 @@ void TowerSet::computeGradients(Tower& t, int i, uint64_t step, Result& r, const
     // instead of dozens (these models are small enough to be launch-bound). The first runs
     // eagerly so that one-time set-up stays out of the recording. Dropout draws a new mask each
     // step and the last batch of a pass may be short, so those steps are not replayed.
-    const bool replayable = be.canCapture() && n == plan_.batchPerTower && !net.drawsRandomNumbers();
+    const bool replayable =
+        be.canCapture() && n == plan_.batchPerTower && !net.drawsRandomNumbers() && plan_.accumulate == 1;
     if (replayable && t.computed >= 1) {
         if (!t.graph) {
             be.beginCapture(t.stream);
             try {
-                enqueueCompute(t, n, stepSeed);
+                enqueueCompute(t, n, stepSeed, part);
             } catch (...) {
                 be.endCapture(t.stream);
                 throw;
@@ -385,7 +459,7 @@ void TowerSet::computeGradients(Tower& t, int i, uint64_t step, Result& r, const
         }
         be.launchGraph(t.graph, t.stream);
     } else {
-        enqueueCompute(t, n, stepSeed);
+        enqueueCompute(t, n, stepSeed, part);
     }
     ++t.computed;
     if (whileComputing) whileComputing();
@@ -428,9 +502,9 @@ std::vector<TowerStep> TowerSet::steps(const std::vector<const Batch*>& batches,
     std::vector<const Batch*> all = batches;
     if (next) all.push_back(next);
     for (const Batch* b : all)
-        if (b->n != n * plan_.batchPerTower)
+        if (b->n != n * plan_.batchPerTower * plan_.accumulate)
             throw Error("a global batch of " + std::to_string(b->n) + " does not split into " + std::to_string(n) +
-                        " towers of " + std::to_string(plan_.batchPerTower));
+                        " towers of " + std::to_string(plan_.accumulate) + " x " + std::to_string(plan_.batchPerTower));
     strategy_->endEvaluation();
     round_ = batches;
     next_ = next;
@@ -461,7 +535,7 @@ std::vector<TowerStep> TowerSet::steps(const std::vector<const Batch*>& batches,
             const Result& res = t->results[k];
             r.lossSum.push_back(res.lossSum);
             r.correct.push_back(res.correct);
-            r.examples.push_back(plan_.batchPerTower);
+            r.examples.push_back(plan_.batchPerTower * plan_.accumulate);
             r.phases.push_back(res.phases);
         }
         r.weightDecayLoss = towers_[0]->results[k].wd;
@@ -593,6 +667,8 @@ std::vector<DeviceMemoryUse> TowerSet::deviceMemory() const {
 
 size_t TowerSet::optimizerSlotBytes() const { return strategy_->optimizerSlotBytes(); }
 
-int64_t TowerSet::bytesMoved() const { return strategy_->comm().bytesMoved(); }
+int64_t TowerSet::bytesMoved() const {
+    return strategy_->comm().bytesMoved() + (statisticsComm_ ? statisticsComm_->bytesMoved() : 0);
+}
 
 }  // namespace tb

@@ -119,8 +119,10 @@ private:
     // The staged input through forward and backward on tower t, timed with events, into r;
     // whileComputing (may be empty) runs on the host while the device works.
     // `step` is the global step (sync) or the update the tower pulled (async).
-    void computeGradients(Tower& t, int i, uint64_t step, Result& r, const std::function<void()>& whileComputing);
-    void enqueueCompute(Tower& t, int n, uint64_t seed);
+    void computeGradients(Tower& t, int i, uint64_t step, Result& r, const std::function<void()>& whileComputing,
+                          const MicroBatch& part = {});
+    void accumulateSlice(Tower& t, int i, const Batch& b, int64_t step, Result& r);
+    void enqueueCompute(Tower& t, int n, uint64_t seed, const MicroBatch& part);
     void straggle(Result& r, int i);
     Backend& backendFor(const Device& d, int threadsPerTower);
 
@@ -134,6 +136,10 @@ private:
     std::vector<std::shared_ptr<Backend>> backends_;
     std::vector<std::unique_ptr<Tower>> towers_;
     std::unique_ptr<Strategy> strategy_;
+    // --sync-bn: the batch norms' communicator (fp32, shared memory, then MPI) and each tower's end of it.
+    class StatisticsSync;
+    std::unique_ptr<Communicator> statisticsComm_;
+    std::vector<std::unique_ptr<StatisticsSync>> syncs_;
 
     // The caller and the tower threads meet at start_ and done_ around each call; a first CPU
     // tower runs on the caller's thread (callerRuns_ 1), whose team flushes denormals once.
