@@ -46,6 +46,8 @@
 #include "test_support.hpp"
 #include "placement/placement_diagram.hpp"
 #include "lessons/lessons.hpp"
+#include "lessons/comparison_lesson.hpp"
+#include "model/model_view.hpp"
 #include "lessons/sync_async_lesson.hpp"
 #include "lab/scaling_lab.hpp"
 #include "predictions/predictions_panel.hpp"
@@ -1609,6 +1611,78 @@ private slots:
                 told = true;
         QVERIFY(told);
         side->close();
+    }
+
+    // The model view: the form's model as a graph (a residual block's add reads its batch norm and the
+    // block's input; a ReLU after a batch norm is fused), its sizes and FLOPs; a run's profiled step
+    // fills in each layer's forward and backward time, on step 5 (TowerSet::kProfileFirst).
+    void modelViewShowsTheGraphAndTheRun() {
+        MainWindow w;
+        w.show();
+        tb::RunConfig c = syntheticRun(30);
+        c.model = "resnet20";
+        w.experiment()->setConfig(c);
+        ModelView* v = w.modelView();
+        QVERIFY(v);
+        QTRY_VERIFY(v->header().contains("272,474 parameters"));
+        QVERIFY2(v->header().contains("81.6 MFLOPs"), qPrintable(v->header()));
+        QTableWidget* t = v->table();
+        QCOMPARE(t->rowCount(), 73);
+        int add = -1, fused = 0;
+        for (int r = 0; r < t->rowCount(); ++r) {
+            if (t->item(r, 0)->text() == "s1b1_add") add = r;
+            fused += t->item(r, 1)->text().contains("fused");
+        }
+        QVERIFY(add >= 0);
+        QCOMPARE(t->item(add, 2)->text(), QStringLiteral("s1b1_conv2_bn, stem_relu"));
+        QCOMPARE(t->item(add, 3)->text(), QStringLiteral("16 x 32 x 32"));
+        QCOMPARE(fused, 19);  // the stem's and each block's first ReLU (after a batch norm), each block's last (after its add)
+        QVERIFY(v->graph()->sizeHint().height() > 73 * 15);
+        // A run of a small batch-norm model: its step 5 is profiled layer by layer.
+        c = syntheticRun(12);
+        c.model = "vgg_bn";
+        c.data = "fashion-mnist";
+        c.batchPerTower = 8;
+        c.batch = 16;
+        w.experiment()->setConfig(c);
+        QTRY_COMPARE(v->table()->rowCount(), 23);
+        QSignalSpy ended(&w, &MainWindow::runEnded);
+        w.start();
+        QTRY_COMPARE_WITH_TIMEOUT(ended.count(), 1, 60000);
+        QVERIFY2(v->timingNote().contains("step 5"), qPrintable(v->timingNote()));
+        double shares = 0;
+        for (int r = 0; r < v->table()->rowCount(); ++r) {
+            const QString share = v->table()->item(r, 8)->text();
+            if (!share.isEmpty()) shares += share.chopped(1).toDouble();
+        }
+        QVERIFY2(std::abs(shares - 100) < 1.5, qPrintable(QString::number(shares)));
+        QVERIFY(!v->table()->item(0, 6)->text().isEmpty());  // the first convolution's forward
+    }
+
+    // A comparison lesson: its runs one after another, each's test accuracy in the table as it ends
+    // and the conclusion written from them (lesson 7's three, shortened to a few steps here).
+    void comparisonLessonRunsEachAndConcludes() {
+        Lesson lesson = lessons(2)[6];
+        QVERIFY(lesson.title.startsWith("7."));
+        QCOMPARE(int(lesson.compare.size()), 3);
+        QVERIFY(lesson.compare[2].config.syncBn);
+        for (LessonRun& r : lesson.compare) {
+            r.config.epochs = 0;
+            r.config.steps = 15;
+            r.config.evalEvery = 5;
+            r.config.validation = 200;
+        }
+        ComparisonLesson window(lesson);
+        window.show();
+        window.start();
+        QVERIFY(window.running());
+        QTRY_VERIFY_WITH_TIMEOUT(!window.running(), 120000);
+        for (int r = 0; r < 3; ++r) {
+            QVERIFY2(window.results()[size_t(r)].testAccuracy >= 0, qPrintable(window.table()->item(r, 1)->text()));
+            QVERIFY(window.table()->item(r, 1)->text().endsWith("%"));
+        }
+        QVERIFY2(window.conclusion()->text().startsWith("<b>Measured:</b>"), qPrintable(window.conclusion()->text()));
+        QVERIFY(window.chart()->graph(2)->dataCount() >= 2);  // validation points of the synchronised run
     }
 
     // One number per quantity: the status bar's examples/sec, the speed chart's "whole run" and the

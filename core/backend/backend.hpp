@@ -83,6 +83,9 @@ struct BatchNormDesc {
     int64_t rows = 0;
     int c = 0;
     float epsilon = 1e-5f;
+    // A ReLU after it, fused: forward and inference write relu(y), and the gradient calls read
+    // that output (`y`) to take dy only where it is positive, so the ReLU costs no pass of its own.
+    bool relu = false;
 };
 
 // A convolution plan: y = conv(x, w) + b and its two gradients (b and db are null for a plan
@@ -154,16 +157,18 @@ public:
     virtual void forward(Stream, const float* x, const float* sums, const float* shift, double count,
                          const float* gamma, const float* beta, float* y, float* moving, float decay,
                          void* saved) = 0;
-    // Inference: y = gamma (x - moving mean) / sqrt(moving var + eps) + beta.
+    // Inference: y = gamma (x - moving mean) / sqrt(moving var + eps) + beta (relu'd if fused).
     virtual void inference(Stream, const float* x, const float* moving, const float* gamma, const float* beta,
                            float* y) = 0;
     // dgamma (c) := sum of dy x^, dbeta (c) := sum of dy over this batch's rows, x^ = (x - mean) / sqrt(var +
-    // eps) with the forward's statistics (overwritten).
-    virtual void gradientSums(Stream, const float* x, const float* dy, float* dgamma, float* dbeta, void* saved) = 0;
+    // eps) with the forward's statistics (overwritten). y: the forward's output (read where a ReLU
+    // is fused: dy counts where y > 0; else ignored, and may be null).
+    virtual void gradientSums(Stream, const float* x, const float* y, const float* dy, float* dgamma, float* dbeta,
+                              void* saved) = 0;
     // dx = gamma / sqrt(var + eps) (dy - sumDy / count - x^ sumDyXhat / count), the sums (c each)
-    // over `count` rows.
-    virtual void backwardData(Stream, const float* x, const float* dy, const float* gamma, const float* sumDyXhat,
-                              const float* sumDy, double count, float* dx, void* saved) = 0;
+    // over `count` rows (dy masked by y > 0 where a ReLU is fused).
+    virtual void backwardData(Stream, const float* x, const float* y, const float* dy, const float* gamma,
+                              const float* sumDyXhat, const float* sumDy, double count, float* dx, void* saved) = 0;
 };
 
 // Hyper-parameters of one optimiser step; lr already includes the schedule.
@@ -236,6 +241,8 @@ public:
     // out[0] += a * sum(x^2) (TF's l2_loss is a = 1/2).
     virtual void addSumSquares(Stream, const float* x, size_t n, float a, float* out) = 0;
     virtual void reluForward(Stream, const float* x, float* y, size_t n) = 0;
+    // y = a + b, element-wise (a residual connection's sum), relu'd where `relu`; y may be a or b.
+    virtual void add(Stream, const float* a, const float* b, float* y, size_t n, bool relu) = 0;
     virtual void reluBackward(Stream, const float* y, const float* dy, float* dx, size_t n) = 0;
     // Inverted dropout: keeps each element with probability keep and scales it by 1/keep.
     // The mask is a pure function of (seed, element index), so every backend draws the same one.

@@ -315,19 +315,24 @@ void checkBatchNorm(Checker& ck, const BatchNormDesc& d, int64_t others, bool sh
         for (size_t j = 0; j < c; ++j) var[j] += (x[r * c + j] - mean[j]) * (x[r * c + j] - mean[j]) / double(all);
     DVec refY(n), refDx(n), refMoving(2 * c), refInf(n), sumDy(c, 0), sumDyXhat(c, 0), localDy(c, 0), localDyXhat(c, 0);
     auto xhat = [&](size_t r, size_t j) { return (x[r * c + j] - mean[j]) / std::sqrt(var[j] + d.epsilon); };
+    // A fused ReLU: the output relu'd, and the incoming gradient only where it is positive.
+    auto g = [&](size_t r, size_t j) {
+        return !d.relu || gamma[j] * xhat(r, j) + beta[j] > 0 ? double(dy[r * c + j]) : 0.0;
+    };
+    auto relu = [&](double v) { return d.relu ? std::max(v, 0.0) : v; };
     for (size_t r = 0; r < all; ++r)
         for (size_t j = 0; j < c; ++j) {
-            sumDy[j] += dy[r * c + j];
-            sumDyXhat[j] += dy[r * c + j] * xhat(r, j);
-            if (r < rows) localDy[j] += dy[r * c + j], localDyXhat[j] += dy[r * c + j] * xhat(r, j);
+            sumDy[j] += g(r, j);
+            sumDyXhat[j] += g(r, j) * xhat(r, j);
+            if (r < rows) localDy[j] += g(r, j), localDyXhat[j] += g(r, j) * xhat(r, j);
         }
     for (size_t r = 0; r < rows; ++r)
         for (size_t j = 0; j < c; ++j) {
             const size_t i = r * c + j;
             const double inv = 1 / std::sqrt(var[j] + d.epsilon);
-            refY[i] = gamma[j] * xhat(r, j) + beta[j];
-            refDx[i] = gamma[j] * inv * (dy[i] - sumDy[j] / double(all) - xhat(r, j) * sumDyXhat[j] / double(all));
-            refInf[i] = gamma[j] * (x[i] - moving0[j]) / std::sqrt(moving0[c + j] + d.epsilon) + beta[j];
+            refY[i] = relu(gamma[j] * xhat(r, j) + beta[j]);
+            refDx[i] = gamma[j] * inv * (g(r, j) - sumDy[j] / double(all) - xhat(r, j) * sumDyXhat[j] / double(all));
+            refInf[i] = relu(gamma[j] * (x[i] - moving0[j]) / std::sqrt(moving0[c + j] + d.epsilon) + beta[j]);
         }
     for (size_t j = 0; j < c; ++j) {
         refMoving[j] = decay * moving0[j] + (1 - decay) * mean[j];
@@ -349,6 +354,7 @@ void checkBatchNorm(Checker& ck, const BatchNormDesc& d, int64_t others, bool sh
     std::string shape = "rows " + std::to_string(d.rows) + " c" + std::to_string(d.c) + " eps " + eps;
     if (shifted) shape += " shifted";
     if (others) shape += " + " + std::to_string(others) + " rows elsewhere";
+    if (d.relu) shape += " + relu";
     ck.run("batchnorm.sums+forward+moving", shape, 1e-5, [&](Rig& rig) {
         auto op = rig.backend().makeBatchNorm(d);
         void* saved = rig.raw(op->savedBytes());
@@ -369,10 +375,10 @@ void checkBatchNorm(Checker& ck, const BatchNormDesc& d, int64_t others, bool sh
         float* dg = rig.poisoned(c);
         float* db = rig.poisoned(c);
         float* dyd = rig.upload(Vec(dy.begin(), dy.begin() + long(n)));
-        op->gradientSums(rig.stream(), xd, dyd, dg, db, saved);
+        op->gradientSums(rig.stream(), xd, y, dyd, dg, db, saved);
         e = std::max({e, normError(rig.download(dg, c), localDyXhat), normError(rig.download(db, c), localDy)});
         float* dx = rig.poisoned(n);
-        op->backwardData(rig.stream(), xd, dyd, rig.upload(gamma), others ? rig.upload(allDyXhat) : dg,
+        op->backwardData(rig.stream(), xd, y, dyd, rig.upload(gamma), others ? rig.upload(allDyXhat) : dg,
                          others ? rig.upload(allDy) : db, double(all), dx, saved);
         return std::max(e, normError(rig.download(dx, n), refDx));
     });
@@ -529,6 +535,17 @@ void checkElementwise(Checker& ck, size_t n, uint64_t seed) {
         for (float v : x) ref += 0.5 * double(v) * v;
         return normError(rig.download(out, 1), {ref});
     });
+    ck.run("add+relu", shape, 1e-6, [&](Rig& rig) {
+        float* sum = rig.poisoned(n);
+        float* relu = rig.poisoned(n);
+        const float* a = rig.upload(x);
+        const float* b = rig.upload(y0);
+        rig.backend().add(rig.stream(), a, b, sum, n, false);
+        rig.backend().add(rig.stream(), a, b, relu, n, true);
+        DVec rs(n), rr(n);
+        for (size_t i = 0; i < n; ++i) rs[i] = double(x[i]) + y0[i], rr[i] = std::max(rs[i], 0.0);
+        return std::max(normError(rig.download(sum, n), rs), normError(rig.download(relu, n), rr));
+    });
     ck.run("relu.forward+backward", shape, 0, [&](Rig& rig) {
         float* yd = rig.poisoned(n);
         float* dx = rig.poisoned(n);
@@ -665,6 +682,9 @@ std::vector<OpCheck> checkBackendOps(Backend& backend, double matmulTolerance) {
           std::tuple{4000, 64, 0, true}})
         checkBatchNorm(ck, BatchNormDesc{rows, c, 1e-5f}, others, shifted, seed++);
     checkBatchNorm(ck, BatchNormDesc{50, 9, 1e-3f}, 0, false, seed++);
+    for (const BatchNormDesc& d : {BatchNormDesc{2 * 8 * 8, 16, 1e-5f, true}, BatchNormDesc{7, 5, 1e-5f, true}})
+        checkBatchNorm(ck, d, 0, true, seed++);
+    checkBatchNorm(ck, BatchNormDesc{96, 16, 1e-5f, true}, 160, true, seed++);
     for (const auto& parts : {std::vector<size_t>{16, 16}, std::vector<size_t>{3, 5, 1}, std::vector<size_t>{64}})
         checkCopy2d(ck, 37, parts, seed++);
     for (const PoolMode mode : {PoolMode::Max, PoolMode::Average})

@@ -201,7 +201,7 @@ void fillPlans(TbBackendInterface& t) {
     t.makeBatchNorm = [](TbBackend* b, const TbBatchNormDesc* d, TbBatchNorm** out, size_t* saved, TbError* err) {
         return guarded(err, [&] {
             auto op = std::make_unique<TbBatchNorm>();
-            op->op = b->be->makeBatchNorm(BatchNormDesc{d->rows, d->c, d->epsilon});
+            op->op = b->be->makeBatchNorm(BatchNormDesc{d->rows, d->c, d->epsilon, d->relu != 0});
             *saved = op->op->savedBytes();
             *out = op.release();
         });
@@ -219,15 +219,15 @@ void fillPlans(TbBackendInterface& t) {
                               const float* beta, float* y, TbError* err) {
         return guarded(err, [&] { op->op->inference(streamOf(s), x, moving, gamma, beta, y); });
     };
-    t.batchNormGradientSums = [](TbBatchNorm* op, TbStream* s, const float* x, const float* dy, float* dgamma,
-                                 float* dbeta, void* saved, TbError* err) {
-        return guarded(err, [&] { op->op->gradientSums(streamOf(s), x, dy, dgamma, dbeta, saved); });
+    t.batchNormGradientSums = [](TbBatchNorm* op, TbStream* s, const float* x, const float* y, const float* dy,
+                                 float* dgamma, float* dbeta, void* saved, TbError* err) {
+        return guarded(err, [&] { op->op->gradientSums(streamOf(s), x, y, dy, dgamma, dbeta, saved); });
     };
-    t.batchNormBackwardData = [](TbBatchNorm* op, TbStream* s, const float* x, const float* dy, const float* gamma,
-                                 const float* sumDyXhat, const float* sumDy, double count, float* dx, void* saved,
-                                 TbError* err) {
+    t.batchNormBackwardData = [](TbBatchNorm* op, TbStream* s, const float* x, const float* y, const float* dy,
+                                 const float* gamma, const float* sumDyXhat, const float* sumDy, double count, float* dx,
+                                 void* saved, TbError* err) {
         return guarded(err, [&] {
-            op->op->backwardData(streamOf(s), x, dy, gamma, sumDyXhat, sumDy, count, dx, saved);
+            op->op->backwardData(streamOf(s), x, y, dy, gamma, sumDyXhat, sumDy, count, dx, saved);
         });
     };
     t.destroyBatchNorm = [](TbBatchNorm* op) { delete op; };
@@ -251,6 +251,9 @@ void fillElementwise(TbBackendInterface& t) {
     };
     t.reluBackward = [](TbBackend* b, TbStream* s, const float* y, const float* dy, float* dx, size_t n,
                         TbError* err) { return guarded(err, [&] { b->be->reluBackward(streamOf(s), y, dy, dx, n); }); };
+    t.add = [](TbBackend* b, TbStream* s, const float* a, const float* bb, float* y, size_t n, int relu, TbError* err) {
+        return guarded(err, [&] { b->be->add(streamOf(s), a, bb, y, n, relu != 0); });
+    };
     t.dropoutForward = [](TbBackend* b, TbStream* s, const float* x, float* y, float* mask, size_t n, float keep,
                           uint64_t seed, TbError* err) {
         return guarded(err, [&] { b->be->dropoutForward(streamOf(s), x, y, mask, n, keep, seed); });

@@ -56,6 +56,7 @@ typedef struct TbBatchNormDesc {
     int64_t rows;
     int c;
     float epsilon;
+    int relu; /* 1: a ReLU fused after it */
 } TbBatchNormDesc;
 
 enum { TB_RULE_SGD = 0, TB_RULE_MOMENTUM = 1, TB_RULE_NESTEROV = 2, TB_RULE_ADAM = 3 };
@@ -156,11 +157,11 @@ typedef struct TbBackendInterface {
                             void* saved, TbError* err);
     int (*batchNormInference)(TbBatchNorm* op, TbStream* s, const float* x, const float* moving, const float* gamma,
                               const float* beta, float* y, TbError* err);
-    int (*batchNormGradientSums)(TbBatchNorm* op, TbStream* s, const float* x, const float* dy, float* dgamma,
-                                 float* dbeta, void* saved, TbError* err);
-    int (*batchNormBackwardData)(TbBatchNorm* op, TbStream* s, const float* x, const float* dy, const float* gamma,
-                                 const float* sumDyXhat, const float* sumDy, double count, float* dx, void* saved,
-                                 TbError* err);
+    int (*batchNormGradientSums)(TbBatchNorm* op, TbStream* s, const float* x, const float* y, const float* dy,
+                                 float* dgamma, float* dbeta, void* saved, TbError* err);
+    int (*batchNormBackwardData)(TbBatchNorm* op, TbStream* s, const float* x, const float* y, const float* dy,
+                                 const float* gamma, const float* sumDyXhat, const float* sumDy, double count,
+                                 float* dx, void* saved, TbError* err);
     void (*destroyBatchNorm)(TbBatchNorm* op);
 
     int (*fill)(TbBackend* be, TbStream* s, float* x, float value, size_t n, TbError* err);
@@ -169,6 +170,7 @@ typedef struct TbBackendInterface {
     int (*addSumSquares)(TbBackend* be, TbStream* s, const float* x, size_t n, float a, float* out, TbError* err);
     int (*reluForward)(TbBackend* be, TbStream* s, const float* x, float* y, size_t n, TbError* err);
     int (*reluBackward)(TbBackend* be, TbStream* s, const float* y, const float* dy, float* dx, size_t n, TbError* err);
+    int (*add)(TbBackend* be, TbStream* s, const float* a, const float* b, float* y, size_t n, int relu, TbError* err);
     int (*dropoutForward)(TbBackend* be, TbStream* s, const float* x, float* y, float* mask, size_t n, float keep,
                           uint64_t seed, TbError* err);
     int (*dropoutBackward)(TbBackend* be, TbStream* s, const float* dy, const float* mask, float* dx, size_t n,

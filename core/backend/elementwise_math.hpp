@@ -114,5 +114,7 @@ TB_HD void batchNormGradientCoefficients(float gamma, float invStd, float sumDy,
 TB_HD float batchNormGradient(float x, float dy, float mean, float k1, float meanDy, float k2) {
     return k1 * (dy - meanDy) - k2 * (x - mean);
 }
+// A fused ReLU's gradient: dy where the output is positive.
+TB_HD float reluGradient(float y, float dy) { return y > 0.f ? dy : 0.f; }
 
 }  // namespace tb::ew

@@ -114,12 +114,13 @@ public:
                    float* y) override {
         TB_MODULE_CALL(batchNormInference, op_, handleOf(s), x, moving, gamma, beta, y);
     }
-    void gradientSums(Stream s, const float* x, const float* dy, float* dgamma, float* dbeta, void* saved) override {
-        TB_MODULE_CALL(batchNormGradientSums, op_, handleOf(s), x, dy, dgamma, dbeta, saved);
+    void gradientSums(Stream s, const float* x, const float* y, const float* dy, float* dgamma, float* dbeta,
+                      void* saved) override {
+        TB_MODULE_CALL(batchNormGradientSums, op_, handleOf(s), x, y, dy, dgamma, dbeta, saved);
     }
-    void backwardData(Stream s, const float* x, const float* dy, const float* gamma, const float* sumDyXhat,
-                      const float* sumDy, double count, float* dx, void* saved) override {
-        TB_MODULE_CALL(batchNormBackwardData, op_, handleOf(s), x, dy, gamma, sumDyXhat, sumDy, count, dx, saved);
+    void backwardData(Stream s, const float* x, const float* y, const float* dy, const float* gamma,
+                      const float* sumDyXhat, const float* sumDy, double count, float* dx, void* saved) override {
+        TB_MODULE_CALL(batchNormBackwardData, op_, handleOf(s), x, y, dy, gamma, sumDyXhat, sumDy, count, dx, saved);
     }
 
 private:
@@ -239,7 +240,7 @@ public:
         return std::make_unique<ModuleDense>(shared_from_this(), t_, op);
     }
     std::unique_ptr<BatchNormOp> makeBatchNorm(const BatchNormDesc& d) override {
-        const TbBatchNormDesc b{d.rows, d.c, d.epsilon};
+        const TbBatchNormDesc b{d.rows, d.c, d.epsilon, d.relu ? 1 : 0};
         TbBatchNorm* op = nullptr;
         size_t saved = 0;
         TB_MODULE_CALL(makeBatchNorm, be_, &b, &op, &saved);
@@ -259,6 +260,9 @@ public:
     }
     void reluBackward(Stream s, const float* y, const float* dy, float* dx, size_t n) override {
         TB_MODULE_CALL(reluBackward, be_, handleOf(s), y, dy, dx, n);
+    }
+    void add(Stream s, const float* a, const float* b, float* y, size_t n, bool relu) override {
+        TB_MODULE_CALL(add, be_, handleOf(s), a, b, y, n, relu ? 1 : 0);
     }
     void dropoutForward(Stream s, const float* x, float* y, float* mask, size_t n, float keep, uint64_t seed) override {
         TB_MODULE_CALL(dropoutForward, be_, handleOf(s), x, y, mask, n, keep, seed);

@@ -97,6 +97,14 @@ void MetricsFile::onStepEnd(const StepMetrics& m) {
         line["stage_blocks"] = std::move(stages);
     }
     write(line.dump());
+    if (const auto& t = m.layerTimes) {  // a line of its own: per layer of the model, in its order
+        nlohmann::json forward = nlohmann::json::array(), backward = nlohmann::json::array();
+        for (double s : t->forward) forward.push_back(s * 1e3);
+        for (double s : t->backward) backward.push_back(s * 1e3);
+        write(nlohmann::json{{"type", "layer_times"}, {"step", m.step}, {"forward_ms", std::move(forward)},
+                             {"backward_ms", std::move(backward)}}
+                  .dump());
+    }
 }
 
 void MetricsFile::onEval(const EvalResult& r) {

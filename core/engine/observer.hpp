@@ -52,6 +52,9 @@ struct StepMetrics {
     double bubbleFraction = -1;
     int stages = 0;  // the lanes are stages x replicas, replica by replica
     std::vector<std::vector<PipelineBlock>> stageBlocks;
+    // Where tower 0's step went layer by layer (forward and backward seconds per layer of the
+    // model), on the steps that profile it; null on the others.
+    std::shared_ptr<const LayerTimes> layerTimes;
 };
 
 // Image datasets: what the model said of each example of an evaluated split, with the examples

@@ -25,6 +25,7 @@ StepMetrics toMetrics(const TowerStep& r, double stepSeconds) {
     m.bubbleFraction = r.bubbleFraction;
     m.stages = r.stages;
     m.stageBlocks = r.stageBlocks;
+    m.layerTimes = r.layerTimes;
     double loss = 0, correct = 0;
     int examples = 0;
     for (size_t i = 0; i < r.phases.size(); ++i) {

@@ -135,6 +135,8 @@ class ReluLayer final : public OneInputLayer {
 public:
     using OneInputLayer::OneInputLayer;
     Dims configureOne(Dims in) override { return in_ = out_ = in; }
+    bool aliasesInput() const override { return folded_; }
+    void fold() override { folded_ = true; }
     void prepare(Backend&, int n) override { n_ = n; }
     void forwardOne(const LayerContext& c, const float* x, float* y) override {
         c.backend.reluForward(c.stream, x, y, size_t(n_ * in_.size()));
@@ -142,6 +144,9 @@ public:
     void backwardOne(const LayerContext& c, const float*, const float* y, const float* dy, float* dx) override {
         if (dx) c.backend.reluBackward(c.stream, y, dy, dx, size_t(n_ * in_.size()));
     }
+
+private:
+    bool folded_ = false;  // the layer before applies it (fuseRelu)
 };
 
 class FlattenLayer final : public OneInputLayer {
@@ -222,9 +227,10 @@ public:
         return {{name() + "/moving_mean", Shape{in_.c}, zero, 0, 0, 0.f},
                 {name() + "/moving_variance", Shape{in_.c}, one, 0, 0, 0.f}};
     }
+    bool fuseRelu() override { return relu_ = true; }
     void prepare(Backend& be, int n) override {
         n_ = n;
-        op_ = be.makeBatchNorm({rows(), in_.c, spec_.epsilon});
+        op_ = be.makeBatchNorm({rows(), in_.c, spec_.epsilon, relu_});
     }
     size_t savedBytes() const override { return op_->savedBytes() + 4 * size_t(in_.c) * sizeof(float); }
     int64_t forwardFlops() const override { return 0; }  // element-wise: not counted (conv and dense only)
@@ -246,30 +252,33 @@ public:
         }
         op_->forward(c.stream, x, sums, stats, count, w[0], w[1], y, stats, spec_.momentum, saved);
     }
-    void backwardOne(const LayerContext& c, const float* x, const float*, const float* dy, float* dx) override {
+    void backwardOne(const LayerContext& c, const float* x, const float* y, const float* dy, float* dx) override {
         // This tower's gamma and beta gradients; the input gradient from every tower's sums.
-        op_->gradientSums(c.stream, x, dy, dw[0], dw[1], saved);
+        op_->gradientSums(c.stream, x, y, dy, dw[0], dw[1], saved);
         if (!dx) return;
         const float *sumDyXhat = dw[0], *sumDy = dw[1];
         double count = double(rows());
         if (c.sync) {
             float* every = extra() + 2 * in_.c;
-            c.backend.copy(c.stream, every, dw[0], 2 * size_t(in_.c) * sizeof(float));  // dgamma, dbeta adjacent
+            c.backend.copy(c.stream, every, dw[0], size_t(in_.c) * sizeof(float));
+            c.backend.copy(c.stream, every + in_.c, dw[1], size_t(in_.c) * sizeof(float));
             c.sync->sum(c.stream, every, 2 * size_t(in_.c));
             sumDyXhat = every, sumDy = every + in_.c;
             count *= c.sync->replicas();
         }
-        op_->backwardData(c.stream, x, dy, w[0], sumDyXhat, sumDy, count, dx, saved);
+        op_->backwardData(c.stream, x, y, dy, w[0], sumDyXhat, sumDy, count, dx, saved);
     }
 
 private:
     int64_t rows() const { return int64_t(n_) * in_.h * in_.w; }
+    bool relu_ = false;  // a ReLU fused after it
     float* extra() const { return reinterpret_cast<float*>(static_cast<char*>(saved) + op_->savedBytes()); }
 
     std::unique_ptr<BatchNormOp> op_;
 };
 
-// add: y = the sum of its inputs, all of one shape (a residual connection); each input's gradient is dy.
+// add: y = the sum of its inputs, all of one shape (a residual connection), relu'd where a ReLU is
+// fused after it; each input's gradient is dy (where y > 0, with the ReLU).
 class AddLayer final : public Layer {
 public:
     using Layer::Layer;
@@ -279,23 +288,34 @@ public:
                 throw Error("layer '" + name() + "': add needs inputs of one shape, got " + shapes(in));
         return in_ = out_ = in.front();
     }
+    bool fuseRelu() override { return relu_ = true; }
     void prepare(Backend&, int n) override { n_ = n; }
     void forward(const LayerContext& c, const LayerInputs& x, float* y) override {
         const size_t count = size_t(n_) * size_t(out_.size());
-        c.backend.copy(c.stream, y, x[0], count * sizeof(float));
-        for (size_t i = 1; i < x.size(); ++i) c.backend.axpy(c.stream, 1.f, x[i], y, count);
+        for (size_t i = 1; i < x.size(); ++i) c.backend.add(c.stream, i == 1 ? x[0] : y, x[i], y, count, relu_ && i + 1 == x.size());
     }
-    void backward(const LayerContext& c, const LayerInputs&, const float*, const float* dy,
+    void backward(const LayerContext& c, const LayerInputs&, const float* y, const float* dy,
                   const LayerInputGrads& dx) override {
         const size_t count = size_t(n_) * size_t(out_.size());
-        for (float* d : dx)
-            if (d) c.backend.copy(c.stream, d, dy, count * sizeof(float));
+        const float* g = dy;  // the gradient every input gets
+        for (float* d : dx) {
+            if (!d) continue;
+            if (relu_ && g == dy) {
+                c.backend.reluBackward(c.stream, y, dy, d, count);
+                g = d;
+            } else {
+                c.backend.copy(c.stream, d, g, count * sizeof(float));
+            }
+        }
     }
     static std::string shapes(const std::vector<Dims>& in) {
         std::string s;
         for (const Dims& d : in) s += (s.empty() ? "" : " and ") + d.str();
         return s;
     }
+
+private:
+    bool relu_ = false;  // a ReLU fused after it
 };
 
 // concat: the inputs (of one height and width) side by side along the channels, in their order;

@@ -73,8 +73,13 @@ public:
     virtual void prepare(Backend&, int /*n*/) {}
     virtual size_t workspaceBytes() const { return 0; }
     virtual size_t savedBytes() const { return 0; }   // kept from forward for backward
-    // Output is the input itself (Flatten): no buffer, and dx is dy.
+    // Output is the input itself (Flatten, a folded ReLU): no buffer, and dx is dy.
     virtual bool aliasesInput() const { return false; }
+    // A ReLU after this layer, fused into it (before prepare): the layer writes relu(y) and takes
+    // its gradient only where that is positive (batch norm, add); false where it cannot. The
+    // ReLU layer itself is then folded: it passes its input through in both directions.
+    virtual bool fuseRelu() { return false; }
+    virtual void fold() {}
     // Floating-point operations of the forward pass per example (multiply-adds count 2); the
     // weight gradient and the input gradient each cost as much again for conv and dense layers.
     virtual int64_t forwardFlops() const { return 0; }

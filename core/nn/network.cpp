@@ -59,6 +59,19 @@ ConfiguredLayers configureLayers(const ModelSpec& spec) {
     }
     c.firstTensor.push_back(c.infos.size());
     c.firstStat.push_back(c.statInfos.size());
+    // A ReLU that alone reads a layer able to apply it (batch norm, add) is fused into that layer:
+    // one pass over the activations fewer each way, and no buffer of its own.
+    std::vector<int> readers(spec.layers.size(), 0);
+    for (size_t l = 0; l < spec.layers.size(); ++l)
+        for (int k : spec.layers[l].inputs.empty() ? std::vector<int>{int(l) - 1} : spec.layers[l].inputs)
+            if (k >= 0) ++readers[size_t(k)];
+    for (size_t l = 0; l < spec.layers.size(); ++l) {
+        const std::vector<int>& in = spec.layers[l].inputs;
+        const int k = in.empty() ? int(l) - 1 : in.front();
+        if (spec.layers[l].type == LayerType::Relu && in.size() <= 1 && k >= 0 && readers[size_t(k)] == 1 &&
+            c.layers[size_t(k)]->fuseRelu())
+            c.layers[l]->fold();
+    }
     const Dims last = c.outDims.back();
     if (last.h != 1 || last.w != 1)
         throw Error(spec.source + ": the last layer must output a flat vector of class logits, not " + last.str());
@@ -223,6 +236,7 @@ std::vector<LayerSummary> summarizeLayers(const ModelSpec& spec) {
         s.output = c.outDims[l];
         for (size_t k = c.firstTensor[l]; k < c.firstTensor[l + 1]; ++k) s.params += c.infos[k].shape.numel();
         s.forwardFlops = c.layers[l]->forwardFlops();
+        s.fused = spec.layers[l].type == LayerType::Relu && c.layers[l]->aliasesInput();
         out.push_back(std::move(s));
     }
     return out;
@@ -367,6 +381,11 @@ Network::Network(const ModelSpec& spec, Backend& backend, int batch, LayerRange 
     wire();
 }
 
+Network::~Network() {
+    for (std::vector<Event>* marks : {&forwardMarks_, &backwardMarks_})
+        for (Event e : *marks) backend_.destroyEvent(e);
+}
+
 void Network::wire() {
     outputs_of_.assign(layers_.size(), nullptr);
     inputs_of_.assign(layers_.size(), {});
@@ -484,17 +503,39 @@ int64_t Network::trainFlopsPerExample() const {
     return f;
 }
 
+void Network::mark(std::vector<Event>& marks, size_t i, Stream s) {
+    if (!profiling_) return;
+    while (marks.size() <= i) marks.push_back(backend_.createEvent());
+    backend_.recordEvent(marks[i], s);
+}
+
+LayerTimes Network::takeLayerTimes() {
+    LayerTimes t;
+    if (!profiled_) return t;
+    profiled_ = false;
+    t.forward.assign(layers_.size(), 0.0);
+    t.backward.assign(layers_.size(), 0.0);
+    for (size_t i = 0; i < layers_.size(); ++i)
+        t.forward[i] = backend_.elapsedSeconds(forwardMarks_[i], forwardMarks_[i + 1]);
+    for (size_t k = 0; k < plan_.steps.size(); ++k)
+        t.backward[size_t(plan_.steps[k].layer)] += backend_.elapsedSeconds(backwardMarks_[k], backwardMarks_[k + 1]);
+    return t;
+}
+
 void Network::forward(Stream s, bool training, uint64_t seed, int valid, float* stats, const MicroBatch& part) {
     if (!training) useRoundedParams(nullptr);  // a training step's alone
     if (!inputPtr_) throw Error("a stage's forward was asked before the stage before it gave its input");
     LayerContext ctx{backend_, s, training, seed, workspace_.data(), sync_};
+    profiling_ = training && profileNext_;
     for (size_t i = 0; i < layers_.size(); ++i) {
+        mark(forwardMarks_, i, s);
         // The whole model's layer index, and this micro-batch's place in the step's batch: its
         // dropout mask is the rows of the mask the whole batch would draw.
         ctx.seed = ew::seedFrom(seed * 131ull + uint64_t(range_.first) + i,
                                 uint64_t(part.firstExample) * uint64_t(outDims_[i].size()));
         if (!layers_[i]->aliasesInput()) layers_[i]->forward(ctx, inputs_of_[i], const_cast<float*>(outputs_of_[i]));
     }
+    mark(forwardMarks_, layers_.size(), s);
     if (endsInLoss())
         backend_.softmaxCrossEntropy(s, outputs_of_.back(), labels(), probs_.data(), std::min(valid, batch_), outputs_,
                                      stats);
@@ -529,7 +570,9 @@ void Network::backward(Stream s, const MicroBatch& part) {
         return size_t(batch_) * size_t(k < 0 ? input_.size() : outDims_[size_t(k)].size());
     };
     LayerInputGrads dx;
-    for (const GradientPlan::Step& step : plan_.steps) {
+    for (size_t k = 0; k < plan_.steps.size(); ++k) {
+        const GradientPlan::Step& step = plan_.steps[k];
+        mark(backwardMarks_, k, s);
         const float* dy = at(step.dy);
         if (step.kind == GradientPlan::Step::Pass) {  // Flatten: its gradient is its input's
             float* to = at(step.dx.front());
@@ -547,6 +590,9 @@ void Network::backward(Stream s, const MicroBatch& part) {
             if (step.addInto[i] != GradientPlan::kUnset && dx[i] && at(step.addInto[i]))
                 backend_.axpy(s, 1.f, dx[i], at(step.addInto[i]), count(t, int(i)));
     }
+    mark(backwardMarks_, plan_.steps.size(), s);
+    if (profiling_) profileNext_ = false, profiled_ = true;
+    profiling_ = false;
     if (part.once)
         for (size_t i = 0; i < infos_.size(); ++i)
             if (infos_[i].weightDecay > 0)

@@ -42,6 +42,7 @@ struct LayerSummary {
     Dims output;              // per example
     int64_t params = 0;
     int64_t forwardFlops = 0;  // per example, conv and dense only (a multiply-add counts 2)
+    bool fused = false;        // a ReLU the layer it reads applies (batch norm, add)
 };
 std::vector<LayerSummary> summarizeLayers(const ModelSpec& spec);
 // Layers [first, last] of a model, inclusive: a stage of model parallelism (last -1: to the end).
@@ -94,6 +95,14 @@ NetworkMemory estimateNetworkMemory(const ModelSpec& spec, int batch, LayerRange
 // Layer `layer`'s output per example (-1: the model's input); throws tb::Error past the last layer.
 Dims layerOutputDims(const ModelSpec& spec, int layer);
 
+// Where a training step's time went, layer by layer (Network::profileNextStep): seconds of each
+// layer's forward and backward (0 where it does nothing: flatten, a layer nothing needs the
+// gradient of), as the backend's events time them.
+struct LayerTimes {
+    std::vector<double> forward, backward;  // per layer of the network
+    bool empty() const { return forward.empty(); }
+};
+
 // One micro-batch of a step, as a pipeline runs it (the whole step's batch: the defaults).
 struct MicroBatch {
     int64_t firstExample = 0;  // where its examples start in the step's batch: dropout masks
@@ -108,6 +117,7 @@ public:
     // setInput (or its own input()) and, unless it holds the last layer, its output's gradient
     // from setOutputGrad instead of computing a loss.
     Network(const ModelSpec& spec, Backend& backend, int batch, LayerRange range = {});
+    ~Network();
     Network(const Network&) = delete;
     Network& operator=(const Network&) = delete;
 
@@ -191,6 +201,11 @@ public:
     // training forward of the same part. A micro-batch's are its share of the step's: summed over
     // the step's micro-batches they are the whole batch's.
     void backward(Stream, const MicroBatch& part = {});
+    // The next training forward and backward time each layer with the backend's events (not for a
+    // step recorded as a graph: events inside one time nothing useful). takeLayerTimes, once that
+    // step's work has completed (its stream synchronised), gives them, and empty times otherwise.
+    void profileNextStep() { profileNext_ = true; }
+    LayerTimes takeLayerTimes();
 
 private:
     ModelSpec spec_;
@@ -221,6 +236,11 @@ private:
     std::vector<const float*> outputs_of_;  // per layer: its output (an aliasing layer's input)
     std::vector<LayerInputs> inputs_of_;    // per layer: its inputs
     void wire();  // outputs_of_ and inputs_of_ from the activations and the input
+    // Profiling (profileNextStep): an event before each layer's forward and after the last, and
+    // after each backward step; `profiling_` while the profiled step's calls are enqueued.
+    bool profileNext_ = false, profiling_ = false, profiled_ = false;
+    std::vector<Event> forwardMarks_, backwardMarks_;
+    void mark(std::vector<Event>& marks, size_t i, Stream s);
     std::vector<Tensor> saved_;
     Tensor labels_;  // (batch) int32 in float-sized slots
 };

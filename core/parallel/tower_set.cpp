@@ -360,7 +360,7 @@ void TowerSet::accumulateSlice(Tower& t, int i, const Batch& b, int64_t step, Re
         }
         r.lossSum += part.lossSum;
         r.correct += part.correct;
-        if (m == 0) r.wd = part.wd;
+        if (m == 0) r.wd = part.wd, r.layerTimes = part.layerTimes;
         r.phases.forward += part.phases.forward + staging;
         r.phases.backward += part.phases.backward;
     }
@@ -444,8 +444,11 @@ void TowerSet::computeGradients(Tower& t, int i, uint64_t step, Result& r, const
     // instead of dozens (these models are small enough to be launch-bound). The first runs
     // eagerly so that one-time set-up stays out of the recording. Dropout draws a new mask each
     // step and the last batch of a pass may be short, so those steps are not replayed.
-    const bool replayable =
-        be.canCapture() && n == plan_.batchPerTower && !net.drawsRandomNumbers() && plan_.accumulate == 1;
+    // Tower 0's profiled steps run eagerly too: events inside a recording would time nothing.
+    const bool profiled = i == 0 && (int64_t(step) == kProfileFirst || (step > 0 && int64_t(step) % kProfileEvery == 0));
+    if (profiled && part.once) net.profileNextStep();
+    const bool replayable = be.canCapture() && n == plan_.batchPerTower && !net.drawsRandomNumbers() &&
+                            plan_.accumulate == 1 && !profiled;
     if (replayable && t.computed >= 1) {
         if (!t.graph) {
             be.beginCapture(t.stream);
@@ -470,6 +473,8 @@ void TowerSet::computeGradients(Tower& t, int i, uint64_t step, Result& r, const
     r.lossSum = host[0];
     r.correct = host[1];
     r.wd = host[2];
+    if (LayerTimes times = net.takeLayerTimes(); !times.empty())
+        r.layerTimes = std::make_shared<const LayerTimes>(std::move(times));
     // Free-running towers: tower 0's moving statistics as of this step, for a checkpoint another
     // tower's report may take while tower 0 computes its next.
     if (i == 0 && net.hasBatchNorm() && strategy_->runsFree()) {
@@ -539,6 +544,7 @@ std::vector<TowerStep> TowerSet::steps(const std::vector<const Batch*>& batches,
             r.phases.push_back(res.phases);
         }
         r.weightDecayLoss = towers_[0]->results[k].wd;
+        r.layerTimes = towers_[0]->results[k].layerTimes;
     }
     // The communicator's count for the call; local steps move nothing until their average.
     out.back().bytesMoved = bytesMoved() - bytesBefore;

@@ -34,6 +34,9 @@ namespace tb {
 
 class TowerSet final : public TrainingEngine {
 public:
+    // Tower 0 times its layers (Network::profileNextStep) on its 5th step and every kProfileEvery
+    // after: what the model view shows of a run (TowerStep::layerTimes).
+    static constexpr int64_t kProfileFirst = 4, kProfileEvery = 250;
     // `processes`: the run's other processes (mpirun), whose towers the reductions span; or null.
     TowerSet(const ModelSpec& spec, const DeploymentPlan& plan, const OptimizerSettings& opt, int threadsPerTower,
              uint64_t seed, ProcessGroup* processes = nullptr);
@@ -105,6 +108,7 @@ private:
     struct Result {
         TowerPhases phases;
         double lossSum = 0, correct = 0, wd = 0;
+        std::shared_ptr<const LayerTimes> layerTimes;  // tower 0's profiled steps
     };
     class Call;
     std::atomic<int64_t> applied_{0};  // free-running towers: updates applied so far

@@ -6,6 +6,7 @@
 #pragma once
 #include <cstdint>
 #include <functional>
+#include <memory>
 #include <string>
 #include <vector>
 
@@ -42,6 +43,8 @@ struct TowerStep {
     double bubbleFraction = -1;
     int stages = 0;  // the lanes are stages x replicas, replica by replica
     std::vector<std::vector<PipelineBlock>> stageBlocks;
+    // Tower 0's step layer by layer, on the steps it profiled (TowerSet::kProfileEvery); else null.
+    std::shared_ptr<const LayerTimes> layerTimes;
 };
 
 // Memory one device's backend handed out during the run.

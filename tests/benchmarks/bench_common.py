@@ -14,10 +14,11 @@ import time
 
 GOAL_RATIO = 1.25
 # mlp: 1,000 steps (about 1 s): 200 (0.15 s) left a round at the mercy of a moment's noise
-DEFAULT_STEPS = {"mlp": 1000, "mnist_cnn": 60, "cifar10_cnn": 60}
+DEFAULT_STEPS = {"mlp": 1000, "mnist_cnn": 60, "cifar10_cnn": 60, "resnet20_mnist": 30, "resnet20": 30, "resnet56": 10}
 DEFAULT_STEPS_OTHER = 60
 # Parameter counts Towerbench reports for the shipped models; the PyTorch copies must match exactly.
-EXPECTED_PARAMS = {"mlp": 669_706, "mnist_cnn": 3_274_634, "cifar10_cnn": 1_068_298}
+EXPECTED_PARAMS = {"mlp": 669_706, "mnist_cnn": 3_274_634, "cifar10_cnn": 1_068_298, "resnet20": 272_474,
+                   "resnet56": 855_770, "resnet20_mnist": 272_186, "vgg_bn": 72_666}
 
 REPO = os.path.abspath(os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", ".."))
 
@@ -246,7 +247,8 @@ def build_torch_model(spec, torch, flatten_hwc=False):
     return Graph(), decay, params
 
 
-def make_torch_step(spec, batch, lr, torch, wrap=None, data_seed=None, device=None, autocast=None):
+def make_torch_step(spec, batch, lr, torch, wrap=None, data_seed=None, device=None, autocast=None,
+                    channels_last=False):
     """Builds the PyTorch copy of `spec` with cross-entropy and SGD(momentum 0.9, per-layer weight decay)
     on one batch of random tensors made here, before any timing (no input pipeline).
     wrap(model) may return a wrapper to run the steps through (DistributedDataParallel, torch.compile);
@@ -258,6 +260,8 @@ def make_torch_step(spec, batch, lr, torch, wrap=None, data_seed=None, device=No
     model.train()
     if device is not None:
         model.to(device)  # before the wrapper and the optimizer, which must see the device's parameters
+    if channels_last:  # (n, h, w, c) in memory: oneDNN's preferred layout, as Towerbench's
+        model.to(memory_format=torch.channels_last)
     params = sum(p.numel() for p in model.parameters())
     net = wrap(model) if wrap is not None else model
     decayed = {id(w) for w, wd in decay if wd > 0}
@@ -270,6 +274,8 @@ def make_torch_step(spec, batch, lr, torch, wrap=None, data_seed=None, device=No
         torch.manual_seed(data_seed)
     # One batch made once, before timing: no input pipeline on the PyTorch side.
     x = torch.randn(batch, *spec["input"], device=device)
+    if channels_last:
+        x = x.contiguous(memory_format=torch.channels_last)
     y = torch.randint(0, classes, (batch,), device=device)
 
     kind = "cuda" if device is not None and str(device).startswith("cuda") else "cpu"
@@ -307,12 +313,13 @@ def time_steps(step, steps, warmup, sync=None):
     return seconds
 
 
-def bench_pytorch(spec, batch, steps, warmup, threads, lr, torch, autocast=None):
+def bench_pytorch(spec, batch, steps, warmup, threads, lr, torch, autocast=None, channels_last=False):
     """One PyTorch process with `threads` threads: examples/sec over `steps` steps after `warmup`
-    (autocast: that type under torch.autocast, as make_torch_step)."""
+    (autocast: that type under torch.autocast; channels_last: model and batch in (n, h, w, c); as
+    make_torch_step)."""
     torch.manual_seed(1)
     torch.set_num_threads(threads)
-    step, params = make_torch_step(spec, batch, lr, torch, autocast=autocast)
+    step, params = make_torch_step(spec, batch, lr, torch, autocast=autocast, channels_last=channels_last)
     seconds = time_steps(step, steps, warmup)
     return {"params": params, "seconds": seconds, "examples_per_sec": steps * batch / seconds}
 

@@ -80,6 +80,8 @@ def main():
     ap.add_argument("--batch", type=int, default=128)
     add_common_args(ap, DEFAULT_STEPS, DEFAULT_MODELS, REPO)
     ap.add_argument("--gemm-peak-binary", default=None, help="path of tb_gemm_peak (default: beside the binary's build)")
+    ap.add_argument("--pytorch-formats", default="nchw,channels_last",
+                    help="PyTorch's memory formats to try, its best compared (default both)")
     ap.add_argument("--rounds", type=int, default=3,
                     help="alternating rounds of every run; medians and the median per-round ratio (default 3)")
     args = ap.parse_args()
@@ -91,6 +93,12 @@ def main():
     if not precisions or any(p not in ("fp32", "bf16") for p in precisions):
         ap.error(f"--precisions: {args.precisions!r} is not a list of fp32 and bf16")
     pt_threads = sorted({int(t) for t in (args.pytorch_threads or f"1,{args.threads}").split(",")})
+    # PyTorch's configurations: each thread count, with its default (n, c, h, w) memory and with
+    # channels_last (n, h, w, c), where oneDNN's convolutions may run faster; its best is compared.
+    formats = [f.strip() for f in args.pytorch_formats.split(",") if f.strip()]
+    if any(f not in ("nchw", "channels_last") for f in formats) or not formats:
+        ap.error(f"--pytorch-formats: {args.pytorch_formats!r} is not a list of nchw and channels_last")
+    configs = [f"{t}" + (" cl" if f == "channels_last" else "") for t in pt_threads for f in formats]
     overrides = parse_steps_overrides(args.model_steps)
     binary = os.path.abspath(args.binary)
     failures = []
@@ -105,7 +113,7 @@ def main():
         precisions.remove("bf16")
 
     print(f"# {machine_line(peak)}")
-    print(f"# threads {args.threads} (PyTorch: best of {', '.join(map(str, pt_threads))}); batch {args.batch}; "
+    print(f"# threads {args.threads} (PyTorch: best of {', '.join(c + ' threads' for c in configs)}; cl: channels_last); batch {args.batch}; "
           f"warm-up {args.warmup} steps; load average before: {os.getloadavg()[0]:.2f} "
           "(anything else running skews every number)")
     print(f"# pytorch {torch.__version__} ({torch.__config__.parallel_info().splitlines()[-1].strip()}); "
@@ -125,7 +133,7 @@ def main():
                 spec, data, cifar_dir = prepare_model(args.models_dir, name, tmp, cifar_dir)
                 spec_params, flops = spec_stats(spec)
                 tb_eps = {p: [] for p in precisions}
-                pt_eps = {p: {t: [] for t in pt_threads} for p in precisions}
+                pt_eps = {p: {t: [] for t in configs} for p in precisions}
                 for _ in range(args.rounds):
                     for precision in precisions:
                         row = rows[precision]
@@ -135,9 +143,9 @@ def main():
                         tb_eps[precision].append(tb["examples_per_sec"])
                         row.update(data=data, backend=s.get("backend"), flops_per_example=s.get("flops_per_example", flops),
                                    towerbench_params=s.get("params"))
-                        for t in pt_threads:
-                            r = bench_pytorch(spec, args.batch, steps, args.warmup, t, args.lr, torch,
-                                              autocast=autocast[precision])
+                        for t in configs:
+                            r = bench_pytorch(spec, args.batch, steps, args.warmup, int(t.split()[0]), args.lr, torch,
+                                              autocast=autocast[precision], channels_last=t.endswith(" cl"))
                             pt_eps[precision][t].append(r["examples_per_sec"])
                             # The two networks must be the same size, or the comparison means nothing.
                             expected = EXPECTED_PARAMS.get(name, s.get("params"))
@@ -149,7 +157,7 @@ def main():
                     pt_median = {t: statistics.median(v) for t, v in pt_eps[precision].items()}
                     best = max(pt_median, key=pt_median.get)
                     # Each round's Towerbench against that round's best PyTorch, seconds apart.
-                    per_round = [tb_eps[precision][i] / max(pt_eps[precision][t][i] for t in pt_threads)
+                    per_round = [tb_eps[precision][i] / max(pt_eps[precision][t][i] for t in configs)
                                  for i in range(args.rounds)]
                     eps = statistics.median(tb_eps[precision])
                     ratio = statistics.median(per_round)
@@ -172,7 +180,7 @@ def main():
                 failures.append(f"{name}: {type(e).__name__}: {e}")
             results += [rows[p] for p in precisions]
 
-    header = ["model", "precision", "towerbench ex/s"] + [f"pytorch {t} thr" for t in pt_threads] + \
+    header = ["model", "precision", "towerbench ex/s"] + [f"pytorch {t} thr" for t in configs] + \
              ["tb / best pt", "goal", "towerbench GFLOP/s", "% of peak"]
     table = []
     for r in results:
@@ -181,7 +189,7 @@ def main():
             continue
         pct = f"{r['percent_of_gemm_peak']:.1f}%" if r["percent_of_gemm_peak"] is not None else "n/a"
         table.append([r["model"], r["precision"], f"{r['towerbench_examples_per_sec']:.0f}"] +
-                     [f"{r['pytorch_examples_per_sec'][str(t)]:.0f}" for t in pt_threads] +
+                     [f"{r['pytorch_examples_per_sec'][str(t)]:.0f}" for t in configs] +
                      [f"{r['ratio']:.2f}", f"{r['goal_ratio']}x {'met' if r['goal_met'] else 'NOT met'}",
                       f"{r['towerbench_gflops']:.1f}", pct])
     print()

@@ -65,6 +65,10 @@ public:
         onCompute("reluBackward");
         be_->reluBackward(s, y, dy, dx, n);
     }
+    void add(tb::Stream s, const float* a, const float* b, float* y, size_t n, bool relu) override {
+        onCompute("add");
+        be_->add(s, a, b, y, n, relu);
+    }
     void dropoutForward(tb::Stream s, const float* x, float* y, float* m, size_t n, float k, uint64_t seed) override {
         onCompute("dropoutForward");
         be_->dropoutForward(s, x, y, m, n, k, seed);
@@ -192,14 +196,15 @@ public:
         b_->onCompute("batchnorm.inference");
         op_->inference(s, x, moving, g, bb, y);
     }
-    void gradientSums(tb::Stream s, const float* x, const float* dy, float* dg, float* db, void* saved) override {
+    void gradientSums(tb::Stream s, const float* x, const float* y, const float* dy, float* dg, float* db,
+                      void* saved) override {
         b_->onCompute("batchnorm.gradientSums");
-        op_->gradientSums(s, x, dy, dg, db, saved);
+        op_->gradientSums(s, x, y, dy, dg, db, saved);
     }
-    void backwardData(tb::Stream s, const float* x, const float* dy, const float* g, const float* sdx,
-                      const float* sd, double count, float* dx, void* saved) override {
+    void backwardData(tb::Stream s, const float* x, const float* y, const float* dy, const float* g,
+                      const float* sdx, const float* sd, double count, float* dx, void* saved) override {
         b_->onCompute("batchnorm.backwardData");
-        op_->backwardData(s, x, dy, g, sdx, sd, count, dx, saved);
+        op_->backwardData(s, x, y, dy, g, sdx, sd, count, dx, saved);
     }
 
 private:

@@ -255,6 +255,20 @@ void ExperimentPanel::makeTrainingFields() {
     warmup_ = spin(0, INT_MAX, tr("Gradual warm-up (Goyal et al.): the learning rate ramps up linearly over the first N "
                                   "steps, for large global batches."),
                    tr("none"));
+    lrScaling_ = combo({"none", "linear"},
+                       tr("Linear: the learning rate above is for a batch of the reference below, and is scaled by the "
+                          "update's batch (the global batch x accumulation) over it: the linear scaling rule of "
+                          "Goyal et al. 2017, with the warm-up for large factors."));
+    referenceBatch_ = spin(1, tb::RunConfig::kMaxBatch, tr("The batch the learning rate is given for (linear scaling)."));
+    accumulate_ = spin(1, 1024, tr("Micro-steps per update: each tower computes its slice in K micro-steps of the batch "
+                                   "and their gradients are summed before one update, one step on K times the batch "
+                                   "in the memory of one (batch norm's statistics are each micro-step's)."));
+    syncBn_ = new QCheckBox(tr("statistics over every tower (sync-bn)"));
+    syncBn_->setToolTip(tb::ui::wrappedToolTip(
+        tr("Batch norm normalises each channel by the batch's statistics. Off (TensorFlow's towers): each tower by "
+           "its own slice, tower 0's moving statistics kept for evaluation. On (PyTorch's SyncBatchNorm): every "
+           "tower's and process's sums added before each batch norm normalises, forward and backward, so N towers "
+           "compute what one tower on the whole batch does. CPU towers, synchronous updates.")));
     decayRate_ = real(0.01, tr("Factor applied at each decay."));
     staircase_ = new QCheckBox(tr("in steps (staircase)"));
     staircase_->setToolTip(tr("Decay at whole multiples of N steps rather than smoothly."));
@@ -367,6 +381,10 @@ void ExperimentPanel::layOutForm() {
     add(trainingForm_, "lr_decay_rate", tr("Decay rate"), decayRate_);
     add(trainingForm_, "lr_staircase", QString(), staircase_);
     add(trainingForm_, "warmup_steps", tr("Warm-up steps"), warmup_);
+    add(trainingForm_, "lr_scaling", tr("LR scaling"), lrScaling_, row({lrScaling_, referenceBatch_}));
+    bind("lr_reference_batch", referenceBatch_, tr("Reference batch"));
+    add(trainingForm_, "accumulate", tr("Accumulate"), accumulate_);
+    add(trainingForm_, "sync_bn", tr("Batch norm"), syncBn_);
     add(trainingForm_, "epochs", tr("Length"), lengthValue_, row({lengthValue_, length_}));
     bind("steps", length_, tr("Steps"));
     add(trainingForm_, "seed", tr("Seed"), seed_);
@@ -410,11 +428,12 @@ void ExperimentPanel::connectFields() {
     connect(gpus_, &QListWidget::itemChanged, this, &ExperimentPanel::devicesChanged);
     connect(stagePerProcess_, &QCheckBox::toggled, this, &ExperimentPanel::revalidate);
     for (QSpinBox* s : {towers_, perGpu_}) connect(s, &QSpinBox::valueChanged, this, &ExperimentPanel::devicesChanged);
+    connect(syncBn_, &QCheckBox::toggled, this, &ExperimentPanel::revalidate);
     for (QComboBox* c : {lrDecay_, model_, data_, variables_, reduce_, update_, optimizer_, precision_, length_, batchMeaning_, transfers_,
-                          commPrecision_, pipeline_})
+                          commPrecision_, pipeline_, lrScaling_})
         connect(c, &QComboBox::currentIndexChanged, this, &ExperimentPanel::revalidate);
     for (QSpinBox* s : {processes_, averageEvery_, psShards_, psTasks_, microBatches_, stageReplicas_, batch_, decaySteps_, warmup_, seed_, evalEvery_, validation_, shuffleBuffer_,
-                        prefetch_, threads_, checkpointEvery_, keepCheckpoints_})
+                        prefetch_, threads_, checkpointEvery_, keepCheckpoints_, referenceBatch_, accumulate_})
         connect(s, &QSpinBox::valueChanged, this, &ExperimentPanel::revalidate);
     for (QDoubleSpinBox* s : {lr_, momentum_, decayRate_, lengthValue_, emaDecay_, checkpointMinutes_})
         connect(s, &QDoubleSpinBox::valueChanged, this, &ExperimentPanel::revalidate);
@@ -650,6 +669,10 @@ tb::RunConfig ExperimentPanel::config() const {
     c.lrStaircase = staircase_->isChecked();
     c.lrDecay = lrDecay_->currentText().toStdString();
     c.warmupSteps = warmup_->value();
+    c.lrScaling = lrScaling_->currentText().toStdString();
+    c.lrReferenceBatch = referenceBatch_->value();
+    c.accumulate = accumulate_->value();
+    c.syncBn = syncBn_->isChecked();
     if (length_->currentIndex() == 0) {
         c.epochs = lengthValue_->value();
         c.steps = 0;
@@ -727,6 +750,10 @@ void ExperimentPanel::setConfig(const tb::RunConfig& c) {
     staircase_->setChecked(c.lrStaircase);
     lrDecay_->setCurrentText(QString::fromStdString(c.lrDecay));
     warmup_->setValue(int(std::min<int64_t>(INT_MAX, c.warmupSteps)));
+    lrScaling_->setCurrentText(QString::fromStdString(c.lrScaling));
+    referenceBatch_->setValue(c.lrReferenceBatch);
+    accumulate_->setValue(c.accumulate);
+    syncBn_->setChecked(c.syncBn);
     length_->setCurrentIndex(c.steps > 0 ? 1 : 0);  // its handler sets the value from base_
     lengthValue_->setValue(c.steps > 0 ? double(c.steps) : c.epochs);
     seed_->setValue(int(std::min<uint64_t>(INT_MAX, c.seed)));
@@ -799,6 +826,7 @@ void ExperimentPanel::revalidate() {
     lrDecay_->setEnabled(decaySteps_->value() > 0);
     decayRate_->setEnabled(decaySteps_->value() > 0 && exponential);
     staircase_->setEnabled(decaySteps_->value() > 0 && exponential);
+    referenceBatch_->setEnabled(lrScaling_->currentText() == QLatin1String("linear"));
     split_->setText(batchSplit());
     const tb::RunConfig c = config();
     QString why;

@@ -33,6 +33,19 @@ tb::RunConfig base(int cores, int towers, int perTower, const char* variables = 
     return c;
 }
 
+// The batch-norm lessons' runs: vgg_bn (a small VGG with batch norm) for one epoch, `towers` CPU
+// towers of `perTower` examples each.
+tb::RunConfig batchNormRun(int cores, int towers, int perTower) {
+    tb::RunConfig c = base(cores, towers, perTower);
+    c.model = "vgg_bn";
+    c.lr = 0.025;
+    c.evalEvery = std::max(50, 400 / towers);
+    c.validation = 2000;
+    return c;
+}
+
+QString percent(double a) { return a >= 0 ? QString::number(100 * a, 'f', 1) + QStringLiteral("%") : QStringLiteral("?"); }
+
 }  // namespace
 
 std::vector<Lesson> lessons(int cores) {
@@ -112,21 +125,49 @@ std::vector<Lesson> lessons(int cores) {
                        c});
     }
     {
-        tb::RunConfig c = base(cores, 4, 64);
-        c.lr = 0.1;  // 2 x lesson 1's, for 2 x its batch
-        c.evalEvery = 50;
-        out.push_back({QObject::tr("5. Batch size and the learning rate with more towers"),
-                       QObject::tr(
-                           "<p>More towers with the same batch per tower make a larger global batch: four towers "
-                           "of 64 take 256 examples per step, and an epoch has half as many steps as lesson 1's "
-                           "128. Each step's gradient is an average over more examples, less noisy but no "
-                           "larger, so with the same learning rate the model learns less per epoch.</p>"
-                           "<p>The <b>linear scaling rule</b> (Goyal et al., 2017): multiply the learning rate by "
-                           "the factor the batch grew, here 0.05 x 2 = 0.1, usually with a few hundred steps of "
-                           "warm-up for large factors. <b>Try</b> this run at 0.05 and at 0.1 and compare them "
-                           "with lesson 1 in the Runs tab: validation accuracy against epochs, and the time an "
-                           "epoch takes.</p>"),
-                       c});
+        // 1, 2, 4 and 8 towers of 32 examples on vgg_bn: the learning rate as given for a batch of
+        // 32, scaled linearly with the global batch, and scaled with a gradual warm-up.
+        Lesson l{QObject::tr("5. Batch size and the learning rate with more towers"),
+                 QObject::tr(
+                     "<p>More towers with the same batch per tower make a larger global batch: 8 towers of 32 take "
+                     "256 examples per step, and an epoch has an eighth of one tower's steps. Each step's "
+                     "gradient is an average over more examples, less noisy but no larger, so with the same "
+                     "learning rate the model learns less per epoch.</p>"
+                     "<p>The <b>linear scaling rule</b> (Goyal et al., 2017): multiply the learning rate by the "
+                     "factor the batch grew (<code>--lr-scaling linear --lr-reference-batch 32</code>: 0.025 x "
+                     "256 / 32 = 0.2 for 8 towers), with a <b>gradual warm-up</b> (<code>--warmup-steps</code>) "
+                     "so that the large rate does not blow the first steps up. The model is <i>vgg_bn</i>, a "
+                     "small VGG with batch norm, each tower normalising by its own 32 examples.</p>"
+                     "<p><b>Run</b> the twelve (one epoch each, one after another): 1, 2, 4 and 8 towers with "
+                     "the rate as given, scaled, and scaled with warm-up. <b>Watch</b> the validation accuracy "
+                     "of the unscaled runs fall as the towers multiply, and the scaled ones hold it; the "
+                     "table's test accuracy is measured at each run's end.</p>"),
+                 batchNormRun(cores, 4, 32)};
+        for (int towers : {1, 2, 4, 8})
+            for (int way = 0; way < 3; ++way) {
+                tb::RunConfig c = batchNormRun(cores, towers, 32);
+                if (way > 0) {
+                    c.lrScaling = "linear";
+                    c.lrReferenceBatch = 32;
+                }
+                if (way == 2) c.warmupSteps = 58000 / (32 * towers) / 4;  // a quarter of the epoch's steps
+                const QString how = way == 0 ? QObject::tr("lr 0.025") : way == 1 ? QObject::tr("scaled")
+                                                                                 : QObject::tr("scaled + warm-up");
+                l.compare.push_back({QObject::tr("%1 x 32, %2").arg(towers).arg(how), c});
+            }
+        l.conclude = [](const std::vector<LessonRun>& runs, const std::vector<LessonResult>& r) {
+            if (r.size() != 12 || r[9].testAccuracy < 0 || r[11].testAccuracy < 0)
+                return QObject::tr("Run all twelve to compare them.");
+            (void)runs;
+            return QObject::tr("<b>Measured:</b> with the rate as given, test accuracy went from %1 on one tower to %2 "
+                               "on 8 (a batch 8 times larger, an eighth of the steps); scaled linearly, 8 towers "
+                               "reached %3, and with warm-up %4. One tower's three runs are the same run "
+                               "(%5, %6, %7): nothing to scale.")
+                .arg(percent(r[0].testAccuracy), percent(r[9].testAccuracy), percent(r[10].testAccuracy),
+                     percent(r[11].testAccuracy), percent(r[0].testAccuracy), percent(r[1].testAccuracy),
+                     percent(r[2].testAccuracy));
+        };
+        out.push_back(std::move(l));
     }
     {
         // The balanced model, two stages, a 1f1b pipeline; the lesson's window also runs it on one
@@ -158,6 +199,39 @@ std::vector<Lesson> lessons(int cores) {
                            "forwards (light) and backwards (dark), the hatched gaps the bubble. All three compute "
                            "the same gradient: their losses agree step for step.</p>"),
                        c, false, true});
+    }
+    {
+        // Small per-tower batches: 8 towers of 4 examples, their batch norms each normalising by 4
+        // examples, or synchronised over the 32; one tower of 32 beside them.
+        Lesson l{QObject::tr("7. Batch norm across towers"),
+                 QObject::tr(
+                     "<p>Batch normalisation normalises each channel by the mean and variance of the batch it "
+                     "sees. With towers, <b>each tower sees only its own slice</b>: TensorFlow's towers (and "
+                     "Towerbench by default) normalise by the tower's own examples, and keep tower 0's moving "
+                     "statistics for evaluation. With 8 towers of 4 examples, each batch norm estimates its "
+                     "statistics from 4 examples: noisy, and different from what evaluation will use.</p>"
+                     "<p><b>Synchronised batch norm</b> (<code>--sync-bn</code>, PyTorch's SyncBatchNorm) sums "
+                     "every tower's sums before normalising, forward and backward: 8 towers of 4 then compute "
+                     "exactly what one tower of 32 does (tst_parallel checks it to 1e-7), at the price of a "
+                     "small all-reduce at every batch norm, twice a step (the bytes counter shows it).</p>"
+                     "<p><b>Run</b> the three, one epoch of vgg_bn each: one tower of 32, 8 towers of 4 with "
+                     "their own statistics, and 8 towers of 4 synchronised. <b>Watch</b> the validation "
+                     "accuracy and the test accuracy in the table.</p>"),
+                 batchNormRun(cores, 8, 4)};
+        tb::RunConfig one = batchNormRun(cores, 1, 32), own = batchNormRun(cores, 8, 4), synced = own;
+        synced.syncBn = true;
+        l.compare = {{QObject::tr("1 tower x 32"), one},
+                     {QObject::tr("8 towers x 4, each its own statistics"), own},
+                     {QObject::tr("8 towers x 4, --sync-bn"), synced}};
+        l.conclude = [](const std::vector<LessonRun>&, const std::vector<LessonResult>& r) {
+            if (r.size() != 3 || r[0].testAccuracy < 0 || r[1].testAccuracy < 0 || r[2].testAccuracy < 0)
+                return QObject::tr("Run all three to compare them.");
+            return QObject::tr("<b>Measured:</b> one tower of 32 reached %1 test accuracy; 8 towers of 4 normalising "
+                               "each by its own 4 examples %2; synchronised, %3 (the same arithmetic as one tower, "
+                               "its gap to one tower's run only the order of the sums).")
+                .arg(percent(r[0].testAccuracy), percent(r[1].testAccuracy), percent(r[2].testAccuracy));
+        };
+        out.push_back(std::move(l));
     }
     return out;
 }

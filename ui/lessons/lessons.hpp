@@ -1,11 +1,14 @@
 // Lessons: prepared experiments on data parallelism, each a short explanation beside a
 // configured run that the user starts and watches (Lessons menu). A lesson puts its settings
 // into the experiment form and its text into the Lesson dock; lesson 2 (a straggler, sync vs
-// async) runs both updates side by side in a window of its own (SyncAsyncLesson), and lesson 6
-// (data, model, pipeline) three ways one after another in its own (ParallelismLesson).
+// async) runs both updates side by side in a window of its own (SyncAsyncLesson), lesson 6
+// (data, model, pipeline) three ways one after another in its own (ParallelismLesson), and
+// lessons 5 and 7 (large batches; batch norm across towers) a list of runs one after another,
+// their measured accuracies side by side (ComparisonLesson).
 #pragma once
 #include <QString>
 #include <QWidget>
+#include <functional>
 #include <vector>
 
 #include "io/run_config.hpp"
@@ -15,17 +18,34 @@ class QPushButton;
 class QTextBrowser;
 class QVBoxLayout;
 
+// One run of a lesson that compares several (ComparisonLesson), and what it measured (-1: not
+// measured; failure: why it did not run).
+struct LessonRun {
+    QString name;
+    tb::RunConfig config;
+};
+struct LessonResult {
+    double testAccuracy = -1, validationAccuracy = -1, examplesPerSec = -1, seconds = -1;
+    bool stopped = false;
+    QString failure;
+};
+
 struct Lesson {
     QString title;
     QString text;           // rich text: what to watch, and why it happens
     tb::RunConfig config;   // the experiment it sets up (lesson 2: the synchronous one)
     bool sideBySide = false;  // lesson 2: sync and async at once (SyncAsyncLesson)
     bool threeWays = false;   // lesson 6: one device, naive stages, a pipeline (ParallelismLesson)
+    // Lessons 5 and 7: the runs compared one after another (ComparisonLesson), and the
+    // conclusion written from what they measured.
+    std::vector<LessonRun> compare;
+    std::function<QString(const std::vector<LessonRun>&, const std::vector<LessonResult>&)> conclude;
 };
 
-// The six, in teaching order: (1) the tower pattern and the sync point; (2) a straggler, sync
+// The seven, in teaching order: (1) the tower pattern and the sync point; (2) a straggler, sync
 // vs async; (3) all-reduce vs the CPU holder; (4) averaging every K; (5) batch size and the
-// learning rate with more towers; (6) data, model, pipeline. `cores`: how many the runs may use.
+// learning rate with more towers; (6) data, model, pipeline; (7) batch norm across towers.
+// `cores`: how many the runs may use.
 std::vector<Lesson> lessons(int cores);
 
 // What the lessons' own windows (SyncAsyncLesson, ParallelismLesson) share: their left column,

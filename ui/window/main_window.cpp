@@ -49,6 +49,8 @@
 #include "nn/network.hpp"
 #include "charts/decision_view.hpp"
 #include "predictions/predictions_panel.hpp"
+#include "lessons/comparison_lesson.hpp"
+#include "model/model_view.hpp"
 #include "engine/run_folder.hpp"
 #include "io/run_index.hpp"
 #include "window/run_follower.hpp"
@@ -217,12 +219,19 @@ void MainWindow::buildDeviceDocks(const TelemetryFactory& telemetry) {
     predictionsDock_->setWidget(predictions_);
     addDockWidget(Qt::RightDockWidgetArea, predictionsDock_);
     tabifyDockWidget(right_, predictionsDock_);
+    // The model: its layer graph, sizes and FLOPs, and where a run's step goes layer by layer.
+    modelView_ = new ModelView;
+    modelDock_ = new QDockWidget(tr("Model"), this);
+    modelDock_->setObjectName("modelDock");
+    modelDock_->setWidget(modelView_);
+    addDockWidget(Qt::RightDockWidgetArea, modelDock_);
+    tabifyDockWidget(predictionsDock_, modelDock_);
     lesson_ = new LessonPanel;
     lessonDock_ = new QDockWidget(tr("Lesson"), this);
     lessonDock_->setObjectName("lessonDock");
     lessonDock_->setWidget(lesson_);
     addDockWidget(Qt::RightDockWidgetArea, lessonDock_);
-    tabifyDockWidget(predictionsDock_, lessonDock_);
+    tabifyDockWidget(modelDock_, lessonDock_);
     lessonDock_->hide();  // until a lesson is chosen
     right_->raise();
     std::string noTelemetry;
@@ -307,7 +316,9 @@ void MainWindow::connectWorker() {
             tb::RunConfig c = experiment_->config();
             c.stages = plan.section(QLatin1Char(';'), 0, 0).mid(7).toStdString();
             try {
-                diagram_->setModel(PlacementModel::fromStages(c, tb::findModel(c.model)));
+                const tb::ModelSpec spec = tb::findModel(c.model);
+                diagram_->setModel(PlacementModel::fromStages(c, spec));
+                showModel(c, spec);  // the model view's stage bands too
             } catch (const std::exception&) {
                 // The form's own picture stays (the run refuses a split that does not read).
             }
@@ -518,10 +529,11 @@ QWidget* MainWindow::openLesson(int index) {
     const std::vector<Lesson> all = lessons(int(std::max(1u, std::thread::hardware_concurrency())));
     if (index < 0 || size_t(index) >= all.size()) return nullptr;
     const Lesson& lesson = all[size_t(index)];
-    if (lesson.sideBySide || lesson.threeWays) {  // a window of its own
+    if (lesson.sideBySide || lesson.threeWays || !lesson.compare.empty()) {  // a window of its own
         QWidget* own = nullptr;
         if (lesson.sideBySide) own = syncAsync_ ? syncAsync_ : (syncAsync_ = new SyncAsyncLesson(lesson, this));
-        else own = threeWays_ ? threeWays_ : (threeWays_ = new ParallelismLesson(lesson, this));
+        else if (lesson.threeWays) own = threeWays_ ? threeWays_ : (threeWays_ = new ParallelismLesson(lesson, this));
+        else own = comparisons_[index] ? comparisons_[index] : (comparisons_[index] = new ComparisonLesson(lesson, this));
         own->show();
         own->raise();
         own->activateWindow();
@@ -583,14 +595,16 @@ void MainWindow::experimentEdited(const tb::RunConfig& c, bool valid) {
     // The decision view stays with the last run's regions until a new run starts.
     if (!running_) decision_->setVisible(isPlanar(c) || decision_->hasGrid());
     try {
+        const tb::ModelSpec spec = tb::findModel(c.model);
         if (paramsModel_ != QString::fromStdString(c.model)) {
             // Variables' sizes for the diagram's megabytes and shards: a batch-1 replica is cheap.
             auto be = tb::makeCpuBackend(1);
-            tb::Network net(tb::findModel(c.model), *be, 1);
+            tb::Network net(spec, *be, 1);
             variableSizes_.clear();
             for (const auto& info : net.paramInfos()) variableSizes_ << info.shape.numel();
             paramsModel_ = QString::fromStdString(c.model);
         }
+        showModel(c, spec);
         if (!c.stages.empty()) {  // model parallelism: the stages, not towers (hybrid: in each process)
             PlacementModel stages = PlacementModel::fromStages(c, tb::findModel(c.model));
             stages.processes = experiment_->processes();
@@ -606,12 +620,33 @@ void MainWindow::experimentEdited(const tb::RunConfig& c, bool valid) {
     }
 }
 
+// The model view: the form's model, its stages where --stages gives their layers (a balanced
+// split is drawn once the run has chosen it).
+void MainWindow::showModel(const tb::RunConfig& c, const tb::ModelSpec& spec) {
+    std::vector<std::pair<int, int>> bands;
+    if (!c.stages.empty()) {
+        std::vector<std::string> names;
+        for (const tb::LayerSpec& l : spec.layers) names.push_back(l.name);
+        try {
+            const tb::StagePlan plan = tb::parseStagePlan(c.stages, names);
+            if (!plan.balanced)
+                for (const tb::Stage& s : plan.stages) bands.push_back({s.first, s.last});
+        } catch (const std::exception&) {
+            // (The form says why the stages do not read.)
+        }
+    }
+    modelView_->setModel(spec, bands);
+}
+
 void MainWindow::start() { launch(false); }
 
 void MainWindow::showSteps(const std::vector<tb::StepMetrics>& steps) {
     if (steps.empty()) return;
     ++framesDrawn_;
-    for (const tb::StepMetrics& m : steps) charts_->addStep(m);  // every point is plotted
+    for (const tb::StepMetrics& m : steps) {
+        charts_->addStep(m);  // every point is plotted
+        if (m.layerTimes) modelView_->showLayerTimes(*m.layerTimes, m.step);
+    }
     // Busy fractions, the async lanes and the diagram's "slowest" need every report (the
     // timeline keeps its own window); the diagram draws and the status bar shows the latest.
     devices_->addSteps(steps);

@@ -13,6 +13,7 @@
 #include <QVector>
 #include <deque>
 #include <functional>
+#include <map>
 #include <memory>
 #include <set>
 #include <string>
@@ -36,6 +37,7 @@ class ProcessLauncher;
 class ChartsPanel;
 class DevicesPanel;
 class PredictionsPanel;
+class ModelView;
 class EngineWorker;
 class QAction;
 class QComboBox;
@@ -64,13 +66,15 @@ public:
     DevicesPanel* devices() const { return devices_; }
     PredictionsPanel* predictions() const { return predictions_; }
     QDockWidget* predictionsDock() const { return predictionsDock_; }
+    ModelView* modelView() const { return modelView_; }
+    QDockWidget* modelDock() const { return modelDock_; }
     QScrollArea* experimentScroll() const { return scroll_; }
     // The scaling lab's window, made on first use, measuring the experiment of the moment; with a
     // folder, that sweep shown.
     ScalingLab* openScalingLab(const QString& sweepFolder = {});
-    // Lessons > N: the lesson's settings into the form and its text into the Lesson dock; lessons 2
-    // and 6 (indices 1 and 5) open their own windows instead (SyncAsyncLesson, ParallelismLesson),
-    // which it returns (else nullptr).
+    // Lessons > N: the lesson's settings into the form and its text into the Lesson dock; lessons 2,
+    // 5, 6 and 7 (indices 1, 4, 5, 6) open their own windows instead (SyncAsyncLesson,
+    // ComparisonLesson, ParallelismLesson), which it returns (else nullptr).
     QWidget* openLesson(int index);
     LessonPanel* lessonPanel() const { return lesson_; }
     QDockWidget* lessonDock() const { return lessonDock_; }
@@ -140,6 +144,7 @@ private:
     QWidget* buildRunBox();
     void updateActions();
     void experimentEdited(const tb::RunConfig& c, bool valid);  // the form changed: the diagram and actions follow
+    void showModel(const tb::RunConfig& c, const tb::ModelSpec& spec);
     void launch(bool paused, const QString& resumeDir = {});
     void launchProcesses(const tb::RunConfig& c);  // several processes through mpirun, followed
     void followFolder(const QString& folder, bool takeSettings);
@@ -168,11 +173,14 @@ private:
     bool followedLaunch_ = false;            // its folder was ready and followed
     DevicesPanel* devices_;
     PredictionsPanel* predictions_;
+    ModelView* modelView_;
+    QDockWidget* modelDock_;
     ScalingLab* lab_ = nullptr;
     LessonPanel* lesson_;
     QDockWidget* lessonDock_;
     SyncAsyncLesson* syncAsync_ = nullptr;
     ParallelismLesson* threeWays_ = nullptr;
+    std::map<int, class ComparisonLesson*> comparisons_;  // lessons 5 and 7, by index, made on first use
     QDockWidget *left_, *right_, *predictionsDock_;
     QThread thread_;
     EngineWorker* worker_;

@@ -606,6 +606,17 @@ public:
 #pragma omp parallel for simd if (m > kParallelMin)
         for (int64_t i = 0; i < m; ++i) y[i] = x[i] > 0.f ? x[i] : 0.f;
     }
+    void add(Stream, const float* a, const float* b, float* y, size_t n, bool relu) override {
+        useThreads(threads_);
+        const int64_t m = int64_t(n);
+        if (relu) {
+#pragma omp parallel for simd if (m > kParallelMin)
+            for (int64_t i = 0; i < m; ++i) y[i] = std::max(a[i] + b[i], 0.f);
+        } else {
+#pragma omp parallel for simd if (m > kParallelMin)
+            for (int64_t i = 0; i < m; ++i) y[i] = a[i] + b[i];
+        }
+    }
     void reluBackward(Stream, const float* y, const float* dy, float* dx, size_t n) override {
         useThreads(threads_);
         const int64_t m = int64_t(n);

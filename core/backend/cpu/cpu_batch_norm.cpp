@@ -4,12 +4,13 @@
 // kernels of its own). Each is memory bound: one pass reads x for the sums, one normalises; one
 // reads x and dy for the gradient sums, one writes dx. The rows are split over the team, each
 // thread summing its rows in double, and the threads' sums are added in thread order, so a plan
-// gives the same bits every call. The per-channel arithmetic is elementwise_math.hpp's, shared
+// gives the same bits every call. A ReLU after the batch norm runs in its passes (fused). The per-channel arithmetic is elementwise_math.hpp's, shared
 // with the CUDA kernels.
 #include "backend/cpu/cpu_batch_norm.hpp"
 
 #include <omp.h>
 
+#include <algorithm>
 #include <vector>
 
 #include "backend/elementwise_math.hpp"
@@ -22,53 +23,90 @@ namespace {
 // The loops below go parallel only when the tensor is big enough to pay for waking the team.
 constexpr int64_t kParallelMin = 1 << 15;
 
+// The loops below sum each block of kBlock rows in float (vectorised at full width) and add the
+// block's sums into doubles: fp32 error over 32 rows, double over the batch.
+constexpr int64_t kBlock = 32;
+
 // a (c) += sum over rows [b, e) of x - shift, q (c) += of its square (x: rows of c floats).
-TB_CPU_CLONES void sumRows(const float* x, const float* shift, int c, int64_t b, int64_t e, double* a, double* q) {
-    for (int64_t r = b; r < e; ++r) {
-        const float* xr = x + r * c;
+TB_CPU_CLONES void sumRows(const float* x, const float* shift, int c, int64_t b, int64_t e, double* a, double* q,
+                           float* fa, float* fq) {
+    for (int64_t r0 = b; r0 < e; r0 += kBlock) {
+        for (int j = 0; j < c; ++j) fa[j] = fq[j] = 0.f;
+        for (int64_t r = r0; r < std::min(e, r0 + kBlock); ++r) {
+            const float* xr = x + r * c;
 #pragma omp simd
-        for (int j = 0; j < c; ++j) {
-            const double v = double(xr[j]) - double(shift[j]);
-            a[j] += v;
-            q[j] += v * v;
+            for (int j = 0; j < c; ++j) {
+                const float v = xr[j] - shift[j];
+                fa[j] += v;
+                fq[j] += v * v;
+            }
         }
+        for (int j = 0; j < c; ++j) a[j] += fa[j], q[j] += fq[j];
     }
 }
 
-// a (c) += sum of dy, q (c) += sum of dy (x - mean) over rows [b, e).
-TB_CPU_CLONES void gradientRows(const float* x, const float* dy, const float* mean, int c, int64_t b, int64_t e,
-                                double* a, double* q) {
-    for (int64_t r = b; r < e; ++r) {
-        const float* xr = x + r * c;
-        const float* gr = dy + r * c;
+// a (c) += sum of dy, q (c) += sum of dy (x - mean) over rows [b, e); with y (a fused ReLU's
+// output), dy only where y > 0.
+template <bool Relu>
+[[gnu::always_inline]] inline void gradientRowsOf(const float* x, const float* y, const float* dy, const float* mean,
+                                                  int c, int64_t b, int64_t e, double* a, double* q, float* fa,
+                                                  float* fq) {
+    for (int64_t r0 = b; r0 < e; r0 += kBlock) {
+        for (int j = 0; j < c; ++j) fa[j] = fq[j] = 0.f;
+        for (int64_t r = r0; r < std::min(e, r0 + kBlock); ++r) {
+            const float* xr = x + r * c;
+            const float* gr = dy + r * c;
+            const float* yr = Relu ? y + r * c : nullptr;
 #pragma omp simd
-        for (int j = 0; j < c; ++j) {
-            a[j] += gr[j];
-            q[j] += double(gr[j]) * double(xr[j] - mean[j]);
+            for (int j = 0; j < c; ++j) {
+                const float g = Relu ? ew::reluGradient(yr[j], gr[j]) : gr[j];
+                fa[j] += g;
+                fq[j] += g * (xr[j] - mean[j]);
+            }
         }
+        for (int j = 0; j < c; ++j) a[j] += fa[j], q[j] += fq[j];
     }
 }
+TB_CPU_CLONES void gradientRows(const float* x, const float* y, const float* dy, const float* mean, int c, int64_t b,
+                                int64_t e, double* a, double* q, float* fa, float* fq) {
+    if (y) gradientRowsOf<true>(x, y, dy, mean, c, b, e, a, q, fa, fq);
+    else gradientRowsOf<false>(x, y, dy, mean, c, b, e, a, q, fa, fq);
+}
 
-// y = (x - mean) scale + beta per channel over rows [b, e) (ew::batchNormApply).
+// y = (x - mean) scale + beta per channel over rows [b, e) (ew::batchNormApply), relu'd where asked.
 TB_CPU_CLONES void normaliseRows(const float* x, const float* mean, const float* scale, const float* beta, float* y,
-                                 int c, int64_t b, int64_t e) {
+                                 int c, int64_t b, int64_t e, bool relu) {
     for (int64_t r = b; r < e; ++r) {
         const float* xr = x + r * c;
         float* yr = y + r * c;
+        if (relu) {
 #pragma omp simd
-        for (int j = 0; j < c; ++j) yr[j] = ew::batchNormApply(xr[j], mean[j], scale[j], beta[j]);
+            for (int j = 0; j < c; ++j) yr[j] = std::max(ew::batchNormApply(xr[j], mean[j], scale[j], beta[j]), 0.f);
+        } else {
+#pragma omp simd
+            for (int j = 0; j < c; ++j) yr[j] = ew::batchNormApply(xr[j], mean[j], scale[j], beta[j]);
+        }
     }
 }
 
-// dx = k1 (dy - meanDy) - k2 (x - mean) per channel over rows [b, e) (ew::batchNormGradient).
-TB_CPU_CLONES void gradientApplyRows(const float* x, const float* dy, const float* mean, const float* k1,
-                                     const float* meanDy, const float* k2, float* dx, int c, int64_t b, int64_t e) {
+// dx = k1 (dy - meanDy) - k2 (x - mean) per channel over rows [b, e) (ew::batchNormGradient), dy
+// masked by a fused ReLU's output y where given.
+TB_CPU_CLONES void gradientApplyRows(const float* x, const float* y, const float* dy, const float* mean,
+                                     const float* k1, const float* meanDy, const float* k2, float* dx, int c,
+                                     int64_t b, int64_t e) {
     for (int64_t r = b; r < e; ++r) {
         const float* xr = x + r * c;
         const float* gr = dy + r * c;
         float* dr = dx + r * c;
+        if (y) {
+            const float* yr = y + r * c;
 #pragma omp simd
-        for (int j = 0; j < c; ++j) dr[j] = ew::batchNormGradient(xr[j], gr[j], mean[j], k1[j], meanDy[j], k2[j]);
+            for (int j = 0; j < c; ++j)
+                dr[j] = ew::batchNormGradient(xr[j], ew::reluGradient(yr[j], gr[j]), mean[j], k1[j], meanDy[j], k2[j]);
+        } else {
+#pragma omp simd
+            for (int j = 0; j < c; ++j) dr[j] = ew::batchNormGradient(xr[j], gr[j], mean[j], k1[j], meanDy[j], k2[j]);
+        }
     }
 }
 
@@ -85,7 +123,9 @@ public:
         const std::vector<float> zero(shift ? 0 : size_t(d_.c), 0.f);
         const float* k = shift ? shift : zero.data();
         std::vector<double> a, q;
-        reduceRows(a, q, [&](int64_t b, int64_t e, double* pa, double* pq) { sumRows(x, k, d_.c, b, e, pa, pq); });
+        reduceRows(a, q, [&](int64_t b, int64_t e, double* pa, double* pq, float* fa, float* fq) {
+            sumRows(x, k, d_.c, b, e, pa, pq, fa, fq);
+        });
         for (int j = 0; j < d_.c; ++j) {
             out[j] = float(a[size_t(j)]);
             out[d_.c + j] = float(q[size_t(j)]);
@@ -107,7 +147,7 @@ public:
                 moving[c + j] = ew::emaStep(moving[c + j], unbiased, decay);
             }
         }
-        overRows([&](int64_t b, int64_t e) { normaliseRows(x, mean, scale, beta, y, c, b, e); });
+        overRows([&](int64_t b, int64_t e) { normaliseRows(x, mean, scale, beta, y, c, b, e, d_.relu); });
     }
 
     void inference(Stream, const float* x, const float* moving, const float* gamma, const float* beta,
@@ -115,23 +155,26 @@ public:
         const int c = d_.c;
         std::vector<float> scale(static_cast<size_t>(c));
         for (int j = 0; j < c; ++j) scale[size_t(j)] = ew::batchNormInferenceScale(moving[c + j], d_.epsilon, gamma[j]);
-        overRows([&](int64_t b, int64_t e) { normaliseRows(x, moving, scale.data(), beta, y, c, b, e); });
+        overRows([&](int64_t b, int64_t e) { normaliseRows(x, moving, scale.data(), beta, y, c, b, e, d_.relu); });
     }
 
-    void gradientSums(Stream, const float* x, const float* dy, float* dgamma, float* dbeta, void* saved) override {
+    void gradientSums(Stream, const float* x, const float* y, const float* dy, float* dgamma, float* dbeta,
+                      void* saved) override {
         const float* mean = static_cast<const float*>(saved);
         const float* invStd = mean + d_.c;
+        const float* relu = d_.relu ? y : nullptr;
         std::vector<double> a, q;
-        reduceRows(a, q,
-                   [&](int64_t b, int64_t e, double* pa, double* pq) { gradientRows(x, dy, mean, d_.c, b, e, pa, pq); });
+        reduceRows(a, q, [&](int64_t b, int64_t e, double* pa, double* pq, float* fa, float* fq) {
+            gradientRows(x, relu, dy, mean, d_.c, b, e, pa, pq, fa, fq);
+        });
         for (int j = 0; j < d_.c; ++j) {
             dbeta[j] = float(a[size_t(j)]);
             dgamma[j] = float(q[size_t(j)] * invStd[j]);
         }
     }
 
-    void backwardData(Stream, const float* x, const float* dy, const float* gamma, const float* sumDyXhat,
-                      const float* sumDy, double count, float* dx, void* saved) override {
+    void backwardData(Stream, const float* x, const float* y, const float* dy, const float* gamma,
+                      const float* sumDyXhat, const float* sumDy, double count, float* dx, void* saved) override {
         const int c = d_.c;
         float* mean = static_cast<float*>(saved);
         float *invStd = mean + c, *k1 = mean + 2 * c, *k2 = mean + 3 * c;
@@ -139,7 +182,8 @@ public:
         for (int j = 0; j < c; ++j)
             ew::batchNormGradientCoefficients(gamma[j], invStd[j], sumDy[j], sumDyXhat[j], count, k1[j],
                                               meanDy[size_t(j)], k2[j]);
-        overRows([&](int64_t b, int64_t e) { gradientApplyRows(x, dy, mean, k1, meanDy.data(), k2, dx, c, b, e); });
+        const float* relu = d_.relu ? y : nullptr;
+        overRows([&](int64_t b, int64_t e) { gradientApplyRows(x, relu, dy, mean, k1, meanDy.data(), k2, dx, c, b, e); });
     }
 
 private:
@@ -158,20 +202,23 @@ private:
             f(n * t / k, n * (t + 1) / k);
         }
     }
-    // a, q (c each) := the sums f adds over every row: each thread's rows into its own doubles,
-    // then the threads' added in thread order (the same bits every call).
+    // a, q (c each) := the sums f adds over every row: each thread's rows into its own doubles
+    // (with float scratch for its blocks), then the threads' added in thread order (the same bits
+    // every call).
     template <class F>
     void reduceRows(std::vector<double>& a, std::vector<double>& q, F&& f) const {
         useTeam();
         const size_t c = size_t(d_.c);
         const int team = parallel() ? threads_ : 1;
         std::vector<double> part(size_t(team) * 2 * c, 0.0);
+        std::vector<float> scratch(size_t(team) * 2 * c);
         const int64_t n = d_.rows;
 #pragma omp parallel num_threads(team)
         {
             const int64_t t = omp_get_thread_num(), k = omp_get_num_threads();
             double* mine = part.data() + size_t(t) * 2 * c;
-            f(n * t / k, n * (t + 1) / k, mine, mine + c);
+            float* block = scratch.data() + size_t(t) * 2 * c;
+            f(n * t / k, n * (t + 1) / k, mine, mine + c, block, block + c);
         }
         a.assign(c, 0.0);
         q.assign(c, 0.0);

@@ -187,6 +187,9 @@ public:
         cuda::addSumSquares(q(s), x, n, a, out, s->scratch);
     }
     void reluForward(Stream s, const float* x, float* y, size_t n) override { cuda::reluForward(q(s), x, y, n); }
+    void add(Stream s, const float* a, const float* b, float* y, size_t n, bool relu) override {
+        cuda::add(q(s), a, b, y, n, relu);
+    }
     void reluBackward(Stream s, const float* y, const float* dy, float* dx, size_t n) override {
         cuda::reluBackward(q(s), y, dy, dx, n);
     }

@@ -624,12 +624,13 @@ public:
         // Inference has no saved buffer (BatchNormOp's contract), so its scale has one of the plan's own.
         batchNormInference(queueOf(st), d_, x, moving, gamma, beta, y, inferenceScale_.f());
     }
-    void gradientSums(Stream st, const float* x, const float* dy, float* dgamma, float* dbeta, void* saved) override {
-        batchNormGradientSums(queueOf(st), d_, x, dy, static_cast<const float*>(saved), partial(saved), dgamma, dbeta);
+    void gradientSums(Stream st, const float* x, const float* y, const float* dy, float* dgamma, float* dbeta,
+                      void* saved) override {
+        batchNormGradientSums(queueOf(st), d_, x, y, dy, static_cast<const float*>(saved), partial(saved), dgamma, dbeta);
     }
-    void backwardData(Stream st, const float* x, const float* dy, const float* gamma, const float* sumDyXhat,
-                      const float* sumDy, double count, float* dx, void* saved) override {
-        batchNormBackwardData(queueOf(st), d_, x, dy, gamma, sumDyXhat, sumDy, count, dx,
+    void backwardData(Stream st, const float* x, const float* y, const float* dy, const float* gamma,
+                      const float* sumDyXhat, const float* sumDy, double count, float* dx, void* saved) override {
+        batchNormBackwardData(queueOf(st), d_, x, y, dy, gamma, sumDyXhat, sumDy, count, dx,
                               static_cast<const float*>(saved), coefficients(saved));
     }
 

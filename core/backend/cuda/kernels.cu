@@ -334,9 +334,9 @@ __global__ void lrnBackwardKernel(LrnDesc d, size_t total, const float* __restri
 // dy (x - mean), with the mean from saved (passed as `shift`).
 constexpr int kBnChannels = 32, kBnLanes = 8;
 template <int Mode>
-__global__ void batchNormPartialKernel(const float* __restrict__ x, const float* __restrict__ dy,
-                                       const float* __restrict__ mean, int64_t rows, int c, int64_t rowsPerChunk,
-                                       float* __restrict__ partial) {
+__global__ void batchNormPartialKernel(const float* __restrict__ x, const float* __restrict__ y,
+                                       const float* __restrict__ dy, const float* __restrict__ mean, int64_t rows,
+                                       int c, int64_t rowsPerChunk, float* __restrict__ partial) {
     __shared__ float sa[kBnLanes][kBnChannels], sq[kBnLanes][kBnChannels];
     const int j = blockIdx.x * kBnChannels + threadIdx.x;
     const int64_t begin = int64_t(blockIdx.y) * rowsPerChunk;
@@ -350,7 +350,7 @@ __global__ void batchNormPartialKernel(const float* __restrict__ x, const float*
                 a += v;
                 q += v * v;
             } else {
-                const float g = dy[r * c + j];
+                const float g = y ? ew::reluGradient(y[r * c + j], dy[r * c + j]) : dy[r * c + j];
                 a += g;
                 q += g * v;
             }
@@ -405,13 +405,14 @@ __global__ void batchNormInferenceScaleKernel(const float* __restrict__ moving, 
                                               const float* __restrict__ gamma, float* __restrict__ scale) {
     TB_GRID_STRIDE(j, size_t(c)) scale[j] = ew::batchNormInferenceScale(moving[c + j], eps, gamma[j]);
 }
-// y = (x - mean) scale + beta, each (c) per channel.
+// y = (x - mean) scale + beta, each (c) per channel, relu'd where asked.
 __global__ void batchNormApplyKernel(const float* __restrict__ x, const float* __restrict__ mean,
                                      const float* __restrict__ scale, const float* __restrict__ beta,
-                                     float* __restrict__ y, int c, size_t n) {
+                                     float* __restrict__ y, int c, size_t n, bool relu) {
     TB_GRID_STRIDE(i, n) {
         const int j = int(i % size_t(c));
-        y[i] = ew::batchNormApply(x[i], mean[j], scale[j], beta[j]);
+        const float v = ew::batchNormApply(x[i], mean[j], scale[j], beta[j]);
+        y[i] = relu ? fmaxf(v, 0.f) : v;
     }
 }
 // Per channel: the input gradient's coefficients (k1, meanDy, k2) into coefficients (3c).
@@ -424,13 +425,20 @@ __global__ void batchNormGradientCoefficientsKernel(const float* __restrict__ sa
                                           coefficients[c + j], coefficients[2 * c + j]);
     }
 }
-__global__ void batchNormGradientKernel(const float* __restrict__ x, const float* __restrict__ dy,
-                                        const float* __restrict__ mean, const float* __restrict__ coefficients,
-                                        float* __restrict__ dx, int c, size_t n) {
+__global__ void batchNormGradientKernel(const float* __restrict__ x, const float* __restrict__ y,
+                                        const float* __restrict__ dy, const float* __restrict__ mean,
+                                        const float* __restrict__ coefficients, float* __restrict__ dx, int c,
+                                        size_t n) {
     TB_GRID_STRIDE(i, n) {
         const int j = int(i % size_t(c));
-        dx[i] = ew::batchNormGradient(x[i], dy[i], mean[j], coefficients[j], coefficients[c + j],
-                                      coefficients[2 * c + j]);
+        const float g = y ? ew::reluGradient(y[i], dy[i]) : dy[i];
+        dx[i] = ew::batchNormGradient(x[i], g, mean[j], coefficients[j], coefficients[c + j], coefficients[2 * c + j]);
+    }
+}
+__global__ void addKernel(const float* a, const float* b, float* y, size_t n, bool relu) {
+    TB_GRID_STRIDE(i, n) {
+        const float v = a[i] + b[i];
+        y[i] = relu ? fmaxf(v, 0.f) : v;
     }
 }
 
@@ -569,14 +577,17 @@ BatchNormChunks batchNormChunks(int64_t rows) {
 }
 
 namespace {
-void batchNormSumsOf(cudaStream_t s, int mode, const BatchNormDesc& d, const float* x, const float* dy,
-                     const float* saved, float* partial, float* out0, float* out1) {
+void batchNormSumsOf(cudaStream_t s, int mode, const BatchNormDesc& d, const float* x, const float* y,
+                     const float* dy, const float* saved, float* partial, float* out0, float* out1) {
     if (d.rows == 0 || d.c == 0) return;
     const BatchNormChunks k = batchNormChunks(d.rows);
     const dim3 grid(unsigned((d.c + kBnChannels - 1) / kBnChannels), unsigned(k.chunks)), block(kBnChannels, kBnLanes);
     // mode 0: `saved` is the shift (or null); mode 1: the forward's saved statistics, the mean first.
-    if (mode == 0) batchNormPartialKernel<0><<<grid, block, 0, s>>>(x, nullptr, saved, d.rows, d.c, k.rowsPerChunk, partial);
-    else batchNormPartialKernel<1><<<grid, block, 0, s>>>(x, dy, saved, d.rows, d.c, k.rowsPerChunk, partial);
+    if (mode == 0)
+        batchNormPartialKernel<0><<<grid, block, 0, s>>>(x, nullptr, nullptr, saved, d.rows, d.c, k.rowsPerChunk, partial);
+    else
+        batchNormPartialKernel<1><<<grid, block, 0, s>>>(x, d.relu ? y : nullptr, dy, saved, d.rows, d.c,
+                                                         k.rowsPerChunk, partial);
     TB_CUDA_LAUNCHED("batchNormPartialKernel");
     batchNormFinishKernel<<<blocksFor(size_t(d.c)), kThreads, 0, s>>>(partial, k.chunks, d.c,
                                                                       mode == 1 ? saved + d.c : nullptr, out0, out1);
@@ -586,7 +597,7 @@ void batchNormSumsOf(cudaStream_t s, int mode, const BatchNormDesc& d, const flo
 
 void batchNormSums(cudaStream_t s, const BatchNormDesc& d, const float* x, const float* shift, float* sums,
                    float* partial) {
-    batchNormSumsOf(s, 0, d, x, nullptr, shift, partial, sums, sums + d.c);
+    batchNormSumsOf(s, 0, d, x, nullptr, nullptr, shift, partial, sums, sums + d.c);
 }
 void batchNormForward(cudaStream_t s, const BatchNormDesc& d, const float* x, const float* sums, const float* shift,
                       double count, const float* gamma, const float* beta, float* y, float* moving, float decay,
@@ -594,25 +605,28 @@ void batchNormForward(cudaStream_t s, const BatchNormDesc& d, const float* x, co
     TB_LAUNCH(batchNormStatisticsKernel, size_t(d.c), s, sums, shift, count, d.epsilon, d.c, gamma, saved, moving,
               decay);
     const size_t n = size_t(d.rows) * size_t(d.c);
-    TB_LAUNCH(batchNormApplyKernel, n, s, x, saved, saved + 2 * d.c, beta, y, d.c, n);
+    TB_LAUNCH(batchNormApplyKernel, n, s, x, saved, saved + 2 * d.c, beta, y, d.c, n, d.relu);
 }
 void batchNormInference(cudaStream_t s, const BatchNormDesc& d, const float* x, const float* moving,
                         const float* gamma, const float* beta, float* y, float* scale) {
     TB_LAUNCH(batchNormInferenceScaleKernel, size_t(d.c), s, moving, d.epsilon, d.c, gamma, scale);
     const size_t n = size_t(d.rows) * size_t(d.c);
-    TB_LAUNCH(batchNormApplyKernel, n, s, x, moving, scale, beta, y, d.c, n);
+    TB_LAUNCH(batchNormApplyKernel, n, s, x, moving, scale, beta, y, d.c, n, d.relu);
 }
-void batchNormGradientSums(cudaStream_t s, const BatchNormDesc& d, const float* x, const float* dy,
+void batchNormGradientSums(cudaStream_t s, const BatchNormDesc& d, const float* x, const float* y, const float* dy,
                            const float* saved, float* partial, float* dgamma, float* dbeta) {
-    batchNormSumsOf(s, 1, d, x, dy, saved, partial, dbeta, dgamma);
+    batchNormSumsOf(s, 1, d, x, y, dy, saved, partial, dbeta, dgamma);
 }
-void batchNormBackwardData(cudaStream_t s, const BatchNormDesc& d, const float* x, const float* dy,
+void batchNormBackwardData(cudaStream_t s, const BatchNormDesc& d, const float* x, const float* y, const float* dy,
                            const float* gamma, const float* sumDyXhat, const float* sumDy, double count, float* dx,
                            const float* saved, float* coefficients) {
     TB_LAUNCH(batchNormGradientCoefficientsKernel, size_t(d.c), s, saved, gamma, sumDyXhat, sumDy, count, d.c,
               coefficients);
     const size_t n = size_t(d.rows) * size_t(d.c);
-    TB_LAUNCH(batchNormGradientKernel, n, s, x, dy, saved, coefficients, dx, d.c, n);
+    TB_LAUNCH(batchNormGradientKernel, n, s, x, d.relu ? y : nullptr, dy, saved, coefficients, dx, d.c, n);
+}
+void add(cudaStream_t s, const float* a, const float* b, float* y, size_t n, bool relu) {
+    TB_LAUNCH(addKernel, n, s, a, b, y, n, relu);
 }
 
 }  // namespace tb::cuda

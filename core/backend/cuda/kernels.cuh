@@ -92,10 +92,12 @@ void batchNormForward(cudaStream_t s, const BatchNormDesc& d, const float* x, co
                       float* saved);
 void batchNormInference(cudaStream_t s, const BatchNormDesc& d, const float* x, const float* moving,
                         const float* gamma, const float* beta, float* y, float* scale);
-void batchNormGradientSums(cudaStream_t s, const BatchNormDesc& d, const float* x, const float* dy,
+void batchNormGradientSums(cudaStream_t s, const BatchNormDesc& d, const float* x, const float* y, const float* dy,
                            const float* saved, float* partial, float* dgamma, float* dbeta);
-void batchNormBackwardData(cudaStream_t s, const BatchNormDesc& d, const float* x, const float* dy,
+void batchNormBackwardData(cudaStream_t s, const BatchNormDesc& d, const float* x, const float* y, const float* dy,
                            const float* gamma, const float* sumDyXhat, const float* sumDy, double count, float* dx,
                            const float* saved, float* coefficients);
+// y = a + b (relu'd where asked).
+void add(cudaStream_t s, const float* a, const float* b, float* y, size_t n, bool relu);
 
 }  // namespace tb::cuda

@@ -1,0 +1,189 @@
+#include "lessons/comparison_lesson.hpp"
+
+#include <QCloseEvent>
+#include <QHBoxLayout>
+#include <QHeaderView>
+#include <QJsonDocument>
+#include <QJsonObject>
+#include <QLabel>
+#include <QPushButton>
+#include <QTableWidget>
+#include <QThread>
+#include <QVBoxLayout>
+#include <qcustomplot.h>
+
+#include "charts/chart_style.hpp"
+#include "view_format.hpp"
+#include "window/engine_worker.hpp"
+#include "window/frame_gate.hpp"
+
+ComparisonLesson::ComparisonLesson(const Lesson& lesson, QWidget* parent)
+    : QWidget(parent, Qt::Window), runs_(lesson.compare), conclude_(lesson.conclude) {
+    setObjectName("comparisonLesson");
+    setWindowTitle(lesson.title + QStringLiteral(" — Towerbench"));
+    EngineWorker::registerTypes();
+    results_.assign(runs_.size(), {});
+
+    chart_ = tb::ui::makeChart(this, "lessonAccuracy", tr("Validation accuracy of each run"), tr("epochs"),
+                               tr("accuracy"));
+    chart_->xAxis->setTicker(QSharedPointer<tb::ui::LocaleTicker>::create());
+    for (size_t i = 0; i < runs_.size(); ++i) {
+        QCPGraph* g = chart_->addGraph();
+        g->setName(runs_[i].name);
+        g->setPen(QPen(tb::ui::towerColour(int(i)), 2));
+        g->setScatterStyle(QCPScatterStyle(QCPScatterStyle::ssDisc, 4));
+    }
+    chart_->legend->setVisible(true);
+    tb::ui::applyChartTheme(chart_, palette());
+
+    table_ = new QTableWidget(int(runs_.size()), 5);
+    table_->setObjectName("lessonResults");
+    table_->setHorizontalHeaderLabels(
+        {tr("Run"), tr("Test accuracy"), tr("Best validation"), tr("Examples/sec"), tr("Training time")});
+    table_->verticalHeader()->setVisible(false);
+    table_->setEditTriggers(QAbstractItemView::NoEditTriggers);
+    table_->horizontalHeader()->setSectionResizeMode(0, QHeaderView::Stretch);
+    for (int c = 1; c < 5; ++c) table_->horizontalHeader()->setSectionResizeMode(c, QHeaderView::ResizeToContents);
+    for (int i = 0; i < int(runs_.size()); ++i) showRow(i);
+
+    const LessonColumn column = makeLessonColumn(
+        lesson, tr("Run the %1, one after another").arg(runs_.size()),
+        tr("Press Run: each trains alone on the cores (%1 on %2), and its numbers fill the table as it ends.")
+            .arg(QString::fromStdString(lesson.config.model), QString::fromStdString(lesson.config.data)),
+        QStringLiteral("lessonConclusion"));
+    start_ = column.start;
+    stop_ = column.stop;
+    conclusion_ = column.result;
+    auto* right = new QVBoxLayout;
+    right->addWidget(chart_, 3);
+    right->addWidget(table_, 2);
+    right->addWidget(conclusion_);
+    auto* layout = new QHBoxLayout(this);
+    layout->addLayout(column.layout, 1);
+    layout->addLayout(right, 2);
+    connect(start_, &QPushButton::clicked, this, &ComparisonLesson::start);
+    connect(stop_, &QPushButton::clicked, this, &ComparisonLesson::stop);
+
+    thread_ = new QThread(this);
+    worker_ = new EngineWorker;
+    worker_->moveToThread(thread_);
+    connect(thread_, &QThread::finished, worker_, &QObject::deleteLater);
+    frames_ = new FrameGate([this] { takeSteps(); }, this);
+    connect(worker_, &EngineWorker::stepsReady, frames_, &FrameGate::request);
+    connect(worker_, &EngineWorker::evaluated, this, [this](const tb::EvalResult& r) {
+        frames_->flush();  // the steps before it: their epochs
+        evaluated(r.accuracy, r.step, r.split == "validation");
+    });
+    connect(worker_, &EngineWorker::finished, this,
+            [this](const QString& summary, bool stopped) { finish(summary, stopped, {}); });
+    connect(worker_, &EngineWorker::failed, this, [this](const QString& message) { finish({}, false, message); });
+    thread_->start();
+}
+
+ComparisonLesson::~ComparisonLesson() {
+    worker_->abort();
+    thread_->quit();
+    thread_->wait();
+}
+
+void ComparisonLesson::showEvent(QShowEvent* e) {
+    if (!sized_) {
+        sized_ = true;
+        fitLessonWindow(*this, 1300, 760);
+    }
+    QWidget::showEvent(e);
+}
+
+void ComparisonLesson::start() {
+    if (running()) return;
+    stopping_ = false;
+    results_.assign(runs_.size(), {});
+    for (int i = 0; i < chart_->graphCount(); ++i) chart_->graph(i)->data()->clear();
+    chart_->replot();
+    for (int i = 0; i < int(runs_.size()); ++i) showRow(i);
+    start_->setEnabled(false);
+    stop_->setEnabled(true);
+    conclusion_->setText(tr("Training the runs one after another…"));
+    runNext(0);
+}
+
+void ComparisonLesson::runNext(int run) {
+    current_ = run;
+    epochOf_.clear();
+    table_->setItem(run, 1, new QTableWidgetItem(tr("training…")));
+    worker_->expectRun();
+    EngineWorker* worker = worker_;
+    const tb::RunConfig c = runs_[size_t(run)].config;
+    QMetaObject::invokeMethod(worker, [worker, c] { worker->run(c); }, Qt::QueuedConnection);  // on its thread
+}
+
+void ComparisonLesson::stop() {
+    stopping_ = true;
+    if (running()) worker_->stop();
+}
+
+void ComparisonLesson::closeEvent(QCloseEvent* e) {
+    stopping_ = true;
+    if (running()) worker_->abort();
+    e->accept();
+}
+
+void ComparisonLesson::takeSteps() {
+    for (const tb::StepMetrics& m : worker_->takeSteps()) epochOf_[m.step] = m.epoch;
+}
+
+void ComparisonLesson::evaluated(double accuracy, int64_t step, bool validation) {
+    if (current_ < 0 || !validation) return;
+    LessonResult& r = results_[size_t(current_)];
+    r.validationAccuracy = std::max(r.validationAccuracy, accuracy);
+    const auto it = epochOf_.find(step);
+    if (it == epochOf_.end()) return;  // (an evaluation before any step: nothing to place it at)
+    chart_->graph(current_)->addData(it->second, accuracy);
+    chart_->rescaleAxes();
+    chart_->yAxis->setRange(std::max(0.0, chart_->yAxis->range().lower - 0.02), std::min(1.0, chart_->yAxis->range().upper + 0.02));
+    tb::ui::fitToSize(chart_);
+    chart_->replot();
+}
+
+void ComparisonLesson::finish(const QString& summaryJson, bool stopped, const QString& error) {
+    if (current_ < 0) return;
+    frames_->flush();
+    LessonResult& r = results_[size_t(current_)];
+    r.stopped = stopped;
+    r.failure = error;
+    if (error.isEmpty()) {
+        const QJsonObject o = QJsonDocument::fromJson(summaryJson.toUtf8()).object();
+        r.testAccuracy = o.value("test_accuracy").toDouble(-1);
+        r.examplesPerSec = o.value("steady_examples_per_sec").toDouble(o.value("examples_per_sec").toDouble(-1));
+        r.seconds = o.value("train_seconds").toDouble(-1);
+        if (o.contains("validation_accuracy"))
+            r.validationAccuracy = std::max(r.validationAccuracy, o.value("validation_accuracy").toDouble(-1));
+    }
+    showRow(current_);
+    const int next = current_ + 1;
+    if (!stopping_ && error.isEmpty() && next < int(runs_.size())) {
+        runNext(next);
+        return;
+    }
+    current_ = -1;
+    start_->setEnabled(true);
+    stop_->setEnabled(false);
+    conclusion_->setText(conclude_ ? conclude_(runs_, results_) : QString());
+}
+
+void ComparisonLesson::showRow(int run) {
+    const LessonResult& r = results_[size_t(run)];
+    const auto percent = [](double a) { return a >= 0 ? tb::ui::groupedLocale().toString(100 * a, 'f', 2) + "%" : QString(); };
+    const QString cells[] = {runs_[size_t(run)].name,
+                             !r.failure.isEmpty() ? tr("failed: %1").arg(r.failure)
+                             : r.stopped          ? tr("stopped")
+                                                  : percent(r.testAccuracy),
+                             percent(r.validationAccuracy),
+                             r.examplesPerSec >= 0 ? tb::ui::formatCount(r.examplesPerSec) : QString(),
+                             r.seconds >= 0 ? tb::ui::groupedLocale().toString(r.seconds, 'f', 1) + " s" : QString()};
+    for (int c = 0; c < 5; ++c) {
+        auto* item = new QTableWidgetItem(cells[c]);
+        if (c > 0) item->setTextAlignment(Qt::AlignRight | Qt::AlignVCenter);
+        table_->setItem(run, c, item);
+    }
+}
