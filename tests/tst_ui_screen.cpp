@@ -49,6 +49,8 @@
 #include "lessons/sync_async_lesson.hpp"
 #include "lessons/parallelism_lesson.hpp"
 #include "lessons/lessons.hpp"
+#include "lessons/comparison_lesson.hpp"
+#include "model/model_view.hpp"
 #include "placement/placement_diagram.hpp"
 
 namespace {
@@ -593,6 +595,69 @@ private slots:
         const QStringList problems = widgetProblems(*lesson, [](const QWidget*) { return false; });
         QVERIFY2(problems.isEmpty(), qPrintable(problems.join('\n')));
         QVERIFY(lesson->grab().save(shotPath(QStringLiteral("lesson-2"))));
+    }
+
+    // The model view as a user checks a model: resnet20_mnist after a short run on Fashion-MNIST,
+    // its profiled step's layer times in the table; fits the screen, nothing cut; saved for docs/.
+    void modelView() {
+        MainWindow w(tbtest::fakeCatalog(0), noTelemetry());
+        w.setQuitConfirmation([] { return true; });
+        w.show();
+        QVERIFY(QTest::qWaitForWindowExposed(&w));
+        tb::RunConfig c = w.experiment()->config();
+        c.model = "resnet20_mnist";
+        c.data = "fashion-mnist";
+        c.towers = "cpu:0";
+        c.batch = 64;
+        c.steps = 8;
+        c.evalEvery = 0;
+        c.validation = 0;
+        c.emaDecay = 0;
+        w.experiment()->setConfig(c);
+        QVERIFY2(w.experiment()->isValid(), qPrintable(w.experiment()->problem()));
+        w.start();
+        QTRY_VERIFY_WITH_TIMEOUT(!w.running(), 120000);
+        ModelView* view = w.openModelView();
+        QVERIFY(QTest::qWaitForWindowExposed(view));
+        QTRY_VERIFY(view->timingNote().contains("step 5"));
+        view->table()->setCurrentCell(9, 0);  // s1b1_add: its inputs' edges drawn
+        QTest::qWait(200);
+        const QStringList problems = widgetProblems(*view, [](const QWidget*) { return false; });
+        QVERIFY2(problems.isEmpty(), qPrintable(problems.join('\n')));
+        QVERIFY(view->grab().save(shotPath(QStringLiteral("model"))));
+    }
+
+    // Lessons 5 and 7 as a user gets them (Lessons > 5, > 7): their runs one after another on
+    // Fashion-MNIST and the conclusion from the measured numbers; fits the screen, nothing cut;
+    // saved for docs/. Each run is 60 steps here, and its whole epoch with TB_FULL_LESSONS=1
+    // (scripts/screenshots.sh: the pictures in docs/).
+    void comparisonLessons_data() {
+        QTest::addColumn<int>("index");
+        QTest::newRow("lesson-5") << 4;
+        QTest::newRow("lesson-7") << 6;
+    }
+    void comparisonLessons() {
+        QFETCH(int, index);
+        MainWindow w(tbtest::fakeCatalog(0), noTelemetry());
+        w.setQuitConfirmation([] { return true; });
+        Lesson lesson = lessons(2)[size_t(index)];
+        QVERIFY(!lesson.compare.empty());
+        if (qgetenv("TB_FULL_LESSONS") != "1")
+            for (LessonRun& r : lesson.compare) {
+                r.config.epochs = 0;
+                r.config.steps = 60;
+                r.config.evalEvery = 20;
+            }
+        ComparisonLesson window(lesson, &w);
+        window.show();
+        QVERIFY(QTest::qWaitForWindowExposed(&window));
+        window.startButton()->click();
+        QTRY_VERIFY_WITH_TIMEOUT(!window.running(), 1800000);
+        QVERIFY2(window.conclusion()->text().startsWith("<b>Measured:</b>"), qPrintable(window.conclusion()->text()));
+        QTest::qWait(200);
+        const QStringList problems = widgetProblems(window, [](const QWidget*) { return false; });
+        QVERIFY2(problems.isEmpty(), qPrintable(problems.join('\n')));
+        QVERIFY(window.grab().save(shotPath(QString::fromLatin1(QTest::currentDataTag()))));
     }
 
     void runViews() {

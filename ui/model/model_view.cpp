@@ -6,6 +6,7 @@
 #include <QPainter>
 #include <QPainterPath>
 #include <QScrollArea>
+#include <QScrollBar>
 #include <QSplitter>
 #include <QVBoxLayout>
 #include <algorithm>
@@ -157,7 +158,7 @@ void LayerGraph::paintEvent(QPaintEvent*) {
         p.setPen(int(l) == selected_ ? QPen(Qt::black, 2) : QPen(c.darker(130), 1));
         p.setBrush(s.fused ? c.lighter(140) : c.lighter(115));
         p.drawRoundedRect(box, 4, 4);
-        p.setPen(Qt::white);
+        p.setPen(s.fused ? QColor(60, 60, 60) : QColor(Qt::white));  // dark on the light box of a fused ReLU
         const QString text = QString::fromStdString(s.name) + QStringLiteral("  ") +
                              QString::fromStdString(tb::layerTypeName(s.type)) + (s.fused ? tr(" (fused)") : QString());
         p.drawText(box.adjusted(6, 0, -4, 0), Qt::AlignLeft | Qt::AlignVCenter,
@@ -181,6 +182,8 @@ ModelView::ModelView(QWidget* parent) : QWidget(parent) {
     auto* scroll = new QScrollArea;
     scroll->setWidget(graph_);
     scroll->setWidgetResizable(false);
+    scroll->setHorizontalScrollBarPolicy(Qt::ScrollBarAlwaysOff);
+    graphArea_ = scroll;
     table_ = new QTableWidget(0, 9);
     table_->setObjectName("layerTable");
     table_->setHorizontalHeaderLabels({tr("Layer"), tr("Type"), tr("Inputs"), tr("Output"), tr("Parameters"),
@@ -257,6 +260,8 @@ void ModelView::setModel(const tb::ModelSpec& spec, const std::vector<std::pair<
             .arg(QString::fromStdString(spec.description).toHtmlEscaped())));
     graph_->setLayers(layers, stageOf);
     graph_->resize(graph_->sizeHint());
+    // The whole column in view, its shortcut arcs included (a vertical scroll bar beside it).
+    graphArea_->setMinimumWidth(graph_->sizeHint().width() + graphArea_->verticalScrollBar()->sizeHint().width() + 4);
     if (!sameModel) timing_->setText(tr("Where each layer's time goes shows once a run of this model has profiled a step."));
     table_->setRowCount(int(layers.size()));
     for (size_t l = 0; l < layers.size(); ++l) {
@@ -287,10 +292,12 @@ void ModelView::showLayerTimes(const tb::LayerTimes& t, int64_t step) {
     for (size_t l = 0; l < layers_.size(); ++l) {
         const double both = t.forward[l] + t.backward[l];
         shares[l] = total > 0 ? both / total : 0;
-        const QString cells[] = {t.forward[l] > 0 ? formatMs(t.forward[l]) : QString(),
-                                 t.backward[l] > 0 ? formatMs(t.backward[l]) : QString(),
-                                 both > 0 ? groupedLocale().toString(100 * shares[l], 'f', 1) + QStringLiteral("%")
-                                          : QString()};
+        // (A fused ReLU or a flatten does nothing of its own: its times are the events' own cost.)
+        const bool idle = layers_[l].fused || layers_[l].type == tb::LayerType::Flatten;
+        const QString cells[] = {t.forward[l] > 0 && !idle ? formatMs(t.forward[l]) : QString(),
+                                 t.backward[l] > 0 && !idle ? formatMs(t.backward[l]) : QString(),
+                                 both > 0 && !idle ? groupedLocale().toString(100 * shares[l], 'f', 1) + QStringLiteral("%")
+                                                   : QString()};
         for (int c = 0; c < 3; ++c) {
             auto* item = new QTableWidgetItem(cells[c]);
             item->setTextAlignment(Qt::AlignRight | Qt::AlignVCenter);

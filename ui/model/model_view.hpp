@@ -66,6 +66,7 @@ private:
     QLabel* header_;
     QLabel* timing_;
     LayerGraph* graph_;
+    class QScrollArea* graphArea_;
     QTableWidget* table_;
     std::vector<tb::LayerSummary> layers_;
     QString model_;

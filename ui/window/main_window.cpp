@@ -219,19 +219,17 @@ void MainWindow::buildDeviceDocks(const TelemetryFactory& telemetry) {
     predictionsDock_->setWidget(predictions_);
     addDockWidget(Qt::RightDockWidgetArea, predictionsDock_);
     tabifyDockWidget(right_, predictionsDock_);
-    // The model: its layer graph, sizes and FLOPs, and where a run's step goes layer by layer.
-    modelView_ = new ModelView;
-    modelDock_ = new QDockWidget(tr("Model"), this);
-    modelDock_->setObjectName("modelDock");
-    modelDock_->setWidget(modelView_);
-    addDockWidget(Qt::RightDockWidgetArea, modelDock_);
-    tabifyDockWidget(predictionsDock_, modelDock_);
+    // The model, in a window of its own (Lab > Model view): its layer graph, sizes and FLOPs, and
+    // where a run's step goes layer by layer; it follows the form whether shown or not.
+    modelView_ = new ModelView(this);
+    modelView_->setWindowFlag(Qt::Window);
+    modelView_->setWindowTitle(tr("Model — Towerbench"));
     lesson_ = new LessonPanel;
     lessonDock_ = new QDockWidget(tr("Lesson"), this);
     lessonDock_->setObjectName("lessonDock");
     lessonDock_->setWidget(lesson_);
     addDockWidget(Qt::RightDockWidgetArea, lessonDock_);
-    tabifyDockWidget(modelDock_, lessonDock_);
+    tabifyDockWidget(predictionsDock_, lessonDock_);
     lessonDock_->hide();  // until a lesson is chosen
     right_->raise();
     std::string noTelemetry;
@@ -494,6 +492,7 @@ void MainWindow::buildMenus() {
 
     auto* lab = menuBar()->addMenu(tr("&Lab"));
     lab->addAction(tr("&Scaling lab…"), QKeySequence(tr("Ctrl+L")), this, [this] { openScalingLab(); });
+    lab->addAction(tr("&Model view…"), QKeySequence(tr("Ctrl+M")), this, [this] { openModelView(); });
 
     auto* teach = menuBar()->addMenu(tr("Les&sons"));
     const std::vector<Lesson> all = lessons(1);
@@ -553,6 +552,14 @@ QWidget* MainWindow::openLesson(int index) {
     lessonDock_->show();
     lessonDock_->raise();
     return nullptr;
+}
+
+ModelView* MainWindow::openModelView() {
+    if (!modelView_->isVisible()) fitLessonWindow(*modelView_, 1300, 760);
+    modelView_->show();
+    modelView_->raise();
+    modelView_->activateWindow();
+    return modelView_;
 }
 
 ScalingLab* MainWindow::openScalingLab(const QString& sweepFolder) {

@@ -67,7 +67,8 @@ public:
     PredictionsPanel* predictions() const { return predictions_; }
     QDockWidget* predictionsDock() const { return predictionsDock_; }
     ModelView* modelView() const { return modelView_; }
-    QDockWidget* modelDock() const { return modelDock_; }
+    // Lab > Model view: the form's model, its layers and a run's per-layer times, in its own window.
+    ModelView* openModelView();
     QScrollArea* experimentScroll() const { return scroll_; }
     // The scaling lab's window, made on first use, measuring the experiment of the moment; with a
     // folder, that sweep shown.
@@ -174,7 +175,6 @@ private:
     DevicesPanel* devices_;
     PredictionsPanel* predictions_;
     ModelView* modelView_;
-    QDockWidget* modelDock_;
     ScalingLab* lab_ = nullptr;
     LessonPanel* lesson_;
     QDockWidget* lessonDock_;
