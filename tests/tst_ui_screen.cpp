@@ -629,8 +629,8 @@ private slots:
 
     // Lessons 5 and 7 as a user gets them (Lessons > 5, > 7): their runs one after another on
     // Fashion-MNIST and the conclusion from the measured numbers; fits the screen, nothing cut;
-    // saved for docs/. Each run is 60 steps here, and its whole epoch with TB_FULL_LESSONS=1
-    // (scripts/screenshots.sh: the pictures in docs/).
+    // saved for docs/. Each run is 24 steps here (15 runs, under the sanitizers too), and its whole
+    // epoch with TB_FULL_LESSONS=1 (scripts/screenshots.sh: the pictures in docs/).
     void comparisonLessons_data() {
         QTest::addColumn<int>("index");
         QTest::newRow("lesson-5") << 4;
@@ -645,8 +645,9 @@ private slots:
         if (qgetenv("TB_FULL_LESSONS") != "1")
             for (LessonRun& r : lesson.compare) {
                 r.config.epochs = 0;
-                r.config.steps = 60;
-                r.config.evalEvery = 20;
+                r.config.steps = 24;
+                r.config.evalEvery = 8;
+                r.config.lrDecaySteps = 24;
             }
         ComparisonLesson window(lesson, &w);
         window.show();

@@ -4,7 +4,7 @@
 Run on a machine with one NVIDIA GPU and a CUDA build of PyTorch:
 
     python3 tests/benchmarks/bench_gpu_vs_pytorch.py --binary build/app/towerbench-run \
-        [--models mnist_cnn,cifar10_cnn] [--steps 100] [--warmup 20] [--repeats 3] [--no-compile]
+        [--models mnist_cnn,cifar10_cnn,resnet20,resnet56] [--steps 100] [--warmup 20] [--repeats 3] [--no-compile]
 
 For each model (batch 128, fp32 with TF32 off on both sides) it measures
   1. PyTorch eager on cuda:0: the network built from the same model JSON (bench_common), cross-entropy,
@@ -45,7 +45,7 @@ import time
 from bench_common import (EXPECTED_PARAMS, REPO, bench_towerbench, cpu_model, load_spec, make_torch_step,
                           prepare_model, print_table, report, spec_stats, time_steps, machine_line, machine_peak)
 
-DEFAULT_MODELS = ["mnist_cnn", "cifar10_cnn"]
+DEFAULT_MODELS = ["mnist_cnn", "cifar10_cnn", "resnet20", "resnet56"]  # the ResNets: issue 34
 GOAL_VS_EAGER = 1.5     # towerbench ex/s / PyTorch eager ex/s
 GOAL_BF16_VS_FP32 = 1.5       # issue 16's CPU goals, printed beside the GPU's figures for reference
 GOAL_BF16_VS_AUTOCAST = 1.25
