@@ -2,7 +2,7 @@
 // from the published format, and refused in every corrupt shape), the input pipeline's skip
 // ahead, exact resume (a run stopped at a random step and resumed gives bitwise the losses of
 // an uninterrupted run, for holder, all-reduce and averaging plans with momentum, Adam, EMA,
-// dropout and a shuffle buffer), weights into another plan, refusals, evaluation of a
+// dropout, a shuffle buffer, and batch norm per tower and synchronised), weights into another plan, refusals, evaluation of a
 // checkpoint, and the run folder's files.
 #include <QtTest>
 
@@ -123,6 +123,12 @@ const char* kDropNet = R"({"name": "dropnet", "input": [2, 1, 1], "layers": [
     {"type": "dropout", "keep": 0.7},
     {"type": "dense", "name": "logits", "units": 4, "init": {"type": "glorot"}}]})";
 
+// A model with batch norm (a fused ReLU after one), so exact resume covers the moving statistics.
+const char* kNormNet = R"({"name": "normnet", "input": [2, 1, 1], "layers": [
+    {"type": "dense", "name": "hidden", "units": 32, "init": {"type": "glorot"}},
+    {"type": "batch_norm", "name": "bn"}, {"type": "relu"},
+    {"type": "dense", "name": "logits", "units": 4, "init": {"type": "glorot"}}]})";
+
 // Every step's loss, in step order, as the run reports them; and every validation accuracy.
 struct Losses : TrainingObserver {
     std::mutex mutex;
@@ -147,7 +153,7 @@ struct Losses : TrainingObserver {
 class CheckpointTest : public QObject {
     Q_OBJECT
     QTemporaryDir dir_;
-    QString model_;
+    QString model_, normModel_;
 
     RunConfig run(const QString& kind) const {
         RunConfig c;
@@ -181,6 +187,11 @@ class CheckpointTest : public QObject {
             c.averageEvery = 4;
             c.checkpointEvery = 8;
         }
+        if (kind.startsWith("batch norm")) {  // per tower (each its own statistics), or synchronised
+            c.model = normModel_.toStdString();
+            c.towers = "cpu:0,cpu:1";
+            c.syncBn = kind.endsWith("sync");
+        }
         return c;
     }
 
@@ -189,6 +200,8 @@ private slots:
         QVERIFY(dir_.isValid());
         model_ = dir_.filePath("dropnet.json");
         tbtest::writeFile(model_, kDropNet);
+        normModel_ = dir_.filePath("normnet.json");
+        tbtest::writeFile(normModel_, kNormNet);
         qputenv("TOWERBENCH_RUNS_DIR", dir_.filePath("runs").toLocal8Bit());
     }
 
@@ -329,7 +342,8 @@ private slots:
     void resumeIsExact_data() {
         QTest::addColumn<QString>("kind");
         QTest::addColumn<bool>("crash");
-        for (const char* k : {"one tower", "holder", "adam ema buffer", "all-reduce", "averaging"}) {
+        for (const char* k : {"one tower", "holder", "adam ema buffer", "all-reduce", "averaging", "batch norm",
+                              "batch norm sync"}) {
             QTest::addRow("%s, stopped", k) << QString(k) << false;
             QTest::addRow("%s, crashed", k) << QString(k) << true;
         }
@@ -340,10 +354,12 @@ private slots:
         QFETCH(bool, crash);
         const RunConfig c = run(kind);
         Losses plain;
+        double plainTest = -1, plainTestLoss = -1;
         {
             Trainer t(c);
             t.addObserver(&plain);
-            t.run();
+            const RunSummary s = t.run();
+            plainTest = s.testAccuracy, plainTestLoss = s.testLoss;
         }
         QCOMPARE(int(plain.byStep.size()), 90);
 
@@ -382,6 +398,10 @@ private slots:
         const RunSummary s = t.run();
         QCOMPARE(s.resumedAt, from);
         QCOMPARE(s.steps, int64_t(90));
+        // The test set evaluated at the end as the uninterrupted run did (batch norm: with tower 0's
+        // moving statistics as they would have been).
+        QCOMPARE(s.testAccuracy, plainTest);
+        QCOMPARE(s.testLoss, plainTestLoss);
         QCOMPARE(resumed.byStep.begin()->first, from + 1);
         for (const auto& [step, loss] : resumed.byStep)
             QVERIFY2(loss == plain.byStep.at(step),

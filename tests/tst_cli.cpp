@@ -671,12 +671,18 @@ void TestCli::metricsFile() {
             const double acc = o["accuracy"].toDouble();
             QVERIFY(acc >= 0 && acc <= 1);
             sequence << QStringLiteral("eval:%1:%2").arg(split).arg(o["step"].toInteger());
+        } else if (type == "layer_times") {  // tower 0's profiled step 5: one time per layer each way
+            QCOMPARE(o["step"].toInteger(), 5);
+            QCOMPARE(o["forward_ms"].toArray().size(), o["backward_ms"].toArray().size());
+            QVERIFY(o["forward_ms"].toArray().size() > 0);
+            for (const auto& v : o["forward_ms"].toArray()) QVERIFY(v.toDouble() >= 0);
+            sequence << QStringLiteral("layers:%1").arg(o["step"].toInteger());
         } else {
             QFAIL(qPrintable("unknown line type: " + QString::fromUtf8(line)));
         }
     }
     const QStringList expected = {"state:loading", "state:running", "step:1", "step:2", "eval:validation:2", "step:3",
-                                  "step:4", "eval:validation:4", "step:5", "step:6", "state:evaluating", "eval:validation:6",
+                                  "step:4", "eval:validation:4", "step:5", "layers:5", "step:6", "state:evaluating", "eval:validation:6",
                                   "eval:test:6", "state:finished"};
     QVERIFY2(sequence == expected, qPrintable(sequence.join(' ')));
     // The file's last test evaluation is the summary's.

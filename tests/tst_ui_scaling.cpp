@@ -346,15 +346,21 @@ private slots:
     // Every lesson's experiment is one the engine takes, and choosing it fills the form.
     void lessonsSetUpTheirExperiments() {
         const std::vector<Lesson> all = lessons(2);
-        QCOMPARE(int(all.size()), 6);
+        QCOMPARE(int(all.size()), 7);
         for (const Lesson& l : all) {
             l.config.validate();
             // Data parallelism's lessons have towers; lesson 6 splits one model into stages.
             QVERIFY2(l.threeWays ? !l.config.stages.empty() : tb::makePlan(l.config).towerCount() >= 2, qPrintable(l.title));
             QVERIFY(l.text.size() > 300);
+            for (const LessonRun& r : l.compare) r.config.validate();  // lessons 5 and 7's runs
         }
         QVERIFY(all[1].sideBySide && !all[0].sideBySide);
         QVERIFY(all[5].threeWays && !all[5].sideBySide);
+        QCOMPARE(int(all[4].compare.size()), 12);  // 1, 2, 4, 8 towers x as given, scaled, scaled + warm-up
+        QCOMPARE(all[4].compare[11].config.lrScaling, std::string("linear"));
+        QVERIFY(all[4].compare[11].config.warmupSteps > 0);
+        QCOMPARE(int(all[6].compare.size()), 3);
+        QVERIFY(all[6].compare[2].config.syncBn && !all[6].compare[1].config.syncBn);
         MainWindow w(tbtest::fakeCatalog(0), noTelemetry());
         w.show();
         QVERIFY(!w.openLesson(2));

@@ -406,6 +406,9 @@ private slots:
         many.batch = 64;
         many.batchPerTower = 0;
         many.slow = "3=4";
+        many.variables = "cpu";  // (the last lesson that set the form up, lesson 4, replicates them)
+        many.reduce = "mean";
+        many.averageEvery = 0;
         w.experiment()->setConfig(many);
         w.experiment()->processesBox()->setValue(2);
         QCOMPARE(w.diagram()->model().towers.size(), 8);

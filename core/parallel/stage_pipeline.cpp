@@ -704,6 +704,12 @@ std::vector<StateBuffer> StagePipeline::state() {
     for (int s = 0; s < stages(); ++s)
         if (local(s)) add(s, *stages_[size_t(s - first_)]->optimizer, *workers_[at(0, s)]);
         else if (mirror < mirrors_.size() && mirrors_[mirror].index == s) add(s, *mirrors_[mirror++].optimizer, *workers_.front());
+    // Replicas 1.. keep moving statistics of their own (replica 0's are the model's statistics).
+    for (auto& w : workers_)
+        if (w->replica > 0 && !w->statistics.empty())
+            out.push_back({"stage" + std::to_string(w->stage->index) + "/replica" + std::to_string(w->replica) +
+                               "/statistics",
+                           w->backend.get(), w->stream, w->statistics.data(), size_t(w->statistics.numel())});
     return out;
 }
 

@@ -646,6 +646,18 @@ std::vector<float> TowerSet::statistics() {
     return out;
 }
 
+std::vector<StateBuffer> TowerSet::state() {
+    std::vector<StateBuffer> out = strategy_->state();
+    if (!strategy_->runsFree())  // (free-running towers compute on: their statistics have no one moment)
+        for (size_t i = 1; i < towers_.size(); ++i) {
+            const Tower& t = *towers_[i];
+            if (t.net->hasBatchNorm())
+                out.push_back({"tower" + std::to_string(i) + "/statistics", t.backend, t.stream, t.net->statistics(),
+                               size_t(t.net->statisticCount())});
+        }
+    return out;
+}
+
 void TowerSet::setStatistics(const std::vector<float>& host) {
     for (const auto& t : towers_) {
         if (host.size() != size_t(t->net->statisticCount()))

@@ -87,7 +87,9 @@ public:
     std::vector<float> statistics() override;
     void setStatistics(const std::vector<float>& host) override;
     // Checkpoints, between steps (Strategy::state, Strategy::setVariables).
-    std::vector<StateBuffer> state() override { return strategy_->state(); }
+    // With batch norm, towers 1.. add their own moving statistics (each normalises by sums taken
+    // about its own moving mean, so a resume is bitwise exact only with them restored too).
+    std::vector<StateBuffer> state() override;
     // Async: f with no update half applied or beginning (Strategy::withUpdatesHeld); for a
     // checkpoint from runAsync's onUpdate while the other towers run on.
     void withUpdatesHeld(const std::function<void()>& f) override { strategy_->withUpdatesHeld(f); }

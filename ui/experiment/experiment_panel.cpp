@@ -263,7 +263,7 @@ void ExperimentPanel::makeTrainingFields() {
     accumulate_ = spin(1, 1024, tr("Micro-steps per update: each tower computes its slice in K micro-steps of the batch "
                                    "and their gradients are summed before one update, one step on K times the batch "
                                    "in the memory of one (batch norm's statistics are each micro-step's)."));
-    syncBn_ = new QCheckBox(tr("statistics over every tower (sync-bn)"));
+    syncBn_ = new QCheckBox(tr("synchronised (sync-bn)"));
     syncBn_->setToolTip(tb::ui::wrappedToolTip(
         tr("Batch norm normalises each channel by the batch's statistics. Off (TensorFlow's towers): each tower by "
            "its own slice, tower 0's moving statistics kept for evaluation. On (PyTorch's SyncBatchNorm): every "
