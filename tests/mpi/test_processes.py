@@ -101,6 +101,13 @@ DROPOUT_MLP = {"name": "mlp_dropout", "input": [1, 28, 28], "layers": [
     {"type": "dense", "units": 10}]}
 
 
+# A small CNN with batch norm (its convolution without a bias, whose gradient batch norm makes 0:
+# only rounding would be left to compare): with --sync-bn every process's statistics are summed.
+BATCH_NORM_CNN = {"name": "cnn_bn", "input": [1, 28, 28], "layers": [
+    {"type": "conv2d", "filters": 8, "kernel": 3, "bias": False}, {"type": "batch_norm", "name": "bn"},
+    {"type": "relu"}, {"type": "maxpool", "size": 4, "stride": 4}, {"type": "flatten"}, {"type": "dense", "units": 10}]}
+
+
 def two_runs(tmp, label, first, second, nccl_log=False):
     """Runs both commands (10 steps each), each with a run folder and a metrics file of its own in
     tmp: their processes, folders, and the largest relative difference of their step losses (1 where
@@ -119,9 +126,11 @@ def two_runs(tmp, label, first, second, nccl_log=False):
     return p1, p2, one, two, worst
 
 
-def equivalence(tmp, binary, placement, towers_one="cpu:0", towers_two="cpu:0", model="mlp", label=None, servers=0):
+def equivalence(tmp, binary, placement, towers_one="cpu:0", towers_two="cpu:0", model="mlp", label=None, servers=0,
+                extra_bytes=0):
     """One process with towers_one against 2 worker processes with towers_two each (and `servers`
-    parameter-server processes before them), global batch 64."""
+    parameter-server processes before them), global batch 64; `extra_bytes`: what the chief sends
+    each step besides the gradients (--sync-bn's statistics)."""
     common = ["--model", model, "--data", DATA, "--steps", "10", "--validation", "0", "--threads", "1",
               "--quiet", "--lr", "0.05", *placement]
     label = label or " ".join(placement) or "--variables cpu"
@@ -148,7 +157,7 @@ def equivalence(tmp, binary, placement, towers_one="cpu:0", towers_two="cpu:0", 
     # Averaging every K: only the rounds' last steps move anything.
     counted = [json.loads(line)["process_bytes"] for line in open(two + ".jsonl") if '"type":"step"' in line]
     every = int(placement[placement.index("--average-every") + 1]) if "--average-every" in placement else 1
-    expected = [(s2["params"] * 4 + 24 * servers) * (step % every == 0) for step in range(1, 11)]
+    expected = [(s2["params"] * 4 + 24 * servers) * (step % every == 0) + extra_bytes for step in range(1, 11)]
     check(counted == expected, f"{label}: bytes sent by the chief per step {sorted(set(counted))} at steps "
           f"{[i + 1 for i, b in enumerate(counted) if b]} (expected {sorted(set(expected))})")
     # The chief's step lines carry every worker's towers (the timeline's lanes), each with its own
@@ -491,6 +500,14 @@ def main():
         with open(model, "w") as f:
             json.dump(DROPOUT_MLP, f)
         equivalence(tmp, binary, [], towers_one="cpu:0,cpu:1", model=model, label="dropout")
+        # --sync-bn across processes: 2 processes of one tower each normalise as one process does on
+        # the whole batch (moving statistics in the checkpoint included); the chief also sends the
+        # batch norm's sums forward and back, 2 x 2 x 8 floats a step (2 (P - 1) / P of them).
+        bn_model = os.path.join(tmp, "cnn_bn.json")
+        with open(bn_model, "w") as f:
+            json.dump(BATCH_NORM_CNN, f)
+        equivalence(tmp, binary, ["--sync-bn", "true"], model=bn_model, label="--sync-bn across processes",
+                    extra_bytes=2 * 2 * 8 * 4)
         base = [binary, "--model", "mlp", "--data", DATA, "--steps", "5", "--validation", "0", "--threads", "1",
                 "--towers", "cpu:0", "--quiet"]
         differing = os.path.join(tmp, "differing")
