@@ -9,6 +9,7 @@
 #include <QString>
 #include <QWidget>
 #include <functional>
+#include <utility>
 #include <vector>
 
 #include "io/run_config.hpp"
@@ -31,6 +32,9 @@ struct LessonResult {
 };
 
 struct Lesson {
+    Lesson(QString title, QString text, tb::RunConfig config, bool sideBySide = false, bool threeWays = false)
+        : title(std::move(title)), text(std::move(text)), config(std::move(config)), sideBySide(sideBySide),
+          threeWays(threeWays) {}
     QString title;
     QString text;           // rich text: what to watch, and why it happens
     tb::RunConfig config;   // the experiment it sets up (lesson 2: the synchronous one)
