@@ -413,7 +413,7 @@ private slots:
     }
     void averageEveryStepEqualsSync() {
         auto avg = plan(2, 16, VariablePlacement::Replicated);
-        avg.averageEvery = 4;
+        avg.averageEvery = 1;
         const double d = relativeDifference(trainSync(plan(2, 16), 20), trainSync(avg, 20));
         QVERIFY2(d <= 1e-5, qPrintable(QString("relative difference %1").arg(d)));
         // ...and averaging less often really is a different algorithm.
