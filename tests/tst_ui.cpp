@@ -1683,6 +1683,17 @@ private slots:
         }
         QVERIFY2(window.conclusion()->text().startsWith("<b>Measured:</b>"), qPrintable(window.conclusion()->text()));
         QVERIFY(window.chart()->graph(2)->dataCount() >= 2);  // validation points of the synchronised run
+        // Stop during the first run: it ends stopped, no run after it starts, and Run is back.
+        window.start();
+        QTRY_VERIFY_WITH_TIMEOUT(window.table()->item(0, 1)->text() == "training…", 10000);
+        QVERIFY(window.running());
+        window.stop();
+        QTRY_VERIFY_WITH_TIMEOUT(!window.running(), 60000);
+        QVERIFY2(window.results()[0].stopped, qPrintable(window.table()->item(0, 1)->text()));
+        QCOMPARE(window.table()->item(0, 1)->text(), QString("stopped"));
+        QVERIFY(window.results()[1].testAccuracy < 0 && window.table()->item(1, 1)->text().isEmpty());
+        QVERIFY(window.startButton()->isEnabled());
+        QCOMPARE(window.conclusion()->text(), QString("Run all three to compare them."));
     }
 
     // One number per quantity: the status bar's examples/sec, the speed chart's "whole run" and the

@@ -8,20 +8,17 @@
 #include <QLabel>
 #include <QPushButton>
 #include <QTableWidget>
-#include <QThread>
 #include <QVBoxLayout>
 #include <qcustomplot.h>
 
 #include "charts/chart_style.hpp"
+#include "lessons/lesson_runner.hpp"
 #include "view_format.hpp"
-#include "window/engine_worker.hpp"
-#include "window/frame_gate.hpp"
 
 ComparisonLesson::ComparisonLesson(const Lesson& lesson, QWidget* parent)
     : QWidget(parent, Qt::Window), runs_(lesson.compare), conclude_(lesson.conclude) {
     setObjectName("comparisonLesson");
     setWindowTitle(lesson.title + QStringLiteral(" — Towerbench"));
-    EngineWorker::registerTypes();
     results_.assign(runs_.size(), {});
 
     chart_ = tb::ui::makeChart(this, "lessonAccuracy", tr("Validation accuracy of each run"), tr("epochs"),
@@ -64,27 +61,24 @@ ComparisonLesson::ComparisonLesson(const Lesson& lesson, QWidget* parent)
     connect(start_, &QPushButton::clicked, this, &ComparisonLesson::start);
     connect(stop_, &QPushButton::clicked, this, &ComparisonLesson::stop);
 
-    thread_ = new QThread(this);
-    worker_ = new EngineWorker;
-    worker_->moveToThread(thread_);
-    connect(thread_, &QThread::finished, worker_, &QObject::deleteLater);
-    frames_ = new FrameGate([this] { takeSteps(); }, this);
-    connect(worker_, &EngineWorker::stepsReady, frames_, &FrameGate::request);
-    connect(worker_, &EngineWorker::evaluated, this, [this](const tb::EvalResult& r) {
-        frames_->flush();  // the steps before it: their epochs
+    runner_ = new LessonRunner(this);
+    connect(runner_, &LessonRunner::runStarting, this, [this](int run) {
+        epochOf_.clear();
+        table_->setItem(run, 1, new QTableWidgetItem(tr("training…")));
+    });
+    connect(runner_, &LessonRunner::stepsReady, this, &ComparisonLesson::takeSteps);
+    connect(runner_, &LessonRunner::evaluated, this, [this](const tb::EvalResult& r) {
         evaluated(r.accuracy, r.step, r.split == "validation");
     });
-    connect(worker_, &EngineWorker::finished, this,
-            [this](const QString& summary, bool stopped) { finish(summary, stopped, {}); });
-    connect(worker_, &EngineWorker::failed, this, [this](const QString& message) { finish({}, false, message); });
-    thread_->start();
+    connect(runner_, &LessonRunner::runFinished, this, &ComparisonLesson::finish);
+    connect(runner_, &LessonRunner::allFinished, this, [this] {
+        start_->setEnabled(true);
+        stop_->setEnabled(false);
+        conclusion_->setText(conclude_ ? conclude_(runs_, results_) : QString());
+    });
 }
 
-ComparisonLesson::~ComparisonLesson() {
-    worker_->abort();
-    thread_->quit();
-    thread_->wait();
-}
+bool ComparisonLesson::running() const { return runner_->running(); }
 
 void ComparisonLesson::showEvent(QShowEvent* e) {
     if (!sized_) {
@@ -96,7 +90,6 @@ void ComparisonLesson::showEvent(QShowEvent* e) {
 
 void ComparisonLesson::start() {
     if (running()) return;
-    stopping_ = false;
     results_.assign(runs_.size(), {});
     for (int i = 0; i < chart_->graphCount(); ++i) chart_->graph(i)->data()->clear();
     chart_->replot();
@@ -104,51 +97,38 @@ void ComparisonLesson::start() {
     start_->setEnabled(false);
     stop_->setEnabled(true);
     conclusion_->setText(tr("Training the runs one after another…"));
-    runNext(0);
+    std::vector<tb::RunConfig> configs;
+    for (const LessonRun& r : runs_) configs.push_back(r.config);
+    runner_->start(std::move(configs));
 }
 
-void ComparisonLesson::runNext(int run) {
-    current_ = run;
-    epochOf_.clear();
-    table_->setItem(run, 1, new QTableWidgetItem(tr("training…")));
-    worker_->expectRun();
-    EngineWorker* worker = worker_;
-    const tb::RunConfig c = runs_[size_t(run)].config;
-    QMetaObject::invokeMethod(worker, [worker, c] { worker->run(c); }, Qt::QueuedConnection);  // on its thread
-}
-
-void ComparisonLesson::stop() {
-    stopping_ = true;
-    if (running()) worker_->stop();
-}
+void ComparisonLesson::stop() { runner_->stop(); }
 
 void ComparisonLesson::closeEvent(QCloseEvent* e) {
-    stopping_ = true;
-    if (running()) worker_->abort();
+    runner_->abort();
     e->accept();
 }
 
 void ComparisonLesson::takeSteps() {
-    for (const tb::StepMetrics& m : worker_->takeSteps()) epochOf_[m.step] = m.epoch;
+    for (const tb::StepMetrics& m : runner_->takeSteps()) epochOf_[m.step] = m.epoch;
 }
 
 void ComparisonLesson::evaluated(double accuracy, int64_t step, bool validation) {
-    if (current_ < 0 || !validation) return;
-    LessonResult& r = results_[size_t(current_)];
+    const int run = runner_->current();
+    if (run < 0 || !validation) return;
+    LessonResult& r = results_[size_t(run)];
     r.validationAccuracy = std::max(r.validationAccuracy, accuracy);
     const auto it = epochOf_.find(step);
     if (it == epochOf_.end()) return;  // (an evaluation before any step: nothing to place it at)
-    chart_->graph(current_)->addData(it->second, accuracy);
+    chart_->graph(run)->addData(it->second, accuracy);
     chart_->rescaleAxes();
     chart_->yAxis->setRange(std::max(0.0, chart_->yAxis->range().lower - 0.02), std::min(1.0, chart_->yAxis->range().upper + 0.02));
     tb::ui::fitToSize(chart_);
     chart_->replot();
 }
 
-void ComparisonLesson::finish(const QString& summaryJson, bool stopped, const QString& error) {
-    if (current_ < 0) return;
-    frames_->flush();
-    LessonResult& r = results_[size_t(current_)];
+void ComparisonLesson::finish(int run, const QString& summaryJson, bool stopped, const QString& error) {
+    LessonResult& r = results_[size_t(run)];
     r.stopped = stopped;
     r.failure = error;
     if (error.isEmpty()) {
@@ -159,16 +139,7 @@ void ComparisonLesson::finish(const QString& summaryJson, bool stopped, const QS
         if (o.contains("validation_accuracy"))
             r.validationAccuracy = std::max(r.validationAccuracy, o.value("validation_accuracy").toDouble(-1));
     }
-    showRow(current_);
-    const int next = current_ + 1;
-    if (!stopping_ && error.isEmpty() && next < int(runs_.size())) {
-        runNext(next);
-        return;
-    }
-    current_ = -1;
-    start_->setEnabled(true);
-    stop_->setEnabled(false);
-    conclusion_->setText(conclude_ ? conclude_(runs_, results_) : QString());
+    showRow(run);
 }
 
 void ComparisonLesson::showRow(int run) {

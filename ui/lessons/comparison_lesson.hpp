@@ -13,20 +13,17 @@
 
 #include "lessons/lessons.hpp"
 
-class EngineWorker;
-class FrameGate;
+class LessonRunner;
 class QCustomPlot;
 class QLabel;
 class QPushButton;
 class QTableWidget;
-class QThread;
 
 class ComparisonLesson : public QWidget {
     Q_OBJECT
 public:
     explicit ComparisonLesson(const Lesson& lesson, QWidget* parent = nullptr);
-    ~ComparisonLesson() override;
-    bool running() const { return current_ >= 0; }
+    bool running() const;
     QPushButton* startButton() const { return start_; }
     QLabel* conclusion() const { return conclusion_; }
     QTableWidget* table() const { return table_; }
@@ -43,21 +40,16 @@ protected:
     void showEvent(QShowEvent* e) override;
 
 private:
-    void runNext(int run);
     void takeSteps();
     void evaluated(double accuracy, int64_t step, bool validation);
-    void finish(const QString& summaryJson, bool stopped, const QString& error);
+    void finish(int run, const QString& summaryJson, bool stopped, const QString& error);
     void showRow(int run);
 
     std::vector<LessonRun> runs_;
     std::vector<LessonResult> results_;
     std::function<QString(const std::vector<LessonRun>&, const std::vector<LessonResult>&)> conclude_;
     std::map<int64_t, double> epochOf_;  // the running run's steps -> epochs (the chart's axis)
-    int current_ = -1;
-    bool stopping_ = false;
-    QThread* thread_ = nullptr;
-    EngineWorker* worker_ = nullptr;
-    FrameGate* frames_ = nullptr;
+    LessonRunner* runner_ = nullptr;
     QPushButton *start_ = nullptr, *stop_ = nullptr;
     QLabel* conclusion_ = nullptr;
     QTableWidget* table_ = nullptr;

@@ -9,19 +9,16 @@
 #include <QPushButton>
 #include <QScreen>
 #include <QTextBrowser>
-#include <QThread>
 #include <QVBoxLayout>
 
 #include "devices/devices_panel.hpp"
 #include "engine/pipeline_time_model.hpp"
+#include "lessons/lesson_runner.hpp"
 #include "view_format.hpp"
-#include "window/engine_worker.hpp"
-#include "window/frame_gate.hpp"
 
 ParallelismLesson::ParallelismLesson(const Lesson& lesson, QWidget* parent) : QWidget(parent, Qt::Window) {
     setObjectName("parallelismLesson");
     setWindowTitle(lesson.title + QStringLiteral(" — Towerbench"));
-    EngineWorker::registerTypes();
     // The lesson's config is the pipeline; the other two ways are it without micro-batches, and
     // without stages.
     tb::RunConfig one = lesson.config, naive = lesson.config;
@@ -68,23 +65,23 @@ ParallelismLesson::ParallelismLesson(const Lesson& lesson, QWidget* parent) : QW
     connect(start_, &QPushButton::clicked, this, &ParallelismLesson::start);
     connect(stop_, &QPushButton::clicked, this, &ParallelismLesson::stop);
 
-    thread_ = new QThread(this);
-    worker_ = new EngineWorker;
-    worker_->moveToThread(thread_);
-    connect(thread_, &QThread::finished, worker_, &QObject::deleteLater);
-    frames_ = new FrameGate([this] { takeSteps(); }, this);
-    connect(worker_, &EngineWorker::stepsReady, frames_, &FrameGate::request);
-    connect(worker_, &EngineWorker::finished, this,
-            [this](const QString& summary, bool stopped) { finish(summary, stopped, {}); });
-    connect(worker_, &EngineWorker::failed, this, [this](const QString& message) { finish({}, false, message); });
-    thread_->start();
+    runner_ = new LessonRunner(this);
+    connect(runner_, &LessonRunner::runStarting, this, [this](int way) {
+        // Its first quarter left out (oneDNN makes its kernels; pages are touched), as a sweep does.
+        if (way == 0) oneDevice_ = std::make_unique<tb::StepProfiler>(std::max<int64_t>(1, ways_[0].config.steps / 4));
+        ways_[size_t(way)].timeline->reset(way == 0 ? 1 : 2);
+        ways_[size_t(way)].result->setText(tr("training…"));
+    });
+    connect(runner_, &LessonRunner::stepsReady, this, &ParallelismLesson::takeSteps);
+    connect(runner_, &LessonRunner::runFinished, this, &ParallelismLesson::finish);
+    connect(runner_, &LessonRunner::allFinished, this, [this] {
+        start_->setEnabled(true);
+        stop_->setEnabled(false);
+        conclude();
+    });
 }
 
-ParallelismLesson::~ParallelismLesson() {
-    worker_->abort();
-    thread_->quit();
-    thread_->wait();
-}
+bool ParallelismLesson::running() const { return runner_->running(); }
 
 void ParallelismLesson::showEvent(QShowEvent* e) {
     if (!sized_) {
@@ -96,7 +93,6 @@ void ParallelismLesson::showEvent(QShowEvent* e) {
 
 void ParallelismLesson::start() {
     if (running()) return;
-    stopping_ = false;
     for (Way& w : ways_) {
         w.examplesPerSec = w.bubble = -1;
         w.result->setText(tr("waiting for its turn"));
@@ -104,46 +100,28 @@ void ParallelismLesson::start() {
     start_->setEnabled(false);
     stop_->setEnabled(true);
     conclusion_->setText(tr("Training the three ways one after another…"));
-    runWay(0);
+    runner_->start({ways_[0].config, ways_[1].config, ways_[2].config});
 }
 
-void ParallelismLesson::runWay(int way) {
-    current_ = way;
-    // Its first quarter left out (oneDNN makes its kernels; pages are touched), as a sweep does.
-    if (way == 0) oneDevice_ = std::make_unique<tb::StepProfiler>(std::max<int64_t>(1, ways_[0].config.steps / 4));
-    Way& w = ways_[size_t(way)];
-    w.timeline->reset(way == 0 ? 1 : 2);
-    w.result->setText(tr("training…"));
-    worker_->expectRun();
-    EngineWorker* worker = worker_;
-    const tb::RunConfig c = w.config;
-    QMetaObject::invokeMethod(worker, [worker, c] { worker->run(c); }, Qt::QueuedConnection);  // on its thread
-}
-
-void ParallelismLesson::stop() {
-    stopping_ = true;
-    if (running()) worker_->stop();
-}
+void ParallelismLesson::stop() { runner_->stop(); }
 
 void ParallelismLesson::closeEvent(QCloseEvent* e) {
-    stopping_ = true;
-    if (running()) worker_->abort();
+    runner_->abort();
     e->accept();
 }
 
 void ParallelismLesson::takeSteps() {
-    const std::vector<tb::StepMetrics> steps = worker_->takeSteps();
-    if (current_ < 0) return;
+    const std::vector<tb::StepMetrics> steps = runner_->takeSteps();
+    const int way = runner_->current();
+    if (way < 0) return;
     for (const tb::StepMetrics& m : steps) {
-        ways_[size_t(current_)].timeline->addStep(m);
-        if (current_ == 0 && oneDevice_) oneDevice_->onStepEnd(m);
+        ways_[size_t(way)].timeline->addStep(m);
+        if (way == 0 && oneDevice_) oneDevice_->onStepEnd(m);
     }
 }
 
-void ParallelismLesson::finish(const QString& summaryJson, bool stopped, const QString& error) {
-    if (current_ < 0) return;
-    frames_->flush();  // its last steps
-    Way& w = ways_[size_t(current_)];
+void ParallelismLesson::finish(int way, const QString& summaryJson, bool stopped, const QString& error) {
+    Way& w = ways_[size_t(way)];
     if (!error.isEmpty()) {
         w.result->setText(tr("failed: %1").arg(error));
     } else {
@@ -151,7 +129,7 @@ void ParallelismLesson::finish(const QString& summaryJson, bool stopped, const Q
         w.examplesPerSec = o.value("steady_examples_per_sec").toDouble(o.value("examples_per_sec").toDouble());
         w.bubble = o.value("bubble_fraction").toDouble(-1);
         params_ = int64_t(o.value("params").toDouble());
-        const int stages = current_ == 0 ? 1 : 2, micro = w.config.microBatches;
+        const int stages = way == 0 ? 1 : 2, micro = w.config.microBatches;
         QString line = tr("%1 examples/s").arg(tb::ui::formatCount(w.examplesPerSec));
         if (w.bubble >= 0)
             line += tr("; the stages idled %1% of each step (equal stages: %2%)")
@@ -160,15 +138,6 @@ void ParallelismLesson::finish(const QString& summaryJson, bool stopped, const Q
         if (stopped) line += tr(" (stopped)");
         w.result->setText(line);
     }
-    const int next = current_ + 1;
-    if (!stopping_ && error.isEmpty() && !stopped && next < kWays) {
-        runWay(next);
-        return;
-    }
-    current_ = -1;
-    start_->setEnabled(true);
-    stop_->setEnabled(false);
-    conclude();
 }
 
 // What the three measured say, in numbers: why naive model parallelism is slower than one device,

@@ -14,11 +14,9 @@
 #include "engine/step_profile.hpp"
 #include "lessons/lessons.hpp"
 
-class EngineWorker;
-class FrameGate;
+class LessonRunner;
 class QLabel;
 class QPushButton;
-class QThread;
 class TimelineView;
 
 class ParallelismLesson : public QWidget {
@@ -26,8 +24,7 @@ class ParallelismLesson : public QWidget {
 public:
     static constexpr int kWays = 3;
     explicit ParallelismLesson(const Lesson& lesson, QWidget* parent = nullptr);
-    ~ParallelismLesson() override;
-    bool running() const { return current_ >= 0; }
+    bool running() const;
     QPushButton* startButton() const { return start_; }
     QLabel* conclusion() const { return conclusion_; }
     TimelineView* timeline(int way) const { return ways_[size_t(way)].timeline; }
@@ -50,9 +47,8 @@ private:
         QLabel* result = nullptr;
         double examplesPerSec = -1, bubble = -1;  // the summary's (steady examples/sec)
     };
-    void runWay(int way);  // starts it on the worker's thread
     void takeSteps();
-    void finish(const QString& summaryJson, bool stopped, const QString& error);
+    void finish(int way, const QString& summaryJson, bool stopped, const QString& error);
     void conclude();
     // The scaling lab's predictor on GPUs, calibrated from the one-device way: one H100 against
     // the pipeline on two joined by NVLink (first order, and said so); empty where it cannot.
@@ -61,11 +57,7 @@ private:
     std::array<Way, kWays> ways_;
     std::unique_ptr<tb::StepProfiler> oneDevice_;  // the one-device way's steps past a warm-up
     int64_t params_ = 0;                            // the model's, from its summary
-    int current_ = -1;  // the way training now; -1: none
-    bool stopping_ = false;
-    QThread* thread_ = nullptr;
-    EngineWorker* worker_ = nullptr;
-    FrameGate* frames_ = nullptr;
+    LessonRunner* runner_ = nullptr;
     QPushButton *start_ = nullptr, *stop_ = nullptr;
     QLabel* conclusion_ = nullptr;
     bool sized_ = false;
