@@ -1,6 +1,5 @@
 #include "lessons/comparison_lesson.hpp"
 
-#include <QCloseEvent>
 #include <QHBoxLayout>
 #include <QHeaderView>
 #include <QJsonDocument>
@@ -16,7 +15,7 @@
 #include "view_format.hpp"
 
 ComparisonLesson::ComparisonLesson(const Lesson& lesson, QWidget* parent)
-    : QWidget(parent, Qt::Window), runs_(lesson.compare), conclude_(lesson.conclude) {
+    : LessonWindow(QSize(1300, 760), parent), runs_(lesson.compare), conclude_(lesson.conclude) {
     setObjectName("comparisonLesson");
     setWindowTitle(lesson.title + QStringLiteral(" — Towerbench"));
     results_.assign(runs_.size(), {});
@@ -80,14 +79,6 @@ ComparisonLesson::ComparisonLesson(const Lesson& lesson, QWidget* parent)
 
 bool ComparisonLesson::running() const { return runner_->running(); }
 
-void ComparisonLesson::showEvent(QShowEvent* e) {
-    if (!sized_) {
-        sized_ = true;
-        fitLessonWindow(*this, 1300, 760);
-    }
-    QWidget::showEvent(e);
-}
-
 void ComparisonLesson::start() {
     if (running()) return;
     results_.assign(runs_.size(), {});
@@ -104,10 +95,7 @@ void ComparisonLesson::start() {
 
 void ComparisonLesson::stop() { runner_->stop(); }
 
-void ComparisonLesson::closeEvent(QCloseEvent* e) {
-    runner_->abort();
-    e->accept();
-}
+void ComparisonLesson::abortRuns() { runner_->abort(); }
 
 void ComparisonLesson::takeSteps() {
     for (const tb::StepMetrics& m : runner_->takeSteps()) epochOf_[m.step] = m.epoch;

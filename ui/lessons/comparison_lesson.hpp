@@ -6,7 +6,6 @@
 // are such lessons.
 #pragma once
 #include <QString>
-#include <QWidget>
 #include <functional>
 #include <map>
 #include <vector>
@@ -19,11 +18,11 @@ class QLabel;
 class QPushButton;
 class QTableWidget;
 
-class ComparisonLesson : public QWidget {
+class ComparisonLesson : public LessonWindow {
     Q_OBJECT
 public:
     explicit ComparisonLesson(const Lesson& lesson, QWidget* parent = nullptr);
-    bool running() const;
+    bool running() const override;
     QPushButton* startButton() const { return start_; }
     QLabel* conclusion() const { return conclusion_; }
     QTableWidget* table() const { return table_; }
@@ -32,12 +31,11 @@ public:
     const std::vector<LessonResult>& results() const { return results_; }
 
 public slots:
-    void start();
-    void stop();
+    void start() override;
+    void stop() override;
 
 protected:
-    void closeEvent(QCloseEvent* e) override;
-    void showEvent(QShowEvent* e) override;
+    void abortRuns() override;
 
 private:
     void takeSteps();
@@ -54,5 +52,4 @@ private:
     QLabel* conclusion_ = nullptr;
     QTableWidget* table_ = nullptr;
     QCustomPlot* chart_ = nullptr;
-    bool sized_ = false;
 };

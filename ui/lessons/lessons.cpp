@@ -4,6 +4,7 @@
 #include <QLabel>
 #include <QPushButton>
 #include <QScreen>
+#include <QCloseEvent>
 #include <QTextBrowser>
 #include <QVBoxLayout>
 #include <algorithm>
@@ -267,10 +268,25 @@ LessonColumn makeLessonColumn(const Lesson& lesson, const QString& startText, co
     return c;
 }
 
-void fitLessonWindow(QWidget& window, int width, int height) {
+void fitLessonWindow(QWidget& window, QSize preferred) {
     const QRect avail = window.screen()->availableGeometry();
-    window.resize(std::min(width, avail.width() - 40), std::min(height, avail.height() - 60));
+    window.resize(std::min(preferred.width(), avail.width() - 40), std::min(preferred.height(), avail.height() - 60));
     window.move(avail.center() - window.rect().center());
+}
+
+LessonWindow::LessonWindow(QSize preferred, QWidget* parent) : QWidget(parent, Qt::Window), preferred_(preferred) {}
+
+void LessonWindow::closeEvent(QCloseEvent* e) {
+    abortRuns();
+    e->accept();
+}
+
+void LessonWindow::showEvent(QShowEvent* e) {
+    if (!sized_) {
+        sized_ = true;
+        fitLessonWindow(*this, preferred_);
+    }
+    QWidget::showEvent(e);
 }
 
 LessonPanel::LessonPanel(QWidget* parent) : QWidget(parent) {

@@ -7,6 +7,7 @@
 // their measured accuracies side by side (ComparisonLesson).
 #pragma once
 #include <QString>
+#include <QSize>
 #include <QWidget>
 #include <functional>
 #include <utility>
@@ -52,10 +53,9 @@ struct Lesson {
 // `cores`: how many the runs may use.
 std::vector<Lesson> lessons(int cores);
 
-// What the lessons' own windows (SyncAsyncLesson, ParallelismLesson) share: their left column,
-// the lesson's text above its Start and Stop buttons (Stop disabled until a run starts) and a
-// selectable, wrapping line for results under them; and their first showing, which takes most of
-// the screen they open on, never more.
+// What the lessons' own windows (SyncAsyncLesson, ParallelismLesson, ComparisonLesson) share:
+// their left column, the lesson's text above its Start and Stop buttons (Stop disabled until a run
+// starts) and a selectable, wrapping line for results under them.
 struct LessonColumn {
     QVBoxLayout* layout = nullptr;
     QPushButton *start = nullptr, *stop = nullptr;
@@ -63,7 +63,31 @@ struct LessonColumn {
 };
 LessonColumn makeLessonColumn(const Lesson& lesson, const QString& startText, const QString& result,
                               const QString& resultName);
-void fitLessonWindow(QWidget& window, int width, int height);
+
+// Most of the screen the window opens on, never more (a lesson's window, the model view).
+void fitLessonWindow(QWidget& window, QSize preferred);
+
+// A lesson's own window: trains its runs between start() and stop(); closing it abandons them (the
+// user closed the window, no result is waited for); its first showing fits it to its screen.
+class LessonWindow : public QWidget {
+    Q_OBJECT
+public:
+    LessonWindow(QSize preferred, QWidget* parent);
+    virtual bool running() const = 0;
+
+public slots:
+    virtual void start() = 0;
+    virtual void stop() = 0;
+
+protected:
+    virtual void abortRuns() = 0;
+    void closeEvent(QCloseEvent* e) final;
+    void showEvent(QShowEvent* e) final;
+
+private:
+    QSize preferred_;
+    bool sized_ = false;
+};
 
 // The Lesson dock's content: the lesson's title and text, and a button to set it up again.
 class LessonPanel : public QWidget {

@@ -1,6 +1,5 @@
 #include "lessons/parallelism_lesson.hpp"
 
-#include <QCloseEvent>
 #include <QGridLayout>
 #include <QHBoxLayout>
 #include <QJsonDocument>
@@ -16,7 +15,7 @@
 #include "lessons/lesson_runner.hpp"
 #include "view_format.hpp"
 
-ParallelismLesson::ParallelismLesson(const Lesson& lesson, QWidget* parent) : QWidget(parent, Qt::Window) {
+ParallelismLesson::ParallelismLesson(const Lesson& lesson, QWidget* parent) : LessonWindow(QSize(1300, 700), parent) {
     setObjectName("parallelismLesson");
     setWindowTitle(lesson.title + QStringLiteral(" — Towerbench"));
     // The lesson's config is the pipeline; the other two ways are it without micro-batches, and
@@ -83,14 +82,6 @@ ParallelismLesson::ParallelismLesson(const Lesson& lesson, QWidget* parent) : QW
 
 bool ParallelismLesson::running() const { return runner_->running(); }
 
-void ParallelismLesson::showEvent(QShowEvent* e) {
-    if (!sized_) {
-        sized_ = true;
-        fitLessonWindow(*this, 1300, 700);
-    }
-    QWidget::showEvent(e);
-}
-
 void ParallelismLesson::start() {
     if (running()) return;
     for (Way& w : ways_) {
@@ -105,10 +96,7 @@ void ParallelismLesson::start() {
 
 void ParallelismLesson::stop() { runner_->stop(); }
 
-void ParallelismLesson::closeEvent(QCloseEvent* e) {
-    runner_->abort();
-    e->accept();
-}
+void ParallelismLesson::abortRuns() { runner_->abort(); }
 
 void ParallelismLesson::takeSteps() {
     const std::vector<tb::StepMetrics> steps = runner_->takeSteps();

@@ -7,7 +7,6 @@
 // the scaling lab's first-order figures for the same ways on GPUs.
 #pragma once
 #include <QString>
-#include <QWidget>
 #include <array>
 #include <memory>
 
@@ -19,12 +18,12 @@ class QLabel;
 class QPushButton;
 class TimelineView;
 
-class ParallelismLesson : public QWidget {
+class ParallelismLesson : public LessonWindow {
     Q_OBJECT
 public:
     static constexpr int kWays = 3;
     explicit ParallelismLesson(const Lesson& lesson, QWidget* parent = nullptr);
-    bool running() const;
+    bool running() const override;
     QPushButton* startButton() const { return start_; }
     QLabel* conclusion() const { return conclusion_; }
     TimelineView* timeline(int way) const { return ways_[size_t(way)].timeline; }
@@ -32,12 +31,11 @@ public:
     const tb::RunConfig& config(int way) const { return ways_[size_t(way)].config; }
 
 public slots:
-    void start();
-    void stop();
+    void start() override;
+    void stop() override;
 
 protected:
-    void closeEvent(QCloseEvent* e) override;
-    void showEvent(QShowEvent* e) override;
+    void abortRuns() override;
 
 private:
     struct Way {
@@ -60,5 +58,4 @@ private:
     LessonRunner* runner_ = nullptr;
     QPushButton *start_ = nullptr, *stop_ = nullptr;
     QLabel* conclusion_ = nullptr;
-    bool sized_ = false;
 };

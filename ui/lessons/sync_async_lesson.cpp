@@ -2,7 +2,6 @@
 
 #include <qcustomplot.h>
 
-#include <QCloseEvent>
 #include <QGridLayout>
 #include <QHBoxLayout>
 #include <QJsonDocument>
@@ -18,7 +17,7 @@
 #include "window/engine_worker.hpp"
 #include "window/frame_gate.hpp"
 
-SyncAsyncLesson::SyncAsyncLesson(const Lesson& lesson, QWidget* parent) : QWidget(parent, Qt::Window) {
+SyncAsyncLesson::SyncAsyncLesson(const Lesson& lesson, QWidget* parent) : LessonWindow(QSize(1300, 800), parent) {
     setObjectName("syncAsyncLesson");
     setWindowTitle(lesson.title + QStringLiteral(" — Towerbench"));
     EngineWorker::registerTypes();
@@ -106,14 +105,6 @@ SyncAsyncLesson::SyncAsyncLesson(const Lesson& lesson, QWidget* parent) : QWidge
     }
 }
 
-void SyncAsyncLesson::showEvent(QShowEvent* e) {
-    if (!sized_) {
-        sized_ = true;
-        fitLessonWindow(*this, 1300, 800);
-    }
-    QWidget::showEvent(e);
-}
-
 SyncAsyncLesson::~SyncAsyncLesson() {
     for (Side& s : sides_) {
         s.worker->abort();
@@ -153,10 +144,9 @@ void SyncAsyncLesson::stop() {
         if (s.running) s.worker->stop();
 }
 
-void SyncAsyncLesson::closeEvent(QCloseEvent* e) {
+void SyncAsyncLesson::abortRuns() {
     for (Side& s : sides_)
         if (s.running) s.worker->abort();
-    e->accept();
 }
 
 void SyncAsyncLesson::takeSteps(int side) {

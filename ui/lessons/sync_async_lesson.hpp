@@ -6,7 +6,6 @@
 #pragma once
 #include <vector>
 #include <QString>
-#include <QWidget>
 #include <array>
 #include <map>
 
@@ -22,12 +21,12 @@ class QLabel;
 class QPushButton;
 class QThread;
 
-class SyncAsyncLesson : public QWidget {
+class SyncAsyncLesson : public LessonWindow {
     Q_OBJECT
 public:
     explicit SyncAsyncLesson(const Lesson& lesson, QWidget* parent = nullptr);
     ~SyncAsyncLesson() override;
-    bool running() const;
+    bool running() const override;
     QCustomPlot* byTime() const { return byTime_; }
     QCustomPlot* bySteps() const { return bySteps_; }
     QCustomPlot* stalenessChart() const { return staleness_; }
@@ -37,12 +36,11 @@ public:
     int validationPoints(int side) const;  // 0: sync, 1: async
 
 public slots:
-    void start();
-    void stop();
+    void start() override;
+    void stop() override;
 
 protected:
-    void closeEvent(QCloseEvent* e) override;
-    void showEvent(QShowEvent* e) override;
+    void abortRuns() override;
 
 private:
     struct Side {
@@ -70,5 +68,4 @@ private:
     std::vector<QCPItemText*> hints_;  // "Start both: ..." on the accuracy charts until a point comes
     QLabel* summary_;
     QPushButton *start_, *stop_;
-    bool sized_ = false;
 };

@@ -555,7 +555,7 @@ QWidget* MainWindow::openLesson(int index) {
 }
 
 ModelView* MainWindow::openModelView() {
-    if (!modelView_->isVisible()) fitLessonWindow(*modelView_, 1300, 760);
+    if (!modelView_->isVisible()) fitLessonWindow(*modelView_, QSize(1300, 760));
     modelView_->show();
     modelView_->raise();
     modelView_->activateWindow();
