@@ -50,8 +50,10 @@ asan-build: setup
 		-DTB_SANITIZE_ADDRESS=ON -DTB_WITH_CUDA=OFF -DTB_WITH_MPI=OFF > /dev/null
 	@cmake --build $(BUILD)-asan -j $(JOBS)
 
+# The window's screen suite runs at one size: the other runs the same code on a larger screen (its
+# layout is checked in the Release build), and under ASan it costs minutes of CI.
 asan: asan-build
-	@cd $(BUILD)-asan && $(ASAN_ENV) ctest --output-on-failure -j 1
+	@cd $(BUILD)-asan && $(ASAN_ENV) ctest --output-on-failure -j 1 -E '^tst_ui_screen_1920x1080$$'
 
 # libFuzzer needs clang: a separate build of the Qt-free core with every object instrumented.
 fuzz-build: setup
