@@ -125,3 +125,17 @@ if(NOT TB_WITH_PROTOBUF STREQUAL "OFF")
 endif()
 tb_resolve(TB_WITH_PROTOBUF ${_protobuf_found} TB_HAVE_PROTOBUF)
 tb_feature("protobuf (TensorBoard, TFRecord)" "${TB_HAVE_PROTOBUF}" "${Protobuf_VERSION}")
+
+# Optional: libpng and libjpeg-turbo: image files (--data folder:DIR, PNG and JPEG bytes in
+# TFRecord Examples). The GPU machines may build the core without them.
+set(TB_WITH_IMAGES AUTO CACHE STRING "PNG and JPEG image input through libpng and libjpeg (ON, OFF, AUTO)")
+set(_images_found FALSE)
+if(NOT TB_WITH_IMAGES STREQUAL "OFF")
+  find_package(PNG QUIET)
+  find_package(JPEG QUIET)
+  if(PNG_FOUND AND JPEG_FOUND)
+    set(_images_found TRUE)
+  endif()
+endif()
+tb_resolve(TB_WITH_IMAGES ${_images_found} TB_HAVE_IMAGES)
+tb_feature("libpng + libjpeg (image folders)" "${TB_HAVE_IMAGES}" "${PNG_VERSION_STRING}")

@@ -8,6 +8,7 @@ packages=(
   libdnnl-dev libopenblas-dev nlohmann-json3-dev
   qt6-base-dev libqcustomplot-dev
   libprotobuf-dev protobuf-compiler libsqlite3-dev
+  libpng-dev libjpeg62-turbo-dev  # image folders (PNG, JPEG)
   dataset-fashion-mnist python3
   openmpi-bin libopenmpi-dev  # runs of several processes (mpirun)
   clang-14 libclang-rt-14-dev libomp-14-dev  # make fuzz: libFuzzer, and OpenMP for clang

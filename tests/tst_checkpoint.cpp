@@ -852,9 +852,9 @@ private slots:
             const QString e = errorOf([&] { loadData(("tfrecord:" + folder).toStdString(), 0, 1); });
             QVERIFY2(mentions(e, {folder + "/train.tfrecords", bad.says}), qPrintable(QString(bad.name) + ": " + e));
         }
-        QVERIFY(mentions(errorOf([&] { loadData(("tfrecord:" + out).toStdString(), 0, 1, {}, "picture=x"); }),
+        QVERIFY(mentions(errorOf([&] { loadData(("tfrecord:" + out).toStdString(), 0, 1, {}, {.tfrecordFeatures = "picture=x"}); }),
                          {"--tfrecord-features: unknown role 'picture'"}));
-        QVERIFY(mentions(errorOf([&] { loadData(("tfrecord:" + out).toStdString(), 0, 1, {}, "image=pixels"); }),
+        QVERIFY(mentions(errorOf([&] { loadData(("tfrecord:" + out).toStdString(), 0, 1, {}, {.tfrecordFeatures = "image=pixels"}); }),
                          {"has no bytes feature 'pixels'"}));
         QVERIFY(mentions(errorOf([&] { loadData(("tfrecord:" + dir_.filePath("nowhere")).toStdString(), 0, 1); }),
                          {"not a folder"}));

@@ -646,7 +646,7 @@ void TestModel::initialParamsFollowTheSpec() {
     // normals within 2 stddev and reaching past 1.5 stddev, Glorot within sqrt(6 / (fanIn + fanOut))
     // and reaching past 0.9 of it.
     auto backend = tb::makeCpuBackend(1);
-    for (const char* model : {"mlp", "deep_mlp", "mnist_cnn", "cifar10_cnn", "tiny_mlp"}) {
+    for (const char* model : {"mlp", "deep_mlp", "mnist_cnn", "cifar10_cnn", "tiny_mlp", "resnet20_mnist"}) {
         tb::Network net(tb::findModel(model), *backend, 2);
         const std::vector<float> p = net.initialParams(3);
         const auto& info = net.paramInfos();
@@ -668,6 +668,13 @@ void TestModel::initialParamsFollowTheSpec() {
                 limit = roundUp(std::sqrt(6.0 / double(info[t].fanIn + info[t].fanOut)));
                 reach = 0.9 * limit;
                 break;
+            case tb::InitSpec::Kind::HeNormal: {  // N(0, 2 / fanIn): the sample's spread within 10%
+                double sq = 0;
+                for (auto it = first; it != last; ++it) sq += double(*it) * double(*it);
+                const double sd = std::sqrt(sq / double(last - first)), want = std::sqrt(2.0 / double(info[t].fanIn));
+                QVERIFY2(std::abs(sd / want - 1) < 0.1, qPrintable(what + QStringLiteral(": stddev %1, not %2").arg(sd).arg(want)));
+                continue;
+            }
             }
             QVERIFY2(info[t].name.ends_with("/weights"), qPrintable(what));
             QVERIFY2(std::all_of(first, last, [&](float x) { return std::abs(x) <= limit; }), qPrintable(what));

@@ -45,14 +45,22 @@ Dataset makeSpirals(size_t n, int classes, uint64_t seed);
 // Moves the last `count` samples of `from` into a new dataset (a validation split).
 Dataset splitTail(Dataset& from, size_t count, const std::string& name);
 
-// What --data names: fashion-mnist | idx:DIR | cifar10:DIR | synthetic:blobs | synthetic:spirals.
+// What --data names: fashion-mnist | idx:DIR | cifar10:DIR | tfrecord:DIR | folder:DIR |
+// synthetic:blobs | synthetic:spirals.
 struct DataSplits {
     Dataset train, validation, test;
     bool cifarAugment = false;  // CIFAR-10: random 24x24 crops etc. for training, central crops for eval
+    std::vector<std::string> skipped;  // folder:DIR with skipBadImages: "path: why" of each image left out
+    size_t ignoredFiles = 0;           // folder:DIR: files in class folders that are not images
 };
-// tfrecordFeatures: where the Examples of tfrecord:DIR keep image and label (--tfrecord-features).
+struct DataOptions {
+    std::string tfrecordFeatures;  // where the Examples of tfrecord:DIR keep image and label (--tfrecord-features)
+    int channels = 0, height = 0, width = 0;  // folder:DIR: the model's input shape (0: the first image's)
+    bool skipBadImages = false;    // folder:DIR: leave unreadable images out (counted) instead of stopping
+    int threads = 0;               // folder:DIR: decoding threads (0: every core)
+};
 DataSplits loadData(const std::string& spec, size_t validationSize, uint64_t seed, const CancelCheck& cancelled = {},
-                    const std::string& tfrecordFeatures = {});
+                    const DataOptions& options = {});
 
 // The folder --data reads (idx:DIR, cifar10:DIR, tfrecord:DIR, fashion-mnist's); empty for
 // synthetic sets and specs loadData refuses.

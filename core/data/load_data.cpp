@@ -6,6 +6,9 @@
 #include <system_error>
 
 #include "data/dataset.hpp"
+#ifdef TB_HAVE_IMAGES
+#include "data/image_folder.hpp"
+#endif
 #ifdef TB_HAVE_PROTOBUF
 #include "data/tfrecord_dataset.hpp"
 #endif
@@ -57,13 +60,13 @@ Dataset splitTail(Dataset& from, size_t count, const std::string& name) {
 
 std::string dataFolderOf(const std::string& spec) {
     if (spec == "fashion-mnist") return kFashionMnistDir;
-    for (const char* prefix : {"idx:", "cifar10:", "tfrecord:"})
+    for (const char* prefix : {"idx:", "cifar10:", "tfrecord:", "folder:"})
         if (spec.starts_with(prefix)) return spec.substr(std::string(prefix).size());
     return {};
 }
 
 DataSplits loadData(const std::string& spec, size_t validationSize, uint64_t seed, const CancelCheck& cancelled,
-                    const std::string& tfrecordFeatures) {
+                    const DataOptions& options) {
     DataSplits s;
     std::string base;  // name stem: "fashion-mnist", "cifar10", ...
     auto dirAfter = [&](size_t prefixLen) {
@@ -93,13 +96,28 @@ DataSplits loadData(const std::string& spec, size_t validationSize, uint64_t see
     } else if (spec.starts_with("tfrecord:")) {
 #ifdef TB_HAVE_PROTOBUF
         const std::string dir = dirAfter(9);
-        const TFRecordFeatures f = TFRecordFeatures::parse(tfrecordFeatures, "--tfrecord-features");
+        const TFRecordFeatures f = TFRecordFeatures::parse(options.tfrecordFeatures, "--tfrecord-features");
         base = std::filesystem::path(dir).filename().string();
         s.train = readTFRecordExamples(tfrecordFiles(dir, "train"), f, base + " train", cancelled);
         s.test = readTFRecordExamples(tfrecordFiles(dir, "test"), f, base + " test", cancelled);
 #else
         throw Error("--data " + spec + ": this build of Towerbench has no protobuf, which TFRecord input needs "
                     "(install libprotobuf-dev and protobuf-compiler, and build again)");
+#endif
+    } else if (spec.starts_with("folder:")) {
+#ifdef TB_HAVE_IMAGES
+        const std::string dir = dirAfter(7);
+        ImageFolderSet f = readImageFolder(dir, {options.channels, options.height, options.width}, options.skipBadImages,
+                                           options.threads, cancelled);
+        base = std::filesystem::path(dir).lexically_normal().filename().string();
+        if (base.empty()) base = std::filesystem::path(dir).lexically_normal().parent_path().filename().string();
+        s.train = std::move(f.train);
+        s.test = std::move(f.test);
+        s.skipped = std::move(f.skipped);
+        s.ignoredFiles = f.ignoredFiles;
+#else
+        throw Error("--data " + spec + ": this build of Towerbench has no libpng and libjpeg, which image folders need "
+                    "(install libpng-dev and libjpeg62-turbo-dev, and build again)");
 #endif
     } else if (spec == "synthetic:blobs") {
         base = "blobs";
@@ -111,7 +129,7 @@ DataSplits loadData(const std::string& spec, size_t validationSize, uint64_t see
         s.test = makeSpirals(kSyntheticTest, 3, seed + kTestSeedOffset);
     } else {
         throw Error("--data: unknown data spec '" + spec +
-                    "' (expected fashion-mnist, idx:DIR, cifar10:DIR, tfrecord:DIR, synthetic:blobs or synthetic:spirals)");
+                    "' (expected fashion-mnist, idx:DIR, cifar10:DIR, tfrecord:DIR, folder:DIR, synthetic:blobs or synthetic:spirals)");
     }
     // The network is built for the training samples' shape; a test set of another shape would be
     // read past its end (larger) or scored as garbage (smaller).
@@ -127,7 +145,8 @@ DataSplits loadData(const std::string& spec, size_t validationSize, uint64_t see
     }
     s.train.name = base + " train";
     s.test.name = base + " test";
-    s.train.classNames = s.test.classNames = knownClassNames(base, s.train.numClasses);
+    if (s.train.classNames.empty())  // a folder's are its class folders' names
+        s.train.classNames = s.test.classNames = knownClassNames(base, s.train.numClasses);
     if (validationSize > 0 && validationSize >= s.train.size())
         throw Error("--data " + spec + ": a validation set of " + std::to_string(validationSize) +
                     " samples needs a training set larger than its " + std::to_string(s.train.size()) +

@@ -135,7 +135,7 @@ std::optional<EvalResult> Evaluator::pass(const Dataset& d, const std::string& s
 EvalResult evaluateCheckpoint(const std::string& checkpointPath, const RunConfig& config) {
     const Checkpoint ck = Checkpoint::open(checkpointPath);
     const ModelSpec spec = parseModelSpec(ck.meta().modelSpec, checkpointPath + " (its model)");
-    DataSplits data = loadData(config.data, 0, config.seed, {}, config.tfrecordFeatures);
+    DataSplits data = loadData(config.data, 0, config.seed, {}, dataOptions(config, spec));
     const int machineCores = int(std::max(1u, std::thread::hardware_concurrency()));
     const int threads = config.threads > 0 ? config.threads : machineCores;
     flushDenormalsInTeam(threads);

@@ -81,6 +81,17 @@ DeploymentPlan makePlan(const RunConfig& c, int gpus, const std::string& whyNoGp
     return p;
 }
 
+DataOptions dataOptions(const RunConfig& c, const ModelSpec& spec) {
+    DataOptions o;
+    o.tfrecordFeatures = c.tfrecordFeatures;
+    o.channels = spec.inC;
+    o.height = spec.inH;
+    o.width = spec.inW;
+    o.skipBadImages = c.skipBadImages;
+    o.threads = c.threads;
+    return o;
+}
+
 PipelineOptions pipelineFor(const RunConfig& c, bool cifar, bool training, int batch, int prefetch) {
     PipelineOptions o;
     o.batchSize = batch;

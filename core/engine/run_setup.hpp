@@ -34,6 +34,9 @@ int cpuTowerSlots();
 // (at most 4 of them), whose thread then makes each batch itself, and 2 otherwise.
 int prefetchFor(const RunConfig& config, const DeploymentPlan& plan, int threads, int machineCores);
 // How the pipeline shapes a dataset for the run (CIFAR-10: 24x24 crops, standardised).
+// What loadData needs beyond --data: the TFRecord features, and for image folders the model's
+// input shape (images are fitted to it) and --skip-bad-images.
+DataOptions dataOptions(const RunConfig& c, const ModelSpec& spec);
 PipelineOptions pipelineFor(const RunConfig& c, bool cifar, bool training, int batch, int prefetch);
 OptimizerSettings optimizerSettings(const RunConfig& c);
 

@@ -52,6 +52,7 @@ nlohmann::json RunSummary::toJson() const {
                         {"checkpoint_seconds", checkpointSeconds},
                         {"checkpoint_write_seconds", checkpointWriteSeconds}};
     if (resumedAt > 0) j["resumed_at"] = resumedAt;
+    if (skippedImages > 0) j["skipped_images"] = skippedImages;
     if (processes > 1) j["processes"] = processes;
     if (validationAccuracy >= 0) j["validation_accuracy"] = validationAccuracy;
     if (!evaluated) j["test_accuracy"] = j["test_loss"] = nullptr;
@@ -178,7 +179,7 @@ RunSummary Trainer::execute(ObserverHub& hub) {
     try {
         // Loading gives way to a stop at once; processes load to the end, as one that gave up would
         // leave the others in a collective.
-        data = loadData(c.data, 0, c.seed, [this] { return !processes_ && control_.stopped(); }, c.tfrecordFeatures);
+        data = loadData(c.data, 0, c.seed, [this] { return !processes_ && control_.stopped(); }, dataOptions(c, run.spec));
     } catch (const Cancelled&) {
         RunSummary stopped;
         stopped.model = run.spec.name;
@@ -189,9 +190,16 @@ RunSummary Trainer::execute(ObserverHub& hub) {
         hub.onStateChanged(RunState::Stopped, "stopped while loading " + c.data);
         return stopped;
     }
+    const int64_t skipped = int64_t(data.skipped.size());
+    if (skipped > 0)
+        hub.onStateChanged(RunState::Loading, "left out " + std::to_string(skipped) + " unreadable image" +
+                                                  (skipped == 1 ? "" : "s") + " (--skip-bad-images), the first: " +
+                                                  data.skipped.front());
     TrainingRun training(run, std::move(data), cores, machineCores, hub, control_, folder_, observers_);
     training.train();
-    return training.finish();
+    RunSummary summary = training.finish();
+    summary.skippedImages = skipped;
+    return summary;
 }
 
 }  // namespace tb

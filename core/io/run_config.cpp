@@ -48,6 +48,7 @@ const std::map<std::string, Setting>& table() {
         {"model", bind(Kind::Text, &RunConfig::model)},
         {"data", bind(Kind::Text, &RunConfig::data)},
         {"tfrecord_features", bind(Kind::Text, &RunConfig::tfrecordFeatures)},
+        {"skip_bad_images", bind(Kind::Flag, &RunConfig::skipBadImages)},
         {"batch", bind(Kind::Int, &RunConfig::batch)},
         {"steps", bind(Kind::Int, &RunConfig::steps)},
         {"epochs", bind(Kind::Real, &RunConfig::epochs)},

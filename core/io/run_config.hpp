@@ -17,6 +17,7 @@ struct RunConfig {
     std::string model = "mnist_cnn";     // a name in the models folders, or a .json path
     std::string data = "fashion-mnist";  // fashion-mnist | idx:DIR | cifar10:DIR | tfrecord:DIR | synthetic:blobs|spirals
     std::string tfrecordFeatures;        // tfrecord:DIR: image=KEY,label=KEY,... (default image_raw, label)
+    bool skipBadImages = false;          // folder:DIR: leave unreadable images out (counted, named) instead of stopping
     int batch = 128;
     int64_t steps = 0;                   // > 0 wins over epochs
     double epochs = 1.0;

@@ -1,5 +1,8 @@
 #include "window/run_follower.hpp"
 
+#include "engine/run_setup.hpp"
+#include "nn/model_spec.hpp"
+
 #include <algorithm>
 
 #include <QJsonArray>
@@ -8,6 +11,8 @@
 
 #include "engine/metrics_file.hpp"
 #include "engine/run_folder.hpp"
+#include "engine/run_setup.hpp"
+#include "nn/model_spec.hpp"
 #include "util/error.hpp"
 #include "view_format.hpp"
 
@@ -114,7 +119,7 @@ void RunFollower::attachPredictions() {
         try {
             const tb::RunConfig c = tb::RunFolder::resumeConfig(folder);
             tb::DataSplits data = tb::loadData(c.data, 0, c.seed, [this] { return stopReading_.load(); },
-                                               c.tfrecordFeatures);
+                                               tb::dataOptions(c, tb::findModel(c.model)));
             *read = std::make_shared<const tb::Dataset>(std::move(data.test));
         } catch (const std::exception& e) {
             *error = QString::fromUtf8(e.what());
