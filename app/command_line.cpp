@@ -136,12 +136,20 @@ CommandLine parseCommandLine(const std::vector<std::string>& argsIn) {
         return c;
     }
     if (!args.empty() && args[0] == "convert") {
-        if (args.size() != 3) throw Error("convert: expected SPEC tfrecord:DIR (e.g. convert idx:mnist tfrecord:mnist-tf)");
-        if (!args[2].starts_with("tfrecord:") || args[2].size() == 9)
-            throw Error("convert: the target '" + args[2] + "' is not tfrecord:DIR");
+        if (args.size() != 3 && args.size() != 5)
+            throw Error("convert: expected SPEC tfrecord:DIR or SPEC folder:DIR [--jpeg-quality Q] "
+                        "(e.g. convert idx:mnist tfrecord:mnist-tf)");
+        const bool toFolder = args[2].starts_with("folder:");
+        if ((!args[2].starts_with("tfrecord:") && !toFolder) || args[2].size() == (toFolder ? 7u : 9u))
+            throw Error("convert: the target '" + args[2] + "' is not tfrecord:DIR or folder:DIR");
+        if (args.size() == 5) {
+            if (args[3] != "--jpeg-quality") throw Error("convert: unknown argument '" + args[3] + "' (--jpeg-quality Q)");
+            if (!toFolder) throw Error("convert: --jpeg-quality applies to a folder:DIR target only");
+            c.jpegQuality = wholeNumber("--jpeg-quality", args[4], 1, 100);
+        }
         c.command = CommandLine::Command::Convert;
         c.convertSpec = args[1];
-        c.convertTarget = args[2].substr(9);
+        c.convertTarget = args[2];
         return c;
     }
     if (!args.empty() && args[0] == "predict") {

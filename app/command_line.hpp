@@ -18,7 +18,8 @@ struct CommandLine {
     // runs [--filter TEXT] [--sort COLUMN] [--ascending] [--json]
     std::string filter, sort = "created";
     bool ascending = false, json = false;
-    std::string convertSpec, convertTarget;  // convert SPEC tfrecord:DIR
+    std::string convertSpec, convertTarget;  // convert SPEC tfrecord:DIR|folder:DIR (the target whole)
+    int jpegQuality = 0;                     // convert ... folder:DIR --jpeg-quality Q; 0: PNG
     std::string evalTarget;                  // eval RUN_DIR|CHECKPOINT
     bool dataGiven = false;                  // eval: --data given (else the run's own data)
     tb::SweepSettings sweep;                 // scale: --sweep-towers, --sweep-strategies, ...

@@ -15,6 +15,9 @@
 #include "engine/pipeline_time_model.hpp"
 #include "engine/checkpoint.hpp"
 #include "engine/run_folder.hpp"
+#ifdef TB_HAVE_IMAGES
+#include "data/image_folder.hpp"
+#endif
 #include "engine/scaling_sweep.hpp"
 #include "engine/selftest.hpp"
 #include "engine/step_time_model.hpp"
@@ -34,7 +37,7 @@ namespace {
 const char* kUsage = R"(usage: towerbench-run selftest
        towerbench-run models [--json]
        towerbench-run eval RUN_DIR|CHECKPOINT [--data SPEC] [--batch N] [--threads N]
-       towerbench-run convert SPEC tfrecord:DIR
+       towerbench-run convert SPEC tfrecord:DIR|folder:DIR [--jpeg-quality Q]
        towerbench-run runs [--filter TEXT] [--sort COLUMN] [--ascending] [--json]
        towerbench-run scale [--sweep-towers 1,2,4] [--sweep-strategies mean,allreduce,async,average:4]
                       [--sweep-warmup N] [--sweep-steps N] [--run-dir DIR] [training flags]
@@ -64,7 +67,12 @@ reference, and trains a GPU tower beside a CPU tower; exit status 1 if any check
   --model NAME|FILE   a model by name (`towerbench-run models` lists them with their parameters and
                       FLOPs: mnist_cnn, mnist_seed, cifar10_cnn, resnet20, resnet56, resnet20_mnist,
                       vgg_bn, mlp, ...) or a model .json file (default mnist_cnn)
-  --data SPEC         fashion-mnist | idx:DIR | cifar10:DIR | synthetic:blobs | synthetic:spirals
+  --data SPEC         fashion-mnist | idx:DIR | cifar10:DIR | tfrecord:DIR | folder:DIR |
+                      synthetic:blobs | synthetic:spirals. folder:DIR: PNG and JPEG images, one
+                      subfolder per class (DIR/train and DIR/test, or a tenth of each class for
+                      testing by a hash of its name), fitted to the model's input (docs/user-guide.md:
+                      "Your own images"); --skip-bad-images true leaves unreadable images out,
+                      counted and named, instead of stopping at the first
   --batch N           examples per step (default 128)
   --steps N           training steps; wins over --epochs
   --epochs X          passes over the training set (default 1)
@@ -106,10 +114,13 @@ Run folders (docs/user-guide.md: "Runs that last"):
   --resume RUN_DIR    continue a stopped or crashed run from its newest checkpoint, exactly as if
                       it had not stopped (synchronous updates); may give more --steps or --epochs
   --init-from CKPT    start from a checkpoint's weights, with any plan (e.g. 1 tower -> 4)
-  convert SPEC tfrecord:DIR   writes an image set (fashion-mnist, idx:DIR, cifar10:DIR) as
-                      DIR/train.tfrecords and DIR/test.tfrecords of tf.train.Example records, as
-                      TensorFlow's MNIST article does; --data tfrecord:DIR reads them back
-                      (--tfrecord-features image=KEY,label=KEY for other feature names)
+  convert SPEC tfrecord:DIR   writes an image set (fashion-mnist, idx:DIR, cifar10:DIR,
+                      folder:DIR) as DIR/train.tfrecords and DIR/test.tfrecords of tf.train.Example
+                      records, as TensorFlow's MNIST article does; --data tfrecord:DIR reads them
+                      back (--tfrecord-features image=KEY,label=KEY for other feature names)
+  convert SPEC folder:DIR [--jpeg-quality Q]   writes it as image files, DIR/train/<k>-<class>/
+                      <index>.png (or .jpg of quality Q, 1-100) and DIR/test/...; --data folder:DIR
+                      reads them back in the same order
   runs                the run folders (SQLite index kept beside them, rebuilt from the folders
                       when missing or stale), newest first: --filter matches model, data, plan,
                       state or name; --sort created|name|model|data|state|steps|test_accuracy|
@@ -263,8 +274,24 @@ int runList(const CommandLine& c) {
     return 0;
 }
 
-// convert SPEC tfrecord:DIR: the set's train and test splits as TFRecord files.
-int runConvert(const std::string& spec, const std::string& dir) {
+// convert SPEC tfrecord:DIR|folder:DIR: the set's train and test splits as TFRecord or image files.
+int runConvert(const std::string& spec, const std::string& target, int jpegQuality) {
+    const bool toFolder = target.starts_with("folder:");
+    const std::string dir = target.substr(toFolder ? 7 : 9);
+    if (toFolder) {
+#ifdef TB_HAVE_IMAGES
+        const tb::DataSplits data = tb::loadData(spec, 0, 1);
+        tb::writeImageFolder(data.train, data.test, dir, jpegQuality);
+        std::cout << nlohmann::json{{"train", dir + "/train"}, {"train_images", data.train.size()},
+                                    {"test", dir + "/test"}, {"test_images", data.test.size()},
+                                    {"format", jpegQuality > 0 ? "jpeg" : "png"}}
+                         .dump()
+                  << std::endl;
+        return 0;
+#else
+        return fail("convert: this build of Towerbench has no libpng and libjpeg, which image files need");
+#endif
+    }
 #ifdef TB_HAVE_PROTOBUF
     // The inputs first: a set that cannot be read leaves no empty folder behind.
     const tb::DataSplits data = tb::loadData(spec, 0, 1);
@@ -429,7 +456,7 @@ int main(int argc, char** argv) {
         case CommandLine::Command::SelfTest: return tb::runSelfTest(std::cout);
         case CommandLine::Command::Runs: return runList(c);
         case CommandLine::Command::Models: return runModels(c);
-        case CommandLine::Command::Convert: return runConvert(c.convertSpec, c.convertTarget);
+        case CommandLine::Command::Convert: return runConvert(c.convertSpec, c.convertTarget, c.jpegQuality);
         case CommandLine::Command::Eval: return runEval(c.evalTarget, c.config, c.dataGiven);
         case CommandLine::Command::Scale: return runScale(c);
         case CommandLine::Command::Predict: return runPredict(c);

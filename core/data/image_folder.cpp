@@ -236,11 +236,7 @@ void writeImageFolder(const Dataset& train, const Dataset& test, const std::stri
     }
     for (const auto& [split, d] : {std::pair{"train", &train}, std::pair{"test", &test}}) {
         const int fileDigits = int(std::to_string(d->size()).size());
-        for (const std::string& f : folders) {
-            std::error_code ec;
-            fs::create_directories(fs::path(dir) / split / f, ec);
-            if (ec) throw Error("convert: cannot create " + (fs::path(dir) / split / f).string() + " (" + ec.message() + ")");
-        }
+        std::vector<bool> made(folders.size(), false);  // a class without images gets no folder (a reader refuses empty ones)
         const size_t plane = size_t(d->height) * size_t(d->width);
         Image im;
         im.height = d->height;
@@ -252,7 +248,14 @@ void writeImageFolder(const Dataset& train, const Dataset& test, const std::stri
             for (size_t p = 0; p < plane; ++p)
                 for (int ch = 0; ch < d->channels; ++ch) im.pixels[p * size_t(d->channels) + size_t(ch)] = src[size_t(ch) * plane + p];
             const std::string bytes = jpegQuality > 0 ? encodeJpeg(im, jpegQuality) : encodePng(im);
-            const fs::path path = fs::path(dir) / split / folders[size_t(d->labels[i])] /
+            const size_t k = size_t(d->labels[i]);
+            if (!made[k]) {
+                std::error_code ec;
+                fs::create_directories(fs::path(dir) / split / folders[k], ec);
+                if (ec) throw Error("convert: cannot create " + (fs::path(dir) / split / folders[k]).string() + " (" + ec.message() + ")");
+                made[k] = true;
+            }
+            const fs::path path = fs::path(dir) / split / folders[k] /
                                   (pad(i, fileDigits) + (jpegQuality > 0 ? ".jpg" : ".png"));
             std::ofstream out(path, std::ios::binary);
             out.write(bytes.data(), std::streamsize(bytes.size()));

@@ -16,7 +16,7 @@ as there are cores (--jobs). Outcomes:
   hang             over 60 s
   memory           'out of memory', or over 1 GiB resident
 The exit status is 1 if any case ends in one of the last five."""
-import argparse, collections, concurrent.futures, gzip, json, os, re, resource, shutil, signal, struct, subprocess, sys, \
+import argparse, collections, concurrent.futures, gzip, json, os, re, resource, shutil, signal, struct, subprocess, sys, zlib, \
     tempfile, threading, time
 
 HERE = os.path.dirname(os.path.abspath(__file__))
@@ -229,6 +229,69 @@ def tfrecord_cases(c, binary):
         case("%s followed by garbage" % n, {n: data + b"garbage"}, culprit=n)
     for f in ("image=nope", "label=nope", "bogus", "image=", "x=y", "image=label,label=image", "height=label"):
         case("--tfrecord-features %s" % f, {}, features=f)
+
+
+# ------------------------------------------------------------------ image folders (--data folder:DIR)
+def folder_cases(c, binary):
+    src = c.folder("idxsrc")
+    for n, data in zip(IDX_NAMES, idx_base()):
+        write(os.path.join(src, n), data)
+    bases = {}
+    for fmt, extra in (("png", []), ("jpeg", ["--jpeg-quality", "90"])):
+        d = c.folder("imgbase-" + fmt)
+        subprocess.run([binary, "convert", "idx:" + src, "folder:" + d] + extra, check=True, stdout=subprocess.DEVNULL)
+        files = {os.path.relpath(os.path.join(r, f), d): open(os.path.join(r, f), "rb").read()
+                 for r, _, fs in os.walk(d) for f in fs}
+        # The slice's 20 training images miss some classes its test images have: those test images out.
+        trained = {k.split("/")[1] for k in files if k.startswith("train/")}
+        bases[fmt] = {k: v for k, v in files.items() if k.split("/")[1] in trained}
+
+    def case(name, fmt, changed=None, removed=(), culprit=None, names=None, may_run=False, extra=()):
+        d = c.folder("img")
+        for rel, data in bases[fmt].items():
+            if not any(rel.startswith(r) for r in removed):
+                write(c.path(d, rel), changed.get(rel, data) if changed else data)
+        for rel, data in (changed or {}).items():
+            if rel not in bases[fmt]:
+                write(c.path(d, rel), data)
+        for r in removed:
+            if r.endswith("/"):
+                os.makedirs(os.path.join(d, r), exist_ok=True)  # the folder stays, emptied
+        args = ["--model", "mlp", "--steps", "1", "--batch", "4", "--validation", "4", "--threads", "1", "--quiet",
+                "--data", "folder:" + d] + list(extra)
+        c.add("image folders", "%s: %s" % (fmt, name), args,
+              [os.path.join(d, culprit)] if culprit else (names or ["--data", d]), may_run)
+
+    for fmt in ("png", "jpeg"):
+        files = sorted(k for k in bases[fmt] if k.startswith("train/"))
+        first = files[0]
+        data = bases[fmt][first]
+        case("valid (control)", fmt, may_run=True)
+        for cut in sorted({0, 1, 7, 16, 30, len(data) // 2, len(data) - 2}):
+            case("%s cut at %d bytes" % (first, cut), fmt, {first: data[:cut]}, culprit=first)
+        for pos in (0, 3, 12, 20, len(data) // 2):
+            b = bytearray(data)
+            b[pos] ^= 0x5A
+            # A flipped byte inside compressed data may still decode: then the run trains.
+            case("%s with byte %d damaged" % (first, pos), fmt, {first: bytes(b)}, culprit=first, may_run=fmt == "jpeg" and pos >= 4)
+        case("%s replaced by text" % first, fmt, {first: b"not an image at all"}, culprit=first)
+        case("a bad image skipped with --skip-bad-images", fmt, {first: data[:20]}, may_run=True,
+             extra=["--skip-bad-images", "true"])
+        cls = first.split("/")[1]
+        case("class folder %s emptied" % cls, fmt, removed=["train/%s/" % cls], names=["train/" + cls, "no .png"])
+        test_cls = sorted({k.split("/")[1] for k in bases[fmt] if k.startswith("test/")})[0]
+        case("a test class without a training folder", fmt, {"test/zz-unknown/1.png": data},
+             names=["zz-unknown", "no training folder"])
+        only = sorted({k.split("/")[1] for k in files})[0]
+        case("one class only", fmt, removed=[k for k in bases[fmt] if not k.startswith("train/" + only + "/") and k.startswith("train/")],
+             names=["1 class folder"])
+    # A PNG header claiming 2^31-1 x 2^31-1 pixels: refused from the header, nothing allocated.
+    png = bases["png"][sorted(k for k in bases["png"] if k.startswith("train/"))[0]]
+    huge = bytearray(png)
+    huge[16:24] = struct.pack(">II", 0x7FFFFFFF, 0x7FFFFFFF)
+    huge[29:33] = struct.pack(">I", zlib.crc32(bytes(huge[12:29])) & 0xFFFFFFFF)
+    first = sorted(k for k in bases["png"] if k.startswith("train/"))[0]
+    case("%s claiming 2^31-1 x 2^31-1 pixels" % first, "png", {first: bytes(huge)}, culprit=first)
 
 
 # ------------------------------------------------------------------ checkpoints and run folders
@@ -538,7 +601,8 @@ def main():
     binary = os.path.abspath(a.binary)
     with tempfile.TemporaryDirectory(prefix="tb-bad-input-") as work:
         c = Campaign(work)
-        for gen in (idx_cases, cifar_cases, lambda c: tfrecord_cases(c, binary), lambda c: checkpoint_cases(c, binary),
+        for gen in (idx_cases, cifar_cases, lambda c: tfrecord_cases(c, binary), lambda c: folder_cases(c, binary),
+                    lambda c: checkpoint_cases(c, binary),
                     config_cases, model_cases, flag_cases):
             gen(c)
         with open(binary, "rb") as f:

@@ -111,6 +111,21 @@ def main():
         put("fuzz_tfrecord", "train.tfrecords", read(tmp, "tf", "train.tfrecords"))
         put("fuzz_tfrecord", "test.tfrecords", read(tmp, "tf", "test.tfrecords"))
 
+        # Image files as convert writes them (gray PNG, gray JPEG), and a JPEG carrying an EXIF
+        # orientation (APP1 after SOI: a little-endian TIFF block with one IFD entry, 0x0112 = 6).
+        for fmt, extra in (("png", []), ("jpeg", ["--jpeg-quality", "90"])):
+            out = os.path.join(tmp, "img-" + fmt)
+            subprocess.run([RUN, "convert", "idx:" + idx, "folder:" + out] + extra, env=env, check=True,
+                           stdout=subprocess.DEVNULL)
+            first = sorted(os.listdir(os.path.join(out, "train")))[0]
+            name = sorted(os.listdir(os.path.join(out, "train", first)))[0]
+            data = read(out, "train", first, name)
+            put("fuzz_image", "gray." + fmt, data)
+            if fmt == "jpeg":
+                tiff = b"II*\0\x08\0\0\0\x01\0" + b"\x12\x01\x03\0\x01\0\0\0\x06\0\0\0" + b"\0\0\0\0"
+                app1 = b"Exif\0\0" + tiff
+                put("fuzz_image", "exif6.jpeg", data[:2] + b"\xff\xe1" + struct.pack(">H", len(app1) + 2) + app1 + data[2:])
+
 
 if __name__ == "__main__":
     main()
