@@ -152,6 +152,24 @@ CommandLine parseCommandLine(const std::vector<std::string>& argsIn) {
         c.convertTarget = args[2];
         return c;
     }
+    if (!args.empty() && args[0] == "classify") {
+        c.command = CommandLine::Command::Classify;
+        if (args.size() < 2 || args[1].starts_with("--")) throw Error("classify: needs a run folder or a checkpoint file");
+        c.evalTarget = args[1];
+        for (size_t i = 2; i < args.size(); ++i) {
+            const std::string& a = args[i];
+            if (a == "--top" || a == "--threads") {
+                if (i + 1 >= args.size()) throw Error(a + ": needs a value");
+                (a == "--top" ? c.top : c.config.threads) = wholeNumber(a, args[++i], a == "--top" ? 1 : 0, 1 << 16);
+            } else if (a.starts_with("--")) {
+                throw Error("classify: unknown argument '" + a + "' (--top K, --threads N)");
+            } else {
+                c.images.push_back(a);
+            }
+        }
+        if (c.images.empty()) throw Error("classify: give one or more image files after " + c.evalTarget);
+        return c;
+    }
     if (!args.empty() && args[0] == "predict") {
         parsePredict(c, args);
         return c;

@@ -7,6 +7,7 @@
 #include <filesystem>
 #include <iostream>
 #include <memory>
+#include <numeric>
 #include <string>
 #include <vector>
 
@@ -14,6 +15,7 @@
 #include "engine/metrics_file.hpp"
 #include "engine/pipeline_time_model.hpp"
 #include "engine/checkpoint.hpp"
+#include "engine/inference.hpp"
 #include "engine/run_folder.hpp"
 #ifdef TB_HAVE_IMAGES
 #include "data/image_folder.hpp"
@@ -37,6 +39,7 @@ namespace {
 const char* kUsage = R"(usage: towerbench-run selftest
        towerbench-run models [--json]
        towerbench-run eval RUN_DIR|CHECKPOINT [--data SPEC] [--batch N] [--threads N]
+       towerbench-run classify RUN_DIR|CHECKPOINT IMAGE... [--top K] [--threads N]
        towerbench-run convert SPEC tfrecord:DIR|folder:DIR [--jpeg-quality Q]
        towerbench-run runs [--filter TEXT] [--sort COLUMN] [--ascending] [--json]
        towerbench-run scale [--sweep-towers 1,2,4] [--sweep-strategies mean,allreduce,async,average:4]
@@ -127,6 +130,10 @@ Run folders (docs/user-guide.md: "Runs that last"):
                       validation_accuracy|examples_per_sec; --json: one object per line
   eval RUN_DIR|CKPT   test accuracy of a run's newest checkpoint (or of one file) on --data
                       (default: the run's data); prints one JSON line
+  classify RUN_DIR|CKPT IMAGE...   each PNG or JPEG file's class probabilities under the
+                      checkpoint's model (fitted to its input as the run's evaluation saw its data),
+                      one JSON line per image: image, class, label, top (the K most probable, 5 by
+                      default, with their names) and probabilities
   models [--json]     every model of the models folders: input, layers, parameters and forward
                       FLOPs per example (conv and dense layers; a multiply-add counts 2)
 
@@ -310,14 +317,33 @@ int runConvert(const std::string& spec, const std::string& target, int jpegQuali
 #endif
 }
 
+// classify RUN_DIR|CHECKPOINT IMAGE...: one JSON line per image, its probabilities and top classes.
+int runClassify(const std::string& target, const std::vector<std::string>& images, int top, int threads) {
+    const std::string checkpoint = tb::checkpointOf(target);
+    const tb::Classifications r = tb::classifyImages(checkpoint, images, threads);
+    for (const tb::ImageClassification& c : r.images) {
+        std::vector<int> order(c.probabilities.size());
+        std::iota(order.begin(), order.end(), 0);
+        std::stable_sort(order.begin(), order.end(), [&](int a, int b) { return c.probabilities[size_t(a)] > c.probabilities[size_t(b)]; });
+        nlohmann::json best = nlohmann::json::array();
+        for (int k = 0; k < std::min(top, int(order.size())); ++k) {
+            const int label = order[size_t(k)];
+            best.push_back({{"label", label},
+                            {"class", label < int(r.classNames.size()) ? r.classNames[size_t(label)] : std::to_string(label)},
+                            {"probability", c.probabilities[size_t(label)]}});
+        }
+        std::cout << nlohmann::json{{"image", c.image}, {"class", best[0]["class"]}, {"label", best[0]["label"]},
+                                    {"top", best}, {"probabilities", c.probabilities}}
+                         .dump()
+                  << "\n";
+    }
+    std::cout.flush();
+    return 0;
+}
+
 // eval RUN_DIR|CHECKPOINT: one JSON line with the test accuracy of the checkpoint's weights.
 int runEval(const std::string& target, tb::RunConfig config, bool dataGiven) {
-    std::error_code ec;
-    std::string checkpoint = target;
-    if (std::filesystem::is_directory(target, ec)) {
-        checkpoint = tb::RunFolder::newestCheckpointIn(target);
-        if (checkpoint.empty()) return fail("eval: " + target + " holds no checkpoint (checkpoints/ is empty)");
-    }
+    const std::string checkpoint = tb::checkpointOf(target);
     if (!dataGiven) config.data = tb::Checkpoint::open(checkpoint).meta().config.value("data", config.data);
     config.validate();
     const tb::EvalResult r = tb::evaluateCheckpoint(checkpoint, config);
@@ -456,6 +482,7 @@ int main(int argc, char** argv) {
         case CommandLine::Command::SelfTest: return tb::runSelfTest(std::cout);
         case CommandLine::Command::Runs: return runList(c);
         case CommandLine::Command::Models: return runModels(c);
+        case CommandLine::Command::Classify: return runClassify(c.evalTarget, c.images, c.top, c.config.threads);
         case CommandLine::Command::Convert: return runConvert(c.convertSpec, c.convertTarget, c.jpegQuality);
         case CommandLine::Command::Eval: return runEval(c.evalTarget, c.config, c.dataGiven);
         case CommandLine::Command::Scale: return runScale(c);

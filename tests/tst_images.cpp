@@ -1,6 +1,9 @@
 // Image files: the decoders' rules (data/image_codec.hpp), their refusals, and image folders
 // (data/image_folder.hpp): a folder written from an IDX set reads back as that set, bit for bit
 // and in its order, and every malformed folder is refused in one sentence naming what is wrong.
+#include <QJsonArray>
+#include <QJsonDocument>
+#include <QJsonObject>
 #include <QTemporaryDir>
 #include <QtTest>
 
@@ -205,6 +208,58 @@ private slots:
         for (size_t i = 0; i < idx.train.pixels.size(); ++i) err += std::abs(int(folder.train.pixels[i]) - int(idx.train.pixels[i]));
         err /= double(idx.train.pixels.size());
         QVERIFY2(err > 0 && err < 8, qPrintable(QString("mean error %1 of 255 at quality 90").arg(err)));
+    }
+    // classify: a run's checkpoint on its own test images gives, image by image, what the run's
+    // evaluation wrote to predictions.json (the class and its probability, the batch differing:
+    // 7 images a pass against the run's 128), with the folders' class names.
+    void classifyAgreesWithTheRunsPredictions() {
+        QTemporaryDir tmp;
+        const tb::DataSplits idx = tb::loadData("idx:" + sourcePath("samples/fashion-mnist-slice").toStdString(), 0, 1);
+        const QString folder = tmp.filePath("png"), run = tmp.filePath("run");
+        tb::writeImageFolder(idx.train, idx.test, folder.toStdString(), 0);
+        const tbtest::RunResult r = tbtest::runTowerbench({"--model", "mlp", "--data", "folder:" + folder, "--steps", "40",
+                                                           "--threads", "2", "--run-dir", run, "--quiet"});
+        QVERIFY2(r.exitCode == 0, qPrintable(r.err));
+        const QJsonObject p = QJsonDocument::fromJson(tbtest::readFile(run + "/predictions.json")).object();
+        const QJsonArray predicted = p["predicted"].toArray(), confidence = p["confidence"].toArray();
+        // The first 7 test images in the reader's order (file names are the set's indices).
+        std::vector<fs::path> files;
+        for (const auto& e : fs::recursive_directory_iterator(folder.toStdString() + "/test"))
+            if (e.is_regular_file()) files.push_back(e.path());
+        std::sort(files.begin(), files.end(), [](const fs::path& a, const fs::path& b) { return a.filename() < b.filename(); });
+        QStringList args = {"classify", run, "--top", "2"};
+        for (size_t i = 0; i < 7; ++i) args << QString::fromStdString(files[i].string());
+        const tbtest::RunResult c = tbtest::runTowerbench(args);
+        QVERIFY2(c.exitCode == 0, qPrintable(c.err));
+        const QStringList lines = c.out.trimmed().split('\n');
+        QCOMPARE(lines.size(), 7);
+        for (int i = 0; i < 7; ++i) {
+            const QJsonObject o = QJsonDocument::fromJson(lines[i].toUtf8()).object();
+            QCOMPARE(o["image"].toString(), QString::fromStdString(files[size_t(i)].string()));
+            QCOMPARE(o["label"].toInt(), predicted[i].toInt());
+            QCOMPARE(o["class"].toString(), p["class_names"].toArray()[predicted[i].toInt()].toString());
+            QCOMPARE(o["top"].toArray().size(), 2);
+            const double prob = o["top"].toArray()[0].toObject()["probability"].toDouble();
+            QVERIFY2(std::abs(prob - confidence[i].toDouble()) < 1e-5,
+                     qPrintable(QString("image %1: %2 against the run's %3").arg(i).arg(prob).arg(confidence[i].toDouble())));
+            double sum = 0;
+            for (const QJsonValue v : o["probabilities"].toArray()) sum += v.toDouble();
+            QVERIFY(std::abs(sum - 1) < 1e-5);
+        }
+        // Refusals, one sentence each: a missing image, a corrupt one, a folder without checkpoints.
+        const tbtest::RunResult missing = tbtest::runTowerbench({"classify", run, tmp.filePath("nope.png")});
+        QCOMPARE(missing.exitCode, 2);
+        QVERIFY2(mentions(missing.err, {"nope.png"}), qPrintable(missing.err));
+        writeBytes(tmp.filePath("bad.jpg").toStdString(), "\xFF\xD8\xFF garbage");
+        const tbtest::RunResult bad = tbtest::runTowerbench({"classify", run, tmp.filePath("bad.jpg")});
+        QCOMPARE(bad.exitCode, 2);
+        QVERIFY2(mentions(bad.err, {"bad.jpg", "JPEG"}), qPrintable(bad.err));
+        const tbtest::RunResult none = tbtest::runTowerbench({"classify", tmp.path(), files[0].c_str()});
+        QCOMPARE(none.exitCode, 2);
+        QVERIFY2(mentions(none.err, {"no checkpoint"}), qPrintable(none.err));
+        const tbtest::RunResult noImages = tbtest::runTowerbench({"classify", run});
+        QCOMPARE(noImages.exitCode, 2);
+        QVERIFY2(mentions(noImages.err, {"image files"}), qPrintable(noImages.err));
     }
     void badFoldersAreRefused() {
         QTemporaryDir tmp;

@@ -7,12 +7,17 @@
 #include <cmath>
 #include <csetjmp>
 #include <cstdio>
+#include <cerrno>
 #include <cstring>
+#include <filesystem>
+#include <fstream>
 
 #include <jpeglib.h>
 #include <png.h>
 
 #include "util/error.hpp"
+
+namespace fs = std::filesystem;
 
 namespace tb {
 namespace {
@@ -312,7 +317,29 @@ Image resize(const Image& im, int outH, int outW) {
     return out;
 }
 
+constexpr uintmax_t kMaxImageFileBytes = uintmax_t(256) << 20;
+
+std::vector<uint8_t> readFileBytes(const std::string& path) {
+    std::error_code ec;
+    const uintmax_t size = fs::file_size(path, ec);
+    if (ec) throw Error(path + ": cannot be read (" + ec.message() + ")");
+    if (size > kMaxImageFileBytes)
+        throw Error(path + ": " + std::to_string(size >> 20) + " MiB, more than the limit of " +
+                    std::to_string(kMaxImageFileBytes >> 20) + " MiB for one image file");
+    std::ifstream in(path, std::ios::binary);
+    if (!in) throw Error(path + ": cannot be opened (" + std::strerror(errno) + ")");
+    std::vector<uint8_t> bytes(static_cast<size_t>(size));
+    in.read(reinterpret_cast<char*>(bytes.data()), std::streamsize(size));
+    if (size_t(in.gcount()) != bytes.size()) throw Error(path + ": cannot be read to its end");
+    return bytes;
+}
+
 }  // namespace
+
+Image readImageFile(const std::string& path) {
+    const std::vector<uint8_t> bytes = readFileBytes(path);
+    return decodeImage(bytes.data(), bytes.size(), path);
+}
 
 ImageFormat sniffImageFormat(const uint8_t* data, size_t size) {
     static const uint8_t png[8] = {0x89, 'P', 'N', 'G', '\r', '\n', 0x1A, '\n'};

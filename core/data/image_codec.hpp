@@ -40,6 +40,9 @@ ImageFormat sniffImageFormat(const uint8_t* data, size_t size);
 // else: another format, a truncated or corrupt file, a size over the limits.
 Image decodeImage(const uint8_t* data, size_t size, const std::string& origin);
 
+// Reads and decodes an image file (at most 256 MiB); errors name the file.
+Image readImageFile(const std::string& path);
+
 // Writes `image` (channels 1 or 3) as the bytes of a PNG file, or of a baseline JPEG file of the
 // given quality (1-100, 4:2:0 chroma for colour). Throws tb::Error on a malformed image.
 std::string encodePng(const Image& image);

@@ -19,8 +19,6 @@ namespace fs = std::filesystem;
 namespace tb {
 namespace {
 
-constexpr uintmax_t kMaxImageFileBytes = uintmax_t(256) << 20;
-
 struct ImageFile {
     std::string path, name;  // name: the file's own, the first sort key
     int label = 0;
@@ -78,26 +76,6 @@ void sortImages(std::vector<ImageFile>& files) {
     });
 }
 
-std::vector<uint8_t> readFileBytes(const std::string& path) {
-    std::error_code ec;
-    const uintmax_t size = fs::file_size(path, ec);
-    if (ec) throw Error(path + ": cannot be read (" + ec.message() + ")");
-    if (size > kMaxImageFileBytes)
-        throw Error(path + ": " + std::to_string(size >> 20) + " MiB, more than the limit of " +
-                    std::to_string(kMaxImageFileBytes >> 20) + " MiB for one image file");
-    std::ifstream in(path, std::ios::binary);
-    if (!in) throw Error(path + ": cannot be opened (" + std::strerror(errno) + ")");
-    std::vector<uint8_t> bytes(static_cast<size_t>(size));
-    in.read(reinterpret_cast<char*>(bytes.data()), std::streamsize(size));
-    if (size_t(in.gcount()) != bytes.size()) throw Error(path + ": cannot be read to its end");
-    return bytes;
-}
-
-Image readImage(const std::string& path) {
-    const std::vector<uint8_t> bytes = readFileBytes(path);
-    return decodeImage(bytes.data(), bytes.size(), path);
-}
-
 // Decodes `files` into d (shape set) on `threads` threads; each file's fault in `errors`.
 void decodeAll(const std::vector<ImageFile>& files, Dataset& d, int threads, const CancelCheck& cancelled,
                std::vector<std::string>& errors) {
@@ -115,7 +93,7 @@ void decodeAll(const std::vector<ImageFile>& files, Dataset& d, int threads, con
             }
             d.labels[i] = files[i].label;
             try {
-                imageToSample(readImage(files[i].path), d.channels, d.height, d.width, d.pixels.data() + i * per);
+                imageToSample(readImageFile(files[i].path), d.channels, d.height, d.width, d.pixels.data() + i * per);
             } catch (const Error& e) {
                 errors[i] = e.what();
             } catch (const std::bad_alloc&) {
@@ -190,7 +168,7 @@ ImageFolderSet readImageFolder(const std::string& dir, ImageShape shape, bool sk
     sortImages(train);
     sortImages(test);
     if (shape.channels == 0 || shape.height == 0 || shape.width == 0) {
-        const Image first = readImage(train.front().path);
+        const Image first = readImageFile(train.front().path);
         shape = {first.channels, first.height, first.width};
     }
     const double bytes = double(train.size() + test.size()) * shape.channels * shape.height * shape.width;

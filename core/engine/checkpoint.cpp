@@ -97,6 +97,7 @@ void writeCheckpoint(const std::string& path, const CheckpointMeta& meta, const 
         {"validation_accuracy", exact(meta.validationAccuracy)},
         {"best_validation_accuracy", exact(meta.bestValidationAccuracy)},
         {"created", meta.created.empty() ? utcText() : meta.created},
+        {"class_names", nlohmann::json(meta.classNames).dump()},
     };
     const std::string head = safetensors::header(tensors, metadata);
     AtomicFile file(path);
@@ -153,6 +154,12 @@ Checkpoint Checkpoint::open(const std::string& path) {
     c.meta_.validationAccuracy = accuracy("validation_accuracy");
     c.meta_.bestValidationAccuracy = std::max(accuracy("best_validation_accuracy"), c.meta_.validationAccuracy);
     c.meta_.created = md.count("created") ? md.at("created") : "";
+    if (md.count("class_names")) {
+        const nlohmann::json names = parseJsonOrDiscard(md.at("class_names"));
+        if (!names.is_array() || !std::all_of(names.begin(), names.end(), [](const nlohmann::json& n) { return n.is_string(); }))
+            throw Error(path + ": metadata class_names is not a JSON array of names");
+        c.meta_.classNames = names.get<std::vector<std::string>>();
+    }
     return c;
 }
 

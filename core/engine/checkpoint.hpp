@@ -10,7 +10,8 @@
 // Metadata (strings): format "towerbench-checkpoint", version, step, samples (taken from the
 // training input so far), model (its name), model_spec (its JSON as trained), config (the
 // RunConfig, JSON), plan (the DeploymentPlan, JSON), validation_accuracy and
-// best_validation_accuracy ("" when none; 17 digits), created.
+// best_validation_accuracy ("" when none; 17 digits), created, class_names (a JSON array of the
+// data's class names, [] where the classes are numbers; absent in older files).
 //
 // What a checkpoint can do for a run (checkResume / loadWeights say why not, in one sentence):
 //   resume exactly   same format version, model spec and every setting that shapes training;
@@ -45,6 +46,7 @@ struct CheckpointMeta {
     double bestValidationAccuracy = -1;  // the best so far (best.safetensors'), so a resumed run
                                          // never replaces that file with a worse one
     std::string created;           // UTC, ISO 8601
+    std::vector<std::string> classNames;  // the data's (folders', Fashion-MNIST's); empty: numbers
 };
 
 // The training state copied to the host between steps (towers idle): about 1x (SGD) to 4x

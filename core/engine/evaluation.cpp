@@ -6,7 +6,7 @@
 
 #include "backend/backend.hpp"
 #include "data/pipeline.hpp"
-#include "engine/checkpoint.hpp"
+#include "engine/inference.hpp"
 #include "engine/run_setup.hpp"
 #include "util/error.hpp"
 #include "util/float_mode.hpp"
@@ -133,40 +133,22 @@ std::optional<EvalResult> Evaluator::pass(const Dataset& d, const std::string& s
 }
 
 EvalResult evaluateCheckpoint(const std::string& checkpointPath, const RunConfig& config) {
-    const Checkpoint ck = Checkpoint::open(checkpointPath);
-    const ModelSpec spec = parseModelSpec(ck.meta().modelSpec, checkpointPath + " (its model)");
-    DataSplits data = loadData(config.data, 0, config.seed, {}, dataOptions(config, spec));
+    InferenceModel m(checkpointPath, config.batch, config.threads);
+    Network& net = m.network();
+    DataSplits data = loadData(config.data, 0, config.seed, {}, dataOptions(config, net.spec()));
+    checkModelFitsData(net.spec(), net.outputs(), data, config.data);
+    const Stream s = m.stream();
+    Tensor stats = net.backend().empty(Shape{3});
     const int machineCores = int(std::max(1u, std::thread::hardware_concurrency()));
-    const int threads = config.threads > 0 ? config.threads : machineCores;
-    flushDenormalsInTeam(threads);
-    auto be = makeCpuBackend(threads);
-    Network net(spec, *be, config.batch);
-    checkModelFitsData(spec, net.outputs(), data, config.data);
-    if (net.paramInfos().empty()) throw Error(checkpointPath + ": its model " + spec.name + " has no variables");
-    std::vector<float> weights = ck.loadWeights(net);
-    const bool ema = ck.file().has("ema/" + net.paramInfos().front().name);
-    if (ema)  // the run evaluated with its moving average: so does this
-        for (size_t i = 0; i < net.paramInfos().size(); ++i)
-            ck.file().readFloats("ema/" + net.paramInfos()[i].name, weights.data() + net.paramOffsets()[i],
-                                 size_t(net.paramInfos()[i].shape.numel()));
-    const Stream s = be->createStream();
-    be->copyFromHost(s, net.params(), weights.data(), weights.size() * sizeof(float));
-    if (net.hasBatchNorm()) {  // the run's moving statistics, as its own evaluation used them
-        const std::vector<float> moving = ck.loadStatistics(net);
-        be->copyFromHost(s, net.statistics(), moving.data(), moving.size() * sizeof(float));
-    }
-    Tensor stats = be->empty(Shape{3});
     // This thread, as one CPU tower's (a default plan).
     std::optional<EvalResult> r = evaluate(net, s, stats.data(), data.test, config, data.cifarAugment,
-                                           prefetchFor(config, DeploymentPlan{}, threads, machineCores),
+                                           prefetchFor(config, DeploymentPlan{}, m.threads(), machineCores),
                                            [] { return false; });
-    be->synchronize(s);
-    stats = Tensor();
-    be->destroyStream(s);
+    net.backend().synchronize(s);
     if (!r) throw Error("eval: the evaluation was cancelled");
-    r->step = ck.meta().step;
+    r->step = m.checkpoint().meta().step;
     r->split = "test";
-    r->averagedWeights = ema;
+    r->averagedWeights = m.averaged();
     return *r;
 }
 

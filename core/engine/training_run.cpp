@@ -191,7 +191,7 @@ TrainingRun::TrainingRun(RunPlan& run, DataSplits data, int cores, int machineCo
     const auto start = Clock::now();
     stats_ = std::make_unique<RunStatistics>(start, step_, globalPerStep_);
     checkpoints_ = std::make_unique<CheckpointPolicy>(folder_, run, globalPerStep_, *towers_, net, ema_, emaStream_,
-                                                      hub_, step_, start, bestValidation);
+                                                      hub_, step_, start, bestValidation, data_.train.classNames);
     counting_ = StepCounting::make(run.roles, *towers_, control_, perStep_);
     if (telemetry_)
         monitor_ = std::make_unique<DeviceMonitor>(
