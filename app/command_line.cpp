@@ -152,6 +152,18 @@ CommandLine parseCommandLine(const std::vector<std::string>& argsIn) {
         c.convertTarget = args[2];
         return c;
     }
+    if (!args.empty() && args[0] == "export") {
+        c.command = CommandLine::Command::Export;
+        if (args.size() < 2 || args[1].starts_with("--")) throw Error("export: needs a run folder or a checkpoint file");
+        c.evalTarget = args[1];
+        for (size_t i = 2; i < args.size(); ++i) {
+            if (args[i] != "--onnx") throw Error("export: unknown argument '" + args[i] + "' (export RUN_DIR --onnx FILE)");
+            if (i + 1 >= args.size() || args[i + 1].starts_with("--")) throw Error("--onnx: needs a file name");
+            c.onnxFile = args[++i];
+        }
+        if (c.onnxFile.empty()) throw Error("export: give --onnx FILE, the file to write");
+        return c;
+    }
     if (!args.empty() && args[0] == "classify") {
         c.command = CommandLine::Command::Classify;
         if (args.size() < 2 || args[1].starts_with("--")) throw Error("classify: needs a run folder or a checkpoint file");

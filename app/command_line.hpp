@@ -11,7 +11,7 @@
 #include "io/run_config.hpp"
 
 struct CommandLine {
-    enum class Command { Train, Help, SelfTest, Runs, Convert, Eval, Scale, Predict, Models, Classify };
+    enum class Command { Train, Help, SelfTest, Runs, Convert, Eval, Scale, Predict, Models, Classify, Export };
     Command command = Command::Train;
     tb::RunConfig config;   // Train, Eval: file, then flags over it
     RunStorage storage;     // Train: --run-dir / --resume
@@ -23,6 +23,7 @@ struct CommandLine {
     std::string evalTarget;                  // eval RUN_DIR|CHECKPOINT, classify RUN_DIR|CHECKPOINT
     std::vector<std::string> images;         // classify: the image files
     int top = 5;                             // classify --top K
+    std::string onnxFile;                    // export RUN_DIR|CHECKPOINT --onnx FILE
     bool dataGiven = false;                  // eval: --data given (else the run's own data)
     tb::SweepSettings sweep;                 // scale: --sweep-towers, --sweep-strategies, ...
     // predict SWEEP_DIR: calibrated from point --from (1-based), the scenarios of --towers x

@@ -16,6 +16,9 @@
 #include "engine/pipeline_time_model.hpp"
 #include "engine/checkpoint.hpp"
 #include "engine/inference.hpp"
+#ifdef TB_HAVE_PROTOBUF
+#include "engine/onnx_export.hpp"
+#endif
 #include "engine/run_folder.hpp"
 #ifdef TB_HAVE_IMAGES
 #include "data/image_folder.hpp"
@@ -40,6 +43,7 @@ const char* kUsage = R"(usage: towerbench-run selftest
        towerbench-run models [--json]
        towerbench-run eval RUN_DIR|CHECKPOINT [--data SPEC] [--batch N] [--threads N]
        towerbench-run classify RUN_DIR|CHECKPOINT IMAGE... [--top K] [--threads N]
+       towerbench-run export RUN_DIR|CHECKPOINT --onnx FILE
        towerbench-run convert SPEC tfrecord:DIR|folder:DIR [--jpeg-quality Q]
        towerbench-run runs [--filter TEXT] [--sort COLUMN] [--ascending] [--json]
        towerbench-run scale [--sweep-towers 1,2,4] [--sweep-strategies mean,allreduce,async,average:4]
@@ -134,6 +138,10 @@ Run folders (docs/user-guide.md: "Runs that last"):
                       checkpoint's model (fitted to its input as the run's evaluation saw its data),
                       one JSON line per image: image, class, label, top (the K most probable, 5 by
                       default, with their names) and probabilities
+  export RUN_DIR|CKPT --onnx FILE   the model as an ONNX file (opset 13) that takes raw pixels
+                      (batch, c, h, w) as floats 0-255, holds the run's input scaling (and a CIFAR-10
+                      run's crop and standardisation) and gives class probabilities (docs/user-guide.md:
+                      "Taking a model out")
   models [--json]     every model of the models folders: input, layers, parameters and forward
                       FLOPs per example (conv and dense layers; a multiply-add counts 2)
 
@@ -317,6 +325,22 @@ int runConvert(const std::string& spec, const std::string& target, int jpegQuali
 #endif
 }
 
+// export RUN_DIR|CHECKPOINT --onnx FILE: the model as an ONNX inference graph; one JSON line.
+int runExport(const std::string& target, const std::string& file) {
+#ifdef TB_HAVE_PROTOBUF
+    const tb::OnnxExportResult r = tb::exportOnnx(tb::checkpointOf(target), file);
+    std::cout << nlohmann::json{{"onnx", r.path},       {"checkpoint", r.checkpoint}, {"opset", r.opset},
+                                {"nodes", r.nodes},     {"bytes", r.bytes},           {"classes", r.classes},
+                                {"input", {"batch", r.channels, r.height, r.width}}, {"output", {"batch", r.classes}}}
+                     .dump()
+              << std::endl;
+    return 0;
+#else
+    (void)target, (void)file;
+    return fail("export: this build of Towerbench has no protobuf, which ONNX files need");
+#endif
+}
+
 // classify RUN_DIR|CHECKPOINT IMAGE...: one JSON line per image, its probabilities and top classes.
 int runClassify(const std::string& target, const std::vector<std::string>& images, int top, int threads) {
     const std::string checkpoint = tb::checkpointOf(target);
@@ -482,6 +506,7 @@ int main(int argc, char** argv) {
         case CommandLine::Command::SelfTest: return tb::runSelfTest(std::cout);
         case CommandLine::Command::Runs: return runList(c);
         case CommandLine::Command::Models: return runModels(c);
+        case CommandLine::Command::Export: return runExport(c.evalTarget, c.onnxFile);
         case CommandLine::Command::Classify: return runClassify(c.evalTarget, c.images, c.top, c.config.threads);
         case CommandLine::Command::Convert: return runConvert(c.convertSpec, c.convertTarget, c.jpegQuality);
         case CommandLine::Command::Eval: return runEval(c.evalTarget, c.config, c.dataGiven);

@@ -9,6 +9,7 @@ packages=(
   qt6-base-dev libqcustomplot-dev
   libprotobuf-dev protobuf-compiler libsqlite3-dev
   libpng-dev libjpeg62-turbo-dev  # image folders (PNG, JPEG)
+  python3-onnx python3-opencv  # tests/onnx: ONNX's checker and an independent runtime for the export
   dataset-fashion-mnist python3
   openmpi-bin libopenmpi-dev  # runs of several processes (mpirun)
   clang-14 libclang-rt-14-dev libomp-14-dev  # make fuzz: libFuzzer, and OpenMP for clang

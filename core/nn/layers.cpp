@@ -324,6 +324,7 @@ class ConcatLayer final : public Layer {
 public:
     using Layer::Layer;
     Dims configure(const std::vector<Dims>& in) override {
+        in_ = in.front();
         out_ = {0, in.front().h, in.front().w};
         channels_.clear();
         for (const Dims& d : in) {
@@ -366,6 +367,7 @@ private:
 Dims OneInputLayer::configure(const std::vector<Dims>& in) {
     if (in.size() != 1)
         throw Error("layer '" + name() + "' reads one input, not " + std::to_string(in.size()));
+    in_ = in.front();
     return configureOne(in.front());
 }
 

@@ -61,6 +61,9 @@ public:
     virtual ~Layer() = default;
     const LayerSpec& spec() const { return spec_; }
     const std::string& name() const { return spec_.name; }
+    // Per example, once configured: the (first) input's shape and the output's.
+    Dims inputDims() const { return in_; }
+    Dims outputDims() const { return out_; }
 
     // Checks the input shapes (one per input) and returns the output shape; throws tb::Error
     // naming the layer.
