@@ -105,6 +105,11 @@ reference, and trains a GPU tower beside a CPU tower; exit status 1 if any check
   --shuffle-buffer N  --prefetch N   input pipeline (defaults: whole set; automatic: 2 batches
                       ahead on a loader thread, or none with one CPU tower on every core of a
                       machine of up to 4; 0: each batch made by the training thread)
+  --augment auto|none|LIST   training augmentation of image sets: a comma list of crop:P (a random
+                      window of the image padded by P zero pixels a side), flip, brightness:D
+                      (+-D/255), contrast:LOW:HIGH; auto (default): CIFAR-10's distorted_inputs
+                      (24x24 window, flip, brightness:63, contrast:0.2:1.8), none for other sets
+  --normalise auto|none|standardize   per-image standardisation of the input (auto: CIFAR-10 only)
   --metrics FILE      write JSON-lines metrics (schema in docs/user-guide.md)
   --threads N         compute threads (default: all cores), shared evenly by the towers
   --quiet             no progress output

@@ -23,6 +23,7 @@
 
 #include "data/dataset.hpp"
 #include "data/pipeline.hpp"
+#include "io/run_config.hpp"
 #include "test_support.hpp"
 #include "util/error.hpp"
 
@@ -186,6 +187,8 @@ private slots:
     void pipelineFloatFeatures();
     void pipelineAugmentShapeAndStandardize();
     void pipelineAugmentIsACropAndFlip();
+    void pipelineAugmentPartsForAnyImageSet();
+    void augmentFlagIsParsed();
     void pipelineBadOptions();
     void pipelineDestroyMidStream();
     void pipelineSpeed();
@@ -925,6 +928,79 @@ void TestData::pipelineAugmentIsACropAndFlip() {
     }
     QVERIFY2(flipped > 10 && flipped < 54, qPrintable(QString::number(flipped)));
     QVERIFY(firstValues.size() > 32);  // crops, brightness and contrast vary per sample
+}
+
+// --augment crop:2,flip on a 6x6 image of distinct values (no brightness, no contrast): each
+// sample is the image shifted by dy, dx in [-2, 2] (zeros where it left the image), mirrored or
+// not, and every shift and both mirrors occur; brightness:40 alone shifts all pixels alike.
+void TestData::pipelineAugmentPartsForAnyImageSet() {
+    std::vector<uint8_t> px(36);
+    for (int i = 0; i < 36; ++i) px[size_t(i)] = uint8_t(i + 1);
+    tb::Dataset d = oneImage("grid", 1, 6, 6, px);
+    for (int i = 1; i < 200; ++i) {
+        d.pixels.insert(d.pixels.end(), px.begin(), px.end());
+        d.labels.push_back(0);
+    }
+    tb::PipelineOptions o;
+    o.batchSize = 200;
+    o.augment = true;
+    o.pad = 2;
+    o.flip = true;
+    o.brightness = 0;
+    o.contrastLow = o.contrastHigh = 1;
+    o.pixelMultiply = 1;
+    o.seed = 3;
+    tb::InputPipeline p(d, o);
+    tb::Batch b;
+    QVERIFY(p.next(b));
+    std::set<std::tuple<int, int, bool>> seen;
+    for (int i = 0; i < b.n; ++i) {
+        const float* img = b.x.data() + size_t(i) * 36;
+        bool found = false;
+        for (int dy = -2; dy <= 2 && !found; ++dy)
+            for (int dx = -2; dx <= 2 && !found; ++dx)
+                for (bool flip : {false, true}) {
+                    bool match = true;
+                    for (int y = 0; y < 6 && match; ++y)
+                        for (int x = 0; x < 6 && match; ++x) {
+                            const int sy = y + dy, sx = dx + (flip ? 5 - x : x);
+                            const float want = sy >= 0 && sy < 6 && sx >= 0 && sx < 6 ? float(px[size_t(sy * 6 + sx)]) : 0.0f;
+                            match = img[y * 6 + x] == want;
+                        }
+                    if (match) {
+                        seen.insert({dy, dx, flip});
+                        found = true;
+                        break;
+                    }
+                }
+        QVERIFY2(found, qPrintable(QString("sample %1 is no shift of the image").arg(i)));
+    }
+    QVERIFY2(seen.size() >= 40, qPrintable(QString::number(seen.size())));  // of 5 x 5 x 2 = 50
+    o.pad = 0;
+    o.flip = false;
+    o.brightness = 40.0f;
+    tb::InputPipeline bright(d, o);
+    QVERIFY(bright.next(b));
+    for (int i = 0; i < b.n; ++i) {
+        const float* img = b.x.data() + size_t(i) * 36;
+        const float delta = img[0] - 1.0f;
+        QVERIFY(std::fabs(delta) <= 40.0f);
+        for (int k = 0; k < 36; ++k) QVERIFY(std::fabs(img[k] - float(k + 1) - delta) < 1e-4f);
+    }
+}
+
+void TestData::augmentFlagIsParsed() {
+    const tb::AugmentSettings a = tb::AugmentSettings::parse("crop:4,flip,brightness:63,contrast:0.2:1.8", "--augment");
+    QVERIFY(a.enabled && !a.automatic && a.flip);
+    QCOMPARE(a.pad, 4);
+    QCOMPARE(a.brightness, 63.0f / 255.0f);
+    QCOMPARE(a.contrastLow, 0.2f);
+    QVERIFY(tb::AugmentSettings::parse("auto", "--augment").automatic);
+    QVERIFY(!tb::AugmentSettings::parse("none", "--augment").enabled);
+    for (const char* bad : {"rotate", "crop", "crop:x", "crop:1.5", "brightness:-1", "contrast:2:1", "contrast:1", "flip:1"}) {
+        const QString msg = errorOf([&] { tb::AugmentSettings::parse(bad, "--augment"); });
+        QVERIFY2(mentions(msg, {"--augment"}), qPrintable(QString(bad) + ": " + msg));
+    }
 }
 
 void TestData::pipelineBadOptions() {

@@ -74,6 +74,12 @@ InputPipeline::InputPipeline(const Dataset& data, PipelineOptions options)
         (opt_.sliceCount > 1 && !opt_.repeat))
         throw Error(who + ": slice " + std::to_string(opt_.sliceIndex) + " of " + std::to_string(opt_.sliceCount) +
                     " (a repeating pipeline's slice from 0 to the count)");
+    if (opt_.augment && opt_.pad > 0 && !data.isImage())
+        throw Error(who + ": --augment crop pads images, and these samples are features (not pixels)");
+    if (opt_.pad < 0 || opt_.pad > 1024 || opt_.brightness < 0 || !(opt_.contrastLow <= opt_.contrastHigh))
+        throw Error(who + ": augmentation pad " + std::to_string(opt_.pad) + ", brightness " + std::to_string(opt_.brightness) +
+                    ", contrast " + std::to_string(opt_.contrastLow) + "-" + std::to_string(opt_.contrastHigh) +
+                    " (a pad of 0-1024 pixels, a brightness >= 0, a contrast range low <= high)");
     if (opt_.cropH < 0 || opt_.cropW < 0 || opt_.cropH > data.height || opt_.cropW > data.width)
         throw Error(who + ": crop " + std::to_string(opt_.cropH) + "x" + std::to_string(opt_.cropW) +
                     " does not fit its " + std::to_string(data.height) + "x" + std::to_string(data.width) + " samples");
@@ -186,16 +192,30 @@ void InputPipeline::writeSample(size_t index, float* dst) {
     int y0 = (h - oh) / 2, x0 = (w - ow) / 2;  // central crop (tf.image.resize_image_with_crop_or_pad)
     bool flip = false;
     float delta = 0.0f, factor = 1.0f;
+    const int pad = opt_.augment ? opt_.pad : 0;
     if (opt_.augment) {
         // Draw order is fixed (crop y, crop x, flip, brightness, contrast) so a seed fixes the result.
-        y0 = int(uniformIndex(augmentRng_, size_t(h - oh) + 1));
-        x0 = int(uniformIndex(augmentRng_, size_t(w - ow) + 1));
-        flip = (augmentRng_() >> 63) != 0;
-        delta = uniformFloat(augmentRng_, -63.0f / 255.0f, 63.0f / 255.0f);
-        factor = uniformFloat(augmentRng_, 0.2f, 1.8f);
+        y0 = int(uniformIndex(augmentRng_, size_t(h + 2 * pad - oh) + 1)) - pad;
+        x0 = int(uniformIndex(augmentRng_, size_t(w + 2 * pad - ow) + 1)) - pad;
+        flip = (augmentRng_() >> 63) != 0 && opt_.flip;
+        delta = uniformFloat(augmentRng_, -opt_.brightness, opt_.brightness);
+        factor = uniformFloat(augmentRng_, opt_.contrastLow, opt_.contrastHigh);
     }
     const size_t plane = size_t(oh) * ow;
-    if (data_.isImage()) {
+    if (data_.isImage() && (y0 < 0 || x0 < 0 || y0 + oh > h || x0 + ow > w)) {
+        // The window reaches into the zero padding: pixel by pixel (padding is pixel value 0).
+        const uint8_t* src = data_.pixels.data() + index * data_.sampleSize();
+        for (int ch = 0; ch < c; ++ch)
+            for (int y = 0; y < oh; ++y)
+                for (int x = 0; x < ow; ++x) {
+                    const int sy = y0 + y, sx = x0 + (flip ? ow - 1 - x : x);
+                    const bool inside = sy >= 0 && sy < h && sx >= 0 && sx < w;
+                    dst[(size_t(ch) * oh + y) * ow + x] =
+                        inside ? float(src[(size_t(ch) * h + sy) * w + sx]) * opt_.pixelMultiply : 0.0f;
+                }
+        if (opt_.pixelAdd != 0.0f)
+            for (size_t i = 0; i < plane * size_t(c); ++i) dst[i] += opt_.pixelAdd;
+    } else if (data_.isImage()) {
         cropCopy(data_.pixels.data() + index * data_.sampleSize(), c, h, w, y0, x0, flip, opt_.pixelMultiply, dst, oh, ow);
         if (opt_.pixelAdd != 0.0f)
             for (size_t i = 0; i < plane * size_t(c); ++i) dst[i] += opt_.pixelAdd;

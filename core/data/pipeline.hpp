@@ -26,7 +26,16 @@ struct PipelineOptions {
     bool shuffle = true;
     size_t shuffleBuffer = 0;    // 0: the whole dataset (a full permutation each epoch)
     bool repeat = true;          // true: endless epochs (training); false: one pass (evaluation)
-    bool augment = false;        // CIFAR training: random crop, flip, brightness, contrast
+    // Augmentation (training): each sample draws five values in a fixed order (crop y, crop x,
+    // flip, brightness, contrast) whichever parts are on, so a seed fixes the output. The parts:
+    // a random window of the sample padded by `pad` zero pixels a side (cropH x cropW, or the
+    // sample's size), a left-right flip half the time, brightness + U(-brightness, brightness),
+    // contrast about the channel mean by U(contrastLow, contrastHigh). CIFAR-10's defaults are
+    // the tutorial's distorted_inputs: a 24x24 window, flip, 63/255, 0.2-1.8 (data/augment_options.hpp).
+    bool augment = false;
+    int pad = 0;
+    bool flip = true;
+    float brightness = 63.0f / 255.0f, contrastLow = 0.2f, contrastHigh = 1.8f;
     int cropH = 0, cropW = 0;    // 0: no crop; else random (augment) or central crop to this size
     bool standardize = false;    // per-image standardisation (tf.image.per_image_standardization)
     // Image pixels (bytes) become pixel x multiply + add before augmentation and standardisation

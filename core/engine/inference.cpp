@@ -63,6 +63,7 @@ Classifications classifyImages(const std::string& checkpointPath, const std::vec
     const ModelSpec& spec = net.spec();
     RunConfig config;
     config.data = m.checkpoint().meta().config.value("data", config.data);
+    config.normalise = m.checkpoint().meta().config.value("normalise", config.normalise);
     const bool cifar = config.data.starts_with("cifar10:");
     // The run's evaluation input: CIFAR-10's 32x32 images centrally cropped to the model's 24x24
     // (pipelineFor), any other image set at the model's input size.

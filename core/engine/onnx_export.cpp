@@ -4,6 +4,7 @@
 #include <map>
 
 #include "engine/inference.hpp"
+#include "engine/run_setup.hpp"
 #include "io/atomic_file.hpp"
 #include "nn/model_spec.hpp"
 #include "onnx/onnx_graph.hpp"
@@ -51,8 +52,9 @@ OnnxExportResult exportOnnx(const std::string& checkpointPath, const std::string
         return it->second;
     };
 
-    const std::string data = m.checkpoint().meta().config.value("data", std::string());
-    const bool cifar = data.starts_with("cifar10:");
+    const nlohmann::json& config = m.checkpoint().meta().config;
+    const bool cifar = config.value("data", std::string()).starts_with("cifar10:");
+    const bool standardize = standardizes(config.value("normalise", std::string("auto")), cifar);
     OnnxExportResult r;
     r.checkpoint = checkpointPath;
     r.path = outPath;
@@ -73,7 +75,7 @@ OnnxExportResult exportOnnx(const std::string& checkpointPath, const std::string
     }
     x = g.node("Mul", {x, g.scalar("pixel_multiply", spec.pixels.multiply)}, "scaled");
     if (spec.pixels.add != 0.0f) x = g.node("Add", {x, g.scalar("pixel_add", spec.pixels.add)}, "shifted");
-    if (cifar) {
+    if (standardize) {
         // (x - mean) / max(stddev, 1 / sqrt(N)) over each image's c x h x w values.
         const std::vector<int64_t> image = {1, 2, 3};
         const std::string mean = g.node("ReduceMean", {x}, "image_mean", {{"axes", image}, {"keepdims", int64_t(1)}});

@@ -3,8 +3,9 @@
 //   input   "pixels" (batch, c, h, w) floats 0-255, NCHW, any batch: the data's images as they
 //           are (a CIFAR-10 run's 32x32, another run's the model's input size)
 //   then    the run's evaluation input, as ONNX operators: a CIFAR-10 run's central 24x24 crop
-//           (Slice) and tf.image.per_image_standardization (ReduceMean, Sub, Mul, Sqrt, Max, Div);
-//           the model's input normalisation x * multiply + add (Mul, Add)
+//           (Slice), the model's input normalisation x * multiply + add (Mul, Add), and where the
+//           run standardized (--normalise) tf.image.per_image_standardization (ReduceMean, Sub,
+//           Mul, Sqrt, Max, Div)
 //   layers  in NCHW with explicit pads equal to TensorFlow's "same" (conv, pools; average pools
 //           exclude the padding, count_include_pad 0); LRN with ONNX's size 2r+1 and alpha x size
 //           (ONNX divides alpha by the size, TensorFlow does not); batch norm as is

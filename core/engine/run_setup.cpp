@@ -92,15 +92,29 @@ DataOptions dataOptions(const RunConfig& c, const ModelSpec& spec) {
     return o;
 }
 
+bool standardizes(const std::string& normalise, bool cifar) {
+    return normalise == "standardize" || (normalise == "auto" && cifar);
+}
+
 PipelineOptions pipelineFor(const RunConfig& c, bool cifar, bool training, int batch, int prefetch) {
     PipelineOptions o;
     o.batchSize = batch;
     o.shuffle = training;
     o.shuffleBuffer = size_t(c.shuffleBuffer);
     o.repeat = training;
-    o.augment = cifar && training;
-    o.cropH = o.cropW = cifar ? 24 : 0;
-    o.standardize = cifar;
+    o.cropH = o.cropW = cifar ? 24 : 0;  // the CIFAR models' 24x24 input: a random window in training, the centre else
+    o.standardize = standardizes(c.normalise, cifar);
+    const AugmentSettings a = AugmentSettings::parse(c.augment, "--augment");
+    if (training && a.automatic) {
+        o.augment = cifar;  // PipelineOptions' defaults are the tutorial's distorted_inputs
+    } else if (training && a.enabled) {
+        o.augment = true;
+        o.pad = a.pad;
+        o.flip = a.flip;
+        o.brightness = a.brightness;
+        o.contrastLow = a.contrastLow;
+        o.contrastHigh = a.contrastHigh;
+    }
     o.channelsLast = true;  // the engine computes in (n, h, w, c)
     o.prefetch = prefetch;
     o.seed = c.seed;

@@ -37,6 +37,9 @@ int prefetchFor(const RunConfig& config, const DeploymentPlan& plan, int threads
 // What loadData needs beyond --data: the TFRecord features, and for image folders the model's
 // input shape (images are fitted to it) and --skip-bad-images.
 DataOptions dataOptions(const RunConfig& c, const ModelSpec& spec);
+// --normalise: per-image standardisation (tf.image.per_image_standardization) or none; "auto"
+// standardizes CIFAR-10 sets (the tutorial's inputs) and no other.
+bool standardizes(const std::string& normalise, bool cifar);
 PipelineOptions pipelineFor(const RunConfig& c, bool cifar, bool training, int batch, int prefetch);
 OptimizerSettings optimizerSettings(const RunConfig& c);
 

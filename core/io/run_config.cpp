@@ -1,5 +1,6 @@
 #include "io/run_config.hpp"
 
+#include <sstream>
 #include <cmath>
 #include <functional>
 #include <limits>
@@ -49,6 +50,8 @@ const std::map<std::string, Setting>& table() {
         {"data", bind(Kind::Text, &RunConfig::data)},
         {"tfrecord_features", bind(Kind::Text, &RunConfig::tfrecordFeatures)},
         {"skip_bad_images", bind(Kind::Flag, &RunConfig::skipBadImages)},
+        {"augment", bind(Kind::Text, &RunConfig::augment)},
+        {"normalise", bind(Kind::Text, &RunConfig::normalise)},
         {"batch", bind(Kind::Int, &RunConfig::batch)},
         {"steps", bind(Kind::Int, &RunConfig::steps)},
         {"epochs", bind(Kind::Real, &RunConfig::epochs)},
@@ -205,6 +208,46 @@ void RunConfig::loadFile(const std::string& path) {
     file = path;
 }
 
+AugmentSettings AugmentSettings::parse(const std::string& text, const std::string& origin) {
+    AugmentSettings a;
+    if (text == "auto") return a;
+    a.automatic = false;
+    if (text == "none") return a;
+    a.enabled = true;
+    auto number = [&](const std::string& item, const std::string& v, double lo, double hi) {
+        try {
+            size_t used = 0;
+            const double x = std::stod(v, &used);
+            if (used == v.size() && x >= lo && x <= hi) return x;
+        } catch (const std::exception&) {
+        }
+        throw Error(origin + ": '" + item + "' needs a number from " + std::to_string(int(lo)) + " to " +
+                    std::to_string(int(hi)) + ", not '" + v + "'");
+    };
+    std::stringstream ss(text);
+    for (std::string item; std::getline(ss, item, ',');) {
+        const size_t colon = item.find(':');
+        const std::string part = item.substr(0, colon), rest = colon == std::string::npos ? "" : item.substr(colon + 1);
+        if (part == "flip" && rest.empty()) {
+            a.flip = true;
+        } else if (part == "crop" && !rest.empty()) {
+            a.pad = int(number(item, rest, 0, 1024));
+            if (double(a.pad) != std::stod(rest)) throw Error(origin + ": '" + item + "' needs a whole number of pixels");
+        } else if (part == "brightness" && !rest.empty()) {
+            a.brightness = float(number(item, rest, 0, 255) / 255.0);
+        } else if (part == "contrast" && rest.find(':') != std::string::npos) {
+            const size_t c2 = rest.find(':');
+            a.contrastLow = float(number(item, rest.substr(0, c2), 0, 100));
+            a.contrastHigh = float(number(item, rest.substr(c2 + 1), 0, 100));
+            if (a.contrastLow > a.contrastHigh) throw Error(origin + ": '" + item + "' gives a low factor above the high one");
+        } else {
+            throw Error(origin + ": '" + item + "' is not crop:PIXELS, flip, brightness:D or contrast:LOW:HIGH "
+                        "(or give auto or none)");
+        }
+    }
+    return a;
+}
+
 void RunConfig::validate() const {
     auto require = [](bool ok, const std::string& msg) {
         if (!ok) throw Error(msg);
@@ -248,6 +291,9 @@ void RunConfig::validate() const {
     require(evalEvery >= 0, "--eval-every: must not be negative");
     require(validation >= -1, "--validation: must be a sample count (or -1 for automatic)");
     require(shuffleBuffer >= 0, "--shuffle-buffer: must not be negative");
+    (void)AugmentSettings::parse(augment, "--augment");
+    require(normalise == "auto" || normalise == "none" || normalise == "standardize",
+            "--normalise: '" + normalise + "' is not auto, none or standardize");
     require(prefetch >= -1 && prefetch <= 64, "--prefetch: must be between 0 and 64 (or -1 for automatic)");
     require(threads >= 0 && threads <= 1024, "--threads: must be between 0 (all cores) and 1024");
     require(precision == "fp32" || precision == "bf16", "--precision: '" + precision + "' is not fp32 or bf16");

@@ -12,12 +12,25 @@
 
 namespace tb {
 
+// --augment: "auto" (CIFAR-10 sets get the tutorial's distorted_inputs, others none), "none", or
+// a comma list of crop:P (a random window of the image padded by P zero pixels a side), flip,
+// brightness:D (+-D/255), contrast:LOW:HIGH (factors about the channel mean); parts left out are off.
+struct AugmentSettings {
+    bool automatic = true, enabled = false;
+    int pad = 0;
+    bool flip = false;
+    float brightness = 0.0f, contrastLow = 1.0f, contrastHigh = 1.0f;
+    static AugmentSettings parse(const std::string& text, const std::string& origin);
+};
+
 struct RunConfig {
     static constexpr int kMaxBatch = 65536;  // examples of one step, over all towers together
     std::string model = "mnist_cnn";     // a name in the models folders, or a .json path
     std::string data = "fashion-mnist";  // fashion-mnist | idx:DIR | cifar10:DIR | tfrecord:DIR | synthetic:blobs|spirals
     std::string tfrecordFeatures;        // tfrecord:DIR: image=KEY,label=KEY,... (default image_raw, label)
     bool skipBadImages = false;          // folder:DIR: leave unreadable images out (counted, named) instead of stopping
+    std::string augment = "auto";        // training augmentation (AugmentSettings)
+    std::string normalise = "auto";      // auto (CIFAR-10: standardize), none, standardize (per image)
     int batch = 128;
     int64_t steps = 0;                   // > 0 wins over epochs
     double epochs = 1.0;
