@@ -5,7 +5,17 @@
 // and sparklines fed by device samples, and the timeline's window of steps.
 #include <QtTest>
 
+#include <QDir>
+#include <QDragEnterEvent>
+#include <QDropEvent>
 #include <QImage>
+#include <QJsonArray>
+#include <QJsonDocument>
+#include <QJsonObject>
+#include <QListWidget>
+#include <QMimeData>
+#include <QSignalSpy>
+#include <QTemporaryDir>
 #include <QLabel>
 #include <QProgressBar>
 #include <cmath>
@@ -19,7 +29,9 @@
 #include "nn/network.hpp"
 #include "devices/phase_colors.hpp"
 #include "placement/placement_diagram.hpp"
+#include "lab/augment_view.hpp"
 #include "predictions/predictions_panel.hpp"
+#include "test_support.hpp"
 #include "view_format.hpp"
 
 namespace {
@@ -141,6 +153,8 @@ private slots:
     void diagramShowsInvalidSettings();
     void decisionViewDrawsRegions();
     void predictionsShowMistakesFirst();
+    void droppedImagesAreClassified();
+    void augmentedSamplesAreDrawn();
     void emptyGridSaysItsSentenceWhole();
     void tilesFitTheirCaptions();
     void conceptsEachHaveADiagram();
@@ -1136,6 +1150,89 @@ void TestUiWidgets::tilesFitTheirCaptions() {
     const int widest = g->fontMetrics().horizontalAdvance(QStringLiteral("T-shirt/top 100%"));
     QVERIFY2(g->tileSize().width() - 2 * 4 >= widest,
              qPrintable(QStringLiteral("tile %1 px, caption %2 px").arg(g->tileSize().width()).arg(widest)));
+}
+
+// Image files dropped on the Predictions panel are classified with the run's newest checkpoint,
+// as `towerbench-run classify` classifies them (the same class and probability in each tile);
+// other files in the drop are left out; with no run the panel says so.
+void TestUiWidgets::droppedImagesAreClassified() {
+    QTemporaryDir tmp;
+    const QString run = tmp.filePath("run");
+    const tbtest::RunResult r = tbtest::runTowerbench({"--model", "mlp", "--data", "idx:" + tbtest::sourcePath("samples/fashion-mnist-slice"),
+                                                       "--steps", "30", "--threads", "2", "--run-dir", run, "--quiet"});
+    QVERIFY2(r.exitCode == 0, qPrintable(r.err));
+    // Three test images as PNG files, written by convert.
+    const QString folder = tmp.filePath("png");
+    QCOMPARE(tbtest::runTowerbench({"convert", "idx:" + tbtest::sourcePath("samples/fashion-mnist-slice"), "folder:" + folder}).exitCode, 0);
+    QStringList images;
+    for (const QString& cls : QDir(folder + "/test").entryList(QDir::Dirs | QDir::NoDotAndDotDot).mid(0, 3))
+        images << folder + "/test/" + cls + "/" + QDir(folder + "/test/" + cls).entryList(QDir::Files).first();
+    QList<QUrl> urls;
+    for (const QString& f : images) urls << QUrl::fromLocalFile(f);
+    urls << QUrl::fromLocalFile(tmp.filePath("notes.txt"));
+    PredictionsPanel panel;
+    panel.resize(420, 700);
+    panel.show();
+    QVERIFY(QTest::qWaitForWindowExposed(&panel));
+    QMimeData mime;
+    mime.setUrls(urls);
+    auto drop = [&] {
+        QDragEnterEvent enter(QPoint(10, 10), Qt::CopyAction, &mime, Qt::LeftButton, Qt::NoModifier);
+        QCoreApplication::sendEvent(&panel, &enter);
+        QVERIFY(enter.isAccepted());
+        QDropEvent dropped(QPointF(10, 10), Qt::CopyAction, &mime, Qt::LeftButton, Qt::NoModifier);
+        QSignalSpy done(panel.dropped(), &DroppedImages::classified);
+        QCoreApplication::sendEvent(&panel, &dropped);
+        QVERIFY(done.count() == 1 || done.wait(60000));
+    };
+    drop();
+    QVERIFY2(panel.dropped()->status().contains("No run"), qPrintable(panel.dropped()->status()));
+    panel.dropped()->setRunFolder(run);
+    drop();
+    QListWidget* list = panel.dropped()->list();
+    QCOMPARE(list->count(), 3);
+    const tbtest::RunResult cli = tbtest::runTowerbench(QStringList{"classify", run} + images);
+    QVERIFY2(cli.exitCode == 0, qPrintable(cli.err));
+    const QStringList lines = cli.out.trimmed().split('\n');
+    for (int i = 0; i < 3; ++i) {
+        const QJsonObject o = QJsonDocument::fromJson(lines[i].toUtf8()).object();
+        const QString want = QStringLiteral("%1 %2%").arg(o["class"].toString()).arg(100.0 * o["top"].toArray()[0].toObject()["probability"].toDouble(), 0, 'f', 1);
+        QCOMPARE(list->item(i)->text(), want);
+        QVERIFY(!list->item(i)->icon().isNull());
+    }
+    // A damaged image: the status names it, nothing crashes.
+    QFile bad(tmp.filePath("bad.png"));
+    QVERIFY(bad.open(QIODevice::WriteOnly));
+    bad.write("\x89PNG\r\n\x1a\n truncated");
+    bad.close();
+    mime.setUrls({QUrl::fromLocalFile(tmp.filePath("bad.png"))});
+    drop();
+    QVERIFY2(panel.dropped()->status().contains("bad.png"), qPrintable(panel.dropped()->status()));
+}
+
+// Lab > Augmented samples: 32 training samples of the form's data through the run's own pipeline;
+// a bad --augment is said in the view, not thrown.
+void TestUiWidgets::augmentedSamplesAreDrawn() {
+    AugmentView view;
+    view.resize(900, 700);
+    view.show();
+    tb::RunConfig c;
+    c.model = "mnist_cnn";
+    c.data = "idx:" + tbtest::sourcePath("samples/fashion-mnist-slice").toStdString();
+    c.augment = "crop:4,flip";
+    QSignalSpy drawn(&view, &AugmentView::drawnChanged);
+    view.setConfig(c);
+    QVERIFY(drawn.wait(30000));
+    QCOMPARE(view.drawn(), AugmentView::kSamples);
+    QVERIFY(!view.grid()->pixmap().isNull());
+    QVERIFY2(view.status().contains("crop:4,flip"), qPrintable(view.status()));
+    const QImage first = view.grid()->pixmap().toImage();
+    view.drawAgain();
+    QVERIFY(view.grid()->pixmap().toImage() != first);  // new draws, new crops
+    c.augment = "rotate:5";
+    view.setConfig(c);
+    QCOMPARE(view.drawn(), 0);
+    QVERIFY2(view.status().contains("rotate:5"), qPrintable(view.status()));
 }
 
 // The grid: mistakes first, most confident first, then the right ones, least sure first; a cell

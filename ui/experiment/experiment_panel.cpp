@@ -44,6 +44,7 @@ constexpr DataChoice kData[] = {{"Fashion-MNIST (installed)", "fashion-mnist"},
                                 {"IDX folder (MNIST format)", "idx:"},
                                 {"CIFAR-10 binary folder", "cifar10:"},
                                 {"TFRecord folder (tf.train.Example)", "tfrecord:"},
+                                {"Image folder (a subfolder of PNG/JPEG per class)", "folder:"},
                                 {"Synthetic 2-D: Gaussian blobs", "synthetic:blobs"},
                                 {"Synthetic 2-D: spirals", "synthetic:spirals"}};
 
@@ -311,6 +312,18 @@ void ExperimentPanel::makeAdvancedFields() {
         tr("TFRecord folders: the features that hold the image bytes and the label, as "
            "image=KEY,label=KEY (also height=, width=, depth=); empty: image_raw and label, as TensorFlow's "
            "MNIST article writes them.")));
+    augment_ = new QLineEdit;
+    augment_->setObjectName("augment");
+    augment_->setPlaceholderText(tr("auto"));
+    augment_->setToolTip(tb::ui::wrappedToolTip(
+        tr("Training augmentation of image sets: crop:P (a random window of the image padded by P pixels), flip, "
+           "brightness:D (±D/255), contrast:LOW:HIGH, comma-separated; empty or auto: CIFAR-10's distorted_inputs, "
+           "none for other sets; none: off. Lab > Augmented samples shows what it does.")));
+    normalise_ = combo({"auto", "none", "standardize"},
+                       tr("Per-image standardisation of the input (tf.image.per_image_standardization); auto: CIFAR-10 only."));
+    skipBadImages_ = new QCheckBox(tr("leave unreadable images out"));
+    skipBadImages_->setToolTip(tr("Image folders: skip corrupt or truncated images (counted and named in the log) "
+                                  "instead of stopping at the first."));
     transfers_ = combo({"auto", "copies", "nccl"},
                        tr("How GPU towers exchange data: auto picks NCCL where it fits, otherwise explicit copies."));
     tf32_ = new QCheckBox(tr("tensor-core TF32 math"));
@@ -396,6 +409,9 @@ void ExperimentPanel::layOutForm() {
     add(advanced_->form(), "shuffle_buffer", tr("Shuffle buffer"), shuffleBuffer_);
     add(advanced_->form(), "metrics", tr("Metrics file"), metrics_, row({metrics_, browseMetrics_}));
     add(advanced_->form(), "tfrecord_features", tr("TFRecord features"), tfrecordFeatures_);
+    add(advanced_->form(), "augment", tr("Augmentation"), augment_);
+    add(advanced_->form(), "normalise", tr("Normalise"), normalise_);
+    add(advanced_->form(), "skip_bad_images", tr("Bad images"), skipBadImages_);
     add(advanced_->form(), "transfers", tr("Transfers"), transfers_);
     add(advanced_->form(), "tf32", tr("GPU math"), tf32_);
     add(checkpoints_->form(), "checkpoint_every", tr("Every (steps)"), checkpointEvery_);
@@ -429,7 +445,7 @@ void ExperimentPanel::connectFields() {
     connect(stagePerProcess_, &QCheckBox::toggled, this, &ExperimentPanel::revalidate);
     for (QSpinBox* s : {towers_, perGpu_}) connect(s, &QSpinBox::valueChanged, this, &ExperimentPanel::devicesChanged);
     connect(syncBn_, &QCheckBox::toggled, this, &ExperimentPanel::revalidate);
-    for (QComboBox* c : {lrDecay_, model_, data_, variables_, reduce_, update_, optimizer_, precision_, length_, batchMeaning_, transfers_,
+    for (QComboBox* c : {normalise_, lrDecay_, model_, data_, variables_, reduce_, update_, optimizer_, precision_, length_, batchMeaning_, transfers_,
                           commPrecision_, pipeline_, lrScaling_})
         connect(c, &QComboBox::currentIndexChanged, this, &ExperimentPanel::revalidate);
     for (QSpinBox* s : {processes_, averageEvery_, psShards_, psTasks_, microBatches_, stageReplicas_, batch_, decaySteps_, warmup_, seed_, evalEvery_, validation_, shuffleBuffer_,
@@ -437,7 +453,7 @@ void ExperimentPanel::connectFields() {
         connect(s, &QSpinBox::valueChanged, this, &ExperimentPanel::revalidate);
     for (QDoubleSpinBox* s : {lr_, momentum_, decayRate_, lengthValue_, emaDecay_, checkpointMinutes_})
         connect(s, &QDoubleSpinBox::valueChanged, this, &ExperimentPanel::revalidate);
-    for (QLineEdit* e : {folder_, slow_, stages_, metrics_, initFrom_, tfrecordFeatures_, hostfile_}) connect(e, &QLineEdit::textChanged, this, &ExperimentPanel::revalidate);
+    for (QLineEdit* e : {folder_, slow_, stages_, metrics_, initFrom_, tfrecordFeatures_, hostfile_, augment_}) connect(e, &QLineEdit::textChanged, this, &ExperimentPanel::revalidate);
     // Paths are often longer than their field: the field shows the end (the folder's or file's
     // own name), its tooltip the whole path, and its usual help while empty.
     for (QLineEdit* e : {folder_, metrics_, initFrom_}) {
@@ -448,7 +464,7 @@ void ExperimentPanel::connectFields() {
             if (!e->hasFocus()) e->setCursorPosition(int(text.size()));
         });
     }
-    for (QCheckBox* b : {staircase_, tf32_}) connect(b, &QCheckBox::toggled, this, &ExperimentPanel::revalidate);
+    for (QCheckBox* b : {staircase_, tf32_, skipBadImages_}) connect(b, &QCheckBox::toggled, this, &ExperimentPanel::revalidate);
     // The length's unit changes what its number means: whole steps, or epochs to two decimals
     // (and the other unit's number is kept for switching back).
     connect(length_, &QComboBox::currentIndexChanged, this, [this](int unit) {
@@ -690,6 +706,9 @@ tb::RunConfig ExperimentPanel::config() const {
     c.transfers = transfers_->currentText().toStdString();
     c.commPrecision = commPrecision_->currentText().toStdString();
     c.tfrecordFeatures = tfrecordFeatures_->text().trimmed().toStdString();
+    c.augment = augment_->text().trimmed().isEmpty() ? "auto" : augment_->text().trimmed().toStdString();
+    c.normalise = normalise_->currentText().toStdString();
+    c.skipBadImages = skipBadImages_->isChecked();
     c.tf32 = tf32_->isChecked();
     c.checkpointEvery = checkpointEvery_->value();
     c.checkpointMinutes = checkpointMinutes_->value();
@@ -767,6 +786,9 @@ void ExperimentPanel::setConfig(const tb::RunConfig& c) {
     transfers_->setCurrentText(QString::fromStdString(c.transfers));
     commPrecision_->setCurrentText(QString::fromStdString(c.commPrecision));
     tfrecordFeatures_->setText(QString::fromStdString(c.tfrecordFeatures));
+    augment_->setText(c.augment == "auto" ? QString() : QString::fromStdString(c.augment));
+    normalise_->setCurrentText(QString::fromStdString(c.normalise));
+    skipBadImages_->setChecked(c.skipBadImages);
     tf32_->setChecked(c.tf32);
     checkpointEvery_->setValue(int(std::min<int64_t>(INT_MAX, c.checkpointEvery)));
     checkpointMinutes_->setValue(c.checkpointMinutes);
@@ -775,7 +797,8 @@ void ExperimentPanel::setConfig(const tb::RunConfig& c) {
     // Advanced settings someone changed are shown, not hidden behind the fold.
     const tb::RunConfig defaults;
     if (c.threads != defaults.threads || c.prefetch != defaults.prefetch || c.shuffleBuffer != defaults.shuffleBuffer ||
-        !c.metrics.empty() || c.transfers != defaults.transfers || c.tf32 != defaults.tf32 || !c.tfrecordFeatures.empty())
+        !c.metrics.empty() || c.transfers != defaults.transfers || c.tf32 != defaults.tf32 || !c.tfrecordFeatures.empty() ||
+        c.augment != defaults.augment || c.normalise != defaults.normalise || c.skipBadImages)
         advanced_->setOpen(true);
     if (c.checkpointEvery != defaults.checkpointEvery || c.checkpointMinutes != defaults.checkpointMinutes ||
         c.keepCheckpoints != defaults.keepCheckpoints || !c.initFrom.empty())

@@ -1,6 +1,9 @@
 #include "predictions/predictions_panel.hpp"
 
+#include <QDragEnterEvent>
+#include <QDropEvent>
 #include <QEvent>
+#include <QMimeData>
 #include <QHelpEvent>
 #include <QPaintEvent>
 #include <QPainter>
@@ -181,11 +184,25 @@ PredictionsPanel::PredictionsPanel(QWidget* parent) : QWidget(parent) {
     split->addWidget(below);
     split->setStretchFactor(0, 0);  // the matrix at its size; the grid takes the rest
     split->setStretchFactor(1, 1);
+    dropped_ = new DroppedImages;
     auto* layout = new QVBoxLayout(this);
     layout->addWidget(header_);
+    layout->addWidget(dropped_);
     layout->addWidget(split, 1);
+    setAcceptDrops(true);
     connect(matrix_, &ConfusionView::selectionChanged, this, [this] { refill(); });
     refill();
+}
+
+void PredictionsPanel::dragEnterEvent(QDragEnterEvent* e) {
+    if (e->mimeData()->hasUrls() && !DroppedImages::imageFiles(e->mimeData()->urls()).isEmpty()) e->acceptProposedAction();
+}
+
+void PredictionsPanel::dropEvent(QDropEvent* e) {
+    const QStringList files = DroppedImages::imageFiles(e->mimeData()->urls());
+    if (files.isEmpty()) return;
+    e->acceptProposedAction();
+    dropped_->classify(files);
 }
 
 bool PredictionsPanel::eventFilter(QObject* watched, QEvent* e) {

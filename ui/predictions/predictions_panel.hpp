@@ -12,6 +12,7 @@
 #include <vector>
 
 #include "predictions/confusion_view.hpp"
+#include "predictions/dropped_images.hpp"
 #include "engine/observer.hpp"
 
 // The grid itself: paints only the tiles in view, so a split of 10,000 images costs nothing
@@ -55,6 +56,9 @@ public:
     QString note() const { return filter_->text(); }  // above the grid: what it shows, or why nothing
     ConfusionView* matrix() const { return matrix_; }
     PredictionGrid* grid() const { return grid_; }
+    // PNG and JPEG files dropped on the panel, classified with the run's model (its folder set by
+    // the window when a run ends or is followed).
+    DroppedImages* dropped() const { return dropped_; }
     // Mistakes first (most confident first), then the right ones (least confident first); only
     // those of class `trueClass` predicted as `predicted` where both are >= 0.
     static std::vector<int> order(const tb::Predictions& p, int trueClass = -1, int predicted = -1);
@@ -70,6 +74,8 @@ public slots:
 
 protected:
     bool eventFilter(QObject* watched, QEvent* e) override;  // the viewport resized: the grid follows
+    void dragEnterEvent(QDragEnterEvent* e) override;        // accepted when it holds image files
+    void dropEvent(QDropEvent* e) override;
 
 private:
     void refill();
@@ -79,5 +85,6 @@ private:
     PredictionGrid* grid_;
     QScrollArea* scroll_;
     QLabel* filter_;
+    DroppedImages* dropped_;
     std::shared_ptr<const tb::Predictions> p_;
 };

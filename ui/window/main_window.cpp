@@ -48,6 +48,7 @@
 #include "nn/model_spec.hpp"
 #include "nn/network.hpp"
 #include "charts/decision_view.hpp"
+#include "lab/augment_view.hpp"
 #include "predictions/predictions_panel.hpp"
 #include "lessons/comparison_lesson.hpp"
 #include "model/model_view.hpp"
@@ -340,6 +341,9 @@ void MainWindow::connectWorker() {
     connect(worker_, &EngineWorker::finished, this, [this](const QString& summary, bool stopped) {
         frames_->flush();
         lastSummary_ = summary;
+        // Dropped images are classified with this run's newest checkpoint.
+        predictions_->dropped()->setRunFolder(
+            QJsonDocument::fromJson(summary.toUtf8()).object().value("run_dir").toString());
         running_ = paused_ = training_ = false;
         showSummary(summary, stopped);
         diagram_->clearActivity();
@@ -493,6 +497,7 @@ void MainWindow::buildMenus() {
     auto* lab = menuBar()->addMenu(tr("&Lab"));
     lab->addAction(tr("&Scaling lab…"), QKeySequence(tr("Ctrl+L")), this, [this] { openScalingLab(); });
     lab->addAction(tr("&Model view…"), QKeySequence(tr("Ctrl+M")), this, [this] { openModelView(); });
+    lab->addAction(tr("&Augmented samples…"), this, [this] { openAugmentView(); });
 
     auto* teach = menuBar()->addMenu(tr("Les&sons"));
     const std::vector<Lesson> all = lessons(1);
@@ -554,6 +559,20 @@ QWidget* MainWindow::openLesson(int index) {
     return nullptr;
 }
 
+AugmentView* MainWindow::openAugmentView() {
+    if (!augmentView_) {
+        augmentView_ = new AugmentView(this);
+        augmentView_->setWindowFlag(Qt::Window);
+        augmentView_->setWindowTitle(tr("Augmented samples — Towerbench"));
+        fitLessonWindow(*augmentView_, QSize(900, 760));
+    }
+    augmentView_->setConfig(experiment_->config());
+    augmentView_->show();
+    augmentView_->raise();
+    augmentView_->activateWindow();
+    return augmentView_;
+}
+
 ModelView* MainWindow::openModelView() {
     if (!modelView_->isVisible()) fitLessonWindow(*modelView_, QSize(1300, 760));
     modelView_->show();
@@ -599,6 +618,7 @@ void MainWindow::experimentEdited(const tb::RunConfig& c, bool valid) {
         diagram_->setInvalid(experiment_->problem());
         return;
     }
+    if (augmentView_ && augmentView_->isVisible()) augmentView_->setConfig(c);  // it follows the form
     // The decision view stays with the last run's regions until a new run starts.
     if (!running_) decision_->setVisible(isPlanar(c) || decision_->hasGrid());
     try {
@@ -700,6 +720,7 @@ void MainWindow::followFolder(const QString& folder, bool takeSettings) {
     }
     ended_.reset();
     follower_ = std::make_unique<RunFollower>(folder);
+    predictions_->dropped()->setRunFolder(folder);
     const QStringList towers = follower_->towers();
     auto start = [this, towers] {
         charts_->reset(tb::ui::isStageLane(towers.value(0)) ? 0 : int(towers.size()));

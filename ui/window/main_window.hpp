@@ -38,6 +38,7 @@ class ChartsPanel;
 class DevicesPanel;
 class PredictionsPanel;
 class ModelView;
+class AugmentView;
 class EngineWorker;
 class QAction;
 class QComboBox;
@@ -69,6 +70,7 @@ public:
     ModelView* modelView() const { return modelView_; }
     // Lab > Model view: the form's model, its layers and a run's per-layer times, in its own window.
     ModelView* openModelView();
+    AugmentView* openAugmentView();  // Lab > Augmented samples: the form's training input, drawn
     QScrollArea* experimentScroll() const { return scroll_; }
     // The scaling lab's window, made on first use, measuring the experiment of the moment; with a
     // folder, that sweep shown.
@@ -175,6 +177,7 @@ private:
     DevicesPanel* devices_;
     PredictionsPanel* predictions_;
     ModelView* modelView_;
+    AugmentView* augmentView_ = nullptr;  // made at its first opening
     ScalingLab* lab_ = nullptr;
     LessonPanel* lesson_;
     QDockWidget* lessonDock_;
