@@ -15,8 +15,8 @@ for size in 1366x768 1920x1080; do
     QTEST_FUNCTION_TIMEOUT=1800000 \
     "$build/tests/tst_ui_screen" -o -,txt \
     | grep -E "^(FAIL|Totals)" || true
-  for view in fresh async averaging pipeline compare predictions sweep sweep-pipeline what-if lesson-2 lesson-5 lesson-6 lesson-7 model processes processes-async; do
+  for view in fresh async averaging pipeline compare predictions predictions-dropped augment sweep sweep-pipeline what-if lesson-2 lesson-5 lesson-6 lesson-7 model processes processes-async; do
     cp "$build/tests/towerbench-$size-$view.png" "$root/docs/window-$size-$view.png"
   done
 done
-echo "screenshots: docs/window-{1366x768,1920x1080}-{fresh,async,averaging,pipeline,compare,predictions,sweep,sweep-pipeline,what-if,lesson-2,lesson-5,lesson-6,lesson-7,model,processes,processes-async}.png"
+echo "screenshots: docs/window-{1366x768,1920x1080}-{fresh,async,averaging,pipeline,compare,predictions,predictions-dropped,augment,sweep,sweep-pipeline,what-if,lesson-2,lesson-5,lesson-6,lesson-7,model,processes,processes-async}.png"

@@ -7,6 +7,9 @@
 // a run, the scaling lab's sweep and what-if prediction, lesson 2) as towerbench-<size>-<view>.png in the
 // test's directory.
 #include <QtTest>
+#include <QListWidget>
+#include <QDir>
+#include <QSignalSpy>
 
 #include <functional>
 
@@ -42,8 +45,10 @@
 #include "devices/phase_colors.hpp"
 #include "experiment/experiment_panel.hpp"
 #include "fake_devices.hpp"
+#include "test_support.hpp"
 #include "experiment/form_widgets.hpp"
 #include "window/main_window.hpp"
+#include "lab/augment_view.hpp"
 #include "predictions/predictions_panel.hpp"
 #include "lab/scaling_lab.hpp"
 #include "lessons/sync_async_lesson.hpp"
@@ -510,6 +515,44 @@ private slots:
         const QStringList problems = layoutProblems(w);
         QVERIFY2(problems.isEmpty(), qPrintable(problems.join('\n')));
         QVERIFY(w.grab().save(shotPath(QStringLiteral("predictions"))));
+        // Image files dropped on the panel (the drop's own path: DroppedImages::classify), classified
+        // with the run just finished.
+        QTemporaryDir tmp;
+        QCOMPARE(tbtest::runTowerbench({"convert", "idx:" TB_SOURCE_DIR "/samples/fashion-mnist-slice", "folder:" + tmp.path()}).exitCode, 0);
+        QStringList files;
+        for (const QString& cls : QDir(tmp.path() + "/test").entryList(QDir::Dirs | QDir::NoDotAndDotDot).mid(0, 6))
+            files << tmp.path() + "/test/" + cls + "/" + QDir(tmp.path() + "/test/" + cls).entryList(QDir::Files).first();
+        QSignalSpy classified(p->dropped(), &DroppedImages::classified);
+        p->dropped()->classify(files);
+        QVERIFY(classified.count() > 0 || classified.wait(60000));
+        QVERIFY2(p->dropped()->list()->count() == 6, qPrintable(p->dropped()->status()));
+        QTest::qWait(200);
+        const QStringList dropProblems = layoutProblems(w);
+        QVERIFY2(dropProblems.isEmpty(), qPrintable(dropProblems.join('\n')));
+        QVERIFY(w.grab().save(shotPath(QStringLiteral("predictions-dropped"))));
+    }
+
+    // Lab > Augmented samples on this screen: the form's data through its --augment, beside the
+    // originals; it fits, nothing cut, and is saved for docs/.
+    void augmentedSamples() {
+        MainWindow w(tbtest::fakeCatalog(0), noTelemetry());
+        w.setQuitConfirmation([] { return true; });
+        w.show();
+        QVERIFY(QTest::qWaitForWindowExposed(&w));
+        tb::RunConfig c = w.experiment()->config();
+        c.model = "mnist_cnn";
+        c.data = "idx:" + std::string(TB_SOURCE_DIR) + "/samples/fashion-mnist-slice";
+        c.augment = "crop:4,flip,brightness:40,contrast:0.5:1.5";
+        w.experiment()->setConfig(c);
+        QVERIFY2(w.experiment()->isValid(), qPrintable(w.experiment()->problem()));
+        AugmentView* v = w.openAugmentView();
+        QVERIFY(QTest::qWaitForWindowExposed(v));
+        QTRY_COMPARE_WITH_TIMEOUT(v->drawn(), AugmentView::kSamples, 30000);
+        QVERIFY2(v->status().contains("crop:4"), qPrintable(v->status()));
+        QTest::qWait(200);
+        const QStringList problems = widgetProblems(*v, [](const QWidget*) { return false; });
+        QVERIFY2(problems.isEmpty(), qPrintable(problems.join('\n')));
+        QVERIFY(v->grab().save(shotPath(QStringLiteral("augment"))));
     }
 
     // The scaling lab on this screen: a sweep of mlp on Fashion-MNIST measured from its window

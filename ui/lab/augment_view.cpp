@@ -138,16 +138,18 @@ void AugmentView::draw() {
         emit drawnChanged();
         return;
     }
-    // Originals and samples side by side, 4 pairs a row, each image scaled up to ~80 px.
-    const int scale = std::max(1, 80 / std::max(b.h, b.w)), tile = std::max(b.h, b.w) * scale + 8;
-    const int cols = 8, rows = (b.n + 3) / 4;
-    QPixmap canvas(cols * tile, rows * tile);
+    // Originals and samples side by side, 4 pairs a row, each image scaled up to ~84 px, a pair
+    // framed and apart from the next.
+    const int scale = std::max(1, 84 / std::max(b.h, b.w)), side = std::max(b.h, b.w) * scale;
+    const int pairW = 2 * side + 12, pairH = side + 8, gap = 16, rows = (b.n + 3) / 4;
+    QPixmap canvas(4 * (pairW + gap), rows * (pairH + gap));
     canvas.fill(palette().color(QPalette::Window));
     QPainter p(&canvas);
     p.setRenderHint(QPainter::SmoothPixmapTransform, false);
+    p.setPen(palette().color(QPalette::Mid));
     const size_t per = size_t(b.c) * b.h * b.w;
     for (int i = 0; i < b.n; ++i) {
-        const int row = i / 4, col = (i % 4) * 2;
+        const int x0 = (i % 4) * (pairW + gap), y0 = (i / 4) * (pairH + gap);
         const size_t plane = size_t(d.height) * d.width;
         QImage orig(d.width, d.height, d.channels == 1 ? QImage::Format_Grayscale8 : QImage::Format_RGB888);
         for (int y = 0; y < d.height; ++y)
@@ -155,8 +157,9 @@ void AugmentView::draw() {
                 for (int ch = 0; ch < d.channels; ++ch)
                     orig.scanLine(y)[x * d.channels + ch] = d.pixels[size_t(i) * d.sampleSize() + size_t(ch) * plane + size_t(y) * d.width + x];
         const QImage sample = toImage(b.x.data() + size_t(i) * per, b.c, b.h, b.w, standardised, multiply_, add_);
-        p.drawImage(QRect(col * tile + 4, row * tile + 4, d.width * scale, d.height * scale), orig);
-        p.drawImage(QRect((col + 1) * tile + 4, row * tile + 4, b.w * scale, b.h * scale), sample);
+        p.drawRect(x0, y0, pairW - 1, pairH - 1);
+        p.drawImage(QRect(x0 + 4, y0 + 4, d.width * scale, d.height * scale), orig);
+        p.drawImage(QRect(x0 + 8 + side, y0 + 4, b.w * scale, b.h * scale), sample);
     }
     p.end();
     grid_->setPixmap(canvas);

@@ -17,7 +17,7 @@
 
 namespace {
 
-constexpr int kThumb = 96;
+constexpr int kThumb = 64;
 
 QImage thumbnail(const std::string& path) {
     const tb::Image im = tb::readImageFile(path);
@@ -41,8 +41,9 @@ DroppedImages::DroppedImages(QWidget* parent) : QWidget(parent) {
     list_->setResizeMode(QListView::Adjust);
     list_->setMovement(QListView::Static);
     list_->setWordWrap(true);
-    list_->setGridSize(QSize(kThumb + 48, kThumb + 44));
-    list_->setFixedHeight(kThumb + 56);
+    list_->setGridSize(QSize(kThumb + 56, kThumb + 40));
+    list_->setSpacing(0);
+    list_->setFixedHeight(kThumb + 40 + 2 * list_->frameWidth());  // one row whole; more rows scroll
     auto* layout = new QVBoxLayout(this);
     layout->setContentsMargins(0, 0, 0, 0);
     layout->addWidget(status_);

@@ -106,7 +106,9 @@ void EngineWorker::run(const tb::RunConfig& config, const QString& resumeDir) {
             std::lock_guard lock(mutex_);
             trainer_ = nullptr;
         }
-        emit finished(QString::fromStdString(s.toJson().dump()), s.stopped);
+        nlohmann::json summary = s.toJson();
+        summary["run_dir"] = folder->path();  // as the command line's summary: where its checkpoints are
+        emit finished(QString::fromStdString(summary.dump()), s.stopped);
     } catch (const std::exception& e) {  // tb::Error: bad input; anything else: still one message
         {
             std::lock_guard lock(mutex_);
