@@ -18,6 +18,10 @@
 #include "data/image_codec.hpp"
 #include "data/image_folder.hpp"
 #include "util/error.hpp"
+#ifdef TB_HAVE_PROTOBUF
+#include "io/tfrecord.hpp"
+#include "tensorflow/example.hpp"
+#endif
 
 namespace fs = std::filesystem;
 using tbtest::mentions;
@@ -261,6 +265,46 @@ private slots:
         QCOMPARE(noImages.exitCode, 2);
         QVERIFY2(mentions(noImages.err, {"image files"}), qPrintable(noImages.err));
     }
+#ifdef TB_HAVE_PROTOBUF
+    // tf.train.Examples whose image_raw holds PNG (or JPEG) file bytes, with no height and width
+    // beside them, are decoded: the shipped slice as such a TFRecord set reads back as the IDX set.
+    void tfrecordOfEncodedImagesIsDecoded() {
+        QTemporaryDir tmp;
+        const tb::DataSplits idx = tb::loadData("idx:" + sourcePath("samples/fashion-mnist-slice").toStdString(), 0, 1);
+        for (const auto& [split, d] : {std::pair{"train", &idx.train}, std::pair{"test", &idx.test}}) {
+            tb::TFRecordWriter out(tmp.filePath(QString(split) + ".tfrecords").toStdString());
+            for (size_t i = 0; i < d->size(); ++i) {
+                tb::Image im{d->height, d->width, 1, std::vector<uint8_t>(d->pixels.begin() + std::ptrdiff_t(i * d->sampleSize()),
+                                                                          d->pixels.begin() + std::ptrdiff_t((i + 1) * d->sampleSize()))};
+                tb::Example e;
+                e.setInt64("label", d->labels[i]);
+                e.setBytes("image_raw", i % 2 ? tb::encodePng(im) : tb::encodeJpeg(im, 100));
+                out.write(e.serialize());
+            }
+            out.flush();
+        }
+        const tb::DataSplits tf = tb::loadData("tfrecord:" + tmp.path().toStdString(), 0, 1, {}, fitTo(1, 28, 28));
+        QVERIFY(tf.train.labels == idx.train.labels);
+        QCOMPARE(tf.train.pixels.size(), idx.train.pixels.size());
+        // PNG records exactly, JPEG (quality 100) within a few levels.
+        for (size_t i = 0; i < 20; ++i) {
+            int worst = 0;
+            for (size_t k = 0; k < 784; ++k)
+                worst = std::max(worst, std::abs(int(tf.train.pixels[i * 784 + k]) - int(idx.train.pixels[i * 784 + k])));
+            QVERIFY2(i % 2 ? worst == 0 : worst <= 12, qPrintable(QString("image %1: %2 levels off").arg(i).arg(worst)));
+        }
+        // A damaged encoded image is named by file and record.
+        {
+            tb::TFRecordWriter out(tmp.filePath("train.tfrecords").toStdString());
+            tb::Example e;
+            e.setInt64("label", 1);
+            e.setBytes("image_raw", tb::encodePng(gradient(8, 8, 1)).substr(0, 40));
+            out.write(e.serialize());
+            out.flush();
+        }
+        QVERIFY(mentions(errorOf([&] { tb::loadData("tfrecord:" + tmp.path().toStdString(), 0, 1); }), {"train.tfrecords", "record 0", "PNG"}));
+    }
+#endif
     void badFoldersAreRefused() {
         QTemporaryDir tmp;
         const fs::path root = tmp.path().toStdString();

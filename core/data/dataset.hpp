@@ -45,6 +45,11 @@ Dataset makeSpirals(size_t n, int classes, uint64_t seed);
 // Moves the last `count` samples of `from` into a new dataset (a validation split).
 Dataset splitTail(Dataset& from, size_t count, const std::string& name);
 
+// The shape images are fitted to (folders, encoded TFRecord images): the model's input.
+struct ImageShape {
+    int channels = 0, height = 0, width = 0;  // 0: the first image's
+};
+
 // What --data names: fashion-mnist | idx:DIR | cifar10:DIR | tfrecord:DIR | folder:DIR |
 // synthetic:blobs | synthetic:spirals.
 struct DataSplits {

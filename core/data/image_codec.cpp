@@ -341,13 +341,6 @@ Image readImageFile(const std::string& path) {
     return decodeImage(bytes.data(), bytes.size(), path);
 }
 
-ImageFormat sniffImageFormat(const uint8_t* data, size_t size) {
-    static const uint8_t png[8] = {0x89, 'P', 'N', 'G', '\r', '\n', 0x1A, '\n'};
-    if (size >= 8 && std::memcmp(data, png, 8) == 0) return ImageFormat::Png;
-    if (size >= 3 && data[0] == 0xFF && data[1] == 0xD8 && data[2] == 0xFF) return ImageFormat::Jpeg;
-    return ImageFormat::Unknown;
-}
-
 Image decodeImage(const uint8_t* data, size_t size, const std::string& origin) {
     switch (sniffImageFormat(data, size)) {
         case ImageFormat::Png: return decodePng(data, size, origin);

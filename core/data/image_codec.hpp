@@ -33,8 +33,15 @@ struct Image {
 };
 
 enum class ImageFormat { Png, Jpeg, Unknown };
-// By the file's first bytes (PNG's 8-byte signature, JPEG's SOI marker FF D8 FF).
-ImageFormat sniffImageFormat(const uint8_t* data, size_t size);
+// By the file's first bytes (PNG's 8-byte signature, JPEG's SOI marker FF D8 FF); needs neither
+// library (builds without them still recognise what they cannot decode).
+inline ImageFormat sniffImageFormat(const uint8_t* d, size_t size) {
+    if (size >= 8 && d[0] == 0x89 && d[1] == 'P' && d[2] == 'N' && d[3] == 'G' && d[4] == '\r' && d[5] == '\n' &&
+        d[6] == 0x1A && d[7] == '\n')
+        return ImageFormat::Png;
+    if (size >= 3 && d[0] == 0xFF && d[1] == 0xD8 && d[2] == 0xFF) return ImageFormat::Jpeg;
+    return ImageFormat::Unknown;
+}
 
 // Decodes a PNG or JPEG file's bytes. Throws tb::Error "<origin>: <what is wrong>" for anything
 // else: another format, a truncated or corrupt file, a size over the limits.

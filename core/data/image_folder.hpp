@@ -23,10 +23,6 @@
 
 namespace tb {
 
-struct ImageShape {
-    int channels = 0, height = 0, width = 0;  // 0: the first image's
-};
-
 struct ImageFolderSet {
     Dataset train, test;
     std::vector<std::string> skipped;  // "path: why", in the images' order (skipBadImages)

@@ -98,8 +98,10 @@ DataSplits loadData(const std::string& spec, size_t validationSize, uint64_t see
         const std::string dir = dirAfter(9);
         const TFRecordFeatures f = TFRecordFeatures::parse(options.tfrecordFeatures, "--tfrecord-features");
         base = std::filesystem::path(dir).filename().string();
-        s.train = readTFRecordExamples(tfrecordFiles(dir, "train"), f, base + " train", cancelled);
-        s.test = readTFRecordExamples(tfrecordFiles(dir, "test"), f, base + " test", cancelled);
+        const ImageShape shape{options.channels, options.height, options.width};
+        s.train = readTFRecordExamples(tfrecordFiles(dir, "train"), f, base + " train", cancelled, shape);
+        s.test = readTFRecordExamples(tfrecordFiles(dir, "test"), f, base + " test", cancelled,
+                                      {s.train.channels, s.train.height, s.train.width});
 #else
         throw Error("--data " + spec + ": this build of Towerbench has no protobuf, which TFRecord input needs "
                     "(install libprotobuf-dev and protobuf-compiler, and build again)");

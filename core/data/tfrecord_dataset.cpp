@@ -5,6 +5,7 @@
 #include <optional>
 #include <sstream>
 
+#include "data/image_codec.hpp"
 #include "io/tfrecord.hpp"
 #include "tensorflow/example.hpp"
 #include "util/error.hpp"
@@ -56,7 +57,7 @@ std::vector<std::string> tfrecordFiles(const std::string& dir, const std::string
 }
 
 Dataset readTFRecordExamples(const std::vector<std::string>& files, const TFRecordFeatures& features,
-                             const std::string& name, const CancelCheck& cancelled) {
+                             const std::string& name, const CancelCheck& cancelled, ImageShape shape) {
     Dataset d;
     d.name = name;
     int64_t maxLabel = -1;
@@ -75,6 +76,39 @@ Dataset readTFRecordExamples(const std::vector<std::string>& files, const TFReco
             if (!label)
                 throw Error(where + " has no int64 feature '" + features.label + "' (--tfrecord-features label=KEY)");
             const std::string& pixels = *image;
+            const int64_t y = *label;
+            if (y < 0 || y >= kMaxClasses) throw Error(where + ": label " + std::to_string(y) + " is not a class index");
+            // Raw pixels where height x width x depth features give the bytes' count exactly (what
+            // convert writes); else PNG or JPEG bytes by their signature.
+            auto given = [&](const std::string& key, int64_t fallback) {
+                const std::optional<int64_t> v = e.has(key) ? e.oneInt64(key) : std::optional<int64_t>();
+                return v ? *v : fallback;
+            };
+            const bool raw = e.has(features.height) && e.has(features.width) &&
+                             given(features.height, 0) * given(features.width, 0) * given(features.depth, 1) ==
+                                 int64_t(pixels.size());
+            const auto* bytes = reinterpret_cast<const uint8_t*>(pixels.data());
+            if (!raw && sniffImageFormat(bytes, pixels.size()) != ImageFormat::Unknown) {
+                // An encoded image (PNG or JPEG file bytes, as many tf.train.Examples hold): decoded
+                // and fitted by data/image_codec.hpp's rules to `shape`, or to the first record's.
+#ifdef TB_HAVE_IMAGES
+                const Image im = decodeImage(bytes, pixels.size(), where);
+                if (d.labels.empty()) {
+                    d.channels = shape.channels > 0 ? shape.channels : im.channels;
+                    d.height = shape.height > 0 ? shape.height : im.height;
+                    d.width = shape.width > 0 ? shape.width : im.width;
+                }
+                const size_t at = d.pixels.size();
+                d.pixels.resize(at + d.sampleSize());
+                imageToSample(im, d.channels, d.height, d.width, d.pixels.data() + at);
+                maxLabel = std::max(maxLabel, y);
+                d.labels.push_back(int32_t(y));
+                continue;
+#else
+                throw Error(where + ": holds a PNG or JPEG image, and this build of Towerbench has no libpng and "
+                            "libjpeg to decode it (install libpng-dev and libjpeg62-turbo-dev, and build again)");
+#endif
+            }
             auto dim = [&](const std::string& key, int64_t fallback) -> int64_t {
                 if (!e.has(key)) return fallback;
                 const std::optional<int64_t> v = e.oneInt64(key);
@@ -97,8 +131,6 @@ Dataset readTFRecordExamples(const std::vector<std::string>& files, const TFReco
                             " differs from the first record's " + std::to_string(d.height) + "x" +
                             std::to_string(d.width) + "x" + std::to_string(d.channels));
             }
-            const int64_t y = *label;
-            if (y < 0 || y >= kMaxClasses) throw Error(where + ": label " + std::to_string(y) + " is not a class index");
             maxLabel = std::max(maxLabel, y);
             // Channels last in the record, (c, h, w) in a Dataset.
             const size_t plane = size_t(h * w), at = d.pixels.size();

@@ -20,9 +20,11 @@ struct TFRecordFeatures {
 
 // The split's files in DIR, sorted ("train" -> train.tfrecords, train-00001-of-00004.tfrecord).
 std::vector<std::string> tfrecordFiles(const std::string& dir, const std::string& split);
-// Every Example of `files`, in order; one tb::Error naming the file and record on any fault.
+// Every Example of `files`, in order; one tb::Error naming the file and record on any fault. An
+// image_raw of PNG or JPEG file bytes (no height and width features beside it) is decoded and
+// fitted to `shape` (the model's input; 0: the first record's) by data/image_codec.hpp's rules.
 Dataset readTFRecordExamples(const std::vector<std::string>& files, const TFRecordFeatures& features,
-                             const std::string& name, const CancelCheck& cancelled = {});
+                             const std::string& name, const CancelCheck& cancelled = {}, ImageShape shape = {});
 void writeTFRecordExamples(const Dataset& d, const std::string& path);
 
 }  // namespace tb
