@@ -1,6 +1,7 @@
 // The scaling lab's engine: the step profiler's measurement, the step-time model's arithmetic
 // (each term against the formula it states), a sweep's folder and its reading back, and the
 // scale / predict commands with their refusals.
+#include <cmath>
 #include <QtTest>
 
 #include <QJsonDocument>
@@ -512,9 +513,10 @@ private slots:
         QCOMPARE(results[2].measured.steps, int64_t(8));
         QCOMPARE(results[2].measured.examples, int64_t(8 * 64));
         // One round measured over its own wall time (before, all six steps shared one clock
-        // reading: no time at all, no rate). The bounds only exclude that: 8 steps of tiny_mlp
-        // take about 5 ms, and on a shared 2-core machine one such round measured 0.17x once.
-        QVERIFY2(results[2].measured.seconds > 0 && results[2].speedup > 0.05 && results[2].speedup < 20,
+        // reading: no time at all, no rate, an infinite speedup). The check excludes only that: 8
+        // steps of tiny_mlp take about 5 ms, and on a shared 2-core machine one round measured 0.17x
+        // once and, its one-tower base slowed by ctest -j2, 79.8x another time.
+        QVERIFY2(results[2].measured.seconds > 0 && std::isfinite(results[2].speedup) && results[2].speedup > 0,
                  qPrintable(QString("%1 s, speedup %2").arg(results[2].measured.seconds).arg(results[2].speedup)));
     }
 

@@ -1,5 +1,7 @@
 #include "engine/run_folder.hpp"
 
+#include <sys/stat.h>
+
 #include <unistd.h>
 
 #include <algorithm>
@@ -78,9 +80,11 @@ std::string RunFolder::claimNewFolder(const RunConfig& config) {
     std::error_code ec;
     fs::create_directories(runsRoot(), ec);
     if (ec) throw Error(runsRoot() + ": cannot create the runs folder (" + ec.message() + ")");
+    // mkdir itself, not fs::create_directory: that one calls a name taken and at once removed
+    // again (a run that failed its checks) an error ("File exists"); any EEXIST is a taken name.
     std::string path = base;
-    for (int i = 2; !fs::create_directory(path, ec); ++i) {
-        if (ec) throw Error(path + ": cannot create (" + ec.message() + ")");
+    for (int i = 2; ::mkdir(path.c_str(), 0777) != 0; ++i) {
+        if (errno != EEXIST) throw Error(path + ": cannot create (" + std::strerror(errno) + ")");
         path = base + "-" + std::to_string(i);
     }
     return path;

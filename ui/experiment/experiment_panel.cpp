@@ -44,7 +44,7 @@ constexpr DataChoice kData[] = {{"Fashion-MNIST (installed)", "fashion-mnist"},
                                 {"IDX folder (MNIST format)", "idx:"},
                                 {"CIFAR-10 binary folder", "cifar10:"},
                                 {"TFRecord folder (tf.train.Example)", "tfrecord:"},
-                                {"Image folder (a subfolder of PNG/JPEG per class)", "folder:"},
+                                {"Image folder (PNG, JPEG)", "folder:"},
                                 {"Synthetic 2-D: Gaussian blobs", "synthetic:blobs"},
                                 {"Synthetic 2-D: spirals", "synthetic:spirals"}};
 
@@ -321,9 +321,9 @@ void ExperimentPanel::makeAdvancedFields() {
            "none for other sets; none: off. Lab > Augmented samples shows what it does.")));
     normalise_ = combo({"auto", "none", "standardize"},
                        tr("Per-image standardisation of the input (tf.image.per_image_standardization); auto: CIFAR-10 only."));
-    skipBadImages_ = new QCheckBox(tr("leave unreadable images out"));
-    skipBadImages_->setToolTip(tr("Image folders: skip corrupt or truncated images (counted and named in the log) "
-                                  "instead of stopping at the first."));
+    skipBadImages_ = new QCheckBox(tr("skip unreadable"));
+    skipBadImages_->setToolTip(tb::ui::wrappedToolTip(tr("Image folders: leave corrupt or truncated images out (counted, "
+                                                         "the first named in the log) instead of stopping at the first.")));
     transfers_ = combo({"auto", "copies", "nccl"},
                        tr("How GPU towers exchange data: auto picks NCCL where it fits, otherwise explicit copies."));
     tf32_ = new QCheckBox(tr("tensor-core TF32 math"));
