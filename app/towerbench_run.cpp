@@ -109,7 +109,9 @@ reference, and trains a GPU tower beside a CPU tower; exit status 1 if any check
                       window of the image padded by P zero pixels a side), flip, brightness:D
                       (+-D/255), contrast:LOW:HIGH; auto (default): CIFAR-10's distorted_inputs
                       (24x24 window, flip, brightness:63, contrast:0.2:1.8), none for other sets
-  --normalise auto|none|standardize   per-image standardisation of the input (auto: CIFAR-10 only)
+  --normalise auto|none|standardize|mean-std   the input's normalisation: per-image standardisation
+                      (auto: CIFAR-10 only), or each channel by the training split's mean and
+                      deviation (kept in checkpoints and exports)
   --metrics FILE      write JSON-lines metrics (schema in docs/user-guide.md)
   --threads N         compute threads (default: all cores), shared evenly by the towers
   --quiet             no progress output

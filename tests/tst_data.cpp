@@ -189,6 +189,7 @@ private slots:
     void pipelineAugmentIsACropAndFlip();
     void pipelineAugmentPartsForAnyImageSet();
     void augmentFlagIsParsed();
+    void channelStatisticsNormalise();
     void pipelineBadOptions();
     void pipelineDestroyMidStream();
     void pipelineSpeed();
@@ -987,6 +988,36 @@ void TestData::pipelineAugmentPartsForAnyImageSet() {
         QVERIFY(std::fabs(delta) <= 40.0f);
         for (int k = 0; k < 36; ++k) QVERIFY(std::fabs(img[k] - float(k + 1) - delta) < 1e-4f);
     }
+}
+
+// --normalise mean-std: the statistics of a set's scaled pixels per channel, and a pipeline that
+// applies them gives each channel mean 0 and deviation 1 over the set.
+void TestData::channelStatisticsNormalise() {
+    tb::Dataset d = indexedImages(50, 3, 4, 4);
+    const tb::ChannelStatistics s = tb::channelStatistics(d, 1.0f / 255, 0.0f);
+    QCOMPARE(s.mean.size(), size_t(3));
+    tb::PipelineOptions o;
+    o.batchSize = 50;
+    o.shuffle = false;
+    o.repeat = false;
+    o.channelMean = s.mean;
+    o.channelStd = s.stddev;
+    tb::InputPipeline p(d, o);
+    tb::Batch b;
+    QVERIFY(p.next(b));
+    for (int ch = 0; ch < 3; ++ch) {
+        double sum = 0, sq = 0;
+        for (int i = 0; i < 50; ++i)
+            for (int k = 0; k < 16; ++k) {
+                const double v = b.x[size_t(i) * 48 + size_t(ch) * 16 + size_t(k)];
+                sum += v;
+                sq += v * v;
+            }
+        const double mean = sum / 800, sd = std::sqrt(sq / 800 - mean * mean);
+        QVERIFY2(std::abs(mean) < 1e-5 && std::abs(sd - 1) < 1e-4, qPrintable(QString("channel %1: %2, %3").arg(ch).arg(mean).arg(sd)));
+    }
+    o.channelMean.pop_back();
+    QVERIFY(mentions(errorOf([&] { tb::InputPipeline q(d, o); }), {"channel statistics of 2 channels"}));
 }
 
 void TestData::augmentFlagIsParsed() {

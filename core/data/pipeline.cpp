@@ -59,6 +59,28 @@ void cropCopy(const T* src, int c, int h, int w, int y0, int x0, bool flip, floa
 
 }  // namespace
 
+ChannelStatistics channelStatistics(const Dataset& d, float multiply, float add) {
+    if (!d.isImage() || d.size() == 0) throw Error("--normalise mean-std: '" + d.name + "' holds no images to take statistics of");
+    ChannelStatistics s;
+    const size_t plane = size_t(d.height) * size_t(d.width);
+    for (int ch = 0; ch < d.channels; ++ch) {
+        double sum = 0, sq = 0;
+        for (size_t i = 0; i < d.size(); ++i) {
+            const uint8_t* p = d.pixels.data() + i * d.sampleSize() + size_t(ch) * plane;
+            for (size_t k = 0; k < plane; ++k) {
+                const double v = double(float(p[k]) * multiply + add);
+                sum += v;
+                sq += v * v;
+            }
+        }
+        const double n = double(d.size() * plane), mean = sum / n;
+        const double sd = std::sqrt(std::max(0.0, sq / n - mean * mean));
+        s.mean.push_back(float(mean));
+        s.stddev.push_back(float(std::max(sd, 1e-6)));  // a constant channel: no division by zero
+    }
+    return s;
+}
+
 InputPipeline::InputPipeline(const Dataset& data, PipelineOptions options)
     : data_(data), opt_(options), orderRng_(options.seed), augmentRng_(options.seed ^ 0xA5A5A5A55A5A5A5Aull) {
     const std::string who = "input pipeline for '" + data.name + "'";
@@ -74,6 +96,10 @@ InputPipeline::InputPipeline(const Dataset& data, PipelineOptions options)
         (opt_.sliceCount > 1 && !opt_.repeat))
         throw Error(who + ": slice " + std::to_string(opt_.sliceIndex) + " of " + std::to_string(opt_.sliceCount) +
                     " (a repeating pipeline's slice from 0 to the count)");
+    if (!opt_.channelMean.empty() &&
+        (opt_.channelMean.size() != size_t(data.channels) || opt_.channelStd.size() != size_t(data.channels)))
+        throw Error(who + ": channel statistics of " + std::to_string(opt_.channelMean.size()) + " channels for samples of " +
+                    std::to_string(data.channels));
     if (opt_.augment && opt_.pad > 0 && !data.isImage())
         throw Error(who + ": --augment crop pads images, and these samples are features (not pixels)");
     if (opt_.pad < 0 || opt_.pad > 1024 || opt_.brightness < 0 || !(opt_.contrastLow <= opt_.contrastHigh))
@@ -246,6 +272,13 @@ void InputPipeline::writeSample(size_t index, float* dst) {
         const float stddev = float(std::sqrt(sq / double(count)));
         const float inv = 1.0f / std::max(stddev, 1.0f / std::sqrt(float(count)));
         for (size_t i = 0; i < count; ++i) dst[i] = (dst[i] - mean) * inv;
+    }
+    if (!opt_.channelMean.empty()) {
+        for (int ch = 0; ch < c; ++ch) {
+            float* p = dst + ch * plane;
+            const float mean = opt_.channelMean[size_t(ch)], inv = 1.0f / opt_.channelStd[size_t(ch)];
+            for (size_t i = 0; i < plane; ++i) p[i] = (p[i] - mean) * inv;
+        }
     }
     if (opt_.channelsLast && c > 1) {
         // (c, h, w) -> (h, w, c): the engine's activation layout, as TensorFlow's NHWC.

@@ -38,6 +38,9 @@ struct PipelineOptions {
     float brightness = 63.0f / 255.0f, contrastLow = 0.2f, contrastHigh = 1.8f;
     int cropH = 0, cropW = 0;    // 0: no crop; else random (augment) or central crop to this size
     bool standardize = false;    // per-image standardisation (tf.image.per_image_standardization)
+    // --normalise mean-std: each channel (x - mean[c]) / stddev[c] after the scaling, the training
+    // split's statistics (channelStatistics); empty: none.
+    std::vector<float> channelMean, channelStd;
     // Image pixels (bytes) become pixel x multiply + add before augmentation and standardisation
     // (the model's input normalisation, nn/model_spec.hpp); features are read as they are.
     float pixelMultiply = 1.0f / 255.0f, pixelAdd = 0.0f;
@@ -53,6 +56,14 @@ struct PipelineOptions {
     // batch would). skipSamples counts global samples. Repeating pipelines only.
     int sliceIndex = 0, sliceCount = 1;
 };
+
+// The mean and standard deviation of each channel over a set's pixels scaled by x * multiply + add
+// (what --normalise mean-std subtracts and divides by), accumulated in double.
+struct ChannelStatistics {
+    std::vector<float> mean, stddev;  // (channels)
+    bool empty() const { return mean.empty(); }
+};
+ChannelStatistics channelStatistics(const Dataset& d, float multiply, float add);
 
 class InputPipeline {
 public:

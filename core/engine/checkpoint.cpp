@@ -85,7 +85,7 @@ void writeCheckpoint(const std::string& path, const CheckpointMeta& meta, const 
                                layout.statInfos[i].shape.dims(), snap.statistics.data() + layout.statOffsets[i]});
     for (const auto& b : snap.state)
         tensors.push_back({"state/" + b.name, safetensors::Dtype::F32, {int64_t(b.values.size())}, b.values.data()});
-    const std::map<std::string, std::string> metadata = {
+    std::map<std::string, std::string> metadata = {
         {"format", kCheckpointFormat},
         {"version", std::to_string(meta.version)},
         {"step", std::to_string(meta.step)},
@@ -99,6 +99,10 @@ void writeCheckpoint(const std::string& path, const CheckpointMeta& meta, const 
         {"created", meta.created.empty() ? utcText() : meta.created},
         {"class_names", nlohmann::json(meta.classNames).dump()},
     };
+    if (!meta.channels.empty()) {
+        metadata["input_mean"] = nlohmann::json(meta.channels.mean).dump();
+        metadata["input_std"] = nlohmann::json(meta.channels.stddev).dump();
+    }
     const std::string head = safetensors::header(tensors, metadata);
     AtomicFile file(path);
     file.write(head.data(), head.size());
@@ -159,6 +163,20 @@ Checkpoint Checkpoint::open(const std::string& path) {
         if (!names.is_array() || !std::all_of(names.begin(), names.end(), [](const nlohmann::json& n) { return n.is_string(); }))
             throw Error(path + ": metadata class_names is not a JSON array of names");
         c.meta_.classNames = names.get<std::vector<std::string>>();
+    }
+    if (md.count("input_mean") || md.count("input_std")) {
+        auto floats = [&](const char* key) {
+            const nlohmann::json v = parseJsonOrDiscard(md.count(key) ? md.at(key) : "");
+            if (!v.is_array() || v.empty() || v.size() > 4096 ||
+                !std::all_of(v.begin(), v.end(), [](const nlohmann::json& x) { return x.is_number(); }))
+                throw Error(path + ": metadata " + key + " is not a JSON array of numbers, one per channel");
+            return v.get<std::vector<float>>();
+        };
+        c.meta_.channels.mean = floats("input_mean");
+        c.meta_.channels.stddev = floats("input_std");
+        if (c.meta_.channels.mean.size() != c.meta_.channels.stddev.size() ||
+            !std::all_of(c.meta_.channels.stddev.begin(), c.meta_.channels.stddev.end(), [](float x) { return x > 0; }))
+            throw Error(path + ": metadata input_mean and input_std differ in length or hold a deviation that is not positive");
     }
     return c;
 }

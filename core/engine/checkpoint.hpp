@@ -11,7 +11,8 @@
 // training input so far), model (its name), model_spec (its JSON as trained), config (the
 // RunConfig, JSON), plan (the DeploymentPlan, JSON), validation_accuracy and
 // best_validation_accuracy ("" when none; 17 digits), created, class_names (a JSON array of the
-// data's class names, [] where the classes are numbers; absent in older files).
+// data's class names, [] where the classes are numbers; absent in older files), input_mean and
+// input_std (JSON arrays per channel, with --normalise mean-std only).
 //
 // What a checkpoint can do for a run (checkResume / loadWeights say why not, in one sentence):
 //   resume exactly   same format version, model spec and every setting that shapes training;
@@ -26,6 +27,7 @@
 
 #include "io/run_config.hpp"
 #include "io/safetensors.hpp"
+#include "data/pipeline.hpp"
 #include "nn/network.hpp"
 #include "optim/optimizer.hpp"
 #include "parallel/training_engine.hpp"
@@ -47,6 +49,7 @@ struct CheckpointMeta {
                                          // never replaces that file with a worse one
     std::string created;           // UTC, ISO 8601
     std::vector<std::string> classNames;  // the data's (folders', Fashion-MNIST's); empty: numbers
+    ChannelStatistics channels;           // --normalise mean-std: the training split's (input_mean, input_std)
 };
 
 // The training state copied to the host between steps (towers idle): about 1x (SGD) to 4x

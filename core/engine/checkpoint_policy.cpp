@@ -9,11 +9,11 @@ namespace tb {
 CheckpointPolicy::CheckpointPolicy(RunFolder* folder, const RunPlan& run, int64_t examplesPerStep, TrainingEngine& towers,
                                    const Network& layout, WeightEma* ema, Stream emaStream, ObserverHub& hub,
                                    int64_t step, Clock::time_point start, double bestValidation,
-                                   std::vector<std::string> classNames)
+                                   std::vector<std::string> classNames, ChannelStatistics channels)
     : folder_(folder), run_(run), examplesPerStep_(examplesPerStep), towers_(towers), layout_(VariableLayout::of(layout)),
       ema_(ema), emaStream_(emaStream),
       hub_(hub), lastStep_(step), lastAt_(start), bestValidation_(bestValidation), lastValidation_(bestValidation),
-      classNames_(std::move(classNames)) {}
+      classNames_(std::move(classNames)), channels_(std::move(channels)) {}
 
 bool CheckpointPolicy::due(int64_t step) const {
     const RunConfig& c = run_.config;
@@ -35,6 +35,7 @@ void CheckpointPolicy::save(int64_t step, bool best) {
     meta.validationAccuracy = lastValidation_;
     meta.bestValidationAccuracy = std::max(bestValidation_, best ? lastValidation_ : -1.0);
     meta.classNames = classNames_;
+    meta.channels = channels_;
     // Every step line up to here reaches the folder's files first (a resume keeps the lines up to
     // its checkpoint and writes none of them again).
     hub_.flush();

@@ -21,7 +21,8 @@ public:
     // resumed run had reached (-1: none).
     CheckpointPolicy(RunFolder* folder, const RunPlan& run, int64_t examplesPerStep, TrainingEngine& towers,
                      const Network& layout, WeightEma* ema, Stream emaStream, ObserverHub& hub, int64_t step,
-                     Clock::time_point start, double bestValidation, std::vector<std::string> classNames);
+                     Clock::time_point start, double bestValidation, std::vector<std::string> classNames,
+                     ChannelStatistics channels);
     bool due(int64_t step) const;
     void save(int64_t step, bool best = false);
     // A validation pass's accuracy: whether it beats every earlier one (a best checkpoint is due).
@@ -46,6 +47,7 @@ private:
     Clock::time_point lastAt_;
     double bestValidation_, lastValidation_;
     std::vector<std::string> classNames_;  // the data's, kept in every checkpoint
+    ChannelStatistics channels_;           // --normalise mean-std's, likewise
     int count_ = 0;
     double seconds_ = 0;
 };

@@ -18,10 +18,10 @@ namespace {
 // One pass over `data` in batches of net.batch(), in the split's order. Nothing when `cancelled`
 // says so between batches (a stop must not wait for a whole pass).
 std::optional<EvalResult> evaluate(Network& net, Stream s, float* stats, const Dataset& data, const RunConfig& c,
-                                   bool cifar, int prefetch, const CancelCheck& cancelled,
+                                   bool cifar, const ChannelStatistics& channels, int prefetch, const CancelCheck& cancelled,
                                    std::shared_ptr<const std::vector<uint8_t>> images = nullptr) {
     Backend& be = net.backend();
-    PipelineOptions input = pipelineFor(c, cifar, false, net.batch(), prefetch);
+    PipelineOptions input = pipelineFor(c, cifar, false, net.batch(), prefetch, channels);
     input.pixelMultiply = net.spec().pixels.multiply, input.pixelAdd = net.spec().pixels.add;
     InputPipeline pipe(data, input);
     Batch b;
@@ -92,8 +92,8 @@ std::optional<EvalResult> evaluate(Network& net, Stream s, float* stats, const D
 }  // namespace
 
 Evaluator::Evaluator(TrainingEngine& towers, const RunConfig& c, bool cifar, int prefetch, WeightEma* ema, bool chief,
-                     ObserverHub& hub)
-    : towers_(towers), c_(c), cifar_(cifar), prefetch_(prefetch), ema_(ema), chief_(chief), hub_(hub) {
+                     ObserverHub& hub, ChannelStatistics stats)
+    : towers_(towers), c_(c), cifar_(cifar), stats_in_(std::move(stats)), prefetch_(prefetch), ema_(ema), chief_(chief), hub_(hub) {
     Backend& be = towers.evalNetwork().backend();
     stats_ = be.empty(Shape{3});
     if (ema) backup_ = be.empty(Shape{towers.paramCount()});
@@ -118,7 +118,7 @@ std::optional<EvalResult> Evaluator::pass(const Dataset& d, const std::string& s
         be.copy(s, backup_.data(), net.params(), bytes);
         be.copy(s, net.params(), ema_->shadow(), bytes);
     }
-    std::optional<EvalResult> r = evaluate(net, s, stats_.data(), d, c_, cifar_, prefetch_, cancelled, imagesOf(d));
+    std::optional<EvalResult> r = evaluate(net, s, stats_.data(), d, c_, cifar_, stats_in_, prefetch_, cancelled, imagesOf(d));
     if (ema_) {
         be.copy(s, net.params(), backup_.data(), bytes);
         be.synchronize(s);
@@ -132,8 +132,11 @@ std::optional<EvalResult> Evaluator::pass(const Dataset& d, const std::string& s
     return r;
 }
 
-EvalResult evaluateCheckpoint(const std::string& checkpointPath, const RunConfig& config) {
-    InferenceModel m(checkpointPath, config.batch, config.threads);
+EvalResult evaluateCheckpoint(const std::string& checkpointPath, const RunConfig& given) {
+    InferenceModel m(checkpointPath, given.batch, given.threads);
+    // The input's normalisation belongs to the trained model, as its pixel scaling does.
+    RunConfig config = given;
+    config.normalise = m.checkpoint().meta().config.value("normalise", config.normalise);
     Network& net = m.network();
     DataSplits data = loadData(config.data, 0, config.seed, {}, dataOptions(config, net.spec()));
     checkModelFitsData(net.spec(), net.outputs(), data, config.data);
@@ -142,6 +145,7 @@ EvalResult evaluateCheckpoint(const std::string& checkpointPath, const RunConfig
     const int machineCores = int(std::max(1u, std::thread::hardware_concurrency()));
     // This thread, as one CPU tower's (a default plan).
     std::optional<EvalResult> r = evaluate(net, s, stats.data(), data.test, config, data.cifarAugment,
+                                           m.checkpoint().meta().channels,
                                            prefetchFor(config, DeploymentPlan{}, m.threads(), machineCores),
                                            [] { return false; });
     net.backend().synchronize(s);

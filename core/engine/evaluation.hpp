@@ -9,6 +9,7 @@
 #include <vector>
 
 #include "data/dataset.hpp"
+#include "data/pipeline.hpp"
 #include "engine/observer_hub.hpp"
 #include "io/run_config.hpp"
 #include "optim/optimizer.hpp"
@@ -23,7 +24,7 @@ namespace tb {
 class Evaluator {
 public:
     Evaluator(TrainingEngine& towers, const RunConfig& c, bool cifar, int prefetch, WeightEma* ema, bool chief,
-              ObserverHub& hub);
+              ObserverHub& hub, ChannelStatistics stats = {});
     // Nothing (and nothing reported) where `cancelled` cuts the pass short, or off the chief.
     std::optional<EvalResult> pass(const Dataset& d, const std::string& split, int64_t step, const CancelCheck& cancelled);
     double seconds() const { return seconds_; }
@@ -34,6 +35,7 @@ private:
     TrainingEngine& towers_;
     const RunConfig& c_;
     bool cifar_;
+    ChannelStatistics stats_in_;  // the training split's, for --normalise mean-std
     int prefetch_;
     WeightEma* ema_;
     bool chief_;

@@ -77,7 +77,7 @@ Classifications classifyImages(const std::string& checkpointPath, const std::vec
     d.labels.assign(images.size(), 0);  // unknown: the loss the forward pass sums is not read
     for (size_t i = 0; i < images.size(); ++i)
         imageToSample(readImageFile(images[i]), d.channels, d.height, d.width, d.pixels.data() + i * d.sampleSize());
-    PipelineOptions input = pipelineFor(config, cifar, false, batch, 0);
+    PipelineOptions input = pipelineFor(config, cifar, false, batch, 0, m.checkpoint().meta().channels);
     input.pixelMultiply = spec.pixels.multiply, input.pixelAdd = spec.pixels.add;
     InputPipeline pipe(d, input);
     Backend& be = net.backend();

@@ -92,6 +92,16 @@ OnnxExportResult exportOnnx(const std::string& checkpointPath, const std::string
         x = g.node("Div", {centred, adjusted}, "standardised");
     }
 
+    if (config.value("normalise", std::string()) == "mean-std") {
+        // (x - mean[c]) / std[c] per channel: constants of shape (1, c, 1, 1).
+        const ChannelStatistics& st = m.checkpoint().meta().channels;
+        if (st.mean.size() != size_t(spec.inC))
+            throw Error("export: " + checkpointPath + " normalised by channel (--normalise mean-std) but keeps no statistics for its " +
+                        std::to_string(spec.inC) + " channels");
+        const std::vector<int64_t> dims = {1, spec.inC, 1, 1};
+        x = g.node("Sub", {x, g.floats("channel_mean", dims, st.mean.data())}, "channel_centred");
+        x = g.node("Div", {x, g.floats("channel_std", dims, st.stddev.data())}, "channel_normalised");
+    }
     // Each layer's output: its value name and whether it is still an image (rank 4) or flat (rank 2).
     struct Value {
         std::string name;

@@ -5,7 +5,8 @@
 //   then    the run's evaluation input, as ONNX operators: a CIFAR-10 run's central 24x24 crop
 //           (Slice), the model's input normalisation x * multiply + add (Mul, Add), and where the
 //           run standardized (--normalise) tf.image.per_image_standardization (ReduceMean, Sub,
-//           Mul, Sqrt, Max, Div)
+//           Mul, Sqrt, Max, Div), or with --normalise mean-std (x - mean[c]) / std[c] (Sub, Div of
+//           (1, c, 1, 1) constants, the checkpoint's input_mean and input_std)
 //   layers  in NCHW with explicit pads equal to TensorFlow's "same" (conv, pools; average pools
 //           exclude the padding, count_include_pad 0); LRN with ONNX's size 2r+1 and alpha x size
 //           (ONNX divides alpha by the size, TensorFlow does not); batch norm as is

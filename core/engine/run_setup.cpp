@@ -96,7 +96,8 @@ bool standardizes(const std::string& normalise, bool cifar) {
     return normalise == "standardize" || (normalise == "auto" && cifar);
 }
 
-PipelineOptions pipelineFor(const RunConfig& c, bool cifar, bool training, int batch, int prefetch) {
+PipelineOptions pipelineFor(const RunConfig& c, bool cifar, bool training, int batch, int prefetch,
+                            const ChannelStatistics& stats) {
     PipelineOptions o;
     o.batchSize = batch;
     o.shuffle = training;
@@ -104,6 +105,11 @@ PipelineOptions pipelineFor(const RunConfig& c, bool cifar, bool training, int b
     o.repeat = training;
     o.cropH = o.cropW = cifar ? 24 : 0;  // the CIFAR models' 24x24 input: a random window in training, the centre else
     o.standardize = standardizes(c.normalise, cifar);
+    if (c.normalise == "mean-std") {
+        if (stats.empty()) throw Error("--normalise mean-std: no channel statistics of the training split reached the input");
+        o.channelMean = stats.mean;
+        o.channelStd = stats.stddev;
+    }
     const AugmentSettings a = AugmentSettings::parse(c.augment, "--augment");
     if (training && a.automatic) {
         o.augment = cifar;  // PipelineOptions' defaults are the tutorial's distorted_inputs

@@ -40,7 +40,9 @@ DataOptions dataOptions(const RunConfig& c, const ModelSpec& spec);
 // --normalise: per-image standardisation (tf.image.per_image_standardization) or none; "auto"
 // standardizes CIFAR-10 sets (the tutorial's inputs) and no other.
 bool standardizes(const std::string& normalise, bool cifar);
-PipelineOptions pipelineFor(const RunConfig& c, bool cifar, bool training, int batch, int prefetch);
+// `stats`: the training split's channel statistics, which --normalise mean-std needs (else unused).
+PipelineOptions pipelineFor(const RunConfig& c, bool cifar, bool training, int batch, int prefetch,
+                            const ChannelStatistics& stats = {});
 OptimizerSettings optimizerSettings(const RunConfig& c);
 
 // The process of `processes` that writes the run's folder and evaluates: process 0, or with

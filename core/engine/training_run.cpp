@@ -143,7 +143,10 @@ TrainingRun::TrainingRun(RunPlan& run, DataSplits data, int cores, int machineCo
         if (folder_) bestValidation = std::max(bestValidation, folder_->bestCheckpointAccuracy());
         run.resumeFrom.reset();  // its bytes are in the towers now
     }
-    evaluator_ = std::make_unique<Evaluator>(*towers_, c_, data_.cifarAugment, prefetch, ema_, run.roles.isChief(), hub);
+    // --normalise mean-std: the training split's statistics (after the validation split), for
+    // every pipeline of the run and its checkpoints.
+    if (c_.normalise == "mean-std") channels_ = channelStatistics(data_.train, run.spec.pixels.multiply, run.spec.pixels.add);
+    evaluator_ = std::make_unique<Evaluator>(*towers_, c_, data_.cifarAugment, prefetch, ema_, run.roles.isChief(), hub, channels_);
 
     sum_.model = run.spec.name;
     sum_.data = c_.data;
@@ -166,7 +169,7 @@ TrainingRun::TrainingRun(RunPlan& run, DataSplits data, int cores, int machineCo
                           : std::max<int64_t>(1, int64_t(std::ceil(c_.epochs * double(data_.train.size()) /
                                                                    double(globalPerStep_))));
     if (step_ >= total_) throw Error(trainedAll(total_));
-    PipelineOptions input = pipelineFor(c_, data_.cifarAugment, true, perStep_, prefetch);
+    PipelineOptions input = pipelineFor(c_, data_.cifarAugment, true, perStep_, prefetch, channels_);
     input.pixelMultiply = run.spec.pixels.multiply, input.pixelAdd = run.spec.pixels.add;
     input.skipSamples = uint64_t(step_) * uint64_t(globalPerStep_);  // every step takes globalPerStep samples
     if (run.roles.group) input.sliceIndex = run.roles.worker(), input.sliceCount = run.roles.workers;
@@ -191,7 +194,7 @@ TrainingRun::TrainingRun(RunPlan& run, DataSplits data, int cores, int machineCo
     const auto start = Clock::now();
     stats_ = std::make_unique<RunStatistics>(start, step_, globalPerStep_);
     checkpoints_ = std::make_unique<CheckpointPolicy>(folder_, run, globalPerStep_, *towers_, net, ema_, emaStream_,
-                                                      hub_, step_, start, bestValidation, data_.train.classNames);
+                                                      hub_, step_, start, bestValidation, data_.train.classNames, channels_);
     counting_ = StepCounting::make(run.roles, *towers_, control_, perStep_);
     if (telemetry_)
         monitor_ = std::make_unique<DeviceMonitor>(

@@ -47,6 +47,7 @@ private:
     const RunPlan& run_;
     const RunConfig& c_;
     DataSplits data_;
+    ChannelStatistics channels_;  // --normalise mean-std: the training split's
     ObserverHub& hub_;
     RunControl& control_;
     RunFolder* folder_;

@@ -292,8 +292,8 @@ void RunConfig::validate() const {
     require(validation >= -1, "--validation: must be a sample count (or -1 for automatic)");
     require(shuffleBuffer >= 0, "--shuffle-buffer: must not be negative");
     (void)AugmentSettings::parse(augment, "--augment");
-    require(normalise == "auto" || normalise == "none" || normalise == "standardize",
-            "--normalise: '" + normalise + "' is not auto, none or standardize");
+    require(normalise == "auto" || normalise == "none" || normalise == "standardize" || normalise == "mean-std",
+            "--normalise: '" + normalise + "' is not auto, none, standardize or mean-std");
     require(prefetch >= -1 && prefetch <= 64, "--prefetch: must be between 0 and 64 (or -1 for automatic)");
     require(threads >= 0 && threads <= 1024, "--threads: must be between 0 (all cores) and 1024");
     require(precision == "fp32" || precision == "bf16", "--precision: '" + precision + "' is not fp32 or bf16");

@@ -30,7 +30,7 @@ struct RunConfig {
     std::string tfrecordFeatures;        // tfrecord:DIR: image=KEY,label=KEY,... (default image_raw, label)
     bool skipBadImages = false;          // folder:DIR: leave unreadable images out (counted, named) instead of stopping
     std::string augment = "auto";        // training augmentation (AugmentSettings)
-    std::string normalise = "auto";      // auto (CIFAR-10: standardize), none, standardize (per image)
+    std::string normalise = "auto";      // auto (CIFAR-10: standardize), none, standardize (per image), mean-std (per channel, the training split's)
     int batch = 128;
     int64_t steps = 0;                   // > 0 wins over epochs
     double epochs = 1.0;

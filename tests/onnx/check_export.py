@@ -3,7 +3,7 @@
 
 For each model (the layer kinds between them: conv, max and average pools, global average pool,
 LRN, dense, dropout, batch norm, add, flatten; the input scaling x/255 and x/255 - 0.5; a
-CIFAR-10 run's crop and standardisation) a short run trains, `towerbench-run export --onnx`
+CIFAR-10 run's crop and standardisation; --normalise mean-std's channel statistics) a short run trains, `towerbench-run export --onnx`
 writes its model, onnx.checker.check_model(full_check=True) must accept the file, and OpenCV
 runs it on the run's whole test split given as raw pixels (floats 0-255, NCHW): every image's
 most probable class must be the one the run's own evaluation wrote to predictions.json and its
@@ -109,20 +109,27 @@ def main():
         cifar = os.path.join(tmp, "cifar")
         cifar_test = synthetic_cifar(cifar, rng)
         fashion = "idx:" + SLICE
-        cases = [("mlp", fashion, 30), ("mnist_cnn", fashion, 30), ("mnist_seed", fashion, 30),
-                 ("resnet20_mnist", fashion, 8), ("vgg_bn", fashion, 8), ("cifar10_cnn", "cifar10:" + cifar, 6)]
-        for model, data, steps in cases:
-            folder = os.path.join(tmp, model)
-            run(binary, ["--model", model, "--data", data, "--steps", str(steps), "--batch", "32", "--validation", "0",
-                         "--threads", "2", "--run-dir", folder, "--quiet"], env)
-            path = os.path.join(tmp, model + ".onnx")
+        cases = [("mlp", fashion, 30, []), ("mnist_cnn", fashion, 30, []), ("mnist_seed", fashion, 30, []),
+                 ("resnet20_mnist", fashion, 8, []), ("vgg_bn", fashion, 8, []), ("cifar10_cnn", "cifar10:" + cifar, 6, []),
+                 ("mnist_cnn", fashion, 30, ["--normalise", "mean-std"])]
+        for model, data, steps, extra in cases:
+            name = model + "".join("_" + a.strip("-") for a in extra)
+            folder = os.path.join(tmp, name)
+            summary = run(binary, ["--model", model, "--data", data, "--steps", str(steps), "--batch", "32", "--validation",
+                                   "0", "--threads", "2", "--run-dir", folder, "--quiet"] + extra, env)
+            # towerbench-run eval of the same checkpoint gives the run's own test accuracy (its input
+            # scaling and normalisation are the checkpoint's, whatever eval's flags default to).
+            evaluated = run(binary, ["eval", folder, "--threads", "2"], env)
+            if abs(evaluated["test_accuracy"] - summary["test_accuracy"]) > 1e-9:
+                failures.append("%s: eval gives %.4f, the run %.4f" % (name, evaluated["test_accuracy"], summary["test_accuracy"]))
+            path = os.path.join(tmp, name + ".onnx")
             exported = run(binary, ["export", folder, "--onnx", path], env)
             verdict = "accepted"
             try:
                 onnx.checker.check_model(onnx.load(path), full_check=True)
             except Exception as e:  # the checker's own exceptions: ValidationError, InferenceError
                 verdict = "refused: %s" % str(e).split("\n")[0][:200]
-                failures.append("%s: the ONNX checker %s" % (model, verdict))
+                failures.append("%s: the ONNX checker %s" % (name, verdict))
             pred = json.load(open(os.path.join(folder, "predictions.json")))
             images = (cifar_test if data.startswith("cifar10:") else idx_test_images()).astype(np.float32)
             probs = opencv_probabilities(path, images, tmp)
@@ -132,11 +139,11 @@ def main():
             agree = int((top == predicted).sum())
             diff = float(np.abs(probs[np.arange(len(predicted)), predicted] - confidence).max())
             sums = float(np.abs(probs.sum(axis=1) - 1).max())
-            rows.append("| %s | %s | %d | %s | %d / %d | %.2e | %.1e |" % (model, data.split(":")[0], exported["nodes"], verdict,
+            rows.append("| %s | %s | %d | %s | %d / %d | %.2e | %.1e |" % (" ".join([model] + extra), data.split(":")[0], exported["nodes"], verdict,
                                                                           agree, len(predicted), diff, sums))
             if agree != len(predicted) or diff > TOLERANCE or sums > 1e-5:
                 failures.append("%s: OpenCV agrees on %d of %d images, top probabilities within %.2e (limit %.0e)"
-                                % (model, agree, len(predicted), diff, TOLERANCE))
+                                % (name, agree, len(predicted), diff, TOLERANCE))
     head = ["| model | data | nodes | onnx.checker (full) | same class as the run | max difference of its probability | probabilities' sum - 1 |",
             "|---|---|---:|---|---:|---:|---:|"]
     text = "\n".join(head + rows) + "\n\nONNX %s, OpenCV %s (cv2.dnn.readNetFromONNX), limit %.0e\n" % (

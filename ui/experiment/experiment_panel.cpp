@@ -319,8 +319,9 @@ void ExperimentPanel::makeAdvancedFields() {
         tr("Training augmentation of image sets: crop:P (a random window of the image padded by P pixels), flip, "
            "brightness:D (±D/255), contrast:LOW:HIGH, comma-separated; empty or auto: CIFAR-10's distorted_inputs, "
            "none for other sets; none: off. Lab > Augmented samples shows what it does.")));
-    normalise_ = combo({"auto", "none", "standardize"},
-                       tr("Per-image standardisation of the input (tf.image.per_image_standardization); auto: CIFAR-10 only."));
+    normalise_ = combo({"auto", "none", "standardize", "mean-std"},
+                       tr("standardize: each image to mean 0, deviation 1 (tf.image.per_image_standardization); "
+                          "mean-std: each channel by the training split's mean and deviation; auto: CIFAR-10 standardized."));
     skipBadImages_ = new QCheckBox(tr("skip unreadable"));
     skipBadImages_->setToolTip(tb::ui::wrappedToolTip(tr("Image folders: leave corrupt or truncated images out (counted, "
                                                          "the first named in the log) instead of stopping at the first.")));
