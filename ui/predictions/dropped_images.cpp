@@ -11,7 +11,9 @@
 #include <memory>
 #include <numeric>
 
+#ifdef TB_HAVE_IMAGES
 #include "data/image_codec.hpp"
+#endif
 #include "engine/inference.hpp"
 #include "util/error.hpp"
 
@@ -20,11 +22,15 @@ namespace {
 constexpr int kThumb = 64;
 
 QImage thumbnail(const std::string& path) {
+#ifndef TB_HAVE_IMAGES
+    return QImage(QString::fromStdString(path)).scaled(kThumb, kThumb, Qt::KeepAspectRatio);  // classify refuses first
+#else
     const tb::Image im = tb::readImageFile(path);
     QImage q(im.width, im.height, im.channels == 1 ? QImage::Format_Grayscale8 : QImage::Format_RGB888);
     for (int y = 0; y < im.height; ++y)
         std::copy_n(im.pixels.data() + size_t(y) * im.width * im.channels, size_t(im.width) * im.channels, q.scanLine(y));
     return q.scaled(kThumb, kThumb, Qt::KeepAspectRatio, im.width < kThumb ? Qt::FastTransformation : Qt::SmoothTransformation);
+#endif
 }
 
 }  // namespace
