@@ -17,6 +17,9 @@
 #include "data/dataset.hpp"
 #include "data/image_codec.hpp"
 #include "data/image_folder.hpp"
+
+#include <cstdio>
+#include <jpeglib.h>
 #include "util/error.hpp"
 #ifdef TB_HAVE_PROTOBUF
 #include "io/tfrecord.hpp"
@@ -133,6 +136,56 @@ private slots:
             QCOMPARE(t.pixels.size(), g.pixels.size());
             const int inverse = o == 6 ? 8 : o == 8 ? 6 : o;
             QVERIFY2(tb::orient(t, inverse).pixels == g.pixels, qPrintable(QString("orientation %1").arg(o)));
+        }
+    }
+    // The stated expansions, on PNG files made by hand (tests/fuzz/corpus/fuzz_image, written by
+    // Python's zlib): a palette with a tRNS chunk becomes its RGB colours (transparency dropped),
+    // 16-bit gray with alpha becomes round(v * 255 / 65535) gray (alpha dropped).
+    void pngExpansionsFollowTheRules() {
+        const tb::Image pal = tb::readImageFile(sourcePath("tests/fuzz/corpus/fuzz_image/palette_trns.png").toStdString());
+        QCOMPARE(pal.channels, 3);
+        QCOMPARE(pal.width, 4);
+        const std::vector<uint8_t> colours[3] = {{255, 0, 0}, {0, 255, 0}, {0, 0, 255}};
+        const int index[2][4] = {{0, 1, 2, 1}, {2, 1, 0, 0}};
+        for (int y = 0; y < 2; ++y)
+            for (int x = 0; x < 4; ++x)
+                QVERIFY(std::equal(colours[index[y][x]].begin(), colours[index[y][x]].end(),
+                                   pal.pixels.begin() + (y * 4 + x) * 3));
+        const tb::Image g16 = tb::readImageFile(sourcePath("tests/fuzz/corpus/fuzz_image/gray16_alpha.png").toStdString());
+        QCOMPARE(g16.channels, 1);
+        QCOMPARE(g16.width, 3);
+        for (int x = 0; x < 3; ++x) QCOMPARE(int(g16.pixels[size_t(x)]), int(std::lround(8000.0 * x * 255 / 65535)));
+    }
+    // CMYK JPEG (as Photoshop writes it: Adobe marker, inverted values, 255 = no ink) becomes RGB
+    // by R = C*K/255: with no black ink (K = 255) the colour is C, M, Y themselves.
+    void cmykJpegBecomesRgb() {
+        jpeg_compress_struct c{};
+        jpeg_error_mgr err{};
+        c.err = jpeg_std_error(&err);
+        jpeg_create_compress(&c);
+        unsigned char* buffer = nullptr;
+        unsigned long size = 0;
+        jpeg_mem_dest(&c, &buffer, &size);
+        c.image_width = 16, c.image_height = 16, c.input_components = 4, c.in_color_space = JCS_CMYK;
+        jpeg_set_defaults(&c);
+        jpeg_set_quality(&c, 100, TRUE);
+        jpeg_start_compress(&c, TRUE);
+        std::vector<uint8_t> row(16 * 4);
+        for (int x = 0; x < 16; ++x) row[size_t(x) * 4] = 200, row[size_t(x) * 4 + 1] = 120, row[size_t(x) * 4 + 2] = 40, row[size_t(x) * 4 + 3] = 255;
+        for (int y = 0; y < 16; ++y) {
+            JSAMPROW r = row.data();
+            jpeg_write_scanlines(&c, &r, 1);
+        }
+        jpeg_finish_compress(&c);
+        jpeg_destroy_compress(&c);
+        const std::string bytes(reinterpret_cast<const char*>(buffer), size);
+        std::free(buffer);
+        const tb::Image rgb = decode(bytes, "cmyk.jpg");
+        QCOMPARE(rgb.channels, 3);
+        for (size_t p = 0; p < 256; ++p) {
+            QVERIFY2(std::abs(int(rgb.pixels[p * 3]) - 200) <= 2 && std::abs(int(rgb.pixels[p * 3 + 1]) - 120) <= 2 &&
+                         std::abs(int(rgb.pixels[p * 3 + 2]) - 40) <= 2,
+                     qPrintable(QString("pixel %1: %2 %3 %4").arg(p).arg(rgb.pixels[p * 3]).arg(rgb.pixels[p * 3 + 1]).arg(rgb.pixels[p * 3 + 2])));
         }
     }
     void badFilesAreRefusedNamingThem() {
