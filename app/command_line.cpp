@@ -136,16 +136,20 @@ CommandLine parseCommandLine(const std::vector<std::string>& argsIn) {
         return c;
     }
     if (!args.empty() && args[0] == "convert") {
-        if (args.size() != 3 && args.size() != 5)
-            throw Error("convert: expected SPEC tfrecord:DIR or SPEC folder:DIR [--jpeg-quality Q] "
-                        "(e.g. convert idx:mnist tfrecord:mnist-tf)");
+        if (args.size() < 3 || args.size() % 2 == 0)
+            throw Error("convert: expected SPEC tfrecord:DIR [--shards N] [--repeat R] or SPEC folder:DIR "
+                        "[--jpeg-quality Q] (e.g. convert idx:mnist tfrecord:mnist-tf)");
         const bool toFolder = args[2].starts_with("folder:");
         if ((!args[2].starts_with("tfrecord:") && !toFolder) || args[2].size() == (toFolder ? 7u : 9u))
             throw Error("convert: the target '" + args[2] + "' is not tfrecord:DIR or folder:DIR");
-        if (args.size() == 5) {
-            if (args[3] != "--jpeg-quality") throw Error("convert: unknown argument '" + args[3] + "' (--jpeg-quality Q)");
-            if (!toFolder) throw Error("convert: --jpeg-quality applies to a folder:DIR target only");
-            c.jpegQuality = wholeNumber("--jpeg-quality", args[4], 1, 100);
+        for (size_t i = 3; i + 1 < args.size(); i += 2) {
+            const std::string& a = args[i];
+            if (a == "--jpeg-quality" && toFolder) c.jpegQuality = wholeNumber(a, args[i + 1], 1, 100);
+            else if (a == "--shards" && !toFolder) c.shards = wholeNumber(a, args[i + 1], 1, 4096);
+            else if (a == "--repeat" && !toFolder) c.repeat = wholeNumber(a, args[i + 1], 1, 10000);
+            else
+                throw Error("convert: '" + a + "' is not an option of a " + (toFolder ? "folder:DIR" : "tfrecord:DIR") +
+                            " target (" + (toFolder ? "--jpeg-quality Q" : "--shards N, --repeat R") + ")");
         }
         c.command = CommandLine::Command::Convert;
         c.convertSpec = args[1];

@@ -20,6 +20,7 @@ struct CommandLine {
     bool ascending = false, json = false;
     std::string convertSpec, convertTarget;  // convert SPEC tfrecord:DIR|folder:DIR (the target whole)
     int jpegQuality = 0;                     // convert ... folder:DIR --jpeg-quality Q; 0: PNG
+    int shards = 1, repeat = 1;              // convert ... tfrecord:DIR --shards N --repeat R
     std::string evalTarget;                  // eval RUN_DIR|CHECKPOINT, classify RUN_DIR|CHECKPOINT
     std::vector<std::string> images;         // classify: the image files
     int top = 5;                             // classify --top K

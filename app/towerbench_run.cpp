@@ -44,7 +44,8 @@ const char* kUsage = R"(usage: towerbench-run selftest
        towerbench-run eval RUN_DIR|CHECKPOINT [--data SPEC] [--batch N] [--threads N]
        towerbench-run classify RUN_DIR|CHECKPOINT IMAGE... [--top K] [--threads N]
        towerbench-run export RUN_DIR|CHECKPOINT --onnx FILE
-       towerbench-run convert SPEC tfrecord:DIR|folder:DIR [--jpeg-quality Q]
+       towerbench-run convert SPEC tfrecord:DIR [--shards N] [--repeat R]
+       towerbench-run convert SPEC folder:DIR [--jpeg-quality Q]
        towerbench-run runs [--filter TEXT] [--sort COLUMN] [--ascending] [--json]
        towerbench-run scale [--sweep-towers 1,2,4] [--sweep-strategies mean,allreduce,async,average:4]
                       [--sweep-warmup N] [--sweep-steps N] [--run-dir DIR] [training flags]
@@ -131,7 +132,10 @@ Run folders (docs/user-guide.md: "Runs that last"):
   convert SPEC tfrecord:DIR   writes an image set (fashion-mnist, idx:DIR, cifar10:DIR,
                       folder:DIR) as DIR/train.tfrecords and DIR/test.tfrecords of tf.train.Example
                       records, as TensorFlow's MNIST article does; --data tfrecord:DIR reads them
-                      back (--tfrecord-features image=KEY,label=KEY for other feature names)
+                      back (--tfrecord-features image=KEY,label=KEY for other feature names);
+                      --shards N splits the training set over N files train-0000i-of-0000N, and
+                      --repeat R writes it R times, each pass after the first shifted by up to 2
+                      pixels and mirrored half the time (a larger set, e.g. for streaming)
   convert SPEC folder:DIR [--jpeg-quality Q]   writes it as image files, DIR/train/<k>-<class>/
                       <index>.png (or .jpg of quality Q, 1-100) and DIR/test/...; --data folder:DIR
                       reads them back in the same order
@@ -297,7 +301,7 @@ int runList(const CommandLine& c) {
 }
 
 // convert SPEC tfrecord:DIR|folder:DIR: the set's train and test splits as TFRecord or image files.
-int runConvert(const std::string& spec, const std::string& target, int jpegQuality) {
+int runConvert(const std::string& spec, const std::string& target, int jpegQuality, int shards, int repeat) {
     const bool toFolder = target.starts_with("folder:");
     const std::string dir = target.substr(toFolder ? 7 : 9);
     if (toFolder) {
@@ -320,10 +324,13 @@ int runConvert(const std::string& spec, const std::string& target, int jpegQuali
     std::error_code ec;
     std::filesystem::create_directories(dir, ec);
     if (ec) return fail("convert: cannot create " + dir + " (" + ec.message() + ")");
-    tb::writeTFRecordExamples(data.train, dir + "/train.tfrecords");
-    tb::writeTFRecordExamples(data.test, dir + "/test.tfrecords");
-    std::cout << nlohmann::json{{"train", dir + "/train.tfrecords"}, {"train_records", data.train.size()},
-                                {"test", dir + "/test.tfrecords"}, {"test_records", data.test.size()}}
+    const std::vector<std::string> train = tb::writeTFRecordShards(data.train, dir, "train", shards, repeat, 1);
+    tb::writeTFRecordExamples(data.test, dir + "/test.tfrecords");  // the test set as it is, once
+    uintmax_t bytes = 0;
+    for (const std::string& f : train) bytes += std::filesystem::file_size(f, ec);
+    std::cout << nlohmann::json{{"train", shards == 1 ? train.front() : dir + "/train-*-of-*.tfrecords"},
+                                {"train_records", data.train.size() * size_t(repeat)}, {"train_shards", shards},
+                                {"train_bytes", bytes}, {"test", dir + "/test.tfrecords"}, {"test_records", data.test.size()}}
                      .dump()
               << std::endl;
     return 0;
@@ -515,7 +522,7 @@ int main(int argc, char** argv) {
         case CommandLine::Command::Models: return runModels(c);
         case CommandLine::Command::Export: return runExport(c.evalTarget, c.onnxFile);
         case CommandLine::Command::Classify: return runClassify(c.evalTarget, c.images, c.top, c.config.threads);
-        case CommandLine::Command::Convert: return runConvert(c.convertSpec, c.convertTarget, c.jpegQuality);
+        case CommandLine::Command::Convert: return runConvert(c.convertSpec, c.convertTarget, c.jpegQuality, c.shards, c.repeat);
         case CommandLine::Command::Eval: return runEval(c.evalTarget, c.config, c.dataGiven);
         case CommandLine::Command::Scale: return runScale(c);
         case CommandLine::Command::Predict: return runPredict(c);

@@ -22,6 +22,7 @@
 #include <jpeglib.h>
 #include "util/error.hpp"
 #ifdef TB_HAVE_PROTOBUF
+#include "data/tfrecord_dataset.hpp"
 #include "io/tfrecord.hpp"
 #include "tensorflow/example.hpp"
 #endif
@@ -356,6 +357,45 @@ private slots:
             out.flush();
         }
         QVERIFY(mentions(errorOf([&] { tb::loadData("tfrecord:" + tmp.path().toStdString(), 0, 1); }), {"train.tfrecords", "record 0", "PNG"}));
+    }
+    // convert --shards 3 --repeat 2: record k in shard k % 3, the first pass the set itself, the
+    // second its images shifted by at most 2 pixels each way, mirrored or not.
+    void tfrecordShardsHoldEveryPass() {
+        QTemporaryDir tmp;
+        const tb::DataSplits idx = tb::loadData("idx:" + sourcePath("samples/fashion-mnist-slice").toStdString(), 0, 1);
+        const tb::Dataset& d = idx.train;
+        const std::vector<std::string> files = tb::writeTFRecordShards(d, tmp.path().toStdString(), "train", 3, 2, 7);
+        QCOMPARE(files.size(), size_t(3));
+        QVERIFY(QString::fromStdString(files[1]).endsWith("train-00001-of-00003.tfrecords"));
+        std::vector<tb::Dataset> shard;
+        for (const std::string& f : files) shard.push_back(tb::readTFRecordExamples({f}, {}, "shard"));
+        const size_t n = d.size();
+        QCOMPARE(shard[0].size() + shard[1].size() + shard[2].size(), 2 * n);
+        auto record = [&](size_t k) { return std::pair{&shard[k % 3], k / 3}; };
+        for (size_t k = 0; k < 2 * n; ++k) {
+            const auto [s, at] = record(k);
+            const size_t i = k % n;
+            QCOMPARE(s->labels[at], d.labels[i]);
+            const uint8_t* got = s->pixels.data() + at * 784;
+            const uint8_t* src = d.pixels.data() + i * 784;
+            if (k < n) {
+                QVERIFY2(std::equal(got, got + 784, src), qPrintable(QString("record %1 is not image %2").arg(k).arg(i)));
+                continue;
+            }
+            bool shifted = false;
+            for (int dy = -2; dy <= 2 && !shifted; ++dy)
+                for (int dx = -2; dx <= 2 && !shifted; ++dx)
+                    for (bool flip : {false, true}) {
+                        bool same = true;
+                        for (int y = 0; y < 28 && same; ++y)
+                            for (int x = 0; x < 28 && same; ++x) {
+                                const int sy = y + dy, sx = (flip ? 27 - x : x) + dx;
+                                same = got[y * 28 + x] == (sy >= 0 && sy < 28 && sx >= 0 && sx < 28 ? src[sy * 28 + sx] : 0);
+                            }
+                        shifted |= same;
+                    }
+            QVERIFY2(shifted, qPrintable(QString("record %1 is no shift of image %2").arg(k).arg(i)));
+        }
     }
 #endif
     void badFoldersAreRefused() {

@@ -2,7 +2,10 @@
 
 #include <algorithm>
 #include <filesystem>
+#include <cstdio>
+#include <memory>
 #include <optional>
+#include <random>
 #include <sstream>
 
 #include "data/image_codec.hpp"
@@ -146,24 +149,69 @@ Dataset readTFRecordExamples(const std::vector<std::string>& files, const TFReco
     return d;
 }
 
+namespace {
+
+// One image of d as an Example (image_raw channels last), shifted by (dy, dx) and mirrored.
+std::string exampleOf(const Dataset& d, size_t i, int dy, int dx, bool flip, std::string& pixels) {
+    const int h = d.height, w = d.width, c = d.channels;
+    const size_t plane = size_t(h) * size_t(w);
+    pixels.assign(plane * size_t(c), '\0');
+    const uint8_t* src = d.pixels.data() + i * d.sampleSize();
+    for (int y = 0; y < h; ++y)
+        for (int x = 0; x < w; ++x) {
+            const int sy = y + dy, sx = (flip ? w - 1 - x : x) + dx;
+            if (sy < 0 || sy >= h || sx < 0 || sx >= w) continue;
+            for (int ch = 0; ch < c; ++ch)
+                pixels[(size_t(y) * w + size_t(x)) * size_t(c) + size_t(ch)] = char(src[size_t(ch) * plane + size_t(sy) * w + size_t(sx)]);
+        }
+    Example e;
+    e.setInt64("height", h);
+    e.setInt64("width", w);
+    e.setInt64("depth", c);
+    e.setInt64("label", d.labels[i]);
+    e.setBytes("image_raw", pixels);
+    return e.serialize();
+}
+
+}  // namespace
+
 void writeTFRecordExamples(const Dataset& d, const std::string& path) {
     if (!d.isImage()) throw Error("convert: " + d.name + " is not an image set (only images go to TFRecord files)");
     TFRecordWriter out(path);
-    const size_t plane = size_t(d.height) * size_t(d.width), c = size_t(d.channels);
-    std::string pixels(plane * c, '\0');
-    for (size_t i = 0; i < d.size(); ++i) {
-        const uint8_t* src = d.pixels.data() + i * d.sampleSize();
-        for (size_t p = 0; p < plane; ++p)
-            for (size_t ch = 0; ch < c; ++ch) pixels[p * c + ch] = char(src[ch * plane + p]);
-        Example e;
-        e.setInt64("height", d.height);
-        e.setInt64("width", d.width);
-        e.setInt64("depth", d.channels);
-        e.setInt64("label", d.labels[i]);
-        e.setBytes("image_raw", pixels);
-        out.write(e.serialize());
-    }
+    std::string pixels;
+    for (size_t i = 0; i < d.size(); ++i) out.write(exampleOf(d, i, 0, 0, false, pixels));
     out.flush();
+}
+
+std::vector<std::string> writeTFRecordShards(const Dataset& d, const std::string& dir, const std::string& split,
+                                             int shards, int repeat, uint64_t seed) {
+    if (!d.isImage()) throw Error("convert: " + d.name + " is not an image set (only images go to TFRecord files)");
+    if (shards < 1 || repeat < 1) throw Error("convert: --shards and --repeat must be at least 1");
+    std::vector<std::string> files;
+    std::vector<std::unique_ptr<TFRecordWriter>> out;
+    char name[64];
+    for (int s = 0; s < shards; ++s) {
+        if (shards == 1) std::snprintf(name, sizeof name, "%s.tfrecords", split.c_str());
+        else std::snprintf(name, sizeof name, "%s-%05d-of-%05d.tfrecords", split.c_str(), s, shards);
+        files.push_back(dir + "/" + name);
+        out.push_back(std::make_unique<TFRecordWriter>(files.back()));
+    }
+    std::mt19937_64 rng(seed);
+    std::string pixels;
+    uint64_t k = 0;
+    for (int r = 0; r < repeat; ++r)
+        for (size_t i = 0; i < d.size(); ++i, ++k) {
+            int dy = 0, dx = 0;
+            bool flip = false;
+            if (r > 0) {  // three draws per later record, in this order
+                dy = int(rng() % 5) - 2;
+                dx = int(rng() % 5) - 2;
+                flip = (rng() >> 63) != 0;
+            }
+            out[size_t(k % uint64_t(shards))]->write(exampleOf(d, i, dy, dx, flip, pixels));
+        }
+    for (auto& o : out) o->flush();
+    return files;
 }
 
 }  // namespace tb

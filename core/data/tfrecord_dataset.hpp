@@ -27,4 +27,12 @@ Dataset readTFRecordExamples(const std::vector<std::string>& files, const TFReco
                              const std::string& name, const CancelCheck& cancelled = {}, ImageShape shape = {});
 void writeTFRecordExamples(const Dataset& d, const std::string& path);
 
+// A set as `shards` TFRecord files DIR/<split>-00000-of-0000N.tfrecords (DIR/<split>.tfrecords
+// for one), `repeat` times over: the first pass the set itself, each later one a shifted copy of
+// every image (by -2..2 pixels each way, zeros filled in) mirrored half the time, drawn from
+// `seed` (a larger set for streaming; convert --shards, --repeat). Record k (pass k / n, image
+// k % n) goes to shard k % shards. Returns the files written.
+std::vector<std::string> writeTFRecordShards(const Dataset& d, const std::string& dir, const std::string& split,
+                                             int shards, int repeat, uint64_t seed);
+
 }  // namespace tb
