@@ -1,7 +1,5 @@
 #include "data/image_folder.hpp"
 
-#include <unistd.h>
-
 #include <algorithm>
 #include <atomic>
 #include <cerrno>
@@ -13,6 +11,7 @@
 
 #include "data/image_codec.hpp"
 #include "util/error.hpp"
+#include "util/system_text.hpp"
 
 namespace fs = std::filesystem;
 
@@ -172,7 +171,7 @@ ImageFolderSet readImageFolder(const std::string& dir, ImageShape shape, bool sk
         shape = {first.channels, first.height, first.width};
     }
     const double bytes = double(train.size() + test.size()) * shape.channels * shape.height * shape.width;
-    const double memory = double(sysconf(_SC_PHYS_PAGES)) * double(sysconf(_SC_PAGE_SIZE));
+    const double memory = physicalMemoryBytes();
     if (memory > 0 && bytes > memory / 2)
         throw Error(spec + ": " + std::to_string(train.size() + test.size()) + " images of " +
                     std::to_string(shape.channels) + "x" + std::to_string(shape.height) + "x" +

@@ -12,6 +12,7 @@
 #include "io/tfrecord.hpp"
 #include "tensorflow/example.hpp"
 #include "util/error.hpp"
+#include "util/system_text.hpp"
 
 namespace fs = std::filesystem;
 
@@ -61,6 +62,18 @@ std::vector<std::string> tfrecordFiles(const std::string& dir, const std::string
 
 Dataset readTFRecordExamples(const std::vector<std::string>& files, const TFRecordFeatures& features,
                              const std::string& name, const CancelCheck& cancelled, ImageShape shape) {
+    // The whole split is held in memory: a set of files larger than half the machine's memory is
+    // refused before reading (its records' pixels take about as many bytes as the files).
+    double bytes = 0;
+    for (const std::string& f : files) {
+        std::error_code ec;
+        bytes += double(fs::file_size(f, ec));
+    }
+    if (const double memory = physicalMemoryBytes(); memory > 0 && bytes > memory / 2)
+        throw Error("--data: the " + std::to_string(files.size()) + " files of '" + name + "' hold " +
+                    std::to_string(int64_t(bytes / (1 << 20))) + " MiB, more than half this machine's memory (" +
+                    std::to_string(int64_t(memory / (1 << 20))) + " MiB), and Towerbench reads a TFRecord set into "
+                    "memory (streaming input is not built yet): train on fewer shards");
     Dataset d;
     d.name = name;
     int64_t maxLabel = -1;

@@ -229,6 +229,16 @@ def tfrecord_cases(c, binary):
         case("%s followed by garbage" % n, {n: data + b"garbage"}, culprit=n)
     for f in ("image=nope", "label=nope", "bogus", "image=", "x=y", "image=label,label=image", "height=label"):
         case("--tfrecord-features %s" % f, {}, features=f)
+    # A shard larger than half the machine's memory (a sparse file: no disk used): refused before
+    # any of it is read, not read until memory runs out.
+    d = c.folder("tf")
+    for n, data in files.items():
+        write(os.path.join(d, n), data)
+    memory = os.sysconf("SC_PHYS_PAGES") * os.sysconf("SC_PAGE_SIZE")
+    with open(os.path.join(d, "train-huge.tfrecords"), "wb") as f:
+        f.truncate(memory * 6 // 10)
+    c.add("TFRecord files", "a sparse shard of 60% of the machine's memory", RUN_MLP + ["--data", "tfrecord:" + d],
+          ["more than half this machine's memory"])
 
 
 # ------------------------------------------------------------------ image folders (--data folder:DIR)
