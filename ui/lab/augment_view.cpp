@@ -140,7 +140,9 @@ void AugmentView::draw() {
     }
     // Originals and samples side by side, 4 pairs a row, each image scaled up to ~84 px, a pair
     // framed and apart from the next.
-    const int scale = std::max(1, 84 / std::max(b.h, b.w)), side = std::max(b.h, b.w) * scale;
+    // The original may be larger than the sample (CIFAR-10's 32x32 images, 24x24 windows).
+    const int largest = std::max({b.h, b.w, d.height, d.width});
+    const int scale = std::max(1, 84 / largest), side = largest * scale;
     const int pairW = 2 * side + 12, pairH = side + 8, gap = 16, rows = (b.n + 3) / 4;
     QPixmap canvas(4 * (pairW + gap), rows * (pairH + gap));
     canvas.fill(palette().color(QPalette::Window));
