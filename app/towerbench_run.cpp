@@ -7,7 +7,6 @@
 #include <filesystem>
 #include <iostream>
 #include <memory>
-#include <numeric>
 #include <string>
 #include <vector>
 
@@ -360,9 +359,7 @@ int runClassify(const std::string& target, const std::vector<std::string>& image
     const std::string checkpoint = tb::checkpointOf(target);
     const tb::Classifications r = tb::classifyImages(checkpoint, images, threads);
     for (const tb::ImageClassification& c : r.images) {
-        std::vector<int> order(c.probabilities.size());
-        std::iota(order.begin(), order.end(), 0);
-        std::stable_sort(order.begin(), order.end(), [&](int a, int b) { return c.probabilities[size_t(a)] > c.probabilities[size_t(b)]; });
+        const std::vector<int> order = c.ranked();
         nlohmann::json best = nlohmann::json::array();
         for (int k = 0; k < std::min(top, int(order.size())); ++k) {
             const int label = order[size_t(k)];

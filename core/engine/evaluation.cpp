@@ -136,7 +136,7 @@ EvalResult evaluateCheckpoint(const std::string& checkpointPath, const RunConfig
     InferenceModel m(checkpointPath, given.batch, given.threads);
     // The input's normalisation belongs to the trained model, as its pixel scaling does.
     RunConfig config = given;
-    config.normalise = m.checkpoint().meta().config.value("normalise", config.normalise);
+    config.normalise = m.evaluationInput().config.normalise;
     Network& net = m.network();
     DataSplits data = loadData(config.data, 0, config.seed, {}, dataOptions(config, net.spec()));
     checkModelFitsData(net.spec(), net.outputs(), data, config.data);

@@ -2,6 +2,7 @@
 
 #include <algorithm>
 #include <filesystem>
+#include <numeric>
 #include <thread>
 
 #include "data/pipeline.hpp"
@@ -46,6 +47,26 @@ InferenceModel::~InferenceModel() {
     }
 }
 
+EvaluationInput InferenceModel::evaluationInput() const {
+    EvaluationInput in;
+    in.config.data = ck_.meta().config.value("data", in.config.data);
+    in.config.normalise = ck_.meta().config.value("normalise", in.config.normalise);
+    in.cifar = in.config.data.starts_with("cifar10:");
+    const ModelSpec& spec = net_->spec();
+    in.channels = spec.inC;
+    in.height = in.cifar ? 32 : spec.inH;
+    in.width = in.cifar ? 32 : spec.inW;
+    return in;
+}
+
+std::vector<int> ImageClassification::ranked() const {
+    std::vector<int> order(probabilities.size());
+    std::iota(order.begin(), order.end(), 0);
+    std::stable_sort(order.begin(), order.end(),
+                     [this](int a, int b) { return probabilities[size_t(a)] > probabilities[size_t(b)]; });
+    return order;
+}
+
 std::string checkpointOf(const std::string& target) {
     std::error_code ec;
     if (!std::filesystem::is_directory(target, ec)) return target;
@@ -61,23 +82,18 @@ Classifications classifyImages(const std::string& checkpointPath, const std::vec
     InferenceModel m(checkpointPath, batch, threads);
     Network& net = m.network();
     const ModelSpec& spec = net.spec();
-    RunConfig config;
-    config.data = m.checkpoint().meta().config.value("data", config.data);
-    config.normalise = m.checkpoint().meta().config.value("normalise", config.normalise);
-    const bool cifar = config.data.starts_with("cifar10:");
-    // The run's evaluation input: CIFAR-10's 32x32 images centrally cropped to the model's 24x24
-    // (pipelineFor), any other image set at the model's input size.
+    const EvaluationInput in = m.evaluationInput();
     Dataset d;
     d.name = "classify";
-    d.channels = spec.inC;
-    d.height = cifar ? 32 : spec.inH;
-    d.width = cifar ? 32 : spec.inW;
+    d.channels = in.channels;
+    d.height = in.height;
+    d.width = in.width;
     d.numClasses = net.outputs();
     d.pixels.resize(images.size() * d.sampleSize());
     d.labels.assign(images.size(), 0);  // unknown: the loss the forward pass sums is not read
     for (size_t i = 0; i < images.size(); ++i)
         imageToSample(readImageFile(images[i]), d.channels, d.height, d.width, d.pixels.data() + i * d.sampleSize());
-    PipelineOptions input = pipelineFor(config, cifar, false, batch, 0, m.checkpoint().meta().channels);
+    PipelineOptions input = pipelineFor(in.config, in.cifar, false, batch, 0, m.checkpoint().meta().channels);
     input.pixelMultiply = spec.pixels.multiply, input.pixelAdd = spec.pixels.add;
     InputPipeline pipe(d, input);
     Backend& be = net.backend();

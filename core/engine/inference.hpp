@@ -8,9 +8,20 @@
 
 #include "backend/backend.hpp"
 #include "engine/checkpoint.hpp"
+#include "io/run_config.hpp"
 #include "nn/network.hpp"
 
 namespace tb {
+
+// How a run's evaluations saw their input: its --data and --normalise (from the checkpoint's
+// config, the defaults where an older one has none), and the image size files are fitted to
+// before the pipeline: CIFAR-10's 32x32 (pipelineFor crops them to the model's 24x24), any other
+// set's the model's input size.
+struct EvaluationInput {
+    RunConfig config;
+    bool cifar = false;
+    int channels = 0, height = 0, width = 0;
+};
 
 class InferenceModel {
 public:
@@ -25,6 +36,7 @@ public:
     Stream stream() const { return stream_; }
     bool averaged() const { return averaged_; }  // the weights are the run's moving average
     int threads() const { return threads_; }
+    EvaluationInput evaluationInput() const;
 
 private:
     Checkpoint ck_;
@@ -41,6 +53,7 @@ private:
 struct ImageClassification {
     std::string image;
     std::vector<float> probabilities;  // (classes)
+    std::vector<int> ranked() const;   // the classes, most probable first (ties: the lower first)
 };
 struct Classifications {
     std::vector<std::string> classNames;  // the checkpoint's; empty: the classes are numbers

@@ -1,6 +1,7 @@
 #include "engine/onnx_export.hpp"
 
 #include <cmath>
+#include <functional>
 #include <map>
 
 #include "engine/inference.hpp"
@@ -31,51 +32,20 @@ std::vector<OnnxAttribute> windowAttributes(const LayerSpec& l, Dims in) {
             {"pads", std::vector<int64_t>{top, left, bottom, right}}};
 }
 
-}  // namespace
-
-OnnxExportResult exportOnnx(const std::string& checkpointPath, const std::string& outPath) {
-    InferenceModel m(checkpointPath, 1, 1);
-    Network& net = m.network();
-    const ModelSpec& spec = net.spec();
-    Backend& be = net.backend();
-    std::vector<float> params(size_t(net.paramCount())), stats(size_t(net.statisticCount()));
-    be.copyToHost(m.stream(), params.data(), net.params(), params.size() * sizeof(float));
-    if (!stats.empty()) be.copyToHost(m.stream(), stats.data(), net.statistics(), stats.size() * sizeof(float));
-    be.synchronize(m.stream());
-    std::map<std::string, const float*> tensor;  // variable name -> its values
-    for (size_t i = 0; i < net.paramInfos().size(); ++i) tensor[net.paramInfos()[i].name] = params.data() + net.paramOffsets()[i];
-    for (size_t i = 0; i < net.statisticInfos().size(); ++i)
-        tensor[net.statisticInfos()[i].name] = stats.data() + net.statisticOffsets()[i];
-    auto values = [&](const std::string& name) {
-        const auto it = tensor.find(name);
-        if (it == tensor.end()) throw Error("export: " + checkpointPath + " has no tensor " + name);
-        return it->second;
-    };
-
-    const nlohmann::json& config = m.checkpoint().meta().config;
-    const bool cifar = config.value("data", std::string()).starts_with("cifar10:");
-    const bool standardize = standardizes(config.value("normalise", std::string("auto")), cifar);
-    OnnxExportResult r;
-    r.checkpoint = checkpointPath;
-    r.path = outPath;
-    r.opset = kOpset;
-    r.classes = net.outputs();
-    r.channels = spec.inC;
-    r.height = cifar ? 32 : spec.inH;
-    r.width = cifar ? 32 : spec.inW;
-
-    OnnxGraph g(spec.name);
-    g.input("pixels", {-1, r.channels, r.height, r.width});
+// The run's evaluation input as ONNX operators, from "pixels" on; returns the value the first
+// layer reads.
+std::string addEvaluationInput(OnnxGraph& g, const EvaluationInput& in, const ModelSpec& spec, const ChannelStatistics& channels,
+                               const std::string& checkpointPath) {
     std::string x = "pixels";
-    if (cifar) {  // pipelineFor: the central crop of the evaluation input
-        const int y0 = (r.height - spec.inH) / 2, x0 = (r.width - spec.inW) / 2;
+    if (in.cifar) {  // pipelineFor: the central crop of the evaluation input
+        const int y0 = (in.height - spec.inH) / 2, x0 = (in.width - spec.inW) / 2;
         x = g.node("Slice", {x, g.ints("crop_starts", {y0, x0}), g.ints("crop_ends", {y0 + spec.inH, x0 + spec.inW}),
                              g.ints("crop_axes", {2, 3})},
                    "cropped");
     }
     x = g.node("Mul", {x, g.scalar("pixel_multiply", spec.pixels.multiply)}, "scaled");
     if (spec.pixels.add != 0.0f) x = g.node("Add", {x, g.scalar("pixel_add", spec.pixels.add)}, "shifted");
-    if (standardize) {
+    if (standardizes(in.config.normalise, in.cifar)) {
         // (x - mean) / max(stddev, 1 / sqrt(N)) over each image's c x h x w values.
         const std::vector<int64_t> image = {1, 2, 3};
         const std::string mean = g.node("ReduceMean", {x}, "image_mean", {{"axes", image}, {"keepdims", int64_t(1)}});
@@ -92,9 +62,9 @@ OnnxExportResult exportOnnx(const std::string& checkpointPath, const std::string
         x = g.node("Div", {centred, adjusted}, "standardised");
     }
 
-    if (config.value("normalise", std::string()) == "mean-std") {
+    if (in.config.normalise == "mean-std") {
         // (x - mean[c]) / std[c] per channel: constants of shape (1, c, 1, 1).
-        const ChannelStatistics& st = m.checkpoint().meta().channels;
+        const ChannelStatistics& st = channels;
         if (st.mean.size() != size_t(spec.inC))
             throw Error("export: " + checkpointPath + " normalised by channel (--normalise mean-std) but keeps no statistics for its " +
                         std::to_string(spec.inC) + " channels");
@@ -102,18 +72,25 @@ OnnxExportResult exportOnnx(const std::string& checkpointPath, const std::string
         x = g.node("Sub", {x, g.floats("channel_mean", dims, st.mean.data())}, "channel_centred");
         x = g.node("Div", {x, g.floats("channel_std", dims, st.stddev.data())}, "channel_normalised");
     }
+    return x;
+}
+
+// The layers in NCHW, reading `input`; returns the logits' value, flat (batch, classes).
+std::string addLayers(OnnxGraph& g, const Network& net, const std::string& input,
+                      const std::function<const float*(const std::string&)>& values) {
+    const ModelSpec& spec = net.spec();
     // Each layer's output: its value name and whether it is still an image (rank 4) or flat (rank 2).
     struct Value {
         std::string name;
         bool image = true;
     };
     std::vector<Value> out(spec.layers.size());
-    const Value input{x, true};
+    const Value first{input, true};
     for (size_t i = 0; i < spec.layers.size(); ++i) {
         const LayerSpec& l = spec.layers[i];
         const Layer& layer = *net.layers()[i];
         std::vector<Value> in;
-        for (int k : l.inputs) in.push_back(k < 0 ? input : out[size_t(k)]);
+        for (int k : l.inputs) in.push_back(k < 0 ? first : out[size_t(k)]);
         const Dims d = layer.inputDims();
         const std::string& n = l.name;
         Value& y = out[i];
@@ -179,8 +156,44 @@ OnnxExportResult exportOnnx(const std::string& checkpointPath, const std::string
         }
     }
     const Value& logits = out.back();
-    const std::string flatLogits = logits.image ? g.node("Flatten", {logits.name}, "logits") : logits.name;
-    g.node("Softmax", {flatLogits}, "probabilities", {{"axis", int64_t(1)}});
+    return logits.image ? g.node("Flatten", {logits.name}, "logits") : logits.name;
+}
+
+}  // namespace
+
+OnnxExportResult exportOnnx(const std::string& checkpointPath, const std::string& outPath) {
+    InferenceModel m(checkpointPath, 1, 1);
+    Network& net = m.network();
+    const ModelSpec& spec = net.spec();
+    Backend& be = net.backend();
+    std::vector<float> params(size_t(net.paramCount())), stats(size_t(net.statisticCount()));
+    be.copyToHost(m.stream(), params.data(), net.params(), params.size() * sizeof(float));
+    if (!stats.empty()) be.copyToHost(m.stream(), stats.data(), net.statistics(), stats.size() * sizeof(float));
+    be.synchronize(m.stream());
+    std::map<std::string, const float*> tensor;  // variable name -> its values
+    for (size_t i = 0; i < net.paramInfos().size(); ++i) tensor[net.paramInfos()[i].name] = params.data() + net.paramOffsets()[i];
+    for (size_t i = 0; i < net.statisticInfos().size(); ++i)
+        tensor[net.statisticInfos()[i].name] = stats.data() + net.statisticOffsets()[i];
+    auto values = [&](const std::string& name) {
+        const auto it = tensor.find(name);
+        if (it == tensor.end()) throw Error("export: " + checkpointPath + " has no tensor " + name);
+        return it->second;
+    };
+
+    const EvaluationInput in = m.evaluationInput();
+    OnnxExportResult r;
+    r.checkpoint = checkpointPath;
+    r.path = outPath;
+    r.opset = kOpset;
+    r.classes = net.outputs();
+    r.channels = in.channels;
+    r.height = in.height;
+    r.width = in.width;
+
+    OnnxGraph g(spec.name);
+    g.input("pixels", {-1, r.channels, r.height, r.width});
+    const std::string x = addEvaluationInput(g, in, spec, m.checkpoint().meta().channels, checkpointPath);
+    g.node("Softmax", {addLayers(g, net, x, values)}, "probabilities", {{"axis", int64_t(1)}});
     g.output("probabilities", {-1, r.classes});
     const CheckpointMeta& meta = m.checkpoint().meta();
     const std::string bytes =

@@ -9,7 +9,6 @@
 #include <QVBoxLayout>
 #include <algorithm>
 #include <memory>
-#include <numeric>
 
 #ifdef TB_HAVE_IMAGES
 #include "data/image_codec.hpp"
@@ -111,10 +110,7 @@ void DroppedImages::classify(const QStringList& files) {
         list_->clear();
         for (size_t i = 0; i < outcome->result.images.size(); ++i) {
             const tb::ImageClassification& c = outcome->result.images[i];
-            std::vector<int> order(c.probabilities.size());
-            std::iota(order.begin(), order.end(), 0);
-            std::stable_sort(order.begin(), order.end(),
-                             [&](int a, int b) { return c.probabilities[size_t(a)] > c.probabilities[size_t(b)]; });
+            const std::vector<int> order = c.ranked();
             auto* item = new QListWidgetItem(QIcon(QPixmap::fromImage(outcome->thumbs[i])),
                                              QStringLiteral("%1 %2%").arg(name(order[0])).arg(100.0 * c.probabilities[size_t(order[0])], 0, 'f', 1));
             QStringList tip{QFileInfo(QString::fromStdString(c.image)).fileName()};
