@@ -102,9 +102,16 @@ reference, and trains a GPU tower beside a CPU tower; exit status 1 if any check
   --seed N            seed of initialisation, shuffling, augmentation and dropout (default 1)
   --eval-every N      validation pass every N steps (default: only at the end)
   --validation N      training samples held out for validation (default 10%, at most 5000)
-  --shuffle-buffer N  --prefetch N   input pipeline (defaults: whole set; automatic: 2 batches
-                      ahead on a loader thread, or none with one CPU tower on every core of a
-                      machine of up to 4; 0: each batch made by the training thread)
+  --shuffle-buffer N  --prefetch N   input pipeline (defaults: whole set, streamed 10,000
+                      records; automatic: 2 batches ahead on a loader thread, or none with one CPU
+                      tower on every core of a machine of up to 4; 0: each batch made by the
+                      training thread)
+  --stream auto|true|false   tfrecord:DIR: read the training shards as they are used instead of
+                      into memory (interleaved 16 at a time, a shuffle buffer, decoded by loader
+                      threads); auto (default): when they hold more than a quarter of the memory
+  --loader-threads N  threads decoding a streamed set's batches (default 0, automatic: the
+                      process's --threads where no batch is prefetched, as batches are then made
+                      while the towers wait; else the cores the towers leave, at least one)
   --augment auto|none|LIST   training augmentation of image sets: a comma list of crop:P (a random
                       window of the image padded by P zero pixels a side), flip, brightness:D
                       (+-D/255), contrast:LOW:HIGH; auto (default): CIFAR-10's distorted_inputs

@@ -23,6 +23,7 @@
 
 #include "data/dataset.hpp"
 #include "data/pipeline.hpp"
+#include "data/tfrecord_dataset.hpp"
 #include "engine/checkpoint.hpp"
 #include "engine/metrics_file.hpp"
 #include "engine/run_folder.hpp"
@@ -129,6 +130,29 @@ const char* kNormNet = R"({"name": "normnet", "input": [2, 1, 1], "layers": [
     {"type": "batch_norm", "name": "bn"}, {"type": "relu"},
     {"type": "dense", "name": "logits", "units": 4, "init": {"type": "glorot"}}]})";
 
+// A model for the streamed set's (1, 4, 4) images, with dropout.
+const char* kStreamNet = R"({"name": "streamnet", "input": [1, 4, 4], "layers": [
+    {"type": "flatten"},
+    {"type": "dense", "name": "hidden", "units": 32, "init": {"type": "glorot"}}, {"type": "relu"},
+    {"type": "dropout", "keep": 0.8},
+    {"type": "dense", "name": "logits", "units": 4, "init": {"type": "glorot"}}]})";
+
+// n (1, 4, 4) images of 4 classes: class k brighter in quadrant k, with noise from `seed`.
+Dataset quadrants(size_t n, uint32_t seed) {
+    Dataset d;
+    d.channels = 1, d.height = 4, d.width = 4;
+    d.numClasses = 4;
+    std::mt19937 rng(seed);
+    for (size_t i = 0; i < n; ++i) {
+        const int k = int(rng() % 4);
+        for (int y = 0; y < 4; ++y)
+            for (int x = 0; x < 4; ++x)
+                d.pixels.push_back(uint8_t((((y / 2) * 2 + x / 2) == k ? 150 : 50) + int(rng() % 80)));
+        d.labels.push_back(k);
+    }
+    return d;
+}
+
 // Every step's loss, in step order, as the run reports them; and every validation accuracy.
 struct Losses : TrainingObserver {
     std::mutex mutex;
@@ -153,7 +177,7 @@ struct Losses : TrainingObserver {
 class CheckpointTest : public QObject {
     Q_OBJECT
     QTemporaryDir dir_;
-    QString model_, normModel_;
+    QString model_, normModel_, streamModel_, streamData_;
 
     RunConfig run(const QString& kind) const {
         RunConfig c;
@@ -192,6 +216,16 @@ class CheckpointTest : public QObject {
             c.towers = "cpu:0,cpu:1";
             c.syncBn = kind.endsWith("sync");
         }
+        if (kind.startsWith("streamed")) {  // shards read as they are used, augmented (tf.data's order)
+            c.model = streamModel_.toStdString();
+            c.data = "tfrecord:" + streamData_.toStdString();
+            c.stream = "true";
+            c.shuffleBuffer = 300;
+            c.augment = "flip,brightness:20";
+            c.prefetch = 2;
+            c.loaderThreads = 2;
+            if (kind.endsWith("holder")) c.towers = "cpu:0,cpu:1";
+        }
         return c;
     }
 
@@ -202,6 +236,13 @@ private slots:
         tbtest::writeFile(model_, kDropNet);
         normModel_ = dir_.filePath("normnet.json");
         tbtest::writeFile(normModel_, kNormNet);
+        streamModel_ = dir_.filePath("streamnet.json");
+        tbtest::writeFile(streamModel_, kStreamNet);
+        // Eight shards of 2,000 images (200 for validation, 1,800 streamed: 28 steps an epoch) and a test split.
+        streamData_ = dir_.filePath("quadrants");
+        QVERIFY(QDir().mkpath(streamData_));
+        writeTFRecordShards(quadrants(2000, 1), streamData_.toStdString(), "train", 8, 1, 1);
+        writeTFRecordExamples(quadrants(300, 2), (streamData_ + "/test.tfrecords").toStdString());
         qputenv("TOWERBENCH_RUNS_DIR", dir_.filePath("runs").toLocal8Bit());
     }
 
@@ -343,7 +384,7 @@ private slots:
         QTest::addColumn<QString>("kind");
         QTest::addColumn<bool>("crash");
         for (const char* k : {"one tower", "holder", "adam ema buffer", "all-reduce", "averaging", "batch norm",
-                              "batch norm sync"}) {
+                              "batch norm sync", "streamed", "streamed holder"}) {
             QTest::addRow("%s, stopped", k) << QString(k) << false;
             QTest::addRow("%s, crashed", k) << QString(k) << true;
         }

@@ -3,6 +3,7 @@
 #pragma once
 #include <cstddef>
 #include <cstdint>
+#include <memory>
 #include <string>
 #include <vector>
 
@@ -50,10 +51,15 @@ struct ImageShape {
     int channels = 0, height = 0, width = 0;  // 0: the first image's
 };
 
+struct StreamedSet;  // data/record_stream.hpp
+
 // What --data names: fashion-mnist | idx:DIR | cifar10:DIR | tfrecord:DIR | folder:DIR |
 // synthetic:blobs | synthetic:spirals.
 struct DataSplits {
+    // A streamed training split (tfrecord:DIR, --stream) leaves `train` without samples: its
+    // shape and classes only, the samples in `stream`.
     Dataset train, validation, test;
+    std::shared_ptr<StreamedSet> stream;
     bool cifarAugment = false;  // CIFAR-10: random 24x24 crops etc. for training, central crops for eval
     std::vector<std::string> skipped;  // folder:DIR with skipBadImages: "path: why" of each image left out
     size_t ignoredFiles = 0;           // folder:DIR: files in class folders that are not images
@@ -62,10 +68,22 @@ struct DataOptions {
     std::string tfrecordFeatures;  // where the Examples of tfrecord:DIR keep image and label (--tfrecord-features)
     int channels = 0, height = 0, width = 0;  // folder:DIR: the model's input shape (0: the first image's)
     bool skipBadImages = false;    // folder:DIR: leave unreadable images out (counted) instead of stopping
-    int threads = 0;               // folder:DIR: decoding threads (0: every core)
+    int threads = 0;               // folder:DIR, tfrecord:DIR: decoding threads (0: every core)
+    // tfrecord:DIR: stream the training shards ("true"), read them into memory ("false"), or
+    // "auto": stream where they hold more than a quarter of this machine's memory.
+    std::string stream = "auto";
 };
 DataSplits loadData(const std::string& spec, size_t validationSize, uint64_t seed, const CancelCheck& cancelled = {},
                     const DataOptions& options = {});
+
+// The training split's samples, held or streamed.
+uint64_t trainingSize(const DataSplits& s);
+// The last `count` training samples (in file order) become s.validation, held or streamed.
+void splitValidation(DataSplits& s, size_t count, const std::string& name);
+
+// A streamed training split's first `count` records (in file order) read into s.train, to look
+// at (the window's augmented samples); a held split stays as it is.
+void holdTrainingHead(DataSplits& s, size_t count);
 
 // The folder --data reads (idx:DIR, cifar10:DIR, tfrecord:DIR, fashion-mnist's); empty for
 // synthetic sets and specs loadData refuses.

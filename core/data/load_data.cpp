@@ -10,9 +10,11 @@
 #include "data/image_folder.hpp"
 #endif
 #ifdef TB_HAVE_PROTOBUF
+#include "data/record_stream.hpp"
 #include "data/tfrecord_dataset.hpp"
 #endif
 #include "util/error.hpp"
+#include "util/system_text.hpp"
 
 namespace tb {
 namespace {
@@ -31,6 +33,20 @@ std::vector<std::string> knownClassNames(const std::string& base, int classes) {
     if (int(names.size()) != classes) names.clear();  // a set that only borrowed the name
     return names;
 }
+
+#ifdef TB_HAVE_PROTOBUF
+// --stream: auto streams a training split whose files hold more than a quarter of the memory.
+bool streams(const std::string& stream, const std::vector<std::string>& files) {
+    if (stream != "auto") return stream == "true";
+    double bytes = 0;
+    for (const std::string& f : files) {
+        std::error_code ec;
+        bytes += double(std::filesystem::file_size(f, ec));
+    }
+    const double memory = physicalMemoryBytes();
+    return memory > 0 && bytes > memory / 4;
+}
+#endif
 
 }  // namespace
 
@@ -56,6 +72,34 @@ Dataset splitTail(Dataset& from, size_t count, const std::string& name) {
     moveTail(from.features, out.features, ss);
     moveTail(from.labels, out.labels, 1);
     return out;
+}
+
+uint64_t trainingSize(const DataSplits& s) {
+#ifdef TB_HAVE_PROTOBUF
+    if (s.stream) return s.stream->size();
+#endif
+    return s.train.size();
+}
+
+void splitValidation(DataSplits& s, size_t count, const std::string& name) {
+#ifdef TB_HAVE_PROTOBUF
+    if (s.stream) {
+        s.validation = s.stream->takeTail(count, name);
+        s.validation.classNames = s.train.classNames;
+        return;
+    }
+#endif
+    s.validation = splitTail(s.train, count, name);
+}
+
+void holdTrainingHead(DataSplits& s, size_t count) {
+#ifdef TB_HAVE_PROTOBUF
+    if (s.stream) {
+        std::vector<std::string> names = std::move(s.train.classNames);
+        s.train = s.stream->head(count);
+        s.train.classNames = std::move(names);
+    }
+#endif
 }
 
 std::string dataFolderOf(const std::string& spec) {
@@ -99,7 +143,14 @@ DataSplits loadData(const std::string& spec, size_t validationSize, uint64_t see
         const TFRecordFeatures f = TFRecordFeatures::parse(options.tfrecordFeatures, "--tfrecord-features");
         base = std::filesystem::path(dir).filename().string();
         const ImageShape shape{options.channels, options.height, options.width};
-        s.train = readTFRecordExamples(tfrecordFiles(dir, "train"), f, base + " train", cancelled, shape);
+        const std::vector<std::string> train = tfrecordFiles(dir, "train");
+        if (streams(options.stream, train)) {
+            s.stream = std::make_shared<StreamedSet>(openStreamedSet(train, f, base + " train", shape, options.threads, cancelled));
+            s.train.channels = s.stream->channels, s.train.height = s.stream->height, s.train.width = s.stream->width;
+            s.train.numClasses = s.stream->numClasses;
+        } else {
+            s.train = readTFRecordExamples(train, f, base + " train", cancelled, shape);
+        }
         s.test = readTFRecordExamples(tfrecordFiles(dir, "test"), f, base + " test", cancelled,
                                       {s.train.channels, s.train.height, s.train.width});
 #else
@@ -145,16 +196,19 @@ DataSplits loadData(const std::string& spec, size_t validationSize, uint64_t see
         int k = std::max(s.train.numClasses, s.test.numClasses);
         s.train.numClasses = s.test.numClasses = k;
     }
+#ifdef TB_HAVE_PROTOBUF
+    if (s.stream) s.stream->numClasses = s.train.numClasses;
+#endif
     s.train.name = base + " train";
     s.test.name = base + " test";
     if (s.train.classNames.empty())  // a folder's are its class folders' names
         s.train.classNames = s.test.classNames = knownClassNames(base, s.train.numClasses);
-    if (validationSize > 0 && validationSize >= s.train.size())
+    if (validationSize > 0 && validationSize >= trainingSize(s))
         throw Error("--data " + spec + ": a validation set of " + std::to_string(validationSize) +
-                    " samples needs a training set larger than its " + std::to_string(s.train.size()) +
+                    " samples needs a training set larger than its " + std::to_string(trainingSize(s)) +
                     " samples");
     // Always split (0 samples gives an empty set that still carries the sample shape).
-    s.validation = splitTail(s.train, validationSize, base + " validation");
+    splitValidation(s, validationSize, base + " validation");
     return s;
 }
 

@@ -1,6 +1,7 @@
 #include "data/tfrecord_dataset.hpp"
 
 #include <algorithm>
+#include <cstring>
 #include <filesystem>
 #include <cstdio>
 #include <memory>
@@ -60,10 +61,81 @@ std::vector<std::string> tfrecordFiles(const std::string& dir, const std::string
     return files;
 }
 
-Dataset readTFRecordExamples(const std::vector<std::string>& files, const TFRecordFeatures& features,
-                             const std::string& name, const CancelCheck& cancelled, ImageShape shape) {
-    // The whole split is held in memory: a set of files larger than half the machine's memory is
-    // refused before reading (its records' pixels take about as many bytes as the files).
+int32_t decodeExample(const std::string& record, const TFRecordFeatures& features, const std::string& path,
+                      uint64_t index, Example& e, const ImageShape& fit, ImageShape& shape,
+                      std::vector<uint8_t>& pixels) {
+    const auto where = [&] { return path + ": record " + std::to_string(index); };
+    if (!e.parse(record)) throw Error(where() + " is not a tf.train.Example");
+    const std::string* image = e.oneBytes(features.image);
+    const std::optional<int64_t> label = e.oneInt64(features.label);
+    if (!image) throw Error(where() + " has no bytes feature '" + features.image + "' (--tfrecord-features image=KEY)");
+    if (!label) throw Error(where() + " has no int64 feature '" + features.label + "' (--tfrecord-features label=KEY)");
+    const std::string& bytes = *image;
+    const int64_t y = *label;
+    if (y < 0 || y >= kMaxClasses) throw Error(where() + ": label " + std::to_string(y) + " is not a class index");
+    // Raw pixels where height x width x depth features give the bytes' count exactly (what
+    // convert writes); else PNG or JPEG bytes by their signature.
+    auto given = [&](const std::string& key, int64_t fallback) {
+        const std::optional<int64_t> v = e.has(key) ? e.oneInt64(key) : std::optional<int64_t>();
+        return v ? *v : fallback;
+    };
+    const bool raw = e.has(features.height) && e.has(features.width) &&
+                     given(features.height, 0) * given(features.width, 0) * given(features.depth, 1) == int64_t(bytes.size());
+    const auto* data = reinterpret_cast<const uint8_t*>(bytes.data());
+    if (!raw && sniffImageFormat(data, bytes.size()) != ImageFormat::Unknown) {
+        // An encoded image (PNG or JPEG file bytes, as many tf.train.Examples hold): decoded and
+        // fitted by data/image_codec.hpp's rules to `shape`, or to this record's own.
+#ifdef TB_HAVE_IMAGES
+        const Image im = decodeImage(data, bytes.size(), where());
+        if (shape.channels == 0) {  // the first record: the model's input where given, else this image's
+            shape.channels = fit.channels > 0 ? fit.channels : im.channels;
+            shape.height = fit.height > 0 ? fit.height : im.height;
+            shape.width = fit.width > 0 ? fit.width : im.width;
+        }
+        pixels.resize(size_t(shape.channels) * size_t(shape.height) * size_t(shape.width));
+        imageToSample(im, shape.channels, shape.height, shape.width, pixels.data());
+        return int32_t(y);
+#else
+        throw Error(where() + ": holds a PNG or JPEG image, and this build of Towerbench has no libpng and "
+                    "libjpeg to decode it (install libpng-dev and libjpeg62-turbo-dev, and build again)");
+#endif
+    }
+    auto dim = [&](const std::string& key, int64_t fallback) -> int64_t {
+        if (!e.has(key)) return fallback;
+        const std::optional<int64_t> v = e.oneInt64(key);
+        if (!v) throw Error(where() + ": feature '" + key + "' is not one int64");
+        return *v;
+    };
+    int64_t side = 0;
+    while ((side + 1) * (side + 1) <= int64_t(bytes.size())) ++side;
+    const int64_t h = dim(features.height, side), w = dim(features.width, side), c = dim(features.depth, 1);
+    if (h < 1 || w < 1 || c < 1 || h > kMaxSide || w > kMaxSide || c > kMaxDepth)
+        throw Error(where() + ": image " + std::to_string(h) + "x" + std::to_string(w) + "x" + std::to_string(c) +
+                    " is not a plausible size");
+    if (int64_t(bytes.size()) != h * w * c)
+        throw Error(where() + ": " + features.image + " holds " + std::to_string(bytes.size()) + " bytes, not " +
+                    std::to_string(h) + "x" + std::to_string(w) + "x" + std::to_string(c));
+    if (shape.channels == 0) {
+        shape = {int(c), int(h), int(w)};
+    } else if (h != shape.height || w != shape.width || c != shape.channels) {
+        throw Error(where() + ": image " + std::to_string(h) + "x" + std::to_string(w) + "x" + std::to_string(c) +
+                    " differs from the first record's " + std::to_string(shape.height) + "x" +
+                    std::to_string(shape.width) + "x" + std::to_string(shape.channels));
+    }
+    // Channels last in the record, (c, h, w) in a sample.
+    const size_t plane = size_t(h * w);
+    pixels.resize(bytes.size());
+    if (c == 1)
+        std::memcpy(pixels.data(), data, bytes.size());
+    else
+        for (size_t p = 0; p < plane; ++p)
+            for (int64_t ch = 0; ch < c; ++ch) pixels[size_t(ch) * plane + p] = data[p * size_t(c) + size_t(ch)];
+    return int32_t(y);
+}
+
+void checkFitsInMemory(const std::vector<std::string>& files, const std::string& name) {
+    // A set held in memory: one of files larger than half the machine's memory is refused before
+    // reading (its records' pixels take about as many bytes as the files).
     double bytes = 0;
     for (const std::string& f : files) {
         std::error_code ec;
@@ -72,92 +144,32 @@ Dataset readTFRecordExamples(const std::vector<std::string>& files, const TFReco
     if (const double memory = physicalMemoryBytes(); memory > 0 && bytes > memory / 2)
         throw Error("--data: the " + std::to_string(files.size()) + " files of '" + name + "' hold " +
                     std::to_string(int64_t(bytes / (1 << 20))) + " MiB, more than half this machine's memory (" +
-                    std::to_string(int64_t(memory / (1 << 20))) + " MiB), and Towerbench reads a TFRecord set into "
-                    "memory (streaming input is not built yet): train on fewer shards");
+                    std::to_string(int64_t(memory / (1 << 20))) + " MiB), to be read into memory: stream them "
+                    "(--stream auto or true)");
+}
+
+Dataset readTFRecordExamples(const std::vector<std::string>& files, const TFRecordFeatures& features,
+                             const std::string& name, const CancelCheck& cancelled, ImageShape fit) {
+    checkFitsInMemory(files, name);
+    ImageShape shape;
     Dataset d;
     d.name = name;
     int64_t maxLabel = -1;
     std::string record;
+    std::vector<uint8_t> pixels;
     Example e;
     for (const std::string& path : files) {
         TFRecordReader in(path);
         while (in.next(record)) {
             if (cancelled && in.index() % 1024 == 0) throwIfCancelled(cancelled);
-            const std::string where = path + ": record " + std::to_string(in.index() - 1);
-            if (!e.parse(record)) throw Error(where + " is not a tf.train.Example");
-            const std::string* image = e.oneBytes(features.image);
-            const std::optional<int64_t> label = e.oneInt64(features.label);
-            if (!image)
-                throw Error(where + " has no bytes feature '" + features.image + "' (--tfrecord-features image=KEY)");
-            if (!label)
-                throw Error(where + " has no int64 feature '" + features.label + "' (--tfrecord-features label=KEY)");
-            const std::string& pixels = *image;
-            const int64_t y = *label;
-            if (y < 0 || y >= kMaxClasses) throw Error(where + ": label " + std::to_string(y) + " is not a class index");
-            // Raw pixels where height x width x depth features give the bytes' count exactly (what
-            // convert writes); else PNG or JPEG bytes by their signature.
-            auto given = [&](const std::string& key, int64_t fallback) {
-                const std::optional<int64_t> v = e.has(key) ? e.oneInt64(key) : std::optional<int64_t>();
-                return v ? *v : fallback;
-            };
-            const bool raw = e.has(features.height) && e.has(features.width) &&
-                             given(features.height, 0) * given(features.width, 0) * given(features.depth, 1) ==
-                                 int64_t(pixels.size());
-            const auto* bytes = reinterpret_cast<const uint8_t*>(pixels.data());
-            if (!raw && sniffImageFormat(bytes, pixels.size()) != ImageFormat::Unknown) {
-                // An encoded image (PNG or JPEG file bytes, as many tf.train.Examples hold): decoded
-                // and fitted by data/image_codec.hpp's rules to `shape`, or to the first record's.
-#ifdef TB_HAVE_IMAGES
-                const Image im = decodeImage(bytes, pixels.size(), where);
-                if (d.labels.empty()) {
-                    d.channels = shape.channels > 0 ? shape.channels : im.channels;
-                    d.height = shape.height > 0 ? shape.height : im.height;
-                    d.width = shape.width > 0 ? shape.width : im.width;
-                }
-                const size_t at = d.pixels.size();
-                d.pixels.resize(at + d.sampleSize());
-                imageToSample(im, d.channels, d.height, d.width, d.pixels.data() + at);
-                maxLabel = std::max(maxLabel, y);
-                d.labels.push_back(int32_t(y));
-                continue;
-#else
-                throw Error(where + ": holds a PNG or JPEG image, and this build of Towerbench has no libpng and "
-                            "libjpeg to decode it (install libpng-dev and libjpeg62-turbo-dev, and build again)");
-#endif
-            }
-            auto dim = [&](const std::string& key, int64_t fallback) -> int64_t {
-                if (!e.has(key)) return fallback;
-                const std::optional<int64_t> v = e.oneInt64(key);
-                if (!v) throw Error(where + ": feature '" + key + "' is not one int64");
-                return *v;
-            };
-            int64_t side = 0;
-            while ((side + 1) * (side + 1) <= int64_t(pixels.size())) ++side;
-            const int64_t h = dim(features.height, side), w = dim(features.width, side), c = dim(features.depth, 1);
-            if (h < 1 || w < 1 || c < 1 || h > kMaxSide || w > kMaxSide || c > kMaxDepth)
-                throw Error(where + ": image " + std::to_string(h) + "x" + std::to_string(w) + "x" + std::to_string(c) +
-                            " is not a plausible size");
-            if (int64_t(pixels.size()) != h * w * c)
-                throw Error(where + ": " + features.image + " holds " + std::to_string(pixels.size()) + " bytes, not " +
-                            std::to_string(h) + "x" + std::to_string(w) + "x" + std::to_string(c));
-            if (d.labels.empty()) {
-                d.height = int(h), d.width = int(w), d.channels = int(c);
-            } else if (h != d.height || w != d.width || c != d.channels) {
-                throw Error(where + ": image " + std::to_string(h) + "x" + std::to_string(w) + "x" + std::to_string(c) +
-                            " differs from the first record's " + std::to_string(d.height) + "x" +
-                            std::to_string(d.width) + "x" + std::to_string(d.channels));
-            }
-            maxLabel = std::max(maxLabel, y);
-            // Channels last in the record, (c, h, w) in a Dataset.
-            const size_t plane = size_t(h * w), at = d.pixels.size();
-            d.pixels.resize(at + pixels.size());
-            for (size_t p = 0; p < plane; ++p)
-                for (int64_t ch = 0; ch < c; ++ch)
-                    d.pixels[at + size_t(ch) * plane + p] = uint8_t(pixels[p * size_t(c) + size_t(ch)]);
-            d.labels.push_back(int32_t(y));
+            const int32_t y = decodeExample(record, features, path, uint64_t(in.index() - 1), e, fit, shape, pixels);
+            d.pixels.insert(d.pixels.end(), pixels.begin(), pixels.end());
+            d.labels.push_back(y);
+            maxLabel = std::max<int64_t>(maxLabel, y);
         }
     }
     if (d.labels.empty()) throw Error(files.front() + ": holds no records");
+    d.channels = shape.channels, d.height = shape.height, d.width = shape.width;
     d.numClasses = int(maxLabel + 1);
     return d;
 }

@@ -4,10 +4,12 @@
 // reads DIR/train*.tfrecord* and DIR/test*.tfrecord*; `towerbench-run convert SPEC tfrecord:DIR`
 // writes DIR/train.tfrecords and DIR/test.tfrecords. Other feature names: --tfrecord-features.
 #pragma once
+#include <cstdint>
 #include <string>
 #include <vector>
 
 #include "data/dataset.hpp"
+#include "tensorflow/example.hpp"
 
 namespace tb {
 
@@ -23,6 +25,16 @@ std::vector<std::string> tfrecordFiles(const std::string& dir, const std::string
 // Every Example of `files`, in order; one tb::Error naming the file and record on any fault. An
 // image_raw of PNG or JPEG file bytes (no height and width features beside it) is decoded and
 // fitted to `shape` (the model's input; 0: the first record's) by data/image_codec.hpp's rules.
+// Decodes one record of `path` (its `index`-th) into its label and its image, as (c, h, w) bytes in
+// `pixels`, of the set's `shape` (all 0 before its first record, which sets it): raw pixels must
+// have that shape; PNG or JPEG bytes are fitted to it (the first record: to `fit`, any of whose
+// sides that are 0 the image gives). `e`: the caller's, reused. One tb::Error naming the file and
+// record on any fault.
+int32_t decodeExample(const std::string& record, const TFRecordFeatures& features, const std::string& path,
+                      uint64_t index, Example& e, const ImageShape& fit, ImageShape& shape,
+                      std::vector<uint8_t>& pixels);
+// Refuses, in one sentence, a set of `files` larger than half this machine's memory.
+void checkFitsInMemory(const std::vector<std::string>& files, const std::string& name);
 Dataset readTFRecordExamples(const std::vector<std::string>& files, const TFRecordFeatures& features,
                              const std::string& name, const CancelCheck& cancelled = {}, ImageShape shape = {});
 void writeTFRecordExamples(const Dataset& d, const std::string& path);

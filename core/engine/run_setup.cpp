@@ -38,6 +38,11 @@ int prefetchFor(const RunConfig& config, const DeploymentPlan& plan, int threads
     return oneCpuTower && threads >= machineCores && threads <= kMaxSerialTeam ? 0 : 2;
 }
 
+int loaderThreadsFor(const RunConfig& config, int prefetch, int threads, int machineCores) {
+    if (config.loaderThreads > 0) return config.loaderThreads;
+    return prefetch == 0 ? std::max(1, threads) : std::max(1, machineCores - threads);
+}
+
 int chiefProcess(const RunConfig& config, int processes) { return config.psTasks < processes ? config.psTasks : 0; }
 
 int cpuTowerSlots() { return std::max(8, 4 * machineThreads()); }
@@ -89,6 +94,7 @@ DataOptions dataOptions(const RunConfig& c, const ModelSpec& spec) {
     o.width = spec.inW;
     o.skipBadImages = c.skipBadImages;
     o.threads = c.threads;
+    o.stream = c.stream;
     return o;
 }
 

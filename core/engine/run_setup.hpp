@@ -33,6 +33,11 @@ int cpuTowerSlots();
 // (automatic) none for a plan of one CPU tower whose `threads` take all of the machine's cores
 // (at most 4 of them), whose thread then makes each batch itself, and 2 otherwise.
 int prefetchFor(const RunConfig& config, const DeploymentPlan& plan, int threads, int machineCores);
+// Threads that decode a streamed set's batches (data/record_stream.hpp): --loader-threads, or
+// where that is 0 (automatic) with no prefetch the process's compute `threads` (each batch is then
+// made between steps, while the towers wait), and with prefetch the cores the towers' threads
+// leave, at least one (batches are made while they compute).
+int loaderThreadsFor(const RunConfig& config, int prefetch, int threads, int machineCores);
 // How the pipeline shapes a dataset for the run (CIFAR-10: 24x24 crops, standardised).
 // What loadData needs beyond --data: the TFRecord features, and for image folders the model's
 // input shape (images are fitted to it) and --skip-bad-images.

@@ -19,7 +19,7 @@ double seconds(Clock::time_point a, Clock::time_point b) { return std::chrono::d
 // stop leaves it unused: a resume counts steps).
 class CallInput {
 public:
-    CallInput(InputPipeline& train, const DeploymentPlan& plan, int64_t total, bool wholeRounds, RunControl& control)
+    CallInput(BatchSource& train, const DeploymentPlan& plan, int64_t total, bool wholeRounds, RunControl& control)
         : train_(train), plan_(plan), total_(total), wholeRounds_(wholeRounds), control_(control),
           round_(plan.averaging() ? size_t(plan.averageEvery) : 1) {}
 
@@ -45,7 +45,7 @@ private:
                (wholeRounds_ || (!control_.paused() && control_.awaitStep()));
     }
 
-    InputPipeline& train_;
+    BatchSource& train_;
     const DeploymentPlan& plan_;
     int64_t total_;
     bool wholeRounds_;

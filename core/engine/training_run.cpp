@@ -3,6 +3,9 @@
 #include <algorithm>
 #include <cmath>
 
+#ifdef TB_HAVE_PROTOBUF
+#include "data/record_stream.hpp"
+#endif
 #include "engine/memory_estimate.hpp"
 #include "engine/run_folder.hpp"
 #include "parallel/pipeline_set.hpp"
@@ -40,6 +43,9 @@ void checkRunFits(const RunPlan& run, const DataSplits& data, const OptimizerSet
     size_t dataBytes = 0;
     for (const Dataset* d : {&data.train, &data.validation, &data.test})
         dataBytes += d->pixels.size() + d->features.size() * sizeof(float) + d->labels.size() * sizeof(int32_t);
+#ifdef TB_HAVE_PROTOBUF
+    if (data.stream) dataBytes += streamBufferBytes(*data.stream, size_t(run.config.shuffleBuffer));
+#endif
     const int slots = opt.rule == UpdateRule::Adam ? 2 : opt.rule == UpdateRule::Sgd ? 0 : 1;
     const auto available = [](const Device& d) {
         return d.type == DeviceType::Cpu ? hostMemoryAvailable() : makeBackend(d)->memoryInfo().freeBytes;
@@ -70,18 +76,19 @@ TrainingRun::TrainingRun(RunPlan& run, DataSplits data, int cores, int machineCo
     : run_(run), c_(run.config), data_(std::move(data)), hub_(hub), control_(control), folder_(folder) {
     const DeploymentPlan& plan = run.plan;
     int64_t validation = c_.validation;
-    if (validation < 0) validation = std::min<int64_t>(5000, int64_t(data_.train.size()) / 10);
-    if (validation >= int64_t(data_.train.size()))
+    if (validation < 0) validation = std::min<int64_t>(5000, int64_t(trainingSize(data_)) / 10);
+    if (validation >= int64_t(trainingSize(data_)))
         throw Error("--validation: " + std::to_string(validation) + " samples leave none of the " +
-                    std::to_string(data_.train.size()) + " training samples");
-    if (validation > 0) data_.validation = splitTail(data_.train, size_t(validation), data_.train.name + " validation");
+                    std::to_string(trainingSize(data_)) + " training samples");
+    if (validation > 0) splitValidation(data_, size_t(validation), data_.train.name + " validation");
+    trainingSize_ = trainingSize(data_);
     checkModelFitsData(run.spec, shapeOf(run.spec).outputs, data_, c_.data);
     // A step that takes more examples than the training set holds would repeat examples within
     // one batch: a mistake in the sizes, not a larger batch.
     if (const int64_t global = int64_t(run.roles.workers) * plan.towerCount() * plan.batchPerTower;
-        global > int64_t(data_.train.size()))
+        global > int64_t(trainingSize_))
         throw Error("--batch: " + std::to_string(global) + " examples per step, but the training set has only " +
-                    std::to_string(data_.train.size()) +
+                    std::to_string(trainingSize_) +
                     (validation > 0 ? " (after " + std::to_string(validation) + " held out for validation)" : std::string()));
     if (plan.update == UpdateMode::Async && c_.emaDecay > 0)
         throw Error("--ema-decay: the moving average needs synchronous updates (--update sync)");
@@ -145,7 +152,8 @@ TrainingRun::TrainingRun(RunPlan& run, DataSplits data, int cores, int machineCo
     }
     // --normalise mean-std: the training split's statistics (after the validation split), for
     // every pipeline of the run and its checkpoints.
-    if (c_.normalise == "mean-std") channels_ = channelStatistics(data_.train, run.spec.pixels.multiply, run.spec.pixels.add);
+    const int loaders = loaderThreadsFor(c_, prefetch, cores, machineCores);
+    if (c_.normalise == "mean-std") channels_ = trainingStatistics(run.spec.pixels, loaders);
     evaluator_ = std::make_unique<Evaluator>(*towers_, c_, data_.cifarAugment, prefetch, ema_, run.roles.isChief(), hub, channels_);
 
     sum_.model = run.spec.name;
@@ -166,15 +174,16 @@ TrainingRun::TrainingRun(RunPlan& run, DataSplits data, int cores, int machineCo
     perStep_ = towers_->runsFree() ? plan.batchPerTower : n * plan.batchPerTower * plan.accumulate;
     globalPerStep_ = servers && servers->async() ? perStep_ : int64_t(perStep_) * run.roles.workers;
     total_ = c_.steps > 0 ? c_.steps
-                          : std::max<int64_t>(1, int64_t(std::ceil(c_.epochs * double(data_.train.size()) /
+                          : std::max<int64_t>(1, int64_t(std::ceil(c_.epochs * double(trainingSize_) /
                                                                    double(globalPerStep_))));
     if (step_ >= total_) throw Error(trainedAll(total_));
     PipelineOptions input = pipelineFor(c_, data_.cifarAugment, true, perStep_, prefetch, channels_);
     input.pixelMultiply = run.spec.pixels.multiply, input.pixelAdd = run.spec.pixels.add;
     input.skipSamples = uint64_t(step_) * uint64_t(globalPerStep_);  // every step takes globalPerStep samples
     if (run.roles.group) input.sliceIndex = run.roles.worker(), input.sliceCount = run.roles.workers;
+    input.loaderThreads = loaders;
     if (servers) servers->setRunLength(total_);
-    train_ = std::make_unique<InputPipeline>(data_.train, input);
+    train_ = trainingInput(input);
     // GPU telemetry (GPU towers or stages); runs without a GPU never touch NVML, which starts up here, before the
     // training clock does.
     std::string noTelemetry;
@@ -214,7 +223,7 @@ void TrainingRun::report(StepMetrics& m) {
     const auto now = Clock::now();
     const double held = control_.heldSeconds();  // pauses and slow motion are not training
     m.totalSteps = total_;
-    m.epoch = double(m.step) * double(globalPerStep_) / double(data_.train.size());
+    m.epoch = double(m.step) * double(globalPerStep_) / double(trainingSize_);
     // Training time as the summary counts it: evaluations and checkpoints are not training either.
     m.elapsedSeconds = seconds(stats_->start(), now) - held - evaluator_->seconds() - checkpoints_->seconds();
     if (!std::isfinite(m.loss))
@@ -235,10 +244,24 @@ std::optional<EvalResult> TrainingRun::validate(const CancelCheck& cancelled) {
     return evaluator_->pass(held ? data_.validation : data_.test, held ? "validation" : "test", step_, cancelled);
 }
 
+std::unique_ptr<BatchSource> TrainingRun::trainingInput(const PipelineOptions& options) const {
+#ifdef TB_HAVE_PROTOBUF
+    if (data_.stream) return std::make_unique<RecordStream>(*data_.stream, options);
+#endif
+    return std::make_unique<InputPipeline>(data_.train, options);
+}
+
+ChannelStatistics TrainingRun::trainingStatistics(const InputNormalisation& pixels, int threads) const {
+#ifdef TB_HAVE_PROTOBUF
+    if (data_.stream) return channelStatistics(*data_.stream, pixels.multiply, pixels.add, threads);
+#endif
+    return channelStatistics(data_.train, pixels.multiply, pixels.add);
+}
+
 RunSummary TrainingRun::finish() {
     stats_->summarise(sum_, step_, Clock::now(), control_.heldSeconds(), evaluator_->seconds() + checkpoints_->seconds());
     sum_.stopped = step_ < total_;
-    sum_.epochs = double(step_) * double(globalPerStep_) / double(data_.train.size());
+    sum_.epochs = double(step_) * double(globalPerStep_) / double(trainingSize_);
     sum_.towerMemory = net_->memoryUse();
     sum_.optimizerSlotBytes = towers_->optimizerSlotBytes();
     sum_.evaluated = false;

@@ -43,10 +43,15 @@ private:
     void report(StepMetrics& m);
     // A pass over the validation split (the test split where there is none) at step_.
     std::optional<EvalResult> validate(const CancelCheck& cancelled);
+    // The training split's input: held in memory, or streamed (data/record_stream.hpp).
+    std::unique_ptr<BatchSource> trainingInput(const PipelineOptions& options) const;
+    // --normalise mean-std: the training split's channel statistics (streamed: one pass on `threads`).
+    ChannelStatistics trainingStatistics(const InputNormalisation& pixels, int threads) const;
 
     const RunPlan& run_;
     const RunConfig& c_;
     DataSplits data_;
+    uint64_t trainingSize_ = 0;   // the training split's samples (after the validation split)
     ChannelStatistics channels_;  // --normalise mean-std: the training split's
     ObserverHub& hub_;
     RunControl& control_;
@@ -65,7 +70,7 @@ private:
     int64_t globalPerStep_ = 0;
     int64_t total_ = 0;       // the run's steps
     int64_t step_ = 0;        // steps trained so far (a resumed run's count from its checkpoint)
-    std::unique_ptr<InputPipeline> train_;
+    std::unique_ptr<BatchSource> train_;
     std::unique_ptr<TelemetrySource> telemetry_;  // NVML, started before the training clock
     std::unique_ptr<DecisionGridProbe> grids_;
     std::unique_ptr<RunStatistics> stats_;

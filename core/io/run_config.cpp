@@ -72,6 +72,8 @@ const std::map<std::string, Setting>& table() {
         {"eval_every", bind(Kind::Int, &RunConfig::evalEvery)},
         {"validation", bind(Kind::Int, &RunConfig::validation)},
         {"shuffle_buffer", bind(Kind::Int, &RunConfig::shuffleBuffer)},
+        {"stream", bind(Kind::Text, &RunConfig::stream)},
+        {"loader_threads", bind(Kind::Int, &RunConfig::loaderThreads)},
         {"prefetch", bind(Kind::Int, &RunConfig::prefetch)},
         {"threads", bind(Kind::Int, &RunConfig::threads)},
         {"metrics", bind(Kind::Text, &RunConfig::metrics)},
@@ -290,7 +292,10 @@ void RunConfig::validate() const {
     require(emaDecay >= 0 && emaDecay < 1, "--ema-decay: must be in [0, 1)");
     require(evalEvery >= 0, "--eval-every: must not be negative");
     require(validation >= -1, "--validation: must be a sample count (or -1 for automatic)");
-    require(shuffleBuffer >= 0, "--shuffle-buffer: must not be negative");
+    require(shuffleBuffer >= 0 && shuffleBuffer <= (int64_t(1) << 30), "--shuffle-buffer: must be between 0 and 2^30 records");
+    require(stream == "auto" || stream == "true" || stream == "false", "--stream: '" + stream + "' is not auto, true or false");
+    require(stream == "auto" || data.starts_with("tfrecord:"), "--stream: only tfrecord:DIR sets are streamed, and --data is " + data);
+    require(loaderThreads >= 0 && loaderThreads <= 1024, "--loader-threads: must be between 0 (automatic) and 1024");
     (void)AugmentSettings::parse(augment, "--augment");
     require(normalise == "auto" || normalise == "none" || normalise == "standardize" || normalise == "mean-std",
             "--normalise: '" + normalise + "' is not auto, none, standardize or mean-std");

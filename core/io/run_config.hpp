@@ -56,7 +56,9 @@ struct RunConfig {
     uint64_t seed = 1;
     int64_t evalEvery = 0;               // steps between validation passes; 0: only at the end
     int64_t validation = -1;             // training samples held out; -1: 10% of the training set, at most 5000
-    int64_t shuffleBuffer = 0;           // 0: the whole training set
+    int64_t shuffleBuffer = 0;           // 0: the whole training set (streamed: kDefaultStreamBuffer records)
+    std::string stream = "auto";         // tfrecord:DIR: stream the training shards (true), hold them (false), or auto
+    int loaderThreads = 0;               // threads decoding a streamed set's batches; 0: automatic (run_setup.hpp)
     int prefetch = -1;                   // batches made ahead on the loader thread; -1: automatic (trainer.cpp)
     int threads = 0;                     // 0: all cores
     std::string metrics;                 // JSON-lines metrics file; empty: none

@@ -48,9 +48,18 @@ public:
     TFRecordReader& operator=(const TFRecordReader&) = delete;
     // The next record; false at a clean end of file. Throws on a torn or corrupt record.
     bool next(std::string& record);
-    int64_t index() const { return index_; }  // records read so far
+    // Steps over the next record, its length's CRC checked but not its data's; false at the end.
+    bool skip();
+    // Goes to the record that starts at byte `offset`, which is record `index` of the file.
+    void seek(uint64_t offset, int64_t index);
+    int64_t index() const { return index_; }   // records read so far
+    uint64_t offset() const { return offset_; }  // where the next record starts
+    uint64_t size() const { return size_; }
 
 private:
+    uint64_t readHeader();  // the next record's length, checked against the file
+    std::string where() const;
+
     std::string path_;
     std::FILE* file_ = nullptr;
     uint64_t size_ = 0, offset_ = 0;

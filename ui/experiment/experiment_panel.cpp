@@ -300,8 +300,15 @@ void ExperimentPanel::makeAdvancedFields() {
                         "makes each batch. Automatic: 2, or none with one CPU tower on every core of a "
                         "machine of up to 4 (a loader thread would have no core of its own)."),
                      tr("automatic"));
-    shuffleBuffer_ = spin(0, INT_MAX, tr("Examples shuffled at a time; whole set: a full shuffle every epoch."),
+    shuffleBuffer_ = spin(0, 1 << 30, tr("Examples shuffled at a time; whole set: a full shuffle every epoch "
+                                         "(a streamed set: 10,000 records)."),
                           tr("whole set"));
+    stream_ = combo({"auto", "true", "false"},
+                    tr("TFRecord folders: read the training shards as they are used (true) instead of into memory "
+                       "(false); auto: stream when they hold more than a quarter of the memory."));
+    loaderThreads_ = spin(0, 1024, tr("Threads that decode a streamed set's batches; automatic: the run's threads "
+                                      "when no batch is prefetched, else the cores the towers leave (at least one)."),
+                          tr("automatic"));
     metrics_ = new QLineEdit;
     metrics_->setPlaceholderText(tr("none"));
     metrics_->setToolTip(tr("A JSON-lines file that receives every step, evaluation and device sample."));
@@ -408,6 +415,8 @@ void ExperimentPanel::layOutForm() {
     add(advanced_->form(), "threads", tr("Threads"), threads_);
     add(advanced_->form(), "prefetch", tr("Prefetch"), prefetch_);
     add(advanced_->form(), "shuffle_buffer", tr("Shuffle buffer"), shuffleBuffer_);
+    add(advanced_->form(), "stream", tr("Stream"), stream_);
+    add(advanced_->form(), "loader_threads", tr("Loader threads"), loaderThreads_);
     add(advanced_->form(), "metrics", tr("Metrics file"), metrics_, row({metrics_, browseMetrics_}));
     add(advanced_->form(), "tfrecord_features", tr("TFRecord features"), tfrecordFeatures_);
     add(advanced_->form(), "augment", tr("Augmentation"), augment_);
@@ -446,11 +455,11 @@ void ExperimentPanel::connectFields() {
     connect(stagePerProcess_, &QCheckBox::toggled, this, &ExperimentPanel::revalidate);
     for (QSpinBox* s : {towers_, perGpu_}) connect(s, &QSpinBox::valueChanged, this, &ExperimentPanel::devicesChanged);
     connect(syncBn_, &QCheckBox::toggled, this, &ExperimentPanel::revalidate);
-    for (QComboBox* c : {normalise_, lrDecay_, model_, data_, variables_, reduce_, update_, optimizer_, precision_, length_, batchMeaning_, transfers_,
+    for (QComboBox* c : {normalise_, stream_, lrDecay_, model_, data_, variables_, reduce_, update_, optimizer_, precision_, length_, batchMeaning_, transfers_,
                           commPrecision_, pipeline_, lrScaling_})
         connect(c, &QComboBox::currentIndexChanged, this, &ExperimentPanel::revalidate);
     for (QSpinBox* s : {processes_, averageEvery_, psShards_, psTasks_, microBatches_, stageReplicas_, batch_, decaySteps_, warmup_, seed_, evalEvery_, validation_, shuffleBuffer_,
-                        prefetch_, threads_, checkpointEvery_, keepCheckpoints_, referenceBatch_, accumulate_})
+                        prefetch_, loaderThreads_, threads_, checkpointEvery_, keepCheckpoints_, referenceBatch_, accumulate_})
         connect(s, &QSpinBox::valueChanged, this, &ExperimentPanel::revalidate);
     for (QDoubleSpinBox* s : {lr_, momentum_, decayRate_, lengthValue_, emaDecay_, checkpointMinutes_})
         connect(s, &QDoubleSpinBox::valueChanged, this, &ExperimentPanel::revalidate);
@@ -703,6 +712,8 @@ tb::RunConfig ExperimentPanel::config() const {
     c.threads = threads_->value();
     c.prefetch = prefetch_->value();
     c.shuffleBuffer = shuffleBuffer_->value();
+    c.stream = stream_->currentText().toStdString();
+    c.loaderThreads = loaderThreads_->value();
     c.metrics = metrics_->text().trimmed().toStdString();
     c.transfers = transfers_->currentText().toStdString();
     c.commPrecision = commPrecision_->currentText().toStdString();
@@ -783,6 +794,8 @@ void ExperimentPanel::setConfig(const tb::RunConfig& c) {
     threads_->setValue(c.threads);
     prefetch_->setValue(c.prefetch);
     shuffleBuffer_->setValue(int(std::min<int64_t>(INT_MAX, c.shuffleBuffer)));
+    stream_->setCurrentText(QString::fromStdString(c.stream));
+    loaderThreads_->setValue(c.loaderThreads);
     metrics_->setText(QString::fromStdString(c.metrics));
     transfers_->setCurrentText(QString::fromStdString(c.transfers));
     commPrecision_->setCurrentText(QString::fromStdString(c.commPrecision));
@@ -798,6 +811,7 @@ void ExperimentPanel::setConfig(const tb::RunConfig& c) {
     // Advanced settings someone changed are shown, not hidden behind the fold.
     const tb::RunConfig defaults;
     if (c.threads != defaults.threads || c.prefetch != defaults.prefetch || c.shuffleBuffer != defaults.shuffleBuffer ||
+        c.stream != defaults.stream || c.loaderThreads != defaults.loaderThreads ||
         !c.metrics.empty() || c.transfers != defaults.transfers || c.tf32 != defaults.tf32 || !c.tfrecordFeatures.empty() ||
         c.augment != defaults.augment || c.normalise != defaults.normalise || c.skipBadImages)
         advanced_->setOpen(true);

@@ -123,7 +123,7 @@ private:
     tb::RunConfig base_;  // the last config set: what the form has no field for comes from here
     QHash<QString, QWidget*> fields_;
     QHash<QString, QString> names_;  // key -> the field's label
-    QComboBox *normalise_, *lrDecay_, *model_, *data_, *parallelism_, *runOn_, *variables_, *reduce_, *update_, *optimizer_, *precision_, *length_, *batchMeaning_,
+    QComboBox *normalise_, *stream_, *lrDecay_, *model_, *data_, *parallelism_, *runOn_, *variables_, *reduce_, *update_, *optimizer_, *precision_, *length_, *batchMeaning_,
         *transfers_, *commPrecision_, *pipeline_, *lrScaling_;
     QListWidget* gpus_;
     QFormLayout *devicesForm_, *trainingForm_, *dataForm_;
@@ -131,7 +131,7 @@ private:
     QLineEdit *folder_, *slow_, *stages_, *metrics_, *initFrom_, *tfrecordFeatures_, *hostfile_, *augment_;
     QPushButton *browse_, *browseMetrics_, *browseInit_;
     QSpinBox *towers_, *perGpu_, *processes_, *averageEvery_, *psShards_, *psTasks_, *microBatches_, *stageReplicas_, *batch_, *decaySteps_, *warmup_, *seed_, *evalEvery_, *validation_,
-        *shuffleBuffer_, *prefetch_, *threads_, *checkpointEvery_, *keepCheckpoints_, *referenceBatch_, *accumulate_;
+        *shuffleBuffer_, *loaderThreads_, *prefetch_, *threads_, *checkpointEvery_, *keepCheckpoints_, *referenceBatch_, *accumulate_;
     NumberBox *lr_, *momentum_, *decayRate_, *lengthValue_, *emaDecay_, *checkpointMinutes_;
     QCheckBox *staircase_, *tf32_, *stagePerProcess_, *syncBn_, *skipBadImages_;
     QLabel* split_;

@@ -81,6 +81,7 @@ void AugmentView::setConfig(const tb::RunConfig& c) {
         try {
             *spec = tb::findModel(cfg.model);
             *result = std::make_shared<tb::DataSplits>(tb::loadData(cfg.data, 0, cfg.seed, {}, tb::dataOptions(cfg, *spec)));
+            tb::holdTrainingHead(**result, kSamples);  // a streamed set's first records, to look at
         } catch (const std::exception& e) {
             *error = QString::fromUtf8(e.what());
         }
