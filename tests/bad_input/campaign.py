@@ -206,39 +206,50 @@ def tfrecord_cases(c, binary):
     subprocess.run([binary, "convert", "idx:" + src, "tfrecord:" + tf], check=True, stdout=subprocess.DEVNULL)
     files = {n: open(os.path.join(tf, n), "rb").read() for n in ("train.tfrecords", "test.tfrecords")}
 
-    def case(name, changed, may_run=False, features=None, culprit=None):
+    def case(name, changed, may_run=False, features=None, culprit=None, stream=False):
         d = c.folder("tf")
         for n, data in files.items():
             write(os.path.join(d, n), changed.get(n, data))
         args = RUN_MLP + ["--data", "tfrecord:" + d] + (["--tfrecord-features", features] if features is not None else [])
-        c.add("TFRecord files", name, args, [os.path.join(d, culprit)] if culprit else ["--data", d, "--tfrecord-features"],
-              may_run)
+        if stream:
+            args += ["--stream", "true"]
+        c.add("TFRecord files" + (", streamed" if stream else ""), name, args,
+              [os.path.join(d, culprit)] if culprit else ["--data", d, "--tfrecord-features"], may_run)
 
     case("valid (control)", {}, may_run=True)
     for n, data in files.items():
         record = 16 + struct.unpack("<Q", data[:8])[0]  # the records are all this long
         for cut in sorted({0, 1, 8, 11, 12, 13, 40, len(data) // 2, len(data) - 4, len(data) - 1}):
             # Cut between two records, the file is a valid shorter one (TFRecord keeps no count).
-            case("%s cut at %d bytes" % (n, cut), {n: data[:cut]}, culprit=n if cut else None,
-                 may_run=cut > 0 and cut % record == 0)
+            for stream in (False, True):  # (the train file streamed: the open pass finds the fault)
+                case("%s cut at %d bytes" % (n, cut), {n: data[:cut]}, culprit=n if cut else None,
+                     may_run=cut > 0 and cut % record == 0, stream=stream)
         for pos, what in ((0, "length"), (8, "length CRC"), (12, "record data"), (len(data) - 1, "last data CRC")):
             b = bytearray(data)
             b[pos] ^= 0x5A
-            case("%s with its %s damaged" % (n, what), {n: bytes(b)}, culprit=n)
-        case("%s claiming a 2^64-1 byte record" % n, {n: b"\xff" * 8 + data[8:]}, culprit=n)
-        case("%s followed by garbage" % n, {n: data + b"garbage"}, culprit=n)
+            for stream in (False, True):
+                case("%s with its %s damaged" % (n, what), {n: bytes(b)}, culprit=n, stream=stream)
+        for stream in (False, True):
+            case("%s claiming a 2^64-1 byte record" % n, {n: b"\xff" * 8 + data[8:]}, culprit=n, stream=stream)
+            case("%s followed by garbage" % n, {n: data + b"garbage"}, culprit=n, stream=stream)
     for f in ("image=nope", "label=nope", "bogus", "image=", "x=y", "image=label,label=image", "height=label"):
         case("--tfrecord-features %s" % f, {}, features=f)
-    # A shard larger than half the machine's memory (a sparse file: no disk used): refused before
-    # any of it is read, not read until memory runs out.
+    # A shard larger than half the machine's memory (a sparse file: no disk used): held, refused
+    # before any of it is read, not read until memory runs out; streamed (what auto does with it),
+    # its first record's framing refused, naming it.
     d = c.folder("tf")
     for n, data in files.items():
         write(os.path.join(d, n), data)
     memory = os.sysconf("SC_PHYS_PAGES") * os.sysconf("SC_PAGE_SIZE")
-    with open(os.path.join(d, "train-huge.tfrecords"), "wb") as f:
+    huge = os.path.join(d, "train-huge.tfrecords")
+    with open(huge, "wb") as f:
         f.truncate(memory * 6 // 10)
-    c.add("TFRecord files", "a sparse shard of 60% of the machine's memory", RUN_MLP + ["--data", "tfrecord:" + d],
-          ["more than half this machine's memory"])
+    c.add("TFRecord files", "a sparse shard of 60% of the machine's memory, held",
+          RUN_MLP + ["--data", "tfrecord:" + d, "--stream", "false"], ["more than half this machine's memory", "--stream"])
+    c.add("TFRecord files", "a sparse shard of 60% of the machine's memory (auto: streamed)",
+          RUN_MLP + ["--data", "tfrecord:" + d], [huge, "record 0"])
+    c.add("TFRecord files, streamed", "--stream for a set that is not TFRecord files",
+          RUN_MLP + ["--stream", "true"], ["--stream", "tfrecord:DIR"])
 
 
 # ------------------------------------------------------------------ image folders (--data folder:DIR)
@@ -391,7 +402,8 @@ CONFIG_KEYS = ["model", "data", "tfrecord_features", "batch", "steps", "epochs",
                "lr_decay_steps", "lr_decay_rate", "lr_staircase", "ema_decay", "seed", "eval_every", "validation",
                "shuffle_buffer", "prefetch", "threads", "metrics", "quiet", "towers", "variables", "reduce", "update",
                "average_every", "ps_shards", "batch_per_tower", "slow", "tf32", "transfers", "checkpoint_every",
-               "checkpoint_minutes", "keep_checkpoints", "init_from", "precision", "comm_precision"]
+               "checkpoint_minutes", "keep_checkpoints", "init_from", "precision", "comm_precision", "stream",
+               "loader_threads"]
 TINY = ["--model", "tiny_mlp", "--data", "synthetic:blobs", "--steps", "2", "--threads", "1", "--quiet"]
 
 
@@ -497,7 +509,7 @@ FLAGS = ["--model", "--data", "--batch", "--steps", "--epochs", "--optimizer", "
          "--prefetch", "--threads", "--towers", "--variables", "--reduce", "--update", "--average-every", "--ps-shards",
          "--batch-per-tower", "--slow", "--tf32", "--transfers", "--checkpoint-every", "--checkpoint-minutes",
          "--keep-checkpoints", "--init-from", "--tfrecord-features", "--metrics", "--run-dir", "--config", "--resume",
-         "--precision", "--comm-precision"]
+         "--precision", "--comm-precision", "--stream", "--loader-threads"]
 
 
 def flag_cases(c):

@@ -110,6 +110,10 @@ def main():
                        stdout=subprocess.DEVNULL)
         put("fuzz_tfrecord", "train.tfrecords", read(tmp, "tf", "train.tfrecords"))
         put("fuzz_tfrecord", "test.tfrecords", read(tmp, "tf", "test.tfrecords"))
+        # fuzz_stream: an options byte, then shards cut apart (two of the same set, one other).
+        train, test = read(tmp, "tf", "train.tfrecords"), read(tmp, "tf", "test.tfrecords")
+        for pick in (0x00, 0x55, 0xAA, 0xFF):
+            put("fuzz_stream", "shards-%02x" % pick, bytes([pick]) + train + CUT + test + CUT + train)
 
         # Image files as convert writes them (gray PNG, gray JPEG), and a JPEG carrying an EXIF
         # orientation (APP1 after SOI: a little-endian TIFF block with one IFD entry, 0x0112 = 6).

@@ -28,7 +28,8 @@
 5. Averaging every 3 steps across processes equals one process of both towers (a cut last round
    averaged at the end); mpirun -np 1 trains bitwise what no mpirun does; every step line carries
    every worker's towers; a run of 2 processes resumed at step 10 gives the losses of one trained
-   at once (refused for averaging, whose replicas' slots differ between processes).
+   at once (refused for averaging, whose replicas' slots differ between processes); so does a run of
+   2 processes streaming TFRecord shards (--stream true), each its own share and shuffle buffer.
 With --gpu (a GPU machine; tests/gpu/device_check.sh --mpi runs it), the same equivalences with a
 GPU tower in each process: the towers meet on the host and through MPI (both processes' towers on
 the one GPU: NCCL refuses two ranks on one GPU), with the variables on the host, replicated, and on
@@ -340,10 +341,10 @@ def group_of_one(tmp, binary):
           f"{'bitwise equal' if same else 'DIFFERENT'}, bytes to other processes {sent}")
 
 
-def resumed(tmp, binary, placement, label, tower="cpu:0"):
+def resumed(tmp, binary, placement, label, tower="cpu:0", data=DATA):
     """2 processes trained 10 steps, then resumed to 20 (every process restores the chief's
     checkpoint), against 2 processes trained 20 steps at once: the same losses at steps 11-20."""
-    common = ["--model", "mlp", "--data", DATA, "--validation", "0", "--threads", "1", "--quiet", "--lr", "0.05",
+    common = ["--model", "mlp", "--data", data, "--validation", "0", "--threads", "1", "--quiet", "--lr", "0.05",
               "--towers", tower, "--batch", "64", "--checkpoint-every", "10", *placement]
     whole, cut = os.path.join(tmp, "whole"), os.path.join(tmp, "cut")
     runs = [[*MPIRUN, "2", binary, *common, "--steps", "20", "--run-dir", whole, "--metrics", whole + ".jsonl"],
@@ -545,6 +546,13 @@ def main():
         killed_rank(tmp, binary)
         group_of_one(tmp, binary)
         resumed(tmp, binary, [], "resume, variables on the host")
+        # Streamed shards: each process reads its own share of the interleave into its own shuffle
+        # buffer, and a resume replays each one's draws (the slice as 4 shards, twice over).
+        shards = os.path.join(tmp, "shards")
+        subprocess.run([binary, "convert", DATA, "tfrecord:" + shards, "--shards", "4", "--repeat", "2"], env=ENV,
+                       check=True, stdout=subprocess.DEVNULL)
+        resumed(tmp, binary, ["--stream", "true", "--shuffle-buffer", "300", "--augment", "flip"],
+                "resume, streamed shards", data="tfrecord:" + shards)
         resumed(tmp, binary, ["--variables", "replicated", "--reduce", "allreduce", "--optimizer", "adam"],
                 "resume, replicated with Adam")
         # Averaging: each process's replicas have optimiser slots of their own, not in the chief's checkpoint.
