@@ -194,7 +194,7 @@ TrainingRun::TrainingRun(RunPlan& run, DataSplits data, int cores, int machineCo
     // A pipeline's message names its split as --stages takes it ("stages SPEC; ..."): the window
     // draws the split the balancer chose from it.
     hub_.onStateChanged(RunState::Running, (run.stages ? "stages " + c_.stages : plan.describe()) + "; " +
-                                               towers_->backendName() + noTelemetry +
+                                               towers_->backendName() + noTelemetry + streamNote(input) +
                                                (run.note.empty() ? std::string() : "; " + run.note));
     // (Not drawn for a model whose stages are in processes of their own: only the chief has it
     // whole, and only when every process has gathered it.)
@@ -249,6 +249,17 @@ std::unique_ptr<BatchSource> TrainingRun::trainingInput(const PipelineOptions& o
     if (data_.stream) return std::make_unique<RecordStream>(*data_.stream, options);
 #endif
     return std::make_unique<InputPipeline>(data_.train, options);
+}
+
+std::string TrainingRun::streamNote(const PipelineOptions& input) const {
+#ifdef TB_HAVE_PROTOBUF
+    if (data_.stream)
+        return "; streamed from " + std::to_string(data_.stream->shards.size()) + " shards, a shuffle buffer of " +
+               std::to_string(input.shuffleBuffer > 0 ? input.shuffleBuffer : kDefaultStreamBuffer) + " records, " +
+               std::to_string(input.loaderThreads) + " loader thread" + (input.loaderThreads == 1 ? "" : "s");
+#endif
+    (void)input;
+    return {};
 }
 
 ChannelStatistics TrainingRun::trainingStatistics(const InputNormalisation& pixels, int threads) const {

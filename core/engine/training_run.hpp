@@ -45,6 +45,8 @@ private:
     std::optional<EvalResult> validate(const CancelCheck& cancelled);
     // The training split's input: held in memory, or streamed (data/record_stream.hpp).
     std::unique_ptr<BatchSource> trainingInput(const PipelineOptions& options) const;
+    // "; streamed from N shards, ..." for the run's first message where the training split streams.
+    std::string streamNote(const PipelineOptions& input) const;
     // --normalise mean-std: the training split's channel statistics (streamed: one pass on `threads`).
     ChannelStatistics trainingStatistics(const InputNormalisation& pixels, int threads) const;
 
