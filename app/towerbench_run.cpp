@@ -345,10 +345,18 @@ int runConvert(const std::string& spec, const std::string& target, int jpegQuali
 #endif
 }
 
+// The checkpoint `target` names, opened (a damaged one refused naming its tensor), its note (one
+// written before checksums) on stderr.
+tb::Checkpoint openCheckpoint(const std::string& target) {
+    tb::Checkpoint c = tb::Checkpoint::open(tb::checkpointOf(target));
+    if (!c.note().empty()) std::cerr << "note: " << c.note() << "\n";
+    return c;
+}
+
 // export RUN_DIR|CHECKPOINT --onnx FILE: the model as an ONNX inference graph; one JSON line.
 int runExport(const std::string& target, const std::string& file) {
 #ifdef TB_HAVE_PROTOBUF
-    const tb::OnnxExportResult r = tb::exportOnnx(tb::checkpointOf(target), file);
+    const tb::OnnxExportResult r = tb::exportOnnx(openCheckpoint(target).path(), file);
     std::cout << nlohmann::json{{"onnx", r.path},       {"checkpoint", r.checkpoint}, {"opset", r.opset},
                                 {"nodes", r.nodes},     {"bytes", r.bytes},           {"classes", r.classes},
                                 {"input", {"batch", r.channels, r.height, r.width}}, {"output", {"batch", r.classes}}}
@@ -363,7 +371,7 @@ int runExport(const std::string& target, const std::string& file) {
 
 // classify RUN_DIR|CHECKPOINT IMAGE...: one JSON line per image, its probabilities and top classes.
 int runClassify(const std::string& target, const std::vector<std::string>& images, int top, int threads) {
-    const std::string checkpoint = tb::checkpointOf(target);
+    const std::string checkpoint = openCheckpoint(target).path();
     const tb::Classifications r = tb::classifyImages(checkpoint, images, threads);
     for (const tb::ImageClassification& c : r.images) {
         const std::vector<int> order = c.ranked();
@@ -385,8 +393,9 @@ int runClassify(const std::string& target, const std::vector<std::string>& image
 
 // eval RUN_DIR|CHECKPOINT: one JSON line with the test accuracy of the checkpoint's weights.
 int runEval(const std::string& target, tb::RunConfig config, bool dataGiven) {
-    const std::string checkpoint = tb::checkpointOf(target);
-    if (!dataGiven) config.data = tb::Checkpoint::open(checkpoint).meta().config.value("data", config.data);
+    const tb::Checkpoint opened = openCheckpoint(target);
+    const std::string checkpoint = opened.path();
+    if (!dataGiven) config.data = opened.meta().config.value("data", config.data);
     config.validate();
     const tb::EvalResult r = tb::evaluateCheckpoint(checkpoint, config);
     std::cout << nlohmann::json{{"checkpoint", checkpoint}, {"step", r.step},         {"data", config.data},

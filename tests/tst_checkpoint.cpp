@@ -6,7 +6,15 @@
 // checkpoint, and the run folder's files.
 #include <QtTest>
 
+#include <fcntl.h>
+#include <signal.h>
+#include <sys/file.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <QDateTime>
 #include <QJsonArray>
+#include <QtEndian>
 #include <QJsonDocument>
 #include <QJsonObject>
 #include <QProcess>
@@ -14,11 +22,13 @@
 #include <QThread>
 #include <algorithm>
 #include <atomic>
+#include <chrono>
 #include <cmath>
 #include <cstring>
 #include <fstream>
 #include <mutex>
 #include <random>
+#include <thread>
 #include <sqlite3.h>
 
 #include "data/dataset.hpp"
@@ -26,9 +36,11 @@
 #include "data/tfrecord_dataset.hpp"
 #include "engine/checkpoint.hpp"
 #include "engine/metrics_file.hpp"
+#include "engine/observer_hub.hpp"
 #include "engine/run_folder.hpp"
 #include "engine/trainer.hpp"
 #include "io/run_index.hpp"
+#include "io/run_lock.hpp"
 #include "io/safetensors.hpp"
 #include "io/tfrecord.hpp"
 #include "test_support.hpp"
@@ -502,6 +514,72 @@ private slots:
         for (const float v : independentFloats(file, h, "params/hidden/weights")) QVERIFY(std::isfinite(v));
     }
 
+    // Every tensor carries a CRC-32C in the metadata: a bit flipped in any of them (the last one
+    // here: the optimiser's second moment) is refused naming it, by open, by a resume of the
+    // folder and by the command line; a checkpoint written before checksums loads with a note.
+    void flippedBitRefusedNamingItsTensor() {
+        RunConfig c = run("adam ema buffer");
+        c.steps = 20;
+        const QString folderPath = dir_.filePath("flipped");
+        {
+            auto folder = RunFolder::create(c, folderPath.toStdString());
+            Trainer t(c);
+            t.setRunFolder(folder.get());
+            t.run();
+        }
+        const QString path = folderPath + "/checkpoints/step-00000020.safetensors";
+        const QByteArray clean = tbtest::readFile(path);
+        QVERIFY(Checkpoint::open(path.toStdString()).note().empty());
+        QString problem;
+        const QJsonObject h = independentHeader(clean, &problem);
+        QVERIFY2(problem.isEmpty(), qPrintable(problem));
+        QVERIFY(h.value("__metadata__").toObject().value("checksums").toString().contains("crc32c:"));
+        // Each tensor in turn: a bit of its last byte flipped.
+        const qsizetype dataStart = 8 + qsizetype(qFromLittleEndian<quint64>(clean.constData()));
+        for (auto it = h.begin(); it != h.end(); ++it) {
+            if (it.key() == "__metadata__") continue;
+            QByteArray damaged = clean;
+            const qsizetype end = qsizetype(it.value().toObject().value("data_offsets").toArray().at(1).toInteger());
+            damaged[dataStart + end - 1] = char(damaged[dataStart + end - 1] ^ 0x10);
+            tbtest::writeFile(path, damaged);
+            const QString e = errorOf([&] { Checkpoint::open(path.toStdString()); });
+            QVERIFY2(mentions(e, {"tensor " + it.key(), "does not match its checksum", "step-00000020.safetensors"}),
+                     qPrintable(e));
+        }
+        // Resumed: refused, naming the tensor, not passed over for an older checkpoint.
+        {
+            RunConfig r = RunFolder::resumeConfig(folderPath.toStdString());
+            r.steps = 30;
+            auto folder = RunFolder::reopen(folderPath.toStdString());
+            Trainer t(r);
+            t.setRunFolder(folder.get());
+            const QString e = errorOf([&] { t.run(); });
+            QVERIFY2(mentions(e, {"does not match its checksum"}), qPrintable(e));
+        }
+        const tbtest::RunResult cli = tbtest::runTowerbench({"eval", path});
+        QCOMPARE(cli.exitCode, 2);
+        QVERIFY2(cli.err.contains("does not match its checksum") && cli.err.trimmed().count('\n') == 0,
+                 qPrintable(cli.err));
+
+        // Written before checksums: the same file without the metadata key loads, with a note.
+        std::vector<safetensors::TensorRef> refs;
+        const safetensors::File f = safetensors::File::parse(std::vector<uint8_t>(clean.begin(), clean.end()), "clean");
+        for (const std::string& name : f.names())
+            refs.push_back({name, f.info(name).dtype, f.info(name).shape, f.data(name)});
+        std::map<std::string, std::string> md = f.metadata();
+        md.erase("checksums");
+        QByteArray old = QByteArray::fromStdString(safetensors::header(refs, md));
+        for (const auto& r : refs) old.append(reinterpret_cast<const char*>(r.data), qsizetype(safetensors::dataBytes({r})));
+        tbtest::writeFile(path, old);
+        const Checkpoint loaded = Checkpoint::open(path.toStdString());
+        QVERIFY2(mentions(QString::fromStdString(loaded.note()), {"written before checkpoints carried checksums"}),
+                 qPrintable(QString::fromStdString(loaded.note())));
+        QCOMPARE(loaded.meta().step, int64_t(20));
+        const tbtest::RunResult noted = tbtest::runTowerbench({"eval", path});
+        QCOMPARE(noted.exitCode, 0);
+        QVERIFY2(noted.err.contains("note: ") && noted.err.contains("unverified"), qPrintable(noted.err));
+    }
+
     // A checkpoint's weights in another plan: 1 tower trained, 2 replicated towers continue.
     void weightsIntoAnotherPlan() {
         RunConfig c = run("one tower");
@@ -918,6 +996,65 @@ private slots:
 
     // The runs index mirrors the folders: built from them, updated where one changed, rows of
     // removed folders dropped, and rebuilt when the database is garbage or of another schema.
+    // The hub drops reports for an observer that falls behind (a window), never for a file: a
+    // lossless observer sees every step in order while a slow one sees some, and the count of
+    // the rest is dropped(). (Before, one queue dropped steps for every observer, the metrics
+    // file's too.)
+    void filesNeverMissAStep() {
+        struct Counting : TrainingObserver {
+            bool keepsAll = false;
+            std::chrono::microseconds pause{0};
+            std::vector<int64_t> steps;
+            void onStepEnd(const StepMetrics& m) override {
+                if (pause.count()) std::this_thread::sleep_for(pause);
+                steps.push_back(m.step);
+            }
+            bool lossless() const override { return keepsAll; }
+        } file, window;
+        file.keepsAll = true;
+        window.pause = std::chrono::microseconds(300);
+        int64_t dropped = 0;
+        {
+            ObserverHub hub({&window, &file}, 16);
+            for (int64_t s = 1; s <= 3000; ++s) {
+                StepMetrics m;
+                m.step = s;
+                hub.onStepEnd(m);
+            }
+            hub.flush();
+            dropped = hub.dropped();
+        }
+        QCOMPARE(int64_t(file.steps.size()), int64_t(3000));
+        for (size_t i = 0; i < file.steps.size(); ++i) QCOMPARE(file.steps[i], int64_t(i + 1));
+        QVERIFY2(dropped > 0 && int64_t(window.steps.size()) + dropped == 3000,
+                 qPrintable(QStringLiteral("%1 shown, %2 dropped").arg(window.steps.size()).arg(dropped)));
+        QVERIFY(std::is_sorted(window.steps.begin(), window.steps.end()));
+    }
+
+    // An unfinished run's steps are its metrics file's last whole step line, read from the file's
+    // end: past 64 KiB of device samples after it, with a half-written line last, and at the
+    // file's first line.
+    void runIndexReadsTheLastStepFromTheEnd() {
+        const QString root = dir_.filePath("index-tail");
+        RunConfig c = run("one tower");
+        c.steps = 12;
+        {
+            auto f = RunFolder::create(c, (root + "/live").toStdString());
+            Trainer t(c);
+            t.setRunFolder(f.get());
+            t.run();
+        }
+        QFile::remove(root + "/live/summary.json");  // as if it were still running
+        QByteArray metrics = tbtest::readFile(root + "/live/metrics.jsonl");
+        for (int i = 0; i < 3000; ++i) metrics += R"({"type":"device","t":1.5,"device":"gpu:0","util":97.0,"memory_used":1234567})" "\n";
+        metrics += R"({"type":"step","step":13,"lo)";  // half written: not counted
+        tbtest::writeFile(root + "/live/metrics.jsonl", metrics);
+        QVERIFY(metrics.size() > 4 * 65536);
+        QCOMPARE(readRunFolder((root + "/live").toStdString()).steps, int64_t(12));
+        tbtest::writeFile(root + "/live/metrics.jsonl", R"({"type":"step","step":3,"loss":1})" "\n");
+        QCOMPARE(readRunFolder((root + "/live").toStdString()).steps, int64_t(3));
+    }
+
     void runIndexFollowsTheFolders() {
         const QString root = dir_.filePath("index-root");
         auto train = [&](const QString& name, const char* data, int64_t steps) {
@@ -1054,13 +1191,75 @@ private slots:
             QVERIFY2(r.exitCode == 2 && r.err.contains(x.says) && r.err.count('\n') == 1,
                      qPrintable(x.args.join(' ') + " -> " + QString::number(r.exitCode) + ": " + r.err));
         }
-        // A run that a live process on this machine is still training is not resumed beside it.
+        // A run that a live process is still training is not resumed beside it: that process holds
+        // the folder's lock (here, this test), whatever run.json says.
+        {
+            const RunLock held(folder.toStdString(), "test");
+            r = tbtest::runTowerbench({"--resume", folder, "--steps", "50"});
+            QVERIFY2(r.exitCode == 2 && r.err.contains("is being trained by process " + QString::number(QCoreApplication::applicationPid())),
+                     qPrintable(r.err));
+        }
+        // Another host's fresh lease holds it too (a shared folder, where flocks may not reach);
+        // a stale one does not.
+        const auto lease = [&](int64_t ago) {
+            const int64_t now = QDateTime::currentSecsSinceEpoch();
+            tbtest::writeFile(folder + "/lease.json",
+                              QByteArray(R"({"host":"elsewhere","pid":77,"renewed":)") + QByteArray::number(now - ago) + "}");
+        };
+        lease(3);
+        r = tbtest::runTowerbench({"--resume", folder, "--steps", "50"});
+        QVERIFY2(r.exitCode == 2 && r.err.contains("process 77 on host elsewhere") && r.err.contains("stale after 30 s"),
+                 qPrintable(r.err));
+        lease(kLeaseStaleSeconds + 5);
+        r = tbtest::runTowerbench({"--resume", folder, "--steps", "50", "--quiet"});
+        QVERIFY2(r.exitCode == 0, qPrintable(r.err));
+    }
+
+    // A trainer killed and not yet reaped (a zombie still answers kill(pid, 0); in a container
+    // without an init it may never be reaped): its lock went with it, and the run resumes at once.
+    // (Asked by pid, as before the lock, the resume was refused: "still being trained".)
+    void resumeRightAfterACrash() {
+        RunConfig c = run("one tower");
+        c.steps = 20;
+        const QString folder = dir_.filePath("zombie");
+        {
+            auto f = RunFolder::create(c, folder.toStdString());
+            Trainer t(c);
+            t.setRunFolder(f.get());
+            t.run();
+        }
+        // The "trainer": takes the folder's flock as RunLock does, says in run.json that it is
+        // running, and dies without a word (only system calls after fork: this process has threads).
+        const QByteArray lockPath = (folder + "/.lock").toLocal8Bit(), runPath = (folder + "/run.json").toLocal8Bit();
         QJsonObject record = QJsonDocument::fromJson(tbtest::readFile(folder + "/run.json")).object();
         record["state"] = "running";
-        record["pid"] = QCoreApplication::applicationPid();
+        const pid_t child = ::fork();
+        if (child == 0) {
+            const int lock = ::open(lockPath.constData(), O_RDWR | O_CREAT, 0644);
+            if (lock < 0 || ::flock(lock, LOCK_EX) != 0) ::_exit(1);
+            char text[64];
+            const int n = std::snprintf(text, sizeof text, "{\"state\":\"running\",\"pid\":%d}", int(::getpid()));
+            const int run = ::open(runPath.constData(), O_WRONLY | O_TRUNC);
+            if (run < 0 || ::write(run, text, size_t(n)) != n) ::_exit(1);
+            ::close(run);
+            ::_exit(0);
+        }
+        QVERIFY(child > 0);
+        QTRY_VERIFY_WITH_TIMEOUT(QJsonDocument::fromJson(tbtest::readFile(folder + "/run.json")).object().value("pid").toInt() == child,
+                                 5000);
+        record["pid"] = int(child);  // the whole record back, as the trainer wrote it
         tbtest::writeFile(folder + "/run.json", QJsonDocument(record).toJson());
-        r = tbtest::runTowerbench({"--resume", folder, "--steps", "50"});
-        QVERIFY2(r.exitCode == 2 && r.err.contains("is still being trained by process"), qPrintable(r.err));
+        QTest::qWait(200);  // dead, unreaped
+        QCOMPARE(::kill(child, 0), 0);  // a pid says it lives
+        QVERIFY(!RunFolder::trainer(folder.toStdString()));
+        QVERIFY(interrupted(folder.toStdString()));
+        RunConfig r = RunFolder::resumeConfig(folder.toStdString());
+        r.steps = 30;
+        auto f = RunFolder::reopen(folder.toStdString());
+        Trainer t(r);
+        t.setRunFolder(f.get());
+        QCOMPARE(t.run().steps, int64_t(30));
+        ::waitpid(child, nullptr, 0);
     }
 
     // 100 kill -9 at random instants of a run that checkpoints every step (a 19 MB checkpoint,

@@ -159,6 +159,25 @@ constexpr double kTolerance = 2e-3;  // float32 forward passes, step 1e-2 (Caffe
 class TestLayers : public QObject {
     Q_OBJECT
 private slots:
+    // The CPU backend's BLAS calls on a vector of more than 2^31 floats (8 GiB): OpenBLAS counts
+    // are 32-bit, and a count cast to them wrapped negative, so nothing was scaled. Run with
+    // TB_BIG_TESTS=1 on a machine with 10 GiB free (not in CI's default suite).
+    void vectorsPast32BitCounts() {
+        if (qEnvironmentVariableIntValue("TB_BIG_TESTS") != 1) QSKIP("needs TB_BIG_TESTS=1 and 10 GiB of memory");
+        const size_t n = (size_t(1) << 31) + 64;
+        std::vector<float> x(n, 1.0f);
+        auto be = makeCpuBackend(2);
+        be->scale(nullptr, x.data(), 2.0f, n);
+        QCOMPARE(x.front(), 2.0f);
+        QCOMPARE(x[n / 2], 2.0f);
+        QCOMPARE(x.back(), 2.0f);
+        float sum = 0;
+        be->addSumSquares(nullptr, x.data() + n - 1024, 1024, 1.0f, &sum);
+        QCOMPARE(sum, 4096.0f);
+        be->axpy(nullptr, -1.0f, x.data(), x.data(), n);  // x - x
+        QCOMPARE(x.back(), 0.0f);
+    }
+
     void samePaddingMatchesTensorFlow() {
         // TF: out = ceil(in / stride); total pad = max((out - 1) * stride + k - in, 0), odd pixel after.
         auto p = tfPadding(24, 3, 2, true);

@@ -6,6 +6,7 @@
 #include <map>
 
 #include "io/atomic_file.hpp"
+#include "io/tfrecord.hpp"
 #include "util/error.hpp"
 #include "util/json_file.hpp"
 #include "util/system_text.hpp"
@@ -34,6 +35,13 @@ std::string shapeText(const std::vector<int64_t>& dims) {
     std::string s = "(";
     for (size_t i = 0; i < dims.size(); ++i) s += (i ? ", " : "") + std::to_string(dims[i]);
     return s + ")";
+}
+
+// A tensor's bytes' CRC-32C as the metadata keeps it ("crc32c:89abcdef").
+std::string checksumText(const void* data, size_t bytes) {
+    char text[24];
+    std::snprintf(text, sizeof text, "crc32c:%08x", crc32c(data, bytes));
+    return text;
 }
 
 // An accuracy as metadata text that reads back to the same double; "" for none (-1).
@@ -103,6 +111,11 @@ void writeCheckpoint(const std::string& path, const CheckpointMeta& meta, const 
         metadata["input_mean"] = nlohmann::json(meta.channels.mean).dump();
         metadata["input_std"] = nlohmann::json(meta.channels.stddev).dump();
     }
+    // Each tensor's CRC-32C, so that a bit flipped on the disk (or in a copy) is found at load,
+    // named, rather than trained on.
+    nlohmann::json sums = nlohmann::json::object();
+    for (const auto& t : tensors) sums[t.name] = checksumText(t.data, safetensors::dataBytes({t}));
+    metadata["checksums"] = sums.dump();
     const std::string head = safetensors::header(tensors, metadata);
     AtomicFile file(path);
     file.write(head.data(), head.size());
@@ -114,10 +127,11 @@ void writeCheckpoint(const std::string& path, const CheckpointMeta& meta, const 
     file.commit();
 }
 
-Checkpoint Checkpoint::open(const std::string& path) {
+Checkpoint Checkpoint::open(const std::string& path, bool verify) {
     Checkpoint c;
     c.file_ = safetensors::File::read(path);
     const auto& md = c.file_.metadata();
+    if (verify) c.verifyChecksums();
     auto get = [&](const char* key) { return c.file_.meta(key); };
     if (!md.count("format") || md.at("format") != kCheckpointFormat)
         throw Error(path + ": not a Towerbench checkpoint (its metadata has no format \"" + kCheckpointFormat + "\")");
@@ -179,6 +193,28 @@ Checkpoint Checkpoint::open(const std::string& path) {
             throw Error(path + ": metadata input_mean and input_std differ in length or hold a deviation that is not positive");
     }
     return c;
+}
+
+void Checkpoint::verifyChecksums() {
+    const auto& md = file_.metadata();
+    const auto found = md.find("checksums");
+    if (found == md.end()) {
+        note_ = path() + " was written before checkpoints carried checksums: its tensors load unverified";
+        return;
+    }
+    const nlohmann::json sums = nlohmann::json::parse(found->second, nullptr, false);
+    if (!sums.is_object()) throw Error(path() + ": metadata checksums is not a JSON object of tensor names");
+    for (const std::string& name : file_.names()) {
+        const auto it = sums.find(name);
+        if (it == sums.end() || !it->is_string())
+            throw Error(path() + ": tensor " + name + " has no checksum in the metadata (the file was changed after it was written)");
+        if (checksumText(file_.data(name), file_.info(name).bytes) != it->get<std::string>())
+            throw Error(path() + ": tensor " + name + " does not match its checksum: the file was damaged after it was "
+                        "written (a flipped bit, a bad copy); use an earlier checkpoint");
+    }
+    if (sums.size() != file_.names().size())
+        throw Error(path() + ": the metadata's checksums name " + std::to_string(sums.size()) + " tensors, the file holds " +
+                    std::to_string(file_.names().size()));
 }
 
 std::vector<float> Checkpoint::loadWeights(const Network& layout) const {

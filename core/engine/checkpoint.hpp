@@ -85,10 +85,15 @@ void writeCheckpoint(const std::string& path, const CheckpointMeta& meta, const 
 
 class Checkpoint {
 public:
-    static Checkpoint open(const std::string& path);  // checks the format and version
+    // Checks the format and version and, with `verify`, every tensor's bytes against the CRC-32C
+    // the writer kept in the metadata ("checksums"): a flipped bit is refused naming its tensor.
+    // Checkpoints written before checksums load unverified, with note() saying so.
+    static Checkpoint open(const std::string& path, bool verify = true);
     const std::string& path() const { return file_.origin(); }
     const CheckpointMeta& meta() const { return meta_; }
     const safetensors::File& file() const { return file_; }
+    // "" or one sentence to show beside what loads this checkpoint (it carries no checksums).
+    const std::string& note() const { return note_; }
 
     // The variables laid out for `layout` (P floats); refuses other names or shapes.
     std::vector<float> loadWeights(const Network& layout) const;
@@ -102,8 +107,11 @@ public:
     void restore(TrainingEngine& towers, const Network& layout, WeightEma* ema, Stream emaStream) const;
 
 private:
+    void verifyChecksums();
+
     safetensors::File file_;
     CheckpointMeta meta_;
+    std::string note_;
 };
 
 // The run-config keys a resume may change (they do not shape the training's arithmetic).

@@ -20,6 +20,7 @@ public:
     void onStateChanged(RunState, const std::string&) override;
     void onStepEnd(const StepMetrics&) override;
     void onEval(const EvalResult&) override;
+    bool lossless() const override { return true; }  // a file: every step
 
 private:
     void maybeFlush();

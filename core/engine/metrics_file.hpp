@@ -52,6 +52,7 @@ public:
     void onStepEnd(const StepMetrics&) override;
     void onEval(const EvalResult&) override;
     void onDeviceSamples(const std::vector<DeviceSample>&) override;
+    bool lossless() const override { return true; }  // a file: every step
 
 private:
     void open();

@@ -121,6 +121,9 @@ public:
     // (droppable when the queue is full).
     virtual DecisionGridRequest decisionGridRequest() const { return {}; }
     virtual void onDecisionGrid(const DecisionGrid&) {}
+    // Files (the run folder, --metrics, TensorBoard events): every report must reach them. The hub
+    // drops none for such an observer, and holds the engine back when it cannot keep up.
+    virtual bool lossless() const { return false; }
 };
 
 }  // namespace tb

@@ -5,7 +5,10 @@
 namespace tb {
 
 ObserverHub::ObserverHub(std::vector<TrainingObserver*> observers, size_t capacity)
-    : observers_(std::move(observers)), failed_(observers_.size(), false), capacity_(std::max<size_t>(capacity, 2)), thread_([this] { run(); }) {}
+    : observers_(std::move(observers)), failed_(observers_.size(), false), capacity_(std::max<size_t>(capacity, 2)) {
+    anyLossless_ = std::any_of(observers_.begin(), observers_.end(), [](const TrainingObserver* o) { return o->lossless(); });
+    thread_ = std::thread([this] { run(); });
+}
 
 ObserverHub::~ObserverHub() {
     {
@@ -13,23 +16,28 @@ ObserverHub::~ObserverHub() {
         closing_ = true;
     }
     wake_.notify_all();
+    room_.notify_all();
     thread_.join();
 }
 
 void ObserverHub::push(Event e) {
     {
-        std::lock_guard lock(mutex_);
+        std::unique_lock lock(mutex_);
+        // Lossless observers behind: hold the engine back (the queue keeps their events).
+        room_.wait(lock, [&] { return queue_.size() < 4 * capacity_ || closing_; });
         if (queue_.size() >= capacity_) {
-            auto step = std::find_if(queue_.begin(), queue_.end(), [](const Event& q) {
-                return std::holds_alternative<StepMetrics>(q) || std::holds_alternative<std::vector<DeviceSample>>(q) ||
-                       std::holds_alternative<DecisionGrid>(q);
+            auto step = std::find_if(queue_.begin(), queue_.end(), [](const Queued& q) {
+                return q.everyone && (std::holds_alternative<StepMetrics>(q.event) ||
+                                      std::holds_alternative<std::vector<DeviceSample>>(q.event) ||
+                                      std::holds_alternative<DecisionGrid>(q.event));
             });
             if (step != queue_.end()) {
-                queue_.erase(step);
                 ++dropped_;
+                if (anyLossless_) step->everyone = false;
+                else queue_.erase(step);
             }
         }
-        queue_.push_back(std::move(e));
+        queue_.push_back({std::move(e), true});
     }
     wake_.notify_one();
 }
@@ -63,14 +71,17 @@ void ObserverHub::run() {
             if (closing_) return;
             continue;
         }
-        Event e = std::move(queue_.front());
+        Queued q = std::move(queue_.front());
         queue_.pop_front();
         busy_ = true;
+        if (queue_.size() < capacity_) room_.notify_all();
         lock.unlock();
+        const Event& e = q.event;
         std::string failure;
         for (size_t i = 0; i < observers_.size(); ++i) {
             if (failed_[i]) continue;
             TrainingObserver* o = observers_[i];
+            if (!q.everyone && !o->lossless()) continue;  // dropped for it
             try {
                 if (auto* s = std::get_if<State>(&e)) o->onStateChanged(s->state, s->detail);
                 else if (auto* m = std::get_if<StepMetrics>(&e)) o->onStepEnd(*m);

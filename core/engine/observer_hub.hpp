@@ -1,8 +1,11 @@
 // ObserverHub: hands engine events to observers on a thread of its own, so a slow observer
-// (a window repainting, a disk) never stalls training. The queue is bounded: when it is full,
-// the oldest step reports, device samples and decision grids are dropped (and counted); state changes and
-// evaluations never are. An observer that throws is not called again; its error is kept for the
-// engine to end the run with (error()), instead of ending the process.
+// (a window repainting) never stalls training. When `capacity` events wait, the oldest step
+// report, device sample or decision grid is dropped for the observers that allow it (counted:
+// dropped()); state changes and evaluations never are. Lossless observers (files:
+// TrainingObserver::lossless) still receive every event: it stays queued for them, and once
+// 4 x capacity wait the engine is held back until the queue is down to capacity, so the metrics
+// file never misses a step and memory stays bounded. An observer that throws is not called again;
+// its error is kept for the engine to end the run with (error()), instead of ending the process.
 #pragma once
 #include <condition_variable>
 #include <cstdint>
@@ -36,6 +39,10 @@ private:
         std::string detail;
     };
     using Event = std::variant<State, StepMetrics, EvalResult, std::vector<DeviceSample>, DecisionGrid>;
+    struct Queued {
+        Event event;
+        bool everyone = true;  // false: dropped for the observers that allow it, kept for the lossless
+    };
     void push(Event e);
     void run();
 
@@ -43,8 +50,9 @@ private:
     std::vector<bool> failed_;  // per observer: threw once, not called again
     size_t capacity_;
     mutable std::mutex mutex_;
-    std::condition_variable wake_, idle_;
-    std::deque<Event> queue_;
+    std::condition_variable wake_, idle_, room_;
+    std::deque<Queued> queue_;
+    bool anyLossless_ = false;
     bool busy_ = false, closing_ = false;
     int64_t dropped_ = 0;
     std::string error_;

@@ -124,11 +124,7 @@ void RunFolder::openFiles() {
     if (!log_) throw Error(path_ + "/log.txt: cannot create (" + std::strerror(errno) + ")");
 }
 
-std::optional<int64_t> RunFolder::trainingProcess(const std::string& dir) {
-    const RunProcess p = runProcess(dir);
-    if (p.running && p.alive) return p.pid;
-    return std::nullopt;
-}
+std::optional<RunHolder> RunFolder::trainer(const std::string& dir) { return RunLock::holder(dir); }
 
 std::unique_ptr<RunFolder> RunFolder::reopen(const std::string& dir) {
     std::error_code ec;
@@ -140,11 +136,10 @@ std::unique_ptr<RunFolder> RunFolder::reopen(const std::string& dir) {
     if (run.value("version", 0) > kRunFolderVersion)
         throw Error(runFile + ": run folder format " + std::to_string(run.value("version", 0)) +
                     " is newer than this Towerbench reads (" + std::to_string(kRunFolderVersion) + ")");
-    // A run still going here is not resumed under its feet (a crashed one says "running" too,
-    // but its process is gone).
-    if (const std::optional<int64_t> pid = trainingProcess(dir); pid && *pid != ::getpid())
-        throw Error("--resume: " + dir + " is still being trained by process " + std::to_string(*pid));
+    // A run still going is not resumed under its feet: its trainer holds the folder's lock (a
+    // crashed one says "running" too, but its lock went with its process).
     auto f = std::unique_ptr<RunFolder>(new RunFolder(dir));
+    f->lock_ = std::make_unique<RunLock>(dir, "--resume");
     f->config_ = resumeConfig(dir);
     f->resuming_ = true;
     f->created_ = run.value("created", "");
@@ -239,7 +234,9 @@ std::string RunFolder::newestCheckpointIn(const std::string& runDir) {
     std::sort(found.rbegin(), found.rend());
     for (const auto& [s, p] : found) {
         try {
-            Checkpoint::open(p.string());
+            // Readable as a checkpoint; its checksums are checked when it is resumed, so a damaged
+            // newest checkpoint is refused naming its tensor, not passed over in silence.
+            Checkpoint::open(p.string(), false);
             return p.string();
         } catch (const Error&) {  // torn by a crash mid-write cannot happen (atomic), foreign can
         }
@@ -305,6 +302,7 @@ void RunFolder::begin(const RunConfig& config, const std::string& modelSpec, con
     std::error_code made;
     fs::create_directories(checkpointsDir(), made);
     if (made) throw Error("--run-dir: cannot create " + path_ + " (" + made.message() + ")");
+    if (!lock_) lock_ = std::make_unique<RunLock>(path_, "--run-dir");  // (a resume took it on reopening)
     openFiles();
     began_ = true;
     if (!resuming_) writeFileAtomically(modelFile(), modelSpec);

@@ -29,6 +29,7 @@
 #include "data/dataset.hpp"
 #include "engine/observer.hpp"
 #include "io/run_config.hpp"
+#include "io/run_lock.hpp"
 
 namespace tb {
 
@@ -49,9 +50,9 @@ public:
     static std::string claimNewFolder(const RunConfig& config);
     // An existing run's folder, to continue it (--resume).
     static std::unique_ptr<RunFolder> reopen(const std::string& dir);
-    // The process on this machine that trains the run in `dir` now (its run.json says running here
-    // and that process is alive); none for a finished, stopped or crashed run, or another host's.
-    static std::optional<int64_t> trainingProcess(const std::string& dir);
+    // Who trains the run in `dir` now: the holder of its lock (io/run_lock.hpp), on this host or,
+    // by a fresh lease, another; none for a finished, stopped or crashed run.
+    static std::optional<RunHolder> trainer(const std::string& dir);
     // The settings a resumed run starts from: the folder's config.json, naming its model.json.
     static RunConfig resumeConfig(const std::string& dir);
     // The run's predictions.json (the latest test evaluation's) over its test set `test`, whose
@@ -93,6 +94,7 @@ public:
     void onStepEnd(const StepMetrics&) override;
     void onEval(const EvalResult&) override;
     void onDeviceSamples(const std::vector<DeviceSample>&) override;
+    bool lossless() const override { return true; }  // a file: every step
 
 private:
     explicit RunFolder(std::string path) : path_(std::move(path)) {}
@@ -105,6 +107,7 @@ private:
     bool resuming_ = false;
     bool began_ = false;  // begin() ran: the files are open and the folder is the run's
     bool claimed_ = false;  // create() made the (empty) folder to claim its name
+    std::unique_ptr<RunLock> lock_;  // held from begin() (a resume: from reopen()) to the end
     std::string resumeCheckpoint_;
     int64_t resumeStep_ = -1;  // that checkpoint's step
     std::string created_;

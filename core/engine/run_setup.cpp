@@ -397,6 +397,7 @@ RunPlan RunPlan::of(const RunConfig& c, const ProcessRoles& roles, RunFolder* fo
     if (roles.group && c.psTasks == 0) resumePath = roles.group->broadcast(resumePath, roles.chief);
     if (!resumePath.empty()) {
         r.resumeFrom = Checkpoint::open(resumePath);
+        if (!r.resumeFrom->note().empty()) r.note += (r.note.empty() ? "" : "; ") + r.resumeFrom->note();
         if (const std::string why = r.resumeFrom->resumeProblem(c, r.spec.json); !why.empty())
             throw Error("--resume: " + why);
         if (c.steps > 0 && r.resumeFrom->meta().step >= c.steps) throw Error(trainedAll(c.steps));

@@ -53,6 +53,7 @@ nlohmann::json RunSummary::toJson() const {
                         {"checkpoint_write_seconds", checkpointWriteSeconds}};
     if (resumedAt > 0) j["resumed_at"] = resumedAt;
     if (skippedImages > 0) j["skipped_images"] = skippedImages;
+    j["dropped_reports"] = droppedReports;
     if (processes > 1) j["processes"] = processes;
     if (validationAccuracy >= 0) j["validation_accuracy"] = validationAccuracy;
     if (!evaluated) j["test_accuracy"] = j["test_loss"] = nullptr;

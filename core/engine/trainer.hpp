@@ -60,6 +60,7 @@ struct RunSummary {
     bool stopped = false;          // ended early by stop()
     bool evaluated = true;         // false: aborted, no final evaluation
     int64_t skippedImages = 0;     // folder:DIR with --skip-bad-images: unreadable images left out
+    int64_t droppedReports = 0;    // step reports, device samples, grids the hub dropped for observers that allow it
     int64_t resumedAt = 0;         // the checkpoint's step a resumed run continued from; 0: none
     int checkpoints = 0;           // written by this run (periodic, best and final)
     double checkpointSeconds = 0;  // training held for them (snapshots, a previous write still going);

@@ -302,7 +302,14 @@ RunSummary TrainingRun::finish() {
     sum_.deviceMemory = towers_->deviceMemory();
     hub_.flush();
     if (std::string e = hub_.error(); !e.empty()) throw Error(e);
-    hub_.onStateChanged(sum_.stopped ? RunState::Stopped : RunState::Finished, "");
+    // Reports the window (or another observer that allows it) did not keep up with: said, not hidden
+    // (the files have every one).
+    sum_.droppedReports = hub_.dropped();
+    hub_.onStateChanged(sum_.stopped ? RunState::Stopped : RunState::Finished,
+                        sum_.droppedReports > 0 ? std::to_string(sum_.droppedReports) +
+                                                      " step reports were dropped for the window, whose charts are "
+                                                      "short by them; the metrics file has every step"
+                                                : "");
     return sum_;
 }
 

@@ -1,11 +1,13 @@
 #include "io/run_index.hpp"
 
-#include <signal.h>
+#include "io/run_lock.hpp"
+
 #include <sqlite3.h>
 
 #include <algorithm>
 #include <filesystem>
 #include <fstream>
+#include <string_view>
 #include <map>
 #include <nlohmann/json.hpp>
 #include <sstream>
@@ -73,16 +75,53 @@ const char* kColumns = "path, name, created, state, model, data, plan, steps, va
 
 }  // namespace
 
-RunProcess runProcess(const std::string& folder) {
+bool interrupted(const std::string& folder) {
     const nlohmann::json run = readJson(fs::path(folder) / "run.json");
-    RunProcess p;
-    if (!run.is_object()) return p;  // no record (yet, or any more): nothing trains here
-    p.running = text(run, "state") == "running";
-    p.here = text(run, "host") == hostName();
-    p.pid = run.contains("pid") && run["pid"].is_number_integer() ? run["pid"].get<int64_t>() : 0;
-    p.alive = p.here && p.pid > 0 && ::kill(pid_t(p.pid), 0) == 0;
-    return p;
+    return run.is_object() && text(run, "state") == "running" && !RunLock::holder(folder);
 }
+
+bool RunRecord::matches(const std::string& filter) const {
+    return filter.empty() || (name + ' ' + model + ' ' + data + ' ' + plan + ' ' + state).find(filter) != std::string::npos;
+}
+
+namespace {
+
+// The last step a metrics file records: its last whole step line, looked for in the file's last
+// 64 KiB, then 4 times more until one is found or the whole file was read (a running run's file
+// grows by a line a step; reading it whole every refresh cost a second per 100 MB).
+int64_t lastStepIn(const fs::path& metrics, int64_t fallback) {
+    std::ifstream in(metrics, std::ios::binary);
+    if (!in) return fallback;
+    in.seekg(0, std::ios::end);
+    const std::streamoff size = in.tellg();
+    for (std::streamoff window = 64 * 1024;; window *= 4) {
+        const std::streamoff from = std::max<std::streamoff>(0, size - window);
+        std::string tail(size_t(size - from), '\0');
+        in.clear();
+        in.seekg(from);
+        in.read(tail.data(), std::streamsize(tail.size()));
+        tail.resize(size_t(in.gcount()));
+        // Whole lines only: the first may be cut by the seek (unless it starts the file), the last
+        // may be half written (it has no newline yet).
+        std::vector<std::string_view> lines;
+        size_t begin = from == 0 ? 0 : tail.find('\n');
+        while (begin != std::string::npos && begin < tail.size()) {
+            if (tail[begin] == '\n') ++begin;
+            const size_t end = tail.find('\n', begin);
+            if (end == std::string::npos) break;
+            lines.emplace_back(tail.data() + begin, end - begin);
+            begin = end;
+        }
+        for (auto it = lines.rbegin(); it != lines.rend(); ++it) {
+            if (it->find("\"type\":\"step\"") == std::string_view::npos) continue;
+            const nlohmann::json j = parseJsonOrDiscard(std::string(*it));
+            if (j.is_object()) return int64_t(number(j, "step", double(fallback)));
+        }
+        if (from == 0) return fallback;
+    }
+}
+
+}  // namespace
 
 RunRecord readRunFolder(const std::string& folder) {
     const fs::path f(folder);
@@ -119,12 +158,7 @@ RunRecord readRunFolder(const std::string& folder) {
             r.testAccuracy = summary["test_accuracy"].get<double>();
         r.examplesPerSec = number(summary, "examples_per_sec", 0);
     } else {  // running, or crashed: the last step written
-        std::ifstream in(f / "metrics.jsonl");
-        for (std::string line; std::getline(in, line);) {
-            if (line.find("\"type\":\"step\"") == std::string::npos) continue;
-            const nlohmann::json j = parseJsonOrDiscard(line);
-            if (j.is_object()) r.steps = int64_t(number(j, "step", double(r.steps)));
-        }
+        r.steps = lastStepIn(f / "metrics.jsonl", r.steps);
     }
     return r;
 }
@@ -247,10 +281,8 @@ std::vector<RunRecord> RunIndex::list(const std::string& filter, const std::stri
     if (std::find(sortable.begin(), sortable.end(), sortBy) == sortable.end())
         throw Error("--sort: unknown column '" + sortBy + "' (created, name, model, data, state, steps, "
                     "test_accuracy, validation_accuracy, examples_per_sec)");
-    Statement q(db_.get(), std::string("SELECT ") + kColumns +
-                         " FROM runs WHERE ?1 = '' OR instr(name || ' ' || model || ' ' || data || ' ' || plan || ' ' "
-                         "|| state, ?1) > 0 ORDER BY " + sortBy + (ascending ? " ASC" : " DESC") + ", path");
-    q.bind(1, filter);
+    Statement q(db_.get(), std::string("SELECT ") + kColumns + " FROM runs ORDER BY " + sortBy +
+                               (ascending ? " ASC" : " DESC") + ", path");
     std::vector<RunRecord> out;
     while (sqlite3_step(q.s) == SQLITE_ROW) {
         RunRecord r;
@@ -259,8 +291,7 @@ std::vector<RunRecord> RunIndex::list(const std::string& filter, const std::stri
         r.created = q.text(2);
         r.state = q.text(3);
         // (Asked now, not when indexed: a process can end without its folder changing.)
-        if (const RunProcess p = r.state == "running" ? runProcess(r.path) : RunProcess{}; p.running && p.here && !p.alive)
-            r.state = "interrupted";
+        if (r.state == "running" && interrupted(r.path)) r.state = "interrupted";
         r.model = q.text(4);
         r.data = q.text(5);
         r.plan = q.text(6);
@@ -268,7 +299,7 @@ std::vector<RunRecord> RunIndex::list(const std::string& filter, const std::stri
         r.validationAccuracy = sqlite3_column_double(q.s, 8);
         r.testAccuracy = sqlite3_column_double(q.s, 9);
         r.examplesPerSec = sqlite3_column_double(q.s, 10);
-        out.push_back(std::move(r));
+        if (r.matches(filter)) out.push_back(std::move(r));
     }
     return out;
 }

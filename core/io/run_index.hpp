@@ -13,13 +13,10 @@ struct sqlite3;
 
 namespace tb {
 
-// Who trains a run, from its run.json: whether it says "running", whether on this machine, and
-// that process (alive: it still exists).
-struct RunProcess {
-    bool running = false, here = false, alive = false;
-    int64_t pid = 0;
-};
-RunProcess runProcess(const std::string& folder);
+// Whether a run whose run.json says "running" is trained now: its folder's lock is held
+// (io/run_lock.hpp). A run that says so and is not has been interrupted (killed, or ended by
+// another process of its run).
+bool interrupted(const std::string& folder);
 
 struct RunRecord {
     std::string path, name;           // the folder, and its name
@@ -32,6 +29,9 @@ struct RunRecord {
     double testAccuracy = -1;
     double examplesPerSec = 0;
     bool operator==(const RunRecord&) const = default;
+    // Whether `filter` (as typed, case-sensitive) is in its name, model, data, plan or state; an
+    // empty filter matches every run.
+    bool matches(const std::string& filter) const;
 };
 
 class RunIndex {

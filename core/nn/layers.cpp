@@ -1,6 +1,7 @@
 #include "nn/layers.hpp"
 
 #include <algorithm>
+#include <limits>
 #include <cstdio>
 
 #include "util/error.hpp"
@@ -152,7 +153,14 @@ private:
 class FlattenLayer final : public OneInputLayer {
 public:
     using OneInputLayer::OneInputLayer;
-    Dims configureOne(Dims in) override { return out_ = {int(in.size()), 1, 1}; }
+    Dims configureOne(Dims in) override {
+        // A layer's dimensions are ints (as cuDNN's and oneDNN's descriptors): a flattened input
+        // of 2^31 values or more would wrap.
+        if (in.size() > std::numeric_limits<int>::max())
+            throw Error("layer '" + name() + "': flattening " + in.str() + " gives " + std::to_string(in.size()) +
+                        " values, more than the 2,147,483,647 a layer's size can hold");
+        return out_ = {int(in.size()), 1, 1};
+    }
     bool aliasesInput() const override { return true; }
     void forwardOne(const LayerContext&, const float*, float*) override {}
     void backwardOne(const LayerContext&, const float*, const float*, const float*, float*) override {}

@@ -174,6 +174,13 @@ void DeploymentPlan::validate(int cpuDevices, int gpuDevices) const {
     if (psShards < 1) throw Error("--ps-shards: S must be at least 1, got " + std::to_string(psShards));
     if (psShards > 1 && variables == VariablePlacement::Replicated)
         throw Error("--ps-shards: replicated variables have no parameter servers to shard");
+    // In one process a synchronous update is already split over the tower threads (each applies
+    // its share of the variables), so shards would change nothing that runs; they are the async
+    // holder's locks, and across processes the --ps-tasks servers.
+    if (psShards > 1 && update == UpdateMode::Sync && psTasks == 0 && variables != VariablePlacement::Replicated)
+        throw Error("--ps-shards: a synchronous update in one process is already split over the tower threads, so "
+                    "shards add nothing; they are the asynchronous holder's (--update async), and across processes the "
+                    "--ps-tasks servers are the shards");
     if (psTasks < 0) throw Error("--ps-tasks: P must be at least 0, got " + std::to_string(psTasks));
     if (psTasks > 0 && variables != VariablePlacement::Cpu)
         throw Error("--ps-tasks: the variables live on the parameter-server processes; leave --variables at cpu");

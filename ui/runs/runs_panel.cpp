@@ -22,6 +22,7 @@
 #include <QSet>
 #include <QSplitter>
 #include <QTableWidget>
+#include <QThread>
 #include <QTimer>
 #include <QVBoxLayout>
 #include <qcustomplot.h>
@@ -81,7 +82,7 @@ RunsPanel::RunsPanel(QString root, QWidget* parent) : QWidget(parent), root_(std
     auto* poll = new QTimer(this);
     poll->setInterval(kPollMs);
     connect(poll, &QTimer::timeout, this, [this] {
-        if (isVisible()) refresh();
+        if (isVisible()) refreshInBackground();
     });
     poll->start();
 
@@ -101,7 +102,7 @@ RunsPanel::RunsPanel(QString root, QWidget* parent) : QWidget(parent), root_(std
     v->addLayout(buttons);
 
     connect(refreshButton, &QPushButton::clicked, this, &RunsPanel::refresh);
-    connect(filter_, &QLineEdit::textChanged, this, &RunsPanel::refresh);
+    connect(filter_, &QLineEdit::textChanged, this, &RunsPanel::showFiltered);  // the runs read last, no index read
     connect(compare_, &QPushButton::clicked, this, &RunsPanel::compareSelected);
     connect(delete_, &QPushButton::clicked, this, &RunsPanel::deleteSelected);
     connect(open_, &QPushButton::clicked, this, [this] {
@@ -146,8 +147,9 @@ bool RunsPanel::isSweep(const QString& folder) { return QFileInfo::exists(folder
 
 QString RunsPanel::liveRun(const QStringList& folders) const {
     for (const QString& f : folders)
-        if (const std::optional<int64_t> pid = tb::RunFolder::trainingProcess(f.toStdString()))
-            return tr("%1 is being trained now (process %2): stop it first").arg(QFileInfo(f).fileName()).arg(*pid);
+        if (const std::optional<tb::RunHolder> h = tb::RunFolder::trainer(f.toStdString()))
+            return tr("%1 is being trained now by %2: stop it first")
+                .arg(QFileInfo(f).fileName(), QString::fromStdString(h->describe()));
     return {};
 }
 
@@ -168,15 +170,55 @@ void RunsPanel::updateButtons() {
     delete_->setToolTip(live.isEmpty() ? deleteHelp_ : live);
 }
 
+RunsPanel::~RunsPanel() {
+    if (reading_) reading_->wait();  // its result would reach a panel that is gone
+}
+
 void RunsPanel::refresh() {
-    const QStringList keep = selectedFolders();
-    std::vector<tb::RunRecord> now;
+    std::vector<tb::RunRecord> all;
     try {
+        ++indexReads_;
         tb::RunIndex index(root_.toStdString());
-        now = index.list(filter_->text().trimmed().toStdString());
+        all = index.list();
     } catch (const std::exception& e) {  // an index that cannot be read shows no rows, says why
         table_->setToolTip(QString::fromUtf8(e.what()));
     }
+    showRuns(std::move(all));
+}
+
+void RunsPanel::refreshInBackground() {
+    if (reading_) return;  // the next tick reads again
+    auto read = std::make_shared<std::vector<tb::RunRecord>>();
+    auto error = std::make_shared<QString>();
+    ++indexReads_;
+    reading_ = QThread::create([root = root_.toStdString(), read, error] {
+        try {
+            tb::RunIndex index(root);
+            *read = index.list();
+        } catch (const std::exception& e) {
+            *error = QString::fromUtf8(e.what());
+        }
+    });
+    connect(reading_, &QThread::finished, this, [this, read, error] {
+        reading_->deleteLater();
+        reading_ = nullptr;
+        if (!error->isEmpty()) table_->setToolTip(*error);
+        showRuns(std::move(*read));
+    });
+    reading_->start();
+}
+
+void RunsPanel::showRuns(std::vector<tb::RunRecord> all) {
+    all_ = std::move(all);
+    showFiltered();
+}
+
+void RunsPanel::showFiltered() {
+    const QStringList keep = selectedFolders();
+    std::vector<tb::RunRecord> now;
+    const std::string filter = filter_->text().trimmed().toStdString();
+    for (const tb::RunRecord& r : all_)
+        if (r.matches(filter)) now.push_back(r);
     if (shown_ && now == runs_) {  // nothing changed: the table (its scroll, its sort) stays as it is
         updateButtons();
         return;

@@ -15,6 +15,7 @@
 #include "io/run_index.hpp"
 
 class QLineEdit;
+class QThread;
 class QPushButton;
 class QTableWidget;
 class QCustomPlot;
@@ -31,8 +32,10 @@ public:
     // narrow dock shows them without scrolling.
     enum Column { Date, State, Test, Validation, Model, Data, Plan, Steps, Speed, ColumnCount };
     explicit RunsPanel(QString root, QWidget* parent = nullptr);
+    ~RunsPanel() override;
     void setSettingNames(SettingNames names) { names_ = std::move(names); }
     const std::vector<tb::RunRecord>& runs() const { return runs_; }  // as shown, in order
+    int indexReads() const { return indexReads_; }  // times the runs index was read (refreshes)
     QTableWidget* table() const { return table_; }
     QPushButton* deleteButton() const { return delete_; }
     QPushButton* resumeButton() const { return resume_; }
@@ -42,6 +45,8 @@ public:
     void setDeleteConfirmation(std::function<bool(const QStringList&)> ask) { confirmDelete_ = std::move(ask); }
 
 public slots:
+    // Reads the runs index (walking the runs folder for changes) and shows it, now. The list also
+    // follows the folders by itself while shown, read on a thread of its own every 2 s.
     void refresh();
     void compareSelected();
     void deleteSelected();
@@ -58,12 +63,18 @@ private:
     // Why the selection cannot be deleted or resumed: a run among it that a process trains now.
     QString liveRun(const QStringList& folders) const;
     void updateButtons();
+    void showRuns(std::vector<tb::RunRecord> all);  // every run, of which the filter's are listed
+    void showFiltered();
+    void refreshInBackground();
     QString root_;
     QLineEdit* filter_;
     QTableWidget* table_;
     QPushButton *compare_, *open_, *resume_, *follow_, *delete_;
-    std::vector<tb::RunRecord> runs_;
+    std::vector<tb::RunRecord> all_;   // every run the index listed last
+    std::vector<tb::RunRecord> runs_;  // those the filter shows
     bool shown_ = false;  // runs_ is in the table
+    int indexReads_ = 0;
+    QThread* reading_ = nullptr;       // the background refresh in flight
     QString resumeHelp_, deleteHelp_;
     std::function<bool(const QStringList&)> confirmDelete_;
     SettingNames names_;

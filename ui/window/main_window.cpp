@@ -5,6 +5,8 @@
 #include <thread>
 
 #include <QAction>
+#include <climits>
+
 #include <QApplication>
 #include <QCloseEvent>
 #include <QComboBox>
@@ -927,6 +929,10 @@ void MainWindow::showSummary(const QString& summaryJson, bool stopped) {
                    "follows thread timing.")
                     .arg(locale.toString(j["mean_staleness"].toDouble(), 'f', 2));
     }
+    if (const qint64 dropped = j["dropped_reports"].toInteger(); dropped > 0)
+        text += tr(" <b>%n step report(s) did not reach the window</b> (it fell behind): its charts, timeline and "
+                   "profile are short by them; the run folder's metrics file has every step.",
+                   nullptr, int(std::min<qint64>(dropped, INT_MAX)));
     summary_->setText(text);
     summary_->show();
     setState(stopped ? tr("Stopped at step %1").arg(locale.toString(steps)) : tr("Finished"));

@@ -17,6 +17,7 @@
 #include <oneapi/dnnl/dnnl.hpp>
 
 #include "backend/backend.hpp"
+#include "backend/cpu/blas_chunks.hpp"
 #include "backend/cpu/cpu_batch_norm.hpp"
 #include "backend/elementwise_math.hpp"
 #include "tensor/bf16.hpp"
@@ -595,10 +596,14 @@ public:
 #pragma omp parallel for simd if (m > kParallelMin)
         for (int64_t i = 0; i < m; ++i) x[i] = value;
     }
-    void scale(Stream, float* x, float a, size_t n) override { cblas_sscal(blasint(n), a, x, 1); }
-    void axpy(Stream, float a, const float* x, float* y, size_t n) override { cblas_saxpy(blasint(n), a, x, 1, y, 1); }
+    void scale(Stream, float* x, float a, size_t n) override {
+        inBlasChunks<blasint>(n, [&](size_t at, blasint m) { cblas_sscal(m, a, x + at, 1); });
+    }
+    void axpy(Stream, float a, const float* x, float* y, size_t n) override {
+        inBlasChunks<blasint>(n, [&](size_t at, blasint m) { cblas_saxpy(m, a, x + at, 1, y + at, 1); });
+    }
     void addSumSquares(Stream, const float* x, size_t n, float a, float* out) override {
-        out[0] += a * cblas_sdot(blasint(n), x, 1, x, 1);
+        inBlasChunks<blasint>(n, [&](size_t at, blasint m) { out[0] += a * cblas_sdot(m, x + at, 1, x + at, 1); });
     }
     void reluForward(Stream, const float* x, float* y, size_t n) override {
         useThreads(threads_);
