@@ -1046,8 +1046,8 @@ private slots:
         }
         QFile::remove(root + "/live/summary.json");  // as if it were still running
         QByteArray metrics = tbtest::readFile(root + "/live/metrics.jsonl");
-        for (int i = 0; i < 3000; ++i) metrics += R"({"type":"device","t":1.5,"device":"gpu:0","util":97.0,"memory_used":1234567})" "\n";
-        metrics += R"({"type":"step","step":13,"lo)";  // half written: not counted
+        for (int i = 0; i < 4000; ++i) metrics += R"({"type":"device","t":1.5,"device":"gpu:0","util":97.0,"memory_used":1234567})" "\n";
+        metrics += "{\"type\":\"step\",\"step\":13,\"lo";  // half written: not counted (no raw string: moc counts its brace)
         tbtest::writeFile(root + "/live/metrics.jsonl", metrics);
         QVERIFY(metrics.size() > 4 * 65536);
         QCOMPARE(readRunFolder((root + "/live").toStdString()).steps, int64_t(12));
@@ -1133,6 +1133,7 @@ private slots:
         };
         record("killed", gone.processId());
         record("live", int64_t(QCoreApplication::applicationPid()));
+        const RunLock held((root + "/live").toStdString(), "test");  // its trainer's lock, held
         RunIndex listing(root.toStdString());
         std::map<std::string, std::string> states;
         for (const RunRecord& r : listing.list()) states[r.name] = r.state;
