@@ -191,6 +191,14 @@ class CheckpointTest : public QObject {
     QTemporaryDir dir_;
     QString model_, normModel_, streamModel_, streamData_;
 
+    // A run of `c` trained in a new folder, which is closed (its lock dropped) on return.
+    static void trainInFolder(const RunConfig& c, const QString& folderPath) {
+        auto folder = RunFolder::create(c, folderPath.toStdString());
+        Trainer t(c);
+        t.setRunFolder(folder.get());
+        t.run();
+    }
+
     RunConfig run(const QString& kind) const {
         RunConfig c;
         c.model = model_.toStdString();
@@ -521,12 +529,7 @@ private slots:
         RunConfig c = run("adam ema buffer");
         c.steps = 20;
         const QString folderPath = dir_.filePath("flipped");
-        {
-            auto folder = RunFolder::create(c, folderPath.toStdString());
-            Trainer t(c);
-            t.setRunFolder(folder.get());
-            t.run();
-        }
+        trainInFolder(c, folderPath);
         const QString path = folderPath + "/checkpoints/step-00000020.safetensors";
         const QByteArray clean = tbtest::readFile(path);
         QVERIFY(Checkpoint::open(path.toStdString()).note().empty());
@@ -1223,12 +1226,7 @@ private slots:
         RunConfig c = run("one tower");
         c.steps = 20;
         const QString folder = dir_.filePath("zombie");
-        {
-            auto f = RunFolder::create(c, folder.toStdString());
-            Trainer t(c);
-            t.setRunFolder(f.get());
-            t.run();
-        }
+        trainInFolder(c, folder);
         // The "trainer": takes the folder's flock as RunLock does, says in run.json that it is
         // running, and dies without a word (only system calls after fork: this process has threads).
         const QByteArray lockPath = (folder + "/.lock").toLocal8Bit(), runPath = (folder + "/run.json").toLocal8Bit();
