@@ -230,13 +230,13 @@ RunConfig quickRun() {
     return c;
 }
 
-// The CPU backend, failing at its `n`-th call of one op (as a device error would).
+// The CPU backend, failing at its `n`-th call of one op (as a device error would; n 0: never).
 class FailingBackend final : public tbtest::ForwardingBackend {
 public:
     FailingBackend(int threads, std::string op, int n)
         : ForwardingBackend(makeCpuBackend(threads)), op_(std::move(op)), left_(n) {}
     void onCompute(const char* op) override {
-        if (op_ == op && --left_ == 0) throw Error("planted failure in " + op_);
+        if (left_ > 0 && op_ == op && --left_ == 0) throw Error("planted failure in " + op_);
     }
 
 private:
@@ -891,22 +891,32 @@ private slots:
     // A failure anywhere on a tower thread (here the update after the synchronisation point, and
     // the all-reduce between two barriers) ends the run with one message and RunState::Failed,
     // never std::terminate or a tower left waiting at a barrier.
+    // `onTower` -1: every tower's backend fails alike; else that tower's only (its peers must
+    // not wait for it: bf16 gradients are rounded before the towers meet).
     void failuresOnTowerThreadsEndTheRun_data() {
         QTest::addColumn<QString>("variables");
         QTest::addColumn<QString>("op");
-        QTest::newRow("update on the holder") << "cpu" << "applyUpdate";
-        QTest::newRow("all-reduce between barriers") << "replicated" << "scale";
+        QTest::addColumn<QString>("wire");
+        QTest::addColumn<int>("onTower");
+        QTest::newRow("update on the holder") << "cpu" << "applyUpdate" << "fp32" << -1;
+        QTest::newRow("all-reduce between barriers") << "replicated" << "scale" << "fp32" << -1;
+        QTest::newRow("bf16 rounding before the all-reduce, one tower") << "replicated" << "roundToBf16" << "bf16" << 1;
+        QTest::newRow("bf16 rounding before the holder's mean, one tower") << "cpu" << "roundToBf16" << "bf16" << 0;
     }
     void failuresOnTowerThreadsEndTheRun() {
         QFETCH(QString, variables);
         QFETCH(QString, op);
-        auto previous = setBackendFactory(DeviceType::Cpu, [op](const Device&, const BackendOptions& o) {
-            return std::shared_ptr<Backend>(new FailingBackend(o.cpuThreads, op.toStdString(), 5));
+        QFETCH(QString, wire);
+        QFETCH(int, onTower);
+        auto previous = setBackendFactory(DeviceType::Cpu, [op, onTower](const Device& d, const BackendOptions& o) {
+            const int n = onTower < 0 || d.index == onTower ? 5 : 0;  // 0: never
+            return std::shared_ptr<Backend>(new FailingBackend(o.cpuThreads, op.toStdString(), n));
         });
         RunConfig c = quickRun();
         c.towers = "cpu:0,cpu:1";
         c.variables = variables.toStdString();
         c.reduce = variables == "replicated" ? "allreduce" : "mean";
+        c.commPrecision = wire.toStdString();
         Trainer t(c);
         StateLog log;
         t.addObserver(&log);

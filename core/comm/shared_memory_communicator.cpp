@@ -29,10 +29,11 @@ public:
             processes_->allReduce(0, send, holderScratch, count, op, gradients_);
             return holderScratch;
         }
-        if (roundsOnWire(rank)) toWire(rank, send, count);
+        // A rank whose rounding fails still meets the others (its wire buffer is garbage then).
+        std::exception_ptr failure;
+        if (roundsOnWire(rank)) attempt(failure, [&] { toWire(rank, send, count); });
         published_[size_t(rank)] = send;
         meet(rank);  // every rank's buffer is ready
-        std::exception_ptr failure;
         attempt(failure, [&] {
             const Range c = chunk(rank, count);
             if (anyRoundsOnWire()) reduceGradients(c, published_, holderScratch, op);
@@ -58,11 +59,11 @@ public:
             if (bf16Gradients()) roundTrip(buf, Range{0, count});  // the mean of bf16 sums, in bf16
             return;
         }
-        if (roundsOnWire(rank)) toWire(rank, buf, count);
+        std::exception_ptr failure;
+        if (roundsOnWire(rank)) attempt(failure, [&] { toWire(rank, buf, count); });
         published_[size_t(rank)] = buf;
         publishedOut_[size_t(rank)] = buf;
         meet(rank);
-        std::exception_ptr failure;
         attempt(failure, [&] {
             const Range c = chunk(rank, count);
             Backend& be = *ranks_[size_t(rank)].backend;
