@@ -38,6 +38,19 @@ int failWith(const char* program, const std::string& message) {
     return 2;
 }
 
+namespace {
+// A resume with other processes than the run trained with is said on stderr even when the run is
+// quiet (the progress line says it otherwise): the data is dealt anew (RunPlan::resumedAs, the
+// part of the Running detail from "resumed as " to its next "; ").
+struct ElasticNotice final : tb::TrainingObserver {
+    void onStateChanged(tb::RunState s, const std::string& detail) override {
+        const size_t at = detail.find("resumed as ");
+        if (s != tb::RunState::Running || at == std::string::npos) return;
+        std::fprintf(stderr, "towerbench-run: %s\n", detail.substr(at, detail.find("; ", at) - at).c_str());
+    }
+};
+}  // namespace
+
 int runHeadless(const tb::RunConfig& config, const RunStorage& storage) {
     // Ctrl-C or a TERM ends the run as the window's Stop does (stop_signals.hpp), from the first
     // moment: a signal before the trainer exists stops it as soon as it does.
@@ -85,10 +98,6 @@ int runHeadless(const tb::RunConfig& config, const RunStorage& storage) {
         if (processes && config.psTasks > 0 && !storage.resumeDir.empty())
             throw tb::Error("--resume: runs with parameter-server processes do not resume yet (the servers' optimiser "
                             "slots are not in the chief's checkpoints)");
-        if (processes && processes->size() > 1 && config.averageEvery > 0 && !storage.resumeDir.empty())
-            throw tb::Error("--resume: runs of several processes averaging every K steps do not resume yet (each "
-                            "process's replicas keep optimiser slots of their own, and the chief's checkpoint holds "
-                            "its own only)");
         // Trains (or serves the variables) quietly beside the chief, which reports the run.
         if (processes && processes->rank() != tb::chiefProcess(config, processes->size())) {
             tb::RunConfig quiet = config;
@@ -116,7 +125,8 @@ int runHeadless(const tb::RunConfig& config, const RunStorage& storage) {
         trainer.setProcessGroup(processes.get());
         ProgressBar progress(stderr, folder->path());
         std::unique_ptr<tb::MetricsFile> metrics;
-        if (!config.quiet) trainer.addObserver(&progress);
+        ElasticNotice elastic;
+        trainer.addObserver(config.quiet ? static_cast<tb::TrainingObserver*>(&elastic) : &progress);
         if (!config.metrics.empty()) {
             metrics = std::make_unique<tb::MetricsFile>(config.metrics, false, "--metrics", tb::MetricsFile::Open::WhenRunning);
             trainer.addObserver(metrics.get());

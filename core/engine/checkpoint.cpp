@@ -70,9 +70,14 @@ TrainingSnapshot takeSnapshot(TrainingEngine& towers, size_t count, WeightEma* e
     snap.variables = toHost(*v.backend, v.stream, v.params, count);
     if (ema) snap.ema = toHost(*v.backend, emaStream, ema->shadow(), count);
     snap.statistics = towers.statistics();
-    for (const StateBuffer& b : towers.state())
-        snap.state.push_back({b.name, toHost(*b.backend, b.stream, b.data, b.count)});
+    snap.state = stateOnHost(towers);
     return snap;
+}
+
+std::vector<TrainingSnapshot::Buffer> stateOnHost(TrainingEngine& towers) {
+    std::vector<TrainingSnapshot::Buffer> out;
+    for (const StateBuffer& b : towers.state()) out.push_back({b.name, toHost(*b.backend, b.stream, b.data, b.count)});
+    return out;
 }
 
 void writeCheckpoint(const std::string& path, const CheckpointMeta& meta, const TrainingSnapshot& snap,
@@ -106,6 +111,7 @@ void writeCheckpoint(const std::string& path, const CheckpointMeta& meta, const 
         {"best_validation_accuracy", exact(meta.bestValidationAccuracy)},
         {"created", meta.created.empty() ? utcText() : meta.created},
         {"class_names", nlohmann::json(meta.classNames).dump()},
+        {"processes", std::to_string(meta.processes)},
     };
     if (!meta.channels.empty()) {
         metadata["input_mean"] = nlohmann::json(meta.channels.mean).dump();
@@ -151,6 +157,7 @@ Checkpoint Checkpoint::open(const std::string& path, bool verify) {
                     " is newer than this Towerbench reads (" + std::to_string(kCheckpointVersion) + "); update Towerbench");
     c.meta_.step = number("step");
     c.meta_.samples = uint64_t(number("samples"));
+    c.meta_.processes = md.count("processes") ? int(std::min<int64_t>(number("processes"), 1 << 20)) : 0;
     c.meta_.model = get("model");
     c.meta_.modelSpec = get("model_spec");
     if (const nlohmann::json spec = parseJsonOrDiscard(c.meta_.modelSpec); !spec.is_object())
@@ -281,7 +288,7 @@ std::string Checkpoint::resumeProblem(const RunConfig& config, const std::string
     return {};
 }
 
-void Checkpoint::restore(TrainingEngine& towers, const Network& layout, WeightEma* ema, Stream emaStream) const {
+void Checkpoint::restore(TrainingEngine& towers, const Network& layout, WeightEma* ema, Stream emaStream, int process) const {
     const std::vector<float> weights = loadWeights(layout);
     const size_t count = weights.size();
     towers.setVariables(weights.data());
@@ -298,7 +305,7 @@ void Checkpoint::restore(TrainingEngine& towers, const Network& layout, WeightEm
     std::vector<float> host;
     for (const StateBuffer& b : towers.state()) {
         host.resize(b.count);
-        file_.readFloats("state/" + b.name, host.data(), b.count);
+        file_.readFloats("state/" + (process < 0 ? b.name : peerStateName(process, b.name)), host.data(), b.count);
         fromHost(*b.backend, b.stream, b.data, host.data(), b.count);
     }
 }

@@ -50,6 +50,7 @@ struct CheckpointMeta {
     std::string created;           // UTC, ISO 8601
     std::vector<std::string> classNames;  // the data's (folders', Fashion-MNIST's); empty: numbers
     ChannelStatistics channels;           // --normalise mean-std: the training split's (input_mean, input_std)
+    int processes = 1;  // the run's processes when it was saved (0: not recorded, before they were)
 };
 
 // The training state copied to the host between steps (towers idle): about 1x (SGD) to 4x
@@ -65,8 +66,16 @@ struct TrainingSnapshot {
     std::vector<Buffer> state;
 };
 
+// The name under which a checkpoint keeps process `process`'s own state buffer `name` (state that
+// differs by process), after "state/".
+inline std::string peerStateName(int process, const std::string& name) {
+    return "process" + std::to_string(process) + "/" + name;
+}
+
 // `count`: the variables' P; `ema` may be null.
 TrainingSnapshot takeSnapshot(TrainingEngine& towers, size_t count, WeightEma* ema, Stream emaStream);
+// towers.state() copied to the host (between steps), in its order.
+std::vector<TrainingSnapshot::Buffer> stateOnHost(TrainingEngine& towers);
 // The variables' names, shapes and offsets into the flat buffers (Network::paramInfos and
 // paramOffsets), kept apart from the network so a write may outlive it.
 struct VariableLayout {
@@ -103,8 +112,10 @@ public:
     // Why `config` cannot continue this checkpoint exactly (empty: it can). The settings that
     // may change: steps, epochs, evaluation, checkpoints, metrics, quiet, prefetch.
     std::string resumeProblem(const RunConfig& config, const std::string& modelSpec) const;
-    // Restores variables, EMA and state into a freshly built run of the same plan.
-    void restore(TrainingEngine& towers, const Network& layout, WeightEma* ema, Stream emaStream) const;
+    // Restores variables, EMA and state into a freshly built run of the same plan; `process`:
+    // where the state differs by process (TrainingEngine::stateDiffersByProcess), this process's
+    // rank, whose own state the chief saved as state/process<rank>/... (the chief's own: -1).
+    void restore(TrainingEngine& towers, const Network& layout, WeightEma* ema, Stream emaStream, int process = -1) const;
 
 private:
     void verifyChecksums();

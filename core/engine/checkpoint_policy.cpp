@@ -2,7 +2,9 @@
 
 #include <algorithm>
 
+#include "comm/process_group.hpp"
 #include "engine/run_folder.hpp"
+#include "util/error.hpp"
 
 namespace tb {
 
@@ -43,11 +45,52 @@ void CheckpointPolicy::save(int64_t step, bool best) {
     TrainingSnapshot snap;         // free-running towers wait at their next push meanwhile
     const size_t count = size_t(towers_.paramCount());
     towers_.withUpdatesHeld([&] { snap = takeSnapshot(towers_, count, ema_, emaStream_); });
+    if (towers_.stateDiffersByProcess() && peers_.empty())
+        throw Error("internal error: a checkpoint of a run whose processes differ in state, saved before gathering theirs");
+    for (TrainingSnapshot::Buffer& b : peers_) snap.state.push_back(std::move(b));
+    peers_.clear();
+    meta.processes = run_.roles.count;
     folder_->checkpoint(meta, std::move(snap), layout_, best);
     lastStep_ = step;
     lastAt_ = Clock::now();
     ++count_;
     seconds_ += std::chrono::duration<double>(lastAt_ - t0).count();
+}
+
+void CheckpointPolicy::gatherPeers() {
+    ProcessGroup* group = run_.roles.group;
+    if (!group || !towers_.stateDiffersByProcess()) return;
+    constexpr int kStateTag = 1100;  // (the parameter servers' tags are 101.., the stages' 1000)
+    // One message per process: its buffers end to end in state()'s order, which every process shares.
+    std::vector<TrainingSnapshot::Buffer> mine = stateOnHost(towers_);
+    size_t total = 0;
+    for (const auto& b : mine) total += b.values.size();
+    const int chief = run_.roles.chief;
+    if (group->rank() != chief) {
+        std::vector<float> packed;
+        packed.reserve(total);
+        for (const auto& b : mine) packed.insert(packed.end(), b.values.begin(), b.values.end());
+        group->exchange({{chief, kStateTag, packed.data(), packed.size() * sizeof(float)}}, {});
+        return;
+    }
+    std::vector<std::vector<float>> received(size_t(group->size()));
+    std::vector<ProcessGroup::Message> receives;
+    for (int p = 0; p < group->size(); ++p) {
+        if (p == chief) continue;
+        received[size_t(p)].resize(total);
+        receives.push_back({p, kStateTag, received[size_t(p)].data(), total * sizeof(float)});
+    }
+    group->exchange({}, receives);
+    peers_.clear();
+    for (int p = 0; p < group->size(); ++p) {
+        if (p == chief) continue;
+        auto at = received[size_t(p)].begin();
+        for (const auto& b : mine) {
+            const auto end = at + std::ptrdiff_t(b.values.size());
+            peers_.push_back({peerStateName(p, b.name), std::vector<float>(at, end)});
+            at = end;
+        }
+    }
 }
 
 bool CheckpointPolicy::validated(double accuracy) {

@@ -4,7 +4,9 @@
 #pragma once
 #include <chrono>
 #include <cstdint>
+#include <vector>
 
+#include "engine/checkpoint.hpp"
 #include "engine/observer_hub.hpp"
 #include "engine/run_setup.hpp"
 #include "parallel/training_engine.hpp"
@@ -31,6 +33,10 @@ public:
     void noteValidation(double accuracy) { lastValidation_ = accuracy; }
     // The run's last checkpoint, after its final evaluation (validationAccuracy < 0: none).
     void saveFinal(int64_t step, bool evaluated, double validationAccuracy);
+    // Runs whose state differs by process (TrainingEngine::stateDiffersByProcess): every process's
+    // state() to the chief, which keeps the others' for its next save (state/process<k>/...). A
+    // collective: every process calls it at the same point between steps. Elsewhere nothing.
+    void gatherPeers();
     int count() const { return count_; }
     double seconds() const { return seconds_; }  // training held for checkpoints so far
 
@@ -48,6 +54,7 @@ private:
     double bestValidation_, lastValidation_;
     std::vector<std::string> classNames_;  // the data's, kept in every checkpoint
     ChannelStatistics channels_;           // --normalise mean-std's, likewise
+    std::vector<TrainingSnapshot::Buffer> peers_;  // the chief: the other processes' state, last gathered
     int count_ = 0;
     double seconds_ = 0;
 };

@@ -193,6 +193,24 @@ std::string trainedAll(int64_t total) {
 
 namespace {
 
+// A resume with other processes than the checkpoint's run had (elastic): "" where the count is the
+// same (or the checkpoint, older, does not say); else the sentence saying how the data is dealt
+// now. Refused where the state cannot follow: averaging's replicas keep slots per process.
+// `perProcess`: the examples of each global batch that this process takes now.
+std::string elasticResumeNote(const RunConfig& c, const ProcessRoles& roles, int then, int perProcess) {
+    const int now = roles.count;
+    if (then <= 0 || then == now) return {};
+    auto processes = [](int n) { return std::to_string(n) + (n == 1 ? " process" : " processes"); };
+    const std::string was = "the run trained as " + processes(then);
+    if (c.averageEvery > 0)
+        throw Error("--resume: " + was + " averaging every " + std::to_string(c.averageEvery) +
+                    " steps, whose replicas keep optimiser slots of their own in each process; resume it as " +
+                    processes(then) + " (mpirun -np " + std::to_string(then) + ")");
+    return "resumed as " + processes(now) + " where " + was + ": each global batch of " +
+           std::to_string(perProcess * roles.workers) + " examples is re-sharded, " + std::to_string(perProcess) +
+           " to each process";
+}
+
 // Processes: every one must run process 0's settings; the first process that differs, and its
 // first differing setting, are named by every process (so process 0 also ends with the reason,
 // and its run folder says the run failed rather than being left "running" when the others end
@@ -401,6 +419,9 @@ RunPlan RunPlan::of(const RunConfig& c, const ProcessRoles& roles, RunFolder* fo
         if (const std::string why = r.resumeFrom->resumeProblem(c, r.spec.json); !why.empty())
             throw Error("--resume: " + why);
         if (c.steps > 0 && r.resumeFrom->meta().step >= c.steps) throw Error(trainedAll(c.steps));
+        r.resumedAs = elasticResumeNote(c, roles, r.resumeFrom->meta().processes,
+                                        r.stages ? c.batch : r.plan.batchPerTower * r.plan.towerCount() * r.plan.accumulate);
+        if (!r.resumedAs.empty()) r.note += (r.note.empty() ? "" : "; ") + r.resumedAs;
     }
     return r;
 }

@@ -109,6 +109,9 @@ struct RunPlan {
     // folder keeps it and a resume runs the same split.
     std::optional<StagePlan> stages;
     std::optional<Checkpoint> resumeFrom;
+    // An elastic resume (other processes than the run trained with): the sentence that says so,
+    // in `note` too; "" otherwise.
+    std::string resumedAs;
     std::string note;  // what the run's start says besides its plan (--stages auto's choice)
     static RunPlan of(const RunConfig& c, const ProcessRoles& roles, RunFolder* folder);
     // The devices that train: the stages' where there are stages, else the towers'.

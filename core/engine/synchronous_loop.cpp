@@ -90,7 +90,11 @@ void TrainingRun::trainInSteps() {
         // their own) is brought whole to the chief first, by every process at once: so each
         // must know whether the chief will save (its clock, not theirs, says when).
         const bool saveDue = checkpoints_->due(step_);  // (false without a folder: but the chief's)
-        if (towers_->modelInParts() && (run_.roles.group->any(saveDue) || evalDue)) towers_->gatherModel();
+        // Likewise every process's own state where it differs by process (averaging's slots).
+        if ((towers_->modelInParts() || towers_->stateDiffersByProcess()) && (run_.roles.group->any(saveDue) || evalDue)) {
+            towers_->gatherModel();
+            checkpoints_->gatherPeers();
+        }
         bool best = false;
         if (evalDue)
             if (const std::optional<EvalResult> e = validate(stopped); e && data_.validation.size())

@@ -82,6 +82,12 @@ TrainingRun::TrainingRun(RunPlan& run, DataSplits data, int cores, int machineCo
                     std::to_string(trainingSize(data_)) + " training samples");
     if (validation > 0) splitValidation(data_, size_t(validation), data_.train.name + " validation");
     trainingSize_ = trainingSize(data_);
+    // Streamed shards are dealt record by record to the processes (k mod P): another count deals
+    // the epoch under way otherwise, so its resume would repeat or skip records near the cut.
+    if (data_.stream && !run.resumedAs.empty())
+        throw Error("--resume: the run trained as " + std::to_string(run.resumeFrom->meta().processes) +
+                    " processes streaming its shards, each record dealt to one of them; resume it with as many "
+                    "(mpirun -np " + std::to_string(run.resumeFrom->meta().processes) + ")");
     checkModelFitsData(run.spec, shapeOf(run.spec).outputs, data_, c_.data);
     // A step that takes more examples than the training set holds would repeat examples within
     // one batch: a mistake in the sizes, not a larger batch.
@@ -142,7 +148,8 @@ TrainingRun::TrainingRun(RunPlan& run, DataSplits data, int cores, int machineCo
     // the input's position and the counter-based dropout follow from its step.
     double bestValidation = -1;
     if (run.resumeFrom) {
-        run.resumeFrom->restore(*towers_, net, ema_, emaStream_);
+        run.resumeFrom->restore(*towers_, net, ema_, emaStream_,
+                                towers_->stateDiffersByProcess() && !run.roles.isChief() ? run.roles.group->rank() : -1);
         step_ = run.resumeFrom->meta().step;
         bestValidation = run.resumeFrom->meta().bestValidationAccuracy;
         // A crash can leave a best.safetensors newer than the checkpoint resumed from (from an
@@ -279,6 +286,7 @@ RunSummary TrainingRun::finish() {
     // The final evaluation gives way only to an abort (the user leaving, or a second stop in the
     // window), so a stopped run still reports its test accuracy.
     towers_->gatherModel();  // (before the chief alone evaluates and keeps the model)
+    checkpoints_->gatherPeers();
     if (!control_.aborted()) {
         const CancelCheck aborted = [this] { return control_.aborted(); };
         const bool held = data_.validation.size() > 0;

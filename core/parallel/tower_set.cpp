@@ -156,6 +156,7 @@ TowerSet::TowerSet(const ModelSpec& spec, const DeploymentPlan& plan, const Opti
       threadsPerTower_(threadsPerTower),
       seed_(seed),
       towerOffset_(processes ? (processes->rank() - plan.psTasks) * plan.towerCount() : 0),
+      processCount_(processes ? processes->size() : 1),
       callerRuns_(plan.towerCount() > 0 && plan.towers[0].type == DeviceType::Cpu ? 1 : 0),
       start_(plan.towerCount() + 1 - callerRuns_),
       done_(plan.towerCount() + 1 - callerRuns_) {

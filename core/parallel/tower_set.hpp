@@ -90,6 +90,7 @@ public:
     // With batch norm, towers 1.. add their own moving statistics (each normalises by sums taken
     // about its own moving mean, so a resume is bitwise exact only with them restored too).
     std::vector<StateBuffer> state() override;
+    bool stateDiffersByProcess() const override { return processCount_ > 1 && plan_.averaging(); }
     // Async: f with no update half applied or beginning (Strategy::withUpdatesHeld); for a
     // checkpoint from runAsync's onUpdate while the other towers run on.
     void withUpdatesHeld(const std::function<void()>& f) override { strategy_->withUpdatesHeld(f); }
@@ -137,6 +138,7 @@ private:
     int threadsPerTower_ = 1;  // compute threads of each tower's CPU work (its OpenMP team)
     uint64_t seed_ = 0;        // the run's seed: initialisation and dropout masks
     int towerOffset_ = 0;      // processes: the global index of this process's first tower
+    int processCount_ = 1;     // the run's processes (mpirun), this one included
     int64_t paramCount_ = 0;
     // Declared first, destroyed last: every tensor, stream and plan below belongs to one of them.
     std::vector<std::shared_ptr<Backend>> backends_;

@@ -86,6 +86,10 @@ public:
     // every stage's as they are. Elsewhere the model is always whole here.
     virtual bool modelInParts() const { return false; }
     virtual void gatherModel() {}
+    // Whether state() differs between the run's processes (averaging across processes: each
+    // process's replicas keep optimiser slots of their own), so that a checkpoint must hold every
+    // process's (CheckpointPolicy::gatherPeers) and each restores its own.
+    virtual bool stateDiffersByProcess() const { return false; }
     // Batch norm's moving statistics (Network::statisticCount floats; empty without batch norm) as
     // evaluation and checkpoints see them, copied to the host: tower 0's (free-running towers: as
     // tower 0 last published them), a pipeline's stages' (replica 0's). Between steps, or from a

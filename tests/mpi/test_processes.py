@@ -28,8 +28,11 @@
 5. Averaging every 3 steps across processes equals one process of both towers (a cut last round
    averaged at the end); mpirun -np 1 trains bitwise what no mpirun does; every step line carries
    every worker's towers; a run of 2 processes resumed at step 10 gives the losses of one trained
-   at once (refused for averaging, whose replicas' slots differ between processes); so does a run of
-   2 processes streaming TFRecord shards (--stream true), each its own share and shuffle buffer.
+   at once; so does a run of 2 processes streaming TFRecord shards (--stream true), each its own
+   share and shuffle buffer, and one averaging every 5 with Adam (each process's replicas' slots in
+   the chief's checkpoint as state/process1/..., each process restoring its own). Elastic resume:
+   2 processes resumed as 1 and as 4 (the global batch re-sharded, said on stderr and in log.txt)
+   within 1e-5 of the run trained at once; refused for averaging and for streamed shards.
 With --gpu (a GPU machine; tests/gpu/device_check.sh --mpi runs it), the same equivalences with a
 GPU tower in each process: the towers meet on the host and through MPI (both processes' towers on
 the one GPU: NCCL refuses two ranks on one GPU), with the variables on the host, replicated, and on
@@ -341,28 +344,37 @@ def group_of_one(tmp, binary):
           f"{'bitwise equal' if same else 'DIFFERENT'}, bytes to other processes {sent}")
 
 
-def resumed(tmp, binary, placement, label, tower="cpu:0", data=DATA):
+def resumed(tmp, binary, placement, label, tower="cpu:0", data=DATA, resume_as=2, limit=1e-6):
     """2 processes trained 10 steps, then resumed to 20 (every process restores the chief's
-    checkpoint), against 2 processes trained 20 steps at once: the same losses at steps 11-20."""
+    checkpoint, or, averaging, its own part of it), against 2 processes trained 20 steps at once:
+    the same losses at steps 11-20. resume_as other than 2: an elastic resume, the global batch
+    re-sharded over those processes (said on stderr and in the run's log; the sums' order differs,
+    hence `limit`)."""
     common = ["--model", "mlp", "--data", data, "--validation", "0", "--threads", "1", "--quiet", "--lr", "0.05",
               "--towers", tower, "--batch", "64", "--checkpoint-every", "10", *placement]
     whole, cut = os.path.join(tmp, "whole"), os.path.join(tmp, "cut")
+    launch = [*MPIRUN, str(resume_as), binary] if resume_as > 1 else [binary]
     runs = [[*MPIRUN, "2", binary, *common, "--steps", "20", "--run-dir", whole, "--metrics", whole + ".jsonl"],
             [*MPIRUN, "2", binary, *common, "--steps", "10", "--run-dir", cut],
-            [*MPIRUN, "2", binary, "--resume", cut, "--steps", "20", "--quiet", "--metrics", cut + ".jsonl"]]
+            [*launch, "--resume", cut, "--steps", "20", "--metrics", cut + ".jsonl"]]
+    said = ""
     for cmd in runs:
         p, _ = run(cmd)
         if p.returncode:
             check(False, f"{label}: {' '.join(cmd[4:6])}... ended with {p.returncode}: {p.stderr[-600:]}")
             return
+        said = p.stderr
     a = [json.loads(line) for line in open(whole + ".jsonl") if '"type":"step"' in line]
     b = [json.loads(line) for line in open(cut + ".jsonl") if '"type":"step"' in line]
     later = {st["step"]: st["loss"] for st in a if st["step"] > 10}
     worst = max((abs(st["loss"] - later[st["step"]]) / abs(later[st["step"]]) for st in b if st["step"] in later),
                 default=1.0)
-    check([st["step"] for st in b] == list(range(11, 21)) and worst < 1e-6,
+    elastic = f"resumed as {resume_as} process{'' if resume_as == 1 else 'es'} where the run trained as 2 processes"
+    told = (elastic in said and elastic in open(os.path.join(cut, "log.txt")).read()) == (resume_as != 2)
+    check([st["step"] for st in b] == list(range(11, 21)) and worst < limit and told,
           f"{label}: resumed at step 10, steps {b[0]['step'] if b else None}-{b[-1]['step'] if b else None}' losses "
-          f"within {worst:.1e} of the run trained at once (limit 1e-6)")
+          f"within {worst:.1e} of the run trained at once (limit {limit:.0e})" +
+          ("" if resume_as == 2 else f"; '{elastic}' {'said' if told else 'NOT said'} on stderr and in log.txt"))
     shutil.rmtree(whole)
     shutil.rmtree(cut)
 
@@ -553,15 +565,26 @@ def main():
                        check=True, stdout=subprocess.DEVNULL)
         resumed(tmp, binary, ["--stream", "true", "--shuffle-buffer", "300", "--augment", "flip"],
                 "resume, streamed shards", data="tfrecord:" + shards)
+        streamed = os.path.join(tmp, "streamed")
+        run([*MPIRUN, "2", binary, "--model", "mlp", "--data", "tfrecord:" + shards, "--stream", "true", "--validation",
+             "0", "--threads", "1", "--quiet", "--towers", "cpu:0", "--batch", "64", "--steps", "10", "--run-dir", streamed])
+        refused([binary, "--resume", streamed, "--steps", "20", "--quiet"], "streaming its shards, each record dealt to one",
+                "elastic resume of a streamed run")
         resumed(tmp, binary, ["--variables", "replicated", "--reduce", "allreduce", "--optimizer", "adam"],
                 "resume, replicated with Adam")
-        # Averaging: each process's replicas have optimiser slots of their own, not in the chief's checkpoint.
+        # Averaging: each process's replicas have optimiser slots of their own, gathered into the
+        # chief's checkpoint (state/process1/...), each process restoring its own.
+        averaging = ["--variables", "replicated", "--reduce", "allreduce", "--average-every", "5", "--optimizer", "adam"]
+        resumed(tmp, binary, averaging, "resume, averaging every 5 with Adam")
+        # Elastic: replicas hold the same state in every process, so fewer or more processes continue.
+        resumed(tmp, binary, ["--optimizer", "adam"], "elastic resume, 2 processes to 1", resume_as=1, limit=1e-5)
+        resumed(tmp, binary, ["--optimizer", "adam"], "elastic resume, 2 processes to 4", resume_as=4, limit=1e-5)
         cut = os.path.join(tmp, "averaged")
         avg = [binary, "--model", "mlp", "--data", DATA, "--validation", "0", "--threads", "1", "--quiet", "--towers",
-               "cpu:0", "--batch", "64", "--variables", "replicated", "--reduce", "allreduce", "--average-every", "5"]
+               "cpu:0", "--batch", "64", *averaging]
         run([*MPIRUN, "2", *avg, "--steps", "10", "--run-dir", cut])
-        refused([*MPIRUN, "2", binary, "--resume", cut, "--steps", "20", "--quiet"], "averaging every K steps do not resume",
-                "resume of processes averaging")
+        refused([binary, "--resume", cut, "--steps", "20", "--quiet"], "resume it as 2 processes (mpirun -np 2)",
+                "elastic resume of processes averaging")
         # Parameter-server processes.
         equivalence(tmp, binary, [], servers=1, label="one parameter-server process")
         equivalence(tmp, binary, [], servers=2, label="two parameter-server processes")
