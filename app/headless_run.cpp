@@ -94,10 +94,6 @@ int runHeadless(const tb::RunConfig& config, const RunStorage& storage) {
     };
     try {
         config.validate();
-        // The chief's checkpoint holds every process's state only where all processes hold the same.
-        if (processes && config.psTasks > 0 && !storage.resumeDir.empty())
-            throw tb::Error("--resume: runs with parameter-server processes do not resume yet (the servers' optimiser "
-                            "slots are not in the chief's checkpoints)");
         // Trains (or serves the variables) quietly beside the chief, which reports the run.
         if (processes && processes->rank() != tb::chiefProcess(config, processes->size())) {
             tb::RunConfig quiet = config;

@@ -305,7 +305,7 @@ void Checkpoint::restore(TrainingEngine& towers, const Network& layout, WeightEm
     std::vector<float> host;
     for (const StateBuffer& b : towers.state()) {
         host.resize(b.count);
-        file_.readFloats("state/" + (process < 0 ? b.name : peerStateName(process, b.name)), host.data(), b.count);
+        readState(process < 0 ? b.name : peerStateName(process, b.name), host.data(), b.count);
         fromHost(*b.backend, b.stream, b.data, host.data(), b.count);
     }
 }

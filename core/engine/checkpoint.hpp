@@ -112,6 +112,8 @@ public:
     // Why `config` cannot continue this checkpoint exactly (empty: it can). The settings that
     // may change: steps, epochs, evaluation, checkpoints, metrics, quiet, prefetch.
     std::string resumeProblem(const RunConfig& config, const std::string& modelSpec) const;
+    // dst := the state buffer `name` (count floats, as state/NAME), refused where missing or of another size.
+    void readState(const std::string& name, float* dst, size_t count) const { file_.readFloats("state/" + name, dst, count); }
     // Restores variables, EMA and state into a freshly built run of the same plan; `process`:
     // where the state differs by process (TrainingEngine::stateDiffersByProcess), this process's
     // rank, whose own state the chief saved as state/process<rank>/... (the chief's own: -1).

@@ -44,6 +44,7 @@ void CheckpointPolicy::save(int64_t step, bool best) {
     folder_->waitForCheckpoint();  // one snapshot in memory at a time
     TrainingSnapshot snap;         // free-running towers wait at their next push meanwhile
     const size_t count = size_t(towers_.paramCount());
+    towers_.fetchState();
     towers_.withUpdatesHeld([&] { snap = takeSnapshot(towers_, count, ema_, emaStream_); });
     if (towers_.stateDiffersByProcess() && peers_.empty())
         throw Error("internal error: a checkpoint of a run whose processes differ in state, saved before gathering theirs");

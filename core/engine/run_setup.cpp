@@ -202,6 +202,10 @@ std::string elasticResumeNote(const RunConfig& c, const ProcessRoles& roles, int
     if (then <= 0 || then == now) return {};
     auto processes = [](int n) { return std::to_string(n) + (n == 1 ? " process" : " processes"); };
     const std::string was = "the run trained as " + processes(then);
+    if (c.psTasks > 0)
+        throw Error("--resume: " + was + " with --ps-tasks " + std::to_string(c.psTasks) +
+                    ", whose servers' optimiser slots and workers' shares are laid out for them; resume it as " +
+                    processes(then) + " (mpirun -np " + std::to_string(then) + ")");
     if (c.averageEvery > 0)
         throw Error("--resume: " + was + " averaging every " + std::to_string(c.averageEvery) +
                     " steps, whose replicas keep optimiser slots of their own in each process; resume it as " +
@@ -412,7 +416,8 @@ RunPlan RunPlan::of(const RunConfig& c, const ProcessRoles& roles, RunFolder* fo
     // Processes: every process's copy of the variables and optimiser state equals the chief's (or,
     // averaging, its replicas at a round's end), so each restores the chief's checkpoint, whose
     // path the chief sends (the processes share its folder: one machine, or a shared file system).
-    if (roles.group && c.psTasks == 0) resumePath = roles.group->broadcast(resumePath, roles.chief);
+    // Parameter servers take part too (serveParameters): each reads its shard's state from it.
+    if (roles.group) resumePath = roles.group->broadcast(resumePath, roles.chief);
     if (!resumePath.empty()) {
         r.resumeFrom = Checkpoint::open(resumePath);
         if (!r.resumeFrom->note().empty()) r.note += (r.note.empty() ? "" : "; ") + r.resumeFrom->note();

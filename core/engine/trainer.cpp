@@ -139,6 +139,15 @@ RunSummary serve(const RunConfig& c, const ProcessRoles& roles) {
                 throw Error(std::string("--init-from: ") + e.what());
             }
         };
+    struct Saved final : SavedRun {
+        Checkpoint from;
+        explicit Saved(const std::string& path) : from(Checkpoint::open(path)) {}
+        std::vector<float> weights(const Network& layout) const override { return from.loadWeights(layout); }
+        void readState(const std::string& name, float* dst, size_t count) const override {
+            from.readState(name, dst, count);
+        }
+    };
+    s.openSaved = [](const std::string& path) { return std::make_unique<Saved>(path); };
     int64_t counted = 0;
     serveParameters(*roles.group, roles.chief, s,
                     [&](int towers) { return serverVote(*roles.group, roles.workers, towers, counted); });

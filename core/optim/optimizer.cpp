@@ -53,6 +53,12 @@ Optimizer::Optimizer(Backend& backend, UpdateRule rule, UpdateParams hyper, LrSc
     }
 }
 
+std::vector<std::string> Optimizer::slotNames(UpdateRule rule) {
+    if (rule == UpdateRule::Sgd) return {};
+    if (rule == UpdateRule::Adam) return {"m", "v"};
+    return {"m"};
+}
+
 std::vector<std::pair<std::string, Tensor*>> Optimizer::slotBuffers() {
     std::vector<std::pair<std::string, Tensor*>> out;
     if (!m_.empty()) out.emplace_back("m", &m_);

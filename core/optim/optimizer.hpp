@@ -50,6 +50,8 @@ public:
     // The slots a checkpoint saves: ("m", momentum or Adam's first moment), ("v", Adam's second
     // moment), each (count) floats on backend(); none for plain SGD.
     std::vector<std::pair<std::string, Tensor*>> slotBuffers();
+    // The names slotBuffers gives for a rule, in its order ("m", then Adam's "v").
+    static std::vector<std::string> slotNames(UpdateRule rule);
     Backend& backend() { return backend_; }
     size_t slotBytes() const { return (m_.empty() ? 0 : m_.bytes()) + (v_.empty() ? 0 : v_.bytes()); }
 

@@ -8,6 +8,7 @@
 #include <cmath>
 #include <exception>
 
+#include "optim/optimizer.hpp"
 #include "parallel/strategies.hpp"
 #include "util/error.hpp"
 
@@ -30,12 +31,49 @@ ParameterServerProcesses::ParameterServerProcesses(const StrategySetup& s)
       replies_(size_t(layout_.tasks())),
       report_(async_ ? s.replicas.size() * kTowerReportFloats : 0, std::nanf("")),
       reportsFloats_(size_t(s.processes->size() - layout_.tasks()) * report_.size()),
-      gradients_(s.plan.commPrecision) {
+      gradients_(s.plan.commPrecision),
+      rule_(s.opt.rule) {
     for (int k = 0; k < layout_.tasks(); ++k) {
         pushes_[size_t(k)].resize(pushGradientFloats(layout_.count(k), gradients_) + (k == 0 ? report_.size() : 0));
         if (gradients_ == CommPrecision::Bf16) packed_.resize(std::max(packed_.size(), layout_.count(k)));
         replies_[size_t(k)].resize(layout_.count(k) + (k == 0 ? reportsFloats_ : 0));
     }
+    if (!chief_) return;
+    states_.resize(size_t(layout_.tasks()));
+    for (int k = 0; k < layout_.tasks(); ++k) states_[size_t(k)].resize(stateFloats(layout_.count(k), rule_));
+    updates_.assign(size_t(2 * layout_.tasks()), 0.f);
+}
+
+std::vector<StateBuffer> ParameterServerProcesses::state() {
+    std::vector<StateBuffer> out;
+    if (!chief_) return out;
+    const Stream hs = comm_->holderStream(0);  // the holder is the host: the buffers are its memory
+    const std::vector<std::string> slots = Optimizer::slotNames(rule_);
+    for (int k = 0; k < layout_.tasks(); ++k) {
+        const size_t count = layout_.count(k);
+        for (size_t j = 0; j < slots.size(); ++j)
+            out.push_back({serverStateName(k, "optimizer/" + slots[j]), holder_, hs,
+                           states_[size_t(k)].floats() + (1 + j) * count, count});
+        out.push_back({serverStateName(k, "updates"), holder_, hs, updates_.data() + 2 * k, 2});
+    }
+    return out;
+}
+
+void ParameterServerProcesses::fetchState() {
+    if (!chief_ || finished_) return;
+    std::vector<ProcessGroup::Message> asks, answers;
+    for (int s = 0; s < layout_.tasks(); ++s) {
+        asks.push_back({s, kStateTag, nullptr, 0});
+        answers.push_back(states_[size_t(s)].to(s, kStateReplyTag));
+    }
+    processes_.exchange(asks, answers);
+    for (int s = 0; s < layout_.tasks(); ++s) absorbState(s);
+}
+
+void ParameterServerProcesses::absorbState(int server) {
+    ShardMessage<ReplyHeader>& m = states_[size_t(server)];
+    layout_.unpack(server, m.floats(), params_.data());
+    updatesToFloats(m.header().update, updates_.data() + 2 * server);
 }
 
 // Called between steps (the towers' threads are idle), before the push that carries it.
@@ -126,13 +164,17 @@ void ParameterServerProcesses::pushAndPull(const float* grads, int64_t step) {
 int64_t ParameterServerProcesses::finishTraining(int64_t step) {
     if (!chief_) return step;
     const int p = layout_.tasks();
-    std::vector<ProcessGroup::Message> receives;
-    for (int s = 0; s < p; ++s) receives.push_back(replies_[size_t(s)].to(s, kFinalTag));  // a final is a reply's size
-    processes_.exchange({}, receives);
+    std::vector<ProcessGroup::Message> asks, receives;
+    for (int s = 0; s < p; ++s) {
+        asks.push_back({s, kFinalTag, nullptr, 0});
+        receives.push_back(states_[size_t(s)].to(s, kFinalTag));
+    }
+    processes_.exchange(asks, receives);
+    finished_ = true;
     int64_t updates = 0;  // the servers' updates (each counts its own: the least is the run's)
     for (int s = 0; s < p; ++s) {
-        layout_.unpack(s, replies_[size_t(s)].floats(), params_.data());
-        const int64_t u = replies_[size_t(s)].header().update;
+        absorbState(s);
+        const int64_t u = states_[size_t(s)].header().update;
         updates = s == 0 ? u : std::min(updates, u);
     }
     return async_ ? updates : step;

@@ -45,6 +45,21 @@ void ShardLayout::unpack(int shard, const float* packed, float* flat) const {
     }
 }
 
+int slotsOf(UpdateRule rule) { return int(Optimizer::slotNames(rule).size()); }
+
+std::string serverStateName(int shard, const std::string& name) { return "server" + std::to_string(shard) + "/" + name; }
+
+void updatesToFloats(int64_t updates, float* two) {
+    two[0] = float(updates >> 24);
+    two[1] = float(updates & 0xffffff);
+}
+
+int64_t updatesFromFloats(const float* two) {
+    if (!(two[0] >= 0 && two[0] < 16777216.f && two[1] >= 0 && two[1] < 16777216.f))
+        throw Error("a server's update count in the checkpoint is not two counts of 24 bits");
+    return (int64_t(two[0]) << 24) | int64_t(two[1]);
+}
+
 struct ParameterServerTask::Holder {
     std::shared_ptr<Backend> backend;
     Stream stream = nullptr;
@@ -102,14 +117,80 @@ void ParameterServerTask::serve(const std::function<bool()>& afterStep) {
     else serveSync(afterStep);
 }
 
+// Served: the chief may still ask for the state (its last checkpoint) until it asks for the final one.
 void ParameterServerTask::finish() {
-    ShardMessage<ReplyHeader> final;
-    final.resize(replyFloats());  // received where the answers are
-    ReplyHeader h;
-    h.update = update_;
-    final.setHeader(h);
-    std::memcpy(final.floats(), holder_->params.data(), layout_.count(shard_) * sizeof(float));
-    processes_.exchange({final.to(layout_.tasks(), kFinalTag)}, {});
+    const int chief = layout_.tasks();
+    for (;;) {
+        const ProcessGroup::Message m = processes_.probe();
+        if (m.tag == kStateTag) {
+            answerStateRequest(m);
+            continue;
+        }
+        if (m.tag != kFinalTag || m.peer != chief || m.bytes != 0)
+            throw Error("--ps-tasks: server " + std::to_string(shard_) + " received " + std::to_string(m.bytes) +
+                        " bytes tagged " + std::to_string(m.tag) + " from process " + std::to_string(m.peer) +
+                        " after serving, where only the chief's requests for its state were due");
+        unsigned char none = 0;
+        processes_.receive({m.peer, m.tag, &none, 0});
+        sendState(chief, kFinalTag);
+        return;
+    }
+}
+
+void ParameterServerTask::sendState(int peer, int tag) {
+    const size_t count = layout_.count(shard_);
+    Holder& h = *holder_;
+    ShardMessage<ReplyHeader> m;
+    m.resize(stateFloats(count, h.opt->rule()));
+    ReplyHeader header;
+    header.update = update_;
+    m.setHeader(header);
+    float* at = m.floats();
+    std::memcpy(at, h.params.data(), count * sizeof(float));
+    for (auto& [name, slot] : h.opt->slotBuffers()) std::memcpy(at += count, slot->data(), count * sizeof(float));
+    processes_.exchange({m.to(peer, tag)}, {});
+}
+
+void ParameterServerTask::answerStateRequest(const ProcessGroup::Message& m) {
+    if (m.peer != layout_.tasks() || m.bytes != 0)
+        throw Error("--ps-tasks: server " + std::to_string(shard_) + " was asked for its state by process " +
+                    std::to_string(m.peer) + " (" + std::to_string(m.bytes) + " bytes), not by the chief");
+    unsigned char none = 0;
+    processes_.receive({m.peer, m.tag, &none, 0});
+    sendState(m.peer, kStateReplyTag);
+}
+
+void ParameterServerTask::restore(const SavedRun& from, const Network& layout) {
+    const std::vector<float> weights = from.weights(layout);
+    Holder& h = *holder_;
+    const size_t count = layout_.count(shard_);
+    layout_.pack(shard_, weights.data(), h.params.data());
+    for (auto& [name, slot] : h.opt->slotBuffers())
+        from.readState(serverStateName(shard_, "optimizer/" + name), slot->data(), count);
+    float two[2];
+    from.readState(serverStateName(shard_, "updates"), two, 2);
+    update_ = updatesFromFloats(two);
+}
+
+// Every worker's push of one step (a worker pushes step s + 1 only after every answer of step s).
+void ParameterServerTask::receivePushes(std::vector<ShardMessage<PushHeader>>& pushes) {
+    const int first = layout_.tasks();
+    std::vector<bool> got(size_t(workers_), false);
+    for (int left = workers_; left > 0;) {
+        const ProcessGroup::Message m = processes_.probe();
+        if (m.tag == kStateTag) {
+            answerStateRequest(m);
+            continue;
+        }
+        const int w = m.peer - first;
+        if (w < 0 || w >= workers_ || got[size_t(w)] || m.tag != kPushTag || m.bytes != pushes[0].bytes.size())
+            throw Error("--ps-tasks: server " + std::to_string(shard_) + " received " + std::to_string(m.bytes) +
+                        " bytes tagged " + std::to_string(m.tag) + " from process " + std::to_string(m.peer) +
+                        " where one push of " + std::to_string(pushes[0].bytes.size()) + " bytes from each worker was due");
+        processes_.receive(pushes[size_t(w)].to(m.peer, kPushTag));
+        got[size_t(w)] = true;
+        --left;
+    }
 }
 
 // Every worker's gradients of one step (in the order of the workers, so that every run sums them
@@ -118,11 +199,7 @@ void ParameterServerTask::serveSync(const std::function<bool()>& afterStep) {
     const size_t count = layout_.count(shard_);
     const int first = layout_.tasks();
     std::vector<ShardMessage<PushHeader>> pushes(static_cast<size_t>(workers_));
-    std::vector<ProcessGroup::Message> receives;
-    for (int w = 0; w < workers_; ++w) {
-        pushes[size_t(w)].resize(pushFloats());
-        receives.push_back(pushes[size_t(w)].to(first + w, kPushTag));
-    }
+    for (auto& p : pushes) p.resize(pushFloats());
     ShardMessage<ReplyHeader> reply;
     reply.resize(count);
     std::vector<ProcessGroup::Message> sends;
@@ -135,7 +212,7 @@ void ParameterServerTask::serveSync(const std::function<bool()>& afterStep) {
     }
     Holder& holder = *holder_;
     for (;;) {
-        processes_.exchange({}, receives);
+        receivePushes(pushes);
         for (int w = 0; w < workers_; ++w)
             if (const PushHeader h = pushes[size_t(w)].header(); h.step != update_)
                 throw Error("--ps-tasks: worker " + std::to_string(first + w) + " sent the gradients of step " +
@@ -160,11 +237,15 @@ void ParameterServerTask::serveAsync() {
     push.resize(pushFloats() + reportFloats_);
     ShardMessage<ReplyHeader> reply;
     reply.resize(replyFloats());
-    std::vector<int64_t> answered(size_t(workers_), 0);  // the update each worker last received
+    std::vector<int64_t> answered(size_t(workers_), update_);  // the update each worker last received
     std::vector<bool> done(size_t(workers_), false);
     int running = workers_;
     while (running > 0) {
         const ProcessGroup::Message m = processes_.probe();
+        if (m.tag == kStateTag) {
+            answerStateRequest(m);
+            continue;
+        }
         const int w = m.peer - first;
         if (w < 0 || w >= workers_ || done[size_t(w)])
             throw Error("--ps-tasks: server " + std::to_string(shard_) + " received a message from process " +
@@ -206,12 +287,14 @@ void ParameterServerTask::serveAsync() {
 void serveParameters(ProcessGroup& processes, int chief, const ParameterServerSettings& settings,
                      const std::function<bool(int towers)>& vote) {
     const int towers = towersOfPlan(processes.broadcast(std::string(), chief));
+    const std::string resumed = processes.broadcast(std::string(), chief);
     const ModelSpec spec = findModel(settings.model);
     const std::shared_ptr<Backend> cpu = makeBackend(Device{}, BackendOptions{1});
     Network net(spec, *cpu, 1);  // the variables' layout and initial values, as every tower makes them
     const std::vector<float> init = settings.initFrom ? settings.initFrom(net) : net.initialParams(settings.seed);
     const ShardLayout layout(net, settings.tasks);
     ParameterServerTask task(processes, layout, init, settings.opt, settings.async, towers, settings.gradients);
+    if (!resumed.empty()) task.restore(*settings.openSaved(resumed), net);
     if (!processes.any(false)) task.serve([&] { return vote(towers); });
     task.finish();
 }

@@ -8,12 +8,20 @@
 //   async  the server applies each push as it comes and answers that worker alone
 // Optimiser slots live on the servers. Async workers' tower reports ride each push to server 0,
 // which sends every worker's latest after the shard of each answer.
+// Checkpoints: the chief asks every server for its state between steps (kStateTag, no bytes; a
+// server answers between pushes, and after serving), and at the end for the final one (kFinalTag,
+// no bytes; answered in kind, after which the server ends): a state
+// message is a reply header (its update count), the shard's variables, then each optimiser slot
+// of the shard (Optimizer::slotBuffers' order). A resumed server reads its shard, slots and count
+// from the chief's checkpoint itself (state/server<k>/...: the processes share the run's folder).
 #pragma once
 #include <cstddef>
 #include <cstdint>
 #include <cstring>
 #include <type_traits>
 #include <functional>
+#include <memory>
+#include <string>
 #include <utility>
 #include <vector>
 
@@ -54,7 +62,17 @@ struct ReplyHeader {
     int32_t last = 0;        // the server takes no more updates: the worker ends here
     int32_t unused = 0;
 };
-enum MessageTag : int { kPushTag = 101, kReplyTag = 102, kByeTag = 103, kFinalTag = 104 };
+enum MessageTag : int { kPushTag = 101, kReplyTag = 102, kByeTag = 103, kFinalTag = 104, kStateTag = 105, kStateReplyTag = 106 };
+
+// Optimiser slots an update rule keeps per variable (Optimizer::slotBuffers' count).
+int slotsOf(UpdateRule rule);
+// A server's state message's floats: its shard and its slots.
+inline size_t stateFloats(size_t count, UpdateRule rule) { return count * size_t(1 + slotsOf(rule)); }
+// Where a checkpoint keeps server `shard`'s state (after "state/"): "server<k>/optimizer/m", and
+// "server<k>/updates", its update count as two floats (hi, lo: 24 bits each, exact to 2^48).
+std::string serverStateName(int shard, const std::string& name);
+void updatesToFloats(int64_t updates, float* two);
+int64_t updatesFromFloats(const float* two);
 
 // Message buffers: a header, then a shard's floats (aligned: the header is a whole number of
 // floats, and the vector's storage is aligned for any scalar).
@@ -80,6 +98,14 @@ inline size_t pushGradientFloats(size_t count, CommPrecision p) {
     return p == CommPrecision::Bf16 ? (count + 1) / 2 : count;
 }
 
+// A checkpoint as a resumed server reads it (engine/checkpoint.hpp's, opened by the caller).
+class SavedRun {
+public:
+    virtual ~SavedRun() = default;
+    virtual std::vector<float> weights(const Network& layout) const = 0;  // the variables in its layout
+    virtual void readState(const std::string& name, float* dst, size_t count) const = 0;  // state/NAME
+};
+
 class ParameterServerTask {
 public:
     // Server `shard` (= its process's rank) of the layout's; `init` is the whole flat variables.
@@ -91,13 +117,22 @@ public:
     // run's vote, a collective every process makes) and returns true where the run stops there;
     // a stop asked of a worker waits for that vote (async: it travels in the worker's next push).
     void serve(const std::function<bool()>& afterStep);
-    // Sends the shard to the chief, whose final evaluation needs every shard.
+    // A resumed run: the shard, its optimiser slots and the update count from the chief's checkpoint.
+    void restore(const SavedRun& from, const Network& layout);
+    // Answers the chief's requests for the state until it asks for the final one (its evaluation
+    // and last checkpoint need every shard and its slots).
     void finish();
     int64_t updates() const { return update_; }
 
 private:
     void serveSync(const std::function<bool()>& afterStep);
     void serveAsync();
+    // Sync: every worker's push of the step into pushes (by worker), answering the chief's state
+    // requests that come first.
+    void receivePushes(std::vector<ShardMessage<PushHeader>>& pushes);
+    // The state message (kStateTag's answer, or the final one) to `peer`.
+    void sendState(int peer, int tag);
+    void answerStateRequest(const ProcessGroup::Message& m);
     ReplyHeader apply(const float* grads, int64_t total, bool stopAsked);
     size_t pushFloats() const { return pushGradientFloats(layout_.count(shard_), gradients_); }
     size_t replyFloats() const { return layout_.count(shard_) + reports_.size(); }
@@ -125,10 +160,13 @@ struct ParameterServerSettings {
     CommPrecision gradients = CommPrecision::Fp32;
     // --init-from: the variables' starting values in this network's layout; empty: the seed's.
     std::function<std::vector<float>(const Network&)> initFrom;
+    // A resumed run: the checkpoint at the path the chief sends, opened.
+    std::function<std::unique_ptr<SavedRun>(const std::string& path)> openSaved;
 };
 // Makes every collective the workers make, in the same order: the plan's check (checkSamePlan,
-// whose text says how many towers each worker runs), the vote before the first step and (sync)
-// each step's vote, which `vote` makes given the towers per worker (a server counts no examples).
+// whose text says how many towers each worker runs), the resumed checkpoint's path (RunPlan::of;
+// empty: a new run), the vote before the first step and (sync) each step's vote, which `vote`
+// makes given the towers per worker (a server counts no examples).
 void serveParameters(ProcessGroup& processes, int chief, const ParameterServerSettings& settings,
                      const std::function<bool(int towers)>& vote);
 

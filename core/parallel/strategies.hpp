@@ -138,9 +138,14 @@ public:
     std::string name() const override;
     void runCall(int rank, TowerCall& call) override;
     size_t optimizerSlotBytes() const override { return 0; }  // on the servers
-    std::vector<StateBuffer> state() override { return {}; }
-    // The chief receives the final variables, and with them the servers' count of updates (async:
-    // others may have pushed after this worker's last push: the run's step count).
+    // The chief: every server's slots and update count as last received (fetchState, or the final
+    // message), as server<k>/optimizer/m ... and server<k>/updates; other workers keep none.
+    std::vector<StateBuffer> state() override;
+    // The chief, until the servers' final message: asks every server for its state (the shard's
+    // variables, which replace its own copy's, slots and count).
+    void fetchState() override;
+    // The chief receives the final variables and slots, and with them the servers' count of
+    // updates (async: others may have pushed after this worker's last push: the run's step count).
     int64_t finishTraining(int64_t step) override;
     ServerConnection* servers() override { return this; }
 
@@ -152,6 +157,7 @@ private:
     std::optional<ServerReply> lastReply() const override { return reply_; }
     void reduceAndExchange(int rank, int64_t step, TowerPhases& ph);
     void pushAndPull(const float* grads, int64_t step);
+    void absorbState(int server);  // states_[server] into the variables and updates_
 
     ProcessGroup& processes_;
     ShardLayout layout_;
@@ -167,6 +173,11 @@ private:
     size_t reportsFloats_ = 0;
     CommPrecision gradients_;
     std::vector<float> packed_;  // bf16 gradients: a shard of the mean, packed, before it is rounded
+    // The chief: per server its last state message (stateFloats), and its update count (2 floats each).
+    UpdateRule rule_;
+    std::vector<ShardMessage<ReplyHeader>> states_;
+    std::vector<float> updates_;
+    bool finished_ = false;  // the servers' final messages are in: they answer no more
 };
 
 // Helpers of the strategies (strategy.cpp).

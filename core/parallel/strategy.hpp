@@ -156,6 +156,9 @@ public:
     // withUpdatesHeld: f while no update is half applied and none begins (free-running towers
     // wait at their next push).
     virtual std::vector<StateBuffer> state() = 0;
+    // Before state() is read for a checkpoint, on the chief, between steps: state that lives in
+    // other processes brought here (parameter-server processes: the servers'). Elsewhere nothing.
+    virtual void fetchState() {}
     virtual void setVariables(const float* host) = 0;
     virtual void withUpdatesHeld(const std::function<void()>& f) { f(); }
     virtual size_t optimizerSlotBytes() const = 0;

@@ -91,6 +91,7 @@ public:
     // about its own moving mean, so a resume is bitwise exact only with them restored too).
     std::vector<StateBuffer> state() override;
     bool stateDiffersByProcess() const override { return processCount_ > 1 && plan_.averaging(); }
+    void fetchState() override { strategy_->fetchState(); }
     // Async: f with no update half applied or beginning (Strategy::withUpdatesHeld); for a
     // checkpoint from runAsync's onUpdate while the other towers run on.
     void withUpdatesHeld(const std::function<void()>& f) override { strategy_->withUpdatesHeld(f); }

@@ -99,6 +99,7 @@ public:
     virtual void setStatistics(const std::vector<float>& host) = 0;
     // Checkpoints, between steps (Strategy::state, Strategy::setVariables).
     virtual std::vector<StateBuffer> state() = 0;
+    virtual void fetchState() {}  // (Strategy::fetchState)
     virtual void withUpdatesHeld(const std::function<void()>& f) { f(); }
     virtual void setVariables(const float* host) = 0;
     virtual std::vector<DeviceMemoryUse> deviceMemory() const = 0;

@@ -344,18 +344,19 @@ def group_of_one(tmp, binary):
           f"{'bitwise equal' if same else 'DIFFERENT'}, bytes to other processes {sent}")
 
 
-def resumed(tmp, binary, placement, label, tower="cpu:0", data=DATA, resume_as=2, limit=1e-6):
+def resumed(tmp, binary, placement, label, tower="cpu:0", data=DATA, resume_as=2, limit=1e-6, processes=2):
     """2 processes trained 10 steps, then resumed to 20 (every process restores the chief's
-    checkpoint, or, averaging, its own part of it), against 2 processes trained 20 steps at once:
-    the same losses at steps 11-20. resume_as other than 2: an elastic resume, the global batch
+    checkpoint, or, averaging, its own part of it; parameter servers their shards' state), against 2
+    processes trained 20 steps at once: the same losses at steps 11-20. resume_as other than
+    `processes`: an elastic resume, the global batch
     re-sharded over those processes (said on stderr and in the run's log; the sums' order differs,
     hence `limit`)."""
     common = ["--model", "mlp", "--data", data, "--validation", "0", "--threads", "1", "--quiet", "--lr", "0.05",
               "--towers", tower, "--batch", "64", "--checkpoint-every", "10", *placement]
     whole, cut = os.path.join(tmp, "whole"), os.path.join(tmp, "cut")
     launch = [*MPIRUN, str(resume_as), binary] if resume_as > 1 else [binary]
-    runs = [[*MPIRUN, "2", binary, *common, "--steps", "20", "--run-dir", whole, "--metrics", whole + ".jsonl"],
-            [*MPIRUN, "2", binary, *common, "--steps", "10", "--run-dir", cut],
+    runs = [[*MPIRUN, str(processes), binary, *common, "--steps", "20", "--run-dir", whole, "--metrics", whole + ".jsonl"],
+            [*MPIRUN, str(processes), binary, *common, "--steps", "10", "--run-dir", cut],
             [*launch, "--resume", cut, "--steps", "20", "--metrics", cut + ".jsonl"]]
     said = ""
     for cmd in runs:
@@ -369,12 +370,12 @@ def resumed(tmp, binary, placement, label, tower="cpu:0", data=DATA, resume_as=2
     later = {st["step"]: st["loss"] for st in a if st["step"] > 10}
     worst = max((abs(st["loss"] - later[st["step"]]) / abs(later[st["step"]]) for st in b if st["step"] in later),
                 default=1.0)
-    elastic = f"resumed as {resume_as} process{'' if resume_as == 1 else 'es'} where the run trained as 2 processes"
-    told = (elastic in said and elastic in open(os.path.join(cut, "log.txt")).read()) == (resume_as != 2)
+    elastic = f"resumed as {resume_as} process{'' if resume_as == 1 else 'es'} where the run trained as {processes} processes"
+    told = (elastic in said and elastic in open(os.path.join(cut, "log.txt")).read()) == (resume_as != processes)
     check([st["step"] for st in b] == list(range(11, 21)) and worst < limit and told,
           f"{label}: resumed at step 10, steps {b[0]['step'] if b else None}-{b[-1]['step'] if b else None}' losses "
           f"within {worst:.1e} of the run trained at once (limit {limit:.0e})" +
-          ("" if resume_as == 2 else f"; '{elastic}' {'said' if told else 'NOT said'} on stderr and in log.txt"))
+          ("" if resume_as == processes else f"; '{elastic}' {'said' if told else 'NOT said'} on stderr and in log.txt"))
     shutil.rmtree(whole)
     shutil.rmtree(cut)
 
@@ -586,6 +587,11 @@ def main():
         refused([binary, "--resume", cut, "--steps", "20", "--quiet"], "resume it as 2 processes (mpirun -np 2)",
                 "elastic resume of processes averaging")
         # Parameter-server processes.
+        resumed(tmp, binary, ["--ps-tasks", "1", "--optimizer", "adam"], "resume, a parameter-server process with Adam")
+        resumed(tmp, binary, ["--ps-tasks", "2", "--optimizer", "momentum"], "resume, two parameter-server processes",
+                processes=3, resume_as=3)
+        resumed(tmp, binary, ["--ps-tasks", "1", "--update", "async", "--optimizer", "adam"],
+                "resume, an asynchronous parameter-server process (one worker: deterministic)")
         equivalence(tmp, binary, [], servers=1, label="one parameter-server process")
         equivalence(tmp, binary, [], servers=2, label="two parameter-server processes")
         refused([*MPIRUN, "2", *base, "--batch", "64", "--ps-tasks", "2"], "leave no worker among the 2 processes",
