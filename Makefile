@@ -4,12 +4,14 @@
 #   make tsan   the tower engine's tests under ThreadSanitizer (CI runs it after make test)
 #   make asan   the whole suite under AddressSanitizer + UndefinedBehaviorSanitizer (CI too)
 #   make fuzz   every libFuzzer target for FUZZ_SECONDS each (CI: 20; docs/testing.md: "Fuzzing")
+#   make faults the fault campaign: FAULT_CASES runs of 2-3 processes killed, stopped or cut at
+#               random (FAULT_SEED), each resumed (about 7 min for 60; not in CI: docs/testing.md)
 BUILD ?= build
 JOBS ?= $(shell nproc)
 RUN_ARGS ?=
 FUZZ_SECONDS ?= 20
 
-.PHONY: setup configure build run test tsan-build tsan asan-build asan fuzz-build fuzz bench clean
+.PHONY: setup configure build run test tsan-build tsan asan-build asan fuzz-build fuzz faults bench clean
 
 setup:
 	@bash scripts/setup.sh
@@ -63,6 +65,12 @@ fuzz-build: setup
 
 fuzz: fuzz-build
 	@scripts/fuzz.sh $(BUILD)-fuzz $(FUZZ_SECONDS)
+
+FAULT_SEED ?= 1
+FAULT_CASES ?= 60
+faults: build
+	@python3 tests/faults/campaign.py $(BUILD)/app/towerbench-run --seed $(FAULT_SEED) --cases $(FAULT_CASES) \
+		--out $(BUILD)/fault-campaign.json
 
 bench: build
 	@bash tests/benchmarks/run_all.sh $(BUILD)

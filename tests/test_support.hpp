@@ -1,8 +1,10 @@
 // Helpers shared by the Qt Test suites: writing test files, checking tb::Error messages, and
 // running towerbench-run.
 #pragma once
+#include <sys/types.h>
 #include <zlib.h>
 
+#include <QDir>
 #include <QFile>
 #include <QProcess>
 #include <QString>
@@ -36,6 +38,22 @@ inline RunResult runTowerbench(const QStringList& args, int timeoutMs = 120000,
     r.out = QString::fromUtf8(p.readAllStandardOutput());
     r.err = QString::fromUtf8(p.readAllStandardError());
     return r;
+}
+
+// The process of `rank` among those mpirun started for the run writing `folder` (Open MPI gives
+// each its rank in the environment); 0 where there is none.
+inline pid_t processWithRank(const QString& folder, int rank) {
+    const QByteArray want = "OMPI_COMM_WORLD_RANK=" + QByteArray::number(rank);
+    for (const QString& entry : QDir(QStringLiteral("/proc")).entryList(QDir::Dirs)) {
+        bool number = false;
+        const pid_t pid = pid_t(entry.toInt(&number));
+        if (!number) continue;
+        QFile cmdline("/proc/" + entry + "/cmdline"), environ("/proc/" + entry + "/environ");
+        if (!cmdline.open(QIODevice::ReadOnly) || !cmdline.readAll().contains(folder.toUtf8())) continue;
+        if (!environ.open(QIODevice::ReadOnly)) continue;
+        if (environ.readAll().split('\0').contains(want)) return pid;
+    }
+    return 0;
 }
 
 inline QString sourcePath(const QString& rel) { return QStringLiteral(TB_SOURCE_DIR "/") + rel; }

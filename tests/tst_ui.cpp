@@ -28,6 +28,9 @@
 #include <QTableWidget>
 #include <QStandardItemModel>
 #include <qcustomplot.h>
+#include <unistd.h>
+
+#include <csignal>
 
 #include "backend/backend.hpp"
 #include "charts/charts_panel.hpp"
@@ -814,6 +817,27 @@ private slots:
         QCOMPARE(w.stateText(), QStringLiteral("Followed run stopped"));
         QVERIFY2(!w.lastError().contains("towerbench-run"), qPrintable(w.lastError()));
         QVERIFY(QFile::exists(w.launchedFolder() + "/summary.json"));
+
+        // A process lost (kill -9 of rank 1): mpirun ends the others, and the window says which
+        // rank on which machine, within 10 s, the folder's checkpoint kept.
+        c.checkpointEvery = 20;
+        e->setConfig(c);
+        QVERIFY2(startFollowed(), qPrintable(w.stateText() + ": " + w.lastError()));
+        const pid_t victim = tbtest::processWithRank(w.launchedFolder(), 1);
+        QVERIFY2(victim > 0, "no process of rank 1 under mpirun");
+        QTRY_VERIFY_WITH_TIMEOUT(
+            !QDir(w.launchedFolder() + "/checkpoints").entryList({"step-*.safetensors"}, QDir::Files).isEmpty(), 20000);
+        QElapsedTimer lostFor;
+        lostFor.start();
+        ::kill(victim, SIGKILL);
+        QTRY_VERIFY2_WITH_TIMEOUT(!w.processesRunning(), qPrintable(w.stateText()), 10000);
+        QVERIFY2(lostFor.elapsed() < 10000, qPrintable(QString::number(lostFor.elapsed())));
+        QCOMPARE(w.stateText(), QStringLiteral("The processes failed"));
+        char host[256] = {};
+        gethostname(host, sizeof host - 1);
+        QVERIFY2(w.lastError().startsWith(QStringLiteral("Process rank 1 on node %1 exited on signal 9").arg(host)),
+                 qPrintable(w.lastError()));
+        QVERIFY(!QDir(w.launchedFolder() + "/checkpoints").entryList({"step-*.safetensors"}, QDir::Files).isEmpty());
 
         // Hybrid from the window: 2 stages inside each of 2 processes, data parallel across them.
         c.steps = 40;

@@ -3,9 +3,25 @@
 // duplicated communicator per lane, so that concurrent collectives of a process's tower threads
 // never meet the wrong partner (MPI_THREAD_MULTIPLE where there are several lanes). bf16
 // all-reduces go as MPI_UINT16_T with a sum of our own (MPI has no bf16 type).
+// Bounded waits: MPI's calls wait for as long as a peer takes, so a watchdog thread (c10d's
+// watchdog does likewise for NCCL) beats to every other process on a communicator of its own
+// every kBeatSeconds and ends the run when a peer has been silent kSilentSeconds, naming it and
+// its machine: a process stopped (SIGSTOP, a debugger), hung in the kernel, or cut off, which no
+// collective would ever report. A process that ends in order says so first (a last beat), so the
+// others stop expecting it (the chief may evaluate for minutes while the others wait in
+// MPI_Finalize). A process that dies is reported by mpirun ("mpirun noticed that process rank 1
+// ... exited on signal 9"), which ends the others; mpirun itself killed leaves its processes
+// orphaned, which the watchdog sees as its parent gone, and ends this one.
 #include <mpi.h>
+#include <unistd.h>
 
 #include <algorithm>
+#include <atomic>
+#include <chrono>
+#include <condition_variable>
+#include <cstdio>
+#include <mutex>
+#include <thread>
 #include <cstdint>
 #include <cstdlib>
 #include <cstring>
@@ -46,6 +62,9 @@ void bf16Sum(void* in, void* inout, int* length, MPI_Datatype*) {
     }
 }
 
+constexpr double kBeatSeconds = 0.5, kSilentSeconds = 6;
+constexpr int kBeatTag = 7, kLastBeat = -1;
+
 class MpiProcessGroup final : public ProcessGroup {
 public:
     explicit MpiProcessGroup(int provided) : provided_(provided) {
@@ -61,11 +80,34 @@ public:
         MPI_Comm_free(&node);
         check("MPI_Op_create", MPI_Op_create(&bf16Sum, 1, &bf16Sum_));
         wire_.resize(1);
+        // Every process's machine, for the watchdog's sentence.
+        char name[MPI_MAX_PROCESSOR_NAME] = {};
+        int length = 0;
+        MPI_Get_processor_name(name, &length);
+        std::vector<char> all(size_t(size_) * MPI_MAX_PROCESSOR_NAME);
+        check("MPI_Allgather", MPI_Allgather(name, MPI_MAX_PROCESSOR_NAME, MPI_CHAR, all.data(), MPI_MAX_PROCESSOR_NAME,
+                                             MPI_CHAR, MPI_COMM_WORLD));
+        for (int r = 0; r < size_; ++r) hosts_.emplace_back(all.data() + size_t(r) * MPI_MAX_PROCESSOR_NAME);
+        if (size_ > 1 && provided_ == MPI_THREAD_MULTIPLE) {
+            check("MPI_Comm_dup", MPI_Comm_dup(MPI_COMM_WORLD, &beats_));
+            MPI_Comm_set_errhandler(beats_, MPI_ERRORS_RETURN);
+            parent_ = getppid();
+            watchdog_ = std::thread([this] { watch(); });
+        }
     }
     ~MpiProcessGroup() override {
         // Unwinding past the group (an error nobody turned into abort()): the others may wait in
         // a collective, so end them all rather than wait in MPI_Finalize for them.
         if (std::uncaught_exceptions() > 0) MPI_Abort(MPI_COMM_WORLD, 2);
+        if (watchdog_.joinable()) {
+            {
+                std::lock_guard lock(mutex_);
+                leaving_ = true;
+            }
+            wake_.notify_all();
+            watchdog_.join();  // its last beat said this process ends in order
+            MPI_Comm_free(&beats_);
+        }
         for (MPI_Comm& c : lanes_) MPI_Comm_free(&c);
         MPI_Op_free(&bf16Sum_);
         MPI_Finalize();
@@ -218,11 +260,66 @@ private:
         return int(m.bytes);
     }
 
+    // The watchdog: a beat to every peer each kBeatSeconds, the peers' beats drained, and the run
+    // ended where one is silent for kSilentSeconds, or this process's launcher is gone.
+    void watch() {
+        using Clock = std::chrono::steady_clock;
+        std::vector<Clock::time_point> heard(size_t(size_), Clock::now());
+        std::vector<bool> left(size_t(size_), false);
+        left[size_t(rank_)] = true;
+        int beat = 0;
+        for (;;) {
+            bool leaving = false;
+            {
+                std::unique_lock lock(mutex_);
+                leaving = wake_.wait_for(lock, std::chrono::duration<double>(kBeatSeconds), [this] { return leaving_; });
+            }
+            const int mine = leaving ? kLastBeat : ++beat;
+            for (int p = 0; p < size_; ++p) {
+                if (left[size_t(p)]) continue;  // itself, or a peer ending in order (in MPI_Finalize)
+                MPI_Request r;  // an int: sent eagerly, so nobody waits for a peer's receive
+                if (MPI_Isend(&mine, 1, MPI_INT, p, kBeatTag, beats_, &r) == MPI_SUCCESS) MPI_Wait(&r, MPI_STATUS_IGNORE);
+            }
+            if (leaving) return;
+            for (;;) {  // every beat that has arrived
+                int arrived = 0;
+                MPI_Status st;
+                if (MPI_Iprobe(MPI_ANY_SOURCE, kBeatTag, beats_, &arrived, &st) != MPI_SUCCESS || !arrived) break;
+                int theirs = 0;
+                MPI_Recv(&theirs, 1, MPI_INT, st.MPI_SOURCE, kBeatTag, beats_, MPI_STATUS_IGNORE);
+                heard[size_t(st.MPI_SOURCE)] = Clock::now();
+                if (theirs == kLastBeat) left[size_t(st.MPI_SOURCE)] = true;
+            }
+            if (getppid() != parent_) {
+                std::fprintf(stderr, "towerbench-run (process %d of %d): its launcher (mpirun, pid %d) has ended; ending "
+                             "this process too (the run folder keeps its last checkpoint)\n", rank_, size_, int(parent_));
+                std::_Exit(3);
+            }
+            const auto now = Clock::now();
+            for (int p = 0; p < size_; ++p) {
+                if (left[size_t(p)] || now - heard[size_t(p)] < std::chrono::duration<double>(kSilentSeconds)) continue;
+                std::fprintf(stderr, "towerbench-run (process %d of %d): process %d on %s has not been heard from for %.0f s "
+                             "(stopped, hung or cut off); ending the run (its folder keeps its last checkpoint)\n",
+                             rank_, size_, p, hosts_[size_t(p)].c_str(), kSilentSeconds);
+                std::fflush(stderr);
+                MPI_Abort(MPI_COMM_WORLD, 3);
+                std::_Exit(3);
+            }
+        }
+    }
+
     int provided_ = MPI_THREAD_SINGLE;
     int rank_ = 0, size_ = 1, localSize_ = 1;
     std::vector<MPI_Comm> lanes_;
     MPI_Op bf16Sum_ = MPI_OP_NULL;
     std::vector<std::vector<uint16_t>> wire_;  // per lane: a bf16 all-reduce's buffer
+    std::vector<std::string> hosts_;           // by rank: each process's machine
+    MPI_Comm beats_ = MPI_COMM_NULL;           // the watchdog's own
+    pid_t parent_ = 0;                         // the launcher that started this process
+    std::mutex mutex_;
+    std::condition_variable wake_;
+    bool leaving_ = false;
+    std::thread watchdog_;
 };
 
 }  // namespace

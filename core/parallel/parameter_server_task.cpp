@@ -120,7 +120,7 @@ void ParameterServerTask::serve(const std::function<bool()>& afterStep) {
 // Served: the chief may still ask for the state (its last checkpoint) until it asks for the final one.
 void ParameterServerTask::finish() {
     const int chief = layout_.tasks();
-    for (;;) {
+    while (!finalAsked_) {
         const ProcessGroup::Message m = processes_.probe();
         if (m.tag == kStateTag) {
             answerStateRequest(m);
@@ -132,9 +132,9 @@ void ParameterServerTask::finish() {
                         " after serving, where only the chief's requests for its state were due");
         unsigned char none = 0;
         processes_.receive({m.peer, m.tag, &none, 0});
-        sendState(chief, kFinalTag);
-        return;
+        finalAsked_ = true;
     }
+    sendState(chief, kFinalTag);
 }
 
 void ParameterServerTask::sendState(int peer, int tag) {
@@ -244,6 +244,13 @@ void ParameterServerTask::serveAsync() {
         const ProcessGroup::Message m = processes_.probe();
         if (m.tag == kStateTag) {
             answerStateRequest(m);
+            continue;
+        }
+        if (m.tag == kFinalTag && m.peer == first && m.bytes == 0 && done[0]) {
+            // The chief is done while others push on: its final state once they are done too.
+            unsigned char none = 0;
+            processes_.receive({m.peer, m.tag, &none, 0});
+            finalAsked_ = true;
             continue;
         }
         const int w = m.peer - first;

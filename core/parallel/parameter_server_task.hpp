@@ -148,6 +148,7 @@ private:
     std::unique_ptr<Holder> holder_;  // the shard's variables and optimiser, on a CPU backend
     int64_t update_ = 0;
     bool stopAsked_ = false;
+    bool finalAsked_ = false;  // the chief has asked for the final state (async: while others pushed on)
 };
 
 // A parameter-server process from start to end.

@@ -3,6 +3,7 @@
 #include <QCoreApplication>
 #include <QDir>
 #include <QFileInfo>
+#include <QRegularExpression>
 #include <QStandardPaths>
 #include <csignal>
 
@@ -107,12 +108,18 @@ void ProcessLauncher::ended(int code, QProcess::ExitStatus status) {
     poll();  // a run that ended at once may have its folder now
     poll_.stop();
     keepErrors(errors_, process_.readAllStandardError());
-    // The processes' own one-line reasons start with the program's name; a stop is not one.
-    QString reason, mpiLine;
+    // The processes' own one-line reasons start with the program's name; a stop is not one. A
+    // process that died (killed, out of memory) gave none: mpirun names it, its rank and machine
+    // ("mpirun noticed that process rank 1 with PID 0 on node vm exited on signal 9 (Killed)."),
+    // and that is the reason, before what the others said as they were ended.
+    QString reason, mpiLine, lost;
     bool stoppedWell = false;
     for (const QByteArray& raw : errors_.split('\n')) {
         const QString line = QString::fromUtf8(raw).trimmed();
-        if (line.startsWith(QLatin1String("towerbench-run"))) {
+        if (lost.isEmpty() && line.startsWith(QLatin1String("mpirun noticed that process rank"))) {
+            lost = line;
+            lost.replace(QRegularExpression(QStringLiteral(" with PID \\d+")), QString());
+        } else if (line.startsWith(QLatin1String("towerbench-run"))) {
             stoppedWell = stoppedWell || (stops_ > 0 && line.contains(QLatin1String(": stopped by ")));
             if (reason.isEmpty() && !line.contains(QLatin1String("stopping after the step"))) reason = line;
         } else if (mpiLine.isEmpty() && !line.isEmpty() && !line.startsWith(QLatin1Char('-'))) {
@@ -122,6 +129,11 @@ void ProcessLauncher::ended(int code, QProcess::ExitStatus status) {
     // Stopped before any process could say more than that it was stopping (in MPI's start-up,
     // say): nothing failed.
     stoppedWell = stoppedWell || (stops_ > 0 && reason.isEmpty());
+    if (!lost.isEmpty() && stops_ == 0) {
+        reason = lost.mid(int(qstrlen("mpirun noticed that "))) + tr(" The other processes were ended; the run folder keeps its last checkpoint.");
+        reason[0] = reason[0].toUpper();
+        stoppedWell = false;
+    }
     int exit = code;
     if (stoppedWell) exit = 0;
     else if (status == QProcess::CrashExit) exit = 128;
