@@ -14,7 +14,8 @@ the checkpoint-write faults):
                    counts as "mid-write" where a temporary checkpoint file is left behind)
   kill-mpirun      SIGKILL of mpirun itself
   stop-rank        SIGSTOP of a random process (a hang: the others must end the run)
-  kill-in-resume   SIGKILL of a random process early in a resume of a run killed before
+  kill-in-resume   SIGKILL of a random process in the first half second of a resume (loading,
+                   restoring) of a run killed before
 For each: the seconds from the fault until every process has ended, mpirun's exit status, the
 newest checkpoint (it must load: the resume verifies every tensor's CRC-32C), and the resumed run's
 final loss against the same strategy trained without a fault: equal where the strategy is
@@ -128,14 +129,21 @@ def wait_for_step(folder, step, limit):
     return False
 
 
-def strike(binary, processes, cmd, folder, fault, rng):
-    """Starts cmd, waits for a random step, strikes; returns (seconds to stop, exit status, note)."""
+def strike(binary, processes, cmd, folder, fault, rng, at_start=False):
+    """Starts cmd, waits for a random step (at_start: a random moment in its first half second,
+    once every process exists: loading, restoring), strikes; returns (seconds to stop, exit
+    status, note)."""
     mpirun = subprocess.Popen(cmd, env=ENV, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True)
     at = rng.randrange(30, STEPS - 60)
-    note = f"at step {at}"
-    if not wait_for_step(folder, at, 60):
+    delay = rng.uniform(0, 0.5)
+    note = f"{delay:.2f} s after the start" if at_start else f"at step {at}"
+    if not at_start and not wait_for_step(folder, at, 60):
         mpirun.kill()
         return None, mpirun.wait(), "never reached step %d: %s" % (at, mpirun.stderr.read()[-300:])
+    deadline = time.monotonic() + 20
+    while len(ranks_of(folder)) < processes and time.monotonic() < deadline and mpirun.poll() is None:
+        time.sleep(0.005)
+    time.sleep(delay if at_start else 0)
     ranks = ranks_of(folder)
     if len(ranks) != processes:
         mpirun.kill()
@@ -225,8 +233,8 @@ def main():
             if fault == "kill-in-resume" and took is not None:
                 # A resume killed before it ends: another fault, then the resume that finishes.
                 t2, c2, n2 = strike(args.binary, processes, resume_command(args.binary, processes, folder), folder,
-                                    "kill-rank", rng)
-                case.update(resume_seconds_to_stop=t2, resume_exit=c2, resume_note=n2)
+                                    "kill-rank", rng, at_start=True)
+                case.update(struck_resume_seconds_to_stop=t2, struck_resume_exit=c2, struck_resume_note=n2)
             case["checkpoints"] = len([n for n in checkpoints(folder) if n.startswith("step-")])
             rc, err = resume(args.binary, processes, folder) if took is not None else (None, "")
             case["resume_exit"] = rc
@@ -240,8 +248,10 @@ def main():
                 bad.append("hang")
             if code == 0:
                 bad.append("silent success")
-            if fault == "kill-in-resume" and (case.get("resume_seconds_to_stop") or 99) > 10:
+            if fault == "kill-in-resume" and (case.get("struck_resume_seconds_to_stop") or 99) > 10:
                 bad.append("hang in resume")
+            if fault == "kill-in-resume" and case.get("struck_resume_exit") == 0:
+                bad.append("silent success of the struck resume")
             if rc != 0:
                 bad.append("no loadable checkpoint")
             elif not case["equal"]:
@@ -259,13 +269,23 @@ def main():
         "processor": model, "seed": args.seed, "cases": len(results),
         "bad": sum(1 for c in results if c["bad"]),
         "hangs": sum(1 for c in results if "hang" in c["bad"] or "hang in resume" in c["bad"]),
-        "silent_successes": sum(1 for c in results if "silent success" in c["bad"]),
+        "silent_successes": sum(1 for c in results if any(b.startswith("silent success") for b in c["bad"])),
         "unloadable": sum(1 for c in results if "no loadable checkpoint" in c["bad"]),
         "different": sum(1 for c in results if "final loss differs" in c["bad"]),
         "mid_write": sum(1 for c in results if c.get("mid_write")),
         "seconds_to_stop_median": stops[len(stops) // 2] if stops else None,
         "seconds_to_stop_max": stops[-1] if stops else None,
     }
+    by_fault = {}
+    for fault in FAULTS + ["struck-resume"]:
+        key, code = ("struck_resume_seconds_to_stop", "struck_resume_exit") if fault == "struck-resume" else \
+            ("seconds_to_stop", "exit")
+        cases = [c for c in results if c["fault"] == ("kill-in-resume" if fault == "struck-resume" else fault)]
+        times = sorted(c[key] for c in cases if c.get(key) is not None)
+        if times:
+            by_fault[fault] = {"cases": len(cases), "seconds_median": round(times[len(times) // 2], 2),
+                               "seconds_max": round(times[-1], 2), "exits": sorted({c.get(code) for c in cases})}
+    summary["by_fault"] = by_fault
     print(json.dumps(summary))
     if args.out:
         with open(args.out, "w") as f:
