@@ -4,6 +4,7 @@
 // an uninterrupted run, for holder, all-reduce and averaging plans with momentum, Adam, EMA,
 // dropout, a shuffle buffer, and batch norm per tower and synchronised), weights into another plan, refusals, evaluation of a
 // checkpoint, and the run folder's files.
+#include <QRegularExpression>
 #include <QtTest>
 
 #include <fcntl.h>
@@ -1166,6 +1167,9 @@ private slots:
         const QJsonObject t = QJsonDocument::fromJson(r.out.trimmed().section('\n', -1).toUtf8()).object();
         QCOMPARE(t.value("resumed_at").toInt(), 30);
         QCOMPARE(t.value("steps").toInt(), 45);
+        // The log says each run's end once (it said "finished" twice: the state, then the folder).
+        const QStringList log = QString::fromUtf8(tbtest::readFile(folder + "/log.txt")).split('\n', Qt::SkipEmptyParts);
+        QCOMPARE(log.filter(QRegularExpression(QStringLiteral("Z finished$"))).size(), 2);
 
         r = tbtest::runTowerbench({"eval", folder});
         QVERIFY2(r.exitCode == 0, qPrintable(r.err));

@@ -364,6 +364,8 @@ void RunFolder::fail(const std::string& message) {
 void RunFolder::onStateChanged(RunState s, const std::string& detail) {
     if (metrics_) metrics_->onStateChanged(s, detail);
     if (events_) events_->onStateChanged(s, detail);
+    // The end is the folder's to log, once its summary is written (finish, fail).
+    if (s == RunState::Finished || s == RunState::Failed) return;
     log(std::string(toString(s)) + (detail.empty() ? "" : ": " + detail));
 }
 
