@@ -127,11 +127,8 @@ void ParameterServerTask::finish() {
             continue;
         }
         if (m.tag != kFinalTag || m.peer != chief || m.bytes != 0)
-            throw Error("--ps-tasks: server " + std::to_string(shard_) + " received " + std::to_string(m.bytes) +
-                        " bytes tagged " + std::to_string(m.tag) + " from process " + std::to_string(m.peer) +
-                        " after serving, where only the chief's requests for its state were due");
-        unsigned char none = 0;
-        processes_.receive({m.peer, m.tag, &none, 0});
+            throw unexpected(m, " after serving, where only the chief's requests for its state were due");
+        receiveEmpty(m);
         finalAsked_ = true;
     }
     sendState(chief, kFinalTag);
@@ -151,12 +148,21 @@ void ParameterServerTask::sendState(int peer, int tag) {
     processes_.exchange({m.to(peer, tag)}, {});
 }
 
+Error ParameterServerTask::unexpected(const ProcessGroup::Message& m, const std::string& due) const {
+    return Error("--ps-tasks: server " + std::to_string(shard_) + " received " + std::to_string(m.bytes) +
+                 " bytes tagged " + std::to_string(m.tag) + " from process " + std::to_string(m.peer) + due);
+}
+
+void ParameterServerTask::receiveEmpty(const ProcessGroup::Message& m) {
+    unsigned char none = 0;
+    processes_.receive({m.peer, m.tag, &none, 0});
+}
+
 void ParameterServerTask::answerStateRequest(const ProcessGroup::Message& m) {
     if (m.peer != layout_.tasks() || m.bytes != 0)
         throw Error("--ps-tasks: server " + std::to_string(shard_) + " was asked for its state by process " +
                     std::to_string(m.peer) + " (" + std::to_string(m.bytes) + " bytes), not by the chief");
-    unsigned char none = 0;
-    processes_.receive({m.peer, m.tag, &none, 0});
+    receiveEmpty(m);
     sendState(m.peer, kStateReplyTag);
 }
 
@@ -184,9 +190,7 @@ void ParameterServerTask::receivePushes(std::vector<ShardMessage<PushHeader>>& p
         }
         const int w = m.peer - first;
         if (w < 0 || w >= workers_ || got[size_t(w)] || m.tag != kPushTag || m.bytes != pushes[0].bytes.size())
-            throw Error("--ps-tasks: server " + std::to_string(shard_) + " received " + std::to_string(m.bytes) +
-                        " bytes tagged " + std::to_string(m.tag) + " from process " + std::to_string(m.peer) +
-                        " where one push of " + std::to_string(pushes[0].bytes.size()) + " bytes from each worker was due");
+            throw unexpected(m, " where one push of " + std::to_string(pushes[0].bytes.size()) + " bytes from each worker was due");
         processes_.receive(pushes[size_t(w)].to(m.peer, kPushTag));
         got[size_t(w)] = true;
         --left;
@@ -248,8 +252,7 @@ void ParameterServerTask::serveAsync() {
         }
         if (m.tag == kFinalTag && m.peer == first && m.bytes == 0 && done[0]) {
             // The chief is done while others push on: its final state once they are done too.
-            unsigned char none = 0;
-            processes_.receive({m.peer, m.tag, &none, 0});
+            receiveEmpty(m);
             finalAsked_ = true;
             continue;
         }
@@ -258,16 +261,13 @@ void ParameterServerTask::serveAsync() {
             throw Error("--ps-tasks: server " + std::to_string(shard_) + " received a message from process " +
                         std::to_string(m.peer) + ", which is not a running worker");
         if (m.tag == kByeTag) {
-            unsigned char none = 0;
-            processes_.receive({m.peer, m.tag, &none, 0});
+            receiveEmpty(m);
             done[size_t(w)] = true;
             --running;
             continue;
         }
         if (m.tag != kPushTag || m.bytes != push.bytes.size())
-            throw Error("--ps-tasks: server " + std::to_string(shard_) + " received " + std::to_string(m.bytes) +
-                        " bytes tagged " + std::to_string(m.tag) + " from process " + std::to_string(m.peer) +
-                        " where a push of " + std::to_string(push.bytes.size()) + " bytes was due");
+            throw unexpected(m, " where a push of " + std::to_string(push.bytes.size()) + " bytes was due");
         processes_.receive(push.to(m.peer, kPushTag));
         const int64_t staleness = update_ - answered[size_t(w)];
         const PushHeader h = push.header();

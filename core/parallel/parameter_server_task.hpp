@@ -29,6 +29,7 @@
 #include "nn/model_spec.hpp"
 #include "nn/network.hpp"
 #include "parallel/strategy.hpp"
+#include "util/error.hpp"
 
 namespace tb {
 
@@ -133,6 +134,9 @@ private:
     // The state message (kStateTag's answer, or the final one) to `peer`.
     void sendState(int peer, int tag);
     void answerStateRequest(const ProcessGroup::Message& m);
+    void receiveEmpty(const ProcessGroup::Message& m);  // a message of no bytes (a request, a goodbye)
+    // The refusal of message m: "... received B bytes tagged T from process P" + `due`.
+    Error unexpected(const ProcessGroup::Message& m, const std::string& due) const;
     ReplyHeader apply(const float* grads, int64_t total, bool stopAsked);
     size_t pushFloats() const { return pushGradientFloats(layout_.count(shard_), gradients_); }
     size_t replyFloats() const { return layout_.count(shard_) + reports_.size(); }
