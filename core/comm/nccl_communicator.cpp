@@ -4,8 +4,21 @@
 // towers are ranks p x n .. p x n + n - 1, the group's id broadcast over MPI from process 0.
 // bf16 gradients: every rank rounds into its wire buffer on its GPU, the root too (NCCL reduces
 // one type), and NCCL reduces them in ncclBfloat16.
+// No wait is unbounded (PyTorch's c10d watchdog does the same): NCCL's kernels wait as long as a
+// rank stays away, so a rank whose part of a collective fails (its rounding, its NCCL call, its
+// stream) aborts the group at once, and a watchdog aborts it once a collective has waited longer
+// than TB_NCCL_TIMEOUT_S seconds (60 unless set). The first cause is what every rank throws, then
+// and after: an aborted group is only destroyed.
 #include <algorithm>
+#include <atomic>
+#include <chrono>
+#include <cmath>
+#include <condition_variable>
+#include <cstdio>
+#include <cstdlib>
 #include <memory>
+#include <mutex>
+#include <thread>
 
 #include "backend/registry.hpp"
 #include "comm/communicator.hpp"
@@ -16,10 +29,33 @@ namespace tb {
 
 namespace {
 
+using Clock = std::chrono::steady_clock;
+
+double timeoutSeconds() {
+    const char* v = std::getenv("TB_NCCL_TIMEOUT_S");
+    if (!v || !*v) return 60;
+    char* end = nullptr;
+    const double s = std::strtod(v, &end);
+    if (*end || !std::isfinite(s) || s <= 0)
+        throw Error(std::string("TB_NCCL_TIMEOUT_S: '") + v + "' is not a number of seconds above 0");
+    return s;
+}
+
+std::string rankList(const std::vector<int>& ranks) {
+    std::string s = ranks.size() == 1 ? "rank " : "ranks ";
+    for (size_t i = 0; i < ranks.size(); ++i)
+        s += (i == 0 ? "" : i + 1 == ranks.size() ? " and " : ", ") + std::to_string(ranks[i]);
+    return s;
+}
+
 class NcclCommunicator final : public Communicator {
 public:
     NcclCommunicator(std::vector<RankEndpoint> ranks, HolderEndpoint holder, size_t maxCount, ProcessGroup* processes)
-        : Communicator(std::move(ranks), holder) {
+        : Communicator(std::move(ranks), holder),
+          timeout_(timeoutSeconds()),
+          since_(ranks_.size()),
+          what_(ranks_.size()),
+          calls_(ranks_.size()) {
         processes_ = processes;
         std::vector<int> devices;
         for (size_t r = 0; r < ranks_.size(); ++r) {
@@ -38,6 +74,15 @@ public:
             group_ = std::make_unique<NcclGroup>(devices);
         }
         scratch_ = ranks_[0].backend->empty(Shape{int64_t(std::max<size_t>(maxCount, 1))});
+        watchdog_ = std::thread([this] { watch(); });
+    }
+    ~NcclCommunicator() override {
+        {
+            std::lock_guard lock(watchMutex_);
+            stopping_ = true;
+        }
+        wake_.notify_all();
+        watchdog_.join();
     }
     std::string name() const override { return "NCCL"; }
     bool sharesHolder(int rank) const override { return rank == root_; }
@@ -45,8 +90,7 @@ public:
     const float* reduceToHolder(int rank, const float* send, float* holderScratch, size_t count, ReduceOp op) override {
         if (!onHolderDevice(rank)) countByRank(rank, gradientBytes(count));
         if (size() == 1) return send;  // the one rank is on the holder's GPU: read in place
-        std::exception_ptr failure;
-        attempt(failure, [&] {
+        collective(rank, "reduce to the holder", [&] {
             const RankEndpoint& r = ranks_[size_t(rank)];
             const bool mean = op == ReduceOp::Mean;
             if (anyRoundsOnWire()) {
@@ -61,20 +105,17 @@ public:
             r.backend->synchronize(r.stream);
         });
         meet(rank);  // the root's result is complete for every rank's share of the update
-        if (failure) std::rethrow_exception(failure);
         return holderScratch;
     }
 
     void broadcastFromHolder(int rank, const float* holderSrc, float* recv, size_t count) override {
         if (!onHolderDevice(rank)) countByRank(rank, int64_t(count * sizeof(float)));
         if (size() == 1) return;
-        std::exception_ptr failure;
-        attempt(failure, [&] {
+        collective(rank, "broadcast from the holder", [&] {
             group_->broadcast(rank, rank == root_ ? const_cast<float*>(holderSrc) : recv, count, root_,
                               ranks_[size_t(rank)].stream);
             ranks_[size_t(rank)].backend->synchronize(ranks_[size_t(rank)].stream);
         });
-        if (failure) std::rethrow_exception(failure);
     }
 
     void allReduce(int rank, float* buf, size_t count, ReduceOp op) override {
@@ -82,17 +123,19 @@ public:
             countTotal(ringBytes(count));
             if (processes_) processes_->countAllReduce(count, processes_->size() * size(), gradients_);
         }
-        const RankEndpoint& r = ranks_[size_t(rank)];
-        const bool mean = op == ReduceOp::Mean;
-        if (anyRoundsOnWire()) {  // one choice for every rank: NCCL's datatype must agree
-            uint16_t* wire = deviceWire(rank);
-            r.backend->roundToBf16(r.stream, buf, wire, count);
-            group_->allReduce(rank, wire, count, true, mean, r.stream);
-            r.backend->widenBf16(r.stream, wire, buf, count);
-        } else {
-            group_->allReduce(rank, buf, count, false, mean, r.stream);
-        }
-        r.backend->synchronize(r.stream);
+        collective(rank, "all-reduce", [&] {
+            const RankEndpoint& r = ranks_[size_t(rank)];
+            const bool mean = op == ReduceOp::Mean;
+            if (anyRoundsOnWire()) {  // one choice for every rank: NCCL's datatype must agree
+                uint16_t* wire = deviceWire(rank);
+                r.backend->roundToBf16(r.stream, buf, wire, count);
+                group_->allReduce(rank, wire, count, true, mean, r.stream);
+                r.backend->widenBf16(r.stream, wire, buf, count);
+            } else {
+                group_->allReduce(rank, buf, count, false, mean, r.stream);
+            }
+            r.backend->synchronize(r.stream);
+        });
     }
 
     void allGather(int, const float*, float*, size_t) override {
@@ -116,9 +159,84 @@ public:
     const float* push(int, const float*, size_t) override { throw Error("NCCL: pushes belong to asynchronous updates"); }
 
 private:
+    // This rank's part of one collective, `what` ("all-reduce"), watched while it runs. Once
+    // the group is aborted every part throws the cause; a part that fails aborts it (no meeting
+    // after: a rank that stays away would hold the others there).
+    template <class F>
+    void collective(int rank, const char* what, F&& part) {
+        if (aborted_) throw Error(cause());
+        what_[size_t(rank)] = what;
+        ++calls_[size_t(rank)];
+        since_[size_t(rank)] = Clock::now().time_since_epoch().count();
+        try {
+            part();
+        } catch (const std::exception& e) {
+            since_[size_t(rank)] = 0;
+            abortFor("rank " + std::to_string(rank) + " (" + ranks_[size_t(rank)].device.str() + ")'s " + what +
+                     " failed: " + e.what());
+            throw Error(cause());
+        }
+        since_[size_t(rank)] = 0;
+    }
+
+    // The first cause is kept; the group is aborted once, which ends every rank's pending NCCL call.
+    void abortFor(const std::string& why) {
+        {
+            std::lock_guard lock(causeMutex_);
+            if (cause_.empty()) cause_ = why + "; the group was aborted so that no rank waits for it";
+        }
+        if (!aborted_.exchange(true)) group_->abort();
+    }
+    std::string cause() {
+        std::lock_guard lock(causeMutex_);
+        return cause_;
+    }
+
+    // The watchdog's thread: every tenth of the timeout (at most a second), any rank inside a
+    // collective for longer than the timeout aborts the group, naming the ranks that had not
+    // reached it (fewer calls than the others: ranks of this process only).
+    void watch() {
+        const auto limit = std::chrono::duration_cast<Clock::duration>(std::chrono::duration<double>(timeout_));
+        const auto period = std::min<Clock::duration>(limit / 10, std::chrono::seconds(1));
+        std::unique_lock lock(watchMutex_);
+        while (!wake_.wait_for(lock, period, [&] { return stopping_; })) {
+            if (aborted_) continue;
+            const int64_t now = Clock::now().time_since_epoch().count();
+            for (int r = 0; r < size(); ++r) {
+                const int64_t since = since_[size_t(r)];
+                if (since == 0 || now - since <= limit.count()) continue;
+                int64_t most = 0;
+                for (const auto& c : calls_) most = std::max<int64_t>(most, c);
+                std::vector<int> behind;
+                for (int k = 0; k < size(); ++k)
+                    if (calls_[size_t(k)] < most) behind.push_back(k);
+                char seconds[32];
+                std::snprintf(seconds, sizeof seconds, "%g", timeout_);
+                std::string why = "NCCL: rank " + std::to_string(r) + "'s " + what_[size_t(r)].load() +
+                                  " waited more than " + seconds + " s (TB_NCCL_TIMEOUT_S)";
+                why += behind.empty() ? processes_ ? " for a rank of another process, or for a GPU that does not return"
+                                                   : "; no rank returned (a GPU that does not finish)"
+                                      : " for " + rankList(behind) + ", which had not reached it";
+                abortFor(why);
+                break;
+            }
+        }
+    }
+
     std::unique_ptr<NcclGroup> group_;
     int root_ = -1;   // the rank on the holder's GPU
     Tensor scratch_;  // (maxCount) on rank 0's GPU, for meanOfRanks
+    const double timeout_;
+    std::vector<std::atomic<int64_t>> since_;       // per rank: when its current collective began (0: none)
+    std::vector<std::atomic<const char*>> what_;    // per rank: its current or last collective
+    std::vector<std::atomic<int64_t>> calls_;       // per rank: collectives begun
+    std::atomic<bool> aborted_{false};
+    std::mutex causeMutex_;
+    std::string cause_;
+    std::mutex watchMutex_;
+    std::condition_variable wake_;
+    bool stopping_ = false;
+    std::thread watchdog_;
 };
 
 }  // namespace

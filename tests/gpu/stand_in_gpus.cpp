@@ -2,7 +2,6 @@
 
 #include <algorithm>
 #include <atomic>
-#include <barrier>
 #include <chrono>
 #include <condition_variable>
 #include <deque>
@@ -20,21 +19,23 @@
 #include "cuda_module_abi.h"
 #include "tensor/bf16.hpp"
 
-// The ranks of one group meet at `meet` twice per collective: once every rank's buffers are
+// The ranks of one group meet twice per collective (meet()): once every rank's buffers are
 // known (then each reads what it needs), and once every rank has read (then each writes its own).
+// A meeting waits as long as a rank stays away, as NCCL's kernels do, until the group is aborted.
 // Point to point: a send leaves a copy in the (sender, receiver) mailbox and returns (once queued,
 // NCCL's sends do not hold the calling thread either); a receive waits for the oldest. But, as
 // NCCL connects a pair of ranks on its first use and that first call waits for the peer's, a
 // send on a pair whose receiver has not yet received waits for it, and fails after 5 s (where
 // NCCL would hang). Abort wakes every wait with an error.
 struct TbNcclGroup {
-    explicit TbNcclGroup(int n) : ranks(n), send(size_t(n)), recv(size_t(n)), meet(n) {}
+    explicit TbNcclGroup(int n) : ranks(n), send(size_t(n)), recv(size_t(n)) {}
     int ranks;
     std::vector<const void*> send;
     std::vector<void*> recv;
-    std::barrier<> meet;
-    std::mutex mailMutex;
+    std::mutex mailMutex;  // guards the meetings, the mail and `aborted`
     std::condition_variable mailArrived;
+    int arrived = 0;       // ranks at the current meeting
+    long meetings = 0;     // meetings completed
     std::map<std::pair<int, int>, std::deque<std::vector<float>>> mail;
     std::set<std::pair<int, int>> connected;  // (sender, receiver) pairs the receiver has joined
     bool aborted = false;
@@ -46,10 +47,42 @@ namespace {
 
 int gStandIns = 1;
 std::atomic<long> gAllReduce{0}, gReduce{0}, gBroadcast{0}, gSend{0};
+std::atomic<int> gFailingRank{-1};  // failStandInCollective's rank, until its next collective
 
 int fail(TbError* err, const std::string& text) {
     tb::writeError(err, text.c_str());
     return TB_ERROR;
+}
+
+// The collectives' entry: false (and the error written) where the group is aborted, or where the
+// test planted a failure of this rank's next collective (which then stays away from the meetings,
+// as a rank whose NCCL call failed does).
+bool enter(TbNcclGroup& g, int rank, const char* call, TbError* err) {
+    int planted = rank;
+    if (gFailingRank.compare_exchange_strong(planted, -1)) {
+        fail(err, std::string("NCCL: ") + call + " failed: unhandled system error (planted by the test)");
+        return false;
+    }
+    std::lock_guard lock(g.mailMutex);
+    if (g.aborted) fail(err, std::string("NCCL: ") + call + " failed: the group was aborted");
+    return !g.aborted;
+}
+
+// Every rank of the group at once: false (and the error written) where the group was aborted
+// before all had come.
+bool meet(TbNcclGroup& g, const char* call, TbError* err) {
+    std::unique_lock lock(g.mailMutex);
+    const long meeting = g.meetings;
+    if (++g.arrived == g.ranks) {
+        g.arrived = 0;
+        ++g.meetings;
+        g.mailArrived.notify_all();
+    } else {
+        g.mailArrived.wait(lock, [&] { return g.aborted || g.meetings != meeting; });
+    }
+    if (g.meetings != meeting) return true;
+    fail(err, std::string("NCCL: ") + call + " failed: the group was aborted");
+    return false;
 }
 
 // out := sum (or mean) over every rank's buffer, added in rank order; bf16 buffers are widened,
@@ -115,12 +148,14 @@ int ncclJoin(int, const int*, int, int, const char*, TbNcclGroup**, TbError* err
 }
 void ncclDestroy(TbNcclGroup* g) { delete g; }
 
-int ncclAllReduce(TbNcclGroup* g, int rank, void* buf, size_t count, int bf16, int mean, TbStream*, TbError*) {
+int ncclAllReduce(TbNcclGroup* g, int rank, void* buf, size_t count, int bf16, int mean, TbStream*, TbError* err) {
+    const char* call = "ncclAllReduce";
+    if (!enter(*g, rank, call, err)) return TB_ERROR;
     g->send[size_t(rank)] = buf;
-    g->meet.arrive_and_wait();
+    if (!meet(*g, call, err)) return TB_ERROR;
     std::vector<float> result;
     combine(*g, count, bf16 != 0, mean != 0, result);
-    g->meet.arrive_and_wait();
+    if (!meet(*g, call, err)) return TB_ERROR;
     store(result, buf, bf16 != 0);
     if (rank == 0) ++gAllReduce;
     return TB_OK;
@@ -129,25 +164,29 @@ int ncclAllReduce(TbNcclGroup* g, int rank, void* buf, size_t count, int bf16, i
 int ncclReduce(TbNcclGroup* g, int rank, const void* send, void* recv, size_t count, int bf16, int mean, int root,
                TbStream*, TbError* err) {
     if (root < 0 || root >= g->ranks) return fail(err, "NCCL: root " + std::to_string(root) + " is no rank");
+    const char* call = "ncclReduce";
+    if (!enter(*g, rank, call, err)) return TB_ERROR;
     g->send[size_t(rank)] = send;
-    g->meet.arrive_and_wait();
+    if (!meet(*g, call, err)) return TB_ERROR;
     std::vector<float> result;
     if (rank == root) combine(*g, count, bf16 != 0, mean != 0, result);
-    g->meet.arrive_and_wait();
+    if (!meet(*g, call, err)) return TB_ERROR;
     if (rank == root) store(result, recv, bf16 != 0), ++gReduce;
     return TB_OK;
 }
 
 int ncclBroadcast(TbNcclGroup* g, int rank, float* buf, size_t count, int root, TbStream*, TbError* err) {
     if (root < 0 || root >= g->ranks) return fail(err, "NCCL: root " + std::to_string(root) + " is no rank");
+    const char* call = "ncclBroadcast";
+    if (!enter(*g, rank, call, err)) return TB_ERROR;
     g->send[size_t(rank)] = buf;
-    g->meet.arrive_and_wait();
+    if (!meet(*g, call, err)) return TB_ERROR;
     std::vector<float> copy;
     if (rank != root) {
         const auto* src = static_cast<const float*>(g->send[size_t(root)]);
         copy.assign(src, src + count);
     }
-    g->meet.arrive_and_wait();
+    if (!meet(*g, call, err)) return TB_ERROR;
     if (rank != root) std::memcpy(buf, copy.data(), count * sizeof(float));
     if (rank == root) ++gBroadcast;
     return TB_OK;
@@ -217,5 +256,7 @@ const TbCudaModule& standInGpuModule(int gpus) {
 }
 
 StandInNcclCounts standInNcclCounts() { return {gAllReduce.load(), gReduce.load(), gBroadcast.load(), gSend.load()}; }
+
+void failStandInCollective(int rank) { gFailingRank = rank; }
 
 }  // namespace tbtest

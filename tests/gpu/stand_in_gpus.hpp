@@ -4,7 +4,8 @@
 // as NCCL's ranks do: all-reduce, reduce to a root, broadcast from a root, sum or mean, fp32 or
 // bf16 (each partial sum rounded, as NCCL's ring does), and sends and receives between two ranks.
 // So the C boundary, the registry's use of a module, and the NCCL communicator's logic across
-// several ranks (pipeline stages' links included) run on a machine with no GPU.
+// several ranks (pipeline stages' links included) run on a machine with no GPU. Its collectives
+// wait for a rank that stays away until the group is aborted, as NCCL's do.
 #pragma once
 #include "backend/cuda_module.h"
 
@@ -18,5 +19,8 @@ struct StandInNcclCounts {
     long allReduce = 0, reduce = 0, broadcast = 0, send = 0;
 };
 StandInNcclCounts standInNcclCounts();
+// The next all-reduce, reduce or broadcast of `rank` (in any group) fails at once, and the rank
+// stays away from the collective (as one whose NCCL call returned an error).
+void failStandInCollective(int rank);
 
 }  // namespace tbtest

@@ -10,7 +10,14 @@
 //     broadcast from it, for every root, fp32 and bf16, each element as expected
 //   - towers on 4 stand-in GPUs through NCCL train as CPU towers do (all-reduce; holder mean with
 //     the variables on gpu:2), to the bit
+//   - no NCCL wait is unbounded: a rank whose collective fails ends every rank's (each throws
+//     that rank's error, at once and in every later collective), and a rank that stays away ends
+//     the others' wait after TB_NCCL_TIMEOUT_S, naming it; a bad TB_NCCL_TIMEOUT_S is refused
+#include <chrono>
 #include <cmath>
+#include <cstdlib>
+#include <future>
+#include <string>
 #include <cstdio>
 #include <cstring>
 #include <thread>
@@ -172,6 +179,114 @@ void ncclReducesToAndBroadcastsFromTheHolder(CommPrecision wire) {
     }
 }
 
+using Clock = std::chrono::steady_clock;
+
+// f(rank) on a thread per rank; what each threw ("" where it returned) and when it returned,
+// in seconds from the start. A rank still inside after 20 s is a hang: the program says so and
+// ends (its threads cannot be joined).
+struct Outcome {
+    std::vector<std::string> errors = std::vector<std::string>(kGpus);
+    std::vector<double> seconds = std::vector<double>(kGpus);
+};
+template <class F>
+Outcome boundedly(const char* what, F f) {
+    Outcome o;
+    const auto t0 = Clock::now();
+    std::vector<std::future<void>> done;
+    for (int r = 0; r < kGpus; ++r)
+        done.push_back(std::async(std::launch::async, [&, r] {
+            try {
+                f(r);
+            } catch (const std::exception& e) {
+                o.errors[size_t(r)] = e.what();
+            }
+            o.seconds[size_t(r)] = std::chrono::duration<double>(Clock::now() - t0).count();
+        }));
+    for (int r = 0; r < kGpus; ++r)
+        if (done[size_t(r)].wait_until(t0 + std::chrono::seconds(20)) != std::future_status::ready) {
+            std::fprintf(stderr, "FAIL %s: rank %d still waits after 20 s (a hang)\n", what, r);
+            std::fflush(stderr);
+            std::_Exit(1);
+        }
+    return o;
+}
+
+// A rank's NCCL call fails (as an unhandled system error would) and it stays away from the
+// collective: every rank's call ends with that error, for an all-reduce and for a reduce to the
+// holder (the failing rank the root, and not), and the next collective is refused with it too.
+void aFailedCollectiveEndsEveryRank() {
+    struct Case {
+        const char* what;
+        int failing;
+        bool holder;
+    };
+    for (const Case& k : {Case{"all-reduce", 2, false}, Case{"reduce to the holder (its root failing)", 1, true},
+                          Case{"reduce to the holder (a rank failing)", 3, true}}) {
+        const size_t n = 100;
+        Ranks ranks;
+        const HolderEndpoint holder = k.holder ? HolderEndpoint{ranks.backends[1].get(), gpu(1)} : HolderEndpoint{};
+        auto comm = makeCommunicator(CommKind::Nccl, ranks.endpoints, holder, n);
+        std::vector<std::vector<float>> bufs(kGpus, std::vector<float>(n, 1.f));
+        std::vector<float> scratch(n);
+        tbtest::failStandInCollective(k.failing);
+        const auto step = [&](int r) {
+            if (k.holder) {
+                comm->reduceToHolder(r, bufs[size_t(r)].data(), scratch.data(), n, ReduceOp::Mean);
+                comm->broadcastFromHolder(r, scratch.data(), bufs[size_t(r)].data(), n);
+            } else {
+                comm->allReduce(r, bufs[size_t(r)].data(), n, ReduceOp::Mean);
+            }
+        };
+        const Outcome first = boundedly(k.what, step);
+        const std::string cause = "rank " + std::to_string(k.failing) + " (gpu:" + std::to_string(k.failing) + ")'s";
+        for (int r = 0; r < kGpus; ++r) {
+            const std::string& e = first.errors[size_t(r)];
+            CHECK(e.find(cause) == 0 && e.find("planted by the test") != std::string::npos &&
+                      e.find("the group was aborted") != std::string::npos,
+                  "%s: rank %d threw '%s'", k.what, r, e.c_str());
+        }
+        const Outcome next = boundedly(k.what, step);
+        for (int r = 0; r < kGpus; ++r)
+            CHECK(next.errors[size_t(r)] == first.errors[0], "%s, the next collective: rank %d threw '%s'", k.what, r,
+                  next.errors[size_t(r)].c_str());
+    }
+}
+
+// Rank 3 comes 3 s late to an all-reduce whose timeout is 0.5 s: the other three return within
+// a second, each with one sentence naming rank 3, and rank 3's late call is refused with it.
+void aRankThatStaysAwayTimesOut() {
+    setenv("TB_NCCL_TIMEOUT_S", "0.5", 1);
+    {
+        const size_t n = 64;
+        Ranks ranks;
+        auto comm = makeCommunicator(CommKind::Nccl, ranks.endpoints, HolderEndpoint{}, n);
+        std::vector<std::vector<float>> bufs(kGpus, std::vector<float>(n, 1.f));
+        const Outcome o = boundedly("late rank", [&](int r) {
+            if (r == 3) std::this_thread::sleep_for(std::chrono::seconds(3));
+            comm->allReduce(r, bufs[size_t(r)].data(), n, ReduceOp::Sum);
+        });
+        std::printf("a rank 3 s late, timeout 0.5 s: the others returned after %.2f, %.2f, %.2f s: %s\n", o.seconds[0],
+                    o.seconds[1], o.seconds[2], o.errors[0].c_str());
+        for (int r = 0; r < kGpus; ++r) {
+            const std::string& e = o.errors[size_t(r)];
+            CHECK(e.find("waited more than 0.5 s (TB_NCCL_TIMEOUT_S) for rank 3, which had not reached it") !=
+                      std::string::npos,
+                  "rank %d threw '%s'", r, e.c_str());
+            if (r < 3) CHECK(o.seconds[size_t(r)] < 1.5, "rank %d waited %.2f s (timeout 0.5 s)", r, o.seconds[size_t(r)]);
+        }
+    }
+    setenv("TB_NCCL_TIMEOUT_S", "soon", 1);
+    std::string refusal;
+    try {
+        Ranks ranks;
+        makeCommunicator(CommKind::Nccl, ranks.endpoints, HolderEndpoint{}, 1);
+    } catch (const std::exception& e) {
+        refusal = e.what();
+    }
+    CHECK(refusal == "TB_NCCL_TIMEOUT_S: 'soon' is not a number of seconds above 0", "refusal: '%s'", refusal.c_str());
+    unsetenv("TB_NCCL_TIMEOUT_S");
+}
+
 DeploymentPlan towersOn(DeviceType type, VariablePlacement v, int holderTower = 0) {
     DeploymentPlan p;
     p.towers.clear();  // a plan starts with one tower on cpu:0
@@ -223,5 +338,7 @@ int main() {
         ncclReducesToAndBroadcastsFromTheHolder(wire);
     }
     towersTrainAsCpuTowersDo();
+    aFailedCollectiveEndsEveryRank();
+    aRankThatStaysAwayTimesOut();
     return tbcheck::exitStatus();
 }

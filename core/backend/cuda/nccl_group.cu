@@ -5,6 +5,7 @@
 // communicator instead, and a one-GPU machine can run NCCL with a single rank only.
 #include <nccl.h>
 
+#include <atomic>
 #include <cstdio>
 #include <cstring>
 #include <string>
@@ -17,6 +18,9 @@
 struct TbNcclGroup {
     std::vector<ncclComm_t> comms;  // rank r's communicator, on devices[r]
     std::vector<int> devices;
+    // Set once by ncclAbort (from a watchdog or a failing rank's thread, while other ranks may be
+    // inside a call): the communicators are then aborted, freed by NCCL, and never used again.
+    std::atomic<bool> aborted{false};
 };
 
 namespace tb::cuda {
@@ -28,6 +32,19 @@ int failed(TbError* err, const char* call, ncclResult_t r) {
     return TB_ERROR;
 }
 cudaStream_t queue(TbStream* s) { return reinterpret_cast<StreamImpl*>(s)->stream; }
+
+// Every call's start: the rank's GPU current, and the group still whole.
+int begin(TbNcclGroup* g, int rank, const char* call, TbError* err) {
+    if (g->aborted) {
+        if (err) std::snprintf(err->message, sizeof err->message, "NCCL: %s refused: the group was aborted", call);
+        return TB_ERROR;
+    }
+    const cudaError_t e = cudaSetDevice(g->devices[size_t(rank)]);
+    if (e == cudaSuccess) return TB_OK;
+    if (err) std::snprintf(err->message, sizeof err->message, "NCCL: cudaSetDevice(%d) for %s failed: %s",
+                           g->devices[size_t(rank)], call, cudaGetErrorString(e));
+    return TB_ERROR;
+}
 
 }  // namespace
 
@@ -88,19 +105,23 @@ int ncclJoin(int n, const int* devices, int worldRanks, int firstRank, const cha
 
 void ncclDestroy(TbNcclGroup* g) {
     if (!g) return;
-    for (ncclComm_t c : g->comms)
-        if (c) ncclCommDestroy(c);
+    if (!g->aborted)
+        for (ncclComm_t c : g->comms)
+            if (c) ncclCommDestroy(c);
     delete g;
 }
 
+// Ends every rank's pending operation (ncclCommAbort may be called while another thread waits in
+// one); the communicators are freed by it.
 void ncclAbort(TbNcclGroup* g) {
-    for (ncclComm_t& c : g->comms)
-        if (c) ncclCommAbort(std::exchange(c, nullptr));
+    if (g->aborted.exchange(true)) return;
+    for (ncclComm_t c : g->comms)
+        if (c) ncclCommAbort(c);
 }
 
 // Each call is its own group: a rank's thread may enqueue several without blocking the others.
 int ncclAllReduce(TbNcclGroup* g, int rank, void* buf, size_t count, int bf16, int mean, TbStream* s, TbError* err) {
-    cudaSetDevice(g->devices[size_t(rank)]);
+    if (begin(g, rank, "ncclAllReduce", err) != TB_OK) return TB_ERROR;
     ncclGroupStart();
     const ncclResult_t r = ::ncclAllReduce(buf, buf, count, bf16 ? ncclBfloat16 : ncclFloat, mean ? ncclAvg : ncclSum,
                                            g->comms[size_t(rank)], queue(s));
@@ -111,27 +132,27 @@ int ncclAllReduce(TbNcclGroup* g, int rank, void* buf, size_t count, int bf16, i
 
 int ncclReduce(TbNcclGroup* g, int rank, const void* send, void* recv, size_t count, int bf16, int mean, int root,
                TbStream* s, TbError* err) {
-    cudaSetDevice(g->devices[size_t(rank)]);
+    if (begin(g, rank, "ncclReduce", err) != TB_OK) return TB_ERROR;
     const ncclResult_t r = ::ncclReduce(send, recv, count, bf16 ? ncclBfloat16 : ncclFloat, mean ? ncclAvg : ncclSum,
                                         root, g->comms[size_t(rank)], queue(s));
     return r == ncclSuccess ? TB_OK : failed(err, "ncclReduce", r);
 }
 
 int ncclBroadcast(TbNcclGroup* g, int rank, float* buf, size_t count, int root, TbStream* s, TbError* err) {
-    cudaSetDevice(g->devices[size_t(rank)]);
+    if (begin(g, rank, "ncclBroadcast", err) != TB_OK) return TB_ERROR;
     const ncclResult_t r = ::ncclBroadcast(buf, buf, count, ncclFloat, root, g->comms[size_t(rank)], queue(s));
     return r == ncclSuccess ? TB_OK : failed(err, "ncclBroadcast", r);
 }
 
 // Each its own group, as the collectives: the two ranks of a link are driven by two stage threads.
 int ncclSend(TbNcclGroup* g, int rank, const float* buf, size_t count, int peer, TbStream* s, TbError* err) {
-    cudaSetDevice(g->devices[size_t(rank)]);
+    if (begin(g, rank, "ncclSend", err) != TB_OK) return TB_ERROR;
     const ncclResult_t r = ::ncclSend(buf, count, ncclFloat, peer, g->comms[size_t(rank)], queue(s));
     return r == ncclSuccess ? TB_OK : failed(err, "ncclSend", r);
 }
 
 int ncclRecv(TbNcclGroup* g, int rank, float* buf, size_t count, int peer, TbStream* s, TbError* err) {
-    cudaSetDevice(g->devices[size_t(rank)]);
+    if (begin(g, rank, "ncclRecv", err) != TB_OK) return TB_ERROR;
     const ncclResult_t r = ::ncclRecv(buf, count, ncclFloat, peer, g->comms[size_t(rank)], queue(s));
     return r == ncclSuccess ? TB_OK : failed(err, "ncclRecv", r);
 }
