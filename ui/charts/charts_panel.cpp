@@ -43,6 +43,39 @@ private:
     bool old_;
 };
 
+// A series keeps at most kMaxPoints, so a long run's charts stay in bounded memory (the metrics
+// file keeps every step). The newest kRecentPoints stay as they came; whenever the cap is reached
+// the older ones but the first are thinned, each run of four becoming its lowest and highest
+// point (in key order), so spikes and the envelope survive while their count halves. Points
+// thinned once are thinned again later: resolution falls off with age, and each point costs
+// O(1) amortised.
+constexpr int kRecentPoints = 4096;
+constexpr int kMaxPoints = 16384;
+
+void append(QCPGraph* g, double key, double value) {
+    QCPGraphDataContainer& d = *g->data();
+    d.add(QCPGraphData(key, value));
+    if (d.size() <= kMaxPoints) return;
+    const int old = d.size() - kRecentPoints;
+    QVector<QCPGraphData> kept;
+    kept.reserve(old / 2 + kRecentPoints + 4);
+    auto it = d.constBegin();
+    kept.push_back(*it++);  // the run's first point stays: the line starts where the run did
+    int i = 1;
+    for (; i + 4 <= old; i += 4, it += 4) {
+        auto lo = it, hi = it;
+        for (auto p = it + 1; p != it + 4; ++p) {
+            if (p->value < lo->value) lo = p;
+            if (p->value > hi->value) hi = p;
+        }
+        if (hi < lo) std::swap(lo, hi);
+        kept.push_back(*lo);
+        if (hi != lo) kept.push_back(*hi);
+    }
+    for (; it != d.constEnd(); ++it) kept.push_back(*it);
+    d.set(kept, true);
+}
+
 QCPGraph* addLine(QCustomPlot* p, const QString& name, const QColor& colour, double width) {
     QCPGraph* g = p->addGraph();
     g->setName(name);
@@ -253,24 +286,24 @@ void ChartsPanel::addStep(const tb::StepMetrics& m) {
     for (int i = 0; i < n; ++i) {
         const double v = m.towers[size_t(i)].loss;
         if (!std::isfinite(v)) continue;
-        towerLoss_[i]->addData(key, v);
+        append(towerLoss_[i], key, v);
         lossBounds_.add(v);
     }
     if (std::isfinite(m.loss)) {
-        meanLoss_->addData(key, m.loss);
+        append(meanLoss_, key, m.loss);
         lossBounds_.add(m.loss);
         if (m.averaged) {
             if (averagedLoss_->data()->isEmpty()) averagedLoss_->addToLegend();
-            averagedLoss_->addData(key, m.loss);
+            append(averagedLoss_, key, m.loss);
         }
     }
     if (std::isfinite(m.accuracy)) {
-        trainAccuracy_->addData(key, m.accuracy);
+        append(trainAccuracy_, key, m.accuracy);
         accuracyBounds_.add(m.accuracy);
     }
     addSpeed(m, key);
     if (std::isfinite(m.lr)) {
-        lrGraph_->addData(key, m.lr);
+        append(lrGraph_, key, m.lr);
         lrBounds_.add(m.lr);
     }
     if (m.pusher >= 0 && m.staleness >= 0) addStaleness(m, key);
@@ -294,7 +327,7 @@ void ChartsPanel::addSpeed(const tb::StepMetrics& m, double key) {
             recentSeconds += s.seconds;
         }
         if (std::isfinite(m.examplesPerSec)) {
-            speedGraph_->addData(key, m.examplesPerSec);  // the step's examples over its wall time
+            append(speedGraph_, key, m.examplesPerSec);  // the step's examples over its wall time
             speedBounds_.add(m.examplesPerSec);
         }
     } else {
@@ -309,14 +342,14 @@ void ChartsPanel::addSpeed(const tb::StepMetrics& m, double key) {
         recentSeconds = std::min(kRecentSeconds, runSeconds_);
     }
     if (recentSeconds > 0) {
-        speedRecent_->addData(key, recentExamples / recentSeconds);
+        append(speedRecent_, key, recentExamples / recentSeconds);
         speedBounds_.add(recentExamples / recentSeconds);
     }
     // The whole run as the engine counts it for the summary (RunStatistics), where the step says;
     // the sum above for reports that do not (a metrics file of an older version).
     const double run = m.runExamplesPerSec > 0 ? m.runExamplesPerSec : runSeconds_ > 0 ? runExamples_ / runSeconds_ : 0;
     if (run > 0) {
-        speedRun_->addData(key, run);
+        append(speedRun_, key, run);
         speedBounds_.add(run);
     }
 }
@@ -325,7 +358,7 @@ void ChartsPanel::finishRun(double examplesPerSec) {
     if (speedRun_->data()->isEmpty() || !(examplesPerSec > 0)) return;
     const double key = (speedRun_->data()->constEnd() - 1)->key;
     speedRun_->data()->remove(key);
-    speedRun_->addData(key, examplesPerSec);
+    append(speedRun_, key, examplesPerSec);
     speedBounds_.add(examplesPerSec);
     dirty_ = true;
 }
@@ -340,7 +373,7 @@ double ChartsPanel::recentExamplesPerSec() const {
 
 void ChartsPanel::addStaleness(const tb::StepMetrics& m, double key) {
     const double s = double(m.staleness);
-    if (m.pusher < towerStaleness_.size()) towerStaleness_[m.pusher]->addData(key, s);
+    if (m.pusher < towerStaleness_.size()) append(towerStaleness_[m.pusher], key, s);
     stalenessBounds_.add(s);
     stalenessWindow_.push_back(s);
     stalenessSum_ += s;
@@ -348,7 +381,7 @@ void ChartsPanel::addStaleness(const tb::StepMetrics& m, double key) {
         stalenessSum_ -= stalenessWindow_.front();
         stalenessWindow_.pop_front();
     }
-    stalenessMean_->addData(key, stalenessSum_ / double(stalenessWindow_.size()));
+    append(stalenessMean_, key, stalenessSum_ / double(stalenessWindow_.size()));
     stalenessTotal_ += s;
     ++pushes_;
 }
@@ -369,7 +402,7 @@ void ChartsPanel::addEval(const tb::EvalResult& r) {
     const double key = double(r.step);
     noteKey(key);
     if (std::isfinite(r.accuracy)) {
-        evalGraph(QString::fromStdString(r.split))->addData(key, r.accuracy);
+        append(evalGraph(QString::fromStdString(r.split)), key, r.accuracy);
         accuracyBounds_.add(r.accuracy);
     }
     ++evals_;

@@ -3,8 +3,10 @@
 // last seconds, over the whole run), learning rate, and for asynchronous runs the staleness of
 // every push with a note that such runs are not reproducible. Data arrival is separate from
 // drawing (QCustomPlot's real-time demo): addStep/addEval only append, a timer replots at 10 Hz.
-// A scrolling window or the whole run; zoom and pan with the mouse. Series keep every point
-// (QCustomPlot's adaptive sampling draws millions smoothly).
+// A scrolling window or the whole run; zoom and pan with the mouse. A series keeps its newest
+// 4,096 points as they came and at most 16,384 in all, older ones thinned to their lows and highs
+// (bounded memory over a long run; the run folder's metrics file has every step), and
+// QCustomPlot's adaptive sampling draws them smoothly.
 #pragma once
 #include <QHash>
 #include <QString>
