@@ -347,18 +347,25 @@ private slots:
     }
 
     // A pipeline told to skip k samples continues exactly as one that took them: full shuffle,
-    // a shuffle buffer and CIFAR-style augmentation, k across an epoch's end.
+    // a shuffle buffer and CIFAR-style augmentation, k across an epoch's end; from the run's start,
+    // and a trillion samples in (3.3 billion epochs of 300: a skip costs at most one epoch's draws,
+    // so a resume after any number of steps starts at once; replaying every draw never ended).
     void pipelineSkipsAsIfItHadTaken_data() {
         QTest::addColumn<int>("buffer");
         QTest::addColumn<bool>("augment");
-        QTest::newRow("full shuffle") << 0 << false;
-        QTest::newRow("shuffle buffer") << 50 << false;
-        QTest::newRow("augmentation") << 0 << true;
+        QTest::addColumn<qulonglong>("base");
+        for (qulonglong base : {0ull, 1000000000000ull}) {
+            const char* at = base ? ", a trillion samples in" : "";
+            QTest::addRow("full shuffle%s", at) << 0 << false << base;
+            QTest::addRow("shuffle buffer%s", at) << 50 << false << base;
+            QTest::addRow("augmentation%s", at) << 0 << true << base;
+        }
     }
 
     void pipelineSkipsAsIfItHadTaken() {
         QFETCH(int, buffer);
         QFETCH(bool, augment);
+        QFETCH(qulonglong, base);
         Dataset d;
         d.name = "ramp";
         d.channels = 1;
@@ -380,10 +387,11 @@ private slots:
         // differ only in batching, so take them through a batch-1 twin instead.
         PipelineOptions one = o;
         one.batchSize = 1;
+        one.skipSamples = base;
         InputPipeline first(d, one);
         for (int i = 0; i < k; ++i) QVERIFY(first.next(taken));
         PipelineOptions skip = o;
-        skip.skipSamples = uint64_t(k);
+        skip.skipSamples = base + uint64_t(k);
         InputPipeline b(d, skip);
         for (int i = 0; i < 20; ++i) {
             QVERIFY(first.next(taken));

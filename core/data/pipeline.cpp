@@ -41,7 +41,7 @@ ChannelStatistics channelStatistics(const Dataset& d, float multiply, float add)
 }
 
 InputPipeline::InputPipeline(const Dataset& data, PipelineOptions options)
-    : data_(data), opt_(options), orderRng_(options.seed), augmentRng_(options.seed ^ 0xA5A5A5A55A5A5A5Aull) {
+    : data_(data), opt_(options) {
     const std::string who = "input pipeline for '" + data.name + "'";
     if (data.size() == 0) throw Error(who + ": the dataset is empty");
     const size_t expect = data.size() * data.sampleSize();
@@ -54,7 +54,7 @@ InputPipeline::InputPipeline(const Dataset& data, PipelineOptions options)
     outH_ = opt_.cropH > 0 ? opt_.cropH : data.height;
     outW_ = opt_.cropW > 0 ? opt_.cropW : data.width;
     useBuffer_ = opt_.shuffle && opt_.shuffleBuffer > 0 && opt_.shuffleBuffer < data.size();
-    startEpoch();
+    startEpoch(0);
     if (opt_.skipSamples > 0) skip(opt_.skipSamples);
     startPrefetch(opt_.prefetch);
 }
@@ -62,16 +62,28 @@ InputPipeline::InputPipeline(const Dataset& data, PipelineOptions options)
 InputPipeline::~InputPipeline() { stopPrefetch(); }
 
 void InputPipeline::skip(uint64_t samples) {
-    // makeBatch's draws without the pixels: the order's, and writeSample's five augmentation draws.
-    for (uint64_t i = 0; i < samples; ++i) {
-        size_t index;
-        while (!nextIndex(index)) startEpoch();
-        if (opt_.augment) augmentRng_.discard(5);
+    const uint64_t n = data_.size(), target = taken_ + samples;
+    // Every epoch is n samples long (a shuffle buffer drains at its end), so sample number s is
+    // the (s % n)-th draw of epoch s / n.
+    uint64_t into = taken_ - epoch_ * n;  // draws made in epoch_ (n at its very end)
+    if (target / n != epoch_) {
+        startEpoch(target / n);
+        into = 0;
     }
+    const uint64_t draws = target % n - std::min(into, target % n);
+    if (!useBuffer_) {
+        orderPos_ += size_t(draws);
+    } else {
+        size_t index;
+        for (uint64_t i = 0; i < draws; ++i) nextIndex(index);
+    }
+    taken_ = target;
 }
 
-void InputPipeline::startEpoch() {
+void InputPipeline::startEpoch(uint64_t epoch) {
     const size_t n = data_.size();
+    epoch_ = epoch;
+    orderRng_.seed(seedOf({opt_.seed, epoch}));
     if (useBuffer_) {
         // tf.data shuffle(B): the buffer starts with the first B samples in file order; each
         // draw takes a random slot and refills it with the next sample, then the buffer drains.
@@ -123,10 +135,11 @@ bool InputPipeline::makeBatch(Batch& b) {
                 passDone_ = true;
                 break;
             }
-            startEpoch();  // repeating batches straddle epochs, so every batch is full
+            startEpoch(epoch_ + 1);  // repeating batches straddle epochs, so every batch is full
             continue;
         }
         writeSample(index, b.x.data() + n * per);
+        ++taken_;
         b.y[n] = data_.labels[index];
         ++n;
     }
@@ -140,7 +153,8 @@ bool InputPipeline::makeBatch(Batch& b) {
 
 void InputPipeline::writeSample(size_t index, float* dst) {
     const int h = data_.height, w = data_.width;
-    const SampleDraws d = opt_.augment ? drawAugmentation(augmentRng_, opt_, h, w, outH_, outW_)
+    SplitMix64 rng{seedOf({opt_.seed ^ 0xA5A5A5A55A5A5A5Aull, taken_})};
+    const SampleDraws d = opt_.augment ? drawAugmentation(rng, opt_, h, w, outH_, outW_)
                                        : centralWindow(h, w, outH_, outW_);
     const size_t at = index * data_.sampleSize();
     transformSample(data_.isImage() ? data_.pixels.data() + at : nullptr,

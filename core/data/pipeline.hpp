@@ -30,17 +30,25 @@ public:
 
 private:
     bool makeBatch(Batch& b) override;            // false once a non-repeating pass is over
-    void startEpoch();                            // a new sample order for the next pass
+    void startEpoch(uint64_t epoch);              // epoch's sample order, from its own seed
     bool nextIndex(size_t& index);                // next sample of this pass; false once it is over
-    void writeSample(size_t index, float* dst);   // one (outC, outH, outW) sample, transformed
-    void skip(uint64_t samples);                  // advance order and augmentation draws, no pixels
+    void writeSample(size_t index, float* dst);   // sample number taken_, one (outC, outH, outW), transformed
+    // Steps over `samples` of the stream without their pixels: whole epochs at once (each's order
+    // depends on its number alone), then the draws so far of the epoch it lands in: O(1) for a
+    // permutation, O(samples into the epoch) for a shuffle buffer. So a resume costs at most one
+    // epoch's draws, not the run's.
+    void skip(uint64_t samples);
 
     const Dataset& data_;
     PipelineOptions opt_;
-    // Sample order and augmentation draw from separate streams, both used only by whichever
-    // thread makes batches (the producer, or the caller when prefetch is 0), so a seed fixes
-    // the output whatever the prefetch depth.
-    std::mt19937_64 orderRng_, augmentRng_;
+    // Epoch e's order draws from a stream seeded by (seed, e); sample number s's augmentation
+    // from SplitMix64 seeded by (seed, s), s counting every sample of the stream from the run's
+    // start (other processes' slices too). Both are used only by whichever thread makes batches
+    // (the producer, or the caller when prefetch is 0), so a seed fixes the output whatever the
+    // prefetch depth.
+    std::mt19937_64 orderRng_;
+    uint64_t epoch_ = 0;
+    uint64_t taken_ = 0;              // samples of the stream drawn or skipped so far
     std::vector<float> transpose_;  // scratch of one sample for channelsLast (producer thread only)
     bool useBuffer_ = false;          // shuffle buffer smaller than the dataset
     std::vector<size_t> order_;       // (n) permutation of this pass (full-shuffle / no-shuffle mode)

@@ -18,17 +18,6 @@ namespace fs = std::filesystem;
 namespace tb {
 namespace {
 
-// One 64-bit seed from several numbers (run seed, epoch, process, ...), each folded in by SplitMix64.
-uint64_t seedOf(std::initializer_list<uint64_t> parts) {
-    SplitMix64 g{0x243F6A8885A308D3ull};
-    uint64_t h = 0;
-    for (uint64_t v : parts) {
-        g.state ^= v;
-        h = g();
-    }
-    return h;
-}
-
 int teamSize(int threads) { return threads > 0 ? threads : int(std::max(1u, std::thread::hardware_concurrency())); }
 
 }  // namespace

@@ -1,11 +1,13 @@
 // One sample as the towers take it: a window of the stored (c, h, w) sample (cropped, padded,
 // mirrored), scaled to floats, its brightness and contrast shifted, standardised or normalised by
 // channel, and laid out channels last where asked. The augmentation's random draws are taken
-// apart from the transform, so a set in memory (one draw stream for all its samples) and a
-// streamed set (a counter-based stream per sample, whatever thread decodes it) share the transform.
+// apart from the transform, and both a set in memory and a streamed set draw each sample's from a
+// counter-based stream of its own (SplitMix64 seeded by the sample's number), so skipping samples
+// on resume costs nothing and the thread that decodes a sample does not matter.
 #pragma once
 #include <cstddef>
 #include <cstdint>
+#include <initializer_list>
 #include <vector>
 
 #include "data/batch_source.hpp"
@@ -24,7 +26,7 @@ float uniformFloat(Rng& rng, float lo, float hi) {
 }
 
 // SplitMix64 (Steele, Lea, Flood 2014): a 64-bit stream from any seed, cheap to start, so each
-// streamed sample draws from its own seed = f(run seed, process, sample number).
+// sample draws from its own seed = f(run seed, sample number, ...).
 struct SplitMix64 {
     uint64_t state;
     uint64_t operator()() {
@@ -34,6 +36,18 @@ struct SplitMix64 {
         return z ^ (z >> 31);
     }
 };
+
+// One 64-bit seed from several numbers (run seed, epoch, process, sample, ...), each folded in by
+// SplitMix64.
+inline uint64_t seedOf(std::initializer_list<uint64_t> parts) {
+    SplitMix64 g{0x243F6A8885A308D3ull};
+    uint64_t h = 0;
+    for (uint64_t v : parts) {
+        g.state ^= v;
+        h = g();
+    }
+    return h;
+}
 
 // Where the window of one sample starts and how it is changed.
 struct SampleDraws {
