@@ -5,7 +5,8 @@
 // kept) and are drawn sampled; examples/sec over the run and the last seconds (no
 // spike from two pushes landing together), staleness per push and the not-reproducible note
 // for asynchronous runs, averaging steps marked on the loss, legends outside the data, numbers
-// with thousands separators, whole-number step ticks that do not run together.
+// with thousands separators, whole-number step ticks that do not run together; reports that
+// never reached the window counted from the step numbers' gaps and said above the charts.
 #include <QtTest>
 
 #include <QCheckBox>
@@ -91,6 +92,7 @@ class ChartsPanelTest : public QObject {
 private slots:
     void stepsBecomePoints();
     void nanTowerLossIsSkipped();
+    void missingReportsAreSaid();
     void resetRebuildsTowerSeries();
     void evaluationsBecomePoints();
     void logLossSetsAxisScale();
@@ -144,6 +146,28 @@ void ChartsPanelTest::nanTowerLossIsSkipped() {
     QCOMPARE(graphNamed(panel.lossPlot(), "tower 1")->data()->size(), 5);
     QCOMPARE(graphNamed(panel.lossPlot(), "mean")->data()->size(), 10);
     QCOMPARE(panel.stepPoints(), 10);
+}
+
+// Reports the window never got (steps 11-14, dropped by the engine for a window that fell
+// behind) are counted from the gap and said above the charts; an asynchronous report that comes
+// after a later one is no gap once it arrives; a new run starts with none.
+void ChartsPanelTest::missingReportsAreSaid() {
+    ChartsPanel panel;
+    panel.reset(1);
+    for (int s = 1; s <= 10; ++s) panel.addStep(stepAt(s, 1, 1.0));
+    QCOMPARE(panel.missingSteps(), 0);
+    QVERIFY(panel.shortNote()->isHidden());
+    for (int s = 15; s <= 20; ++s) panel.addStep(stepAt(s, 1, 1.0));
+    QCOMPARE(panel.missingSteps(), 4);
+    QVERIFY(!panel.shortNote()->isHidden());
+    QVERIFY2(panel.shortNote()->text().contains("4 step reports did not reach the window"),
+             qPrintable(panel.shortNote()->text()));
+    panel.reset(2);
+    QCOMPARE(panel.missingSteps(), 0);
+    QVERIFY(panel.shortNote()->isHidden());
+    for (int u : {1, 2, 4, 3, 5}) panel.addStep(pushAt(u, 2, u % 2, 0.1 * u, 0));
+    QCOMPARE(panel.missingSteps(), 0);
+    QVERIFY(panel.shortNote()->isHidden());
 }
 
 void ChartsPanelTest::resetRebuildsTowerSeries() {

@@ -11,6 +11,7 @@
 #include <QGridLayout>
 #include <QHBoxLayout>
 #include <QLabel>
+#include <QLocale>
 #include <QTimer>
 #include <QVBoxLayout>
 #include <algorithm>
@@ -131,6 +132,15 @@ ChartsPanel::ChartsPanel(QWidget* parent) : QWidget(parent) {
     asyncNote_->setMargin(4);
     asyncNote_->setVisible(false);
 
+    // Steps whose reports the window never got (the engine drops reports for a window that falls
+    // behind; its metrics file keeps them): counted from the gaps in the step numbers.
+    shortNote_ = new QLabel(this);
+    shortNote_->setObjectName(QStringLiteral("shortNote"));
+    shortNote_->setWordWrap(true);
+    shortNote_->setAutoFillBackground(true);
+    shortNote_->setMargin(4);
+    shortNote_->setVisible(false);
+
     const QString step = tr("step"), update = tr("update");
     loss_ = makeChart(this, QStringLiteral("lossPlot"), tr("Loss"), step, tr("loss"));
     accuracy_ = makeChart(this, QStringLiteral("accuracyPlot"), tr("Accuracy"), step, tr("accuracy"));
@@ -171,6 +181,7 @@ ChartsPanel::ChartsPanel(QWidget* parent) : QWidget(parent) {
     auto* layout = new QVBoxLayout(this);
     layout->addLayout(bar);
     layout->addWidget(asyncNote_);
+    layout->addWidget(shortNote_);
     layout->addLayout(grid, 1);
 
     for (QCustomPlot* p : plots()) {
@@ -200,6 +211,9 @@ void ChartsPanel::reset(int towers) {
     RangeGuard guard(settingRanges_);
     towers_ = std::max(0, towers);
     steps_ = evals_ = 0;
+    firstStep_ = lastStep_ = -1;
+    missing_ = 0;
+    shortNote_->setVisible(false);
     firstKey_ = lastKey_ = 0;
     haveKey_ = false;
     userView_ = false;
@@ -308,7 +322,24 @@ void ChartsPanel::addStep(const tb::StepMetrics& m) {
     }
     if (m.pusher >= 0 && m.staleness >= 0) addStaleness(m, key);
     ++steps_;
+    noteMissing(m.step);
     dirty_ = true;
+}
+
+// Every step (every update, asynchronous) makes one report, numbered on from the first: the
+// numbers between the first and the last that never came are reports the window missed. (An
+// asynchronous report may come after a later one; the count is of those still missing.)
+void ChartsPanel::noteMissing(int64_t step) {
+    firstStep_ = firstStep_ < 0 ? step : std::min(firstStep_, step);
+    lastStep_ = std::max(lastStep_, step);
+    const int64_t missing = std::max<int64_t>(0, lastStep_ - firstStep_ + 1 - steps_);
+    if (missing == missing_) return;
+    missing_ = missing;
+    shortNote_->setVisible(missing > 0);
+    const QString count = missing == 1 ? tr("1 step report did") : tr("%1 step reports did").arg(QLocale().toString(qlonglong(missing)));
+    shortNote_->setText(tr("<b>%1 not reach the window</b> (it fell behind): the charts, the timeline and the "
+                           "profile are short by them; the run folder's metrics file has every step.")
+                            .arg(count));
 }
 
 void ChartsPanel::addSpeed(const tb::StepMetrics& m, double key) {
@@ -554,9 +585,10 @@ void ChartsPanel::changeEvent(QEvent* e) {
 
 void ChartsPanel::applyTheme() {
     for (QCustomPlot* p : plots()) applyChartTheme(p, palette());
-    // The asynchronous note on the tooltip colours: set apart from the charts in either theme.
+    // The notes on the tooltip colours: set apart from the charts in either theme.
     QPalette note = asyncNote_->palette();
     note.setColor(QPalette::Window, palette().color(QPalette::ToolTipBase));
     note.setColor(QPalette::WindowText, palette().color(QPalette::ToolTipText));
     asyncNote_->setPalette(note);
+    shortNote_->setPalette(note);
 }

@@ -36,6 +36,10 @@ public:
     QCustomPlot* speedPlot() const { return speed_; }
     QCustomPlot* stalenessPlot() const { return staleness_; }
     QLabel* asyncNote() const { return asyncNote_; }
+    // Steps between the first and the last whose reports never came (the note above the charts
+    // says so while there are any).
+    int64_t missingSteps() const { return missing_; }
+    QLabel* shortNote() const { return shortNote_; }
     // Examples/sec over the whole run and over the last kRecentSeconds (0 before any step).
     double runExamplesPerSec() const;
     double recentExamplesPerSec() const;
@@ -78,6 +82,7 @@ private:
     void userMovedView(QCustomPlot* source, bool keyAxis);
     void addSpeed(const tb::StepMetrics& m, double key);
     void addStaleness(const tb::StepMetrics& m, double key);
+    void noteMissing(int64_t step);
     void showAsync(bool async);
     QCPGraph* evalGraph(const QString& split);
     QVector<QCustomPlot*> plots() const { return {loss_, accuracy_, speed_, lr_, staleness_}; }
@@ -85,6 +90,7 @@ private:
     QCustomPlot *loss_ = nullptr, *accuracy_ = nullptr, *speed_ = nullptr, *lr_ = nullptr, *staleness_ = nullptr;
     QCheckBox *scrolling_ = nullptr, *logLoss_ = nullptr;
     QLabel* asyncNote_ = nullptr;
+    QLabel* shortNote_ = nullptr;
     QTimer* timer_ = nullptr;
     QVector<QCPGraph*> towerLoss_;           // one per tower, drawn under the mean
     QVector<QCPGraph*> towerStaleness_;      // async: one dot per push, per tower
@@ -98,6 +104,7 @@ private:
     int64_t pushes_ = 0;
     Bounds lossBounds_, accuracyBounds_, speedBounds_, lrBounds_, stalenessBounds_;
     int towers_ = 0, steps_ = 0, evals_ = 0;
+    int64_t firstStep_ = -1, lastStep_ = -1, missing_ = 0;
     bool async_ = false;
     double firstKey_ = 0, lastKey_ = 0;
     bool haveKey_ = false;
