@@ -612,6 +612,16 @@ def run_case(binary, case, cwd, env, asan):
 run_case.peak_kb = 0
 
 
+def every_nth(cases, n):
+    """Every n-th case of each group, from its first, in the order listed."""
+    seen, kept = collections.Counter(), []
+    for x in cases:
+        if seen[x.group] % n == 0:
+            kept.append(x)
+        seen[x.group] += 1
+    return kept
+
+
 def main():
     ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     ap.add_argument("binary")
@@ -619,6 +629,8 @@ def main():
     ap.add_argument("--only", help="only the groups whose name contains this")
     ap.add_argument("--list", action="store_true", help="every case with its outcome and line")
     ap.add_argument("--jobs", type=int, default=os.cpu_count() or 1, help="cases at once (default: the cores)")
+    ap.add_argument("--every", type=int, default=1,
+                    help="only every N-th case of each group, from its first (the sanitizer build's share)")
     a = ap.parse_args()
     binary = os.path.abspath(a.binary)
     with tempfile.TemporaryDirectory(prefix="tb-bad-input-") as work:
@@ -629,7 +641,10 @@ def main():
             gen(c)
         with open(binary, "rb") as f:
             asan = b"__asan_init" in f.read()
+        if a.every < 1:
+            ap.error("--every: %d is not a number of cases above 0" % a.every)
         cases = [x for x in c.cases if (not a.only or a.only in x.group) and not (asan and x.needs_limit)]
+        cases = every_nth(cases, a.every)
         if asan:
             print("AddressSanitizer build: %d cases that need ulimit -v left out" %
                   sum(1 for x in c.cases if x.needs_limit))
