@@ -7,6 +7,8 @@
 #include <cstdio>
 #include <cstring>
 
+#include "util/compute_thread.hpp"
+
 namespace {
 // What the handler may touch: lock-free atomics and plain ints set before it is installed.
 std::atomic<int> firstSignal{0};
@@ -55,10 +57,9 @@ StopSignals::StopSignals(const char* program, std::function<void(int)> onFirst) 
     }
     thread_ = std::thread([this] { watch(); });
     // Only the watching thread takes them from here on: this thread, and every thread it starts
-    // after (the towers' OpenMP teams, the input pipeline), keeps computing undisturbed. Since
-    // the first tower runs on this thread, a TERM delivered to it (inside oneDNN's kernels)
-    // corrupted the heap in 10 of 24 early stops (glibc: "corrupted size vs. prev_size"); with
-    // the signals kept off it, none in 40.
+    // after, keeps computing undisturbed. Compute threads block every asynchronous signal
+    // themselves (util/compute_thread.hpp: oneDNN's GEMM kernels run with rsp in the heap, where
+    // a handler's frame corrupted it in 3 of 24 early stops with the stop signals open here).
     sigset_t stops;
     sigemptyset(&stops);
     for (int s : kSignals) sigaddset(&stops, s);
@@ -77,6 +78,11 @@ StopSignals::~StopSignals() {
 }
 
 void StopSignals::watch() {
+    // This thread only waits, on a stack of its own: it takes every asynchronous signal, ours and
+    // those of handlers other code installs (a profiler's SIGPROF, a child's SIGCHLD), which
+    // compute threads refuse.
+    const sigset_t async = tb::asynchronousSignals();
+    pthread_sigmask(SIG_UNBLOCK, &async, nullptr);
     pollfd p{pipe_[0], POLLIN, 0};
     while (!done_) {
         if (::poll(&p, 1, 100) <= 0) continue;  // 100 ms: how soon the destructor is noticed

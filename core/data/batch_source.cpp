@@ -5,7 +5,7 @@
 #include <utility>
 
 #include "util/error.hpp"
-#include "util/float_mode.hpp"
+#include "util/compute_thread.hpp"
 
 namespace tb {
 
@@ -48,7 +48,7 @@ void BatchSource::stopPrefetch() {
 }
 
 void BatchSource::produce() {
-    flushDenormals();  // augmentation and standardisation are float arithmetic (util/float_mode.hpp)
+    enterComputeThread();  // augmentation and standardisation are float arithmetic (util/compute_thread.hpp)
     for (;;) {
         Batch b;
         {

@@ -9,7 +9,6 @@
 #include "engine/inference.hpp"
 #include "engine/run_setup.hpp"
 #include "util/error.hpp"
-#include "util/float_mode.hpp"
 
 namespace tb {
 

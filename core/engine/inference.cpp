@@ -13,7 +13,7 @@
 #include "data/image_codec.hpp"
 #endif
 #include "util/error.hpp"
-#include "util/float_mode.hpp"
+#include "util/compute_thread.hpp"
 
 namespace tb {
 
@@ -21,7 +21,7 @@ InferenceModel::InferenceModel(const std::string& checkpointPath, int batch, int
     : ck_(Checkpoint::open(checkpointPath)),
       threads_(threads > 0 ? threads : int(std::max(1u, std::thread::hardware_concurrency()))) {
     const ModelSpec spec = parseModelSpec(ck_.meta().modelSpec, checkpointPath + " (its model)");
-    flushDenormalsInTeam(threads_);
+    enterComputeTeam(threads_);
     be_ = makeCpuBackend(threads_);
     net_ = std::make_unique<Network>(spec, *be_, batch);
     if (net_->paramInfos().empty()) throw Error(checkpointPath + ": its model " + spec.name + " has no variables");

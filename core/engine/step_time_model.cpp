@@ -13,6 +13,7 @@
 #include "engine/prediction_text.hpp"
 #include "engine/scaling_sweep.hpp"
 #include "util/error.hpp"
+#include "util/compute_thread.hpp"
 
 namespace tb {
 
@@ -469,6 +470,7 @@ HostCore measureHostCore() {
     // On a thread of its own, whose OpenMP team is one thread: one core's rates.
     std::thread([&h] {
         omp_set_num_threads(1);
+        enterComputeTeam(1);  // dnnl_sgemm below (util/compute_thread.hpp)
         using Clock = std::chrono::steady_clock;
         const dnnl_dim_t n = 512;
         std::vector<float> x(size_t(n * n), 1.f), y(size_t(n * n), 0.5f), z(size_t(n * n));

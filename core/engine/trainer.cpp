@@ -9,7 +9,7 @@
 #include "engine/training_run.hpp"
 #include "parallel/parameter_server_task.hpp"
 #include "util/error.hpp"
-#include "util/float_mode.hpp"
+#include "util/compute_thread.hpp"
 
 namespace tb {
 
@@ -167,7 +167,7 @@ RunSummary Trainer::execute(ObserverHub& hub) {
     const int machineCores = std::max(1, int(std::max(1u, std::thread::hardware_concurrency())) /
                                              (processes_ ? processes_->localSize() : 1));
     const int cores = c.threads > 0 ? c.threads : machineCores;
-    flushDenormalsInTeam(cores);  // this thread evaluates and keeps the moving average
+    enterComputeTeam(cores);  // this thread evaluates and keeps the moving average
     const ProcessRoles roles = ProcessRoles::of(c, processes_);
     if (roles.isServer()) return serve(c, roles);
     RunPlan run = RunPlan::of(c, roles, folder_);  // a resume that cannot be exact is refused before the folder is written

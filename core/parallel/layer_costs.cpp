@@ -5,6 +5,7 @@
 #include <memory>
 
 #include "nn/network.hpp"
+#include "util/compute_thread.hpp"
 
 namespace tb {
 
@@ -56,6 +57,7 @@ struct Isolated {
 
 std::vector<double> measureLayerSeconds(const ModelSpec& spec, Backend& backend, int batch, int repeats) {
     repeats = std::max(repeats, 1);
+    enterComputeTeam(0);  // this thread runs the layers (util/compute_thread.hpp)
     // The pieces measured alone: each layer, or in a graph each run of layers between two cuts (a
     // residual block, which only runs whole), its seconds counted at its first layer.
     std::vector<LayerRange> pieces;
@@ -86,6 +88,7 @@ std::vector<double> measureLayerSeconds(const ModelSpec& spec, Backend& backend,
 
 double measureStageStepSeconds(const ModelSpec& spec, Backend& backend, LayerRange range, int microBatch,
                                int microBatches, int repeats, const std::function<void()>& beforeEach) {
+    enterComputeTeam(0);  // this thread runs the stage (util/compute_thread.hpp)
     Isolated stage(spec, backend, microBatch, range);
     Network& net = stage.net;
     const size_t n = size_t(net.paramCount());

@@ -9,7 +9,7 @@
 
 #include "backend/registry.hpp"
 #include "util/error.hpp"
-#include "util/float_mode.hpp"
+#include "util/compute_thread.hpp"
 
 namespace tb {
 
@@ -287,7 +287,7 @@ std::string TowerSet::backendName() const { return towers_[0]->backend->name() +
 std::string TowerSet::strategyName() const { return strategy_->name() + ", " + strategy_->comm().name(); }
 
 void TowerSet::towerLoop(int i) {
-    flushDenormalsInTeam(threadsPerTower_);
+    enterComputeTeam(threadsPerTower_);
     for (;;) {
         start_.arrive_and_wait();
         if (quit_) return;
@@ -520,8 +520,8 @@ std::vector<TowerStep> TowerSet::steps(const std::vector<const Batch*>& batches,
     callStart_ = Clock::now();
     start_.arrive_and_wait();
     if (callerRuns_) {
-        if (!callerFlushed_) flushDenormalsInTeam(threadsPerTower_);
-        callerFlushed_ = true;
+        if (!callerEntered_) enterComputeTeam(threadsPerTower_);
+        callerEntered_ = true;
         runTower(0);
     }
     done_.arrive_and_wait();
@@ -575,7 +575,7 @@ void TowerSet::runAsync(int64_t first, int64_t updates, const std::function<void
     std::exception_ptr failure;
     Communicator& comm = strategy_->comm();
     auto body = [&](int i) {
-        flushDenormalsInTeam(threadsPerTower_);
+        enterComputeTeam(threadsPerTower_);
         Tower& t = *towers_[size_t(i)];
         Batch b;
         try {

@@ -151,10 +151,11 @@ private:
     std::vector<std::unique_ptr<StatisticsSync>> syncs_;
 
     // The caller and the tower threads meet at start_ and done_ around each call; a first CPU
-    // tower runs on the caller's thread (callerRuns_ 1), whose team flushes denormals once.
+    // tower runs on the caller's thread (callerRuns_ 1), whose team becomes a compute team once
+    // (util/compute_thread.hpp).
     const int callerRuns_;
     std::barrier<> start_, done_;
-    bool callerFlushed_ = false;
+    bool callerEntered_ = false;
     std::vector<const Batch*> round_;  // this call's global batches (one, or local steps)
     const Batch* next_ = nullptr;      // the batch of the step after this call, or none
     int64_t step_ = 0;

@@ -4,7 +4,7 @@
 #include <cstdint>
 #include <utility>
 
-#include "util/float_mode.hpp"
+#include "util/compute_thread.hpp"
 
 namespace tb {
 
@@ -33,7 +33,7 @@ void ForkJoin::share(int worker) {
 }
 
 void ForkJoin::work(int worker) {
-    flushDenormals();  // the jobs are the loader's float arithmetic, as on the loader thread
+    enterComputeThread();  // the jobs are the loader's float arithmetic, as on the loader thread
     uint64_t seen = 0;
     for (;;) {
         {

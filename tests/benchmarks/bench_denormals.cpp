@@ -1,7 +1,7 @@
 // tb_bench_denormals: the price of denormal floats in every element-wise kernel and optimiser
 // rule of the CPU backend, with the engine's float mode (flush-to-zero and denormals-are-zero)
 // and, for comparison, without it. Intel processors pay up to 100x for denormals in such loops
-// (util/float_mode.hpp); Adam's moments decay into them after ~600 steps of zero gradient.
+// (util/compute_thread.hpp); Adam's moments decay into them after ~600 steps of zero gradient.
 //
 // usage: tb_bench_denormals [--n N] [--repeats R] [--threads T]
 // Each kernel runs over N floats (default 3,274,634: mnist_cnn's parameters) on normal inputs and
@@ -22,7 +22,7 @@
 
 #include "backend/backend.hpp"
 #include "bench_machine.hpp"
-#include "util/float_mode.hpp"
+#include "util/compute_thread.hpp"
 
 namespace {
 
@@ -86,7 +86,7 @@ int main(int argc, char** argv) {
         for (int mode = 0; mode < 2; ++mode) {
             // A fresh thread per mode: it and the OpenMP team it leads start in the default mode.
             std::thread([&] {
-                if (mode == 1) tb::flushDenormalsInTeam(threads);
+                if (mode == 1) tb::enterComputeTeam(threads);
                 // Normal and denormal calls alternate, so drift in the machine's speed hits both;
                 // fresh inputs for every call: a kernel that updates in place would otherwise
                 // flush the denormals on its first call and time zeros after.

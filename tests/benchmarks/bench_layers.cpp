@@ -20,7 +20,7 @@
 #include "bench_machine.hpp"
 #include "nn/network.hpp"
 #include "util/error.hpp"
-#include "util/float_mode.hpp"
+#include "util/compute_thread.hpp"
 
 namespace {
 
@@ -53,7 +53,7 @@ int main(int argc, char** argv) {
         return 2;
     }
     try {
-        tb::flushDenormalsInTeam(threads);
+        tb::enterComputeTeam(threads);
         auto be = tb::makeCpuBackend(threads, 0, precision == "bf16" ? tb::MatmulPrecision::Bf16 : tb::MatmulPrecision::Fp32);
         const tb::ModelSpec spec = tb::findModel(model);
         tb::Network net(spec, *be, batch);

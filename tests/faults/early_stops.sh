@@ -6,7 +6,7 @@
 # kernel wrote one, its core file are kept in OUT_DIR.
 #   tests/faults/early_stops.sh BINARY RUNS [MAX_SECONDS] [OUT_DIR] [-- extra flags]
 set -uo pipefail
-bin=${1:?usage: early_stops.sh BINARY RUNS [MAX_SECONDS] [OUT_DIR] [-- flags]}
+bin=$(realpath "${1:?usage: early_stops.sh BINARY RUNS [MAX_SECONDS] [OUT_DIR] [-- flags]}")  # each run starts in its own folder
 runs=${2:?runs}
 max=${3:-2.5}
 out=${4:-$(mktemp -d /tmp/tb-early-stops.XXXXXX)}

@@ -138,7 +138,7 @@ step "towerbench-run selftest" selftest
 # The Qt-free tests: exit 77 means skipped; a GPU test that skips here is a failure.
 tests() {
   local status=0 name args rc gpu_ran=0
-  for t in "tst_backend_ops cpu" "tst_tower_transfers" "tst_device_monitor" "tst_float_mode" "tst_observer_hub" \
+  for t in "tst_backend_ops cpu" "tst_tower_transfers" "tst_device_monitor" "tst_compute_threads" "tst_observer_hub" \
            "tst_reference cpu" "tst_gpu_stages standin" "tst_backend_ops gpu" "tst_gpu_towers" "tst_reference gpu" \
            "tst_gpu_stages gpu"; do
     name=${t%% *}; args=${t#"$name"}
