@@ -19,6 +19,8 @@
 #include <QTimer>
 #include <qcustomplot.h>
 
+#include <malloc.h>
+
 #include <algorithm>
 #include <cstdio>
 #include <vector>
@@ -143,8 +145,15 @@ int main(int argc, char** argv) {
     sample.setInterval(kSampleMs);
     QObject::connect(&sample, &QTimer::timeout, [&] {
         const double t = double(clock.elapsed()) / 1000;
+        // glibc's account beside the kernel's: what the allocator took from the system (arenas and
+        // mapped blocks), what the program holds of it, and what lies free in the arenas (resident
+        // once touched; RSS can grow inside an unchanged footprint as untouched pages are first used).
+        const struct mallinfo2 heap = mallinfo2();
         samples.append(QJsonObject{{"t_s", t},
                                    {"rss_kib", qint64(residentKiB())},
+                                   {"malloc_footprint_kib", qint64((heap.arena + heap.hblkhd) / 1024)},
+                                   {"malloc_in_use_kib", qint64((heap.uordblks + heap.hblkhd) / 1024)},
+                                   {"malloc_free_kept_kib", qint64(heap.fordblks / 1024)},
                                    {"chart_steps", window.charts()->stepPoints()},
                                    {"chart_points", chartPoints(*window.charts())}});
         if (samples.size() % 6 == 0) {  // each minute: that minute's p99 and worst tick
