@@ -17,8 +17,8 @@ namespace {
 
 // (A pipeline stage of parameter-free layers has empty optimiser slots: nothing to copy, and
 // memcpy takes no null pointer.)
-std::vector<float> toHost(Backend& backend, Stream stream, const float* data, size_t count) {
-    std::vector<float> out(count);
+MappedVector<float> toHost(Backend& backend, Stream stream, const float* data, size_t count) {
+    MappedVector<float> out(count);
     if (count == 0) return out;
     backend.copyToHost(stream, out.data(), data, count * sizeof(float));
     backend.synchronize(stream);
@@ -85,7 +85,7 @@ void writeCheckpoint(const std::string& path, const CheckpointMeta& meta, const 
     const auto& infos = layout.infos;
     const auto& offsets = layout.offsets;
     std::vector<safetensors::TensorRef> tensors;
-    auto perVariable = [&](const std::string& prefix, const std::vector<float>& flat) {
+    auto perVariable = [&](const std::string& prefix, const MappedVector<float>& flat) {
         for (size_t i = 0; i < infos.size(); ++i)
             tensors.push_back({prefix + infos[i].name, safetensors::Dtype::F32, infos[i].shape.dims(),
                                flat.data() + offsets[i]});

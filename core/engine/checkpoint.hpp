@@ -31,6 +31,7 @@
 #include "nn/network.hpp"
 #include "optim/optimizer.hpp"
 #include "parallel/training_engine.hpp"
+#include "util/mapped_allocator.hpp"
 
 namespace tb {
 
@@ -54,14 +55,15 @@ struct CheckpointMeta {
 };
 
 // The training state copied to the host between steps (towers idle): about 1x (SGD) to 4x
-// (Adam with EMA) the variables' bytes, plus replicas' own state with averaging.
+// (Adam with EMA) the variables' bytes, plus replicas' own state with averaging. Its large
+// buffers are pages of their own, unmapped when the write is done (util/mapped_allocator.hpp).
 struct TrainingSnapshot {
-    std::vector<float> variables;  // (P)
-    std::vector<float> ema;        // (P) or empty
-    std::vector<float> statistics; // batch norm's moving statistics (Network::statisticCount), or empty
+    MappedVector<float> variables;  // (P)
+    MappedVector<float> ema;        // (P) or empty
+    std::vector<float> statistics;  // batch norm's moving statistics (Network::statisticCount), or empty
     struct Buffer {
         std::string name;
-        std::vector<float> values;
+        MappedVector<float> values;
     };
     std::vector<Buffer> state;
 };

@@ -68,13 +68,13 @@ void CheckpointPolicy::gatherPeers() {
     for (const auto& b : mine) total += b.values.size();
     const int chief = run_.roles.chief;
     if (group->rank() != chief) {
-        std::vector<float> packed;
+        MappedVector<float> packed;
         packed.reserve(total);
         for (const auto& b : mine) packed.insert(packed.end(), b.values.begin(), b.values.end());
         group->exchange({{chief, kStateTag, packed.data(), packed.size() * sizeof(float)}}, {});
         return;
     }
-    std::vector<std::vector<float>> received(size_t(group->size()));
+    std::vector<MappedVector<float>> received(size_t(group->size()));
     std::vector<ProcessGroup::Message> receives;
     for (int p = 0; p < group->size(); ++p) {
         if (p == chief) continue;
@@ -88,7 +88,7 @@ void CheckpointPolicy::gatherPeers() {
         auto at = received[size_t(p)].begin();
         for (const auto& b : mine) {
             const auto end = at + std::ptrdiff_t(b.values.size());
-            peers_.push_back({peerStateName(p, b.name), std::vector<float>(at, end)});
+            peers_.push_back({peerStateName(p, b.name), MappedVector<float>(at, end)});
             at = end;
         }
     }
