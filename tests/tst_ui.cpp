@@ -55,6 +55,7 @@
 #include "lab/scaling_lab.hpp"
 #include "predictions/predictions_panel.hpp"
 #include "view_format.hpp"
+#include "util/compute_thread.hpp"
 
 namespace {
 
@@ -752,9 +753,16 @@ private slots:
         const char* const ompi[] = {"OMPI_ALLOW_RUN_AS_ROOT", "OMPI_ALLOW_RUN_AS_ROOT_CONFIRM",
                                     "OMPI_MCA_rmaps_base_oversubscribe", "OMPI_MCA_btl"};
         for (const char* k : ompi) qputenv(k, k == ompi[3] ? "self,vader" : "1");
+        // The window's own thread blocks signals, as towerbench's does (StopSignals keeps the stop
+        // signals off it; classifying a dropped image makes it a compute thread): mpirun, started
+        // from it, must still hear the Stop (before, it inherited the mask and ignored SIGUSR1).
+        const sigset_t async = tb::asynchronousSignals();
+        sigset_t maskBefore;
+        pthread_sigmask(SIG_BLOCK, &async, &maskBefore);
         const auto restore = qScopeGuard([&] {  // also where a check fails half way
             qputenv("PATH", path);
             for (const char* k : ompi) qunsetenv(k);
+            pthread_sigmask(SIG_SETMASK, &maskBefore, nullptr);
         });
         MainWindow w;
         w.setQuitConfirmation([] { return true; });

@@ -5,6 +5,8 @@
 #include <QFileInfo>
 #include <QRegularExpression>
 #include <QStandardPaths>
+#include <pthread.h>
+
 #include <csignal>
 
 #include "engine/run_folder.hpp"
@@ -47,6 +49,14 @@ ProcessLauncher::ProcessLauncher(QObject* parent) : QObject(parent) {
     connect(&process_, &QProcess::readyReadStandardError, this, [this] { keepErrors(errors_, process_.readAllStandardError()); });
     connect(&process_, &QProcess::readyReadStandardOutput, this, [this] { process_.readAllStandardOutput(); });
     connect(&process_, &QProcess::finished, this, &ProcessLauncher::ended);
+    // A child starts with its parent thread's signal mask, and the window's thread blocks the stop
+    // signals (StopSignals) and, once it has classified an image, every asynchronous one
+    // (util/compute_thread.hpp): mpirun would ignore the SIGUSR1 of Stop and the SIGTERM after it.
+    process_.setChildProcessModifier([] {
+        sigset_t none;
+        sigemptyset(&none);
+        pthread_sigmask(SIG_SETMASK, &none, nullptr);  // async-signal-safe, between fork and exec
+    });
 }
 
 ProcessLauncher::~ProcessLauncher() {
