@@ -12,6 +12,15 @@ final evaluation's kernels cancel out; the cuDNN algorithm search runs unprofile
 excluded). Beside it, an unprofiled run of 300 steps gives the step's
 wall time; GPU time per step well under it means the step waits on the host (launches, syncs),
 not on kernels. ncu serialises kernels and runs them at the GPU's own clocks (--clock-control none).
+
+The two profiled runs must have made the same algorithm choices: where they ran different kernels
+(a kernel's launches per step fractional or negative), the pair is profiled again (--retries), and
+refused if it still differs: no figures come from a difference of two configurations.
+
+Last, a roofline table: the step's training FLOPs (2 per multiply-add of forward, weight and input
+gradients, as towerbench-run counts them) over the unprofiled wall time and over the kernel time,
+as TFLOP/s and as shares of the device's dense fp32, TF32 and bf16 peaks (--device, else the GPU's
+name from nvidia-smi).
 """
 import argparse
 import csv
@@ -25,7 +34,7 @@ import tempfile
 from collections import defaultdict
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-from bench_common import REPO, load_spec, make_cifar_dir  # noqa: E402
+from bench_common import REPO, load_spec, make_cifar_dir, spec_stats  # noqa: E402
 
 UNIT_NS = {"nsecond": 1.0, "ns": 1.0, "usecond": 1e3, "us": 1e3, "msecond": 1e6, "ms": 1e6, "second": 1e9, "s": 1e9}
 
@@ -49,6 +58,38 @@ def parse_ncu_csv(text, origin):
     if not totals:
         raise ValueError(f"{origin}: no gpu__time_duration.sum rows in ncu's output")
     return {k: (v[0], v[1]) for k, v in totals.items()}
+
+
+# Dense (no sparsity) peaks in TFLOP/s from NVIDIA's data sheets: FP32 on CUDA cores, TF32 and BF16
+# on tensor cores. The H200 computes as the H100 SXM does; only its memory differs.
+PEAKS_TFLOPS = {"h100-sxm": {"fp32": 66.9, "tf32": 494.7, "bf16": 989.4},
+                "h100-pcie": {"fp32": 51.2, "tf32": 378.0, "bf16": 756.0},
+                "h200": {"fp32": 66.9, "tf32": 494.7, "bf16": 989.4}}
+
+
+def device_of(gpu_name):
+    """PEAKS_TFLOPS' key for an nvidia-smi GPU name, or None ("NVIDIA H100 80GB HBM3" is the SXM part)."""
+    n = gpu_name.upper()
+    if "H200" in n:
+        return "h200"
+    if "H100" in n:
+        return "h100-pcie" if "PCIE" in n else "h100-sxm"
+    return None
+
+
+def roofline(flops_per_step, wall_us, kernel_us, peaks):
+    """Achieved TFLOP/s over the wall step and over the kernels' time, and the wall figure's share of
+    each peak."""
+    wall_tflops = flops_per_step / (wall_us * 1e-6) / 1e12
+    row = {"tflops_wall": wall_tflops, "tflops_kernels": flops_per_step / (kernel_us * 1e-6) / 1e12}
+    for k, v in (peaks or {}).items():
+        row[f"share_of_{k}_peak"] = wall_tflops / v
+    return row
+
+
+def mixed_kernels(steps):
+    """Kernel names whose per-step launches are fractional or negative: the two runs differed."""
+    return sorted(k for k, (n, t) in steps.items() if n < 0 or t < 0 or abs(n - round(n)) > 1e-6)
 
 
 def per_step(short, long, steps_short, steps_long):
@@ -105,6 +146,9 @@ def main():
     ap.add_argument("--top", type=int, default=14, help="kernels listed per run")
     ap.add_argument("--timeout", type=int, default=150, help="seconds per profiled run")
     ap.add_argument("--out-json", default=None)
+    ap.add_argument("--retries", type=int, default=2, help="profiled pairs tried again when their kernels differ")
+    ap.add_argument("--device", choices=sorted(PEAKS_TFLOPS), default=None,
+                    help="the roofline's peaks (default: from nvidia-smi's GPU name)")
     ap.add_argument("extra", nargs="*", help="more towerbench-run flags (after --)")
     args = ap.parse_args()
     try:
@@ -116,6 +160,10 @@ def main():
     models = [m for m in args.models.split(",") if m]
     precisions = [p for p in args.precisions.split(",") if p]
 
+    device = args.device
+    if device is None and shutil.which("nvidia-smi"):
+        smi = subprocess.run(["nvidia-smi", "--query-gpu=name", "--format=csv,noheader"], capture_output=True, text=True)
+        device = device_of(smi.stdout.splitlines()[0]) if smi.returncode == 0 and smi.stdout.strip() else None
     tmp = tempfile.mkdtemp(prefix="tb_kernels_")
     records, failures = [], []
     for model in models:
@@ -135,31 +183,49 @@ def main():
                                os.path.join(tmp, f"{model}-{precision}-{tag}"))
             try:
                 wall = wall_step_ms(cmd(args.wall_steps, "wall"), args.batch, args.timeout)
-                short = profile(args.ncu, cmd(s0, "short"), os.path.join(tmp, f"{model}-{precision}-short.csv"), args.timeout)
-                long = profile(args.ncu, cmd(s1, "long"), os.path.join(tmp, f"{model}-{precision}-long.csv"), args.timeout)
+                for attempt in range(1 + args.retries):
+                    short = profile(args.ncu, cmd(s0, f"short{attempt}"),
+                                    os.path.join(tmp, f"{model}-{precision}-short{attempt}.csv"), args.timeout)
+                    long = profile(args.ncu, cmd(s1, f"long{attempt}"),
+                                   os.path.join(tmp, f"{model}-{precision}-long{attempt}.csv"), args.timeout)
+                    steps = per_step(short, long, s0, s1)
+                    mixed = mixed_kernels(steps)
+                    if not mixed:
+                        break
+                    print(f"# {model} {precision}: the two profiled runs ran different kernels ({len(mixed)}: "
+                          f"{', '.join(mixed)[:200]}), attempt {attempt + 1} of {1 + args.retries}", flush=True)
             except (RuntimeError, ValueError, subprocess.TimeoutExpired, json.JSONDecodeError, KeyError) as e:
                 failures.append(f"{model} {precision}: {type(e).__name__}: {e}")
                 print(f"# {model} {precision}: {e}", flush=True)
                 continue
-            steps = per_step(short, long, s0, s1)
+            if mixed:
+                # Each run makes its own algorithm choices: a difference of two configurations is
+                # no step's profile.
+                failures.append(f"{model} {precision}: refused: the two profiled runs chose different algorithms in "
+                                f"{1 + args.retries} attempts ({len(mixed)} kernels differ: {', '.join(mixed)[:200]})")
+                continue
             gpu_us = sum(t for _, t in steps.values()) / 1e3
             launches = sum(n for n, _ in steps.values())
-            # Each run makes its own algorithm choices: where the two profiled runs differ, a
-            # kernel's launches per step come out fractional or negative, and the difference mixes
-            # two configurations.
-            mixed = sorted(k for k, (n, t) in steps.items() if n < 0 or t < 0 or abs(n - round(n)) > 1e-6)
+            flops_step = spec_stats(spec)[1] * args.batch
+            roof = roofline(flops_step, wall * 1e3, gpu_us, PEAKS_TFLOPS.get(device))
             print(f"\n{model} {precision}: wall {wall * 1e3:,.0f} us per step (unprofiled, {args.wall_steps} steps); "
                   f"kernels {gpu_us:,.0f} us per step ({gpu_us / (wall * 1e3):.0%} of it) in {launches:.1f} launches")
-            if mixed:
-                print(f"  WARNING: the two profiled runs ran different kernels ({len(mixed)}: {', '.join(mixed)[:200]}): "
-                      "their algorithm choices differed, and the per-step figures mix two configurations")
             print(f"  {'kernel':<72} {'per step':>8} {'us/step':>9} {'share':>6}")
             for name, (n, t) in sorted(steps.items(), key=lambda kv: -kv[1][1])[:args.top]:
                 print(f"  {name[:72]:<72} {n:8.1f} {t / 1e3:9.1f} {t / 1e3 / gpu_us:6.1%}")
             records.append({"kind": "kernel_profile", "model": model, "precision": precision, "batch": args.batch,
-                            "wall_step_us": wall * 1e3, "kernel_us_per_step": gpu_us, "launches_per_step": launches,
-                            "kernels_differing_between_runs": mixed,
+                            "device": device, "wall_step_us": wall * 1e3, "kernel_us_per_step": gpu_us,
+                            "launches_per_step": launches, "flops_per_step": flops_step, **roof,
                             "kernels": {k: {"launches": n, "us": t / 1e3} for k, (n, t) in steps.items()}})
+    if records:
+        print(f"\nroofline ({device or 'device unknown: no peaks'}; TFLOP/s of the step's training FLOPs)")
+        print(f"  {'model':<12} {'precision':<9} {'kernels share':>13} {'TFLOP/s wall':>12} {'TFLOP/s kernels':>15} "
+              f"{'fp32 peak':>9} {'TF32 peak':>9} {'bf16 peak':>9}")
+        for r in records:
+            share = lambda k: f"{r[k]:9.1%}" if k in r else f"{'-':>9}"  # noqa: E731
+            print(f"  {r['model']:<12} {r['precision']:<9} {r['kernel_us_per_step'] / r['wall_step_us']:13.0%} "
+                  f"{r['tflops_wall']:12.2f} {r['tflops_kernels']:15.2f} {share('share_of_fp32_peak')} "
+                  f"{share('share_of_tf32_peak')} {share('share_of_bf16_peak')}")
     if args.out_json:
         with open(args.out_json, "w") as f:
             for r in records:

@@ -3,7 +3,9 @@
 # network; CUDA with nvcc, CMake, ninja, PyTorch; cuDNN and NCCL as Python wheels).
 #   tests/gpu/device_check.sh [--prebuilt DIR] [--no-bench] [--quick] [--mpi [--processes-only]] [--only LIST] OUT_DIR
 # --only LIST: after the build, only the checks whose functions LIST names (comma-separated, e.g.
-# kernels,bench), for a call with little device time left.
+# kernels,bench), for a call with little device time left. --only window needs no build: the
+# window and its CUDA module come built from this machine's twin in .deps/window
+# (scripts/fetch_window_deps.sh), with the Debian packages they load.
 # --mpi: builds with the Open MPI that scripts/fetch_device_deps.sh fetched (.deps/mpi-debs, unpacked
 # by scripts/device_mpi_env.sh) and runs the processes' GPU cases (tests/mpi/test_processes.py
 # --gpu) and their speed; --processes-only: after the build, selftest and tests, only those.
@@ -77,7 +79,9 @@ unpack() {
   mkdir -p "$deps"
   for d in "$repo"/.deps/debs/*.deb; do dpkg -x "$d" "$deps" || return 1; done
 }
-step "unpack Debian packages" unpack
+window_only=0
+[ "$only" = window ] && window_only=1
+[ $window_only -eq 1 ] || step "unpack Debian packages" unpack
 site=$(python3 -c 'import site; print(site.getsitepackages()[0])' 2>/dev/null)
 # The directory holding a library (first match under the toolkit, then the Python wheels).
 libdir_of() {
@@ -117,7 +121,10 @@ build() {
     -DCUBLAS_ROOT="$(dirname "$cublas_lib")" &&
   cmake --build "$bin" -j "$(nproc)"
 }
-if [ -n "$prebuilt" ]; then
+if [ $window_only -eq 1 ]; then
+  note "build" "none: the window and its CUDA module from .deps/window/bin"
+  run_bin="$repo/.deps/window/bin"
+elif [ -n "$prebuilt" ]; then
   note "build" "prebuilt programs from $prebuilt (built on the development machine)"
   run_bin="$prebuilt"
   tests_bin="$prebuilt"
@@ -421,6 +428,47 @@ kernels() {
     | tee "$out/kernels.txt"
 }
 step "kernels per step (ncu)" kernels
+
+# Issue 33, the whole product on a GPU: the window built on the development machine, with Qt's
+# runtime from Debian's packages (scripts/fetch_window_deps.sh carried both in .deps/window), on
+# real GPU runs of 25 s each, charts live: one tower, then two towers sharing gpu:0. Beside each,
+# nvidia-smi samples the GPU (the window's NVML readings against it: compare_nvml.py); the window
+# is saved at 1366x768 and 1920x1080 while it trains; then TensorBoard's own reader checks the
+# events the run wrote against its metrics file.
+window() {
+  [ -x "$repo/.deps/window/bin/tb_window_soak" ] || { echo "no .deps/window/bin: run scripts/fetch_window_deps.sh there"; return 1; }
+  (
+    # shellcheck source=scripts/device_window_env.sh
+    . "$repo/scripts/device_window_env.sh" || exit 1
+    status=0
+    # A call brings back 8 files of $out: the pictures go there, the run folders stay behind.
+    for towers in gpu:0 'gpu:0*2'; do
+      name=${towers//[:]/}; name=${name//\*/x}
+      dir=/tmp/tb-window/$name
+      rm -rf "$dir" && mkdir -p "$dir/shots"
+      printf '{"model": "mnist_cnn", "data": "idx:%s/samples/fashion-mnist-slice", "towers": "%s", "variables": "gpu:0",
+  "batch": 128, "epochs": 100000, "validation": 200, "optimizer": "adam", "lr": 0.001, "eval_every": 2000,
+  "checkpoint_every": 10000}\n' "$repo" "$towers" > "$dir/config.json"
+      nvidia-smi --query-gpu=timestamp,utilization.gpu,memory.used --format=csv,noheader,nounits -lms 250 > "$dir/nvidia-smi.csv" &
+      smi=$!
+      echo "--- the window on $towers"
+      (cd "$repo" && TOWERBENCH_RUNS_DIR="$dir/runs" OMP_NUM_THREADS=4 timeout 150 "$run_bin/tb_window_soak" "$dir/config.json" 25 \
+        "$dir/soak.json" "$dir/shots") || status=1
+      kill $smi 2> /dev/null
+      for shot in "$dir"/shots/window-*.png; do [ -f "$shot" ] && cp "$shot" "$out/$name-$(basename "$shot")"; done
+      run=$(ls -d "$dir"/runs/*/ 2> /dev/null | head -1)
+      [ -n "$run" ] || { echo "$towers: no run folder"; status=1; continue; }
+      python3 "$repo/tests/gpu/read_events_with_tensorboard.py" "$run" || status=1
+      python3 "$repo/tests/gpu/compare_nvml.py" "$run/metrics.jsonl" "$dir/nvidia-smi.csv" || status=1
+      tail -3 "$run/log.txt"
+      python3 -c 'import json, sys; s = json.load(open(sys.argv[1])); print("summary:", {k: s.get(k) for k in
+        ("steps", "examples_per_sec", "steady_examples_per_sec", "test_accuracy", "dropped_reports", "backend")})' "$run/summary.json"
+    done
+    exit $status
+  ) 2>&1 | tee "$out/window.txt"
+  return "${PIPESTATUS[0]}"
+}
+step "the window on the GPU" window
 
 if [ $bench -eq 1 ]; then
   bench_args=(--binary "$tbrun" --out-json "$out/bench_gpu.json")

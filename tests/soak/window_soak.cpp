@@ -1,5 +1,5 @@
 // tb_window_soak: the window on one long run, measured (issue 36's soak).
-//   tb_window_soak CONFIG.json SECONDS OUT.json
+//   tb_window_soak CONFIG.json SECONDS OUT.json [SHOTS_DIR]
 // Opens the window on CONFIG as `towerbench --config CONFIG --start` does and starts the run.
 // While it trains, a 20 ms precise timer on the GUI thread measures the thread's lateness (how
 // much later than asked each tick fires: what a click or a repaint waits), and every 10 s the
@@ -8,14 +8,19 @@
 // the metrics file must hold every step the summary counts, once each, in order. OUT.json gets
 // the samples and the figures; the last line of stdout says them in words. Exit status 0 when
 // the run ended as stopped and the metrics file is complete, else 1.
+// SHOTS_DIR: just before Stop, while the run still trains, the window is saved as
+// SHOTS_DIR/window-1366x768.png, then resized and saved as window-1920x1080.png (what the GPU
+// machine's device check shows of a real GPU run: the devices' NVML readings and the timeline).
 #include <QApplication>
 #include <QDir>
+#include <QDockWidget>
 #include <QElapsedTimer>
 #include <QFile>
 #include <QJsonArray>
 #include <QJsonDocument>
 #include <QJsonObject>
 #include <QMap>
+#include <QPixmap>
 #include <QTimer>
 #include <qcustomplot.h>
 
@@ -103,13 +108,26 @@ MetricsCount countSteps(const QString& path) {
     return c;
 }
 
+// The devices' readings and the timeline in front (an evaluation brings the predictions forward).
+void showDevices(QWidget& window) {
+    if (auto* dock = window.findChild<QDockWidget*>(QStringLiteral("devicesDock"))) dock->raise();
+    QCoreApplication::processEvents();
+}
+
+void saveShot(QWidget& window, const QString& path) {
+    showDevices(window);
+    if (!window.grab().save(path)) std::fprintf(stderr, "tb_window_soak: %s cannot be written\n", qPrintable(path));
+    else std::printf("saved %s (%dx%d)\n", qPrintable(path), window.width(), window.height());
+}
+
 }  // namespace
 
 int main(int argc, char** argv) {
-    if (argc != 4) {
-        std::fprintf(stderr, "usage: tb_window_soak CONFIG.json SECONDS OUT.json\n");
+    if (argc != 4 && argc != 5) {
+        std::fprintf(stderr, "usage: tb_window_soak CONFIG.json SECONDS OUT.json [SHOTS_DIR]\n");
         return 2;
     }
+    const QString shots = argc == 5 ? QString::fromLocal8Bit(argv[4]) : QString();
     TimedApplication app(argc, argv);
     QApplication::setOrganizationName(QStringLiteral("TowerbenchSoak"));  // not the user's settings
     const double seconds = QString::fromLocal8Bit(argv[2]).toDouble();
@@ -175,7 +193,22 @@ int main(int argc, char** argv) {
     });
     QTimer::singleShot(int(seconds * 1000), &window, [&] {
         tick.stop();
-        window.stop();
+        if (shots.isEmpty()) {
+            window.stop();
+            return;
+        }
+        // Each size needs a layout pass and a repaint with fresh readings before its picture (the
+        // window may have sized itself to the screen when shown).
+        window.resize(1366, 768);
+        showDevices(window);
+        QTimer::singleShot(1500, &window, [&window, &shots] {
+            saveShot(window, shots + "/window-1366x768.png");
+            window.resize(1920, 1080);
+            QTimer::singleShot(1500, &window, [&window, &shots] {
+                saveShot(window, shots + "/window-1920x1080.png");
+                window.stop();
+            });
+        });
     });
     app.exec();
 

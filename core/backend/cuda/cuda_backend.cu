@@ -45,8 +45,7 @@ public:
         ctx_ = PlanContext{nullptr, device_, &allocator_, setup_, tf32_, bf16_};
     }
     ~CudaBackend() override {
-        cudaSetDevice(device_);
-        destroyStream(setup_);
+        if (cuda::useDeviceForTeardown(device_, "its set-up stream")) destroyStream(setup_);
     }
 
     std::string name() const override {

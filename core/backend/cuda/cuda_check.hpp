@@ -6,6 +6,7 @@
 #include <cuda_runtime.h>
 #include <cudnn.h>
 
+#include <cstdio>
 #include <string>
 
 #include "util/error.hpp"
@@ -25,6 +26,17 @@ inline void check(cudnnStatus_t e, const char* call, const char* file, int line)
 }
 inline void check(cublasStatus_t e, const char* call, const char* file, int line) {
     if (e != CUBLAS_STATUS_SUCCESS) fail(call, cublasGetStatusString(e), file, line);
+}
+
+// For destructors, which cannot throw: makes `device` current, or says on stderr that `what` is
+// left to the driver's own teardown and returns false (freed on another device, it would free
+// that device's memory, or fail).
+inline bool useDeviceForTeardown(int device, const char* what) {
+    const cudaError_t e = cudaSetDevice(device);
+    if (e == cudaSuccess) return true;
+    std::fprintf(stderr, "gpu:%d: cudaSetDevice failed while releasing %s (%s); left to the driver\n", device, what,
+                 cudaGetErrorString(e));
+    return false;
 }
 
 }  // namespace tb::cuda

@@ -21,7 +21,7 @@ size_t DeviceAllocator::roundUp(size_t bytes) {
 
 DeviceAllocator::~DeviceAllocator() {
     std::lock_guard lock(mutex_);
-    cudaSetDevice(device_);
+    if (!cuda::useDeviceForTeardown(device_, "its cached memory")) return;
     releaseCache();
     for (auto& [p, size] : live_) cudaFree(p);  // leaked by a caller: still give it back
 }
