@@ -103,4 +103,13 @@ inline bool mentions(const QString& msg, std::initializer_list<QString> parts) {
     return true;
 }
 
+// This process's resident memory (VmRSS), KiB; -1 where /proc cannot be read.
+inline qint64 residentKiB() {
+    QFile status(QStringLiteral("/proc/self/status"));
+    if (!status.open(QIODevice::ReadOnly)) return -1;
+    for (const QByteArray& line : status.readAll().split('\n'))
+        if (line.startsWith("VmRSS:")) return line.mid(6).trimmed().split(' ').first().toLongLong();
+    return -1;
+}
+
 }  // namespace tbtest

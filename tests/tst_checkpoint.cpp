@@ -274,13 +274,6 @@ private slots:
 #if defined(__SANITIZE_ADDRESS__)
         QSKIP("AddressSanitizer's allocator is not glibc's");
 #else
-        auto residentKiB = [] {
-            QFile f(QStringLiteral("/proc/self/status"));
-            if (!f.open(QIODevice::ReadOnly)) return qint64(-1);
-            for (const QByteArray& line : f.readAll().split('\n'))
-                if (line.startsWith("VmRSS:")) return line.mid(6).trimmed().split(' ').first().toLongLong();
-            return qint64(-1);
-        };
         // glibc's thresholds raised by a large block freed; then a block freed untouched, so the
         // arena holds 16 MiB of free pages that were never resident.
         void* large = std::malloc(24 << 20);
@@ -290,12 +283,12 @@ private slots:
         void* untouched = std::malloc(16 << 20);
         QVERIFY(untouched);
         std::free(untouched);
-        const qint64 before = residentKiB();
+        const qint64 before = tbtest::residentKiB();
         {
             decltype(TrainingSnapshot::variables) variables(size_t(3) << 20, 1.f);  // 12 MiB, every page written
             QCOMPARE(variables[variables.size() - 1], 1.f);
         }
-        const qint64 after = residentKiB();
+        const qint64 after = tbtest::residentKiB();
         QVERIFY2(before > 0 && after - before < 2048,
                  qPrintable(QStringLiteral("a freed 12 MiB snapshot buffer left %1 KiB resident").arg(after - before)));
 #endif

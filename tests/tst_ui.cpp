@@ -558,13 +558,6 @@ private slots:
     void fiftyStartStopCycles() {
         MainWindow w;
         w.show();
-        auto residentKib = [] {
-            QFile status(QStringLiteral("/proc/self/status"));
-            if (!status.open(QIODevice::ReadOnly)) return qint64(-1);
-            for (const QByteArray& line : status.readAll().split('\n'))
-                if (line.startsWith("VmRSS:")) return line.mid(6).trimmed().split(' ').first().toLongLong();
-            return qint64(-1);
-        };
         qint64 atTen = 0, last = 0;
         for (int cycle = 1; cycle <= 50; ++cycle) {
             w.experiment()->setConfig(syntheticRun(100000));
@@ -574,7 +567,7 @@ private slots:
             w.stop();
             QTRY_COMPARE_WITH_TIMEOUT(ended.count(), 1, 20000);
             QVERIFY(!w.running());
-            last = residentKib();
+            last = tbtest::residentKiB();
             if (cycle == 10) atTen = last;
         }
         qInfo("resident memory after 10 cycles %lld KiB, after 50 %lld KiB (%+.2f%%)", atTen, last,
