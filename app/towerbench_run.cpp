@@ -188,6 +188,10 @@ Data parallelism (the seeds' tower pattern; docs/user-guide.md):
                       gpu:0*2 (two towers sharing gpu:0, each its own stream), or auto (every
                       GPU, else one CPU tower per core); default cpu:0
   --tf32 true|false   GPU towers: tensor-core TF32 math (default false: plain FP32)
+  --deterministic true|false
+                      GPU towers: cuDNN's deterministic algorithms only, so two runs give the
+                      same losses bit for bit (default true); false: the fastest, atomics
+                      included (CPU towers are deterministic either way)
   --precision P       fp32 (default) or bf16: the towers' convolutions and inner products read
                       bf16 and return fp32 (mixed precision; the variables, the optimiser and
                       every other op stay fp32); CPU towers need AVX512-BF16 or AMX, GPU

@@ -92,6 +92,7 @@ typedef struct TbCudaVersions {
 typedef struct TbCudaOptions {
     int allowTf32; /* 1: tensor-core TF32 math in cuDNN and cuBLAS */
     int bf16;      /* 1: convolutions and inner products in bf16 with fp32 sums (mixed precision) */
+    int nondeterministic; /* 1: cuDNN's fastest algorithms, atomics included; 0: deterministic ones only */
 } TbCudaOptions;
 
 /* A backend's operations, as backend/backend.hpp's Backend declares them (one line each there).

@@ -179,6 +179,7 @@ std::shared_ptr<Backend> makeBackend(const Device& device, const BackendOptions&
         throw Error(device.str() + " does not exist (" + std::to_string(l.runtime.gpus.size()) + " GPUs here)");
     TbCudaOptions o{};
     o.allowTf32 = options.allowTf32 ? 1 : 0;
+    o.nondeterministic = options.deterministic ? 0 : 1;
     o.bf16 = options.precision == MatmulPrecision::Bf16 ? 1 : 0;
     TbBackend* b = nullptr;
     TbError err;

@@ -36,6 +36,7 @@ struct GpuRuntime {
 struct BackendOptions {
     int cpuThreads = 0;          // CPU backend: 0 = all cores
     bool allowTf32 = false;      // CUDA backend: tensor-core TF32 math (default: plain FP32)
+    bool deterministic = true;   // CUDA backend: deterministic cuDNN algorithms only (false: the fastest)
     MatmulPrecision precision = MatmulPrecision::Fp32;  // bf16 matrix work (mixed precision), CPU or GPU
 };
 

@@ -142,6 +142,7 @@ OptimizerSettings optimizerSettings(const RunConfig& c) {
     // given for a batch of lrReferenceBatch.
     opt.schedule.initial = float(c.lr * (c.lrScaling == "linear" ? double(c.batch) * c.accumulate / c.lrReferenceBatch : 1.0));
     opt.allowTf32 = c.tf32;
+    opt.deterministic = c.deterministic;
     opt.schedule.warmupSteps = c.warmupSteps;
     if (c.lrDecaySteps > 0) {
         opt.schedule.kind = c.lrDecay == "cosine" ? LrSchedule::Kind::Cosine : LrSchedule::Kind::Exponential;

@@ -93,6 +93,7 @@ const std::map<std::string, Setting>& table() {
         {"stage_per_process", bind(Kind::Flag, &RunConfig::stagePerProcess)},
         {"slow", bind(Kind::Text, &RunConfig::slow)},
         {"tf32", bind(Kind::Flag, &RunConfig::tf32)},
+        {"deterministic", bind(Kind::Flag, &RunConfig::deterministic)},
         {"precision", bind(Kind::Text, &RunConfig::precision)},
         {"transfers", bind(Kind::Text, &RunConfig::transfers)},
         {"comm_precision", bind(Kind::Text, &RunConfig::commPrecision)},

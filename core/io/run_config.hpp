@@ -84,6 +84,8 @@ struct RunConfig {
     bool stagePerProcess = false;
     std::string slow;                    // straggler injection: TOWER=FACTOR,...
     bool tf32 = false;                   // GPU towers: tensor-core TF32 math (default plain FP32)
+    bool deterministic = true;           // GPU towers: deterministic cuDNN algorithms only (false: the
+                                         // fastest, atomics included, so two runs may differ)
     std::string precision = "fp32";      // fp32 | bf16: the matrix work's inputs (mixed precision)
     std::string transfers = "auto";      // auto | copies | nccl (parallel/deployment_plan.hpp)
     std::string commPrecision = "fp32";  // fp32 | bf16: the gradients on the wire (DeploymentPlan::commPrecision)

@@ -302,6 +302,7 @@ std::shared_ptr<Backend> StagePipeline::backendFor(const Device& d, const StageP
         if (be->device() == d) return be;
     BackendOptions o;
     o.allowTf32 = setup.opt.allowTf32;
+    o.deterministic = setup.opt.deterministic;
     o.precision = setup.opt.precision;
     gpuBackends_.push_back(makeBackend(d, o));
     return gpuBackends_.back();

@@ -27,6 +27,7 @@ struct OptimizerSettings {
     UpdateParams hyper;
     LrSchedule schedule;
     bool allowTf32 = false;  // GPU towers: tensor-core TF32 math (default plain FP32)
+    bool deterministic = true;  // GPU towers: deterministic cuDNN algorithms only
     MatmulPrecision precision = MatmulPrecision::Fp32;  // the towers' convolutions and inner products
 };
 

@@ -144,6 +144,7 @@ Backend& TowerSet::backendFor(const Device& d, int threadsPerTower) {
     BackendOptions o;
     o.cpuThreads = threadsPerTower;
     o.allowTf32 = optSettings_.allowTf32;
+    o.deterministic = optSettings_.deterministic;
     o.precision = optSettings_.precision;
     backends_.push_back(makeBackend(d, o));
     return *backends_.back();

@@ -429,6 +429,34 @@ kernels() {
 }
 step "kernels per step (ncu)" kernels
 
+# Issue 33, determinism: two runs of one configuration give bit-equal losses by default (cuDNN's
+# deterministic algorithms only, conv_choice.hpp); with --deterministic false (the fastest,
+# atomics included) the same pair is measured: whether it differs, and how much faster it is.
+determinism() {
+  make_cifar || return 1
+  (
+    status=0
+    for model in mnist_cnn cifar10_cnn; do
+      data="idx:$repo/samples/fashion-mnist-slice"; [ $model = cifar10_cnn ] && data="cifar10:$cifar"
+      for p in fp32 bf16; do
+        for mode in true false; do
+          extra=(); [ $mode = false ] && extra=(--differ-ok)
+          a=$(mktemp -d -u /tmp/tb-det-XXXX); b=$(mktemp -d -u /tmp/tb-det-XXXX)
+          for d in "$a" "$b"; do
+            "$tbrun" --model $model --data "$data" --towers gpu:0 --variables gpu:0 --batch 128 --steps 300 --validation 0 \
+              --quiet --precision $p --deterministic $mode --checkpoint-every 0 --run-dir "$d" > /dev/null || exit 1
+          done
+          echo -n "$model $p --deterministic $mode: "
+          python3 "$repo/tests/gpu/same_losses.py" "$a" "$b" "${extra[@]}" || status=1
+        done
+      done
+    done
+    exit $status
+  ) 2>&1 | tee "$out/determinism.txt"
+  return "${PIPESTATUS[0]}"
+}
+step "bit-equal losses, two runs" determinism
+
 # Issue 33, the whole product on a GPU: the window built on the development machine, with Qt's
 # runtime from Debian's packages (scripts/fetch_window_deps.sh carried both in .deps/window), on
 # real GPU runs of 25 s each, charts live: one tower, then two towers sharing gpu:0. Beside each,

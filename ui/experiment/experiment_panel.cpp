@@ -336,6 +336,10 @@ void ExperimentPanel::makeAdvancedFields() {
                        tr("How GPU towers exchange data: auto picks NCCL where it fits, otherwise explicit copies."));
     tf32_ = new QCheckBox(tr("tensor-core TF32 math"));
     tf32_->setToolTip(tr("GPU towers: faster, less exact matrix math; off: plain FP32."));
+    deterministic_ = new QCheckBox(tr("deterministic"));
+    deterministic_->setToolTip(tb::ui::wrappedToolTip(
+        tr("GPU towers: only cuDNN's deterministic algorithms, so two runs give the same losses bit for bit; off: "
+           "the fastest, some of which sum gradients with atomics. CPU towers are deterministic either way.")));
 
     // --- Checkpoints (folded): the run's folder keeps them.
     checkpointEvery_ = spin(0, INT_MAX, tr("Steps between checkpoints in the run's folder; off: by time only. A "
@@ -424,6 +428,7 @@ void ExperimentPanel::layOutForm() {
     add(advanced_->form(), "skip_bad_images", tr("Bad images"), skipBadImages_);
     add(advanced_->form(), "transfers", tr("Transfers"), transfers_);
     add(advanced_->form(), "tf32", tr("GPU math"), tf32_);
+    add(advanced_->form(), "deterministic", tr("GPU algorithms"), deterministic_);
     add(checkpoints_->form(), "checkpoint_every", tr("Every (steps)"), checkpointEvery_);
     add(checkpoints_->form(), "checkpoint_minutes", tr("Every (minutes)"), checkpointMinutes_);
     add(checkpoints_->form(), "keep_checkpoints", tr("Keep last"), keepCheckpoints_);
@@ -474,7 +479,8 @@ void ExperimentPanel::connectFields() {
             if (!e->hasFocus()) e->setCursorPosition(int(text.size()));
         });
     }
-    for (QCheckBox* b : {staircase_, tf32_, skipBadImages_}) connect(b, &QCheckBox::toggled, this, &ExperimentPanel::revalidate);
+    for (QCheckBox* b : {staircase_, tf32_, deterministic_, skipBadImages_})
+        connect(b, &QCheckBox::toggled, this, &ExperimentPanel::revalidate);
     // The length's unit changes what its number means: whole steps, or epochs to two decimals
     // (and the other unit's number is kept for switching back).
     connect(length_, &QComboBox::currentIndexChanged, this, [this](int unit) {
@@ -722,6 +728,7 @@ tb::RunConfig ExperimentPanel::config() const {
     c.normalise = normalise_->currentText().toStdString();
     c.skipBadImages = skipBadImages_->isChecked();
     c.tf32 = tf32_->isChecked();
+    c.deterministic = deterministic_->isChecked();
     c.checkpointEvery = checkpointEvery_->value();
     c.checkpointMinutes = checkpointMinutes_->value();
     c.keepCheckpoints = keepCheckpoints_->value();
@@ -804,6 +811,7 @@ void ExperimentPanel::setConfig(const tb::RunConfig& c) {
     normalise_->setCurrentText(QString::fromStdString(c.normalise));
     skipBadImages_->setChecked(c.skipBadImages);
     tf32_->setChecked(c.tf32);
+    deterministic_->setChecked(c.deterministic);
     checkpointEvery_->setValue(int(std::min<int64_t>(INT_MAX, c.checkpointEvery)));
     checkpointMinutes_->setValue(c.checkpointMinutes);
     keepCheckpoints_->setValue(c.keepCheckpoints);
@@ -812,7 +820,8 @@ void ExperimentPanel::setConfig(const tb::RunConfig& c) {
     const tb::RunConfig defaults;
     if (c.threads != defaults.threads || c.prefetch != defaults.prefetch || c.shuffleBuffer != defaults.shuffleBuffer ||
         c.stream != defaults.stream || c.loaderThreads != defaults.loaderThreads ||
-        !c.metrics.empty() || c.transfers != defaults.transfers || c.tf32 != defaults.tf32 || !c.tfrecordFeatures.empty() ||
+        !c.metrics.empty() || c.transfers != defaults.transfers || c.tf32 != defaults.tf32 || c.deterministic != defaults.deterministic ||
+        !c.tfrecordFeatures.empty() ||
         c.augment != defaults.augment || c.normalise != defaults.normalise || c.skipBadImages)
         advanced_->setOpen(true);
     if (c.checkpointEvery != defaults.checkpointEvery || c.checkpointMinutes != defaults.checkpointMinutes ||

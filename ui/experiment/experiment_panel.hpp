@@ -133,7 +133,7 @@ private:
     QSpinBox *towers_, *perGpu_, *processes_, *averageEvery_, *psShards_, *psTasks_, *microBatches_, *stageReplicas_, *batch_, *decaySteps_, *warmup_, *seed_, *evalEvery_, *validation_,
         *shuffleBuffer_, *loaderThreads_, *prefetch_, *threads_, *checkpointEvery_, *keepCheckpoints_, *referenceBatch_, *accumulate_;
     NumberBox *lr_, *momentum_, *decayRate_, *lengthValue_, *emaDecay_, *checkpointMinutes_;
-    QCheckBox *staircase_, *tf32_, *stagePerProcess_, *syncBn_, *skipBadImages_;
+    QCheckBox *staircase_, *tf32_, *deterministic_, *stagePerProcess_, *syncBn_, *skipBadImages_;
     QLabel* split_;
     FoldSection *advanced_, *checkpoints_;
     QString problem_, engineProblem_;

@@ -32,7 +32,8 @@ std::string versionText(int v, int major, int minor) {  // 91000, 10000, 100 -> 
 class CudaBackend final : public Backend {
 public:
     CudaBackend(int device, const TbCudaOptions& options)
-        : device_(device), tf32_(options.allowTf32 != 0), bf16_(options.bf16 != 0), allocator_(device) {
+        : device_(device), tf32_(options.allowTf32 != 0), bf16_(options.bf16 != 0),
+          deterministic_(options.nondeterministic == 0), allocator_(device) {
         use();
         cudaDeviceProp prop{};
         TB_CUDA(cudaGetDeviceProperties(&prop, device));
@@ -42,7 +43,7 @@ public:
                         std::to_string(prop.major) + "." + std::to_string(prop.minor) +
                         ", and bf16 tensor cores need 8.0 (Ampere) or later");
         setup_ = makeStream(StreamUse::Setup);
-        ctx_ = PlanContext{nullptr, device_, &allocator_, setup_, tf32_, bf16_};
+        ctx_ = PlanContext{nullptr, device_, &allocator_, setup_, tf32_, bf16_, deterministic_};
     }
     ~CudaBackend() override {
         if (cuda::useDeviceForTeardown(device_, "its set-up stream")) destroyStream(setup_);
@@ -51,6 +52,7 @@ public:
     std::string name() const override {
         return "gpu:" + std::to_string(device_) + " " + gpuName_ + " (cuDNN " +
                versionText(int(cudnnGetVersion()), 10000, 100) + (bf16_ ? ", bf16 matrix work" : tf32_ ? ", TF32" : ", FP32") +
+               (deterministic_ ? "" : ", nondeterministic algorithms") +
                ")";
     }
     Device device() const override { return Device{DeviceType::Cuda, device_}; }
@@ -258,7 +260,7 @@ private:
     }
 
     int device_;
-    bool tf32_, bf16_;
+    bool tf32_, bf16_, deterministic_;
     std::string gpuName_;
     DeviceAllocator allocator_;  // declared before the streams and plans that hand memory back to it
     Stream setup_ = nullptr;

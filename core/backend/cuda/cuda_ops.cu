@@ -15,6 +15,7 @@
 #include <type_traits>
 #include <vector>
 
+#include "backend/cuda/conv_choice.hpp"
 #include "backend/cuda/cuda_check.hpp"
 #include "backend/cuda/cuda_stream.hpp"
 #include "backend/cuda/kernels.cuh"
@@ -118,11 +119,6 @@ using ConvolutionDesc =
     CudnnDesc<cudnnConvolutionDescriptor_t, cudnnCreateConvolutionDescriptor, cudnnDestroyConvolutionDescriptor>;
 
 // What cuDNN's search chose for one direction of one convolution shape.
-struct AlgoChoice {
-    int algo = 0;
-    size_t workspace = 0;
-    cudnnMathType_t math = CUDNN_FMA_MATH;
-};
 struct ConvChoice {
     AlgoChoice fwd, bwdData, bwdFilter;
     std::string failure;  // why this shape has no algorithm in this precision (cached too)
@@ -143,35 +139,14 @@ struct NoAlgorithm : Error {
         TB_CUDA(status_);                                                                               \
     } while (0)
 
-// The first usable result of a search sorted by time, but a deterministic algorithm when one is
-// within 25% of it, so that two runs of one configuration give the same numbers. Without
-// tensor-core math allowed (fp32 without TF32) only plain FMA results count (cuDNN's "default"
-// math permits TF32 on Ampere and later); bf16 takes either.
-template <class Perf>
-bool usable(const Perf& p, bool anyMath) {
-    return p.status == CUDNN_STATUS_SUCCESS && (anyMath || p.mathType == CUDNN_FMA_MATH);
-}
-template <class Perf>
-AlgoChoice choose(const Perf* perf, int count, bool anyMath, const char* what) {
-    int fastest = -1;
-    for (int i = 0; i < count; ++i) {
-        if (!usable(perf[i], anyMath)) continue;
-        if (fastest < 0) fastest = i;
-        if (perf[i].determinism == CUDNN_DETERMINISTIC && perf[i].time <= 1.25f * perf[fastest].time)
-            return {int(perf[i].algo), perf[i].memory, perf[i].mathType};
-    }
-    if (fastest < 0) throw NoAlgorithm(std::string("CUDA backend: cuDNN has no usable algorithm for the ") + what);
-    return {int(perf[fastest].algo), perf[fastest].memory, perf[fastest].mathType};
-}
-
 // cudnnFind*Ex times each algorithm once, too noisy on small convolutions (docs/gpus.md), so
 // Find's candidates within 3x of its fastest (at most kCandidates) are timed again: a warm-up call
 // each, then kRounds rounds taking every candidate in turn (a ramping clock favours none), each
 // timing kCalls back-to-back calls (a busy GPU, as in a step); ranked by median round, then
-// choose()'s rule. call(algo, workspaceBytes) runs the operation once on `q`; a candidate whose
-// call fails is left out, and Find's own ranking stands if every one fails.
+// choose()'s rule (conv_choice.hpp). call(algo, workspaceBytes) runs the operation once on `q`; a
+// candidate whose call fails is left out, and Find's own ranking stands if every one fails.
 template <class Perf, class Call>
-AlgoChoice retimed(const Perf* perf, int count, bool anyMath, cudnnConvolutionDescriptor_t conv, cudaStream_t q,
+AlgoChoice retimed(const Perf* perf, int count, ConvRule rule, cudnnConvolutionDescriptor_t conv, cudaStream_t q,
                    Call call, const char* what) {
     constexpr int kCandidates = 6, kRounds = 5, kCalls = 3;
     struct Event {
@@ -190,7 +165,7 @@ AlgoChoice retimed(const Perf* perf, int count, bool anyMath, cudnnConvolutionDe
     float fastest = -1.f;  // Find's results come sorted by its time
     for (int i = 0; i < count && int(candidates.size()) < kCandidates; ++i) {
         const Perf& p = perf[i];
-        if (!usable(p, anyMath)) continue;
+        if (!usable(p, rule)) continue;
         if (fastest < 0) fastest = p.time;
         if (p.time <= 3.f * fastest && run(p, 1)) candidates.push_back(p);
     }
@@ -212,16 +187,20 @@ AlgoChoice retimed(const Perf* perf, int count, bool anyMath, cudnnConvolutionDe
         timed.push_back(candidates[j]);
         timed.back().time = ms[j][kRounds / 2] / float(kCalls);
     }
-    if (timed.empty()) return choose(perf, count, anyMath, what);
-    std::sort(timed.begin(), timed.end(), [](const Perf& a, const Perf& b) { return a.time < b.time; });
-    return choose(timed.data(), int(timed.size()), anyMath, what);
+    try {
+        if (timed.empty()) return choose(perf, count, rule, what);
+        std::sort(timed.begin(), timed.end(), [](const Perf& a, const Perf& b) { return a.time < b.time; });
+        return choose(timed.data(), int(timed.size()), rule, what);
+    } catch (const NoUsableAlgorithm& e) {
+        throw NoAlgorithm(std::string("CUDA backend: ") + e.what());
+    }
 }
 
 // One search per convolution shape, precision and device, shared by every plan of that shape
 // (towers on one GPU and the evaluation network would otherwise search again).
 class ConvChoiceCache {
 public:
-    using Key = std::tuple<int, int, int, int, int, int, int, int, int, int, int, bool, bool>;
+    using Key = std::tuple<int, int, int, int, int, int, int, int, int, int, int, bool, bool, bool>;
     std::mutex mutex;
     std::map<Key, ConvChoice> choices;
 };
@@ -387,15 +366,16 @@ private:
         } range;
         ConvChoiceCache& cache = choiceCache();
         const ConvChoiceCache::Key key{ctx_.device, d_.n, d_.c, hp_, wp_, d_.k, d_.r, d_.s, d_.strideH * 1000 + d_.strideW,
-                                       symmetric_ ? d_.padTop : 0, symmetric_ ? d_.padLeft : 0, ctx_.allowTf32, bf16_};
+                                       symmetric_ ? d_.padTop : 0, symmetric_ ? d_.padLeft : 0, ctx_.allowTf32, bf16_,
+                                       ctx_.deterministic};
         std::lock_guard lock(cache.mutex);
         if (auto it = cache.choices.find(key); it != cache.choices.end()) {
             if (!it->second.failure.empty()) throw NoAlgorithm(it->second.failure);
             return it->second;
         }
-        const bool anyMath = ctx_.allowTf32 || bf16_;
+        const ConvRule rule{bf16_ ? ConvMath::TensorOp : ctx_.allowTf32 ? ConvMath::Any : ConvMath::Fma, ctx_.deterministic};
         for (cudnnConvolutionDescriptor_t c : convs())
-            TB_CUDA(cudnnSetConvolutionMathType(c, anyMath ? CUDNN_TENSOR_OP_MATH : CUDNN_FMA_MATH));
+            TB_CUDA(cudnnSetConvolutionMathType(c, rule.math == ConvMath::Fma ? CUDNN_FMA_MATH : CUDNN_TENSOR_OP_MATH));
         // Real buffers for the timed trials (made once per shape, at set-up, outside any step).
         const size_t xs = xElems_, ys = size_t(rows_) * d_.k, ws = size_t(d_.k) * d_.c * d_.r * d_.s;
         const size_t es = bf16_ ? sizeof(bf16) : sizeof(float);
@@ -424,7 +404,7 @@ private:
                                                            CUDNN_CONVOLUTION_FWD_ALGO_COUNT, &count, fwd, trial,
                                                            trialBytes));
             const float one = 1.f, zero = 0.f;
-            c.fwd = retimed(fwd, count, anyMath, fwdConv_, q, [&](int algo, size_t bytes) {
+            c.fwd = retimed(fwd, count, rule, fwdConv_, q, [&](int algo, size_t bytes) {
                 return cudnnConvolutionForward(h, &one, x_, x.f(), w_, w.f(), fwdConv_, cudnnConvolutionFwdAlgo_t(algo),
                                                trial, bytes, &zero, y_, y.f());
             }, "forward convolution");
@@ -432,7 +412,7 @@ private:
             TB_CUDNN_OR_NO_ALGORITHM(cudnnFindConvolutionBackwardDataAlgorithmEx(h, w_, w.f(), y_, y.f(), bwdDataConv_, x_, x.f(),
                                                                 CUDNN_CONVOLUTION_BWD_DATA_ALGO_COUNT, &count, bd,
                                                                 trial, trialBytes));
-            c.bwdData = retimed(bd, count, anyMath, bwdDataConv_, q, [&](int algo, size_t bytes) {
+            c.bwdData = retimed(bd, count, rule, bwdDataConv_, q, [&](int algo, size_t bytes) {
                 return cudnnConvolutionBackwardData(h, &one, w_, w.f(), y_, y.f(), bwdDataConv_,
                                                     cudnnConvolutionBwdDataAlgo_t(algo), trial, bytes, &zero, x_, x.f());
             }, "convolution's input gradient");
@@ -440,7 +420,7 @@ private:
             TB_CUDNN_OR_NO_ALGORITHM(cudnnFindConvolutionBackwardFilterAlgorithmEx(h, x_, x.f(), y_, y.f(), bwdFilterConv_, w_, w.f(),
                                                                   CUDNN_CONVOLUTION_BWD_FILTER_ALGO_COUNT, &count, bf,
                                                                   trial, trialBytes));
-            c.bwdFilter = retimed(bf, count, anyMath, bwdFilterConv_, q, [&](int algo, size_t bytes) {
+            c.bwdFilter = retimed(bf, count, rule, bwdFilterConv_, q, [&](int algo, size_t bytes) {
                 return cudnnConvolutionBackwardFilter(h, &one, x_, x.f(), y_, y.f(), bwdFilterConv_,
                                                       cudnnConvolutionBwdFilterAlgo_t(algo), trial, bytes, &zero, w_, w.f());
             }, "convolution's filter gradient");

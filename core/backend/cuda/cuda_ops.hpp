@@ -20,6 +20,7 @@ struct PlanContext {
     // --precision bf16: convolutions and inner products read bf16 copies of their inputs on the
     // tensor cores and return fp32 (mixed precision, backend.hpp's MatmulPrecision::Bf16).
     bool bf16 = false;
+    bool deterministic = true;  // cuDNN's deterministic algorithms only (conv_choice.hpp)
 };
 
 std::unique_ptr<ConvOp> makeConv(const PlanContext&, const ConvDesc&);
