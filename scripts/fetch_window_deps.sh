@@ -11,16 +11,16 @@
 #          found by ldd and dpkg -S, less what every Linux image has (glibc, libstdc++, libgcc,
 #          zlib), plus the fonts and fontconfig's configuration (offscreen draws no text without
 #          them) and protobuf (so the window's GPU runs write TensorBoard events)
-# and says the total, which must leave room in a call's 64 MiB.
+# and says the total, which must leave room in a call's 64 MiB (the tracked tree is about 12 MB).
 #   scripts/fetch_window_deps.sh [BUILD_DIR]
 set -euo pipefail
 cd "$(dirname "$0")/.."
 build=${1:-build-gpuwin}
-if [ ! -x "$build/app/towerbench" ] || [ ! -x "$build/tests/tb_window_soak" ]; then
-  cmake -S . -B "$build" -DCMAKE_BUILD_TYPE=Release -DTB_WITH_MPI=OFF > /dev/null
-  cmake --build "$build" -j "$(nproc)" --target towerbench tb_window_soak
-  cmake --build "$build" -j "$(nproc)" --target tb_backend_cuda || echo "no CUDA toolkit here: the module is built there" >&2
-fi
+# Always built (up to date in seconds when nothing changed): the window and its module must come
+# from the same sources, or the module's ABI check refuses it there.
+[ -f "$build/CMakeCache.txt" ] || cmake -S . -B "$build" -DCMAKE_BUILD_TYPE=Release -DTB_WITH_MPI=OFF > /dev/null
+cmake --build "$build" -j "$(nproc)" --target towerbench tb_window_soak
+cmake --build "$build" -j "$(nproc)" --target tb_backend_cuda || echo "no CUDA toolkit here: the module is built there" >&2
 out=.deps/window
 rm -rf "$out/bin"
 mkdir -p "$out/bin" "$out/debs"
@@ -42,4 +42,5 @@ if [ ${#missing[@]} -gt 0 ]; then (cd "$out/debs" && apt-get download "${missing
 echo "$(echo $packages | wc -w) packages: $packages"
 du -ch "$out/debs"/*.deb | tail -1
 du -ch "$out/bin"/* | tail -1
-du -sh "$out"
+du -sh "$out/debs" "$out/bin"
+echo "carry .deps/window/debs and .deps/window/bin (scripts/device_window_env.sh unpacks outside the checkout)"

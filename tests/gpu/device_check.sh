@@ -14,7 +14,7 @@
 # 2. builds the Qt-free core with the CUDA module (or, with --prebuilt DIR, takes towerbench-run,
 #    libtb_backend_cuda.so and the tst_* programs built elsewhere from DIR, to save device time);
 # 3. runs `towerbench-run selftest`, the Qt-free tests (those labelled gpu must run, not skip),
-#    compute-sanitizer's memcheck on a short GPU run, the input-staging benchmark, TensorBoard's
+#    compute-sanitizer's memcheck, racecheck and synccheck on a short GPU run, the input-staging benchmark, TensorBoard's
 #    reader and the safetensors package on run folders made here, and the GPU benchmark against
 #    PyTorch;
 # 4. writes logs and summary.txt (one table, also printed last) into OUT_DIR.
@@ -207,16 +207,19 @@ gpu_memory_refusal() {
 }
 step "GPU memory estimate refuses" gpu_memory_refusal
 
-# compute-sanitizer's memcheck on a short GPU run in fp32, then in bf16 (its own copies, stage and
-# conversion kernels); some sandboxes refuse it ("not supported").
-memcheck() {
-  local o="$out/memcheck.txt" precision rc=0
+# compute-sanitizer on a short two-tower GPU run: memcheck in fp32, then in bf16 (its own copies,
+# stage and conversion kernels); racecheck (shared-memory hazards in our reductions) and synccheck
+# (barriers) in fp32, slower, on fewer steps. Some sandboxes refuse it ("not supported").
+# sanitize TOOL STEPS PRECISION...
+sanitize() {
+  local tool=$1 steps=$2 o="$out/$1.txt" precision rc=0
+  shift 2
   : > "$o"
-  for precision in fp32 bf16; do
+  for precision in "$@"; do
     echo "--- --precision $precision" >> "$o"
-    timeout 150 compute-sanitizer --tool memcheck --error-exitcode 9 --print-limit 20 \
+    timeout 150 compute-sanitizer --tool "$tool" --error-exitcode 9 --print-limit 20 \
       "$tbrun" --model mnist_cnn --data "idx:$repo/samples/fashion-mnist-slice" --towers gpu:0*2 --variables gpu:0 \
-      --batch 32 --steps 4 --validation 0 --quiet --precision $precision >> "$o" 2>&1
+      --batch 32 --steps "$steps" --validation 0 --quiet --precision $precision >> "$o" 2>&1
     rc=$?
     [ $rc -ne 0 ] && break
   done
@@ -227,10 +230,15 @@ memcheck() {
   fi
   return $rc
 }
+memcheck() { sanitize memcheck 4 fp32 bf16; }
+racecheck() { sanitize racecheck 2 fp32; }
+synccheck() { sanitize synccheck 2 fp32; }
 if command -v compute-sanitizer >/dev/null; then
   step "compute-sanitizer memcheck" memcheck
+  step "compute-sanitizer racecheck" racecheck
+  step "compute-sanitizer synccheck" synccheck
 else
-  note "compute-sanitizer memcheck" "not installed here"
+  note "compute-sanitizer" "not installed here"
 fi
 
 # Placements on the GPU (mnist_cnn, batch 128, 200 steps each): the seeds' default with the

@@ -31,6 +31,7 @@
 #include <vector>
 
 #include "charts/charts_panel.hpp"
+#include "experiment/experiment_panel.hpp"
 #include "window/main_window.hpp"
 
 namespace {
@@ -186,8 +187,16 @@ int main(int argc, char** argv) {
         ended = true;
         app.quit();
     });
+    bool refused = false;
     QTimer::singleShot(0, &window, [&] {
         window.start();
+        if (!window.running()) {  // refused in the form (a GPU that is not there, say): no run to wait for
+            const QString why = window.lastError().isEmpty() ? window.experiment()->problem() : window.lastError();
+            std::fprintf(stderr, "tb_window_soak: the run did not start: %s\n", qPrintable(why));
+            refused = true;
+            app.quit();
+            return;
+        }
         tick.start();
         sample.start();
     });
@@ -211,6 +220,7 @@ int main(int argc, char** argv) {
         });
     });
     app.exec();
+    if (refused) return 1;
 
     // The run folder: the one directory of TOWERBENCH_RUNS_DIR holding a summary.
     const QString runs = qEnvironmentVariable("TOWERBENCH_RUNS_DIR");
