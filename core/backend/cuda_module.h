@@ -231,6 +231,10 @@ typedef struct TbCudaModule {
     /* Ends every operation of the group still pending (ncclCommAbort), so that ranks blocked in a
      * send or receive whose peer failed return; afterwards the group is only destroyed. */
     void (*ncclAbort)(TbNcclGroup* group);
+    /* TB_OK while rank `rank`'s communicator has no asynchronous error (ncclCommGetAsyncError: a
+     * peer or link lost while an operation runs on the GPU, which no call returns), else TB_ERROR
+     * naming it. Safe from any thread, and after ncclAbort (then TB_OK: the abort has a cause). */
+    int (*ncclAsyncError)(TbNcclGroup* group, int rank, TbError* err);
 } TbCudaModule;
 
 /* The ABI a side was compiled with (cuda_module_abi.h defines TB_CUDA_MODULE_H_SHA256). */

@@ -253,6 +253,11 @@ void NcclGroup::send(int rank, const float* buf, size_t count, int peer, Stream 
 
 void NcclGroup::abort() { moduleOf(module_).ncclAbort(groupOf(group_)); }
 
+std::string NcclGroup::asyncError(int rank) const {
+    TbError err{};
+    return moduleOf(module_).ncclAsyncError(groupOf(group_), rank, &err) == TB_OK ? std::string() : std::string(err.message);
+}
+
 void NcclGroup::recv(int rank, float* buf, size_t count, int peer, Stream s) {
     TbError err;
     checkModuleCall(moduleOf(module_).ncclRecv(groupOf(group_), rank, buf, count, peer, handleOf(s), &err), err);

@@ -75,6 +75,9 @@ public:
     // Ends the group's pending operations (a peer failed): ranks blocked in them return. Then
     // the group is only destroyed. Safe from any thread.
     void abort();
+    // Rank `rank`'s asynchronous error ("" while there is none): what NCCL noticed on the GPU's
+    // side, which no call returns (a peer lost mid-collective). Safe from any thread.
+    std::string asyncError(int rank) const;
 
 private:
     const void* module_;  // the TbCudaModule

@@ -192,14 +192,20 @@ private:
         return cause_;
     }
 
-    // The watchdog's thread: every tenth of the timeout (at most a second), any rank inside a
-    // collective for longer than the timeout aborts the group, naming the ranks that had not
-    // reached it (fewer calls than the others: ranks of this process only).
+    // The watchdog's thread: every tenth of the timeout (at most a second), a rank whose
+    // communicator reports an asynchronous error (a peer or link lost while the GPU waits in a
+    // collective, which no call returns) aborts the group with it (c10d's watchdog polls
+    // ncclCommGetAsyncError alike); and any rank inside a collective for longer than the timeout
+    // aborts the group, naming the ranks that had not reached it (fewer calls than the others:
+    // ranks of this process only).
     void watch() {
         const auto limit = std::chrono::duration_cast<Clock::duration>(std::chrono::duration<double>(timeout_));
         const auto period = std::min<Clock::duration>(limit / 10, std::chrono::seconds(1));
         std::unique_lock lock(watchMutex_);
         while (!wake_.wait_for(lock, period, [&] { return stopping_; })) {
+            if (aborted_) continue;
+            for (int r = 0; r < size() && !aborted_; ++r)
+                if (const std::string e = group_->asyncError(r); !e.empty()) abortFor(e);
             if (aborted_) continue;
             const int64_t now = Clock::now().time_since_epoch().count();
             for (int r = 0; r < size(); ++r) {

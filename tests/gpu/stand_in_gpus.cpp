@@ -48,6 +48,7 @@ namespace {
 int gStandIns = 1;
 std::atomic<long> gAllReduce{0}, gReduce{0}, gBroadcast{0}, gSend{0};
 std::atomic<int> gFailingRank{-1};  // failStandInCollective's rank, until its next collective
+std::atomic<int> gAsyncErrorRank{-1};  // standInAsyncError's rank, from then on
 
 int fail(TbError* err, const std::string& text) {
     tb::writeError(err, text.c_str());
@@ -240,11 +241,22 @@ void ncclAbort(TbNcclGroup* g) {
     g->mailArrived.notify_all();
 }
 
+int ncclAsyncError(TbNcclGroup* g, int rank, TbError* err) {
+    {
+        std::lock_guard lock(g->mailMutex);
+        if (g->aborted) return TB_OK;
+    }
+    if (rank != gAsyncErrorRank) return TB_OK;
+    return fail(err, "NCCL: rank " + std::to_string(rank) + " (gpu:" + std::to_string(rank) +
+                         ")'s communicator failed: remote process exited or there was a network error "
+                         "(planted by the test)");
+}
+
 // The ABI first; the rows in cuda_module.h's order.
 TbCudaModule makeModule() {
     return {TB_CUDA_ABI,   deviceCount, deviceInfo,  versions,      createBackend, &tb::exportedBackendInterface(),
             ncclCreate,    ncclMakeId,  ncclJoin,    ncclDestroy,   ncclAllReduce, ncclReduce,
-            ncclBroadcast, ncclSend,    ncclRecv,    ncclAbort};
+            ncclBroadcast, ncclSend,    ncclRecv,    ncclAbort,     ncclAsyncError};
 }
 
 }  // namespace
@@ -258,5 +270,7 @@ const TbCudaModule& standInGpuModule(int gpus) {
 StandInNcclCounts standInNcclCounts() { return {gAllReduce.load(), gReduce.load(), gBroadcast.load(), gSend.load()}; }
 
 void failStandInCollective(int rank) { gFailingRank = rank; }
+
+void standInAsyncError(int rank) { gAsyncErrorRank = rank; }
 
 }  // namespace tbtest

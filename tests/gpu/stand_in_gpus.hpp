@@ -22,5 +22,8 @@ StandInNcclCounts standInNcclCounts();
 // The next all-reduce, reduce or broadcast of `rank` (in any group) fails at once, and the rank
 // stays away from the collective (as one whose NCCL call returned an error).
 void failStandInCollective(int rank);
+// From now on `rank`'s communicator (in any group) reports an asynchronous error, as NCCL's does
+// when a peer or link is lost while the GPU waits; -1 ends it.
+void standInAsyncError(int rank);
 
 }  // namespace tbtest

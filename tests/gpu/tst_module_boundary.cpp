@@ -12,7 +12,9 @@
 //     the variables on gpu:2), to the bit
 //   - no NCCL wait is unbounded: a rank whose collective fails ends every rank's (each throws
 //     that rank's error, at once and in every later collective), and a rank that stays away ends
-//     the others' wait after TB_NCCL_TIMEOUT_S, naming it; a bad TB_NCCL_TIMEOUT_S is refused
+//     the others' wait after TB_NCCL_TIMEOUT_S, naming it; a bad TB_NCCL_TIMEOUT_S is refused;
+//     a rank whose communicator reports an asynchronous error ends every rank's wait within a
+//     second, with that error
 #include <chrono>
 #include <cmath>
 #include <cstdlib>
@@ -287,6 +289,40 @@ void aRankThatStaysAwayTimesOut() {
     unsetenv("TB_NCCL_TIMEOUT_S");
 }
 
+// Rank 3's communicator reports an asynchronous error (a peer lost while its GPU waits, which no
+// call returns) and rank 3 stays away from the all-reduce: the other three return within the
+// watchdog's period (a second), long before the 30 s timeout, each with rank 3's sentence, and
+// rank 3's own call is refused with it.
+void anAsynchronousErrorEndsEveryRank() {
+    setenv("TB_NCCL_TIMEOUT_S", "30", 1);
+    {
+        const size_t n = 64;
+        Ranks ranks;
+        auto comm = makeCommunicator(CommKind::Nccl, ranks.endpoints, HolderEndpoint{}, n);
+        std::vector<std::vector<float>> bufs(kGpus, std::vector<float>(n, 1.f));
+        const Outcome o = boundedly("asynchronous error", [&](int r) {
+            if (r == 3) {
+                std::this_thread::sleep_for(std::chrono::milliseconds(200));
+                tbtest::standInAsyncError(3);
+                std::this_thread::sleep_for(std::chrono::seconds(2));
+            }
+            comm->allReduce(r, bufs[size_t(r)].data(), n, ReduceOp::Sum);
+        });
+        tbtest::standInAsyncError(-1);
+        std::printf("rank 3's asynchronous error, timeout 30 s: the others returned after %.2f, %.2f, %.2f s: %s\n",
+                    o.seconds[0], o.seconds[1], o.seconds[2], o.errors[0].c_str());
+        for (int r = 0; r < kGpus; ++r) {
+            const std::string& e = o.errors[size_t(r)];
+            CHECK(e.find("rank 3 (gpu:3)'s communicator failed: remote process exited or there was a network error") !=
+                          std::string::npos && e.find("the group was aborted") != std::string::npos,
+                  "rank %d threw '%s'", r, e.c_str());
+            if (r < 3) CHECK(o.seconds[size_t(r)] < 1.8, "rank %d waited %.2f s (the watchdog polls every second)", r,
+                             o.seconds[size_t(r)]);
+        }
+    }
+    unsetenv("TB_NCCL_TIMEOUT_S");
+}
+
 DeploymentPlan towersOn(DeviceType type, VariablePlacement v, int holderTower = 0) {
     DeploymentPlan p;
     p.towers.clear();  // a plan starts with one tower on cpu:0
@@ -339,6 +375,7 @@ int main() {
     }
     towersTrainAsCpuTowersDo();
     aFailedCollectiveEndsEveryRank();
+    anAsynchronousErrorEndsEveryRank();
     aRankThatStaysAwayTimesOut();
     return tbcheck::exitStatus();
 }

@@ -333,13 +333,14 @@ int ncclBroadcast(TbNcclGroup* g, int rank, float* buf, size_t count, int root, 
 int ncclSend(TbNcclGroup* g, int rank, const float* buf, size_t count, int peer, TbStream* s, TbError* err);
 int ncclRecv(TbNcclGroup* g, int rank, float* buf, size_t count, int peer, TbStream* s, TbError* err);
 void ncclAbort(TbNcclGroup* g);
+int ncclAsyncError(TbNcclGroup* g, int rank, TbError* err);
 
 namespace {
 // The ABI first; the rows in cuda_module.h's order.
 TbCudaModule makeModule() {
     return {TB_CUDA_ABI,   deviceCount, deviceInfo,  versions,      createBackend, &exportedBackendInterface(),
             ncclCreate,    ncclMakeId,  ncclJoin,    ncclDestroy,   ncclAllReduce, ncclReduce,
-            ncclBroadcast, ncclSend,    ncclRecv,    ncclAbort};
+            ncclBroadcast, ncclSend,    ncclRecv,    ncclAbort,     ncclAsyncError};
 }
 }  // namespace
 }  // namespace tb::cuda

@@ -119,6 +119,18 @@ void ncclAbort(TbNcclGroup* g) {
         if (c) ncclCommAbort(c);
 }
 
+int ncclAsyncError(TbNcclGroup* g, int rank, TbError* err) {
+    if (g->aborted) return TB_OK;  // the communicators are NCCL's to free now
+    ncclResult_t state = ncclSuccess;
+    const ncclResult_t r = ncclCommGetAsyncError(g->comms[size_t(rank)], &state);
+    if (r != ncclSuccess) return failed(err, "ncclCommGetAsyncError", r);
+    if (state == ncclSuccess || state == ncclInProgress) return TB_OK;
+    if (err)
+        std::snprintf(err->message, sizeof err->message, "NCCL: rank %d (gpu:%d)'s communicator failed: %s (%s)", rank,
+                      g->devices[size_t(rank)], ncclGetErrorString(state), ncclGetLastError(g->comms[size_t(rank)]));
+    return TB_ERROR;
+}
+
 // Each call is its own group: a rank's thread may enqueue several without blocking the others.
 int ncclAllReduce(TbNcclGroup* g, int rank, void* buf, size_t count, int bf16, int mean, TbStream* s, TbError* err) {
     if (begin(g, rank, "ncclAllReduce", err) != TB_OK) return TB_ERROR;
