@@ -5,7 +5,6 @@
 #include <QPainter>
 #include <QPixmap>
 #include <QScrollArea>
-#include <QThread>
 #include <QVBoxLayout>
 #include <algorithm>
 
@@ -59,10 +58,6 @@ AugmentView::AugmentView(QWidget* parent) : QWidget(parent) {
     connect(again_, &QPushButton::clicked, this, &AugmentView::drawAgain);
 }
 
-AugmentView::~AugmentView() {
-    if (loader_) loader_->wait();
-}
-
 void AugmentView::setConfig(const tb::RunConfig& c) {
     config_ = c;
     round_ = 0;
@@ -71,13 +66,13 @@ void AugmentView::setConfig(const tb::RunConfig& c) {
         draw();
         return;
     }
-    if (loader_) return;  // the set being read; the newest config draws when it is in
+    if (loader_.running()) return;  // the set being read; the newest config draws when it is in
     status_->setText(tr("Reading %1…").arg(QString::fromStdString(c.data)));
     auto result = std::make_shared<std::shared_ptr<tb::DataSplits>>();
     auto spec = std::make_shared<tb::ModelSpec>();
     auto error = std::make_shared<QString>();
     const tb::RunConfig cfg = c;
-    loader_ = QThread::create([result, spec, error, cfg] {
+    loader_.start([result, spec, error, cfg] {
         try {
             *spec = tb::findModel(cfg.model);
             *result = std::make_shared<tb::DataSplits>(tb::loadData(cfg.data, 0, cfg.seed, {}, tb::dataOptions(cfg, *spec)));
@@ -85,10 +80,7 @@ void AugmentView::setConfig(const tb::RunConfig& c) {
         } catch (const std::exception& e) {
             *error = QString::fromUtf8(e.what());
         }
-    });
-    connect(loader_, &QThread::finished, this, [this, result, spec, error, key] {
-        loader_->deleteLater();
-        loader_ = nullptr;
+    }, [this, result, spec, error, key] {
         if (!error->isEmpty()) {
             status_->setText(tr("Cannot show samples: %1").arg(*error));
             grid_->clear();
@@ -102,7 +94,6 @@ void AugmentView::setConfig(const tb::RunConfig& c) {
         multiply_ = spec->pixels.multiply, add_ = spec->pixels.add;
         draw();
     });
-    loader_->start();
 }
 
 void AugmentView::drawAgain() {

@@ -8,17 +8,16 @@
 #include <QWidget>
 #include <memory>
 
+#include "background_task.hpp"
 #include "data/dataset.hpp"
 #include "io/run_config.hpp"
 
-class QThread;
 
 class AugmentView : public QWidget {
     Q_OBJECT
 public:
     static constexpr int kSamples = 32;
     explicit AugmentView(QWidget* parent = nullptr);
-    ~AugmentView() override;
     void setConfig(const tb::RunConfig& c);  // loads its data if they changed, then draws
     QLabel* grid() const { return grid_; }
     QString status() const { return status_->text(); }
@@ -42,5 +41,5 @@ private:
     int drawn_ = 0;
     QLabel *status_, *grid_;
     QPushButton* again_;
-    QThread* loader_ = nullptr;
+    BackgroundTask loader_{this};
 };

@@ -4,7 +4,6 @@
 #include <QFileInfo>
 #include <QImage>
 #include <QPixmap>
-#include <QThread>
 #include <QUrl>
 #include <QVBoxLayout>
 #include <algorithm>
@@ -57,10 +56,6 @@ DroppedImages::DroppedImages(QWidget* parent) : QWidget(parent) {
     status_->setText(tr("Drop PNG or JPEG files here to classify them with the run's model."));
 }
 
-DroppedImages::~DroppedImages() {
-    if (worker_) worker_->wait();  // a classification holds no cancel point; it is short
-}
-
 QStringList DroppedImages::imageFiles(const QList<QUrl>& urls) {
     QStringList files;
     for (const QUrl& u : urls) {
@@ -72,7 +67,7 @@ QStringList DroppedImages::imageFiles(const QList<QUrl>& urls) {
 }
 
 void DroppedImages::classify(const QStringList& files) {
-    if (files.isEmpty() || worker_) return;
+    if (files.isEmpty() || worker_.running()) return;
     show();
     if (folder_.isEmpty()) {
         status_->setText(tr("No run to classify with: train a model or open a run folder first."));
@@ -89,17 +84,14 @@ void DroppedImages::classify(const QStringList& files) {
     std::vector<std::string> paths;
     for (const QString& f : files) paths.push_back(f.toStdString());
     const std::string folder = folder_.toStdString();
-    worker_ = QThread::create([outcome, paths, folder] {
+    worker_.start([outcome, paths, folder] {
         try {
             outcome->result = tb::classifyImages(tb::checkpointOf(folder), paths, 0);
             for (const std::string& p : paths) outcome->thumbs.push_back(thumbnail(p));
         } catch (const std::exception& e) {
             outcome->error = QString::fromUtf8(e.what());
         }
-    });
-    connect(worker_, &QThread::finished, this, [this, outcome] {
-        worker_->deleteLater();
-        worker_ = nullptr;
+    }, [this, outcome] {
         if (!outcome->error.isEmpty()) {
             status_->setText(tr("Could not classify: %1").arg(outcome->error));
             emit classified();
@@ -124,5 +116,4 @@ void DroppedImages::classify(const QStringList& files) {
                              .arg(QDir(folder_).dirName()));
         emit classified();
     });
-    worker_->start();
 }

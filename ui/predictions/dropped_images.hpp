@@ -8,19 +8,19 @@
 #include <QStringList>
 #include <QWidget>
 
-class QThread;
+#include "background_task.hpp"
+
 
 class DroppedImages : public QWidget {
     Q_OBJECT
 public:
     explicit DroppedImages(QWidget* parent = nullptr);
-    ~DroppedImages() override;
     // The run whose newest checkpoint classifies (a finished or followed run's folder); empty: none.
     void setRunFolder(const QString& folder) { folder_ = folder; }
     QString runFolder() const { return folder_; }
     QListWidget* list() const { return list_; }
     QString status() const { return status_->text(); }
-    bool busy() const { return worker_ != nullptr; }
+    bool busy() const { return worker_.running(); }
     // Only the PNG and JPEG files of `urls` (what a drop may hold), as local paths.
     static QStringList imageFiles(const QList<QUrl>& urls);
 
@@ -34,5 +34,5 @@ private:
     QString folder_;
     QLabel* status_;
     QListWidget* list_;
-    QThread* worker_ = nullptr;
+    BackgroundTask worker_{this};  // a classification holds no cancel point; it is short
 };

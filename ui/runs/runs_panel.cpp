@@ -22,7 +22,6 @@
 #include <QSet>
 #include <QSplitter>
 #include <QTableWidget>
-#include <QThread>
 #include <QTimer>
 #include <QVBoxLayout>
 #include <qcustomplot.h>
@@ -170,10 +169,6 @@ void RunsPanel::updateButtons() {
     delete_->setToolTip(live.isEmpty() ? deleteHelp_ : live);
 }
 
-RunsPanel::~RunsPanel() {
-    if (reading_) reading_->wait();  // its result would reach a panel that is gone
-}
-
 void RunsPanel::refresh() {
     std::vector<tb::RunRecord> all;
     try {
@@ -187,25 +182,21 @@ void RunsPanel::refresh() {
 }
 
 void RunsPanel::refreshInBackground() {
-    if (reading_) return;  // the next tick reads again
+    if (reading_.running()) return;  // the next tick reads again
     auto read = std::make_shared<std::vector<tb::RunRecord>>();
     auto error = std::make_shared<QString>();
     ++indexReads_;
-    reading_ = QThread::create([root = root_.toStdString(), read, error] {
+    reading_.start([root = root_.toStdString(), read, error] {
         try {
             tb::RunIndex index(root);
             *read = index.list();
         } catch (const std::exception& e) {
             *error = QString::fromUtf8(e.what());
         }
-    });
-    connect(reading_, &QThread::finished, this, [this, read, error] {
-        reading_->deleteLater();
-        reading_ = nullptr;
+    }, [this, read, error] {
         if (!error->isEmpty()) table_->setToolTip(*error);
         showRuns(std::move(*read));
     });
-    reading_->start();
 }
 
 void RunsPanel::showRuns(std::vector<tb::RunRecord> all) {

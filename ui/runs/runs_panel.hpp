@@ -11,11 +11,11 @@
 #include <functional>
 #include <vector>
 
+#include "background_task.hpp"
 #include "io/run_config.hpp"
 #include "io/run_index.hpp"
 
 class QLineEdit;
-class QThread;
 class QPushButton;
 class QTableWidget;
 class QCustomPlot;
@@ -32,7 +32,6 @@ public:
     // narrow dock shows them without scrolling.
     enum Column { Date, State, Test, Validation, Model, Data, Plan, Steps, Speed, ColumnCount };
     explicit RunsPanel(QString root, QWidget* parent = nullptr);
-    ~RunsPanel() override;
     void setSettingNames(SettingNames names) { names_ = std::move(names); }
     const std::vector<tb::RunRecord>& runs() const { return runs_; }  // as shown, in order
     int indexReads() const { return indexReads_; }  // times the runs index was read (refreshes)
@@ -74,7 +73,7 @@ private:
     std::vector<tb::RunRecord> runs_;  // those the filter shows
     bool shown_ = false;  // runs_ is in the table
     int indexReads_ = 0;
-    QThread* reading_ = nullptr;       // the background refresh in flight
+    BackgroundTask reading_{this};     // the background refresh in flight
     QString resumeHelp_, deleteHelp_;
     std::function<bool(const QStringList&)> confirmDelete_;
     SettingNames names_;

@@ -23,11 +23,7 @@ RunFollower::RunFollower(QString folder, QObject* parent) : QObject(parent), fol
 }
 
 RunFollower::~RunFollower() {
-    if (reading_) {
-        stopReading_ = true;  // the reader asks between chunks
-        reading_->wait();
-        delete reading_;
-    }
+    stopReading_ = true;  // a read in flight asks between chunks; reading_ then waits for it
 }
 
 QStringList RunFollower::towers() const {
@@ -110,12 +106,12 @@ void RunFollower::attachPredictions() {
         }
         return;
     }
-    if (reading_) return;  // attached when the set is read
+    if (reading_.running()) return;  // attached when the set is read
     // The run's own test set, as it was trained (its config.json): Fashion-MNIST's 10,000 images
     // take a second or so, off the window's thread.
     auto read = std::make_shared<std::shared_ptr<const tb::Dataset>>();
     auto error = std::make_shared<QString>();
-    reading_ = QThread::create([folder, read, error, this] {
+    reading_.start([folder, read, error, this] {
         try {
             const tb::RunConfig c = tb::RunFolder::resumeConfig(folder);
             tb::DataSplits data = tb::loadData(c.data, 0, c.seed, [this] { return stopReading_.load(); },
@@ -124,10 +120,7 @@ void RunFollower::attachPredictions() {
         } catch (const std::exception& e) {
             *error = QString::fromUtf8(e.what());
         }
-    });
-    connect(reading_, &QThread::finished, this, [this, read, error] {
-        reading_->deleteLater();
-        reading_ = nullptr;
+    }, [this, read, error] {
         if (!error->isEmpty()) {
             emit problem(tr("The test images could not be read for the predictions: %1").arg(*error));
             latestTest_.reset();
@@ -136,5 +129,4 @@ void RunFollower::attachPredictions() {
         testSet_ = *read;
         attachPredictions();
     });
-    reading_->start();
 }

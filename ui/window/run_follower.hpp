@@ -10,13 +10,13 @@
 #include <QFile>
 #include <QObject>
 #include <QString>
-#include <QThread>
 #include <QTimer>
 #include <atomic>
 #include <memory>
 #include <optional>
 #include <vector>
 
+#include "background_task.hpp"
 #include "data/dataset.hpp"
 #include "engine/observer.hpp"
 
@@ -47,6 +47,6 @@ private:
     qint64 offset_ = 0;  // bytes of metrics.jsonl already read (whole lines)
     std::optional<tb::EvalResult> latestTest_;   // the latest test evaluation still without predictions
     std::shared_ptr<const tb::Dataset> testSet_; // the run's test set, once read
-    QThread* reading_ = nullptr;                 // reading it
-    std::atomic<bool> stopReading_{false};
+    std::atomic<bool> stopReading_{false};       // before reading_: it waits for a reader that asks
+    BackgroundTask reading_{this};               // reading it
 };
