@@ -11,6 +11,9 @@
 //     and is rounded (its losses are not fp32's)
 //   - bf16 gradients (--comm-precision bf16) from GPU towers to host variables train as fp32
 //     gradients do within bf16's rounding, and are rounded
+//   - ncclReduce and ncclBroadcast run (a one-rank group: a one-GPU machine's training never
+//     calls them, its one rank reading the holder in place): sum, mean and bf16 of one rank give
+//     its own values, a broadcast leaves them
 #include <algorithm>
 #include <atomic>
 #include <cmath>
@@ -22,6 +25,7 @@
 #include "parallel/run_control.hpp"
 #include "parallel/tower_set.hpp"
 #include "plain_check.hpp"
+#include "tensor/bf16.hpp"
 
 using namespace tb;
 
@@ -151,6 +155,42 @@ void asyncUpdatesAreCounted() {
     CHECK(std::isfinite(last) && last < first, "the loss did not fall (%g -> %g)", first, last);
 }
 
+void ncclReduceAndBroadcastRun() {
+    if (!ncclAvailable()) return;
+    std::shared_ptr<Backend> be = makeBackend(kGpu);
+    const Stream s = be->createStream();
+    constexpr size_t n = 1000;
+    std::vector<float> host(n);
+    for (size_t i = 0; i < n; ++i) host[i] = 0.25f * float(int(i % 17) - 8);  // exact in bf16 too
+    Tensor send = be->empty(Shape{int64_t(n)}), recv = be->empty(Shape{int64_t(n)});
+    NcclGroup group({0});
+    std::vector<float> back(n);
+    for (const bool mean : {false, true}) {
+        be->copyFromHost(s, send.data(), host.data(), n * sizeof(float));
+        be->fill(s, recv.data(), -1.f, n);
+        group.reduce(0, send.data(), recv.data(), n, false, mean, 0, s);
+        be->copyToHost(s, back.data(), recv.data(), n * sizeof(float));
+        be->synchronize(s);
+        CHECK(back == host, "ncclReduce of one rank (%s) changed its values", mean ? "mean" : "sum");
+    }
+    // bf16: the values' bits reduced as bf16 (exact for these) and widened back on the host.
+    std::vector<uint16_t> bits(n), bitsBack(n);
+    for (size_t i = 0; i < n; ++i) bits[i] = floatToBf16(host[i]);
+    be->copyFromHost(s, send.data(), bits.data(), n * sizeof(uint16_t));
+    group.reduce(0, send.data(), recv.data(), n, true, true, 0, s);
+    be->copyToHost(s, bitsBack.data(), recv.data(), n * sizeof(uint16_t));
+    be->synchronize(s);
+    CHECK(bitsBack == bits, "ncclReduce of one rank in bf16 changed its values");
+    be->copyFromHost(s, send.data(), host.data(), n * sizeof(float));
+    group.broadcast(0, send.data(), n, 0, s);
+    be->copyToHost(s, back.data(), send.data(), n * sizeof(float));
+    be->synchronize(s);
+    CHECK(back == host, "ncclBroadcast from the one rank changed its values");
+    CHECK(group.asyncError(0).empty(), "rank 0 reports an asynchronous error: %s", group.asyncError(0).c_str());
+    be->destroyStream(s);
+    std::printf("ncclReduce (sum, mean, bf16) and ncclBroadcast ran on one rank\n");
+}
+
 }  // namespace
 
 int main() {
@@ -194,6 +234,7 @@ int main() {
     stagingAheadChangesNothing("input staged ahead, 2 towers on gpu:0", plan({kGpu, kGpu}, 16));
     stagingAheadChangesNothing("input staged ahead, variables on the host", plan({kGpu}, 32, VariablePlacement::Cpu));
     noAllocationInTheStepLoop();
+    ncclReduceAndBroadcastRun();
     asyncUpdatesAreCounted();
     bf16TrainsAsFp32Does();
     bf16GradientsFromTheGpu();
