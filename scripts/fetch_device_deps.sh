@@ -1,12 +1,13 @@
 #!/usr/bin/env bash
 # Fetches the Debian packages a GPU machine lacks for building and running the Qt-free core
-# (oneDNN, OpenBLAS and its Fortran runtime, nlohmann-json, zlib headers, SQLite) into .deps/debs, and
+# (oneDNN, OpenBLAS and its Fortran runtime, nlohmann-json, zlib headers, SQLite, protobuf and protoc
+# so that GPU runs write TensorBoard events) into .deps/debs, and
 # Open MPI with what it needs into .deps/mpi-debs, for
 # tests/gpu/device_check.sh to unpack there with dpkg -x. Run it here, where apt works; the GPU
 # machines have no network. .deps/ is git-ignored and travels as a carried path.
 # Also makes .deps/tbrun with this machine's build (build/app/towerbench-run): a run folder, 40
 # steps and then resumed to 80, whose TensorBoard events the device check reads with TensorBoard
-# (the device build has no protobuf, so it writes none; the GPU machines have TensorBoard), and
+# (beside a GPU run's own: the two builds' events read alike; the GPU machines have TensorBoard), and
 # .deps/tbckpt: an mlp run with a moving average and eval's line, whose checkpoints the device
 # check opens with the Python safetensors package and runs in PyTorch.
 set -euo pipefail
@@ -23,7 +24,8 @@ fetch() {
   du -ch "$dir"/*.deb | tail -1
 }
 fetch debs libdnnl2 libdnnl-dev libopenblas0-pthread libopenblas-pthread-dev libgfortran5 libquadmath0 \
-  nlohmann-json3-dev zlib1g zlib1g-dev libsqlite3-0 libsqlite3-dev
+  nlohmann-json3-dev zlib1g zlib1g-dev libsqlite3-0 libsqlite3-dev \
+  libprotobuf32 libprotobuf-lite32 libprotobuf-dev libprotoc32 protobuf-compiler
 # Open MPI 4.1 and every shared library it and its plugins need (ldd over all ELF files of the
 # unpacked packages), for tests/gpu/device_check.sh --mpi (scripts/device_mpi_env.sh unpacks it).
 # Left out: libc6, libgcc-s1, libstdc++6, zlib1g (every image has them), libhwloc-plugins

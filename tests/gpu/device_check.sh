@@ -116,7 +116,8 @@ build() {
     -DTB_CBLAS_INCLUDE="$deps/usr/include/x86_64-linux-gnu/openblas-pthread" \
     -DZLIB_LIBRARY="$(find "$deps" -name 'libz.so.1.*' -type f | head -1)" -DZLIB_INCLUDE_DIR="$deps/usr/include" \
     -DSQLite3_LIBRARY="$(find "$deps" -name 'libsqlite3.so.0.*' -type f | head -1)" -DSQLite3_INCLUDE_DIR="$deps/usr/include" \
-    -DTB_WITH_PROTOBUF=OFF \
+    -DTB_WITH_PROTOBUF=ON -DProtobuf_PROTOC_EXECUTABLE="$deps/usr/bin/protoc" \
+    -DProtobuf_INCLUDE_DIR="$deps/usr/include" -DProtobuf_LIBRARY="$arch_lib/libprotobuf.so" \
     -DCUDNN_ROOT="$(dirname "$cudnn_lib")" -DNCCL_ROOT="$(dirname "$nccl_lib")" \
     -DCUBLAS_ROOT="$(dirname "$cublas_lib")" &&
   cmake --build "$bin" -j "$(nproc)"
@@ -316,13 +317,23 @@ staging() {
 }
 step "input staged ahead vs on the path" staging
 
-# TensorBoard's own reader on a run folder (40 steps, then resumed to 80) that
-# scripts/fetch_device_deps.sh made on the development machine: this build has no protobuf.
+# TensorBoard's own reader on a GPU run's folder (40 steps on gpu:0, then resumed to 80: two event
+# files), and on the one scripts/fetch_device_deps.sh made on the development machine's CPU.
+gpu_events() {
+  local d="$out/tb-gpu-run"
+  rm -rf "$d"
+  timeout 120 "$tbrun" --model mnist_cnn --data "idx:$repo/samples/fashion-mnist-slice" --towers gpu:0 \
+    --variables gpu:0 --batch 128 --eval-every 20 --steps 40 --quiet --run-dir "$d" > /dev/null &&
+  timeout 120 "$tbrun" --resume "$d" --steps 80 --eval-every 20 --quiet > /dev/null &&
+  python3 "$repo/tests/gpu/read_events_with_tensorboard.py" "$d" &&
+  rm -rf "$d/checkpoints"  # the events and metrics come back in $OUT, not the weights
+}
+step "TensorBoard reads a GPU run's events" gpu_events
 tensorboard_reads() { python3 "$repo/tests/gpu/read_events_with_tensorboard.py" "$repo/.deps/tbrun"; }
 if [ -d "$repo/.deps/tbrun" ]; then
-  step "TensorBoard reads a run's events" tensorboard_reads
+  step "TensorBoard reads a CPU run's events" tensorboard_reads
 else
-  note "TensorBoard reads a run's events" "no .deps/tbrun (run scripts/fetch_device_deps.sh here)"
+  note "TensorBoard reads a CPU run's events" "no .deps/tbrun (run scripts/fetch_device_deps.sh here)"
 fi
 
 # The Python safetensors package on checkpoints made here, and PyTorch on their weights.
