@@ -212,9 +212,9 @@ QString screenName() {
 
 // The long runs (the lessons, the pipeline sweep: 70 s of the suite's 110) are checked on the
 // tighter screen, 1366x768; on 1920x1080 they run the same code. Under AddressSanitizer they were
-// some 260 s of CI's 375 for this suite (117 s without them), in code (the lessons' windows, the sweep) that tst_ui and
-// tst_ui_scaling run there on shorter runs: the Release build checks these. scripts/screenshots.sh
-// (TB_FULL_LESSONS=1) runs them on both sizes for the pictures in docs/.
+// some 260 s of CI's 375 for this suite (117 s without them), in code (the lessons' windows, the
+// sweep) that tst_ui and tst_ui_scaling run there on shorter runs: the Release build checks these.
+// scripts/screenshots.sh (TB_FULL_LESSONS=1) runs them on both sizes for the pictures in docs/.
 bool longRunsOnThisScreen() {
 #if defined(__SANITIZE_ADDRESS__)
     if (qgetenv("TB_FULL_LESSONS") != "1") return false;
