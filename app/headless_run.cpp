@@ -4,6 +4,7 @@
 #include <cstdio>
 #include <iostream>
 #include <memory>
+#include <nlohmann/json.hpp>
 
 #include "comm/process_group.hpp"
 #include "engine/metrics_file.hpp"

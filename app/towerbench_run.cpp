@@ -9,6 +9,7 @@
 #include <memory>
 #include <string>
 #include <vector>
+#include <nlohmann/json.hpp>
 
 #include "data/dataset.hpp"
 #include "engine/metrics_file.hpp"

@@ -31,6 +31,7 @@
 #include <random>
 #include <thread>
 #include <sqlite3.h>
+#include <nlohmann/json.hpp>
 
 #include "data/dataset.hpp"
 #include "data/pipeline.hpp"

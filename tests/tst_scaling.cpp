@@ -8,6 +8,7 @@
 #include <QJsonObject>
 #include <QFileInfo>
 #include <QTemporaryDir>
+#include <nlohmann/json.hpp>
 
 #include "engine/scaling_sweep.hpp"
 #include "engine/step_profile.hpp"

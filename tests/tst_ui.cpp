@@ -31,6 +31,7 @@
 #include <unistd.h>
 
 #include <csignal>
+#include <nlohmann/json.hpp>
 
 #include "backend/backend.hpp"
 #include "charts/charts_panel.hpp"

@@ -4,6 +4,7 @@
 #include <cstdio>
 #include <cstring>
 #include <map>
+#include <nlohmann/json.hpp>
 
 #include "io/atomic_file.hpp"
 #include "io/tfrecord.hpp"

@@ -17,7 +17,7 @@
 #include <cstdio>
 #include <string>
 
-#include <nlohmann/json.hpp>
+#include <nlohmann/json_fwd.hpp>
 
 #include "engine/observer.hpp"
 

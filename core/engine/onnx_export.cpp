@@ -3,6 +3,7 @@
 #include <cmath>
 #include <functional>
 #include <map>
+#include <nlohmann/json.hpp>
 
 #include "engine/inference.hpp"
 #include "engine/run_setup.hpp"

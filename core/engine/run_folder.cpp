@@ -12,6 +12,7 @@
 #include <filesystem>
 #include <fstream>
 #include <sstream>
+#include <nlohmann/json.hpp>
 
 #include "engine/trainer.hpp"
 #include "io/atomic_file.hpp"

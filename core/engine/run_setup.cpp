@@ -4,6 +4,7 @@
 #include <cstdio>
 #include <thread>
 #include <tuple>
+#include <nlohmann/json.hpp>
 
 #include "engine/memory_estimate.hpp"
 #include "engine/run_folder.hpp"

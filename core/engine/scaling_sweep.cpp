@@ -7,6 +7,7 @@
 #include <fstream>
 #include <sstream>
 #include <thread>
+#include <nlohmann/json.hpp>
 
 #include "engine/metrics_file.hpp"
 #include "engine/run_folder.hpp"

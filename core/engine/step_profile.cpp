@@ -1,6 +1,7 @@
 #include "engine/step_profile.hpp"
 
 #include "util/error.hpp"
+#include <nlohmann/json.hpp>
 
 namespace tb {
 

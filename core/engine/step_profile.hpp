@@ -6,7 +6,7 @@
 #include <cstdint>
 #include <mutex>
 
-#include <nlohmann/json.hpp>
+#include <nlohmann/json_fwd.hpp>
 
 #include "engine/observer.hpp"
 

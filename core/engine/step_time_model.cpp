@@ -9,6 +9,7 @@
 #include <thread>
 
 #include <oneapi/dnnl/dnnl.h>
+#include <nlohmann/json.hpp>
 
 #include "engine/prediction_text.hpp"
 #include "engine/scaling_sweep.hpp"

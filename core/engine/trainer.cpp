@@ -2,6 +2,7 @@
 
 #include <algorithm>
 #include <thread>
+#include <nlohmann/json.hpp>
 
 #include "engine/observer_hub.hpp"
 #include "engine/run_folder.hpp"

@@ -8,6 +8,7 @@
 #include <type_traits>
 #include <utility>
 #include <map>
+#include <nlohmann/json.hpp>
 
 #include "util/error.hpp"
 #include "util/json_file.hpp"

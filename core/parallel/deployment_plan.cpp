@@ -4,6 +4,7 @@
 #include <charconv>
 #include <set>
 #include <sstream>
+#include <nlohmann/json.hpp>
 
 #include "util/error.hpp"
 

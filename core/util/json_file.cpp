@@ -3,6 +3,7 @@
 #include <filesystem>
 #include <fstream>
 #include <system_error>
+#include <nlohmann/json.hpp>
 
 #include "util/error.hpp"
 

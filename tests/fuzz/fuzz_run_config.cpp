@@ -1,4 +1,6 @@
 // Run config files (--config FILE.json): parsed, every key set, then checked across settings.
+#include <nlohmann/json.hpp>
+
 #include "fuzz_support.hpp"
 #include "io/run_config.hpp"
 

@@ -2,6 +2,7 @@
 
 #include <memory>
 #include <utility>
+#include <nlohmann/json.hpp>
 
 #include "engine/run_folder.hpp"
 #include "util/error.hpp"

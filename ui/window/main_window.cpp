@@ -35,6 +35,7 @@
 #include <QToolButton>
 #include <QVBoxLayout>
 #include <fstream>
+#include <nlohmann/json.hpp>
 
 #include "backend/backend.hpp"
 #include "parallel/stage_plan.hpp"

@@ -8,6 +8,7 @@
 #include <pthread.h>
 
 #include <csignal>
+#include <nlohmann/json.hpp>
 
 #include "engine/run_folder.hpp"
 #include "util/error.hpp"
