@@ -254,18 +254,27 @@ void aFailedCollectiveEndsEveryRank() {
     }
 }
 
+// One all-reduce of 64 floats on every rank of a fresh NCCL communicator (the stand-in), each rank
+// running `before(rank)` first; the communicator ends with the call.
+template <class F>
+Outcome allReduceOnEveryRank(const char* what, F before) {
+    const size_t n = 64;
+    Ranks ranks;
+    auto comm = makeCommunicator(CommKind::Nccl, ranks.endpoints, HolderEndpoint{}, n);
+    std::vector<std::vector<float>> bufs(kGpus, std::vector<float>(n, 1.f));
+    return boundedly(what, [&](int r) {
+        before(r);
+        comm->allReduce(r, bufs[size_t(r)].data(), n, ReduceOp::Sum);
+    });
+}
+
 // Rank 3 comes 3 s late to an all-reduce whose timeout is 0.5 s: the other three return within
 // a second, each with one sentence naming rank 3, and rank 3's late call is refused with it.
 void aRankThatStaysAwayTimesOut() {
     setenv("TB_NCCL_TIMEOUT_S", "0.5", 1);
     {
-        const size_t n = 64;
-        Ranks ranks;
-        auto comm = makeCommunicator(CommKind::Nccl, ranks.endpoints, HolderEndpoint{}, n);
-        std::vector<std::vector<float>> bufs(kGpus, std::vector<float>(n, 1.f));
-        const Outcome o = boundedly("late rank", [&](int r) {
+        const Outcome o = allReduceOnEveryRank("late rank", [](int r) {
             if (r == 3) std::this_thread::sleep_for(std::chrono::seconds(3));
-            comm->allReduce(r, bufs[size_t(r)].data(), n, ReduceOp::Sum);
         });
         std::printf("a rank 3 s late, timeout 0.5 s: the others returned after %.2f, %.2f, %.2f s: %s\n", o.seconds[0],
                     o.seconds[1], o.seconds[2], o.errors[0].c_str());
@@ -296,17 +305,12 @@ void aRankThatStaysAwayTimesOut() {
 void anAsynchronousErrorEndsEveryRank() {
     setenv("TB_NCCL_TIMEOUT_S", "30", 1);
     {
-        const size_t n = 64;
-        Ranks ranks;
-        auto comm = makeCommunicator(CommKind::Nccl, ranks.endpoints, HolderEndpoint{}, n);
-        std::vector<std::vector<float>> bufs(kGpus, std::vector<float>(n, 1.f));
-        const Outcome o = boundedly("asynchronous error", [&](int r) {
+        const Outcome o = allReduceOnEveryRank("asynchronous error", [](int r) {
             if (r == 3) {
                 std::this_thread::sleep_for(std::chrono::milliseconds(200));
                 tbtest::standInAsyncError(3);
                 std::this_thread::sleep_for(std::chrono::seconds(2));
             }
-            comm->allReduce(r, bufs[size_t(r)].data(), n, ReduceOp::Sum);
         });
         tbtest::standInAsyncError(-1);
         std::printf("rank 3's asynchronous error, timeout 30 s: the others returned after %.2f, %.2f, %.2f s: %s\n",
