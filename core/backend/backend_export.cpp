@@ -30,8 +30,6 @@ void writeError(TbError* err, const char* text) {
 
 namespace {
 
-Event eventOf(TbEvent* e) { return reinterpret_cast<Event>(e); }
-Graph graphOf(TbGraph* g) { return reinterpret_cast<Graph>(g); }
 UpdateRule ruleOf(int rule) {
     switch (rule) {
     case TB_RULE_SGD: return UpdateRule::Sgd;
@@ -86,7 +84,7 @@ void fillMemoryAndQueues(TbBackendInterface& t) {
         return guarded(err, [&] { b->be->synchronize(streamOf(s)); });
     };
     t.createEvent = [](TbBackend* b, TbEvent** out, TbError* err) {
-        return guarded(err, [&] { *out = reinterpret_cast<TbEvent*>(b->be->createEvent()); });
+        return guarded(err, [&] { *out = handleOf(b->be->createEvent()); });
     };
     t.destroyEvent = [](TbBackend* b, TbEvent* e) { b->be->destroyEvent(eventOf(e)); };
     t.recordEvent = [](TbBackend* b, TbEvent* e, TbStream* s, TbError* err) {
@@ -103,7 +101,7 @@ void fillMemoryAndQueues(TbBackendInterface& t) {
         return guarded(err, [&] { b->be->beginCapture(streamOf(s)); });
     };
     t.endCapture = [](TbBackend* b, TbStream* s, TbGraph** out, TbError* err) {
-        return guarded(err, [&] { *out = reinterpret_cast<TbGraph*>(b->be->endCapture(streamOf(s))); });
+        return guarded(err, [&] { *out = handleOf(b->be->endCapture(streamOf(s))); });
     };
     t.launchGraph = [](TbBackend* b, TbGraph* g, TbStream* s, TbError* err) {
         return guarded(err, [&] { b->be->launchGraph(graphOf(g), streamOf(s)); });

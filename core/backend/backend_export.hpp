@@ -7,6 +7,7 @@
 
 #include "backend/backend.hpp"
 #include "backend/cuda_module.h"
+#include "backend/module_handles.hpp"
 
 namespace tb {
 
@@ -29,9 +30,5 @@ int guarded(TbError* err, F&& f) {
     }
     return TB_ERROR;
 }
-
-// Streams, events and graphs cross as the same pointers, opaque on both sides.
-inline Stream streamOf(TbStream* s) { return reinterpret_cast<Stream>(s); }
-inline TbStream* handleOf(Stream s) { return reinterpret_cast<TbStream*>(s); }
 
 }  // namespace tb

@@ -14,10 +14,6 @@ void checkModuleCall(int rc, const TbError& err) {
 
 namespace {
 
-TbStream* handleOf(Stream s) { return reinterpret_cast<TbStream*>(s); }
-TbEvent* handleOf(Event e) { return reinterpret_cast<TbEvent*>(e); }
-TbGraph* handleOf(Graph g) { return reinterpret_cast<TbGraph*>(g); }
-
 // Calls a table row that reports failure, throwing its message.
 #define TB_MODULE_CALL(row, ...)                      \
     do {                                              \
@@ -190,7 +186,7 @@ public:
     Event createEvent() override {
         TbEvent* e = nullptr;
         TB_MODULE_CALL(createEvent, be_, &e);
-        return reinterpret_cast<Event>(e);
+        return eventOf(e);
     }
     void destroyEvent(Event e) override { t_.destroyEvent(be_, handleOf(e)); }
     void recordEvent(Event e, Stream s) override { TB_MODULE_CALL(recordEvent, be_, handleOf(e), handleOf(s)); }
@@ -205,7 +201,7 @@ public:
     Graph endCapture(Stream s) override {
         TbGraph* g = nullptr;
         TB_MODULE_CALL(endCapture, be_, handleOf(s), &g);
-        return reinterpret_cast<Graph>(g);
+        return graphOf(g);
     }
     void launchGraph(Graph g, Stream s) override { TB_MODULE_CALL(launchGraph, be_, handleOf(g), handleOf(s)); }
     void destroyGraph(Graph g) override { t_.destroyGraph(be_, handleOf(g)); }
@@ -297,7 +293,7 @@ private:
     Stream makeStream(int copiesOnly) {
         TbStream* s = nullptr;
         TB_MODULE_CALL(createStream, be_, copiesOnly, &s);
-        return reinterpret_cast<Stream>(s);
+        return streamOf(s);
     }
 
     const TbBackendInterface& t_;

@@ -6,6 +6,7 @@
 
 #include "backend/backend.hpp"
 #include "backend/cuda_module.h"
+#include "backend/module_handles.hpp"
 
 namespace tb {
 

@@ -192,7 +192,6 @@ bool ncclAvailable() { return loaded().module != nullptr && gpuRuntime().nccl > 
 namespace {
 const TbCudaModule& moduleOf(const void* m) { return *static_cast<const TbCudaModule*>(m); }
 TbNcclGroup* groupOf(void* g) { return static_cast<TbNcclGroup*>(g); }
-TbStream* handleOf(Stream s) { return reinterpret_cast<TbStream*>(s); }
 }  // namespace
 
 NcclGroup::NcclGroup(const std::vector<int>& devices) : module_(loaded().module), group_(nullptr) {

@@ -20,11 +20,6 @@ constexpr size_t kImageBytes = 3 * kSide * kSide;  // 3072: (3, 32, 32)
 constexpr size_t kRecordBytes = 1 + kImageBytes;   // 3073
 constexpr int kClasses = 10;
 
-bool fileExists(const std::string& path) {
-    std::error_code ec;
-    return std::filesystem::is_regular_file(path, ec);
-}
-
 }  // namespace
 
 Dataset readCifar10(const std::string& dir, bool train, const CancelCheck& cancelled) {

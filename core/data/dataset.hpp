@@ -85,6 +85,10 @@ void splitValidation(DataSplits& s, size_t count, const std::string& name);
 // at (the window's augmented samples); a held split stays as it is.
 void holdTrainingHead(DataSplits& s, size_t count);
 
+// Whether `path` names a regular file (one that cannot be examined counts as absent): how the
+// readers find which of a dataset's file names a folder holds.
+bool fileExists(const std::string& path);
+
 // The folder --data reads (idx:DIR, cifar10:DIR, tfrecord:DIR, fashion-mnist's); empty for
 // synthetic sets and specs loadData refuses.
 std::string dataFolderOf(const std::string& spec);

@@ -221,11 +221,6 @@ uint32_t readCount(IdxFile& f, const char* kind) {
     return n;
 }
 
-bool fileExists(const std::string& path) {
-    std::error_code ec;
-    return std::filesystem::is_regular_file(path, ec);
-}
-
 }  // namespace
 
 Dataset readIdx(const std::string& imagesPath, const std::string& labelsPath, const std::string& name,

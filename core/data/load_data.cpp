@@ -102,6 +102,11 @@ void holdTrainingHead(DataSplits& s, size_t count) {
 #endif
 }
 
+bool fileExists(const std::string& path) {
+    std::error_code ec;
+    return std::filesystem::is_regular_file(path, ec);
+}
+
 std::string dataFolderOf(const std::string& spec) {
     if (spec == "fashion-mnist") return kFashionMnistDir;
     for (const char* prefix : {"idx:", "cifar10:", "tfrecord:", "folder:"})

@@ -5,12 +5,12 @@
 #include <utility>
 
 #include "engine/training_run.hpp"
+#include "util/elapsed.hpp"
 
 namespace tb {
 
 namespace {
 using Clock = std::chrono::steady_clock;
-double seconds(Clock::time_point a, Clock::time_point b) { return std::chrono::duration<double>(b - a).count(); }
 }  // namespace
 
 // Each report is one tower's update. Its step time is that tower's own cycle (since its previous
@@ -30,7 +30,7 @@ void TrainingRun::trainFree() {
         [&](const TowerStep& r) {
             const auto now = Clock::now();
             const size_t i = size_t(r.pusher);
-            StepMetrics m = toMetrics(r, seconds(lastPush[i], now));
+            StepMetrics m = toMetrics(r, secondsBetween(lastPush[i], now));
             lastPush[i] = now;
             latestLoss[i] = m.towers[i].loss;
             latestAccuracy[i] = m.towers[i].accuracy;
@@ -44,10 +44,10 @@ void TrainingRun::trainFree() {
             m.loss = loss / pushed;
             m.accuracy = accuracy / pushed;
             window.emplace_back(now, r.examples[i]);
-            while (window.size() > 2 && seconds(window.front().first, now) > 1.0) window.pop_front();
+            while (window.size() > 2 && secondsBetween(window.front().first, now) > 1.0) window.pop_front();
             double examples = 0;
             for (size_t k = 1; k < window.size(); ++k) examples += window[k].second;
-            m.examplesPerSec = window.size() > 1 ? examples / seconds(window.front().first, now) : m.examplesPerSec;
+            m.examplesPerSec = window.size() > 1 ? examples / secondsBetween(window.front().first, now) : m.examplesPerSec;
             step_ = std::max(step_, r.update);  // reports of concurrent pushes may arrive out of order
             report(m);
             // Reports are serialised on the towers' threads: the others run on until their next push.

@@ -4,14 +4,9 @@
 #include <cmath>
 
 #include "engine/trainer.hpp"
+#include "util/elapsed.hpp"
 
 namespace tb {
-
-namespace {
-double seconds(RunStatistics::Clock::time_point a, RunStatistics::Clock::time_point b) {
-    return std::chrono::duration<double>(b - a).count();
-}
-}  // namespace
 
 StepMetrics toMetrics(const TowerStep& r, double stepSeconds) {
     StepMetrics m;
@@ -111,8 +106,8 @@ void RunStatistics::soFar(StepMetrics& m, double trainSeconds) const {
 
 void RunStatistics::summarise(RunSummary& sum, int64_t step, Clock::time_point end, double held,
                               double excluded) const {
-    sum.trainSeconds = seconds(start_, end) - excluded - held;
-    const double steadySeconds = seconds(afterFirst_, end) - excluded - (held - heldBeforeSecond_);
+    sum.trainSeconds = secondsBetween(start_, end) - excluded - held;
+    const double steadySeconds = secondsBetween(afterFirst_, end) - excluded - (held - heldBeforeSecond_);
     sum.steps = step;
     sum.examplesPerSec = examplesPerSec(step, sum.trainSeconds);
     if (firstRecorded_ >= 0 && step > firstRecorded_ && steadySeconds > 0)

@@ -4,13 +4,13 @@
 #include <utility>
 
 #include "engine/training_run.hpp"
+#include "util/elapsed.hpp"
 
 namespace tb {
 
 namespace {
 
 using Clock = std::chrono::steady_clock;
-double seconds(Clock::time_point a, Clock::time_point b) { return std::chrono::duration<double>(b - a).count(); }
 
 // The global batches of one call of TowerSet::steps: one step's, or averaging's local steps up to
 // the next average, which the replicas run without meeting (fewer where the run is paused or
@@ -64,9 +64,9 @@ void TrainingRun::trainInSteps() {
     while (step_ < total_ && counting_->goOn()) {
         const auto t0 = Clock::now();
         const std::vector<const Batch*>& batches = input.next(step_);
-        const double dataWait = seconds(t0, Clock::now());
+        const double dataWait = secondsBetween(t0, Clock::now());
         const std::vector<TowerStep> reports = towers_->steps(batches, step_, dataWait, input.ahead());
-        const double each = seconds(t0, Clock::now()) / double(reports.size());  // local steps share the wall time
+        const double each = secondsBetween(t0, Clock::now()) / double(reports.size());  // local steps share the wall time
         const bool firstCall = !stats_->started();
         bool evalDue = false;
         for (const TowerStep& r : reports) {

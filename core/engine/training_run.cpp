@@ -11,12 +11,12 @@
 #include "parallel/pipeline_set.hpp"
 #include "parallel/tower_set.hpp"
 #include "util/error.hpp"
+#include "util/elapsed.hpp"
 
 namespace tb {
 
 namespace {
 using Clock = std::chrono::steady_clock;
-double seconds(Clock::time_point a, Clock::time_point b) { return std::chrono::duration<double>(b - a).count(); }
 
 // The pipeline a run with stages trains: its stages' layers and devices, the step's batch cut into
 // micro-batches over the replicas, each stage's replica a thread team of its share of `cores`.
@@ -232,7 +232,7 @@ void TrainingRun::report(StepMetrics& m) {
     m.totalSteps = total_;
     m.epoch = double(m.step) * double(globalPerStep_) / double(trainingSize_);
     // Training time as the summary counts it: evaluations and checkpoints are not training either.
-    m.elapsedSeconds = seconds(stats_->start(), now) - held - evaluator_->seconds() - checkpoints_->seconds();
+    m.elapsedSeconds = secondsBetween(stats_->start(), now) - held - evaluator_->seconds() - checkpoints_->seconds();
     if (!std::isfinite(m.loss))
         throw Error(m.step == 1 ? "--model " + run_.spec.name + ": the loss is " + std::to_string(m.loss) +
                                       " at the first step, before any update: the model's initial weights or layer "

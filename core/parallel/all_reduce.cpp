@@ -5,12 +5,12 @@
 #include <chrono>
 
 #include "parallel/strategies.hpp"
+#include "util/elapsed.hpp"
 
 namespace tb {
 
 namespace {
 using Clock = std::chrono::steady_clock;
-double since(Clock::time_point t) { return std::chrono::duration<double>(Clock::now() - t).count(); }
 }  // namespace
 
 ReplicatedStrategy::ReplicatedStrategy(const StrategySetup& s) : Strategy(s.replicas, int64_t(s.init.size())) {
@@ -40,7 +40,7 @@ void ReplicatedStrategy::allReduce(int rank, float* buf, TowerPhases& ph) {
     comm_->allReduce(rank, buf, size_t(count_), ReduceOp::Mean);
     const double waited = comm_->takeWaitSeconds(rank);
     ph.wait += waited;
-    ph.reduce += since(t0) - waited;
+    ph.reduce += secondsSince(t0) - waited;
 }
 
 void ReplicatedStrategy::apply(int rank, int64_t step, TowerPhases& ph) {
@@ -48,7 +48,7 @@ void ReplicatedStrategy::apply(int rank, int64_t step, TowerPhases& ph) {
     Replica& r = replicas_[size_t(rank)];
     opts_[size_t(rank)]->apply(r.stream, r.net->params(), r.net->grads(), step);
     r.backend->synchronize(r.stream);
-    ph.apply += since(t0);
+    ph.apply += secondsSince(t0);
 }
 
 size_t ReplicatedStrategy::optimizerSlotBytes() const {

@@ -7,12 +7,12 @@
 #include <chrono>
 
 #include "parallel/strategies.hpp"
+#include "util/elapsed.hpp"
 
 namespace tb {
 
 namespace {
 using Clock = std::chrono::steady_clock;
-double since(Clock::time_point t) { return std::chrono::duration<double>(Clock::now() - t).count(); }
 }  // namespace
 
 AsyncParameterServer::AsyncParameterServer(const StrategySetup& s)
@@ -37,13 +37,13 @@ void AsyncParameterServer::runCall(int rank, TowerCall& call) {
         const auto t0 = Clock::now();
         call.setStep(0, call.applied());  // the version says how fresh the pull is
         pull(rank);
-        ph.reduce = since(t0);
+        ph.reduce = secondsSince(t0);
     });
     call.compute(0);
     call.unlessFailed([&] {
         const auto t0 = Clock::now();
         const float lr = push(rank, call.applied());
-        ph.apply = since(t0);
+        ph.apply = secondsSince(t0);
         call.countApplied(lr);
     });
 }

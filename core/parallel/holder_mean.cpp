@@ -9,12 +9,12 @@
 #include <chrono>
 
 #include "parallel/strategies.hpp"
+#include "util/elapsed.hpp"
 
 namespace tb {
 
 namespace {
 using Clock = std::chrono::steady_clock;
-double since(Clock::time_point t) { return std::chrono::duration<double>(Clock::now() - t).count(); }
 }  // namespace
 
 HolderStrategy::HolderStrategy(const StrategySetup& s, ProcessGroup* processes)
@@ -36,7 +36,7 @@ HolderStrategy::HolderStrategy(const StrategySetup& s, ProcessGroup* processes)
 void HolderStrategy::pullVariables(int rank, TowerPhases& ph) {
     const auto t0 = Clock::now();
     comm_->broadcastFromHolder(rank, params_.data(), replicas_[size_t(rank)].net->params(), size_t(count_));
-    ph.reduce += since(t0);
+    ph.reduce += secondsSince(t0);
 }
 
 VariablesView HolderStrategy::variables() { return {holder_, comm_->holderStream(0), params_.data()}; }
@@ -92,7 +92,7 @@ void HolderMean::reduceAndApply(int rank, int64_t step, TowerPhases& ph) {
                                                size_t(count_), ReduceOp::Mean);
     const double waited = comm_->takeWaitSeconds(rank);
     ph.wait += waited;
-    ph.reduce += since(t0) - waited;
+    ph.reduce += secondsSince(t0) - waited;
     t0 = Clock::now();
     const Range c = comm_->chunk(rank, size_t(count_));
     const Stream hs = comm_->holderStream(rank);
@@ -104,7 +104,7 @@ void HolderMean::reduceAndApply(int rank, int64_t step, TowerPhases& ph) {
         chunkRounded_[size_t(rank)] = 1;
         ++chunksRounded_;
     }
-    ph.apply += since(t0);
+    ph.apply += secondsSince(t0);
 }
 
 std::vector<StateBuffer> HolderMean::state() {

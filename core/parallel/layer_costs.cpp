@@ -6,14 +6,11 @@
 
 #include "nn/network.hpp"
 #include "util/compute_thread.hpp"
+#include "util/elapsed.hpp"
 
 namespace tb {
 
 namespace {
-
-double since(std::chrono::steady_clock::time_point t0) {
-    return std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
-}
 
 double median(std::vector<double> runs) {
     std::nth_element(runs.begin(), runs.begin() + std::ptrdiff_t(runs.size() / 2), runs.end());
@@ -79,7 +76,7 @@ std::vector<double> measureLayerSeconds(const ModelSpec& spec, Backend& backend,
             one.net.forward(one.s, true, uint64_t(r), batch, one.stats.data());
             one.net.backward(one.s);
             backend.synchronize(one.s);
-            if (r > 0) runs[size_t(l)].push_back(since(t0));
+            if (r > 0) runs[size_t(l)].push_back(secondsSince(t0));
         }
     std::vector<double> cost(spec.layers.size(), 0.0);
     for (int p = 0; p < layers; ++p) cost[size_t(pieces[size_t(p)].first)] = median(std::move(runs[size_t(p)]));
@@ -111,7 +108,7 @@ double measureStageStepSeconds(const ModelSpec& spec, Backend& backend, LayerRan
             if (m > 0 && !scratch.empty()) backend.axpy(stage.s, 1.f, scratch.data(), grads, n);
         }
         backend.synchronize(stage.s);
-        if (r > 0) runs.push_back(since(t0));
+        if (r > 0) runs.push_back(secondsSince(t0));
     }
     return median(runs);
 }

@@ -11,12 +11,12 @@
 #include "optim/optimizer.hpp"
 #include "parallel/strategies.hpp"
 #include "util/error.hpp"
+#include "util/elapsed.hpp"
 
 namespace tb {
 
 namespace {
 using Clock = std::chrono::steady_clock;
-double since(Clock::time_point t) { return std::chrono::duration<double>(Clock::now() - t).count(); }
 }  // namespace
 
 // The towers meet among themselves only (no process group): the servers are where the
@@ -111,12 +111,12 @@ void ParameterServerProcesses::reduceAndExchange(int rank, int64_t step, TowerPh
     if (failed) std::rethrow_exception(failed);
     const double waited = comm_->takeWaitSeconds(rank);
     ph.wait += waited;
-    ph.reduce += since(t0) - waited;
+    ph.reduce += secondsSince(t0) - waited;
     if (rank != 0) return;
     // The time to the servers' answer: the exchange itself, and (sync) the slowest worker's step.
     t0 = Clock::now();
     pushAndPull(grads, step);
-    ph.reduce += since(t0);
+    ph.reduce += secondsSince(t0);
 }
 
 void ParameterServerProcesses::pushAndPull(const float* grads, int64_t step) {

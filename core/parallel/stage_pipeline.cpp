@@ -8,14 +8,11 @@
 
 #include "backend/registry.hpp"
 #include "util/error.hpp"
+#include "util/elapsed.hpp"
 
 namespace tb {
 
 namespace {
-double since(std::chrono::steady_clock::time_point t0) {
-    return std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
-}
-
 // Stages in processes of their own: each direction's messages on a lane of its own (lane 0 is
 // the run's votes and gathers), so that each is one ordered queue between two processes.
 constexpr int kForwardLane = 1, kBackwardLane = 2;
@@ -448,7 +445,7 @@ void StagePipeline::runStep(Worker& w) {
         if (op.forward) {
             if (prev && !waitFor(prev->forwards, op.micro)) return;
             if (processPrev) processes_->awaitOn(kForwardLane, s - 1, op.micro);  // (waiting is no work)
-            const double t = since(t0_);  // a copy in is the stage's work
+            const double t = secondsSince(t0_);  // a copy in is the stage's work
             if (prev && w.link == Link::Copy) {
                 const size_t bytes = w.inputs.front().bytes();
                 be.copy(w.stream, w.input(op.micro), prev->slot(op.micro).output(), bytes);
@@ -486,13 +483,13 @@ void StagePipeline::runStep(Worker& w) {
                 w.moved += int64_t(bytes);
             }
             be.synchronize(w.stream);
-            w.blocks.push_back({op.micro, true, t, since(t0_)});
+            w.blocks.push_back({op.micro, true, t, secondsSince(t0_)});
             w.forwards.fetch_add(1, std::memory_order_release);
             w.forwards.notify_all();
         } else {
             if (next && !waitFor(next->backwards, op.micro)) return;
             if (w.remoteNext) processes_->awaitOn(kBackwardLane, s + 1, op.micro);
-            const double t = since(t0_);
+            const double t = secondsSince(t0_);
             if (ncclNext)  // sent (and counted) by the stage after
                 next->toPrev->recv(0, w.outputGrad(op.micro), size_t(next->inputGrad.numel()), 1, w.stream);
             else if (w.remoteNext)  // sent (and counted) by the stage after's process
@@ -521,13 +518,13 @@ void StagePipeline::runStep(Worker& w) {
             w.backwards.fetch_add(1, std::memory_order_release);
             w.backwards.notify_all();
             if (backwardsRun > 0) {
-                const double a = since(t0_);
+                const double a = secondsSince(t0_);
                 be.axpy(w.stream, 1.f, w.scratch.data(), w.grads(), size_t(n));
                 be.synchronize(w.stream);
-                w.accumulate += since(t0_) - a;
+                w.accumulate += secondsSince(t0_) - a;
             }
             ++backwardsRun;
-            w.blocks.push_back({op.micro, false, t, since(t0_)});
+            w.blocks.push_back({op.micro, false, t, secondsSince(t0_)});
         }
         w.busy += w.blocks.back().end - w.blocks.back().start;
     }
@@ -537,7 +534,7 @@ void StagePipeline::runStep(Worker& w) {
     for (auto& sending : w.outputSends)
         if (sending) sending->wait(), sending.reset();
     if (w.inputGradSend) w.inputGradSend->wait(), w.inputGradSend.reset();
-    w.flushed = since(t0_);
+    w.flushed = secondsSince(t0_);
     // The last of the stage's replicas to finish meets their gradients and updates the stage.
     if (w.stage->finished.fetch_add(1, std::memory_order_acq_rel) + 1 == replicas_) update(w);
 }
@@ -550,7 +547,7 @@ void StagePipeline::update(Worker& w) {
     Stage& st = *w.stage;
     Worker& first = worker(0, st.index);
     Backend& be = *first.backend;
-    const double t = since(t0_);
+    const double t = secondsSince(t0_);
     const size_t n = size_t(w.slots.front()->paramCount());
     for (int r = 1; r < replicas_; ++r) be.axpy(first.stream, 1.f, st.grads[size_t(r)].data(), st.grads[0].data(), n);
     if (processes_ && !spansProcesses()) {  // every process's gradient of its share: their mean is the global batch's
@@ -559,7 +556,7 @@ void StagePipeline::update(Worker& w) {
     }
     st.lr = st.optimizer->apply(first.stream, st.params, st.grads[0].data(), step_);
     be.synchronize(first.stream);
-    w.apply = since(t0_) - t;
+    w.apply = secondsSince(t0_) - t;
 }
 
 PipelineStep StagePipeline::step(const Batch& global, int64_t step, uint64_t seed) {
@@ -585,7 +582,7 @@ PipelineStep StagePipeline::step(const Batch& global, int64_t step, uint64_t see
     start_.arrive_and_wait();
     done_.arrive_and_wait();
     PipelineStep r;
-    r.seconds = since(t0_);
+    r.seconds = secondsSince(t0_);
     for (auto& w : workers_)
         if (w->error) std::rethrow_exception(w->error);
     std::vector<Lane> lanes;

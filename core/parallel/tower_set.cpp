@@ -10,12 +10,12 @@
 #include "backend/registry.hpp"
 #include "util/error.hpp"
 #include "util/compute_thread.hpp"
+#include "util/elapsed.hpp"
 
 namespace tb {
 
 namespace {
 using Clock = std::chrono::steady_clock;
-double since(Clock::time_point t) { return std::chrono::duration<double>(Clock::now() - t).count(); }
 
 // The host as the variables' holder: a parameter server of its own, not one of the CPU towers.
 constexpr Device kHostHolder{DeviceType::Cpu, -1};
@@ -307,7 +307,7 @@ void TowerSet::runTower(int i) {
     // A tower thread that starts after the call began was waiting for a core: on a host with
     // fewer free cores than tower threads it runs once another yields (measured: 2-5 ms a step
     // on one core). It is idle time, and counted as waiting so that the phases add up to the step.
-    t.results[0].phases.wait = since(callStart_);
+    t.results[0].phases.wait = secondsSince(callStart_);
     std::vector<int64_t> steps(round_.size());
     for (size_t k = 0; k < steps.size(); ++k) steps[k] = step_ + int64_t(k);
     Call call(*this, t, i, std::move(steps));
@@ -330,7 +330,7 @@ void TowerSet::computeSlice(Tower& t, int i, size_t k) {
     if (t.stagedFor != step) {
         const auto t0 = Clock::now();
         stageSlice(t, i, *round_[k], step);
-        staging = since(t0);
+        staging = secondsSince(t0);
     }
     const Batch* after = k + 1 < round_.size() ? round_[k + 1] : next_;
     computeGradients(t, i, uint64_t(step), r, [&] {
@@ -352,7 +352,7 @@ void TowerSet::accumulateSlice(Tower& t, int i, const Batch& b, int64_t step, Re
         const size_t first = size_t(i) * size_t(micro * per) + size_t(m * per);
         const auto t0 = Clock::now();
         stageInput(t, b.x.data() + first * sample, b.y.data() + first, per);
-        const double staging = since(t0);
+        const double staging = secondsSince(t0);
         net.bindGrads(m == 0 ? t.stepGrads.data() : t.microGrads.data());
         Result part;
         computeGradients(t, i, uint64_t(step), part, nullptr, MicroBatch{int64_t(m) * per, micro * per, m == 0});
@@ -496,7 +496,7 @@ void TowerSet::straggle(Result& r, int i) {
     const double extra = (plan_.slowdown[size_t(i)] - 1.0) * (r.phases.forward + r.phases.backward);
     const auto t0 = Clock::now();
     std::this_thread::sleep_for(std::chrono::duration<double>(extra));
-    r.phases.straggle = since(t0);
+    r.phases.straggle = secondsSince(t0);
 }
 
 std::vector<TowerStep> TowerSet::steps(const std::vector<const Batch*>& batches, int64_t first, double dataWait,
@@ -589,10 +589,10 @@ void TowerSet::runAsync(int64_t first, int64_t updates, const std::function<void
                     std::lock_guard lock(dataMutex);
                     nextBatch(b);
                 }
-                res.phases.dataWait = since(t0);
+                res.phases.dataWait = secondsSince(t0);
                 t0 = Clock::now();
                 stageInput(t, b.x.data(), b.y.data(), std::min(b.n, plan_.batchPerTower));  // crosses during the pull
-                const double staging = since(t0);
+                const double staging = secondsSince(t0);
                 const int64_t bytesBefore = comm.bytesMovedBy(i);
                 Call call(*this, t, i, {0}, staging);
                 strategy_->runCall(i, call);  // pull, compute, push

@@ -45,9 +45,6 @@ using dt = memory::data_type;
 // run on it directly, so no reorders are needed between layers (only conv weights are blocked).
 constexpr tag kAct = tag::nhwc;
 
-// Element-wise loops go parallel only when a vector is big enough to pay for waking the team.
-constexpr int64_t kParallelMin = 1 << 15;
-
 // f(begin, end) over [0, n) split evenly over the team (one call each; alone below kParallelMin),
 // for loops compiled per instruction set (TB_CPU_CLONES), which an OpenMP loop's outlined body
 // cannot be.

@@ -20,9 +20,6 @@ namespace tb {
 
 namespace {
 
-// The loops below go parallel only when the tensor is big enough to pay for waking the team.
-constexpr int64_t kParallelMin = 1 << 15;
-
 // The loops below sum each block of kBlock rows in float (vectorised at full width) and add the
 // block's sums into doubles: fp32 error over 32 rows, double over the batch.
 constexpr int64_t kBlock = 32;
