@@ -10,6 +10,11 @@ BUILD ?= build
 JOBS ?= $(shell nproc)
 RUN_ARGS ?=
 FUZZ_SECONDS ?= 20
+# Unity builds: CMake compiles each library's and program's sources in batches of 8 per compiler
+# call, so the Qt, json and protobuf headers are parsed once per batch, not once per file (a clean
+# Release build: see docs/measurements.md, "CI stage times"). UNITY=OFF for one file per call, the
+# quicker choice while editing a single file.
+UNITY ?= ON
 
 .PHONY: setup configure build run test tsan-build tsan asan-build asan fuzz-build fuzz faults bench clean
 
@@ -17,7 +22,7 @@ setup:
 	@bash scripts/setup.sh
 
 configure: setup
-	@cmake -S . -B $(BUILD) -DCMAKE_BUILD_TYPE=Release
+	@cmake -S . -B $(BUILD) -DCMAKE_BUILD_TYPE=Release -DCMAKE_UNITY_BUILD=$(UNITY)
 
 build: configure
 	@cmake --build $(BUILD) -j $(JOBS)
@@ -32,7 +37,7 @@ test: build
 
 # The tower engine's tests under ThreadSanitizer (a separate build: sanitizers change every object).
 tsan-build: setup
-	@cmake -S . -B $(BUILD)-tsan -DCMAKE_BUILD_TYPE=RelWithDebInfo -DTB_SANITIZE_THREAD=ON -DTB_WITH_CUDA=OFF -DTB_WITH_MPI=OFF > /dev/null
+	@cmake -S . -B $(BUILD)-tsan -DCMAKE_BUILD_TYPE=RelWithDebInfo -DTB_SANITIZE_THREAD=ON -DCMAKE_UNITY_BUILD=$(UNITY) -DTB_WITH_CUDA=OFF -DTB_WITH_MPI=OFF > /dev/null
 	@cmake --build $(BUILD)-tsan -j $(JOBS) --target tst_parallel
 
 tsan: tsan-build
@@ -49,7 +54,7 @@ ASAN_ENV = ASAN_OPTIONS=detect_leaks=1:abort_on_error=0:strict_string_checks=1 \
 	UBSAN_OPTIONS=print_stacktrace=1:halt_on_error=1 LSAN_OPTIONS=suppressions=$(CURDIR)/tests/lsan.supp
 asan-build: setup
 	@cmake -S . -B $(BUILD)-asan -DCMAKE_BUILD_TYPE=RelWithDebInfo "-DCMAKE_CXX_FLAGS_RELWITHDEBINFO=-O1 -g1" \
-		-DTB_SANITIZE_ADDRESS=ON -DTB_WITH_CUDA=OFF -DTB_WITH_MPI=OFF > /dev/null
+		-DTB_SANITIZE_ADDRESS=ON -DCMAKE_UNITY_BUILD=$(UNITY) -DTB_WITH_CUDA=OFF -DTB_WITH_MPI=OFF > /dev/null
 	@cmake --build $(BUILD)-asan -j $(JOBS)
 
 # The window's screen suite runs at one size: the other runs the same code on a larger screen (its
@@ -59,7 +64,7 @@ asan: asan-build
 
 # libFuzzer needs clang: a separate build of the Qt-free core with every object instrumented.
 fuzz-build: setup
-	@cmake -S . -B $(BUILD)-fuzz -DCMAKE_BUILD_TYPE=RelWithDebInfo -DCMAKE_CXX_COMPILER=clang++-14 -DTB_FUZZ=ON \
+	@cmake -S . -B $(BUILD)-fuzz -DCMAKE_BUILD_TYPE=RelWithDebInfo -DCMAKE_CXX_COMPILER=clang++-14 -DTB_FUZZ=ON -DCMAKE_UNITY_BUILD=$(UNITY) \
 		-DTB_WITH_CUDA=OFF -DTB_WITH_GUI=OFF -DTB_WITH_MPI=OFF > /dev/null
 	@cmake --build $(BUILD)-fuzz -j $(JOBS) --target fuzz_targets
 
