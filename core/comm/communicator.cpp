@@ -11,6 +11,7 @@
 #include "backend/registry.hpp"
 #include "comm/implementations.hpp"
 #include "util/error.hpp"
+#include "util/elapsed.hpp"
 
 namespace tb {
 
@@ -48,7 +49,7 @@ Range Communicator::chunk(int rank, size_t count) const {
 void Communicator::meet(int rank) {
     const auto t0 = std::chrono::steady_clock::now();
     barrier_.arrive_and_wait();
-    waited_[size_t(rank)] += std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+    waited_[size_t(rank)] += secondsSince(t0);
 }
 
 void Communicator::barrier(int rank) { meet(rank); }

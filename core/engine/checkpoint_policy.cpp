@@ -5,6 +5,7 @@
 #include "comm/process_group.hpp"
 #include "engine/run_folder.hpp"
 #include "util/error.hpp"
+#include "util/elapsed.hpp"
 
 namespace tb {
 
@@ -22,7 +23,7 @@ bool CheckpointPolicy::due(int64_t step) const {
     if (!folder_ || step == lastStep_) return false;
     return (c.checkpointEvery > 0 && step - lastStep_ >= c.checkpointEvery) ||
            (c.checkpointMinutes > 0 &&
-            std::chrono::duration<double>(Clock::now() - lastAt_).count() >= 60 * c.checkpointMinutes);
+            secondsSince(lastAt_) >= 60 * c.checkpointMinutes);
 }
 
 void CheckpointPolicy::save(int64_t step, bool best) {

@@ -9,6 +9,7 @@
 #include "engine/inference.hpp"
 #include "engine/run_setup.hpp"
 #include "util/error.hpp"
+#include "util/elapsed.hpp"
 
 namespace tb {
 
@@ -122,7 +123,7 @@ std::optional<EvalResult> Evaluator::pass(const Dataset& d, const std::string& s
         be.copy(s, net.params(), backup_.data(), bytes);
         be.synchronize(s);
     }
-    seconds_ += std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+    seconds_ += secondsSince(t0);
     if (!r) return r;
     r->step = step;
     r->split = split;

@@ -23,6 +23,7 @@
 #endif
 #include "util/error.hpp"
 #include "util/json_file.hpp"
+#include "util/elapsed.hpp"
 
 namespace fs = std::filesystem;
 
@@ -329,7 +330,7 @@ void RunFolder::checkpoint(const CheckpointMeta& meta, TrainingSnapshot snap, Va
                 if (const int64_t s = stepOf(e.path()); s >= 0) found.emplace_back(s, e.path());
             std::sort(found.rbegin(), found.rend());
             for (size_t i = size_t(keep_); i < found.size(); ++i) fs::remove(found[i].second, ec);
-            writeSeconds_ += std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+            writeSeconds_ += secondsSince(t0);
             log("checkpoint at step " + std::to_string(meta.step) + (best ? " (best validation accuracy so far)" : ""));
         } catch (...) {
             writeError_ = std::current_exception();

@@ -15,6 +15,7 @@
 #include "engine/scaling_sweep.hpp"
 #include "util/error.hpp"
 #include "util/compute_thread.hpp"
+#include "util/elapsed.hpp"
 
 namespace tb {
 
@@ -481,13 +482,13 @@ HostCore measureHostCore() {
         do {
             dnnl_sgemm('N', 'N', n, n, n, 1.f, x.data(), n, y.data(), n, 0.f, z.data(), n);
             ++reps;
-        } while (std::chrono::duration<double>(Clock::now() - t0).count() < 0.2);
-        h.flops = 2.0 * double(n * n * n) * reps / std::chrono::duration<double>(Clock::now() - t0).count();
+        } while (secondsSince(t0) < 0.2);
+        h.flops = 2.0 * double(n * n * n) * reps / secondsSince(t0);
         std::vector<float> from(size_t(16) << 20, 1.f), to(size_t(16) << 20, 0.f);  // 64 MiB each
         std::memcpy(to.data(), from.data(), from.size() * sizeof(float));
         const auto t1 = Clock::now();
         for (int i = 0; i < 4; ++i) std::memcpy(to.data(), from.data(), from.size() * sizeof(float));
-        h.bandwidth = 4.0 * double(from.size() * sizeof(float)) / std::chrono::duration<double>(Clock::now() - t1).count();
+        h.bandwidth = 4.0 * double(from.size() * sizeof(float)) / secondsSince(t1);
     }).join();
     return h;
 }

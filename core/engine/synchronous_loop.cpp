@@ -64,9 +64,9 @@ void TrainingRun::trainInSteps() {
     while (step_ < total_ && counting_->goOn()) {
         const auto t0 = Clock::now();
         const std::vector<const Batch*>& batches = input.next(step_);
-        const double dataWait = secondsBetween(t0, Clock::now());
+        const double dataWait = secondsSince(t0);
         const std::vector<TowerStep> reports = towers_->steps(batches, step_, dataWait, input.ahead());
-        const double each = secondsBetween(t0, Clock::now()) / double(reports.size());  // local steps share the wall time
+        const double each = secondsSince(t0) / double(reports.size());  // local steps share the wall time
         const bool firstCall = !stats_->started();
         bool evalDue = false;
         for (const TowerStep& r : reports) {

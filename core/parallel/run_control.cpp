@@ -1,4 +1,5 @@
 #include "parallel/run_control.hpp"
+#include "util/elapsed.hpp"
 
 #include <algorithm>
 
@@ -74,7 +75,7 @@ bool RunControl::stopped() const {
 
 double RunControl::heldSeconds() const {
     std::lock_guard lock(mutex_);
-    const double open = waiting_ >= participants_ ? std::chrono::duration<double>(Clock::now() - heldSince_).count() : 0;
+    const double open = waiting_ >= participants_ ? secondsSince(heldSince_) : 0;
     return held_ + open;
 }
 
@@ -83,7 +84,7 @@ void RunControl::enterWait() {
 }
 
 void RunControl::leaveWait() {
-    if (waiting_-- == participants_) held_ += std::chrono::duration<double>(Clock::now() - heldSince_).count();
+    if (waiting_-- == participants_) held_ += secondsSince(heldSince_);
 }
 
 bool RunControl::awaitStep() {
