@@ -141,6 +141,7 @@ private slots:
     void outOfRangeIntegers();
     // good runs
     void help();
+    void cpuRunLoadsNoCudaLibrary();
     void summaryIsLastLine();
     void configFileAndFlagOverride();
     void metricsFile();
@@ -607,6 +608,24 @@ void TestCli::help() {
     // --help wins wherever it stands after valid flags, and starts nothing.
     const tbtest::RunResult r = tbtest::runTowerbench({"--steps", "3", "--help", "--model", "no_such_model"});
     QVERIFY2(r.exitCode == 0 && r.out.startsWith("usage:"), qPrintable(describe(r)));
+}
+
+// Loading the CUDA module runs its libraries' initialisers (cuDNN, cuBLAS, NCCL): 0.3 s of every
+// start, once paid by each CPU run and each test that starts one. The dynamic linker's own account
+// (LD_DEBUG=files) says which files a run loaded.
+void TestCli::cpuRunLoadsNoCudaLibrary() {
+    QProcessEnvironment env = QProcessEnvironment::systemEnvironment();
+    env.insert("LD_DEBUG", "files");
+    const QStringList run{"--model", "tiny_mlp", "--data", "synthetic:blobs", "--steps", "2", "--validation", "0",
+                          "--threads", "1", "--quiet", "--run-dir", tmp_.path() + "/no_cuda"};
+    // Where this build has the module, a run that names a GPU loads it: the probe sees a load.
+    const tbtest::RunResult gpu = tbtest::runTowerbench(QStringList(run) << "--towers" << "gpu:0", 120000, env);
+    if (!gpu.err.contains("libtb_backend_cuda"))
+        qInfo("this build has no CUDA module: the CPU run below cannot load one either");
+    const tbtest::RunResult cpu = tbtest::runTowerbench(run, 120000, env);
+    QVERIFY2(cpu.exitCode == 0, qPrintable(describe(cpu).right(2000)));
+    for (const char* library : {"libtb_backend_cuda", "libcudart", "libcudnn", "libcublas", "libnccl"})
+        QVERIFY2(!cpu.err.contains(library), library);
 }
 
 void TestCli::summaryIsLastLine() {
