@@ -244,6 +244,35 @@ private:
     std::atomic<int> left_;
 };
 
+// Records graphs as a CUDA stream does when an op fails inside a recording: the recording is
+// invalidated, so endCapture then fails with "capture invalidated" and names nothing of the cause.
+// Ops run at once on the CPU (the failure comes inside the first recording: nothing is replayed).
+class FailsInsideRecording final : public tbtest::ForwardingBackend {
+public:
+    explicit FailsInsideRecording(int threads) : ForwardingBackend(makeCpuBackend(threads)) {}
+    bool canCapture() const override { return true; }
+    void beginCapture(Stream) override {
+        capturing = true;
+        ++recordings;
+    }
+    Graph endCapture(Stream) override {
+        capturing = false;
+        throw Error(invalidated ? "operation failed due to a previous error during capture (cudaErrorStreamCaptureInvalidated)"
+                                : "this test's backend replays nothing: the recording was to fail");
+    }
+    void abortCapture(Stream) noexcept override {
+        capturing = false;
+        ++aborted;
+    }
+    void onCompute(const char* op) override {
+        if (!capturing) return;
+        invalidated = true;
+        throw Error(std::string("planted failure in ") + op + " inside a recording");
+    }
+    std::atomic<bool> capturing{false}, invalidated{false};
+    std::atomic<int> recordings{0}, aborted{0};
+};
+
 // Records the states a run reports; throws at its `throwAt`-th step when asked to.
 class StateLog final : public TrainingObserver {
 public:
@@ -926,6 +955,36 @@ private slots:
         QVERIFY(!log.states.empty());
         QCOMPARE(log.states.back(), RunState::Failed);
         QVERIFY2(QString::fromStdString(log.details.back()).contains("planted failure"), log.details.back().c_str());
+    }
+    // An op that fails while a tower's step is being recorded as a graph (a GPU's second step) ends
+    // the run with that op's error, and the stream leaves capture mode (abortCapture): not with
+    // endCapture's "capture invalidated", which names nothing of the cause.
+    void aFailureInsideARecordingKeepsItsCause() {
+        std::vector<std::shared_ptr<FailsInsideRecording>> made;  // the tower's, the holder's
+        std::mutex m;
+        auto previous = setBackendFactory(DeviceType::Cpu, [&](const Device&, const BackendOptions& o) {
+            auto b = std::make_shared<FailsInsideRecording>(o.cpuThreads);
+            std::lock_guard lock(m);
+            made.push_back(b);
+            return std::shared_ptr<Backend>(b);
+        });
+        RunConfig c = quickRun();
+        c.towers = "cpu:0";
+        Trainer t(c);
+        StateLog log;
+        t.addObserver(&log);
+        const QString msg = tbtest::errorOf([&] { t.run(); });
+        setBackendFactory(DeviceType::Cpu, previous);
+        QVERIFY2(msg.contains("planted failure in") && msg.contains("inside a recording"), qPrintable(msg));
+        int recordings = 0, aborted = 0;
+        for (const auto& b : made) {
+            recordings += b->recordings;
+            aborted += b->aborted;
+            QVERIFY(!b->capturing);
+        }
+        QCOMPARE(recordings, 1);
+        QCOMPARE(aborted, 1);
+        QCOMPARE(log.states.back(), RunState::Failed);
     }
     // An observer that throws is reported as the run's failure; the process and the other
     // observers carry on.

@@ -225,6 +225,10 @@ public:
     virtual void beginCapture(Stream) { throw Error(name() + ": this backend cannot record graphs"); }
     virtual Graph endCapture(Stream) { throw Error(name() + ": this backend cannot record graphs"); }
     virtual void launchGraph(Graph, Stream) { throw Error(name() + ": this backend cannot record graphs"); }
+    // Ends a recording that failed part-way (an op threw inside it): whatever was recorded is
+    // dropped, the stream runs work again, and nothing throws, so the caller rethrows the error that
+    // stopped the recording rather than endCapture's "capture invalidated".
+    virtual void abortCapture(Stream) noexcept {}
     virtual void destroyGraph(Graph) {}
 
     // Plans for the heavy ops.

@@ -107,6 +107,7 @@ void fillMemoryAndQueues(TbBackendInterface& t) {
         return guarded(err, [&] { b->be->launchGraph(graphOf(g), streamOf(s)); });
     };
     t.destroyGraph = [](TbBackend* b, TbGraph* g) { b->be->destroyGraph(graphOf(g)); };
+    t.abortCapture = [](TbBackend* b, TbStream* s) { b->be->abortCapture(streamOf(s)); };
 }
 
 void fillPlans(TbBackendInterface& t) {

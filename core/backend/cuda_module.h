@@ -124,6 +124,7 @@ typedef struct TbBackendInterface {
     int (*endCapture)(TbBackend* be, TbStream* s, TbGraph** out, TbError* err);
     int (*launchGraph)(TbBackend* be, TbGraph* g, TbStream* s, TbError* err);
     void (*destroyGraph)(TbBackend* be, TbGraph* g);
+    void (*abortCapture)(TbBackend* be, TbStream* s); /* never fails: the recording is dropped */
 
     int (*makeConv)(TbBackend* be, const TbConvDesc* d, TbConv** out, size_t* workspaceBytes, TbError* err);
     int (*convForward)(TbConv* op, TbStream* s, const float* x, const float* w, const float* b, float* y, void* ws,

@@ -205,6 +205,7 @@ public:
     }
     void launchGraph(Graph g, Stream s) override { TB_MODULE_CALL(launchGraph, be_, handleOf(g), handleOf(s)); }
     void destroyGraph(Graph g) override { t_.destroyGraph(be_, handleOf(g)); }
+    void abortCapture(Stream s) noexcept override { t_.abortCapture(be_, handleOf(s)); }
 
     std::unique_ptr<ConvOp> makeConv(const ConvDesc& d) override {
         const TbConvDesc c{d.n,       d.c,       d.h,      d.w,       d.k,         d.r,       d.s,

@@ -457,7 +457,7 @@ void TowerSet::computeGradients(Tower& t, int i, uint64_t step, Result& r, const
             try {
                 enqueueCompute(t, n, stepSeed, part);
             } catch (...) {
-                be.endCapture(t.stream);
+                be.abortCapture(t.stream);  // (endCapture would throw "capture invalidated" over the cause)
                 throw;
             }
             t.graph = be.endCapture(t.stream);

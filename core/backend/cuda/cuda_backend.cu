@@ -99,6 +99,7 @@ public:
         if (!s) return;
         use();
         cudaStreamSynchronize(s->stream);
+        allocator_.untrack(s);  // (the frees below are fenced by the other streams: this one is idle)
         if (s->cublas) cublasDestroy(s->cublas);
         if (s->cudnn) cudnnDestroy(s->cudnn);
         allocator_.deallocate(s->cublasWorkspace);
@@ -141,6 +142,10 @@ public:
     bool canCapture() const override { return true; }
     void beginCapture(Stream s) override {
         use();
+        // Idle first: fences leave a stream being recorded out, so no work queued before its
+        // recording may still use a block freed meanwhile (the tower's stream is idle already).
+        TB_CUDA(cudaStreamSynchronize(queueOf(s)));
+        const auto held = allocator_.holdStreams();  // (device_allocator.hpp: no fence records into it)
         // Thread-local: other towers' threads may allocate or synchronise while this one records.
         TB_CUDA(cudaStreamBeginCapture(queueOf(s), cudaStreamCaptureModeThreadLocal));
         s->capturing = true;
@@ -148,13 +153,31 @@ public:
     Graph endCapture(Stream s) override {
         use();
         cudaGraph_t graph = nullptr;
-        s->capturing = false;
-        TB_CUDA(cudaStreamEndCapture(queueOf(s), &graph));
+        cudaError_t ended = cudaSuccess;
+        {
+            const auto held = allocator_.holdStreams();
+            ended = cudaStreamEndCapture(queueOf(s), &graph);
+            s->capturing = false;
+        }
+        check(ended, "cudaStreamEndCapture", __FILE__, __LINE__);
         auto g = std::make_unique<GraphImpl>();
         const cudaError_t e = cudaGraphInstantiate(&g->exec, graph, 0);
         cudaGraphDestroy(graph);
         TB_CUDA(e);
         return g.release();
+    }
+    void abortCapture(Stream s) noexcept override {
+        if (!s || !s->capturing || cudaSetDevice(device_) != cudaSuccess) return;
+        const auto held = allocator_.holdStreams();
+        // An invalidated recording still has to be ended to leave capture mode; its end returns
+        // cudaErrorStreamCaptureInvalidated and no graph. Either way nothing recorded is kept.
+        cudaStreamCaptureStatus status = cudaStreamCaptureStatusNone;
+        if (cudaStreamIsCapturing(s->stream, &status) == cudaSuccess && status != cudaStreamCaptureStatusNone) {
+            cudaGraph_t graph = nullptr;
+            if (cudaStreamEndCapture(s->stream, &graph) == cudaSuccess && graph) cudaGraphDestroy(graph);
+        }
+        s->capturing = false;
+        cudaGetLastError();  // the recording's failure is the caller's exception, not the next call's error
     }
     void launchGraph(Graph g, Stream s) override {
         use();
@@ -236,7 +259,7 @@ private:
         use();
         auto s = std::make_unique<StreamImpl>();
         TB_CUDA(cudaStreamCreateWithFlags(&s->stream, cudaStreamNonBlocking));
-        if (kind == StreamUse::Copies) return s.release();
+        if (kind == StreamUse::Copies) return tracked(std::move(s));
         TB_CUDA(cudnnCreate(&s->cudnn));
         TB_CUDA(cudnnSetStream(s->cudnn, s->stream));
         if (kind == StreamUse::Compute) {
@@ -247,6 +270,11 @@ private:
             TB_CUDA(cublasSetMathMode(s->cublas, tf32_ ? CUBLAS_TF32_TENSOR_OP_MATH : CUBLAS_DEFAULT_MATH));
         }
         s->scratch = static_cast<float*>(allocator_.allocate(kScratchFloats * sizeof(float)));
+        return tracked(std::move(s));
+    }
+    // A finished stream: its work is fenced from now on when memory is freed (device_allocator.hpp).
+    Stream tracked(std::unique_ptr<StreamImpl> s) {
+        allocator_.track(s.get());
         return s.release();
     }
     PlanContext planContext() {

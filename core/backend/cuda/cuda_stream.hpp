@@ -7,6 +7,8 @@
 #include <cuda_runtime.h>
 #include <cudnn.h>
 
+#include <atomic>
+
 namespace tb {
 
 struct StreamImpl {
@@ -15,7 +17,7 @@ struct StreamImpl {
     cublasHandle_t cublas = nullptr;
     void* cublasWorkspace = nullptr;  // (kCublasWorkspaceBytes)
     float* scratch = nullptr;         // (kScratchFloats) partial sums of reductions
-    bool capturing = false;           // between beginCapture and endCapture
+    std::atomic<bool> capturing{false};  // between beginCapture and endCapture (the allocator reads it)
 };
 
 struct EventImpl {

@@ -1,43 +1,66 @@
-// DeviceAllocator: a caching allocator of one GPU's memory. Blocks freed by the engine are kept
-// and handed out again for a request of about their size, so that after the first step nothing
-// in the step loop reaches cudaMalloc (which synchronises the device and costs milliseconds).
-// Sizes are rounded to 512 B below 1 MiB and to 2 MiB above, and a cached block serves a
-// request of at least half its size. When the device runs out, the cache is returned to the
-// device and the request is tried once more.
-//
-// A freed block may be handed out again at once: callers free memory only once the streams
-// that used it are synchronised (tensors and plans live as long as their network).
+// DeviceAllocator: one GPU's memory for its backend, through a BlockCache (backend/block_cache.hpp:
+// the caching and the stream order). Fresh blocks come from the device's stream-ordered pool
+// (cudaMallocAsync on a stream of the allocator's own, then a wait for that stream alone), so
+// neither taking nor giving back memory waits for the whole device as cudaMalloc and cudaFree do
+// (a device without pools falls back to them, and its out-of-memory retry may then wait for an
+// NCCL kernel); a freed block's fence is an event recorded on each of the backend's streams (track()).
 #pragma once
-#include <cstddef>
-#include <cstdint>
-#include <map>
-#include <mutex>
-#include <unordered_map>
+#include <cuda_runtime.h>
 
-#include "backend/backend.hpp"
+#include <cstddef>
+#include <mutex>
+#include <string>
+#include <vector>
+
+#include "backend/block_cache.hpp"
+#include "backend/cuda/cuda_stream.hpp"
 
 namespace tb::cuda {
 
-class DeviceAllocator {
+// The CUDA side of a BlockCache: memory, fences and the streams they mark.
+class DeviceMemory final : public BlockCache::Device {
 public:
-    explicit DeviceAllocator(int device) : device_(device) {}
-    ~DeviceAllocator();
-    DeviceAllocator(const DeviceAllocator&) = delete;
-    DeviceAllocator& operator=(const DeviceAllocator&) = delete;
+    explicit DeviceMemory(int device);
+    ~DeviceMemory() override;
+    DeviceMemory(const DeviceMemory&) = delete;
+    DeviceMemory& operator=(const DeviceMemory&) = delete;
 
-    void* allocate(size_t bytes);   // throws tb::Error naming the GPU when memory runs out
-    void deallocate(void* p);       // p from allocate, or nullptr
-    AllocatorStats stats() const;
-    static size_t roundUp(size_t bytes);
+    void track(StreamImpl* s);    // a stream of the backend: fences mark its work from now on
+    void untrack(StreamImpl* s);  // before the stream is destroyed
+    // Held while a stream begins or ends a recording: a fence's event recorded on it in between
+    // would become a node of its graph.
+    std::unique_lock<std::mutex> holdStreams() { return std::unique_lock(streamsMutex_); }
+
+    void* take(size_t bytes) override;
+    void give(void* block) override;
+    BlockCache::Fence fence() override;
+    bool passed(BlockCache::Fence f) override;
+    void drop(BlockCache::Fence f) override;
+    MemoryInfo memoryInfo() override;
 
 private:
-    void releaseCache();            // with mutex_ held
-
     int device_;
-    mutable std::mutex mutex_;
-    std::unordered_map<void*, size_t> live_;   // block -> its (rounded) size
-    std::multimap<size_t, void*> cached_;      // size -> free block
-    AllocatorStats stats_;
+    bool pools_ = false;           // the device has stream-ordered pools (cudaMallocAsync)
+    cudaMemPool_t pool_ = nullptr; // its default pool
+    cudaStream_t own_ = nullptr;   // takes and gives of the pool, in its order
+    std::mutex streamsMutex_;
+    std::vector<StreamImpl*> streams_;
+};
+
+class DeviceAllocator {
+public:
+    explicit DeviceAllocator(int device) : memory_(device), cache_("gpu:" + std::to_string(device), memory_) {}
+
+    void* allocate(size_t bytes) { return cache_.allocate(bytes); }  // throws tb::Error naming the GPU
+    void deallocate(void* p) { cache_.deallocate(p); }
+    AllocatorStats stats() const { return cache_.stats(); }
+    void track(StreamImpl* s) { memory_.track(s); }
+    void untrack(StreamImpl* s) { memory_.untrack(s); }
+    std::unique_lock<std::mutex> holdStreams() { return memory_.holdStreams(); }
+
+private:
+    DeviceMemory memory_;  // declared first: the cache gives its blocks back to it when it goes
+    BlockCache cache_;
 };
 
 }  // namespace tb::cuda
