@@ -3,6 +3,7 @@
 // The CPU backend's device memory is host memory, so host vectors are passed straight in.
 #include <QtTest>
 
+#include <algorithm>
 #include <cmath>
 #include <random>
 
@@ -422,6 +423,78 @@ private slots:
             worst = std::max(worst, std::abs(numeric - g[size_t(i)]) / std::max(1.0, std::abs(numeric)));
         }
         QVERIFY2(worst < 5e-3, qPrintable(QString("worst relative error %1").arg(worst)));
+    }
+
+    // A ReLU that only a max pooling reads is applied by the pooling, to its smaller output: the
+    // model view marks it fused, and the loss and every gradient are bit for bit those of the same
+    // network with a 1x1 average pooling (an identity) between them, where nothing folds. Over
+    // overlapping 3x3 windows with SAME padding and over 2x2 ones; the convolution's bias is
+    // negative so that some windows hold no positive value (the pooled output 0, checked).
+    void reluFoldsIntoTheMaxPoolingAfterIt() {
+        auto model = [](const char* between, int size) {
+            return std::string(R"({"name": "fold", "input": [2, 7, 7], "layers": [
+                {"type": "conv2d", "name": "c", "filters": 4, "kernel": 3, "init": {"type": "he_normal"}},
+                {"type": "relu", "name": "r"},)") + between + R"(
+                {"type": "maxpool", "name": "p", "size": )" + std::to_string(size) + R"(, "stride": 2, "padding": "same"},
+                {"type": "flatten", "name": "flat"},
+                {"type": "dense", "name": "logits", "units": 3}]})";
+        };
+        // A ReLU that another layer reads as well stays a layer of its own.
+        const ModelSpec shared = parseModelSpec(R"({"name": "shared", "input": [2, 7, 7], "layers": [
+            {"type": "conv2d", "name": "c", "filters": 4, "kernel": 3},
+            {"type": "relu", "name": "r"},
+            {"type": "maxpool", "name": "p", "size": 2, "stride": 2, "padding": "same"},
+            {"type": "conv2d", "name": "side", "inputs": ["r"], "filters": 4, "kernel": 2, "stride": 2, "padding": "same"},
+            {"type": "add", "name": "sum", "inputs": ["p", "side"]},
+            {"type": "flatten", "name": "flat"},
+            {"type": "dense", "name": "logits", "units": 3}]})", "shared.json");
+        QVERIFY(!summarizeLayers(shared)[1].fused);
+
+        auto be = makeCpuBackend(1);
+        const int n = 4;
+        const std::vector<float> x = randomVector(size_t(n * 2 * 7 * 7), 9);
+        const int32_t labels[n] = {0, 2, 1, 2};
+        for (const int size : {3, 2}) {
+            const ModelSpec folded = parseModelSpec(model("", size), "fold.json");
+            const ModelSpec apart =
+                parseModelSpec(model(R"({"type": "avgpool", "name": "id", "size": 1, "stride": 1},)", size), "apart.json");
+            QVERIFY(summarizeLayers(folded)[1].fused);
+            QVERIFY(!summarizeLayers(apart)[1].fused);
+            // The same parameters for all three networks (the 1x1 average pooling has none).
+            std::vector<float> params = Network(folded, *be, n).initialParams(5);
+            for (size_t b = 4 * 2 * 3 * 3; b < 4 * 2 * 3 * 3 + 4; ++b) params[b] = -0.3f;  // the convolution's bias
+            auto setUp = [&](Network& net) {
+                std::copy(params.begin(), params.begin() + net.paramCount(), net.params());
+                std::copy(x.begin(), x.end(), net.input());
+            };
+            auto run = [&](const ModelSpec& spec, std::vector<float>& grads) {
+                Network net(spec, *be, n);
+                setUp(net);
+                std::copy(labels, labels + n, net.labels());
+                float stats[3] = {0, 0, 0};
+                net.forward(nullptr, true, 1, n, stats);
+                net.backward(nullptr);
+                grads.assign(net.grads(), net.grads() + net.paramCount());
+                return stats[0];
+            };
+            std::vector<float> gFolded, gApart;
+            const float lossFolded = run(folded, gFolded), lossApart = run(apart, gApart);
+            QCOMPARE(lossFolded, lossApart);
+            QCOMPARE(gFolded.size(), gApart.size());
+            for (size_t i = 0; i < gFolded.size(); ++i)
+                QVERIFY2(gFolded[i] == gApart[i],
+                         qPrintable(QStringLiteral("%1x%1 windows, gradient %2: %3 folded, %4 apart")
+                                        .arg(size).arg(i).arg(gFolded[i]).arg(gApart[i])));
+            // The pooled output itself (the network up to the pooling): windows with and without
+            // a positive value.
+            Network upToPool(folded, *be, n, LayerRange{0, 2});
+            setUp(upToPool);
+            float stats[3] = {0, 0, 0};
+            upToPool.forward(nullptr, true, 1, n, stats);
+            const size_t pooled = size_t(n) * size_t(upToPool.outputDims().size());
+            const int64_t zeros = std::count(upToPool.output(), upToPool.output() + pooled, 0.f);
+            QVERIFY2(zeros > 0 && zeros < int64_t(pooled), qPrintable(QStringLiteral("%1 of %2 pooled outputs 0").arg(zeros).arg(pooled)));
+        }
     }
 
     // A model as a graph: a residual block (conv, batch norm, relu, conv, batch norm, add of the

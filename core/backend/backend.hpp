@@ -61,6 +61,11 @@ struct PoolDesc {
     int r = 0, s = 0, strideH = 1, strideW = 1;
     int padTop = 0, padLeft = 0, padBottom = 0, padRight = 0;
     PoolMode mode = PoolMode::Max;
+    // Max pooling only: the ReLU before it, folded in. relu(max(x)) is max(relu(x)), the same
+    // argmax where the maximum is positive: y = relu(max), and the gradient flows back only where
+    // y > 0, so the ReLU's passes over the 4x larger input are not made at all. (Only a NaN in a
+    // window can tell them apart: the ReLU first would have made it 0; training has diverged by then.)
+    bool relu = false;
     int outH() const { return (h + padTop + padBottom - r) / strideH + 1; }
     int outW() const { return (w + padLeft + padRight - s) / strideW + 1; }
 };

@@ -197,6 +197,8 @@ void checkPool(Checker& ck, const PoolDesc& d, uint64_t seed) {
     const Vec x = randomVec(xs, rng), dy = randomVec(ys, rng);
     // Reference over the window's real pixels: max, the largest (padding never wins; the first
     // one on ties), its dy to it; average, their mean (padding not counted), dy shared equally.
+    // With the ReLU before it folded in: the ReLU's output pooled (relu(x) = 0 wins over the
+    // negative), and dy to the winner only where it was positive.
     DVec refY(ys), refDx(xs, 0.0);
     const int oh = d.outH(), ow = d.outW();
     std::vector<size_t> inside;
@@ -213,11 +215,12 @@ void checkPool(Checker& ck, const PoolDesc& d, uint64_t seed) {
                         }
                     const size_t o = ((size_t(n) * oh + oy) * ow + ox) * d.c + c;
                     if (d.mode == PoolMode::Max) {
+                        auto in = [&](size_t i) { return d.relu ? std::max(x[i], 0.f) : x[i]; };
                         size_t at = inside.front();
                         for (size_t i : inside)
-                            if (x[i] > x[at]) at = i;
-                        refY[o] = x[at];
-                        refDx[at] += dy[o];
+                            if (in(i) > in(at)) at = i;
+                        refY[o] = in(at);
+                        if (!d.relu || x[at] > 0.f) refDx[at] += dy[o];
                     } else {
                         double sum = 0;
                         for (size_t i : inside) sum += x[i];
@@ -228,7 +231,10 @@ void checkPool(Checker& ck, const PoolDesc& d, uint64_t seed) {
     char shape[128];
     std::snprintf(shape, sizeof shape, "n%d c%d %dx%d win %dx%d s%d,%d pad %d/%d/%d/%d", d.n, d.c, d.h, d.w, d.r, d.s,
                   d.strideH, d.strideW, d.padTop, d.padLeft, d.padBottom, d.padRight);
-    ck.run(d.mode == PoolMode::Max ? "maxpool.forward+backward" : "avgpool.forward+backward", shape, 1e-6, [&](Rig& rig) {
+    const char* name = d.mode == PoolMode::Average ? "avgpool.forward+backward"
+                       : d.relu                    ? "relu+maxpool.forward+backward"
+                                                   : "maxpool.forward+backward";
+    ck.run(name, shape, 1e-6, [&](Rig& rig) {
         auto op = rig.backend().makePool(d);
         void* saved = rig.raw(op->savedBytes());
         float* xd = rig.upload(x);
@@ -694,6 +700,11 @@ std::vector<OpCheck> checkBackendOps(Backend& backend, double matmulTolerance) {
             d.mode = mode;
             checkPool(ck, d, seed++);
         }
+    for (PoolDesc d : {pool(2, 3, 7, 7, 3, 2, 1, 1, 1, 1), pool(2, 4, 28, 28, 2, 2, 0, 0, 0, 0),  // (TF's SAME; mnist_cnn's)
+                       pool(3, 5, 24, 24, 3, 2, 0, 0, 1, 1)}) {                                 // (cifar10_cnn's)
+        d.relu = true;  // the ReLU before it folded in
+        checkPool(ck, d, seed++);
+    }
     for (const LrnDesc& d : {LrnDesc{2, 7, 3, 5, 2, 1.f, 0.1f, 0.75f}, LrnDesc{2, 64, 4, 4, 4, 1.f, 0.001f / 9, 0.75f},
                              LrnDesc{1, 5, 2, 3, 5, 2.f, 0.5f, 0.5f}, LrnDesc{2, 9, 2, 2, 1, 1.5f, 0.3f, 0.6f}})
         checkLrn(ck, d, seed++);

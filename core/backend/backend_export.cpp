@@ -144,6 +144,7 @@ void fillPlans(TbBackendInterface& t) {
             if (d->mode != int(PoolMode::Max) && d->mode != int(PoolMode::Average))
                 throw Error("a pooling plan of unknown mode " + std::to_string(d->mode));
             p.mode = PoolMode(d->mode);
+            p.relu = d->relu != 0;
             auto op = std::make_unique<TbPool>();
             op->op = b->be->makePool(p);
             *saved = op->op->savedBytes();

@@ -44,6 +44,7 @@ typedef struct TbConvDesc {
 typedef struct TbPoolDesc {
     int n, c, h, w, r, s, strideH, strideW, padTop, padLeft, padBottom, padRight;
     int mode; /* tb::PoolMode: 0 max, 1 average */
+    int relu; /* 1: the ReLU before it folded in (max only): y = relu(max), dy back where y > 0 */
 } TbPoolDesc;
 typedef struct TbLrnDesc {
     int n, c, h, w, depthRadius;

@@ -217,7 +217,7 @@ public:
     }
     std::unique_ptr<PoolOp> makePool(const PoolDesc& d) override {
         const TbPoolDesc p{d.n,       d.c,       d.h,      d.w,       d.r,         d.s,           d.strideH,
-                           d.strideW, d.padTop, d.padLeft, d.padBottom, d.padRight, int(d.mode)};
+                           d.strideW, d.padTop, d.padLeft, d.padBottom, d.padRight, int(d.mode), d.relu ? 1 : 0};
         TbPool* op = nullptr;
         size_t saved = 0;
         TB_MODULE_CALL(makePool, be_, &p, &op, &saved);

@@ -115,12 +115,15 @@ public:
         const int stride = spec_.type == LayerType::GlobalAvgPool ? 1 : spec_.stride;
         PoolDesc d{n, in_.c, in_.h, in_.w, kh_, kw_, stride, stride, ph_.before, pw_.before, ph_.after, pw_.after};
         d.mode = spec_.type == LayerType::MaxPool ? PoolMode::Max : PoolMode::Average;
+        d.relu = relu_;
         op_ = be.makePool(d);
     }
+    bool fuseReluBefore() override { return relu_ = spec_.type == LayerType::MaxPool; }
 
 private:
     AxisPadding ph_, pw_;
     int kh_ = 0, kw_ = 0;
+    bool relu_ = false;  // the ReLU before it folded in (max pooling)
 };
 
 class LrnLayer final : public SavedOpLayer<LrnOp> {

@@ -82,6 +82,9 @@ public:
     // its gradient only where that is positive (batch norm, add); false where it cannot. The
     // ReLU layer itself is then folded: it passes its input through in both directions.
     virtual bool fuseRelu() { return false; }
+    // The ReLU that alone feeds this layer, applied by it instead (max pooling: relu(max(x)) is
+    // max(relu(x))); false where it cannot. The ReLU layer is then folded as above.
+    virtual bool fuseReluBefore() { return false; }
     virtual void fold() {}
     // Floating-point operations of the forward pass per example (multiply-adds count 2); the
     // weight gradient and the input gradient each cost as much again for conv and dense layers.

@@ -72,6 +72,15 @@ ConfiguredLayers configureLayers(const ModelSpec& spec) {
             c.layers[size_t(k)]->fuseRelu())
             c.layers[l]->fold();
     }
+    // A ReLU not fused above whose output only a max pooling reads is applied by the pooling, to
+    // its 4x smaller output (a convolution, its ReLU, then the pooling: mnist_cnn, cifar10_cnn).
+    for (size_t l = 1; l < spec.layers.size(); ++l) {
+        const std::vector<int>& in = spec.layers[l].inputs;
+        const int k = in.empty() ? int(l) - 1 : in.front();
+        if (in.size() <= 1 && k >= 0 && spec.layers[size_t(k)].type == LayerType::Relu && readers[size_t(k)] == 1 &&
+            !c.layers[size_t(k)]->aliasesInput() && c.layers[l]->fuseReluBefore())
+            c.layers[size_t(k)]->fold();
+    }
     const Dims last = c.outDims.back();
     if (last.h != 1 || last.w != 1)
         throw Error(spec.source + ": the last layer must output a flat vector of class logits, not " + last.str());

@@ -42,7 +42,7 @@ struct LayerSummary {
     Dims output;              // per example
     int64_t params = 0;
     int64_t forwardFlops = 0;  // per example, conv and dense only (a multiply-add counts 2)
-    bool fused = false;        // a ReLU the layer it reads applies (batch norm, add)
+    bool fused = false;        // a ReLU applied by the layer it reads (batch norm, add) or by its max pooling
 };
 std::vector<LayerSummary> summarizeLayers(const ModelSpec& spec);
 // Layers [first, last] of a model, inclusive: a stage of model parallelism (last -1: to the end).

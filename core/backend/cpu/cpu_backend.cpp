@@ -293,7 +293,9 @@ private:
 
 // Pooling runs in (n, h, w, c), where oneDNN's AVX2 kernels work directly; max-pooling's forward
 // saves the argmax (oneDNN's workspace) that the backward reads; average pooling (padding
-// excluded, as TF's) saves nothing.
+// excluded, as TF's) saves nothing. A ReLU folded into max pooling (PoolDesc::relu) is the
+// backend's own ReLU over the output, and over the output's gradient before oneDNN's backward
+// (masked_: (n, outH, outW, c)).
 class CpuPool final : public PoolOp, OneDnnOp {
 public:
     CpuPool(const CpuContext& c, const PoolDesc& d) : OneDnnOp(c) {
@@ -308,20 +310,30 @@ public:
         fwd_ = pooling_forward(fwdPd_);
         bwd_ = pooling_backward(pooling_backward::primitive_desc(
             pooling_backward::desc(how, x_, y_, strides, kernel, padL, padR), eng_, fwdPd_));
+        if (d.relu) {
+            if (d.mode != PoolMode::Max) throw Error("cpu: a ReLU folds only into max pooling");
+            masked_.resize(size_t(d.n) * d.outH() * d.outW() * d.c);
+        }
     }
     size_t savedBytes() const override { return fwdPd_.workspace_desc().get_size(); }
     void forward(Stream st, const float* x, float* y, void* saved) override {
         std::unordered_map<int, dnnl::memory> args{{DNNL_ARG_SRC, wrap(x_, x)}, {DNNL_ARG_DST, wrap(y_, y)}};
         if (savedBytes() > 0) args.emplace(DNNL_ARG_WORKSPACE, wrap(fwdPd_.workspace_desc(), saved));
         fwd_.execute(pick(st), args);
+        if (!masked_.empty()) owner_->reluForward(st, y, y, masked_.size());
     }
-    void backward(Stream st, const float*, const float*, const float* dy, float* dx, const void* saved) override {
+    void backward(Stream st, const float*, const float* y, const float* dy, float* dx, const void* saved) override {
+        if (!masked_.empty()) {
+            owner_->reluBackward(st, y, dy, masked_.data(), masked_.size());
+            dy = masked_.data();
+        }
         std::unordered_map<int, dnnl::memory> args{{DNNL_ARG_DIFF_DST, wrap(y_, dy)}, {DNNL_ARG_DIFF_SRC, wrap(x_, dx)}};
         if (savedBytes() > 0) args.emplace(DNNL_ARG_WORKSPACE, wrap(fwdPd_.workspace_desc(), saved));
         bwd_.execute(pick(st), args);
     }
 
 private:
+    std::vector<float> masked_;  // the output's gradient where the folded ReLU passes it
     memory::desc x_, y_;
     dnnl::pooling_forward::primitive_desc fwdPd_;
     dnnl::pooling_forward fwd_;

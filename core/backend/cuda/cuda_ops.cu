@@ -534,8 +534,8 @@ public:
     void forward(Stream st, const float* x, float* y, void* saved) override {
         maxPoolForward(queueOf(st), d_, x, y, static_cast<int32_t*>(saved));
     }
-    void backward(Stream st, const float*, const float*, const float* dy, float* dx, const void* saved) override {
-        maxPoolBackward(queueOf(st), d_, dy, static_cast<const int32_t*>(saved), dx);
+    void backward(Stream st, const float*, const float* y, const float* dy, float* dx, const void* saved) override {
+        maxPoolBackward(queueOf(st), d_, y, dy, static_cast<const int32_t*>(saved), dx);
     }
 
 private:
@@ -628,7 +628,10 @@ private:
 
 std::unique_ptr<ConvOp> makeConv(const PlanContext& ctx, const ConvDesc& d) { return std::make_unique<CudaConv>(ctx, d); }
 std::unique_ptr<PoolOp> makePool(const PlanContext& ctx, const PoolDesc& d) {
-    if (d.mode == PoolMode::Average) return std::make_unique<CudaAvgPool>(ctx, d);
+    if (d.mode == PoolMode::Average) {
+        if (d.relu) throw Error("CUDA backend: a ReLU folds only into max pooling");
+        return std::make_unique<CudaAvgPool>(ctx, d);
+    }
     return std::make_unique<CudaMaxPool>(ctx, d);
 }
 std::unique_ptr<LrnOp> makeLrn(const PlanContext& ctx, const LrnDesc& d) { return std::make_unique<CudaLrn>(ctx, d); }

@@ -244,11 +244,11 @@ __global__ void maxPoolForwardKernel(PoolDesc d, int oh, int ow, const float* __
                     at = idx;
                 }
             }
-        y[i] = best;
+        y[i] = d.relu && !(best > 0.f) ? 0.f : best;  // (the folded ReLU: the CPU backend's x > 0 ? x : 0)
         argmax[i] = at;
     }
 }
-__global__ void maxPoolBackwardKernel(PoolDesc d, int oh, int ow, const float* __restrict__ dy,
+__global__ void maxPoolBackwardKernel(PoolDesc d, int oh, int ow, const float* __restrict__ y, const float* __restrict__ dy,
                                       const int32_t* __restrict__ argmax, float* __restrict__ dx) {
     const size_t total = size_t(d.n) * d.h * d.w * d.c;
     TB_GRID_STRIDE(i, total) {
@@ -257,7 +257,7 @@ __global__ void maxPoolBackwardKernel(PoolDesc d, int oh, int ow, const float* _
         for (int oy = p.oyLo; oy <= p.oyHi; ++oy)
             for (int ox = p.oxLo; ox <= p.oxHi; ++ox) {
                 const size_t o = ((size_t(p.n) * oh + oy) * ow + ox) * d.c + p.c;
-                if (argmax[o] == int32_t(i)) g += dy[o];
+                if (argmax[o] == int32_t(i) && (!d.relu || y[o] > 0.f)) g += dy[o];
             }
         dx[i] = g;
     }
@@ -544,8 +544,9 @@ void maxPoolForward(cudaStream_t s, const PoolDesc& d, const float* x, float* y,
     const int oh = d.outH(), ow = d.outW();
     TB_LAUNCH(maxPoolForwardKernel, size_t(d.n) * oh * ow * d.c, s, d, oh, ow, x, y, argmax);
 }
-void maxPoolBackward(cudaStream_t s, const PoolDesc& d, const float* dy, const int32_t* argmax, float* dx) {
-    TB_LAUNCH(maxPoolBackwardKernel, size_t(d.n) * d.h * d.w * d.c, s, d, d.outH(), d.outW(), dy, argmax, dx);
+void maxPoolBackward(cudaStream_t s, const PoolDesc& d, const float* y, const float* dy, const int32_t* argmax,
+                     float* dx) {
+    TB_LAUNCH(maxPoolBackwardKernel, size_t(d.n) * d.h * d.w * d.c, s, d, d.outH(), d.outW(), y, dy, argmax, dx);
 }
 
 void avgPoolForward(cudaStream_t s, const PoolDesc& d, const float* x, float* y) {

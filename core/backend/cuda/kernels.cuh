@@ -64,7 +64,10 @@ void cropNhwc(cudaStream_t s, const In* xp, Out* x, int n, int h, int w, int c, 
 // output) is the flat index into x of the winner, and the backward gathers (no atomics, so the
 // result does not depend on scheduling).
 void maxPoolForward(cudaStream_t s, const PoolDesc& d, const float* x, float* y, int32_t* argmax);
-void maxPoolBackward(cudaStream_t s, const PoolDesc& d, const float* dy, const int32_t* argmax, float* dx);
+// d.relu: the ReLU before the pooling folded in (PoolDesc): y = relu(max), and dy flows back only
+// where y > 0.
+void maxPoolBackward(cudaStream_t s, const PoolDesc& d, const float* y, const float* dy, const int32_t* argmax,
+                     float* dx);
 // Average pooling as TensorFlow computes it: the mean of the window's elements inside the input
 // (padding not counted); the backward gathers each input's share of every window holding it.
 void avgPoolForward(cudaStream_t s, const PoolDesc& d, const float* x, float* y);
