@@ -6,6 +6,8 @@
 //   - replicated variables with the on-device all-reduce, and averaging every step, equal sync
 //   - the next step's input staged while a step computes gives the same losses
 //   - after the first steps nothing in the step loop calls cudaMalloc
+//   - a block freed while a kernel that uses it still runs goes to no new owner before the kernel
+//     is done, and asking whether it is leaves no error for the next launch
 //   - asynchronous towers on one GPU apply exactly the updates asked for
 //   - bf16 matrix work (--precision bf16, tensor cores) trains as fp32 does within bf16's rounding,
 //     and is rounded (its losses are not fp32's)
@@ -18,6 +20,7 @@
 #include <atomic>
 #include <cmath>
 #include <cstdio>
+#include <exception>
 
 #include "backend/registry.hpp"
 #include "data/pipeline.hpp"
@@ -114,6 +117,34 @@ void noAllocationInTheStepLoop() {
     CHECK(after == before, "the step loop called cudaMalloc %lld times", (long long)(after - before));
 }
 
+// The allocator's fences on a real stream: a block freed behind 200 queued fills of 1 GiB (tens of
+// milliseconds of work) is not handed out again while they run, a fresh block is taken instead;
+// a launch after that (the fence asked about and found "not ready") succeeds; once the stream is
+// done, the block comes back.
+void freedBlocksWaitForTheirWork() {
+    std::shared_ptr<Backend> be = makeBackend(kGpu);
+    const Stream s = be->createStream();
+    const size_t big = size_t(1) << 28, small = size_t(1) << 20;  // floats: 1 GiB, 4 MiB
+    float* busy = static_cast<float*>(be->allocate(big * sizeof(float)));
+    float* block = static_cast<float*>(be->allocate(small * sizeof(float)));
+    for (int i = 0; i < 200; ++i) be->fill(s, busy, float(i), big);
+    be->fill(s, block, 1.f, small);  // the block's use, behind the fills
+    const int64_t before = be->allocatorStats().deviceMallocs;
+    be->deallocate(block);
+    float* fresh = static_cast<float*>(be->allocate(small * sizeof(float)));
+    CHECK(fresh != block, "a block was handed out again while the work queued before its free still ran");
+    CHECK(be->allocatorStats().deviceMallocs == before + 1, "%lld blocks taken from the device (expected 1)",
+          (long long)(be->allocatorStats().deviceMallocs - before));
+    be->fill(s, fresh, 2.f, small);  // a launch check after the fence's "not ready"
+    be->synchronize(s);
+    float* back = static_cast<float*>(be->allocate(small * sizeof(float)));
+    CHECK(back == block, "the block whose fence has passed was not handed out again");
+    std::printf("fences: a block freed behind queued work was %s while it ran, and %s after\n",
+                fresh != block ? "not reused" : "REUSED", back == block ? "reused" : "NOT reused");
+    for (float* p : {busy, fresh, back}) be->deallocate(p);
+    be->destroyStream(s);
+}
+
 // The trainer hands each call the next step's batch, which the copy stream moves to the device
 // stage while the tower computes: every step's loss must be the one of towers that stage their
 // own input at the start of each step (a missed wait between the streams feeds a step the wrong
@@ -197,6 +228,11 @@ int main() {
     const GpuRuntime& rt = gpuRuntime();
     if (!rt.available) return tbcheck::skip(rt.whyNot.c_str());
     const Device cpu{};
+    try {  // (a CUDA error here is reported, and the other checks still run)
+        freedBlocksWaitForTheirWork();
+    } catch (const std::exception& e) {
+        CHECK(false, "the allocator's fences: %s", e.what());
+    }
     compare("gpu:0 tower vs cpu:0 tower (momentum)", plan({cpu}, 32, VariablePlacement::Cpu), plan({kGpu}, 32), 1e-3);
     compare("gpu:0 tower vs cpu:0 tower (adam)", plan({cpu}, 32, VariablePlacement::Cpu), plan({kGpu}, 32), 1e-3,
             UpdateRule::Adam);
