@@ -175,6 +175,12 @@ void checkPrecision(const std::string& precision, const std::vector<Device>& dev
     }
 }
 
+void checkPrecision(const std::string& precision, const std::vector<Device>& devices) {
+    // The CUDA module's libraries' initialisers take 0.38 s of a start even where no GPU exists:
+    // a run on the CPU alone does not load it.
+    checkPrecision(precision, devices, anyGpu(devices) ? gpuRuntime().gpus : std::vector<GpuInfo>{});
+}
+
 // loadData makes numClasses cover the labels of every split.
 void checkModelFitsData(const ModelSpec& spec, int outputs, const DataSplits& data, const std::string& dataSpec) {
     const Dataset& d = data.train.size() ? data.train : data.test;

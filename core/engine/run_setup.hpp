@@ -59,6 +59,8 @@ void checkProcessRoles(const RunConfig& config, int processes);
 // instructions; a GPU of `gpus` older than Ampere), in one sentence naming what is missing.
 void checkPrecision(const std::string& precision, const DeploymentPlan& plan, const std::vector<GpuInfo>& gpus);
 void checkPrecision(const std::string& precision, const std::vector<Device>& devices, const std::vector<GpuInfo>& gpus);
+// A run's: the registry's GPU list, asked for only where a device is a GPU (it loads the CUDA module).
+void checkPrecision(const std::string& precision, const std::vector<Device>& devices);
 // The model takes the data's samples (CIFAR: their 24x24 crops) and has a logit for every label.
 void checkModelFitsData(const ModelSpec& spec, int outputs, const DataSplits& data, const std::string& dataSpec);
 // The refusal of a resume whose run has trained all of its `total` steps.

@@ -98,11 +98,7 @@ TrainingRun::TrainingRun(RunPlan& run, DataSplits data, int cores, int machineCo
                     (validation > 0 ? " (after " + std::to_string(validation) + " held out for validation)" : std::string()));
     if (plan.update == UpdateMode::Async && c_.emaDecay > 0)
         throw Error("--ema-decay: the moving average needs synchronous updates (--update sync)");
-    // (GPU stages: their GPUs, not the CPU.) The GPU list loads the CUDA module, whose libraries'
-    // initialisers take 0.3 s of every start even where no GPU exists: a run on the CPU alone never asks.
-    const std::vector<Device> devices = run.devices();
-    const bool onGpu = std::any_of(devices.begin(), devices.end(), [](const Device& d) { return d.type == DeviceType::Cuda; });
-    checkPrecision(c_.precision, devices, onGpu ? gpuRuntime().gpus : std::vector<GpuInfo>{});
+    checkPrecision(c_.precision, run.devices());  // (GPU stages: their GPUs, not the CPU)
     const OptimizerSettings opt = optimizerSettings(c_);
     checkRunFits(run, data_, opt);
 

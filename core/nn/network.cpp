@@ -60,7 +60,10 @@ ConfiguredLayers configureLayers(const ModelSpec& spec) {
     c.firstTensor.push_back(c.infos.size());
     c.firstStat.push_back(c.statInfos.size());
     // A ReLU that alone reads a layer able to apply it (batch norm, add) is fused into that layer:
-    // one pass over the activations fewer each way, and no buffer of its own.
+    // one pass over the activations fewer each way, and no buffer of its own. One not fused so
+    // whose output only a max pooling reads is applied by the pooling, to its 4x smaller output (a
+    // convolution, its ReLU, then the pooling: mnist_cnn, cifar10_cnn). (Layer k < l: its own
+    // fusion was decided first.)
     std::vector<int> readers(spec.layers.size(), 0);
     for (size_t l = 0; l < spec.layers.size(); ++l)
         for (int k : spec.layers[l].inputs.empty() ? std::vector<int>{int(l) - 1} : spec.layers[l].inputs)
@@ -68,18 +71,12 @@ ConfiguredLayers configureLayers(const ModelSpec& spec) {
     for (size_t l = 0; l < spec.layers.size(); ++l) {
         const std::vector<int>& in = spec.layers[l].inputs;
         const int k = in.empty() ? int(l) - 1 : in.front();
-        if (spec.layers[l].type == LayerType::Relu && in.size() <= 1 && k >= 0 && readers[size_t(k)] == 1 &&
-            c.layers[size_t(k)]->fuseRelu())
+        if (in.size() > 1 || k < 0 || readers[size_t(k)] != 1) continue;
+        Layer& read = *c.layers[size_t(k)];
+        if (spec.layers[l].type == LayerType::Relu && read.fuseRelu())
             c.layers[l]->fold();
-    }
-    // A ReLU not fused above whose output only a max pooling reads is applied by the pooling, to
-    // its 4x smaller output (a convolution, its ReLU, then the pooling: mnist_cnn, cifar10_cnn).
-    for (size_t l = 1; l < spec.layers.size(); ++l) {
-        const std::vector<int>& in = spec.layers[l].inputs;
-        const int k = in.empty() ? int(l) - 1 : in.front();
-        if (in.size() <= 1 && k >= 0 && spec.layers[size_t(k)].type == LayerType::Relu && readers[size_t(k)] == 1 &&
-            !c.layers[size_t(k)]->aliasesInput() && c.layers[l]->fuseReluBefore())
-            c.layers[size_t(k)]->fold();
+        else if (spec.layers[size_t(k)].type == LayerType::Relu && !read.aliasesInput() && c.layers[l]->fuseReluBefore())
+            read.fold();
     }
     const Dims last = c.outDims.back();
     if (last.h != 1 || last.w != 1)

@@ -227,8 +227,7 @@ TowerSet::TowerSet(const ModelSpec& spec, const DeploymentPlan& plan, const Opti
     // share nothing with the other processes' towers: they meet on the host and through MPI, or in
     // one NCCL group where every tower of every process has a GPU of its own. Every process
     // decides alike, from what all of them report.
-    const bool gpuTowers =
-        std::any_of(gpus.begin(), gpus.end(), [](const Device& d) { return d.type == DeviceType::Cuda; });
+    const bool gpuTowers = anyGpu(gpus);
     if (processes && plan_.psTasks == 0 && gpuTowers) {
         shared = false;
         if (ncclFits) {
