@@ -22,7 +22,7 @@ endfunction()
 
 message(STATUS "Towerbench features:")
 
-# Required: oneDNN (CPU kernels), a CBLAS (OpenBLAS), OpenMP (threads of both), zlib (.gz datasets),
+# Required: oneDNN (CPU kernels), OpenMP (its threads and ours), zlib (.gz datasets),
 # nlohmann-json (model and run files), SQLite (the runs index).
 # Debian's dnnl-config.cmake demands the OpenCL SDK (its GPU runtime); the CPU engine needs
 # only the library and its headers, so find those directly.
@@ -36,10 +36,7 @@ find_package(ZLIB REQUIRED)
 find_package(nlohmann_json 3 REQUIRED)
 find_package(Threads REQUIRED)
 find_package(SQLite3 REQUIRED)  # the runs index (io/run_index.hpp)
-find_library(TB_OPENBLAS_LIB NAMES openblas REQUIRED)
-find_path(TB_CBLAS_INCLUDE NAMES cblas.h PATH_SUFFIXES openblas REQUIRED)
 tb_feature("oneDNN" TRUE "${dnnl_VERSION}")
-tb_feature("OpenBLAS" TRUE "${TB_OPENBLAS_LIB}")
 
 # Optional: the CUDA backend module (CUDA toolkit with nvcc and cuBLAS, cuDNN 9, NCCL 2). cuDNN and
 # NCCL are found under the toolkit or under CUDNN_ROOT / NCCL_ROOT (e.g. the Python wheels'

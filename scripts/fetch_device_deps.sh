@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # Fetches the Debian packages a GPU machine lacks for building and running the Qt-free core
-# (oneDNN, OpenBLAS and its Fortran runtime, nlohmann-json, zlib headers, SQLite, protobuf and protoc
+# (oneDNN, nlohmann-json, zlib headers, SQLite, protobuf and protoc
 # so that GPU runs write TensorBoard events) into .deps/debs, and
 # Open MPI with what it needs into .deps/mpi-debs, for
 # tests/gpu/device_check.sh to unpack there with dpkg -x. Run it here, where apt works; the GPU
@@ -23,8 +23,7 @@ fetch() {
   if [ ${#missing[@]} -gt 0 ]; then (cd "$dir" && apt-get download "${missing[@]}"); fi
   du -ch "$dir"/*.deb | tail -1
 }
-fetch debs libdnnl2 libdnnl-dev libopenblas0-pthread libopenblas-pthread-dev libgfortran5 libquadmath0 \
-  nlohmann-json3-dev zlib1g zlib1g-dev libsqlite3-0 libsqlite3-dev \
+fetch debs libdnnl2 libdnnl-dev nlohmann-json3-dev zlib1g zlib1g-dev libsqlite3-0 libsqlite3-dev \
   libprotobuf32 libprotobuf-lite32 libprotobuf-dev libprotoc32 protobuf-compiler
 # Open MPI 4.1 and every shared library it and its plugins need (ldd over all ELF files of the
 # unpacked packages), for tests/gpu/device_check.sh --mpi (scripts/device_mpi_env.sh unpacks it).

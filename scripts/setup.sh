@@ -5,7 +5,7 @@ set -euo pipefail
 
 packages=(
   build-essential cmake pkg-config zlib1g-dev
-  libdnnl-dev libopenblas-dev nlohmann-json3-dev
+  libdnnl-dev nlohmann-json3-dev
   qt6-base-dev libqcustomplot-dev
   libprotobuf-dev protobuf-compiler libsqlite3-dev
   libpng-dev libjpeg62-turbo-dev  # image folders (PNG, JPEG)

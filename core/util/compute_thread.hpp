@@ -1,6 +1,6 @@
 // What every thread that runs engine arithmetic sets on itself: tower threads, the trainer's
 // thread, pipeline stages, the input pipeline's thread, and the OpenMP teams oneDNN and our loops
-// run on (OpenBLAS runs on its caller). Threads a compute thread starts later inherit both.
+// run on. Threads a compute thread starts later inherit both.
 //
 // 1. Denormals flushed to zero (FTZ: results, DAZ: inputs): arithmetic on them is up to 100x
 //    slower on Intel processors, and Adam's first moment decays into them under zero gradients.

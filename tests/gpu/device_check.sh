@@ -98,7 +98,7 @@ cudnn_lib=$(libdir_of 'libcudnn.so.9'); nccl_lib=$(libdir_of 'libnccl.so.2'); cu
 cudart_lib=$(libdir_of 'libcudart.so.1[0-9]')
 echo "cudnn $cudnn_lib, nccl $nccl_lib, cublas $cublas_lib, cudart $cudart_lib" >> "$log"
 arch_lib="$deps/usr/lib/x86_64-linux-gnu"
-export LD_LIBRARY_PATH="$arch_lib:$arch_lib/openblas-pthread:$cudnn_lib:$nccl_lib:$cublas_lib:$cudart_lib:${LD_LIBRARY_PATH:-}"
+export LD_LIBRARY_PATH="$arch_lib:$cudnn_lib:$nccl_lib:$cublas_lib:$cudart_lib:${LD_LIBRARY_PATH:-}"
 
 # --- 2. build or take the prebuilt programs --------------------------------------------------------
 mpi_args=(-DTB_WITH_MPI=OFF)
@@ -112,8 +112,6 @@ build() {
   cmake -S "$repo" -B "$bin" -G Ninja -DCMAKE_BUILD_TYPE=Release -DTB_WITH_GUI=OFF "${mpi_args[@]}" \
     -DTB_WITH_CUDA=ON -DTB_CUDA_ARCHITECTURES=90 -DCMAKE_PREFIX_PATH="$deps/usr" \
     -DTB_DNNL_LIB="$arch_lib/libdnnl.so.2" -DTB_DNNL_INCLUDE="$deps/usr/include" \
-    -DTB_OPENBLAS_LIB="$arch_lib/openblas-pthread/libopenblas.so.0" \
-    -DTB_CBLAS_INCLUDE="$deps/usr/include/x86_64-linux-gnu/openblas-pthread" \
     -DZLIB_LIBRARY="$(find "$deps" -name 'libz.so.1.*' -type f | head -1)" -DZLIB_INCLUDE_DIR="$deps/usr/include" \
     -DSQLite3_LIBRARY="$(find "$deps" -name 'libsqlite3.so.0.*' -type f | head -1)" -DSQLite3_INCLUDE_DIR="$deps/usr/include" \
     -DTB_WITH_PROTOBUF=ON -DProtobuf_PROTOC_EXECUTABLE="$deps/usr/bin/protoc" \
