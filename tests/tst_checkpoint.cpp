@@ -331,6 +331,15 @@ private slots:
         QVERIFY(std::memcmp(f.data("c"), c, 5) == 0);
         QVERIFY(mentions(QString::fromStdString(errorOf([&] { f.readFloats("b", back.data(), 1); }).toStdString()),
                          {"not F32"}));
+        // The header alone: the same names, shapes and metadata; the bytes refused, not made up.
+        const safetensors::File header = safetensors::File::readHeader(path.toStdString());
+        QCOMPARE(header.names(), f.names());
+        QCOMPARE(header.info("a/weights").shape, (std::vector<int64_t>{2, 3}));
+        QCOMPARE(header.meta("note"), std::string("ünïcode"));
+        QVERIFY(mentions(errorOf([&] { header.readFloats("a/weights", back.data(), 6); }), {"header only", "a/weights"}));
+        // A file cut short after its header: its tensors' offsets lie past its end.
+        tbtest::writeFile(path, file.left(file.size() - 1));
+        QVERIFY(mentions(errorOf([&] { safetensors::File::readHeader(path.toStdString()); }), {"lie outside"}));
     }
 
     void safetensorsCorrupt_data() {
@@ -372,6 +381,8 @@ private slots:
         tbtest::writeFile(path, file);
         const QString e = errorOf([&] { safetensors::File::read(path.toStdString()); });
         QVERIFY2(mentions(e, {path, says}), qPrintable(e));
+        const QString h = errorOf([&] { safetensors::File::readHeader(path.toStdString()); });
+        QVERIFY2(mentions(h, {path, says}), qPrintable(h));
     }
 
     // A pipeline told to skip k samples continues exactly as one that took them: full shuffle,
@@ -1301,6 +1312,46 @@ private slots:
         ::waitpid(child, nullptr, 0);
     }
 
+    // A resume reads its checkpoint's bytes once (and verifies them once): what needs only the
+    // step, or whether a file is a checkpoint, reads the header (Checkpoint::readMeta). Before, the
+    // search for the newest, the resume and the folder's metrics each read all of it: 4 checkpoints'
+    // bytes with best.safetensors, which a start reads whole (a damaged best is replaced by the
+    // next evaluation), where 2 are read now.
+    void aResumeReadsItsCheckpointOnce() {
+        const QString wide = dir_.filePath("wide_once.json");
+        tbtest::writeFile(wide, R"({"name": "wide", "input": [2, 1, 1], "layers": [
+            {"type": "dense", "units": 1536}, {"type": "relu"}, {"type": "dense", "units": 1536}, {"type": "relu"},
+            {"type": "dense", "units": 4}]})");
+        RunConfig c = run("");
+        c.model = wide.toStdString();
+        c.data = "synthetic:blobs";
+        c.steps = 2;
+        c.checkpointEvery = 1;
+        const QString folderPath = dir_.filePath("read_once");
+        trainInFolder(c, folderPath);
+        const qint64 bytes = QFileInfo(folderPath + "/checkpoints/step-00000002.safetensors").size();
+        QVERIFY(bytes > 4'000'000);
+        auto readSoFar = [] {  // bytes this process has read from files (and pipes) so far
+            QFile io(QStringLiteral("/proc/self/io"));
+            if (!io.open(QIODevice::ReadOnly)) return qint64(-1);
+            for (const QByteArray& line : io.readAll().split('\n'))
+                if (line.startsWith("rchar:")) return line.mid(6).trimmed().toLongLong();
+            return qint64(-1);
+        };
+        const qint64 before = readSoFar();
+        QVERIFY(before >= 0);
+        RunConfig r = RunFolder::resumeConfig(folderPath.toStdString());
+        r.steps = 3;
+        auto folder = RunFolder::reopen(folderPath.toStdString());
+        Trainer t(r);
+        t.setRunFolder(folder.get());
+        QCOMPARE(t.run().resumedAt, int64_t(2));
+        const qint64 read = readSoFar() - before;
+        QVERIFY(QFile::exists(folderPath + "/checkpoints/best.safetensors"));
+        QVERIFY2(read >= 2 * bytes && read < bytes * 5 / 2,
+                 qPrintable(QStringLiteral("read %1 bytes for a checkpoint of %2").arg(read).arg(bytes)));
+    }
+
     // 100 kill -9 at random instants of a run that checkpoints every step (a 19 MB checkpoint,
     // so many kills land mid-write); each time the run is resumed from its newest checkpoint,
     // which must load, and every checkpoint left in the folder must load.
@@ -1310,24 +1361,29 @@ private slots:
             {"type": "dense", "units": 1536}, {"type": "relu"}, {"type": "dense", "units": 1536}, {"type": "relu"},
             {"type": "dense", "units": 4}]})");
         const QString folder = dir_.filePath("killed");
+        const std::string dir = folder.toStdString();
         std::mt19937 rng(20261126);
         int midWrite = 0, resumed = 0;
         int64_t lastStep = 0;
         for (int i = 0; i < 100; ++i) {
+            const std::string before = RunFolder::newestCheckpointIn(dir);
             QStringList args = i == 0 || !QFile::exists(folder + "/run.json")
                                    ? QStringList{"--model", wide, "--data", "synthetic:blobs", "--steps", "1000000",
                                                  "--batch", "32", "--threads", "1", "--checkpoint-every", "1",
                                                  "--keep-checkpoints", "2", "--quiet", "--run-dir", folder}
                                    : QStringList{"--resume", folder, "--quiet"};
-            if (i > 0 && !RunFolder::newestCheckpointIn(folder.toStdString()).empty()) ++resumed;
+            if (i > 0 && !before.empty()) ++resumed;
             QProcess p;
             p.start(QStringLiteral(TB_RUN_BINARY), args);
             QVERIFY(p.waitForStarted());
-            QThread::msleep(200 + rng() % 900);
-            if (i == 0) {  // the first run lives until it has a checkpoint to resume from
-                for (int w = 0; w < 200 && RunFolder::newestCheckpointIn(folder.toStdString()).empty(); ++w)
-                    QThread::msleep(50);
-            }
+            // The kill comes at a random instant within 300 ms of the run's first checkpoint of its
+            // own: its start and resume are behind it then, and it writes a checkpoint every step,
+            // so the instant falls in a write or between two as their times have it. (A blind
+            // wait from the start spent most of this test's time before the first write.)
+            for (int w = 0; w < 4000 && RunFolder::newestCheckpointIn(dir) == before; ++w) QThread::msleep(5);
+            QVERIFY2(RunFolder::newestCheckpointIn(dir) != before,
+                     qPrintable(QStringLiteral("run %1 wrote no checkpoint in 20 s").arg(i)));
+            QThread::msleep(rng() % 300);
             p.kill();  // SIGKILL
             QVERIFY(p.waitForFinished());
             QVERIFY2(p.exitStatus() == QProcess::CrashExit || p.exitCode() == 0,
@@ -1339,9 +1395,12 @@ private slots:
                 const QString e = errorOf([&] { Checkpoint::open((folder + "/checkpoints/" + f).toStdString()); });
                 QVERIFY2(e == "<no exception>", qPrintable(QStringLiteral("after kill %1: %2").arg(i).arg(e)));
             }
-            const std::string newest = RunFolder::newestCheckpointIn(folder.toStdString());
+            const std::string newest = RunFolder::newestCheckpointIn(dir);
             QVERIFY2(!newest.empty(), qPrintable(QStringLiteral("after kill %1").arg(i)));
-            lastStep = Checkpoint::open(newest).meta().step;
+            const int64_t step = Checkpoint::open(newest, false).meta().step;
+            QVERIFY2(step > lastStep, qPrintable(QStringLiteral("after kill %1: newest checkpoint at step %2, was %3")
+                                                     .arg(i).arg(step).arg(lastStep)));
+            lastStep = step;
         }
         qInfo("100 kills: %d landed while a checkpoint was being written, %d resumed; newest checkpoint at step %lld",
               midWrite, resumed, static_cast<long long>(lastStep));

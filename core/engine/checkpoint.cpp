@@ -137,9 +137,23 @@ void writeCheckpoint(const std::string& path, const CheckpointMeta& meta, const 
 Checkpoint Checkpoint::open(const std::string& path, bool verify) {
     Checkpoint c;
     c.file_ = safetensors::File::read(path);
-    const auto& md = c.file_.metadata();
     if (verify) c.verifyChecksums();
-    auto get = [&](const char* key) { return c.file_.meta(key); };
+    c.readMetadata();
+    return c;
+}
+
+CheckpointMeta Checkpoint::readMeta(const std::string& path) {
+    Checkpoint c;
+    c.file_ = safetensors::File::readHeader(path);
+    c.readMetadata();
+    return std::move(c.meta_);
+}
+
+void Checkpoint::readMetadata() {
+    const std::string& path = file_.origin();
+    const auto& md = file_.metadata();
+    CheckpointMeta& m = meta_;
+    auto get = [&](const char* key) { return file_.meta(key); };
     if (!md.count("format") || md.at("format") != kCheckpointFormat)
         throw Error(path + ": not a Towerbench checkpoint (its metadata has no format \"" + kCheckpointFormat + "\")");
     auto number = [&](const char* key) -> int64_t {
@@ -152,22 +166,22 @@ Checkpoint Checkpoint::open(const std::string& path, bool verify) {
         }
         throw Error(path + ": metadata " + key + " is '" + text + "', not a count");
     };
-    c.meta_.version = int(number("version"));
-    if (c.meta_.version > kCheckpointVersion)
-        throw Error(path + ": checkpoint format " + std::to_string(c.meta_.version) +
+    m.version = int(number("version"));
+    if (m.version > kCheckpointVersion)
+        throw Error(path + ": checkpoint format " + std::to_string(m.version) +
                     " is newer than this Towerbench reads (" + std::to_string(kCheckpointVersion) + "); update Towerbench");
-    c.meta_.step = number("step");
-    c.meta_.samples = uint64_t(number("samples"));
-    c.meta_.processes = md.count("processes") ? int(std::min<int64_t>(number("processes"), 1 << 20)) : 0;
-    c.meta_.model = get("model");
-    c.meta_.modelSpec = get("model_spec");
-    if (const nlohmann::json spec = parseJsonOrDiscard(c.meta_.modelSpec); !spec.is_object())
+    m.step = number("step");
+    m.samples = uint64_t(number("samples"));
+    m.processes = md.count("processes") ? int(std::min<int64_t>(number("processes"), 1 << 20)) : 0;
+    m.model = get("model");
+    m.modelSpec = get("model_spec");
+    if (const nlohmann::json spec = parseJsonOrDiscard(m.modelSpec); !spec.is_object())
         throw Error(path + ": metadata model_spec is not a JSON object (a model file's text)");
-    c.meta_.config = parseJsonOrDiscard(get("config"));
-    c.meta_.plan = parseJsonOrDiscard(get("plan"));
-    if (c.meta_.config.is_discarded() || !c.meta_.config.is_object())
+    m.config = parseJsonOrDiscard(get("config"));
+    m.plan = parseJsonOrDiscard(get("plan"));
+    if (m.config.is_discarded() || !m.config.is_object())
         throw Error(path + ": metadata config is not a JSON object");
-    if (c.meta_.plan.is_discarded()) throw Error(path + ": metadata plan is not JSON");
+    if (m.plan.is_discarded()) throw Error(path + ": metadata plan is not JSON");
     auto accuracy = [&](const char* key) {
         const std::string v = md.count(key) ? md.at(key) : "";
         if (v.empty()) return -1.0;  // no evaluation yet
@@ -177,14 +191,14 @@ Checkpoint Checkpoint::open(const std::string& path, bool verify) {
             throw Error(path + ": metadata " + key + " is '" + v + "', not an accuracy between 0 and 1");
         return a;
     };
-    c.meta_.validationAccuracy = accuracy("validation_accuracy");
-    c.meta_.bestValidationAccuracy = std::max(accuracy("best_validation_accuracy"), c.meta_.validationAccuracy);
-    c.meta_.created = md.count("created") ? md.at("created") : "";
+    m.validationAccuracy = accuracy("validation_accuracy");
+    m.bestValidationAccuracy = std::max(accuracy("best_validation_accuracy"), m.validationAccuracy);
+    m.created = md.count("created") ? md.at("created") : "";
     if (md.count("class_names")) {
         const nlohmann::json names = parseJsonOrDiscard(md.at("class_names"));
         if (!names.is_array() || !std::all_of(names.begin(), names.end(), [](const nlohmann::json& n) { return n.is_string(); }))
             throw Error(path + ": metadata class_names is not a JSON array of names");
-        c.meta_.classNames = names.get<std::vector<std::string>>();
+        m.classNames = names.get<std::vector<std::string>>();
     }
     if (md.count("input_mean") || md.count("input_std")) {
         auto floats = [&](const char* key) {
@@ -194,13 +208,12 @@ Checkpoint Checkpoint::open(const std::string& path, bool verify) {
                 throw Error(path + ": metadata " + key + " is not a JSON array of numbers, one per channel");
             return v.get<std::vector<float>>();
         };
-        c.meta_.channels.mean = floats("input_mean");
-        c.meta_.channels.stddev = floats("input_std");
-        if (c.meta_.channels.mean.size() != c.meta_.channels.stddev.size() ||
-            !std::all_of(c.meta_.channels.stddev.begin(), c.meta_.channels.stddev.end(), [](float x) { return x > 0; }))
+        m.channels.mean = floats("input_mean");
+        m.channels.stddev = floats("input_std");
+        if (m.channels.mean.size() != m.channels.stddev.size() ||
+            !std::all_of(m.channels.stddev.begin(), m.channels.stddev.end(), [](float x) { return x > 0; }))
             throw Error(path + ": metadata input_mean and input_std differ in length or hold a deviation that is not positive");
     }
-    return c;
 }
 
 void Checkpoint::verifyChecksums() {

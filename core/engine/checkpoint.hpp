@@ -100,6 +100,10 @@ public:
     // the writer kept in the metadata ("checksums"): a flipped bit is refused naming its tensor.
     // Checkpoints written before checksums load unverified, with note() saying so.
     static Checkpoint open(const std::string& path, bool verify = true);
+    // The metadata alone, checked as open() checks it, from the file's header (a few KB of a file
+    // that may hold gigabytes): the tensors are neither read nor verified. For what needs only the
+    // step, an accuracy or the settings, beside the open() that loads the checkpoint.
+    static CheckpointMeta readMeta(const std::string& path);
     const std::string& path() const { return file_.origin(); }
     const CheckpointMeta& meta() const { return meta_; }
     const safetensors::File& file() const { return file_; }
@@ -123,6 +127,7 @@ public:
 
 private:
     void verifyChecksums();
+    void readMetadata();  // meta_ from file_'s metadata
 
     safetensors::File file_;
     CheckpointMeta meta_;

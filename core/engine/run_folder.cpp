@@ -236,9 +236,9 @@ std::string RunFolder::newestCheckpointIn(const std::string& runDir) {
     std::sort(found.rbegin(), found.rend());
     for (const auto& [s, p] : found) {
         try {
-            // Readable as a checkpoint; its checksums are checked when it is resumed, so a damaged
-            // newest checkpoint is refused naming its tensor, not passed over in silence.
-            Checkpoint::open(p.string(), false);
+            // Its header reads as a checkpoint's; its checksums are checked when it is resumed, so
+            // a damaged newest checkpoint is refused naming its tensor, not passed over in silence.
+            Checkpoint::readMeta(p.string());
             return p.string();
         } catch (const Error&) {  // torn by a crash mid-write cannot happen (atomic), foreign can
         }
@@ -282,7 +282,8 @@ void RunFolder::begin(const RunConfig& config, const std::string& modelSpec, con
     if (resuming_) {
         // The metrics up to the checkpoint stay; what the stopped or crashed run wrote after it
         // is written again by the resumed run.
-        const int64_t step = resumeStep_ = Checkpoint::open(resumeCheckpoint_).meta().step;
+        // (The resume itself opens and verifies the whole checkpoint: RunPlan::of.)
+        const int64_t step = resumeStep_ = Checkpoint::readMeta(resumeCheckpoint_).step;
         const std::string metrics = path_ + "/metrics.jsonl";
         std::ifstream in(metrics);
         std::string kept, line;

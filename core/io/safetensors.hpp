@@ -47,6 +47,12 @@ public:
 
     static File read(const std::string& path);                            // the whole file, checked
     static File parse(std::vector<uint8_t> bytes, const std::string& origin);  // the same from memory
+    // The header alone (names, shapes, offsets, metadata), checked against the file's size as
+    // read() checks it, for what needs only the metadata of a file that may hold gigabytes: its
+    // tensors' bytes are not read, and data() refuses them.
+    static File readHeader(const std::string& path);
+    // The checks of parse() on a header's JSON text, for a file of `fileBytes` bytes.
+    static File parseHeader(const std::string& text, uint64_t fileBytes, const std::string& origin);
 
     const std::string& origin() const { return origin_; }
     const std::map<std::string, std::string>& metadata() const { return metadata_; }
@@ -54,7 +60,7 @@ public:
     bool has(const std::string& name) const { return tensors_.count(name) > 0; }
     const TensorInfo& info(const std::string& name) const;  // throws when missing
     std::vector<std::string> names() const;
-    const uint8_t* data(const std::string& name) const { return bytes_.data() + dataStart_ + info(name).begin; }
+    const uint8_t* data(const std::string& name) const;
     // An F32 tensor of exactly `count` elements (any shape), copied to `out`; throws otherwise.
     void readFloats(const std::string& name, float* out, size_t count) const;
     // An I64 tensor's values.
@@ -63,6 +69,7 @@ public:
 private:
     std::string origin_;
     std::vector<uint8_t> bytes_;
+    bool headerOnly_ = false;  // readHeader: bytes_ is empty
     size_t dataStart_ = 0;
     std::map<std::string, TensorInfo> tensors_;
     std::map<std::string, std::string> metadata_;

@@ -1,5 +1,6 @@
 // Checkpoints (safetensors with Towerbench's metadata): opened as --resume, --init-from and eval
-// open them, every tensor's bytes read, and the weights laid out for tiny_mlp.
+// open them, every tensor's bytes read, and the weights laid out for tiny_mlp; and the header
+// alone (Checkpoint::readMeta) against the whole file.
 #include "backend/backend.hpp"
 #include "engine/checkpoint.hpp"
 #include "fuzz_support.hpp"
@@ -22,5 +23,20 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
         }
         (void)c.loadWeights(layout);
         (void)c.resumeProblem(tb::RunConfig{}, "{}"));
+    // The header alone reads as the whole file does (Checkpoint::readMeta, which finds the newest
+    // checkpoint and its step): refused where open refuses, the same step where it opens.
+    std::string whole, header;
+    int64_t wholeStep = -1, headerStep = -1;
+    try {
+        wholeStep = tb::Checkpoint::open(path, false).meta().step;
+    } catch (const tb::Error& e) {
+        whole = e.what();
+    }
+    try {
+        headerStep = tb::Checkpoint::readMeta(path).step;
+    } catch (const tb::Error& e) {
+        header = e.what();
+    }
+    if (whole.empty() != header.empty() || wholeStep != headerStep) std::abort();
     return 0;
 }
