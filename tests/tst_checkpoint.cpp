@@ -1352,59 +1352,88 @@ private slots:
                  qPrintable(QStringLiteral("read %1 bytes for a checkpoint of %2").arg(read).arg(bytes)));
     }
 
-    // 100 kill -9 at random instants of a run that checkpoints every step (a 19 MB checkpoint,
-    // so many kills land mid-write); each time the run is resumed from its newest checkpoint,
-    // which must load, and every checkpoint left in the folder must load.
+    // 100 kill -9 at random instants of runs that checkpoint every step (a 19 MB checkpoint, so
+    // many kills land mid-write); each time the run is resumed from its newest checkpoint, which
+    // must load, and every checkpoint left in its folder must load. Two runs, each in its own
+    // folder, are killed 50 times each side by side: each runs on one core, the test mostly waits.
     void killNineNeverLeavesATornCheckpoint() {
         const QString wide = dir_.filePath("wide.json");
         tbtest::writeFile(wide, R"({"name": "wide", "input": [2, 1, 1], "layers": [
             {"type": "dense", "units": 1536}, {"type": "relu"}, {"type": "dense", "units": 1536}, {"type": "relu"},
             {"type": "dense", "units": 4}]})");
-        const QString folder = dir_.filePath("killed");
-        const std::string dir = folder.toStdString();
         std::mt19937 rng(20261126);
-        int midWrite = 0, resumed = 0;
-        int64_t lastStep = 0;
-        for (int i = 0; i < 100; ++i) {
-            const std::string before = RunFolder::newestCheckpointIn(dir);
-            QStringList args = i == 0 || !QFile::exists(folder + "/run.json")
-                                   ? QStringList{"--model", wide, "--data", "synthetic:blobs", "--steps", "1000000",
-                                                 "--batch", "32", "--threads", "1", "--checkpoint-every", "1",
-                                                 "--keep-checkpoints", "2", "--quiet", "--run-dir", folder}
-                                   : QStringList{"--resume", folder, "--quiet"};
-            if (i > 0 && !before.empty()) ++resumed;
-            QProcess p;
-            p.start(QStringLiteral(TB_RUN_BINARY), args);
-            QVERIFY(p.waitForStarted());
-            // The kill comes at a random instant within 300 ms of the run's first checkpoint of its
-            // own: its start and resume are behind it then, and it writes a checkpoint every step,
-            // so the instant falls in a write or between two as their times have it. (A blind
-            // wait from the start spent most of this test's time before the first write.)
-            for (int w = 0; w < 4000 && RunFolder::newestCheckpointIn(dir) == before; ++w) QThread::msleep(5);
-            QVERIFY2(RunFolder::newestCheckpointIn(dir) != before,
-                     qPrintable(QStringLiteral("run %1 wrote no checkpoint in 20 s").arg(i)));
-            QThread::msleep(rng() % 300);
-            p.kill();  // SIGKILL
-            QVERIFY(p.waitForFinished());
-            QVERIFY2(p.exitStatus() == QProcess::CrashExit || p.exitCode() == 0,
-                     qPrintable(QString::fromUtf8(p.readAllStandardError())));
-            const QStringList temps = QDir(folder + "/checkpoints").entryList({"*.tmp.*"});
-            midWrite += int(!temps.isEmpty());
-            for (const QString& t : temps) QFile::remove(folder + "/checkpoints/" + t);  // a killed writer's leftovers
-            for (const QString& f : QDir(folder + "/checkpoints").entryList({"*.safetensors"})) {
-                const QString e = errorOf([&] { Checkpoint::open((folder + "/checkpoints/" + f).toStdString()); });
-                QVERIFY2(e == "<no exception>", qPrintable(QStringLiteral("after kill %1: %2").arg(i).arg(e)));
+        struct Lane {
+            QString folder;
+            std::string before;  // the newest checkpoint when this run started
+            std::unique_ptr<QProcess> run;
+            std::chrono::steady_clock::time_point killAt{};
+            bool wrote = false;  // this run has written a checkpoint of its own
+            int64_t lastStep = 0;
+        };
+        Lane lanes[2];
+        for (int l = 0; l < 2; ++l) lanes[l].folder = dir_.filePath(QStringLiteral("killed%1").arg(l));
+        int kills = 0, midWrite = 0, resumed = 0;
+        for (int round = 0; round < 50; ++round) {
+            for (Lane& lane : lanes) {
+                lane.before = RunFolder::newestCheckpointIn(lane.folder.toStdString());
+                const QStringList args = !QFile::exists(lane.folder + "/run.json")
+                                             ? QStringList{"--model", wide, "--data", "synthetic:blobs", "--steps",
+                                                           "1000000", "--batch", "32", "--threads", "1",
+                                                           "--checkpoint-every", "1", "--keep-checkpoints", "2",
+                                                           "--quiet", "--run-dir", lane.folder}
+                                             : QStringList{"--resume", lane.folder, "--quiet"};
+                resumed += int(!lane.before.empty());
+                lane.wrote = false;
+                lane.run = std::make_unique<QProcess>();
+                lane.run->start(QStringLiteral(TB_RUN_BINARY), args);
+                QVERIFY(lane.run->waitForStarted());
             }
-            const std::string newest = RunFolder::newestCheckpointIn(dir);
-            QVERIFY2(!newest.empty(), qPrintable(QStringLiteral("after kill %1").arg(i)));
-            const int64_t step = Checkpoint::open(newest, false).meta().step;
-            QVERIFY2(step > lastStep, qPrintable(QStringLiteral("after kill %1: newest checkpoint at step %2, was %3")
-                                                     .arg(i).arg(step).arg(lastStep)));
-            lastStep = step;
+            // Each kill comes at a random instant within 300 ms of its run's first checkpoint of
+            // its own: the start and resume are behind it then, and the run writes a checkpoint
+            // every step, so the instant falls in a write or between two as their times have it.
+            const auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(20);
+            for (int live = 2; live > 0;) {
+                QVERIFY2(std::chrono::steady_clock::now() < deadline, "a run wrote no checkpoint in 20 s");
+                QThread::msleep(5);
+                for (Lane& lane : lanes) {
+                    if (!lane.run) continue;
+                    const auto now = std::chrono::steady_clock::now();
+                    if (!lane.wrote && RunFolder::newestCheckpointIn(lane.folder.toStdString()) != lane.before) {
+                        lane.wrote = true;
+                        lane.killAt = now + std::chrono::milliseconds(rng() % 300);
+                    }
+                    if (!lane.wrote || now < lane.killAt) continue;
+                    lane.run->kill();  // SIGKILL
+                    QVERIFY(lane.run->waitForFinished());
+                    QVERIFY2(lane.run->exitStatus() == QProcess::CrashExit || lane.run->exitCode() == 0,
+                             qPrintable(QString::fromUtf8(lane.run->readAllStandardError())));
+                    lane.run.reset();
+                    --live;
+                }
+            }
+            for (Lane& lane : lanes) {
+                ++kills;
+                const QString checkpoints = lane.folder + "/checkpoints/";
+                const QStringList temps = QDir(checkpoints).entryList({"*.tmp.*"});
+                midWrite += int(!temps.isEmpty());
+                for (const QString& t : temps) QFile::remove(checkpoints + t);  // a killed writer's leftovers
+                for (const QString& f : QDir(checkpoints).entryList({"*.safetensors"})) {
+                    const QString e = errorOf([&] { Checkpoint::open((checkpoints + f).toStdString()); });
+                    QVERIFY2(e == "<no exception>", qPrintable(QStringLiteral("after kill %1: %2").arg(kills).arg(e)));
+                }
+                const std::string newest = RunFolder::newestCheckpointIn(lane.folder.toStdString());
+                QVERIFY2(!newest.empty(), qPrintable(QStringLiteral("after kill %1").arg(kills)));
+                const int64_t step = Checkpoint::readMeta(newest).step;
+                QVERIFY2(step > lane.lastStep, qPrintable(QStringLiteral("after kill %1: newest checkpoint at step %2, was %3")
+                                                              .arg(kills).arg(step).arg(lane.lastStep)));
+                lane.lastStep = step;
+            }
         }
-        qInfo("100 kills: %d landed while a checkpoint was being written, %d resumed; newest checkpoint at step %lld",
-              midWrite, resumed, static_cast<long long>(lastStep));
-        QCOMPARE(resumed, 99);
+        qInfo("%d kills: %d landed while a checkpoint was being written, %d resumed; newest checkpoints at steps %lld "
+              "and %lld", kills, midWrite, resumed, static_cast<long long>(lanes[0].lastStep),
+              static_cast<long long>(lanes[1].lastStep));
+        QCOMPARE(kills, 100);
+        QCOMPARE(resumed, 98);  // each folder's first run creates it
         QVERIFY(midWrite > 0);  // the test reached the moment it is about
     }
 };
