@@ -36,9 +36,10 @@ test: build
 	@cd $(BUILD) && ctest --output-on-failure -j 1
 
 # The tower engine's tests under ThreadSanitizer (a separate build: sanitizers change every object).
-# The sanitizer and fuzz builds keep line tables only (-g1): their reports name functions, files
-# and lines, and a unity batch compiles in 70% of the time it takes with full debug information.
-SAN_FLAGS = "-DCMAKE_CXX_FLAGS_RELWITHDEBINFO=-O2 -g1"
+# The sanitizer and fuzz builds keep line tables only (-g1, also in CMakeLists.txt): their reports
+# name functions, files and lines, and a unity batch compiles in 70% of the time it takes with full
+# debug information.
+SAN_FLAGS = "-DCMAKE_CXX_FLAGS_RELWITHDEBINFO=-O2 -g1 -DNDEBUG"
 tsan-build: setup
 	@cmake -S . -B $(BUILD)-tsan -DCMAKE_BUILD_TYPE=RelWithDebInfo $(SAN_FLAGS) -DTB_SANITIZE_THREAD=ON -DCMAKE_UNITY_BUILD=$(UNITY) -DTB_WITH_CUDA=OFF -DTB_WITH_MPI=OFF > /dev/null
 	@cmake --build $(BUILD)-tsan -j $(JOBS) --target tst_parallel

@@ -9,7 +9,7 @@
 // The handler only records the signal and writes a byte to a pipe (all a handler may safely
 // do); a thread of its own reads the pipe and reacts, so the reaction may take locks or post to
 // Qt's event loop. Blocking the signals and waiting for them instead would not do: libraries
-// start threads before main (OpenBLAS's pool), and any thread that does not block a signal may
+// may start threads before main (OpenBLAS's pool did), and any thread that does not block a signal may
 // be the one the kernel hands it to.
 #pragma once
 #include <atomic>

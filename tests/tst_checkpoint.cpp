@@ -1339,7 +1339,7 @@ private slots:
             return qint64(-1);
         };
         const qint64 before = readSoFar();
-        QVERIFY(before >= 0);
+        if (before < 0) QSKIP("this kernel keeps no I/O accounting (/proc/self/io)");
         RunConfig r = RunFolder::resumeConfig(folderPath.toStdString());
         r.steps = 3;
         auto folder = RunFolder::reopen(folderPath.toStdString());
@@ -1356,24 +1356,36 @@ private slots:
     // many kills land mid-write); each time the run is resumed from its newest checkpoint, which
     // must load, and every checkpoint left in its folder must load. Two runs, each in its own
     // folder, are killed 50 times each side by side: each runs on one core, the test mostly waits.
+    // Under ASan 10 times each: a killed run reports nothing, and what ASan checks (the resume,
+    // the reads of what a kill left) is the same in every round; each round there costs twice
+    // the Release build's, and the statistics are the Release build's to gather.
     void killNineNeverLeavesATornCheckpoint() {
+#if defined(__SANITIZE_ADDRESS__)
+        constexpr int kRounds = 10;
+#else
+        constexpr int kRounds = 50;
+#endif
         const QString wide = dir_.filePath("wide.json");
         tbtest::writeFile(wide, R"({"name": "wide", "input": [2, 1, 1], "layers": [
             {"type": "dense", "units": 1536}, {"type": "relu"}, {"type": "dense", "units": 1536}, {"type": "relu"},
             {"type": "dense", "units": 4}]})");
-        std::mt19937 rng(20261126);
+        using Clock = std::chrono::steady_clock;
         struct Lane {
             QString folder;
+            std::mt19937 rng;    // this lane's kill instants, whatever the other lane does
             std::string before;  // the newest checkpoint when this run started
             std::unique_ptr<QProcess> run;
-            std::chrono::steady_clock::time_point killAt{};
-            bool wrote = false;  // this run has written a checkpoint of its own
+            Clock::time_point killAt{};
+            bool early = false;  // killed at a blind instant of its start (maybe mid-resume)
             int64_t lastStep = 0;
         };
         Lane lanes[2];
-        for (int l = 0; l < 2; ++l) lanes[l].folder = dir_.filePath(QStringLiteral("killed%1").arg(l));
-        int kills = 0, midWrite = 0, resumed = 0;
-        for (int round = 0; round < 50; ++round) {
+        for (int l = 0; l < 2; ++l) {
+            lanes[l].folder = dir_.filePath(QStringLiteral("killed%1").arg(l));
+            lanes[l].rng.seed(20261126 + l);
+        }
+        int kills = 0, midWrite = 0, resumed = 0, early = 0;
+        for (int round = 0; round < kRounds; ++round) {
             for (Lane& lane : lanes) {
                 lane.before = RunFolder::newestCheckpointIn(lane.folder.toStdString());
                 const QStringList args = !QFile::exists(lane.folder + "/run.json")
@@ -1383,30 +1395,33 @@ private slots:
                                                            "--quiet", "--run-dir", lane.folder}
                                              : QStringList{"--resume", lane.folder, "--quiet"};
                 resumed += int(!lane.before.empty());
-                lane.wrote = false;
+                // One kill in five at a blind instant of the first 400 ms (the resume: reading the
+                // checkpoint, rewriting the metrics, clearing a killed writer's leftovers); the
+                // others within 300 ms of the run's first checkpoint of its own, when the start is
+                // behind it and it writes a checkpoint every step, so the instant falls in a write
+                // or between two as their times have it.
+                lane.early = !lane.before.empty() && lane.rng() % 5 == 0;
+                lane.killAt = lane.early ? Clock::now() + std::chrono::milliseconds(lane.rng() % 400) : Clock::time_point{};
+                early += int(lane.early);
                 lane.run = std::make_unique<QProcess>();
                 lane.run->start(QStringLiteral(TB_RUN_BINARY), args);
                 QVERIFY(lane.run->waitForStarted());
             }
-            // Each kill comes at a random instant within 300 ms of its run's first checkpoint of
-            // its own: the start and resume are behind it then, and the run writes a checkpoint
-            // every step, so the instant falls in a write or between two as their times have it.
-            const auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(20);
+            const auto deadline = Clock::now() + std::chrono::seconds(20);
             for (int live = 2; live > 0;) {
-                QVERIFY2(std::chrono::steady_clock::now() < deadline, "a run wrote no checkpoint in 20 s");
-                QThread::msleep(5);
+                QVERIFY2(Clock::now() < deadline, "a run wrote no checkpoint in 20 s");
                 for (Lane& lane : lanes) {
                     if (!lane.run) continue;
-                    const auto now = std::chrono::steady_clock::now();
-                    if (!lane.wrote && RunFolder::newestCheckpointIn(lane.folder.toStdString()) != lane.before) {
-                        lane.wrote = true;
-                        lane.killAt = now + std::chrono::milliseconds(rng() % 300);
-                    }
-                    if (!lane.wrote || now < lane.killAt) continue;
+                    QVERIFY2(!lane.run->waitForFinished(3),  // a run must not end before its kill
+                             qPrintable(QStringLiteral("run in %1 ended: %2").arg(lane.folder,
+                                                                                  lane.run->readAllStandardError())));
+                    const auto now = Clock::now();
+                    if (lane.killAt == Clock::time_point{} &&
+                        RunFolder::newestCheckpointIn(lane.folder.toStdString()) != lane.before)
+                        lane.killAt = now + std::chrono::milliseconds(lane.rng() % 300);
+                    if (lane.killAt == Clock::time_point{} || now < lane.killAt) continue;
                     lane.run->kill();  // SIGKILL
                     QVERIFY(lane.run->waitForFinished());
-                    QVERIFY2(lane.run->exitStatus() == QProcess::CrashExit || lane.run->exitCode() == 0,
-                             qPrintable(QString::fromUtf8(lane.run->readAllStandardError())));
                     lane.run.reset();
                     --live;
                 }
@@ -1424,16 +1439,18 @@ private slots:
                 const std::string newest = RunFolder::newestCheckpointIn(lane.folder.toStdString());
                 QVERIFY2(!newest.empty(), qPrintable(QStringLiteral("after kill %1").arg(kills)));
                 const int64_t step = Checkpoint::readMeta(newest).step;
-                QVERIFY2(step > lane.lastStep, qPrintable(QStringLiteral("after kill %1: newest checkpoint at step %2, was %3")
-                                                              .arg(kills).arg(step).arg(lane.lastStep)));
+                // A run killed after its first checkpoint of its own has moved the newest on.
+                QVERIFY2(lane.early ? step >= lane.lastStep : step > lane.lastStep,
+                         qPrintable(QStringLiteral("after kill %1: newest checkpoint at step %2, was %3")
+                                        .arg(kills).arg(step).arg(lane.lastStep)));
                 lane.lastStep = step;
             }
         }
-        qInfo("%d kills: %d landed while a checkpoint was being written, %d resumed; newest checkpoints at steps %lld "
-              "and %lld", kills, midWrite, resumed, static_cast<long long>(lanes[0].lastStep),
+        qInfo("%d kills (%d early): %d landed while a checkpoint was being written, %d resumed; newest checkpoints "
+              "at steps %lld and %lld", kills, early, midWrite, resumed, static_cast<long long>(lanes[0].lastStep),
               static_cast<long long>(lanes[1].lastStep));
-        QCOMPARE(kills, 100);
-        QCOMPARE(resumed, 98);  // each folder's first run creates it
+        QCOMPARE(kills, 2 * kRounds);
+        QCOMPARE(resumed, 2 * kRounds - 2);  // each folder's first run creates it
         QVERIFY(midWrite > 0);  // the test reached the moment it is about
     }
 };

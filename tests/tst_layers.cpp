@@ -160,8 +160,9 @@ constexpr double kTolerance = 2e-3;  // float32 forward passes, step 1e-2 (Caffe
 class TestLayers : public QObject {
     Q_OBJECT
 private slots:
-    // The CPU backend's BLAS calls on a vector of more than 2^31 floats (8 GiB): OpenBLAS counts
-    // are 32-bit, and a count cast to them wrapped negative, so nothing was scaled. Run with
+    // The CPU backend's vector arithmetic on a vector of more than 2^31 floats (8 GiB): OpenBLAS's
+    // counts, which it used until 2026-12-05, were 32-bit, and a count cast to them wrapped
+    // negative, so nothing was scaled; any count must still reach every element. Run with
     // TB_BIG_TESTS=1 on a machine with 10 GiB free (not in CI's default suite).
     void vectorsPast32BitCounts() {
         if (qEnvironmentVariableIntValue("TB_BIG_TESTS") != 1) QSKIP("needs TB_BIG_TESTS=1 and 10 GiB of memory");

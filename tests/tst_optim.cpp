@@ -148,7 +148,7 @@ void TestOptim::rulesMatchReference_data() {
     for (auto [name, rule] : rules) {
         const float lr = rule == tb::UpdateRule::Adam ? 0.01f : 0.05f;
         QTest::newRow(qPrintable(QStringLiteral("%1 x 7").arg(name))) << int(rule) << 7LL << lr;
-        // Longer than 1 << 15: the OpenMP loops (and BLAS for SGD); an odd size for the tails.
+        // Longer than 1 << 15: the OpenMP loops; an odd size for the tails.
         QTest::newRow(qPrintable(QStringLiteral("%1 x 100003").arg(name))) << int(rule) << 100003LL << lr;
     }
 }

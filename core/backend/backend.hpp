@@ -287,7 +287,7 @@ public:
 // stay fp32 (the master weights).
 enum class MatmulPrecision { Fp32, Bf16 };
 
-// The always-available CPU backend (oneDNN + BLAS) as device cpu:index; threads = 0 means all
+// The always-available CPU backend (oneDNN and our OpenMP loops) as device cpu:index; threads = 0 means all
 // cores. CPU towers are virtual devices: cpu:1 is a backend of its own, not cpu:0. Bf16 throws
 // tb::Error where cpuBf16Missing() says why it cannot run.
 std::shared_ptr<Backend> makeCpuBackend(int threads = 0, int index = 0,

@@ -108,45 +108,44 @@ File File::read(const std::string& path) {
     return parse(std::move(bytes), path);
 }
 
+uint64_t File::headerLength(const uint8_t* first8, uint64_t fileBytes, const std::string& origin) {
+    if (fileBytes < 8)
+        throw Error(origin + ": not a safetensors file (" + std::to_string(fileBytes) + " bytes, shorter than its header length)");
+    uint64_t n = 0;
+    for (int i = 7; i >= 0; --i) n = (n << 8) | first8[i];
+    if (n > kMaxHeaderBytes || n > fileBytes - 8)  // checked before the header is allocated
+        throw Error(origin + ": header length " + std::to_string(n) + " exceeds the file's " +
+                    std::to_string(fileBytes - 8) + " remaining bytes (truncated or not safetensors)");
+    return n;
+}
+
 File File::readHeader(const std::string& path) {
     std::ifstream in(path, std::ios::binary | std::ios::ate);
     if (!in) throw Error(path + ": cannot open (" + std::strerror(errno) + ")");
     const std::streamoff size = in.tellg();
     if (size < 0) throw Error(path + ": cannot read its size");
-    if (size < 8) throw Error(path + ": not a safetensors file (" + std::to_string(size) + " bytes, shorter than its header length)");
-    uint8_t length[8];
+    uint8_t first8[8] = {};
     in.seekg(0);
-    if (!in.read(reinterpret_cast<char*>(length), 8)) throw Error(path + ": cannot read its header length");
-    uint64_t n = 0;
-    for (int i = 7; i >= 0; --i) n = (n << 8) | length[i];
-    if (n > kMaxHeaderBytes || n > uint64_t(size) - 8)  // checked before the header is allocated
-        throw Error(path + ": header length " + std::to_string(n) + " exceeds the file's " + std::to_string(size - 8) +
-                    " remaining bytes (truncated or not safetensors)");
+    if (size >= 8 && !in.read(reinterpret_cast<char*>(first8), 8)) throw Error(path + ": cannot read its header length");
+    const uint64_t n = headerLength(first8, uint64_t(size), path);
     std::string text(size_t(n), '\0');
     if (!in.read(text.data(), std::streamsize(n)))
         throw Error(path + ": read failed after " + std::to_string(in.gcount()) + " of the header's " + std::to_string(n) + " bytes");
-    File f = parseHeader(text, uint64_t(size), path);
-    f.headerOnly_ = true;
-    return f;
+    return parseHeader(text, uint64_t(size), path);
 }
 
 File File::parse(std::vector<uint8_t> bytes, const std::string& origin) {
-    if (bytes.size() < 8) throw Error(origin + ": not a safetensors file (" + std::to_string(bytes.size()) + " bytes, shorter than its header length)");
-    uint64_t n = 0;
-    for (int i = 7; i >= 0; --i) n = (n << 8) | bytes[size_t(i)];
-    if (n > kMaxHeaderBytes || n > bytes.size() - 8)
-        throw Error(origin + ": header length " + std::to_string(n) + " exceeds the file's " +
-                    std::to_string(bytes.size() - 8) + " remaining bytes (truncated or not safetensors)");
+    const uint64_t n = headerLength(bytes.data(), bytes.size(), origin);
     File f = parseHeader(std::string(reinterpret_cast<const char*>(bytes.data()) + 8, size_t(n)), bytes.size(), origin);
     f.bytes_ = std::move(bytes);
+    f.headerOnly_ = false;
     return f;
 }
 
 File File::parseHeader(const std::string& text, uint64_t fileBytes, const std::string& origin) {
     File f;
     f.origin_ = origin;
-    if (text.size() > kMaxHeaderBytes || text.size() > fileBytes - std::min<uint64_t>(fileBytes, 8))
-        throw Error(origin + ": header length " + std::to_string(text.size()) + " exceeds the file's size");
+    f.headerOnly_ = true;
     if (text.empty() || text[0] != '{') throw Error(origin + ": the header is not a JSON object");
     nlohmann::json h = parseJsonOrDiscard(text);
     if (h.is_discarded() || !h.is_object()) throw Error(origin + ": the header is not valid JSON");

@@ -51,8 +51,6 @@ public:
     // read() checks it, for what needs only the metadata of a file that may hold gigabytes: its
     // tensors' bytes are not read, and data() refuses them.
     static File readHeader(const std::string& path);
-    // The checks of parse() on a header's JSON text, for a file of `fileBytes` bytes.
-    static File parseHeader(const std::string& text, uint64_t fileBytes, const std::string& origin);
 
     const std::string& origin() const { return origin_; }
     const std::map<std::string, std::string>& metadata() const { return metadata_; }
@@ -67,9 +65,15 @@ public:
     std::vector<int64_t> int64s(const std::string& name) const;
 
 private:
+    // The header length in a file's first 8 bytes, checked against the file's size and the cap.
+    static uint64_t headerLength(const uint8_t* first8, uint64_t fileBytes, const std::string& origin);
+    // The checks of parse() on a header's JSON text (of a length headerLength checked); the
+    // result holds no bytes and is marked header-only until parse() gives it them.
+    static File parseHeader(const std::string& text, uint64_t fileBytes, const std::string& origin);
+
     std::string origin_;
     std::vector<uint8_t> bytes_;
-    bool headerOnly_ = false;  // readHeader: bytes_ is empty
+    bool headerOnly_ = true;  // bytes_ is empty (readHeader); parse() gives it the file
     size_t dataStart_ = 0;
     std::map<std::string, TensorInfo> tensors_;
     std::map<std::string, std::string> metadata_;

@@ -1,6 +1,8 @@
 // Checkpoints (safetensors with Towerbench's metadata): opened as --resume, --init-from and eval
 // open them, every tensor's bytes read, and the weights laid out for tiny_mlp; and the header
 // alone (Checkpoint::readMeta) against the whole file.
+#include <optional>
+
 #include "backend/backend.hpp"
 #include "engine/checkpoint.hpp"
 #include "fuzz_support.hpp"
@@ -24,19 +26,22 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
         (void)c.loadWeights(layout);
         (void)c.resumeProblem(tb::RunConfig{}, "{}"));
     // The header alone reads as the whole file does (Checkpoint::readMeta, which finds the newest
-    // checkpoint and its step): refused where open refuses, the same step where it opens.
-    std::string whole, header;
-    int64_t wholeStep = -1, headerStep = -1;
+    // checkpoint and its step): refused where open refuses, the same metadata where it opens.
+    std::optional<tb::CheckpointMeta> whole, header;
     try {
-        wholeStep = tb::Checkpoint::open(path, false).meta().step;
-    } catch (const tb::Error& e) {
-        whole = e.what();
+        whole = tb::Checkpoint::open(path, false).meta();
+    } catch (const tb::Error&) {
     }
     try {
-        headerStep = tb::Checkpoint::readMeta(path).step;
-    } catch (const tb::Error& e) {
-        header = e.what();
+        header = tb::Checkpoint::readMeta(path);
+    } catch (const tb::Error&) {
     }
-    if (whole.empty() != header.empty() || wholeStep != headerStep) std::abort();
+    if (whole.has_value() != header.has_value()) std::abort();
+    if (whole && (whole->step != header->step || whole->samples != header->samples ||
+                  whole->processes != header->processes || whole->model != header->model ||
+                  whole->modelSpec != header->modelSpec || whole->config != header->config ||
+                  whole->plan != header->plan || whole->validationAccuracy != header->validationAccuracy ||
+                  whole->classNames != header->classNames || whole->channels.mean != header->channels.mean))
+        std::abort();
     return 0;
 }

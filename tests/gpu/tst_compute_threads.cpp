@@ -6,8 +6,8 @@
 //       signals on this thread and threads it starts, and enterComputeTeam() on its OpenMP team
 //   (b) whole runs (2 sync towers with evaluation and a moving average, 2 async towers, replicas
 //       averaged every 2 steps) on a CPU backend that checks, at every op, the calling thread,
-//       the OpenMP team it leads (oneDNN's and our loops' threads) and OpenBLAS (a denormal
-//       scaled there must come back zero)
+//       the OpenMP team it leads (oneDNN's and our loops' threads) and the vector arithmetic's
+//       loops, which run on the calling thread (a denormal scaled there must come back zero)
 //   (c) the input pipeline's prefetch thread (a denormal sample comes out as zero)
 //   (d) a storm of SIGPROF, 10,000 a second with a handler installed, through two
 //       towers of mnist_cnn: the heap survives (with the signals open on the towers, glibc
@@ -49,7 +49,7 @@ public:
         if (!tb::denormalsFlushed()) miss(op, "the calling thread (denormals)");
         else if (!tb::asynchronousSignalsBlocked()) miss(op, "the calling thread (signals)");
         else if (!tb::isComputeTeam(omp_get_max_threads())) miss(op, "its OpenMP team");
-        else if (std::string(op) == "axpy" || std::string(op) == "scale") checkBlas(op);
+        else if (std::string(op) == "axpy" || std::string(op) == "scale") checkVectorArithmetic(op);
     }
     static inline std::atomic<int64_t> calls{0}, misses{0};
     static inline std::mutex mutex;
@@ -61,12 +61,13 @@ private:
         std::lock_guard lock(mutex);
         if (firstMiss.empty()) firstMiss = std::string(op) + " on " + where;
     }
-    // OpenBLAS computes the vector arithmetic: a denormal times one must come back as zero.
-    void checkBlas(const char* op) {
+    // The vector arithmetic (axpy, scale) runs on the calling thread: a denormal times one must
+    // come back as zero there.
+    void checkVectorArithmetic(const char* op) {
         std::vector<float> v(100000, kDenormal);
         inner().scale(nullptr, v.data(), 1.f, v.size());
         for (float x : v)
-            if (x != 0.f) return miss(op, "OpenBLAS");
+            if (x != 0.f) return miss(op, "the vector arithmetic");
     }
 };
 
