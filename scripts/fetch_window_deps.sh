@@ -35,7 +35,13 @@ packages=$(
     while read -r lib; do dpkg -S "$(readlink -f "$lib")" 2> /dev/null | head -1 | cut -d: -f1; done | sort -u |
     grep -vxE 'libc6|libstdc\+\+6|libgcc-s1|zlib1g'
 )
-packages="$packages fontconfig-config fonts-dejavu-core libprotobuf32"
+packages=$(echo $packages fontconfig-config fonts-dejavu-core libprotobuf32)
+# A package the programs no longer load (a library the build dropped, as OpenBLAS) leaves the carry.
+for d in "$out/debs"/*.deb; do
+  [ -e "$d" ] || continue
+  p=$(basename "$d")
+  [[ " $packages " == *" ${p%%_*} "* ]] || rm -f "$d"
+done
 missing=()
 for p in $packages; do ls "$out/debs/${p}"_*.deb > /dev/null 2>&1 || missing+=("$p"); done
 if [ ${#missing[@]} -gt 0 ]; then (cd "$out/debs" && apt-get download "${missing[@]}" > /dev/null); fi
