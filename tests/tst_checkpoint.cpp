@@ -201,6 +201,16 @@ class CheckpointTest : public QObject {
         t.run();
     }
 
+    // The run in the folder resumed to `steps` steps, as --resume does.
+    static RunSummary resumeInFolder(const QString& folderPath, int64_t steps) {
+        RunConfig r = RunFolder::resumeConfig(folderPath.toStdString());
+        r.steps = steps;
+        auto folder = RunFolder::reopen(folderPath.toStdString());
+        Trainer t(r);
+        t.setRunFolder(folder.get());
+        return t.run();
+    }
+
     RunConfig run(const QString& kind) const {
         RunConfig c;
         c.model = model_.toStdString();
@@ -1303,12 +1313,7 @@ private slots:
         QCOMPARE(::kill(child, 0), 0);  // a pid says it lives
         QVERIFY(!RunFolder::trainer(folder.toStdString()));
         QVERIFY(interrupted(folder.toStdString()));
-        RunConfig r = RunFolder::resumeConfig(folder.toStdString());
-        r.steps = 30;
-        auto f = RunFolder::reopen(folder.toStdString());
-        Trainer t(r);
-        t.setRunFolder(f.get());
-        QCOMPARE(t.run().steps, int64_t(30));
+        QCOMPARE(resumeInFolder(folder, 30).steps, int64_t(30));
         ::waitpid(child, nullptr, 0);
     }
 
@@ -1340,12 +1345,7 @@ private slots:
         };
         const qint64 before = readSoFar();
         if (before < 0) QSKIP("this kernel keeps no I/O accounting (/proc/self/io)");
-        RunConfig r = RunFolder::resumeConfig(folderPath.toStdString());
-        r.steps = 3;
-        auto folder = RunFolder::reopen(folderPath.toStdString());
-        Trainer t(r);
-        t.setRunFolder(folder.get());
-        QCOMPARE(t.run().resumedAt, int64_t(2));
+        QCOMPARE(resumeInFolder(folderPath, 3).resumedAt, int64_t(2));
         const qint64 read = readSoFar() - before;
         QVERIFY(QFile::exists(folderPath + "/checkpoints/best.safetensors"));
         QVERIFY2(read >= 2 * bytes && read < bytes * 5 / 2,
