@@ -4,7 +4,7 @@
 set -euo pipefail
 
 packages=(
-  build-essential cmake pkg-config zlib1g-dev
+  build-essential cmake ninja-build lld pkg-config zlib1g-dev  # lld: CMakeLists.txt
   libdnnl-dev nlohmann-json3-dev
   qt6-base-dev libqcustomplot-dev
   libprotobuf-dev protobuf-compiler libsqlite3-dev
