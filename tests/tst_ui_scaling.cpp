@@ -289,7 +289,16 @@ private slots:
         lab.warmupBox()->setValue(2);
         lab.stepsBox()->setValue(200000);
         QTest::mouseClick(lab.startButton(), Qt::LeftButton);
-        QTest::qWait(1500);
+        // Stopped once the first point has steps measured after its 2 warm-up steps (its step
+        // lines in the sweep folder): a fixed 1.5 s wait came close under ASan beside another
+        // test, as the sweep first times the host's core and builds the point's trainer.
+        const auto stepLines = [&] {
+            const QDir points(lab.folder() + "/points");
+            const QStringList first = points.entryList({QStringLiteral("01-*.jsonl")}, QDir::Files);
+            QFile f(points.filePath(first.value(0)));
+            return first.isEmpty() || !f.open(QIODevice::ReadOnly) ? 0 : int(f.readAll().count("\"type\":\"step\""));
+        };
+        QTRY_VERIFY_WITH_TIMEOUT(stepLines() >= 4, 30000);
         lab.stopSweep();
         QTRY_VERIFY_WITH_TIMEOUT(!lab.running(), 30000);
         QVERIFY2(lab.statusText().startsWith("Stopped; 1 points kept"), qPrintable(lab.statusText()));

@@ -169,7 +169,7 @@ int main() {
     }).join();
 
     // (b)
-    const std::string dir = std::filesystem::temp_directory_path() / "tb_compute_threads";
+    const std::string dir = std::filesystem::temp_directory_path() / ("tb_compute_threads." + std::to_string(getpid()));
     std::filesystem::create_directories(dir);
     auto previous = tb::setBackendFactory(tb::DeviceType::Cpu, [](const tb::Device&, const tb::BackendOptions& o) {
         return std::shared_ptr<tb::Backend>(new ModeProbe(o.cpuThreads));
@@ -196,6 +196,7 @@ int main() {
     c.averageEvery = 2;
     run("2 replicas averaged every 2 steps", c);
     tb::setBackendFactory(tb::DeviceType::Cpu, previous);
+    std::filesystem::remove_all(dir);
     CHECK(ModeProbe::misses == 0, "%lld calls ran outside a compute thread; first: %s", (long long)ModeProbe::misses.load(),
           ModeProbe::firstMiss.c_str());
 

@@ -1,7 +1,7 @@
 #!/usr/bin/python3
 """Runs of several processes through mpirun on this machine (shared memory and loopback only).
 
-    python3 tests/mpi/test_processes.py BUILD/app/towerbench-run [--gpu]
+    python3 tests/mpi/test_processes.py BUILD/app/towerbench-run [--gpu | --async-workers | --rest]
 
 1. Equivalence: `mpirun -np 2` x 1 tower x 32 examples trains exactly what one process of one
    tower x 64 does, over 10 steps: every step's loss and the final weights (the run folder's
@@ -494,125 +494,142 @@ def stage_per_process(tmp, binary, schedule, label):
     shutil.rmtree(two)
 
 
+# The optional second argument: which cases. What asynchronous workers do (their accuracy, lanes and
+# bytes) depends on how the processes share the cores, so CTest runs them alone and the rest beside
+# other tests.
+PARTS = ("--gpu", "--async-workers", "--rest")
+
+
 def main():
+    if len(sys.argv) not in (2, 3) or (len(sys.argv) == 3 and sys.argv[2] not in PARTS):
+        sys.exit("usage: test_processes.py BUILD/app/towerbench-run [--gpu | --async-workers | --rest] "
+                 "(none: every CPU case)")
     binary = os.path.abspath(sys.argv[1])
+    part = sys.argv[2] if len(sys.argv) == 3 else None
     if not shutil.which("mpirun"):
         print("mpirun not found (openmpi-bin): skipped")
         sys.exit(77)
     tmp = tempfile.mkdtemp(prefix="tb-mpi-")
     try:  # the temporary folder goes, also where a run outlives its timeout
-        if sys.argv[2:] == ["--gpu"]:
+        if part == "--gpu":
             gpu_cases(tmp, binary)
-            print(f"{len(failures)} failed" if failures else "all passed")
-            sys.exit(1 if failures else 0)
-        equivalence(tmp, binary, [])
-        equivalence(tmp, binary, ["--variables", "replicated", "--reduce", "allreduce"])
-        # Two towers in each process: their chunks reduce over MPI at once, each on its own lane.
-        equivalence(tmp, binary, [], towers_two="cpu:0,cpu:1", label="2 towers per process")
-        # Dropout: process 1's tower draws the masks of the second tower of one process.
-        model = os.path.join(tmp, "mlp_dropout.json")
-        with open(model, "w") as f:
-            json.dump(DROPOUT_MLP, f)
-        equivalence(tmp, binary, [], towers_one="cpu:0,cpu:1", model=model, label="dropout")
-        # --sync-bn across processes: 2 processes of one tower each normalise as one process does on
-        # the whole batch (moving statistics in the checkpoint included); the chief also sends the
-        # batch norm's sums forward and back, 2 x 2 x 8 floats a step (2 (P - 1) / P of them).
-        bn_model = os.path.join(tmp, "cnn_bn.json")
-        with open(bn_model, "w") as f:
-            json.dump(BATCH_NORM_CNN, f)
-        equivalence(tmp, binary, ["--sync-bn", "true"], model=bn_model, label="--sync-bn across processes",
-                    extra_bytes=2 * 2 * 8 * 4)
-        base = [binary, "--model", "mlp", "--data", DATA, "--steps", "5", "--validation", "0", "--threads", "1",
-                "--towers", "cpu:0", "--quiet"]
-        differing = os.path.join(tmp, "differing")
-        refused([*MPIRUN, "1", *base, "--batch", "64", "--lr", "0.01", "--run-dir", differing, ":", "-np", "1", *base,
-                 "--batch", "64", "--lr", "0.02"], "--lr is 0.02 on process 1 but 0.01 on process 0", "settings that differ")
-        # Process 0 finds the difference too, before its folder is made: none is left "running" by
-        # the others' MPI_Abort (as one was when process 0 alone went on).
-        record = os.path.join(differing, "run.json")
-        state = json.load(open(record)).get("state") if os.path.exists(record) else None
-        check(state in (None, "failed"), f"settings that differ: process 0's run folder {state or 'not made'}")
-        refused([*MPIRUN, "2", *base, "--batch", "65"], "do not split evenly over the 2 processes", "a batch the processes cannot split")
-        refused([*MPIRUN, "2", *base, "--batch", "2048"], "examples per step, but the training set has only",
-                "more examples per step than the set holds")
-        refused([*MPIRUN, "2", *base, "--batch", "64", "--update", "async"], "parameter-server processes",
-                "async across processes")
-        # Averaging every 3 steps: each process's replica takes local steps on its slice and the
-        # rounds' all-reduces span the processes; 10 steps end with a cut round, averaged at the end.
-        equivalence(tmp, binary, ["--variables", "replicated", "--reduce", "allreduce", "--average-every", "3"],
-                    towers_one="cpu:0,cpu:1", label="averaging every 3")
-        stages_across_processes(tmp, binary)
-        stages_across_processes(tmp, binary, model=model, schedule=("--pipeline", "gpipe", "--micro-batches", "4"),
-                                label="stages in each process, dropout")
-        stage_per_process(tmp, binary, (), "a stage per process, naive")
-        stage_per_process(tmp, binary, ("--pipeline", "gpipe", "--micro-batches", "4"), "a stage per process, gpipe")
-        stage_per_process(tmp, binary, ("--pipeline", "1f1b", "--micro-batches", "4"), "a stage per process, 1f1b")
-        resumed(tmp, binary, ["--stages", SPLIT, "--stage-per-process", "true", "--pipeline", "1f1b",
-                              "--micro-batches", "2", "--optimizer", "adam"], "resume, a stage per process with Adam")
-        stages = ["--stages", "2", "--stage-per-process", "true"]
-        refused([*MPIRUN, "3", *base, "--batch", "64", *stages], "3 processes for 2 stages",
-                "a stage per process, processes that are not the stages")
-        refused([*base, "--batch", "64", *stages], "start one process per stage", "a stage per process without mpirun")
-        refused([*MPIRUN, "2", *base, "--batch", "64", *stages, "--ema-decay", "0.9"], "--stage-per-process: the moving average",
-                "a stage per process with a moving average")
-        killed_rank(tmp, binary, extra=stages, label="a stage's process killed")
-        killed_rank(tmp, binary)
-        group_of_one(tmp, binary)
-        resumed(tmp, binary, [], "resume, variables on the host")
-        # Streamed shards: each process reads its own share of the interleave into its own shuffle
-        # buffer, and a resume replays each one's draws (the slice as 4 shards, twice over).
-        shards = os.path.join(tmp, "shards")
-        subprocess.run([binary, "convert", DATA, "tfrecord:" + shards, "--shards", "4", "--repeat", "2"], env=ENV,
-                       check=True, stdout=subprocess.DEVNULL)
-        resumed(tmp, binary, ["--stream", "true", "--shuffle-buffer", "300", "--augment", "flip"],
-                "resume, streamed shards", data="tfrecord:" + shards)
-        streamed = os.path.join(tmp, "streamed")
-        run([*MPIRUN, "2", binary, "--model", "mlp", "--data", "tfrecord:" + shards, "--stream", "true", "--validation",
-             "0", "--threads", "1", "--quiet", "--towers", "cpu:0", "--batch", "64", "--steps", "10", "--run-dir", streamed])
-        refused([binary, "--resume", streamed, "--steps", "20", "--quiet"], "streaming its shards, each record dealt to one",
-                "elastic resume of a streamed run")
-        resumed(tmp, binary, ["--variables", "replicated", "--reduce", "allreduce", "--optimizer", "adam"],
-                "resume, replicated with Adam")
-        # Averaging: each process's replicas have optimiser slots of their own, gathered into the
-        # chief's checkpoint (state/process1/...), each process restoring its own.
-        averaging = ["--variables", "replicated", "--reduce", "allreduce", "--average-every", "5", "--optimizer", "adam"]
-        resumed(tmp, binary, averaging, "resume, averaging every 5 with Adam")
-        # Elastic: replicas hold the same state in every process, so fewer or more processes continue.
-        resumed(tmp, binary, ["--optimizer", "adam"], "elastic resume, 2 processes to 1", resume_as=1, limit=1e-5)
-        resumed(tmp, binary, ["--optimizer", "adam"], "elastic resume, 2 processes to 4", resume_as=4, limit=1e-5)
-        cut = os.path.join(tmp, "averaged")
-        avg = [binary, "--model", "mlp", "--data", DATA, "--validation", "0", "--threads", "1", "--quiet", "--towers",
-               "cpu:0", "--batch", "64", *averaging]
-        run([*MPIRUN, "2", *avg, "--steps", "10", "--run-dir", cut])
-        refused([binary, "--resume", cut, "--steps", "20", "--quiet"], "resume it as 2 processes (mpirun -np 2)",
-                "elastic resume of processes averaging")
-        # Parameter-server processes.
-        resumed(tmp, binary, ["--ps-tasks", "1", "--optimizer", "adam"], "resume, a parameter-server process with Adam")
-        resumed(tmp, binary, ["--ps-tasks", "2", "--optimizer", "momentum"], "resume, two parameter-server processes",
-                processes=3, resume_as=3)
-        resumed(tmp, binary, ["--ps-tasks", "1", "--update", "async", "--optimizer", "adam"],
-                "resume, an asynchronous parameter-server process (one worker: deterministic)")
-        equivalence(tmp, binary, [], servers=1, label="one parameter-server process")
-        equivalence(tmp, binary, [], servers=2, label="two parameter-server processes")
-        refused([*MPIRUN, "2", *base, "--batch", "64", "--ps-tasks", "2"], "leave no worker among the 2 processes",
-                "more servers than processes")
-        refused([*base, "--batch", "64", "--ps-tasks", "1"], "start the run with mpirun", "servers without mpirun")
-        refused([*MPIRUN, "3", *base, "--batch", "64", "--ps-tasks", "1", "--variables", "replicated", "--reduce",
-                 "allreduce"], "leave --variables at cpu", "servers with replicated variables")
-        killed_rank(tmp, binary, processes=3, victim=0, extra=("--ps-tasks", "1", "--update", "async"),
-                    label="the parameter-server process killed")
-        async_lanes(tmp, binary)
-        async_accuracy(tmp, binary)
-        bf16_gradients(tmp, binary, [], "bf16 gradients, variables on the host")
-        bf16_gradients(tmp, binary, ["--variables", "replicated", "--reduce", "allreduce"], "bf16 gradients, all-reduce")
-        bf16_gradients(tmp, binary, [], "bf16 gradients to a parameter-server process", servers=1)
-        bf16_gradients(tmp, binary, ["--update", "async"], "bf16 gradients, async parameter server", servers=1)
+        if part in (None, "--rest"):
+            cpu_cases(tmp, binary)
+        if part in (None, "--async-workers"):
+            async_lanes(tmp, binary)
+            async_accuracy(tmp, binary)
+            # Which worker takes each of the 10 updates is the scheduler's choice: beside another
+            # test on 2 cores the chief once took none, and its metrics had no step to count.
+            bf16_gradients(tmp, binary, ["--update", "async"], "bf16 gradients, async parameter server", servers=1)
     finally:
         shutil.rmtree(tmp, ignore_errors=True)
     if failures:
         print(f"{len(failures)} failed")
         sys.exit(1)
     print("all passed")
+
+
+def cpu_cases(tmp, binary):
+    """Every CPU case but those of asynchronous workers (--async-workers)."""
+    equivalence(tmp, binary, [])
+    equivalence(tmp, binary, ["--variables", "replicated", "--reduce", "allreduce"])
+    # Two towers in each process: their chunks reduce over MPI at once, each on its own lane.
+    equivalence(tmp, binary, [], towers_two="cpu:0,cpu:1", label="2 towers per process")
+    # Dropout: process 1's tower draws the masks of the second tower of one process.
+    model = os.path.join(tmp, "mlp_dropout.json")
+    with open(model, "w") as f:
+        json.dump(DROPOUT_MLP, f)
+    equivalence(tmp, binary, [], towers_one="cpu:0,cpu:1", model=model, label="dropout")
+    # --sync-bn across processes: 2 processes of one tower each normalise as one process does on
+    # the whole batch (moving statistics in the checkpoint included); the chief also sends the
+    # batch norm's sums forward and back, 2 x 2 x 8 floats a step (2 (P - 1) / P of them).
+    bn_model = os.path.join(tmp, "cnn_bn.json")
+    with open(bn_model, "w") as f:
+        json.dump(BATCH_NORM_CNN, f)
+    equivalence(tmp, binary, ["--sync-bn", "true"], model=bn_model, label="--sync-bn across processes",
+                extra_bytes=2 * 2 * 8 * 4)
+    base = [binary, "--model", "mlp", "--data", DATA, "--steps", "5", "--validation", "0", "--threads", "1",
+            "--towers", "cpu:0", "--quiet"]
+    differing = os.path.join(tmp, "differing")
+    refused([*MPIRUN, "1", *base, "--batch", "64", "--lr", "0.01", "--run-dir", differing, ":", "-np", "1", *base,
+             "--batch", "64", "--lr", "0.02"], "--lr is 0.02 on process 1 but 0.01 on process 0", "settings that differ")
+    # Process 0 finds the difference too, before its folder is made: none is left "running" by
+    # the others' MPI_Abort (as one was when process 0 alone went on).
+    record = os.path.join(differing, "run.json")
+    state = json.load(open(record)).get("state") if os.path.exists(record) else None
+    check(state in (None, "failed"), f"settings that differ: process 0's run folder {state or 'not made'}")
+    refused([*MPIRUN, "2", *base, "--batch", "65"], "do not split evenly over the 2 processes", "a batch the processes cannot split")
+    refused([*MPIRUN, "2", *base, "--batch", "2048"], "examples per step, but the training set has only",
+            "more examples per step than the set holds")
+    refused([*MPIRUN, "2", *base, "--batch", "64", "--update", "async"], "parameter-server processes",
+            "async across processes")
+    # Averaging every 3 steps: each process's replica takes local steps on its slice and the
+    # rounds' all-reduces span the processes; 10 steps end with a cut round, averaged at the end.
+    equivalence(tmp, binary, ["--variables", "replicated", "--reduce", "allreduce", "--average-every", "3"],
+                towers_one="cpu:0,cpu:1", label="averaging every 3")
+    stages_across_processes(tmp, binary)
+    stages_across_processes(tmp, binary, model=model, schedule=("--pipeline", "gpipe", "--micro-batches", "4"),
+                            label="stages in each process, dropout")
+    stage_per_process(tmp, binary, (), "a stage per process, naive")
+    stage_per_process(tmp, binary, ("--pipeline", "gpipe", "--micro-batches", "4"), "a stage per process, gpipe")
+    stage_per_process(tmp, binary, ("--pipeline", "1f1b", "--micro-batches", "4"), "a stage per process, 1f1b")
+    resumed(tmp, binary, ["--stages", SPLIT, "--stage-per-process", "true", "--pipeline", "1f1b",
+                          "--micro-batches", "2", "--optimizer", "adam"], "resume, a stage per process with Adam")
+    stages = ["--stages", "2", "--stage-per-process", "true"]
+    refused([*MPIRUN, "3", *base, "--batch", "64", *stages], "3 processes for 2 stages",
+            "a stage per process, processes that are not the stages")
+    refused([*base, "--batch", "64", *stages], "start one process per stage", "a stage per process without mpirun")
+    refused([*MPIRUN, "2", *base, "--batch", "64", *stages, "--ema-decay", "0.9"], "--stage-per-process: the moving average",
+            "a stage per process with a moving average")
+    killed_rank(tmp, binary, extra=stages, label="a stage's process killed")
+    killed_rank(tmp, binary)
+    group_of_one(tmp, binary)
+    resumed(tmp, binary, [], "resume, variables on the host")
+    # Streamed shards: each process reads its own share of the interleave into its own shuffle
+    # buffer, and a resume replays each one's draws (the slice as 4 shards, twice over).
+    shards = os.path.join(tmp, "shards")
+    subprocess.run([binary, "convert", DATA, "tfrecord:" + shards, "--shards", "4", "--repeat", "2"], env=ENV,
+                   check=True, stdout=subprocess.DEVNULL)
+    resumed(tmp, binary, ["--stream", "true", "--shuffle-buffer", "300", "--augment", "flip"],
+            "resume, streamed shards", data="tfrecord:" + shards)
+    streamed = os.path.join(tmp, "streamed")
+    run([*MPIRUN, "2", binary, "--model", "mlp", "--data", "tfrecord:" + shards, "--stream", "true", "--validation",
+         "0", "--threads", "1", "--quiet", "--towers", "cpu:0", "--batch", "64", "--steps", "10", "--run-dir", streamed])
+    refused([binary, "--resume", streamed, "--steps", "20", "--quiet"], "streaming its shards, each record dealt to one",
+            "elastic resume of a streamed run")
+    resumed(tmp, binary, ["--variables", "replicated", "--reduce", "allreduce", "--optimizer", "adam"],
+            "resume, replicated with Adam")
+    # Averaging: each process's replicas have optimiser slots of their own, gathered into the
+    # chief's checkpoint (state/process1/...), each process restoring its own.
+    averaging = ["--variables", "replicated", "--reduce", "allreduce", "--average-every", "5", "--optimizer", "adam"]
+    resumed(tmp, binary, averaging, "resume, averaging every 5 with Adam")
+    # Elastic: replicas hold the same state in every process, so fewer or more processes continue.
+    resumed(tmp, binary, ["--optimizer", "adam"], "elastic resume, 2 processes to 1", resume_as=1, limit=1e-5)
+    resumed(tmp, binary, ["--optimizer", "adam"], "elastic resume, 2 processes to 4", resume_as=4, limit=1e-5)
+    cut = os.path.join(tmp, "averaged")
+    avg = [binary, "--model", "mlp", "--data", DATA, "--validation", "0", "--threads", "1", "--quiet", "--towers",
+           "cpu:0", "--batch", "64", *averaging]
+    run([*MPIRUN, "2", *avg, "--steps", "10", "--run-dir", cut])
+    refused([binary, "--resume", cut, "--steps", "20", "--quiet"], "resume it as 2 processes (mpirun -np 2)",
+            "elastic resume of processes averaging")
+    # Parameter-server processes.
+    resumed(tmp, binary, ["--ps-tasks", "1", "--optimizer", "adam"], "resume, a parameter-server process with Adam")
+    resumed(tmp, binary, ["--ps-tasks", "2", "--optimizer", "momentum"], "resume, two parameter-server processes",
+            processes=3, resume_as=3)
+    resumed(tmp, binary, ["--ps-tasks", "1", "--update", "async", "--optimizer", "adam"],
+            "resume, an asynchronous parameter-server process (one worker: deterministic)")
+    equivalence(tmp, binary, [], servers=1, label="one parameter-server process")
+    equivalence(tmp, binary, [], servers=2, label="two parameter-server processes")
+    refused([*MPIRUN, "2", *base, "--batch", "64", "--ps-tasks", "2"], "leave no worker among the 2 processes",
+            "more servers than processes")
+    refused([*base, "--batch", "64", "--ps-tasks", "1"], "start the run with mpirun", "servers without mpirun")
+    refused([*MPIRUN, "3", *base, "--batch", "64", "--ps-tasks", "1", "--variables", "replicated", "--reduce",
+             "allreduce"], "leave --variables at cpu", "servers with replicated variables")
+    killed_rank(tmp, binary, processes=3, victim=0, extra=("--ps-tasks", "1", "--update", "async"),
+                label="the parameter-server process killed")
+    bf16_gradients(tmp, binary, [], "bf16 gradients, variables on the host")
+    bf16_gradients(tmp, binary, ["--variables", "replicated", "--reduce", "allreduce"], "bf16 gradients, all-reduce")
+    bf16_gradients(tmp, binary, [], "bf16 gradients to a parameter-server process", servers=1)
 
 
 if __name__ == "__main__":
