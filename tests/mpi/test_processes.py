@@ -510,6 +510,8 @@ def main():
         print("mpirun not found (openmpi-bin): skipped")
         sys.exit(77)
     tmp = tempfile.mkdtemp(prefix="tb-mpi-")
+    # Runs given no --run-dir (the refusals) claim their folders here, not in the user's runs folder.
+    ENV["TOWERBENCH_RUNS_DIR"] = os.path.join(tmp, "runs")
     try:  # the temporary folder goes, also where a run outlives its timeout
         if part == "--gpu":
             gpu_cases(tmp, binary)
