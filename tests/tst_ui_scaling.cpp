@@ -290,13 +290,12 @@ private slots:
         lab.stepsBox()->setValue(200000);
         QTest::mouseClick(lab.startButton(), Qt::LeftButton);
         // Stopped once the first point has steps measured after its 2 warm-up steps (its step
-        // lines in the sweep folder): a fixed 1.5 s wait came close under ASan beside another
-        // test, as the sweep first times the host's core and builds the point's trainer.
+        // lines in the sweep folder): a fixed 1.5 s wait left little margin under ASan beside
+        // another test, as the sweep first times the host's core and builds the point's trainer.
         const auto stepLines = [&] {
             const QDir points(lab.folder() + "/points");
             const QStringList first = points.entryList({QStringLiteral("01-*.jsonl")}, QDir::Files);
-            QFile f(points.filePath(first.value(0)));
-            return first.isEmpty() || !f.open(QIODevice::ReadOnly) ? 0 : int(f.readAll().count("\"type\":\"step\""));
+            return first.isEmpty() ? 0 : int(tbtest::readFile(points.filePath(first[0])).count("\"type\":\"step\""));
         };
         QTRY_VERIFY_WITH_TIMEOUT(stepLines() >= 4, 30000);
         lab.stopSweep();
