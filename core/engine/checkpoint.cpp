@@ -6,7 +6,7 @@
 #include <map>
 #include <nlohmann/json.hpp>
 
-#include "io/atomic_file.hpp"
+#include "util/atomic_file.hpp"
 #include "io/tfrecord.hpp"
 #include "util/error.hpp"
 #include "util/json_file.hpp"

@@ -7,7 +7,7 @@
 
 #include "engine/inference.hpp"
 #include "engine/run_setup.hpp"
-#include "io/atomic_file.hpp"
+#include "util/atomic_file.hpp"
 #include "nn/model_spec.hpp"
 #include "onnx/onnx_graph.hpp"
 #include "util/error.hpp"

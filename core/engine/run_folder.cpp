@@ -15,7 +15,7 @@
 #include <nlohmann/json.hpp>
 
 #include "engine/trainer.hpp"
-#include "io/atomic_file.hpp"
+#include "util/atomic_file.hpp"
 #include "io/run_index.hpp"
 #include "util/system_text.hpp"
 #ifdef TB_HAVE_PROTOBUF

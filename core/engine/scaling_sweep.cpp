@@ -12,7 +12,7 @@
 #include "engine/metrics_file.hpp"
 #include "engine/run_folder.hpp"
 #include "engine/trainer.hpp"
-#include "io/atomic_file.hpp"
+#include "util/atomic_file.hpp"
 #include "nn/model_spec.hpp"
 #include "util/error.hpp"
 #include "util/json_file.hpp"

@@ -11,7 +11,7 @@
 #include <fstream>
 #include <nlohmann/json.hpp>
 
-#include "io/atomic_file.hpp"
+#include "util/atomic_file.hpp"
 #include "util/error.hpp"
 #include "util/system_text.hpp"
 

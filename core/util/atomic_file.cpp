@@ -1,4 +1,4 @@
-#include "io/atomic_file.hpp"
+#include "util/atomic_file.hpp"
 
 #include <fcntl.h>
 #include <unistd.h>
