@@ -405,7 +405,7 @@ void checkCopy2d(Checker& ck, size_t rows, const std::vector<size_t>& parts, uin
     std::vector<Vec> in;
     for (size_t p : parts) in.push_back(randomVec(rows * p, rng));
     std::string shape = "rows " + std::to_string(rows) + " parts";
-    for (size_t p : parts) shape += " " + std::to_string(p);
+    for (size_t p : parts) shape.append(" ").append(std::to_string(p));  // (" " + s trips GCC 12's -Wrestrict, PR105329)
     ck.run("copy2d.concat+split", shape, 0, [&](Rig& rig) {
         Backend& be = rig.backend();
         float* whole = rig.poisoned(rows * c);

@@ -89,11 +89,31 @@ typedef struct TbCudaVersions {
     int nccl;            /* ncclGetVersion(): 22803 = 2.28.3 */
 } TbCudaVersions;
 
+/* One direction of a convolution as cuDNN runs it: its algorithm (cudnnConvolution*Algo_t), math
+ * (cudnnMathType_t) and workspace. */
+typedef struct TbConvAlgorithm {
+    int algorithm, math;
+    uint64_t workspaceBytes;
+} TbConvAlgorithm;
+/* A convolution shape's choices, or (failure non-empty) why it has none in that precision. */
+typedef struct TbConvChoice {
+    TbConvAlgorithm forward, backwardData, backwardFilter;
+    char failure[1024];
+} TbConvChoice;
+/* The program's choices kept across runs (backend/algorithm_store.hpp), by a key the module makes
+ * (GPU, cuDNN version, shape, rule); callable from any thread. */
+typedef struct TbAlgorithmStore {
+    void* context;
+    int (*find)(void* context, const char* key, TbConvChoice* out); /* 1: found (out filled), 0: not */
+    void (*remember)(void* context, const char* key, const TbConvChoice* choice);
+} TbAlgorithmStore;
+
 /* Options that change numerics; zeros are the defaults. */
 typedef struct TbCudaOptions {
     int allowTf32; /* 1: tensor-core TF32 math in cuDNN and cuBLAS */
     int bf16;      /* 1: convolutions and inner products in bf16 with fp32 sums (mixed precision) */
     int nondeterministic; /* 1: cuDNN's fastest algorithms, atomics included; 0: deterministic ones only */
+    const TbAlgorithmStore* algorithms; /* null: every process searches afresh; else outlives the backend */
 } TbCudaOptions;
 
 /* A backend's operations, as backend/backend.hpp's Backend declares them (one line each there).

@@ -3,8 +3,10 @@
 #include <dlfcn.h>
 #include <unistd.h>
 
+#include <cstring>
 #include <filesystem>
 
+#include "backend/algorithm_store.hpp"
 #include "backend/cuda_module.h"
 #include "backend/module_backend.hpp"
 #include "util/error.hpp"
@@ -169,6 +171,33 @@ BackendFactory setBackendFactory(DeviceType type, BackendFactory factory) {
     return previous;
 }
 
+namespace {
+// processAlgorithmStore() behind the module's C table (null where choices are not kept).
+const TbAlgorithmStore* algorithmStoreTable() {
+    static const TbAlgorithmStore table{
+        processAlgorithmStore(),
+        [](void* context, const char* key, TbConvChoice* out) {
+            const std::optional<StoredConvChoice> c = static_cast<AlgorithmStore*>(context)->find(key);
+            if (!c) return 0;
+            *out = TbConvChoice{};
+            for (auto [from, to] : {std::pair{&c->forward, &out->forward}, std::pair{&c->backwardData, &out->backwardData},
+                                    std::pair{&c->backwardFilter, &out->backwardFilter}})
+                *to = TbConvAlgorithm{from->algorithm, from->math, from->workspaceBytes};
+            std::strncpy(out->failure, c->failure.c_str(), sizeof out->failure - 1);
+            return 1;
+        },
+        [](void* context, const char* key, const TbConvChoice* in) {
+            StoredConvChoice c;
+            for (auto [from, to] : {std::pair{&in->forward, &c.forward}, std::pair{&in->backwardData, &c.backwardData},
+                                    std::pair{&in->backwardFilter, &c.backwardFilter}})
+                *to = StoredAlgorithm{from->algorithm, from->math, from->workspaceBytes};
+            c.failure.assign(in->failure, strnlen(in->failure, sizeof in->failure));
+            static_cast<AlgorithmStore*>(context)->remember(key, c);
+        }};
+    return table.context ? &table : nullptr;
+}
+}  // namespace
+
 std::shared_ptr<Backend> makeBackend(const Device& device, const BackendOptions& options) {
     if (const BackendFactory& f = factoryFor(device.type)) return f(device, options);
     if (device.type == DeviceType::Cpu) return makeCpuBackend(options.cpuThreads, device.index, options.precision);
@@ -181,6 +210,7 @@ std::shared_ptr<Backend> makeBackend(const Device& device, const BackendOptions&
     o.allowTf32 = options.allowTf32 ? 1 : 0;
     o.nondeterministic = options.deterministic ? 0 : 1;
     o.bf16 = options.precision == MatmulPrecision::Bf16 ? 1 : 0;
+    o.algorithms = algorithmStoreTable();
     TbBackend* b = nullptr;
     TbError err;
     if (l.module->createBackend(device.index, &o, &b, &err) != TB_OK) throw Error(device.str() + ": " + err.message);

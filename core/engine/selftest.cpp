@@ -7,6 +7,7 @@
 #include <string>
 #include <thread>
 
+#include "backend/algorithm_store.hpp"
 #include "backend/backend_check.hpp"
 #include "backend/registry.hpp"
 #include "engine/trainer.hpp"
@@ -157,6 +158,9 @@ int runSelfTest(std::ostream& out) {
                 << g.ccMajor << "." << g.ccMinor << ", " << g.multiprocessors << " multiprocessors, PCI " << g.pciBusId
                 << "\n";
         out << "  CUDA: " << gpu.versionsText() << " (module " << gpu.modulePath << ")\n";
+        const std::string choices = algorithmStorePath();
+        out << "  cuDNN algorithm choices kept in "
+            << (choices.empty() ? std::string("no file (TOWERBENCH_ALGORITHM_CACHE=off, or no home)") : choices) << "\n";
     }
 
     out << "\nop check (every op against a double-precision reference):\n";

@@ -43,6 +43,11 @@ log="$out/device_check.log"
 summary=()
 failed=0
 started=$(date +%s)
+# Every run of the check keeps its cuDNN algorithm choices in one file (backend/algorithm_store.hpp),
+# which comes back with the output: later runs of a shape take the first run's choices, so the
+# benchmark, the profiles and the determinism pairs all run the same algorithms.
+export TOWERBENCH_ALGORITHM_CACHE="$out/cudnn-algorithms.json"
+rm -f "$TOWERBENCH_ALGORITHM_CACHE" "$TOWERBENCH_ALGORITHM_CACHE.lock"
 
 # step NAME COMMAND...: runs it with its output appended to the log, records status and seconds.
 # A command may set step_note to report something other than passed/failed (and not fail).
@@ -445,6 +450,35 @@ kernels() {
     | tee "$out/kernels.txt"
 }
 step "kernels per step (ncu)" kernels
+
+# Issue 33, choices kept across runs: from a fresh file, two runs of each precision; the first
+# searches (cuDNN's API log shows its Find calls) and keeps its choices, the second finds them and
+# calls no Find; the seconds to the end of a 5-step run show what the search costs.
+kept_algorithms() {
+  make_cifar || return 1
+  (
+    file=/tmp/tb-kept.json log=/tmp/tb-kept.log status=0
+    rm -f $file $file.lock
+    for p in fp32 bf16; do
+      for n in 1 2; do
+        rm -f $log
+        t0=$(date +%s.%N)
+        TOWERBENCH_ALGORITHM_CACHE=$file CUDNN_LOGLEVEL_DBG=3 CUDNN_LOGDEST_DBG=$log "$tbrun" --model cifar10_cnn \
+          --data "cifar10:$cifar" --towers gpu:0 --variables gpu:0 --batch 128 --steps 5 --validation 0 --quiet \
+          --precision $p --run-dir "$(mktemp -d -u /tmp/tb-kept-XXXX)" > /dev/null || exit 1
+        secs=$(awk "BEGIN{printf \"%.2f\", $(date +%s.%N) - $t0}")
+        finds=$(cat $log 2>/dev/null | grep -c "function cudnnFindConvolution")
+        echo "cifar10_cnn $p, run $n: $finds Find calls, ${secs} s"
+        if [ $n = 1 ] && [ "$finds" -eq 0 ]; then echo "  FAILED: the first run searched nothing"; status=1; fi
+        if [ $n = 2 ] && [ "$finds" -ne 0 ]; then echo "  FAILED: the second run searched again"; status=1; fi
+      done
+    done
+    python3 -c "import json,sys; d=json.load(open(sys.argv[1])); print(len(d['choices']), 'shapes kept:'); [print(' ', k, v) for k, v in d['choices'].items()]" $file
+    exit $status
+  ) 2>&1 | tee "$out/kept_algorithms.txt"
+  return "${PIPESTATUS[0]}"
+}
+step "cuDNN choices kept across runs" kept_algorithms
 
 # Issue 33, determinism: two runs of one configuration give bit-equal losses by default (cuDNN's
 # deterministic algorithms only, conv_choice.hpp); with --deterministic false (the fastest,

@@ -128,7 +128,10 @@ void versions(TbCudaVersions* v) {
     v->nccl = 22809;  // an NCCL: the stand-in's collectives below
 }
 
+std::atomic<const TbAlgorithmStore*> lastAlgorithmStore{nullptr};
+
 int createBackend(int index, const TbCudaOptions* options, TbBackend** out, TbError* err) {
+    lastAlgorithmStore = options ? options->algorithms : nullptr;
     return tb::guarded(err, [&] {
         const tb::MatmulPrecision p = options && options->bf16 ? tb::MatmulPrecision::Bf16 : tb::MatmulPrecision::Fp32;
         *out = tb::exportBackend(tb::makeCpuBackend(1, index, p));
@@ -267,6 +270,7 @@ const TbCudaModule& standInGpuModule(int gpus) {
     return m;
 }
 
+const TbAlgorithmStore* standInAlgorithmStore() { return lastAlgorithmStore.load(); }
 StandInNcclCounts standInNcclCounts() { return {gAllReduce.load(), gReduce.load(), gBroadcast.load(), gSend.load()}; }
 
 void failStandInCollective(int rank) { gFailingRank = rank; }

@@ -13,6 +13,8 @@ namespace tbtest {
 
 // The table for `gpus` stand-in GPUs (1 .. 8), each backend one CPU thread.
 const TbCudaModule& standInGpuModule(int gpus);
+// The algorithm store the registry handed the last backend it made (TbCudaOptions::algorithms).
+const TbAlgorithmStore* standInAlgorithmStore();
 // Collectives the stand-in NCCL has made so far (all-reduce, reduce, broadcast), over all ranks,
 // and point-to-point sends.
 struct StandInNcclCounts {

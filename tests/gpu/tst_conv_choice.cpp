@@ -4,7 +4,12 @@
 //   - deterministic (the default) skips nondeterministic results however fast; --deterministic
 //     false takes the fastest
 //   - failed results never count; nothing usable is a NoUsableAlgorithm naming what is missing
+//   - a choice kept from an earlier run is held to the same rule (math; determinism as cuDNN
+//     lists its algorithm), and its key tells every shape, rule and GPU apart
+#include <algorithm>
+#include <set>
 #include <string>
+#include <utility>
 
 #include "backend/cuda/conv_choice.hpp"
 #include "plain_check.hpp"
@@ -69,5 +74,40 @@ int main() {
     } catch (const tb::cuda::NoUsableAlgorithm& e) {
         CHECK(std::string(e.what()) == "cuDNN has no algorithm for the forward convolution", "%s", e.what());
     }
+    // A choice kept from an earlier run (a file anyone may edit) is checked against the rule: its
+    // math, and under a deterministic rule its algorithm's determinism as cuDNN lists it.
+    using tb::cuda::AlgoChoice;
+    using tb::cuda::keptChoiceObeys;
+    CHECK(keptChoiceObeys(AlgoChoice{3, 0, CUDNN_FMA_MATH}, kFound, kCount, {ConvMath::Fma, true}),
+          "fp32: a deterministic FMA algorithm kept is taken");
+    CHECK(!keptChoiceObeys(AlgoChoice{3, 0, CUDNN_TENSOR_OP_MATH}, kFound, kCount, {ConvMath::Fma, true}),
+          "fp32 without TF32 refuses a kept tensor-core math");
+    CHECK(!keptChoiceObeys(AlgoChoice{1, 0, CUDNN_FMA_MATH}, kFound, kCount, {ConvMath::TensorOp, true}),
+          "bf16 refuses a kept FMA math");
+    CHECK(!keptChoiceObeys(AlgoChoice{0, 0, CUDNN_TENSOR_OP_MATH}, kFound, kCount, {ConvMath::TensorOp, true}),
+          "a deterministic run refuses a kept algorithm that sums with atomics");
+    CHECK(keptChoiceObeys(AlgoChoice{0, 0, CUDNN_TENSOR_OP_MATH}, kFound, kCount, {ConvMath::TensorOp, false}),
+          "--deterministic false takes it");
+    CHECK(!keptChoiceObeys(AlgoChoice{7, 0, CUDNN_FMA_MATH}, kFound, kCount, {ConvMath::Fma, true}),
+          "an algorithm cuDNN does not list is refused");
+    // Keys: every part of the shape and the rule tells two entries apart.
+    const std::string dev = "NVIDIA H100 80GB HBM3, sm 9.0, 132 SMs, cuDNN 9.19.0";
+    const std::string key = tb::cuda::choiceKey(dev, 128, 1, 28, 28, 32, 5, 5, 1, 1, 2, 2, false, {ConvMath::Fma, true});
+    CHECK(key == dev + " | conv n128 c1 28x28 k32 5x5 stride 1x1 pad 2x2 | fp32 fma deterministic", "%s", key.c_str());
+    std::set<std::string> keys{key};
+    const int base[11] = {128, 1, 28, 28, 32, 5, 5, 1, 1, 2, 2};
+    for (int i = 0; i < 11; ++i) {
+        int v[11];
+        std::copy(base, base + 11, v);
+        ++v[i];
+        keys.insert(tb::cuda::choiceKey(dev, v[0], v[1], v[2], v[3], v[4], v[5], v[6], v[7], v[8], v[9], v[10], false,
+                                        {ConvMath::Fma, true}));
+    }
+    for (auto [bf16, rule] : {std::pair{true, ConvRule{ConvMath::TensorOp, true}}, std::pair{false, ConvRule{ConvMath::Any, true}},
+                              std::pair{false, ConvRule{ConvMath::Fma, false}}})
+        keys.insert(tb::cuda::choiceKey(dev, 128, 1, 28, 28, 32, 5, 5, 1, 1, 2, 2, bf16, rule));
+    keys.insert(tb::cuda::choiceKey("NVIDIA H200, sm 9.0, 132 SMs, cuDNN 9.19.0", 128, 1, 28, 28, 32, 5, 5, 1, 1, 2, 2, false,
+                                    {ConvMath::Fma, true}));
+    CHECK(keys.size() == 16, "%zu distinct keys of 16", keys.size());
     return tbcheck::exitStatus();
 }

@@ -15,6 +15,8 @@
 //     the others' wait after TB_NCCL_TIMEOUT_S, naming it; a bad TB_NCCL_TIMEOUT_S is refused;
 //     a rank whose communicator reports an asynchronous error ends every rank's wait within a
 //     second, with that error
+#include <unistd.h>
+
 #include <chrono>
 #include <cmath>
 #include <cstdlib>
@@ -22,6 +24,8 @@
 #include <string>
 #include <cstdio>
 #include <cstring>
+#include <fstream>
+#include <iterator>
 #include <thread>
 #include <vector>
 
@@ -51,6 +55,32 @@ void registryTakesTheTable() {
     const std::shared_ptr<Backend> be = makeBackend(gpu(3));
     CHECK(be->device() == gpu(3), "backend on %s, not gpu:3", be->device().str().c_str());
     CHECK(be->name().find("cpu") != std::string::npos, "name through the table: %s", be->name().c_str());
+}
+
+// The registry hands every backend the process's algorithm store (TOWERBENCH_ALGORITHM_CACHE, set
+// by main before anything is made), and the C table carries a choice there and back whole.
+void theAlgorithmStoreCrosses(const std::string& file) {
+    (void)makeBackend(gpu(1));
+    const TbAlgorithmStore* store = tbtest::standInAlgorithmStore();
+    CHECK(store && store->find && store->remember, "no algorithm store reached the module");
+    if (!store) return;
+    TbConvChoice kept{};
+    kept.forward = {6, 3, 123};
+    kept.backwardData = {1, 1, uint64_t(5) << 32};
+    kept.backwardFilter = {5, 2, 0};
+    store->remember(store->context, "the key", &kept);
+    TbConvChoice found{};
+    CHECK(store->find(store->context, "the key", &found) == 1, "a kept choice is not found");
+    CHECK(std::memcmp(&found, &kept, sizeof kept) == 0, "the choice changed on its way through the table");
+    CHECK(store->find(store->context, "another key", &found) == 0, "a key never kept is found");
+    std::strcpy(kept.failure, "no bf16 algorithm");
+    store->remember(store->context, "bf16 key", &kept);
+    CHECK(store->find(store->context, "bf16 key", &found) == 1 && std::string(found.failure) == "no bf16 algorithm",
+          "a failure does not cross");
+    std::ifstream f(file);
+    const std::string text{std::istreambuf_iterator<char>(f), std::istreambuf_iterator<char>()};
+    CHECK(text.find("\"the key\"") != std::string::npos && text.find("21474836480") != std::string::npos,
+          "the choice did not reach TOWERBENCH_ALGORITHM_CACHE's file: %s", text.c_str());
 }
 
 // Every row of the table is wired to its op: the op check's shapes through it, and the same
@@ -368,8 +398,13 @@ void towersTrainAsCpuTowersDo() {
 }  // namespace
 
 int main() {
+    const std::string choices = "tst_module_boundary-" + std::to_string(::getpid()) + "-choices.json";
+    setenv("TOWERBENCH_ALGORITHM_CACHE", choices.c_str(), 1);
     useCudaModule(tbtest::standInGpuModule(kGpus), "stand-in GPUs");
     registryTakesTheTable();
+    theAlgorithmStoreCrosses(choices);
+    std::remove(choices.c_str());
+    std::remove((choices + ".lock").c_str());
     everyOpCrosses();
     failuresCrossAsValues();
     otherAbisAreRefused();

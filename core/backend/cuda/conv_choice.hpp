@@ -34,17 +34,45 @@ struct NoUsableAlgorithm : std::runtime_error {
     using std::runtime_error::runtime_error;
 };
 
+inline bool mathAllowed(cudnnMathType_t math, ConvRule rule) {
+    switch (rule.math) {
+    case ConvMath::Fma: return math == CUDNN_FMA_MATH;
+    case ConvMath::TensorOp: return math == CUDNN_TENSOR_OP_MATH || math == CUDNN_TENSOR_OP_MATH_ALLOW_CONVERSION;
+    case ConvMath::Any: return true;
+    }
+    return false;
+}
+
 template <class Perf>
 bool usable(const Perf& p, ConvRule rule) {
     if (p.status != CUDNN_STATUS_SUCCESS) return false;
     if (rule.deterministic && p.determinism != CUDNN_DETERMINISTIC) return false;
-    switch (rule.math) {
-    case ConvMath::Fma: return p.mathType == CUDNN_FMA_MATH;
-    case ConvMath::TensorOp:
-        return p.mathType == CUDNN_TENSOR_OP_MATH || p.mathType == CUDNN_TENSOR_OP_MATH_ALLOW_CONVERSION;
-    case ConvMath::Any: return true;
-    }
-    return false;
+    return mathAllowed(p.mathType, rule);
+}
+
+// Whether a choice kept from an earlier run (backend/algorithm_store.hpp: a file anyone may edit)
+// still obeys the rule: its math, and under a deterministic rule its algorithm as cuDNN's
+// heuristics (cudnnGet*Algorithm_v7, every algorithm listed, no timing) describe it. Whether cuDNN
+// still runs it with that workspace is asked of cuDNN itself.
+template <class Perf>
+bool keptChoiceObeys(const AlgoChoice& kept, const Perf* heuristics, int count, ConvRule rule) {
+    if (!mathAllowed(kept.math, rule)) return false;
+    if (!rule.deterministic) return true;
+    for (int i = 0; i < count; ++i)
+        if (int(heuristics[i].algo) == kept.algo) return heuristics[i].determinism == CUDNN_DETERMINISTIC;
+    return false;  // an algorithm cuDNN does not list
+}
+
+// The key a convolution's choices are kept under across runs: the GPU and cuDNN (`device`, e.g.
+// "NVIDIA H100 80GB HBM3, sm 9.0, 132 SMs, cuDNN 9.19.0"), the shape cuDNN sees (the padded
+// input where the padding was asymmetric) and the rule.
+inline std::string choiceKey(const std::string& device, int n, int c, int h, int w, int k, int r, int s, int strideH,
+                             int strideW, int padH, int padW, bool bf16, ConvRule rule) {
+    auto i = [](int v) { return std::to_string(v); };
+    return device + " | conv n" + i(n) + " c" + i(c) + " " + i(h) + "x" + i(w) + " k" + i(k) + " " + i(r) + "x" + i(s) +
+           " stride " + i(strideH) + "x" + i(strideW) + " pad " + i(padH) + "x" + i(padW) + " | " +
+           (bf16 ? "bf16 tensor-op" : rule.math == ConvMath::Any ? "fp32 tf32-allowed" : "fp32 fma") +
+           (rule.deterministic ? " deterministic" : " fastest");
 }
 
 // The fastest usable result of `perf` (its first `count`, sorted by time as cuDNN sorts them).

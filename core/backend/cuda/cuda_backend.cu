@@ -43,7 +43,10 @@ public:
                         std::to_string(prop.major) + "." + std::to_string(prop.minor) +
                         ", and bf16 tensor cores need 8.0 (Ampere) or later");
         setup_ = makeStream(StreamUse::Setup);
-        ctx_ = PlanContext{nullptr, device_, &allocator_, setup_, tf32_, bf16_, deterministic_};
+        const std::string deviceKey = gpuName_ + ", sm " + std::to_string(prop.major) + "." + std::to_string(prop.minor) +
+                                      ", " + std::to_string(prop.multiProcessorCount) + " SMs, cuDNN " +
+                                      versionText(int(cudnnGetVersion()), 10000, 100);
+        ctx_ = PlanContext{nullptr, device_, &allocator_, setup_, tf32_, bf16_, deterministic_, options.algorithms, deviceKey};
     }
     ~CudaBackend() override {
         if (cuda::useDeviceForTeardown(device_, "its set-up stream")) destroyStream(setup_);

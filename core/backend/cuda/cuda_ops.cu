@@ -7,8 +7,10 @@
 #include <array>
 #include <cstdio>
 #include <climits>
+#include <cstring>
 #include <map>
 #include <mutex>
+#include <optional>
 #include <set>
 #include <string>
 #include <tuple>
@@ -356,6 +358,9 @@ private:
     }
     void* cudnnWs(void* ws) const { return static_cast<char*>(ws) + stageBytes_; }
 
+    // This shape's algorithms: this process's search of it, else the choice kept from an earlier
+    // run (backend/algorithm_store.hpp) where cuDNN still runs it under the rule, else a search,
+    // which is kept for the next run. A bf16 shape without an algorithm is remembered alike.
     ConvChoice search() {
         // Named for profilers: Nsight Compute leaves the search's timed trials out with
         // --nvtx --nvtx-exclude "tb: cuDNN algorithm search/" (profiled, they are slowed, and the
@@ -374,6 +379,114 @@ private:
             return it->second;
         }
         const ConvRule rule{bf16_ ? ConvMath::TensorOp : ctx_.allowTf32 ? ConvMath::Any : ConvMath::Fma, ctx_.deterministic};
+        const std::string storeKey = choiceKey(ctx_.deviceKey, d_.n, d_.c, hp_, wp_, d_.k, d_.r, d_.s, d_.strideH, d_.strideW,
+                                               symmetric_ ? d_.padTop : 0, symmetric_ ? d_.padLeft : 0, bf16_, rule);
+        if (std::optional<ConvChoice> kept = keptChoice(storeKey, rule)) {
+            cache.choices.emplace(key, *kept);
+            if (!kept->failure.empty()) throw NoAlgorithm(kept->failure);
+            return *kept;
+        }
+        ConvChoice c;
+        try {
+            c = timedChoice(rule);
+        } catch (const NoAlgorithm& e) {
+            if (bf16_) {  // remembered, so that the other plans of this shape do not search again
+                c.failure = e.what();
+                cache.choices.emplace(key, c);
+                keep(storeKey, c);
+            }
+            throw;
+        }
+        cache.choices.emplace(key, c);
+        keep(storeKey, c);
+        return c;
+    }
+
+    // The choice kept for `storeKey` by an earlier run, if cuDNN still runs it under `rule` (its
+    // workspaces as cuDNN gives them now); otherwise nothing, said once, and the shape is searched.
+    std::optional<ConvChoice> keptChoice(const std::string& storeKey, ConvRule rule) {
+        const TbAlgorithmStore* store = ctx_.algorithms;
+        TbConvChoice t{};
+        if (!store || !store->find(store->context, storeKey.c_str(), &t)) return std::nullopt;
+        ConvChoice c;
+        c.failure.assign(t.failure, strnlen(t.failure, sizeof t.failure));
+        if (!c.failure.empty() && bf16_) return c;  // (fp32 shapes do not fall back: none is kept)
+        const auto from = [](const TbConvAlgorithm& a) {
+            return AlgoChoice{a.algorithm, size_t(a.workspaceBytes), cudnnMathType_t(a.math)};
+        };
+        c.fwd = from(t.forward);
+        c.bwdData = from(t.backwardData);
+        c.bwdFilter = from(t.backwardFilter);
+        cudnnHandle_t h = ctx_.setup->cudnn;
+        std::string why = c.failure.empty() ? std::string() : "record a failure, which only bf16 shapes have";
+        if (why.empty())
+            why = keptProblem<cudnnConvolutionFwdAlgoPerf_t>(
+            c.fwd, rule, fwdConv_, "forward convolution", CUDNN_CONVOLUTION_FWD_ALGO_COUNT,
+            [&](int n, int* count, cudnnConvolutionFwdAlgoPerf_t* perf) {
+                return cudnnGetConvolutionForwardAlgorithm_v7(h, x_, w_, fwdConv_, y_, n, count, perf);
+            },
+            [&](int algo, size_t* bytes) {
+                return cudnnGetConvolutionForwardWorkspaceSize(h, x_, w_, fwdConv_, y_, cudnnConvolutionFwdAlgo_t(algo), bytes);
+            });
+        if (why.empty())
+            why = keptProblem<cudnnConvolutionBwdDataAlgoPerf_t>(
+                c.bwdData, rule, bwdDataConv_, "convolution's input gradient", CUDNN_CONVOLUTION_BWD_DATA_ALGO_COUNT,
+                [&](int n, int* count, cudnnConvolutionBwdDataAlgoPerf_t* perf) {
+                    return cudnnGetConvolutionBackwardDataAlgorithm_v7(h, w_, y_, bwdDataConv_, x_, n, count, perf);
+                },
+                [&](int algo, size_t* bytes) {
+                    return cudnnGetConvolutionBackwardDataWorkspaceSize(h, w_, y_, bwdDataConv_, x_,
+                                                                        cudnnConvolutionBwdDataAlgo_t(algo), bytes);
+                });
+        if (why.empty())
+            why = keptProblem<cudnnConvolutionBwdFilterAlgoPerf_t>(
+                c.bwdFilter, rule, bwdFilterConv_, "convolution's filter gradient", CUDNN_CONVOLUTION_BWD_FILTER_ALGO_COUNT,
+                [&](int n, int* count, cudnnConvolutionBwdFilterAlgoPerf_t* perf) {
+                    return cudnnGetConvolutionBackwardFilterAlgorithm_v7(h, x_, y_, bwdFilterConv_, w_, n, count, perf);
+                },
+                [&](int algo, size_t* bytes) {
+                    return cudnnGetConvolutionBackwardFilterWorkspaceSize(h, x_, y_, bwdFilterConv_, w_,
+                                                                          cudnnConvolutionBwdFilterAlgo_t(algo), bytes);
+                });
+        if (why.empty()) return c;
+        noteOnce("gpu:" + std::to_string(ctx_.device) + ": the cuDNN algorithms kept for \"" + storeKey + "\" " + why +
+                 "; that shape is searched again");
+        return std::nullopt;
+    }
+    // Why one direction of a kept choice cannot run as it stands ("" when it can; its workspace is
+    // then cuDNN's answer). Leaves the descriptor's math as the choice's.
+    template <class Perf, class Heuristics, class WorkspaceSize>
+    static std::string keptProblem(AlgoChoice& a, ConvRule rule, cudnnConvolutionDescriptor_t conv, const char* what,
+                                   int algorithms, Heuristics heuristics, WorkspaceSize workspaceSize) {
+        if (cudnnSetConvolutionMathType(conv, a.math) != CUDNN_STATUS_SUCCESS)
+            return std::string("name a math cuDNN refuses for the ") + what;
+        std::vector<Perf> listed(static_cast<size_t>(algorithms));
+        int count = 0;
+        if (heuristics(algorithms, &count, listed.data()) != CUDNN_STATUS_SUCCESS)
+            return std::string("cannot be checked: cuDNN lists no algorithm for the ") + what;
+        if (!keptChoiceObeys(a, listed.data(), count, rule))
+            return std::string("break the run's rule (math or determinism) for the ") + what;
+        size_t bytes = 0;
+        if (const cudnnStatus_t st = workspaceSize(a.algo, &bytes); st != CUDNN_STATUS_SUCCESS)
+            return std::string("are refused by cuDNN for the ") + what + " (" + cudnnGetErrorString(st) + ")";
+        a.workspace = bytes;
+        return {};
+    }
+    // `c` kept for the next run under `storeKey` (nothing where the program keeps no choices).
+    void keep(const std::string& storeKey, const ConvChoice& c) const {
+        const TbAlgorithmStore* store = ctx_.algorithms;
+        if (!store) return;
+        TbConvChoice t{};
+        const auto to = [](const AlgoChoice& a) { return TbConvAlgorithm{a.algo, int(a.math), uint64_t(a.workspace)}; };
+        t.forward = to(c.fwd);
+        t.backwardData = to(c.bwdData);
+        t.backwardFilter = to(c.bwdFilter);
+        std::strncpy(t.failure, c.failure.c_str(), sizeof t.failure - 1);
+        store->remember(store->context, storeKey.c_str(), &t);
+    }
+
+    // Find's candidates for each direction, re-timed (retimed()), on buffers made for the trials.
+    ConvChoice timedChoice(ConvRule rule) {
         for (cudnnConvolutionDescriptor_t c : convs())
             TB_CUDA(cudnnSetConvolutionMathType(c, rule.math == ConvMath::Fma ? CUDNN_FMA_MATH : CUDNN_TENSOR_OP_MATH));
         // Real buffers for the timed trials (made once per shape, at set-up, outside any step).
@@ -425,21 +538,12 @@ private:
                                                       cudnnConvolutionBwdFilterAlgo_t(algo), trial, bytes, &zero, w_, w.f());
             }, "convolution's filter gradient");
             TB_CUDA(cudaStreamSynchronize(q));
-        } catch (const NoAlgorithm& e) {
-            cudaStreamSynchronize(q);  // the trials' buffers go back to the allocator below
-            cudaFree(trial);
-            if (bf16_) {  // remembered, so that the other plans of this shape do not search again
-                c.failure = e.what();
-                cache.choices.emplace(key, c);
-            }
-            throw;
         } catch (...) {
-            cudaStreamSynchronize(q);
+            cudaStreamSynchronize(q);  // the trials' buffers go back to the allocator below
             cudaFree(trial);
             throw;
         }
         cudaFree(trial);
-        cache.choices.emplace(key, c);
         return c;
     }
 

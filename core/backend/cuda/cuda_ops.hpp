@@ -3,9 +3,11 @@
 // little device memory it keeps between calls; scratch comes in as the caller's workspace.
 #pragma once
 #include <memory>
+#include <string>
 
 #include "backend/backend.hpp"
 #include "backend/cuda/device_allocator.hpp"
+#include "backend/cuda_module.h"
 
 namespace tb::cuda {
 
@@ -21,6 +23,10 @@ struct PlanContext {
     // tensor cores and return fp32 (mixed precision, backend.hpp's MatmulPrecision::Bf16).
     bool bf16 = false;
     bool deterministic = true;  // cuDNN's deterministic algorithms only (conv_choice.hpp)
+    // The program's choices kept across runs (null: none), and this GPU and cuDNN as their keys
+    // name them ("NVIDIA H100 80GB HBM3, sm 9.0, 132 SMs, cuDNN 9.19.0").
+    const TbAlgorithmStore* algorithms = nullptr;
+    std::string deviceKey;
 };
 
 std::unique_ptr<ConvOp> makeConv(const PlanContext&, const ConvDesc&);
