@@ -65,7 +65,13 @@ std::string readEntry(const nlohmann::json& v, StoredConvChoice& c) {
                                 readNumber(*d, kDirections[i], "math", kMaxMathNumber, math),
                                 readNumber(*d, kDirections[i], "workspace_bytes", kMaxWorkspaceBytes, workspace)})
             if (!why.empty()) return why;
-        direction(c, i) = {int(algorithm), int(math), workspace};
+        int layout = 0;
+        if (const auto l = d->find("layout"); l != d->end()) {
+            if (*l != "nhwc" && *l != "nchw")
+                return std::string("field \"") + kDirections[i] + ".layout\" is " + shortJson(*l) + ", not \"nhwc\" or \"nchw\"";
+            layout = *l == "nchw" ? 1 : 0;
+        }
+        direction(c, i) = {int(algorithm), int(math), layout, workspace};
     }
     return {};
 }
@@ -117,7 +123,10 @@ std::string choicesText(const StoredChoices& choices) {
         } else {
             for (int i = 0; i < 3; ++i) {
                 const StoredAlgorithm& a = direction(c, i);
-                e[kDirections[i]] = {{"algorithm", a.algorithm}, {"math", a.math}, {"workspace_bytes", a.workspaceBytes}};
+                e[kDirections[i]] = {{"algorithm", a.algorithm},
+                                     {"math", a.math},
+                                     {"layout", a.layout == 1 ? "nchw" : "nhwc"},
+                                     {"workspace_bytes", a.workspaceBytes}};
             }
         }
         entries[key] = std::move(e);

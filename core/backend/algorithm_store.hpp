@@ -8,7 +8,7 @@
 // The file (JSON, written whole or not at all, merged under a lock so that processes sharing it
 // keep each other's entries):
 //   {"format": "towerbench cuDNN algorithm choices", "version": 1,
-//    "choices": {KEY: {"forward": {"algorithm": 1, "math": 3, "workspace_bytes": 0},
+//    "choices": {KEY: {"forward": {"algorithm": 1, "math": 3, "layout": "nchw", "workspace_bytes": 0},
 //                      "backward_data": {...}, "backward_filter": {...}},
 //                KEY: {"failure": "cuDNN has no tensor-core algorithm for ..."}}}
 // KEY names the GPU, cuDNN's version, the shape and the rule (precision, math, determinism); the
@@ -23,10 +23,11 @@
 
 namespace tb {
 
-// One direction of a convolution: cuDNN's algorithm number, its math (cudnnMathType_t) and the
-// workspace it asked for.
+// One direction of a convolution: cuDNN's algorithm number, its math (cudnnMathType_t), the
+// activations' layout (0 NHWC, 1 NCHW; "layout" in the file, "nhwc" where absent) and the workspace
+// it asked for.
 struct StoredAlgorithm {
-    int algorithm = 0, math = 0;
+    int algorithm = 0, math = 0, layout = 0;
     uint64_t workspaceBytes = 0;
     bool operator==(const StoredAlgorithm&) const = default;
 };

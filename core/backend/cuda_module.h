@@ -90,9 +90,9 @@ typedef struct TbCudaVersions {
 } TbCudaVersions;
 
 /* One direction of a convolution as cuDNN runs it: its algorithm (cudnnConvolution*Algo_t), math
- * (cudnnMathType_t) and workspace. */
+ * (cudnnMathType_t), the activations' layout (0 NHWC, 1 NCHW: transposed on the way) and workspace. */
 typedef struct TbConvAlgorithm {
-    int algorithm, math;
+    int algorithm, math, layout;
     uint64_t workspaceBytes;
 } TbConvAlgorithm;
 /* A convolution shape's choices, or (failure non-empty) why it has none in that precision. */

@@ -182,7 +182,7 @@ const TbAlgorithmStore* algorithmStoreTable() {
             *out = TbConvChoice{};
             for (auto [from, to] : {std::pair{&c->forward, &out->forward}, std::pair{&c->backwardData, &out->backwardData},
                                     std::pair{&c->backwardFilter, &out->backwardFilter}})
-                *to = TbConvAlgorithm{from->algorithm, from->math, from->workspaceBytes};
+                *to = TbConvAlgorithm{from->algorithm, from->math, from->layout, from->workspaceBytes};
             std::strncpy(out->failure, c->failure.c_str(), sizeof out->failure - 1);
             return 1;
         },
@@ -190,7 +190,7 @@ const TbAlgorithmStore* algorithmStoreTable() {
             StoredConvChoice c;
             for (auto [from, to] : {std::pair{&in->forward, &c.forward}, std::pair{&in->backwardData, &c.backwardData},
                                     std::pair{&in->backwardFilter, &c.backwardFilter}})
-                *to = StoredAlgorithm{from->algorithm, from->math, from->workspaceBytes};
+                *to = StoredAlgorithm{from->algorithm, from->math, from->layout, from->workspaceBytes};
             c.failure.assign(in->failure, strnlen(in->failure, sizeof in->failure));
             static_cast<AlgorithmStore*>(context)->remember(key, c);
         }};

@@ -162,6 +162,18 @@ tests() {
   done
   echo "GPU tests that ran and passed: $gpu_ran of 4"
   [ $gpu_ran -eq 4 ] || status=1
+  # fp32 convolutions in each layout for every plan (TB_CONV_LAYOUT), whichever the timing picks:
+  # the op check and the towers through NCHW's transpositions and through NHWC's.
+  for layout in nchw nhwc; do
+    for t in "tst_backend_ops gpu" "tst_gpu_towers"; do
+      name=${t%% *}; args=${t#"$name"}
+      echo "--- TB_CONV_LAYOUT=$layout $t"
+      (cd "$repo" && TB_CONV_LAYOUT=$layout OMP_NUM_THREADS=4 timeout 300 "$tests_bin/$name" $args)
+      rc=$?
+      echo "--- TB_CONV_LAYOUT=$layout $t: exit $rc"
+      [ $rc -ne 0 ] && status=1
+    done
+  done
   return $status
 }
 step "tests (Qt-free, GPU ones must run)" tests
@@ -450,6 +462,28 @@ kernels() {
     | tee "$out/kernels.txt"
 }
 step "kernels per step (ncu)" kernels
+
+# Issue 33, layout by measurement: fp32 at batch 128 with every convolution held to NHWC, held to
+# NCHW (transpositions included), and as each plan's timing chose; three alternating rounds of
+# 300 steps, one process each (the choices of "measured" are in cudnn-algorithms.json).
+layouts() {
+  make_cifar || return 1
+  local model data mode r
+  for model in mnist_cnn cifar10_cnn; do
+    data="idx:$repo/samples/fashion-mnist-slice"; [ $model = cifar10_cnn ] && data="cifar10:$cifar"
+    for r in 1 2 3; do
+      for mode in nhwc nchw measured; do
+        printf '%-12s round %s %-9s' $model $r $mode
+        TB_CONV_LAYOUT=$mode timeout 120 "$tbrun" --model $model --data "$data" --towers gpu:0 --variables gpu:0 \
+          --batch 128 --steps 320 --validation 0 --eval-every 0 --quiet --precision fp32 \
+          --run-dir "$(mktemp -d -u /tmp/tb-layout-XXXX)" | tail -1 |
+          python3 -c 'import json, sys; print("%10.0f ex/s" % json.loads(sys.stdin.read())["steady_examples_per_sec"])' || return 1
+      done
+    done
+  done 2>&1 | tee "$out/layouts.txt"
+  return "${PIPESTATUS[0]}"
+}
+step "fp32 convolutions: NHWC, NCHW, measured" layouts
 
 # Issue 33, choices kept across runs: from a fresh file, two runs of each precision; the first
 # searches (cuDNN's API log shows its Find calls) and keeps its choices, the second finds them and

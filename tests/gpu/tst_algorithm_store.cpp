@@ -37,9 +37,9 @@ void writeAll(const std::string& path, const std::string& text) { std::ofstream(
 
 StoredConvChoice made(int seed) {
     StoredConvChoice c;
-    c.forward = {seed % 8, 3, uint64_t(seed) * 1024};
-    c.backwardData = {1, 3, 0};
-    c.backwardFilter = {(seed + 1) % 6, 1, uint64_t(1) << 33};  // above 4 GiB: 64-bit all the way
+    c.forward = {seed % 8, 3, 1, uint64_t(seed) * 1024};  // NCHW
+    c.backwardData = {1, 3, 0, 0};
+    c.backwardFilter = {(seed + 1) % 6, 1, 0, uint64_t(1) << 33};  // above 4 GiB: 64-bit all the way
     return c;
 }
 StoredConvChoice failed() {
@@ -113,6 +113,7 @@ void damagedFiles(const std::string& dir) {
     const tb::StoredChoices read = tb::parseChoices(text, "F", p);
     CHECK(read.size() == 1 && read.count("good") && read.at("good").backwardFilter.workspaceBytes == 4096,
           "the good entry beside a bad one stands");
+    CHECK(read.count("good") && read.at("good").forward.layout == 0, "an entry without a layout runs in NHWC");
     CHECK(mentions(p, "F: the entry \"negative\" has field \"backward_filter.algorithm\" is -1", "searched afresh"),
           "a bad entry names its key and field: %s", p.empty() ? "(nothing said)" : p[0].c_str());
 
@@ -128,6 +129,8 @@ void damagedFiles(const std::string& dir) {
         {R"({"forward": {"algorithm": 1, "math": 3, "workspace_bytes": 1.5}})", "\"forward.workspace_bytes\" is 1.5"},
         {R"({"forward": {"algorithm": 1, "math": 3, "workspace_bytes": 2000000000000}})", "more than 1099511627776"},
         {R"({"forward": 7})", "field \"forward\" is 7, not an object"},
+        {R"({"forward": {"algorithm": 1, "math": 3, "layout": "nchv", "workspace_bytes": 0}})",
+         "\"forward.layout\" is \"nchv\", not \"nhwc\" or \"nchw\""},
         {R"({"failure": ""})", "field \"failure\" is \"\", not a sentence"},
         {R"([1, 2])", "is [1,2], not an object"},
     };

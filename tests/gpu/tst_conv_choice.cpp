@@ -4,6 +4,8 @@
 //   - deterministic (the default) skips nondeterministic results however fast; --deterministic
 //     false takes the fastest
 //   - failed results never count; nothing usable is a NoUsableAlgorithm naming what is missing
+//   - per direction the faster layout (NCHW's time includes its transpositions), NHWC on a tie;
+//     TB_CONV_LAYOUT's values, a wrong one refused in one sentence
 //   - a choice kept from an earlier run is held to the same rule (math; determinism as cuDNN
 //     lists its algorithm), and its key tells every shape, rule and GPU apart
 #include <algorithm>
@@ -42,6 +44,8 @@ const cudnnConvolutionBwdFilterAlgoPerf_t kFound[] = {
 };
 constexpr int kCount = int(sizeof kFound / sizeof kFound[0]);
 
+using AlgoChoiceT = tb::cuda::AlgoChoice;
+
 int chosen(ConvRule rule, int count = kCount) { return tb::cuda::choose(kFound, count, rule, "filter gradient").algo; }
 
 }  // namespace
@@ -74,6 +78,27 @@ int main() {
     } catch (const tb::cuda::NoUsableAlgorithm& e) {
         CHECK(std::string(e.what()) == "cuDNN has no algorithm for the forward convolution", "%s", e.what());
     }
+    // Layouts: per direction the faster of NHWC's and NCHW's best (NCHW's time includes its
+    // transpositions); NHWC on a tie or where NCHW was not tried; TB_CONV_LAYOUT's values.
+    using tb::cuda::ConvLayout;
+    const AlgoChoiceT nhwc{1, 0, CUDNN_FMA_MATH, ConvLayout::Nhwc, 0.30f}, nchw{6, 0, CUDNN_FMA_MATH, ConvLayout::Nchw, 0.20f};
+    CHECK(tb::cuda::faster(nhwc, nchw)->layout == ConvLayout::Nchw, "NCHW at 0.20 ms beats NHWC at 0.30");
+    AlgoChoiceT slow = nchw;
+    slow.ms = 0.30f;
+    CHECK(tb::cuda::faster(nhwc, slow)->layout == ConvLayout::Nhwc, "a tie keeps NHWC (no transposition)");
+    CHECK(tb::cuda::faster(nhwc, std::nullopt)->algo == 1 && tb::cuda::faster(std::nullopt, nchw)->algo == 6,
+          "one layout alone stands");
+    CHECK(!tb::cuda::forcedLayout(nullptr) && !tb::cuda::forcedLayout("") && !tb::cuda::forcedLayout("measured") &&
+              tb::cuda::forcedLayout("nchw") == ConvLayout::Nchw && tb::cuda::forcedLayout("nhwc") == ConvLayout::Nhwc,
+          "TB_CONV_LAYOUT: unset, measured, nchw, nhwc");
+    try {
+        tb::cuda::forcedLayout("NCHW");
+        CHECK(false, "TB_CONV_LAYOUT=NCHW was taken");
+    } catch (const std::invalid_argument& e) {
+        CHECK(std::string(e.what()) == "TB_CONV_LAYOUT=NCHW: expected nhwc, nchw or measured", "%s", e.what());
+    }
+    CHECK(tb::cuda::choose(kFound, kCount, {ConvMath::Fma, true}, "x").ms == 0.30f, "a choice carries its time");
+
     // A choice kept from an earlier run (a file anyone may edit) is checked against the rule: its
     // math, and under a deterministic rule its algorithm's determinism as cuDNN lists it.
     using tb::cuda::AlgoChoice;
@@ -92,7 +117,7 @@ int main() {
           "an algorithm cuDNN does not list is refused");
     // Keys: every part of the shape and the rule tells two entries apart.
     const std::string dev = "NVIDIA H100 80GB HBM3, sm 9.0, 132 SMs, cuDNN 9.19.0";
-    const std::string key = tb::cuda::choiceKey(dev, 128, 1, 28, 28, 32, 5, 5, 1, 1, 2, 2, false, {ConvMath::Fma, true});
+    const std::string key = tb::cuda::choiceKey(dev, 128, 1, 28, 28, 32, 5, 5, 1, 1, 2, 2, false, false, {ConvMath::Fma, true});
     CHECK(key == dev + " | conv n128 c1 28x28 k32 5x5 stride 1x1 pad 2x2 | fp32 fma deterministic", "%s", key.c_str());
     std::set<std::string> keys{key};
     const int base[11] = {128, 1, 28, 28, 32, 5, 5, 1, 1, 2, 2};
@@ -101,13 +126,18 @@ int main() {
         std::copy(base, base + 11, v);
         ++v[i];
         keys.insert(tb::cuda::choiceKey(dev, v[0], v[1], v[2], v[3], v[4], v[5], v[6], v[7], v[8], v[9], v[10], false,
-                                        {ConvMath::Fma, true}));
+                                        false, {ConvMath::Fma, true}));
     }
     for (auto [bf16, rule] : {std::pair{true, ConvRule{ConvMath::TensorOp, true}}, std::pair{false, ConvRule{ConvMath::Any, true}},
                               std::pair{false, ConvRule{ConvMath::Fma, false}}})
-        keys.insert(tb::cuda::choiceKey(dev, 128, 1, 28, 28, 32, 5, 5, 1, 1, 2, 2, bf16, rule));
+        keys.insert(tb::cuda::choiceKey(dev, 128, 1, 28, 28, 32, 5, 5, 1, 1, 2, 2, false, bf16, rule));
     keys.insert(tb::cuda::choiceKey("NVIDIA H200, sm 9.0, 132 SMs, cuDNN 9.19.0", 128, 1, 28, 28, 32, 5, 5, 1, 1, 2, 2, false,
-                                    {ConvMath::Fma, true}));
+                                    false, {ConvMath::Fma, true}));
+    // A VALID convolution on 33x33 and a SAME one on 32x32 padded by hand to 33x33: cuDNN sees
+    // one problem, but only the first may run NCHW.
+    const std::string valid = tb::cuda::choiceKey(dev, 128, 8, 33, 33, 16, 2, 2, 2, 2, 0, 0, false, false, {ConvMath::Fma, true});
+    const std::string byHand = tb::cuda::choiceKey(dev, 128, 8, 33, 33, 16, 2, 2, 2, 2, 0, 0, true, false, {ConvMath::Fma, true});
+    CHECK(valid != byHand && byHand.find("pad by hand") != std::string::npos, "%s", byHand.c_str());
     CHECK(keys.size() == 16, "%zu distinct keys of 16", keys.size());
     return tbcheck::exitStatus();
 }

@@ -6,15 +6,24 @@
 #include <cudnn.h>
 
 #include <cstddef>
+#include <optional>
 #include <stdexcept>
 #include <string>
 
 namespace tb::cuda {
 
+// The activations' layout a convolution's cuDNN call reads and writes. The network's are NHWC;
+// NCHW costs a transposition of x and dy on the way in and of y and dx on the way out, and spares
+// the filter's (the weights are (k, c, r, s)): fp32 has well-tuned NCHW kernels where NHWC fell to
+// cuDNN's generic engines on an H100, so fp32 plans time both, transpositions included.
+enum class ConvLayout { Nhwc = 0, Nchw = 1 };
+
 struct AlgoChoice {
     int algo = 0;
     size_t workspace = 0;
     cudnnMathType_t math = CUDNN_FMA_MATH;
+    ConvLayout layout = ConvLayout::Nhwc;
+    float ms = 0.f;  // its time per call as measured (Find's, or the re-timing's median)
 };
 
 // fp32 without TF32 takes plain FMA results only (cuDNN's "default" math permits TF32 on Ampere
@@ -50,6 +59,25 @@ bool usable(const Perf& p, ConvRule rule) {
     return mathAllowed(p.mathType, rule);
 }
 
+// Of one direction's best choice in each layout (either may be missing: none usable, or a layout
+// the plan does not try), the faster; NHWC where they tie, as it needs no transposition.
+inline std::optional<AlgoChoice> faster(const std::optional<AlgoChoice>& nhwc, const std::optional<AlgoChoice>& nchw) {
+    if (!nchw) return nhwc;
+    if (!nhwc) return nchw;
+    return nchw->ms < nhwc->ms ? nchw : nhwc;
+}
+
+// TB_CONV_LAYOUT (tests and measurements): "nhwc" holds every fp32 plan to NHWC, "nchw" every one
+// that can take it to NCHW (a direction NCHW has no algorithm for stays NHWC); unset or "measured"
+// lets each plan time both. Anything else is refused.
+inline std::optional<ConvLayout> forcedLayout(const char* env) {
+    const std::string v = env ? env : "";
+    if (v.empty() || v == "measured") return std::nullopt;
+    if (v == "nhwc") return ConvLayout::Nhwc;
+    if (v == "nchw") return ConvLayout::Nchw;
+    throw std::invalid_argument("TB_CONV_LAYOUT=" + v + ": expected nhwc, nchw or measured");
+}
+
 // Whether a choice kept from an earlier run (backend/algorithm_store.hpp: a file anyone may edit)
 // still obeys the rule: its math, and under a deterministic rule its algorithm as cuDNN's
 // heuristics (cudnnGet*Algorithm_v7, every algorithm listed, no timing) describe it. Whether cuDNN
@@ -64,13 +92,14 @@ bool keptChoiceObeys(const AlgoChoice& kept, const Perf* heuristics, int count, 
 }
 
 // The key a convolution's choices are kept under across runs: the GPU and cuDNN (`device`, e.g.
-// "NVIDIA H100 80GB HBM3, sm 9.0, 132 SMs, cuDNN 9.19.0"), the shape cuDNN sees (the padded
-// input where the padding was asymmetric) and the rule.
+// "NVIDIA H100 80GB HBM3, sm 9.0, 132 SMs, cuDNN 9.19.0"), the shape cuDNN sees (the input padded
+// by hand where the padding was asymmetric: `paddedByHand`, which runs NHWC only) and the rule.
 inline std::string choiceKey(const std::string& device, int n, int c, int h, int w, int k, int r, int s, int strideH,
-                             int strideW, int padH, int padW, bool bf16, ConvRule rule) {
+                             int strideW, int padH, int padW, bool paddedByHand, bool bf16, ConvRule rule) {
     auto i = [](int v) { return std::to_string(v); };
     return device + " | conv n" + i(n) + " c" + i(c) + " " + i(h) + "x" + i(w) + " k" + i(k) + " " + i(r) + "x" + i(s) +
-           " stride " + i(strideH) + "x" + i(strideW) + " pad " + i(padH) + "x" + i(padW) + " | " +
+           " stride " + i(strideH) + "x" + i(strideW) + " pad " + (paddedByHand ? std::string("by hand") : i(padH) + "x" + i(padW)) +
+           " | " +
            (bf16 ? "bf16 tensor-op" : rule.math == ConvMath::Any ? "fp32 tf32-allowed" : "fp32 fma") +
            (rule.deterministic ? " deterministic" : " fastest");
 }
@@ -79,7 +108,7 @@ inline std::string choiceKey(const std::string& device, int n, int c, int h, int
 template <class Perf>
 AlgoChoice choose(const Perf* perf, int count, ConvRule rule, const char* what) {
     for (int i = 0; i < count; ++i)
-        if (usable(perf[i], rule)) return {int(perf[i].algo), perf[i].memory, perf[i].mathType};
+        if (usable(perf[i], rule)) return {int(perf[i].algo), perf[i].memory, perf[i].mathType, ConvLayout::Nhwc, perf[i].time};
     std::string why = std::string("cuDNN has no ") + (rule.deterministic ? "deterministic " : "") +
                       (rule.math == ConvMath::TensorOp ? "tensor-core " : rule.math == ConvMath::Fma ? "plain-FP32 " : "") +
                       "algorithm for the " + what;

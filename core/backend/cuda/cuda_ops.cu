@@ -7,6 +7,7 @@
 #include <array>
 #include <cstdio>
 #include <climits>
+#include <cstdlib>
 #include <cstring>
 #include <map>
 #include <mutex>
@@ -48,6 +49,7 @@ public:
     }
     float* f() const { return static_cast<float*>(p_); }
     bf16* h() const { return static_cast<bf16*>(p_); }
+    void* raw() const { return p_; }
 
 private:
     DeviceAllocator* alloc_ = nullptr;
@@ -69,22 +71,23 @@ void biasGradient(Stream st, const float* dy, const float* ones, float* db, int 
     TB_CUDA(cublasSgemv(st->cublas, CUBLAS_OP_N, k, rows, &one, dy, k, ones, 1, &zero, db, 1));
 }
 
-// The bf16 copy (--precision bf16) of an input that several calls of one step read (x: forward
-// and backwardWeights; w: forward and backwardData; dy: both backward calls), unchanged between
-// them (backend.hpp): made by the first call that reads it, reused by the others, as the CPU
+// A copy of an input that several calls of one step read, unchanged between them (backend.hpp):
+// its bf16 rounding (--precision bf16; x: forward and backwardWeights; w: forward and
+// backwardData; dy: both backward calls), or its NCHW transposition (a convolution whose cuDNN
+// runs in NCHW: x and dy). Made by the first call that reads it, reused by the others, as the CPU
 // backend's StepInput does (keyed by the source). A forward forgets them all: a step begins.
 class StepCopy {
 public:
     StepCopy() = default;
-    StepCopy(DeviceAllocator* a, size_t n) : buf_(a, n * sizeof(bf16)) {}
-    // make(buf) writes the copy of src into buf.
-    template <class Make>
-    const bf16* of(const float* src, Make make) {
+    StepCopy(DeviceAllocator* a, size_t bytes) : buf_(a, bytes) {}
+    // make(buf) writes the copy of src into buf (T: bf16 or float).
+    template <class T, class Make>
+    const T* of(const float* src, Make make) {
         if (src != last_) {
-            make(buf_.h());
+            make(static_cast<T*>(buf_.raw()));
             last_ = src;
         }
-        return buf_.h();
+        return static_cast<const T*>(buf_.raw());
     }
     void forget() { last_ = nullptr; }
 
@@ -132,11 +135,16 @@ struct ConvChoice {
 struct NoAlgorithm : Error {
     using Error::Error;
 };
+// A set-up call's refusal that means "not in this precision" (NoAlgorithm), where any other
+// failure is an Error like any other.
+inline bool refusedForPrecision(cudnnStatus_t status) {
+    return status == CUDNN_STATUS_NOT_SUPPORTED || status == CUDNN_STATUS_BAD_PARAM;
+}
 // TB_CUDA for the set-up calls whose refusal means "not in this precision".
 #define TB_CUDNN_OR_NO_ALGORITHM(call)                                                                  \
     do {                                                                                                \
         const cudnnStatus_t status_ = (call);                                                           \
-        if (status_ == CUDNN_STATUS_NOT_SUPPORTED || status_ == CUDNN_STATUS_BAD_PARAM)                 \
+        if (refusedForPrecision(status_))                                                               \
             throw NoAlgorithm(std::string("CUDA backend: ") + #call + ": " + cudnnGetErrorString(status_)); \
         TB_CUDA(status_);                                                                               \
     } while (0)
@@ -202,7 +210,7 @@ AlgoChoice retimed(const Perf* perf, int count, ConvRule rule, cudnnConvolutionD
 // (towers on one GPU and the evaluation network would otherwise search again).
 class ConvChoiceCache {
 public:
-    using Key = std::tuple<int, int, int, int, int, int, int, int, int, int, int, bool, bool, bool>;
+    using Key = std::tuple<int, int, int, int, int, int, int, int, int, int, int, bool, bool, bool, bool>;
     std::mutex mutex;
     std::map<Key, ConvChoice> choices;
 };
@@ -243,13 +251,18 @@ public:
         if (!bf16_) configure();
         const size_t filter = size_t(d.k) * d.c * d.r * d.s;
         if (bf16_) {
-            xb_ = StepCopy(ctx.allocator, xElems_);
-            wb_ = StepCopy(ctx.allocator, filter);
-            dyb_ = StepCopy(ctx.allocator, size_t(rows_) * d.k);
+            xb_ = StepCopy(ctx.allocator, xElems_ * sizeof(bf16));
+            wb_ = StepCopy(ctx.allocator, filter * sizeof(bf16));
+            dyb_ = StepCopy(ctx.allocator, size_t(rows_) * d.k * sizeof(bf16));
             stageBytes_ = aligned(std::max({size_t(rows_) * d.k, xElems_, filter}) * sizeof(bf16));
         } else {
             wKrsc_ = DeviceBuffer(ctx.allocator, filter * sizeof(float));
             stageBytes_ = symmetric_ ? 0 : aligned(xElems_ * sizeof(float));
+            if (anyNchw()) {  // x and dy transposed once a step; y and dx come out of cuDNN into the stage
+                xT_ = StepCopy(ctx.allocator, xElems_ * sizeof(float));
+                dyT_ = StepCopy(ctx.allocator, size_t(rows_) * d.k * sizeof(float));
+                stageBytes_ = aligned(std::max(size_t(rows_) * d.k, xElems_) * sizeof(float));
+            }
         }
         ones_ = onesVector(ctx, size_t(rows_));
         cudnnBytes_ = std::max({choice_.fwd.workspace, choice_.bwdData.workspace, choice_.bwdFilter.workspace});
@@ -259,11 +272,20 @@ public:
 
     void forward(Stream st, const float* x, const float* w, const float* b, float* y, void* ws) override {
         cudaStream_t q = queueOf(st);
-        for (StepCopy* c : {&xb_, &wb_, &dyb_}) c->forget();
+        for (StepCopy* c : {&xb_, &wb_, &dyb_, &xT_, &dyT_}) c->forget();
+        const float one = 1.f, zero = 0.f;
+        if (nchw(choice_.fwd)) {  // x to NCHW, y (NCHW) out in the stage, then to NHWC; w as it is
+            float* yT = static_cast<float*>(ws);
+            TB_CUDA(cudnnConvolutionForward(st->cudnn, &one, xc_, transposedInput(st, x), wc_, w, fwdConv_,
+                                            cudnnConvolutionFwdAlgo_t(choice_.fwd.algo), cudnnWs(ws), cudnnBytes_,
+                                            &zero, yc_, yT));
+            TB_CUDA(cudnnTransformTensor(st->cudnn, &one, yc_, yT, &zero, y_, y));
+            if (b) addBias(q, y, b, size_t(rows_), d_.k);
+            return;
+        }
         const void* xin = input(q, x, ws);
         const void* filt = filter(q, w);
         void* out = bf16_ ? ws : y;
-        const float one = 1.f, zero = 0.f;
         TB_CUDA(cudnnConvolutionForward(st->cudnn, &one, x_, xin, w_, filt, fwdConv_,
                                         cudnnConvolutionFwdAlgo_t(choice_.fwd.algo), cudnnWs(ws), cudnnBytes_, &zero,
                                         y_, out));
@@ -276,10 +298,18 @@ public:
     }
     void backwardData(Stream st, const float* dy, const float* w, float* dx, void* ws) override {
         cudaStream_t q = queueOf(st);
+        const float one = 1.f, zero = 0.f;
+        if (nchw(choice_.bwdData)) {  // dy to NCHW, dx (NCHW) out in the stage, then to NHWC
+            float* dxT = static_cast<float*>(ws);
+            TB_CUDA(cudnnConvolutionBackwardData(st->cudnn, &one, wc_, w, yc_, transposedGradient(st, dy), bwdDataConv_,
+                                                 cudnnConvolutionBwdDataAlgo_t(choice_.bwdData.algo), cudnnWs(ws),
+                                                 cudnnBytes_, &zero, xc_, dxT));
+            TB_CUDA(cudnnTransformTensor(st->cudnn, &one, xc_, dxT, &zero, x_, dx));
+            return;
+        }
         const void* filt = filter(q, w);  // fp32: transposed afresh, as wKrsc_ also holds dw
         const void* grad = gradient(q, dy);
         void* out = bf16_ || !symmetric_ ? ws : dx;  // the (padded) gradient in the stage, then cropped or widened
-        const float one = 1.f, zero = 0.f;
         TB_CUDA(cudnnConvolutionBackwardData(st->cudnn, &one, w_, filt, y_, grad, bwdDataConv_,
                                              cudnnConvolutionBwdDataAlgo_t(choice_.bwdData.algo), cudnnWs(ws),
                                              cudnnBytes_, &zero, x_, out));
@@ -288,6 +318,15 @@ public:
     }
     void backwardWeights(Stream st, const float* x, const float* dy, float* dw, float* db, void* ws) override {
         cudaStream_t q = queueOf(st);
+        if (nchw(choice_.bwdFilter)) {  // x and dy in NCHW (made once a step); dw comes out (k, c, r, s)
+            const float one = 1.f, zero = 0.f;
+            TB_CUDA(cudnnConvolutionBackwardFilter(st->cudnn, &one, xc_, transposedInput(st, x), yc_,
+                                                   transposedGradient(st, dy), bwdFilterConv_,
+                                                   cudnnConvolutionBwdFilterAlgo_t(choice_.bwdFilter.algo), cudnnWs(ws),
+                                                   cudnnBytes_, &zero, wc_, dw));
+            if (db) biasGradient(st, dy, ones_.f(), db, rows_, d_.k);
+            return;
+        }
         const void* xin = input(q, x, ws);
         const void* grad = gradient(q, dy);
         // fp32: wKrsc_ doubles as the (k, r, s, c) filter gradient (backwardData transposes the
@@ -312,6 +351,11 @@ private:
         // Filters in (k, r, s, c), the layout cuDNN pairs with NHWC activations; the network's
         // weights stay (k, c, r, s) and are transposed on the way in and out (tiny next to the conv).
         TB_CUDNN_OR_NO_ALGORITHM(cudnnSetFilter4dDescriptor(w_, type, CUDNN_TENSOR_NHWC, d_.k, d_.c, d_.r, d_.s));
+        if (nchwPossible()) {  // the same shapes in NCHW, the filter (k, c, r, s) as the network keeps it
+            TB_CUDA(cudnnSetTensor4dDescriptor(xc_, CUDNN_TENSOR_NCHW, type, d_.n, d_.c, hp_, wp_));
+            TB_CUDA(cudnnSetTensor4dDescriptor(yc_, CUDNN_TENSOR_NCHW, type, d_.n, d_.k, d_.outH(), d_.outW()));
+            TB_CUDA(cudnnSetFilter4dDescriptor(wc_, type, CUDNN_TENSOR_NCHW, d_.k, d_.c, d_.r, d_.s));
+        }
         for (cudnnConvolutionDescriptor_t c : convs())  // fp32 accumulation in both precisions
             TB_CUDNN_OR_NO_ALGORITHM(cudnnSetConvolution2dDescriptor(c, ph, pw, d_.strideH, d_.strideW, 1, 1, CUDNN_CROSS_CORRELATION,
                                                     CUDNN_DATA_FLOAT));
@@ -327,10 +371,29 @@ private:
     }
     std::array<cudnnConvolutionDescriptor_t, 3> convs() const { return {fwdConv_, bwdDataConv_, bwdFilterConv_}; }
 
+    // NCHW is tried for fp32 plans without explicit padding (conv_choice.hpp's ConvLayout), unless
+    // TB_CONV_LAYOUT holds every plan to NHWC.
+    bool nchwPossible() const { return !bf16_ && symmetric_ && forced_ != ConvLayout::Nhwc; }
+    static bool nchw(const AlgoChoice& a) { return a.layout == ConvLayout::Nchw; }
+    bool anyNchw() const { return nchw(choice_.fwd) || nchw(choice_.bwdData) || nchw(choice_.bwdFilter); }
+    // x (NHWC) in NCHW, and dy (NHWC) in NCHW: made by the first call of a step that reads them.
+    const float* transposedInput(Stream st, const float* x) {
+        return xT_.of<float>(x, [&](float* t) {
+            const float one = 1.f, zero = 0.f;
+            TB_CUDA(cudnnTransformTensor(st->cudnn, &one, x_, x, &zero, xc_, t));
+        });
+    }
+    const float* transposedGradient(Stream st, const float* dy) {
+        return dyT_.of<float>(dy, [&](float* t) {
+            const float one = 1.f, zero = 0.f;
+            TB_CUDA(cudnnTransformTensor(st->cudnn, &one, y_, dy, &zero, yc_, t));
+        });
+    }
+
     // x as cuDNN sees it. bf16: rounded (and padded) into xb_; fp32: itself, or padded into the stage.
     const void* input(cudaStream_t q, const float* x, void* ws) {
         if (bf16_)
-            return xb_.of(x, [&](bf16* xb) {
+            return xb_.of<bf16>(x, [&](bf16* xb) {
                 if (symmetric_) roundToBf16(q, x, xb, xElems_);
                 else padNhwc(q, x, xb, d_.n, d_.h, d_.w, d_.c, d_.padTop, d_.padLeft, d_.padBottom, d_.padRight);
             });
@@ -341,13 +404,13 @@ private:
     }
     // The filter in (k, r, s, c), rounded to bf16 or not.
     const void* filter(cudaStream_t q, const float* w) {
-        if (bf16_) return wb_.of(w, [&](bf16* wb) { filterToKrsc(q, w, wb, d_.k, d_.c, d_.r, d_.s); });
+        if (bf16_) return wb_.of<bf16>(w, [&](bf16* wb) { filterToKrsc(q, w, wb, d_.k, d_.c, d_.r, d_.s); });
         filterToKrsc(q, w, wKrsc_.f(), d_.k, d_.c, d_.r, d_.s);
         return wKrsc_.f();
     }
     const void* gradient(cudaStream_t q, const float* dy) {
         if (!bf16_) return dy;
-        return dyb_.of(dy, [&](bf16* b) { roundToBf16(q, dy, b, size_t(rows_) * d_.k); });
+        return dyb_.of<bf16>(dy, [&](bf16* b) { roundToBf16(q, dy, b, size_t(rows_) * d_.k); });
     }
     // dx from cuDNN's gradient `out`: cropped where the input was padded, widened from bf16
     // (fp32 without padding: cuDNN wrote dx itself).
@@ -372,7 +435,7 @@ private:
         ConvChoiceCache& cache = choiceCache();
         const ConvChoiceCache::Key key{ctx_.device, d_.n, d_.c, hp_, wp_, d_.k, d_.r, d_.s, d_.strideH * 1000 + d_.strideW,
                                        symmetric_ ? d_.padTop : 0, symmetric_ ? d_.padLeft : 0, ctx_.allowTf32, bf16_,
-                                       ctx_.deterministic};
+                                       ctx_.deterministic, symmetric_};  // (padded by hand: no NCHW)
         std::lock_guard lock(cache.mutex);
         if (auto it = cache.choices.find(key); it != cache.choices.end()) {
             if (!it->second.failure.empty()) throw NoAlgorithm(it->second.failure);
@@ -380,8 +443,9 @@ private:
         }
         const ConvRule rule{bf16_ ? ConvMath::TensorOp : ctx_.allowTf32 ? ConvMath::Any : ConvMath::Fma, ctx_.deterministic};
         const std::string storeKey = choiceKey(ctx_.deviceKey, d_.n, d_.c, hp_, wp_, d_.k, d_.r, d_.s, d_.strideH, d_.strideW,
-                                               symmetric_ ? d_.padTop : 0, symmetric_ ? d_.padLeft : 0, bf16_, rule);
-        if (std::optional<ConvChoice> kept = keptChoice(storeKey, rule)) {
+                                               symmetric_ ? d_.padTop : 0, symmetric_ ? d_.padLeft : 0, !symmetric_,
+                                               bf16_, rule);
+        if (std::optional<ConvChoice> kept = forced_ ? std::nullopt : keptChoice(storeKey, rule)) {
             cache.choices.emplace(key, *kept);
             if (!kept->failure.empty()) throw NoAlgorithm(kept->failure);
             return *kept;
@@ -393,12 +457,12 @@ private:
             if (bf16_) {  // remembered, so that the other plans of this shape do not search again
                 c.failure = e.what();
                 cache.choices.emplace(key, c);
-                keep(storeKey, c);
+                if (!forced_) keep(storeKey, c);
             }
             throw;
         }
         cache.choices.emplace(key, c);
-        keep(storeKey, c);
+        if (!forced_) keep(storeKey, c);  // (a layout held by TB_CONV_LAYOUT is no choice to keep)
         return c;
     }
 
@@ -412,40 +476,52 @@ private:
         c.failure.assign(t.failure, strnlen(t.failure, sizeof t.failure));
         if (!c.failure.empty() && bf16_) return c;  // (fp32 shapes do not fall back: none is kept)
         const auto from = [](const TbConvAlgorithm& a) {
-            return AlgoChoice{a.algorithm, size_t(a.workspaceBytes), cudnnMathType_t(a.math)};
+            return AlgoChoice{a.algorithm, size_t(a.workspaceBytes), cudnnMathType_t(a.math),
+                              a.layout == 1 ? ConvLayout::Nchw : ConvLayout::Nhwc};
         };
         c.fwd = from(t.forward);
         c.bwdData = from(t.backwardData);
         c.bwdFilter = from(t.backwardFilter);
         cudnnHandle_t h = ctx_.setup->cudnn;
         std::string why = c.failure.empty() ? std::string() : "record a failure, which only bf16 shapes have";
+        if (why.empty() && !nchwPossible() && (nchw(c.fwd) || nchw(c.bwdData) || nchw(c.bwdFilter)))
+            why = "name NCHW, which this plan does not run";
+        // The descriptors of the layout each direction runs in.
+        const auto xd = [&](const AlgoChoice& a) -> cudnnTensorDescriptor_t { return nchw(a) ? xc_ : x_; };
+        const auto yd = [&](const AlgoChoice& a) -> cudnnTensorDescriptor_t { return nchw(a) ? yc_ : y_; };
+        const auto wd = [&](const AlgoChoice& a) -> cudnnFilterDescriptor_t { return nchw(a) ? wc_ : w_; };
         if (why.empty())
             why = keptProblem<cudnnConvolutionFwdAlgoPerf_t>(
             c.fwd, rule, fwdConv_, "forward convolution", CUDNN_CONVOLUTION_FWD_ALGO_COUNT,
             [&](int n, int* count, cudnnConvolutionFwdAlgoPerf_t* perf) {
-                return cudnnGetConvolutionForwardAlgorithm_v7(h, x_, w_, fwdConv_, y_, n, count, perf);
+                return cudnnGetConvolutionForwardAlgorithm_v7(h, xd(c.fwd), wd(c.fwd), fwdConv_, yd(c.fwd), n, count, perf);
             },
             [&](int algo, size_t* bytes) {
-                return cudnnGetConvolutionForwardWorkspaceSize(h, x_, w_, fwdConv_, y_, cudnnConvolutionFwdAlgo_t(algo), bytes);
+                return cudnnGetConvolutionForwardWorkspaceSize(h, xd(c.fwd), wd(c.fwd), fwdConv_, yd(c.fwd),
+                                                               cudnnConvolutionFwdAlgo_t(algo), bytes);
             });
         if (why.empty())
             why = keptProblem<cudnnConvolutionBwdDataAlgoPerf_t>(
                 c.bwdData, rule, bwdDataConv_, "convolution's input gradient", CUDNN_CONVOLUTION_BWD_DATA_ALGO_COUNT,
                 [&](int n, int* count, cudnnConvolutionBwdDataAlgoPerf_t* perf) {
-                    return cudnnGetConvolutionBackwardDataAlgorithm_v7(h, w_, y_, bwdDataConv_, x_, n, count, perf);
+                    return cudnnGetConvolutionBackwardDataAlgorithm_v7(h, wd(c.bwdData), yd(c.bwdData), bwdDataConv_,
+                                                                       xd(c.bwdData), n, count, perf);
                 },
                 [&](int algo, size_t* bytes) {
-                    return cudnnGetConvolutionBackwardDataWorkspaceSize(h, w_, y_, bwdDataConv_, x_,
+                    return cudnnGetConvolutionBackwardDataWorkspaceSize(h, wd(c.bwdData), yd(c.bwdData), bwdDataConv_,
+                                                                        xd(c.bwdData),
                                                                         cudnnConvolutionBwdDataAlgo_t(algo), bytes);
                 });
         if (why.empty())
             why = keptProblem<cudnnConvolutionBwdFilterAlgoPerf_t>(
                 c.bwdFilter, rule, bwdFilterConv_, "convolution's filter gradient", CUDNN_CONVOLUTION_BWD_FILTER_ALGO_COUNT,
                 [&](int n, int* count, cudnnConvolutionBwdFilterAlgoPerf_t* perf) {
-                    return cudnnGetConvolutionBackwardFilterAlgorithm_v7(h, x_, y_, bwdFilterConv_, w_, n, count, perf);
+                    return cudnnGetConvolutionBackwardFilterAlgorithm_v7(h, xd(c.bwdFilter), yd(c.bwdFilter),
+                                                                         bwdFilterConv_, wd(c.bwdFilter), n, count, perf);
                 },
                 [&](int algo, size_t* bytes) {
-                    return cudnnGetConvolutionBackwardFilterWorkspaceSize(h, x_, y_, bwdFilterConv_, w_,
+                    return cudnnGetConvolutionBackwardFilterWorkspaceSize(h, xd(c.bwdFilter), yd(c.bwdFilter),
+                                                                          bwdFilterConv_, wd(c.bwdFilter),
                                                                           cudnnConvolutionBwdFilterAlgo_t(algo), bytes);
                 });
         if (why.empty()) return c;
@@ -477,7 +553,9 @@ private:
         const TbAlgorithmStore* store = ctx_.algorithms;
         if (!store) return;
         TbConvChoice t{};
-        const auto to = [](const AlgoChoice& a) { return TbConvAlgorithm{a.algo, int(a.math), uint64_t(a.workspace)}; };
+        const auto to = [](const AlgoChoice& a) {
+            return TbConvAlgorithm{a.algo, int(a.math), nchw(a) ? 1 : 0, uint64_t(a.workspace)};
+        };
         t.forward = to(c.fwd);
         t.backwardData = to(c.bwdData);
         t.backwardFilter = to(c.bwdFilter);
@@ -485,14 +563,19 @@ private:
         store->remember(store->context, storeKey.c_str(), &t);
     }
 
-    // Find's candidates for each direction, re-timed (retimed()), on buffers made for the trials.
+    // Find's candidates for each direction, re-timed (retimed()), on buffers made for the trials:
+    // in NHWC, and where the plan may (nchwPossible()) in NCHW with the transpositions timed in each
+    // call; per direction the faster layout (conv_choice.hpp's faster()).
     ConvChoice timedChoice(ConvRule rule) {
         for (cudnnConvolutionDescriptor_t c : convs())
             TB_CUDA(cudnnSetConvolutionMathType(c, rule.math == ConvMath::Fma ? CUDNN_FMA_MATH : CUDNN_TENSOR_OP_MATH));
-        // Real buffers for the timed trials (made once per shape, at set-up, outside any step).
+        // Real buffers for the timed trials (made once per shape, at set-up, outside any step):
+        // x, y (also dy) and w as the network holds them, and NCHW copies of x and y.
         const size_t xs = xElems_, ys = size_t(rows_) * d_.k, ws = size_t(d_.k) * d_.c * d_.r * d_.s;
         const size_t es = bf16_ ? sizeof(bf16) : sizeof(float);
-        DeviceBuffer x(ctx_.allocator, xs * es), y(ctx_.allocator, ys * es), w(ctx_.allocator, ws * es);
+        const bool tryNchw = nchwPossible();
+        DeviceBuffer x(ctx_.allocator, xs * es), y(ctx_.allocator, ys * es), w(ctx_.allocator, ws * es), xt, yt;
+        if (tryNchw) xt = DeviceBuffer(ctx_.allocator, xs * es), yt = DeviceBuffer(ctx_.allocator, ys * es);
         cudaStream_t q = ctx_.setup->stream;
         for (auto [buf, n, v] : {std::tuple{&x, xs, 0.5f}, std::tuple{&y, ys, 0.25f}, std::tuple{&w, ws, 0.125f}}) {
             if (bf16_) fill(q, buf->h(), v, n);
@@ -508,35 +591,116 @@ private:
             cudaGetLastError();
             trialBytes /= 2;
         }
+        // One direction in both layouts: in(layout) searches and re-times it in that layout. A
+        // layout without a usable algorithm leaves the other; TB_CONV_LAYOUT=nchw tries NHWC only
+        // where NCHW has none.
+        const auto bestOf = [&](auto in) {
+            std::optional<AlgoChoice> nhwc, nchwChoice;
+            std::optional<NoAlgorithm> none;
+            const auto attempt = [&](ConvLayout l, std::optional<AlgoChoice>& into) {
+                try {
+                    into = in(l);
+                } catch (const NoAlgorithm& e) {
+                    none = e;
+                }
+            };
+            if (tryNchw) attempt(ConvLayout::Nchw, nchwChoice);
+            if (forced_ != ConvLayout::Nchw || !nchwChoice) attempt(ConvLayout::Nhwc, nhwc);
+            if (!nhwc && !nchwChoice) throw *none;
+            return *faster(nhwc, nchwChoice);
+        };
+        // Each layout's search starts from the rule's math (a re-timing leaves its last candidate's).
+        const auto ruleMath = [&](cudnnConvolutionDescriptor_t conv) {
+            TB_CUDA(cudnnSetConvolutionMathType(conv, rule.math == ConvMath::Fma ? CUDNN_FMA_MATH : CUDNN_TENSOR_OP_MATH));
+        };
         ConvChoice c;
         try {
             cudnnHandle_t h = ctx_.setup->cudnn;
-            int count = 0;
-            cudnnConvolutionFwdAlgoPerf_t fwd[CUDNN_CONVOLUTION_FWD_ALGO_COUNT];
-            TB_CUDNN_OR_NO_ALGORITHM(cudnnFindConvolutionForwardAlgorithmEx(h, x_, x.f(), w_, w.f(), fwdConv_, y_, y.f(),
-                                                           CUDNN_CONVOLUTION_FWD_ALGO_COUNT, &count, fwd, trial,
-                                                           trialBytes));
             const float one = 1.f, zero = 0.f;
-            c.fwd = retimed(fwd, count, rule, fwdConv_, q, [&](int algo, size_t bytes) {
-                return cudnnConvolutionForward(h, &one, x_, x.f(), w_, w.f(), fwdConv_, cudnnConvolutionFwdAlgo_t(algo),
-                                               trial, bytes, &zero, y_, y.f());
-            }, "forward convolution");
-            cudnnConvolutionBwdDataAlgoPerf_t bd[CUDNN_CONVOLUTION_BWD_DATA_ALGO_COUNT];
-            TB_CUDNN_OR_NO_ALGORITHM(cudnnFindConvolutionBackwardDataAlgorithmEx(h, w_, w.f(), y_, y.f(), bwdDataConv_, x_, x.f(),
-                                                                CUDNN_CONVOLUTION_BWD_DATA_ALGO_COUNT, &count, bd,
-                                                                trial, trialBytes));
-            c.bwdData = retimed(bd, count, rule, bwdDataConv_, q, [&](int algo, size_t bytes) {
-                return cudnnConvolutionBackwardData(h, &one, w_, w.f(), y_, y.f(), bwdDataConv_,
-                                                    cudnnConvolutionBwdDataAlgo_t(algo), trial, bytes, &zero, x_, x.f());
-            }, "convolution's input gradient");
-            cudnnConvolutionBwdFilterAlgoPerf_t bf[CUDNN_CONVOLUTION_BWD_FILTER_ALGO_COUNT];
-            TB_CUDNN_OR_NO_ALGORITHM(cudnnFindConvolutionBackwardFilterAlgorithmEx(h, x_, x.f(), y_, y.f(), bwdFilterConv_, w_, w.f(),
-                                                                  CUDNN_CONVOLUTION_BWD_FILTER_ALGO_COUNT, &count, bf,
-                                                                  trial, trialBytes));
-            c.bwdFilter = retimed(bf, count, rule, bwdFilterConv_, q, [&](int algo, size_t bytes) {
-                return cudnnConvolutionBackwardFilter(h, &one, x_, x.f(), y_, y.f(), bwdFilterConv_,
-                                                      cudnnConvolutionBwdFilterAlgo_t(algo), trial, bytes, &zero, w_, w.f());
-            }, "convolution's filter gradient");
+            // x and y in a layout: the network's buffers (NHWC), or their NCHW copies.
+            const auto xIn = [&](ConvLayout l) { return l == ConvLayout::Nchw ? xt.raw() : x.raw(); };
+            const auto yIn = [&](ConvLayout l) { return l == ConvLayout::Nchw ? yt.raw() : y.raw(); };
+            const auto xd = [&](ConvLayout l) -> cudnnTensorDescriptor_t { return l == ConvLayout::Nchw ? xc_ : x_; };
+            const auto yd = [&](ConvLayout l) -> cudnnTensorDescriptor_t { return l == ConvLayout::Nchw ? yc_ : y_; };
+            const auto wd = [&](ConvLayout l) -> cudnnFilterDescriptor_t { return l == ConvLayout::Nchw ? wc_ : w_; };
+            // NHWC <-> NCHW as a step does it (a no-op in NHWC).
+            const auto toNchw = [&](ConvLayout l, cudnnTensorDescriptor_t from, const DeviceBuffer& a,
+                                    cudnnTensorDescriptor_t to, const DeviceBuffer& b) {
+                return l == ConvLayout::Nhwc ? CUDNN_STATUS_SUCCESS
+                                             : cudnnTransformTensor(h, &one, from, a.raw(), &zero, to, b.raw());
+            };
+            const auto then = [](cudnnStatus_t a, auto b) { return a == CUDNN_STATUS_SUCCESS ? b() : a; };
+            if (tryNchw) {  // the NCHW copies hold x's and y's values from the first Find on
+                TB_CUDNN_OR_NO_ALGORITHM(cudnnTransformTensor(h, &one, x_, x.raw(), &zero, xc_, xt.raw()));
+                TB_CUDNN_OR_NO_ALGORITHM(cudnnTransformTensor(h, &one, y_, y.raw(), &zero, yc_, yt.raw()));
+            }
+            // One direction: in each layout Find's candidates (find(l, n, &count, perf)), re-timed
+            // with call(l, algo, workspaceBytes), which transposes where a step would.
+            const auto direction = [&](auto* perfType, cudnnConvolutionDescriptor_t conv, int algorithms, const char* what,
+                                       auto find, auto call) {
+                return bestOf([&](ConvLayout l) {
+                    std::vector<std::remove_pointer_t<decltype(perfType)>> perf(static_cast<size_t>(algorithms));
+                    int count = 0;
+                    ruleMath(conv);
+                    const cudnnStatus_t found = find(l, algorithms, &count, perf.data());
+                    if (refusedForPrecision(found))
+                        throw NoAlgorithm(std::string("CUDA backend: cuDNN's search for the ") + what + ": " +
+                                          cudnnGetErrorString(found));
+                    TB_CUDA(found);
+                    AlgoChoice a = retimed(perf.data(), count, rule, conv, q,
+                                           [&](int algo, size_t bytes) { return call(l, algo, bytes); }, what);
+                    a.layout = l;
+                    return a;
+                });
+            };
+            c.fwd = direction(
+                static_cast<cudnnConvolutionFwdAlgoPerf_t*>(nullptr), fwdConv_, CUDNN_CONVOLUTION_FWD_ALGO_COUNT,
+                "forward convolution",
+                [&](ConvLayout l, int n, int* count, cudnnConvolutionFwdAlgoPerf_t* perf) {
+                    return cudnnFindConvolutionForwardAlgorithmEx(h, xd(l), xIn(l), wd(l), w.raw(), fwdConv_, yd(l), yIn(l),
+                                                                  n, count, perf, trial, trialBytes);
+                },
+                [&](ConvLayout l, int algo, size_t bytes) {
+                    return then(toNchw(l, x_, x, xc_, xt), [&] {
+                        return then(cudnnConvolutionForward(h, &one, xd(l), xIn(l), wd(l), w.raw(), fwdConv_,
+                                                            cudnnConvolutionFwdAlgo_t(algo), trial, bytes, &zero, yd(l),
+                                                            yIn(l)),
+                                    [&] { return toNchw(l, yc_, yt, y_, y); });
+                    });
+                });
+            c.bwdData = direction(
+                static_cast<cudnnConvolutionBwdDataAlgoPerf_t*>(nullptr), bwdDataConv_, CUDNN_CONVOLUTION_BWD_DATA_ALGO_COUNT,
+                "convolution's input gradient",
+                [&](ConvLayout l, int n, int* count, cudnnConvolutionBwdDataAlgoPerf_t* perf) {
+                    return cudnnFindConvolutionBackwardDataAlgorithmEx(h, wd(l), w.raw(), yd(l), yIn(l), bwdDataConv_, xd(l),
+                                                                       xIn(l), n, count, perf, trial, trialBytes);
+                },
+                [&](ConvLayout l, int algo, size_t bytes) {
+                    return then(toNchw(l, y_, y, yc_, yt), [&] {
+                        return then(cudnnConvolutionBackwardData(h, &one, wd(l), w.raw(), yd(l), yIn(l), bwdDataConv_,
+                                                                 cudnnConvolutionBwdDataAlgo_t(algo), trial, bytes, &zero,
+                                                                 xd(l), xIn(l)),
+                                    [&] { return toNchw(l, xc_, xt, x_, x); });
+                    });
+                });
+            // Both transpositions counted, though a step whose input gradient also runs in NCHW
+            // shares dy's.
+            c.bwdFilter = direction(
+                static_cast<cudnnConvolutionBwdFilterAlgoPerf_t*>(nullptr), bwdFilterConv_,
+                CUDNN_CONVOLUTION_BWD_FILTER_ALGO_COUNT, "convolution's filter gradient",
+                [&](ConvLayout l, int n, int* count, cudnnConvolutionBwdFilterAlgoPerf_t* perf) {
+                    return cudnnFindConvolutionBackwardFilterAlgorithmEx(h, xd(l), xIn(l), yd(l), yIn(l), bwdFilterConv_,
+                                                                         wd(l), w.raw(), n, count, perf, trial, trialBytes);
+                },
+                [&](ConvLayout l, int algo, size_t bytes) {
+                    return then(toNchw(l, x_, x, xc_, xt), [&] {
+                        return then(toNchw(l, y_, y, yc_, yt), [&] {
+                            return cudnnConvolutionBackwardFilter(h, &one, xd(l), xIn(l), yd(l), yIn(l), bwdFilterConv_,
+                                                                  cudnnConvolutionBwdFilterAlgo_t(algo), trial, bytes,
+                                                                  &zero, wd(l), w.raw());
+                        });
+                    });
+                });
             TB_CUDA(cudaStreamSynchronize(q));
         } catch (...) {
             cudaStreamSynchronize(q);  // the trials' buffers go back to the allocator below
@@ -552,12 +716,16 @@ private:
     bool bf16_ = false, symmetric_ = true;
     int hp_ = 0, wp_ = 0, rows_ = 0;
     size_t xElems_ = 0;  // of the (padded) input cuDNN reads
-    TensorDesc x_, y_;
-    FilterDesc w_;
+    TensorDesc x_, y_;            // NHWC, as the network's activations
+    FilterDesc w_;                // (k, r, s, c)
+    TensorDesc xc_, yc_;          // NCHW, where a direction runs in NCHW
+    FilterDesc wc_;               // (k, c, r, s), the network's own
+    std::optional<ConvLayout> forced_ = forcedLayout(std::getenv("TB_CONV_LAYOUT"));
     ConvolutionDesc fwdConv_, bwdDataConv_, bwdFilterConv_;
     ConvChoice choice_;
     DeviceBuffer wKrsc_;          // fp32: (k, r, s, c) the filter, or its gradient
     StepCopy xb_, wb_, dyb_;      // bf16: the (padded) input, the (k, r, s, c) filter, dy (rows, k)
+    StepCopy xT_, dyT_;           // fp32 in NCHW: x (n, c, h, w), dy (n, k, outH, outW)
     DeviceBuffer ones_;       // (rows) for the bias gradient
     size_t stageBytes_ = 0, cudnnBytes_ = 0;
 };
@@ -571,9 +739,9 @@ public:
     CudaDense(const PlanContext& ctx, const DenseDesc& d)
         : owner_(ctx.owner), d_(d), bf16_(ctx.bf16), ones_(onesVector(ctx, size_t(d.n))) {
         if (!bf16_) return;
-        xb_ = StepCopy(ctx.allocator, size_t(d.n) * d.in);
-        wb_ = StepCopy(ctx.allocator, size_t(d.out) * d.in);
-        dyb_ = StepCopy(ctx.allocator, size_t(d.n) * d.out);
+        xb_ = StepCopy(ctx.allocator, size_t(d.n) * d.in * sizeof(bf16));
+        wb_ = StepCopy(ctx.allocator, size_t(d.out) * d.in * sizeof(bf16));
+        dyb_ = StepCopy(ctx.allocator, size_t(d.n) * d.out * sizeof(bf16));
     }
     void forward(Stream st, const float* x, const float* w, const uint16_t* wBf16, const float* b, float* y) override {
         for (StepCopy* c : {&xb_, &wb_, &dyb_}) c->forget();
@@ -598,7 +766,7 @@ private:
     // An operand as the GEMM reads it: p itself (fp32) or its bf16 copy of this step.
     const void* in(Stream st, StepCopy& copy, const float* p, size_t n) {
         if (!bf16_) return p;
-        return copy.of(p, [&](bf16* b) { roundToBf16(queueOf(st), p, b, n); });
+        return copy.of<bf16>(p, [&](bf16* b) { roundToBf16(queueOf(st), p, b, n); });
     }
     // The weights as the GEMM reads them: rounded by the update already where given.
     const void* weights(Stream st, const float* w, const uint16_t* wBf16) {
