@@ -248,14 +248,15 @@ def build_torch_model(spec, torch, flatten_hwc=False):
 
 
 def make_torch_step(spec, batch, lr, torch, wrap=None, data_seed=None, device=None, autocast=None,
-                    channels_last=False):
+                    channels_last=False, fused=False):
     """Builds the PyTorch copy of `spec` with cross-entropy and SGD(momentum 0.9, per-layer weight decay)
     on one batch of random tensors made here, before any timing (no input pipeline).
     wrap(model) may return a wrapper to run the steps through (DistributedDataParallel, torch.compile);
     data_seed, when given, reseeds torch before the batch is drawn; device (e.g. "cuda:0") holds the
     model, its optimizer state and the batch (default: the CPU); autocast (e.g. torch.bfloat16) runs
     the forward pass and the loss under torch.autocast with that type (mixed precision: fp32 weights
-    and optimizer). Returns (step function, parameter count)."""
+    and optimizer); fused: SGD's one-kernel CUDA update (PyTorch's fastest). Returns (step function,
+    parameter count)."""
     model, decay, _ = build_torch_model(spec, torch)
     model.train()
     if device is not None:
@@ -267,7 +268,7 @@ def make_torch_step(spec, batch, lr, torch, wrap=None, data_seed=None, device=No
     decayed = {id(w) for w, wd in decay if wd > 0}
     groups = [{"params": [w], "weight_decay": wd} for w, wd in decay if wd > 0]
     groups.append({"params": [p for p in model.parameters() if id(p) not in decayed], "weight_decay": 0.0})
-    opt = torch.optim.SGD(groups, lr=lr, momentum=0.9)
+    opt = torch.optim.SGD(groups, lr=lr, momentum=0.9, **({"fused": True} if fused else {}))
     loss_fn = torch.nn.CrossEntropyLoss()
     classes = list(walk_spec(spec))[-1][2][0]
     if data_seed is not None:

@@ -49,6 +49,10 @@ DEFAULT_MODELS = ["mnist_cnn", "cifar10_cnn", "resnet20", "resnet56"]  # the Res
 GOAL_VS_EAGER = 1.5     # towerbench ex/s / PyTorch eager ex/s
 GOAL_BF16_VS_FP32 = 1.5       # issue 16's CPU goals, printed beside the GPU's figures for reference
 GOAL_BF16_VS_AUTOCAST = 1.25
+# Issue 33's goals at batch 128, one tower, variables on the GPU (examples/sec), and the ratio to PyTorch's
+# best configuration of the same precision (pytorch_gpu_baseline.py's file, --pytorch-baseline).
+GOALS_EPS = {"mnist_cnn": {"fp32": 200_000, "bf16": 400_000}, "cifar10_cnn": {"fp32": 130_000, "bf16": 250_000}}
+GOAL_VS_BEST = 1.5
 NVML_GOAL_POINTS = 5.0  # |engine mean util - nvidia-smi mean util|, percentage points
 NVML_MIN_HZ = 4.0       # the engine's promised device-sample rate
 GPU_INDEX = 0           # the one GPU: cuda:0, towerbench's gpu:0, NVML / nvidia-smi index 0
@@ -444,6 +448,50 @@ def nvml_line(r):
             f"(goal <= {NVML_GOAL_POINTS:g}): {'met' if r['goal_met'] else 'not met'}")
 
 
+def goals_against(baseline, machine, throughput, precision, batch, failures):
+    """Issue 33's goal rows: per model and precision, Towerbench's ex/s against PyTorch's best of the same
+    precision and batch from the baseline file (its mode named), and the absolute goal at batch 128."""
+    import pytorch_gpu_baseline
+
+    doc = pytorch_gpu_baseline.read_file(baseline)
+    if doc is None:
+        failures.append(f"--pytorch-baseline {baseline}: no such file")
+        return []
+    kept = doc["machine"]
+    for k in ("gpu", "driver"):
+        if machine.get(k) not in ("n/a", kept.get(k)):
+            failures.append(f"--pytorch-baseline {baseline} was measured with {k} {kept.get(k)}, this machine has "
+                            f"{machine.get(k)}: measure PyTorch here (pytorch_gpu_baseline.py)")
+            return []
+    ours = {(r["model"], "fp32"): r.get("towerbench_examples_per_sec") for r in throughput}
+    ours.update({(p["model"], "bf16"): p.get("towerbench_bf16_examples_per_sec") for p in precision})
+    rows = []
+    for (model, prec), eps in ours.items():
+        b = pytorch_gpu_baseline.best(doc, model, prec, batch)
+        goal = GOALS_EPS.get(model, {}).get(prec) if batch == 128 else None
+        r = ratio(eps, b[0] if b else None)
+        rows.append({"kind": "goal", "model": model, "precision": prec, "batch": batch, "towerbench_examples_per_sec": eps,
+                     "pytorch_best_examples_per_sec": b[0] if b else None, "pytorch_best_mode": b[1] if b else None,
+                     "pytorch_torch": kept.get("torch"), "ratio_vs_best": r, "goal_vs_best": GOAL_VS_BEST,
+                     "goal_examples_per_sec": goal,
+                     "goal_met": None if r is None else r >= GOAL_VS_BEST and (goal is None or (eps or 0) >= goal)})
+    return rows
+
+
+def print_goals(goals):
+    if not goals:
+        return
+    print()
+    print_table(["model", "precision", "batch", "towerbench ex/s", "PyTorch's best ex/s (mode)",
+                 f"ratio (goal >= {GOAL_VS_BEST})", "goal ex/s (batch 128)", "met"],
+                [[g["model"], g["precision"], str(g["batch"]), fmt_eps(g["towerbench_examples_per_sec"]),
+                  f"{fmt_eps(g['pytorch_best_examples_per_sec'])} ({g['pytorch_best_mode'] or 'none'})",
+                  fmt_ratio(g["ratio_vs_best"], GOAL_VS_BEST), fmt_eps(g["goal_examples_per_sec"]),
+                  {True: "yes", False: "no", None: "n/a"}[g["goal_met"]]] for g in goals])
+    print(f"# PyTorch {goals[0]['pytorch_torch']}'s best of eager, reduce-overhead and max-autotune as kept in the "
+          "baseline file (pytorch_gpu_baseline.py --report shows every mode)")
+
+
 def print_results(throughput, towers, precision, nvml):
     """The throughput table with the memory lines, the two-tower table, the bf16 table, the NVML line."""
     print()
@@ -514,6 +562,9 @@ def main():
     ap.add_argument("--no-nvml", action="store_true", help="skip the NVML vs nvidia-smi run")
     ap.add_argument("--no-bf16", action="store_true", help="skip the mixed-precision (bf16) runs")
     ap.add_argument("--skip-pytorch", action="store_true", help="no PyTorch runs (torch is then not imported)")
+    ap.add_argument("--pytorch-baseline", metavar="FILE", default=None,
+                    help="PyTorch's side from pytorch_gpu_baseline.py's file (implies --skip-pytorch): Towerbench "
+                         "against PyTorch's best of the same precision and batch, and issue 33's goals")
     ap.add_argument("--skip-towerbench", action="store_true", help="no towerbench-run runs (nor the NVML run)")
     ap.add_argument("--out-json", default=None, help="also write every record and failure to this JSON file")
     ap.add_argument("--compile-worker", default=None, help=argparse.SUPPRESS)  # the torch.compile subprocess
@@ -526,6 +577,8 @@ def main():
         args.binary = os.path.abspath(args.binary)
     models = [m.strip() for m in args.models.split(",") if m.strip()]
     failures = []
+    if args.pytorch_baseline:
+        args.skip_pytorch = True
 
     torch = None
     if not args.skip_pytorch:
@@ -591,7 +644,10 @@ def main():
                  autocast_vs_fp32=ratio(p.get("autocast_examples_per_sec"), p.get("eager_fp32_examples_per_sec")),
                  bf16_vs_autocast=ratio(p.get("towerbench_bf16_examples_per_sec"), p.get("autocast_examples_per_sec")))
     print_results(throughput, towers, precision, nvml)
-    records += throughput + towers + precision + ([nvml] if nvml else [])
+    goals = goals_against(args.pytorch_baseline, machine, throughput, precision, args.batch, failures) \
+        if args.pytorch_baseline else []
+    print_goals(goals)
+    records += throughput + towers + precision + ([nvml] if nvml else []) + goals
     if args.out_json:
         with open(args.out_json, "w") as f:
             json.dump({"records": records, "failures": failures}, f, indent=1, sort_keys=True, default=str)

@@ -583,8 +583,29 @@ window() {
 }
 step "the window on the GPU" window
 
+# Issue 33: PyTorch's strongest configurations, measured once per GPU kind, driver and PyTorch and kept
+# in docs/gpu-runs/pytorch-baseline/ (tests/benchmarks/pytorch_gpu_baseline.py). This machine's file
+# is copied to the output, filled as far as TB_BASELINE_BUDGET seconds allow (default 420), and comes
+# back to be committed; the next call goes on where it stopped. Only when --only names it.
+baseline_dir="$repo/docs/gpu-runs/pytorch-baseline"
+baseline_name() { (cd "$repo/tests/benchmarks" && python3 pytorch_gpu_baseline.py --print-file "$baseline_dir" 2>/dev/null); }
+pytorch_baseline() {
+  local kept
+  kept=$(baseline_name) || { echo "no CUDA PyTorch here"; return 1; }
+  [ -f "$kept" ] && cp "$kept" "$out/"
+  (cd "$repo/tests/benchmarks" && python3 pytorch_gpu_baseline.py --file "$out/$(basename "$kept")" \
+     --budget "${TB_BASELINE_BUDGET:-420}") 2>&1 | tee "$out/pytorch_baseline.txt"
+  return "${PIPESTATUS[0]}"
+}
+[[ ",$only," == *",pytorch_baseline,"* ]] && step "PyTorch's strongest configurations (kept)" pytorch_baseline
+
 if [ $bench -eq 1 ]; then
   bench_args=(--binary "$tbrun" --out-json "$out/bench_gpu.json")
+  # PyTorch's side from its kept file where this machine has one (this call's, else the repository's):
+  # the device time goes to Towerbench's side, and the goals table compares with PyTorch's best.
+  kept=$(baseline_name) && for f in "$out/$(basename "$kept")" "$kept"; do
+    [ -f "$f" ] && { bench_args+=(--pytorch-baseline "$f"); break; }
+  done
   [ $quick -eq 1 ] && bench_args+=(--steps 40 --repeats 2 --no-compile --nvml-seconds 5)
   # shellcheck disable=SC2206 # extra benchmark options, split on spaces on purpose
   [ -n "${TB_BENCH_ARGS:-}" ] && bench_args+=($TB_BENCH_ARGS)
@@ -596,6 +617,6 @@ fi
   echo
   echo "device check summary ($(nvidia-smi --query-gpu=name --format=csv,noheader 2>/dev/null | head -1), $(( $(date +%s) - started )) s)"
   printf '%s\n' "${summary[@]}"
-  [ -f "$out/bench_gpu.txt" ] && { echo; grep -A30 -E "^model +\|" "$out/bench_gpu.txt" | head -40; }
+  [ -f "$out/bench_gpu.txt" ] && { echo; grep -A30 -E "^model +\|" "$out/bench_gpu.txt" | head -60; }
 } | tee "$out/summary.txt"
 exit $failed
