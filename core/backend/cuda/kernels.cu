@@ -6,6 +6,7 @@
 #include "backend/cuda/cuda_check.hpp"
 #include "backend/cuda/cuda_stream.hpp"
 #include "backend/elementwise_math.hpp"
+#include "backend/fast_divmod.hpp"
 
 namespace tb::cuda {
 
@@ -118,8 +119,8 @@ __global__ void emaKernel(float* __restrict__ shadow, const float* __restrict__ 
     TB_GRID_STRIDE(i, n) shadow[i] = ew::emaStep(shadow[i], p[i], decay);
 }
 
-__global__ void addBiasKernel(float* __restrict__ y, const float* __restrict__ b, size_t total, int k) {
-    TB_GRID_STRIDE(i, total) y[i] += b[i % size_t(k)];
+__global__ void addBiasKernel(float* __restrict__ y, const float* __restrict__ b, size_t total, FastDivmod k) {
+    TB_GRID_STRIDE(i, total) y[i] += b[lastAt(k, i)];
 }
 
 // Element conversions of the mixed-precision path: to bf16 rounds to nearest even (NaN kept),
@@ -141,24 +142,19 @@ __global__ void fillBf16Kernel(bf16* x, float v, size_t n) {
     TB_GRID_STRIDE(i, n) x[i] = __float2bfloat16_rn(v);
 }
 __global__ void widenAddBiasKernel(const bf16* __restrict__ yb, const float* __restrict__ b, float* __restrict__ y,
-                                   size_t total, int k) {
-    TB_GRID_STRIDE(i, total) y[i] = __bfloat162float(yb[i]) + b[i % size_t(k)];
+                                   size_t total, FastDivmod k) {
+    TB_GRID_STRIDE(i, total) y[i] = __bfloat162float(yb[i]) + b[lastAt(k, i)];
 }
 
 // to == true: (k, c, r, s) -> (k, r, s, c); else the inverse. One thread per element.
 template <class In, class Out>
 __global__ void filterTransposeKernel(const In* __restrict__ in, Out* __restrict__ out, int k, int c, int r, int sz,
-                                      bool toKrsc) {
+                                      NhwcDivisors krsc, bool toKrsc) {
     const size_t total = size_t(k) * c * r * sz;
     TB_GRID_STRIDE(i, total) {
-        // i indexes the KRSC layout: i = ((kk * r + rr) * sz + ss) * c + cc.
-        const int cc = int(i % size_t(c));
-        size_t rest = i / size_t(c);
-        const int ss = int(rest % size_t(sz));
-        rest /= size_t(sz);
-        const int rr = int(rest % size_t(r));
-        const size_t kk = rest / size_t(r);
-        const size_t kcrs = ((kk * c + cc) * r + rr) * sz + ss;
+        // i indexes the KRSC layout, i = ((kk * r + rr) * sz + ss) * c + cc: an (n, h, w, c) index.
+        const NhwcAt at = nhwcAt(krsc, i);
+        const size_t kcrs = ((at.n * c + at.c) * r + at.y) * sz + at.x;
         if (toKrsc) out[i] = fromFloat<Out>(toFloat(in[kcrs]));
         else out[kcrs] = fromFloat<Out>(toFloat(in[i]));
     }
@@ -167,31 +163,23 @@ __global__ void filterTransposeKernel(const In* __restrict__ in, Out* __restrict
 // One thread per padded element: interior copies, border zeros (pad) or interior gathers (crop).
 template <class In, class Out>
 __global__ void padKernel(const In* __restrict__ x, Out* __restrict__ xp, int n, int h, int w, int c, int top,
-                          int left, int hp, int wp) {
+                          int left, int hp, int wp, NhwcDivisors padded) {
     const size_t total = size_t(n) * hp * wp * c;
     TB_GRID_STRIDE(i, total) {
-        const int cc = int(i % size_t(c));
-        size_t rest = i / size_t(c);
-        const int x1 = int(rest % size_t(wp)) - left;
-        rest /= size_t(wp);
-        const int y1 = int(rest % size_t(hp)) - top;
-        const size_t nn = rest / size_t(hp);
-        xp[i] = fromFloat<Out>((y1 >= 0 && y1 < h && x1 >= 0 && x1 < w) ? toFloat(x[((nn * h + y1) * w + x1) * c + cc])
-                                                                          : 0.f);
+        const NhwcAt at = nhwcAt(padded, i);
+        const int x1 = at.x - left, y1 = at.y - top;
+        xp[i] = fromFloat<Out>((y1 >= 0 && y1 < h && x1 >= 0 && x1 < w)
+                                   ? toFloat(x[((at.n * h + y1) * w + x1) * c + at.c])
+                                   : 0.f);
     }
 }
 template <class In, class Out>
 __global__ void cropKernel(const In* __restrict__ xp, Out* __restrict__ x, int n, int h, int w, int c, int top,
-                           int left, int hp, int wp) {
+                           int left, int hp, int wp, NhwcDivisors cropped) {
     const size_t total = size_t(n) * h * w * c;
     TB_GRID_STRIDE(i, total) {
-        const int cc = int(i % size_t(c));
-        size_t rest = i / size_t(c);
-        const int x1 = int(rest % size_t(w));
-        rest /= size_t(w);
-        const int y1 = int(rest % size_t(h));
-        const size_t nn = rest / size_t(h);
-        x[i] = fromFloat<Out>(toFloat(xp[((nn * hp + y1 + top) * wp + x1 + left) * c + cc]));
+        const NhwcAt at = nhwcAt(cropped, i);
+        x[i] = fromFloat<Out>(toFloat(xp[((at.n * hp + at.y + top) * wp + at.x + left) * c + at.c]));
     }
 }
 
@@ -204,36 +192,30 @@ __device__ inline int2 windowSpan(int o, int stride, int pad, int k, int size) {
     const int start = o * stride - pad;
     return make_int2(max(start, 0), min(start + k, size));
 }
-__device__ inline PoolWindow poolWindow(const PoolDesc& d, int oh, int ow, size_t i) {
-    const int cc = int(i % size_t(d.c));
-    size_t rest = i / size_t(d.c);
-    const int ox = int(rest % size_t(ow));
-    rest /= size_t(ow);
-    const int oy = int(rest % size_t(oh));
-    return {int(rest / size_t(oh)), cc, windowSpan(oy, d.strideH, d.padTop, d.r, d.h),
-            windowSpan(ox, d.strideW, d.padLeft, d.s, d.w)};
+// `out`: the output's (oh, ow, c) divisors.
+__device__ inline PoolWindow poolWindow(const PoolDesc& d, const NhwcDivisors& out, size_t i) {
+    const NhwcAt at = nhwcAt(out, i);
+    return {int(at.n), at.c, windowSpan(at.y, d.strideH, d.padTop, d.r, d.h), windowSpan(at.x, d.strideW, d.padLeft, d.s, d.w)};
 }
 // Input element i of (n, h, w, c) and the outputs whose windows hold it (oy * strideH - padTop <=
 // iy < that + r), [oyLo, oyHi] x [oxLo, oxHi].
 struct PoolInput {
     int n, c, oyLo, oyHi, oxLo, oxHi;
 };
-__device__ inline PoolInput poolInput(const PoolDesc& d, int oh, int ow, size_t i) {
-    const int cc = int(i % size_t(d.c));
-    size_t rest = i / size_t(d.c);
-    const int ix = int(rest % size_t(d.w));
-    rest /= size_t(d.w);
-    const int iy = int(rest % size_t(d.h));
-    return {int(rest / size_t(d.h)), cc,
+// `in`: the input's (h, w, c) divisors.
+__device__ inline PoolInput poolInput(const PoolDesc& d, const NhwcDivisors& in, int oh, int ow, size_t i) {
+    const NhwcAt at = nhwcAt(in, i);
+    const int iy = at.y, ix = at.x;
+    return {int(at.n), at.c,
             max(0, (iy + d.padTop - d.r + d.strideH) / d.strideH), min(oh - 1, (iy + d.padTop) / d.strideH),
             max(0, (ix + d.padLeft - d.s + d.strideW) / d.strideW), min(ow - 1, (ix + d.padLeft) / d.strideW)};
 }
 
-__global__ void maxPoolForwardKernel(PoolDesc d, int oh, int ow, const float* __restrict__ x, float* __restrict__ y,
-                                     int32_t* __restrict__ argmax) {
+__global__ void maxPoolForwardKernel(PoolDesc d, int oh, int ow, NhwcDivisors out, const float* __restrict__ x,
+                                     float* __restrict__ y, int32_t* __restrict__ argmax) {
     const size_t total = size_t(d.n) * oh * ow * d.c;
     TB_GRID_STRIDE(i, total) {
-        const PoolWindow p = poolWindow(d, oh, ow, i);
+        const PoolWindow p = poolWindow(d, out, i);
         float best = -INFINITY;
         int32_t at = -1;
         for (int a = p.rows.x; a < p.rows.y; ++a)
@@ -248,11 +230,12 @@ __global__ void maxPoolForwardKernel(PoolDesc d, int oh, int ow, const float* __
         argmax[i] = at;
     }
 }
-__global__ void maxPoolBackwardKernel(PoolDesc d, int oh, int ow, const float* __restrict__ y, const float* __restrict__ dy,
-                                      const int32_t* __restrict__ argmax, float* __restrict__ dx) {
+__global__ void maxPoolBackwardKernel(PoolDesc d, int oh, int ow, NhwcDivisors in, const float* __restrict__ y,
+                                      const float* __restrict__ dy, const int32_t* __restrict__ argmax,
+                                      float* __restrict__ dx) {
     const size_t total = size_t(d.n) * d.h * d.w * d.c;
     TB_GRID_STRIDE(i, total) {
-        const PoolInput p = poolInput(d, oh, ow, i);
+        const PoolInput p = poolInput(d, in, oh, ow, i);
         float g = 0.f;
         for (int oy = p.oyLo; oy <= p.oyHi; ++oy)
             for (int ox = p.oxLo; ox <= p.oxHi; ++ox) {
@@ -262,20 +245,22 @@ __global__ void maxPoolBackwardKernel(PoolDesc d, int oh, int ow, const float* _
         dx[i] = g;
     }
 }
-__global__ void avgPoolForwardKernel(PoolDesc d, int oh, int ow, const float* __restrict__ x, float* __restrict__ y) {
+__global__ void avgPoolForwardKernel(PoolDesc d, int oh, int ow, NhwcDivisors out, const float* __restrict__ x,
+                                     float* __restrict__ y) {
     const size_t total = size_t(d.n) * oh * ow * d.c;
     TB_GRID_STRIDE(i, total) {
-        const PoolWindow p = poolWindow(d, oh, ow, i);
+        const PoolWindow p = poolWindow(d, out, i);
         float sum = 0.f;
         for (int a = p.rows.x; a < p.rows.y; ++a)
             for (int b = p.cols.x; b < p.cols.y; ++b) sum += x[((size_t(p.n) * d.h + a) * d.w + b) * d.c + p.c];
         y[i] = sum / float(max(1, (p.rows.y - p.rows.x) * (p.cols.y - p.cols.x)));
     }
 }
-__global__ void avgPoolBackwardKernel(PoolDesc d, int oh, int ow, const float* __restrict__ dy, float* __restrict__ dx) {
+__global__ void avgPoolBackwardKernel(PoolDesc d, int oh, int ow, NhwcDivisors in, const float* __restrict__ dy,
+                                      float* __restrict__ dx) {
     const size_t total = size_t(d.n) * d.h * d.w * d.c;
     TB_GRID_STRIDE(i, total) {
-        const PoolInput p = poolInput(d, oh, ow, i);
+        const PoolInput p = poolInput(d, in, oh, ow, i);
         float g = 0.f;
         for (int oy = p.oyLo; oy <= p.oyHi; ++oy) {
             const int2 ys = windowSpan(oy, d.strideH, d.padTop, d.r, d.h);
@@ -298,10 +283,10 @@ __device__ float lrnPower(float s, float beta) {
     return powf(s, -beta);
 }
 
-__global__ void lrnForwardKernel(LrnDesc d, size_t total, const float* __restrict__ x, float* __restrict__ y,
-                                 float* __restrict__ scale, float* __restrict__ power) {
+__global__ void lrnForwardKernel(LrnDesc d, FastDivmod channels, size_t total, const float* __restrict__ x,
+                                 float* __restrict__ y, float* __restrict__ scale, float* __restrict__ power) {
     TB_GRID_STRIDE(i, total) {
-        const int j = int(i % size_t(d.c));
+        const int j = lastAt(channels, i);
         const float* px = x + (i - size_t(j));
         float sum = 0.f;  // ascending over the window, as the CPU's sliding sum
         for (int q = max(0, j - d.depthRadius); q <= min(d.c - 1, j + d.depthRadius); ++q) sum += px[q] * px[q];
@@ -313,12 +298,12 @@ __global__ void lrnForwardKernel(LrnDesc d, size_t total, const float* __restric
     }
 }
 // dx_j = dy_j scale_j^-beta - 2 alpha beta x_j sum_{|i-j|<=r} dy_i y_i / scale_i
-__global__ void lrnBackwardKernel(LrnDesc d, size_t total, const float* __restrict__ x, const float* __restrict__ y,
-                                  const float* __restrict__ dy, float* __restrict__ dx, const float* __restrict__ scale,
-                                  const float* __restrict__ power) {
+__global__ void lrnBackwardKernel(LrnDesc d, FastDivmod channels, size_t total, const float* __restrict__ x,
+                                  const float* __restrict__ y, const float* __restrict__ dy, float* __restrict__ dx,
+                                  const float* __restrict__ scale, const float* __restrict__ power) {
     const float k = 2.f * d.alpha * d.beta;
     TB_GRID_STRIDE(i, total) {
-        const int j = int(i % size_t(d.c));
+        const int j = lastAt(channels, i);
         const size_t base = i - size_t(j);
         float sum = 0.f;
         for (int q = max(0, j - d.depthRadius); q <= min(d.c - 1, j + d.depthRadius); ++q)
@@ -408,9 +393,9 @@ __global__ void batchNormInferenceScaleKernel(const float* __restrict__ moving, 
 // y = (x - mean) scale + beta, each (c) per channel, relu'd where asked.
 __global__ void batchNormApplyKernel(const float* __restrict__ x, const float* __restrict__ mean,
                                      const float* __restrict__ scale, const float* __restrict__ beta,
-                                     float* __restrict__ y, int c, size_t n, bool relu) {
+                                     float* __restrict__ y, FastDivmod c, size_t n, bool relu) {
     TB_GRID_STRIDE(i, n) {
-        const int j = int(i % size_t(c));
+        const int j = lastAt(c, i);
         const float v = ew::batchNormApply(x[i], mean[j], scale[j], beta[j]);
         y[i] = relu ? fmaxf(v, 0.f) : v;
     }
@@ -428,9 +413,9 @@ __global__ void batchNormGradientCoefficientsKernel(const float* __restrict__ sa
 __global__ void batchNormGradientKernel(const float* __restrict__ x, const float* __restrict__ y,
                                         const float* __restrict__ dy, const float* __restrict__ mean,
                                         const float* __restrict__ coefficients, float* __restrict__ dx, int c,
-                                        size_t n) {
+                                        FastDivmod channels, size_t n) {
     TB_GRID_STRIDE(i, n) {
-        const int j = int(i % size_t(c));
+        const int j = lastAt(channels, i);
         const float g = y ? ew::reluGradient(y[i], dy[i]) : dy[i];
         dx[i] = ew::batchNormGradient(x[i], g, mean[j], coefficients[j], coefficients[c + j], coefficients[2 * c + j]);
     }
@@ -503,32 +488,36 @@ void emaUpdate(cudaStream_t s, float* shadow, const float* p, float decay, size_
 }
 
 void addBias(cudaStream_t s, float* y, const float* b, size_t rows, int k) {
-    TB_LAUNCH(addBiasKernel, rows * size_t(k), s, y, b, rows * size_t(k), k);
+    TB_LAUNCH(addBiasKernel, rows * size_t(k), s, y, b, rows * size_t(k), FastDivmod(uint32_t(k)));
 }
 void fill(cudaStream_t s, bf16* x, float v, size_t n) { TB_LAUNCH(fillBf16Kernel, n, s, x, v, n); }
 void roundToBf16(cudaStream_t s, const float* x, bf16* y, size_t n) { TB_LAUNCH(convertKernel, n, s, x, y, n); }
 void widen(cudaStream_t s, const bf16* x, float* y, size_t n) { TB_LAUNCH(convertKernel, n, s, x, y, n); }
 void widenAddBias(cudaStream_t s, const bf16* yb, const float* b, float* y, size_t rows, int k) {
-    TB_LAUNCH(widenAddBiasKernel, rows * size_t(k), s, yb, b, y, rows * size_t(k), k);
+    TB_LAUNCH(widenAddBiasKernel, rows * size_t(k), s, yb, b, y, rows * size_t(k), FastDivmod(uint32_t(k)));
 }
 
 template <class In, class Out>
 void filterToKrsc(cudaStream_t s, const In* w, Out* out, int k, int c, int r, int sz) {
-    TB_LAUNCH((filterTransposeKernel<In, Out>), size_t(k) * c * r * sz, s, w, out, k, c, r, sz, true);
+    TB_LAUNCH((filterTransposeKernel<In, Out>), size_t(k) * c * r * sz, s, w, out, k, c, r, sz, NhwcDivisors(r, sz, c),
+              true);
 }
 template <class In, class Out>
 void filterFromKrsc(cudaStream_t s, const In* in, Out* w, int k, int c, int r, int sz) {
-    TB_LAUNCH((filterTransposeKernel<In, Out>), size_t(k) * c * r * sz, s, in, w, k, c, r, sz, false);
+    TB_LAUNCH((filterTransposeKernel<In, Out>), size_t(k) * c * r * sz, s, in, w, k, c, r, sz, NhwcDivisors(r, sz, c),
+              false);
 }
 template <class In, class Out>
 void padNhwc(cudaStream_t s, const In* x, Out* xp, int n, int h, int w, int c, int top, int left, int bottom, int right) {
     const int hp = h + top + bottom, wp = w + left + right;
-    TB_LAUNCH((padKernel<In, Out>), size_t(n) * hp * wp * c, s, x, xp, n, h, w, c, top, left, hp, wp);
+    TB_LAUNCH((padKernel<In, Out>), size_t(n) * hp * wp * c, s, x, xp, n, h, w, c, top, left, hp, wp,
+              NhwcDivisors(hp, wp, c));
 }
 template <class In, class Out>
 void cropNhwc(cudaStream_t s, const In* xp, Out* x, int n, int h, int w, int c, int top, int left, int bottom, int right) {
     const int hp = h + top + bottom, wp = w + left + right;
-    TB_LAUNCH((cropKernel<In, Out>), size_t(n) * h * w * c, s, xp, x, n, h, w, c, top, left, hp, wp);
+    TB_LAUNCH((cropKernel<In, Out>), size_t(n) * h * w * c, s, xp, x, n, h, w, c, top, left, hp, wp,
+              NhwcDivisors(h, w, c));
 }
 // The pairs the plans use: fp32 throughout, and the bf16 path's ways in and out.
 template void filterToKrsc(cudaStream_t, const float*, float*, int, int, int, int);
@@ -542,29 +531,31 @@ template void cropNhwc(cudaStream_t, const bf16*, float*, int, int, int, int, in
 
 void maxPoolForward(cudaStream_t s, const PoolDesc& d, const float* x, float* y, int32_t* argmax) {
     const int oh = d.outH(), ow = d.outW();
-    TB_LAUNCH(maxPoolForwardKernel, size_t(d.n) * oh * ow * d.c, s, d, oh, ow, x, y, argmax);
+    TB_LAUNCH(maxPoolForwardKernel, size_t(d.n) * oh * ow * d.c, s, d, oh, ow, NhwcDivisors(oh, ow, d.c), x, y, argmax);
 }
 void maxPoolBackward(cudaStream_t s, const PoolDesc& d, const float* y, const float* dy, const int32_t* argmax,
                      float* dx) {
-    TB_LAUNCH(maxPoolBackwardKernel, size_t(d.n) * d.h * d.w * d.c, s, d, d.outH(), d.outW(), y, dy, argmax, dx);
+    TB_LAUNCH(maxPoolBackwardKernel, size_t(d.n) * d.h * d.w * d.c, s, d, d.outH(), d.outW(), NhwcDivisors(d.h, d.w, d.c),
+              y, dy, argmax, dx);
 }
 
 void avgPoolForward(cudaStream_t s, const PoolDesc& d, const float* x, float* y) {
     const int oh = d.outH(), ow = d.outW();
-    TB_LAUNCH(avgPoolForwardKernel, size_t(d.n) * oh * ow * d.c, s, d, oh, ow, x, y);
+    TB_LAUNCH(avgPoolForwardKernel, size_t(d.n) * oh * ow * d.c, s, d, oh, ow, NhwcDivisors(oh, ow, d.c), x, y);
 }
 void avgPoolBackward(cudaStream_t s, const PoolDesc& d, const float* dy, float* dx) {
-    TB_LAUNCH(avgPoolBackwardKernel, size_t(d.n) * d.h * d.w * d.c, s, d, d.outH(), d.outW(), dy, dx);
+    TB_LAUNCH(avgPoolBackwardKernel, size_t(d.n) * d.h * d.w * d.c, s, d, d.outH(), d.outW(), NhwcDivisors(d.h, d.w, d.c),
+              dy, dx);
 }
 
 void lrnForward(cudaStream_t s, const LrnDesc& d, const float* x, float* y, float* saved) {
     const size_t total = size_t(d.n) * d.c * d.h * d.w;
-    TB_LAUNCH(lrnForwardKernel, total, s, d, total, x, y, saved, saved + total);
+    TB_LAUNCH(lrnForwardKernel, total, s, d, FastDivmod(uint32_t(d.c)), total, x, y, saved, saved + total);
 }
 void lrnBackward(cudaStream_t s, const LrnDesc& d, const float* x, const float* y, const float* dy, float* dx,
                  const float* saved) {
     const size_t total = size_t(d.n) * d.c * d.h * d.w;
-    TB_LAUNCH(lrnBackwardKernel, total, s, d, total, x, y, dy, dx, saved, saved + total);
+    TB_LAUNCH(lrnBackwardKernel, total, s, d, FastDivmod(uint32_t(d.c)), total, x, y, dy, dx, saved, saved + total);
 }
 
 BatchNormChunks batchNormChunks(int64_t rows) {
@@ -606,13 +597,13 @@ void batchNormForward(cudaStream_t s, const BatchNormDesc& d, const float* x, co
     TB_LAUNCH(batchNormStatisticsKernel, size_t(d.c), s, sums, shift, count, d.epsilon, d.c, gamma, saved, moving,
               decay);
     const size_t n = size_t(d.rows) * size_t(d.c);
-    TB_LAUNCH(batchNormApplyKernel, n, s, x, saved, saved + 2 * d.c, beta, y, d.c, n, d.relu);
+    TB_LAUNCH(batchNormApplyKernel, n, s, x, saved, saved + 2 * d.c, beta, y, FastDivmod(uint32_t(d.c)), n, d.relu);
 }
 void batchNormInference(cudaStream_t s, const BatchNormDesc& d, const float* x, const float* moving,
                         const float* gamma, const float* beta, float* y, float* scale) {
     TB_LAUNCH(batchNormInferenceScaleKernel, size_t(d.c), s, moving, d.epsilon, d.c, gamma, scale);
     const size_t n = size_t(d.rows) * size_t(d.c);
-    TB_LAUNCH(batchNormApplyKernel, n, s, x, moving, scale, beta, y, d.c, n, d.relu);
+    TB_LAUNCH(batchNormApplyKernel, n, s, x, moving, scale, beta, y, FastDivmod(uint32_t(d.c)), n, d.relu);
 }
 void batchNormGradientSums(cudaStream_t s, const BatchNormDesc& d, const float* x, const float* y, const float* dy,
                            const float* saved, float* partial, float* dgamma, float* dbeta) {
@@ -624,7 +615,8 @@ void batchNormBackwardData(cudaStream_t s, const BatchNormDesc& d, const float* 
     TB_LAUNCH(batchNormGradientCoefficientsKernel, size_t(d.c), s, saved, gamma, sumDyXhat, sumDy, count, d.c,
               coefficients);
     const size_t n = size_t(d.rows) * size_t(d.c);
-    TB_LAUNCH(batchNormGradientKernel, n, s, x, d.relu ? y : nullptr, dy, saved, coefficients, dx, d.c, n);
+    TB_LAUNCH(batchNormGradientKernel, n, s, x, d.relu ? y : nullptr, dy, saved, coefficients, dx, d.c,
+              FastDivmod(uint32_t(d.c)), n);
 }
 void add(cudaStream_t s, const float* a, const float* b, float* y, size_t n, bool relu) {
     TB_LAUNCH(addKernel, n, s, a, b, y, n, relu);
