@@ -18,10 +18,12 @@ time limit: --eager-timeout, --compile-timeout), builds the network from the sam
 Towerbench (bench_common), trains on one pre-made batch on the GPU (cross-entropy, SGD momentum 0.9 with
 per-layer weight decay, fused: PyTorch's fastest SGD; cuDNN's autotuner on), and times --repeats runs of
 --steps steps after --warmup (default 3 x 300 after 30; the median examples/sec). Configurations run
-eager first, then reduce-overhead, then max-autotune, and the file is rewritten after each, so a call
-with little device time measures what --budget allows and the next call goes on where it stopped: those
-already in the file are skipped (and those recorded n/a too, unless --retry-na). A file made on another
-GPU kind, driver or PyTorch is refused: re-measure into a new file.
+eager first, then reduce-overhead, then max-autotune, and the file is rewritten after each. --budget is
+a deadline for the whole call: no configuration runs past it (one cut off by it is not recorded), so a
+call with little device time measures what fits and the next call goes on where it stopped: those
+already in the file are skipped (and those recorded n/a too, unless --retry-na). A configuration slower
+than its own limit is recorded n/a with the reason (max-autotune "where it compiles within a few
+minutes"). A file made on another GPU kind, driver or PyTorch is refused: re-measure into a new file.
 """
 import argparse
 import json
@@ -57,11 +59,13 @@ def machine_of(torch, device):
     if device.startswith("cuda"):
         from bench_gpu_vs_pytorch import smi_query
 
-        smi = smi_query("driver_version")
+        smi = smi_query("name,driver_version")
         major, minor = torch.cuda.get_device_capability(device)
-        info.update(gpu=torch.cuda.get_device_name(device), capability=f"{major}.{minor}",
-                    driver=smi.get("driver_version", "n/a"), torch_cuda=torch.version.cuda,
-                    cudnn=torch.backends.cudnn.version())
+        # The GPU as nvidia-smi names it: bench_gpu_vs_pytorch.py --pytorch-baseline compares that
+        # name without importing torch (CUDA's own name differs under MIG).
+        info.update(gpu=smi.get("name", torch.cuda.get_device_name(device)), cuda_name=torch.cuda.get_device_name(device),
+                    capability=f"{major}.{minor}", driver=smi.get("driver_version", "n/a"),
+                    torch_cuda=torch.version.cuda, cudnn=torch.backends.cudnn.version())
     else:  # a dry run of the script itself on a machine without a GPU
         info.update(gpu="cpu", driver="n/a")
     return info
@@ -107,9 +111,12 @@ def worker(args):
     return 0
 
 
-def run_config(args, model, mode, precision, batch):
-    """The worker for one configuration under its time limit: (result, None) or (None, why it is n/a)."""
-    limit = args.eager_timeout if mode == "eager" else args.compile_timeout
+def run_config(args, model, mode, precision, batch, seconds_left):
+    """The worker for one configuration under its time limit, or under what is left of the call's
+    budget where that is shorter: (result, None), (None, why it is n/a), or (None, None) where the
+    budget cut it off (nothing to record: a later call measures it)."""
+    own = args.eager_timeout if mode == "eager" else args.compile_timeout
+    limit = min(own, seconds_left)
     cmd = [sys.executable, os.path.abspath(__file__), "--worker", model, mode, precision, str(batch),
            "--device", args.device, "--models-dir", args.models_dir, "--steps", str(args.steps),
            "--warmup", str(args.warmup), "--repeats", str(args.repeats), "--lr", repr(args.lr)]
@@ -120,15 +127,24 @@ def run_config(args, model, mode, precision, batch):
     except subprocess.TimeoutExpired:
         os.killpg(proc.pid, signal.SIGKILL)
         proc.communicate()
-        return None, f"compilation and timing took longer than {limit:g} s"
-    results = [ln for ln in out.splitlines() if ln.startswith("{")]
-    if proc.returncode != 0 or not results:
+        if limit < own:
+            return None, None
+        return None, (f"took longer than its limit of {limit:g} s (" +
+                      ("--eager-timeout" if mode == "eager" else "--compile-timeout, compilation included") + ")")
+    results = []
+    for line in out.splitlines():
+        if line.startswith("{"):
+            try:
+                results.append(json.loads(line))
+            except ValueError:
+                pass  # a stray line that only looks like JSON
+    if proc.returncode != 0 or not results or "examples_per_sec" not in results[-1]:
         lines = err.strip().splitlines() or ["no output"]
         print(f"# {config_key(model, mode, precision, batch)} failed; the end of its stderr:", file=sys.stderr)
         for line in lines[-15:]:
             print(f"#   {line}", file=sys.stderr)
         return None, f"exit status {proc.returncode}: {lines[-1][:300]}"
-    return json.loads(results[-1]), None
+    return results[-1], None
 
 
 # ----------------------------------------------------------------------------------------------
@@ -167,6 +183,14 @@ def best(doc, model, precision, batch):
     return max(found) if found else None
 
 
+def missing_modes(doc, model, precision, batch):
+    """The modes not yet in the file for one network, precision and batch (measured or n/a both count):
+    a best over fewer than all of them is not PyTorch's best yet."""
+    have = {c.get("mode") for c in doc["configs"].values()
+            if c.get("model") == model and c.get("precision") == precision and c.get("batch") == batch}
+    return [m for m in MODES if m not in have]
+
+
 def report(doc):
     m = doc["machine"]
     print(f"PyTorch {m.get('torch')} on {m.get('gpu')} (driver {m.get('driver')}, CUDA {m.get('torch_cuda', 'n/a')}, "
@@ -202,11 +226,11 @@ def main():
     ap.add_argument("--warmup", type=int, default=30, help="untimed steps after the first (default 30)")
     ap.add_argument("--repeats", type=int, default=3, help="timed runs of --steps, median kept (default 3)")
     ap.add_argument("--lr", type=float, default=0.01)
-    ap.add_argument("--budget", type=float, default=420,
-                    help="seconds after which no further configuration starts (default 420)")
+    ap.add_argument("--budget", type=float, default=300,
+                    help="seconds this call may take: no configuration runs past them (default 300)")
     ap.add_argument("--eager-timeout", type=float, default=120, help="seconds for one eager configuration")
-    ap.add_argument("--compile-timeout", type=float, default=240,
-                    help="seconds for one compiled configuration, compilation and timing (default 240)")
+    ap.add_argument("--compile-timeout", type=float, default=180,
+                    help="seconds for one compiled configuration, compilation and timing (default 180)")
     ap.add_argument("--retry-na", action="store_true", help="measure again the configurations recorded n/a")
     ap.add_argument("--device", default="cuda:0", help="cuda:0; cpu only to try the script itself")
     ap.add_argument("--models-dir", default=os.path.join(REPO, "resources", "models"))
@@ -266,11 +290,16 @@ def main():
         done = doc["configs"].get(key)
         if done and ("examples_per_sec" in done or not args.retry_na):
             continue
-        if time.monotonic() - started > args.budget:
+        seconds_left = args.budget - (time.monotonic() - started)
+        if seconds_left < 10:
             left += 1
             continue
         t0 = time.monotonic()
-        res, why = run_config(args, model, mode, precision, batch)
+        res, why = run_config(args, model, mode, precision, batch, seconds_left)
+        if res is None and why is None:
+            print(f"# {key}: cut off by --budget {args.budget:g} s; a later call measures it", flush=True)
+            left += 1
+            continue
         entry = {"model": model, "mode": mode, "precision": precision, "batch": batch,
                  "seconds": round(time.monotonic() - t0, 1), "measured": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime())}
         entry.update(res if res else {"na_reason": why})

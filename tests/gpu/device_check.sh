@@ -44,10 +44,10 @@ summary=()
 failed=0
 started=$(date +%s)
 # Every run of the check keeps its cuDNN algorithm choices in one file (backend/algorithm_store.hpp),
-# which comes back with the output: later runs of a shape take the first run's choices, so the
+# copied into the output at the end: later runs of a shape take the first run's choices, so the
 # benchmark, the profiles and the determinism pairs all run the same algorithms.
-export TOWERBENCH_ALGORITHM_CACHE="$out/cudnn-algorithms.json"
-rm -f "$TOWERBENCH_ALGORITHM_CACHE" "$TOWERBENCH_ALGORITHM_CACHE.lock"
+export TOWERBENCH_ALGORITHM_CACHE=/tmp/tb-device-check/cudnn-algorithms.json
+rm -rf /tmp/tb-device-check
 
 # step NAME COMMAND...: runs it with its output appended to the log, records status and seconds.
 # A command may set step_note to report something other than passed/failed (and not fail).
@@ -84,9 +84,10 @@ unpack() {
   mkdir -p "$deps"
   for d in "$repo"/.deps/debs/*.deb; do dpkg -x "$d" "$deps" || return 1; done
 }
-window_only=0
+window_only=0 baseline_only=0
 [ "$only" = window ] && window_only=1
-[ $window_only -eq 1 ] || step "unpack Debian packages" unpack
+[ "$only" = pytorch_baseline ] && baseline_only=1  # PyTorch alone: nothing of ours to build
+[ $window_only -eq 1 ] || [ $baseline_only -eq 1 ] || step "unpack Debian packages" unpack
 site=$(python3 -c 'import site; print(site.getsitepackages()[0])' 2>/dev/null)
 # The directory holding a library (first match under the toolkit, then the Python wheels).
 libdir_of() {
@@ -125,7 +126,10 @@ build() {
     -DCUBLAS_ROOT="$(dirname "$cublas_lib")" &&
   cmake --build "$bin" -j "$(nproc)"
 }
-if [ $window_only -eq 1 ]; then
+if [ $baseline_only -eq 1 ]; then
+  note "build" "none: PyTorch's side alone"
+  run_bin="$repo/build-device/app"  # (not run)
+elif [ $window_only -eq 1 ]; then
   note "build" "none: the window and its CUDA module from .deps/window/bin"
   run_bin="$repo/.deps/window/bin"
 elif [ -n "$prebuilt" ]; then
@@ -585,7 +589,7 @@ step "the window on the GPU" window
 
 # Issue 33: PyTorch's strongest configurations, measured once per GPU kind, driver and PyTorch and kept
 # in docs/gpu-runs/pytorch-baseline/ (tests/benchmarks/pytorch_gpu_baseline.py). This machine's file
-# is copied to the output, filled as far as TB_BASELINE_BUDGET seconds allow (default 420), and comes
+# is copied to the output, filled as far as TB_BASELINE_BUDGET seconds allow (default 300), and comes
 # back to be committed; the next call goes on where it stopped. Only when --only names it.
 baseline_dir="$repo/docs/gpu-runs/pytorch-baseline"
 baseline_name() { (cd "$repo/tests/benchmarks" && python3 pytorch_gpu_baseline.py --print-file "$baseline_dir" 2>/dev/null); }
@@ -594,12 +598,12 @@ pytorch_baseline() {
   kept=$(baseline_name) || { echo "no CUDA PyTorch here"; return 1; }
   [ -f "$kept" ] && cp "$kept" "$out/"
   (cd "$repo/tests/benchmarks" && python3 pytorch_gpu_baseline.py --file "$out/$(basename "$kept")" \
-     --budget "${TB_BASELINE_BUDGET:-420}") 2>&1 | tee "$out/pytorch_baseline.txt"
+     --budget "${TB_BASELINE_BUDGET:-300}") 2>&1 | tee "$out/pytorch_baseline.txt"
   return "${PIPESTATUS[0]}"
 }
 [[ ",$only," == *",pytorch_baseline,"* ]] && step "PyTorch's strongest configurations (kept)" pytorch_baseline
 
-if [ $bench -eq 1 ]; then
+if [ $bench -eq 1 ] && { [ -z "$only" ] || [[ ",$only," == *",bench,"* ]]; }; then
   bench_args=(--binary "$tbrun" --out-json "$out/bench_gpu.json")
   # PyTorch's side from its kept file where this machine has one (this call's, else the repository's):
   # the device time goes to Towerbench's side, and the goals table compares with PyTorch's best.
@@ -613,6 +617,7 @@ if [ $bench -eq 1 ]; then
   step "GPU benchmark vs PyTorch" bench
 fi
 
+[ -f "$TOWERBENCH_ALGORITHM_CACHE" ] && cp "$TOWERBENCH_ALGORITHM_CACHE" "$out/"
 {
   echo
   echo "device check summary ($(nvidia-smi --query-gpu=name --format=csv,noheader 2>/dev/null | head -1), $(( $(date +%s) - started )) s)"
