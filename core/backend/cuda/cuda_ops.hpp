@@ -1,5 +1,5 @@
-// The CUDA backend's op plans: convolution on cuDNN, dense layers on cuBLAS, pooling, LRN and
-// batch norm on our own kernels (kernels.cuh and the plans say why). Each plan is made once per shape and owns the
+// The CUDA backend's op plans: convolution on cuDNN (cuda_conv.cu), dense layers on cuBLAS, pooling,
+// LRN and batch norm on our own kernels (cuda_ops.cu; kernels.cuh and the plans say why). Each plan is made once per shape and owns the
 // little device memory it keeps between calls; scratch comes in as the caller's workspace.
 #pragma once
 #include <memory>

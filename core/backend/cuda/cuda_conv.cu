@@ -1,0 +1,669 @@
+// Convolutions on cuDNN: each direction's algorithm and layout chosen by timing (conv_choice.hpp's
+// rule), kept across runs (backend/algorithm_store.hpp) and shared by the plans of one shape.
+#include <cudnn.h>
+#include <nvtx3/nvToolsExt.h>  // header-only: costs nothing unless a profiler is attached
+
+#include <algorithm>
+#include <array>
+#include <cstdio>
+#include <cstdlib>
+#include <cstring>
+#include <map>
+#include <mutex>
+#include <optional>
+#include <set>
+#include <string>
+#include <tuple>
+#include <type_traits>
+#include <vector>
+
+#include "backend/cuda/conv_choice.hpp"
+#include "backend/cuda/cuda_check.hpp"
+#include "backend/cuda/cuda_ops.hpp"
+#include "backend/cuda/cuda_stream.hpp"
+#include "backend/cuda/kernels.cuh"
+#include "backend/cuda/plan_memory.hpp"
+
+namespace tb::cuda {
+
+namespace {
+
+// Prints a line to stderr the first time this process meets it.
+void noteOnce(const std::string& line) {
+    static std::mutex mutex;
+    static std::set<std::string> said;
+    std::lock_guard lock(mutex);
+    if (said.insert(line).second) std::fprintf(stderr, "%s\n", line.c_str());
+}
+
+size_t aligned(size_t bytes) { return (bytes + 255) / 256 * 256; }
+
+template <class T, cudnnStatus_t (*Create)(T*), cudnnStatus_t (*Destroy)(T)>
+class CudnnDesc {
+public:
+    CudnnDesc() { TB_CUDA(Create(&d_)); }
+    ~CudnnDesc() { Destroy(d_); }
+    CudnnDesc(const CudnnDesc&) = delete;
+    CudnnDesc& operator=(const CudnnDesc&) = delete;
+    operator T() const { return d_; }
+
+private:
+    T d_{};
+};
+using TensorDesc = CudnnDesc<cudnnTensorDescriptor_t, cudnnCreateTensorDescriptor, cudnnDestroyTensorDescriptor>;
+using FilterDesc = CudnnDesc<cudnnFilterDescriptor_t, cudnnCreateFilterDescriptor, cudnnDestroyFilterDescriptor>;
+using ConvolutionDesc =
+    CudnnDesc<cudnnConvolutionDescriptor_t, cudnnCreateConvolutionDescriptor, cudnnDestroyConvolutionDescriptor>;
+
+// What cuDNN's search chose for one direction of one convolution shape.
+struct ConvChoice {
+    AlgoChoice fwd, bwdData, bwdFilter;
+    std::string failure;  // why this shape has no algorithm in this precision (cached too)
+};
+
+// cuDNN has no algorithm for a convolution in the precision asked (no successful search result,
+// or its calls answer NOT_SUPPORTED or BAD_PARAM for those descriptors): the one failure a bf16
+// plan falls back to fp32 for. Anything else (memory, a fault) is an Error like any other.
+struct NoAlgorithm : Error {
+    using Error::Error;
+};
+// A set-up call's refusal that means "not in this precision" (NoAlgorithm), where any other
+// failure is an Error like any other.
+inline bool refusedForPrecision(cudnnStatus_t status) {
+    return status == CUDNN_STATUS_NOT_SUPPORTED || status == CUDNN_STATUS_BAD_PARAM;
+}
+// TB_CUDA for the set-up calls whose refusal means "not in this precision".
+#define TB_CUDNN_OR_NO_ALGORITHM(call)                                                                  \
+    do {                                                                                                \
+        const cudnnStatus_t status_ = (call);                                                           \
+        if (refusedForPrecision(status_))                                                               \
+            throw NoAlgorithm(std::string("CUDA backend: ") + #call + ": " + cudnnGetErrorString(status_)); \
+        TB_CUDA(status_);                                                                               \
+    } while (0)
+
+// cudnnFind*Ex times each algorithm once, too noisy on small convolutions (docs/gpus.md), so
+// Find's candidates within 3x of its fastest (at most kCandidates) are timed again: a warm-up call
+// each, then kRounds rounds taking every candidate in turn (a ramping clock favours none), each
+// timing kCalls back-to-back calls (a busy GPU, as in a step); ranked by median round, then
+// choose()'s rule (conv_choice.hpp). call(algo, workspaceBytes) runs the operation once on `q`; a
+// candidate whose call fails is left out, and Find's own ranking stands if every one fails.
+template <class Perf, class Call>
+AlgoChoice retimed(const Perf* perf, int count, ConvRule rule, cudnnConvolutionDescriptor_t conv, cudaStream_t q,
+                   Call call, const char* what) {
+    constexpr int kCandidates = 6, kRounds = 5, kCalls = 3;
+    struct Event {
+        cudaEvent_t e = nullptr;
+        Event() { TB_CUDA(cudaEventCreate(&e)); }
+        ~Event() { cudaEventDestroy(e); }
+    } start, end;
+    // Runs candidate p `calls` times; false if cuDNN refuses it.
+    auto run = [&](const Perf& p, int calls) {
+        if (cudnnSetConvolutionMathType(conv, p.mathType) != CUDNN_STATUS_SUCCESS) return false;
+        for (int k = 0; k < calls; ++k)
+            if (call(int(p.algo), p.memory) != CUDNN_STATUS_SUCCESS) return false;
+        return true;
+    };
+    std::vector<Perf> candidates;
+    float fastest = -1.f;  // Find's results come sorted by its time
+    for (int i = 0; i < count && int(candidates.size()) < kCandidates; ++i) {
+        const Perf& p = perf[i];
+        if (!usable(p, rule)) continue;
+        if (fastest < 0) fastest = p.time;
+        if (p.time <= 3.f * fastest && run(p, 1)) candidates.push_back(p);
+    }
+    std::vector<std::array<float, kRounds>> ms(candidates.size());
+    std::vector<bool> refused(candidates.size(), false);
+    for (int r = 0; r < kRounds; ++r)
+        for (size_t j = 0; j < candidates.size(); ++j) {
+            if (refused[j]) continue;
+            TB_CUDA(cudaEventRecord(start.e, q));
+            refused[j] = !run(candidates[j], kCalls);
+            TB_CUDA(cudaEventRecord(end.e, q));
+            TB_CUDA(cudaEventSynchronize(end.e));
+            TB_CUDA(cudaEventElapsedTime(&ms[j][size_t(r)], start.e, end.e));
+        }
+    std::vector<Perf> timed;
+    for (size_t j = 0; j < candidates.size(); ++j) {
+        if (refused[j]) continue;
+        std::nth_element(ms[j].begin(), ms[j].begin() + kRounds / 2, ms[j].end());
+        timed.push_back(candidates[j]);
+        timed.back().time = ms[j][kRounds / 2] / float(kCalls);
+    }
+    try {
+        if (timed.empty()) return choose(perf, count, rule, what);
+        std::sort(timed.begin(), timed.end(), [](const Perf& a, const Perf& b) { return a.time < b.time; });
+        return choose(timed.data(), int(timed.size()), rule, what);
+    } catch (const NoUsableAlgorithm& e) {
+        throw NoAlgorithm(std::string("CUDA backend: ") + e.what());
+    }
+}
+
+// One search per convolution shape, precision and device, shared by every plan of that shape
+// (towers on one GPU and the evaluation network would otherwise search again).
+class ConvChoiceCache {
+public:
+    using Key = std::tuple<int, int, int, int, int, int, int, int, int, int, int, bool, bool, bool, bool>;
+    std::mutex mutex;
+    std::map<Key, ConvChoice> choices;
+};
+ConvChoiceCache& choiceCache() {
+    static ConvChoiceCache cache;
+    return cache;
+}
+
+// A convolution on cuDNN. In fp32 its operands are the caller's (padded into the workspace where
+// the padding is asymmetric). In bf16 (PSEUDO_BFLOAT16: bf16 tensors, fp32 accumulation) x, the
+// filter and dy are rounded into the plan's own copies once a step (StepCopy); cuDNN's results
+// (y, dx, dw) come out in bf16 too (its legacy API has no bf16-in fp32-out form; PyTorch's
+// autocast rounds them alike) into the front of the workspace (the stage) and are widened into
+// the fp32 outputs; the bias and its gradient stay fp32.
+class CudaConv final : public ConvOp {
+public:
+    CudaConv(const PlanContext& ctx, const ConvDesc& d) : ctx_(ctx), d_(d), bf16_(ctx.bf16) {
+        symmetric_ = d.padTop == d.padBottom && d.padLeft == d.padRight;
+        // Asymmetric SAME padding (even kernels, strides > 1): cuDNN pads symmetrically only, so
+        // the input is padded explicitly and cuDNN runs a VALID convolution.
+        hp_ = symmetric_ ? d.h : d.h + d.padTop + d.padBottom;
+        wp_ = symmetric_ ? d.w : d.w + d.padLeft + d.padRight;
+        xElems_ = size_t(d.n) * hp_ * wp_ * d.c;
+        rows_ = d.n * d.outH() * d.outW();
+        if (bf16_) {
+            try {
+                configure();
+            } catch (const NoAlgorithm& e) {
+                // cuDNN may have no bf16 kernel for a shape (a first layer of one channel, say):
+                // that convolution alone runs in fp32, said once per shape, not a failed run.
+                noteOnce("gpu:" + std::to_string(ctx.device) + ": no bf16 convolution for n" + std::to_string(d.n) +
+                         " c" + std::to_string(d.c) + " " + std::to_string(d.h) + "x" + std::to_string(d.w) + " k" +
+                         std::to_string(d.k) + " " + std::to_string(d.r) + "x" + std::to_string(d.s) + " (" + e.what() +
+                         "); it runs in fp32");
+                bf16_ = false;
+            }
+        }
+        if (!bf16_) configure();
+        const size_t filter = size_t(d.k) * d.c * d.r * d.s;
+        if (bf16_) {
+            xb_ = StepCopy(ctx.allocator, xElems_ * sizeof(bf16));
+            wb_ = StepCopy(ctx.allocator, filter * sizeof(bf16));
+            dyb_ = StepCopy(ctx.allocator, size_t(rows_) * d.k * sizeof(bf16));
+            stageBytes_ = aligned(std::max({size_t(rows_) * d.k, xElems_, filter}) * sizeof(bf16));
+        } else {
+            wKrsc_ = DeviceBuffer(ctx.allocator, filter * sizeof(float));
+            stageBytes_ = symmetric_ ? 0 : aligned(xElems_ * sizeof(float));
+            if (anyNchw()) {  // x and dy transposed once a step; y and dx come out of cuDNN into the stage
+                xT_ = StepCopy(ctx.allocator, xElems_ * sizeof(float));
+                dyT_ = StepCopy(ctx.allocator, size_t(rows_) * d.k * sizeof(float));
+                stageBytes_ = aligned(std::max(size_t(rows_) * d.k, xElems_) * sizeof(float));
+            }
+        }
+        ones_ = onesVector(ctx, size_t(rows_));
+        cudnnBytes_ = std::max({choice_.fwd.workspace, choice_.bwdData.workspace, choice_.bwdFilter.workspace});
+    }
+
+    size_t workspaceBytes() const override { return stageBytes_ + cudnnBytes_; }
+
+    void forward(Stream st, const float* x, const float* w, const float* b, float* y, void* ws) override {
+        cudaStream_t q = queueOf(st);
+        for (StepCopy* c : {&xb_, &wb_, &dyb_, &xT_, &dyT_}) c->forget();
+        const float one = 1.f, zero = 0.f;
+        if (nchw(choice_.fwd)) {  // x to NCHW, y (NCHW) out in the stage, then to NHWC; w as it is
+            float* yT = static_cast<float*>(ws);
+            TB_CUDA(cudnnConvolutionForward(st->cudnn, &one, xc_, transposedInput(st, x), wc_, w, fwdConv_,
+                                            cudnnConvolutionFwdAlgo_t(choice_.fwd.algo), cudnnWs(ws), cudnnBytes_,
+                                            &zero, yc_, yT));
+            TB_CUDA(cudnnTransformTensor(st->cudnn, &one, yc_, yT, &zero, y_, y));
+            if (b) addBias(q, y, b, size_t(rows_), d_.k);
+            return;
+        }
+        const void* xin = input(q, x, ws);
+        const void* filt = filter(q, w);
+        void* out = bf16_ ? ws : y;
+        TB_CUDA(cudnnConvolutionForward(st->cudnn, &one, x_, xin, w_, filt, fwdConv_,
+                                        cudnnConvolutionFwdAlgo_t(choice_.fwd.algo), cudnnWs(ws), cudnnBytes_, &zero,
+                                        y_, out));
+        if (bf16_) {
+            if (b) widenAddBias(q, static_cast<const bf16*>(out), b, y, size_t(rows_), d_.k);
+            else widen(q, static_cast<const bf16*>(out), y, size_t(rows_) * size_t(d_.k));
+        } else if (b) {
+            addBias(q, y, b, size_t(rows_), d_.k);
+        }
+    }
+    void backwardData(Stream st, const float* dy, const float* w, float* dx, void* ws) override {
+        cudaStream_t q = queueOf(st);
+        const float one = 1.f, zero = 0.f;
+        if (nchw(choice_.bwdData)) {  // dy to NCHW, dx (NCHW) out in the stage, then to NHWC
+            float* dxT = static_cast<float*>(ws);
+            TB_CUDA(cudnnConvolutionBackwardData(st->cudnn, &one, wc_, w, yc_, transposedGradient(st, dy), bwdDataConv_,
+                                                 cudnnConvolutionBwdDataAlgo_t(choice_.bwdData.algo), cudnnWs(ws),
+                                                 cudnnBytes_, &zero, xc_, dxT));
+            TB_CUDA(cudnnTransformTensor(st->cudnn, &one, xc_, dxT, &zero, x_, dx));
+            return;
+        }
+        const void* filt = filter(q, w);  // fp32: transposed afresh, as wKrsc_ also holds dw
+        const void* grad = gradient(q, dy);
+        void* out = bf16_ || !symmetric_ ? ws : dx;  // the (padded) gradient in the stage, then cropped or widened
+        TB_CUDA(cudnnConvolutionBackwardData(st->cudnn, &one, w_, filt, y_, grad, bwdDataConv_,
+                                             cudnnConvolutionBwdDataAlgo_t(choice_.bwdData.algo), cudnnWs(ws),
+                                             cudnnBytes_, &zero, x_, out));
+        if (bf16_) toDx(q, static_cast<const bf16*>(out), dx);
+        else toDx(q, static_cast<const float*>(out), dx);
+    }
+    void backwardWeights(Stream st, const float* x, const float* dy, float* dw, float* db, void* ws) override {
+        cudaStream_t q = queueOf(st);
+        if (nchw(choice_.bwdFilter)) {  // x and dy in NCHW (made once a step); dw comes out (k, c, r, s)
+            const float one = 1.f, zero = 0.f;
+            TB_CUDA(cudnnConvolutionBackwardFilter(st->cudnn, &one, xc_, transposedInput(st, x), yc_,
+                                                   transposedGradient(st, dy), bwdFilterConv_,
+                                                   cudnnConvolutionBwdFilterAlgo_t(choice_.bwdFilter.algo), cudnnWs(ws),
+                                                   cudnnBytes_, &zero, wc_, dw));
+            if (db) biasGradient(st, dy, ones_.f(), db, rows_, d_.k);
+            return;
+        }
+        const void* xin = input(q, x, ws);
+        const void* grad = gradient(q, dy);
+        // fp32: wKrsc_ doubles as the (k, r, s, c) filter gradient (backwardData transposes the
+        // filter afresh); bf16: the stage.
+        void* out = bf16_ ? ws : static_cast<void*>(wKrsc_.f());
+        const float one = 1.f, zero = 0.f;
+        TB_CUDA(cudnnConvolutionBackwardFilter(st->cudnn, &one, x_, xin, y_, grad, bwdFilterConv_,
+                                               cudnnConvolutionBwdFilterAlgo_t(choice_.bwdFilter.algo), cudnnWs(ws),
+                                               cudnnBytes_, &zero, w_, out));
+        if (bf16_) filterFromKrsc(q, static_cast<const bf16*>(out), dw, d_.k, d_.c, d_.r, d_.s);
+        else filterFromKrsc(q, wKrsc_.f(), dw, d_.k, d_.c, d_.r, d_.s);
+        if (db) biasGradient(st, dy, ones_.f(), db, rows_, d_.k);
+    }
+
+private:
+    // Descriptors in this plan's precision, and its algorithms.
+    void configure() {
+        const cudnnDataType_t type = bf16_ ? CUDNN_DATA_BFLOAT16 : CUDNN_DATA_FLOAT;
+        const int ph = symmetric_ ? d_.padTop : 0, pw = symmetric_ ? d_.padLeft : 0;
+        TB_CUDNN_OR_NO_ALGORITHM(cudnnSetTensor4dDescriptor(x_, CUDNN_TENSOR_NHWC, type, d_.n, d_.c, hp_, wp_));
+        TB_CUDNN_OR_NO_ALGORITHM(cudnnSetTensor4dDescriptor(y_, CUDNN_TENSOR_NHWC, type, d_.n, d_.k, d_.outH(), d_.outW()));
+        // Filters in (k, r, s, c), the layout cuDNN pairs with NHWC activations; the network's
+        // weights stay (k, c, r, s) and are transposed on the way in and out (tiny next to the conv).
+        TB_CUDNN_OR_NO_ALGORITHM(cudnnSetFilter4dDescriptor(w_, type, CUDNN_TENSOR_NHWC, d_.k, d_.c, d_.r, d_.s));
+        if (nchwPossible()) {  // the same shapes in NCHW, the filter (k, c, r, s) as the network keeps it
+            TB_CUDA(cudnnSetTensor4dDescriptor(xc_, CUDNN_TENSOR_NCHW, type, d_.n, d_.c, hp_, wp_));
+            TB_CUDA(cudnnSetTensor4dDescriptor(yc_, CUDNN_TENSOR_NCHW, type, d_.n, d_.k, d_.outH(), d_.outW()));
+            TB_CUDA(cudnnSetFilter4dDescriptor(wc_, type, CUDNN_TENSOR_NCHW, d_.k, d_.c, d_.r, d_.s));
+        }
+        for (cudnnConvolutionDescriptor_t c : convs())  // fp32 accumulation in both precisions
+            TB_CUDNN_OR_NO_ALGORITHM(cudnnSetConvolution2dDescriptor(c, ph, pw, d_.strideH, d_.strideW, 1, 1, CUDNN_CROSS_CORRELATION,
+                                                    CUDNN_DATA_FLOAT));
+        int on, oc, oh, ow;
+        TB_CUDNN_OR_NO_ALGORITHM(cudnnGetConvolution2dForwardOutputDim(fwdConv_, x_, w_, &on, &oc, &oh, &ow));
+        if (on != d_.n || oc != d_.k || oh != d_.outH() || ow != d_.outW())
+            throw Error("CUDA backend: cuDNN's convolution output " + std::to_string(oh) + "x" + std::to_string(ow) +
+                        " differs from the plan's " + std::to_string(d_.outH()) + "x" + std::to_string(d_.outW()));
+        choice_ = search();
+        TB_CUDA(cudnnSetConvolutionMathType(fwdConv_, choice_.fwd.math));
+        TB_CUDA(cudnnSetConvolutionMathType(bwdDataConv_, choice_.bwdData.math));
+        TB_CUDA(cudnnSetConvolutionMathType(bwdFilterConv_, choice_.bwdFilter.math));
+    }
+    std::array<cudnnConvolutionDescriptor_t, 3> convs() const { return {fwdConv_, bwdDataConv_, bwdFilterConv_}; }
+
+    // NCHW is tried for fp32 plans without explicit padding (conv_choice.hpp's ConvLayout), unless
+    // TB_CONV_LAYOUT holds every plan to NHWC.
+    bool nchwPossible() const { return !bf16_ && symmetric_ && forced_ != ConvLayout::Nhwc; }
+    static bool nchw(const AlgoChoice& a) { return a.layout == ConvLayout::Nchw; }
+    bool anyNchw() const { return nchw(choice_.fwd) || nchw(choice_.bwdData) || nchw(choice_.bwdFilter); }
+    // x (NHWC) in NCHW, and dy (NHWC) in NCHW: made by the first call of a step that reads them.
+    const float* transposedInput(Stream st, const float* x) {
+        return xT_.of<float>(x, [&](float* t) {
+            const float one = 1.f, zero = 0.f;
+            TB_CUDA(cudnnTransformTensor(st->cudnn, &one, x_, x, &zero, xc_, t));
+        });
+    }
+    const float* transposedGradient(Stream st, const float* dy) {
+        return dyT_.of<float>(dy, [&](float* t) {
+            const float one = 1.f, zero = 0.f;
+            TB_CUDA(cudnnTransformTensor(st->cudnn, &one, y_, dy, &zero, yc_, t));
+        });
+    }
+
+    // x as cuDNN sees it. bf16: rounded (and padded) into xb_; fp32: itself, or padded into the stage.
+    const void* input(cudaStream_t q, const float* x, void* ws) {
+        if (bf16_)
+            return xb_.of<bf16>(x, [&](bf16* xb) {
+                if (symmetric_) roundToBf16(q, x, xb, xElems_);
+                else padNhwc(q, x, xb, d_.n, d_.h, d_.w, d_.c, d_.padTop, d_.padLeft, d_.padBottom, d_.padRight);
+            });
+        if (symmetric_) return x;
+        padNhwc(q, x, static_cast<float*>(ws), d_.n, d_.h, d_.w, d_.c, d_.padTop, d_.padLeft, d_.padBottom,
+                d_.padRight);
+        return ws;
+    }
+    // The filter in (k, r, s, c), rounded to bf16 or not.
+    const void* filter(cudaStream_t q, const float* w) {
+        if (bf16_) return wb_.of<bf16>(w, [&](bf16* wb) { filterToKrsc(q, w, wb, d_.k, d_.c, d_.r, d_.s); });
+        filterToKrsc(q, w, wKrsc_.f(), d_.k, d_.c, d_.r, d_.s);
+        return wKrsc_.f();
+    }
+    const void* gradient(cudaStream_t q, const float* dy) {
+        if (!bf16_) return dy;
+        return dyb_.of<bf16>(dy, [&](bf16* b) { roundToBf16(q, dy, b, size_t(rows_) * d_.k); });
+    }
+    // dx from cuDNN's gradient `out`: cropped where the input was padded, widened from bf16
+    // (fp32 without padding: cuDNN wrote dx itself).
+    template <class T>
+    void toDx(cudaStream_t q, const T* out, float* dx) const {
+        if (!symmetric_) cropNhwc(q, out, dx, d_.n, d_.h, d_.w, d_.c, d_.padTop, d_.padLeft, d_.padBottom, d_.padRight);
+        else if constexpr (std::is_same_v<T, bf16>) widen(q, out, dx, xElems_);
+    }
+    void* cudnnWs(void* ws) const { return static_cast<char*>(ws) + stageBytes_; }
+
+    // This shape's algorithms: this process's search of it, else the choice kept from an earlier
+    // run (backend/algorithm_store.hpp) where cuDNN still runs it under the rule, else a search,
+    // which is kept for the next run. A bf16 shape without an algorithm is remembered alike.
+    ConvChoice search() {
+        // Named for profilers: Nsight Compute leaves the search's timed trials out with
+        // --nvtx --nvtx-exclude "tb: cuDNN algorithm search/" (profiled, they are slowed, and the
+        // search picks other algorithms than an unprofiled run would).
+        struct NvtxRange {
+            NvtxRange() { nvtxRangePushA("tb: cuDNN algorithm search"); }
+            ~NvtxRange() { nvtxRangePop(); }
+        } range;
+        ConvChoiceCache& cache = choiceCache();
+        const ConvChoiceCache::Key key{ctx_.device, d_.n, d_.c, hp_, wp_, d_.k, d_.r, d_.s, d_.strideH * 1000 + d_.strideW,
+                                       symmetric_ ? d_.padTop : 0, symmetric_ ? d_.padLeft : 0, ctx_.allowTf32, bf16_,
+                                       ctx_.deterministic, symmetric_};  // (padded by hand: no NCHW)
+        std::lock_guard lock(cache.mutex);
+        if (auto it = cache.choices.find(key); it != cache.choices.end()) {
+            if (!it->second.failure.empty()) throw NoAlgorithm(it->second.failure);
+            return it->second;
+        }
+        const ConvRule rule{bf16_ ? ConvMath::TensorOp : ctx_.allowTf32 ? ConvMath::Any : ConvMath::Fma, ctx_.deterministic};
+        const std::string storeKey = choiceKey(ctx_.deviceKey, d_.n, d_.c, hp_, wp_, d_.k, d_.r, d_.s, d_.strideH, d_.strideW,
+                                               symmetric_ ? d_.padTop : 0, symmetric_ ? d_.padLeft : 0, !symmetric_,
+                                               bf16_, rule);
+        if (std::optional<ConvChoice> kept = forced_ ? std::nullopt : keptChoice(storeKey, rule)) {
+            cache.choices.emplace(key, *kept);
+            if (!kept->failure.empty()) throw NoAlgorithm(kept->failure);
+            return *kept;
+        }
+        ConvChoice c;
+        try {
+            c = timedChoice(rule);
+        } catch (const NoAlgorithm& e) {
+            if (bf16_) {  // remembered, so that the other plans of this shape do not search again
+                c.failure = e.what();
+                cache.choices.emplace(key, c);
+                if (!forced_) keep(storeKey, c);
+            }
+            throw;
+        }
+        cache.choices.emplace(key, c);
+        if (!forced_) keep(storeKey, c);  // (a layout held by TB_CONV_LAYOUT is no choice to keep)
+        return c;
+    }
+
+    // The choice kept for `storeKey` by an earlier run, if cuDNN still runs it under `rule` (its
+    // workspaces as cuDNN gives them now); otherwise nothing, said once, and the shape is searched.
+    std::optional<ConvChoice> keptChoice(const std::string& storeKey, ConvRule rule) {
+        const TbAlgorithmStore* store = ctx_.algorithms;
+        TbConvChoice t{};
+        if (!store || !store->find(store->context, storeKey.c_str(), &t)) return std::nullopt;
+        ConvChoice c;
+        c.failure.assign(t.failure, strnlen(t.failure, sizeof t.failure));
+        if (!c.failure.empty() && bf16_) return c;  // (fp32 shapes do not fall back: none is kept)
+        const auto from = [](const TbConvAlgorithm& a) {
+            return AlgoChoice{a.algorithm, size_t(a.workspaceBytes), cudnnMathType_t(a.math),
+                              a.layout == 1 ? ConvLayout::Nchw : ConvLayout::Nhwc};
+        };
+        c.fwd = from(t.forward);
+        c.bwdData = from(t.backwardData);
+        c.bwdFilter = from(t.backwardFilter);
+        cudnnHandle_t h = ctx_.setup->cudnn;
+        std::string why = c.failure.empty() ? std::string() : "record a failure, which only bf16 shapes have";
+        if (why.empty() && !nchwPossible() && (nchw(c.fwd) || nchw(c.bwdData) || nchw(c.bwdFilter)))
+            why = "name NCHW, which this plan does not run";
+        // The descriptors of the layout each direction runs in.
+        const auto xd = [&](const AlgoChoice& a) -> cudnnTensorDescriptor_t { return nchw(a) ? xc_ : x_; };
+        const auto yd = [&](const AlgoChoice& a) -> cudnnTensorDescriptor_t { return nchw(a) ? yc_ : y_; };
+        const auto wd = [&](const AlgoChoice& a) -> cudnnFilterDescriptor_t { return nchw(a) ? wc_ : w_; };
+        if (why.empty())
+            why = keptProblem<cudnnConvolutionFwdAlgoPerf_t>(
+            c.fwd, rule, fwdConv_, "forward convolution", CUDNN_CONVOLUTION_FWD_ALGO_COUNT,
+            [&](int n, int* count, cudnnConvolutionFwdAlgoPerf_t* perf) {
+                return cudnnGetConvolutionForwardAlgorithm_v7(h, xd(c.fwd), wd(c.fwd), fwdConv_, yd(c.fwd), n, count, perf);
+            },
+            [&](int algo, size_t* bytes) {
+                return cudnnGetConvolutionForwardWorkspaceSize(h, xd(c.fwd), wd(c.fwd), fwdConv_, yd(c.fwd),
+                                                               cudnnConvolutionFwdAlgo_t(algo), bytes);
+            });
+        if (why.empty())
+            why = keptProblem<cudnnConvolutionBwdDataAlgoPerf_t>(
+                c.bwdData, rule, bwdDataConv_, "convolution's input gradient", CUDNN_CONVOLUTION_BWD_DATA_ALGO_COUNT,
+                [&](int n, int* count, cudnnConvolutionBwdDataAlgoPerf_t* perf) {
+                    return cudnnGetConvolutionBackwardDataAlgorithm_v7(h, wd(c.bwdData), yd(c.bwdData), bwdDataConv_,
+                                                                       xd(c.bwdData), n, count, perf);
+                },
+                [&](int algo, size_t* bytes) {
+                    return cudnnGetConvolutionBackwardDataWorkspaceSize(h, wd(c.bwdData), yd(c.bwdData), bwdDataConv_,
+                                                                        xd(c.bwdData),
+                                                                        cudnnConvolutionBwdDataAlgo_t(algo), bytes);
+                });
+        if (why.empty())
+            why = keptProblem<cudnnConvolutionBwdFilterAlgoPerf_t>(
+                c.bwdFilter, rule, bwdFilterConv_, "convolution's filter gradient", CUDNN_CONVOLUTION_BWD_FILTER_ALGO_COUNT,
+                [&](int n, int* count, cudnnConvolutionBwdFilterAlgoPerf_t* perf) {
+                    return cudnnGetConvolutionBackwardFilterAlgorithm_v7(h, xd(c.bwdFilter), yd(c.bwdFilter),
+                                                                         bwdFilterConv_, wd(c.bwdFilter), n, count, perf);
+                },
+                [&](int algo, size_t* bytes) {
+                    return cudnnGetConvolutionBackwardFilterWorkspaceSize(h, xd(c.bwdFilter), yd(c.bwdFilter),
+                                                                          bwdFilterConv_, wd(c.bwdFilter),
+                                                                          cudnnConvolutionBwdFilterAlgo_t(algo), bytes);
+                });
+        if (why.empty()) return c;
+        noteOnce("gpu:" + std::to_string(ctx_.device) + ": the cuDNN algorithms kept for \"" + storeKey + "\" " + why +
+                 "; that shape is searched again");
+        return std::nullopt;
+    }
+    // Why one direction of a kept choice cannot run as it stands ("" when it can; its workspace is
+    // then cuDNN's answer). Leaves the descriptor's math as the choice's.
+    template <class Perf, class Heuristics, class WorkspaceSize>
+    static std::string keptProblem(AlgoChoice& a, ConvRule rule, cudnnConvolutionDescriptor_t conv, const char* what,
+                                   int algorithms, Heuristics heuristics, WorkspaceSize workspaceSize) {
+        if (cudnnSetConvolutionMathType(conv, a.math) != CUDNN_STATUS_SUCCESS)
+            return std::string("name a math cuDNN refuses for the ") + what;
+        std::vector<Perf> listed(static_cast<size_t>(algorithms));
+        int count = 0;
+        if (heuristics(algorithms, &count, listed.data()) != CUDNN_STATUS_SUCCESS)
+            return std::string("cannot be checked: cuDNN lists no algorithm for the ") + what;
+        if (!keptChoiceObeys(a, listed.data(), count, rule))
+            return std::string("break the run's rule (math or determinism) for the ") + what;
+        size_t bytes = 0;
+        if (const cudnnStatus_t st = workspaceSize(a.algo, &bytes); st != CUDNN_STATUS_SUCCESS)
+            return std::string("are refused by cuDNN for the ") + what + " (" + cudnnGetErrorString(st) + ")";
+        a.workspace = bytes;
+        return {};
+    }
+    // `c` kept for the next run under `storeKey` (nothing where the program keeps no choices).
+    void keep(const std::string& storeKey, const ConvChoice& c) const {
+        const TbAlgorithmStore* store = ctx_.algorithms;
+        if (!store) return;
+        TbConvChoice t{};
+        const auto to = [](const AlgoChoice& a) {
+            return TbConvAlgorithm{a.algo, int(a.math), nchw(a) ? 1 : 0, uint64_t(a.workspace)};
+        };
+        t.forward = to(c.fwd);
+        t.backwardData = to(c.bwdData);
+        t.backwardFilter = to(c.bwdFilter);
+        std::strncpy(t.failure, c.failure.c_str(), sizeof t.failure - 1);
+        store->remember(store->context, storeKey.c_str(), &t);
+    }
+
+    // Find's candidates for each direction, re-timed (retimed()), on buffers made for the trials:
+    // in NHWC, and where the plan may (nchwPossible()) in NCHW with the transpositions timed in each
+    // call; per direction the faster layout (conv_choice.hpp's faster()).
+    ConvChoice timedChoice(ConvRule rule) {
+        for (cudnnConvolutionDescriptor_t c : convs())
+            TB_CUDA(cudnnSetConvolutionMathType(c, rule.math == ConvMath::Fma ? CUDNN_FMA_MATH : CUDNN_TENSOR_OP_MATH));
+        // Real buffers for the timed trials (made once per shape, at set-up, outside any step):
+        // x, y (also dy) and w as the network holds them, and NCHW copies of x and y.
+        const size_t xs = xElems_, ys = size_t(rows_) * d_.k, ws = size_t(d_.k) * d_.c * d_.r * d_.s;
+        const size_t es = bf16_ ? sizeof(bf16) : sizeof(float);
+        const bool tryNchw = nchwPossible();
+        DeviceBuffer x(ctx_.allocator, xs * es), y(ctx_.allocator, ys * es), w(ctx_.allocator, ws * es), xt, yt;
+        if (tryNchw) xt = DeviceBuffer(ctx_.allocator, xs * es), yt = DeviceBuffer(ctx_.allocator, ys * es);
+        cudaStream_t q = ctx_.setup->stream;
+        for (auto [buf, n, v] : {std::tuple{&x, xs, 0.5f}, std::tuple{&y, ys, 0.25f}, std::tuple{&w, ws, 0.125f}}) {
+            if (bf16_) fill(q, buf->h(), v, n);
+            else fill(q, buf->f(), v, n);
+        }
+        // Trials may use up to a quarter of the free memory, at most 1 GiB, so that a fast
+        // algorithm with a large workspace is not missed.
+        size_t freeBytes = 0, total = 0;
+        TB_CUDA(cudaMemGetInfo(&freeBytes, &total));
+        size_t trialBytes = std::min<size_t>(size_t(1) << 30, freeBytes / 4);
+        void* trial = nullptr;
+        while (trialBytes > 0 && cudaMalloc(&trial, trialBytes) != cudaSuccess) {
+            cudaGetLastError();
+            trialBytes /= 2;
+        }
+        // One direction in both layouts: in(layout) searches and re-times it in that layout. A
+        // layout without a usable algorithm leaves the other; TB_CONV_LAYOUT=nchw tries NHWC only
+        // where NCHW has none.
+        const auto bestOf = [&](auto in) {
+            std::optional<AlgoChoice> nhwc, nchwChoice;
+            std::optional<NoAlgorithm> none;
+            const auto attempt = [&](ConvLayout l, std::optional<AlgoChoice>& into) {
+                try {
+                    into = in(l);
+                } catch (const NoAlgorithm& e) {
+                    none = e;
+                }
+            };
+            if (tryNchw) attempt(ConvLayout::Nchw, nchwChoice);
+            if (forced_ != ConvLayout::Nchw || !nchwChoice) attempt(ConvLayout::Nhwc, nhwc);
+            if (!nhwc && !nchwChoice) throw *none;
+            return *faster(nhwc, nchwChoice);
+        };
+        // Each layout's search starts from the rule's math (a re-timing leaves its last candidate's).
+        const auto ruleMath = [&](cudnnConvolutionDescriptor_t conv) {
+            TB_CUDA(cudnnSetConvolutionMathType(conv, rule.math == ConvMath::Fma ? CUDNN_FMA_MATH : CUDNN_TENSOR_OP_MATH));
+        };
+        ConvChoice c;
+        try {
+            cudnnHandle_t h = ctx_.setup->cudnn;
+            const float one = 1.f, zero = 0.f;
+            // x and y in a layout: the network's buffers (NHWC), or their NCHW copies.
+            const auto xIn = [&](ConvLayout l) { return l == ConvLayout::Nchw ? xt.raw() : x.raw(); };
+            const auto yIn = [&](ConvLayout l) { return l == ConvLayout::Nchw ? yt.raw() : y.raw(); };
+            const auto xd = [&](ConvLayout l) -> cudnnTensorDescriptor_t { return l == ConvLayout::Nchw ? xc_ : x_; };
+            const auto yd = [&](ConvLayout l) -> cudnnTensorDescriptor_t { return l == ConvLayout::Nchw ? yc_ : y_; };
+            const auto wd = [&](ConvLayout l) -> cudnnFilterDescriptor_t { return l == ConvLayout::Nchw ? wc_ : w_; };
+            // NHWC <-> NCHW as a step does it (a no-op in NHWC).
+            const auto toNchw = [&](ConvLayout l, cudnnTensorDescriptor_t from, const DeviceBuffer& a,
+                                    cudnnTensorDescriptor_t to, const DeviceBuffer& b) {
+                return l == ConvLayout::Nhwc ? CUDNN_STATUS_SUCCESS
+                                             : cudnnTransformTensor(h, &one, from, a.raw(), &zero, to, b.raw());
+            };
+            const auto then = [](cudnnStatus_t a, auto b) { return a == CUDNN_STATUS_SUCCESS ? b() : a; };
+            if (tryNchw) {  // the NCHW copies hold x's and y's values from the first Find on
+                TB_CUDNN_OR_NO_ALGORITHM(cudnnTransformTensor(h, &one, x_, x.raw(), &zero, xc_, xt.raw()));
+                TB_CUDNN_OR_NO_ALGORITHM(cudnnTransformTensor(h, &one, y_, y.raw(), &zero, yc_, yt.raw()));
+            }
+            // One direction: in each layout Find's candidates (find(l, n, &count, perf)), re-timed
+            // with call(l, algo, workspaceBytes), which transposes where a step would.
+            const auto direction = [&](auto* perfType, cudnnConvolutionDescriptor_t conv, int algorithms, const char* what,
+                                       auto find, auto call) {
+                return bestOf([&](ConvLayout l) {
+                    std::vector<std::remove_pointer_t<decltype(perfType)>> perf(static_cast<size_t>(algorithms));
+                    int count = 0;
+                    ruleMath(conv);
+                    const cudnnStatus_t found = find(l, algorithms, &count, perf.data());
+                    if (refusedForPrecision(found))
+                        throw NoAlgorithm(std::string("CUDA backend: cuDNN's search for the ") + what + ": " +
+                                          cudnnGetErrorString(found));
+                    TB_CUDA(found);
+                    AlgoChoice a = retimed(perf.data(), count, rule, conv, q,
+                                           [&](int algo, size_t bytes) { return call(l, algo, bytes); }, what);
+                    a.layout = l;
+                    return a;
+                });
+            };
+            c.fwd = direction(
+                static_cast<cudnnConvolutionFwdAlgoPerf_t*>(nullptr), fwdConv_, CUDNN_CONVOLUTION_FWD_ALGO_COUNT,
+                "forward convolution",
+                [&](ConvLayout l, int n, int* count, cudnnConvolutionFwdAlgoPerf_t* perf) {
+                    return cudnnFindConvolutionForwardAlgorithmEx(h, xd(l), xIn(l), wd(l), w.raw(), fwdConv_, yd(l), yIn(l),
+                                                                  n, count, perf, trial, trialBytes);
+                },
+                [&](ConvLayout l, int algo, size_t bytes) {
+                    return then(toNchw(l, x_, x, xc_, xt), [&] {
+                        return then(cudnnConvolutionForward(h, &one, xd(l), xIn(l), wd(l), w.raw(), fwdConv_,
+                                                            cudnnConvolutionFwdAlgo_t(algo), trial, bytes, &zero, yd(l),
+                                                            yIn(l)),
+                                    [&] { return toNchw(l, yc_, yt, y_, y); });
+                    });
+                });
+            c.bwdData = direction(
+                static_cast<cudnnConvolutionBwdDataAlgoPerf_t*>(nullptr), bwdDataConv_, CUDNN_CONVOLUTION_BWD_DATA_ALGO_COUNT,
+                "convolution's input gradient",
+                [&](ConvLayout l, int n, int* count, cudnnConvolutionBwdDataAlgoPerf_t* perf) {
+                    return cudnnFindConvolutionBackwardDataAlgorithmEx(h, wd(l), w.raw(), yd(l), yIn(l), bwdDataConv_, xd(l),
+                                                                       xIn(l), n, count, perf, trial, trialBytes);
+                },
+                [&](ConvLayout l, int algo, size_t bytes) {
+                    return then(toNchw(l, y_, y, yc_, yt), [&] {
+                        return then(cudnnConvolutionBackwardData(h, &one, wd(l), w.raw(), yd(l), yIn(l), bwdDataConv_,
+                                                                 cudnnConvolutionBwdDataAlgo_t(algo), trial, bytes, &zero,
+                                                                 xd(l), xIn(l)),
+                                    [&] { return toNchw(l, xc_, xt, x_, x); });
+                    });
+                });
+            // Both transpositions counted, though a step whose input gradient also runs in NCHW
+            // shares dy's.
+            c.bwdFilter = direction(
+                static_cast<cudnnConvolutionBwdFilterAlgoPerf_t*>(nullptr), bwdFilterConv_,
+                CUDNN_CONVOLUTION_BWD_FILTER_ALGO_COUNT, "convolution's filter gradient",
+                [&](ConvLayout l, int n, int* count, cudnnConvolutionBwdFilterAlgoPerf_t* perf) {
+                    return cudnnFindConvolutionBackwardFilterAlgorithmEx(h, xd(l), xIn(l), yd(l), yIn(l), bwdFilterConv_,
+                                                                         wd(l), w.raw(), n, count, perf, trial, trialBytes);
+                },
+                [&](ConvLayout l, int algo, size_t bytes) {
+                    return then(toNchw(l, x_, x, xc_, xt), [&] {
+                        return then(toNchw(l, y_, y, yc_, yt), [&] {
+                            return cudnnConvolutionBackwardFilter(h, &one, xd(l), xIn(l), yd(l), yIn(l), bwdFilterConv_,
+                                                                  cudnnConvolutionBwdFilterAlgo_t(algo), trial, bytes,
+                                                                  &zero, wd(l), w.raw());
+                        });
+                    });
+                });
+            TB_CUDA(cudaStreamSynchronize(q));
+        } catch (...) {
+            cudaStreamSynchronize(q);  // the trials' buffers go back to the allocator below
+            cudaFree(trial);
+            throw;
+        }
+        cudaFree(trial);
+        return c;
+    }
+
+    PlanContext ctx_;
+    ConvDesc d_;
+    bool bf16_ = false, symmetric_ = true;
+    int hp_ = 0, wp_ = 0, rows_ = 0;
+    size_t xElems_ = 0;  // of the (padded) input cuDNN reads
+    TensorDesc x_, y_;            // NHWC, as the network's activations
+    FilterDesc w_;                // (k, r, s, c)
+    TensorDesc xc_, yc_;          // NCHW, where a direction runs in NCHW
+    FilterDesc wc_;               // (k, c, r, s), the network's own
+    std::optional<ConvLayout> forced_ = forcedLayout(std::getenv("TB_CONV_LAYOUT"));
+    ConvolutionDesc fwdConv_, bwdDataConv_, bwdFilterConv_;
+    ConvChoice choice_;
+    DeviceBuffer wKrsc_;          // fp32: (k, r, s, c) the filter, or its gradient
+    StepCopy xb_, wb_, dyb_;      // bf16: the (padded) input, the (k, r, s, c) filter, dy (rows, k)
+    StepCopy xT_, dyT_;           // fp32 in NCHW: x (n, c, h, w), dy (n, k, outH, outW)
+    DeviceBuffer ones_;       // (rows) for the bias gradient
+    size_t stageBytes_ = 0, cudnnBytes_ = 0;
+};
+
+}  // namespace
+
+std::unique_ptr<ConvOp> makeConv(const PlanContext& ctx, const ConvDesc& d) { return std::make_unique<CudaConv>(ctx, d); }
+
+}  // namespace tb::cuda
