@@ -192,7 +192,9 @@ Data parallelism (the seeds' tower pattern; docs/user-guide.md):
   --deterministic true|false
                       GPU towers: cuDNN's deterministic algorithms only, so two runs give the
                       same losses bit for bit (default true); false: the fastest, atomics
-                      included (CPU towers are deterministic either way)
+                      included (CPU towers are deterministic either way). What cuDNN's search
+                      chose is kept for the next run in $TOWERBENCH_ALGORITHM_CACHE (default
+                      ~/.cache/towerbench/cudnn-algorithms.json; off: search in every run)
   --precision P       fp32 (default) or bf16: the towers' convolutions and inner products read
                       bf16 and return fp32 (mixed precision; the variables, the optimiser and
                       every other op stay fp32); CPU towers need AVX512-BF16 or AMX, GPU
