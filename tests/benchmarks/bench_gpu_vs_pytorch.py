@@ -75,24 +75,34 @@ def setup_torch(torch):
     torch.backends.cudnn.benchmark = True
 
 
-def bench_torch_gpu(spec, args, torch, wrap=None, autocast=None):
-    """One training setup on cuda:0: the first step timed alone (cuDNN autotuning, or compilation when
-    wrap is torch.compile), `warmup` more untimed steps, then `repeats` timings of `steps` steps; the
-    median examples/sec, each repeat's, and the peak memory PyTorch's allocator handed out. autocast
-    (torch.bfloat16): the forward pass and the loss under torch.autocast("cuda") with that type."""
+def bench_torch_gpu(spec, args, torch, wrap=None, autocast=None, batch=None, device=DEVICE, fused=False):
+    """One training setup on `device` (cuda:0; "cpu" only to try a script without a GPU): the first
+    step timed alone (cuDNN autotuning, or compilation when wrap is torch.compile), `warmup` more untimed
+    steps, then `repeats` timings of `steps` steps of `batch` (default args.batch); the median
+    examples/sec, each repeat's, and on a GPU the peak memory PyTorch's allocator handed out. autocast
+    (torch.bfloat16): the forward pass and the loss under torch.autocast with that type; fused: SGD's
+    one-kernel update."""
+    batch = batch or args.batch
+    gpu = device.startswith("cuda")
     torch.manual_seed(1)
-    torch.zeros(1, device=DEVICE)  # a fresh process (the compile worker) must initialise CUDA first
-    torch.cuda.reset_peak_memory_stats(DEVICE)
-    step, params = make_torch_step(spec, args.batch, args.lr, torch, wrap=wrap, device=DEVICE, autocast=autocast)
-    sync = torch.cuda.synchronize
+    if gpu:
+        torch.zeros(1, device=device)  # a fresh process (a worker) must initialise CUDA first
+        torch.cuda.reset_peak_memory_stats(device)
+    step, params = make_torch_step(spec, batch, args.lr, torch, wrap=wrap, device=device, autocast=autocast,
+                                   fused=fused)
+    sync = torch.cuda.synchronize if gpu else None
     t0 = time.perf_counter()
     step()
-    sync()
+    if sync:
+        sync()
     first = time.perf_counter() - t0
-    eps = [args.steps * args.batch / time_steps(step, args.steps, args.warmup if i == 0 else 0, sync=sync)
+    eps = [args.steps * batch / time_steps(step, args.steps, args.warmup if i == 0 else 0, sync=sync)
            for i in range(args.repeats)]
-    return {"params": params, "examples_per_sec": statistics.median(eps), "repeats_examples_per_sec": eps,
-            "first_step_seconds": first, "peak_allocated_bytes": torch.cuda.max_memory_allocated(DEVICE)}
+    out = {"params": params, "examples_per_sec": statistics.median(eps), "repeats_examples_per_sec": eps,
+           "first_step_seconds": first}
+    if gpu:
+        out["peak_allocated_bytes"] = torch.cuda.max_memory_allocated(device)
+    return out
 
 
 def compile_worker(args):
@@ -105,30 +115,46 @@ def compile_worker(args):
     return 0
 
 
-def bench_compile(name, args):
-    """torch.compile of one model in a subprocess of this script, so that a compiler that fails, hangs or
-    crashes costs at most --compile-timeout seconds and never the benchmark. Returns (result, None) or
-    (None, the reason it is n/a)."""
-    cmd = [sys.executable, os.path.abspath(__file__), "--compile-worker", name, "--models-dir", args.models_dir,
-           "--batch", str(args.batch), "--steps", str(args.steps), "--warmup", str(args.warmup),
-           "--repeats", str(args.repeats), "--lr", repr(args.lr)]
+def run_worker(cmd, timeout, label):
+    """A measuring subprocess (`cmd`), so that one that fails, hangs or crashes costs at most `timeout`
+    seconds and never its caller; it prints its result as one JSON object with "examples_per_sec".
+    Returns (result, None); (None, the reason it failed), the end of its stderr going to stderr under
+    `label`; or (None, None) where it ran past `timeout` (the caller says why)."""
     # A session of its own: on timeout the whole group goes, inductor's compile workers included.
     proc = subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, start_new_session=True)
     try:
-        out, err = proc.communicate(timeout=args.compile_timeout)
+        out, err = proc.communicate(timeout=timeout)
     except subprocess.TimeoutExpired:
         os.killpg(proc.pid, signal.SIGKILL)
         proc.communicate()
-        return None, f"compilation and timing took longer than --compile-timeout {args.compile_timeout:g} s"
-    results = [ln for ln in out.splitlines() if ln.startswith("{")]
-    if proc.returncode != 0 or not results:
+        return None, None
+    results = []
+    for line in out.splitlines():
+        if line.startswith("{"):
+            try:
+                results.append(json.loads(line))
+            except ValueError:
+                pass  # a stray line that only looks like JSON
+    if proc.returncode != 0 or not results or "examples_per_sec" not in results[-1]:
         lines = err.strip().splitlines() or ["no output"]
         # The whole traceback's end goes to the log (stderr); the reason keeps its last line.
-        print(f"# torch.compile worker for {name} failed; the end of its stderr:", file=sys.stderr)
+        print(f"# {label} failed; the end of its stderr:", file=sys.stderr)
         for line in lines[-25:]:
             print(f"#   {line}", file=sys.stderr)
         return None, f"exit status {proc.returncode}: {lines[-1][:300]}"
-    return json.loads(results[-1]), None
+    return results[-1], None
+
+
+def bench_compile(name, args):
+    """torch.compile of one model in a subprocess of this script (run_worker), at most --compile-timeout
+    seconds. Returns (result, None) or (None, the reason it is n/a)."""
+    cmd = [sys.executable, os.path.abspath(__file__), "--compile-worker", name, "--models-dir", args.models_dir,
+           "--batch", str(args.batch), "--steps", str(args.steps), "--warmup", str(args.warmup),
+           "--repeats", str(args.repeats), "--lr", repr(args.lr)]
+    res, why = run_worker(cmd, args.compile_timeout, f"torch.compile worker for {name}")
+    if res is None and why is None:
+        why = f"compilation and timing took longer than --compile-timeout {args.compile_timeout:g} s"
+    return res, why
 
 
 # ----------------------------------------------------------------------------------------------

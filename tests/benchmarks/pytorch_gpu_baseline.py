@@ -29,14 +29,11 @@ import argparse
 import json
 import os
 import re
-import signal
-import statistics
-import subprocess
 import sys
 import tempfile
 import time
 
-from bench_common import REPO, load_spec, make_torch_step, time_steps
+from bench_common import REPO, load_spec
 
 FORMAT = "towerbench PyTorch GPU baseline"
 MODES = ["eager", "reduce-overhead", "max-autotune"]
@@ -77,36 +74,17 @@ def machine_of(torch, device):
 def worker(args):
     import torch
 
+    from bench_gpu_vs_pytorch import bench_torch_gpu, setup_torch
+
     model, mode, precision, batch = args.worker
-    batch = int(batch)
-    device = args.device
-    if device.startswith("cuda"):
-        torch.backends.cudnn.allow_tf32 = False  # plain fp32, as Towerbench's default
-        torch.backends.cuda.matmul.allow_tf32 = False
-        torch.backends.cudnn.benchmark = True
-        torch.zeros(1, device=device)
-        torch.cuda.reset_peak_memory_stats(device)
-    torch.manual_seed(1)
-    wrap = None
-    if mode != "eager":
-        wrap = lambda m: torch.compile(m, mode=mode)  # noqa: E731
-    autocast = torch.bfloat16 if precision == "bf16" else None
-    spec = load_spec(args.models_dir, model)
-    step, params = make_torch_step(spec, batch, args.lr, torch, wrap=wrap, device=device, autocast=autocast,
-                                   fused=device.startswith("cuda"))
-    sync = torch.cuda.synchronize if device.startswith("cuda") else None
-    t0 = time.perf_counter()
-    step()
-    if sync:
-        sync()
-    first = time.perf_counter() - t0
-    eps = [args.steps * batch / time_steps(step, args.steps, args.warmup if i == 0 else 0, sync=sync)
-           for i in range(args.repeats)]
-    out = {"examples_per_sec": statistics.median(eps), "repeats_examples_per_sec": eps,
-           "first_step_seconds": first, "params": params, "steps": args.steps, "warmup": args.warmup,
-           "repeats": args.repeats}
-    if device.startswith("cuda"):
-        out["peak_allocated_bytes"] = torch.cuda.max_memory_allocated(device)
+    gpu = args.device.startswith("cuda")
+    if gpu:
+        setup_torch(torch)  # plain fp32 (TF32 off), as Towerbench's default; cuDNN's autotuner on
+    wrap = None if mode == "eager" else (lambda m: torch.compile(m, mode=mode))
+    out = bench_torch_gpu(load_spec(args.models_dir, model), args, torch, wrap=wrap,
+                          autocast=torch.bfloat16 if precision == "bf16" else None, batch=int(batch),
+                          device=args.device, fused=gpu)
+    out.update(steps=args.steps, warmup=args.warmup, repeats=args.repeats)
     print(json.dumps(out), flush=True)
     return 0
 
@@ -115,36 +93,18 @@ def run_config(args, model, mode, precision, batch, seconds_left):
     """The worker for one configuration under its time limit, or under what is left of the call's
     budget where that is shorter: (result, None), (None, why it is n/a), or (None, None) where the
     budget cut it off (nothing to record: a later call measures it)."""
+    from bench_gpu_vs_pytorch import run_worker
+
     own = args.eager_timeout if mode == "eager" else args.compile_timeout
     limit = min(own, seconds_left)
     cmd = [sys.executable, os.path.abspath(__file__), "--worker", model, mode, precision, str(batch),
            "--device", args.device, "--models-dir", args.models_dir, "--steps", str(args.steps),
            "--warmup", str(args.warmup), "--repeats", str(args.repeats), "--lr", repr(args.lr)]
-    # A session of its own: on timeout the whole group goes, inductor's compile workers included.
-    proc = subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, start_new_session=True)
-    try:
-        out, err = proc.communicate(timeout=limit)
-    except subprocess.TimeoutExpired:
-        os.killpg(proc.pid, signal.SIGKILL)
-        proc.communicate()
-        if limit < own:
-            return None, None
-        return None, (f"took longer than its limit of {limit:g} s (" +
-                      ("--eager-timeout" if mode == "eager" else "--compile-timeout, compilation included") + ")")
-    results = []
-    for line in out.splitlines():
-        if line.startswith("{"):
-            try:
-                results.append(json.loads(line))
-            except ValueError:
-                pass  # a stray line that only looks like JSON
-    if proc.returncode != 0 or not results or "examples_per_sec" not in results[-1]:
-        lines = err.strip().splitlines() or ["no output"]
-        print(f"# {config_key(model, mode, precision, batch)} failed; the end of its stderr:", file=sys.stderr)
-        for line in lines[-15:]:
-            print(f"#   {line}", file=sys.stderr)
-        return None, f"exit status {proc.returncode}: {lines[-1][:300]}"
-    return results[-1], None
+    res, why = run_worker(cmd, limit, config_key(model, mode, precision, batch))
+    if res is None and why is None and limit >= own:
+        why = (f"took longer than its limit of {limit:g} s (" +
+               ("--eager-timeout" if mode == "eager" else "--compile-timeout, compilation included") + ")")
+    return res, why
 
 
 # ----------------------------------------------------------------------------------------------
