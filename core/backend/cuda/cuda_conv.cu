@@ -499,148 +499,158 @@ private:
     // in NHWC, and where the plan may (nchwPossible()) in NCHW with the transpositions timed in each
     // call; per direction the faster layout (conv_choice.hpp's faster()).
     ConvChoice timedChoice(ConvRule rule) {
-        for (cudnnConvolutionDescriptor_t c : convs())
-            TB_CUDA(cudnnSetConvolutionMathType(c, rule.math == ConvMath::Fma ? CUDNN_FMA_MATH : CUDNN_TENSOR_OP_MATH));
-        // Real buffers for the timed trials (made once per shape, at set-up, outside any step):
-        // x, y (also dy) and w as the network holds them, and NCHW copies of x and y.
-        const size_t xs = xElems_, ys = size_t(rows_) * d_.k, ws = size_t(d_.k) * d_.c * d_.r * d_.s;
-        const size_t es = bf16_ ? sizeof(bf16) : sizeof(float);
         const bool tryNchw = nchwPossible();
-        DeviceBuffer x(ctx_.allocator, xs * es), y(ctx_.allocator, ys * es), w(ctx_.allocator, ws * es), xt, yt;
-        if (tryNchw) xt = DeviceBuffer(ctx_.allocator, xs * es), yt = DeviceBuffer(ctx_.allocator, ys * es);
+        const Trials t(*this, tryNchw);
         cudaStream_t q = ctx_.setup->stream;
-        for (auto [buf, n, v] : {std::tuple{&x, xs, 0.5f}, std::tuple{&y, ys, 0.25f}, std::tuple{&w, ws, 0.125f}}) {
-            if (bf16_) fill(q, buf->h(), v, n);
-            else fill(q, buf->f(), v, n);
-        }
-        // Trials may use up to a quarter of the free memory, at most 1 GiB, so that a fast
-        // algorithm with a large workspace is not missed.
-        size_t freeBytes = 0, total = 0;
-        TB_CUDA(cudaMemGetInfo(&freeBytes, &total));
-        size_t trialBytes = std::min<size_t>(size_t(1) << 30, freeBytes / 4);
-        void* trial = nullptr;
-        while (trialBytes > 0 && cudaMalloc(&trial, trialBytes) != cudaSuccess) {
-            cudaGetLastError();
-            trialBytes /= 2;
-        }
-        // One direction in both layouts: in(layout) searches and re-times it in that layout. A
-        // layout without a usable algorithm leaves the other; TB_CONV_LAYOUT=nchw tries NHWC only
-        // where NCHW has none.
-        const auto bestOf = [&](auto in) {
-            std::optional<AlgoChoice> nhwc, nchwChoice;
-            std::optional<NoAlgorithm> none;
-            const auto attempt = [&](ConvLayout l, std::optional<AlgoChoice>& into) {
-                try {
-                    into = in(l);
-                } catch (const NoAlgorithm& e) {
-                    none = e;
-                }
-            };
-            if (tryNchw) attempt(ConvLayout::Nchw, nchwChoice);
-            if (forced_ != ConvLayout::Nchw || !nchwChoice) attempt(ConvLayout::Nhwc, nhwc);
-            if (!nhwc && !nchwChoice) throw *none;
-            return *faster(nhwc, nchwChoice);
-        };
         // Each layout's search starts from the rule's math (a re-timing leaves its last candidate's).
         const auto ruleMath = [&](cudnnConvolutionDescriptor_t conv) {
             TB_CUDA(cudnnSetConvolutionMathType(conv, rule.math == ConvMath::Fma ? CUDNN_FMA_MATH : CUDNN_TENSOR_OP_MATH));
         };
         ConvChoice c;
-        try {
-            cudnnHandle_t h = ctx_.setup->cudnn;
-            const float one = 1.f, zero = 0.f;
-            // x and y in a layout: the network's buffers (NHWC), or their NCHW copies.
-            const auto xIn = [&](ConvLayout l) { return l == ConvLayout::Nchw ? xt.raw() : x.raw(); };
-            const auto yIn = [&](ConvLayout l) { return l == ConvLayout::Nchw ? yt.raw() : y.raw(); };
-            const auto xd = [&](ConvLayout l) -> cudnnTensorDescriptor_t { return l == ConvLayout::Nchw ? xc_ : x_; };
-            const auto yd = [&](ConvLayout l) -> cudnnTensorDescriptor_t { return l == ConvLayout::Nchw ? yc_ : y_; };
-            const auto wd = [&](ConvLayout l) -> cudnnFilterDescriptor_t { return l == ConvLayout::Nchw ? wc_ : w_; };
-            // NHWC <-> NCHW as a step does it (a no-op in NHWC).
-            const auto toNchw = [&](ConvLayout l, cudnnTensorDescriptor_t from, const DeviceBuffer& a,
-                                    cudnnTensorDescriptor_t to, const DeviceBuffer& b) {
-                return l == ConvLayout::Nhwc ? CUDNN_STATUS_SUCCESS
-                                             : cudnnTransformTensor(h, &one, from, a.raw(), &zero, to, b.raw());
-            };
-            const auto then = [](cudnnStatus_t a, auto b) { return a == CUDNN_STATUS_SUCCESS ? b() : a; };
-            if (tryNchw) {  // the NCHW copies hold x's and y's values from the first Find on
-                TB_CUDNN_OR_NO_ALGORITHM(cudnnTransformTensor(h, &one, x_, x.raw(), &zero, xc_, xt.raw()));
-                TB_CUDNN_OR_NO_ALGORITHM(cudnnTransformTensor(h, &one, y_, y.raw(), &zero, yc_, yt.raw()));
-            }
-            // One direction: in each layout Find's candidates (find(l, n, &count, perf)), re-timed
-            // with call(l, algo, workspaceBytes), which transposes where a step would.
-            const auto direction = [&](auto* perfType, cudnnConvolutionDescriptor_t conv, int algorithms, const char* what,
-                                       auto find, auto call) {
-                return bestOf([&](ConvLayout l) {
-                    std::vector<std::remove_pointer_t<decltype(perfType)>> perf(static_cast<size_t>(algorithms));
-                    int count = 0;
-                    ruleMath(conv);
-                    const cudnnStatus_t found = find(l, algorithms, &count, perf.data());
-                    if (refusedForPrecision(found))
-                        throw NoAlgorithm(std::string("CUDA backend: cuDNN's search for the ") + what + ": " +
-                                          cudnnGetErrorString(found));
-                    TB_CUDA(found);
-                    AlgoChoice a = retimed(perf.data(), count, rule, conv, q,
-                                           [&](int algo, size_t bytes) { return call(l, algo, bytes); }, what);
-                    a.layout = l;
-                    return a;
-                });
-            };
-            c.fwd = direction(
-                static_cast<cudnnConvolutionFwdAlgoPerf_t*>(nullptr), fwdConv_, CUDNN_CONVOLUTION_FWD_ALGO_COUNT,
-                "forward convolution",
-                [&](ConvLayout l, int n, int* count, cudnnConvolutionFwdAlgoPerf_t* perf) {
-                    return cudnnFindConvolutionForwardAlgorithmEx(h, xd(l), xIn(l), wd(l), w.raw(), fwdConv_, yd(l), yIn(l),
-                                                                  n, count, perf, trial, trialBytes);
-                },
-                [&](ConvLayout l, int algo, size_t bytes) {
-                    return then(toNchw(l, x_, x, xc_, xt), [&] {
-                        return then(cudnnConvolutionForward(h, &one, xd(l), xIn(l), wd(l), w.raw(), fwdConv_,
-                                                            cudnnConvolutionFwdAlgo_t(algo), trial, bytes, &zero, yd(l),
-                                                            yIn(l)),
-                                    [&] { return toNchw(l, yc_, yt, y_, y); });
-                    });
-                });
-            c.bwdData = direction(
-                static_cast<cudnnConvolutionBwdDataAlgoPerf_t*>(nullptr), bwdDataConv_, CUDNN_CONVOLUTION_BWD_DATA_ALGO_COUNT,
-                "convolution's input gradient",
-                [&](ConvLayout l, int n, int* count, cudnnConvolutionBwdDataAlgoPerf_t* perf) {
-                    return cudnnFindConvolutionBackwardDataAlgorithmEx(h, wd(l), w.raw(), yd(l), yIn(l), bwdDataConv_, xd(l),
-                                                                       xIn(l), n, count, perf, trial, trialBytes);
-                },
-                [&](ConvLayout l, int algo, size_t bytes) {
-                    return then(toNchw(l, y_, y, yc_, yt), [&] {
-                        return then(cudnnConvolutionBackwardData(h, &one, wd(l), w.raw(), yd(l), yIn(l), bwdDataConv_,
-                                                                 cudnnConvolutionBwdDataAlgo_t(algo), trial, bytes, &zero,
-                                                                 xd(l), xIn(l)),
-                                    [&] { return toNchw(l, xc_, xt, x_, x); });
-                    });
-                });
-            // Both transpositions counted, though a step whose input gradient also runs in NCHW
-            // shares dy's.
-            c.bwdFilter = direction(
-                static_cast<cudnnConvolutionBwdFilterAlgoPerf_t*>(nullptr), bwdFilterConv_,
-                CUDNN_CONVOLUTION_BWD_FILTER_ALGO_COUNT, "convolution's filter gradient",
-                [&](ConvLayout l, int n, int* count, cudnnConvolutionBwdFilterAlgoPerf_t* perf) {
-                    return cudnnFindConvolutionBackwardFilterAlgorithmEx(h, xd(l), xIn(l), yd(l), yIn(l), bwdFilterConv_,
-                                                                         wd(l), w.raw(), n, count, perf, trial, trialBytes);
-                },
-                [&](ConvLayout l, int algo, size_t bytes) {
-                    return then(toNchw(l, x_, x, xc_, xt), [&] {
-                        return then(toNchw(l, y_, y, yc_, yt), [&] {
-                            return cudnnConvolutionBackwardFilter(h, &one, xd(l), xIn(l), yd(l), yIn(l), bwdFilterConv_,
-                                                                  cudnnConvolutionBwdFilterAlgo_t(algo), trial, bytes,
-                                                                  &zero, wd(l), w.raw());
-                        });
-                    });
-                });
-            TB_CUDA(cudaStreamSynchronize(q));
-        } catch (...) {
-            cudaStreamSynchronize(q);  // the trials' buffers go back to the allocator below
-            cudaFree(trial);
-            throw;
+        cudnnHandle_t h = ctx_.setup->cudnn;
+        const float one = 1.f, zero = 0.f;
+        // x and y in a layout: the network's buffers (NHWC), or their NCHW copies.
+        const auto xIn = [&](ConvLayout l) { return l == ConvLayout::Nchw ? t.xt.raw() : t.x.raw(); };
+        const auto yIn = [&](ConvLayout l) { return l == ConvLayout::Nchw ? t.yt.raw() : t.y.raw(); };
+        const auto xd = [&](ConvLayout l) -> cudnnTensorDescriptor_t { return l == ConvLayout::Nchw ? xc_ : x_; };
+        const auto yd = [&](ConvLayout l) -> cudnnTensorDescriptor_t { return l == ConvLayout::Nchw ? yc_ : y_; };
+        const auto wd = [&](ConvLayout l) -> cudnnFilterDescriptor_t { return l == ConvLayout::Nchw ? wc_ : w_; };
+        // NHWC <-> NCHW as a step does it (a no-op in NHWC).
+        const auto toNchw = [&](ConvLayout l, cudnnTensorDescriptor_t from, const DeviceBuffer& a,
+                                cudnnTensorDescriptor_t to, const DeviceBuffer& b) {
+            return l == ConvLayout::Nhwc ? CUDNN_STATUS_SUCCESS
+                                         : cudnnTransformTensor(h, &one, from, a.raw(), &zero, to, b.raw());
+        };
+        const auto then = [](cudnnStatus_t a, auto b) { return a == CUDNN_STATUS_SUCCESS ? b() : a; };
+        if (tryNchw) {  // the NCHW copies hold x's and y's values from the first Find on
+            TB_CUDNN_OR_NO_ALGORITHM(cudnnTransformTensor(h, &one, x_, t.x.raw(), &zero, xc_, t.xt.raw()));
+            TB_CUDNN_OR_NO_ALGORITHM(cudnnTransformTensor(h, &one, y_, t.y.raw(), &zero, yc_, t.yt.raw()));
         }
-        cudaFree(trial);
+        // One direction: in each layout Find's candidates (find(l, n, &count, perf)), re-timed
+        // with call(l, algo, workspaceBytes), which transposes where a step would.
+        const auto direction = [&](auto* perfType, cudnnConvolutionDescriptor_t conv, int algorithms, const char* what,
+                                   auto find, auto call) {
+            return bestLayout(tryNchw, [&](ConvLayout l) {
+                std::vector<std::remove_pointer_t<decltype(perfType)>> perf(static_cast<size_t>(algorithms));
+                int count = 0;
+                ruleMath(conv);
+                const cudnnStatus_t found = find(l, algorithms, &count, perf.data());
+                if (refusedForPrecision(found))
+                    throw NoAlgorithm(std::string("CUDA backend: cuDNN's search for the ") + what + ": " +
+                                      cudnnGetErrorString(found));
+                TB_CUDA(found);
+                AlgoChoice a = retimed(perf.data(), count, rule, conv, q,
+                                       [&](int algo, size_t bytes) { return call(l, algo, bytes); }, what);
+                a.layout = l;
+                return a;
+            });
+        };
+        c.fwd = direction(
+            static_cast<cudnnConvolutionFwdAlgoPerf_t*>(nullptr), fwdConv_, CUDNN_CONVOLUTION_FWD_ALGO_COUNT,
+            "forward convolution",
+            [&](ConvLayout l, int n, int* count, cudnnConvolutionFwdAlgoPerf_t* perf) {
+                return cudnnFindConvolutionForwardAlgorithmEx(h, xd(l), xIn(l), wd(l), t.w.raw(), fwdConv_, yd(l), yIn(l),
+                                                              n, count, perf, t.space, t.bytes);
+            },
+            [&](ConvLayout l, int algo, size_t bytes) {
+                return then(toNchw(l, x_, t.x, xc_, t.xt), [&] {
+                    return then(cudnnConvolutionForward(h, &one, xd(l), xIn(l), wd(l), t.w.raw(), fwdConv_,
+                                                        cudnnConvolutionFwdAlgo_t(algo), t.space, bytes, &zero, yd(l),
+                                                        yIn(l)),
+                                [&] { return toNchw(l, yc_, t.yt, y_, t.y); });
+                });
+            });
+        c.bwdData = direction(
+            static_cast<cudnnConvolutionBwdDataAlgoPerf_t*>(nullptr), bwdDataConv_, CUDNN_CONVOLUTION_BWD_DATA_ALGO_COUNT,
+            "convolution's input gradient",
+            [&](ConvLayout l, int n, int* count, cudnnConvolutionBwdDataAlgoPerf_t* perf) {
+                return cudnnFindConvolutionBackwardDataAlgorithmEx(h, wd(l), t.w.raw(), yd(l), yIn(l), bwdDataConv_, xd(l),
+                                                                   xIn(l), n, count, perf, t.space, t.bytes);
+            },
+            [&](ConvLayout l, int algo, size_t bytes) {
+                return then(toNchw(l, y_, t.y, yc_, t.yt), [&] {
+                    return then(cudnnConvolutionBackwardData(h, &one, wd(l), t.w.raw(), yd(l), yIn(l), bwdDataConv_,
+                                                             cudnnConvolutionBwdDataAlgo_t(algo), t.space, bytes, &zero,
+                                                             xd(l), xIn(l)),
+                                [&] { return toNchw(l, xc_, t.xt, x_, t.x); });
+                });
+            });
+        // Both transpositions counted, though a step whose input gradient also runs in NCHW
+        // shares dy's.
+        c.bwdFilter = direction(
+            static_cast<cudnnConvolutionBwdFilterAlgoPerf_t*>(nullptr), bwdFilterConv_,
+            CUDNN_CONVOLUTION_BWD_FILTER_ALGO_COUNT, "convolution's filter gradient",
+            [&](ConvLayout l, int n, int* count, cudnnConvolutionBwdFilterAlgoPerf_t* perf) {
+                return cudnnFindConvolutionBackwardFilterAlgorithmEx(h, xd(l), xIn(l), yd(l), yIn(l), bwdFilterConv_,
+                                                                     wd(l), t.w.raw(), n, count, perf, t.space, t.bytes);
+            },
+            [&](ConvLayout l, int algo, size_t bytes) {
+                return then(toNchw(l, x_, t.x, xc_, t.xt), [&] {
+                    return then(toNchw(l, y_, t.y, yc_, t.yt), [&] {
+                        return cudnnConvolutionBackwardFilter(h, &one, xd(l), xIn(l), yd(l), yIn(l), bwdFilterConv_,
+                                                              cudnnConvolutionBwdFilterAlgo_t(algo), t.space, bytes,
+                                                              &zero, wd(l), t.w.raw());
+                    });
+                });
+            });
+        TB_CUDA(cudaStreamSynchronize(q));
         return c;
+    }
+
+
+    // What the timed trials run on (made once per shape, at set-up, outside any step): x, y (also
+    // dy) and w as the network holds them, filled with constants, their NCHW copies where NCHW is
+    // tried, and cuDNN's workspace, up to a quarter of the free memory and at most 1 GiB so that a
+    // fast algorithm with a large workspace is not missed. Freed once the set-up stream is idle.
+    struct Trials {
+        DeviceBuffer x, y, w, xt, yt;
+        void* space = nullptr;
+        size_t bytes = 0;
+        cudaStream_t q;
+        Trials(const CudaConv& c, bool nchw) : q(c.ctx_.setup->stream) {
+            const size_t xs = c.xElems_, ys = size_t(c.rows_) * c.d_.k, ws = size_t(c.d_.k) * c.d_.c * c.d_.r * c.d_.s;
+            const size_t es = c.bf16_ ? sizeof(bf16) : sizeof(float);
+            DeviceAllocator* a = c.ctx_.allocator;
+            x = DeviceBuffer(a, xs * es), y = DeviceBuffer(a, ys * es), w = DeviceBuffer(a, ws * es);
+            if (nchw) xt = DeviceBuffer(a, xs * es), yt = DeviceBuffer(a, ys * es);
+            for (auto [buf, n, v] : {std::tuple{&x, xs, 0.5f}, std::tuple{&y, ys, 0.25f}, std::tuple{&w, ws, 0.125f}}) {
+                if (c.bf16_) fill(q, buf->h(), v, n);
+                else fill(q, buf->f(), v, n);
+            }
+            size_t freeBytes = 0, total = 0;
+            TB_CUDA(cudaMemGetInfo(&freeBytes, &total));
+            bytes = std::min<size_t>(size_t(1) << 30, freeBytes / 4);
+            while (bytes > 0 && cudaMalloc(&space, bytes) != cudaSuccess) {
+                cudaGetLastError();
+                bytes /= 2;
+            }
+        }
+        ~Trials() {
+            cudaStreamSynchronize(q);  // before the buffers go back to the allocator
+            cudaFree(space);
+        }
+        Trials(const Trials&) = delete;
+        Trials& operator=(const Trials&) = delete;
+    };
+
+    // One direction in both layouts: in(layout) searches and re-times it in that layout. A layout
+    // without a usable algorithm leaves the other; TB_CONV_LAYOUT=nchw tries NHWC only where NCHW
+    // has none.
+    template <class In>
+    AlgoChoice bestLayout(bool tryNchw, In in) const {
+        std::optional<AlgoChoice> nhwc, nchwChoice;
+        std::optional<NoAlgorithm> none;
+        const auto attempt = [&](ConvLayout l, std::optional<AlgoChoice>& into) {
+            try {
+                into = in(l);
+            } catch (const NoAlgorithm& e) {
+                none = e;
+            }
+        };
+        if (tryNchw) attempt(ConvLayout::Nchw, nchwChoice);
+        if (forced_ != ConvLayout::Nchw || !nchwChoice) attempt(ConvLayout::Nhwc, nhwc);
+        if (!nhwc && !nchwChoice) throw *none;
+        return *faster(nhwc, nchwChoice);
     }
 
     PlanContext ctx_;
