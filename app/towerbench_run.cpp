@@ -189,6 +189,11 @@ Data parallelism (the seeds' tower pattern; docs/user-guide.md):
                       gpu:0*2 (two towers sharing gpu:0, each its own stream), or auto (every
                       GPU, else one CPU tower per core); default cpu:0
   --tf32 true|false   GPU towers: tensor-core TF32 math (default false: plain FP32)
+  --report-lag N      GPU towers: the host reads each step's loss, accuracy and phase times N steps
+                      after launching it and waits for no stream within a step, so the GPU never
+                      idles while the host reports; evaluations, checkpoints, pauses and the end
+                      see every step (default -1, automatic: 2 for one GPU tower with its
+                      variables on that GPU, else 0; explicit values also on one CPU tower)
   --deterministic true|false
                       GPU towers: cuDNN's deterministic algorithms only, so two runs give the
                       same losses bit for bit (default true); false: the fastest, atomics

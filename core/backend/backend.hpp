@@ -218,11 +218,14 @@ public:
     virtual void destroyStream(Stream) = 0;
     virtual void synchronize(Stream) = 0;
     // Events: record marks the stream's work so far; waitEvent makes later work on another
-    // stream of this backend wait for it; elapsedSeconds times two completed events.
+    // stream of this backend wait for it; synchronizeEvent makes the host wait for it (and for
+    // nothing after it, where synchronize would wait for the whole stream); elapsedSeconds times
+    // two completed events. An event never recorded counts as completed.
     virtual Event createEvent() = 0;
     virtual void destroyEvent(Event) = 0;
     virtual void recordEvent(Event, Stream) = 0;
     virtual void waitEvent(Stream, Event) = 0;
+    virtual void synchronizeEvent(Event) = 0;
     virtual double elapsedSeconds(Event start, Event end) = 0;
     // (optional) Graphs: the work enqueued on a stream between beginCapture and endCapture is
     // recorded, not run, and launchGraph replays it with the same pointers and arguments.

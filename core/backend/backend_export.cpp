@@ -93,6 +93,9 @@ void fillMemoryAndQueues(TbBackendInterface& t) {
     t.waitEvent = [](TbBackend* b, TbStream* s, TbEvent* e, TbError* err) {
         return guarded(err, [&] { b->be->waitEvent(streamOf(s), eventOf(e)); });
     };
+    t.synchronizeEvent = [](TbBackend* b, TbEvent* e, TbError* err) {
+        return guarded(err, [&] { b->be->synchronizeEvent(eventOf(e)); });
+    };
     t.elapsedSeconds = [](TbBackend* b, TbEvent* start, TbEvent* end, double* out, TbError* err) {
         return guarded(err, [&] { *out = b->be->elapsedSeconds(eventOf(start), eventOf(end)); });
     };

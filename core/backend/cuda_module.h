@@ -139,6 +139,7 @@ typedef struct TbBackendInterface {
     void (*destroyEvent)(TbBackend* be, TbEvent* e);
     int (*recordEvent)(TbBackend* be, TbEvent* e, TbStream* s, TbError* err);
     int (*waitEvent)(TbBackend* be, TbStream* s, TbEvent* e, TbError* err);
+    int (*synchronizeEvent)(TbBackend* be, TbEvent* e, TbError* err);
     int (*elapsedSeconds)(TbBackend* be, TbEvent* start, TbEvent* end, double* out, TbError* err);
     int (*canCapture)(TbBackend* be);
     int (*beginCapture)(TbBackend* be, TbStream* s, TbError* err);

@@ -191,6 +191,7 @@ public:
     void destroyEvent(Event e) override { t_.destroyEvent(be_, handleOf(e)); }
     void recordEvent(Event e, Stream s) override { TB_MODULE_CALL(recordEvent, be_, handleOf(e), handleOf(s)); }
     void waitEvent(Stream s, Event e) override { TB_MODULE_CALL(waitEvent, be_, handleOf(s), handleOf(e)); }
+    void synchronizeEvent(Event e) override { TB_MODULE_CALL(synchronizeEvent, be_, handleOf(e)); }
     double elapsedSeconds(Event a, Event b) override {
         double seconds = 0;
         TB_MODULE_CALL(elapsedSeconds, be_, handleOf(a), handleOf(b), &seconds);

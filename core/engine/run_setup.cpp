@@ -72,6 +72,7 @@ DeploymentPlan makePlan(const RunConfig& c, int gpus, const std::string& whyNoGp
     p.commPrecision = parseCommPrecision(c.commPrecision, "--comm-precision");
     p.accumulate = c.accumulate;
     p.syncBatchNorm = c.syncBn;
+    p.reportLag = c.reportLag;
     const int n = p.towerCount();
     if (c.batchPerTower > 0) p.batchPerTower = c.batchPerTower;
     else if (n > 0 && c.batch % n == 0) p.batchPerTower = c.batch / n;

@@ -46,9 +46,17 @@ std::vector<double> trainLosses(const ModelSpec& spec, const DeploymentPlan& pla
     opt.schedule.initial = rule == UpdateRule::Adam ? 0.002f : 0.05f;
     const int threads = int(std::max(1u, std::thread::hardware_concurrency()));
     TowerSet towers(spec, plan, opt, std::max(1, threads / plan.towerCount()), seed);
+    // As the trainer calls it: each step with the next one's batch, which the towers stage while
+    // they compute; with a report lag the reports come later, the last ones from settle().
+    std::vector<TowerStep> reports;
+    for (size_t s = 0; s < batches.size(); ++s)
+        for (TowerStep& r : towers.steps({&batches[s]}, int64_t(s), 0, s + 1 < batches.size() ? &batches[s + 1] : nullptr))
+            reports.push_back(std::move(r));
+    for (TowerStep& r : towers.settle()) reports.push_back(std::move(r));
+    if (reports.size() != batches.size())
+        throw Error("trainLosses: " + std::to_string(reports.size()) + " steps reported of " + std::to_string(batches.size()));
     std::vector<double> losses;
-    for (size_t s = 0; s < batches.size(); ++s) {
-        const TowerStep r = towers.step(batches[s], int64_t(s), 0);
+    for (const TowerStep& r : reports) {
         double sum = 0, n = 0;
         for (size_t i = 0; i < r.lossSum.size(); ++i) {
             sum += r.lossSum[i];

@@ -58,15 +58,45 @@ private:
 
 }  // namespace
 
+// An engine with a report lag (TrainingEngine::reportLag) runs steps ahead of their reports:
+// `launched` counts the steps it was given, step_ those reported. The loop settles what is in
+// flight before anything that reads the variables or waits as of step_: an evaluation, a
+// checkpoint, the end, and a pause, a stop or slow motion (the window shows the step it paused
+// at, and a single step is reported before the next waits).
 void TrainingRun::trainInSteps() {
     CallInput input(*train_, run_.plan, total_, run_.roles.group != nullptr, control_);
     const CancelCheck stopped = [this] { return control_.stopped(); };  // periodic passes give way to a stop
-    while (step_ < total_ && counting_->goOn()) {
+    const bool lags = towers_->reportLag() > 0;
+    int64_t launched = step_;
+    double unreported = 0;  // wall time of calls that reported no step yet (a lag's first calls)
+    while (step_ < total_) {
+        if (!lags) launched = step_;  // (async workers of servers count the servers' updates)
+        const bool inFlight = launched > step_;
+        if (!inFlight && !counting_->goOn()) break;
+        const bool holding = inFlight && control_.holds();
         const auto t0 = Clock::now();
-        const std::vector<const Batch*>& batches = input.next(step_);
-        const double dataWait = secondsSince(t0);
-        const std::vector<TowerStep> reports = towers_->steps(batches, step_, dataWait, input.ahead());
-        const double each = secondsSince(t0) / double(reports.size());  // local steps share the wall time
+        std::vector<TowerStep> reports;
+        const int64_t before = launched;
+        if (!holding && launched < total_) {
+            const std::vector<const Batch*>& batches = input.next(launched);
+            const double dataWait = secondsSince(t0);
+            reports = towers_->steps(batches, launched, dataWait, input.ahead());
+            launched += int64_t(batches.size());
+        }
+        if (lags && launched > step_ + int64_t(reports.size()) &&
+            (holding || launched >= total_ || checkpoints_->due(launched) ||
+             (c_.evalEvery > 0 && launched / c_.evalEvery > before / c_.evalEvery))) {
+            std::vector<TowerStep> rest = towers_->settle();
+            reports.insert(reports.end(), std::make_move_iterator(rest.begin()), std::make_move_iterator(rest.end()));
+        }
+        if (reports.empty()) {
+            unreported += secondsSince(t0);
+            continue;
+        }
+        // Local steps share the wall time; a lag's reports take the calls' (in steady state one
+        // step's apart, at the device's pace).
+        const double each = (secondsSince(t0) + unreported) / double(reports.size());
+        unreported = 0;
         const bool firstCall = !stats_->started();
         bool evalDue = false;
         for (const TowerStep& r : reports) {
@@ -76,11 +106,11 @@ void TrainingRun::trainInSteps() {
                 v.backend->synchronize(v.stream);
             }
             StepMetrics m = toMetrics(r, each);
-            const int64_t before = step_;
+            const int64_t was = step_;
             if (!counting_->count(r, m, &r == &reports.back(), step_)) break;
             report(m);
             // From each multiple of --eval-every on (async workers of servers count every worker's updates).
-            evalDue |= c_.evalEvery > 0 && step_ / c_.evalEvery > before / c_.evalEvery && step_ < total_;
+            evalDue |= c_.evalEvery > 0 && step_ / c_.evalEvery > was / c_.evalEvery && step_ < total_;
         }
         // The steady clock starts after the first call (averaging: its K local steps ran before their
         // reports), from its last step.
@@ -89,7 +119,9 @@ void TrainingRun::trainInSteps() {
         // pause cut the round), so the state is whole. A model in parts (stages in processes of
         // their own) is brought whole to the chief first, by every process at once: so each
         // must know whether the chief will save (its clock, not theirs, says when).
-        const bool saveDue = checkpoints_->due(step_);  // (false without a folder: but the chief's)
+        // (False without a folder: but the chief's. With steps still in flight, not yet: the next
+        // call settles them first.)
+        const bool saveDue = (!lags || step_ == launched) && checkpoints_->due(step_);
         // Likewise every process's own state where it differs by process (averaging's slots).
         if ((towers_->modelInParts() || towers_->stateDiffersByProcess()) && (run_.roles.group->any(saveDue) || evalDue)) {
             towers_->gatherModel();

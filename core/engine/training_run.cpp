@@ -118,7 +118,16 @@ TrainingRun::TrainingRun(RunPlan& run, DataSplits data, int cores, int machineCo
         }
         towers_ = std::move(pipeline);
     } else {
-        towers_ = std::make_unique<TowerSet>(run.spec, plan, opt, std::max(1, cores / n), c_.seed, run.roles.group);
+        // A moving average of the weights and a two-feature set's decision grid read the variables
+        // as of each reported step: those runs report every step before the next (no report lag).
+        DeploymentPlan towerPlan = plan;
+        if (c_.emaDecay > 0 || data_.train.sampleSize() == 2) {
+            if (plan.reportLag > 0)
+                throw Error("--report-lag: " + c_.data + " is a set of two features, whose decision grid is drawn from "
+                            "the variables as of each reported step; leave --report-lag out");
+            towerPlan.reportLag = 0;
+        }
+        towers_ = std::make_unique<TowerSet>(run.spec, towerPlan, opt, std::max(1, cores / n), c_.seed, run.roles.group);
     }
     const int prefetch = prefetchFor(c_, plan, cores, machineCores);
     const Network& net = towers_->evalNetwork();
@@ -170,6 +179,7 @@ TrainingRun::TrainingRun(RunPlan& run, DataSplits data, int cores, int machineCo
     sum_.params = net.paramCount();
     sum_.flopsPerExample = net.trainFlopsPerExample();
     sum_.plan = plan;
+    sum_.plan.reportLag = towers_->reportLag();  // (automatic: as resolved)
     if (const auto* pipeline = dynamic_cast<const PipelineSet*>(towers_.get())) {
         // A pipeline's lanes are its stages: the summary's towers are their devices.
         sum_.plan.towers.clear();
@@ -200,7 +210,7 @@ TrainingRun::TrainingRun(RunPlan& run, DataSplits data, int cores, int machineCo
     }
     // A pipeline's message names its split as --stages takes it ("stages SPEC; ..."): the window
     // draws the split the balancer chose from it.
-    hub_.onStateChanged(RunState::Running, (run.stages ? "stages " + c_.stages : plan.describe()) + "; " +
+    hub_.onStateChanged(RunState::Running, (run.stages ? "stages " + c_.stages : sum_.plan.describe()) + "; " +
                                                towers_->backendName() + noTelemetry + streamNote(input) +
                                                (run.note.empty() ? std::string() : "; " + run.note));
     // (Not drawn for a model whose stages are in processes of their own: only the chief has it

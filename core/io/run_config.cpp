@@ -67,6 +67,7 @@ const std::map<std::string, Setting>& table() {
         {"lr_reference_batch", bind(Kind::Int, &RunConfig::lrReferenceBatch)},
         {"accumulate", bind(Kind::Int, &RunConfig::accumulate)},
         {"sync_bn", bind(Kind::Flag, &RunConfig::syncBn)},
+        {"report_lag", bind(Kind::Int, &RunConfig::reportLag)},
         {"lr_staircase", bind(Kind::Flag, &RunConfig::lrStaircase)},
         {"ema_decay", bind(Kind::Real, &RunConfig::emaDecay)},
         {"seed", bind(Kind::Int, &RunConfig::seed)},
@@ -292,6 +293,13 @@ void RunConfig::validate() const {
     require(!syncBn || psTasks == 0, "--sync-bn with parameter-server processes (--ps-tasks) is not built yet");
     require(!syncBn || stages.empty(), "--sync-bn with pipeline stages is not built yet");
     require(emaDecay >= 0 && emaDecay < 1, "--ema-decay: must be in [0, 1)");
+    require(reportLag >= -1 && reportLag <= kMaxReportLag,
+            "--report-lag: must be between 0 and " + std::to_string(kMaxReportLag) + " steps (or -1 for automatic), got " +
+                std::to_string(reportLag));
+    require(reportLag <= 0 || emaDecay == 0,
+            "--report-lag: the moving average of the weights (--ema-decay) follows every step's variables as they are "
+            "reported; leave one out");
+    require(reportLag <= 0 || stages.empty(), "--report-lag with pipeline stages is not built yet");
     require(evalEvery >= 0, "--eval-every: must not be negative");
     require(validation >= -1, "--validation: must be a sample count (or -1 for automatic)");
     require(shuffleBuffer >= 0 && shuffleBuffer <= (int64_t(1) << 30), "--shuffle-buffer: must be between 0 and 2^30 records");

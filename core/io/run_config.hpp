@@ -25,6 +25,7 @@ struct AugmentSettings {
 
 struct RunConfig {
     static constexpr int kMaxBatch = 65536;  // examples of one step, over all towers together
+    static constexpr int kMaxReportLag = 16;  // --report-lag: steps in flight, each with its own recorded graph
     std::string model = "mnist_cnn";     // a name in the models folders, or a .json path
     std::string data = "fashion-mnist";  // fashion-mnist | idx:DIR | cifar10:DIR | tfrecord:DIR | synthetic:blobs|spirals
     std::string tfrecordFeatures;        // tfrecord:DIR: image=KEY,label=KEY,... (default image_raw, label)
@@ -52,6 +53,8 @@ struct RunConfig {
     // Batch norm's statistics summed over every tower and process each step (PyTorch's
     // SyncBatchNorm); off: each tower's own batch (TensorFlow's towers).
     bool syncBn = false;
+    // Steps the host reads each step's results late (DeploymentPlan::reportLag); -1: automatic.
+    int reportLag = -1;
     double emaDecay = 0.0;               // 0: no moving average; else evaluate with averaged weights
     uint64_t seed = 1;
     int64_t evalEvery = 0;               // steps between validation passes; 0: only at the end

@@ -13,7 +13,8 @@ namespace {
 using Clock = std::chrono::steady_clock;
 }  // namespace
 
-ReplicatedStrategy::ReplicatedStrategy(const StrategySetup& s) : Strategy(s.replicas, int64_t(s.init.size())) {
+ReplicatedStrategy::ReplicatedStrategy(const StrategySetup& s)
+    : Strategy(s.replicas, int64_t(s.init.size())), processes_(s.processes) {
     comm_ = makeCommunicator(s.comm, rankEndpoints(replicas_), HolderEndpoint{}, s.init.size(), s.processes,
                              s.plan.commPrecision);
     for (Replica& r : replicas_) {
@@ -47,7 +48,7 @@ void ReplicatedStrategy::apply(int rank, int64_t step, TowerPhases& ph) {
     const auto t0 = Clock::now();
     Replica& r = replicas_[size_t(rank)];
     opts_[size_t(rank)]->apply(r.stream, r.net->params(), r.net->grads(), step);
-    r.backend->synchronize(r.stream);
+    if (!updatesInFlight_) r.backend->synchronize(r.stream);
     ph.apply += secondsSince(t0);
 }
 

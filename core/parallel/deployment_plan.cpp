@@ -269,6 +269,7 @@ std::string DeploymentPlan::describe() const {
     if (commPrecision == CommPrecision::Bf16) s += ", bf16 gradients";
     if (accumulate > 1) s += ", gradients of " + std::to_string(accumulate) + " micro-steps per update";
     if (syncBatchNorm) s += ", batch norm synchronised";
+    if (reportLag > 0) s += ", results read " + std::to_string(reportLag) + " step" + (reportLag == 1 ? "" : "s") + " late";
     return s;
 }
 
@@ -288,7 +289,8 @@ nlohmann::json DeploymentPlan::toJson() const {
             {"transfers", transfers == Transfers::Copies ? "copies" : transfers == Transfers::Nccl ? "nccl" : "auto"},
             {"comm_precision", toString(commPrecision)},
             {"accumulate", accumulate},
-            {"sync_bn", syncBatchNorm}};
+            {"sync_bn", syncBatchNorm},
+            {"report_lag", reportLag}};
 }
 
 }  // namespace tb

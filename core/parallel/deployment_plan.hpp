@@ -49,6 +49,11 @@ struct DeploymentPlan {
     // --sync-bn: batch norm's statistics summed over every tower (and process) of the step, each
     // batch norm of each tower meeting the others in forward and in backward.
     bool syncBatchNorm = false;
+    // --report-lag N: the host reads each step's loss, accuracy and phase times N steps after it
+    // launched the step, and waits for no stream within a step, so the device never idles while
+    // the host reports (TowerSet::reportLag says where it applies). -1: automatic (2 for one GPU
+    // tower, else 0); 0: every step is read before the next begins.
+    int reportLag = 0;
 
     int towerCount() const { return int(towers.size()); }
     bool averaging() const { return averageEvery > 0; }

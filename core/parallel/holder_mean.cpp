@@ -98,7 +98,7 @@ void HolderMean::reduceAndApply(int rank, int64_t step, TowerPhases& ph) {
     const Stream hs = comm_->holderStream(rank);
     opt_->applyRange(hs, params_.data(), grads, c.begin, c.size(), step,
                      rounded_.empty() ? nullptr : reinterpret_cast<uint16_t*>(rounded_.data()));
-    holder_->synchronize(hs);
+    if (!updatesInFlight_) holder_->synchronize(hs);
     // Every tower applies its chunk before any starts the next step (TowerSet's step barrier).
     if (!rounded_.empty() && !chunkRounded_[size_t(rank)]) {
         chunkRounded_[size_t(rank)] = 1;

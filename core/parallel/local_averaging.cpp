@@ -12,7 +12,7 @@
 namespace tb {
 
 LocalAveraging::LocalAveraging(const StrategySetup& s)
-    : ReplicatedStrategy(s), every_(s.plan.averageEvery), processes_(s.processes) {
+    : ReplicatedStrategy(s), every_(s.plan.averageEvery) {
     mean_ = replicas_[0].backend->empty(Shape{count_});
 }
 

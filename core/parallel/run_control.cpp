@@ -73,6 +73,11 @@ bool RunControl::stopped() const {
     return stopped_;
 }
 
+bool RunControl::holds() const {
+    std::lock_guard lock(mutex_);
+    return paused_ || stopped_ || pace_ > 0;
+}
+
 double RunControl::heldSeconds() const {
     std::lock_guard lock(mutex_);
     const double open = waiting_ >= participants_ ? secondsSince(heldSince_) : 0;

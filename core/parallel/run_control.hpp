@@ -21,6 +21,9 @@ public:
     bool aborted() const;
     bool paused() const;
     bool stopped() const;
+    // Whether awaitStep may hold the next step back now (paused, stopped or paced): an engine that
+    // runs steps ahead of their reports settles them before it asks.
+    bool holds() const;
 
     // Engine side: blocks while paused (unless a single step was granted) or until the pace
     // allows the next step; false once stopped. `participants` threads ask (the towers of an

@@ -37,6 +37,11 @@ public:
     explicit HolderMean(const StrategySetup& s);
     std::string name() const override { return "holder mean"; }
     void runCall(int rank, TowerCall& call) override;
+    // One tower on the holder's device, whose stream is then the holder's: the tower reads the
+    // variables in place and the holder applies its gradients in place (no mean to take, no copy).
+    bool updatesInStreamOrder() const override {
+        return replicas_.size() == 1 && mean_.empty() && rounded_.empty() && comm_->holderStream(0) == replicas_[0].stream;
+    }
     void setVariables(const float* host) override;
     size_t optimizerSlotBytes() const override;
     std::vector<StateBuffer> state() override;
@@ -66,6 +71,7 @@ protected:
     void allReduce(int rank, float* buf, TowerPhases& ph);  // mean over the replicas, in place
     void apply(int rank, int64_t step, TowerPhases& ph);    // the replica's own update
     std::vector<std::unique_ptr<Optimizer>> opts_;
+    ProcessGroup* processes_;  // the run's other processes, or null
 };
 
 class AllReduce final : public ReplicatedStrategy {
@@ -73,6 +79,8 @@ public:
     using ReplicatedStrategy::ReplicatedStrategy;
     std::string name() const override { return "all-reduce"; }
     void runCall(int rank, TowerCall& call) override;
+    // One replica alone: its all-reduce is nothing, and it updates on its own stream.
+    bool updatesInStreamOrder() const override { return replicas_.size() == 1 && !processes_; }
     VariablesView variables() override;
     Network& evalNetwork() override;
 };
@@ -96,7 +104,6 @@ private:
     void averageNow();  // every replica (across processes: of every process) := the mean of all
     void takeMean();  // mean_ := this process's replicas' mean (all replicas' at a round's end)
     int every_;
-    ProcessGroup* processes_;  // the run's other processes, or null
     Tensor mean_;     // (P) on replica 0's device
     bool viewing_ = false;  // replica 0 looks at mean_ (evaluation) until the next step
 };

@@ -144,6 +144,12 @@ public:
     // run free (one pull, compute and push).
     virtual void runCall(int rank, TowerCall& call) = 0;
     virtual bool runsFree() const { return false; }
+    // Whether the update needs no host work between the tower's compute and the next step: one
+    // replica, in this process alone, updated on its own stream after its compute. Then
+    // leaveUpdatesInFlight makes each step's update enqueued and not waited for (TowerSet's
+    // report lag, which times it with events instead of the host's clock).
+    virtual bool updatesInStreamOrder() const { return false; }
+    void leaveUpdatesInFlight() { updatesInFlight_ = true; }
 
     // The variables as evaluation sees them (replicas: their mean, computed now into a copy), and
     // tower 0's network looking at them until the next step, or until endEvaluation.
@@ -177,6 +183,7 @@ protected:
     std::vector<Replica> replicas_;
     int64_t count_;
     std::unique_ptr<Communicator> comm_;
+    bool updatesInFlight_ = false;
 };
 
 // What a strategy is made from. `holder.backend` is null for replicated plans; `init` is the

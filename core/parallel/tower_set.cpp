@@ -27,13 +27,24 @@ Tensor hostTensor(Backend& pinner, int64_t count) {
 }
 }  // namespace
 
+// What one step in flight writes for the host to read: without a report lag one step is, and
+// its slot is read as soon as the step is done; with a lag of L, L + 1 steps (slots used in turn).
+struct TowerSet::StepSlot {
+    Tensor hostStats;                // (3) loss sum, correct, weight-decay loss, where the device copies them
+    // start, forward done, backward done, statistics copied, update applied (report lag only: the
+    // update is then timed on the device; otherwise by the host, which waits for it).
+    Event marks[5] = {};
+    Graph graph = nullptr;           // the step recorded with this slot's marks and statistics
+};
+
 struct TowerSet::Tower {
     Device device;
     Backend* backend = nullptr;      // shared by the towers of one device
     Stream stream = nullptr;         // this tower's own queue on it
     std::unique_ptr<Network> net;
     Tensor stats;                    // (3) loss sum, correct, weight-decay loss, on the device
-    Tensor hostStats;                // (3) the same in host memory the device can write to
+    std::vector<StepSlot> slots;     // (1 + report lag)
+    int slot = 0;                    // the slot of the step computed last
     // The input, double-buffered: the host writes a slice into one pinned pair while the other
     // may still be crossing to the device. On GPUs the copy stream moves it on into the device
     // stage while this tower's stream still computes the step before, and a step begins by
@@ -44,14 +55,13 @@ struct TowerSet::Tower {
     Stream copyStream = nullptr;         // GPUs: the queue of the stage's copies
     Event inputTaken = nullptr;          // GPUs: the step has copied the device stage out
     Event inputReady = nullptr;          // GPUs: the device stage holds the staged slice
+    Event pairRead[2] = {};              // GPUs: the copies from pinned pair k have run (it may be rewritten)
     int hostSlot = 0;                    // the pinned pair written last
     int stagedCount = 0;                 // examples in the staged slice
     int64_t stagedFor = -1;              // sync: the step whose slice is staged (-1: none)
-    Event marks[4] = {};                 // start, forward done, backward done, statistics copied
     // --accumulate K > 1: the step's gradient, which the strategy reads (the network's), and a
     // micro-step's, added into it after each micro-step but the first.
     Tensor stepGrads, microGrads;
-    Graph graph = nullptr;           // one recorded step (GPU towers without dropout)
     int64_t computed = 0;            // steps computed so far (the first runs eagerly)
     // Per step of the current call (one step; averaging: the local steps up to an average).
     std::vector<Result> results;
@@ -65,15 +75,23 @@ struct TowerSet::Tower {
     // Everything above belongs to `backend`: give it back in dependency order.
     ~Tower() {
         if (!backend) return;
-        backend->destroyGraph(graph);
-        for (Event e : marks) backend->destroyEvent(e);
+        try {
+            backend->synchronize(stream);  // steps still in flight write into the slots
+        } catch (...) {  // a failed device: the run has failed already, and says why
+        }
+        for (StepSlot& s : slots) {
+            backend->destroyGraph(s.graph);
+            for (Event e : s.marks) backend->destroyEvent(e);
+            s.hostStats = Tensor();
+        }
         if (copyStream) {
             backend->destroyStream(copyStream);  // waits for its copies
             backend->destroyEvent(inputTaken);
             backend->destroyEvent(inputReady);
+            for (Event e : pairRead) backend->destroyEvent(e);
         }
         net.reset();
-        stats = hostStats = deviceInput = deviceLabels = stepGrads = microGrads = Tensor();
+        stats = deviceInput = deviceLabels = stepGrads = microGrads = Tensor();
         for (int k = 0; k < 2; ++k) hostInput[k] = hostLabels[k] = Tensor();
         backend->destroyStream(stream);
     }
@@ -169,7 +187,6 @@ TowerSet::TowerSet(const ModelSpec& spec, const DeploymentPlan& plan, const Opti
         t->stream = t->backend->createStream();
         t->net = std::make_unique<Network>(spec, *t->backend, plan_.batchPerTower);
         t->stats = t->backend->empty(Shape{3});
-        t->hostStats = hostTensor(*t->backend, 3);
         const int64_t inputCount = int64_t(plan_.batchPerTower) * t->net->inputDims().size();
         for (int k = 0; k < 2; ++k) {
             t->hostInput[k] = hostTensor(*t->backend, inputCount);
@@ -181,8 +198,8 @@ TowerSet::TowerSet(const ModelSpec& spec, const DeploymentPlan& plan, const Opti
             t->copyStream = t->backend->createCopyStream();
             t->inputTaken = t->backend->createEvent();
             t->inputReady = t->backend->createEvent();
+            for (Event& e : t->pairRead) e = t->backend->createEvent();
         }
-        for (Event& e : t->marks) e = t->backend->createEvent();
         if (plan_.accumulate > 1) {
             t->stepGrads = t->backend->empty(Shape{std::max<int64_t>(t->net->paramCount(), 1)});
             t->microGrads = t->backend->empty(Shape{std::max<int64_t>(t->net->paramCount(), 1)});
@@ -249,6 +266,13 @@ TowerSet::TowerSet(const ModelSpec& spec, const DeploymentPlan& plan, const Opti
         break;
     }
     strategy_ = makeStrategy(s);
+    reportLag_ = resolveReportLag(processes);
+    if (reportLag_ > 0) strategy_->leaveUpdatesInFlight();
+    for (auto& t : towers_)
+        for (StepSlot& slot : t->slots = std::vector<StepSlot>(size_t(reportLag_) + 1)) {
+            slot.hostStats = hostTensor(*t->backend, 3);
+            for (Event& e : slot.marks) e = t->backend->createEvent();
+        }
     if (plan_.syncBatchNorm && t0.net->hasBatchNorm()) {
         // The statistics of a batch norm of c channels: 2c floats (sums forward, gradient sums back).
         size_t largest = 0;
@@ -269,6 +293,27 @@ TowerSet::TowerSet(const ModelSpec& spec, const DeploymentPlan& plan, const Opti
     // parallel regions: the worker slept and was woken at each of mlp's ~20 regions a step,
     // and 2 threads trained slower than 1.) GPU towers keep their threads.
     for (int i = callerRuns_; i < towers(); ++i) threads_.emplace_back([this, i] { towerLoop(i); });
+}
+
+// --report-lag: where the host may read results late, the lag asked for (automatic: 2 steps for
+// one GPU tower, where a step's host work (reporting, staging the next slice, the launch) is
+// tens of microseconds against a step of a millisecond or less; 0 on CPUs, whose calls run to
+// completion anyway). Where it may not, 0, or one sentence saying why for a lag asked for.
+int TowerSet::resolveReportLag(ProcessGroup* processes) const {
+    std::string why;
+    if (processes) why = "the processes meet on the host every step";
+    else if (towers() != 1) why = "the towers meet on the host every step; it takes one tower";
+    else if (plan_.update != UpdateMode::Sync || plan_.averaging()) why = "it takes synchronous updates every step";
+    else if (plan_.accumulate != 1) why = "--accumulate adds the micro-steps' gradients between host waits";
+    else if (!plan_.slowdown.empty()) why = "--slow stretches each step by its measured time, which the host reads late";
+    else if (plan_.commPrecision != CommPrecision::Fp32) why = "--comm-precision bf16 rounds the gradients on the host";
+    else if (!strategy_->updatesInStreamOrder())
+        why = "the variables are updated away from the tower's stream; hold them on its device (--variables " +
+              towers_[0]->device.str() + ")";
+    if (plan_.reportLag < 0) return why.empty() && towers_[0]->device.type == DeviceType::Cuda ? kAutoReportLag : 0;
+    if (plan_.reportLag > 0 && !why.empty())
+        throw Error("--report-lag " + std::to_string(plan_.reportLag) + ": " + why);
+    return plan_.reportLag;
 }
 
 TowerSet::~TowerSet() {
@@ -311,6 +356,8 @@ void TowerSet::runTower(int i) {
     for (size_t k = 0; k < steps.size(); ++k) steps[k] = step_ + int64_t(k);
     Call call(*this, t, i, std::move(steps));
     strategy_->runCall(i, call);
+    // Report lag: the update, enqueued after the compute on this stream, timed by the slot's last mark.
+    if (reportLag_ > 0) call.unlessFailed([&] { t.backend->recordEvent(t.slots[size_t(t.slot)].marks[4], t.stream); });
     t.finished = Clock::now();
 }
 
@@ -394,6 +441,9 @@ void TowerSet::stageInput(Tower& t, const float* x, const int32_t* y, int n) {
     const size_t xBytes = size_t(n) * size_t(t.net->inputDims().size()) * sizeof(float);
     const size_t yBytes = size_t(n) * sizeof(int32_t);
     t.hostSlot ^= 1;
+    // The pair's copy of two slices ago has left it (waited for only where steps run ahead of
+    // the host's reads: otherwise the step that took it is done already).
+    if (t.copyStream) be.synchronizeEvent(t.pairRead[t.hostSlot]);
     std::memcpy(t.hostInput[t.hostSlot].data(), x, xBytes);
     std::memcpy(t.hostLabels[t.hostSlot].data(), y, yBytes);
     t.stagedCount = n;
@@ -403,17 +453,18 @@ void TowerSet::stageInput(Tower& t, const float* x, const int32_t* y, int n) {
     be.copyFromHost(t.copyStream, t.deviceInput.data(), t.hostInput[t.hostSlot].data(), xBytes);
     be.copyFromHost(t.copyStream, t.deviceLabels.data(), t.hostLabels[t.hostSlot].data(), yBytes);
     be.recordEvent(t.inputReady, t.copyStream);
+    be.recordEvent(t.pairRead[t.hostSlot], t.copyStream);
 }
 
 // The whole of a tower's compute as device work on its stream: the staged input into the
-// network's, forward, backward, the loss statistics to the host. Events between the phases time
-// them; inputTaken lets the copy stream refill the device stage.
-void TowerSet::enqueueCompute(Tower& t, int n, uint64_t seed, const MicroBatch& part) {
+// network's, forward, backward, the loss statistics to the host, into `slot`. Events between the
+// phases time them; inputTaken lets the copy stream refill the device stage.
+void TowerSet::enqueueCompute(Tower& t, StepSlot& slot, int n, uint64_t seed, const MicroBatch& part) {
     Backend& be = *t.backend;
     Network& net = *t.net;
     const size_t xBytes = size_t(n) * size_t(net.inputDims().size()) * sizeof(float);
     const size_t yBytes = size_t(n) * sizeof(int32_t);
-    be.recordEvent(t.marks[0], t.stream);
+    be.recordEvent(slot.marks[0], t.stream);
     if (t.copyStream) {
         be.copy(t.stream, net.input(), t.deviceInput.data(), xBytes);
         be.copy(t.stream, net.labels(), t.deviceLabels.data(), yBytes);
@@ -424,11 +475,11 @@ void TowerSet::enqueueCompute(Tower& t, int n, uint64_t seed, const MicroBatch& 
     }
     be.fill(t.stream, t.stats.data(), 0.f, 3);
     net.forward(t.stream, true, seed, n, t.stats.data(), part);
-    be.recordEvent(t.marks[1], t.stream);
+    be.recordEvent(slot.marks[1], t.stream);
     net.backward(t.stream, part);
-    be.recordEvent(t.marks[2], t.stream);
-    be.copyToHost(t.stream, t.hostStats.data(), t.stats.data(), 3 * sizeof(float));
-    be.recordEvent(t.marks[3], t.stream);
+    be.recordEvent(slot.marks[2], t.stream);
+    be.copyToHost(t.stream, slot.hostStats.data(), t.stats.data(), 3 * sizeof(float));
+    be.recordEvent(slot.marks[3], t.stream);
 }
 
 void TowerSet::computeGradients(Tower& t, int i, uint64_t step, Result& r, const std::function<void()>& whileComputing,
@@ -450,32 +501,22 @@ void TowerSet::computeGradients(Tower& t, int i, uint64_t step, Result& r, const
     if (profiled && part.once) net.profileNextStep();
     const bool replayable = be.canCapture() && n == plan_.batchPerTower && !net.drawsRandomNumbers() &&
                             plan_.accumulate == 1 && !profiled;
+    // With a report lag the steps in flight use the slots in turn; the oldest is free by now
+    // (steps() read it before this step was launched).
+    t.slot = (t.slot + 1) % int(t.slots.size());
+    StepSlot& slot = t.slots[size_t(t.slot)];
     if (replayable && t.computed >= 1) {
-        if (!t.graph) {
-            be.beginCapture(t.stream);
-            try {
-                enqueueCompute(t, n, stepSeed, part);
-            } catch (...) {
-                be.abortCapture(t.stream);  // (endCapture would throw "capture invalidated" over the cause)
-                throw;
-            }
-            t.graph = be.endCapture(t.stream);
-        }
-        be.launchGraph(t.graph, t.stream);
+        if (!slot.graph) recordSteps(t, n, stepSeed, part);
+        be.launchGraph(slot.graph, t.stream);
     } else {
-        enqueueCompute(t, n, stepSeed, part);
+        enqueueCompute(t, slot, n, stepSeed, part);
     }
     ++t.computed;
     if (whileComputing) whileComputing();
+    r.profiled = profiled;
+    if (reportLag_ > 0) return;  // read when steps() reports it, reportLag_ steps later
     be.synchronize(t.stream);
-    r.phases.forward = be.elapsedSeconds(t.marks[0], t.marks[1]);
-    r.phases.backward = be.elapsedSeconds(t.marks[1], t.marks[2]) + be.elapsedSeconds(t.marks[2], t.marks[3]);
-    const float* host = t.hostStats.data();
-    r.lossSum = host[0];
-    r.correct = host[1];
-    r.wd = host[2];
-    if (LayerTimes times = net.takeLayerTimes(); !times.empty())
-        r.layerTimes = std::make_shared<const LayerTimes>(std::move(times));
+    readStep(t, slot, r);
     // Free-running towers: tower 0's moving statistics as of this step, for a checkpoint another
     // tower's report may take while tower 0 computes its next.
     if (i == 0 && net.hasBatchNorm() && strategy_->runsFree()) {
@@ -485,6 +526,39 @@ void TowerSet::computeGradients(Tower& t, int i, uint64_t step, Result& r, const
         std::lock_guard lock(publishedMutex_);
         published_ = std::move(now);
     }
+}
+
+// Every slot's recording of the step (one per step in flight: each writes its own statistics
+// and marks), made at once so that one pause for recording precedes the steady steps.
+void TowerSet::recordSteps(Tower& t, int n, uint64_t seed, const MicroBatch& part) {
+    Backend& be = *t.backend;
+    for (StepSlot& s : t.slots) {
+        if (s.graph) continue;
+        be.beginCapture(t.stream);
+        try {
+            enqueueCompute(t, s, n, seed, part);
+        } catch (...) {
+            be.abortCapture(t.stream);  // (endCapture would throw "capture invalidated" over the cause)
+            throw;
+        }
+        s.graph = be.endCapture(t.stream);
+    }
+}
+
+// A computed step's results, once the device has run it: its phases timed by the slot's marks
+// (added to what the host timed), its loss statistics, and the layer times of a profiled step.
+void TowerSet::readStep(Tower& t, StepSlot& slot, Result& r) {
+    Backend& be = *t.backend;
+    Network& net = *t.net;
+    r.phases.forward += be.elapsedSeconds(slot.marks[0], slot.marks[1]);
+    r.phases.backward += be.elapsedSeconds(slot.marks[1], slot.marks[2]) + be.elapsedSeconds(slot.marks[2], slot.marks[3]);
+    const float* host = slot.hostStats.data();
+    r.lossSum = host[0];
+    r.correct = host[1];
+    r.wd = host[2];
+    if (!r.profiled) return;
+    if (LayerTimes times = net.takeLayerTimes(); !times.empty())
+        r.layerTimes = std::make_shared<const LayerTimes>(std::move(times));
 }
 
 void TowerSet::straggle(Result& r, int i) {
@@ -531,21 +605,17 @@ std::vector<TowerStep> TowerSet::steps(const std::vector<const Batch*>& batches,
         // A tower that finished early waited for the others to finish too.
         t->results.back().phases.wait += std::chrono::duration<double>(done - t->finished).count();
     }
+    if (reportLag_ > 0) {  // the step joins those in flight; the oldest beyond the lag are reported
+        inFlight_.push_back({first, towers_[0]->slot, towers_[0]->results[0], bytesMoved() - bytesBefore});
+        std::vector<TowerStep> out;
+        while (inFlight_.size() > size_t(reportLag_)) out.push_back(landed());
+        return out;
+    }
     std::vector<TowerStep> out(batches.size());
     for (size_t k = 0; k < batches.size(); ++k) {
-        TowerStep& r = out[k];
-        const int64_t step = first + int64_t(k);
-        r.update = step + 1;
-        r.lr = optSettings_.schedule.at(step);
-        for (auto& t : towers_) {
-            const Result& res = t->results[k];
-            r.lossSum.push_back(res.lossSum);
-            r.correct.push_back(res.correct);
-            r.examples.push_back(plan_.batchPerTower * plan_.accumulate);
-            r.phases.push_back(res.phases);
-        }
-        r.weightDecayLoss = towers_[0]->results[k].wd;
-        r.layerTimes = towers_[0]->results[k].layerTimes;
+        std::vector<const Result*> perTower;
+        for (const auto& t : towers_) perTower.push_back(&t->results[k]);
+        out[k] = stepReport(first + int64_t(k), perTower);
     }
     // The communicator's count for the call; local steps move nothing until their average.
     out.back().bytesMoved = bytesMoved() - bytesBefore;
@@ -562,7 +632,49 @@ std::vector<TowerStep> TowerSet::steps(const std::vector<const Batch*>& batches,
     return out;
 }
 
+TowerStep TowerSet::stepReport(int64_t step, const std::vector<const Result*>& perTower) const {
+    TowerStep r;
+    r.update = step + 1;
+    r.lr = optSettings_.schedule.at(step);
+    for (const Result* res : perTower) {
+        r.lossSum.push_back(res->lossSum);
+        r.correct.push_back(res->correct);
+        r.examples.push_back(plan_.batchPerTower * plan_.accumulate);
+        r.phases.push_back(res->phases);
+    }
+    r.weightDecayLoss = perTower[0]->wd;
+    r.layerTimes = perTower[0]->layerTimes;
+    return r;
+}
+
+// The host waits for the step's last mark, not for the stream: the steps launched after it run on.
+TowerStep TowerSet::landed() {
+    InFlight f = std::move(inFlight_.front());
+    inFlight_.pop_front();
+    Tower& t = *towers_[0];
+    StepSlot& slot = t.slots[size_t(f.slot)];
+    t.backend->synchronizeEvent(slot.marks[4]);
+    readStep(t, slot, f.result);
+    f.result.phases.apply = t.backend->elapsedSeconds(slot.marks[3], slot.marks[4]);  // (the host timed its enqueueing)
+    TowerStep r = stepReport(f.step, {&f.result});
+    r.bytesMoved = f.bytes;
+    return r;
+}
+
+std::vector<TowerStep> TowerSet::settle() {
+    std::vector<TowerStep> out;
+    while (!inFlight_.empty()) out.push_back(landed());
+    return out;
+}
+
+void TowerSet::requireSettled(const char* what) const {
+    if (!inFlight_.empty())
+        throw Error(std::string("internal: ") + what + " asked with " + std::to_string(inFlight_.size()) +
+                    " steps in flight (TowerSet::settle first)");
+}
+
 TowerStep TowerSet::step(const Batch& global, int64_t step, double dataWait) {
+    if (reportLag_ > 0) throw Error("internal: TowerSet::step reports its own step, which a report lag reports later");
     return steps({&global}, step, dataWait).front();
 }
 
@@ -628,13 +740,20 @@ void TowerSet::runAsync(int64_t first, int64_t updates, const std::function<void
 
 int64_t TowerSet::finishTraining(int64_t step) { return strategy_->finishTraining(step); }
 
-Network& TowerSet::evalNetwork() { return strategy_->evalNetwork(); }
+Network& TowerSet::evalNetwork() {
+    requireSettled("the evaluation network");
+    return strategy_->evalNetwork();
+}
 
 Stream TowerSet::evalStream() { return towers_[0]->stream; }
 
-VariablesView TowerSet::variables() { return strategy_->variables(); }
+VariablesView TowerSet::variables() {
+    requireSettled("the variables");
+    return strategy_->variables();
+}
 
 std::vector<float> TowerSet::statistics() {
+    requireSettled("the moving statistics");
     const Tower& t = *towers_[0];
     if (!t.net->hasBatchNorm()) return {};
     if (strategy_->runsFree()) {
@@ -648,6 +767,7 @@ std::vector<float> TowerSet::statistics() {
 }
 
 std::vector<StateBuffer> TowerSet::state() {
+    requireSettled("the training state");
     std::vector<StateBuffer> out = strategy_->state();
     if (!strategy_->runsFree())  // (free-running towers compute on: their statistics have no one moment)
         for (size_t i = 1; i < towers_.size(); ++i) {

@@ -13,6 +13,7 @@
 #include <barrier>
 #include <chrono>
 #include <cstdint>
+#include <deque>
 #include <exception>
 #include <functional>
 #include <memory>
@@ -37,6 +38,10 @@ public:
     // Tower 0 times its layers (Network::profileNextStep) on its 5th step and every kProfileEvery
     // after: what the model view shows of a run (TowerStep::layerTimes).
     static constexpr int64_t kProfileFirst = 4, kProfileEvery = 250;
+    // --report-lag automatic, where it applies (resolveReportLag): steps in flight beyond the one
+    // being reported. Two keep the device fed across one late host turn (a report to the window,
+    // a checkpoint's check) without holding more graphs and statistics than that needs.
+    static constexpr int kAutoReportLag = 2;
     // `processes`: the run's other processes (mpirun), whose towers the reductions span; or null.
     TowerSet(const ModelSpec& spec, const DeploymentPlan& plan, const OptimizerSettings& opt, int threadsPerTower,
              uint64_t seed, ProcessGroup* processes = nullptr);
@@ -61,8 +66,15 @@ public:
     // the towers copy it to their devices while they compute this call's last step, and the next
     // call for that step starts from it (a call for any other step stages its own input). It is
     // read during this call only.
+    // With a report lag (reportLag() > 0) a call launches its step and returns the reports of the
+    // steps launched more than reportLag() calls before (none for the first calls); settle()
+    // returns the rest. The host then waits for no stream within a step: it reads each step's
+    // results from the step's own slot once the device has run it. Between steps, nothing that
+    // reads the variables or the state may be called while steps are in flight.
     std::vector<TowerStep> steps(const std::vector<const Batch*>& batches, int64_t first, double dataWait,
                                  const Batch* next = nullptr) override;
+    int reportLag() const override { return reportLag_; }
+    std::vector<TowerStep> settle() override;
     // Whether the strategy's towers run free (async: runAsync) rather than in steps.
     bool runsFree() const override { return strategy_->runsFree(); }
     // Free-running towers, `first` updates applied already (a resumed run's), run until `updates`
@@ -108,11 +120,21 @@ public:
 
 private:
     struct Tower;
+    struct StepSlot;
     // What tower t measured for one step of a call.
     struct Result {
         TowerPhases phases;
         double lossSum = 0, correct = 0, wd = 0;
+        bool profiled = false;                         // tower 0 timed this step's layers
         std::shared_ptr<const LayerTimes> layerTimes;  // tower 0's profiled steps
+    };
+    // A step launched and not reported yet (report lag): its tower's slot, what the host measured
+    // of it, and the bytes its call moved.
+    struct InFlight {
+        int64_t step = 0;
+        int slot = 0;
+        Result result;
+        int64_t bytes = 0;
     };
     class Call;
     std::atomic<int64_t> applied_{0};  // free-running towers: updates applied so far
@@ -130,7 +152,13 @@ private:
     void computeGradients(Tower& t, int i, uint64_t step, Result& r, const std::function<void()>& whileComputing,
                           const MicroBatch& part = {});
     void accumulateSlice(Tower& t, int i, const Batch& b, int64_t step, Result& r);
-    void enqueueCompute(Tower& t, int n, uint64_t seed, const MicroBatch& part);
+    void enqueueCompute(Tower& t, StepSlot& slot, int n, uint64_t seed, const MicroBatch& part);
+    void recordSteps(Tower& t, int n, uint64_t seed, const MicroBatch& part);
+    void readStep(Tower& t, StepSlot& slot, Result& r);
+    TowerStep stepReport(int64_t step, const std::vector<const Result*>& perTower) const;
+    TowerStep landed();  // the oldest step in flight, reported once the device has run it
+    void requireSettled(const char* what) const;
+    int resolveReportLag(ProcessGroup* processes) const;
     void straggle(Result& r, int i);
     Backend& backendFor(const Device& d, int threadsPerTower);
 
@@ -141,6 +169,8 @@ private:
     int towerOffset_ = 0;      // processes: the global index of this process's first tower
     int processCount_ = 1;     // the run's processes (mpirun), this one included
     int64_t paramCount_ = 0;
+    int reportLag_ = 0;
+    std::deque<InFlight> inFlight_;  // report lag: oldest first
     // Declared first, destroyed last: every tensor, stream and plan below belongs to one of them.
     std::vector<std::shared_ptr<Backend>> backends_;
     std::vector<std::unique_ptr<Tower>> towers_;

@@ -65,6 +65,12 @@ public:
     // the global batch of the step after this call (read during this call only).
     virtual std::vector<TowerStep> steps(const std::vector<const Batch*>& batches, int64_t first, double dataWait,
                                          const Batch* next = nullptr) = 0;
+    // An engine that reads results late (TowerSet's report lag): steps() returns the reports of
+    // steps launched up to reportLag() calls earlier, oldest first, and settle() those of every
+    // step launched and not reported yet, once the device has run them. 0: every call reports its
+    // own steps, and settle() has nothing to report.
+    virtual int reportLag() const { return 0; }
+    virtual std::vector<TowerStep> settle() { return {}; }
     // Free-running towers (async): TowerSet::runAsync. An engine whose runsFree() is false is never asked.
     virtual bool runsFree() const { return false; }
     virtual void runAsync(int64_t first, int64_t updates, const std::function<void(Batch&)>& nextBatch,

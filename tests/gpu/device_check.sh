@@ -489,6 +489,31 @@ layouts() {
 }
 step "fp32 convolutions: NHWC, NCHW, measured" layouts
 
+# Issue 33, no host round-trips: one tower at batch 128, each step's results read at once (the host
+# waits for the stream every step: --report-lag 0) against read 2 steps late (automatic: the host
+# waits for no stream within a step); fp32 and bf16, three alternating rounds of 320 steps.
+report_lag() {
+  make_cifar || return 1
+  local model data p r lag
+  for model in mnist_cnn cifar10_cnn; do
+    data="idx:$repo/samples/fashion-mnist-slice"; [ $model = cifar10_cnn ] && data="cifar10:$cifar"
+    for p in fp32 bf16; do
+      for r in 1 2 3; do
+        for lag in 0 -1; do
+          printf '%-12s %s round %s --report-lag %-3s' $model $p $r $lag
+          timeout 120 "$tbrun" --model $model --data "$data" --towers gpu:0 --variables gpu:0 --batch 128 \
+            --steps 320 --validation 0 --eval-every 0 --quiet --precision $p --report-lag $lag \
+            --run-dir "$(mktemp -d -u /tmp/tb-lag-XXXX)" | tail -1 |
+            python3 -c 'import json, sys; s = json.loads(sys.stdin.read())
+print("%10.0f ex/s  (lag %d)" % (s["steady_examples_per_sec"], s["plan"]["report_lag"]))' || return 1
+        done
+      done
+    done
+  done 2>&1 | tee "$out/report_lag.txt"
+  return "${PIPESTATUS[0]}"
+}
+step "results read late vs every step" report_lag
+
 # Issue 33, choices kept across runs: from a fresh file, two runs of each precision; the first
 # searches (cuDNN's API log shows its Find calls) and keeps its choices, the second finds them and
 # calls no Find; the seconds to the end of a 5-step run show what the search costs.

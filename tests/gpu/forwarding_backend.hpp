@@ -35,6 +35,7 @@ public:
     void destroyEvent(tb::Event e) override { be_->destroyEvent(e); }
     void recordEvent(tb::Event e, tb::Stream s) override { be_->recordEvent(e, s); }
     void waitEvent(tb::Stream s, tb::Event e) override { be_->waitEvent(s, e); }
+    void synchronizeEvent(tb::Event e) override { be_->synchronizeEvent(e); }
     double elapsedSeconds(tb::Event a, tb::Event b) override { return be_->elapsedSeconds(a, b); }
     std::unique_ptr<tb::ConvOp> makeConv(const tb::ConvDesc& d) override;
     std::unique_ptr<tb::PoolOp> makePool(const tb::PoolDesc& d) override;

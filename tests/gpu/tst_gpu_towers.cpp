@@ -5,6 +5,7 @@
 //   - variables in pinned host memory (pull and push every step) equal variables on the GPU
 //   - replicated variables with the on-device all-reduce, and averaging every step, equal sync
 //   - the next step's input staged while a step computes gives the same losses
+//   - a report lag of 2 (the host reading each step two steps late) gives the same losses
 //   - after the first steps nothing in the step loop calls cudaMalloc
 //   - a block freed while a kernel that uses it still runs goes to no new owner before the kernel
 //     is done, and asking whether it is leaves no error for the next launch
@@ -237,6 +238,17 @@ int main() {
     compare("gpu:0 tower vs cpu:0 tower (adam)", plan({cpu}, 32, VariablePlacement::Cpu), plan({kGpu}, 32), 1e-3,
             UpdateRule::Adam);
     compare("2 towers on gpu:0 vs 1 tower of the global batch", plan({kGpu}, 32), plan({kGpu, kGpu}, 16), 1e-5);
+    // A report lag: steps launched two ahead of their reads, the host waiting for no stream within a
+    // step, each step's statistics and marks in a slot of its own (a slot read too early or
+    // overwritten, or a pinned input pair refilled while its copy is still queued, gives another
+    // step's loss: far beyond the limit).
+    for (const VariablePlacement v : {VariablePlacement::Tower, VariablePlacement::Replicated}) {
+        DeploymentPlan lagged = plan({kGpu}, 32, v);
+        lagged.reportLag = 2;
+        compare(v == VariablePlacement::Tower ? "report lag 2 vs none (variables on gpu:0)"
+                                              : "report lag 2 vs none (replicated, one replica)",
+                plan({kGpu}, 32, v), lagged, 1e-5);
+    }
     compare("variables on the host (pinned, pull/push) vs on gpu:0", plan({kGpu}, 32),
             plan({kGpu}, 32, VariablePlacement::Cpu), 1e-5);
     // The update on the host (no fused multiply-adds) against the GPU's: the whole vector drifted

@@ -336,6 +336,12 @@ void ExperimentPanel::makeAdvancedFields() {
                        tr("How GPU towers exchange data: auto picks NCCL where it fits, otherwise explicit copies."));
     tf32_ = new QCheckBox(tr("tensor-core TF32 math"));
     tf32_->setToolTip(tr("GPU towers: faster, less exact matrix math; off: plain FP32."));
+    reportLag_ = spin(-1, tb::RunConfig::kMaxReportLag,
+                      tr("GPU towers: steps the host reads each step's loss, accuracy and times after launching it, "
+                         "waiting for no stream within a step, so the GPU never idles while the host reports. "
+                         "Automatic: 2 for one GPU tower with its variables on that GPU, else 0 (each step read "
+                         "before the next starts). Evaluations, checkpoints and pauses see every step."),
+                      tr("automatic"));
     deterministic_ = new QCheckBox(tr("deterministic"));
     deterministic_->setToolTip(tb::ui::wrappedToolTip(
         tr("GPU towers: only cuDNN's deterministic algorithms, so two runs give the same losses bit for bit; off: "
@@ -429,6 +435,7 @@ void ExperimentPanel::layOutForm() {
     add(advanced_->form(), "transfers", tr("Transfers"), transfers_);
     add(advanced_->form(), "tf32", tr("GPU math"), tf32_);
     add(advanced_->form(), "deterministic", tr("GPU algorithms"), deterministic_);
+    add(advanced_->form(), "report_lag", tr("Results read late"), reportLag_);
     add(checkpoints_->form(), "checkpoint_every", tr("Every (steps)"), checkpointEvery_);
     add(checkpoints_->form(), "checkpoint_minutes", tr("Every (minutes)"), checkpointMinutes_);
     add(checkpoints_->form(), "keep_checkpoints", tr("Keep last"), keepCheckpoints_);
@@ -464,7 +471,7 @@ void ExperimentPanel::connectFields() {
                           commPrecision_, pipeline_, lrScaling_})
         connect(c, &QComboBox::currentIndexChanged, this, &ExperimentPanel::revalidate);
     for (QSpinBox* s : {processes_, averageEvery_, psShards_, psTasks_, microBatches_, stageReplicas_, batch_, decaySteps_, warmup_, seed_, evalEvery_, validation_, shuffleBuffer_,
-                        prefetch_, loaderThreads_, threads_, checkpointEvery_, keepCheckpoints_, referenceBatch_, accumulate_})
+                        prefetch_, loaderThreads_, threads_, checkpointEvery_, keepCheckpoints_, referenceBatch_, accumulate_, reportLag_})
         connect(s, &QSpinBox::valueChanged, this, &ExperimentPanel::revalidate);
     for (QDoubleSpinBox* s : {lr_, momentum_, decayRate_, lengthValue_, emaDecay_, checkpointMinutes_})
         connect(s, &QDoubleSpinBox::valueChanged, this, &ExperimentPanel::revalidate);
@@ -729,6 +736,7 @@ tb::RunConfig ExperimentPanel::config() const {
     c.skipBadImages = skipBadImages_->isChecked();
     c.tf32 = tf32_->isChecked();
     c.deterministic = deterministic_->isChecked();
+    c.reportLag = reportLag_->value();
     c.checkpointEvery = checkpointEvery_->value();
     c.checkpointMinutes = checkpointMinutes_->value();
     c.keepCheckpoints = keepCheckpoints_->value();
@@ -812,6 +820,7 @@ void ExperimentPanel::setConfig(const tb::RunConfig& c) {
     skipBadImages_->setChecked(c.skipBadImages);
     tf32_->setChecked(c.tf32);
     deterministic_->setChecked(c.deterministic);
+    reportLag_->setValue(c.reportLag);
     checkpointEvery_->setValue(int(std::min<int64_t>(INT_MAX, c.checkpointEvery)));
     checkpointMinutes_->setValue(c.checkpointMinutes);
     keepCheckpoints_->setValue(c.keepCheckpoints);
@@ -820,7 +829,7 @@ void ExperimentPanel::setConfig(const tb::RunConfig& c) {
     const tb::RunConfig defaults;
     if (c.threads != defaults.threads || c.prefetch != defaults.prefetch || c.shuffleBuffer != defaults.shuffleBuffer ||
         c.stream != defaults.stream || c.loaderThreads != defaults.loaderThreads ||
-        !c.metrics.empty() || c.transfers != defaults.transfers || c.tf32 != defaults.tf32 || c.deterministic != defaults.deterministic ||
+        !c.metrics.empty() || c.transfers != defaults.transfers || c.tf32 != defaults.tf32 || c.deterministic != defaults.deterministic || c.reportLag != defaults.reportLag ||
         !c.tfrecordFeatures.empty() ||
         c.augment != defaults.augment || c.normalise != defaults.normalise || c.skipBadImages)
         advanced_->setOpen(true);

@@ -131,7 +131,7 @@ private:
     QLineEdit *folder_, *slow_, *stages_, *metrics_, *initFrom_, *tfrecordFeatures_, *hostfile_, *augment_;
     QPushButton *browse_, *browseMetrics_, *browseInit_;
     QSpinBox *towers_, *perGpu_, *processes_, *averageEvery_, *psShards_, *psTasks_, *microBatches_, *stageReplicas_, *batch_, *decaySteps_, *warmup_, *seed_, *evalEvery_, *validation_,
-        *shuffleBuffer_, *loaderThreads_, *prefetch_, *threads_, *checkpointEvery_, *keepCheckpoints_, *referenceBatch_, *accumulate_;
+        *shuffleBuffer_, *loaderThreads_, *prefetch_, *threads_, *checkpointEvery_, *keepCheckpoints_, *referenceBatch_, *accumulate_, *reportLag_;
     NumberBox *lr_, *momentum_, *decayRate_, *lengthValue_, *emaDecay_, *checkpointMinutes_;
     QCheckBox *staircase_, *tf32_, *deterministic_, *stagePerProcess_, *syncBn_, *skipBadImages_;
     QLabel* split_;

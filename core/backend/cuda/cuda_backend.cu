@@ -136,6 +136,10 @@ public:
         use();
         TB_CUDA(cudaStreamWaitEvent(queueOf(s), e->event, 0));
     }
+    void synchronizeEvent(Event e) override {
+        use();
+        TB_CUDA(cudaEventSynchronize(e->event));
+    }
     double elapsedSeconds(Event a, Event b) override {
         float ms = 0;
         TB_CUDA(cudaEventElapsedTime(&ms, a->event, b->event));
