@@ -467,6 +467,25 @@ void checkDense(Checker& ck, const DenseDesc& d, uint64_t seed) {
         return std::max({normError(rig.download(dxd, xs), dx), normError(rig.download(dwd, ws), dw),
                          normError(rig.download(dbd, size_t(d.out)), db)});
     });
+    // The same on slices one float past an aligned boundary, as a model's flat parameter and
+    // gradient buffers may give them: the CUDA plan's fused GEMMs (lt_gemm.hpp) want 16-byte
+    // aligned slices, and it runs its unfused calls on these.
+    ck.run("dense.unaligned", shape, ck.matmulTolerance, [&](Rig& rig) {
+        auto op = rig.backend().makeDense(d);
+        auto past = [&](const Vec& v) {
+            Vec u(v.size() + 1, 0.f);
+            std::copy(v.begin(), v.end(), u.begin() + 1);
+            return rig.upload(u) + 1;
+        };
+        float *yd = rig.poisoned(ys + 1) + 1, *dxd = rig.poisoned(xs + 1) + 1, *dwd = rig.poisoned(ws + 1) + 1,
+              *dbd = rig.poisoned(size_t(d.out) + 1) + 1;
+        float *xd = past(x), *wd = past(w), *dyd = past(dy);
+        op->forward(rig.stream(), xd, wd, nullptr, past(b), yd);
+        op->backwardData(rig.stream(), dyd, wd, nullptr, dxd);
+        op->backwardWeights(rig.stream(), xd, dyd, dwd, dbd);
+        return std::max({normError(rig.download(yd, ys), y), normError(rig.download(dxd, xs), dx),
+                         normError(rig.download(dwd, ws), dw), normError(rig.download(dbd, size_t(d.out)), db)});
+    });
     // With the weights the update rounded already (wBf16): a bf16 plan reads them instead of w
     // (tst_backend_ops gives a poisoned w to see that), an fp32 plan ignores them.
     ck.run("dense.bf16_weights_given", shape, ck.matmulTolerance, [&](Rig& rig) {

@@ -8,6 +8,7 @@
 #include "backend/cuda/cuda_check.hpp"
 #include "backend/cuda/cuda_stream.hpp"
 #include "backend/cuda/kernels.cuh"
+#include "backend/cuda/lt_gemm.hpp"
 #include "backend/cuda/plan_memory.hpp"
 
 namespace tb::cuda {
@@ -22,11 +23,19 @@ namespace {
 // x (n, in) -> y (n, out) = x W^T + b with W (out, in), all row-major. In cuBLAS's column-major
 // view a row-major (a, b) matrix is its (b x a) transpose, which gives the operand orders below.
 // bf16: x, W and dy are rounded into the plan's copies once a step (StepCopy); cuBLAS multiplies
-// bf16 on the tensor cores with fp32 sums and fp32 results.
+// bf16 on the tensor cores with fp32 sums and fp32 results. The bias rides in the GEMMs'
+// epilogues (cuBLASLt, lt_gemm.hpp): added by the forward GEMM, its gradient summed by the weight
+// gradient's from the dy it reads (in bf16: the rounded dy, as autocast's bias gradient is); where
+// cuBLASLt has no such algorithm, or a call's slices are less aligned, a bias kernel and a GEMV.
 class CudaDense final : public DenseOp {
 public:
     CudaDense(const PlanContext& ctx, const DenseDesc& d)
-        : owner_(ctx.owner), d_(d), bf16_(ctx.bf16), ones_(onesVector(ctx, size_t(d.n))) {
+        : owner_(ctx.owner), d_(d), bf16_(ctx.bf16),
+          withBias_(CUBLAS_OP_T, CUBLAS_OP_N, d.out, d.n, d.in, d.in, d.in, d.out, ctx.bf16, ctx.allowTf32,
+                    CUBLASLT_EPILOGUE_BIAS),
+          withBiasGradient_(CUBLAS_OP_N, CUBLAS_OP_T, d.in, d.out, d.n, d.in, d.out, d.in, ctx.bf16, ctx.allowTf32,
+                            CUBLASLT_EPILOGUE_BGRADB),
+          ones_(onesVector(ctx, size_t(d.n))) {
         if (!bf16_) return;
         xb_ = StepCopy(ctx.allocator, size_t(d.n) * d.in * sizeof(bf16));
         wb_ = StepCopy(ctx.allocator, size_t(d.out) * d.in * sizeof(bf16));
@@ -35,8 +44,10 @@ public:
     void forward(Stream st, const float* x, const float* w, const uint16_t* wBf16, const float* b, float* y) override {
         for (StepCopy* c : {&xb_, &wb_, &dyb_}) c->forget();
         // y^T (out x n) = W (out x in) x^T (in x n): W is stored as W^T (in x out) in column-major.
-        gemm(st, CUBLAS_OP_T, CUBLAS_OP_N, d_.out, d_.n, d_.in, weights(st, w, wBf16), d_.in,
-             in(st, xb_, x, size_t(d_.n) * d_.in), d_.in, y, d_.out);
+        const void* wIn = weights(st, w, wBf16);
+        const void* xIn = in(st, xb_, x, size_t(d_.n) * d_.in);
+        if (withBias_.planned() && LtGemm::fits(wIn, xIn, y, b)) return withBias_.run(st, wIn, xIn, y, b);
+        gemm(st, CUBLAS_OP_T, CUBLAS_OP_N, d_.out, d_.n, d_.in, wIn, d_.in, xIn, d_.in, y, d_.out);
         addBias(queueOf(st), y, b, size_t(d_.n), d_.out);
     }
     void backwardData(Stream st, const float* dy, const float* w, const uint16_t* wBf16, float* dx) override {
@@ -45,9 +56,12 @@ public:
              in(st, dyb_, dy, size_t(d_.n) * d_.out), d_.out, dx, d_.in);
     }
     void backwardWeights(Stream st, const float* x, const float* dy, float* dw, float* db) override {
-        // dW^T (in x out) = x^T (in x n) dy (n x out)
-        gemm(st, CUBLAS_OP_N, CUBLAS_OP_T, d_.in, d_.out, d_.n, in(st, xb_, x, size_t(d_.n) * d_.in), d_.in,
-             in(st, dyb_, dy, size_t(d_.n) * d_.out), d_.out, dw, d_.in);
+        // dW^T (in x out) = x^T (in x n) dy (n x out); db (out) = dy's sums over the n rows.
+        const void* xIn = in(st, xb_, x, size_t(d_.n) * d_.in);
+        const void* dyIn = in(st, dyb_, dy, size_t(d_.n) * d_.out);
+        if (withBiasGradient_.planned() && LtGemm::fits(xIn, dyIn, dw, db))
+            return withBiasGradient_.run(st, xIn, dyIn, dw, db);
+        gemm(st, CUBLAS_OP_N, CUBLAS_OP_T, d_.in, d_.out, d_.n, xIn, d_.in, dyIn, d_.out, dw, d_.in);
         biasGradient(st, dy, ones_.f(), db, d_.n, d_.out);
     }
 
@@ -77,7 +91,8 @@ private:
     std::shared_ptr<Backend> owner_;
     DenseDesc d_;
     bool bf16_;
-    DeviceBuffer ones_;      // (n)
+    LtGemm withBias_, withBiasGradient_;  // the forward and weight-gradient GEMMs with their epilogues
+    DeviceBuffer ones_;      // (n) the unfused bias gradient's
     StepCopy xb_, wb_, dyb_; // bf16: x (n, in), W (out, in), dy (n, out)
 };
 

@@ -1,0 +1,98 @@
+#include "backend/cuda/lt_gemm.hpp"
+
+#include "backend/cuda/cuda_check.hpp"
+#include "backend/cuda/cuda_ops.hpp"
+#include "backend/cuda/cuda_stream.hpp"
+
+namespace tb::cuda {
+
+namespace {
+
+template <class T>
+void setAttribute(cublasLtMatmulDesc_t op, cublasLtMatmulDescAttributes_t what, const T& value) {
+    TB_CUDA(cublasLtMatmulDescSetAttribute(op, what, &value, sizeof value));
+}
+
+// A handle for the heuristic query alone: plans are made on any tower's thread, and a handle of
+// their own keeps them off the streams' handles, which belong to the streams' threads.
+struct LtHandle {
+    cublasLtHandle_t h = nullptr;
+    LtHandle() { TB_CUDA(cublasLtCreate(&h)); }
+    ~LtHandle() { cublasLtDestroy(h); }
+};
+
+struct Preference {
+    cublasLtMatmulPreference_t p = nullptr;
+    Preference() {
+        TB_CUDA(cublasLtMatmulPreferenceCreate(&p));
+        const uint64_t workspace = kCublasWorkspaceBytes;
+        TB_CUDA(cublasLtMatmulPreferenceSetAttribute(p, CUBLASLT_MATMUL_PREF_MAX_WORKSPACE_BYTES, &workspace,
+                                                     sizeof workspace));
+        const uint32_t aligned = uint32_t(LtGemm::kAlignment);
+        for (const auto what : {CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_A_BYTES, CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_B_BYTES,
+                                CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_C_BYTES, CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_D_BYTES})
+            TB_CUDA(cublasLtMatmulPreferenceSetAttribute(p, what, &aligned, sizeof aligned));
+    }
+    ~Preference() { cublasLtMatmulPreferenceDestroy(p); }
+};
+
+}  // namespace
+
+LtGemm::LtGemm(cublasOperation_t ta, cublasOperation_t tb, int m, int n, int k, int lda, int ldb, int ldc, bool bf16,
+               bool tf32, cublasLtEpilogue_t epilogue) {
+    try {
+        const cudaDataType_t in = bf16 ? CUDA_R_16BF : CUDA_R_32F;
+        TB_CUDA(cublasLtMatmulDescCreate(&op_, !bf16 && tf32 ? CUBLAS_COMPUTE_32F_FAST_TF32 : CUBLAS_COMPUTE_32F,
+                                         CUDA_R_32F));
+        setAttribute(op_, CUBLASLT_MATMUL_DESC_TRANSA, int32_t(ta));
+        setAttribute(op_, CUBLASLT_MATMUL_DESC_TRANSB, int32_t(tb));
+        setAttribute(op_, CUBLASLT_MATMUL_DESC_EPILOGUE, uint32_t(epilogue));
+        setAttribute(op_, CUBLASLT_MATMUL_DESC_BIAS_DATA_TYPE, int32_t(CUDA_R_32F));  // fp32 like the variables
+        // The stored matrices, before op: A is (k x m) where transposed, B (n x k).
+        const bool at = ta != CUBLAS_OP_N, bt = tb != CUBLAS_OP_N;
+        TB_CUDA(cublasLtMatrixLayoutCreate(&a_, in, at ? k : m, at ? m : k, lda));
+        TB_CUDA(cublasLtMatrixLayoutCreate(&b_, in, bt ? n : k, bt ? k : n, ldb));
+        TB_CUDA(cublasLtMatrixLayoutCreate(&d_, CUDA_R_32F, m, n, ldc));
+        const LtHandle lt;
+        const Preference pref;
+        cublasLtMatmulHeuristicResult_t found{};
+        int count = 0;
+        // A refusal (NOT_SUPPORTED, or INVALID_VALUE where this cuBLASLt takes no such epilogue for
+        // these types or orders) leaves the plan unfused; the kernel profile shows which ran.
+        const cublasStatus_t s = cublasLtMatmulAlgoGetHeuristic(lt.h, op_, a_, b_, d_, d_, pref.p, 1, &found, &count);
+        planned_ = s == CUBLAS_STATUS_SUCCESS && count > 0 && found.state == CUBLAS_STATUS_SUCCESS;
+        if (planned_) algo_ = found.algo;
+    } catch (...) {
+        release();
+        throw;
+    }
+}
+
+LtGemm& LtGemm::operator=(LtGemm&& o) noexcept {
+    if (this == &o) return *this;
+    release();
+    op_ = o.op_, a_ = o.a_, b_ = o.b_, d_ = o.d_, algo_ = o.algo_, planned_ = o.planned_;
+    o.op_ = nullptr, o.a_ = o.b_ = o.d_ = nullptr, o.planned_ = false;
+    return *this;
+}
+
+LtGemm::~LtGemm() { release(); }
+
+void LtGemm::release() noexcept {
+    if (a_) cublasLtMatrixLayoutDestroy(a_);
+    if (b_) cublasLtMatrixLayoutDestroy(b_);
+    if (d_) cublasLtMatrixLayoutDestroy(d_);
+    if (op_) cublasLtMatmulDescDestroy(op_);
+    op_ = nullptr, a_ = b_ = d_ = nullptr;
+}
+
+void LtGemm::run(Stream st, const void* a, const void* b, float* d, const float* vector) {
+    const cudaStream_t q = queueOf(st);
+    // (The plan is its tower's: no other thread sets this between here and the call.)
+    setAttribute(op_, CUBLASLT_MATMUL_DESC_BIAS_POINTER, vector);
+    const float one = 1.f, zero = 0.f;
+    TB_CUDA(cublasLtMatmul(reinterpret_cast<cublasLtHandle_t>(st->cublas), op_, &one, a, a_, b, b_, &zero, d, d_, d,
+                           d_, &algo_, st->cublasWorkspace, kCublasWorkspaceBytes, q));
+}
+
+}  // namespace tb::cuda

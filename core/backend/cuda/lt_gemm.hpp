@@ -1,0 +1,50 @@
+// One GEMM with a fused epilogue on cuBLASLt, planned once per shape: D (m x n) = op(A) op(B),
+// column-major, A and B fp32 or bf16, D fp32, sums in fp32 (TF32 where the run allows it), and the
+// epilogue's vector:
+//   CUBLASLT_EPILOGUE_BIAS    the vector (m) added to every column of D (a dense layer's bias)
+//   CUBLASLT_EPILOGUE_BGRADB  the vector (n) written: op(B)'s sums over k (a bias gradient, as the
+//                             dense layer's dW GEMM reads dy for it anyway)
+// so that the separate bias kernel and the ones-vector GEMV of the bias gradient are not launched.
+// planned() is false where cuBLASLt offers no algorithm for the shape and epilogue; fits() is false
+// for a call whose pointers are less aligned than the algorithm was chosen for (the layers' tensors
+// are slices of flat buffers, at any multiple of 4 bytes). The caller runs its unfused calls then.
+#pragma once
+#include <cublasLt.h>
+
+#include <cstdint>
+
+#include "backend/backend.hpp"
+
+namespace tb::cuda {
+
+class LtGemm {
+public:
+    // The alignment the algorithm is chosen for, in bytes: most of a model's slices have it.
+    static constexpr uintptr_t kAlignment = 16;
+
+    LtGemm() = default;
+    LtGemm(cublasOperation_t ta, cublasOperation_t tb, int m, int n, int k, int lda, int ldb, int ldc, bool bf16,
+           bool tf32, cublasLtEpilogue_t epilogue);
+    ~LtGemm();
+    LtGemm(LtGemm&& o) noexcept { *this = static_cast<LtGemm&&>(o); }
+    LtGemm& operator=(LtGemm&& o) noexcept;
+    LtGemm(const LtGemm&) = delete;
+    LtGemm& operator=(const LtGemm&) = delete;
+
+    bool planned() const { return planned_; }
+    static bool fits(const void* a, const void* b, const void* d, const void* vector) {
+        return ((uintptr_t(a) | uintptr_t(b) | uintptr_t(d) | uintptr_t(vector)) & (kAlignment - 1)) == 0;
+    }
+    // On the stream's cuBLAS handle (a cuBLAS handle serves as cuBLASLt's) and its workspace.
+    void run(Stream st, const void* a, const void* b, float* d, const float* vector);
+
+private:
+    void release() noexcept;
+
+    cublasLtMatmulDesc_t op_ = nullptr;
+    cublasLtMatrixLayout_t a_ = nullptr, b_ = nullptr, d_ = nullptr;
+    cublasLtMatmulAlgo_t algo_{};
+    bool planned_ = false;
+};
+
+}  // namespace tb::cuda
