@@ -782,6 +782,7 @@ private slots:
             c.checkpointEvery = 7;
             c.keepCheckpoints = 100;
             c.reportLag = lag;
+            c.transfers = "auto";  // (the lag takes the variables in place: not --copies' transfers)
             const std::string folder = dir.filePath(QString("lag%1").arg(lag)).toStdString();
             auto f = RunFolder::create(c, folder);
             Trainer t(c);
@@ -814,17 +815,35 @@ private slots:
         QVERIFY2(compared >= 5, qPrintable(QString("%1 checkpoints").arg(compared)));
     }
 
-    // A lag is refused, in one sentence naming it, where the host must meet the step: two towers.
+    // A lag is refused, in one sentence naming it and why, where the host takes part in the step:
+    // two towers; the variables on the host; a tower that copies them (--transfers copies).
+    void reportLagRefusedWhereTheHostMeets_data() {
+        QTest::addColumn<QString>("towers");
+        QTest::addColumn<QString>("variables");
+        QTest::addColumn<QString>("transfers");
+        QTest::addColumn<QString>("why");
+        QTest::newRow("two towers") << "cpu:0,cpu:1" << "cpu:0" << "auto" << "the towers meet on the host";
+        QTest::newRow("variables on the host") << "cpu:0" << "cpu" << "auto" << "the variables are not updated in place";
+        QTest::newRow("copies") << "cpu:0" << "cpu:0" << "copies" << "the variables are not updated in place";
+    }
     void reportLagRefusedWhereTheHostMeets() {
-        RunConfig c = sliceRun("cpu:0,cpu:1", 2);
+        QFETCH(QString, towers);
+        QFETCH(QString, variables);
+        QFETCH(QString, transfers);
+        QFETCH(QString, why);
+        RunConfig c = sliceRun(towers.toStdString().c_str(), 2);
         c.model = "mlp";
+        c.variables = variables.toStdString();
+        c.transfers = transfers.toStdString();
         c.reportLag = 2;
         try {
             Trainer(c).run();
-            QFAIL("two towers took --report-lag 2");
+            QFAIL("--report-lag 2 was taken");
         } catch (const Error& e) {
-            QVERIFY2(QString(e.what()).startsWith("--report-lag 2: the towers meet on the host"), e.what());
+            QVERIFY2(QString(e.what()).startsWith("--report-lag 2: " + why), e.what());
         }
+        c.reportLag = -1;  // automatic: no lag there, and no refusal
+        QCOMPARE(Trainer(c).run().plan.reportLag, 0);
     }
 
     void pauseResumeChangesNothing_data() {
@@ -839,7 +858,7 @@ private slots:
         QFETCH(int, lag);
         RunConfig c = quickRun();
         c.towers = "cpu:0,cpu:1";
-        if (lag > 0) c = sliceRun("cpu:0", 40), c.model = "mlp", c.variables = "cpu:0", c.reportLag = lag;
+        if (lag > 0) c = sliceRun("cpu:0", 40), c.model = "mlp", c.variables = "cpu:0", c.reportLag = lag, c.transfers = "auto";
         const RunSummary plain = Trainer(c).run();
 
         // Collects step numbers as they are delivered, to see that a paused run holds still.

@@ -37,10 +37,12 @@ public:
     explicit HolderMean(const StrategySetup& s);
     std::string name() const override { return "holder mean"; }
     void runCall(int rank, TowerCall& call) override;
-    // One tower on the holder's device, whose stream is then the holder's: the tower reads the
-    // variables in place and the holder applies its gradients in place (no mean to take, no copy).
+    // One tower on the holder's device, sharing its memory (not --transfers copies), whose stream
+    // is then the holder's: the tower reads the variables in place and the holder applies its
+    // gradients in place (no mean to take, no copy, no host wait).
     bool updatesInStreamOrder() const override {
-        return replicas_.size() == 1 && mean_.empty() && rounded_.empty() && comm_->holderStream(0) == replicas_[0].stream;
+        return replicas_.size() == 1 && mean_.empty() && rounded_.empty() && comm_->sharesHolder(0) &&
+               comm_->holderStream(0) == replicas_[0].stream;
     }
     void setVariables(const float* host) override;
     size_t optimizerSlotBytes() const override;

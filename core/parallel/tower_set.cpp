@@ -75,11 +75,7 @@ struct TowerSet::Tower {
     // Everything above belongs to `backend`: give it back in dependency order.
     ~Tower() {
         if (!backend) return;
-        try {
-            backend->synchronize(stream);  // steps still in flight write into the slots
-        } catch (...) {  // a failed device: the run has failed already, and says why
-        }
-        for (StepSlot& s : slots) {
+        for (StepSlot& s : slots) {  // (idle: ~TowerSet waited for the steps in flight)
             backend->destroyGraph(s.graph);
             for (Event e : s.marks) backend->destroyEvent(e);
             s.hostStats = Tensor();
@@ -308,8 +304,8 @@ int TowerSet::resolveReportLag(ProcessGroup* processes) const {
     else if (!plan_.slowdown.empty()) why = "--slow stretches each step by its measured time, which the host reads late";
     else if (plan_.commPrecision != CommPrecision::Fp32) why = "--comm-precision bf16 rounds the gradients on the host";
     else if (!strategy_->updatesInStreamOrder())
-        why = "the variables are updated away from the tower's stream; hold them on its device (--variables " +
-              towers_[0]->device.str() + ")";
+        why = "the variables are not updated in place on the tower's own stream; that takes them on its device "
+              "(--variables " + towers_[0]->device.str() + ", or replicated) without --transfers copies";
     if (plan_.reportLag < 0) return why.empty() && towers_[0]->device.type == DeviceType::Cuda ? kAutoReportLag : 0;
     if (plan_.reportLag > 0 && !why.empty())
         throw Error("--report-lag " + std::to_string(plan_.reportLag) + ": " + why);
@@ -320,6 +316,13 @@ TowerSet::~TowerSet() {
     quit_ = true;
     if (!threads_.empty()) start_.arrive_and_wait();  // the barrier publishes quit_ to the towers
     for (auto& th : threads_) th.join();
+    // Steps still in flight (a report lag's, where the run failed) read the strategy's buffers.
+    for (auto& t : towers_) {
+        try {
+            t->backend->synchronize(t->stream);
+        } catch (...) {  // a failed device: the run has failed already, and says why
+        }
+    }
     // The strategy's buffers and communicators, then the towers, then (as members) the backends.
     strategy_.reset();
     syncs_.clear();

@@ -38,6 +38,8 @@ struct Preference {
 
 }  // namespace
 
+// Any failure to plan leaves the plan unfused (the dense layer's separate calls still work),
+// rather than failing the layer.
 LtGemm::LtGemm(cublasOperation_t ta, cublasOperation_t tb, int m, int n, int k, int lda, int ldb, int ldc, bool bf16,
                bool tf32, cublasLtEpilogue_t epilogue) {
     try {
@@ -62,10 +64,10 @@ LtGemm::LtGemm(cublasOperation_t ta, cublasOperation_t tb, int m, int n, int k, 
         const cublasStatus_t s = cublasLtMatmulAlgoGetHeuristic(lt.h, op_, a_, b_, d_, d_, pref.p, 1, &found, &count);
         planned_ = s == CUBLAS_STATUS_SUCCESS && count > 0 && found.state == CUBLAS_STATUS_SUCCESS;
         if (planned_) algo_ = found.algo;
-    } catch (...) {
-        release();
-        throw;
+    } catch (const Error&) {
+        planned_ = false;
     }
+    if (!planned_) release();
 }
 
 LtGemm& LtGemm::operator=(LtGemm&& o) noexcept {

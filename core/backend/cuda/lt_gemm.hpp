@@ -5,7 +5,8 @@
 //   CUBLASLT_EPILOGUE_BGRADB  the vector (n) written: op(B)'s sums over k (a bias gradient, as the
 //                             dense layer's dW GEMM reads dy for it anyway)
 // so that the separate bias kernel and the ones-vector GEMV of the bias gradient are not launched.
-// planned() is false where cuBLASLt offers no algorithm for the shape and epilogue; fits() is false
+// planned() is false where cuBLASLt offers no algorithm for the shape and epilogue (or the plan
+// could not be made); fits() is false
 // for a call whose pointers are less aligned than the algorithm was chosen for (the layers' tensors
 // are slices of flat buffers, at any multiple of 4 bytes). The caller runs its unfused calls then.
 #pragma once
