@@ -410,6 +410,7 @@ make_cifar() {
   [ -d $cifar ] || { mkdir -p $cifar && python3 -c "import sys; sys.path.insert(0, '$repo/tests/benchmarks')
 from bench_common import make_cifar_dir; make_cifar_dir('$cifar')"; }
 }
+# fp32, TF32 (fp32 variables, --tf32 true: tensor-core TF32 math in cuDNN and cuBLAS) and bf16.
 precision_batches() {
   local model data b p r
   make_cifar || return 1
@@ -417,15 +418,16 @@ precision_batches() {
     data="idx:$repo/samples/fashion-mnist-slice"; [ $model = cifar10_cnn ] && data="cifar10:$cifar"
     for b in 128 512; do
       for r in 1 2 3; do  # alternating rounds: cuDNN's algorithm search may pick differently each run
-        for p in fp32 bf16; do
+        for p in fp32 tf32 bf16; do
+          local math=(--precision $p); [ $p = tf32 ] && math=(--precision fp32 --tf32 true)
           speed "$model batch $b $p round $r" "$tbrun" --model $model --data "$data" --towers gpu:0 --variables gpu:0 \
-            --batch $b --steps 200 --validation 0 --quiet --precision $p || return 1
+            --batch $b --steps 200 --validation 0 --quiet "${math[@]}" || return 1
         done
       done
     done
   done 2>&1 | tee "$out/precision_batches.txt"
 }
-step "bf16 vs fp32 by batch on gpu:0" precision_batches
+step "fp32, TF32 and bf16 by batch on gpu:0" precision_batches
 
 # The algorithm, data type and math each convolution call ran with (cuDNN's own API log of a
 # 12-step run), per stream: the search's trials run on the backend's set-up stream, training and
