@@ -498,6 +498,49 @@ private slots:
         }
     }
 
+    // A ReLU that only an LRN reads (cifar10_cnn's conv2, relu, norm2) is applied by the LRN as it
+    // reads its input: marked fused, and the loss and every gradient bit for bit those of the same
+    // network with a 1x1 average pooling (an identity) between them, where nothing folds. The
+    // convolution's bias is negative, so that many inputs are cut.
+    void reluFoldsIntoTheLrnAfterIt() {
+        auto model = [](const char* between) {
+            return std::string(R"({"name": "fold", "input": [2, 6, 6], "layers": [
+                {"type": "conv2d", "name": "c", "filters": 8, "kernel": 3, "init": {"type": "he_normal"}},
+                {"type": "relu", "name": "r"},)") + between + R"(
+                {"type": "lrn", "name": "norm", "depth_radius": 2, "bias": 1.0, "alpha": 0.1, "beta": 0.75},
+                {"type": "flatten", "name": "flat"},
+                {"type": "dense", "name": "logits", "units": 3}]})";
+        };
+        const ModelSpec folded = parseModelSpec(model(""), "fold.json");
+        const ModelSpec apart = parseModelSpec(model(R"({"type": "avgpool", "name": "id", "size": 1, "stride": 1},)"), "apart.json");
+        QVERIFY(summarizeLayers(folded)[1].fused);
+        QVERIFY(!summarizeLayers(apart)[1].fused);
+        auto be = makeCpuBackend(1);
+        const int n = 4;
+        const std::vector<float> x = randomVector(size_t(n * 2 * 6 * 6), 11);
+        const int32_t labels[n] = {1, 0, 2, 2};
+        std::vector<float> params = Network(folded, *be, n).initialParams(7);
+        for (size_t b = 8 * 2 * 3 * 3; b < 8 * 2 * 3 * 3 + 8; ++b) params[b] = -0.2f;  // the convolution's bias
+        auto run = [&](const ModelSpec& spec, std::vector<float>& grads) {
+            Network net(spec, *be, n);
+            std::copy(params.begin(), params.begin() + net.paramCount(), net.params());
+            std::copy(x.begin(), x.end(), net.input());
+            std::copy(labels, labels + n, net.labels());
+            float stats[3] = {0, 0, 0};
+            net.forward(nullptr, true, 1, n, stats);
+            net.backward(nullptr);
+            grads.assign(net.grads(), net.grads() + net.paramCount());
+            return stats[0];
+        };
+        std::vector<float> gFolded, gApart;
+        const float lossFolded = run(folded, gFolded), lossApart = run(apart, gApart);
+        QCOMPARE(lossFolded, lossApart);
+        QCOMPARE(gFolded.size(), gApart.size());
+        for (size_t i = 0; i < gFolded.size(); ++i)
+            QVERIFY2(gFolded[i] == gApart[i], qPrintable(QStringLiteral("gradient %1: %2 folded, %3 apart")
+                                                             .arg(i).arg(gFolded[i]).arg(gApart[i])));
+    }
+
     // A model as a graph: a residual block (conv, batch norm, relu, conv, batch norm, add of the
     // block's input, relu), a branch read by two layers (its gradient is the sum of both), and a
     // concat; d(mean cross-entropy + weight decay) / dW and dx-free checks against central

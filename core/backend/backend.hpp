@@ -76,6 +76,10 @@ struct LrnDesc {
     int n = 0, c = 0, h = 0, w = 0;
     int depthRadius = 5;
     float bias = 1.f, alpha = 1.f, beta = 0.5f;
+    // The ReLU before it, folded in: x is the ReLU's input, the normalisation reads relu(x) (as
+    // x > 0 ? x : 0, as the ReLU would write it), and the gradient goes back only where x > 0, so
+    // the ReLU's passes are not made (cifar10_cnn's conv2, relu, norm2).
+    bool relu = false;
 };
 
 struct DenseDesc {

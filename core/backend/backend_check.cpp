@@ -246,19 +246,22 @@ void checkPool(Checker& ck, const PoolDesc& d, uint64_t seed) {
     });
 }
 
+// With d.relu, the ReLU before it folded in: the reference normalises relu(x), and its gradient
+// goes back only where x > 0 (about half the inputs here).
 void checkLrn(Checker& ck, const LrnDesc& d, uint64_t seed) {
     std::mt19937_64 rng(seed);
     const size_t count = size_t(d.n) * d.h * d.w * d.c;
     const Vec x = randomVec(count, rng, -2.f, 2.f), dy = randomVec(count, rng);
-    DVec scale(count), refY(count), refDx(count);
+    DVec in(count), scale(count), refY(count), refDx(count);
+    for (size_t i = 0; i < count; ++i) in[i] = d.relu && !(x[i] > 0.f) ? 0.0 : double(x[i]);
     const size_t pixels = count / size_t(d.c);
     for (size_t p = 0; p < pixels; ++p)
         for (int j = 0; j < d.c; ++j) {
             double sum = 0;
             for (int i = std::max(0, j - d.depthRadius); i <= std::min(d.c - 1, j + d.depthRadius); ++i)
-                sum += double(x[p * d.c + i]) * x[p * d.c + i];
+                sum += in[p * d.c + i] * in[p * d.c + i];
             scale[p * d.c + j] = d.bias + d.alpha * sum;
-            refY[p * d.c + j] = x[p * d.c + j] * std::pow(scale[p * d.c + j], -double(d.beta));
+            refY[p * d.c + j] = in[p * d.c + j] * std::pow(scale[p * d.c + j], -double(d.beta));
         }
     for (size_t p = 0; p < pixels; ++p)
         for (int j = 0; j < d.c; ++j) {
@@ -266,11 +269,13 @@ void checkLrn(Checker& ck, const LrnDesc& d, uint64_t seed) {
             for (int i = std::max(0, j - d.depthRadius); i <= std::min(d.c - 1, j + d.depthRadius); ++i)
                 sum += dy[p * d.c + i] * refY[p * d.c + i] / scale[p * d.c + i];
             const size_t o = p * d.c + j;
-            refDx[o] = dy[o] * std::pow(scale[o], -double(d.beta)) - 2.0 * d.alpha * d.beta * x[o] * sum;
+            refDx[o] = d.relu && !(x[o] > 0.f)
+                           ? 0.0
+                           : dy[o] * std::pow(scale[o], -double(d.beta)) - 2.0 * d.alpha * d.beta * in[o] * sum;
         }
     char shape[128];
-    std::snprintf(shape, sizeof shape, "n%d c%d %dx%d r%d bias %g alpha %g beta %g", d.n, d.c, d.h, d.w, d.depthRadius,
-                  double(d.bias), double(d.alpha), double(d.beta));
+    std::snprintf(shape, sizeof shape, "n%d c%d %dx%d r%d bias %g alpha %g beta %g%s", d.n, d.c, d.h, d.w,
+                  d.depthRadius, double(d.bias), double(d.alpha), double(d.beta), d.relu ? " relu" : "");
     ck.run("lrn.forward+backward", shape, 1e-5, [&](Rig& rig) {
         auto op = rig.backend().makeLrn(d);
         void* saved = rig.raw(op->savedBytes());
@@ -725,7 +730,8 @@ std::vector<OpCheck> checkBackendOps(Backend& backend, double matmulTolerance) {
         checkPool(ck, d, seed++);
     }
     for (const LrnDesc& d : {LrnDesc{2, 7, 3, 5, 2, 1.f, 0.1f, 0.75f}, LrnDesc{2, 64, 4, 4, 4, 1.f, 0.001f / 9, 0.75f},
-                             LrnDesc{1, 5, 2, 3, 5, 2.f, 0.5f, 0.5f}, LrnDesc{2, 9, 2, 2, 1, 1.5f, 0.3f, 0.6f}})
+                             LrnDesc{1, 5, 2, 3, 5, 2.f, 0.5f, 0.5f}, LrnDesc{2, 9, 2, 2, 1, 1.5f, 0.3f, 0.6f},
+                             LrnDesc{2, 7, 3, 5, 2, 1.f, 0.1f, 0.75f, true}, LrnDesc{2, 64, 4, 4, 4, 1.f, 0.001f / 9, 0.75f, true}})
         checkLrn(ck, d, seed++);
     for (const DenseDesc& d : {DenseDesc{3, 7, 5}, DenseDesc{1, 1, 1}, DenseDesc{128, 2304, 384}, DenseDesc{17, 33, 10}})
         checkDense(ck, d, seed++);

@@ -166,7 +166,7 @@ void fillPlans(TbBackendInterface& t) {
         return guarded(err, [&] {
             LrnDesc l;
             l.n = d->n, l.c = d->c, l.h = d->h, l.w = d->w, l.depthRadius = d->depthRadius;
-            l.bias = d->bias, l.alpha = d->alpha, l.beta = d->beta;
+            l.bias = d->bias, l.alpha = d->alpha, l.beta = d->beta, l.relu = d->relu != 0;
             auto op = std::make_unique<TbLrn>();
             op->op = b->be->makeLrn(l);
             *saved = op->op->savedBytes();

@@ -49,6 +49,7 @@ typedef struct TbPoolDesc {
 typedef struct TbLrnDesc {
     int n, c, h, w, depthRadius;
     float bias, alpha, beta;
+    int relu; /* 1: the ReLU before it folded in: it reads relu(x), dy back where x > 0 */
 } TbLrnDesc;
 typedef struct TbDenseDesc {
     int n, in, out;

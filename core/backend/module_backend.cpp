@@ -225,7 +225,7 @@ public:
         return std::make_unique<ModulePool>(shared_from_this(), t_, op, saved);
     }
     std::unique_ptr<LrnOp> makeLrn(const LrnDesc& d) override {
-        const TbLrnDesc l{d.n, d.c, d.h, d.w, d.depthRadius, d.bias, d.alpha, d.beta};
+        const TbLrnDesc l{d.n, d.c, d.h, d.w, d.depthRadius, d.bias, d.alpha, d.beta, d.relu ? 1 : 0};
         TbLrn* op = nullptr;
         size_t saved = 0;
         TB_MODULE_CALL(makeLrn, be_, &l, &op, &saved);

@@ -131,8 +131,14 @@ public:
     using SavedOpLayer::SavedOpLayer;
     Dims configureOne(Dims in) override { return in_ = out_ = in; }
     void prepare(Backend& be, int n) override {
-        op_ = be.makeLrn({n, in_.c, in_.h, in_.w, spec_.depthRadius, spec_.lrnBias, spec_.alpha, spec_.beta});
+        LrnDesc d{n, in_.c, in_.h, in_.w, spec_.depthRadius, spec_.lrnBias, spec_.alpha, spec_.beta};
+        d.relu = relu_;
+        op_ = be.makeLrn(d);
     }
+    bool fuseReluBefore() override { return relu_ = true; }
+
+private:
+    bool relu_ = false;  // the ReLU before it folded in
 };
 
 class ReluLayer final : public OneInputLayer {

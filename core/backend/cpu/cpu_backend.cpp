@@ -340,7 +340,8 @@ private:
 
 // LRN is our own kernel: oneDNN 2.6's AVX2 LRN handles only a window of 5 channels (CIFAR-10's 9
 // falls back to its slow reference loop). In (n, h, w, c) the window runs along the contiguous
-// channels of one pixel, so both directions are vectorised sliding sums.
+// channels of one pixel, so both directions are vectorised sliding sums. A folded ReLU (LrnDesc)
+// is applied as each pixel's channels are read.
 class CpuLrn final : public LrnOp {
 public:
     CpuLrn(const CpuContext& c, const LrnDesc& d) : threads_(c.threads), d_(d), owner_(c.owner) {}
@@ -355,9 +356,10 @@ public:
 #pragma omp parallel
         {
             std::vector<float> pad(size_t(c + 2 * r), 0.f);  // x^2 with r zeros each side
+            std::vector<float> in(d_.relu ? size_t(c) : 0);  // a pixel's relu(x)
 #pragma omp for
             for (int64_t p = 0; p < pixels; ++p) {
-                const float* xp = x + p * c;
+                const float* xp = readable(x + p * c, in.data());
                 float* sp = scale + p * c;
                 float* pp = power + p * c;
                 for (int j = 0; j < c; ++j) pad[size_t(j + r)] = xp[j] * xp[j];
@@ -385,13 +387,24 @@ public:
                 const int64_t o = p * c;
                 for (int j = 0; j < c; ++j) pad[size_t(j + r)] = dy[o + j] * y[o + j] / scale[o + j];
                 windowSum(pad.data(), sum.data(), c, r);
-                for (int j = 0; j < c; ++j) dx[o + j] = dy[o + j] * power[o + j] - k * x[o + j] * sum[size_t(j)];
+                if (!d_.relu) {
+                    for (int j = 0; j < c; ++j) dx[o + j] = dy[o + j] * power[o + j] - k * x[o + j] * sum[size_t(j)];
+                    continue;
+                }
+                for (int j = 0; j < c; ++j)  // (the ReLU's gradient: only where its input was positive)
+                    dx[o + j] = x[o + j] > 0.f ? dy[o + j] * power[o + j] - k * x[o + j] * sum[size_t(j)] : 0.f;
             }
         }
     }
 
 private:
     size_t count() const { return size_t(d_.n) * d_.c * d_.h * d_.w; }
+    // A pixel's channels as the normalisation reads them: x itself, or relu(x) written into `in`.
+    const float* readable(const float* x, float* in) const {
+        if (!d_.relu) return x;
+        for (int j = 0; j < d_.c; ++j) in[j] = x[j] > 0.f ? x[j] : 0.f;
+        return in;
+    }
     // out_j = sum_{k=0..2r} pad_{j+k}, for j < c.
     static void windowSum(const float* pad, float* out, int c, int r) {
         for (int j = 0; j < c; ++j) out[j] = 0.f;

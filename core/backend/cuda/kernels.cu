@@ -283,18 +283,24 @@ __device__ float lrnPower(float s, float beta) {
     return powf(s, -beta);
 }
 
+// The input as the normalisation reads it: relu(x) where the ReLU before is folded in (LrnDesc).
+__device__ float lrnInput(const LrnDesc& d, float x) { return d.relu && !(x > 0.f) ? 0.f : x; }
+
 __global__ void lrnForwardKernel(LrnDesc d, FastDivmod channels, size_t total, const float* __restrict__ x,
                                  float* __restrict__ y, float* __restrict__ scale, float* __restrict__ power) {
     TB_GRID_STRIDE(i, total) {
         const int j = lastAt(channels, i);
         const float* px = x + (i - size_t(j));
         float sum = 0.f;  // ascending over the window, as the CPU's sliding sum
-        for (int q = max(0, j - d.depthRadius); q <= min(d.c - 1, j + d.depthRadius); ++q) sum += px[q] * px[q];
+        for (int q = max(0, j - d.depthRadius); q <= min(d.c - 1, j + d.depthRadius); ++q) {
+            const float v = lrnInput(d, px[q]);
+            sum += v * v;
+        }
         const float s = d.bias + d.alpha * sum;
         const float pw = lrnPower(s, d.beta);
         scale[i] = s;
         power[i] = pw;
-        y[i] = x[i] * pw;
+        y[i] = lrnInput(d, x[i]) * pw;
     }
 }
 // dx_j = dy_j scale_j^-beta - 2 alpha beta x_j sum_{|i-j|<=r} dy_i y_i / scale_i
@@ -308,7 +314,8 @@ __global__ void lrnBackwardKernel(LrnDesc d, FastDivmod channels, size_t total, 
         float sum = 0.f;
         for (int q = max(0, j - d.depthRadius); q <= min(d.c - 1, j + d.depthRadius); ++q)
             sum += dy[base + q] * y[base + q] / scale[base + q];
-        dx[i] = dy[i] * power[i] - k * x[i] * sum;
+        // (A folded ReLU passes the gradient back only where its input was positive.)
+        dx[i] = d.relu && !(x[i] > 0.f) ? 0.f : dy[i] * power[i] - k * x[i] * sum;
     }
 }
 
