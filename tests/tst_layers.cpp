@@ -155,6 +155,21 @@ LayerSpec simple(LayerType t) {
 
 constexpr double kTolerance = 2e-3;  // float32 forward passes, step 1e-2 (Caffe uses 1e-2 / 1e-3)
 
+// One training step of `spec` (n examples x, labels) from `params` (their first paramCount): the
+// loss sum, and every parameter's gradient into grads.
+float stepGradients(Backend& be, const ModelSpec& spec, int n, const std::vector<float>& params,
+                    const std::vector<float>& x, const int32_t* labels, std::vector<float>& grads) {
+    Network net(spec, be, n);
+    std::copy(params.begin(), params.begin() + net.paramCount(), net.params());
+    std::copy(x.begin(), x.end(), net.input());
+    std::copy(labels, labels + n, net.labels());
+    float stats[3] = {0, 0, 0};
+    net.forward(nullptr, true, 1, n, stats);
+    net.backward(nullptr);
+    grads.assign(net.grads(), net.grads() + net.paramCount());
+    return stats[0];
+}
+
 }  // namespace
 
 class TestLayers : public QObject {
@@ -464,22 +479,9 @@ private slots:
             // The same parameters for all three networks (the 1x1 average pooling has none).
             std::vector<float> params = Network(folded, *be, n).initialParams(5);
             for (size_t b = 4 * 2 * 3 * 3; b < 4 * 2 * 3 * 3 + 4; ++b) params[b] = -0.3f;  // the convolution's bias
-            auto setUp = [&](Network& net) {
-                std::copy(params.begin(), params.begin() + net.paramCount(), net.params());
-                std::copy(x.begin(), x.end(), net.input());
-            };
-            auto run = [&](const ModelSpec& spec, std::vector<float>& grads) {
-                Network net(spec, *be, n);
-                setUp(net);
-                std::copy(labels, labels + n, net.labels());
-                float stats[3] = {0, 0, 0};
-                net.forward(nullptr, true, 1, n, stats);
-                net.backward(nullptr);
-                grads.assign(net.grads(), net.grads() + net.paramCount());
-                return stats[0];
-            };
             std::vector<float> gFolded, gApart;
-            const float lossFolded = run(folded, gFolded), lossApart = run(apart, gApart);
+            const float lossFolded = stepGradients(*be, folded, n, params, x, labels, gFolded);
+            const float lossApart = stepGradients(*be, apart, n, params, x, labels, gApart);
             QCOMPARE(lossFolded, lossApart);
             QCOMPARE(gFolded.size(), gApart.size());
             for (size_t i = 0; i < gFolded.size(); ++i)
@@ -489,7 +491,8 @@ private slots:
             // The pooled output itself (the network up to the pooling): windows with and without
             // a positive value.
             Network upToPool(folded, *be, n, LayerRange{0, 2});
-            setUp(upToPool);
+            std::copy(params.begin(), params.begin() + upToPool.paramCount(), upToPool.params());
+            std::copy(x.begin(), x.end(), upToPool.input());
             float stats[3] = {0, 0, 0};
             upToPool.forward(nullptr, true, 1, n, stats);
             const size_t pooled = size_t(n) * size_t(upToPool.outputDims().size());
@@ -521,19 +524,9 @@ private slots:
         const int32_t labels[n] = {1, 0, 2, 2};
         std::vector<float> params = Network(folded, *be, n).initialParams(7);
         for (size_t b = 8 * 2 * 3 * 3; b < 8 * 2 * 3 * 3 + 8; ++b) params[b] = -0.2f;  // the convolution's bias
-        auto run = [&](const ModelSpec& spec, std::vector<float>& grads) {
-            Network net(spec, *be, n);
-            std::copy(params.begin(), params.begin() + net.paramCount(), net.params());
-            std::copy(x.begin(), x.end(), net.input());
-            std::copy(labels, labels + n, net.labels());
-            float stats[3] = {0, 0, 0};
-            net.forward(nullptr, true, 1, n, stats);
-            net.backward(nullptr);
-            grads.assign(net.grads(), net.grads() + net.paramCount());
-            return stats[0];
-        };
         std::vector<float> gFolded, gApart;
-        const float lossFolded = run(folded, gFolded), lossApart = run(apart, gApart);
+        const float lossFolded = stepGradients(*be, folded, n, params, x, labels, gFolded);
+        const float lossApart = stepGradients(*be, apart, n, params, x, labels, gApart);
         QCOMPARE(lossFolded, lossApart);
         QCOMPARE(gFolded.size(), gApart.size());
         for (size_t i = 0; i < gFolded.size(); ++i)
