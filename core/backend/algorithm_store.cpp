@@ -45,6 +45,35 @@ std::string readNumber(const nlohmann::json& o, const std::string& where, const 
     return {};
 }
 
+// A direction's "graph" field (`g`, named `where`) into `a`, or why it is refused.
+std::string readGraph(const nlohmann::json& g, const std::string& where, StoredAlgorithm& a) {
+    const std::string name = "field \"" + where + "\"";
+    if (g == "not faster") {
+        a.graphState = 1;
+        return {};
+    }
+    if (!g.is_object()) return name + " is " + shortJson(g) + ", not an engine or \"not faster\"";
+    uint64_t engine = 0, workspace = 0;
+    for (std::string why : {readNumber(g, where, "engine", kMaxGraphEngine, engine),
+                            readNumber(g, where, "workspace_bytes", kMaxWorkspaceBytes, workspace)})
+        if (!why.empty()) return why;
+    const auto knobs = g.find("knobs");
+    if (knobs == g.end()) return "field \"" + where + ".knobs\" is missing";
+    if (!knobs->is_array() || knobs->size() > kMaxGraphKnobs)
+        return "field \"" + where + ".knobs\" is " + shortJson(*knobs) + ", not a list of at most " +
+               std::to_string(kMaxGraphKnobs) + " [type, value] pairs";
+    for (const nlohmann::json& k : *knobs) {
+        if (!k.is_array() || k.size() != 2 || !k[0].is_number_unsigned() || k[0].get<uint64_t>() > kMaxKnobType ||
+            !k[1].is_number_integer() || (k[1].is_number_unsigned() && k[1].get<uint64_t>() > uint64_t(INT64_MAX)))
+            return "field \"" + where + ".knobs\" holds " + shortJson(k) + ", not a [type, value] pair of whole numbers";
+        a.graphKnobs.push_back({k[0].get<int64_t>(), k[1].get<int64_t>()});
+    }
+    a.graphState = 2;
+    a.graphEngine = int64_t(engine);
+    a.graphWorkspaceBytes = workspace;
+    return {};
+}
+
 // One entry's value, or why it is refused.
 std::string readEntry(const nlohmann::json& v, StoredConvChoice& c) {
     if (!v.is_object()) return "is " + shortJson(v) + ", not an object";
@@ -71,7 +100,10 @@ std::string readEntry(const nlohmann::json& v, StoredConvChoice& c) {
                 return std::string("field \"") + kDirections[i] + ".layout\" is " + shortJson(*l) + ", not \"nhwc\" or \"nchw\"";
             layout = *l == "nchw" ? 1 : 0;
         }
-        direction(c, i) = {int(algorithm), int(math), layout, workspace};
+        StoredAlgorithm& a = direction(c, i);
+        a.algorithm = int(algorithm), a.math = int(math), a.layout = layout, a.workspaceBytes = workspace;
+        if (const auto g = d->find("graph"); g != d->end())
+            if (std::string why = readGraph(*g, std::string(kDirections[i]) + ".graph", a); !why.empty()) return why;
     }
     return {};
 }
@@ -123,10 +155,14 @@ std::string choicesText(const StoredChoices& choices) {
         } else {
             for (int i = 0; i < 3; ++i) {
                 const StoredAlgorithm& a = direction(c, i);
-                e[kDirections[i]] = {{"algorithm", a.algorithm},
-                                     {"math", a.math},
-                                     {"layout", a.layout == 1 ? "nchw" : "nhwc"},
-                                     {"workspace_bytes", a.workspaceBytes}};
+                nlohmann::json& d = e[kDirections[i]];
+                d = {{"algorithm", a.algorithm},
+                     {"math", a.math},
+                     {"layout", a.layout == 1 ? "nchw" : "nhwc"},
+                     {"workspace_bytes", a.workspaceBytes}};
+                if (a.graphState == 1) d["graph"] = "not faster";
+                if (a.graphState == 2)
+                    d["graph"] = {{"engine", a.graphEngine}, {"knobs", a.graphKnobs}, {"workspace_bytes", a.graphWorkspaceBytes}};
             }
         }
         entries[key] = std::move(e);

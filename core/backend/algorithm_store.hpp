@@ -8,12 +8,15 @@
 // The file (JSON, written whole or not at all, merged under a lock so that processes sharing it
 // keep each other's entries):
 //   {"format": "towerbench cuDNN algorithm choices", "version": 1,
-//    "choices": {KEY: {"forward": {"algorithm": 1, "math": 3, "layout": "nchw", "workspace_bytes": 0},
-//                      "backward_data": {...}, "backward_filter": {...}},
+//    "choices": {KEY: {"forward": {"algorithm": 1, "math": 3, "layout": "nchw", "workspace_bytes": 0,
+//                                  "graph": {"engine": 12, "knobs": [[1, 3], [5, 0]], "workspace_bytes": 0}},
+//                      "backward_data": {..., "graph": "not faster"}, "backward_filter": {...}},
 //                KEY: {"failure": "cuDNN has no tensor-core algorithm for ..."}}}
 // KEY names the GPU, cuDNN's version, the shape and the rule (precision, math, determinism); the
-// module makes it. A damaged file or entry is said once on stderr and searched afresh.
+// module makes it. "graph" (absent where not tried) is the engine of cuDNN's graph API that runs the
+// direction instead, or "not faster" where the legacy algorithm won. A damaged file or entry is said once on stderr and searched afresh.
 #pragma once
+#include <array>
 #include <cstdint>
 #include <map>
 #include <mutex>
@@ -25,10 +28,16 @@ namespace tb {
 
 // One direction of a convolution: cuDNN's algorithm number, its math (cudnnMathType_t), the
 // activations' layout (0 NHWC, 1 NCHW; "layout" in the file, "nhwc" where absent) and the workspace
-// it asked for.
+// it asked for; and whether an engine of cuDNN's graph API runs it instead (cuda_module.h's
+// TbGraphEngine): graphState 0 not tried, 1 tried and not faster, 2 that engine, its knob choices
+// (type, value) and its plan's workspace.
 struct StoredAlgorithm {
     int algorithm = 0, math = 0, layout = 0;
     uint64_t workspaceBytes = 0;
+    int graphState = 0;
+    int64_t graphEngine = 0;
+    std::vector<std::array<int64_t, 2>> graphKnobs;
+    uint64_t graphWorkspaceBytes = 0;
     bool operator==(const StoredAlgorithm&) const = default;
 };
 // A shape's choices, or why it has none in that precision (a bf16 shape cuDNN cannot run).
@@ -44,6 +53,8 @@ inline constexpr size_t kMaxChoicesFileBytes = size_t(16) << 20;
 inline constexpr size_t kMaxChoiceKeyChars = 512, kMaxChoiceFailureChars = 1000;
 inline constexpr int kMaxAlgorithmNumber = 63, kMaxMathNumber = 3;
 inline constexpr uint64_t kMaxWorkspaceBytes = uint64_t(1) << 40;
+inline constexpr uint64_t kMaxGraphEngine = 1 << 20, kMaxKnobType = 1 << 20;
+inline constexpr size_t kMaxGraphKnobs = 16;  // cuda_module.h's TB_MAX_GRAPH_KNOBS
 
 // The entries of a choices file's text. `origin` names it in `problems`, one sentence each for
 // what was left out (the whole text where it is not such a file; else each bad entry, naming its

@@ -90,11 +90,26 @@ typedef struct TbCudaVersions {
     int nccl;            /* ncclGetVersion(): 22803 = 2.28.3 */
 } TbCudaVersions;
 
+/* Whether one direction of a convolution runs on an engine of cuDNN's graph API: not tried (the
+ * plan cannot take one, or the choice predates them), tried and the legacy algorithm was faster as a
+ * step runs them, or that engine: its global index, knob choices (cudnnBackendKnobType_t, value),
+ * sorted by type, and its plan's workspace. */
+enum { TB_GRAPH_NOT_TRIED = 0, TB_GRAPH_LEGACY_FASTER = 1, TB_GRAPH_ENGINE = 2 };
+#define TB_MAX_GRAPH_KNOBS 16
+typedef struct TbGraphEngine {
+    int state, knobCount;
+    int64_t engine;
+    int64_t knobs[TB_MAX_GRAPH_KNOBS][2];
+    uint64_t workspaceBytes;
+} TbGraphEngine;
 /* One direction of a convolution as cuDNN runs it: its algorithm (cudnnConvolution*Algo_t), math
- * (cudnnMathType_t), the activations' layout (0 NHWC, 1 NCHW: transposed on the way) and workspace. */
+ * (cudnnMathType_t), the activations' layout (0 NHWC, 1 NCHW: transposed on the way) and workspace;
+ * and the graph engine that runs it instead where one was faster (the algorithm is then its fallback
+ * for a call whose pointers are less aligned than the engine's plan was made for). */
 typedef struct TbConvAlgorithm {
     int algorithm, math, layout;
     uint64_t workspaceBytes;
+    TbGraphEngine graph;
 } TbConvAlgorithm;
 /* A convolution shape's choices, or (failure non-empty) why it has none in that precision. */
 typedef struct TbConvChoice {

@@ -3,6 +3,7 @@
 #include <dlfcn.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <cstring>
 #include <filesystem>
 
@@ -172,6 +173,30 @@ BackendFactory setBackendFactory(DeviceType type, BackendFactory factory) {
 }
 
 namespace {
+// One direction's choice across the module's C boundary (cuda_module.h's TbConvAlgorithm).
+TbConvAlgorithm toModule(const StoredAlgorithm& a) {
+    TbConvAlgorithm t{a.algorithm, a.math, a.layout, a.workspaceBytes, {}};
+    t.graph.state = a.graphState;
+    t.graph.engine = a.graphEngine;
+    t.graph.knobCount = int(std::min(a.graphKnobs.size(), size_t(TB_MAX_GRAPH_KNOBS)));
+    for (int i = 0; i < t.graph.knobCount; ++i)
+        t.graph.knobs[i][0] = a.graphKnobs[size_t(i)][0], t.graph.knobs[i][1] = a.graphKnobs[size_t(i)][1];
+    t.graph.workspaceBytes = a.graphWorkspaceBytes;
+    return t;
+}
+StoredAlgorithm fromModule(const TbConvAlgorithm& t) {
+    StoredAlgorithm a;
+    a.algorithm = t.algorithm, a.math = t.math, a.layout = t.layout, a.workspaceBytes = t.workspaceBytes;
+    a.graphState = t.graph.state;
+    if (t.graph.state == TB_GRAPH_ENGINE) {
+        a.graphEngine = t.graph.engine;
+        for (int i = 0; i < std::clamp(t.graph.knobCount, 0, TB_MAX_GRAPH_KNOBS); ++i)
+            a.graphKnobs.push_back({t.graph.knobs[i][0], t.graph.knobs[i][1]});
+        a.graphWorkspaceBytes = t.graph.workspaceBytes;
+    }
+    return a;
+}
+
 // processAlgorithmStore() behind the module's C table (null where choices are not kept).
 const TbAlgorithmStore* algorithmStoreTable() {
     static const TbAlgorithmStore table{
@@ -182,7 +207,7 @@ const TbAlgorithmStore* algorithmStoreTable() {
             *out = TbConvChoice{};
             for (auto [from, to] : {std::pair{&c->forward, &out->forward}, std::pair{&c->backwardData, &out->backwardData},
                                     std::pair{&c->backwardFilter, &out->backwardFilter}})
-                *to = TbConvAlgorithm{from->algorithm, from->math, from->layout, from->workspaceBytes};
+                *to = toModule(*from);
             std::strncpy(out->failure, c->failure.c_str(), sizeof out->failure - 1);
             return 1;
         },
@@ -190,7 +215,7 @@ const TbAlgorithmStore* algorithmStoreTable() {
             StoredConvChoice c;
             for (auto [from, to] : {std::pair{&in->forward, &c.forward}, std::pair{&in->backwardData, &c.backwardData},
                                     std::pair{&in->backwardFilter, &c.backwardFilter}})
-                *to = StoredAlgorithm{from->algorithm, from->math, from->layout, from->workspaceBytes};
+                *to = fromModule(*from);
             c.failure.assign(in->failure, strnlen(in->failure, sizeof in->failure));
             static_cast<AlgorithmStore*>(context)->remember(key, c);
         }};

@@ -178,6 +178,17 @@ tests() {
       [ $rc -ne 0 ] && status=1
     done
   done
+  # Every convolution direction on a cuDNN graph-API engine wherever one obeys the rule
+  # (TB_CONV_API=graph), timed or not: the op check holds their fp32 results and fused bias to the
+  # double reference, the towers to the CPU's losses.
+  for t in "tst_backend_ops gpu" "tst_gpu_towers"; do
+    name=${t%% *}; args=${t#"$name"}
+    echo "--- TB_CONV_API=graph $t"
+    (cd "$repo" && TB_CONV_API=graph OMP_NUM_THREADS=4 timeout 300 "$tests_bin/$name" $args)
+    rc=$?
+    echo "--- TB_CONV_API=graph $t: exit $rc"
+    [ $rc -ne 0 ] && status=1
+  done
   return $status
 }
 step "tests (Qt-free, GPU ones must run)" tests
@@ -490,6 +501,42 @@ layouts() {
   return "${PIPESTATUS[0]}"
 }
 step "fp32 convolutions: NHWC, NCHW, measured" layouts
+
+# Issue 33, cuDNN's graph API: one tower at batch 128 with every convolution on the legacy calls,
+# on graph-API engines wherever the rule leaves one, and as each plan's timing chose per direction
+# (the default); fp32 and bf16, two alternating rounds of 320 steps; then which directions the
+# measured runs put on graph engines (cudnn-algorithms.json).
+conv_api() {
+  make_cifar || return 1
+  local model data p r api
+  for model in mnist_cnn cifar10_cnn; do
+    data="idx:$repo/samples/fashion-mnist-slice"; [ $model = cifar10_cnn ] && data="cifar10:$cifar"
+    for p in fp32 bf16; do
+      for r in 1 2; do
+        for api in legacy graph measured; do
+          printf '%-12s %s round %s %-9s' $model $p $r $api
+          TB_CONV_API=$api timeout 150 "$tbrun" --model $model --data "$data" --towers gpu:0 --variables gpu:0 \
+            --batch 128 --steps 320 --validation 0 --eval-every 0 --quiet --precision $p \
+            --run-dir "$(mktemp -d -u /tmp/tb-api-XXXX)" | tail -1 |
+            python3 -c 'import json, sys; print("%10.0f ex/s" % json.loads(sys.stdin.read())["steady_examples_per_sec"])' || return 1
+        done
+      done
+    done
+  done 2>&1 | tee "$out/conv_api.txt"
+  [ "${PIPESTATUS[0]}" -eq 0 ] || return 1
+  python3 - "$TOWERBENCH_ALGORITHM_CACHE" <<'PY' | tee -a "$out/conv_api.txt"
+import json, sys
+choices = json.load(open(sys.argv[1]))["choices"]
+for key, c in sorted(choices.items()):
+    if "failure" in c: continue
+    runs = []
+    for d in ("forward", "backward_data", "backward_filter"):
+        g = c[d].get("graph")
+        runs.append("%s %s" % (d, "not tried" if g is None else g if isinstance(g, str) else "engine %d" % g["engine"]))
+    print(key.split(" | ", 1)[1] + ": " + ", ".join(runs))
+PY
+}
+step "convolutions: legacy, graph API, measured" conv_api
 
 # Issue 33, no host round-trips: one tower at batch 128, each step's results read at once (the host
 # waits for the stream every step: --report-lag 0) against read 2 steps late (automatic: the host

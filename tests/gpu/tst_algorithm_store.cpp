@@ -35,11 +35,22 @@ std::string readAll(const std::string& path) {
 }
 void writeAll(const std::string& path, const std::string& text) { std::ofstream(path) << text; }
 
+tb::StoredAlgorithm algorithm(int number, int math, int layout, uint64_t workspace) {
+    tb::StoredAlgorithm a;
+    a.algorithm = number, a.math = math, a.layout = layout, a.workspaceBytes = workspace;
+    return a;
+}
+// Each direction with one of the graph API's three states: an engine, not faster, not tried.
 StoredConvChoice made(int seed) {
     StoredConvChoice c;
-    c.forward = {seed % 8, 3, 1, uint64_t(seed) * 1024};  // NCHW
-    c.backwardData = {1, 3, 0, 0};
-    c.backwardFilter = {(seed + 1) % 6, 1, 0, uint64_t(1) << 33};  // above 4 GiB: 64-bit all the way
+    c.forward = algorithm(seed % 8, 3, 1, uint64_t(seed) * 1024);  // NCHW
+    c.forward.graphState = 2;
+    c.forward.graphEngine = 40 + seed;
+    c.forward.graphKnobs = {{1, 3}, {5, -1}, {19, int64_t(1) << 40}};
+    c.forward.graphWorkspaceBytes = uint64_t(1) << 34;
+    c.backwardData = algorithm(1, 3, 0, 0);
+    c.backwardData.graphState = 1;
+    c.backwardFilter = algorithm((seed + 1) % 6, 1, 0, uint64_t(1) << 33);  // above 4 GiB: 64-bit all the way
     return c;
 }
 StoredConvChoice failed() {
@@ -132,6 +143,22 @@ void damagedFiles(const std::string& dir) {
         {R"({"forward": {"algorithm": 1, "math": 3, "layout": "nchv", "workspace_bytes": 0}})",
          "\"forward.layout\" is \"nchv\", not \"nhwc\" or \"nchw\""},
         {R"({"failure": ""})", "field \"failure\" is \"\", not a sentence"},
+        {R"({"forward": {"algorithm": 1, "math": 3, "workspace_bytes": 0, "graph": "faster"}})",
+         "field \"forward.graph\" is \"faster\", not an engine or \"not faster\""},
+        {R"({"forward": {"algorithm": 1, "math": 3, "workspace_bytes": 0, "graph": {"knobs": [], "workspace_bytes": 0}}})",
+         "\"forward.graph.engine\" is missing"},
+        {R"({"forward": {"algorithm": 1, "math": 3, "workspace_bytes": 0, "graph": {"engine": 3, "workspace_bytes": 0}}})",
+         "\"forward.graph.knobs\" is missing"},
+        {R"({"forward": {"algorithm": 1, "math": 3, "workspace_bytes": 0, "graph": {"engine": 3, "knobs": [[1]], "workspace_bytes": 0}}})",
+         "\"forward.graph.knobs\" holds [1], not a [type, value] pair"},
+        {R"({"forward": {"algorithm": 1, "math": 3, "workspace_bytes": 0, "graph": {"engine": 3, "knobs": [[-1, 2]], "workspace_bytes": 0}}})",
+         "\"forward.graph.knobs\" holds [-1,2]"},
+        {R"({"forward": {"algorithm": 1, "math": 3, "workspace_bytes": 0, "graph": {"engine": 3, "knobs": [[1, 18446744073709551615]], "workspace_bytes": 0}}})",
+         "\"forward.graph.knobs\" holds [1,18446744073709551615]"},
+        {R"({"forward": {"algorithm": 1, "math": 3, "workspace_bytes": 0, "graph": {"engine": 3, "knobs": [[1,1],[1,1],[1,1],[1,1],[1,1],[1,1],[1,1],[1,1],[1,1],[1,1],[1,1],[1,1],[1,1],[1,1],[1,1],[1,1],[1,1]], "workspace_bytes": 0}}})",
+         "not a list of at most 16 [type, value] pairs"},
+        {R"({"forward": {"algorithm": 1, "math": 3, "workspace_bytes": 0, "graph": {"engine": 2000000, "knobs": [], "workspace_bytes": 0}}})",
+         "\"forward.graph.engine\" is 2000000, more than 1048576"},
         {R"([1, 2])", "is [1,2], not an object"},
     };
     for (const Bad& b : bad) {

@@ -6,12 +6,14 @@
 //   - failed results never count; nothing usable is a NoUsableAlgorithm naming what is missing
 //   - per direction the faster layout (NCHW's time includes its transpositions), NHWC on a tie;
 //     TB_CONV_LAYOUT's values, a wrong one refused in one sentence
+//   - graph-API engines are held to the same rule through their numerical notes; TB_CONV_API
 //   - a choice kept from an earlier run is held to the same rule (math; determinism as cuDNN
 //     lists its algorithm), and its key tells every shape, rule and GPU apart
 #include <algorithm>
 #include <set>
 #include <string>
 #include <utility>
+#include <vector>
 
 #include "backend/cuda/conv_choice.hpp"
 #include "plain_check.hpp"
@@ -45,6 +47,12 @@ const cudnnConvolutionBwdFilterAlgoPerf_t kFound[] = {
 constexpr int kCount = int(sizeof kFound / sizeof kFound[0]);
 
 using AlgoChoiceT = tb::cuda::AlgoChoice;
+AlgoChoiceT algoChoice(int algo, cudnnMathType_t math, tb::cuda::ConvLayout layout = tb::cuda::ConvLayout::Nhwc,
+                       float ms = 0.f) {
+    AlgoChoiceT a;
+    a.algo = algo, a.math = math, a.layout = layout, a.ms = ms;
+    return a;
+}
 
 int chosen(ConvRule rule, int count = kCount) { return tb::cuda::choose(kFound, count, rule, "filter gradient").algo; }
 
@@ -81,7 +89,8 @@ int main() {
     // Layouts: per direction the faster of NHWC's and NCHW's best (NCHW's time includes its
     // transpositions); NHWC on a tie or where NCHW was not tried; TB_CONV_LAYOUT's values.
     using tb::cuda::ConvLayout;
-    const AlgoChoiceT nhwc{1, 0, CUDNN_FMA_MATH, ConvLayout::Nhwc, 0.30f}, nchw{6, 0, CUDNN_FMA_MATH, ConvLayout::Nchw, 0.20f};
+    const AlgoChoiceT nhwc = algoChoice(1, CUDNN_FMA_MATH, ConvLayout::Nhwc, 0.30f),
+                      nchw = algoChoice(6, CUDNN_FMA_MATH, ConvLayout::Nchw, 0.20f);
     CHECK(tb::cuda::faster(nhwc, nchw)->layout == ConvLayout::Nchw, "NCHW at 0.20 ms beats NHWC at 0.30");
     AlgoChoiceT slow = nchw;
     slow.ms = 0.30f;
@@ -99,21 +108,51 @@ int main() {
     }
     CHECK(tb::cuda::choose(kFound, kCount, {ConvMath::Fma, true}, "x").ms == 0.30f, "a choice carries its time");
 
+    // Graph-API engines by their numerical notes: the same rule as the legacy algorithms'.
+    using tb::cuda::engineObeys;
+    using Notes = std::vector<cudnnBackendNumericalNote_t>;
+    const Notes plain{}, tensorCore{CUDNN_NUMERICAL_NOTE_TENSOR_CORE},
+        tensorCoreConverting{CUDNN_NUMERICAL_NOTE_TENSOR_CORE, CUDNN_NUMERICAL_NOTE_DOWN_CONVERT_INPUTS},
+        atomics{CUDNN_NUMERICAL_NOTE_NONDETERMINISTIC}, winograd{CUDNN_NUMERICAL_NOTE_WINOGRAD},
+        reducedSums{CUDNN_NUMERICAL_NOTE_REDUCED_PRECISION_REDUCTION};
+    CHECK(engineObeys(plain, {ConvMath::Fma, true}) && engineObeys(winograd, {ConvMath::Fma, true}),
+          "fp32 takes an engine on the FMA units");
+    CHECK(!engineObeys(tensorCore, {ConvMath::Fma, true}) && !engineObeys(reducedSums, {ConvMath::Fma, true}) &&
+              !engineObeys(Notes{CUDNN_NUMERICAL_NOTE_DOWN_CONVERT_INPUTS}, {ConvMath::Fma, true}),
+          "fp32 without TF32 refuses tensor cores (TF32 on fp32 data), rounded inputs and reduced sums");
+    CHECK(engineObeys(tensorCore, {ConvMath::Any, true}) && engineObeys(plain, {ConvMath::Any, true}), "--tf32 takes either");
+    CHECK(engineObeys(tensorCore, {ConvMath::TensorOp, true}) && engineObeys(tensorCoreConverting, {ConvMath::TensorOp, true}) &&
+              !engineObeys(plain, {ConvMath::TensorOp, true}),
+          "bf16 takes tensor-core engines only");
+    CHECK(!engineObeys(atomics, {ConvMath::Fma, true}) && engineObeys(atomics, {ConvMath::Fma, false}) &&
+              !engineObeys(Notes{CUDNN_NUMERICAL_NOTE_TENSOR_CORE, CUDNN_NUMERICAL_NOTE_NONDETERMINISTIC},
+                           {ConvMath::TensorOp, true}),
+          "a deterministic run refuses an engine marked nondeterministic; --deterministic false takes it");
+    CHECK(tb::cuda::forcedApi(nullptr) == tb::cuda::ConvApi::Measured && tb::cuda::forcedApi("measured") == tb::cuda::ConvApi::Measured &&
+              tb::cuda::forcedApi("legacy") == tb::cuda::ConvApi::Legacy && tb::cuda::forcedApi("graph") == tb::cuda::ConvApi::Graph,
+          "TB_CONV_API: unset, measured, legacy, graph");
+    try {
+        tb::cuda::forcedApi("backend");
+        CHECK(false, "TB_CONV_API=backend was taken");
+    } catch (const std::invalid_argument& e) {
+        CHECK(std::string(e.what()) == "TB_CONV_API=backend: expected legacy, graph or measured", "%s", e.what());
+    }
+
     // A choice kept from an earlier run (a file anyone may edit) is checked against the rule: its
     // math, and under a deterministic rule its algorithm's determinism as cuDNN lists it.
     using tb::cuda::AlgoChoice;
     using tb::cuda::keptChoiceObeys;
-    CHECK(keptChoiceObeys(AlgoChoice{3, 0, CUDNN_FMA_MATH}, kFound, kCount, {ConvMath::Fma, true}),
+    CHECK(keptChoiceObeys(algoChoice(3, CUDNN_FMA_MATH), kFound, kCount, {ConvMath::Fma, true}),
           "fp32: a deterministic FMA algorithm kept is taken");
-    CHECK(!keptChoiceObeys(AlgoChoice{3, 0, CUDNN_TENSOR_OP_MATH}, kFound, kCount, {ConvMath::Fma, true}),
+    CHECK(!keptChoiceObeys(algoChoice(3, CUDNN_TENSOR_OP_MATH), kFound, kCount, {ConvMath::Fma, true}),
           "fp32 without TF32 refuses a kept tensor-core math");
-    CHECK(!keptChoiceObeys(AlgoChoice{1, 0, CUDNN_FMA_MATH}, kFound, kCount, {ConvMath::TensorOp, true}),
+    CHECK(!keptChoiceObeys(algoChoice(1, CUDNN_FMA_MATH), kFound, kCount, {ConvMath::TensorOp, true}),
           "bf16 refuses a kept FMA math");
-    CHECK(!keptChoiceObeys(AlgoChoice{0, 0, CUDNN_TENSOR_OP_MATH}, kFound, kCount, {ConvMath::TensorOp, true}),
+    CHECK(!keptChoiceObeys(algoChoice(0, CUDNN_TENSOR_OP_MATH), kFound, kCount, {ConvMath::TensorOp, true}),
           "a deterministic run refuses a kept algorithm that sums with atomics");
-    CHECK(keptChoiceObeys(AlgoChoice{0, 0, CUDNN_TENSOR_OP_MATH}, kFound, kCount, {ConvMath::TensorOp, false}),
+    CHECK(keptChoiceObeys(algoChoice(0, CUDNN_TENSOR_OP_MATH), kFound, kCount, {ConvMath::TensorOp, false}),
           "--deterministic false takes it");
-    CHECK(!keptChoiceObeys(AlgoChoice{7, 0, CUDNN_FMA_MATH}, kFound, kCount, {ConvMath::Fma, true}),
+    CHECK(!keptChoiceObeys(algoChoice(7, CUDNN_FMA_MATH), kFound, kCount, {ConvMath::Fma, true}),
           "an algorithm cuDNN does not list is refused");
     // Keys: every part of the shape and the rule tells two entries apart.
     const std::string dev = "NVIDIA H100 80GB HBM3, sm 9.0, 132 SMs, cuDNN 9.19.0";

@@ -65,11 +65,18 @@ void theAlgorithmStoreCrosses(const std::string& file) {
     CHECK(store && store->find && store->remember, "no algorithm store reached the module");
     if (!store) return;
     TbConvChoice kept{};
-    kept.forward = {6, 3, 1, 123};
-    kept.backwardData = {1, 1, 0, uint64_t(5) << 32};
-    kept.backwardFilter = {5, 2, 0, 0};
+    kept.forward = {6, 3, 1, 123, {}};
+    kept.forward.graph = {TB_GRAPH_ENGINE, 2, 57, {{3, 1}, {11, -4}}, uint64_t(3) << 33};
+    kept.backwardData = {1, 1, 0, uint64_t(5) << 32, {}};
+    kept.backwardData.graph.state = TB_GRAPH_LEGACY_FASTER;
+    kept.backwardFilter = {5, 2, 0, 0, {}};
     const auto same = [](const TbConvAlgorithm& a, const TbConvAlgorithm& b) {
-        return a.algorithm == b.algorithm && a.math == b.math && a.layout == b.layout && a.workspaceBytes == b.workspaceBytes;
+        bool knobs = a.graph.knobCount == b.graph.knobCount;
+        for (int i = 0; knobs && i < a.graph.knobCount; ++i)
+            knobs = a.graph.knobs[i][0] == b.graph.knobs[i][0] && a.graph.knobs[i][1] == b.graph.knobs[i][1];
+        return a.algorithm == b.algorithm && a.math == b.math && a.layout == b.layout &&
+               a.workspaceBytes == b.workspaceBytes && a.graph.state == b.graph.state && a.graph.engine == b.graph.engine &&
+               a.graph.workspaceBytes == b.graph.workspaceBytes && knobs;
     };
     store->remember(store->context, "the key", &kept);
     TbConvChoice found{};

@@ -5,10 +5,13 @@
 #pragma once
 #include <cudnn.h>
 
+#include <array>
 #include <cstddef>
+#include <cstdint>
 #include <optional>
 #include <stdexcept>
 #include <string>
+#include <vector>
 
 namespace tb::cuda {
 
@@ -18,12 +21,27 @@ namespace tb::cuda {
 // cuDNN's generic engines on an H100, so fp32 plans time both, transpositions included.
 enum class ConvLayout { Nhwc = 0, Nchw = 1 };
 
+// One direction on cuDNN's graph API (cudnn_graph.hpp): the engine's global index and its knob
+// choices, which build the same execution plan again in another run, and the plan's workspace.
+struct GraphEngine {
+    int64_t id = 0;
+    std::vector<std::array<int64_t, 2>> knobs;  // (cudnnBackendKnobType_t, value)
+    size_t workspace = 0;
+};
+// At most this many knob choices are kept per engine (cuDNN's engines have a handful).
+constexpr int kMaxGraphKnobs = 16;
+
 struct AlgoChoice {
     int algo = 0;
     size_t workspace = 0;
     cudnnMathType_t math = CUDNN_FMA_MATH;
     ConvLayout layout = ConvLayout::Nhwc;
     float ms = 0.f;  // its time per call as measured (Find's, or the re-timing's median)
+    // The graph API, where the plan tries it: graphTried, and the engine that beat this algorithm
+    // as a step runs them (conversions and the bias included), if one did. The algorithm stays the
+    // fallback for a call whose pointers are less aligned than the engine's plan was made for.
+    bool graphTried = false;
+    std::optional<GraphEngine> graph;
 };
 
 // fp32 without TF32 takes plain FMA results only (cuDNN's "default" math permits TF32 on Ampere
@@ -57,6 +75,39 @@ bool usable(const Perf& p, ConvRule rule) {
     if (p.status != CUDNN_STATUS_SUCCESS) return false;
     if (rule.deterministic && p.determinism != CUDNN_DETERMINISTIC) return false;
     return mathAllowed(p.mathType, rule);
+}
+
+// Whether a graph-API engine with these numerical notes (CUDNN_ATTR_ENGINE_NUMERICAL_NOTE) obeys
+// the rule, as mathAllowed and CUDNN_DETERMINISTIC do for the legacy algorithms: bf16 takes engines
+// on the tensor cores only; fp32 without TF32 none that uses them (on fp32 data that is TF32) or
+// rounds its inputs or sums down; the deterministic rule none marked nondeterministic.
+inline bool engineObeys(const std::vector<cudnnBackendNumericalNote_t>& notes, ConvRule rule) {
+    const auto has = [&](cudnnBackendNumericalNote_t n) {
+        for (cudnnBackendNumericalNote_t m : notes)
+            if (m == n) return true;
+        return false;
+    };
+    if (rule.deterministic && has(CUDNN_NUMERICAL_NOTE_NONDETERMINISTIC)) return false;
+    switch (rule.math) {
+    case ConvMath::TensorOp: return has(CUDNN_NUMERICAL_NOTE_TENSOR_CORE);
+    case ConvMath::Fma:
+        return !has(CUDNN_NUMERICAL_NOTE_TENSOR_CORE) && !has(CUDNN_NUMERICAL_NOTE_DOWN_CONVERT_INPUTS) &&
+               !has(CUDNN_NUMERICAL_NOTE_REDUCED_PRECISION_REDUCTION);
+    case ConvMath::Any: return true;
+    }
+    return false;
+}
+
+// TB_CONV_API (tests and measurements): "legacy" keeps every direction on the legacy calls,
+// "graph" takes a graph-API engine wherever the rule leaves one, timed or not; unset or
+// "measured" takes whichever runs a step's direction faster. Anything else is refused.
+enum class ConvApi { Measured, Legacy, Graph };
+inline ConvApi forcedApi(const char* env) {
+    const std::string v = env ? env : "";
+    if (v.empty() || v == "measured") return ConvApi::Measured;
+    if (v == "legacy") return ConvApi::Legacy;
+    if (v == "graph") return ConvApi::Graph;
+    throw std::invalid_argument("TB_CONV_API=" + v + ": expected legacy, graph or measured");
 }
 
 // Of one direction's best choice in each layout (either may be missing: none usable, or a layout
@@ -108,7 +159,14 @@ inline std::string choiceKey(const std::string& device, int n, int c, int h, int
 template <class Perf>
 AlgoChoice choose(const Perf* perf, int count, ConvRule rule, const char* what) {
     for (int i = 0; i < count; ++i)
-        if (usable(perf[i], rule)) return {int(perf[i].algo), perf[i].memory, perf[i].mathType, ConvLayout::Nhwc, perf[i].time};
+        if (usable(perf[i], rule)) {
+            AlgoChoice a;
+            a.algo = int(perf[i].algo);
+            a.workspace = perf[i].memory;
+            a.math = perf[i].mathType;
+            a.ms = perf[i].time;
+            return a;
+        }
     std::string why = std::string("cuDNN has no ") + (rule.deterministic ? "deterministic " : "") +
                       (rule.math == ConvMath::TensorOp ? "tensor-core " : rule.math == ConvMath::Fma ? "plain-FP32 " : "") +
                       "algorithm for the " + what;

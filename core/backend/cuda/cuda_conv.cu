@@ -8,6 +8,7 @@
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
+#include <functional>
 #include <map>
 #include <mutex>
 #include <optional>
@@ -21,10 +22,13 @@
 #include "backend/cuda/cuda_check.hpp"
 #include "backend/cuda/cuda_ops.hpp"
 #include "backend/cuda/cuda_stream.hpp"
+#include "backend/cuda/cudnn_graph.hpp"
 #include "backend/cuda/kernels.cuh"
 #include "backend/cuda/plan_memory.hpp"
 
 namespace tb::cuda {
+
+static_assert(kMaxGraphKnobs == TB_MAX_GRAPH_KNOBS, "a kept engine's knobs fit cuda_module.h's TbGraphEngine");
 
 namespace {
 
@@ -81,54 +85,70 @@ inline bool refusedForPrecision(cudnnStatus_t status) {
         TB_CUDA(status_);                                                                               \
     } while (0)
 
-// cudnnFind*Ex times each algorithm once, too noisy on small convolutions (docs/gpus.md), so
-// Find's candidates within 3x of its fastest (at most kCandidates) are timed again: a warm-up call
-// each, then kRounds rounds taking every candidate in turn (a ramping clock favours none), each
-// timing kCalls back-to-back calls (a busy GPU, as in a step); ranked by median round, then
-// choose()'s rule (conv_choice.hpp). call(algo, workspaceBytes) runs the operation once on `q`; a
-// candidate whose call fails is left out, and Find's own ranking stands if every one fails.
-template <class Perf, class Call>
-AlgoChoice retimed(const Perf* perf, int count, ConvRule rule, cudnnConvolutionDescriptor_t conv, cudaStream_t q,
-                   Call call, const char* what) {
-    constexpr int kCandidates = 6, kRounds = 5, kCalls = 3;
+// The median time per call of each of `runs` on `q` (runs[j](calls) runs candidate j `calls`
+// times; false where it is refused, and that candidate gets no time): a warm-up call each, then
+// kRounds rounds taking every candidate in turn (a ramping clock favours none), each timing kCalls
+// back-to-back calls (a busy GPU, as in a step).
+std::vector<std::optional<float>> medianTimes(cudaStream_t q, const std::vector<std::function<bool(int)>>& runs) {
+    constexpr int kRounds = 5, kCalls = 3;
     struct Event {
         cudaEvent_t e = nullptr;
         Event() { TB_CUDA(cudaEventCreate(&e)); }
         ~Event() { cudaEventDestroy(e); }
     } start, end;
-    // Runs candidate p `calls` times; false if cuDNN refuses it.
-    auto run = [&](const Perf& p, int calls) {
-        if (cudnnSetConvolutionMathType(conv, p.mathType) != CUDNN_STATUS_SUCCESS) return false;
-        for (int k = 0; k < calls; ++k)
-            if (call(int(p.algo), p.memory) != CUDNN_STATUS_SUCCESS) return false;
-        return true;
-    };
+    std::vector<bool> refused(runs.size());
+    for (size_t j = 0; j < runs.size(); ++j) refused[j] = !runs[j](1);
+    std::vector<std::array<float, kRounds>> ms(runs.size());
+    for (int r = 0; r < kRounds; ++r)
+        for (size_t j = 0; j < runs.size(); ++j) {
+            if (refused[j]) continue;
+            TB_CUDA(cudaEventRecord(start.e, q));
+            refused[j] = !runs[j](kCalls);
+            TB_CUDA(cudaEventRecord(end.e, q));
+            TB_CUDA(cudaEventSynchronize(end.e));
+            TB_CUDA(cudaEventElapsedTime(&ms[j][size_t(r)], start.e, end.e));
+        }
+    std::vector<std::optional<float>> times(runs.size());
+    for (size_t j = 0; j < runs.size(); ++j) {
+        if (refused[j]) continue;
+        std::nth_element(ms[j].begin(), ms[j].begin() + kRounds / 2, ms[j].end());
+        times[j] = ms[j][kRounds / 2] / float(kCalls);
+    }
+    return times;
+}
+
+// cudnnFind*Ex times each algorithm once, too noisy on small convolutions (docs/gpus.md), so
+// Find's usable candidates within 3x of its fastest (at most kCandidates) are timed again
+// (medianTimes), then ranked by choose()'s rule (conv_choice.hpp). call(algo, workspaceBytes) runs
+// the operation once on `q`; a candidate whose call fails is left out, and Find's own ranking
+// stands if every one fails.
+template <class Perf, class Call>
+AlgoChoice retimed(const Perf* perf, int count, ConvRule rule, cudnnConvolutionDescriptor_t conv, cudaStream_t q,
+                   Call call, const char* what) {
+    constexpr int kCandidates = 6;
     std::vector<Perf> candidates;
     float fastest = -1.f;  // Find's results come sorted by its time
     for (int i = 0; i < count && int(candidates.size()) < kCandidates; ++i) {
         const Perf& p = perf[i];
         if (!usable(p, rule)) continue;
         if (fastest < 0) fastest = p.time;
-        if (p.time <= 3.f * fastest && run(p, 1)) candidates.push_back(p);
+        if (p.time <= 3.f * fastest) candidates.push_back(p);
     }
-    std::vector<std::array<float, kRounds>> ms(candidates.size());
-    std::vector<bool> refused(candidates.size(), false);
-    for (int r = 0; r < kRounds; ++r)
-        for (size_t j = 0; j < candidates.size(); ++j) {
-            if (refused[j]) continue;
-            TB_CUDA(cudaEventRecord(start.e, q));
-            refused[j] = !run(candidates[j], kCalls);
-            TB_CUDA(cudaEventRecord(end.e, q));
-            TB_CUDA(cudaEventSynchronize(end.e));
-            TB_CUDA(cudaEventElapsedTime(&ms[j][size_t(r)], start.e, end.e));
-        }
+    std::vector<std::function<bool(int)>> runs;
+    for (const Perf& p : candidates)
+        runs.push_back([&, p](int calls) {
+            if (cudnnSetConvolutionMathType(conv, p.mathType) != CUDNN_STATUS_SUCCESS) return false;
+            for (int k = 0; k < calls; ++k)
+                if (call(int(p.algo), p.memory) != CUDNN_STATUS_SUCCESS) return false;
+            return true;
+        });
+    const std::vector<std::optional<float>> times = medianTimes(q, runs);
     std::vector<Perf> timed;
-    for (size_t j = 0; j < candidates.size(); ++j) {
-        if (refused[j]) continue;
-        std::nth_element(ms[j].begin(), ms[j].begin() + kRounds / 2, ms[j].end());
-        timed.push_back(candidates[j]);
-        timed.back().time = ms[j][kRounds / 2] / float(kCalls);
-    }
+    for (size_t j = 0; j < candidates.size(); ++j)
+        if (times[j]) {
+            timed.push_back(candidates[j]);
+            timed.back().time = *times[j];
+        }
     try {
         if (timed.empty()) return choose(perf, count, rule, what);
         std::sort(timed.begin(), timed.end(), [](const Perf& a, const Perf& b) { return a.time < b.time; });
@@ -182,13 +202,13 @@ public:
         }
         if (!bf16_) configure();
         const size_t filter = size_t(d.k) * d.c * d.r * d.s;
+        wKrsc_ = DeviceBuffer(ctx.allocator, filter * sizeof(float));
         if (bf16_) {
             xb_ = StepCopy(ctx.allocator, xElems_ * sizeof(bf16));
             wb_ = StepCopy(ctx.allocator, filter * sizeof(bf16));
             dyb_ = StepCopy(ctx.allocator, size_t(rows_) * d.k * sizeof(bf16));
             stageBytes_ = aligned(std::max({size_t(rows_) * d.k, xElems_, filter}) * sizeof(bf16));
         } else {
-            wKrsc_ = DeviceBuffer(ctx.allocator, filter * sizeof(float));
             stageBytes_ = symmetric_ ? 0 : aligned(xElems_ * sizeof(float));
             if (anyNchw()) {  // x and dy transposed once a step; y and dx come out of cuDNN into the stage
                 xT_ = StepCopy(ctx.allocator, xElems_ * sizeof(float));
@@ -198,13 +218,24 @@ public:
         }
         ones_ = onesVector(ctx, size_t(rows_));
         cudnnBytes_ = std::max({choice_.fwd.workspace, choice_.bwdData.workspace, choice_.bwdFilter.workspace});
+        if (symmetric_ && api_ != ConvApi::Legacy) chooseGraphs();
+        for (const auto& g : graph_)
+            if (g) cudnnBytes_ = std::max(cudnnBytes_, g->engine().workspace);
     }
 
     size_t workspaceBytes() const override { return stageBytes_ + cudnnBytes_; }
 
     void forward(Stream st, const float* x, const float* w, const float* b, float* y, void* ws) override {
         cudaStream_t q = queueOf(st);
-        for (StepCopy* c : {&xb_, &wb_, &dyb_, &xT_, &dyT_}) c->forget();
+        forgetCopies();
+        if (const GraphConvPlan* g = graphNow_[0]; g && (b != nullptr) == d_.bias) {  // y = conv + b in one
+            const void* xin = input(q, x, ws);
+            const void* filt = filter(q, w);
+            if (GraphConvPlan::fits(xin, filt, y)) {
+                TB_CUDA(g->run(st->cudnn, xin, filt, b, y, cudnnWs(ws)));
+                return;
+            }
+        }
         const float one = 1.f, zero = 0.f;
         if (nchw(choice_.fwd)) {  // x to NCHW, y (NCHW) out in the stage, then to NHWC; w as it is
             float* yT = static_cast<float*>(ws);
@@ -230,6 +261,14 @@ public:
     }
     void backwardData(Stream st, const float* dy, const float* w, float* dx, void* ws) override {
         cudaStream_t q = queueOf(st);
+        if (const GraphConvPlan* g = graphNow_[1]) {  // dx written in fp32 by cuDNN itself
+            const void* filt = filter(q, w);
+            const void* grad = gradient(q, dy);
+            if (GraphConvPlan::fits(grad, filt, dx)) {
+                TB_CUDA(g->run(st->cudnn, grad, filt, nullptr, dx, cudnnWs(ws)));
+                return;
+            }
+        }
         const float one = 1.f, zero = 0.f;
         if (nchw(choice_.bwdData)) {  // dy to NCHW, dx (NCHW) out in the stage, then to NHWC
             float* dxT = static_cast<float*>(ws);
@@ -250,6 +289,16 @@ public:
     }
     void backwardWeights(Stream st, const float* x, const float* dy, float* dw, float* db, void* ws) override {
         cudaStream_t q = queueOf(st);
+        if (const GraphConvPlan* g = graphNow_[2]) {  // dw (k, r, s, c) in fp32 by cuDNN itself
+            const void* xin = input(q, x, ws);
+            const void* grad = gradient(q, dy);
+            if (GraphConvPlan::fits(xin, grad, wKrsc_.raw())) {
+                TB_CUDA(g->run(st->cudnn, xin, grad, nullptr, wKrsc_.f(), cudnnWs(ws)));
+                filterFromKrsc(q, wKrsc_.f(), dw, d_.k, d_.c, d_.r, d_.s);
+                if (db) biasGradient(st, dy, ones_.f(), db, rows_, d_.k);
+                return;
+            }
+        }
         if (nchw(choice_.bwdFilter)) {  // x and dy in NCHW (made once a step); dw comes out (k, c, r, s)
             const float one = 1.f, zero = 0.f;
             TB_CUDA(cudnnConvolutionBackwardFilter(st->cudnn, &one, xc_, transposedInput(st, x), yc_,
@@ -274,6 +323,10 @@ public:
     }
 
 private:
+    void forgetCopies() {
+        for (StepCopy* c : {&xb_, &wb_, &dyb_, &xT_, &dyT_}) c->forget();
+    }
+
     // Descriptors in this plan's precision, and its algorithms.
     void configure() {
         const cudnnDataType_t type = bf16_ ? CUDNN_DATA_BFLOAT16 : CUDNN_DATA_FLOAT;
@@ -365,18 +418,20 @@ private:
             ~NvtxRange() { nvtxRangePop(); }
         } range;
         ConvChoiceCache& cache = choiceCache();
-        const ConvChoiceCache::Key key{ctx_.device, d_.n, d_.c, hp_, wp_, d_.k, d_.r, d_.s, d_.strideH * 1000 + d_.strideW,
-                                       symmetric_ ? d_.padTop : 0, symmetric_ ? d_.padLeft : 0, ctx_.allowTf32, bf16_,
-                                       ctx_.deterministic, symmetric_};  // (padded by hand: no NCHW)
+        cacheKey_ = {ctx_.device, d_.n, d_.c, hp_, wp_, d_.k, d_.r, d_.s, d_.strideH * 1000 + d_.strideW,
+                     symmetric_ ? d_.padTop : 0, symmetric_ ? d_.padLeft : 0, ctx_.allowTf32, bf16_,
+                     ctx_.deterministic, symmetric_};  // (padded by hand: no NCHW)
+        const ConvChoiceCache::Key& key = cacheKey_;
+        rule_ = {bf16_ ? ConvMath::TensorOp : ctx_.allowTf32 ? ConvMath::Any : ConvMath::Fma, ctx_.deterministic};
+        const ConvRule rule = rule_;
+        storeKey_ = choiceKey(ctx_.deviceKey, d_.n, d_.c, hp_, wp_, d_.k, d_.r, d_.s, d_.strideH, d_.strideW,
+                              symmetric_ ? d_.padTop : 0, symmetric_ ? d_.padLeft : 0, !symmetric_, bf16_, rule);
+        const std::string& storeKey = storeKey_;
         std::lock_guard lock(cache.mutex);
         if (auto it = cache.choices.find(key); it != cache.choices.end()) {
             if (!it->second.failure.empty()) throw NoAlgorithm(it->second.failure);
             return it->second;
         }
-        const ConvRule rule{bf16_ ? ConvMath::TensorOp : ctx_.allowTf32 ? ConvMath::Any : ConvMath::Fma, ctx_.deterministic};
-        const std::string storeKey = choiceKey(ctx_.deviceKey, d_.n, d_.c, hp_, wp_, d_.k, d_.r, d_.s, d_.strideH, d_.strideW,
-                                               symmetric_ ? d_.padTop : 0, symmetric_ ? d_.padLeft : 0, !symmetric_,
-                                               bf16_, rule);
         if (std::optional<ConvChoice> kept = forced_ ? std::nullopt : keptChoice(storeKey, rule)) {
             cache.choices.emplace(key, *kept);
             if (!kept->failure.empty()) throw NoAlgorithm(kept->failure);
@@ -408,8 +463,21 @@ private:
         c.failure.assign(t.failure, strnlen(t.failure, sizeof t.failure));
         if (!c.failure.empty() && bf16_) return c;  // (fp32 shapes do not fall back: none is kept)
         const auto from = [](const TbConvAlgorithm& a) {
-            return AlgoChoice{a.algorithm, size_t(a.workspaceBytes), cudnnMathType_t(a.math),
-                              a.layout == 1 ? ConvLayout::Nchw : ConvLayout::Nhwc};
+            AlgoChoice c;
+            c.algo = a.algorithm;
+            c.workspace = size_t(a.workspaceBytes);
+            c.math = cudnnMathType_t(a.math);
+            c.layout = a.layout == 1 ? ConvLayout::Nchw : ConvLayout::Nhwc;
+            c.graphTried = a.graph.state != TB_GRAPH_NOT_TRIED;
+            if (a.graph.state == TB_GRAPH_ENGINE) {
+                GraphEngine g;
+                g.id = a.graph.engine;
+                for (int i = 0; i < std::clamp(a.graph.knobCount, 0, TB_MAX_GRAPH_KNOBS); ++i)
+                    g.knobs.push_back({a.graph.knobs[i][0], a.graph.knobs[i][1]});
+                g.workspace = size_t(a.graph.workspaceBytes);
+                c.graph = g;
+            }
+            return c;
         };
         c.fwd = from(t.forward);
         c.bwdData = from(t.backwardData);
@@ -486,7 +554,16 @@ private:
         if (!store) return;
         TbConvChoice t{};
         const auto to = [](const AlgoChoice& a) {
-            return TbConvAlgorithm{a.algo, int(a.math), nchw(a) ? 1 : 0, uint64_t(a.workspace)};
+            TbConvAlgorithm t{a.algo, int(a.math), nchw(a) ? 1 : 0, uint64_t(a.workspace), {}};
+            t.graph.state = !a.graphTried ? TB_GRAPH_NOT_TRIED : a.graph ? TB_GRAPH_ENGINE : TB_GRAPH_LEGACY_FASTER;
+            if (a.graph) {
+                t.graph.engine = a.graph->id;
+                t.graph.knobCount = int(a.graph->knobs.size());  // (at most kMaxGraphKnobs: cudnn_graph.cpp)
+                for (size_t i = 0; i < a.graph->knobs.size(); ++i)
+                    t.graph.knobs[i][0] = a.graph->knobs[i][0], t.graph.knobs[i][1] = a.graph->knobs[i][1];
+                t.graph.workspaceBytes = uint64_t(a.graph->workspace);
+            }
+            return t;
         };
         t.forward = to(c.fwd);
         t.backwardData = to(c.bwdData);
@@ -633,6 +710,179 @@ private:
         Trials& operator=(const Trials&) = delete;
     };
 
+    // Each direction's engine on cuDNN's graph API where one runs the direction as a step runs it
+    // faster than its legacy algorithm (conversions, widening and the bias included: the graph
+    // writes fp32 results and adds the bias itself), or the fastest engine under TB_CONV_API=graph.
+    // Decided once per shape and process under the cache's lock, kept across runs with the
+    // algorithms; the other plans of the shape rebuild the same engines (a plan is bound to its
+    // handle's device and keeps a variant pack of its own). A forced layout or API decides for this
+    // plan alone and keeps nothing.
+    void chooseGraphs() {
+        ConvChoiceCache& cache = choiceCache();
+        std::lock_guard lock(cache.mutex);
+        const bool keepable = !forced_ && api_ == ConvApi::Measured;
+        ConvChoice& c = keepable ? cache.choices.at(cacheKey_) : choice_;
+        bool changed = false;
+        for (int i = 0; i < 3; ++i) {
+            const auto dir = ConvDirection(i);
+            AlgoChoice& a = directionOf(c, dir);
+            if (keepable && a.graphTried && !a.graph) continue;  // the legacy algorithm was faster
+            std::string why;
+            std::unique_ptr<GraphConv> g;
+            try {
+                g = std::make_unique<GraphConv>(ctx_.setup->cudnn, graphShape(dir), dir);
+            } catch (const GraphRefused& e) {
+                why = e.what();
+            }
+            if (keepable && a.graphTried && g) {
+                if ((graph_[size_t(i)] = g->rebuild(*a.graph, rule_, why))) continue;
+                noteOnce("gpu:" + std::to_string(ctx_.device) + ": the cuDNN graph engine kept for the " +
+                         directionName(dir) + " of \"" + storeKey_ + "\" cannot be used (" + why + "); it is timed again");
+            }
+            if (g) graph_[size_t(i)] = fastestGraph(*g, dir, why);
+            if (!graph_[size_t(i)] && !why.empty())
+                noteOnce("gpu:" + std::to_string(ctx_.device) + ": no cuDNN graph engine for the " + directionName(dir) +
+                         " of \"" + storeKey_ + "\" (" + why + "); it runs on the legacy calls");
+            a.graphTried = true;
+            a.graph.reset();
+            if (graph_[size_t(i)]) a.graph = graph_[size_t(i)]->engine();
+            changed = true;
+        }
+        if (keepable) {
+            choice_ = c;
+            if (changed) keep(storeKey_, c);
+        }
+        for (size_t i = 0; i < 3; ++i) graphNow_[i] = graph_[i].get();
+    }
+    static AlgoChoice& directionOf(ConvChoice& c, ConvDirection dir) {
+        return dir == ConvDirection::Forward ? c.fwd : dir == ConvDirection::BackwardData ? c.bwdData : c.bwdFilter;
+    }
+    static const char* directionName(ConvDirection dir) {
+        return dir == ConvDirection::Forward ? "forward convolution"
+               : dir == ConvDirection::BackwardData ? "input gradient" : "filter gradient";
+    }
+    GraphConvShape graphShape(ConvDirection dir) const {
+        GraphConvShape g;
+        g.n = d_.n, g.c = d_.c, g.h = hp_, g.w = wp_, g.k = d_.k, g.r = d_.r, g.s = d_.s;
+        g.strideH = d_.strideH, g.strideW = d_.strideW, g.padH = d_.padTop, g.padW = d_.padLeft;  // (symmetric)
+        g.bf16 = bf16_;
+        g.bias = dir == ConvDirection::Forward && d_.bias;
+        return g;
+    }
+
+    // Of `g`'s candidates (heuristics' order, the rule's), the one that runs direction `dir` fastest
+    // as a step runs it, timed beside the legacy algorithm (medianTimes); null where the legacy
+    // algorithm is faster (TB_CONV_API=measured) or where there is no candidate (`why` then says why).
+    std::unique_ptr<GraphConvPlan> fastestGraph(const GraphConv& g, ConvDirection dir, std::string& why) {
+        constexpr int kGraphCandidates = 6;
+        std::vector<GraphConvPlan> plans;
+        try {
+            plans = g.candidates(rule_, kGraphCandidates);
+        } catch (const GraphRefused& e) {
+            why = e.what();
+            return nullptr;
+        }
+        if (plans.empty()) {
+            why = "cuDNN's heuristics list none that obeys the run's rule and builds";
+            return nullptr;
+        }
+        size_t workspace = cudnnBytes_;
+        for (const GraphConvPlan& p : plans) workspace = std::max(workspace, p.engine().workspace);
+        const StepTrials t(*this, workspace);
+        const size_t i = size_t(dir);
+        plans.erase(std::remove_if(plans.begin(), plans.end(), [&](const GraphConvPlan& p) { return !recordable(dir, p, t); }),
+                    plans.end());
+        if (plans.empty()) {
+            why = "no engine listed can be recorded into a CUDA Graph, as a step is";
+            return nullptr;
+        }
+        const auto runWith = [&](const GraphConvPlan* plan) -> std::function<bool(int)> {
+            return [&, plan](int calls) {
+                graphNow_[i] = plan;
+                bool ran = true;
+                try {
+                    for (int k = 0; k < calls; ++k) runDirection(dir, t);
+                } catch (const Error&) {
+                    ran = false;
+                }
+                graphNow_[i] = nullptr;
+                return ran;
+            };
+        };
+        std::vector<std::function<bool(int)>> runs;
+        const bool measured = api_ == ConvApi::Measured;
+        if (measured) runs.push_back(runWith(nullptr));  // the legacy algorithm
+        for (const GraphConvPlan& p : plans) runs.push_back(runWith(&p));
+        const std::vector<std::optional<float>> times = medianTimes(ctx_.setup->stream, runs);
+        std::optional<size_t> best;
+        for (size_t j = 0; j < times.size(); ++j)
+            if (times[j] && (!best || *times[j] < *times[*best])) best = j;
+        if (!best || (measured && *best == 0)) {
+            if (!best) why = "every candidate failed when run";
+            return nullptr;
+        }
+        return std::make_unique<GraphConvPlan>(std::move(plans[*best - (measured ? 1 : 0)]));
+    }
+
+    // What fastestGraph's trials run a step's direction on (made once per shape, at set-up, outside
+    // any step): the network's fp32 tensors filled with constants, and the plan's workspace with
+    // `workspace` bytes for cuDNN. Freed once the set-up stream is idle.
+    struct StepTrials {
+        DeviceBuffer x, w, b, y, dy, dx, dw, db, ws;
+        cudaStream_t q;
+        StepTrials(const CudaConv& c, size_t workspace) : q(c.ctx_.setup->stream) {
+            const ConvDesc& d = c.d_;
+            const size_t xs = size_t(d.n) * d.h * d.w * d.c, ys = size_t(c.rows_) * d.k, fs = size_t(d.k) * d.c * d.r * d.s;
+            DeviceAllocator* a = c.ctx_.allocator;
+            const auto made = [&](size_t n, float v) {
+                DeviceBuffer buf(a, n * sizeof(float));
+                fill(q, buf.f(), v, n);
+                return buf;
+            };
+            x = made(xs, 0.5f), w = made(fs, 0.125f), b = made(size_t(d.k), 0.f), y = made(ys, 0.f);
+            dy = made(ys, 0.25f), dx = made(xs, 0.f), dw = made(fs, 0.f), db = made(size_t(d.k), 0.f);
+            ws = DeviceBuffer(a, c.stageBytes_ + workspace);
+        }
+        ~StepTrials() { cudaStreamSynchronize(q); }  // before the buffers go back to the allocator
+        StepTrials(const StepTrials&) = delete;
+        StepTrials& operator=(const StepTrials&) = delete;
+    };
+    // Whether direction `dir` on `plan` can be recorded into a CUDA Graph as a step is (an engine
+    // that synchronised or allocated inside would break the recording of every step).
+    bool recordable(ConvDirection dir, const GraphConvPlan& plan, const StepTrials& t) {
+        cudaStream_t q = ctx_.setup->stream;
+        if (cudaStreamBeginCapture(q, cudaStreamCaptureModeThreadLocal) != cudaSuccess) {
+            cudaGetLastError();
+            return false;
+        }
+        graphNow_[size_t(dir)] = &plan;
+        bool ran = true;
+        try {
+            runDirection(dir, t);
+        } catch (const Error&) {
+            ran = false;
+        }
+        graphNow_[size_t(dir)] = nullptr;
+        cudaGraph_t recorded = nullptr;
+        const cudaError_t ended = cudaStreamEndCapture(q, &recorded);
+        if (recorded) cudaGraphDestroy(recorded);
+        cudaGetLastError();  // (a refused call inside leaves its error behind)
+        return ran && ended == cudaSuccess;
+    }
+
+    // One direction as a step runs it, on the set-up stream, its inputs' copies made afresh.
+    void runDirection(ConvDirection dir, const StepTrials& t) {
+        Stream st = ctx_.setup;
+        forgetCopies();
+        switch (dir) {
+        case ConvDirection::Forward: forward(st, t.x.f(), t.w.f(), d_.bias ? t.b.f() : nullptr, t.y.f(), t.ws.raw()); break;
+        case ConvDirection::BackwardData: backwardData(st, t.dy.f(), t.w.f(), t.dx.f(), t.ws.raw()); break;
+        case ConvDirection::BackwardFilter:
+            backwardWeights(st, t.x.f(), t.dy.f(), t.dw.f(), d_.bias ? t.db.f() : nullptr, t.ws.raw());
+            break;
+        }
+    }
+
     // One direction in both layouts: in(layout) searches and re-times it in that layout. A layout
     // without a usable algorithm leaves the other; TB_CONV_LAYOUT=nchw tries NHWC only where NCHW
     // has none.
@@ -663,9 +913,15 @@ private:
     TensorDesc xc_, yc_;          // NCHW, where a direction runs in NCHW
     FilterDesc wc_;               // (k, c, r, s), the network's own
     std::optional<ConvLayout> forced_ = forcedLayout(std::getenv("TB_CONV_LAYOUT"));
+    ConvApi api_ = forcedApi(std::getenv("TB_CONV_API"));
+    ConvChoiceCache::Key cacheKey_;
+    std::string storeKey_;
+    ConvRule rule_;
+    std::array<std::unique_ptr<GraphConvPlan>, 3> graph_;  // by ConvDirection: the engine it runs on, if any
+    std::array<const GraphConvPlan*, 3> graphNow_{};       // what the calls run: graph_'s, or a trial's
     ConvolutionDesc fwdConv_, bwdDataConv_, bwdFilterConv_;
     ConvChoice choice_;
-    DeviceBuffer wKrsc_;          // fp32: (k, r, s, c) the filter, or its gradient
+    DeviceBuffer wKrsc_;          // (k, r, s, c) fp32: the filter, or its gradient (bf16: the graph's dw)
     StepCopy xb_, wb_, dyb_;      // bf16: the (padded) input, the (k, r, s, c) filter, dy (rows, k)
     StepCopy xT_, dyT_;           // fp32 in NCHW: x (n, c, h, w), dy (n, k, outH, outW)
     DeviceBuffer ones_;       // (rows) for the bias gradient
