@@ -48,11 +48,11 @@ std::string readNumber(const nlohmann::json& o, const std::string& where, const 
 // A direction's "graph" field (`g`, named `where`) into `a`, or why it is refused.
 std::string readGraph(const nlohmann::json& g, const std::string& where, StoredAlgorithm& a) {
     const std::string name = "field \"" + where + "\"";
-    if (g == "not faster") {
-        a.graphState = 1;
+    if (g == "not faster" || g == "none") {
+        a.graphState = g == "none" ? 3 : 1;
         return {};
     }
-    if (!g.is_object()) return name + " is " + shortJson(g) + ", not an engine or \"not faster\"";
+    if (!g.is_object()) return name + " is " + shortJson(g) + ", not an engine, \"not faster\" or \"none\"";
     uint64_t engine = 0, workspace = 0;
     for (std::string why : {readNumber(g, where, "engine", kMaxGraphEngine, engine),
                             readNumber(g, where, "workspace_bytes", kMaxWorkspaceBytes, workspace)})
@@ -161,6 +161,7 @@ std::string choicesText(const StoredChoices& choices) {
                      {"layout", a.layout == 1 ? "nchw" : "nhwc"},
                      {"workspace_bytes", a.workspaceBytes}};
                 if (a.graphState == 1) d["graph"] = "not faster";
+                if (a.graphState == 3) d["graph"] = "none";
                 if (a.graphState == 2)
                     d["graph"] = {{"engine", a.graphEngine}, {"knobs", a.graphKnobs}, {"workspace_bytes", a.graphWorkspaceBytes}};
             }

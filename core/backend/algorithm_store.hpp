@@ -10,11 +10,13 @@
 //   {"format": "towerbench cuDNN algorithm choices", "version": 1,
 //    "choices": {KEY: {"forward": {"algorithm": 1, "math": 3, "layout": "nchw", "workspace_bytes": 0,
 //                                  "graph": {"engine": 12, "knobs": [[1, 3], [5, 0]], "workspace_bytes": 0}},
-//                      "backward_data": {..., "graph": "not faster"}, "backward_filter": {...}},
+//                      "backward_data": {..., "graph": "not faster"}, "backward_filter": {..., "graph": "none"}},
 //                KEY: {"failure": "cuDNN has no tensor-core algorithm for ..."}}}
 // KEY names the GPU, cuDNN's version, the shape and the rule (precision, math, determinism); the
 // module makes it. "graph" (absent where not tried) is the engine of cuDNN's graph API that runs the
-// direction instead, or "not faster" where the legacy algorithm won. A damaged file or entry is said once on stderr and searched afresh.
+// direction instead, "not faster" where the legacy algorithm won, or "none" where no engine could
+// run it (none listed that obeys the rule, builds and can be recorded; tried again with another
+// cuDNN, whose version the key names, or once the entry is deleted). A damaged file or entry is said once on stderr and searched afresh.
 #pragma once
 #include <array>
 #include <cstdint>
@@ -30,7 +32,7 @@ namespace tb {
 // activations' layout (0 NHWC, 1 NCHW; "layout" in the file, "nhwc" where absent) and the workspace
 // it asked for; and whether an engine of cuDNN's graph API runs it instead (cuda_module.h's
 // TbGraphEngine): graphState 0 not tried, 1 tried and not faster, 2 that engine, its knob choices
-// (type, value) and its plan's workspace.
+// (type, value) and its plan's workspace, 3 no engine could run it.
 struct StoredAlgorithm {
     int algorithm = 0, math = 0, layout = 0;
     uint64_t workspaceBytes = 0;

@@ -92,9 +92,10 @@ typedef struct TbCudaVersions {
 
 /* Whether one direction of a convolution runs on an engine of cuDNN's graph API: not tried (the
  * plan cannot take one, or the choice predates them), tried and the legacy algorithm was faster as a
- * step runs them, or that engine: its global index, knob choices (cudnnBackendKnobType_t, value),
- * sorted by type, and its plan's workspace. */
-enum { TB_GRAPH_NOT_TRIED = 0, TB_GRAPH_LEGACY_FASTER = 1, TB_GRAPH_ENGINE = 2 };
+ * step runs them, no engine could run it (none listed that obeys the rule, builds and can be
+ * recorded), or that engine: its global index, knob choices (cudnnBackendKnobType_t, value), sorted
+ * by type, and its plan's workspace. */
+enum { TB_GRAPH_NOT_TRIED = 0, TB_GRAPH_LEGACY_FASTER = 1, TB_GRAPH_ENGINE = 2, TB_GRAPH_NONE = 3 };
 #define TB_MAX_GRAPH_KNOBS 16
 typedef struct TbGraphEngine {
     int state, knobCount;

@@ -40,7 +40,7 @@ tb::StoredAlgorithm algorithm(int number, int math, int layout, uint64_t workspa
     a.algorithm = number, a.math = math, a.layout = layout, a.workspaceBytes = workspace;
     return a;
 }
-// Each direction with one of the graph API's three states: an engine, not faster, not tried.
+// Each direction with one of the graph API's states: an engine, not faster, not tried or none.
 StoredConvChoice made(int seed) {
     StoredConvChoice c;
     c.forward = algorithm(seed % 8, 3, 1, uint64_t(seed) * 1024);  // NCHW
@@ -51,6 +51,7 @@ StoredConvChoice made(int seed) {
     c.backwardData = algorithm(1, 3, 0, 0);
     c.backwardData.graphState = 1;
     c.backwardFilter = algorithm((seed + 1) % 6, 1, 0, uint64_t(1) << 33);  // above 4 GiB: 64-bit all the way
+    if (seed % 2) c.backwardFilter.graphState = 3;  // none could run it
     return c;
 }
 StoredConvChoice failed() {
@@ -144,7 +145,7 @@ void damagedFiles(const std::string& dir) {
          "\"forward.layout\" is \"nchv\", not \"nhwc\" or \"nchw\""},
         {R"({"failure": ""})", "field \"failure\" is \"\", not a sentence"},
         {R"({"forward": {"algorithm": 1, "math": 3, "workspace_bytes": 0, "graph": "faster"}})",
-         "field \"forward.graph\" is \"faster\", not an engine or \"not faster\""},
+         "field \"forward.graph\" is \"faster\", not an engine, \"not faster\" or \"none\""},
         {R"({"forward": {"algorithm": 1, "math": 3, "workspace_bytes": 0, "graph": {"knobs": [], "workspace_bytes": 0}}})",
          "\"forward.graph.engine\" is missing"},
         {R"({"forward": {"algorithm": 1, "math": 3, "workspace_bytes": 0, "graph": {"engine": 3, "workspace_bytes": 0}}})",

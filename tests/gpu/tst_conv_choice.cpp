@@ -122,8 +122,10 @@ int main() {
           "fp32 without TF32 refuses tensor cores (TF32 on fp32 data), rounded inputs and reduced sums");
     CHECK(engineObeys(tensorCore, {ConvMath::Any, true}) && engineObeys(plain, {ConvMath::Any, true}), "--tf32 takes either");
     CHECK(engineObeys(tensorCore, {ConvMath::TensorOp, true}) && engineObeys(tensorCoreConverting, {ConvMath::TensorOp, true}) &&
-              !engineObeys(plain, {ConvMath::TensorOp, true}),
-          "bf16 takes tensor-core engines only");
+              !engineObeys(plain, {ConvMath::TensorOp, true}) &&
+              !engineObeys(Notes{CUDNN_NUMERICAL_NOTE_TENSOR_CORE, CUDNN_NUMERICAL_NOTE_REDUCED_PRECISION_REDUCTION},
+                           {ConvMath::TensorOp, true}),
+          "bf16 takes tensor-core engines only, summing in fp32");
     CHECK(!engineObeys(atomics, {ConvMath::Fma, true}) && engineObeys(atomics, {ConvMath::Fma, false}) &&
               !engineObeys(Notes{CUDNN_NUMERICAL_NOTE_TENSOR_CORE, CUDNN_NUMERICAL_NOTE_NONDETERMINISTIC},
                            {ConvMath::TensorOp, true}),
@@ -170,6 +172,11 @@ int main() {
     for (auto [bf16, rule] : {std::pair{true, ConvRule{ConvMath::TensorOp, true}}, std::pair{false, ConvRule{ConvMath::Any, true}},
                               std::pair{false, ConvRule{ConvMath::Fma, false}}})
         keys.insert(tb::cuda::choiceKey(dev, 128, 1, 28, 28, 32, 5, 5, 1, 1, 2, 2, false, bf16, rule));
+    const std::string noBias =
+        tb::cuda::choiceKey(dev, 128, 1, 28, 28, 32, 5, 5, 1, 1, 2, 2, false, false, {ConvMath::Fma, true}, false);
+    CHECK(noBias == dev + " | conv n128 c1 28x28 k32 5x5 stride 1x1 pad 2x2 no bias | fp32 fma deterministic", "%s",
+          noBias.c_str());
+    keys.insert(noBias);
     keys.insert(tb::cuda::choiceKey("NVIDIA H200, sm 9.0, 132 SMs, cuDNN 9.19.0", 128, 1, 28, 28, 32, 5, 5, 1, 1, 2, 2, false,
                                     false, {ConvMath::Fma, true}));
     // A VALID convolution on 33x33 and a SAME one on 32x32 padded by hand to 33x33: cuDNN sees
@@ -177,6 +184,6 @@ int main() {
     const std::string valid = tb::cuda::choiceKey(dev, 128, 8, 33, 33, 16, 2, 2, 2, 2, 0, 0, false, false, {ConvMath::Fma, true});
     const std::string byHand = tb::cuda::choiceKey(dev, 128, 8, 33, 33, 16, 2, 2, 2, 2, 0, 0, true, false, {ConvMath::Fma, true});
     CHECK(valid != byHand && byHand.find("pad by hand") != std::string::npos, "%s", byHand.c_str());
-    CHECK(keys.size() == 16, "%zu distinct keys of 16", keys.size());
+    CHECK(keys.size() == 17, "%zu distinct keys of 17", keys.size());
     return tbcheck::exitStatus();
 }

@@ -37,10 +37,12 @@ struct AlgoChoice {
     cudnnMathType_t math = CUDNN_FMA_MATH;
     ConvLayout layout = ConvLayout::Nhwc;
     float ms = 0.f;  // its time per call as measured (Find's, or the re-timing's median)
-    // The graph API, where the plan tries it: graphTried, and the engine that beat this algorithm
-    // as a step runs them (conversions and the bias included), if one did. The algorithm stays the
-    // fallback for a call whose pointers are less aligned than the engine's plan was made for.
-    bool graphTried = false;
+    // The graph API, where the plan tries it (cuda_module.h's TB_GRAPH_*): not tried; the legacy
+    // algorithm was faster as a step runs them (conversions and the bias included); no engine could
+    // run it; or `graph`, the engine that beat it. The algorithm stays the fallback for a call whose
+    // pointers are less aligned than the engine's plan was made for.
+    enum class Graph { NotTried = 0, NotFaster = 1, Engine = 2, None = 3 };
+    Graph graphState = Graph::NotTried;
     std::optional<GraphEngine> graph;
 };
 
@@ -79,8 +81,8 @@ bool usable(const Perf& p, ConvRule rule) {
 
 // Whether a graph-API engine with these numerical notes (CUDNN_ATTR_ENGINE_NUMERICAL_NOTE) obeys
 // the rule, as mathAllowed and CUDNN_DETERMINISTIC do for the legacy algorithms: bf16 takes engines
-// on the tensor cores only; fp32 without TF32 none that uses them (on fp32 data that is TF32) or
-// rounds its inputs or sums down; the deterministic rule none marked nondeterministic.
+// on the tensor cores only, summing in fp32; fp32 without TF32 none that uses them (on fp32 data
+// that is TF32) or rounds its inputs or sums down; the deterministic rule none marked nondeterministic.
 inline bool engineObeys(const std::vector<cudnnBackendNumericalNote_t>& notes, ConvRule rule) {
     const auto has = [&](cudnnBackendNumericalNote_t n) {
         for (cudnnBackendNumericalNote_t m : notes)
@@ -89,7 +91,8 @@ inline bool engineObeys(const std::vector<cudnnBackendNumericalNote_t>& notes, C
     };
     if (rule.deterministic && has(CUDNN_NUMERICAL_NOTE_NONDETERMINISTIC)) return false;
     switch (rule.math) {
-    case ConvMath::TensorOp: return has(CUDNN_NUMERICAL_NOTE_TENSOR_CORE);
+    case ConvMath::TensorOp:
+        return has(CUDNN_NUMERICAL_NOTE_TENSOR_CORE) && !has(CUDNN_NUMERICAL_NOTE_REDUCED_PRECISION_REDUCTION);
     case ConvMath::Fma:
         return !has(CUDNN_NUMERICAL_NOTE_TENSOR_CORE) && !has(CUDNN_NUMERICAL_NOTE_DOWN_CONVERT_INPUTS) &&
                !has(CUDNN_NUMERICAL_NOTE_REDUCED_PRECISION_REDUCTION);
@@ -145,12 +148,13 @@ bool keptChoiceObeys(const AlgoChoice& kept, const Perf* heuristics, int count, 
 // The key a convolution's choices are kept under across runs: the GPU and cuDNN (`device`, e.g.
 // "NVIDIA H100 80GB HBM3, sm 9.0, 132 SMs, cuDNN 9.19.0"), the shape cuDNN sees (the input padded
 // by hand where the padding was asymmetric: `paddedByHand`, which runs NHWC only) and the rule.
+// A convolution without a bias ("no bias") is told apart: its forward graph differs.
 inline std::string choiceKey(const std::string& device, int n, int c, int h, int w, int k, int r, int s, int strideH,
-                             int strideW, int padH, int padW, bool paddedByHand, bool bf16, ConvRule rule) {
+                             int strideW, int padH, int padW, bool paddedByHand, bool bf16, ConvRule rule, bool bias = true) {
     auto i = [](int v) { return std::to_string(v); };
     return device + " | conv n" + i(n) + " c" + i(c) + " " + i(h) + "x" + i(w) + " k" + i(k) + " " + i(r) + "x" + i(s) +
            " stride " + i(strideH) + "x" + i(strideW) + " pad " + (paddedByHand ? std::string("by hand") : i(padH) + "x" + i(padW)) +
-           " | " +
+           (bias ? "" : " no bias") + " | " +
            (bf16 ? "bf16 tensor-op" : rule.math == ConvMath::Any ? "fp32 tf32-allowed" : "fp32 fma") +
            (rule.deterministic ? " deterministic" : " fastest");
 }

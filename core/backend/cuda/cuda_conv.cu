@@ -162,7 +162,7 @@ AlgoChoice retimed(const Perf* perf, int count, ConvRule rule, cudnnConvolutionD
 // (towers on one GPU and the evaluation network would otherwise search again).
 class ConvChoiceCache {
 public:
-    using Key = std::tuple<int, int, int, int, int, int, int, int, int, int, int, bool, bool, bool, bool>;
+    using Key = std::tuple<int, int, int, int, int, int, int, int, int, int, int, bool, bool, bool, bool, bool>;
     std::mutex mutex;
     std::map<Key, ConvChoice> choices;
 };
@@ -420,12 +420,12 @@ private:
         ConvChoiceCache& cache = choiceCache();
         cacheKey_ = {ctx_.device, d_.n, d_.c, hp_, wp_, d_.k, d_.r, d_.s, d_.strideH * 1000 + d_.strideW,
                      symmetric_ ? d_.padTop : 0, symmetric_ ? d_.padLeft : 0, ctx_.allowTf32, bf16_,
-                     ctx_.deterministic, symmetric_};  // (padded by hand: no NCHW)
+                     ctx_.deterministic, symmetric_, d_.bias};  // (padded by hand: no NCHW)
         const ConvChoiceCache::Key& key = cacheKey_;
         rule_ = {bf16_ ? ConvMath::TensorOp : ctx_.allowTf32 ? ConvMath::Any : ConvMath::Fma, ctx_.deterministic};
         const ConvRule rule = rule_;
         storeKey_ = choiceKey(ctx_.deviceKey, d_.n, d_.c, hp_, wp_, d_.k, d_.r, d_.s, d_.strideH, d_.strideW,
-                              symmetric_ ? d_.padTop : 0, symmetric_ ? d_.padLeft : 0, !symmetric_, bf16_, rule);
+                              symmetric_ ? d_.padTop : 0, symmetric_ ? d_.padLeft : 0, !symmetric_, bf16_, rule, d_.bias);
         const std::string& storeKey = storeKey_;
         std::lock_guard lock(cache.mutex);
         if (auto it = cache.choices.find(key); it != cache.choices.end()) {
@@ -468,7 +468,9 @@ private:
             c.workspace = size_t(a.workspaceBytes);
             c.math = cudnnMathType_t(a.math);
             c.layout = a.layout == 1 ? ConvLayout::Nchw : ConvLayout::Nhwc;
-            c.graphTried = a.graph.state != TB_GRAPH_NOT_TRIED;
+            c.graphState = a.graph.state >= TB_GRAPH_NOT_TRIED && a.graph.state <= TB_GRAPH_NONE
+                               ? AlgoChoice::Graph(a.graph.state)
+                               : AlgoChoice::Graph::NotTried;
             if (a.graph.state == TB_GRAPH_ENGINE) {
                 GraphEngine g;
                 g.id = a.graph.engine;
@@ -555,7 +557,7 @@ private:
         TbConvChoice t{};
         const auto to = [](const AlgoChoice& a) {
             TbConvAlgorithm t{a.algo, int(a.math), nchw(a) ? 1 : 0, uint64_t(a.workspace), {}};
-            t.graph.state = !a.graphTried ? TB_GRAPH_NOT_TRIED : a.graph ? TB_GRAPH_ENGINE : TB_GRAPH_LEGACY_FASTER;
+            t.graph.state = int(a.graphState);
             if (a.graph) {
                 t.graph.engine = a.graph->id;
                 t.graph.knobCount = int(a.graph->knobs.size());  // (at most kMaxGraphKnobs: cudnn_graph.cpp)
@@ -694,9 +696,7 @@ private:
                 if (c.bf16_) fill(q, buf->h(), v, n);
                 else fill(q, buf->f(), v, n);
             }
-            size_t freeBytes = 0, total = 0;
-            TB_CUDA(cudaMemGetInfo(&freeBytes, &total));
-            bytes = std::min<size_t>(size_t(1) << 30, freeBytes / 4);
+            bytes = searchWorkspaceCap();
             while (bytes > 0 && cudaMalloc(&space, bytes) != cudaSuccess) {
                 cudaGetLastError();
                 bytes /= 2;
@@ -716,17 +716,18 @@ private:
     // Decided once per shape and process under the cache's lock, kept across runs with the
     // algorithms; the other plans of the shape rebuild the same engines (a plan is bound to its
     // handle's device and keeps a variant pack of its own). A forced layout or API decides for this
-    // plan alone and keeps nothing.
+    // plan alone and keeps nothing; so does a trial that failed for want of memory or the like.
     void chooseGraphs() {
         ConvChoiceCache& cache = choiceCache();
         std::lock_guard lock(cache.mutex);
         const bool keepable = !forced_ && api_ == ConvApi::Measured;
         ConvChoice& c = keepable ? cache.choices.at(cacheKey_) : choice_;
+        using Graph = AlgoChoice::Graph;
         bool changed = false;
         for (int i = 0; i < 3; ++i) {
             const auto dir = ConvDirection(i);
             AlgoChoice& a = directionOf(c, dir);
-            if (keepable && a.graphTried && !a.graph) continue;  // the legacy algorithm was faster
+            if (keepable && (a.graphState == Graph::NotFaster || a.graphState == Graph::None)) continue;
             std::string why;
             std::unique_ptr<GraphConv> g;
             try {
@@ -734,16 +735,24 @@ private:
             } catch (const GraphRefused& e) {
                 why = e.what();
             }
-            if (keepable && a.graphTried && g) {
+            if (keepable && a.graphState == Graph::Engine && g) {
                 if ((graph_[size_t(i)] = g->rebuild(*a.graph, rule_, why))) continue;
-                noteOnce("gpu:" + std::to_string(ctx_.device) + ": the cuDNN graph engine kept for the " +
-                         directionName(dir) + " of \"" + storeKey_ + "\" cannot be used (" + why + "); it is timed again");
+                noteOnce(where(dir) + ": the cuDNN graph engine kept for it cannot be used (" + why +
+                         "); it is timed again");
+                why.clear();
             }
-            if (g) graph_[size_t(i)] = fastestGraph(*g, dir, why);
-            if (!graph_[size_t(i)] && !why.empty())
-                noteOnce("gpu:" + std::to_string(ctx_.device) + ": no cuDNN graph engine for the " + directionName(dir) +
-                         " of \"" + storeKey_ + "\" (" + why + "); it runs on the legacy calls");
-            a.graphTried = true;
+            GraphPick pick;
+            if (g) pick = fastestGraph(*g, dir);
+            else pick.why = why;  // cuDNN refused the graph itself
+            if (pick.outcome == Graph::NotTried) {  // the trials failed (memory, a fault): nothing kept
+                noteOnce(where(dir) + ": its cuDNN graph engines could not be timed (" + pick.why +
+                         "); it runs on the legacy calls");
+                continue;
+            }
+            if (pick.outcome == Graph::None)
+                noteOnce(where(dir) + ": no cuDNN graph engine (" + pick.why + "); it runs on the legacy calls");
+            graph_[size_t(i)] = std::move(pick.plan);
+            a.graphState = pick.outcome;
             a.graph.reset();
             if (graph_[size_t(i)]) a.graph = graph_[size_t(i)]->engine();
             changed = true;
@@ -753,13 +762,17 @@ private:
             if (changed) keep(storeKey_, c);
         }
         for (size_t i = 0; i < 3; ++i) graphNow_[i] = graph_[i].get();
+        forgetCopies();  // (the trials' buffers are gone)
     }
     static AlgoChoice& directionOf(ConvChoice& c, ConvDirection dir) {
         return dir == ConvDirection::Forward ? c.fwd : dir == ConvDirection::BackwardData ? c.bwdData : c.bwdFilter;
     }
-    static const char* directionName(ConvDirection dir) {
-        return dir == ConvDirection::Forward ? "forward convolution"
-               : dir == ConvDirection::BackwardData ? "input gradient" : "filter gradient";
+    // "gpu:0: the forward convolution of NVIDIA H100 ... | conv n128 ... | fp32 fma deterministic"
+    std::string where(ConvDirection dir) const {
+        const char* name = dir == ConvDirection::Forward        ? "forward convolution"
+                           : dir == ConvDirection::BackwardData ? "input gradient"
+                                                                : "filter gradient";
+        return "gpu:" + std::to_string(ctx_.device) + ": the " + name + " of \"" + storeKey_ + "\"";
     }
     GraphConvShape graphShape(ConvDirection dir) const {
         GraphConvShape g;
@@ -770,65 +783,97 @@ private:
         return g;
     }
 
-    // Of `g`'s candidates (heuristics' order, the rule's), the one that runs direction `dir` fastest
-    // as a step runs it, timed beside the legacy algorithm (medianTimes); null where the legacy
-    // algorithm is faster (TB_CONV_API=measured) or where there is no candidate (`why` then says why).
-    std::unique_ptr<GraphConvPlan> fastestGraph(const GraphConv& g, ConvDirection dir, std::string& why) {
+    // What fastestGraph found: the engine that won (Engine), the legacy algorithm faster
+    // (NotFaster), no candidate (None: refused, none listed that obeys the rule and builds, none
+    // that records or runs), or trials that failed themselves (NotTried); `why` for the last two.
+    struct GraphPick {
+        AlgoChoice::Graph outcome = AlgoChoice::Graph::None;
+        std::unique_ptr<GraphConvPlan> plan;
+        std::string why;
+    };
+    // Of `g`'s candidates (heuristics' order, the rule's, a workspace within the legacy search's
+    // cap), those that can be recorded into a CUDA Graph as a step is, timed as a step runs the
+    // direction beside the legacy algorithm (medianTimes); the fastest. With TB_CONV_API set, says
+    // each decision on stderr (the device check's record of what cuDNN offered).
+    GraphPick fastestGraph(const GraphConv& g, ConvDirection dir) {
+        using Graph = AlgoChoice::Graph;
         constexpr int kGraphCandidates = 6;
+        GraphPick pick;
+        GraphConv::Counts counts;
         std::vector<GraphConvPlan> plans;
         try {
-            plans = g.candidates(rule_, kGraphCandidates);
+            plans = g.candidates(rule_, kGraphCandidates, counts);
         } catch (const GraphRefused& e) {
-            why = e.what();
-            return nullptr;
+            pick.why = e.what();
+            return pick;
         }
-        if (plans.empty()) {
-            why = "cuDNN's heuristics list none that obeys the run's rule and builds";
-            return nullptr;
-        }
-        size_t workspace = cudnnBytes_;
-        for (const GraphConvPlan& p : plans) workspace = std::max(workspace, p.engine().workspace);
-        const StepTrials t(*this, workspace);
-        const size_t i = size_t(dir);
-        plans.erase(std::remove_if(plans.begin(), plans.end(), [&](const GraphConvPlan& p) { return !recordable(dir, p, t); }),
+        const size_t cap = searchWorkspaceCap();
+        plans.erase(std::remove_if(plans.begin(), plans.end(),
+                                   [&](const GraphConvPlan& p) { return p.engine().workspace > cap; }),
                     plans.end());
-        if (plans.empty()) {
-            why = "no engine listed can be recorded into a CUDA Graph, as a step is";
-            return nullptr;
-        }
-        const auto runWith = [&](const GraphConvPlan* plan) -> std::function<bool(int)> {
-            return [&, plan](int calls) {
-                graphNow_[i] = plan;
-                bool ran = true;
-                try {
-                    for (int k = 0; k < calls; ++k) runDirection(dir, t);
-                } catch (const Error&) {
-                    ran = false;
-                }
-                graphNow_[i] = nullptr;
-                return ran;
-            };
+        const auto counted = [&] {
+            return std::to_string(counts.listed) + " listed, " + std::to_string(counts.obeying) + " obey the rule, " +
+                   std::to_string(counts.built) + " built, " + std::to_string(plans.size()) + " recordable";
         };
-        std::vector<std::function<bool(int)>> runs;
-        const bool measured = api_ == ConvApi::Measured;
-        if (measured) runs.push_back(runWith(nullptr));  // the legacy algorithm
-        for (const GraphConvPlan& p : plans) runs.push_back(runWith(&p));
-        const std::vector<std::optional<float>> times = medianTimes(ctx_.setup->stream, runs);
-        std::optional<size_t> best;
-        for (size_t j = 0; j < times.size(); ++j)
-            if (times[j] && (!best || *times[j] < *times[*best])) best = j;
-        if (!best || (measured && *best == 0)) {
-            if (!best) why = "every candidate failed when run";
-            return nullptr;
+        try {
+            size_t workspace = cudnnBytes_;
+            for (const GraphConvPlan& p : plans) workspace = std::max(workspace, p.engine().workspace);
+            const StepTrials t(*this, workspace);
+            {
+                const ProbeStream probe(ctx_.device);
+                plans.erase(std::remove_if(plans.begin(), plans.end(),
+                                           [&](const GraphConvPlan& p) { return !recordable(dir, p, t, probe); }),
+                            plans.end());
+            }
+            if (plans.empty()) {
+                pick.why = "of cuDNN's engines " + counted();
+                return pick;
+            }
+            const size_t i = size_t(dir);
+            const auto runWith = [&](const GraphConvPlan* plan) -> std::function<bool(int)> {
+                return [&, plan](int calls) {
+                    graphNow_[i] = plan;
+                    bool ran = true;
+                    try {
+                        for (int k = 0; k < calls; ++k) runDirection(dir, t, ctx_.setup);
+                    } catch (const Error&) {
+                        ran = false;
+                    }
+                    graphNow_[i] = nullptr;
+                    return ran;
+                };
+            };
+            std::vector<std::function<bool(int)>> runs{runWith(nullptr)};  // the legacy algorithm first
+            for (const GraphConvPlan& p : plans) runs.push_back(runWith(&p));
+            const std::vector<std::optional<float>> times = medianTimes(ctx_.setup->stream, runs);
+            std::optional<size_t> best;  // of the graph engines
+            for (size_t j = 1; j < times.size(); ++j)
+                if (times[j] && (!best || *times[j] < *times[*best])) best = j;
+            if (!best) {
+                pick.why = "every engine of cuDNN's failed when run (" + counted() + ")";
+                return pick;
+            }
+            const bool wins = api_ == ConvApi::Graph || !times[0] || *times[*best] < *times[0];
+            if (std::getenv("TB_CONV_API"))
+                noteOnce(where(dir) + ": graph engine " + std::to_string(plans[*best - 1].engine().id) + " " +
+                         std::to_string(*times[*best]) + " ms, legacy algorithm " +
+                         (times[0] ? std::to_string(*times[0]) + " ms" : std::string("failed")) + " (" + counted() +
+                         "): " + (wins ? "the graph engine runs" : "the legacy algorithm runs"));
+            pick.outcome = wins ? Graph::Engine : Graph::NotFaster;
+            if (wins) pick.plan = std::make_unique<GraphConvPlan>(std::move(plans[*best - 1]));
+            return pick;
+        } catch (const Error& e) {  // the trials' memory, or a fault: nothing is concluded
+            pick.outcome = Graph::NotTried;
+            pick.why = e.what();
+            return pick;
         }
-        return std::make_unique<GraphConvPlan>(std::move(plans[*best - (measured ? 1 : 0)]));
     }
 
     // What fastestGraph's trials run a step's direction on (made once per shape, at set-up, outside
     // any step): the network's fp32 tensors filled with constants, and the plan's workspace with
     // `workspace` bytes for cuDNN. Freed once the set-up stream is idle.
     struct StepTrials {
-        DeviceBuffer x, w, b, y, dy, dx, dw, db, ws;
+        DeviceBuffer x, w, b, y, dy, dx, dw, ws;
         cudaStream_t q;
         StepTrials(const CudaConv& c, size_t workspace) : q(c.ctx_.setup->stream) {
             const ConvDesc& d = c.d_;
@@ -840,47 +885,82 @@ private:
                 return buf;
             };
             x = made(xs, 0.5f), w = made(fs, 0.125f), b = made(size_t(d.k), 0.f), y = made(ys, 0.f);
-            dy = made(ys, 0.25f), dx = made(xs, 0.f), dw = made(fs, 0.f), db = made(size_t(d.k), 0.f);
+            dy = made(ys, 0.25f), dx = made(xs, 0.f), dw = made(fs, 0.f);
             ws = DeviceBuffer(a, c.stageBytes_ + workspace);
+            TB_CUDA(cudaStreamSynchronize(q));  // filled before the probe's stream reads them
         }
         ~StepTrials() { cudaStreamSynchronize(q); }  // before the buffers go back to the allocator
         StepTrials(const StepTrials&) = delete;
         StepTrials& operator=(const StepTrials&) = delete;
     };
-    // Whether direction `dir` on `plan` can be recorded into a CUDA Graph as a step is (an engine
-    // that synchronised or allocated inside would break the recording of every step).
-    bool recordable(ConvDirection dir, const GraphConvPlan& plan, const StepTrials& t) {
-        cudaStream_t q = ctx_.setup->stream;
-        if (cudaStreamBeginCapture(q, cudaStreamCaptureModeThreadLocal) != cudaSuccess) {
-            cudaGetLastError();
-            return false;
+    // A stream and cuDNN handle of the probe's own, which the allocator does not know: no fence of
+    // another thread's free records into it while it is being recorded, and nothing queued on the
+    // set-up stream is swallowed by the recording.
+    struct ProbeStream {
+        StreamImpl s;
+        explicit ProbeStream(int device) {
+            TB_CUDA(cudaSetDevice(device));
+            TB_CUDA(cudaStreamCreateWithFlags(&s.stream, cudaStreamNonBlocking));
+            if (const cudnnStatus_t e = cudnnCreate(&s.cudnn); e != CUDNN_STATUS_SUCCESS) {
+                cudaStreamDestroy(s.stream);
+                TB_CUDA(e);
+            }
+            TB_CUDA(cudnnSetStream(s.cudnn, s.stream));
         }
+        ~ProbeStream() {
+            cudaStreamSynchronize(s.stream);
+            cudnnDestroy(s.cudnn);
+            cudaStreamDestroy(s.stream);
+        }
+        ProbeStream(const ProbeStream&) = delete;
+        ProbeStream& operator=(const ProbeStream&) = delete;
+    };
+    // Whether direction `dir` on `plan` can be recorded into a CUDA Graph and replayed as a step is:
+    // run once (a first call's one-time set-up happens outside a recording, as a tower's first step
+    // runs unrecorded), then recorded, instantiated and launched on the probe's stream.
+    bool recordable(ConvDirection dir, const GraphConvPlan& plan, const StepTrials& t, const ProbeStream& probe) {
+        cudaStream_t q = probe.s.stream;
+        Stream st = const_cast<StreamImpl*>(&probe.s);
         graphNow_[size_t(dir)] = &plan;
-        bool ran = true;
+        bool ok = true, capturing = false;
         try {
-            runDirection(dir, t);
+            runDirection(dir, t, st);
+            TB_CUDA(cudaStreamSynchronize(q));
+            TB_CUDA(cudaStreamBeginCapture(q, cudaStreamCaptureModeThreadLocal));
+            capturing = true;
+            runDirection(dir, t, st);
         } catch (const Error&) {
-            ran = false;
+            ok = false;
         }
         graphNow_[size_t(dir)] = nullptr;
         cudaGraph_t recorded = nullptr;
-        const cudaError_t ended = cudaStreamEndCapture(q, &recorded);
+        if (capturing) ok = cudaStreamEndCapture(q, &recorded) == cudaSuccess && ok && recorded;
+        if (ok) {
+            cudaGraphExec_t exec = nullptr;
+            ok = cudaGraphInstantiate(&exec, recorded, 0) == cudaSuccess && cudaGraphLaunch(exec, q) == cudaSuccess &&
+                 cudaStreamSynchronize(q) == cudaSuccess;
+            if (exec) cudaGraphExecDestroy(exec);
+        }
         if (recorded) cudaGraphDestroy(recorded);
-        cudaGetLastError();  // (a refused call inside leaves its error behind)
-        return ran && ended == cudaSuccess;
+        cudaGetLastError();  // (a refused call leaves its error behind)
+        return ok;
     }
-
-    // One direction as a step runs it, on the set-up stream, its inputs' copies made afresh.
-    void runDirection(ConvDirection dir, const StepTrials& t) {
-        Stream st = ctx_.setup;
+    // One direction as a step runs it, on `st`, its inputs' copies made afresh (the bias gradient,
+    // the same cuBLAS call on either side, is left out: the set-up stream has no cuBLAS).
+    void runDirection(ConvDirection dir, const StepTrials& t, Stream st) {
         forgetCopies();
         switch (dir) {
         case ConvDirection::Forward: forward(st, t.x.f(), t.w.f(), d_.bias ? t.b.f() : nullptr, t.y.f(), t.ws.raw()); break;
         case ConvDirection::BackwardData: backwardData(st, t.dy.f(), t.w.f(), t.dx.f(), t.ws.raw()); break;
-        case ConvDirection::BackwardFilter:
-            backwardWeights(st, t.x.f(), t.dy.f(), t.dw.f(), d_.bias ? t.db.f() : nullptr, t.ws.raw());
-            break;
+        case ConvDirection::BackwardFilter: backwardWeights(st, t.x.f(), t.dy.f(), t.dw.f(), nullptr, t.ws.raw()); break;
         }
+    }
+    // The most workspace a search gives cuDNN: a quarter of the free memory, at most 1 GiB, so that
+    // a fast algorithm with a large workspace is not missed and none takes the run's memory.
+    static size_t searchWorkspaceCap() {
+        size_t freeBytes = 0, total = 0;
+        TB_CUDA(cudaMemGetInfo(&freeBytes, &total));
+        return std::min<size_t>(size_t(1) << 30, freeBytes / 4);
     }
 
     // One direction in both layouts: in(layout) searches and re-times it in that layout. A layout

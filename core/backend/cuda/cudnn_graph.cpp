@@ -104,11 +104,12 @@ struct GraphConvPlan::Pack {
     BackendDescriptor descriptor{CUDNN_BACKEND_VARIANT_PACK_DESCRIPTOR, "variant pack"};
 };
 
-GraphConvPlan::GraphConvPlan(std::vector<DescPtr> owners, GraphEngine engine, ConvDirection direction)
-    : owners_(std::move(owners)), engine_(std::move(engine)), direction_(direction) {}
+GraphConvPlan::GraphConvPlan(std::vector<DescPtr> owners, GraphEngine engine, ConvDirection direction, bool bias)
+    : owners_(std::move(owners)), engine_(std::move(engine)), direction_(direction), bias_(bias) {}
 
 cudnnStatus_t GraphConvPlan::run(cudnnHandle_t h, const void* a, const void* b, const float* bias, void* out,
                                  void* workspace) const {
+    if ((bias != nullptr) != bias_) return CUDNN_STATUS_BAD_PARAM;
     const std::array<const void*, 4> pointers{a, b, bias, out};
     if (!pack_ || pack_->pointers != pointers || pack_->workspace != workspace) {
         std::array<int64_t, 4> uids{};
@@ -142,7 +143,7 @@ cudnnStatus_t GraphConvPlan::run(cudnnHandle_t h, const void* a, const void* b, 
 }
 
 GraphConv::GraphConv(cudnnHandle_t h, const GraphConvShape& s, ConvDirection direction)
-    : handle_(h), direction_(direction) {
+    : handle_(h), direction_(direction), bias_(direction == ConvDirection::Forward && s.bias) {
     const cudnnDataType_t in = s.bf16 ? CUDNN_DATA_BFLOAT16 : CUDNN_DATA_FLOAT, out = CUDNN_DATA_FLOAT;
     const int64_t a = int64_t(GraphConvPlan::kAlignment);
     const std::array<int64_t, 4> xDims{s.n, s.c, s.h, s.w}, wDims{s.k, s.c, s.r, s.s},
@@ -233,7 +234,7 @@ GraphConv::GraphConv(cudnnHandle_t h, const GraphConvShape& s, ConvDirection dir
 
 GraphConv::~GraphConv() = default;
 
-std::vector<GraphConvPlan> GraphConv::candidates(ConvRule rule, int most) const {
+std::vector<GraphConvPlan> GraphConv::candidates(ConvRule rule, int most, Counts& counts) const {
     BackendDescriptor heuristics(CUDNN_BACKEND_ENGINEHEUR_DESCRIPTOR, "the engine heuristics");
     const cudnnBackendHeurMode_t mode = CUDNN_HEUR_MODE_A;
     heuristics.set(CUDNN_ATTR_ENGINEHEUR_OPERATION_GRAPH, *graph_)
@@ -254,11 +255,16 @@ std::vector<GraphConvPlan> GraphConv::candidates(ConvRule rule, int most) const 
                                               CUDNN_TYPE_BACKEND_DESCRIPTOR, count, &got, raw.data()) !=
                          CUDNN_STATUS_SUCCESS)
         throw GraphRefused("cuDNN's graph API: the engine heuristics' results cannot be read");
+    counts.listed = int(got);
     std::vector<GraphConvPlan> plans;
     for (int64_t i = 0; i < got && int(plans.size()) < most; ++i) {
         std::string why;
-        if (std::unique_ptr<GraphConvPlan> p = plan(configs[size_t(i)], {}, rule, why)) plans.push_back(std::move(*p));
+        bool obeyed = false;
+        std::unique_ptr<GraphConvPlan> p = plan(configs[size_t(i)], {}, rule, why, &obeyed);
+        counts.obeying += obeyed;
+        if (p) plans.push_back(std::move(*p));
     }
+    counts.built = int(plans.size());
     return plans;
 }
 
@@ -299,7 +305,7 @@ std::unique_ptr<GraphConvPlan> GraphConv::rebuild(const GraphEngine& kept, ConvR
 }
 
 std::unique_ptr<GraphConvPlan> GraphConv::plan(const DescPtr& config, std::vector<DescPtr> owners, ConvRule rule,
-                                               std::string& why) const {
+                                               std::string& why, bool* obeyed) const {
     try {
         // The configuration's engine (its index and notes) and knob choices, read back.
         BackendDescriptor engine(CUDNN_BACKEND_ENGINE_DESCRIPTOR, "an engine");
@@ -315,23 +321,26 @@ std::unique_ptr<GraphConvPlan> GraphConv::plan(const DescPtr& config, std::vecto
             why = "engine " + std::to_string(id.id) + " breaks the run's rule (math or determinism)";
             return nullptr;
         }
+        if (obeyed) *obeyed = true;
+        // The knob choices, into as many descriptors as there are knob types (cudnn-frontend reads
+        // them alike); only the `got` that cuDNN filled count. Unread knobs would rebuild another
+        // kernel than the one timed, so an engine whose knobs cannot be read is dropped.
+        std::vector<DescPtr> knobs;
+        std::vector<cudnnBackendDescriptor_t> raw;
+        for (int i = 0; i < CUDNN_KNOB_TYPE_COUNTS; ++i) {
+            knobs.push_back(make(CUDNN_BACKEND_KNOB_CHOICE_DESCRIPTOR, "a knob choice"));
+            raw.push_back(knobs.back()->raw());
+        }
         int64_t knobCount = 0;
-        cudnnBackendGetAttribute(config->raw(), CUDNN_ATTR_ENGINECFG_KNOB_CHOICES, CUDNN_TYPE_BACKEND_DESCRIPTOR, 0,
-                                 &knobCount, nullptr);
+        if (cudnnBackendGetAttribute(config->raw(), CUDNN_ATTR_ENGINECFG_KNOB_CHOICES, CUDNN_TYPE_BACKEND_DESCRIPTOR,
+                                     int64_t(raw.size()), &knobCount, raw.data()) != CUDNN_STATUS_SUCCESS ||
+            knobCount < 0 || knobCount > int64_t(raw.size()))
+            throw GraphRefused("cuDNN's graph API: engine " + std::to_string(id.id) + "'s knob choices cannot be read");
         if (knobCount > kMaxGraphKnobs) {
             why = "engine " + std::to_string(id.id) + " has more knobs than are kept";
             return nullptr;
         }
-        std::vector<DescPtr> knobs;
-        std::vector<cudnnBackendDescriptor_t> raw;
-        for (int64_t i = 0; i < knobCount; ++i) {
-            knobs.push_back(make(CUDNN_BACKEND_KNOB_CHOICE_DESCRIPTOR, "a knob choice"));
-            raw.push_back(knobs.back()->raw());
-        }
-        if (knobCount > 0 && cudnnBackendGetAttribute(config->raw(), CUDNN_ATTR_ENGINECFG_KNOB_CHOICES,
-                                                      CUDNN_TYPE_BACKEND_DESCRIPTOR, knobCount, &got, raw.data()) !=
-                                 CUDNN_STATUS_SUCCESS)
-            throw GraphRefused("cuDNN's graph API: engine " + std::to_string(id.id) + "'s knob choices cannot be read");
+        knobs.resize(size_t(knobCount));
         for (const DescPtr& k : knobs) {
             cudnnBackendKnobType_t type{};
             int64_t value = 0;
@@ -350,7 +359,7 @@ std::unique_ptr<GraphConvPlan> GraphConv::plan(const DescPtr& config, std::vecto
         id.workspace = size_t(workspace);
         owners.insert(owners.begin(), {plan, config});
         owners.insert(owners.end(), parts_.begin(), parts_.end());
-        return std::make_unique<GraphConvPlan>(std::move(owners), std::move(id), direction_);
+        return std::make_unique<GraphConvPlan>(std::move(owners), std::move(id), direction_, bias_);
     } catch (const GraphRefused& e) {
         why = e.what();
         return nullptr;

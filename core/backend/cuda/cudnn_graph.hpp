@@ -39,14 +39,18 @@ struct GraphRefused : Error {
 
 class BackendDescriptor;
 
-// One execution plan, ready to run on any handle of its device.
+// One execution plan, ready to run on any handle of its device; used by one thread at a time (it
+// keeps the variant pack of its last call).
 class GraphConvPlan {
 public:
     // `owners`: the plan first, then every descriptor it was built from (cuDNN's descriptors may
     // refer to those set into them, so they live as long as the plan).
-    GraphConvPlan(std::vector<std::shared_ptr<BackendDescriptor>> owners, GraphEngine engine, ConvDirection direction);
-    // Forward: (a, b) = (x, w), out = y, bias b (null without one); BackwardData: (dy, w) -> dx;
-    // BackwardFilter: (x, dy) -> dw. On the handle's stream; `workspace` of engine().workspace bytes.
+    GraphConvPlan(std::vector<std::shared_ptr<BackendDescriptor>> owners, GraphEngine engine, ConvDirection direction,
+                  bool bias);
+    // Forward: (a, b) = (x, w), out = y, bias b (null exactly where the graph has none);
+    // BackwardData: (dy, w) -> dx; BackwardFilter: (x, dy) -> dw. On the handle's stream;
+    // `workspace` of engine().workspace bytes. CUDNN_STATUS_BAD_PARAM for a bias the graph lacks
+    // (or one missing) and for a variant pack cuDNN refuses.
     cudnnStatus_t run(cudnnHandle_t h, const void* a, const void* b, const float* bias, void* out, void* workspace) const;
     // Whether a call's pointers have the alignment the plan was made for (the bias needs none).
     static bool fits(const void* a, const void* b, const void* out) {
@@ -59,6 +63,7 @@ private:
     std::vector<std::shared_ptr<BackendDescriptor>> owners_;
     GraphEngine engine_;
     ConvDirection direction_;
+    bool bias_;
     // The variant pack of the last call's pointers: a step calls with the same ones every time
     // (and a recorded step is replayed without calling at all), so it is made once.
     struct Pack;
@@ -74,21 +79,27 @@ public:
     GraphConv(const GraphConv&) = delete;
     GraphConv& operator=(const GraphConv&) = delete;
 
+    // How many engines the heuristics listed, how many of them obey the rule, and how many built.
+    struct Counts {
+        int listed = 0, obeying = 0, built = 0;
+    };
     // Up to `most` plans of the engines cuDNN's heuristics (mode A) rank for the graph, in their
     // order, that obey `rule` and that cuDNN builds; none where it offers none.
-    std::vector<GraphConvPlan> candidates(ConvRule rule, int most) const;
+    std::vector<GraphConvPlan> candidates(ConvRule rule, int most, Counts& counts) const;
     // The plan of a kept engine and its knobs, if it obeys `rule` and cuDNN builds it now; else
     // why not, in `why`.
     std::unique_ptr<GraphConvPlan> rebuild(const GraphEngine& kept, ConvRule rule, std::string& why) const;
 
 private:
-    // The plan of `config`; `owners` are the descriptors the configuration was built from.
+    // The plan of `config`, or null and why not; `owners` are the descriptors the configuration
+    // was built from; *obeyed (if given) says whether its engine obeys the rule.
     std::unique_ptr<GraphConvPlan> plan(const std::shared_ptr<BackendDescriptor>& config,
                                         std::vector<std::shared_ptr<BackendDescriptor>> owners, ConvRule rule,
-                                        std::string& why) const;
+                                        std::string& why, bool* obeyed = nullptr) const;
 
     cudnnHandle_t handle_;
     ConvDirection direction_;
+    bool bias_;
     std::shared_ptr<BackendDescriptor> graph_;
     std::vector<std::shared_ptr<BackendDescriptor>> parts_;  // the graph, its tensors and operations
 };
