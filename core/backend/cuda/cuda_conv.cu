@@ -25,6 +25,7 @@
 #include "backend/cuda/cudnn_graph.hpp"
 #include "backend/cuda/kernels.cuh"
 #include "backend/cuda/plan_memory.hpp"
+#include "backend/cuda/plan_trials.hpp"
 
 namespace tb::cuda {
 
@@ -84,38 +85,6 @@ inline bool refusedForPrecision(cudnnStatus_t status) {
             throw NoAlgorithm(std::string("CUDA backend: ") + #call + ": " + cudnnGetErrorString(status_)); \
         TB_CUDA(status_);                                                                               \
     } while (0)
-
-// The median time per call of each of `runs` on `q` (runs[j](calls) runs candidate j `calls`
-// times; false where it is refused, and that candidate gets no time): a warm-up call each, then
-// kRounds rounds taking every candidate in turn (a ramping clock favours none), each timing kCalls
-// back-to-back calls (a busy GPU, as in a step).
-std::vector<std::optional<float>> medianTimes(cudaStream_t q, const std::vector<std::function<bool(int)>>& runs) {
-    constexpr int kRounds = 5, kCalls = 3;
-    struct Event {
-        cudaEvent_t e = nullptr;
-        Event() { TB_CUDA(cudaEventCreate(&e)); }
-        ~Event() { cudaEventDestroy(e); }
-    } start, end;
-    std::vector<bool> refused(runs.size());
-    for (size_t j = 0; j < runs.size(); ++j) refused[j] = !runs[j](1);
-    std::vector<std::array<float, kRounds>> ms(runs.size());
-    for (int r = 0; r < kRounds; ++r)
-        for (size_t j = 0; j < runs.size(); ++j) {
-            if (refused[j]) continue;
-            TB_CUDA(cudaEventRecord(start.e, q));
-            refused[j] = !runs[j](kCalls);
-            TB_CUDA(cudaEventRecord(end.e, q));
-            TB_CUDA(cudaEventSynchronize(end.e));
-            TB_CUDA(cudaEventElapsedTime(&ms[j][size_t(r)], start.e, end.e));
-        }
-    std::vector<std::optional<float>> times(runs.size());
-    for (size_t j = 0; j < runs.size(); ++j) {
-        if (refused[j]) continue;
-        std::nth_element(ms[j].begin(), ms[j].begin() + kRounds / 2, ms[j].end());
-        times[j] = ms[j][kRounds / 2] / float(kCalls);
-    }
-    return times;
-}
 
 // cudnnFind*Ex times each algorithm once, too noisy on small convolutions (docs/gpus.md), so
 // Find's usable candidates within 3x of its fastest (at most kCandidates) are timed again
@@ -820,9 +789,14 @@ private:
             for (const GraphConvPlan& p : plans) workspace = std::max(workspace, p.engine().workspace);
             const StepTrials t(*this, workspace);
             {
-                const ProbeStream probe(ctx_.device);
+                ProbeStream probe(ctx_.device);
                 plans.erase(std::remove_if(plans.begin(), plans.end(),
-                                           [&](const GraphConvPlan& p) { return !recordable(dir, p, t, probe); }),
+                                           [&](const GraphConvPlan& p) {
+                                               graphNow_[size_t(dir)] = &p;
+                                               const bool ok = recordable(probe, [&](Stream st) { runDirection(dir, t, st); });
+                                               graphNow_[size_t(dir)] = nullptr;
+                                               return !ok;
+                                           }),
                             plans.end());
             }
             if (plans.empty()) {
@@ -893,58 +867,6 @@ private:
         StepTrials(const StepTrials&) = delete;
         StepTrials& operator=(const StepTrials&) = delete;
     };
-    // A stream and cuDNN handle of the probe's own, which the allocator does not know: no fence of
-    // another thread's free records into it while it is being recorded, and nothing queued on the
-    // set-up stream is swallowed by the recording.
-    struct ProbeStream {
-        StreamImpl s;
-        explicit ProbeStream(int device) {
-            TB_CUDA(cudaSetDevice(device));
-            TB_CUDA(cudaStreamCreateWithFlags(&s.stream, cudaStreamNonBlocking));
-            if (const cudnnStatus_t e = cudnnCreate(&s.cudnn); e != CUDNN_STATUS_SUCCESS) {
-                cudaStreamDestroy(s.stream);
-                TB_CUDA(e);
-            }
-            TB_CUDA(cudnnSetStream(s.cudnn, s.stream));
-        }
-        ~ProbeStream() {
-            cudaStreamSynchronize(s.stream);
-            cudnnDestroy(s.cudnn);
-            cudaStreamDestroy(s.stream);
-        }
-        ProbeStream(const ProbeStream&) = delete;
-        ProbeStream& operator=(const ProbeStream&) = delete;
-    };
-    // Whether direction `dir` on `plan` can be recorded into a CUDA Graph and replayed as a step is:
-    // run once (a first call's one-time set-up happens outside a recording, as a tower's first step
-    // runs unrecorded), then recorded, instantiated and launched on the probe's stream.
-    bool recordable(ConvDirection dir, const GraphConvPlan& plan, const StepTrials& t, const ProbeStream& probe) {
-        cudaStream_t q = probe.s.stream;
-        Stream st = const_cast<StreamImpl*>(&probe.s);
-        graphNow_[size_t(dir)] = &plan;
-        bool ok = true, capturing = false;
-        try {
-            runDirection(dir, t, st);
-            TB_CUDA(cudaStreamSynchronize(q));
-            TB_CUDA(cudaStreamBeginCapture(q, cudaStreamCaptureModeThreadLocal));
-            capturing = true;
-            runDirection(dir, t, st);
-        } catch (const Error&) {
-            ok = false;
-        }
-        graphNow_[size_t(dir)] = nullptr;
-        cudaGraph_t recorded = nullptr;
-        if (capturing) ok = cudaStreamEndCapture(q, &recorded) == cudaSuccess && ok && recorded;
-        if (ok) {
-            cudaGraphExec_t exec = nullptr;
-            ok = cudaGraphInstantiate(&exec, recorded, 0) == cudaSuccess && cudaGraphLaunch(exec, q) == cudaSuccess &&
-                 cudaStreamSynchronize(q) == cudaSuccess;
-            if (exec) cudaGraphExecDestroy(exec);
-        }
-        if (recorded) cudaGraphDestroy(recorded);
-        cudaGetLastError();  // (a refused call leaves its error behind)
-        return ok;
-    }
     // One direction as a step runs it, on `st`, its inputs' copies made afresh (the bias gradient,
     // the same cuBLAS call on either side, is left out: the set-up stream has no cuBLAS).
     void runDirection(ConvDirection dir, const StepTrials& t, Stream st) {
@@ -955,14 +877,6 @@ private:
         case ConvDirection::BackwardFilter: backwardWeights(st, t.x.f(), t.dy.f(), t.dw.f(), nullptr, t.ws.raw()); break;
         }
     }
-    // The most workspace a search gives cuDNN: a quarter of the free memory, at most 1 GiB, so that
-    // a fast algorithm with a large workspace is not missed and none takes the run's memory.
-    static size_t searchWorkspaceCap() {
-        size_t freeBytes = 0, total = 0;
-        TB_CUDA(cudaMemGetInfo(&freeBytes, &total));
-        return std::min<size_t>(size_t(1) << 30, freeBytes / 4);
-    }
-
     // One direction in both layouts: in(layout) searches and re-times it in that layout. A layout
     // without a usable algorithm leaves the other; TB_CONV_LAYOUT=nchw tries NHWC only where NCHW
     // has none.
