@@ -226,8 +226,8 @@ GraphConv::GraphConv(cudnnHandle_t h, const GraphConvShape& s, ConvDirection dir
         ops.push_back(op->raw());
     }
     graph_ = make(CUDNN_BACKEND_OPERATIONGRAPH_DESCRIPTOR, "the operation graph");
-    graph_->set(CUDNN_ATTR_OPERATIONGRAPH_OPS, CUDNN_TYPE_BACKEND_DESCRIPTOR, int64_t(ops.size()), ops.data())
-        .set(kGraphHandle, CUDNN_TYPE_HANDLE, 1, &handle_);
+    graph_->set(CUDNN_ATTR_OPERATIONGRAPH_OPS, CUDNN_TYPE_BACKEND_DESCRIPTOR, int64_t(ops.size()), ops.data());
+    if (handle_) graph_->set(kGraphHandle, CUDNN_TYPE_HANDLE, 1, &handle_);
     graph_->finalize();
     parts_.push_back(graph_);
 }
@@ -235,6 +235,8 @@ GraphConv::GraphConv(cudnnHandle_t h, const GraphConvShape& s, ConvDirection dir
 GraphConv::~GraphConv() = default;
 
 std::vector<GraphConvPlan> GraphConv::candidates(ConvRule rule, int most, Counts& counts) const {
+    counts = {};
+    if (!handle_) return {};  // (a graph built to be checked: no device to list engines for)
     BackendDescriptor heuristics(CUDNN_BACKEND_ENGINEHEUR_DESCRIPTOR, "the engine heuristics");
     const cudnnBackendHeurMode_t mode = CUDNN_HEUR_MODE_A;
     heuristics.set(CUDNN_ATTR_ENGINEHEUR_OPERATION_GRAPH, *graph_)

@@ -73,7 +73,8 @@ private:
 // The operation graph of one direction, built once; its plans share it.
 class GraphConv {
 public:
-    // Throws GraphRefused where cuDNN cannot express it (the handle's device is the plan's).
+    // Throws GraphRefused where cuDNN cannot express it (the handle's device is the plan's). A null
+    // handle builds and checks the graph alone, with no GPU (tst_cudnn_graph): it lists no engines.
     GraphConv(cudnnHandle_t h, const GraphConvShape& shape, ConvDirection direction);
     ~GraphConv();
     GraphConv(const GraphConv&) = delete;
