@@ -718,7 +718,7 @@ private:
                          "); it runs on the legacy calls");
                 continue;
             }
-            if (pick.outcome == Graph::None)
+            if (pick.outcome == Graph::None && std::getenv("TB_CONV_API"))  // (the legacy calls are no fault)
                 noteOnce(where(dir) + ": no cuDNN graph engine (" + pick.why + "); it runs on the legacy calls");
             graph_[size_t(i)] = std::move(pick.plan);
             a.graphState = pick.outcome;
