@@ -784,6 +784,12 @@ private:
             return std::to_string(counts.listed) + " listed, " + std::to_string(counts.obeying) + " obey the rule, " +
                    std::to_string(counts.built) + " built, " + std::to_string(plans.size()) + " recordable";
         };
+        if (plans.empty()) {  // (no trial buffers made for nothing to try)
+            pick.why = "of cuDNN's engines " + std::to_string(counts.listed) + " listed, " +
+                       std::to_string(counts.obeying) + " obey the rule, " + std::to_string(counts.built) + " built" +
+                       (counts.built > 0 ? ", none within the workspace cap" : "");
+            return pick;
+        }
         try {
             size_t workspace = cudnnBytes_;
             for (const GraphConvPlan& p : plans) workspace = std::max(workspace, p.engine().workspace);
