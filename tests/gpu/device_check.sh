@@ -70,6 +70,19 @@ step() {
 }
 note() { summary+=("$(printf '%-34s %s' "$1" "$2")"); echo "=== $1: $2" | tee -a "$log"; }
 
+# The summary (and the algorithm choices) into OUT_DIR: at the end, or when the call's `timeout`
+# cuts the check short (TERM: bash runs this once the step's current command returns).
+finish() {
+  [ -f "$TOWERBENCH_ALGORITHM_CACHE" ] && cp "$TOWERBENCH_ALGORITHM_CACHE" "$out/"
+  {
+    echo
+    echo "device check summary ($(nvidia-smi --query-gpu=name --format=csv,noheader 2>/dev/null | head -1), $(( $(date +%s) - started )) s)"
+    printf '%s\n' "${summary[@]}"
+    [ -f "$out/bench_gpu.txt" ] && { echo; grep -A30 -E "^model +\|" "$out/bench_gpu.txt" | head -60; }
+  } | tee "$out/summary.txt"
+}
+trap 'note "cut short" "by a signal after $(( $(date +%s) - started )) s; the steps after the last one listed did not run"; finish; exit 124' TERM INT
+
 echo "device check in $repo, output in $out"
 {
   date -u; uname -a; nproc; free -g | head -2
@@ -506,35 +519,40 @@ step "fp32 convolutions: NHWC, NCHW, measured" layouts
 # on graph-API engines wherever the rule leaves one, and as each plan's timing chose per direction
 # (the default); fp32 and bf16, two alternating rounds of 320 steps; then which directions the
 # measured runs put on graph engines (cudnn-algorithms.json).
+# Each timed decision (graph engine against legacy algorithm, and what cuDNN listed) goes to
+# conv_api-decisions.txt; a run that fails is said and the others still run.
 conv_api() {
   make_cifar || return 1
-  local model data p r api
+  local model data p r api status=0
   for model in mnist_cnn cifar10_cnn; do
     data="idx:$repo/samples/fashion-mnist-slice"; [ $model = cifar10_cnn ] && data="cifar10:$cifar"
     for p in fp32 bf16; do
       for r in 1 2; do
         for api in legacy graph measured; do
           printf '%-12s %s round %s %-9s' $model $p $r $api
-          TB_CONV_API=$api timeout 150 "$tbrun" --model $model --data "$data" --towers gpu:0 --variables gpu:0 \
+          echo "--- $model $p round $r TB_CONV_API=$api" >> "$out/conv_api-decisions.txt"
+          TB_CONV_API=$api timeout 90 "$tbrun" --model $model --data "$data" --towers gpu:0 --variables gpu:0 \
             --batch 128 --steps 320 --validation 0 --eval-every 0 --quiet --precision $p \
-            --run-dir "$(mktemp -d -u /tmp/tb-api-XXXX)" | tail -1 |
-            python3 -c 'import json, sys; print("%10.0f ex/s" % json.loads(sys.stdin.read())["steady_examples_per_sec"])' || return 1
+            --run-dir "$(mktemp -d -u /tmp/tb-api-XXXX)" 2>> "$out/conv_api-decisions.txt" | tail -1 |
+            python3 -c 'import json, sys; print("%10.0f ex/s" % json.loads(sys.stdin.read())["steady_examples_per_sec"])' 2> /dev/null ||
+            echo "    failed (conv_api-decisions.txt)"
         done
       done
     done
-  done 2>&1 | tee "$out/conv_api.txt"
-  [ "${PIPESTATUS[0]}" -eq 0 ] || return 1
+  done | tee "$out/conv_api.txt"
+  grep -q "    failed (" "$out/conv_api.txt" && status=1
   python3 - "$TOWERBENCH_ALGORITHM_CACHE" <<'PY' | tee -a "$out/conv_api.txt"
 import json, sys
 choices = json.load(open(sys.argv[1]))["choices"]
 for key, c in sorted(choices.items()):
-    if "failure" in c: continue
+    if "failure" in c or " conv n128 " not in key: continue
     runs = []
     for d in ("forward", "backward_data", "backward_filter"):
         g = c[d].get("graph")
         runs.append("%s %s" % (d, "not tried" if g is None else g if isinstance(g, str) else "engine %d" % g["engine"]))
     print(key.split(" | ", 1)[1] + ": " + ", ".join(runs))
 PY
+  return $status
 }
 step "convolutions: legacy, graph API, measured" conv_api
 
@@ -691,11 +709,5 @@ if [ $bench -eq 1 ] && { [ -z "$only" ] || [[ ",$only," == *",bench,"* ]]; }; th
   step "GPU benchmark vs PyTorch" bench
 fi
 
-[ -f "$TOWERBENCH_ALGORITHM_CACHE" ] && cp "$TOWERBENCH_ALGORITHM_CACHE" "$out/"
-{
-  echo
-  echo "device check summary ($(nvidia-smi --query-gpu=name --format=csv,noheader 2>/dev/null | head -1), $(( $(date +%s) - started )) s)"
-  printf '%s\n' "${summary[@]}"
-  [ -f "$out/bench_gpu.txt" ] && { echo; grep -A30 -E "^model +\|" "$out/bench_gpu.txt" | head -60; }
-} | tee "$out/summary.txt"
+finish
 exit $failed

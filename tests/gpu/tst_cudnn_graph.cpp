@@ -48,7 +48,7 @@ int main() {
                         const GraphConv g(nullptr, s, d);
                         GraphConv::Counts counts;
                         counts.listed = 7;
-                        CHECK(g.candidates({ConvMath::Fma, true}, 6, counts).empty() && counts.listed == 0,
+                        CHECK(g.candidates({ConvMath::Fma, true}, 6, size_t(1) << 30, counts).empty() && counts.listed == 0,
                               "without a handle no engine is listed");
                         ++built;
                     } catch (const GraphRefused& e) {

@@ -95,22 +95,23 @@ template <class Perf, class Call>
 AlgoChoice retimed(const Perf* perf, int count, ConvRule rule, cudnnConvolutionDescriptor_t conv, cudaStream_t q,
                    Call call, const char* what) {
     constexpr int kCandidates = 6;
+    // Runs candidate p `calls` times; false if cuDNN refuses it.
+    const auto run = [&](const Perf& p, int calls) {
+        if (cudnnSetConvolutionMathType(conv, p.mathType) != CUDNN_STATUS_SUCCESS) return false;
+        for (int k = 0; k < calls; ++k)
+            if (call(int(p.algo), p.memory) != CUDNN_STATUS_SUCCESS) return false;
+        return true;
+    };
     std::vector<Perf> candidates;
     float fastest = -1.f;  // Find's results come sorted by its time
     for (int i = 0; i < count && int(candidates.size()) < kCandidates; ++i) {
         const Perf& p = perf[i];
         if (!usable(p, rule)) continue;
         if (fastest < 0) fastest = p.time;
-        if (p.time <= 3.f * fastest) candidates.push_back(p);
+        if (p.time <= 3.f * fastest && run(p, 1)) candidates.push_back(p);  // (a refused one takes no place)
     }
     std::vector<std::function<bool(int)>> runs;
-    for (const Perf& p : candidates)
-        runs.push_back([&, p](int calls) {
-            if (cudnnSetConvolutionMathType(conv, p.mathType) != CUDNN_STATUS_SUCCESS) return false;
-            for (int k = 0; k < calls; ++k)
-                if (call(int(p.algo), p.memory) != CUDNN_STATUS_SUCCESS) return false;
-            return true;
-        });
+    for (const Perf& p : candidates) runs.push_back([&, p](int calls) { return run(p, calls); });
     const std::vector<std::optional<float>> times = medianTimes(q, runs);
     std::vector<Perf> timed;
     for (size_t j = 0; j < candidates.size(); ++j)
@@ -134,6 +135,9 @@ public:
     using Key = std::tuple<int, int, int, int, int, int, int, int, int, int, int, bool, bool, bool, bool, bool>;
     std::mutex mutex;
     std::map<Key, ConvChoice> choices;
+    // The graph engines TB_CONV_API=graph took, shared by the plans of a shape like the choices
+    // above, never kept in the file.
+    std::map<Key, ConvChoice> forcedGraph;
 };
 ConvChoiceCache& choiceCache() {
     static ConvChoiceCache cache;
@@ -171,7 +175,7 @@ public:
         }
         if (!bf16_) configure();
         const size_t filter = size_t(d.k) * d.c * d.r * d.s;
-        wKrsc_ = DeviceBuffer(ctx.allocator, filter * sizeof(float));
+        wKrsc_ = DeviceBuffer(ctx.allocator, filter * sizeof(float));  // (bf16: freed below unless a graph needs it)
         if (bf16_) {
             xb_ = StepCopy(ctx.allocator, xElems_ * sizeof(bf16));
             wb_ = StepCopy(ctx.allocator, filter * sizeof(bf16));
@@ -187,7 +191,8 @@ public:
         }
         ones_ = onesVector(ctx, size_t(rows_));
         cudnnBytes_ = std::max({choice_.fwd.workspace, choice_.bwdData.workspace, choice_.bwdFilter.workspace});
-        if (symmetric_ && api_ != ConvApi::Legacy) chooseGraphs();
+        if (symmetric_ && api_ != ConvApi::Legacy && !forced_) chooseGraphs();  // (a forced layout is legacy's)
+        if (bf16_ && !graph_[2]) wKrsc_ = DeviceBuffer();  // only the graph's bf16 filter gradient needs it
         for (const auto& g : graph_)
             if (g) cudnnBytes_ = std::max(cudnnBytes_, g->engine().workspace);
     }
@@ -684,19 +689,20 @@ private:
     // writes fp32 results and adds the bias itself), or the fastest engine under TB_CONV_API=graph.
     // Decided once per shape and process under the cache's lock, kept across runs with the
     // algorithms; the other plans of the shape rebuild the same engines (a plan is bound to its
-    // handle's device and keeps a variant pack of its own). A forced layout or API decides for this
-    // plan alone and keeps nothing; so does a trial that failed for want of memory or the like.
+    // handle's device and keeps a variant pack of its own). TB_CONV_API=graph's decisions are
+    // shared alike and never kept; a trial that failed for want of memory or the like decides
+    // nothing and is tried again by the shape's next plan.
     void chooseGraphs() {
         ConvChoiceCache& cache = choiceCache();
         std::lock_guard lock(cache.mutex);
-        const bool keepable = !forced_ && api_ == ConvApi::Measured;
-        ConvChoice& c = keepable ? cache.choices.at(cacheKey_) : choice_;
+        const bool keepable = api_ == ConvApi::Measured;
+        ConvChoice& c = keepable ? cache.choices.at(cacheKey_) : cache.forcedGraph.try_emplace(cacheKey_, choice_).first->second;
         using Graph = AlgoChoice::Graph;
         bool changed = false;
         for (int i = 0; i < 3; ++i) {
             const auto dir = ConvDirection(i);
             AlgoChoice& a = directionOf(c, dir);
-            if (keepable && (a.graphState == Graph::NotFaster || a.graphState == Graph::None)) continue;
+            if (a.graphState == Graph::NotFaster || a.graphState == Graph::None) continue;
             std::string why;
             std::unique_ptr<GraphConv> g;
             try {
@@ -704,7 +710,7 @@ private:
             } catch (const GraphRefused& e) {
                 why = e.what();
             }
-            if (keepable && a.graphState == Graph::Engine && g) {
+            if (a.graphState == Graph::Engine && g) {
                 if ((graph_[size_t(i)] = g->rebuild(*a.graph, rule_, why))) continue;
                 noteOnce(where(dir) + ": the cuDNN graph engine kept for it cannot be used (" + why +
                          "); it is timed again");
@@ -726,10 +732,12 @@ private:
             if (graph_[size_t(i)]) a.graph = graph_[size_t(i)]->engine();
             changed = true;
         }
-        if (keepable) {
-            choice_ = c;
-            if (changed) keep(storeKey_, c);
+        for (const ConvDirection dir : {ConvDirection::Forward, ConvDirection::BackwardData, ConvDirection::BackwardFilter}) {
+            AlgoChoice& mine = directionOf(choice_, dir);  // (the legacy choice stays this plan's own)
+            mine.graphState = directionOf(c, dir).graphState;
+            mine.graph = directionOf(c, dir).graph;
         }
+        if (keepable && changed) keep(storeKey_, c);
         for (size_t i = 0; i < 3; ++i) graphNow_[i] = graph_[i].get();
         forgetCopies();  // (the trials' buffers are gone)
     }
@@ -771,23 +779,24 @@ private:
         GraphConv::Counts counts;
         std::vector<GraphConvPlan> plans;
         try {
-            plans = g.candidates(rule_, kGraphCandidates, counts);
+            plans = g.candidates(rule_, kGraphCandidates, searchWorkspaceCap(), counts);
         } catch (const GraphRefused& e) {
             pick.why = e.what();
             return pick;
+        } catch (const Error& e) {  // (the free memory unread)
+            pick.outcome = Graph::NotTried;
+            pick.why = e.what();
+            return pick;
         }
-        const size_t cap = searchWorkspaceCap();
-        plans.erase(std::remove_if(plans.begin(), plans.end(),
-                                   [&](const GraphConvPlan& p) { return p.engine().workspace > cap; }),
-                    plans.end());
         const auto counted = [&] {
             return std::to_string(counts.listed) + " listed, " + std::to_string(counts.obeying) + " obey the rule, " +
-                   std::to_string(counts.built) + " built, " + std::to_string(plans.size()) + " recordable";
+                   std::to_string(counts.built) + " built, " + std::to_string(counts.fitting) +
+                   " within the workspace cap, " + std::to_string(plans.size()) + " recordable";
         };
         if (plans.empty()) {  // (no trial buffers made for nothing to try)
-            pick.why = "of cuDNN's engines " + std::to_string(counts.listed) + " listed, " +
-                       std::to_string(counts.obeying) + " obey the rule, " + std::to_string(counts.built) + " built" +
-                       (counts.built > 0 ? ", none within the workspace cap" : "");
+            pick.why = "of cuDNN's engines " + counted();
+            // Built but none within the cap: a matter of the memory free now, not of cuDNN.
+            if (counts.built > 0) pick.outcome = Graph::NotTried;
             return pick;
         }
         try {
@@ -829,16 +838,22 @@ private:
             std::optional<size_t> best;  // of the graph engines
             for (size_t j = 1; j < times.size(); ++j)
                 if (times[j] && (!best || *times[j] < *times[*best])) best = j;
-            if (!best) {
+            if (!best) {  // (recorded and replayed, then failed: not cuDNN's answer to keep)
+                pick.outcome = Graph::NotTried;
                 pick.why = "every engine of cuDNN's failed when run (" + counted() + ")";
                 return pick;
             }
             const bool wins = api_ == ConvApi::Graph || !times[0] || *times[*best] < *times[0];
-            if (std::getenv("TB_CONV_API"))
+            if (std::getenv("TB_CONV_API")) {
+                const auto ms = [](float v) {
+                    char text[32];
+                    std::snprintf(text, sizeof text, "%.4f ms", double(v));
+                    return std::string(text);
+                };
                 noteOnce(where(dir) + ": graph engine " + std::to_string(plans[*best - 1].engine().id) + " " +
-                         std::to_string(*times[*best]) + " ms, legacy algorithm " +
-                         (times[0] ? std::to_string(*times[0]) + " ms" : std::string("failed")) + " (" + counted() +
-                         "): " + (wins ? "the graph engine runs" : "the legacy algorithm runs"));
+                         ms(*times[*best]) + ", legacy algorithm " + (times[0] ? ms(*times[0]) : std::string("failed")) +
+                         " (" + counted() + "): " + (wins ? "the graph engine runs" : "the legacy algorithm runs"));
+            }
             pick.outcome = wins ? Graph::Engine : Graph::NotFaster;
             if (wins) pick.plan = std::make_unique<GraphConvPlan>(std::move(plans[*best - 1]));
             return pick;
@@ -853,7 +868,8 @@ private:
     // any step): the network's fp32 tensors filled with constants, and the plan's workspace with
     // `workspace` bytes for cuDNN. Freed once the set-up stream is idle.
     struct StepTrials {
-        DeviceBuffer x, w, b, y, dy, dx, dw, ws;
+        DeviceBuffer x, w, b, y, dy, dx, dw;
+        void* ws = nullptr;  // cudaMalloc'd, as the legacy search's: up to 1 GiB the allocator should not keep
         cudaStream_t q;
         StepTrials(const CudaConv& c, size_t workspace) : q(c.ctx_.setup->stream) {
             const ConvDesc& d = c.d_;
@@ -866,10 +882,13 @@ private:
             };
             x = made(xs, 0.5f), w = made(fs, 0.125f), b = made(size_t(d.k), 0.f), y = made(ys, 0.f);
             dy = made(ys, 0.25f), dx = made(xs, 0.f), dw = made(fs, 0.f);
-            ws = DeviceBuffer(a, c.stageBytes_ + workspace);
+            TB_CUDA(cudaMalloc(&ws, c.stageBytes_ + workspace));
             TB_CUDA(cudaStreamSynchronize(q));  // filled before the probe's stream reads them
         }
-        ~StepTrials() { cudaStreamSynchronize(q); }  // before the buffers go back to the allocator
+        ~StepTrials() {
+            cudaStreamSynchronize(q);  // before the buffers go back to the allocator
+            cudaFree(ws);
+        }
         StepTrials(const StepTrials&) = delete;
         StepTrials& operator=(const StepTrials&) = delete;
     };
@@ -878,9 +897,9 @@ private:
     void runDirection(ConvDirection dir, const StepTrials& t, Stream st) {
         forgetCopies();
         switch (dir) {
-        case ConvDirection::Forward: forward(st, t.x.f(), t.w.f(), d_.bias ? t.b.f() : nullptr, t.y.f(), t.ws.raw()); break;
-        case ConvDirection::BackwardData: backwardData(st, t.dy.f(), t.w.f(), t.dx.f(), t.ws.raw()); break;
-        case ConvDirection::BackwardFilter: backwardWeights(st, t.x.f(), t.dy.f(), t.dw.f(), nullptr, t.ws.raw()); break;
+        case ConvDirection::Forward: forward(st, t.x.f(), t.w.f(), d_.bias ? t.b.f() : nullptr, t.y.f(), t.ws); break;
+        case ConvDirection::BackwardData: backwardData(st, t.dy.f(), t.w.f(), t.dx.f(), t.ws); break;
+        case ConvDirection::BackwardFilter: backwardWeights(st, t.x.f(), t.dy.f(), t.dw.f(), nullptr, t.ws); break;
         }
     }
     // One direction in both layouts: in(layout) searches and re-times it in that layout. A layout

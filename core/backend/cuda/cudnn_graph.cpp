@@ -234,7 +234,7 @@ GraphConv::GraphConv(cudnnHandle_t h, const GraphConvShape& s, ConvDirection dir
 
 GraphConv::~GraphConv() = default;
 
-std::vector<GraphConvPlan> GraphConv::candidates(ConvRule rule, int most, Counts& counts) const {
+std::vector<GraphConvPlan> GraphConv::candidates(ConvRule rule, int most, size_t maxWorkspace, Counts& counts) const {
     counts = {};
     if (!handle_) return {};  // (a graph built to be checked: no device to list engines for)
     BackendDescriptor heuristics(CUDNN_BACKEND_ENGINEHEUR_DESCRIPTOR, "the engine heuristics");
@@ -264,9 +264,10 @@ std::vector<GraphConvPlan> GraphConv::candidates(ConvRule rule, int most, Counts
         bool obeyed = false;
         std::unique_ptr<GraphConvPlan> p = plan(configs[size_t(i)], {}, rule, why, &obeyed);
         counts.obeying += obeyed;
-        if (p) plans.push_back(std::move(*p));
+        counts.built += p != nullptr;
+        if (p && p->engine().workspace <= maxWorkspace) plans.push_back(std::move(*p));
     }
-    counts.built = int(plans.size());
+    counts.fitting = int(plans.size());
     return plans;
 }
 

@@ -80,13 +80,15 @@ public:
     GraphConv(const GraphConv&) = delete;
     GraphConv& operator=(const GraphConv&) = delete;
 
-    // How many engines the heuristics listed, how many of them obey the rule, and how many built.
+    // How many engines the heuristics listed, how many of them obey the rule, how many built, and
+    // how many of those want no more workspace than allowed.
     struct Counts {
-        int listed = 0, obeying = 0, built = 0;
+        int listed = 0, obeying = 0, built = 0, fitting = 0;
     };
     // Up to `most` plans of the engines cuDNN's heuristics (mode A) rank for the graph, in their
-    // order, that obey `rule` and that cuDNN builds; none where it offers none.
-    std::vector<GraphConvPlan> candidates(ConvRule rule, int most, Counts& counts) const;
+    // order, that obey `rule`, that cuDNN builds and whose workspace is at most `maxWorkspace`
+    // bytes; none where it offers none.
+    std::vector<GraphConvPlan> candidates(ConvRule rule, int most, size_t maxWorkspace, Counts& counts) const;
     // The plan of a kept engine and its knobs, if it obeys `rule` and cuDNN builds it now; else
     // why not, in `why`.
     std::unique_ptr<GraphConvPlan> rebuild(const GraphEngine& kept, ConvRule rule, std::string& why) const;
