@@ -167,63 +167,75 @@ GraphConv::GraphConv(cudnnHandle_t h, const GraphConvShape& s, ConvDirection dir
         .set(CUDNN_ATTR_CONVOLUTION_POST_PADDINGS, CUDNN_TYPE_INT64, 2, pads.data());
     conv->finalize();
 
+    // The direction's operation: its descriptor and its three tensors, each set as one of its
+    // attributes (id, data type, dims as cuDNN orders them, virtual or not).
+    struct Operand {
+        cudnnBackendAttributeName_t attribute;
+        int64_t uid;
+        cudnnDataType_t type;
+        std::array<int64_t, 4> dims;
+        bool isVirtual;
+        const char* name;
+    };
+    struct Operation {
+        cudnnBackendDescriptorType_t type;
+        const char* what;
+        cudnnBackendAttributeName_t alpha, beta, conv;
+        std::array<Operand, 3> operands;
+    };
+    const Operation operation =
+        direction == ConvDirection::Forward
+            ? Operation{CUDNN_BACKEND_OPERATION_CONVOLUTION_FORWARD_DESCRIPTOR, "the forward convolution",
+                        CUDNN_ATTR_OPERATION_CONVOLUTION_FORWARD_ALPHA, CUDNN_ATTR_OPERATION_CONVOLUTION_FORWARD_BETA,
+                        CUDNN_ATTR_OPERATION_CONVOLUTION_FORWARD_CONV_DESC,
+                        {{{CUDNN_ATTR_OPERATION_CONVOLUTION_FORWARD_X, kX, in, xDims, false, "x"},
+                          {CUDNN_ATTR_OPERATION_CONVOLUTION_FORWARD_W, kW, in, wDims, false, "w"},
+                          // with a bias, the convolution's y is virtual: the add's input
+                          {CUDNN_ATTR_OPERATION_CONVOLUTION_FORWARD_Y, s.bias ? kConvOut : kY, out, yDims, s.bias,
+                           "the convolution's y"}}}}
+        : direction == ConvDirection::BackwardData
+            ? Operation{CUDNN_BACKEND_OPERATION_CONVOLUTION_BACKWARD_DATA_DESCRIPTOR, "the input gradient",
+                        CUDNN_ATTR_OPERATION_CONVOLUTION_BWD_DATA_ALPHA, CUDNN_ATTR_OPERATION_CONVOLUTION_BWD_DATA_BETA,
+                        CUDNN_ATTR_OPERATION_CONVOLUTION_BWD_DATA_CONV_DESC,
+                        {{{CUDNN_ATTR_OPERATION_CONVOLUTION_BWD_DATA_DY, kDy, in, yDims, false, "dy"},
+                          {CUDNN_ATTR_OPERATION_CONVOLUTION_BWD_DATA_W, kW, in, wDims, false, "w"},
+                          {CUDNN_ATTR_OPERATION_CONVOLUTION_BWD_DATA_DX, kDx, out, xDims, false, "dx"}}}}
+            : Operation{CUDNN_BACKEND_OPERATION_CONVOLUTION_BACKWARD_FILTER_DESCRIPTOR, "the filter gradient",
+                        CUDNN_ATTR_OPERATION_CONVOLUTION_BWD_FILTER_ALPHA,
+                        CUDNN_ATTR_OPERATION_CONVOLUTION_BWD_FILTER_BETA,
+                        CUDNN_ATTR_OPERATION_CONVOLUTION_BWD_FILTER_CONV_DESC,
+                        {{{CUDNN_ATTR_OPERATION_CONVOLUTION_BWD_FILTER_X, kX, in, xDims, false, "x"},
+                          {CUDNN_ATTR_OPERATION_CONVOLUTION_BWD_FILTER_DY, kDy, in, yDims, false, "dy"},
+                          {CUDNN_ATTR_OPERATION_CONVOLUTION_BWD_FILTER_DW, kDw, out, wDims, false, "dw"}}}};
     const float alpha = 1.f, beta = 0.f;
-    std::vector<cudnnBackendDescriptor_t> ops;
-    if (direction == ConvDirection::Forward) {
-        DescPtr x = keep(tensor(kX, in, xDims, a, false, "x"));
-        DescPtr w = keep(tensor(kW, in, wDims, a, false, "w"));
-        DescPtr y = keep(tensor(s.bias ? kConvOut : kY, out, yDims, a, s.bias, "the convolution's y"));
-        DescPtr op = keep(make(CUDNN_BACKEND_OPERATION_CONVOLUTION_FORWARD_DESCRIPTOR, "the forward convolution"));
-        op->set(CUDNN_ATTR_OPERATION_CONVOLUTION_FORWARD_X, *x)
-            .set(CUDNN_ATTR_OPERATION_CONVOLUTION_FORWARD_W, *w)
-            .set(CUDNN_ATTR_OPERATION_CONVOLUTION_FORWARD_Y, *y)
-            .set(CUDNN_ATTR_OPERATION_CONVOLUTION_FORWARD_CONV_DESC, *conv)
-            .set(CUDNN_ATTR_OPERATION_CONVOLUTION_FORWARD_ALPHA, CUDNN_TYPE_FLOAT, 1, &alpha)
-            .set(CUDNN_ATTR_OPERATION_CONVOLUTION_FORWARD_BETA, CUDNN_TYPE_FLOAT, 1, &beta);
-        op->finalize();
-        ops.push_back(op->raw());
-        if (s.bias) {  // y = conv + b, b broadcast over n, h, w; b is a slice of a flat buffer: 4-byte aligned
-            DescPtr b = keep(tensor(kBias, out, {1, s.k, 1, 1}, 4, false, "b"));
-            DescPtr yb = keep(tensor(kY, out, yDims, a, false, "y"));
-            DescPtr add = keep(make(CUDNN_BACKEND_POINTWISE_DESCRIPTOR, "the bias's add"));
-            const cudnnPointwiseMode_t pw = CUDNN_POINTWISE_ADD;
-            add->set(CUDNN_ATTR_POINTWISE_MODE, CUDNN_TYPE_POINTWISE_MODE, 1, &pw)
-                .set(CUDNN_ATTR_POINTWISE_MATH_PREC, CUDNN_TYPE_DATA_TYPE, 1, &compute);
-            add->finalize();
-            DescPtr addOp = keep(make(CUDNN_BACKEND_OPERATION_POINTWISE_DESCRIPTOR, "the bias's add operation"));
-            addOp->set(CUDNN_ATTR_OPERATION_POINTWISE_PW_DESCRIPTOR, *add)
-                .set(CUDNN_ATTR_OPERATION_POINTWISE_XDESC, *y)
-                .set(CUDNN_ATTR_OPERATION_POINTWISE_BDESC, *b)
-                .set(CUDNN_ATTR_OPERATION_POINTWISE_YDESC, *yb);
-            addOp->finalize();
-            ops.push_back(addOp->raw());
-        }
-    } else if (direction == ConvDirection::BackwardData) {
-        DescPtr dy = keep(tensor(kDy, in, yDims, a, false, "dy"));
-        DescPtr w = keep(tensor(kW, in, wDims, a, false, "w"));
-        DescPtr dx = keep(tensor(kDx, out, xDims, a, false, "dx"));
-        DescPtr op = keep(make(CUDNN_BACKEND_OPERATION_CONVOLUTION_BACKWARD_DATA_DESCRIPTOR, "the input gradient"));
-        op->set(CUDNN_ATTR_OPERATION_CONVOLUTION_BWD_DATA_DY, *dy)
-            .set(CUDNN_ATTR_OPERATION_CONVOLUTION_BWD_DATA_W, *w)
-            .set(CUDNN_ATTR_OPERATION_CONVOLUTION_BWD_DATA_DX, *dx)
-            .set(CUDNN_ATTR_OPERATION_CONVOLUTION_BWD_DATA_CONV_DESC, *conv)
-            .set(CUDNN_ATTR_OPERATION_CONVOLUTION_BWD_DATA_ALPHA, CUDNN_TYPE_FLOAT, 1, &alpha)
-            .set(CUDNN_ATTR_OPERATION_CONVOLUTION_BWD_DATA_BETA, CUDNN_TYPE_FLOAT, 1, &beta);
-        op->finalize();
-        ops.push_back(op->raw());
-    } else {
-        DescPtr x = keep(tensor(kX, in, xDims, a, false, "x"));
-        DescPtr dy = keep(tensor(kDy, in, yDims, a, false, "dy"));
-        DescPtr dw = keep(tensor(kDw, out, wDims, a, false, "dw"));
-        DescPtr op = keep(make(CUDNN_BACKEND_OPERATION_CONVOLUTION_BACKWARD_FILTER_DESCRIPTOR, "the filter gradient"));
-        op->set(CUDNN_ATTR_OPERATION_CONVOLUTION_BWD_FILTER_X, *x)
-            .set(CUDNN_ATTR_OPERATION_CONVOLUTION_BWD_FILTER_DY, *dy)
-            .set(CUDNN_ATTR_OPERATION_CONVOLUTION_BWD_FILTER_DW, *dw)
-            .set(CUDNN_ATTR_OPERATION_CONVOLUTION_BWD_FILTER_CONV_DESC, *conv)
-            .set(CUDNN_ATTR_OPERATION_CONVOLUTION_BWD_FILTER_ALPHA, CUDNN_TYPE_FLOAT, 1, &alpha)
-            .set(CUDNN_ATTR_OPERATION_CONVOLUTION_BWD_FILTER_BETA, CUDNN_TYPE_FLOAT, 1, &beta);
-        op->finalize();
-        ops.push_back(op->raw());
+    DescPtr op = keep(make(operation.type, operation.what));
+    std::array<DescPtr, 3> tensors;
+    for (size_t i = 0; i < 3; ++i) {
+        const Operand& o = operation.operands[i];
+        tensors[i] = keep(tensor(o.uid, o.type, o.dims, a, o.isVirtual, o.name));
+        op->set(o.attribute, *tensors[i]);
+    }
+    op->set(operation.conv, *conv)
+        .set(operation.alpha, CUDNN_TYPE_FLOAT, 1, &alpha)
+        .set(operation.beta, CUDNN_TYPE_FLOAT, 1, &beta);
+    op->finalize();
+    std::vector<cudnnBackendDescriptor_t> ops{op->raw()};
+    if (direction == ConvDirection::Forward && s.bias) {
+        // y = conv + b, b broadcast over n, h, w; b is a slice of a flat buffer: 4-byte aligned
+        DescPtr b = keep(tensor(kBias, out, {1, s.k, 1, 1}, 4, false, "b"));
+        DescPtr yb = keep(tensor(kY, out, yDims, a, false, "y"));
+        DescPtr add = keep(make(CUDNN_BACKEND_POINTWISE_DESCRIPTOR, "the bias's add"));
+        const cudnnPointwiseMode_t pw = CUDNN_POINTWISE_ADD;
+        add->set(CUDNN_ATTR_POINTWISE_MODE, CUDNN_TYPE_POINTWISE_MODE, 1, &pw)
+            .set(CUDNN_ATTR_POINTWISE_MATH_PREC, CUDNN_TYPE_DATA_TYPE, 1, &compute);
+        add->finalize();
+        DescPtr addOp = keep(make(CUDNN_BACKEND_OPERATION_POINTWISE_DESCRIPTOR, "the bias's add operation"));
+        addOp->set(CUDNN_ATTR_OPERATION_POINTWISE_PW_DESCRIPTOR, *add)
+            .set(CUDNN_ATTR_OPERATION_POINTWISE_XDESC, *tensors[2])
+            .set(CUDNN_ATTR_OPERATION_POINTWISE_BDESC, *b)
+            .set(CUDNN_ATTR_OPERATION_POINTWISE_YDESC, *yb);
+        addOp->finalize();
+        ops.push_back(addOp->raw());
     }
     graph_ = make(CUDNN_BACKEND_OPERATIONGRAPH_DESCRIPTOR, "the operation graph");
     graph_->set(CUDNN_ATTR_OPERATIONGRAPH_OPS, CUDNN_TYPE_BACKEND_DESCRIPTOR, int64_t(ops.size()), ops.data());
