@@ -762,8 +762,9 @@ private slots:
     // --report-lag: a tower whose host reads each step's results two steps after launching it
     // reports every step once and in order, with the losses, evaluations, checkpoints (their
     // steps and their tensors, bit for bit) and test result of a run that reads each at once: an
-    // evaluation or a checkpoint settles the steps in flight first. (On a CPU tower every call
-    // has run when it returns, so this checks the bookkeeping; the GPU's overlap is
+    // evaluation or a checkpoint settles the steps in flight first; the update, which the lag's
+    // tower enqueues with its compute, is the step's own. (On a CPU tower every call has run when
+    // it returns, so this checks the bookkeeping; the GPU's overlap and recorded updates are
     // tst_gpu_towers'.)
     void reportLagChangesNothing() {
         struct Seen : TrainingObserver {
@@ -783,6 +784,12 @@ private slots:
             c.keepCheckpoints = 100;
             c.reportLag = lag;
             c.transfers = "auto";  // (the lag takes the variables in place: not --copies' transfers)
+            // A step size that changes every step (Adam's, a decaying rate): the lag's update,
+            // which the tower's step enqueues itself, must be the step's own.
+            c.optimizer = "adam";
+            c.lr = 0.001;
+            c.lrDecaySteps = 10;
+            c.lrStaircase = false;
             // One thread: under ThreadSanitizer a checkpoint's copy of mlp's 2.6 MB of variables,
             // which the update's OpenMP team wrote (a barrier TSan cannot see, tsan.supp), takes it
             // minutes to match against its suppression.

@@ -232,11 +232,16 @@ public:
     virtual void synchronizeEvent(Event) = 0;
     virtual double elapsedSeconds(Event start, Event end) = 0;
     // (optional) Graphs: the work enqueued on a stream between beginCapture and endCapture is
-    // recorded, not run, and launchGraph replays it with the same pointers and arguments.
+    // recorded, not run, and launchGraph replays it with the same pointers and arguments; except
+    // that, where `update` is given, every optimiser update recorded in it (applyUpdate) applies
+    // update's hyper-parameters (the step's learning rate, Adam's step count) at this replay and
+    // those after it, so that a recorded step can hold its own update. nullptr: as recorded.
     virtual bool canCapture() const { return false; }
     virtual void beginCapture(Stream) { throw Error(name() + ": this backend cannot record graphs"); }
     virtual Graph endCapture(Stream) { throw Error(name() + ": this backend cannot record graphs"); }
-    virtual void launchGraph(Graph, Stream) { throw Error(name() + ": this backend cannot record graphs"); }
+    virtual void launchGraph(Graph, Stream, const UpdateParams* /*update*/) {
+        throw Error(name() + ": this backend cannot record graphs");
+    }
     // Ends a recording that failed part-way (an op threw inside it): whatever was recorded is
     // dropped, the stream runs work again, and nothing throws, so the caller rethrows the error that
     // stopped the recording rather than endCapture's "capture invalidated".

@@ -30,6 +30,13 @@ void writeError(TbError* err, const char* text) {
 
 namespace {
 
+UpdateParams paramsOf(const TbUpdateParams& h) {
+    UpdateParams u;
+    u.lr = h.lr, u.momentum = h.momentum, u.beta1 = h.beta1, u.beta2 = h.beta2, u.epsilon = h.epsilon;
+    u.step = h.step;
+    return u;
+}
+
 UpdateRule ruleOf(int rule) {
     switch (rule) {
     case TB_RULE_SGD: return UpdateRule::Sgd;
@@ -106,8 +113,11 @@ void fillMemoryAndQueues(TbBackendInterface& t) {
     t.endCapture = [](TbBackend* b, TbStream* s, TbGraph** out, TbError* err) {
         return guarded(err, [&] { *out = handleOf(b->be->endCapture(streamOf(s))); });
     };
-    t.launchGraph = [](TbBackend* b, TbGraph* g, TbStream* s, TbError* err) {
-        return guarded(err, [&] { b->be->launchGraph(graphOf(g), streamOf(s)); });
+    t.launchGraph = [](TbBackend* b, TbGraph* g, TbStream* s, const TbUpdateParams* update, TbError* err) {
+        return guarded(err, [&] {
+            const UpdateParams u = update ? paramsOf(*update) : UpdateParams{};
+            b->be->launchGraph(graphOf(g), streamOf(s), update ? &u : nullptr);
+        });
     };
     t.destroyGraph = [](TbBackend* b, TbGraph* g) { b->be->destroyGraph(graphOf(g)); };
     t.abortCapture = [](TbBackend* b, TbStream* s) { b->be->abortCapture(streamOf(s)); };
@@ -276,12 +286,7 @@ void fillElementwise(TbBackendInterface& t) {
     };
     t.applyUpdate = [](TbBackend* b, TbStream* s, int rule, const TbUpdateParams* h, float* p, const float* g,
                        float* m, float* v, uint16_t* rounded, size_t n, TbError* err) {
-        return guarded(err, [&] {
-            UpdateParams u;
-            u.lr = h->lr, u.momentum = h->momentum, u.beta1 = h->beta1, u.beta2 = h->beta2, u.epsilon = h->epsilon;
-            u.step = h->step;
-            b->be->applyUpdate(streamOf(s), ruleOf(rule), u, p, g, m, v, rounded, n);
-        });
+        return guarded(err, [&] { b->be->applyUpdate(streamOf(s), ruleOf(rule), paramsOf(*h), p, g, m, v, rounded, n); });
     };
     t.emaUpdate = [](TbBackend* b, TbStream* s, float* shadow, const float* p, float decay, size_t n, TbError* err) {
         return guarded(err, [&] { b->be->emaUpdate(streamOf(s), shadow, p, decay, n); });

@@ -161,7 +161,9 @@ typedef struct TbBackendInterface {
     int (*canCapture)(TbBackend* be);
     int (*beginCapture)(TbBackend* be, TbStream* s, TbError* err);
     int (*endCapture)(TbBackend* be, TbStream* s, TbGraph** out, TbError* err);
-    int (*launchGraph)(TbBackend* be, TbGraph* g, TbStream* s, TbError* err);
+    /* update: every optimiser update recorded in g applies these hyper-parameters from this
+     * replay on (Backend::launchGraph); NULL: as recorded. */
+    int (*launchGraph)(TbBackend* be, TbGraph* g, TbStream* s, const TbUpdateParams* update, TbError* err);
     void (*destroyGraph)(TbBackend* be, TbGraph* g);
     void (*abortCapture)(TbBackend* be, TbStream* s); /* never fails: the recording is dropped */
 

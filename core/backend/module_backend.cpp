@@ -136,6 +136,8 @@ int ruleOf(UpdateRule r) {
     return TB_RULE_MOMENTUM;
 }
 
+TbUpdateParams paramsOf(const UpdateParams& h) { return {h.lr, h.momentum, h.beta1, h.beta2, h.epsilon, h.step}; }
+
 class ModuleBackend final : public Backend {
 public:
     ModuleBackend(const TbBackendInterface& t, TbBackend* be, int index) : t_(t), be_(be), index_(index) {}
@@ -204,7 +206,10 @@ public:
         TB_MODULE_CALL(endCapture, be_, handleOf(s), &g);
         return graphOf(g);
     }
-    void launchGraph(Graph g, Stream s) override { TB_MODULE_CALL(launchGraph, be_, handleOf(g), handleOf(s)); }
+    void launchGraph(Graph g, Stream s, const UpdateParams* update) override {
+        const TbUpdateParams u = update ? paramsOf(*update) : TbUpdateParams{};
+        TB_MODULE_CALL(launchGraph, be_, handleOf(g), handleOf(s), update ? &u : nullptr);
+    }
     void destroyGraph(Graph g) override { t_.destroyGraph(be_, handleOf(g)); }
     void abortCapture(Stream s) noexcept override { t_.abortCapture(be_, handleOf(s)); }
 
@@ -278,7 +283,7 @@ public:
     }
     void applyUpdate(Stream s, UpdateRule rule, const UpdateParams& h, float* p, const float* g, float* m, float* v,
                      uint16_t* rounded, size_t n) override {
-        const TbUpdateParams u{h.lr, h.momentum, h.beta1, h.beta2, h.epsilon, h.step};
+        const TbUpdateParams u = paramsOf(h);
         TB_MODULE_CALL(applyUpdate, be_, handleOf(s), ruleOf(rule), &u, p, g, m, v, rounded, n);
     }
     void emaUpdate(Stream s, float* shadow, const float* p, float decay, size_t n) override {

@@ -66,12 +66,17 @@ std::vector<std::pair<std::string, Tensor*>> Optimizer::slotBuffers() {
     return out;
 }
 
-float Optimizer::applyRange(Stream s, float* params, const float* grads, size_t offset, size_t count, int64_t step,
-                            uint16_t* rounded) {
-    if (offset + count > count_) throw Error("optimizer range past the end of the parameters");
+UpdateParams Optimizer::paramsAt(int64_t step) const {
     UpdateParams h = hyper_;
     h.lr = schedule_.at(step);
     h.step = step + 1;
+    return h;
+}
+
+float Optimizer::applyRange(Stream s, float* params, const float* grads, size_t offset, size_t count, int64_t step,
+                            uint16_t* rounded) {
+    if (offset + count > count_) throw Error("optimizer range past the end of the parameters");
+    const UpdateParams h = paramsAt(step);
     backend_.applyUpdate(s, rule_, h, params + offset, grads + offset, m_.empty() ? nullptr : m_.data() + offset,
                          v_.empty() ? nullptr : v_.data() + offset, rounded ? rounded + offset : nullptr, count);
     return h.lr;

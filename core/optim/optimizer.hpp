@@ -36,6 +36,9 @@ public:
     Optimizer(const Optimizer&) = delete;
     Optimizer& operator=(const Optimizer&) = delete;
 
+    // The update's hyper-parameters at 0-based global step `step`: the schedule's learning rate,
+    // Adam's 1-based step count (what a recorded update is replayed with: Backend::launchGraph).
+    UpdateParams paramsAt(int64_t step) const;
     // One update of params from grads at 0-based global step `step`; returns the lr used.
     float apply(Stream s, float* params, const float* grads, int64_t step) {
         return applyRange(s, params, grads, 0, count_, step);

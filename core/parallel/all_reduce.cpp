@@ -48,7 +48,7 @@ void ReplicatedStrategy::apply(int rank, int64_t step, TowerPhases& ph) {
     const auto t0 = Clock::now();
     Replica& r = replicas_[size_t(rank)];
     opts_[size_t(rank)]->apply(r.stream, r.net->params(), r.net->grads(), step);
-    if (!updatesInFlight_) r.backend->synchronize(r.stream);
+    r.backend->synchronize(r.stream);
     ph.apply += secondsSince(t0);
 }
 
@@ -61,6 +61,7 @@ size_t ReplicatedStrategy::optimizerSlotBytes() const {
 void AllReduce::runCall(int rank, TowerCall& call) {
     TowerPhases& ph = call.phases(0);
     call.compute(0);
+    if (updatesTakenOver_) return;  // (one replica: no all-reduce)
     call.meet([&] {
         allReduce(rank, replicas_[size_t(rank)].net->grads(), ph);
         apply(rank, call.step(0), ph);

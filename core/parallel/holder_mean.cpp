@@ -77,6 +77,7 @@ void HolderMean::runCall(int rank, TowerCall& call) {
                                                               : nullptr);
     });
     call.compute(0);
+    if (updatesTakenOver_) return;  // (one tower reading the variables in place: no mean)
     call.meet([&] { reduceAndApply(rank, call.step(0), ph); });
 }
 
@@ -98,7 +99,7 @@ void HolderMean::reduceAndApply(int rank, int64_t step, TowerPhases& ph) {
     const Stream hs = comm_->holderStream(rank);
     opt_->applyRange(hs, params_.data(), grads, c.begin, c.size(), step,
                      rounded_.empty() ? nullptr : reinterpret_cast<uint16_t*>(rounded_.data()));
-    if (!updatesInFlight_) holder_->synchronize(hs);
+    holder_->synchronize(hs);
     // Every tower applies its chunk before any starts the next step (TowerSet's step barrier).
     if (!rounded_.empty() && !chunkRounded_[size_t(rank)]) {
         chunkRounded_[size_t(rank)] = 1;

@@ -40,9 +40,10 @@ public:
     // One tower on the holder's device, sharing its memory (not --transfers copies), whose stream
     // is then the holder's: the tower reads the variables in place and the holder applies its
     // gradients in place (no mean to take, no copy, no host wait).
-    bool updatesInStreamOrder() const override {
-        return replicas_.size() == 1 && mean_.empty() && rounded_.empty() && comm_->sharesHolder(0) &&
-               comm_->holderStream(0) == replicas_[0].stream;
+    Optimizer* streamOrderedOptimizer() override {
+        const bool inPlace = replicas_.size() == 1 && mean_.empty() && rounded_.empty() && comm_->sharesHolder(0) &&
+                             comm_->holderStream(0) == replicas_[0].stream;
+        return inPlace ? opt_.get() : nullptr;
     }
     void setVariables(const float* host) override;
     size_t optimizerSlotBytes() const override;
@@ -82,7 +83,9 @@ public:
     std::string name() const override { return "all-reduce"; }
     void runCall(int rank, TowerCall& call) override;
     // One replica alone: its all-reduce is nothing, and it updates on its own stream.
-    bool updatesInStreamOrder() const override { return replicas_.size() == 1 && !processes_; }
+    Optimizer* streamOrderedOptimizer() override {
+        return replicas_.size() == 1 && !processes_ ? opts_[0].get() : nullptr;
+    }
     VariablesView variables() override;
     Network& evalNetwork() override;
 };

@@ -144,12 +144,14 @@ public:
     // run free (one pull, compute and push).
     virtual void runCall(int rank, TowerCall& call) = 0;
     virtual bool runsFree() const { return false; }
-    // Whether the update needs no host work between the tower's compute and the next step: one
-    // replica, in this process alone, updated on its own stream after its compute. Then
-    // leaveUpdatesInFlight makes each step's update enqueued and not waited for (TowerSet's
-    // report lag, which times it with events instead of the host's clock).
-    virtual bool updatesInStreamOrder() const { return false; }
-    void leaveUpdatesInFlight() { updatesInFlight_ = true; }
+    // Where the update needs no host work between the tower's compute and the next step (one
+    // replica, in this process alone, its variables updated in place on its own stream): the
+    // optimiser that updates that replica's network (its params() from its grads()); else null.
+    // takeOverUpdates: from then on TowerSet enqueues each step's update itself, right after the
+    // compute and inside the step's recording, and runCall leaves it out (TowerSet's report lag,
+    // which times the update with events instead of the host's clock).
+    virtual Optimizer* streamOrderedOptimizer() { return nullptr; }
+    void takeOverUpdates() { updatesTakenOver_ = true; }
 
     // The variables as evaluation sees them (replicas: their mean, computed now into a copy), and
     // tower 0's network looking at them until the next step, or until endEvaluation.
@@ -183,7 +185,7 @@ protected:
     std::vector<Replica> replicas_;
     int64_t count_;
     std::unique_ptr<Communicator> comm_;
-    bool updatesInFlight_ = false;
+    bool updatesTakenOver_ = false;  // TowerSet applies the updates (takeOverUpdates)
 };
 
 // What a strategy is made from. `holder.backend` is null for replicated plans; `init` is the

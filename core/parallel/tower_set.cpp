@@ -32,7 +32,8 @@ Tensor hostTensor(Backend& pinner, int64_t count) {
 struct TowerSet::StepSlot {
     Tensor hostStats;                // (3) loss sum, correct, weight-decay loss, where the device copies them
     // start, forward done, backward done, statistics copied, update applied (report lag only: the
-    // update is then timed on the device; otherwise by the host, which waits for it).
+    // update is then part of the step, timed on the device; otherwise the strategy applies it and
+    // the host times it).
     Event marks[5] = {};
     Graph graph = nullptr;           // the step recorded with this slot's marks and statistics
 };
@@ -263,7 +264,10 @@ TowerSet::TowerSet(const ModelSpec& spec, const DeploymentPlan& plan, const Opti
     }
     strategy_ = makeStrategy(s);
     reportLag_ = resolveReportLag(processes);
-    if (reportLag_ > 0) strategy_->leaveUpdatesInFlight();
+    if (reportLag_ > 0) {
+        updater_ = strategy_->streamOrderedOptimizer();
+        strategy_->takeOverUpdates();
+    }
     for (auto& t : towers_)
         for (StepSlot& slot : t->slots = std::vector<StepSlot>(size_t(reportLag_) + 1)) {
             slot.hostStats = hostTensor(*t->backend, 3);
@@ -303,7 +307,7 @@ int TowerSet::resolveReportLag(ProcessGroup* processes) const {
     else if (plan_.accumulate != 1) why = "--accumulate adds the micro-steps' gradients between host waits";
     else if (!plan_.slowdown.empty()) why = "--slow stretches each step by its measured time, which the host reads late";
     else if (plan_.commPrecision != CommPrecision::Fp32) why = "--comm-precision bf16 rounds the gradients on the host";
-    else if (!strategy_->updatesInStreamOrder())
+    else if (!strategy_->streamOrderedOptimizer())
         why = "the variables are not updated in place on the tower's own stream; that takes them on its device "
               "(--variables " + towers_[0]->device.str() + ", or replicated) without --transfers copies";
     if (plan_.reportLag < 0) return why.empty() && towers_[0]->device.type == DeviceType::Cuda ? kAutoReportLag : 0;
@@ -359,8 +363,6 @@ void TowerSet::runTower(int i) {
     for (size_t k = 0; k < steps.size(); ++k) steps[k] = step_ + int64_t(k);
     Call call(*this, t, i, std::move(steps));
     strategy_->runCall(i, call);
-    // Report lag: the update, enqueued after the compute on this stream, timed by the slot's last mark.
-    if (reportLag_ > 0) call.unlessFailed([&] { t.backend->recordEvent(t.slots[size_t(t.slot)].marks[4], t.stream); });
     t.finished = Clock::now();
 }
 
@@ -460,9 +462,10 @@ void TowerSet::stageInput(Tower& t, const float* x, const int32_t* y, int n) {
 }
 
 // The whole of a tower's compute as device work on its stream: the staged input into the
-// network's, forward, backward, the loss statistics to the host, into `slot`. Events between the
-// phases time them; inputTaken lets the copy stream refill the device stage.
-void TowerSet::enqueueCompute(Tower& t, StepSlot& slot, int n, uint64_t seed, const MicroBatch& part) {
+// network's, forward, backward, the loss statistics to the host, into `slot`; with a report lag
+// the update of global step `step` too. Events between the phases time them; inputTaken lets the
+// copy stream refill the device stage.
+void TowerSet::enqueueCompute(Tower& t, StepSlot& slot, int n, int64_t step, uint64_t seed, const MicroBatch& part) {
     Backend& be = *t.backend;
     Network& net = *t.net;
     const size_t xBytes = size_t(n) * size_t(net.inputDims().size()) * sizeof(float);
@@ -483,6 +486,9 @@ void TowerSet::enqueueCompute(Tower& t, StepSlot& slot, int n, uint64_t seed, co
     be.recordEvent(slot.marks[2], t.stream);
     be.copyToHost(t.stream, slot.hostStats.data(), t.stats.data(), 3 * sizeof(float));
     be.recordEvent(slot.marks[3], t.stream);
+    if (!updater_) return;  // the strategy applies the update
+    updater_->apply(t.stream, net.params(), net.grads(), step);
+    be.recordEvent(slot.marks[4], t.stream);
 }
 
 void TowerSet::computeGradients(Tower& t, int i, uint64_t step, Result& r, const std::function<void()>& whileComputing,
@@ -509,10 +515,12 @@ void TowerSet::computeGradients(Tower& t, int i, uint64_t step, Result& r, const
     t.slot = (t.slot + 1) % int(t.slots.size());
     StepSlot& slot = t.slots[size_t(t.slot)];
     if (replayable && t.computed >= 1) {
-        if (!slot.graph) recordSteps(t, n, stepSeed, part);
-        be.launchGraph(slot.graph, t.stream);
+        if (!slot.graph) recordSteps(t, n, int64_t(step), stepSeed, part);
+        // The update recorded in it (report lag) takes this step's learning rate (and Adam's count).
+        const UpdateParams update = updater_ ? updater_->paramsAt(int64_t(step)) : UpdateParams{};
+        be.launchGraph(slot.graph, t.stream, updater_ ? &update : nullptr);
     } else {
-        enqueueCompute(t, slot, n, stepSeed, part);
+        enqueueCompute(t, slot, n, int64_t(step), stepSeed, part);
     }
     ++t.computed;
     if (whileComputing) whileComputing();
@@ -533,13 +541,13 @@ void TowerSet::computeGradients(Tower& t, int i, uint64_t step, Result& r, const
 
 // Every slot's recording of the step (one per step in flight: each writes its own statistics
 // and marks), made at once so that one pause for recording precedes the steady steps.
-void TowerSet::recordSteps(Tower& t, int n, uint64_t seed, const MicroBatch& part) {
+void TowerSet::recordSteps(Tower& t, int n, int64_t step, uint64_t seed, const MicroBatch& part) {
     Backend& be = *t.backend;
     for (StepSlot& s : t.slots) {
         if (s.graph) continue;
         be.beginCapture(t.stream);
         try {
-            enqueueCompute(t, s, n, seed, part);
+            enqueueCompute(t, s, n, step, seed, part);
         } catch (...) {
             be.abortCapture(t.stream);  // (endCapture would throw "capture invalidated" over the cause)
             throw;
@@ -658,7 +666,7 @@ TowerStep TowerSet::landed() {
     StepSlot& slot = t.slots[size_t(f.slot)];
     t.backend->synchronizeEvent(slot.marks[4]);
     readStep(t, slot, f.result);
-    f.result.phases.apply = t.backend->elapsedSeconds(slot.marks[3], slot.marks[4]);  // (the host timed its enqueueing)
+    f.result.phases.apply = t.backend->elapsedSeconds(slot.marks[3], slot.marks[4]);
     TowerStep r = stepReport(f.step, {&f.result});
     r.bytesMoved = f.bytes;
     return r;

@@ -152,8 +152,8 @@ private:
     void computeGradients(Tower& t, int i, uint64_t step, Result& r, const std::function<void()>& whileComputing,
                           const MicroBatch& part = {});
     void accumulateSlice(Tower& t, int i, const Batch& b, int64_t step, Result& r);
-    void enqueueCompute(Tower& t, StepSlot& slot, int n, uint64_t seed, const MicroBatch& part);
-    void recordSteps(Tower& t, int n, uint64_t seed, const MicroBatch& part);
+    void enqueueCompute(Tower& t, StepSlot& slot, int n, int64_t step, uint64_t seed, const MicroBatch& part);
+    void recordSteps(Tower& t, int n, int64_t step, uint64_t seed, const MicroBatch& part);
     void readStep(Tower& t, StepSlot& slot, Result& r);
     TowerStep stepReport(int64_t step, const std::vector<const Result*>& perTower) const;
     TowerStep landed();  // the oldest step in flight, reported once the device has run it
@@ -170,6 +170,9 @@ private:
     int processCount_ = 1;     // the run's processes (mpirun), this one included
     int64_t paramCount_ = 0;
     int reportLag_ = 0;
+    // Report lag: the strategy's optimiser, whose update TowerSet enqueues with each step's compute
+    // (Strategy::takeOverUpdates); null otherwise.
+    Optimizer* updater_ = nullptr;
     std::deque<InFlight> inFlight_;  // report lag: oldest first
     // Declared first, destroyed last: every tensor, stream and plan below belongs to one of them.
     std::vector<std::shared_ptr<Backend>> backends_;

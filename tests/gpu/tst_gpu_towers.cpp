@@ -5,7 +5,8 @@
 //   - variables in pinned host memory (pull and push every step) equal variables on the GPU
 //   - replicated variables with the on-device all-reduce, and averaging every step, equal sync
 //   - the next step's input staged while a step computes gives the same losses
-//   - a report lag of 2 (the host reading each step two steps late) gives the same losses
+//   - a report lag of 2 (the host reading each step two steps late, each step's update inside its
+//     recorded graph) gives the same losses, with momentum and with Adam (a step size per step)
 //   - after the first steps nothing in the step loop calls cudaMalloc
 //   - a block freed while a kernel that uses it still runs goes to no new owner before the kernel
 //     is done, and asking whether it is leaves no error for the next launch
@@ -241,14 +242,17 @@ int main() {
     // A report lag: steps launched two ahead of their reads, the host waiting for no stream within a
     // step, each step's statistics and marks in a slot of its own (a slot read too early or
     // overwritten, or a pinned input pair refilled while its copy is still queued, gives another
-    // step's loss: far beyond the limit).
-    for (const VariablePlacement v : {VariablePlacement::Tower, VariablePlacement::Replicated}) {
-        DeploymentPlan lagged = plan({kGpu}, 32, v);
-        lagged.reportLag = 2;
-        compare(v == VariablePlacement::Tower ? "report lag 2 vs none (variables on gpu:0)"
-                                              : "report lag 2 vs none (replicated, one replica)",
-                plan({kGpu}, 32, v), lagged, 1e-5);
-    }
+    // step's loss: far beyond the limit), and each step's update inside its recording. Adam's
+    // step size changes every step: a replay that kept the update's recorded values would not.
+    for (const UpdateRule rule : {UpdateRule::Momentum, UpdateRule::Adam})
+        for (const VariablePlacement v : {VariablePlacement::Tower, VariablePlacement::Replicated}) {
+            DeploymentPlan lagged = plan({kGpu}, 32, v);
+            lagged.reportLag = 2;
+            const std::string what = std::string("report lag 2 vs none (") +
+                                     (v == VariablePlacement::Tower ? "variables on gpu:0" : "replicated, one replica") +
+                                     (rule == UpdateRule::Adam ? ", adam)" : ", momentum)");
+            compare(what.c_str(), plan({kGpu}, 32, v), lagged, 1e-5, rule);
+        }
     compare("variables on the host (pinned, pull/push) vs on gpu:0", plan({kGpu}, 32),
             plan({kGpu}, 32, VariablePlacement::Cpu), 1e-5);
     // The update on the host (no fused multiply-adds) against the GPU's: the whole vector drifted

@@ -10,6 +10,8 @@
 #include <cstring>
 #include <memory>
 #include <string>
+#include <utility>
+#include <vector>
 
 #include "backend/backend.hpp"
 #include "backend/backend_export.hpp"
@@ -27,6 +29,24 @@ namespace {
 
 std::string versionText(int v, int major, int minor) {  // 91000, 10000, 100 -> "9.10.0"
     return std::to_string(v / major) + "." + std::to_string(v % major / minor) + "." + std::to_string(v % minor);
+}
+
+// The update a capturing stream has just recorded: the kernel node that its launch became, which
+// the stream's next work depends on alone.
+RecordedUpdate recordedUpdate(cudaStream_t s, UpdateRule rule, const cuda::UpdateArgs& a) {
+    cudaStreamCaptureStatus status = cudaStreamCaptureStatusNone;
+    const cudaGraphNode_t* last = nullptr;
+    size_t count = 0;
+    TB_CUDA(cudaStreamGetCaptureInfo(s, &status, nullptr, nullptr, &last, nullptr, &count));
+    cudaGraphNodeType type = cudaGraphNodeTypeEmpty;
+    if (status == cudaStreamCaptureStatusActive && count == 1) TB_CUDA(cudaGraphNodeGetType(last[0], &type));
+    if (type != cudaGraphNodeTypeKernel)
+        throw Error("internal: the optimiser's update was recorded, but its kernel node was not found in the recording");
+    RecordedUpdate u;  // (its launch is read once the recording has ended: endCapture)
+    u.node = last[0];
+    u.rule = rule;
+    u.args = a;
+    return u;
 }
 
 class CudaBackend final : public Backend {
@@ -156,6 +176,7 @@ public:
         // Thread-local: other towers' threads may allocate or synchronise while this one records.
         TB_CUDA(cudaStreamBeginCapture(queueOf(s), cudaStreamCaptureModeThreadLocal));
         s->capturing = true;
+        s->recordedUpdates.clear();
     }
     Graph endCapture(Stream s) override {
         use();
@@ -166,10 +187,16 @@ public:
             ended = cudaStreamEndCapture(queueOf(s), &graph);
             s->capturing = false;
         }
+        std::vector<RecordedUpdate> updates = std::exchange(s->recordedUpdates, {});
         check(ended, "cudaStreamEndCapture", __FILE__, __LINE__);
         auto g = std::make_unique<GraphImpl>();
-        const cudaError_t e = cudaGraphInstantiate(&g->exec, graph, 0);
-        cudaGraphDestroy(graph);
+        g->graph = graph;
+        g->updates = std::move(updates);
+        cudaError_t e = cudaSuccess;
+        for (RecordedUpdate& u : g->updates)
+            if (e == cudaSuccess) e = cudaGraphKernelNodeGetParams(u.node, &u.launch);
+        if (e == cudaSuccess) e = cudaGraphInstantiate(&g->exec, graph, 0);
+        if (e != cudaSuccess) cudaGraphDestroy(graph);
         TB_CUDA(e);
         return g.release();
     }
@@ -184,15 +211,29 @@ public:
             if (cudaStreamEndCapture(s->stream, &graph) == cudaSuccess && graph) cudaGraphDestroy(graph);
         }
         s->capturing = false;
+        s->recordedUpdates.clear();
         cudaGetLastError();  // the recording's failure is the caller's exception, not the next call's error
     }
-    void launchGraph(Graph g, Stream s) override {
+    void launchGraph(Graph g, Stream s, const UpdateParams* update) override {
         use();
+        if (update)
+            for (RecordedUpdate& u : g->updates) {
+                // Rewritten for this replay and those after it; replays enqueued already keep theirs.
+                const cuda::UpdateArgs a = cuda::withParams(u.args, u.rule, *update);
+                if (cuda::sameValues(a, u.args)) continue;
+                cudaKernelNodeParams p = u.launch;
+                void* args[] = {const_cast<cuda::UpdateArgs*>(&a)};
+                p.kernelParams = args;
+                p.extra = nullptr;
+                TB_CUDA(cudaGraphExecKernelNodeSetParams(g->exec, u.node, &p));
+                u.args = a;
+            }
         TB_CUDA(cudaGraphLaunch(g->exec, queueOf(s)));
     }
     void destroyGraph(Graph g) override {
         if (!g) return;
         cudaGraphExecDestroy(g->exec);
+        cudaGraphDestroy(g->graph);
         delete g;
     }
 
@@ -240,7 +281,11 @@ public:
     }
     void applyUpdate(Stream s, UpdateRule rule, const UpdateParams& h, float* p, const float* g, float* m, float* v,
                      uint16_t* rounded, size_t n) override {
-        cuda::applyUpdate(q(s), rule, h, p, g, m, v, n);
+        cuda::UpdateArgs a;
+        a.p = p, a.g = g, a.m = m, a.v = v, a.n = n;
+        a = cuda::withParams(a, rule, h);
+        cuda::applyUpdate(q(s), rule, a);
+        if (s && s->capturing && n > 0) s->recordedUpdates.push_back(recordedUpdate(s->stream, rule, a));
         // A second pass (no strategy asks a GPU for the rounding yet: HolderMean does for CPU towers).
         if (rounded) cuda::roundToBf16(q(s), p, reinterpret_cast<bf16*>(rounded), n);
     }

@@ -8,8 +8,20 @@
 #include <cudnn.h>
 
 #include <atomic>
+#include <vector>
+
+#include "backend/cuda/update_args.hpp"
 
 namespace tb {
+
+// An optimiser update recorded in a graph: its kernel node, and the values it applies at the
+// graph's next replay (launchGraph rewrites them where the step's differ).
+struct RecordedUpdate {
+    cudaGraphNode_t node = nullptr;
+    cudaKernelNodeParams launch{};  // the kernel, grid and block as recorded
+    UpdateRule rule = UpdateRule::Sgd;
+    cuda::UpdateArgs args;
+};
 
 struct StreamImpl {
     cudaStream_t stream = nullptr;
@@ -18,6 +30,7 @@ struct StreamImpl {
     void* cublasWorkspace = nullptr;  // (kCublasWorkspaceBytes)
     float* scratch = nullptr;         // (kScratchFloats) partial sums of reductions
     std::atomic<bool> capturing{false};  // between beginCapture and endCapture (the allocator reads it)
+    std::vector<RecordedUpdate> recordedUpdates;  // the updates recorded since beginCapture
 };
 
 struct EventImpl {
@@ -25,7 +38,9 @@ struct EventImpl {
 };
 
 struct GraphImpl {
+    cudaGraph_t graph = nullptr;  // kept while exec lives: the update nodes are its nodes
     cudaGraphExec_t exec = nullptr;
+    std::vector<RecordedUpdate> updates;
 };
 
 namespace cuda {

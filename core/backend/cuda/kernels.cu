@@ -100,20 +100,18 @@ __global__ void softmaxCrossEntropyBackwardKernel(const float* __restrict__ prob
     }
 }
 
-__global__ void sgdKernel(float* __restrict__ p, const float* __restrict__ g, float lr, size_t n) {
-    TB_GRID_STRIDE(i, n) p[i] -= lr * g[i];
+// The update rules take their one argument by value (update_args.hpp says why).
+__global__ void sgdKernel(UpdateArgs a) {
+    TB_GRID_STRIDE(i, a.n) a.p[i] -= a.rate * a.g[i];
 }
-__global__ void momentumKernel(float* __restrict__ p, const float* __restrict__ g, float* __restrict__ m, float lr,
-                               float mu, size_t n) {
-    TB_GRID_STRIDE(i, n) ew::momentumStep(p[i], m[i], g[i], lr, mu);
+__global__ void momentumKernel(UpdateArgs a) {
+    TB_GRID_STRIDE(i, a.n) ew::momentumStep(a.p[i], a.m[i], a.g[i], a.rate, a.mu);
 }
-__global__ void nesterovKernel(float* __restrict__ p, const float* __restrict__ g, float* __restrict__ m, float lr,
-                               float mu, size_t n) {
-    TB_GRID_STRIDE(i, n) ew::nesterovStep(p[i], m[i], g[i], lr, mu);
+__global__ void nesterovKernel(UpdateArgs a) {
+    TB_GRID_STRIDE(i, a.n) ew::nesterovStep(a.p[i], a.m[i], a.g[i], a.rate, a.mu);
 }
-__global__ void adamKernel(float* __restrict__ p, const float* __restrict__ g, float* __restrict__ m,
-                           float* __restrict__ v, float lrT, float b1, float b2, float eps, size_t n) {
-    TB_GRID_STRIDE(i, n) ew::adamStep(p[i], m[i], v[i], g[i], lrT, b1, b2, eps);
+__global__ void adamKernel(UpdateArgs a) {
+    TB_GRID_STRIDE(i, a.n) ew::adamStep(a.p[i], a.m[i], a.v[i], a.g[i], a.rate, a.b1, a.b2, a.eps);
 }
 __global__ void emaKernel(float* __restrict__ shadow, const float* __restrict__ p, float decay, size_t n) {
     TB_GRID_STRIDE(i, n) shadow[i] = ew::emaStep(shadow[i], p[i], decay);
@@ -477,17 +475,12 @@ void softmaxCrossEntropyBackward(cudaStream_t s, const float* probs, const int32
     TB_LAUNCH(softmaxCrossEntropyBackwardKernel, size_t(n) * size_t(k), s, probs, labels, dlogits, n, k, scale);
 }
 
-void applyUpdate(cudaStream_t s, UpdateRule rule, const UpdateParams& h, float* p, const float* g, float* m, float* v,
-                 size_t n) {
+void applyUpdate(cudaStream_t s, UpdateRule rule, const UpdateArgs& a) {
     switch (rule) {
-    case UpdateRule::Sgd: TB_LAUNCH(sgdKernel, n, s, p, g, h.lr, n); break;
-    case UpdateRule::Momentum: TB_LAUNCH(momentumKernel, n, s, p, g, m, h.lr, h.momentum, n); break;
-    case UpdateRule::Nesterov: TB_LAUNCH(nesterovKernel, n, s, p, g, m, h.lr, h.momentum, n); break;
-    case UpdateRule::Adam: {
-        const float lrT = ew::adamStepSize(h.lr, h.beta1, h.beta2, h.step);
-        TB_LAUNCH(adamKernel, n, s, p, g, m, v, lrT, h.beta1, h.beta2, h.epsilon, n);
-        break;
-    }
+    case UpdateRule::Sgd: TB_LAUNCH(sgdKernel, a.n, s, a); break;
+    case UpdateRule::Momentum: TB_LAUNCH(momentumKernel, a.n, s, a); break;
+    case UpdateRule::Nesterov: TB_LAUNCH(nesterovKernel, a.n, s, a); break;
+    case UpdateRule::Adam: TB_LAUNCH(adamKernel, a.n, s, a); break;
     }
 }
 void emaUpdate(cudaStream_t s, float* shadow, const float* p, float decay, size_t n) {

@@ -12,6 +12,7 @@
 #include <cstdint>
 
 #include "backend/backend.hpp"
+#include "backend/cuda/update_args.hpp"
 
 namespace tb::cuda {
 
@@ -28,8 +29,7 @@ void softmaxCrossEntropy(cudaStream_t s, const float* logits, const int32_t* lab
                          float* stats);
 void softmaxCrossEntropyBackward(cudaStream_t s, const float* probs, const int32_t* labels, float* dlogits, int n,
                                  int k, float scale);
-void applyUpdate(cudaStream_t s, UpdateRule rule, const UpdateParams& h, float* p, const float* g, float* m, float* v,
-                 size_t n);
+void applyUpdate(cudaStream_t s, UpdateRule rule, const UpdateArgs& a);  // one kernel (none where a.n is 0)
 void emaUpdate(cudaStream_t s, float* shadow, const float* p, float decay, size_t n);
 
 // y (rows, k) += b (k) broadcast over rows: the bias of a channels-last conv or a dense layer.
