@@ -5,6 +5,7 @@
 //   - every op of a backend through the table passes the cross-backend op check, and gives the
 //     CPU backend's bits
 //   - a failure inside the module crosses as TB_ERROR and arrives as a tb::Error with its message
+//   - a graph's replay carries the update it is given (every field), and none where none is given
 //   - a module built from another cuda_module.h, or laid out in other sizes, is refused
 //   - NCCL's communicator over 4 ranks: all-reduce (sum, mean), reduce to the holder's rank and
 //     broadcast from it, for every root, fp32 and bf16, each element as expected
@@ -30,10 +31,12 @@
 #include <vector>
 
 #include "backend/backend_check.hpp"
+#include "backend/backend_export.hpp"
 #include "backend/module_backend.hpp"
 #include "backend/registry.hpp"
 #include "comm/communicator.hpp"
 #include "engine/selftest.hpp"
+#include "forwarding_backend.hpp"
 #include "plain_check.hpp"
 #include "stand_in_gpus.hpp"
 #include "tensor/bf16.hpp"
@@ -132,6 +135,53 @@ void failuresCrossAsValues() {
     }
     CHECK(!direct.empty(), "the CPU backend took a convolution of 0 filters");
     CHECK(through == direct, "through the table: \"%s\", direct: \"%s\"", through.c_str(), direct.c_str());
+}
+
+// A backend that records graphs as tokens and notes each replay's update (the module's side).
+class ReplayLog final : public tbtest::ForwardingBackend {
+public:
+    ReplayLog() : ForwardingBackend(makeCpuBackend(1)) {}
+    bool canCapture() const override { return true; }
+    void beginCapture(Stream) override {}
+    Graph endCapture(Stream) override { return token(); }
+    void launchGraph(Graph g, Stream, const UpdateParams* update) override {
+        launched = g;
+        given = update != nullptr;
+        if (update) last = *update;
+    }
+    void destroyGraph(Graph) override {}
+    Graph token() { return reinterpret_cast<Graph>(&tokenByte_); }
+    Graph launched = nullptr;
+    bool given = false;
+    UpdateParams last;
+
+private:
+    char tokenByte_ = 0;
+};
+
+// A recorded step's update takes each replay's values from launchGraph's `update` (the learning
+// rate, Adam's step count): the table carries every field of it, and a replay given none gets none.
+void aReplaysUpdateCrosses() {
+    const auto log = std::make_shared<ReplayLog>();
+    const std::shared_ptr<Backend> through =
+        wrapModuleBackend(tbtest::standInGpuModule(kGpus), exportBackend(log), 0);
+    const Stream s = through->createStream();
+    through->beginCapture(s);
+    const Graph g = through->endCapture(s);
+    UpdateParams u;
+    u.lr = 0.125f, u.momentum = 0.5f, u.beta1 = 0.25f, u.beta2 = 0.75f, u.epsilon = 1e-3f;
+    u.step = (int64_t(1) << 40) + 3;  // (no int in between)
+    through->launchGraph(g, s, &u);
+    const UpdateParams& got = log->last;
+    CHECK(log->launched == log->token() && log->given, "the replay reached the backend without its update");
+    CHECK(got.lr == u.lr && got.momentum == u.momentum && got.beta1 == u.beta1 && got.beta2 == u.beta2 &&
+              got.epsilon == u.epsilon && got.step == u.step,
+          "the update changed on its way: lr %g, momentum %g, betas %g %g, epsilon %g, step %lld", got.lr, got.momentum,
+          got.beta1, got.beta2, got.epsilon, static_cast<long long>(got.step));
+    through->launchGraph(g, s, nullptr);
+    CHECK(!log->given, "a replay given no update arrived with one");
+    through->destroyGraph(g);
+    through->destroyStream(s);
 }
 
 void otherAbisAreRefused() {
@@ -419,6 +469,7 @@ int main() {
     std::remove((choices + ".lock").c_str());
     everyOpCrosses();
     failuresCrossAsValues();
+    aReplaysUpdateCrosses();
     otherAbisAreRefused();
     for (CommPrecision wire : {CommPrecision::Fp32, CommPrecision::Bf16}) {
         ncclAllReduces(wire);
