@@ -193,8 +193,8 @@ public:
         g->graph = graph;
         g->updates = std::move(updates);
         cudaError_t e = cudaSuccess;
-        for (RecordedUpdate& u : g->updates)
-            if (e == cudaSuccess) e = cudaGraphKernelNodeGetParams(u.node, &u.launch);
+        for (size_t i = 0; i < g->updates.size() && e == cudaSuccess; ++i)
+            e = cudaGraphKernelNodeGetParams(g->updates[i].node, &g->updates[i].launch);
         if (e == cudaSuccess) e = cudaGraphInstantiate(&g->exec, graph, 0);
         if (e != cudaSuccess) cudaGraphDestroy(graph);
         TB_CUDA(e);
@@ -281,9 +281,7 @@ public:
     }
     void applyUpdate(Stream s, UpdateRule rule, const UpdateParams& h, float* p, const float* g, float* m, float* v,
                      uint16_t* rounded, size_t n) override {
-        cuda::UpdateArgs a;
-        a.p = p, a.g = g, a.m = m, a.v = v, a.n = n;
-        a = cuda::withParams(a, rule, h);
+        const cuda::UpdateArgs a = cuda::withParams({p, g, m, v, n}, rule, h);
         cuda::applyUpdate(q(s), rule, a);
         if (s && s->capturing && n > 0) s->recordedUpdates.push_back(recordedUpdate(s->stream, rule, a));
         // A second pass (no strategy asks a GPU for the rounding yet: HolderMean does for CPU towers).
