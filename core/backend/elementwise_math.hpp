@@ -1,7 +1,9 @@
 // The per-element arithmetic that every backend shares: the counter-based dropout draw, the
 // optimiser rules, the weights' moving average and batch normalisation's per-channel arithmetic. The CPU loops and the CUDA kernels call the
-// same functions (DESIGN.md example 19), so both backends compute bit-for-bit the same rule and
-// the cross-backend test checks this arithmetic on machines without a GPU.
+// same functions (DESIGN.md example 19), so both backends compute the same rule in the same order
+// and the cross-backend test checks this arithmetic on machines without a GPU. Not bit for bit:
+// the host build keeps every multiply and add apart (-ffp-contract=off), while nvcc fuses them
+// into FMAs (its --fmad default), which round once; the op check allows for the last bits.
 #pragma once
 #include <cmath>
 #include <cstdint>

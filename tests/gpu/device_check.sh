@@ -57,6 +57,7 @@ step() {
   case "$1" in unpack|build) ;; *) if [ -n "$only" ] && [[ ",$only," != *",$1,"* ]]; then return 0; fi ;; esac
   local t0=$(date +%s.%N)
   echo "=== $name: $*" >> "$log"
+  local first=$(( $(wc -l < "$log") + 1 ))
   step_note=""
   "$@" >> "$log" 2>&1
   local rc=$?
@@ -65,21 +66,30 @@ step() {
   if [ -n "$step_note" ]; then status=$step_note; rc=0
   elif [ $rc -ne 0 ]; then status="FAILED (exit $rc)"; failed=1; fi
   summary+=("$(printf '%-34s %-18s %7ss' "$name" "$status" "$secs")")
+  # A failing step's last lines under its row: the summary alone comes back when the packed
+  # output does not (too large, or the call cut short).
+  [ $rc -ne 0 ] && while IFS= read -r line; do summary+=("    | ${line:0:150}"); done < <(tail -n +"$first" "$log" | tail -8)
   echo "=== $name: $status in ${secs}s" | tee -a "$log"
+  write_summary > /dev/null
   return $rc
 }
-note() { summary+=("$(printf '%-34s %s' "$1" "$2")"); echo "=== $1: $2" | tee -a "$log"; }
-
-# The summary (and the algorithm choices) into OUT_DIR: at the end, or when the call's `timeout`
-# cuts the check short (TERM: bash runs this once the step's current command returns).
-finish() {
-  [ -f "$TOWERBENCH_ALGORITHM_CACHE" ] && cp "$TOWERBENCH_ALGORITHM_CACHE" "$out/"
+note() { summary+=("$(printf '%-34s %s' "$1" "$2")"); echo "=== $1: $2" | tee -a "$log"; write_summary > /dev/null; }
+# summary.txt as it stands, after every step: a call killed before the check's end (its `timeout
+# -k` past the TERM) still brings back what ran.
+write_summary() {
   {
     echo
     echo "device check summary ($(nvidia-smi --query-gpu=name --format=csv,noheader 2>/dev/null | head -1), $(( $(date +%s) - started )) s)"
     printf '%s\n' "${summary[@]}"
     [ -f "$out/bench_gpu.txt" ] && { echo; grep -A30 -E "^model +\|" "$out/bench_gpu.txt" | head -60; }
   } | tee "$out/summary.txt"
+}
+
+# The summary (and the algorithm choices) into OUT_DIR: at the end, or when the call's `timeout`
+# cuts the check short (TERM: bash runs this once the step's current command returns).
+finish() {
+  [ -f "$TOWERBENCH_ALGORITHM_CACHE" ] && cp "$TOWERBENCH_ALGORITHM_CACHE" "$out/"
+  write_summary
 }
 trap 'note "cut short" "by a signal after $(( $(date +%s) - started )) s; the steps after the last one listed did not run"; finish; exit 124' TERM INT
 
@@ -95,12 +105,16 @@ echo "device check in $repo, output in $out"
 deps="$repo/.deps/root"
 unpack() {
   mkdir -p "$deps"
+  if ! compgen -G "$repo/.deps/debs/*.deb" > /dev/null; then
+    echo "no Debian packages in .deps/debs: run scripts/fetch_device_deps.sh on the development machine and carry .deps/debs with the call"
+    return 1
+  fi
   for d in "$repo"/.deps/debs/*.deb; do dpkg -x "$d" "$deps" || return 1; done
 }
 window_only=0 baseline_only=0
 [ "$only" = window ] && window_only=1
 [ "$only" = pytorch_baseline ] && baseline_only=1  # PyTorch alone: nothing of ours to build
-[ $window_only -eq 1 ] || [ $baseline_only -eq 1 ] || step "unpack Debian packages" unpack
+[ $window_only -eq 1 ] || [ $baseline_only -eq 1 ] || step "unpack Debian packages" unpack || { finish; exit 1; }
 site=$(python3 -c 'import site; print(site.getsitepackages()[0])' 2>/dev/null)
 # The directory holding a library (first match under the toolkit, then the Python wheels).
 libdir_of() {
@@ -151,7 +165,7 @@ elif [ -n "$prebuilt" ]; then
   tests_bin="$prebuilt"
   bench_bin="$prebuilt"
 else
-  step "configure and build (CUDA, no Qt)" build || { printf '%s\n' "${summary[@]}" | tee "$out/summary.txt"; exit 1; }
+  step "configure and build (CUDA, no Qt)" build || { finish; exit 1; }
   run_bin="$bin/app"
   tests_bin="$bin/tests/gpu"
   bench_bin="$bin/tests/benchmarks"
@@ -171,7 +185,7 @@ tests() {
            "tst_gpu_stages gpu"; do
     name=${t%% *}; args=${t#"$name"}
     echo "--- $t"
-    (cd "$repo" && OMP_NUM_THREADS=4 timeout 300 "$tests_bin/$name" $args)
+    (cd "$repo" && OMP_NUM_THREADS=4 timeout --foreground -k 10 300 "$tests_bin/$name" $args)
     rc=$?
     case "$t" in *" gpu"|tst_gpu_towers) [ $rc -eq 0 ] && gpu_ran=$((gpu_ran + 1)) ;; esac
     echo "--- $t: exit $rc"
@@ -185,7 +199,7 @@ tests() {
     for t in "tst_backend_ops gpu" "tst_gpu_towers"; do
       name=${t%% *}; args=${t#"$name"}
       echo "--- TB_CONV_LAYOUT=$layout $t"
-      (cd "$repo" && TB_CONV_LAYOUT=$layout OMP_NUM_THREADS=4 timeout 300 "$tests_bin/$name" $args)
+      (cd "$repo" && TB_CONV_LAYOUT=$layout OMP_NUM_THREADS=4 timeout --foreground -k 10 300 "$tests_bin/$name" $args)
       rc=$?
       echo "--- TB_CONV_LAYOUT=$layout $t: exit $rc"
       [ $rc -ne 0 ] && status=1
@@ -197,7 +211,7 @@ tests() {
   for t in "tst_backend_ops gpu" "tst_gpu_towers"; do
     name=${t%% *}; args=${t#"$name"}
     echo "--- TB_CONV_API=graph $t"
-    (cd "$repo" && TB_CONV_API=graph OMP_NUM_THREADS=4 timeout 300 "$tests_bin/$name" $args)
+    (cd "$repo" && TB_CONV_API=graph OMP_NUM_THREADS=4 timeout --foreground -k 10 300 "$tests_bin/$name" $args)
     rc=$?
     echo "--- TB_CONV_API=graph $t: exit $rc"
     [ $rc -ne 0 ] && status=1
@@ -223,7 +237,7 @@ processes_speed() {
 # speed LABEL COMMAND...: the run's steady examples/sec and its reduce + apply share, from its summary.
 speed() {
   printf '%-46s ' "$1"; shift
-  timeout 120 "$@" --run-dir "$(mktemp -d -u /tmp/tb-speed-XXXX)" | tail -1 | python3 -c 'import json, sys
+  timeout --foreground -k 10 120 "$@" --run-dir "$(mktemp -d -u /tmp/tb-speed-XXXX)" | tail -1 | python3 -c 'import json, sys
 s = json.loads(sys.stdin.read())
 print("%10.0f ex/s  reduce+apply %.3f" % (s["steady_examples_per_sec"], s["reduce_apply_fraction"]))'
 }
@@ -243,7 +257,7 @@ gpu_memory_refusal() {
   local m="$out/too_big_for_gpu.json" o="$out/too_big_for_gpu.txt"
   echo '{"name": "too_big", "input": [1, 28, 28], "layers": [{"type": "flatten"},
     {"type": "dense", "units": 1048576}, {"type": "dense", "units": 1048576}, {"type": "dense", "units": 10}]}' > "$m"
-  timeout 60 "$tbrun" --model "$m" --data "idx:$repo/samples/fashion-mnist-slice" --towers gpu:0 --variables gpu:0 \
+  timeout --foreground -k 10 60 "$tbrun" --model "$m" --data "idx:$repo/samples/fashion-mnist-slice" --towers gpu:0 --variables gpu:0 \
     --steps 1 --quiet > "$o" 2>&1
   local rc=$?
   cat "$o"
@@ -310,6 +324,7 @@ print(f"{sys.argv[1]:<58} {s['steady_examples_per_sec']:12,.0f} {s['reduce_apply
 if sys.argv[1].endswith("gpu:0 --variables gpu:0"):
     print("  memory:", json.dumps(s["memory"]), "devices:", json.dumps(s.get("device_memory")))
 PY
+    [ $? -eq 0 ] || return 1
   done
   rm -f "$out/placement.json" "$out/placement.jsonl"
 }
@@ -341,6 +356,7 @@ bubble = s.get("bubble_fraction")
 print(f"{sys.argv[1]:<10} {sys.argv[2]:>6} {sys.argv[3]:<58} {s['steady_examples_per_sec']:10,.0f} "
       f"{'' if bubble is None else f'{bubble:.1%}':>8} {b:12,d} {s.get('peak_device_bytes', 0) / 2**20:10.1f}")
 PY
+        [ $? -eq 0 ] || return 1
       done
     done
   done
@@ -365,11 +381,13 @@ step "input staged ahead vs on the path" staging
 gpu_events() {
   local d="$out/tb-gpu-run"
   rm -rf "$d"
-  timeout 120 "$tbrun" --model mnist_cnn --data "idx:$repo/samples/fashion-mnist-slice" --towers gpu:0 \
+  timeout --foreground -k 10 120 "$tbrun" --model mnist_cnn --data "idx:$repo/samples/fashion-mnist-slice" --towers gpu:0 \
     --variables gpu:0 --batch 128 --eval-every 20 --steps 40 --quiet --run-dir "$d" > /dev/null &&
-  timeout 120 "$tbrun" --resume "$d" --steps 80 --eval-every 20 --quiet > /dev/null &&
-  python3 "$repo/tests/gpu/read_events_with_tensorboard.py" "$d" &&
-  rm -rf "$d/checkpoints"  # the events and metrics come back in $OUT, not the weights
+  timeout --foreground -k 10 120 "$tbrun" --resume "$d" --steps 80 --eval-every 20 --quiet > /dev/null &&
+  python3 "$repo/tests/gpu/read_events_with_tensorboard.py" "$d"
+  local rc=$?
+  rm -rf "$d/checkpoints"  # the events and metrics come back in $OUT, not the weights (whatever failed)
+  return $rc
 }
 step "TensorBoard reads a GPU run's events" gpu_events
 tensorboard_reads() { python3 "$repo/tests/gpu/read_events_with_tensorboard.py" "$repo/.deps/tbrun"; }
@@ -398,7 +416,7 @@ step "denormal benchmark (host CPU)" denormals
 # from a CPU run on this host, its predictions for one H100 tower (saved before any GPU run)
 # against gpu:0 measured, variables on the host and on the GPU, batch 32/128/512.
 gpu_sweep() {
-  timeout 240 "$tbrun" scale --model mnist_cnn --data "idx:$repo/samples/fashion-mnist-slice" --towers gpu:0*2     --batch 128 --validation 0 --sweep-towers 1,2,4 --sweep-strategies mean,allreduce,average:4     --sweep-warmup 20 --sweep-steps 100 --run-dir "$out/gpu_sweep" > "$out/gpu_sweep.json" || return 1
+  timeout --foreground -k 10 240 "$tbrun" scale --model mnist_cnn --data "idx:$repo/samples/fashion-mnist-slice" --towers gpu:0*2     --batch 128 --validation 0 --sweep-towers 1,2,4 --sweep-strategies mean,allreduce,average:4     --sweep-warmup 20 --sweep-steps 100 --run-dir "$out/gpu_sweep" > "$out/gpu_sweep.json" || return 1
   python3 - "$out/gpu_sweep.json" <<'PY'
 import json, sys
 s = json.loads(open(sys.argv[1]).read().strip().splitlines()[-1])
@@ -504,7 +522,7 @@ layouts() {
     for r in 1 2 3; do
       for mode in nhwc nchw measured; do
         printf '%-12s round %s %-9s' $model $r $mode
-        TB_CONV_LAYOUT=$mode timeout 120 "$tbrun" --model $model --data "$data" --towers gpu:0 --variables gpu:0 \
+        TB_CONV_LAYOUT=$mode timeout --foreground -k 10 120 "$tbrun" --model $model --data "$data" --towers gpu:0 --variables gpu:0 \
           --batch 128 --steps 320 --validation 0 --eval-every 0 --quiet --precision fp32 \
           --run-dir "$(mktemp -d -u /tmp/tb-layout-XXXX)" | tail -1 |
           python3 -c 'import json, sys; print("%10.0f ex/s" % json.loads(sys.stdin.read())["steady_examples_per_sec"])' || return 1
@@ -531,7 +549,7 @@ conv_api() {
         for api in legacy graph measured; do
           printf '%-12s %s round %s %-9s' $model $p $r $api
           echo "--- $model $p round $r TB_CONV_API=$api" >> "$out/conv_api-decisions.txt"
-          TB_CONV_API=$api timeout 90 "$tbrun" --model $model --data "$data" --towers gpu:0 --variables gpu:0 \
+          TB_CONV_API=$api timeout --foreground -k 10 90 "$tbrun" --model $model --data "$data" --towers gpu:0 --variables gpu:0 \
             --batch 128 --steps 320 --validation 0 --eval-every 0 --quiet --precision $p \
             --run-dir "$(mktemp -d -u /tmp/tb-api-XXXX)" 2>> "$out/conv_api-decisions.txt" | tail -1 |
             python3 -c 'import json, sys; print("%10.0f ex/s" % json.loads(sys.stdin.read())["steady_examples_per_sec"])' 2> /dev/null ||
@@ -568,7 +586,7 @@ report_lag() {
       for r in 1 2 3; do
         for lag in 0 -1; do
           printf '%-12s %s round %s --report-lag %-3s' $model $p $r $lag
-          timeout 120 "$tbrun" --model $model --data "$data" --towers gpu:0 --variables gpu:0 --batch 128 \
+          timeout --foreground -k 10 120 "$tbrun" --model $model --data "$data" --towers gpu:0 --variables gpu:0 --batch 128 \
             --steps 320 --validation 0 --eval-every 0 --quiet --precision $p --report-lag $lag \
             --run-dir "$(mktemp -d -u /tmp/tb-lag-XXXX)" | tail -1 |
             python3 -c 'import json, sys; s = json.loads(sys.stdin.read())
@@ -661,7 +679,7 @@ window() {
       nvidia-smi --query-gpu=timestamp,utilization.gpu,memory.used --format=csv,noheader,nounits -lms 250 > "$dir/nvidia-smi.csv" &
       smi=$!
       echo "--- the window on $towers"
-      (cd "$repo" && TOWERBENCH_RUNS_DIR="$dir/runs" OMP_NUM_THREADS=4 timeout 150 "$run_bin/tb_window_soak" "$dir/config.json" 25 \
+      (cd "$repo" && TOWERBENCH_RUNS_DIR="$dir/runs" OMP_NUM_THREADS=4 timeout --foreground -k 10 150 "$run_bin/tb_window_soak" "$dir/config.json" 25 \
         "$dir/soak.json" "$dir/shots") || status=1
       kill $smi 2> /dev/null
       for shot in "$dir"/shots/window-*.png; do [ -f "$shot" ] && cp "$shot" "$out/$name-$(basename "$shot")"; done

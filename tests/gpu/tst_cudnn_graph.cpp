@@ -4,7 +4,8 @@
 // whole graph, for each direction in fp32 and bf16, with and without a bias, on the shapes of
 // mnist_cnn and cifar10_cnn and a strided one. cuDNN checks attribute types, counts and values
 // there; what only a GPU can tell (engines, plans, numbers) the device check's op check tells.
-//   - a shape cuDNN refuses is a GraphRefused naming what was being built
+//   - a shape cuDNN refuses is a GraphRefused naming what was being built, kept as cuDNN's lasting
+//     answer; its internal errors and failed executions are not kept
 //   - without a handle no engine is listed
 //   - a plan takes pointers only as aligned as it was made for
 #include <string>
@@ -66,7 +67,17 @@ int main() {
         const std::string what = e.what();
         CHECK(what.rfind("cuDNN's graph API: ", 0) == 0 && what.find("answered CUDNN_STATUS_") != std::string::npos,
               "one sentence naming what was built and cuDNN's answer: %s", what.c_str());
+        CHECK(e.lasting, "cuDNN's refusal of the shape is its answer about the graph, kept as \"none\": %s", what.c_str());
     }
+    // Only a bad parameter or an unsupported graph is such an answer; cuDNN's internal errors (its
+    // host memory exhausted among them) and failed executions are tried again by the next run.
+    CHECK(lastingRefusal(CUDNN_STATUS_BAD_PARAM) && lastingRefusal(CUDNN_STATUS_BAD_PARAM_NULL_POINTER) &&
+              lastingRefusal(CUDNN_STATUS_NOT_SUPPORTED) && lastingRefusal(CUDNN_STATUS_NOT_SUPPORTED_GRAPH_PATTERN),
+          "a bad parameter or an unsupported graph lasts");
+    CHECK(!lastingRefusal(CUDNN_STATUS_INTERNAL_ERROR) && !lastingRefusal(CUDNN_STATUS_INTERNAL_ERROR_HOST_ALLOCATION_FAILED) &&
+              !lastingRefusal(CUDNN_STATUS_EXECUTION_FAILED) && !lastingRefusal(CUDNN_STATUS_EXECUTION_FAILED_CUDA_DRIVER) &&
+              !lastingRefusal(CUDNN_STATUS_NOT_INITIALIZED) && !lastingRefusal(CUDNN_STATUS_SUCCESS),
+          "cuDNN's internal errors and failed executions do not");
 
     alignas(16) static char buffer[64];
     CHECK(GraphConvPlan::fits(buffer, buffer + 16, buffer + 32), "16-byte aligned pointers fit");

@@ -89,8 +89,9 @@ inline bool refusedForPrecision(cudnnStatus_t status) {
 // cudnnFind*Ex times each algorithm once, too noisy on small convolutions (docs/gpus.md), so
 // Find's usable candidates within 3x of its fastest (at most kCandidates) are timed again
 // (medianTimes), then ranked by choose()'s rule (conv_choice.hpp). call(algo, workspaceBytes) runs
-// the operation once on `q`; a candidate whose call fails is left out, and Find's own ranking
-// stands if every one fails.
+// the operation once on `q`; a candidate whose call fails is left out, and the next usable one
+// beyond 3x is tried while none has run. None that runs: NoAlgorithm (a bf16 plan then runs that
+// shape in fp32), never an algorithm that just failed.
 template <class Perf, class Call>
 AlgoChoice retimed(const Perf* perf, int count, ConvRule rule, cudnnConvolutionDescriptor_t conv, cudaStream_t q,
                    Call call, const char* what) {
@@ -108,7 +109,9 @@ AlgoChoice retimed(const Perf* perf, int count, ConvRule rule, cudnnConvolutionD
         const Perf& p = perf[i];
         if (!usable(p, rule)) continue;
         if (fastest < 0) fastest = p.time;
-        if (p.time <= 3.f * fastest && run(p, 1)) candidates.push_back(p);  // (a refused one takes no place)
+        if (p.time > 3.f * fastest && !candidates.empty()) continue;
+        if (run(p, 1)) candidates.push_back(p);
+        else cudaGetLastError();  // (a refused call may leave its error for the next launch's check)
     }
     std::vector<std::function<bool(int)>> runs;
     for (const Perf& p : candidates) runs.push_back([&, p](int calls) { return run(p, calls); });
@@ -120,7 +123,9 @@ AlgoChoice retimed(const Perf* perf, int count, ConvRule rule, cudnnConvolutionD
             timed.back().time = *times[j];
         }
     try {
-        if (timed.empty()) return choose(perf, count, rule, what);
+        if (timed.empty() && fastest < 0) return choose(perf, count, rule, what);  // (says why none is usable)
+        if (timed.empty())
+            throw NoAlgorithm(std::string("CUDA backend: no ") + what + " algorithm of cuDNN's search ran");
         std::sort(timed.begin(), timed.end(), [](const Perf& a, const Perf& b) { return a.time < b.time; });
         return choose(timed.data(), int(timed.size()), rule, what);
     } catch (const NoUsableAlgorithm& e) {
@@ -575,6 +580,15 @@ private:
                                          : cudnnTransformTensor(h, &one, from, a.raw(), &zero, to, b.raw());
         };
         const auto then = [](cudnnStatus_t a, auto b) { return a == CUDNN_STATUS_SUCCESS ? b() : a; };
+        // Where the layouts are compared, NHWC's calls also run the filter's transposition a step
+        // makes for each (filter(), and the filter gradient's back), which NCHW spares.
+        const auto toKrsc = [&](ConvLayout l) {
+            if (l == ConvLayout::Nhwc && tryNchw) filterToKrsc(q, t.wk.f(), t.w.f(), d_.k, d_.c, d_.r, d_.s);
+        };
+        const auto fromKrsc = [&](ConvLayout l) {
+            if (l == ConvLayout::Nhwc && tryNchw) filterFromKrsc(q, t.w.f(), t.wk.f(), d_.k, d_.c, d_.r, d_.s);
+            return CUDNN_STATUS_SUCCESS;
+        };
         if (tryNchw) {  // the NCHW copies hold x's and y's values from the first Find on
             TB_CUDNN_OR_NO_ALGORITHM(cudnnTransformTensor(h, &one, x_, t.x.raw(), &zero, xc_, t.xt.raw()));
             TB_CUDNN_OR_NO_ALGORITHM(cudnnTransformTensor(h, &one, y_, t.y.raw(), &zero, yc_, t.yt.raw()));
@@ -606,6 +620,7 @@ private:
                                                               n, count, perf, t.space, t.bytes);
             },
             [&](ConvLayout l, int algo, size_t bytes) {
+                toKrsc(l);
                 return then(toNchw(l, x_, t.x, xc_, t.xt), [&] {
                     return then(cudnnConvolutionForward(h, &one, xd(l), xIn(l), wd(l), t.w.raw(), fwdConv_,
                                                         cudnnConvolutionFwdAlgo_t(algo), t.space, bytes, &zero, yd(l),
@@ -621,6 +636,7 @@ private:
                                                                    xIn(l), n, count, perf, t.space, t.bytes);
             },
             [&](ConvLayout l, int algo, size_t bytes) {
+                toKrsc(l);
                 return then(toNchw(l, y_, t.y, yc_, t.yt), [&] {
                     return then(cudnnConvolutionBackwardData(h, &one, wd(l), t.w.raw(), yd(l), yIn(l), bwdDataConv_,
                                                              cudnnConvolutionBwdDataAlgo_t(algo), t.space, bytes, &zero,
@@ -640,9 +656,10 @@ private:
             [&](ConvLayout l, int algo, size_t bytes) {
                 return then(toNchw(l, x_, t.x, xc_, t.xt), [&] {
                     return then(toNchw(l, y_, t.y, yc_, t.yt), [&] {
-                        return cudnnConvolutionBackwardFilter(h, &one, xd(l), xIn(l), yd(l), yIn(l), bwdFilterConv_,
-                                                              cudnnConvolutionBwdFilterAlgo_t(algo), t.space, bytes,
-                                                              &zero, wd(l), t.w.raw());
+                        return then(cudnnConvolutionBackwardFilter(h, &one, xd(l), xIn(l), yd(l), yIn(l),
+                                                                   bwdFilterConv_, cudnnConvolutionBwdFilterAlgo_t(algo),
+                                                                   t.space, bytes, &zero, wd(l), t.w.raw()),
+                                    [&] { return fromKrsc(l); });
                     });
                 });
             });
@@ -652,11 +669,11 @@ private:
 
 
     // What the timed trials run on (made once per shape, at set-up, outside any step): x, y (also
-    // dy) and w as the network holds them, filled with constants, their NCHW copies where NCHW is
-    // tried, and cuDNN's workspace, up to a quarter of the free memory and at most 1 GiB so that a
+    // dy) and w as the network holds them, filled with constants, their NCHW copies and the filter
+    // in (k, c, r, s) (wk, which NHWC's calls transpose) where NCHW is tried, and cuDNN's workspace, up to a quarter of the free memory and at most 1 GiB so that a
     // fast algorithm with a large workspace is not missed. Freed once the set-up stream is idle.
     struct Trials {
-        DeviceBuffer x, y, w, xt, yt;
+        DeviceBuffer x, y, w, xt, yt, wk;
         void* space = nullptr;
         size_t bytes = 0;
         cudaStream_t q;
@@ -665,7 +682,10 @@ private:
             const size_t es = c.bf16_ ? sizeof(bf16) : sizeof(float);
             DeviceAllocator* a = c.ctx_.allocator;
             x = DeviceBuffer(a, xs * es), y = DeviceBuffer(a, ys * es), w = DeviceBuffer(a, ws * es);
-            if (nchw) xt = DeviceBuffer(a, xs * es), yt = DeviceBuffer(a, ys * es);
+            if (nchw) {  // (fp32 only)
+                xt = DeviceBuffer(a, xs * es), yt = DeviceBuffer(a, ys * es), wk = DeviceBuffer(a, ws * es);
+                fill(q, wk.f(), 0.125f, ws);
+            }
             for (auto [buf, n, v] : {std::tuple{&x, xs, 0.5f}, std::tuple{&y, ys, 0.25f}, std::tuple{&w, ws, 0.125f}}) {
                 if (c.bf16_) fill(q, buf->h(), v, n);
                 else fill(q, buf->f(), v, n);
@@ -702,13 +722,18 @@ private:
         for (int i = 0; i < 3; ++i) {
             const auto dir = ConvDirection(i);
             AlgoChoice& a = directionOf(c, dir);
-            if (a.graphState == Graph::NotFaster || a.graphState == Graph::None) continue;
+            // (TB_CONV_API=graph takes an engine where a measured run kept "not faster".)
+            if ((a.graphState == Graph::NotFaster && keepable) || a.graphState == Graph::None) continue;
             std::string why;
             std::unique_ptr<GraphConv> g;
             try {
                 g = std::make_unique<GraphConv>(ctx_.setup->cudnn, graphShape(dir), dir);
             } catch (const GraphRefused& e) {
                 why = e.what();
+                if (!e.lasting) {  // (not cuDNN's answer about the graph: nothing kept)
+                    noteOnce(where(dir) + ": its cuDNN graph could not be built (" + why + "); it runs on the legacy calls");
+                    continue;
+                }
             }
             if (a.graphState == Graph::Engine && g) {
                 if ((graph_[size_t(i)] = g->rebuild(*a.graph, rule_, why))) continue;
@@ -782,6 +807,7 @@ private:
             plans = g.candidates(rule_, kGraphCandidates, searchWorkspaceCap(), counts);
         } catch (const GraphRefused& e) {
             pick.why = e.what();
+            if (!e.lasting) pick.outcome = Graph::NotTried;
             return pick;
         } catch (const Error& e) {  // (the free memory unread)
             pick.outcome = Graph::NotTried;
@@ -914,6 +940,10 @@ private:
                 into = in(l);
             } catch (const NoAlgorithm& e) {
                 none = e;
+            } catch (const Error& e) {  // NCHW's own failure (its Find, a transposition) leaves NHWC
+                if (l == ConvLayout::Nhwc) throw;
+                cudaGetLastError();
+                none = NoAlgorithm(std::string("CUDA backend: in NCHW: ") + e.what());
             }
         };
         if (tryNchw) attempt(ConvLayout::Nchw, nchwChoice);

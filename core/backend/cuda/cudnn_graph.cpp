@@ -49,7 +49,8 @@ public:
 private:
     void check(cudnnStatus_t s, const std::string& call) const {
         if (s != CUDNN_STATUS_SUCCESS)
-            throw GraphRefused("cuDNN's graph API: " + what_ + ": " + call + " answered " + cudnnGetErrorString(s));
+            throw GraphRefused("cuDNN's graph API: " + what_ + ": " + call + " answered " + cudnnGetErrorString(s),
+                               lastingRefusal(s));
     }
 
     cudnnBackendDescriptor_t d_ = nullptr;

@@ -32,10 +32,18 @@ struct GraphConvShape {
     int outW() const { return (w + 2 * padW - s) / strideW + 1; }
 };
 
-// cuDNN refused the graph, an engine or a plan: the direction runs on the legacy calls.
+// cuDNN refused the graph, an engine or a plan: the direction runs on the legacy calls. `lasting`:
+// the refusal is cuDNN's answer about the graph itself (a bad parameter, not supported), which a
+// run may keep ("none") until cuDNN changes; not lasting (cuDNN's internal errors, its host memory
+// exhausted, a failed execution): the next run tries again.
 struct GraphRefused : Error {
-    using Error::Error;
+    explicit GraphRefused(const std::string& what, bool lasting = true) : Error(what), lasting(lasting) {}
+    bool lasting;
 };
+inline bool lastingRefusal(cudnnStatus_t s) {
+    const int category = int(s) / 1000 * 1000;  // (CUDNN_STATUS_CATEGORY)
+    return category == CUDNN_STATUS_BAD_PARAM || category == CUDNN_STATUS_NOT_SUPPORTED;
+}
 
 class BackendDescriptor;
 

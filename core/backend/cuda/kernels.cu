@@ -20,6 +20,13 @@ unsigned blocksFor(size_t n) { return unsigned(std::clamp<size_t>((n + kThreads 
 #define TB_GRID_STRIDE(i, n) \
     for (size_t i = size_t(blockIdx.x) * blockDim.x + threadIdx.x; i < (n); i += size_t(gridDim.x) * blockDim.x)
 
+__global__ void holdKernel(uint64_t nanoseconds) {
+    // %globaltimer: nanoseconds, the same on every SM (clock64 counts cycles, whose rate varies).
+    uint64_t start = 0, now = 0;
+    asm volatile("mov.u64 %0, %%globaltimer;" : "=l"(start));
+    do asm volatile("mov.u64 %0, %%globaltimer;" : "=l"(now));
+    while (now - start < nanoseconds);
+}
 __global__ void fillKernel(float* x, float v, size_t n) {
     TB_GRID_STRIDE(i, n) x[i] = v;
 }
@@ -442,6 +449,10 @@ __global__ void addKernel(const float* a, const float* b, float* y, size_t n, bo
     } while (0)
 
 void fill(cudaStream_t s, float* x, float v, size_t n) { TB_LAUNCH(fillKernel, n, s, x, v, n); }
+void holdStream(cudaStream_t s, unsigned microseconds) {
+    holdKernel<<<1, 1, 0, s>>>(uint64_t(microseconds) * 1000);
+    TB_CUDA_LAUNCHED("holdKernel");
+}
 void scale(cudaStream_t s, float* x, float a, size_t n) { TB_LAUNCH(scaleKernel, n, s, x, a, n); }
 void axpy(cudaStream_t s, float a, const float* x, float* y, size_t n) { TB_LAUNCH(axpyKernel, n, s, a, x, y, n); }
 void reluForward(cudaStream_t s, const float* x, float* y, size_t n) { TB_LAUNCH(reluForwardKernel, n, s, x, y, n); }
@@ -562,6 +573,7 @@ BatchNormChunks batchNormChunks(int64_t rows) {
     // Enough chunks to fill the GPU with the channel tiles of a ResNet's 16-64 channels, each
     // chunk at least 64 rows.
     BatchNormChunks k;
+    if (rows <= 0) return {1, 0};  // (nothing to sum; the sums return before reading it)
     k.chunks = int(std::clamp<int64_t>((rows + 63) / 64, 1, 256));
     k.rowsPerChunk = (rows + k.chunks - 1) / k.chunks;
     k.chunks = int((rows + k.rowsPerChunk - 1) / k.rowsPerChunk);

@@ -17,6 +17,10 @@
 namespace tb::cuda {
 
 void fill(cudaStream_t s, float* x, float v, size_t n);
+// Keeps `s` busy for `microseconds` (one thread reading the GPU's clock): work enqueued behind it
+// meanwhile starts back to back, as a recorded step's does, so timings taken after it leave out
+// the host's time to enqueue (plan_trials.cpp's medianTimes).
+void holdStream(cudaStream_t s, unsigned microseconds);
 void scale(cudaStream_t s, float* x, float a, size_t n);
 void axpy(cudaStream_t s, float a, const float* x, float* y, size_t n);
 // out[0] += a * sum(x^2); scratch holds kScratchFloats partial sums (deterministic order).

@@ -6,8 +6,11 @@
 #include <nccl.h>
 
 #include <atomic>
+#include <chrono>
 #include <cstdio>
 #include <cstring>
+#include <mutex>
+#include <shared_mutex>
 #include <string>
 #include <utility>
 #include <vector>
@@ -21,6 +24,11 @@ struct TbNcclGroup {
     // Set once by ncclAbort (from a watchdog or a failing rank's thread, while other ranks may be
     // inside a call): the communicators are then aborted, freed by NCCL, and never used again.
     std::atomic<bool> aborted{false};
+    // Held shared by every call that hands NCCL a communicator (which reads `aborted` under it) and
+    // exclusively by ncclAbort before NCCL frees them, so that no call starts on a freed
+    // communicator. A call stuck inside NCCL (a peer gone) is what the abort must break, so the
+    // abort waits for the calls in flight a bounded time only.
+    std::shared_timed_mutex calls;
 };
 
 namespace tb::cuda {
@@ -33,7 +41,7 @@ int failed(TbError* err, const char* call, ncclResult_t r) {
 }
 cudaStream_t queue(TbStream* s) { return reinterpret_cast<StreamImpl*>(s)->stream; }
 
-// Every call's start: the rank's GPU current, and the group still whole.
+// Every call's start, under a shared hold of g->calls: the rank's GPU current, and the group still whole.
 int begin(TbNcclGroup* g, int rank, const char* call, TbError* err) {
     if (g->aborted) {
         if (err) std::snprintf(err->message, sizeof err->message, "NCCL: %s refused: the group was aborted", call);
@@ -80,12 +88,18 @@ int ncclJoin(int n, const int* devices, int worldRanks, int firstRank, const cha
     ncclUniqueId u;
     std::memcpy(&u, id, sizeof u);
     cudaError_t device = cudaSuccess;
-    ncclResult_t r = ncclGroupStart();
-    for (int i = 0; i < n && r == ncclSuccess && device == cudaSuccess; ++i) {
-        device = cudaSetDevice(devices[i]);
-        if (device == cudaSuccess) r = ncclCommInitRank(&g->comms[size_t(i)], worldRanks, u, firstRank + i);
+    // Every GPU checked first: ncclGroupEnd would start the joins queued before a failure, and
+    // they wait for ranks that never join.
+    for (int i = 0; i < n && device == cudaSuccess; ++i) device = cudaSetDevice(devices[i]);
+    ncclResult_t r = ncclSuccess, e = ncclSuccess;
+    if (device == cudaSuccess) {
+        r = ncclGroupStart();
+        for (int i = 0; i < n && r == ncclSuccess && device == cudaSuccess; ++i) {
+            device = cudaSetDevice(devices[i]);  // (it has just succeeded for this GPU)
+            if (device == cudaSuccess) r = ncclCommInitRank(&g->comms[size_t(i)], worldRanks, u, firstRank + i);
+        }
+        e = ncclGroupEnd();
     }
-    const ncclResult_t e = ncclGroupEnd();
     if (device != cudaSuccess || r != ncclSuccess || e != ncclSuccess) {
         if (device != cudaSuccess) {
             if (err)
@@ -115,11 +129,14 @@ void ncclDestroy(TbNcclGroup* g) {
 // one); the communicators are freed by it.
 void ncclAbort(TbNcclGroup* g) {
     if (g->aborted.exchange(true)) return;
+    std::unique_lock calls(g->calls, std::defer_lock);
+    (void)calls.try_lock_for(std::chrono::seconds(2));  // (held or not: the abort goes on)
     for (ncclComm_t c : g->comms)
         if (c) ncclCommAbort(c);
 }
 
 int ncclAsyncError(TbNcclGroup* g, int rank, TbError* err) {
+    std::shared_lock calls(g->calls);
     if (g->aborted) return TB_OK;  // the communicators are NCCL's to free now
     ncclResult_t state = ncclSuccess;
     const ncclResult_t r = ncclCommGetAsyncError(g->comms[size_t(rank)], &state);
@@ -133,6 +150,7 @@ int ncclAsyncError(TbNcclGroup* g, int rank, TbError* err) {
 
 // Each call is its own group: a rank's thread may enqueue several without blocking the others.
 int ncclAllReduce(TbNcclGroup* g, int rank, void* buf, size_t count, int bf16, int mean, TbStream* s, TbError* err) {
+    std::shared_lock calls(g->calls);
     if (begin(g, rank, "ncclAllReduce", err) != TB_OK) return TB_ERROR;
     ncclGroupStart();
     const ncclResult_t r = ::ncclAllReduce(buf, buf, count, bf16 ? ncclBfloat16 : ncclFloat, mean ? ncclAvg : ncclSum,
@@ -144,6 +162,7 @@ int ncclAllReduce(TbNcclGroup* g, int rank, void* buf, size_t count, int bf16, i
 
 int ncclReduce(TbNcclGroup* g, int rank, const void* send, void* recv, size_t count, int bf16, int mean, int root,
                TbStream* s, TbError* err) {
+    std::shared_lock calls(g->calls);
     if (begin(g, rank, "ncclReduce", err) != TB_OK) return TB_ERROR;
     const ncclResult_t r = ::ncclReduce(send, recv, count, bf16 ? ncclBfloat16 : ncclFloat, mean ? ncclAvg : ncclSum,
                                         root, g->comms[size_t(rank)], queue(s));
@@ -151,6 +170,7 @@ int ncclReduce(TbNcclGroup* g, int rank, const void* send, void* recv, size_t co
 }
 
 int ncclBroadcast(TbNcclGroup* g, int rank, float* buf, size_t count, int root, TbStream* s, TbError* err) {
+    std::shared_lock calls(g->calls);
     if (begin(g, rank, "ncclBroadcast", err) != TB_OK) return TB_ERROR;
     const ncclResult_t r = ::ncclBroadcast(buf, buf, count, ncclFloat, root, g->comms[size_t(rank)], queue(s));
     return r == ncclSuccess ? TB_OK : failed(err, "ncclBroadcast", r);
@@ -158,12 +178,14 @@ int ncclBroadcast(TbNcclGroup* g, int rank, float* buf, size_t count, int root, 
 
 // Each its own group, as the collectives: the two ranks of a link are driven by two stage threads.
 int ncclSend(TbNcclGroup* g, int rank, const float* buf, size_t count, int peer, TbStream* s, TbError* err) {
+    std::shared_lock calls(g->calls);
     if (begin(g, rank, "ncclSend", err) != TB_OK) return TB_ERROR;
     const ncclResult_t r = ::ncclSend(buf, count, ncclFloat, peer, g->comms[size_t(rank)], queue(s));
     return r == ncclSuccess ? TB_OK : failed(err, "ncclSend", r);
 }
 
 int ncclRecv(TbNcclGroup* g, int rank, float* buf, size_t count, int peer, TbStream* s, TbError* err) {
+    std::shared_lock calls(g->calls);
     if (begin(g, rank, "ncclRecv", err) != TB_OK) return TB_ERROR;
     const ncclResult_t r = ::ncclRecv(buf, count, ncclFloat, peer, g->comms[size_t(rank)], queue(s));
     return r == ncclSuccess ? TB_OK : failed(err, "ncclRecv", r);

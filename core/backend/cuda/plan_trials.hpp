@@ -18,7 +18,8 @@ namespace tb::cuda {
 // The median time per call of each of `runs` on `q` (runs[j](calls) runs candidate j `calls`
 // times; false where it is refused, and that candidate gets no time): a warm-up call each, then
 // five rounds taking every candidate in turn (a ramping clock favours none), each timing three
-// back-to-back calls (a busy GPU, as in a step).
+// calls enqueued while the stream is held busy (holdStream), so that they run back to back as in
+// a recorded step and the host's time to enqueue them is not counted.
 std::vector<std::optional<float>> medianTimes(cudaStream_t q, const std::vector<std::function<bool(int)>>& runs);
 
 // A stream and cuDNN handle of the trial's own on `device`, which the backend's allocator does not
