@@ -597,6 +597,22 @@ private:
         // with call(l, algo, workspaceBytes), which transposes where a step would.
         const auto direction = [&](auto* perfType, cudnnConvolutionDescriptor_t conv, int algorithms, const char* what,
                                    auto find, auto call) {
+            // Each layout's winner, run as its re-timing ran it; times both side by side.
+            const auto runOf = [&](const AlgoChoice& a) -> std::function<bool(int)> {
+                return [&, a](int calls) {
+                    if (cudnnSetConvolutionMathType(conv, a.math) != CUDNN_STATUS_SUCCESS) return false;
+                    for (int k = 0; k < calls; ++k)
+                        if (call(a.layout, a.algo, a.workspace) != CUDNN_STATUS_SUCCESS) return false;
+                    return true;
+                };
+            };
+            const auto both = [&](std::optional<AlgoChoice>& nhwc, std::optional<AlgoChoice>& nchw) {
+                const std::vector<std::optional<float>> times = medianTimes(q, {runOf(*nhwc), runOf(*nchw)});
+                for (auto [choice, time] : {std::pair{&nhwc, times[0]}, std::pair{&nchw, times[1]}}) {
+                    if (time) (*choice)->ms = *time;
+                    else choice->reset();
+                }
+            };
             return bestLayout(tryNchw, [&](ConvLayout l) {
                 std::vector<std::remove_pointer_t<decltype(perfType)>> perf(static_cast<size_t>(algorithms));
                 int count = 0;
@@ -610,7 +626,7 @@ private:
                                        [&](int algo, size_t bytes) { return call(l, algo, bytes); }, what);
                 a.layout = l;
                 return a;
-            });
+            }, both);
         };
         c.fwd = direction(
             static_cast<cudnnConvolutionFwdAlgoPerf_t*>(nullptr), fwdConv_, CUDNN_CONVOLUTION_FWD_ALGO_COUNT,
@@ -928,11 +944,13 @@ private:
         case ConvDirection::BackwardFilter: backwardWeights(st, t.x.f(), t.dy.f(), t.dw.f(), nullptr, t.ws); break;
         }
     }
-    // One direction in both layouts: in(layout) searches and re-times it in that layout. A layout
-    // without a usable algorithm leaves the other; TB_CONV_LAYOUT=nchw tries NHWC only where NCHW
-    // has none.
-    template <class In>
-    AlgoChoice bestLayout(bool tryNchw, In in) const {
+    // One direction in both layouts: in(layout) searches and re-times it in that layout, and
+    // where both have a choice, both(nhwc, nchw) times the two side by side (one medianTimes, so
+    // no drift of the clock between the layouts' searches decides) and resets one that no longer
+    // runs. A layout without a usable algorithm leaves the other; TB_CONV_LAYOUT=nchw tries NHWC
+    // only where NCHW has none.
+    template <class In, class Both>
+    AlgoChoice bestLayout(bool tryNchw, In in, Both both) const {
         std::optional<AlgoChoice> nhwc, nchwChoice;
         std::optional<NoAlgorithm> none;
         const auto attempt = [&](ConvLayout l, std::optional<AlgoChoice>& into) {
@@ -948,7 +966,8 @@ private:
         };
         if (tryNchw) attempt(ConvLayout::Nchw, nchwChoice);
         if (forced_ != ConvLayout::Nchw || !nchwChoice) attempt(ConvLayout::Nhwc, nhwc);
-        if (!nhwc && !nchwChoice) throw *none;
+        if (nhwc && nchwChoice) both(nhwc, nchwChoice);
+        if (!nhwc && !nchwChoice) throw none.value_or(NoAlgorithm("CUDA backend: no algorithm ran in either layout"));
         return *faster(nhwc, nchwChoice);
     }
 
