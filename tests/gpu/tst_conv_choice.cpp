@@ -61,7 +61,9 @@ int chosen(ConvRule rule, int count = kCount) { return tb::cuda::choose(kFound, 
 int main() {
     // Deterministic (the default) in each precision.
     CHECK(chosen({ConvMath::Fma, true}) == 3, "fp32: the deterministic FMA algorithm, got %d", chosen({ConvMath::Fma, true}));
-    CHECK(chosen({ConvMath::Any, true}) == 1, "tf32: the fastest deterministic one, got %d", chosen({ConvMath::Any, true}));
+    CHECK(chosen({ConvMath::Any, true}) == 3,
+          "tf32: the fastest deterministic one that converts nothing to 16 bits (not 1's ALLOW_CONVERSION), got %d",
+          chosen({ConvMath::Any, true}));
     CHECK(chosen({ConvMath::TensorOp, true}) == 1, "bf16: the deterministic tensor-core one, got %d",
           chosen({ConvMath::TensorOp, true}));
     // --deterministic false: the fastest that succeeded, of the precision's math.
@@ -70,7 +72,7 @@ int main() {
           chosen({ConvMath::TensorOp, false}));
     CHECK(chosen({ConvMath::Fma, false}) == 3, "fp32, nondeterministic: the fastest FMA one (0.30 < 0.50), got %d",
           chosen({ConvMath::Fma, false}));
-    const tb::cuda::AlgoChoice c = tb::cuda::choose(kFound, kCount, {ConvMath::Any, true}, "filter gradient");
+    const tb::cuda::AlgoChoice c = tb::cuda::choose(kFound, kCount, {ConvMath::TensorOp, true}, "filter gradient");
     CHECK(c.workspace == 1024 && c.math == CUDNN_TENSOR_OP_MATH_ALLOW_CONVERSION, "the choice carries its workspace and math");
     // Nothing usable: bf16 among FMA results only (the first three left out), or only a failure.
     try {
@@ -121,6 +123,9 @@ int main() {
               !engineObeys(Notes{CUDNN_NUMERICAL_NOTE_DOWN_CONVERT_INPUTS}, {ConvMath::Fma, true}),
           "fp32 without TF32 refuses tensor cores (TF32 on fp32 data), rounded inputs and reduced sums");
     CHECK(engineObeys(tensorCore, {ConvMath::Any, true}) && engineObeys(plain, {ConvMath::Any, true}), "--tf32 takes either");
+    CHECK(!engineObeys(tensorCoreConverting, {ConvMath::Any, true}) &&
+              !engineObeys(Notes{CUDNN_NUMERICAL_NOTE_DOWN_CONVERT_INPUTS}, {ConvMath::Any, true}),
+          "--tf32 refuses an engine converting its fp32 inputs to a 16-bit format");
     CHECK(engineObeys(tensorCore, {ConvMath::TensorOp, true}) && engineObeys(tensorCoreConverting, {ConvMath::TensorOp, true}) &&
               !engineObeys(plain, {ConvMath::TensorOp, true}) &&
               !engineObeys(Notes{CUDNN_NUMERICAL_NOTE_TENSOR_CORE, CUDNN_NUMERICAL_NOTE_REDUCED_PRECISION_REDUCTION},

@@ -47,8 +47,11 @@ struct AlgoChoice {
 };
 
 // fp32 without TF32 takes plain FMA results only (cuDNN's "default" math permits TF32 on Ampere
-// and later); --tf32 true takes any; bf16 takes tensor-core results only: an engine that reads
-// bf16 but computes on the FMA units is what held bf16 to 0.9x-2.2x of fp32 on an H200.
+// and later); --tf32 true takes FMA or TF32 tensor cores, never a conversion of its fp32 inputs to
+// a 16-bit format (legacy ALLOW_CONVERSION math, an engine noted DOWN_CONVERT_INPUTS: fp16's range
+// or bf16's 8 bits of precision, below TF32's; PyTorch's engine filter refuses them too); bf16
+// takes tensor-core results only: an engine that reads bf16 but computes on the FMA units is what
+// held bf16 to 0.9x-2.2x of fp32 on an H200.
 enum class ConvMath { Fma, Any, TensorOp };
 
 struct ConvRule {
@@ -67,7 +70,7 @@ inline bool mathAllowed(cudnnMathType_t math, ConvRule rule) {
     switch (rule.math) {
     case ConvMath::Fma: return math == CUDNN_FMA_MATH;
     case ConvMath::TensorOp: return math == CUDNN_TENSOR_OP_MATH || math == CUDNN_TENSOR_OP_MATH_ALLOW_CONVERSION;
-    case ConvMath::Any: return true;
+    case ConvMath::Any: return math != CUDNN_TENSOR_OP_MATH_ALLOW_CONVERSION;
     }
     return false;
 }
@@ -96,7 +99,7 @@ inline bool engineObeys(const std::vector<cudnnBackendNumericalNote_t>& notes, C
     case ConvMath::Fma:
         return !has(CUDNN_NUMERICAL_NOTE_TENSOR_CORE) && !has(CUDNN_NUMERICAL_NOTE_DOWN_CONVERT_INPUTS) &&
                !has(CUDNN_NUMERICAL_NOTE_REDUCED_PRECISION_REDUCTION);
-    case ConvMath::Any: return true;
+    case ConvMath::Any: return !has(CUDNN_NUMERICAL_NOTE_DOWN_CONVERT_INPUTS);
     }
     return false;
 }
