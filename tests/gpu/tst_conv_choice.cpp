@@ -161,6 +161,13 @@ int main() {
           "--deterministic false takes it");
     CHECK(!keptChoiceObeys(algoChoice(7, CUDNN_FMA_MATH), kFound, kCount, {ConvMath::Fma, true}),
           "an algorithm cuDNN does not list is refused");
+    const cudnnConvolutionBwdFilterAlgoPerf_t twice[] = {
+        result(4, CUDNN_STATUS_SUCCESS, CUDNN_NON_DETERMINISTIC, CUDNN_TENSOR_OP_MATH, 0.1f),
+        result(4, CUDNN_STATUS_SUCCESS, CUDNN_DETERMINISTIC, CUDNN_FMA_MATH, 0.2f),
+    };
+    CHECK(keptChoiceObeys(algoChoice(4, CUDNN_FMA_MATH), twice, 2, {ConvMath::Fma, true}) &&
+              !keptChoiceObeys(algoChoice(4, CUDNN_TENSOR_OP_MATH), twice, 2, {ConvMath::TensorOp, true}),
+          "an algorithm listed once per math type: its determinism with the kept math");
     // Keys: every part of the shape and the rule tells two entries apart.
     const std::string dev = "NVIDIA H100 80GB HBM3, sm 9.0, 132 SMs, cuDNN 9.19.0";
     const std::string key = tb::cuda::choiceKey(dev, 128, 1, 28, 28, 32, 5, 5, 1, 1, 2, 2, false, false, {ConvMath::Fma, true});

@@ -143,9 +143,13 @@ template <class Perf>
 bool keptChoiceObeys(const AlgoChoice& kept, const Perf* heuristics, int count, ConvRule rule) {
     if (!mathAllowed(kept.math, rule)) return false;
     if (!rule.deterministic) return true;
+    // The entry of the kept algorithm with the kept math, else its first (cuDNN may list an
+    // algorithm once per math type).
+    const Perf* entry = nullptr;
     for (int i = 0; i < count; ++i)
-        if (int(heuristics[i].algo) == kept.algo) return heuristics[i].determinism == CUDNN_DETERMINISTIC;
-    return false;  // an algorithm cuDNN does not list
+        if (int(heuristics[i].algo) == kept.algo && (!entry || (heuristics[i].mathType == kept.math && entry->mathType != kept.math)))
+            entry = &heuristics[i];
+    return entry && entry->determinism == CUDNN_DETERMINISTIC;  // (none: an algorithm cuDNN does not list)
 }
 
 // The key a convolution's choices are kept under across runs: the GPU and cuDNN (`device`, e.g.
