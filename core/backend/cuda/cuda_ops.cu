@@ -46,7 +46,7 @@ public:
         // y^T (out x n) = W (out x in) x^T (in x n): W is stored as W^T (in x out) in column-major.
         const void* wIn = weights(st, w, wBf16);
         const void* xIn = in(st, xb_, x, size_t(d_.n) * d_.in);
-        if (withBias_.planned() && LtGemm::fits(wIn, xIn, y, b)) return withBias_.run(st, wIn, xIn, y, b);
+        if (withBias_.planned() && LtGemm::fits(wIn, xIn, y, b) && withBias_.run(st, wIn, xIn, y, b)) return;
         gemm(st, CUBLAS_OP_T, CUBLAS_OP_N, d_.out, d_.n, d_.in, wIn, d_.in, xIn, d_.in, y, d_.out);
         addBias(queueOf(st), y, b, size_t(d_.n), d_.out);
     }
@@ -59,8 +59,8 @@ public:
         // dW^T (in x out) = x^T (in x n) dy (n x out); db (out) = dy's sums over the n rows.
         const void* xIn = in(st, xb_, x, size_t(d_.n) * d_.in);
         const void* dyIn = in(st, dyb_, dy, size_t(d_.n) * d_.out);
-        if (withBiasGradient_.planned() && LtGemm::fits(xIn, dyIn, dw, db))
-            return withBiasGradient_.run(st, xIn, dyIn, dw, db);
+        if (withBiasGradient_.planned() && LtGemm::fits(xIn, dyIn, dw, db) && withBiasGradient_.run(st, xIn, dyIn, dw, db))
+            return;
         gemm(st, CUBLAS_OP_N, CUBLAS_OP_T, d_.in, d_.out, d_.n, xIn, d_.in, dyIn, d_.out, dw, d_.in);
         biasGradient(st, dy, ones_.f(), db, d_.n, d_.out);
     }

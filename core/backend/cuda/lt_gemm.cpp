@@ -1,5 +1,9 @@
 #include "backend/cuda/lt_gemm.hpp"
 
+#include <cstdio>
+#include <map>
+#include <mutex>
+
 #include "backend/cuda/cuda_check.hpp"
 #include "backend/cuda/cuda_ops.hpp"
 #include "backend/cuda/cuda_stream.hpp"
@@ -13,13 +17,23 @@ void setAttribute(cublasLtMatmulDesc_t op, cublasLtMatmulDescAttributes_t what, 
     TB_CUDA(cublasLtMatmulDescSetAttribute(op, what, &value, sizeof value));
 }
 
-// A handle for the heuristic query alone: plans are made on any tower's thread, and a handle of
-// their own keeps them off the streams' handles, which belong to the streams' threads.
-struct LtHandle {
-    cublasLtHandle_t h = nullptr;
-    LtHandle() { TB_CUDA(cublasLtCreate(&h)); }
-    ~LtHandle() { cublasLtDestroy(h); }
-};
+// cublasLtMatmulAlgoGetHeuristic on a handle for the queries alone, one per GPU: plans are made on
+// any tower's thread, and the streams' handles belong to the streams' threads. Made once and kept
+// for the process (never destroyed): cublasLtDestroy synchronises the whole device, which would
+// stall another tower's work on it, or break the recording of its step (ggml met the latter with
+// cuBLAS handles). Queries from several threads take turns.
+cublasStatus_t heuristic(cublasLtMatmulDesc_t op, cublasLtMatrixLayout_t a, cublasLtMatrixLayout_t b,
+                         cublasLtMatrixLayout_t d, cublasLtMatmulPreference_t pref,
+                         cublasLtMatmulHeuristicResult_t* found, int* count) {
+    static std::mutex mutex;
+    static std::map<int, cublasLtHandle_t> handles;
+    int device = 0;
+    TB_CUDA(cudaGetDevice(&device));
+    std::lock_guard lock(mutex);
+    cublasLtHandle_t& h = handles[device];
+    if (!h) TB_CUDA(cublasLtCreate(&h));
+    return cublasLtMatmulAlgoGetHeuristic(h, op, a, b, d, d, pref, 1, found, count);
+}
 
 struct Preference {
     cublasLtMatmulPreference_t p = nullptr;
@@ -55,13 +69,15 @@ LtGemm::LtGemm(cublasOperation_t ta, cublasOperation_t tb, int m, int n, int k, 
         TB_CUDA(cublasLtMatrixLayoutCreate(&a_, in, at ? k : m, at ? m : k, lda));
         TB_CUDA(cublasLtMatrixLayoutCreate(&b_, in, bt ? n : k, bt ? k : n, ldb));
         TB_CUDA(cublasLtMatrixLayoutCreate(&d_, CUDA_R_32F, m, n, ldc));
-        const LtHandle lt;
+        // The heuristic reads the vector's alignment from its pointer, and a null one looks aligned
+        // to anything: a stand-in aligned to kAlignment exactly, which fits() holds each call to.
+        setAttribute(op_, CUBLASLT_MATMUL_DESC_BIAS_POINTER, reinterpret_cast<const void*>(kAlignment));
         const Preference pref;
         cublasLtMatmulHeuristicResult_t found{};
         int count = 0;
         // A refusal (NOT_SUPPORTED, or INVALID_VALUE where this cuBLASLt takes no such epilogue for
         // these types or orders) leaves the plan unfused; the kernel profile shows which ran.
-        const cublasStatus_t s = cublasLtMatmulAlgoGetHeuristic(lt.h, op_, a_, b_, d_, d_, pref.p, 1, &found, &count);
+        const cublasStatus_t s = heuristic(op_, a_, b_, d_, pref.p, &found, &count);
         planned_ = s == CUBLAS_STATUS_SUCCESS && count > 0 && found.state == CUBLAS_STATUS_SUCCESS;
         if (planned_) algo_ = found.algo;
     } catch (const Error&) {
@@ -88,13 +104,19 @@ void LtGemm::release() noexcept {
     op_ = nullptr, a_ = b_ = d_ = nullptr;
 }
 
-void LtGemm::run(Stream st, const void* a, const void* b, float* d, const float* vector) {
+bool LtGemm::run(Stream st, const void* a, const void* b, float* d, const float* vector) {
     const cudaStream_t q = queueOf(st);
     // (The plan is its tower's: no other thread sets this between here and the call.)
     setAttribute(op_, CUBLASLT_MATMUL_DESC_BIAS_POINTER, vector);
     const float one = 1.f, zero = 0.f;
-    TB_CUDA(cublasLtMatmul(reinterpret_cast<cublasLtHandle_t>(st->cublas), op_, &one, a, a_, b, b_, &zero, d, d_, d,
-                           d_, &algo_, st->cublasWorkspace, kCublasWorkspaceBytes, q));
+    const cublasStatus_t s = cublasLtMatmul(reinterpret_cast<cublasLtHandle_t>(st->cublas), op_, &one, a, a_, b, b_,
+                                            &zero, d, d_, d, d_, &algo_, st->cublasWorkspace, kCublasWorkspaceBytes, q);
+    if (s == CUBLAS_STATUS_SUCCESS) return true;
+    std::fprintf(stderr, "CUDA backend: cuBLASLt refused the fused GEMM it had planned (%s); the dense layer's "
+                         "separate calls run it from now on\n", cublasGetStatusString(s));
+    planned_ = false;
+    release();
+    return false;
 }
 
 }  // namespace tb::cuda

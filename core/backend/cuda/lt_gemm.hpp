@@ -36,8 +36,10 @@ public:
     static bool fits(const void* a, const void* b, const void* d, const void* vector) {
         return ((uintptr_t(a) | uintptr_t(b) | uintptr_t(d) | uintptr_t(vector)) & (kAlignment - 1)) == 0;
     }
-    // On the stream's cuBLAS handle (a cuBLAS handle serves as cuBLASLt's) and its workspace.
-    void run(Stream st, const void* a, const void* b, float* d, const float* vector);
+    // On the stream's cuBLAS handle (a cuBLAS handle serves as cuBLASLt's) and its workspace. false
+    // where cuBLASLt refuses the call after all (nothing is enqueued then): the plan is dropped,
+    // says so once, and the caller runs its unfused calls, now and from then on.
+    bool run(Stream st, const void* a, const void* b, float* d, const float* vector);
 
 private:
     void release() noexcept;
