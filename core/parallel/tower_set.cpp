@@ -515,7 +515,7 @@ void TowerSet::computeGradients(Tower& t, int i, uint64_t step, Result& r, const
     t.slot = (t.slot + 1) % int(t.slots.size());
     StepSlot& slot = t.slots[size_t(t.slot)];
     if (replayable && t.computed >= 1) {
-        if (!slot.graph) recordSteps(t, n, int64_t(step), stepSeed, part);
+        if (!slot.graph) slot.graph = recordStep(t, slot, n, int64_t(step), stepSeed, part);
         // The update recorded in it (report lag) takes this step's learning rate (and Adam's count).
         const UpdateParams update = updater_ ? updater_->paramsAt(int64_t(step)) : UpdateParams{};
         be.launchGraph(slot.graph, t.stream, updater_ ? &update : nullptr);
@@ -539,21 +539,20 @@ void TowerSet::computeGradients(Tower& t, int i, uint64_t step, Result& r, const
     }
 }
 
-// Every slot's recording of the step (one per step in flight: each writes its own statistics
-// and marks), made at once so that one pause for recording precedes the steady steps.
-void TowerSet::recordSteps(Tower& t, int n, int64_t step, uint64_t seed, const MicroBatch& part) {
+// A slot's recording of the step (one per step in flight: each writes its own statistics and
+// marks), made when the slot is first used for a replayable step: the step it served before has
+// been reported by then, so its marks are not recorded into a graph while the host may still
+// read them (recording all the slots at once did that to the eager first step's).
+Graph TowerSet::recordStep(Tower& t, StepSlot& slot, int n, int64_t step, uint64_t seed, const MicroBatch& part) {
     Backend& be = *t.backend;
-    for (StepSlot& s : t.slots) {
-        if (s.graph) continue;
-        be.beginCapture(t.stream);
-        try {
-            enqueueCompute(t, s, n, step, seed, part);
-        } catch (...) {
-            be.abortCapture(t.stream);  // (endCapture would throw "capture invalidated" over the cause)
-            throw;
-        }
-        s.graph = be.endCapture(t.stream);
+    be.beginCapture(t.stream);
+    try {
+        enqueueCompute(t, slot, n, step, seed, part);
+    } catch (...) {
+        be.abortCapture(t.stream);  // (endCapture would throw "capture invalidated" over the cause)
+        throw;
     }
+    return be.endCapture(t.stream);
 }
 
 // A computed step's results, once the device has run it: its phases timed by the slot's marks

@@ -41,7 +41,9 @@ RecordedUpdate recordedUpdate(cudaStream_t s, UpdateRule rule, const cuda::Updat
     cudaGraphNodeType type = cudaGraphNodeTypeEmpty;
     if (status == cudaStreamCaptureStatusActive && count == 1) TB_CUDA(cudaGraphNodeGetType(last[0], &type));
     if (type != cudaGraphNodeTypeKernel)
-        throw Error("internal: the optimiser's update was recorded, but its kernel node was not found in the recording");
+        throw Error("internal: the optimiser's update was recorded, but its kernel node was not found in the recording "
+                    "(capture status " + std::to_string(int(status)) + ", " + std::to_string(count) +
+                    " dependencies after it)");
     RecordedUpdate u;  // (its launch is read once the recording has ended: endCapture)
     u.node = last[0];
     u.rule = rule;
@@ -188,6 +190,9 @@ public:
             s->capturing = false;
         }
         std::vector<RecordedUpdate> updates = std::exchange(s->recordedUpdates, {});
+        // (A failure below is thrown with its code; cleared here so the thread's next launch check
+        // does not report it as its own.)
+        if (ended != cudaSuccess) cudaGetLastError();
         check(ended, "cudaStreamEndCapture", __FILE__, __LINE__);
         auto g = std::make_unique<GraphImpl>();
         g->graph = graph;
@@ -196,12 +201,16 @@ public:
         for (size_t i = 0; i < g->updates.size() && e == cudaSuccess; ++i)
             e = cudaGraphKernelNodeGetParams(g->updates[i].node, &g->updates[i].launch);
         if (e == cudaSuccess) e = cudaGraphInstantiate(&g->exec, graph, 0);
-        if (e != cudaSuccess) cudaGraphDestroy(graph);
+        if (e != cudaSuccess) {
+            cudaGraphDestroy(graph);
+            cudaGetLastError();
+        }
         TB_CUDA(e);
         return g.release();
     }
     void abortCapture(Stream s) noexcept override {
-        if (!s || !s->capturing || cudaSetDevice(device_) != cudaSuccess) return;
+        if (!s || !s->capturing) return;
+        cudaSetDevice(device_);  // (failing or not, the recording is ended and the flag cleared below)
         const auto held = allocator_.holdStreams();
         // An invalidated recording still has to be ended to leave capture mode; its end returns
         // cudaErrorStreamCaptureInvalidated and no graph. Either way nothing recorded is kept.
