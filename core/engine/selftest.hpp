@@ -26,8 +26,12 @@ struct LossComparison {
 
 // Two fp32 runs of one model on the same batches (a GPU tower against a CPU tower, say) keep every
 // variable within this relative distance of the other's after 20 steps (LossComparison's
-// worstTensorRelative); measured whole-vector differences were 5e-8 on an H200.
-constexpr double kParamsPerTensorLimit = 1e-4;
+// worstTensorRelative). The H100 and H200 runs measured whole-vector differences of about 5e-8,
+// and in some runs 2.55e-5 for one pair or another (two towers against one, averaging, NCCL, the
+// host's update: a sum in another order tipping a ReLU or a pooling's maximum), of which one
+// small tensor may hold many times the whole vector's share; inner products' bias gradients 0.5%
+// off put one tensor 4.4e-3 away (tst_tower_transfers), which this still refuses.
+constexpr double kParamsPerTensorLimit = 1e-3;
 
 // A small convolutional network with every layer type the models use (conv, ReLU, max-pool with
 // SAME padding, LRN, dense, weight decay), on 3x12x12 inputs, so the check runs in a second.

@@ -49,9 +49,25 @@ DeploymentPlan plan(std::vector<Device> towers, int perTower, VariablePlacement 
 
 // Losses within tol of each other at every step; every variable within perTensor of the other's
 // (a bound on the whole vector hides a wrong small tensor: tst_tower_transfers shows one).
+// One check that throws (a CUDA error, a refused plan) fails itself, and the checks after it run.
+template <class F>
+void guarded(const char* what, F check) {
+    try {
+        check();
+    } catch (const std::exception& e) {
+        CHECK(false, "%s: %s", what, e.what());
+    }
+}
+
 void compare(const char* what, const DeploymentPlan& a, const DeploymentPlan& b, double tol,
              UpdateRule rule = UpdateRule::Momentum, double perTensor = kParamsPerTensorLimit) {
-    const LossComparison c = compareTowerLosses(a, b, 20, rule);
+    LossComparison c;
+    try {
+        c = compareTowerLosses(a, b, 20, rule);
+    } catch (const std::exception& e) {
+        CHECK(false, "%s: %s", what, e.what());
+        return;
+    }
     std::printf("%-58s losses %.5f -> %.5f, worst relative difference %.3g, parameters %.3g (whole), %.3g (%s)\n",
                 what, c.reference.front(), c.reference.back(), c.worstRelative, c.paramsRelative,
                 c.worstTensorRelative, c.worstTensor.c_str());
@@ -230,11 +246,7 @@ int main() {
     const GpuRuntime& rt = gpuRuntime();
     if (!rt.available) return tbcheck::skip(rt.whyNot.c_str());
     const Device cpu{};
-    try {  // (a CUDA error here is reported, and the other checks still run)
-        freedBlocksWaitForTheirWork();
-    } catch (const std::exception& e) {
-        CHECK(false, "the allocator's fences: %s", e.what());
-    }
+    guarded("the allocator's fences", freedBlocksWaitForTheirWork);
     compare("gpu:0 tower vs cpu:0 tower (momentum)", plan({cpu}, 32, VariablePlacement::Cpu), plan({kGpu}, 32), 1e-3);
     compare("gpu:0 tower vs cpu:0 tower (adam)", plan({cpu}, 32, VariablePlacement::Cpu), plan({kGpu}, 32), 1e-3,
             UpdateRule::Adam);
@@ -251,14 +263,13 @@ int main() {
             const std::string what = std::string("report lag 2 vs none (") +
                                      (v == VariablePlacement::Tower ? "variables on gpu:0" : "replicated, one replica") +
                                      (rule == UpdateRule::Adam ? ", adam)" : ", momentum)");
-            compare(what.c_str(), plan({kGpu}, 32, v), lagged, 1e-5, rule);
+            // (One configuration read earlier or later: held to a tenth of the usual limit.)
+            compare(what.c_str(), plan({kGpu}, 32, v), lagged, 1e-5, rule, kParamsPerTensorLimit / 10);
         }
     compare("variables on the host (pinned, pull/push) vs on gpu:0", plan({kGpu}, 32),
             plan({kGpu}, 32, VariablePlacement::Cpu), 1e-5);
-    // The update on the host (no fused multiply-adds) against the GPU's: the whole vector drifted
-    // 2.55e-5 apart in 20 steps on an H200, so the variables get 10 times the usual limit.
     compare("2 towers on gpu:0, variables on the host vs on gpu:0", plan({kGpu, kGpu}, 16),
-            plan({kGpu, kGpu}, 16, VariablePlacement::Cpu), 1e-5, UpdateRule::Momentum, 10 * kParamsPerTensorLimit);
+            plan({kGpu, kGpu}, 16, VariablePlacement::Cpu), 1e-5);
     compare("2 replicas on gpu:0 (all-reduce) vs 1 tower", plan({kGpu}, 32),
             plan({kGpu, kGpu}, 16, VariablePlacement::Replicated), 1e-5);
     DeploymentPlan avg = plan({kGpu, kGpu}, 16, VariablePlacement::Replicated);
@@ -278,17 +289,19 @@ int main() {
                 plan({kGpu, kGpu1}, 16, VariablePlacement::Replicated), 1e-5);
         compare("NCCL: variables on gpu:0, towers on gpu:0 and gpu:1", plan({kGpu}, 32), plan({kGpu, kGpu1}, 16), 1e-5);
         compare("copies: variables on the host, towers on gpu:0 and gpu:1", plan({kGpu}, 32),
-                plan({kGpu, kGpu1}, 16, VariablePlacement::Cpu), 1e-5, UpdateRule::Momentum,
-                10 * kParamsPerTensorLimit);  // the update on the host, as above
+                plan({kGpu, kGpu1}, 16, VariablePlacement::Cpu), 1e-5);
     } else {
         std::printf("multi-GPU cases skipped: one GPU here (NCCL ran with a single rank)\n");
     }
-    stagingAheadChangesNothing("input staged ahead, 2 towers on gpu:0", plan({kGpu, kGpu}, 16));
-    stagingAheadChangesNothing("input staged ahead, variables on the host", plan({kGpu}, 32, VariablePlacement::Cpu));
-    noAllocationInTheStepLoop();
-    ncclReduceAndBroadcastRun();
-    asyncUpdatesAreCounted();
-    bf16TrainsAsFp32Does();
-    bf16GradientsFromTheGpu();
+    guarded("input staged ahead, 2 towers on gpu:0",
+            [&] { stagingAheadChangesNothing("input staged ahead, 2 towers on gpu:0", plan({kGpu, kGpu}, 16)); });
+    guarded("input staged ahead, variables on the host", [&] {
+        stagingAheadChangesNothing("input staged ahead, variables on the host", plan({kGpu}, 32, VariablePlacement::Cpu));
+    });
+    guarded("no allocation in the step loop", noAllocationInTheStepLoop);
+    guarded("ncclReduce and ncclBroadcast", ncclReduceAndBroadcastRun);
+    guarded("asynchronous updates", asyncUpdatesAreCounted);
+    guarded("bf16 against fp32", bf16TrainsAsFp32Does);
+    guarded("bf16 gradients from the GPU", bf16GradientsFromTheGpu);
     return tbcheck::exitStatus();
 }
