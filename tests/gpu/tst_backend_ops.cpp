@@ -44,6 +44,46 @@ public:
     void reluForward(tb::Stream s, const float* x, float* y, size_t n) override { inner().copy(s, y, x, n * 4); }
 };
 
+// The CPU backend with a planted device fault as CUDA reports one: the ReLU's kernel faults, and
+// every synchronisation from then on throws (a sticky error).
+class StickyFault final : public tbtest::ForwardingBackend {
+public:
+    StickyFault() : ForwardingBackend(tb::makeCpuBackend(1)) {}
+    std::string name() const override { return "cpu with a planted sticky device fault"; }
+    void reluForward(tb::Stream s, const float* x, float* y, size_t n) override {
+        faulted_ = true;
+        ForwardingBackend::reluForward(s, x, y, n);
+    }
+    void synchronize(tb::Stream s) override {
+        if (faulted_) throw tb::Error("planted: an illegal memory access was encountered");
+        ForwardingBackend::synchronize(s);
+    }
+
+private:
+    bool faulted_ = false;
+};
+
+// A fault that every later synchronisation reports fails its case and those after it, and the
+// check returns them: it used to throw again from the case's clean-up, which ended the process
+// with no case named (seen failing: std::terminate).
+void aStickyFaultFailsItsCaseAndTheCheckReturns() {
+    const auto be = std::make_shared<StickyFault>();  // (plans hold their backend)
+    const auto results = tb::checkBackendOps(*be);
+    size_t first = results.size();
+    for (size_t i = 0; i < results.size() && first == results.size(); ++i)
+        if (!results[i].passed) first = i;
+    CHECK(first < results.size() && results[first].op == "relu.forward+backward" &&
+              results[first].failure.find("illegal memory access") != std::string::npos,
+          "the first failing case is the ReLU's, with the fault's message");
+    size_t after = 0;
+    for (size_t i = first; i < results.size(); ++i) after += results[i].passed ? 0 : 1;
+    CHECK(first > 0 && after == results.size() - first, "the cases before it pass (%zu), every one from it fails (%zu of %zu)",
+          first, after, results.size() - first);
+    std::printf("%s: the first of %zu failing cases is %s (%s)\n", be->name().c_str(), after,
+                first < results.size() ? results[first].op.c_str() : "none",
+                first < results.size() ? results[first].failure.c_str() : "");
+}
+
 // Notes when it is destroyed.
 class Watched final : public tbtest::ForwardingBackend {
 public:
@@ -161,6 +201,7 @@ int main(int argc, char** argv) {
         failedCases(*std::make_shared<LeakyRelu>(), &failing);
         CHECK(failing == std::set<std::string>{"relu.forward+backward"}, "the planted ReLU fault was not caught, or "
               "other ops failed too (%zu ops failed)", failing.size());
+        aStickyFaultFailsItsCaseAndTheCheckReturns();
         if (const std::string why = tb::cpuBf16Missing(); !why.empty()) std::printf("bf16 not checked: %s\n", why.c_str());
         else {
             auto bf16 = tb::makeCpuBackend(0, 0, tb::MatmulPrecision::Bf16);
