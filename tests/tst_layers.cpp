@@ -534,6 +534,49 @@ private slots:
                                                              .arg(i).arg(gFolded[i]).arg(gApart[i])));
     }
 
+    // A ReLU that alone reads an inner product is applied by it (the GEMM's epilogue on a GPU):
+    // marked fused, and the loss and every gradient bit for bit those of the same network with a
+    // 1x1 average pooling (an identity) between them, where nothing fuses. The inner product's bias
+    // is negative, so that many outputs are cut; two ReLUs in a row of inner products, as
+    // cifar10_cnn's local3 and local4.
+    void reluFusesIntoTheDenseBeforeIt() {
+        auto model = [](const char* between) {
+            return std::string(R"({"name": "fuse", "input": [2, 5, 5], "layers": [
+                {"type": "flatten", "name": "flat"},
+                {"type": "dense", "name": "h", "units": 16, "init": {"type": "he_normal"}},)") + between + R"(
+                {"type": "relu", "name": "r"},
+                {"type": "dense", "name": "h2", "units": 8},
+                {"type": "relu", "name": "r2"},
+                {"type": "dense", "name": "logits", "units": 3}]})";
+        };
+        const ModelSpec fused = parseModelSpec(model(""), "fuse.json");
+        const ModelSpec apart = parseModelSpec(model(R"({"type": "avgpool", "name": "id", "size": 1, "stride": 1},)"), "apart.json");
+        QVERIFY(summarizeLayers(fused)[2].fused && summarizeLayers(fused)[4].fused);
+        QVERIFY(!summarizeLayers(apart)[3].fused && summarizeLayers(apart)[5].fused);
+        auto be = makeCpuBackend(1);
+        const int n = 4;
+        const std::vector<float> x = randomVector(size_t(n * 2 * 5 * 5), 13);
+        const int32_t labels[n] = {2, 0, 1, 0};
+        std::vector<float> params = Network(fused, *be, n).initialParams(9);
+        for (size_t b = 16 * 50; b < 16 * 50 + 16; ++b) params[b] = -0.4f;  // h's bias
+        std::vector<float> gFused, gApart;
+        const float lossFused = stepGradients(*be, fused, n, params, x, labels, gFused);
+        const float lossApart = stepGradients(*be, apart, n, params, x, labels, gApart);
+        QCOMPARE(lossFused, lossApart);
+        QCOMPARE(gFused.size(), gApart.size());
+        for (size_t i = 0; i < gFused.size(); ++i)
+            QVERIFY2(gFused[i] == gApart[i], qPrintable(QStringLiteral("gradient %1: %2 fused, %3 apart")
+                                                            .arg(i).arg(gFused[i]).arg(gApart[i])));
+        // The cut is real: h's output after its ReLU, from the network up to it.
+        Network upToRelu(fused, *be, n, LayerRange{0, 2});
+        std::copy(params.begin(), params.begin() + upToRelu.paramCount(), upToRelu.params());
+        std::copy(x.begin(), x.end(), upToRelu.input());
+        float stats[3] = {0, 0, 0};
+        upToRelu.forward(nullptr, true, 1, n, stats);
+        const int64_t zeros = std::count(upToRelu.output(), upToRelu.output() + n * 16, 0.f);
+        QVERIFY2(zeros > 0 && zeros < n * 16, qPrintable(QStringLiteral("%1 of %2 outputs cut").arg(zeros).arg(n * 16)));
+    }
+
     // A model as a graph: a residual block (conv, batch norm, relu, conv, batch norm, add of the
     // block's input, relu), a branch read by two layers (its gradient is the sum of both), and a
     // concat; d(mean cross-entropy + weight decay) / dW and dx-free checks against central

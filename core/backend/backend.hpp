@@ -84,6 +84,11 @@ struct LrnDesc {
 
 struct DenseDesc {
     int n = 0, in = 0, out = 0;           // x (n, in) -> y (n, out) = x W^T + b, W (out, in)
+    // The ReLU after it, fused: the forward writes relu(x W^T + b) (as x > 0 ? x : 0, as the ReLU
+    // would), on the GPU in the GEMM's epilogue (cuBLASLt's RELU_BIAS), so the ReLU's own pass over
+    // y is not made. The backward ops take the gradient as it is: the layer passes them dy where
+    // y > 0 (reluBackward), as the ReLU's backward would.
+    bool relu = false;
 };
 
 // Batch normalisation of x (rows, c) per channel: activations (n, h, w, c) are rows = n h w of c

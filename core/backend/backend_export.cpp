@@ -194,7 +194,7 @@ void fillPlans(TbBackendInterface& t) {
     t.makeDense = [](TbBackend* b, const TbDenseDesc* d, TbDense** out, TbError* err) {
         return guarded(err, [&] {
             auto op = std::make_unique<TbDense>();
-            op->op = b->be->makeDense(DenseDesc{d->n, d->in, d->out});
+            op->op = b->be->makeDense(DenseDesc{d->n, d->in, d->out, d->relu != 0});
             *out = op.release();
         });
     };

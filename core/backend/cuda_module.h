@@ -53,6 +53,7 @@ typedef struct TbLrnDesc {
 } TbLrnDesc;
 typedef struct TbDenseDesc {
     int n, in, out;
+    int relu; /* 1: the ReLU after it fused: the forward writes relu(x W^T + b) */
 } TbDenseDesc;
 typedef struct TbBatchNormDesc {
     int64_t rows;

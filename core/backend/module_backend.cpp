@@ -237,7 +237,7 @@ public:
         return std::make_unique<ModuleLrn>(shared_from_this(), t_, op, saved);
     }
     std::unique_ptr<DenseOp> makeDense(const DenseDesc& d) override {
-        const TbDenseDesc dd{d.n, d.in, d.out};
+        const TbDenseDesc dd{d.n, d.in, d.out, d.relu ? 1 : 0};
         TbDense* op = nullptr;
         TB_MODULE_CALL(makeDense, be_, &dd, &op);
         return std::make_unique<ModuleDense>(shared_from_this(), t_, op);

@@ -188,12 +188,24 @@ public:
         return {{name() + "/weights", Shape{spec_.units, in_.c}, spec_.init, in_.c, spec_.units, spec_.weightDecay},
                 {name() + "/biases", Shape{spec_.units}, spec_.biasInit, 0, 0, 0.f}};
     }
-    void prepare(Backend& be, int n) override { op_ = be.makeDense({n, in_.c, spec_.units}); }
+    void prepare(Backend& be, int n) override {
+        n_ = n;
+        op_ = be.makeDense({n, in_.c, spec_.units, relu_});
+    }
+    // The ReLU after it: applied by the forward GEMM's epilogue (DenseDesc::relu); the backward
+    // takes dy where y > 0 into the workspace (n, units), as the ReLU's own backward would.
+    bool fuseRelu() override { return relu_ = true; }
+    size_t workspaceBytes() const override { return relu_ ? size_t(n_) * size_t(spec_.units) * sizeof(float) : 0; }
     int64_t forwardFlops() const override { return 2 * int64_t(in_.c) * spec_.units; }
     void forwardOne(const LayerContext& c, const float* x, float* y) override {
         op_->forward(c.stream, x, w[0], rounded(), w[1], y);
     }
-    void backwardOne(const LayerContext& c, const float* x, const float*, const float* dy, float* dx) override {
+    void backwardOne(const LayerContext& c, const float* x, const float* y, const float* dy, float* dx) override {
+        if (relu_) {
+            auto* masked = static_cast<float*>(c.workspace);
+            c.backend.reluBackward(c.stream, y, dy, masked, size_t(n_) * size_t(spec_.units));
+            dy = masked;
+        }
         op_->backwardWeights(c.stream, x, dy, dw[0], dw[1]);
         if (dx) op_->backwardData(c.stream, dy, w[0], rounded(), dx);
     }
@@ -202,6 +214,8 @@ private:
     const uint16_t* rounded() const { return wBf16.empty() ? nullptr : wBf16[0]; }  // the weights'
 
     std::unique_ptr<DenseOp> op_;
+    int n_ = 0;
+    bool relu_ = false;  // the ReLU after it fused (fuseRelu)
 };
 
 class DropoutLayer final : public OneInputLayer {

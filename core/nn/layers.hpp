@@ -79,7 +79,7 @@ public:
     // Output is the input itself (Flatten, a folded ReLU): no buffer, and dx is dy.
     virtual bool aliasesInput() const { return false; }
     // A ReLU after this layer, fused into it (before prepare): the layer writes relu(y) and takes
-    // its gradient only where that is positive (batch norm, add); false where it cannot. The
+    // its gradient only where that is positive (batch norm, add, dense); false where it cannot. The
     // ReLU layer itself is then folded: it passes its input through in both directions.
     virtual bool fuseRelu() { return false; }
     // The ReLU that alone feeds this layer, applied by it instead (max pooling: relu(max(x)) is

@@ -59,8 +59,9 @@ ConfiguredLayers configureLayers(const ModelSpec& spec) {
     }
     c.firstTensor.push_back(c.infos.size());
     c.firstStat.push_back(c.statInfos.size());
-    // A ReLU that alone reads a layer able to apply it (batch norm, add) is fused into that layer:
-    // one pass over the activations fewer each way, and no buffer of its own. One not fused so
+    // A ReLU that alone reads a layer able to apply it (batch norm, add, dense) is fused into that
+    // layer: a pass over the activations fewer (each way for batch norm and add; the forward for
+    // dense, whose GEMM epilogue applies it), and no buffer of its own. One not fused so
     // whose output only a max pooling reads is applied by the pooling, to its 4x smaller output (a
     // convolution, its ReLU, then the pooling: mnist_cnn, cifar10_cnn). (Layer k < l: its own
     // fusion was decided first.)

@@ -255,7 +255,7 @@ void ModelView::setModel(const tb::ModelSpec& spec, const std::vector<std::pair<
             .arg(layers.size())
             .arg(joins ? tr(" (a graph: %1 joins)").arg(joins) : QString())
             .arg(formatCount(double(shape.params)), formatCount(double(flops) / 1e6, 1))
-            .arg(fused ? tr("; %1 ReLUs fused into a neighbour (the batch norm or add before, the max pooling after)").arg(fused) : QString())
+            .arg(fused ? tr("; %1 ReLUs fused into a neighbour (the batch norm, add or dense layer before, the max pooling or LRN after)").arg(fused) : QString())
             .arg(QString::fromStdString(spec.description).toHtmlEscaped())));
     graph_->setLayers(layers, stageOf);
     graph_->resize(graph_->sizeHint());

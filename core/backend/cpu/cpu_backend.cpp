@@ -435,7 +435,7 @@ private:
 
 class CpuDense final : public DenseOp, OneDnnOp {
 public:
-    CpuDense(const CpuContext& c, const DenseDesc& d) : OneDnnOp(c) {
+    CpuDense(const CpuContext& c, const DenseDesc& d) : OneDnnOp(c), relu_(d.relu), ys_(size_t(d.n) * d.out) {
         using namespace dnnl;
         // Plain layouts throughout: oneDNN runs these as GEMMs, and a reorder of the (out, in)
         // weights would cost about a GEMM pass (bf16: x, w, dy rounded into bf16 buffers of the
@@ -471,6 +471,8 @@ public:
         for (StepInput* i : {&xIn_, &wIn_, &wData_, &dyIn_}) i->forget();
         fwd_.execute(s, {{DNNL_ARG_SRC, xIn_.in(s, x)}, {DNNL_ARG_WEIGHTS, weights(s, wIn_, w, wBf16)},
                          {DNNL_ARG_BIAS, m(b_, b)}, {DNNL_ARG_DST, m(y_, y)}});
+        // The fused ReLU: the backend's own pass, as the ReLU layer's (oneDNN's post-op writes -0).
+        if (relu_) owner_->reluForward(st, y, y, ys_);
     }
     void backwardData(Stream st, const float* dy, const float* w, const uint16_t* wBf16, float* dx) override {
         auto& s = pick(st);
@@ -492,6 +494,8 @@ private:
         return in.in(s, w);
     }
 
+    bool relu_;
+    size_t ys_;  // y's values
     memory::desc x_, w_, b_, y_;
     memory::desc wBf16_;  // (out, in) bf16, plain: the layout of the update's rounding
     StepInput xIn_, wIn_, wData_, dyIn_;

@@ -25,14 +25,16 @@ namespace {
 // bf16: x, W and dy are rounded into the plan's copies once a step (StepCopy); cuBLAS multiplies
 // bf16 on the tensor cores with fp32 sums and fp32 results. The bias rides in the GEMMs'
 // epilogues (cuBLASLt, lt_gemm.hpp): added by the forward GEMM, its gradient summed by the weight
-// gradient's from the dy it reads (in bf16: the rounded dy, as autocast's bias gradient is); where
-// cuBLASLt has no such algorithm, or a call's slices are less aligned, a bias kernel and a GEMV.
+// gradient's from the dy it reads (in bf16: the rounded dy, as autocast's bias gradient is); a
+// fused ReLU after the layer (DenseDesc::relu) rides in the forward's epilogue too (RELU_BIAS);
+// where cuBLASLt has no such algorithm, or a call's slices are less aligned, a bias kernel (and
+// the ReLU's) and a GEMV.
 class CudaDense final : public DenseOp {
 public:
     CudaDense(const PlanContext& ctx, const DenseDesc& d)
         : owner_(ctx.owner), d_(d), bf16_(ctx.bf16),
           withBias_(CUBLAS_OP_T, CUBLAS_OP_N, d.out, d.n, d.in, d.in, d.in, d.out, ctx.bf16, ctx.allowTf32,
-                    CUBLASLT_EPILOGUE_BIAS),
+                    d.relu ? CUBLASLT_EPILOGUE_RELU_BIAS : CUBLASLT_EPILOGUE_BIAS),
           withBiasGradient_(CUBLAS_OP_N, CUBLAS_OP_T, d.in, d.out, d.n, d.in, d.out, d.in, ctx.bf16, ctx.allowTf32,
                             CUBLASLT_EPILOGUE_BGRADB),
           ones_(onesVector(ctx, size_t(d.n))) {
@@ -49,6 +51,7 @@ public:
         if (withBias_.planned() && LtGemm::fits(wIn, xIn, y, b) && withBias_.run(st, wIn, xIn, y, b)) return;
         gemm(st, CUBLAS_OP_T, CUBLAS_OP_N, d_.out, d_.n, d_.in, wIn, d_.in, xIn, d_.in, y, d_.out);
         addBias(queueOf(st), y, b, size_t(d_.n), d_.out);
+        if (d_.relu) reluForward(queueOf(st), y, y, size_t(d_.n) * d_.out);
     }
     void backwardData(Stream st, const float* dy, const float* w, const uint16_t* wBf16, float* dx) override {
         // dx^T (in x n) = W^T (in x out) dy^T (out x n)

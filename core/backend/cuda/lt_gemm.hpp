@@ -2,6 +2,7 @@
 // column-major, A and B fp32 or bf16, D fp32, sums in fp32 (TF32 where the run allows it), and the
 // epilogue's vector:
 //   CUBLASLT_EPILOGUE_BIAS    the vector (m) added to every column of D (a dense layer's bias)
+//   CUBLASLT_EPILOGUE_RELU_BIAS  the same, then D = max(D, 0) (the ReLU after the layer, fused)
 //   CUBLASLT_EPILOGUE_BGRADB  the vector (n) written: op(B)'s sums over k (a bias gradient, as the
 //                             dense layer's dW GEMM reads dy for it anyway)
 // so that the separate bias kernel and the ones-vector GEMV of the bias gradient are not launched.
