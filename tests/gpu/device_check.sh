@@ -179,7 +179,7 @@ step "towerbench-run selftest" selftest
 
 # The Qt-free tests: exit 77 means skipped; a GPU test that skips here is a failure.
 tests() {
-  local status=0 name args rc gpu_ran=0
+  local status=0 name args rc gpu_ran=0 failing=()
   for t in "tst_backend_ops cpu" "tst_tower_transfers" "tst_device_monitor" "tst_compute_threads" "tst_observer_hub" \
            "tst_reference cpu" "tst_gpu_stages standin" "tst_backend_ops gpu" "tst_gpu_towers" "tst_reference gpu" \
            "tst_gpu_stages gpu"; do
@@ -189,7 +189,7 @@ tests() {
     rc=$?
     case "$t" in *" gpu"|tst_gpu_towers) [ $rc -eq 0 ] && gpu_ran=$((gpu_ran + 1)) ;; esac
     echo "--- $t: exit $rc"
-    [ $rc -ne 0 ] && status=1
+    [ $rc -ne 0 ] && status=1 && failing+=("$t ($rc)")
   done
   echo "GPU tests that ran and passed: $gpu_ran of 4"
   [ $gpu_ran -eq 4 ] || status=1
@@ -202,7 +202,7 @@ tests() {
       (cd "$repo" && TB_CONV_LAYOUT=$layout OMP_NUM_THREADS=4 timeout --foreground -k 10 300 "$tests_bin/$name" $args)
       rc=$?
       echo "--- TB_CONV_LAYOUT=$layout $t: exit $rc"
-      [ $rc -ne 0 ] && status=1
+      [ $rc -ne 0 ] && status=1 && failing+=("TB_CONV_LAYOUT=$layout $t ($rc)")
     done
   done
   # Every convolution direction on a cuDNN graph-API engine wherever one obeys the rule
@@ -214,8 +214,10 @@ tests() {
     (cd "$repo" && TB_CONV_API=graph OMP_NUM_THREADS=4 timeout --foreground -k 10 300 "$tests_bin/$name" $args)
     rc=$?
     echo "--- TB_CONV_API=graph $t: exit $rc"
-    [ $rc -ne 0 ] && status=1
+    [ $rc -ne 0 ] && status=1 && failing+=("TB_CONV_API=graph $t ($rc)")
   done
+  # Last, so that the summary's lines under a failed step name them.
+  [ ${#failing[@]} -gt 0 ] && printf 'failed (exit status): %s\n' "$(IFS=';'; echo "${failing[*]}")"
   return $status
 }
 step "tests (Qt-free, GPU ones must run)" tests
