@@ -68,7 +68,7 @@ step() {
   summary+=("$(printf '%-34s %-18s %7ss' "$name" "$status" "$secs")")
   # A failing step's last lines under its row: the summary alone comes back when the packed
   # output does not (too large, or the call cut short).
-  [ $rc -ne 0 ] && while IFS= read -r line; do summary+=("    | ${line:0:150}"); done < <(tail -n +"$first" "$log" | tail -8)
+  [ $rc -ne 0 ] && while IFS= read -r line; do summary+=("    | ${line:0:400}"); done < <(tail -n +"$first" "$log" | tail -8)
   echo "=== $name: $status in ${secs}s" | tee -a "$log"
   write_summary > /dev/null
   return $rc
