@@ -52,12 +52,15 @@ public:
     // A case's device faults are its failure (finish()); here, where a throw would end the process
     // and every case after it, they are let go.
     ~Rig() {
-        try {
-            be_.synchronize(s_);
-            for (void* p : owned_) be_.deallocate(p);
-            be_.destroyStream(s_);
-        } catch (const std::exception&) {
-        }
+        const auto quietly = [](auto f) {
+            try {
+                f();
+            } catch (const std::exception&) {
+            }
+        };
+        quietly([&] { be_.synchronize(s_); });
+        for (void* p : owned_) quietly([&] { be_.deallocate(p); });
+        quietly([&] { be_.destroyStream(s_); });
     }
     // The case's queued work has run (a fault it raised is thrown here, as its failure).
     void finish() { be_.synchronize(s_); }

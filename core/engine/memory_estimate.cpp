@@ -57,7 +57,7 @@ std::vector<MemoryNeed> estimateRunMemory(const ModelSpec& spec, const Deploymen
     const NetworkMemory net = estimateNetworkMemory(spec, batchPerTower);
     const size_t variables = net.params;  // P floats
     const size_t bf16Copies = precision == MatmulPrecision::Bf16 ? (net.params + net.activations) / 2 : 0;
-    const size_t tower = net.params + net.grads + net.activations + net.saved + net.statistics + bf16Copies;
+    const size_t tower = net.params + net.grads + net.activations + net.saved + net.workspace + net.statistics + bf16Copies;
     const bool replicated = plan.variables == VariablePlacement::Replicated;
     // Where the variables (with their slots and moving average) live: the host, one tower's
     // device, or every tower (replicated: each replica keeps its own slots too).
@@ -97,7 +97,7 @@ size_t estimateStageBytes(const ModelSpec& spec, const StagePipelineSetup& setup
     const bool ownInput = stage > 0 && (setup.copies || setup.localStage >= 0 ||
                                         (d.size() == size_t(count) && ownsInput(d[size_t(stage) - 1], d[size_t(stage)], false)));
     const size_t input = ownInput ? size_t(microBatch) * size_t(layerOutputDims(spec, first - 1).size()) * sizeof(float) : 0;
-    const size_t activations = held * (net.activations + net.saved + outputGrad + input) + input;
+    const size_t activations = held * (net.activations + net.saved + net.workspace + outputGrad + input) + input;
     const size_t perReplica = net.grads * (micro > 1 ? 2 : 1);
     const size_t bf16 = setup.opt.precision == MatmulPrecision::Bf16 ? (net.params + held * net.activations) / 2 : 0;
     return net.params * size_t(1 + slots + (ema ? 1 : 0)) +

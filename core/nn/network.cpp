@@ -295,6 +295,13 @@ NetworkMemory estimateNetworkMemory(const ModelSpec& spec, int batch, LayerRange
         if (t == LayerType::MaxPool || t == LayerType::Dropout) m.saved += out * f;  // argmax / mask
         if (t == LayerType::Lrn) m.saved += 2 * out * f;  // oneDNN's LRN workspace: two floats per output
         if (t == LayerType::BatchNorm) m.saved += 8 * size_t(c.outDims[size_t(i)].c) * f;  // statistics, sums
+        // An inner product with the ReLU after it fused (that ReLU in this range or the next):
+        // its backward masks its output's gradient into the workspace (b x units floats).
+        if (t == LayerType::Dense)
+            for (int l = i + 1; l < total; ++l)
+                if (spec.layers[size_t(l)].type == LayerType::Relu && c.layers[size_t(l)]->aliasesInput() &&
+                    inputsOf(spec, l) == std::vector<int>{i})
+                    m.workspace = std::max(m.workspace, out * f);
     }
     // The gradient buffers the backward holds at once; the input where the range starts the model
     // (a later stage reads the stage before's output in place); probabilities, logit gradients and

@@ -69,8 +69,12 @@ struct ConvChoice {
 // cuDNN has no algorithm for a convolution in the precision asked (no successful search result,
 // or its calls answer NOT_SUPPORTED or BAD_PARAM for those descriptors): the one failure a bf16
 // plan falls back to fp32 for. Anything else (memory, a fault) is an Error like any other.
+// `lasting`: cuDNN's answer for the shape (nothing listed or usable in the precision), which a
+// bf16 run keeps across runs (it then runs the shape in fp32); not lasting: the candidates listed
+// all failed when run, which the next run tries again.
 struct NoAlgorithm : Error {
-    using Error::Error;
+    explicit NoAlgorithm(const std::string& what, bool lasting = true) : Error(what), lasting(lasting) {}
+    bool lasting;
 };
 // A set-up call's refusal that means "not in this precision" (NoAlgorithm), where any other
 // failure is an Error like any other.
@@ -125,7 +129,7 @@ AlgoChoice retimed(const Perf* perf, int count, ConvRule rule, cudnnConvolutionD
     try {
         if (timed.empty() && fastest < 0) return choose(perf, count, rule, what);  // (says why none is usable)
         if (timed.empty())
-            throw NoAlgorithm(std::string("CUDA backend: no ") + what + " algorithm of cuDNN's search ran");
+            throw NoAlgorithm(std::string("CUDA backend: no ") + what + " algorithm of cuDNN's search ran", false);
         std::sort(timed.begin(), timed.end(), [](const Perf& a, const Perf& b) { return a.time < b.time; });
         return choose(timed.data(), int(timed.size()), rule, what);
     } catch (const NoUsableAlgorithm& e) {
@@ -423,7 +427,7 @@ private:
             if (bf16_) {  // remembered, so that the other plans of this shape do not search again
                 c.failure = e.what();
                 cache.choices.emplace(key, c);
-                if (!forced_) keep(storeKey, c);
+                if (!forced_ && e.lasting) keep(storeKey, c);  // (across runs: cuDNN's answer only)
             }
             throw;
         }
@@ -961,13 +965,13 @@ private:
             } catch (const Error& e) {  // NCHW's own failure (its Find, a transposition) leaves NHWC
                 if (l == ConvLayout::Nhwc) throw;
                 cudaGetLastError();
-                none = NoAlgorithm(std::string("CUDA backend: in NCHW: ") + e.what());
+                none = NoAlgorithm(std::string("CUDA backend: in NCHW: ") + e.what(), false);
             }
         };
         if (tryNchw) attempt(ConvLayout::Nchw, nchwChoice);
         if (forced_ != ConvLayout::Nchw || !nchwChoice) attempt(ConvLayout::Nhwc, nhwc);
         if (nhwc && nchwChoice) both(nhwc, nchwChoice);
-        if (!nhwc && !nchwChoice) throw none.value_or(NoAlgorithm("CUDA backend: no algorithm ran in either layout"));
+        if (!nhwc && !nchwChoice) throw none.value_or(NoAlgorithm("CUDA backend: no algorithm ran in either layout", false));
         return *faster(nhwc, nchwChoice);
     }
 
