@@ -742,7 +742,7 @@ size_t StagePipeline::activationBytes(int stage) const {
     size_t bytes = 0;
     for (const auto& net : w.slots) {
         const NetworkMemory m = net->memoryUse();
-        bytes += m.activations + m.saved;
+        bytes += m.activations + m.saved + m.workspace;  // (each slot's network has its own workspace)
     }
     for (const std::vector<Tensor>* buffers : {&w.outputGrads, &w.inputs})
         for (const Tensor& t : *buffers) bytes += t.bytes();

@@ -151,7 +151,7 @@ public:
     // The GPUs' backends (one per GPU the stages are on; none for CPU stages).
     const std::vector<std::shared_ptr<Backend>>& gpuBackends() const { return gpuBackends_; }
     // Bytes of activations one replica of a stage holds at most: its slots' layer outputs, saved
-    // buffers and gradient buffers (gpipe: M micro-batches' worth; 1f1b: at most S - s).
+    // buffers, gradient buffers and workspaces (gpipe: M micro-batches' worth; 1f1b: at most S - s).
     size_t activationBytes(int stage) const;
     int heldMicroBatches(int stage) const;
     // Everything stage `stage` allocated, its replicas together: its variables (its own buffer or
