@@ -182,7 +182,10 @@ def bf16_gradients(tmp, binary, placement, label, servers=0):
     """2 worker processes x 2 towers (and `servers` parameter-server processes), fp32 gradients vs
     --comm-precision bf16: the same training within bf16's rounding, and the chief sends half the
     gradients' bytes (the variables it never sends; a server's header stays 24 bytes)."""
-    common = [*MPIRUN, str(2 + servers), binary, "--model", "mlp", "--data", DATA, "--steps", "10", "--validation", "0",
+    # Asynchronous: 20 updates, so that the chief pushes some of them (with 10 on a loaded machine
+    # the other worker once took every update and the chief reported no step).
+    steps = "20" if "async" in placement else "10"
+    common = [*MPIRUN, str(2 + servers), binary, "--model", "mlp", "--data", DATA, "--steps", steps, "--validation", "0",
               "--threads", "1", "--quiet", "--lr", "0.05", "--towers", "cpu:0,cpu:1", "--batch", "64", *placement] + \
         (["--ps-tasks", str(servers)] if servers else [])
     runs = two_runs(tmp, label, common, [*common, "--comm-precision", "bf16"])
