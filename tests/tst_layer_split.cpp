@@ -103,11 +103,11 @@ private slots:
             const std::vector<float> x = normal(size_t(kN) * kIn, 1.f, 10 + unsigned(step)),
                                      target = normal(size_t(kN) * kOut, 1.f, 100 + unsigned(step));
             std::vector<float> y(target.size()), dx(x.size());
-            op->forward(s, x.data(), w.data(), nullptr, b.data(), y.data());
+            op->forward(s, x.data(), w.data(), nullptr, b.data(), y.data(), nullptr);
             std::vector<float> dy(y.size());
             for (size_t i = 0; i < y.size(); ++i) dy[i] = (y[i] - target[i]) / kN;  // 0.5 |y - t|^2 / n
             op->backwardWeights(s, x.data(), dy.data(), dw.data(), db.data());
-            op->backwardData(s, dy.data(), w.data(), nullptr, dx.data());
+            op->backwardData(s, dy.data(), w.data(), nullptr, dx.data(), nullptr);
             // The split layer: every rank its own output and input gradient, all whole.
             std::vector<std::vector<float>> ys(size_t(devices), std::vector<float>(y.size())),
                 dxs(size_t(devices), std::vector<float>(x.size()));

@@ -8,6 +8,7 @@
 #include <random>
 
 #include "backend/backend.hpp"
+#include "backend/elementwise_math.hpp"
 #include "nn/layers.hpp"
 #include "nn/model_spec.hpp"
 #include "nn/network.hpp"
@@ -539,12 +540,22 @@ private slots:
     // marked fused, and the loss and every gradient bit for bit those of the same network with a
     // 1x1 average pooling (an identity) between them, where nothing fuses. The inner product's bias
     // is negative, so that many outputs are cut; two ReLUs in a row of inner products, as
-    // cifar10_cnn's local3 and local4.
+    // cifar10_cnn's local3 and local4. The inner product after each ReLU masks the gradient it
+    // passes back by the ReLU's mask (DenseDesc::reluMaskIn): the fused network keeps the two
+    // masks' bits and no masked copy of a gradient. h is 16 wide, then 200: one mask row of 128
+    // bits, then two, the second partly padding.
+    void reluFusesIntoTheDenseBeforeIt_data() {
+        QTest::addColumn<int>("width");
+        QTest::newRow("16") << 16;
+        QTest::newRow("200") << 200;
+    }
     void reluFusesIntoTheDenseBeforeIt() {
-        auto model = [](const char* between, const char* between2) {
+        QFETCH(int, width);
+        auto model = [&](const char* between, const char* between2) {
             return std::string(R"({"name": "fuse", "input": [2, 5, 5], "layers": [
                 {"type": "flatten", "name": "flat"},
-                {"type": "dense", "name": "h", "units": 16, "init": {"type": "he_normal"}},)") + between + R"(
+                {"type": "dense", "name": "h", "units": )") + std::to_string(width) + R"(, "init": {"type": "he_normal"}},)" +
+                   between + R"(
                 {"type": "relu", "name": "r"},
                 {"type": "dense", "name": "h2", "units": 8},)" + between2 + R"(
                 {"type": "relu", "name": "r2"},
@@ -561,17 +572,53 @@ private slots:
         const std::vector<float> x = randomVector(size_t(n * 2 * 5 * 5), 13);
         const int32_t labels[n] = {2, 0, 1, 0};
         std::vector<float> params = Network(fused, *be, n).initialParams(9);
-        for (size_t b = 16 * 50; b < 16 * 50 + 16; ++b) params[b] = -0.4f;  // h's bias
+        const size_t hBias = size_t(width) * 50;
+        for (size_t b = hBias; b < hBias + size_t(width); ++b) params[b] = -0.4f;
         const QString difference = firstDifference(*be, fused, apart, n, params, x, labels);
         QVERIFY2(difference.isEmpty(), qPrintable("fused against apart: " + difference));
-        // The cut is real: h's output after its ReLU, from the network up to it.
+        const NetworkMemory kept = Network(fused, *be, n).memoryUse();
+        QCOMPARE(kept.saved, ew::reluMaskBytes(n, width) + ew::reluMaskBytes(n, 8));
+        QCOMPARE(kept.workspace, size_t(0));
+        // The cut is real: h's output after its ReLU, from the network up to it (where h masks
+        // its own gradient: nothing after the ReLU in this range takes its mask).
         Network upToRelu(fused, *be, n, LayerRange{0, 2});
+        QCOMPARE(upToRelu.memoryUse().workspace, size_t(n) * size_t(width) * sizeof(float));
         std::copy(params.begin(), params.begin() + upToRelu.paramCount(), upToRelu.params());
         std::copy(x.begin(), x.end(), upToRelu.input());
         float stats[3] = {0, 0, 0};
         upToRelu.forward(nullptr, true, 1, n, stats);
-        const int64_t zeros = std::count(upToRelu.output(), upToRelu.output() + n * 16, 0.f);
-        QVERIFY2(zeros > 0 && zeros < n * 16, qPrintable(QStringLiteral("%1 of %2 outputs cut").arg(zeros).arg(n * 16)));
+        const int64_t zeros = std::count(upToRelu.output(), upToRelu.output() + n * width, 0.f);
+        QVERIFY2(zeros > 0 && zeros < n * width,
+                 qPrintable(QStringLiteral("%1 of %2 outputs cut").arg(zeros).arg(n * width)));
+    }
+
+    // A fused dense ReLU read by an inner product and by an add (a residual connection): its
+    // gradient is the sum of both, so the inner product does not mask it (the dense layer before
+    // masks the sum); the same bits as the network with an identity after the ReLU, where nothing
+    // fuses.
+    void aReluReadTwiceIsMaskedByTheDenseBeforeIt() {
+        auto model = [](const char* between) {
+            return std::string(R"({"name": "twice", "input": [2, 5, 5], "layers": [
+                {"type": "flatten", "name": "flat"},
+                {"type": "dense", "name": "h", "units": 16, "init": {"type": "he_normal"}},)") + between + R"(
+                {"type": "relu", "name": "r"},
+                {"type": "dense", "name": "a", "units": 16, "inputs": ["r"]},
+                {"type": "add", "name": "sum", "inputs": ["a", "r"]},
+                {"type": "dense", "name": "logits", "units": 3}]})";
+        };
+        const ModelSpec fused = parseModelSpec(model(""), "twice.json");
+        const ModelSpec apart = parseModelSpec(model(R"({"type": "avgpool", "name": "id", "size": 1, "stride": 1},)"),
+                                               "apart.json");
+        QVERIFY(summarizeLayers(fused)[2].fused);
+        auto be = makeCpuBackend(1);
+        const int n = 4;
+        const std::vector<float> x = randomVector(size_t(n * 2 * 5 * 5), 17);
+        const int32_t labels[n] = {1, 2, 0, 1};
+        std::vector<float> params = Network(fused, *be, n).initialParams(5);
+        for (size_t b = 16 * 50; b < 16 * 50 + 16; ++b) params[b] = -0.4f;  // h's bias
+        const QString difference = firstDifference(*be, fused, apart, n, params, x, labels);
+        QVERIFY2(difference.isEmpty(), qPrintable("fused against apart: " + difference));
+        QCOMPARE(Network(fused, *be, n).memoryUse().saved, size_t(0));  // no mask kept
     }
 
     // A model as a graph: a residual block (conv, batch norm, relu, conv, batch norm, add of the

@@ -1,6 +1,7 @@
 #include "backend/backend_check.hpp"
 
 #include <algorithm>
+#include <array>
 #include <cmath>
 #include <cstdio>
 #include <functional>
@@ -472,14 +473,14 @@ void checkDense(Checker& ck, const DenseDesc& d, uint64_t seed) {
     ck.run("dense.forward", shape, ck.matmulTolerance, [&](Rig& rig) {
         auto op = rig.backend().makeDense(d);
         float* yd = rig.poisoned(ys);
-        op->forward(rig.stream(), rig.upload(x), rig.upload(w), nullptr, rig.upload(b), yd);
+        op->forward(rig.stream(), rig.upload(x), rig.upload(w), nullptr, rig.upload(b), yd, nullptr);
         return normError(rig.download(yd, ys), y);
     });
     ck.run("dense.backward", shape, ck.matmulTolerance, [&](Rig& rig) {
         auto op = rig.backend().makeDense(d);
         float *dxd = rig.poisoned(xs), *dwd = rig.poisoned(ws), *dbd = rig.poisoned(size_t(d.out));
         float *dyd = rig.upload(dy), *wd = rig.upload(w);
-        op->backwardData(rig.stream(), dyd, wd, nullptr, dxd);
+        op->backwardData(rig.stream(), dyd, wd, nullptr, dxd, nullptr);
         op->backwardWeights(rig.stream(), rig.upload(x), dyd, dwd, dbd);
         return std::max({normError(rig.download(dxd, xs), dx), normError(rig.download(dwd, ws), dw),
                          normError(rig.download(dbd, size_t(d.out)), db)});
@@ -497,8 +498,8 @@ void checkDense(Checker& ck, const DenseDesc& d, uint64_t seed) {
         float *yd = rig.poisoned(ys + 1) + 1, *dxd = rig.poisoned(xs + 1) + 1, *dwd = rig.poisoned(ws + 1) + 1,
               *dbd = rig.poisoned(size_t(d.out) + 1) + 1;
         float *xd = past(x), *wd = past(w), *dyd = past(dy);
-        op->forward(rig.stream(), xd, wd, nullptr, past(b), yd);
-        op->backwardData(rig.stream(), dyd, wd, nullptr, dxd);
+        op->forward(rig.stream(), xd, wd, nullptr, past(b), yd, nullptr);
+        op->backwardData(rig.stream(), dyd, wd, nullptr, dxd, nullptr);
         op->backwardWeights(rig.stream(), xd, dyd, dwd, dbd);
         return std::max({normError(rig.download(yd, ys), y), normError(rig.download(dxd, xs), dx),
                          normError(rig.download(dwd, ws), dw), normError(rig.download(dbd, size_t(d.out)), db)});
@@ -512,9 +513,56 @@ void checkDense(Checker& ck, const DenseDesc& d, uint64_t seed) {
         auto* wb = static_cast<uint16_t*>(rig.raw(ws * sizeof(uint16_t)));
         rig.backend().copyFromHost(rig.stream(), wb, rounded.data(), ws * sizeof(uint16_t));
         float *yd = rig.poisoned(ys), *dxd = rig.poisoned(xs), *wd = rig.upload(w);
-        op->forward(rig.stream(), rig.upload(x), wd, wb, rig.upload(b), yd);
-        op->backwardData(rig.stream(), rig.upload(dy), wd, wb, dxd);
+        op->forward(rig.stream(), rig.upload(x), wd, wb, rig.upload(b), yd, nullptr);
+        op->backwardData(rig.stream(), rig.upload(dy), wd, wb, dxd, nullptr);
         return std::max(normError(rig.download(yd, ys), y), normError(rig.download(dxd, xs), dx));
+    });
+}
+
+// Two inner products with a ReLU between them, fused as a model's are: the first writes the ReLU's
+// mask with its output (reluMaskOut), the second's input gradient is masked by it (reluMaskIn):
+// dx = (dy W) where the first's y > 0 (its own y, so that a value rounding to either side of 0
+// does not count as an error). Each of the four ways the CUDA plans may take: the fused epilogues
+// (cuBLASLt's mask) and the kernels (where a slice one float past an aligned boundary sends a
+// call), in every pairing, so the epilogue's mask layout and the kernels' must agree.
+void checkDenseReluMask(Checker& ck, int n, int in, int mid, int out, uint64_t seed) {
+    std::mt19937_64 rng(seed);
+    const DenseDesc first{n, in, mid, true, true, false}, second{n, mid, out, false, false, true};
+    const size_t xs = size_t(n) * in, w1s = size_t(mid) * in, ys = size_t(n) * mid, w2s = size_t(out) * mid,
+                 dys = size_t(n) * out;
+    const Vec x = randomVec(xs, rng), w1 = randomVec(w1s, rng), b1 = randomVec(size_t(mid), rng),
+              w2 = randomVec(w2s, rng), dy = randomVec(dys, rng);
+    const std::string shape = "n" + std::to_string(n) + " in " + std::to_string(in) + " relu " + std::to_string(mid) +
+                              " out " + std::to_string(out);
+    ck.run("dense.relu_mask", shape, ck.matmulTolerance, [&](Rig& rig) {
+        auto a = rig.backend().makeDense(first), b = rig.backend().makeDense(second);
+        // At `skew` floats past an aligned allocation: 0 fuses, 1 sends the call to the kernels.
+        auto at = [&](const Vec& v, int skew) {
+            Vec u(v.size() + 1, 0.f);
+            std::copy(v.begin(), v.end(), u.begin() + skew);
+            return rig.upload(u) + skew;
+        };
+        double e = 0;
+        for (int forwardSkew : {0, 1})
+            for (int backwardSkew : {0, 1}) {
+                void* mask = rig.raw(a->maskBytes());
+                float* y = rig.poisoned(ys + 1) + forwardSkew;
+                a->forward(rig.stream(), at(x, forwardSkew), at(w1, forwardSkew), nullptr, at(b1, forwardSkew), y,
+                           mask);
+                const Vec yOut = rig.download(y, ys);
+                float* dx = rig.poisoned(ys + 1) + backwardSkew;
+                b->backwardData(rig.stream(), at(dy, backwardSkew), at(w2, backwardSkew), nullptr, dx, mask);
+                DVec ref(ys, 0.0);
+                for (int i = 0; i < n; ++i)
+                    for (int j = 0; j < mid; ++j) {
+                        if (!(yOut[size_t(i) * mid + j] > 0.f)) continue;
+                        double acc = 0;
+                        for (int o = 0; o < out; ++o) acc += double(dy[size_t(i) * out + o]) * w2[size_t(o) * mid + j];
+                        ref[size_t(i) * mid + j] = acc;
+                    }
+                e = std::max(e, normError(rig.download(dx, ys), ref));
+            }
+        return e;
     });
 }
 
@@ -760,6 +808,10 @@ std::vector<OpCheck> checkBackendOps(Backend& backend, double matmulTolerance) {
     // An inner product with the ReLU after it fused (mnist_cnn's fc1 and cifar10_cnn's local3 and
     // local4 have one): about half the outputs cut. (Last, so that every draw above stays.)
     for (const DenseDesc& d : {DenseDesc{17, 33, 10, true}, DenseDesc{128, 2304, 384, true}}) checkDense(ck, d, seed++);
+    // The mask a fused dense ReLU keeps for the dense layer after it (mnist_cnn's fc1 -> fc2,
+    // cifar10_cnn's local3 -> local4 -> softmax_linear): widths across the mask's 128-bit rows.
+    for (auto [n, in, mid, out] : {std::array{5, 7, 130, 9}, std::array{128, 384, 192, 10}})
+        checkDenseReluMask(ck, n, in, mid, out, seed++);
     return ck.results;
 }
 

@@ -191,20 +191,22 @@ void fillPlans(TbBackendInterface& t) {
         return guarded(err, [&] { op->op->backward(streamOf(s), x, y, dy, dx, saved); });
     };
     t.destroyLrn = [](TbLrn* op) { delete op; };
-    t.makeDense = [](TbBackend* b, const TbDenseDesc* d, TbDense** out, TbError* err) {
+    t.makeDense = [](TbBackend* b, const TbDenseDesc* d, TbDense** out, size_t* mask, TbError* err) {
         return guarded(err, [&] {
             auto op = std::make_unique<TbDense>();
-            op->op = b->be->makeDense(DenseDesc{d->n, d->in, d->out, d->relu != 0});
+            op->op = b->be->makeDense(
+                DenseDesc{d->n, d->in, d->out, d->relu != 0, d->reluMaskOut != 0, d->reluMaskIn != 0});
+            *mask = op->op->maskBytes();
             *out = op.release();
         });
     };
     t.denseForward = [](TbDense* op, TbStream* s, const float* x, const float* w, const uint16_t* wBf16,
-                        const float* b, float* y, TbError* err) {
-        return guarded(err, [&] { op->op->forward(streamOf(s), x, w, wBf16, b, y); });
+                        const float* b, float* y, void* mask, TbError* err) {
+        return guarded(err, [&] { op->op->forward(streamOf(s), x, w, wBf16, b, y, mask); });
     };
     t.denseBackwardData = [](TbDense* op, TbStream* s, const float* dy, const float* w, const uint16_t* wBf16,
-                             float* dx, TbError* err) {
-        return guarded(err, [&] { op->op->backwardData(streamOf(s), dy, w, wBf16, dx); });
+                             float* dx, const void* mask, TbError* err) {
+        return guarded(err, [&] { op->op->backwardData(streamOf(s), dy, w, wBf16, dx, mask); });
     };
     t.denseBackwardWeights = [](TbDense* op, TbStream* s, const float* x, const float* dy, float* dw, float* db,
                                 TbError* err) {

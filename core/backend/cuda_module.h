@@ -53,7 +53,9 @@ typedef struct TbLrnDesc {
 } TbLrnDesc;
 typedef struct TbDenseDesc {
     int n, in, out;
-    int relu; /* 1: the ReLU after it fused: the forward writes relu(x W^T + b) */
+    int relu;        /* 1: the ReLU after it fused: the forward writes relu(x W^T + b) */
+    int reluMaskOut; /* 1 (with relu): the forward writes the ReLU's mask too (tb::DenseDesc) */
+    int reluMaskIn;  /* 1: backwardData masks dx by the layer before's mask */
 } TbDenseDesc;
 typedef struct TbBatchNormDesc {
     int64_t rows;
@@ -185,11 +187,11 @@ typedef struct TbBackendInterface {
     int (*lrnBackward)(TbLrn* op, TbStream* s, const float* x, const float* y, const float* dy, float* dx,
                        const void* saved, TbError* err);
     void (*destroyLrn)(TbLrn* op);
-    int (*makeDense)(TbBackend* be, const TbDenseDesc* d, TbDense** out, TbError* err);
+    int (*makeDense)(TbBackend* be, const TbDenseDesc* d, TbDense** out, size_t* maskBytes, TbError* err);
     int (*denseForward)(TbDense* op, TbStream* s, const float* x, const float* w, const uint16_t* wBf16,
-                        const float* b, float* y, TbError* err);
+                        const float* b, float* y, void* mask, TbError* err);
     int (*denseBackwardData)(TbDense* op, TbStream* s, const float* dy, const float* w, const uint16_t* wBf16,
-                             float* dx, TbError* err);
+                             float* dx, const void* mask, TbError* err);
     int (*denseBackwardWeights)(TbDense* op, TbStream* s, const float* x, const float* dy, float* dw, float* db,
                                 TbError* err);
     void (*destroyDense)(TbDense* op);

@@ -1,7 +1,8 @@
 // The per-element arithmetic that every backend shares: the counter-based dropout draw, the
-// optimiser rules, the weights' moving average and batch normalisation's per-channel arithmetic. The CPU loops and the CUDA kernels call the
-// same functions (DESIGN.md example 19), so both backends compute the same rule in the same order
-// and the cross-backend test checks this arithmetic on machines without a GPU. Not bit for bit:
+// optimiser rules, the weights' moving average, batch normalisation's per-channel arithmetic and
+// a ReLU mask's bits. The CPU loops and the CUDA kernels call the same functions (DESIGN.md
+// example 19), so both backends compute the same rule in the same order and the cross-backend
+// test checks this arithmetic on machines without a GPU. Not bit for bit:
 // the host build keeps every multiply and add apart (-ffp-contract=off), while nvcc fuses them
 // into FMAs (its --fmad default), which round once; the op check allows for the last bits.
 #pragma once
@@ -118,5 +119,25 @@ TB_HD float batchNormGradient(float x, float dy, float mean, float k1, float mea
 }
 // A fused ReLU's gradient: dy where the output is positive.
 TB_HD float reluGradient(float y, float dy) { return y > 0.f ? dy : 0.f; }
+
+// A ReLU's mask as cuBLASLt's ReLU epilogues keep it (RELU_AUX_BIAS writes it, DRELU reads it),
+// which every backend writes and reads alike: one bit per value of y (n, units), row-major (n,
+// units) being cuBLASLt's column-major (units x n), with each example's bits padded to the
+// leading dimension cuBLASLt asks for, a multiple of 128; bit u of example i is bit (i ld + u),
+// counted from the lowest bit of the mask's first 32-bit word, set where y > 0.
+TB_HD int64_t reluMaskLd(int units) { return (int64_t(units) + 127) / 128 * 128; }  // bits
+TB_HD size_t reluMaskBytes(int n, int units) { return size_t(reluMaskLd(units) / 8) * size_t(n); }
+TB_HD bool reluMaskBit(const uint32_t* mask, int64_t ld, int64_t example, int unit) {
+    const int64_t bit = example * ld + unit;
+    return (mask[bit >> 5] >> (bit & 31)) & 1u;
+}
+// Word w of example i's bits (ld / 32 words each) from y (n, units): bit b where y[i, 32 w + b] > 0.
+TB_HD uint32_t reluMaskWord(const float* y, int units, int64_t example, int64_t word) {
+    uint32_t bits = 0;
+    const int64_t first = word * 32;
+    for (int b = 0; b < 32 && first + b < units; ++b)
+        if (y[example * units + first + b] > 0.f) bits |= 1u << b;
+    return bits;
+}
 
 }  // namespace tb::ew

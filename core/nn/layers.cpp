@@ -190,24 +190,35 @@ public:
     }
     void prepare(Backend& be, int n) override {
         n_ = n;
-        op_ = be.makeDense({n, in_.c, spec_.units, relu_});
+        op_ = be.makeDense({n, in_.c, spec_.units, relu_, maskedByNext_, maskFrom_ != nullptr});
     }
     // The ReLU after it: applied by the forward GEMM's epilogue (DenseDesc::relu); the backward
-    // takes dy where y > 0 into the workspace (n, units), as the ReLU's own backward would.
+    // takes dy where y > 0 into the workspace (n, units), as the ReLU's own backward would, unless
+    // the dense layer after the ReLU gives dy masked already (maskInputGradient).
     bool fuseRelu() override { return relu_ = true; }
-    size_t workspaceBytes() const override { return relu_ ? size_t(n_) * size_t(spec_.units) * sizeof(float) : 0; }
+    bool maskInputGradient(Layer& before) override {
+        auto* dense = dynamic_cast<DenseLayer*>(&before);
+        if (!dense || !dense->relu_) return false;
+        dense->maskedByNext_ = true;
+        maskFrom_ = dense;
+        return true;
+    }
+    size_t workspaceBytes() const override {
+        return relu_ && !maskedByNext_ ? size_t(n_) * size_t(spec_.units) * sizeof(float) : 0;
+    }
+    size_t savedBytes() const override { return op_->maskBytes(); }  // the ReLU's mask, for the layer after
     int64_t forwardFlops() const override { return 2 * int64_t(in_.c) * spec_.units; }
     void forwardOne(const LayerContext& c, const float* x, float* y) override {
-        op_->forward(c.stream, x, w[0], rounded(), w[1], y);
+        op_->forward(c.stream, x, w[0], rounded(), w[1], y, saved);
     }
     void backwardOne(const LayerContext& c, const float* x, const float* y, const float* dy, float* dx) override {
-        if (relu_) {
+        if (relu_ && !maskedByNext_) {
             auto* masked = static_cast<float*>(c.workspace);
             c.backend.reluBackward(c.stream, y, dy, masked, size_t(n_) * size_t(spec_.units));
             dy = masked;
         }
         op_->backwardWeights(c.stream, x, dy, dw[0], dw[1]);
-        if (dx) op_->backwardData(c.stream, dy, w[0], rounded(), dx);
+        if (dx) op_->backwardData(c.stream, dy, w[0], rounded(), dx, maskFrom_ ? maskFrom_->saved : nullptr);
     }
 
 private:
@@ -215,7 +226,9 @@ private:
 
     std::unique_ptr<DenseOp> op_;
     int n_ = 0;
-    bool relu_ = false;  // the ReLU after it fused (fuseRelu)
+    bool relu_ = false;          // the ReLU after it fused (fuseRelu)
+    bool maskedByNext_ = false;  // ... and the dense layer after it masks its dy (maskInputGradient)
+    const DenseLayer* maskFrom_ = nullptr;  // the dense layer whose ReLU mask this one's dx takes
 };
 
 class DropoutLayer final : public OneInputLayer {

@@ -86,6 +86,11 @@ public:
     // max(relu(x))); false where it cannot. The ReLU layer is then folded as above.
     virtual bool fuseReluBefore() { return false; }
     virtual void fold() {}
+    // `before`'s fused ReLU output is this layer's input, read by nothing else (before prepare):
+    // this layer's input gradient comes out masked by that ReLU (in the GEMM that makes it, for
+    // dense layers), from the mask `before`'s forward keeps in its saved memory, and `before`
+    // takes its output's gradient as it is. false where the two layers cannot do this.
+    virtual bool maskInputGradient(Layer& /*before*/) { return false; }
     // Floating-point operations of the forward pass per example (multiply-adds count 2); the
     // weight gradient and the input gradient each cost as much again for conv and dense layers.
     virtual int64_t forwardFlops() const { return 0; }

@@ -24,6 +24,21 @@ struct ConfiguredLayers {
     Dims output;
 };
 
+// The inputs of layer `layer` as the spec gives them (the layer before where it names none).
+std::vector<int> inputsOf(const ModelSpec& spec, int layer) {
+    const std::vector<int>& in = spec.layers[size_t(layer)].inputs;
+    return in.empty() ? std::vector<int>{layer - 1} : in;
+}
+
+// Per layer: how many layers read its output.
+std::vector<int> readerCounts(const ModelSpec& spec) {
+    std::vector<int> readers(spec.layers.size(), 0);
+    for (size_t l = 0; l < spec.layers.size(); ++l)
+        for (int k : inputsOf(spec, int(l)))
+            if (k >= 0) ++readers[size_t(k)];
+    return readers;
+}
+
 ConfiguredLayers configureLayers(const ModelSpec& spec) {
     ConfiguredLayers c;
     const Dims input{spec.inC, spec.inH, spec.inW};
@@ -65,10 +80,7 @@ ConfiguredLayers configureLayers(const ModelSpec& spec) {
     // whose output only a max pooling reads is applied by the pooling, to its 4x smaller output (a
     // convolution, its ReLU, then the pooling: mnist_cnn, cifar10_cnn). (Layer k < l: its own
     // fusion was decided first.)
-    std::vector<int> readers(spec.layers.size(), 0);
-    for (size_t l = 0; l < spec.layers.size(); ++l)
-        for (int k : spec.layers[l].inputs.empty() ? std::vector<int>{int(l) - 1} : spec.layers[l].inputs)
-            if (k >= 0) ++readers[size_t(k)];
+    const std::vector<int> readers = readerCounts(spec);
     for (size_t l = 0; l < spec.layers.size(); ++l) {
         const std::vector<int>& in = spec.layers[l].inputs;
         const int k = in.empty() ? int(l) - 1 : in.front();
@@ -84,12 +96,6 @@ ConfiguredLayers configureLayers(const ModelSpec& spec) {
         throw Error(spec.source + ": the last layer must output a flat vector of class logits, not " + last.str());
     c.output = last;
     return c;
-}
-
-// The inputs of layer `layer` as the spec gives them (the layer before where it names none).
-std::vector<int> inputsOf(const ModelSpec& spec, int layer) {
-    const std::vector<int>& in = spec.layers[size_t(layer)].inputs;
-    return in.empty() ? std::vector<int>{layer - 1} : in;
 }
 
 LayerRange checkedRange(const ModelSpec& spec, LayerRange range) {
@@ -265,6 +271,26 @@ int64_t largestTensor(const ConfiguredLayers& c, const ModelSpec& spec, LayerRan
     for (int l = range.first; l <= range.last; ++l) m = std::max(m, c.outDims[size_t(l)].size());
     return m;
 }
+// Per layer of the range: the layer before it whose fused ReLU's mask its input gradient takes
+// (Layer::maskInputGradient), or -1. A dense layer whose one input is a ReLU fused into the dense
+// layer before it, with the three in the range and nothing else reading the ReLU: mnist_cnn's fc1,
+// relu, fc2. (A ReLU read twice gets two gradients, which only together are masked.)
+std::vector<int> reluMaskSources(const ConfiguredLayers& c, const ModelSpec& spec, LayerRange range) {
+    const std::vector<int> readers = readerCounts(spec);
+    const auto one = [&](int l) {
+        const std::vector<int> in = inputsOf(spec, l);
+        return in.size() == 1 && in[0] >= range.first ? in[0] : -1;
+    };
+    std::vector<int> sources;
+    for (int l = range.first; l <= range.last; ++l) {
+        const int k = one(l), j = k >= 0 ? one(k) : -1;
+        const bool linked = j >= 0 && spec.layers[size_t(l)].type == LayerType::Dense &&
+                            spec.layers[size_t(k)].type == LayerType::Relu && c.layers[size_t(k)]->aliasesInput() &&
+                            readers[size_t(k)] == 1 && spec.layers[size_t(j)].type == LayerType::Dense;
+        sources.push_back(linked ? j : -1);
+    }
+    return sources;
+}
 GradientPlan planOf(const ConfiguredLayers& c, const ModelSpec& spec, LayerRange range) {
     std::vector<bool> aliases, hasParams;
     for (int l = range.first; l <= range.last; ++l) {
@@ -288,6 +314,13 @@ NetworkMemory estimateNetworkMemory(const ModelSpec& spec, int batch, LayerRange
     for (size_t k = c.firstStat[size_t(range.first)]; k < c.firstStat[size_t(range.last) + 1]; ++k)
         m.statistics += size_t(c.statInfos[k].shape.numel()) * f;
     const Dims input{spec.inC, spec.inH, spec.inW};
+    // The fused ReLUs whose masks the dense layer after takes (their bits, ew::reluMaskBytes).
+    std::vector<bool> keepsMask(spec.layers.size(), false);
+    for (int j : reluMaskSources(c, spec, range))
+        if (j >= 0) {
+            keepsMask[size_t(j)] = true;
+            m.saved += ew::reluMaskBytes(batch, c.outDims[size_t(j)].c);
+        }
     for (int i = range.first; i <= range.last; ++i) {
         const size_t out = b * size_t(c.outDims[size_t(i)].size());
         if (!c.layers[size_t(i)]->aliasesInput()) m.activations += out * f;
@@ -296,8 +329,9 @@ NetworkMemory estimateNetworkMemory(const ModelSpec& spec, int batch, LayerRange
         if (t == LayerType::Lrn) m.saved += 2 * out * f;  // oneDNN's LRN workspace: two floats per output
         if (t == LayerType::BatchNorm) m.saved += 8 * size_t(c.outDims[size_t(i)].c) * f;  // statistics, sums
         // An inner product with the ReLU after it fused (that ReLU in this range or the next):
-        // its backward masks its output's gradient into the workspace (b x units floats).
-        if (t == LayerType::Dense)
+        // its backward masks its output's gradient into the workspace (b x units floats), unless
+        // the dense layer after it masks it.
+        if (t == LayerType::Dense && !keepsMask[size_t(i)])
             for (int l = i + 1; l < total; ++l)
                 if (spec.layers[size_t(l)].type == LayerType::Relu && c.layers[size_t(l)]->aliasesInput() &&
                     inputsOf(spec, l) == std::vector<int>{i})
@@ -338,6 +372,12 @@ Network::Network(const ModelSpec& spec, Backend& backend, int batch, LayerRange 
         statInfos_.push_back(std::move(configured.statInfos[k]));
     }
     const GradientPlan plan = planOf(configured, spec, range_);
+    const std::vector<int> maskSources = reluMaskSources(configured, spec, range_);
+    for (int l = range_.first; l <= range_.last; ++l)
+        if (const int j = maskSources[size_t(l - range_.first)]; j >= 0 &&
+            !configured.layers[size_t(l)]->maskInputGradient(*configured.layers[size_t(j)]))
+            throw Error(spec.source + ": layer '" + spec.layers[size_t(l)].name + "' cannot mask its input's gradient "
+                        "for layer '" + spec.layers[size_t(j)].name + "'");
     for (int l = range_.first; l <= range_.last; ++l) {
         layers_.push_back(std::move(configured.layers[size_t(l)]));
         outDims_.push_back(configured.outDims[size_t(l)]);
@@ -389,7 +429,7 @@ Network::Network(const ModelSpec& spec, Backend& backend, int batch, LayerRange 
                                                      : backend.empty(Shape{batch, outDims_[li].h, outDims_[li].w,
                                                                            outDims_[li].c}));
     }
-    workspace_ = bytesTensor(backend, ws);
+    if (ws > 0) workspace_ = bytesTensor(backend, ws);  // (none where no layer asks: layers' calls get nullptr)
     const int64_t largest = largestTensor(configured, spec, range_);
     for (int b = 0; b < plan_.buffers; ++b) gradPool_.push_back(backend.empty(Shape{int64_t(batch) * largest}));
     wire();
@@ -494,7 +534,7 @@ NetworkMemory Network::memoryUse() const {
     for (const Tensor& t : gradPool_) m.activations += t.bytes();
     m.activations += bytesOf(input_buf_) + bytesOf(probs_) + bytesOf(dlogits_) + bytesOf(labels_);
     for (const Tensor& t : saved_) m.saved += t.bytes();
-    m.workspace = workspace_.bytes();
+    m.workspace = bytesOf(workspace_);
     return m;
 }
 

@@ -20,9 +20,10 @@ namespace tb {
 struct NetworkMemory {
     size_t params = 0, grads = 0;
     size_t activations = 0;  // layer outputs, the two gradient buffers, input, labels, probs, dlogits
-    size_t saved = 0;        // what forward keeps for backward (argmax, LRN scales, dropout masks)
+    size_t saved = 0;        // what forward keeps for backward (argmax, LRN scales, dropout masks, a
+                             // fused dense ReLU's mask for the dense layer after it)
     size_t workspace = 0;    // the scratch all layers share (cuDNN's chosen algorithms' workspace; a
-                             // fused dense ReLU's masked gradient)
+                             // fused dense ReLU's masked gradient, where no dense layer after masks it)
     size_t statistics = 0;   // batch norm's moving means and variances
 };
 
@@ -89,8 +90,9 @@ GradientPlan planGradients(const RangeGraph& graph, const std::vector<bool>& ali
 // What one replica at `batch` will allocate (of the layers `range`: a stage's Network), from the
 // configured layers alone (nothing is allocated): as Network::memoryUse() reports it after
 // building (parameters, gradients and activations exactly; tst_model), the workspace as the
-// layers' own need (a dense layer's fused ReLU), without what the backend chooses, and with the saved buffers taken as a float per output for pooling
-// and dropout and two for LRN, an upper bound (oneDNN's max-pooling keeps a byte per output).
+// layers' own need (a dense layer's fused ReLU), without what the backend chooses, and with the
+// saved buffers taken as a float per output for pooling and dropout and two for LRN, an upper
+// bound (oneDNN's max-pooling keeps a byte per output), and a bit per fused dense ReLU's output.
 NetworkMemory estimateNetworkMemory(const ModelSpec& spec, int batch, LayerRange range = {});
 
 // Layer `layer`'s output per example (-1: the model's input); throws tb::Error past the last layer.

@@ -114,7 +114,7 @@ void SplitDense::forward(int rank, const float* x, float* y) {
     Backend& be = *p.backend;
     const int d = ranks();
     if (split_ == LayerSplit::Columns) {
-        p.op->forward(p.stream, x, p.w.data(), nullptr, p.b.data(), p.part.data());
+        p.op->forward(p.stream, x, p.w.data(), nullptr, p.b.data(), p.part.data(), nullptr);
         be.synchronize(p.stream);
         comm_.allGather(rank, p.part.data(), p.gathered.data(), size_t(n_) * size_t(width_));
         for (int j = 0; j < d; ++j)  // (D, n, width) -> (n, out)
@@ -122,7 +122,7 @@ void SplitDense::forward(int rank, const float* x, float* y) {
                         p.gathered.data() + size_t(j) * size_t(n_) * size_t(width_), width_, n_, width_);
     } else {
         copyColumns(be, p.stream, p.slice.data(), width_, x + size_t(rank) * size_t(width_), in_, n_, width_);
-        p.op->forward(p.stream, p.slice.data(), p.w.data(), nullptr, p.b.data(), y);
+        p.op->forward(p.stream, p.slice.data(), p.w.data(), nullptr, p.b.data(), y, nullptr);
         be.synchronize(p.stream);
         comm_.allReduce(rank, y, size_t(n_) * size_t(out_), ReduceOp::Sum);
     }
@@ -136,14 +136,14 @@ void SplitDense::backward(int rank, const float* x, const float* dy, float* dx) 
     if (split_ == LayerSplit::Columns) {
         copyColumns(be, p.stream, p.slice.data(), width_, dy + size_t(rank) * size_t(width_), out_, n_, width_);
         p.op->backwardWeights(p.stream, x, p.slice.data(), p.dw.data(), p.db.data());
-        p.op->backwardData(p.stream, p.slice.data(), p.w.data(), nullptr, dx);
+        p.op->backwardData(p.stream, p.slice.data(), p.w.data(), nullptr, dx, nullptr);
         be.synchronize(p.stream);
         comm_.allReduce(rank, dx, size_t(n_) * size_t(in_), ReduceOp::Sum);
     } else {
         // slice still holds x[:, ins_rank] from forward; recopied, as x is the caller's to change.
         copyColumns(be, p.stream, p.slice.data(), width_, x + size_t(rank) * size_t(width_), in_, n_, width_);
         p.op->backwardWeights(p.stream, p.slice.data(), dy, p.dw.data(), p.db.data());
-        p.op->backwardData(p.stream, dy, p.w.data(), nullptr, p.part.data());
+        p.op->backwardData(p.stream, dy, p.w.data(), nullptr, p.part.data(), nullptr);
         be.synchronize(p.stream);
         comm_.allGather(rank, p.part.data(), p.gathered.data(), size_t(n_) * size_t(width_));
         for (int j = 0; j < d; ++j)  // (D, n, width) -> (n, in)

@@ -161,13 +161,16 @@ private:
 class DenseFwd final : public tb::DenseOp {
 public:
     DenseFwd(std::shared_ptr<ForwardingBackend> b, std::unique_ptr<tb::DenseOp> op) : b_(std::move(b)), op_(std::move(op)) {}
-    void forward(tb::Stream s, const float* x, const float* w, const uint16_t* wb, const float* bb, float* y) override {
+    size_t maskBytes() const override { return op_->maskBytes(); }
+    void forward(tb::Stream s, const float* x, const float* w, const uint16_t* wb, const float* bb, float* y,
+                 void* mask) override {
         b_->onCompute("dense.forward");
-        op_->forward(s, x, w, wb, bb, y);
+        op_->forward(s, x, w, wb, bb, y, mask);
     }
-    void backwardData(tb::Stream s, const float* dy, const float* w, const uint16_t* wb, float* dx) override {
+    void backwardData(tb::Stream s, const float* dy, const float* w, const uint16_t* wb, float* dx,
+                      const void* mask) override {
         b_->onCompute("dense.backwardData");
-        op_->backwardData(s, dy, w, wb, dx);
+        op_->backwardData(s, dy, w, wb, dx, mask);
     }
     void backwardWeights(tb::Stream s, const float* x, const float* dy, float* dw, float* db) override {
         b_->onCompute("dense.backwardWeights");

@@ -31,11 +31,14 @@ public:
         struct Op final : tb::DenseOp {
             std::unique_ptr<tb::DenseOp> op;
             int out = 0;
-            void forward(tb::Stream s, const float* x, const float* w, const uint16_t* wb, const float* b, float* y) override {
-                op->forward(s, x, w, wb, b, y);
+            size_t maskBytes() const override { return op->maskBytes(); }
+            void forward(tb::Stream s, const float* x, const float* w, const uint16_t* wb, const float* b, float* y,
+                         void* mask) override {
+                op->forward(s, x, w, wb, b, y, mask);
             }
-            void backwardData(tb::Stream s, const float* dy, const float* w, const uint16_t* wb, float* dx) override {
-                op->backwardData(s, dy, w, wb, dx);
+            void backwardData(tb::Stream s, const float* dy, const float* w, const uint16_t* wb, float* dx,
+                              const void* mask) override {
+                op->backwardData(s, dy, w, wb, dx, mask);
             }
             void backwardWeights(tb::Stream s, const float* x, const float* dy, float* dw, float* db) override {
                 op->backwardWeights(s, x, dy, dw, db);

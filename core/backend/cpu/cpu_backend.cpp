@@ -435,7 +435,7 @@ private:
 
 class CpuDense final : public DenseOp, OneDnnOp {
 public:
-    CpuDense(const CpuContext& c, const DenseDesc& d) : OneDnnOp(c), relu_(d.relu), ys_(size_t(d.n) * d.out) {
+    CpuDense(const CpuContext& c, const DenseDesc& d) : OneDnnOp(c), d_(d), ys_(size_t(d.n) * d.out) {
         using namespace dnnl;
         // Plain layouts throughout: oneDNN runs these as GEMMs, and a reorder of the (out, in)
         // weights would cost about a GEMM pass (bf16: x, w, dy rounded into bf16 buffers of the
@@ -466,18 +466,39 @@ public:
         dataW_ = sharedOr(wIn_, wData_);
         dyIn_ = StepInput(Arg(eng_, y_, yIn));
     }
-    void forward(Stream st, const float* x, const float* w, const uint16_t* wBf16, const float* b, float* y) override {
+    size_t maskBytes() const override { return d_.relu && d_.reluMaskOut ? ew::reluMaskBytes(d_.n, d_.out) : 0; }
+    void forward(Stream st, const float* x, const float* w, const uint16_t* wBf16, const float* b, float* y,
+                 void* mask) override {
         auto& s = pick(st);
         for (StepInput* i : {&xIn_, &wIn_, &wData_, &dyIn_}) i->forget();
         fwd_.execute(s, {{DNNL_ARG_SRC, xIn_.in(s, x)}, {DNNL_ARG_WEIGHTS, weights(s, wIn_, w, wBf16)},
                          {DNNL_ARG_BIAS, m(b_, b)}, {DNNL_ARG_DST, m(y_, y)}});
         // The fused ReLU: the backend's own pass, as the ReLU layer's (oneDNN's post-op writes -0).
-        if (relu_) owner_->reluForward(st, y, y, ys_);
+        if (d_.relu) owner_->reluForward(st, y, y, ys_);
+        if (maskBytes() == 0) return;
+        // Its mask, word by word (ew::reluMaskWord; y > 0 after the ReLU where it was before).
+        useThreads(threads_);
+        auto* words = static_cast<uint32_t*>(mask);
+        const int64_t perExample = ew::reluMaskLd(d_.out) / 32, count = d_.n * perExample;
+#pragma omp parallel for if (count * 32 > kParallelMin)
+        for (int64_t i = 0; i < count; ++i) words[i] = ew::reluMaskWord(y, d_.out, i / perExample, i % perExample);
     }
-    void backwardData(Stream st, const float* dy, const float* w, const uint16_t* wBf16, float* dx) override {
+    void backwardData(Stream st, const float* dy, const float* w, const uint16_t* wBf16, float* dx,
+                      const void* mask) override {
         auto& s = pick(st);
         bwdData_.execute(s, {{DNNL_ARG_DIFF_DST, dyIn_.in(s, dy)}, {DNNL_ARG_WEIGHTS, weights(s, *dataW_, w, wBf16)},
                              {DNNL_ARG_DIFF_SRC, m(x_, dx)}});
+        if (!d_.reluMaskIn) return;
+        if (!mask) throw Error("CPU backend: an inner product that masks its input gradient was given no mask");
+        // dx where the layer before's ReLU output was positive, as that ReLU's backward would pass it.
+        useThreads(threads_);
+        const auto* words = static_cast<const uint32_t*>(mask);
+        const int64_t ld = ew::reluMaskLd(d_.in);
+#pragma omp parallel for if (int64_t(d_.n) * d_.in > kParallelMin)
+        for (int64_t e = 0; e < d_.n; ++e) {
+            float* row = dx + e * d_.in;
+            for (int u = 0; u < d_.in; ++u) row[u] = ew::reluMaskBit(words, ld, e, u) ? row[u] : 0.f;
+        }
     }
     void backwardWeights(Stream st, const float* x, const float* dy, float* dw, float* db) override {
         auto& s = pick(st);
@@ -494,7 +515,7 @@ private:
         return in.in(s, w);
     }
 
-    bool relu_;
+    DenseDesc d_;
     size_t ys_;  // y's values
     memory::desc x_, w_, b_, y_;
     memory::desc wBf16_;  // (out, in) bf16, plain: the layout of the update's rounding

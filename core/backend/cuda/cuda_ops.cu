@@ -10,6 +10,7 @@
 #include "backend/cuda/kernels.cuh"
 #include "backend/cuda/lt_gemm.hpp"
 #include "backend/cuda/plan_memory.hpp"
+#include "backend/elementwise_math.hpp"
 
 namespace tb::cuda {
 
@@ -26,37 +27,58 @@ namespace {
 // bf16 on the tensor cores with fp32 sums and fp32 results. The bias rides in the GEMMs'
 // epilogues (cuBLASLt, lt_gemm.hpp): added by the forward GEMM, its gradient summed by the weight
 // gradient's from the dy it reads (in bf16: the rounded dy, as autocast's bias gradient is); a
-// fused ReLU after the layer (DenseDesc::relu) rides in the forward's epilogue too (RELU_BIAS);
-// where cuBLASLt has no such algorithm, or a call's slices are less aligned, a bias kernel (and
-// the ReLU's) and a GEMV.
+// fused ReLU after the layer (DenseDesc::relu) rides in the forward's epilogue too (RELU_BIAS,
+// or RELU_AUX_BIAS writing its mask for the dense layer after it, whose data-gradient GEMM masks
+// dx by it in its epilogue, DRELU: DenseDesc::reluMaskIn); where cuBLASLt has no such algorithm,
+// or a call's slices are less aligned, a bias kernel (and the ReLU's, and the mask's) and a GEMV.
 class CudaDense final : public DenseOp {
 public:
     CudaDense(const PlanContext& ctx, const DenseDesc& d)
         : owner_(ctx.owner), d_(d), bf16_(ctx.bf16),
           withBias_(CUBLAS_OP_T, CUBLAS_OP_N, d.out, d.n, d.in, d.in, d.in, d.out, ctx.bf16, ctx.allowTf32,
-                    d.relu ? CUBLASLT_EPILOGUE_RELU_BIAS : CUBLASLT_EPILOGUE_BIAS),
+                    !d.relu ? CUBLASLT_EPILOGUE_BIAS
+                            : d.reluMaskOut ? CUBLASLT_EPILOGUE_RELU_AUX_BIAS : CUBLASLT_EPILOGUE_RELU_BIAS),
           withBiasGradient_(CUBLAS_OP_N, CUBLAS_OP_T, d.in, d.out, d.n, d.in, d.out, d.in, ctx.bf16, ctx.allowTf32,
                             CUBLASLT_EPILOGUE_BGRADB),
           ones_(onesVector(ctx, size_t(d.n))) {
+        if (d.reluMaskIn)
+            withMask_ = LtGemm(CUBLAS_OP_N, CUBLAS_OP_N, d.in, d.n, d.out, d.in, d.out, d.in, ctx.bf16, ctx.allowTf32,
+                               CUBLASLT_EPILOGUE_DRELU);
         if (!bf16_) return;
         xb_ = StepCopy(ctx.allocator, size_t(d.n) * d.in * sizeof(bf16));
         wb_ = StepCopy(ctx.allocator, size_t(d.out) * d.in * sizeof(bf16));
         dyb_ = StepCopy(ctx.allocator, size_t(d.n) * d.out * sizeof(bf16));
     }
-    void forward(Stream st, const float* x, const float* w, const uint16_t* wBf16, const float* b, float* y) override {
+    size_t maskBytes() const override { return d_.relu && d_.reluMaskOut ? ew::reluMaskBytes(d_.n, d_.out) : 0; }
+    void forward(Stream st, const float* x, const float* w, const uint16_t* wBf16, const float* b, float* y,
+                 void* mask) override {
         for (StepCopy* c : {&xb_, &wb_, &dyb_}) c->forget();
         // y^T (out x n) = W (out x in) x^T (in x n): W is stored as W^T (in x out) in column-major.
         const void* wIn = weights(st, w, wBf16);
         const void* xIn = in(st, xb_, x, size_t(d_.n) * d_.in);
-        if (withBias_.planned() && LtGemm::fits(wIn, xIn, y, b) && withBias_.run(st, wIn, xIn, y, b)) return;
+        void* keep = maskBytes() ? mask : nullptr;
+        if (withBias_.planned() && LtGemm::fits(wIn, xIn, y, b, keep) && withBias_.run(st, wIn, xIn, y, b, keep))
+            return;
         gemm(st, CUBLAS_OP_T, CUBLAS_OP_N, d_.out, d_.n, d_.in, wIn, d_.in, xIn, d_.in, y, d_.out);
         addBias(queueOf(st), y, b, size_t(d_.n), d_.out);
         if (d_.relu) reluForward(queueOf(st), y, y, size_t(d_.n) * d_.out);
+        if (keep) reluMaskWrite(queueOf(st), y, d_.n, d_.out, static_cast<uint32_t*>(keep));
     }
-    void backwardData(Stream st, const float* dy, const float* w, const uint16_t* wBf16, float* dx) override {
-        // dx^T (in x n) = W^T (in x out) dy^T (out x n)
-        gemm(st, CUBLAS_OP_N, CUBLAS_OP_N, d_.in, d_.n, d_.out, weights(st, w, wBf16), d_.in,
-             in(st, dyb_, dy, size_t(d_.n) * d_.out), d_.out, dx, d_.in);
+    void backwardData(Stream st, const float* dy, const float* w, const uint16_t* wBf16, float* dx,
+                      const void* mask) override {
+        // dx^T (in x n) = W^T (in x out) dy^T (out x n), masked by the layer before's ReLU (reluMaskIn)
+        const void* wIn = weights(st, w, wBf16);
+        const void* dyIn = in(st, dyb_, dy, size_t(d_.n) * d_.out);
+        if (!d_.reluMaskIn) {
+            gemm(st, CUBLAS_OP_N, CUBLAS_OP_N, d_.in, d_.n, d_.out, wIn, d_.in, dyIn, d_.out, dx, d_.in);
+            return;
+        }
+        if (!mask) throw Error("CUDA backend: an inner product that masks its input gradient was given no mask");
+        if (withMask_.planned() && LtGemm::fits(wIn, dyIn, dx, nullptr, mask) &&
+            withMask_.run(st, wIn, dyIn, dx, nullptr, mask))
+            return;
+        gemm(st, CUBLAS_OP_N, CUBLAS_OP_N, d_.in, d_.n, d_.out, wIn, d_.in, dyIn, d_.out, dx, d_.in);
+        reluMaskApply(queueOf(st), dx, d_.n, d_.in, static_cast<const uint32_t*>(mask));
     }
     void backwardWeights(Stream st, const float* x, const float* dy, float* dw, float* db) override {
         // dW^T (in x out) = x^T (in x n) dy (n x out); db (out) = dy's sums over the n rows.
@@ -95,6 +117,7 @@ private:
     DenseDesc d_;
     bool bf16_;
     LtGemm withBias_, withBiasGradient_;  // the forward and weight-gradient GEMMs with their epilogues
+    LtGemm withMask_;                     // reluMaskIn: the data-gradient GEMM, masking dx
     DeviceBuffer ones_;      // (n) the unfused bias gradient's
     StepCopy xb_, wb_, dyb_; // bf16: x (n, in), W (out, in), dy (n, out)
 };

@@ -43,6 +43,20 @@ __global__ void reluBackwardKernel(const float* __restrict__ y, const float* __r
                                    size_t n) {
     TB_GRID_STRIDE(i, n) dx[i] = y[i] > 0.f ? dy[i] : 0.f;
 }
+// One thread per 32-bit word of the mask (ld / 32 per example).
+__global__ void reluMaskWriteKernel(const float* __restrict__ y, int units, int64_t wordsPerExample, size_t total,
+                                    uint32_t* __restrict__ mask) {
+    TB_GRID_STRIDE(i, total) {
+        mask[i] = ew::reluMaskWord(y, units, int64_t(i) / wordsPerExample, int64_t(i) % wordsPerExample);
+    }
+}
+__global__ void reluMaskApplyKernel(float* __restrict__ x, FastDivmod units, int64_t ld, size_t total,
+                                    const uint32_t* __restrict__ mask) {
+    TB_GRID_STRIDE(i, total) {
+        const int u = lastAt(units, i);
+        if (!ew::reluMaskBit(mask, ld, int64_t(i - size_t(u)) / int64_t(units.d), u)) x[i] = 0.f;
+    }
+}
 __global__ void dropoutForwardKernel(const float* __restrict__ x, float* __restrict__ y, float* __restrict__ mask,
                                      size_t n, float keep, uint64_t seed) {
     TB_GRID_STRIDE(i, n) {
@@ -458,6 +472,15 @@ void axpy(cudaStream_t s, float a, const float* x, float* y, size_t n) { TB_LAUN
 void reluForward(cudaStream_t s, const float* x, float* y, size_t n) { TB_LAUNCH(reluForwardKernel, n, s, x, y, n); }
 void reluBackward(cudaStream_t s, const float* y, const float* dy, float* dx, size_t n) {
     TB_LAUNCH(reluBackwardKernel, n, s, y, dy, dx, n);
+}
+void reluMaskWrite(cudaStream_t s, const float* y, int n, int units, uint32_t* mask) {
+    const int64_t perExample = ew::reluMaskLd(units) / 32;
+    const size_t total = size_t(n) * size_t(perExample);
+    TB_LAUNCH(reluMaskWriteKernel, total, s, y, units, perExample, total, mask);
+}
+void reluMaskApply(cudaStream_t s, float* x, int n, int units, const uint32_t* mask) {
+    const size_t total = size_t(n) * size_t(units);
+    TB_LAUNCH(reluMaskApplyKernel, total, s, x, FastDivmod(uint32_t(units)), ew::reluMaskLd(units), total, mask);
 }
 void dropoutForward(cudaStream_t s, const float* x, float* y, float* mask, size_t n, float keep, uint64_t seed) {
     TB_LAUNCH(dropoutForwardKernel, n, s, x, y, mask, n, keep, seed);

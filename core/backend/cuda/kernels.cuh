@@ -27,6 +27,10 @@ void axpy(cudaStream_t s, float a, const float* x, float* y, size_t n);
 void addSumSquares(cudaStream_t s, const float* x, size_t n, float a, float* out, float* scratch);
 void reluForward(cudaStream_t s, const float* x, float* y, size_t n);
 void reluBackward(cudaStream_t s, const float* y, const float* dy, float* dx, size_t n);
+// A fused dense ReLU's mask (ew::reluMaskBit) where cuBLASLt's epilogue does not write or read it:
+// mask := the bits of y (n, units) > 0; x (n, units) := 0 where its bit is clear.
+void reluMaskWrite(cudaStream_t s, const float* y, int n, int units, uint32_t* mask);
+void reluMaskApply(cudaStream_t s, float* x, int n, int units, const uint32_t* mask);
 void dropoutForward(cudaStream_t s, const float* x, float* y, float* mask, size_t n, float keep, uint64_t seed);
 void multiply(cudaStream_t s, const float* a, const float* b, float* out, size_t n);  // out = a * b
 void softmaxCrossEntropy(cudaStream_t s, const float* logits, const int32_t* labels, float* probs, int n, int k,

@@ -7,6 +7,7 @@
 #include "backend/cuda/cuda_check.hpp"
 #include "backend/cuda/cuda_ops.hpp"
 #include "backend/cuda/cuda_stream.hpp"
+#include "backend/elementwise_math.hpp"
 
 namespace tb::cuda {
 
@@ -63,15 +64,22 @@ LtGemm::LtGemm(cublasOperation_t ta, cublasOperation_t tb, int m, int n, int k, 
         setAttribute(op_, CUBLASLT_MATMUL_DESC_TRANSA, int32_t(ta));
         setAttribute(op_, CUBLASLT_MATMUL_DESC_TRANSB, int32_t(tb));
         setAttribute(op_, CUBLASLT_MATMUL_DESC_EPILOGUE, uint32_t(epilogue));
-        setAttribute(op_, CUBLASLT_MATMUL_DESC_BIAS_DATA_TYPE, int32_t(CUDA_R_32F));  // fp32 like the variables
+        vector_ = epilogue != CUBLASLT_EPILOGUE_DRELU;
+        mask_ = epilogue == CUBLASLT_EPILOGUE_RELU_AUX_BIAS || epilogue == CUBLASLT_EPILOGUE_DRELU;
+        if (vector_)  // fp32 like the variables
+            setAttribute(op_, CUBLASLT_MATMUL_DESC_BIAS_DATA_TYPE, int32_t(CUDA_R_32F));
+        if (mask_) setAttribute(op_, CUBLASLT_MATMUL_DESC_EPILOGUE_AUX_LD, ew::reluMaskLd(m));
         // The stored matrices, before op: A is (k x m) where transposed, B (n x k).
         const bool at = ta != CUBLAS_OP_N, bt = tb != CUBLAS_OP_N;
         TB_CUDA(cublasLtMatrixLayoutCreate(&a_, in, at ? k : m, at ? m : k, lda));
         TB_CUDA(cublasLtMatrixLayoutCreate(&b_, in, bt ? n : k, bt ? k : n, ldb));
         TB_CUDA(cublasLtMatrixLayoutCreate(&d_, CUDA_R_32F, m, n, ldc));
-        // The heuristic reads the vector's alignment from its pointer, and a null one looks aligned
-        // to anything: a stand-in aligned to kAlignment exactly, which fits() holds each call to.
-        setAttribute(op_, CUBLASLT_MATMUL_DESC_BIAS_POINTER, reinterpret_cast<const void*>(kAlignment));
+        // The heuristic reads the vector's and the mask's alignment from their pointers, and a null
+        // one looks aligned to anything: stand-ins aligned to kAlignment exactly, which fits()
+        // holds each call to.
+        const void* standIn = reinterpret_cast<const void*>(kAlignment);
+        if (vector_) setAttribute(op_, CUBLASLT_MATMUL_DESC_BIAS_POINTER, standIn);
+        if (mask_) setAttribute(op_, CUBLASLT_MATMUL_DESC_EPILOGUE_AUX_POINTER, standIn);
         const Preference pref;
         cublasLtMatmulHeuristicResult_t found{};
         int count = 0;
@@ -90,6 +98,7 @@ LtGemm& LtGemm::operator=(LtGemm&& o) noexcept {
     if (this == &o) return *this;
     release();
     op_ = o.op_, a_ = o.a_, b_ = o.b_, d_ = o.d_, algo_ = o.algo_, planned_ = o.planned_;
+    vector_ = o.vector_, mask_ = o.mask_;
     o.op_ = nullptr, o.a_ = o.b_ = o.d_ = nullptr, o.planned_ = false;
     return *this;
 }
@@ -104,10 +113,11 @@ void LtGemm::release() noexcept {
     op_ = nullptr, a_ = b_ = d_ = nullptr;
 }
 
-bool LtGemm::run(Stream st, const void* a, const void* b, float* d, const float* vector) {
+bool LtGemm::run(Stream st, const void* a, const void* b, float* d, const float* vector, const void* mask) {
     const cudaStream_t q = queueOf(st);
-    // (The plan is its tower's: no other thread sets this between here and the call.)
-    setAttribute(op_, CUBLASLT_MATMUL_DESC_BIAS_POINTER, vector);
+    // (The plan is its tower's: no other thread sets these between here and the call.)
+    if (vector_) setAttribute(op_, CUBLASLT_MATMUL_DESC_BIAS_POINTER, vector);
+    if (mask_) setAttribute(op_, CUBLASLT_MATMUL_DESC_EPILOGUE_AUX_POINTER, mask);
     const float one = 1.f, zero = 0.f;
     const cublasStatus_t s = cublasLtMatmul(reinterpret_cast<cublasLtHandle_t>(st->cublas), op_, &one, a, a_, b, b_,
                                             &zero, d, d_, d, d_, &algo_, st->cublasWorkspace, kCublasWorkspaceBytes, q);
