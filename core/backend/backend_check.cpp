@@ -524,17 +524,24 @@ void checkDense(Checker& ck, const DenseDesc& d, uint64_t seed) {
 // dx = (dy W) where the first's y > 0 (its own y, so that a value rounding to either side of 0
 // does not count as an error). Each of the four ways the CUDA plans may take: the fused epilogues
 // (cuBLASLt's mask) and the kernels (where a slice one float past an aligned boundary sends a
-// call), in every pairing, so the epilogue's mask layout and the kernels' must agree.
-void checkDenseReluMask(Checker& ck, int n, int in, int mid, int out, uint64_t seed) {
+// call), in every pairing, so the epilogue's mask layout and the kernels' must agree. atZero: the
+// first example's x is 0 and every third bias 0, so those pre-activations are exactly 0 (and y
+// 0): the gradient stops there as the ReLU's backward stops it (y > 0); an epilogue that kept
+// the bit where the pre-activation is not negative would pass it (CUTLASS's ReLU epilogue does).
+void checkDenseReluMask(Checker& ck, int n, int in, int mid, int out, bool atZero, uint64_t seed) {
     std::mt19937_64 rng(seed);
     const DenseDesc first{n, in, mid, true, true, false}, second{n, mid, out, false, false, true};
     const size_t xs = size_t(n) * in, w1s = size_t(mid) * in, ys = size_t(n) * mid, w2s = size_t(out) * mid,
                  dys = size_t(n) * out;
-    const Vec x = randomVec(xs, rng), w1 = randomVec(w1s, rng), b1 = randomVec(size_t(mid), rng),
-              w2 = randomVec(w2s, rng), dy = randomVec(dys, rng);
+    Vec x = randomVec(xs, rng), b1 = randomVec(size_t(mid), rng);
+    const Vec w1 = randomVec(w1s, rng), w2 = randomVec(w2s, rng), dy = randomVec(dys, rng);
+    if (atZero) {
+        std::fill(x.begin(), x.begin() + in, 0.f);
+        for (size_t j = 0; j < b1.size(); j += 3) b1[j] = 0.f;
+    }
     const std::string shape = "n" + std::to_string(n) + " in " + std::to_string(in) + " relu " + std::to_string(mid) +
                               " out " + std::to_string(out);
-    ck.run("dense.relu_mask", shape, ck.matmulTolerance, [&](Rig& rig) {
+    ck.run(atZero ? "dense.relu_mask_at_zero" : "dense.relu_mask", shape, ck.matmulTolerance, [&](Rig& rig) {
         auto a = rig.backend().makeDense(first), b = rig.backend().makeDense(second);
         // At `skew` floats past an aligned allocation: 0 fuses, 1 sends the call to the kernels.
         auto at = [&](const Vec& v, int skew) {
@@ -811,7 +818,8 @@ std::vector<OpCheck> checkBackendOps(Backend& backend, double matmulTolerance) {
     // The mask a fused dense ReLU keeps for the dense layer after it (mnist_cnn's fc1 -> fc2,
     // cifar10_cnn's local3 -> local4 -> softmax_linear): widths across the mask's 128-bit rows.
     for (auto [n, in, mid, out] : {std::array{5, 7, 130, 9}, std::array{128, 384, 192, 10}})
-        checkDenseReluMask(ck, n, in, mid, out, seed++);
+        checkDenseReluMask(ck, n, in, mid, out, false, seed++);
+    checkDenseReluMask(ck, 5, 7, 130, 9, true, seed++);
     return ck.results;
 }
 

@@ -476,6 +476,7 @@ public:
         // The fused ReLU: the backend's own pass, as the ReLU layer's (oneDNN's post-op writes -0).
         if (d_.relu) owner_->reluForward(st, y, y, ys_);
         if (maskBytes() == 0) return;
+        if (!mask) throw Error("CPU backend: an inner product that keeps its ReLU's mask was given no memory for it");
         // Its mask, word by word (ew::reluMaskWord; y > 0 after the ReLU where it was before).
         useThreads(threads_);
         auto* words = static_cast<uint32_t*>(mask);

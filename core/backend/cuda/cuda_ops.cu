@@ -35,13 +35,18 @@ class CudaDense final : public DenseOp {
 public:
     CudaDense(const PlanContext& ctx, const DenseDesc& d)
         : owner_(ctx.owner), d_(d), bf16_(ctx.bf16),
-          withBias_(CUBLAS_OP_T, CUBLAS_OP_N, d.out, d.n, d.in, d.in, d.in, d.out, ctx.bf16, ctx.allowTf32,
-                    !d.relu ? CUBLASLT_EPILOGUE_BIAS
-                            : d.reluMaskOut ? CUBLASLT_EPILOGUE_RELU_AUX_BIAS : CUBLASLT_EPILOGUE_RELU_BIAS),
+          withBias_(forwardGemm(ctx, d, !d.relu         ? CUBLASLT_EPILOGUE_BIAS
+                                        : d.reluMaskOut ? CUBLASLT_EPILOGUE_RELU_AUX_BIAS
+                                                        : CUBLASLT_EPILOGUE_RELU_BIAS)),
           withBiasGradient_(CUBLAS_OP_N, CUBLAS_OP_T, d.in, d.out, d.n, d.in, d.out, d.in, ctx.bf16, ctx.allowTf32,
                             CUBLASLT_EPILOGUE_BGRADB),
           ones_(onesVector(ctx, size_t(d.n))) {
-        if (d.reluMaskIn)
+        // Where cuBLASLt writes no mask, the ReLU still rides in the epilogue and a kernel writes
+        // the mask from y (forward).
+        if (d.relu && d.reluMaskOut && !withBias_.planned())
+            withBias_ = forwardGemm(ctx, d, CUBLASLT_EPILOGUE_RELU_BIAS);
+        // (A GEMM of k = 1, an output of one unit, has no DRELU: nvmath-python finds cuBLAS refuses it.)
+        if (d.reluMaskIn && d.out > 1)
             withMask_ = LtGemm(CUBLAS_OP_N, CUBLAS_OP_N, d.in, d.n, d.out, d.in, d.out, d.in, ctx.bf16, ctx.allowTf32,
                                CUBLASLT_EPILOGUE_DRELU);
         if (!bf16_) return;
@@ -52,17 +57,22 @@ public:
     size_t maskBytes() const override { return d_.relu && d_.reluMaskOut ? ew::reluMaskBytes(d_.n, d_.out) : 0; }
     void forward(Stream st, const float* x, const float* w, const uint16_t* wBf16, const float* b, float* y,
                  void* mask) override {
+        if (maskBytes() && !mask)
+            throw Error("CUDA backend: an inner product that keeps its ReLU's mask was given no memory for it");
         for (StepCopy* c : {&xb_, &wb_, &dyb_}) c->forget();
         // y^T (out x n) = W (out x in) x^T (in x n): W is stored as W^T (in x out) in column-major.
         const void* wIn = weights(st, w, wBf16);
         const void* xIn = in(st, xb_, x, size_t(d_.n) * d_.in);
         void* keep = maskBytes() ? mask : nullptr;
-        if (withBias_.planned() && LtGemm::fits(wIn, xIn, y, b, keep) && withBias_.run(st, wIn, xIn, y, b, keep))
-            return;
-        gemm(st, CUBLAS_OP_T, CUBLAS_OP_N, d_.out, d_.n, d_.in, wIn, d_.in, xIn, d_.in, y, d_.out);
-        addBias(queueOf(st), y, b, size_t(d_.n), d_.out);
-        if (d_.relu) reluForward(queueOf(st), y, y, size_t(d_.n) * d_.out);
-        if (keep) reluMaskWrite(queueOf(st), y, d_.n, d_.out, static_cast<uint32_t*>(keep));
+        void* epilogueMask = withBias_.hasMask() ? keep : nullptr;
+        const bool fused = withBias_.planned() && LtGemm::fits(wIn, xIn, y, b, epilogueMask) &&
+                           withBias_.run(st, wIn, xIn, y, b, epilogueMask);
+        if (!fused) {
+            gemm(st, CUBLAS_OP_T, CUBLAS_OP_N, d_.out, d_.n, d_.in, wIn, d_.in, xIn, d_.in, y, d_.out);
+            addBias(queueOf(st), y, b, size_t(d_.n), d_.out);
+            if (d_.relu) reluForward(queueOf(st), y, y, size_t(d_.n) * d_.out);
+        }
+        if (keep && !(fused && epilogueMask)) reluMaskWrite(queueOf(st), y, d_.n, d_.out, static_cast<uint32_t*>(keep));
     }
     void backwardData(Stream st, const float* dy, const float* w, const uint16_t* wBf16, float* dx,
                       const void* mask) override {
@@ -91,6 +101,10 @@ public:
     }
 
 private:
+    // y^T (out x n) = W x^T with the epilogue's bias (and ReLU, and mask).
+    static LtGemm forwardGemm(const PlanContext& ctx, const DenseDesc& d, cublasLtEpilogue_t epilogue) {
+        return LtGemm(CUBLAS_OP_T, CUBLAS_OP_N, d.out, d.n, d.in, d.in, d.in, d.out, ctx.bf16, ctx.allowTf32, epilogue);
+    }
     // An operand as the GEMM reads it: p itself (fp32) or its bf16 copy of this step.
     const void* in(Stream st, StepCopy& copy, const float* p, size_t n) {
         if (!bf16_) return p;

@@ -3,6 +3,8 @@
 #include <cstdio>
 #include <map>
 #include <mutex>
+#include <set>
+#include <tuple>
 
 #include "backend/cuda/cuda_check.hpp"
 #include "backend/cuda/cuda_ops.hpp"
@@ -51,6 +53,28 @@ struct Preference {
     ~Preference() { cublasLtMatmulPreferenceDestroy(p); }
 };
 
+const char* epilogueName(cublasLtEpilogue_t e) {
+    switch (e) {
+        case CUBLASLT_EPILOGUE_BIAS: return "BIAS";
+        case CUBLASLT_EPILOGUE_RELU_BIAS: return "RELU_BIAS";
+        case CUBLASLT_EPILOGUE_RELU_AUX_BIAS: return "RELU_AUX_BIAS";
+        case CUBLASLT_EPILOGUE_DRELU: return "DRELU";
+        case CUBLASLT_EPILOGUE_BGRADB: return "BGRADB";
+        default: return "another epilogue";
+    }
+}
+
+// Says once per process and kind of GEMM that it runs unfused: the op check passes either way,
+// and a kernel profile alone would show it.
+void sayUnplanned(cublasLtEpilogue_t e, int m, int n, int k, bool bf16, bool tf32) {
+    static std::mutex mutex;
+    static std::set<std::tuple<int, int, int, int, bool, bool>> said;
+    std::lock_guard lock(mutex);
+    if (!said.insert({int(e), m, n, k, bf16, tf32}).second) return;
+    std::fprintf(stderr, "CUDA backend: cuBLASLt offers no %s GEMM of %d x %d x %d (m x n x k, %s); its unfused calls "
+                         "run it\n", epilogueName(e), m, n, k, bf16 ? "bf16" : tf32 ? "TF32" : "fp32");
+}
+
 }  // namespace
 
 // Any failure to plan leaves the plan unfused (the dense layer's separate calls still work),
@@ -91,7 +115,10 @@ LtGemm::LtGemm(cublasOperation_t ta, cublasOperation_t tb, int m, int n, int k, 
     } catch (const Error&) {
         planned_ = false;
     }
-    if (!planned_) release();
+    if (!planned_) {
+        release();
+        sayUnplanned(epilogue, m, n, k, bf16, tf32);
+    }
 }
 
 LtGemm& LtGemm::operator=(LtGemm&& o) noexcept {

@@ -39,6 +39,7 @@ public:
     LtGemm& operator=(const LtGemm&) = delete;
 
     bool planned() const { return planned_; }
+    bool hasMask() const { return mask_; }  // the epilogue writes or reads a ReLU mask
     static bool fits(const void* a, const void* b, const void* d, const void* vector, const void* mask = nullptr) {
         return ((uintptr_t(a) | uintptr_t(b) | uintptr_t(d) | uintptr_t(vector) | uintptr_t(mask)) &
                 (kAlignment - 1)) == 0;
