@@ -185,8 +185,8 @@ public:
     void forward(Stream st, const float* x, float* y, void* saved) override {
         lrnForward(queueOf(st), d_, x, y, static_cast<float*>(saved));
     }
-    void backward(Stream st, const float* x, const float* y, const float* dy, float* dx, const void* saved) override {
-        lrnBackward(queueOf(st), d_, x, y, dy, dx, static_cast<const float*>(saved));
+    void backward(Stream st, const float* x, const float*, const float* dy, float* dx, const void* saved) override {
+        lrnBackward(queueOf(st), d_, x, dy, dx, static_cast<const float*>(saved));
     }
 
 private:

@@ -306,7 +306,7 @@ __device__ float lrnPower(float s, float beta) {
 __device__ float lrnInput(const LrnDesc& d, float x) { return d.relu && !(x > 0.f) ? 0.f : x; }
 
 __global__ void lrnForwardKernel(LrnDesc d, FastDivmod channels, size_t total, const float* __restrict__ x,
-                                 float* __restrict__ y, float* __restrict__ scale, float* __restrict__ power) {
+                                 float* __restrict__ y, float* __restrict__ ratio, float* __restrict__ power) {
     TB_GRID_STRIDE(i, total) {
         const int j = lastAt(channels, i);
         const float* px = x + (i - size_t(j));
@@ -317,22 +317,24 @@ __global__ void lrnForwardKernel(LrnDesc d, FastDivmod channels, size_t total, c
         }
         const float s = d.bias + d.alpha * sum;
         const float pw = lrnPower(s, d.beta);
-        scale[i] = s;
+        const float out = lrnInput(d, x[i]) * pw;
+        ratio[i] = out / s;
         power[i] = pw;
-        y[i] = lrnInput(d, x[i]) * pw;
+        y[i] = out;
     }
 }
-// dx_j = dy_j scale_j^-beta - 2 alpha beta x_j sum_{|i-j|<=r} dy_i y_i / scale_i
+// dx_j = dy_j scale_j^-beta - 2 alpha beta x_j sum_{|i-j|<=r} dy_i y_i / scale_i, y_i / scale_i
+// as the forward kept it (ratio).
 __global__ void lrnBackwardKernel(LrnDesc d, FastDivmod channels, size_t total, const float* __restrict__ x,
-                                  const float* __restrict__ y, const float* __restrict__ dy, float* __restrict__ dx,
-                                  const float* __restrict__ scale, const float* __restrict__ power) {
+                                  const float* __restrict__ dy, float* __restrict__ dx,
+                                  const float* __restrict__ ratio, const float* __restrict__ power) {
     const float k = 2.f * d.alpha * d.beta;
     TB_GRID_STRIDE(i, total) {
         const int j = lastAt(channels, i);
         const size_t base = i - size_t(j);
         float sum = 0.f;
         for (int q = max(0, j - d.depthRadius); q <= min(d.c - 1, j + d.depthRadius); ++q)
-            sum += dy[base + q] * y[base + q] / scale[base + q];
+            sum += dy[base + q] * ratio[base + q];
         // (A folded ReLU passes the gradient back only where its input was positive.)
         dx[i] = d.relu && !(x[i] > 0.f) ? 0.f : dy[i] * power[i] - k * x[i] * sum;
     }
@@ -586,10 +588,9 @@ void lrnForward(cudaStream_t s, const LrnDesc& d, const float* x, float* y, floa
     const size_t total = size_t(d.n) * d.c * d.h * d.w;
     TB_LAUNCH(lrnForwardKernel, total, s, d, FastDivmod(uint32_t(d.c)), total, x, y, saved, saved + total);
 }
-void lrnBackward(cudaStream_t s, const LrnDesc& d, const float* x, const float* y, const float* dy, float* dx,
-                 const float* saved) {
+void lrnBackward(cudaStream_t s, const LrnDesc& d, const float* x, const float* dy, float* dx, const float* saved) {
     const size_t total = size_t(d.n) * d.c * d.h * d.w;
-    TB_LAUNCH(lrnBackwardKernel, total, s, d, FastDivmod(uint32_t(d.c)), total, x, y, dy, dx, saved, saved + total);
+    TB_LAUNCH(lrnBackwardKernel, total, s, d, FastDivmod(uint32_t(d.c)), total, x, dy, dx, saved, saved + total);
 }
 
 BatchNormChunks batchNormChunks(int64_t rows) {

@@ -82,10 +82,10 @@ void avgPoolForward(cudaStream_t s, const PoolDesc& d, const float* x, float* y)
 void avgPoolBackward(cudaStream_t s, const PoolDesc& d, const float* dy, float* dx);
 
 // TensorFlow's LRN: scale = bias + alpha * sum_{|i-j|<=r} x_i^2, y = x * scale^-beta; saved
-// holds scale and scale^-beta, (2, n, h, w, c).
+// holds y / scale (the backward's window sums read it, one division per value instead of one per
+// value and window place) and scale^-beta, (2, n, h, w, c).
 void lrnForward(cudaStream_t s, const LrnDesc& d, const float* x, float* y, float* saved);
-void lrnBackward(cudaStream_t s, const LrnDesc& d, const float* x, const float* y, const float* dy, float* dx,
-                 const float* saved);
+void lrnBackward(cudaStream_t s, const LrnDesc& d, const float* x, const float* dy, float* dx, const float* saved);
 
 // Batch normalisation (backend.hpp's BatchNormOp) over (rows, c): the sums in two passes, each chunk
 // of rows into `partial` (chunks x 2c floats, batchNormChunks), then the chunks added in order;
