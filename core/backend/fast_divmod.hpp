@@ -80,4 +80,18 @@ TB_FAST_HD int lastAt(const FastDivmod& d, uint64_t i) {
     return int(i % d.d);
 }
 
+// Along one axis of a pooling: the windows (of `size`, one every `stride` from -`pad`, `outs` of
+// them) that hold input position `at`, [lo, hi] (lo > hi: none). Window o holds it where
+// o stride - pad <= at < o stride - pad + size: lo = floor((at + pad - size) / stride) + 1, hi =
+// floor((at + pad) / stride), by the stride's fast division (a numerator below 0 gives lo 0, as
+// the floor below 0 would once clamped).
+struct WindowRange {
+    int lo, hi;
+};
+TB_FAST_HD WindowRange windowsHolding(int at, int pad, int size, const FastDivmod& stride, int outs) {
+    const int p = at + pad, first = p - size + int(stride.d);
+    const int hi = int(stride.div(uint32_t(p)));
+    return {first > 0 ? int(stride.div(uint32_t(first))) : 0, hi < outs - 1 ? hi : outs - 1};
+}
+
 }  // namespace tb

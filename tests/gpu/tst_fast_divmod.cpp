@@ -4,6 +4,9 @@
 //   - n / d and n % d for every divisor 1 .. 4096, divisors near powers of two and up to 2^32 - 1,
 //     against numerators at the edges (0, d - 1, d, d + 1, 2^31, 2^32 - 1) and 20,000 random ones each
 //   - a flat (n, h, w, c) index as its coordinates, below 2^32 (fast path) and above (64-bit path)
+//   - the pooling windows that hold an input position (the pooling backward kernels' gather),
+//     against every window tried one by one, for every size, stride and padding up to 7
+#include <algorithm>
 #include <cstdint>
 #include <random>
 #include <vector>
@@ -58,10 +61,39 @@ void coordinates() {
     CHECK(wrong == 0, "%ld wrong coordinates", wrong);
 }
 
+// Every input position of axes 1 .. 30 long, windows 1 .. 7 wide every 1 .. 7, padded 0 .. size - 1
+// before, as many windows as fit a padding of up to size - 1 after (TF's SAME and VALID among them).
+void poolingWindows() {
+    long wrong = 0, tried = 0;
+    for (int len = 1; len <= 30; ++len)
+        for (int size = 1; size <= 7; ++size)
+            for (int stride = 1; stride <= 7; ++stride)
+                for (int pad = 0; pad < size; ++pad)
+                    for (int after = 0; after < size; ++after) {
+                        const int span = len + pad + after;
+                        if (span < size) continue;
+                        const int outs = (span - size) / stride + 1;
+                        const tb::FastDivmod f{uint32_t(stride)};
+                        for (int at = 0; at < len; ++at) {
+                            int lo = outs, hi = -1;  // the windows holding `at`, one by one
+                            for (int o = 0; o < outs; ++o)
+                                if (o * stride - pad <= at && at < o * stride - pad + size) lo = std::min(lo, o), hi = o;
+                            const tb::WindowRange r = tb::windowsHolding(at, pad, size, f, outs);
+                            const bool same = lo <= hi ? r.lo == lo && r.hi == hi : r.lo > r.hi;
+                            ++tried;
+                            if (!same && ++wrong <= 5)
+                                CHECK(false, "axis %d, window %d every %d from -%d, %d windows: position %d in [%d, %d], "
+                                             "expected [%d, %d]", len, size, stride, pad, outs, at, r.lo, r.hi, lo, hi);
+                        }
+                    }
+    CHECK(wrong == 0, "%ld of %ld positions with the wrong windows", wrong, tried);
+}
+
 }  // namespace
 
 int main() {
     divisors();
     coordinates();
+    poolingWindows();
     return tbcheck::exitStatus();
 }

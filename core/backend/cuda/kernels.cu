@@ -216,18 +216,23 @@ __device__ inline PoolWindow poolWindow(const PoolDesc& d, const NhwcDivisors& o
     const NhwcAt at = nhwcAt(out, i);
     return {int(at.n), at.c, windowSpan(at.y, d.strideH, d.padTop, d.r, d.h), windowSpan(at.x, d.strideW, d.padLeft, d.s, d.w)};
 }
-// Input element i of (n, h, w, c) and the outputs whose windows hold it (oy * strideH - padTop <=
-// iy < that + r), [oyLo, oyHi] x [oxLo, oxHi].
+// Input element i of (n, h, w, c) and the outputs whose windows hold it, rows x columns.
 struct PoolInput {
-    int n, c, oyLo, oyHi, oxLo, oxHi;
+    int n, c;
+    WindowRange rows, cols;
 };
-// `in`: the input's (h, w, c) divisors.
-__device__ inline PoolInput poolInput(const PoolDesc& d, const NhwcDivisors& in, int oh, int ow, size_t i) {
-    const NhwcAt at = nhwcAt(in, i);
-    const int iy = at.y, ix = at.x;
-    return {int(at.n), at.c,
-            max(0, (iy + d.padTop - d.r + d.strideH) / d.strideH), min(oh - 1, (iy + d.padTop) / d.strideH),
-            max(0, (ix + d.padLeft - d.s + d.strideW) / d.strideW), min(ow - 1, (ix + d.padLeft) / d.strideW)};
+// The input's (h, w, c) divisors and the strides': an input's windows by fast division too (four
+// integer divisions an element otherwise).
+struct PoolInputDivisors {
+    NhwcDivisors in;
+    FastDivmod strideH, strideW;
+    explicit PoolInputDivisors(const PoolDesc& d)
+        : in(d.h, d.w, d.c), strideH(uint32_t(d.strideH)), strideW(uint32_t(d.strideW)) {}
+};
+__device__ inline PoolInput poolInput(const PoolDesc& d, const PoolInputDivisors& dv, int oh, int ow, size_t i) {
+    const NhwcAt at = nhwcAt(dv.in, i);
+    return {int(at.n), at.c, windowsHolding(at.y, d.padTop, d.r, dv.strideH, oh),
+            windowsHolding(at.x, d.padLeft, d.s, dv.strideW, ow)};
 }
 
 __global__ void maxPoolForwardKernel(PoolDesc d, int oh, int ow, NhwcDivisors out, const float* __restrict__ x,
@@ -249,15 +254,15 @@ __global__ void maxPoolForwardKernel(PoolDesc d, int oh, int ow, NhwcDivisors ou
         argmax[i] = at;
     }
 }
-__global__ void maxPoolBackwardKernel(PoolDesc d, int oh, int ow, NhwcDivisors in, const float* __restrict__ y,
+__global__ void maxPoolBackwardKernel(PoolDesc d, int oh, int ow, PoolInputDivisors in, const float* __restrict__ y,
                                       const float* __restrict__ dy, const int32_t* __restrict__ argmax,
                                       float* __restrict__ dx) {
     const size_t total = size_t(d.n) * d.h * d.w * d.c;
     TB_GRID_STRIDE(i, total) {
         const PoolInput p = poolInput(d, in, oh, ow, i);
         float g = 0.f;
-        for (int oy = p.oyLo; oy <= p.oyHi; ++oy)
-            for (int ox = p.oxLo; ox <= p.oxHi; ++ox) {
+        for (int oy = p.rows.lo; oy <= p.rows.hi; ++oy)
+            for (int ox = p.cols.lo; ox <= p.cols.hi; ++ox) {
                 const size_t o = ((size_t(p.n) * oh + oy) * ow + ox) * d.c + p.c;
                 if (argmax[o] == int32_t(i) && (!d.relu || y[o] > 0.f)) g += dy[o];
             }
@@ -275,15 +280,15 @@ __global__ void avgPoolForwardKernel(PoolDesc d, int oh, int ow, NhwcDivisors ou
         y[i] = sum / float(max(1, (p.rows.y - p.rows.x) * (p.cols.y - p.cols.x)));
     }
 }
-__global__ void avgPoolBackwardKernel(PoolDesc d, int oh, int ow, NhwcDivisors in, const float* __restrict__ dy,
+__global__ void avgPoolBackwardKernel(PoolDesc d, int oh, int ow, PoolInputDivisors in, const float* __restrict__ dy,
                                       float* __restrict__ dx) {
     const size_t total = size_t(d.n) * d.h * d.w * d.c;
     TB_GRID_STRIDE(i, total) {
         const PoolInput p = poolInput(d, in, oh, ow, i);
         float g = 0.f;
-        for (int oy = p.oyLo; oy <= p.oyHi; ++oy) {
+        for (int oy = p.rows.lo; oy <= p.rows.hi; ++oy) {
             const int2 ys = windowSpan(oy, d.strideH, d.padTop, d.r, d.h);
-            for (int ox = p.oxLo; ox <= p.oxHi; ++ox) {
+            for (int ox = p.cols.lo; ox <= p.cols.hi; ++ox) {
                 const int2 xs = windowSpan(ox, d.strideW, d.padLeft, d.s, d.w);
                 g += dy[((size_t(p.n) * oh + oy) * ow + ox) * d.c + p.c] / float((ys.y - ys.x) * (xs.y - xs.x));
             }
@@ -571,8 +576,8 @@ void maxPoolForward(cudaStream_t s, const PoolDesc& d, const float* x, float* y,
 }
 void maxPoolBackward(cudaStream_t s, const PoolDesc& d, const float* y, const float* dy, const int32_t* argmax,
                      float* dx) {
-    TB_LAUNCH(maxPoolBackwardKernel, size_t(d.n) * d.h * d.w * d.c, s, d, d.outH(), d.outW(), NhwcDivisors(d.h, d.w, d.c),
-              y, dy, argmax, dx);
+    TB_LAUNCH(maxPoolBackwardKernel, size_t(d.n) * d.h * d.w * d.c, s, d, d.outH(), d.outW(), PoolInputDivisors(d), y,
+              dy, argmax, dx);
 }
 
 void avgPoolForward(cudaStream_t s, const PoolDesc& d, const float* x, float* y) {
@@ -580,8 +585,8 @@ void avgPoolForward(cudaStream_t s, const PoolDesc& d, const float* x, float* y)
     TB_LAUNCH(avgPoolForwardKernel, size_t(d.n) * oh * ow * d.c, s, d, oh, ow, NhwcDivisors(oh, ow, d.c), x, y);
 }
 void avgPoolBackward(cudaStream_t s, const PoolDesc& d, const float* dy, float* dx) {
-    TB_LAUNCH(avgPoolBackwardKernel, size_t(d.n) * d.h * d.w * d.c, s, d, d.outH(), d.outW(), NhwcDivisors(d.h, d.w, d.c),
-              dy, dx);
+    TB_LAUNCH(avgPoolBackwardKernel, size_t(d.n) * d.h * d.w * d.c, s, d, d.outH(), d.outW(), PoolInputDivisors(d), dy,
+              dx);
 }
 
 void lrnForward(cudaStream_t s, const LrnDesc& d, const float* x, float* y, float* saved) {
