@@ -81,11 +81,11 @@ write_summary() {
     echo
     echo "device check summary ($(nvidia-smi --query-gpu=name --format=csv,noheader 2>/dev/null | head -1), $(( $(date +%s) - started )) s)"
     printf '%s\n' "${summary[@]}"
-    # The GEMMs that ran without their cuBLASLt epilogue (lt_gemm.cpp names each kind once): the
-    # op check passes on the unfused kernels too, so only this shows whether the fusions ran.
+    # The GEMMs whose cuBLASLt epilogue was not to be had (lt_gemm.cpp names each kind once): the
+    # op check passes on the fallbacks too, so only this shows whether the fusions ran.
     local unfused
     unfused=$(grep -ho "cuBLASLt offers no [^;]*\|cuBLASLt refused the fused GEMM[^;]*" "$log" | sort -u | head -12)
-    [ -n "$unfused" ] && { echo; echo "cuBLASLt GEMMs run unfused (from the log):"; sed 's/^/  /' <<< "$unfused"; }
+    [ -n "$unfused" ] && { echo; echo "cuBLASLt epilogues not to be had (from the log; the layers did without):"; sed 's/^/  /' <<< "$unfused"; }
     [ -f "$out/bench_gpu.txt" ] && { echo; grep -A30 -E "^model +\|" "$out/bench_gpu.txt" | head -60; }
   } | tee "$out/summary.txt"
 }

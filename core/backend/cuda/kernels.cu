@@ -2,6 +2,7 @@
 
 #include <algorithm>
 #include <cmath>
+#include <type_traits>
 
 #include "backend/cuda/cuda_check.hpp"
 #include "backend/cuda/cuda_stream.hpp"
@@ -229,6 +230,7 @@ struct PoolInputDivisors {
     explicit PoolInputDivisors(const PoolDesc& d)
         : in(d.h, d.w, d.c), strideH(uint32_t(d.strideH)), strideW(uint32_t(d.strideW)) {}
 };
+static_assert(std::is_trivially_copyable_v<PoolInputDivisors>, "a kernel's argument is copied byte for byte");
 __device__ inline PoolInput poolInput(const PoolDesc& d, const PoolInputDivisors& dv, int oh, int ow, size_t i) {
     const NhwcAt at = nhwcAt(dv.in, i);
     return {int(at.n), at.c, windowsHolding(at.y, d.padTop, d.r, dv.strideH, oh),

@@ -64,15 +64,16 @@ const char* epilogueName(cublasLtEpilogue_t e) {
     }
 }
 
-// Says once per process and kind of GEMM that it runs unfused: the op check passes either way,
-// and a kernel profile alone would show it.
+// Says once per process and kind of GEMM that cuBLASLt has no algorithm for its epilogue: the
+// caller does without (a plainer epilogue and kernels: the dense layer's own fallbacks), the op
+// check passes either way, and a kernel profile alone would show it.
 void sayUnplanned(cublasLtEpilogue_t e, int m, int n, int k, bool bf16, bool tf32) {
     static std::mutex mutex;
     static std::set<std::tuple<int, int, int, int, bool, bool>> said;
     std::lock_guard lock(mutex);
     if (!said.insert({int(e), m, n, k, bf16, tf32}).second) return;
-    std::fprintf(stderr, "CUDA backend: cuBLASLt offers no %s GEMM of %d x %d x %d (m x n x k, %s); its unfused calls "
-                         "run it\n", epilogueName(e), m, n, k, bf16 ? "bf16" : tf32 ? "TF32" : "fp32");
+    std::fprintf(stderr, "CUDA backend: cuBLASLt offers no %s GEMM of %d x %d x %d (m x n x k, %s); the layer does "
+                         "without that epilogue\n", epilogueName(e), m, n, k, bf16 ? "bf16" : tf32 ? "TF32" : "fp32");
 }
 
 }  // namespace
