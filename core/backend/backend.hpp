@@ -17,6 +17,7 @@
 #include <memory>
 #include <string>
 
+#include "backend/elementwise_math.hpp"
 #include "tensor/tensor.hpp"
 #include "util/error.hpp"
 
@@ -91,14 +92,17 @@ struct DenseDesc {
     // (reluMaskIn below).
     bool relu = false;
     // With relu, for a dense layer after the ReLU that masks the gradient for it (reluMaskIn): the
-    // forward also writes which outputs are positive into `mask` (DenseOp::maskBytes(), the layout
-    // of ew::reluMaskBit), on the GPU in the same epilogue (RELU_AUX_BIAS).
+    // forward also writes which outputs are positive into `mask` (maskBytes(), the layout of
+    // ew::reluMaskBit, which every backend writes and reads), on the GPU in the same epilogue
+    // (RELU_AUX_BIAS).
     bool reluMaskOut = false;
     // x is the fused ReLU output of a dense layer with reluMaskOut: backwardData writes dx already
     // masked by that layer's mask (dx = 0 where its output was not positive), on the GPU in the
     // data-gradient GEMM's epilogue (cuBLASLt's DRELU), so neither the ReLU's backward pass nor a
     // separate mask pass runs between the two GEMMs.
     bool reluMaskIn = false;
+
+    size_t maskBytes() const { return relu && reluMaskOut ? ew::reluMaskBytes(n, out) : 0; }  // 0: none kept
 };
 
 // Batch normalisation of x (rows, c) per channel: activations (n, h, w, c) are rows = n h w of c
@@ -149,12 +153,11 @@ public:
 // An inner-product plan; the backward calls follow their forward as ConvOp's do. wBf16: w
 // already rounded to bf16 (the optimiser's update wrote it: Backend::applyUpdate), which a bf16
 // plan reads instead of rounding w itself; nullptr: none. An fp32 plan ignores it. mask: the
-// ReLU mask (maskBytes(), ew::reluMaskBytes) that forward writes with reluMaskOut, and
-// backwardData reads with reluMaskIn (the layer before's, written by its forward); else unused.
+// ReLU mask (DenseDesc::maskBytes()) that forward writes with reluMaskOut, and backwardData reads
+// with reluMaskIn (the layer before's, written by its forward); else unused.
 class DenseOp {
 public:
     virtual ~DenseOp() = default;
-    virtual size_t maskBytes() const = 0;  // reluMaskOut's mask; 0 without
     virtual void forward(Stream, const float* x, const float* w, const uint16_t* wBf16, const float* b, float* y,
                          void* mask) = 0;
     virtual void backwardData(Stream, const float* dy, const float* w, const uint16_t* wBf16, float* dx,

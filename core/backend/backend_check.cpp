@@ -552,7 +552,7 @@ void checkDenseReluMask(Checker& ck, int n, int in, int mid, int out, bool atZer
         double e = 0;
         for (int forwardSkew : {0, 1})
             for (int backwardSkew : {0, 1}) {
-                void* mask = rig.raw(a->maskBytes());
+                void* mask = rig.raw(first.maskBytes());
                 float* y = rig.poisoned(ys + 1) + forwardSkew;
                 a->forward(rig.stream(), at(x, forwardSkew), at(w1, forwardSkew), nullptr, at(b1, forwardSkew), y,
                            mask);

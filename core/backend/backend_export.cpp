@@ -191,12 +191,11 @@ void fillPlans(TbBackendInterface& t) {
         return guarded(err, [&] { op->op->backward(streamOf(s), x, y, dy, dx, saved); });
     };
     t.destroyLrn = [](TbLrn* op) { delete op; };
-    t.makeDense = [](TbBackend* b, const TbDenseDesc* d, TbDense** out, size_t* mask, TbError* err) {
+    t.makeDense = [](TbBackend* b, const TbDenseDesc* d, TbDense** out, TbError* err) {
         return guarded(err, [&] {
             auto op = std::make_unique<TbDense>();
             op->op = b->be->makeDense(
                 DenseDesc{d->n, d->in, d->out, d->relu != 0, d->reluMaskOut != 0, d->reluMaskIn != 0});
-            *mask = op->op->maskBytes();
             *out = op.release();
         });
     };

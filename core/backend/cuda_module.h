@@ -187,7 +187,7 @@ typedef struct TbBackendInterface {
     int (*lrnBackward)(TbLrn* op, TbStream* s, const float* x, const float* y, const float* dy, float* dx,
                        const void* saved, TbError* err);
     void (*destroyLrn)(TbLrn* op);
-    int (*makeDense)(TbBackend* be, const TbDenseDesc* d, TbDense** out, size_t* maskBytes, TbError* err);
+    int (*makeDense)(TbBackend* be, const TbDenseDesc* d, TbDense** out, TbError* err);
     int (*denseForward)(TbDense* op, TbStream* s, const float* x, const float* w, const uint16_t* wBf16,
                         const float* b, float* y, void* mask, TbError* err);
     int (*denseBackwardData)(TbDense* op, TbStream* s, const float* dy, const float* w, const uint16_t* wBf16,

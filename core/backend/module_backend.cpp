@@ -74,10 +74,9 @@ using ModuleLrn = ModuleSavedOp<LrnOp, TbLrn, &TbBackendInterface::lrnForward, &
 
 class ModuleDense final : public DenseOp {
 public:
-    ModuleDense(std::shared_ptr<Backend> owner, const TbBackendInterface& t, TbDense* op, size_t mask)
-        : owner_(std::move(owner)), t_(t), op_(op), mask_(mask) {}
+    ModuleDense(std::shared_ptr<Backend> owner, const TbBackendInterface& t, TbDense* op)
+        : owner_(std::move(owner)), t_(t), op_(op) {}
     ~ModuleDense() override { t_.destroyDense(op_); }
-    size_t maskBytes() const override { return mask_; }
     void forward(Stream s, const float* x, const float* w, const uint16_t* wBf16, const float* b, float* y,
                  void* mask) override {
         TB_MODULE_CALL(denseForward, op_, handleOf(s), x, w, wBf16, b, y, mask);
@@ -94,7 +93,6 @@ private:
     std::shared_ptr<Backend> owner_;
     const TbBackendInterface& t_;
     TbDense* op_;
-    size_t mask_;
 };
 
 class ModuleBatchNorm final : public BatchNormOp {
@@ -243,9 +241,8 @@ public:
     std::unique_ptr<DenseOp> makeDense(const DenseDesc& d) override {
         const TbDenseDesc dd{d.n, d.in, d.out, d.relu ? 1 : 0, d.reluMaskOut ? 1 : 0, d.reluMaskIn ? 1 : 0};
         TbDense* op = nullptr;
-        size_t mask = 0;
-        TB_MODULE_CALL(makeDense, be_, &dd, &op, &mask);
-        return std::make_unique<ModuleDense>(shared_from_this(), t_, op, mask);
+        TB_MODULE_CALL(makeDense, be_, &dd, &op);
+        return std::make_unique<ModuleDense>(shared_from_this(), t_, op);
     }
     std::unique_ptr<BatchNormOp> makeBatchNorm(const BatchNormDesc& d) override {
         const TbBatchNormDesc b{d.rows, d.c, d.epsilon, d.relu ? 1 : 0};

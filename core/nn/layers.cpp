@@ -190,7 +190,8 @@ public:
     }
     void prepare(Backend& be, int n) override {
         n_ = n;
-        op_ = be.makeDense({n, in_.c, spec_.units, relu_, maskedByNext_, maskFrom_ != nullptr});
+        desc_ = {n, in_.c, spec_.units, relu_, maskedByNext_, maskFrom_ != nullptr};
+        op_ = be.makeDense(desc_);
     }
     // The ReLU after it: applied by the forward GEMM's epilogue (DenseDesc::relu); the backward
     // takes dy where y > 0 into the workspace (n, units), as the ReLU's own backward would, unless
@@ -206,7 +207,7 @@ public:
     size_t workspaceBytes() const override {
         return relu_ && !maskedByNext_ ? size_t(n_) * size_t(spec_.units) * sizeof(float) : 0;
     }
-    size_t savedBytes() const override { return op_->maskBytes(); }  // the ReLU's mask, for the layer after
+    size_t savedBytes() const override { return desc_.maskBytes(); }  // the ReLU's mask, for the layer after
     int64_t forwardFlops() const override { return 2 * int64_t(in_.c) * spec_.units; }
     void forwardOne(const LayerContext& c, const float* x, float* y) override {
         op_->forward(c.stream, x, w[0], rounded(), w[1], y, saved);
@@ -224,8 +225,8 @@ public:
 private:
     const uint16_t* rounded() const { return wBf16.empty() ? nullptr : wBf16[0]; }  // the weights'
 
+    DenseDesc desc_;
     std::unique_ptr<DenseOp> op_;
-    int n_ = 0;
     bool relu_ = false;          // the ReLU after it fused (fuseRelu)
     bool maskedByNext_ = false;  // ... and the dense layer after it masks its dy (maskInputGradient)
     const DenseLayer* maskFrom_ = nullptr;  // the dense layer whose ReLU mask this one's dx takes

@@ -82,8 +82,8 @@ ConfiguredLayers configureLayers(const ModelSpec& spec) {
     // fusion was decided first.)
     const std::vector<int> readers = readerCounts(spec);
     for (size_t l = 0; l < spec.layers.size(); ++l) {
-        const std::vector<int>& in = spec.layers[l].inputs;
-        const int k = in.empty() ? int(l) - 1 : in.front();
+        const std::vector<int> in = inputsOf(spec, int(l));
+        const int k = in.front();
         if (in.size() > 1 || k < 0 || readers[size_t(k)] != 1) continue;
         Layer& read = *c.layers[size_t(k)];
         if (spec.layers[l].type == LayerType::Relu && read.fuseRelu())

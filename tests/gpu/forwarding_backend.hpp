@@ -161,7 +161,6 @@ private:
 class DenseFwd final : public tb::DenseOp {
 public:
     DenseFwd(std::shared_ptr<ForwardingBackend> b, std::unique_ptr<tb::DenseOp> op) : b_(std::move(b)), op_(std::move(op)) {}
-    size_t maskBytes() const override { return op_->maskBytes(); }
     void forward(tb::Stream s, const float* x, const float* w, const uint16_t* wb, const float* bb, float* y,
                  void* mask) override {
         b_->onCompute("dense.forward");

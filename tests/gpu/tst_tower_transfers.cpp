@@ -31,7 +31,6 @@ public:
         struct Op final : tb::DenseOp {
             std::unique_ptr<tb::DenseOp> op;
             int out = 0;
-            size_t maskBytes() const override { return op->maskBytes(); }
             void forward(tb::Stream s, const float* x, const float* w, const uint16_t* wb, const float* b, float* y,
                          void* mask) override {
                 op->forward(s, x, w, wb, b, y, mask);

@@ -466,7 +466,6 @@ public:
         dataW_ = sharedOr(wIn_, wData_);
         dyIn_ = StepInput(Arg(eng_, y_, yIn));
     }
-    size_t maskBytes() const override { return d_.relu && d_.reluMaskOut ? ew::reluMaskBytes(d_.n, d_.out) : 0; }
     void forward(Stream st, const float* x, const float* w, const uint16_t* wBf16, const float* b, float* y,
                  void* mask) override {
         auto& s = pick(st);
@@ -475,7 +474,7 @@ public:
                          {DNNL_ARG_BIAS, m(b_, b)}, {DNNL_ARG_DST, m(y_, y)}});
         // The fused ReLU: the backend's own pass, as the ReLU layer's (oneDNN's post-op writes -0).
         if (d_.relu) owner_->reluForward(st, y, y, ys_);
-        if (maskBytes() == 0) return;
+        if (d_.maskBytes() == 0) return;
         if (!mask) throw Error("CPU backend: an inner product that keeps its ReLU's mask was given no memory for it");
         // Its mask, word by word (ew::reluMaskWord; y > 0 after the ReLU where it was before).
         useThreads(threads_);

@@ -54,16 +54,15 @@ public:
         wb_ = StepCopy(ctx.allocator, size_t(d.out) * d.in * sizeof(bf16));
         dyb_ = StepCopy(ctx.allocator, size_t(d.n) * d.out * sizeof(bf16));
     }
-    size_t maskBytes() const override { return d_.relu && d_.reluMaskOut ? ew::reluMaskBytes(d_.n, d_.out) : 0; }
     void forward(Stream st, const float* x, const float* w, const uint16_t* wBf16, const float* b, float* y,
                  void* mask) override {
-        if (maskBytes() && !mask)
+        if (d_.maskBytes() && !mask)
             throw Error("CUDA backend: an inner product that keeps its ReLU's mask was given no memory for it");
         for (StepCopy* c : {&xb_, &wb_, &dyb_}) c->forget();
         // y^T (out x n) = W (out x in) x^T (in x n): W is stored as W^T (in x out) in column-major.
         const void* wIn = weights(st, w, wBf16);
         const void* xIn = in(st, xb_, x, size_t(d_.n) * d_.in);
-        void* keep = maskBytes() ? mask : nullptr;
+        void* keep = d_.maskBytes() ? mask : nullptr;
         void* epilogueMask = withBias_.hasMask() ? keep : nullptr;
         const bool fused = withBias_.planned() && LtGemm::fits(wIn, xIn, y, b, epilogueMask) &&
                            withBias_.run(st, wIn, xIn, y, b, epilogueMask);
