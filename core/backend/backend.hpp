@@ -67,6 +67,11 @@ struct PoolDesc {
     // y > 0, so the ReLU's passes over the 4x larger input are not made at all. (Only a NaN in a
     // window can tell them apart: the ReLU first would have made it 0; training has diverged by then.)
     bool relu = false;
+    // The backward also writes dxSum (c), the sum of dx over (n, h, w) per channel: the bias
+    // gradient of the convolution whose output x is (the ReLU between folded in, or none), which
+    // then makes no pass over its output's gradient of its own (on the GPU a separate reduction
+    // of that gradient, 4x the pooled size).
+    bool sumDx = false;
     int outH() const { return (h + padTop + padBottom - r) / strideH + 1; }
     int outW() const { return (w + padLeft + padRight - s) / strideW + 1; }
 };
@@ -81,6 +86,7 @@ struct LrnDesc {
     // x > 0 ? x : 0, as the ReLU would write it), and the gradient goes back only where x > 0, so
     // the ReLU's passes are not made (cifar10_cnn's conv2, relu, norm2).
     bool relu = false;
+    bool sumDx = false;  // as PoolDesc's: the backward also writes the convolution before's bias gradient
 };
 
 struct DenseDesc {
@@ -132,22 +138,24 @@ public:
 };
 
 // A pooling plan; `saved` (savedBytes) keeps what backward needs (max: the argmax; average:
-// nothing).
+// nothing). dxSum: with PoolDesc::sumDx, (c) overwritten with dx's sum per channel; else unused.
 class PoolOp {
 public:
     virtual ~PoolOp() = default;
     virtual size_t savedBytes() const = 0;
     virtual void forward(Stream, const float* x, float* y, void* saved) = 0;
-    virtual void backward(Stream, const float* x, const float* y, const float* dy, float* dx, const void* saved) = 0;
+    virtual void backward(Stream, const float* x, const float* y, const float* dy, float* dx, const void* saved,
+                          float* dxSum) = 0;
 };
 
-// An LRN plan; `saved` keeps the normalisers for backward.
+// An LRN plan; `saved` keeps the normalisers for backward; dxSum as PoolOp's.
 class LrnOp {
 public:
     virtual ~LrnOp() = default;
     virtual size_t savedBytes() const = 0;
     virtual void forward(Stream, const float* x, float* y, void* saved) = 0;
-    virtual void backward(Stream, const float* x, const float* y, const float* dy, float* dx, const void* saved) = 0;
+    virtual void backward(Stream, const float* x, const float* y, const float* dy, float* dx, const void* saved,
+                          float* dxSum) = 0;
 };
 
 // An inner-product plan; the backward calls follow their forward as ConvOp's do. wBf16: w

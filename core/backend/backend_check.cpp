@@ -203,6 +203,14 @@ void checkConv(Checker& ck, const ConvDesc& d, uint64_t seed) {
 
 // ---- pooling and LRN ----------------------------------------------------------------------------
 
+// The sum per channel of v (rows, c): the reference of a convolution's bias gradient that the
+// pooling or LRN after it writes (PoolDesc::sumDx).
+DVec channelSums(const DVec& v, int c) {
+    DVec out(size_t(c), 0.0);
+    for (size_t i = 0; i < v.size(); ++i) out[i % size_t(c)] += v[i];
+    return out;
+}
+
 void checkPool(Checker& ck, const PoolDesc& d, uint64_t seed) {
     std::mt19937_64 rng(seed);
     const size_t xs = size_t(d.n) * d.h * d.w * d.c, ys = size_t(d.n) * d.outH() * d.outW() * d.c;
@@ -243,18 +251,21 @@ void checkPool(Checker& ck, const PoolDesc& d, uint64_t seed) {
     char shape[128];
     std::snprintf(shape, sizeof shape, "n%d c%d %dx%d win %dx%d s%d,%d pad %d/%d/%d/%d", d.n, d.c, d.h, d.w, d.r, d.s,
                   d.strideH, d.strideW, d.padTop, d.padLeft, d.padBottom, d.padRight);
-    const char* name = d.mode == PoolMode::Average ? "avgpool.forward+backward"
-                       : d.relu                    ? "relu+maxpool.forward+backward"
-                                                   : "maxpool.forward+backward";
+    const std::string name = std::string(d.mode == PoolMode::Average ? "avgpool"
+                                         : d.relu                    ? "relu+maxpool"
+                                                                     : "maxpool") +
+                             (d.sumDx ? ".forward+backward+sum" : ".forward+backward");
     ck.run(name, shape, 1e-6, [&](Rig& rig) {
         auto op = rig.backend().makePool(d);
         void* saved = rig.raw(op->savedBytes());
         float* xd = rig.upload(x);
         float* y = rig.poisoned(ys);
         float* dx = rig.poisoned(xs);
+        float* sums = d.sumDx ? rig.poisoned(size_t(d.c)) : nullptr;
         op->forward(rig.stream(), xd, y, saved);
-        op->backward(rig.stream(), xd, y, rig.upload(dy), dx, saved);
-        return std::max(normError(rig.download(y, ys), refY), normError(rig.download(dx, xs), refDx));
+        op->backward(rig.stream(), xd, y, rig.upload(dy), dx, saved, sums);
+        const double e = std::max(normError(rig.download(y, ys), refY), normError(rig.download(dx, xs), refDx));
+        return sums ? std::max(e, normError(rig.download(sums, size_t(d.c)), channelSums(refDx, d.c))) : e;
     });
 }
 
@@ -288,15 +299,17 @@ void checkLrn(Checker& ck, const LrnDesc& d, uint64_t seed) {
     char shape[128];
     std::snprintf(shape, sizeof shape, "n%d c%d %dx%d r%d bias %g alpha %g beta %g%s", d.n, d.c, d.h, d.w,
                   d.depthRadius, double(d.bias), double(d.alpha), double(d.beta), d.relu ? " relu" : "");
-    ck.run("lrn.forward+backward", shape, 1e-5, [&](Rig& rig) {
+    ck.run(d.sumDx ? "lrn.forward+backward+sum" : "lrn.forward+backward", shape, 1e-5, [&](Rig& rig) {
         auto op = rig.backend().makeLrn(d);
         void* saved = rig.raw(op->savedBytes());
         float* xd = rig.upload(x);
         float* y = rig.poisoned(count);
         float* dx = rig.poisoned(count);
+        float* sums = d.sumDx ? rig.poisoned(size_t(d.c)) : nullptr;
         op->forward(rig.stream(), xd, y, saved);
-        op->backward(rig.stream(), xd, y, rig.upload(dy), dx, saved);
-        return std::max(normError(rig.download(y, count), refY), normError(rig.download(dx, count), refDx));
+        op->backward(rig.stream(), xd, y, rig.upload(dy), dx, saved, sums);
+        const double e = std::max(normError(rig.download(y, count), refY), normError(rig.download(dx, count), refDx));
+        return sums ? std::max(e, normError(rig.download(sums, size_t(d.c)), channelSums(refDx, d.c))) : e;
     });
 }
 
@@ -820,6 +833,23 @@ std::vector<OpCheck> checkBackendOps(Backend& backend, double matmulTolerance) {
     for (auto [n, in, mid, out] : {std::array{5, 7, 130, 9}, std::array{128, 384, 192, 10}})
         checkDenseReluMask(ck, n, in, mid, out, false, seed++);
     checkDenseReluMask(ck, 5, 7, 130, 9, true, seed++);
+    // Pooling and LRN that also sum dx per channel: the bias gradient of the convolution before
+    // them (PoolDesc::sumDx). mnist_cnn's and cifar10_cnn's shapes at batches that give the GPU's
+    // kernel many chunks of rows; 40 channels, a tile and a part; one chunk alone (5 x 6 x 1).
+    for (PoolDesc d : {pool(16, 32, 28, 28, 2, 2, 0, 0, 0, 0), pool(8, 64, 24, 24, 3, 2, 0, 0, 1, 1),
+                       pool(4, 40, 14, 14, 2, 2, 0, 0, 0, 0), pool(1, 3, 5, 6, 2, 1, 0, 0, 0, 0)}) {
+        d.relu = d.c != 40;
+        d.sumDx = true;
+        checkPool(ck, d, seed++);
+    }
+    for (PoolDesc d : {pool(4, 40, 14, 14, 3, 2, 1, 1, 1, 1), pool(2, 16, 8, 8, 8, 1, 0, 0, 0, 0)}) {
+        d.mode = PoolMode::Average;
+        d.sumDx = true;
+        checkPool(ck, d, seed++);
+    }
+    for (const LrnDesc& d : {LrnDesc{8, 64, 12, 12, 4, 1.f, 0.001f / 9, 0.75f, true, true},
+                             LrnDesc{4, 40, 6, 6, 2, 1.f, 0.1f, 0.75f, false, true}})
+        checkLrn(ck, d, seed++);
     return ck.results;
 }
 

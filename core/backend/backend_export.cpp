@@ -158,6 +158,7 @@ void fillPlans(TbBackendInterface& t) {
                 throw Error("a pooling plan of unknown mode " + std::to_string(d->mode));
             p.mode = PoolMode(d->mode);
             p.relu = d->relu != 0;
+            p.sumDx = d->sumDx != 0;
             auto op = std::make_unique<TbPool>();
             op->op = b->be->makePool(p);
             *saved = op->op->savedBytes();
@@ -168,8 +169,8 @@ void fillPlans(TbBackendInterface& t) {
         return guarded(err, [&] { op->op->forward(streamOf(s), x, y, saved); });
     };
     t.poolBackward = [](TbPool* op, TbStream* s, const float* x, const float* y, const float* dy, float* dx,
-                        const void* saved, TbError* err) {
-        return guarded(err, [&] { op->op->backward(streamOf(s), x, y, dy, dx, saved); });
+                        const void* saved, float* dxSum, TbError* err) {
+        return guarded(err, [&] { op->op->backward(streamOf(s), x, y, dy, dx, saved, dxSum); });
     };
     t.destroyPool = [](TbPool* op) { delete op; };
     t.makeLrn = [](TbBackend* b, const TbLrnDesc* d, TbLrn** out, size_t* saved, TbError* err) {
@@ -177,6 +178,7 @@ void fillPlans(TbBackendInterface& t) {
             LrnDesc l;
             l.n = d->n, l.c = d->c, l.h = d->h, l.w = d->w, l.depthRadius = d->depthRadius;
             l.bias = d->bias, l.alpha = d->alpha, l.beta = d->beta, l.relu = d->relu != 0;
+            l.sumDx = d->sumDx != 0;
             auto op = std::make_unique<TbLrn>();
             op->op = b->be->makeLrn(l);
             *saved = op->op->savedBytes();
@@ -187,8 +189,8 @@ void fillPlans(TbBackendInterface& t) {
         return guarded(err, [&] { op->op->forward(streamOf(s), x, y, saved); });
     };
     t.lrnBackward = [](TbLrn* op, TbStream* s, const float* x, const float* y, const float* dy, float* dx,
-                       const void* saved, TbError* err) {
-        return guarded(err, [&] { op->op->backward(streamOf(s), x, y, dy, dx, saved); });
+                       const void* saved, float* dxSum, TbError* err) {
+        return guarded(err, [&] { op->op->backward(streamOf(s), x, y, dy, dx, saved, dxSum); });
     };
     t.destroyLrn = [](TbLrn* op) { delete op; };
     t.makeDense = [](TbBackend* b, const TbDenseDesc* d, TbDense** out, TbError* err) {

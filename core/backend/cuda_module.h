@@ -45,11 +45,13 @@ typedef struct TbPoolDesc {
     int n, c, h, w, r, s, strideH, strideW, padTop, padLeft, padBottom, padRight;
     int mode; /* tb::PoolMode: 0 max, 1 average */
     int relu; /* 1: the ReLU before it folded in (max only): y = relu(max), dy back where y > 0 */
+    int sumDx; /* 1: the backward also writes dx's sum per channel (tb::PoolDesc) */
 } TbPoolDesc;
 typedef struct TbLrnDesc {
     int n, c, h, w, depthRadius;
     float bias, alpha, beta;
     int relu; /* 1: the ReLU before it folded in: it reads relu(x), dy back where x > 0 */
+    int sumDx; /* 1: the backward also writes dx's sum per channel (tb::LrnDesc) */
 } TbLrnDesc;
 typedef struct TbDenseDesc {
     int n, in, out;
@@ -180,12 +182,12 @@ typedef struct TbBackendInterface {
     int (*makePool)(TbBackend* be, const TbPoolDesc* d, TbPool** out, size_t* savedBytes, TbError* err);
     int (*poolForward)(TbPool* op, TbStream* s, const float* x, float* y, void* saved, TbError* err);
     int (*poolBackward)(TbPool* op, TbStream* s, const float* x, const float* y, const float* dy, float* dx,
-                        const void* saved, TbError* err);
+                        const void* saved, float* dxSum, TbError* err);
     void (*destroyPool)(TbPool* op);
     int (*makeLrn)(TbBackend* be, const TbLrnDesc* d, TbLrn** out, size_t* savedBytes, TbError* err);
     int (*lrnForward)(TbLrn* op, TbStream* s, const float* x, float* y, void* saved, TbError* err);
     int (*lrnBackward)(TbLrn* op, TbStream* s, const float* x, const float* y, const float* dy, float* dx,
-                       const void* saved, TbError* err);
+                       const void* saved, float* dxSum, TbError* err);
     void (*destroyLrn)(TbLrn* op);
     int (*makeDense)(TbBackend* be, const TbDenseDesc* d, TbDense** out, TbError* err);
     int (*denseForward)(TbDense* op, TbStream* s, const float* x, const float* w, const uint16_t* wBf16,

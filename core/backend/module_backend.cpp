@@ -56,9 +56,10 @@ public:
         TbError err;
         checkModuleCall((t_.*Forward)(op_, handleOf(s), x, y, saved, &err), err);
     }
-    void backward(Stream s, const float* x, const float* y, const float* dy, float* dx, const void* saved) override {
+    void backward(Stream s, const float* x, const float* y, const float* dy, float* dx, const void* saved,
+                  float* dxSum) override {
         TbError err;
-        checkModuleCall((t_.*Backward)(op_, handleOf(s), x, y, dy, dx, saved, &err), err);
+        checkModuleCall((t_.*Backward)(op_, handleOf(s), x, y, dy, dx, saved, dxSum, &err), err);
     }
 
 private:
@@ -225,14 +226,15 @@ public:
     }
     std::unique_ptr<PoolOp> makePool(const PoolDesc& d) override {
         const TbPoolDesc p{d.n,       d.c,       d.h,      d.w,       d.r,         d.s,           d.strideH,
-                           d.strideW, d.padTop, d.padLeft, d.padBottom, d.padRight, int(d.mode), d.relu ? 1 : 0};
+                           d.strideW, d.padTop, d.padLeft, d.padBottom, d.padRight, int(d.mode), d.relu ? 1 : 0,
+                           d.sumDx ? 1 : 0};
         TbPool* op = nullptr;
         size_t saved = 0;
         TB_MODULE_CALL(makePool, be_, &p, &op, &saved);
         return std::make_unique<ModulePool>(shared_from_this(), t_, op, saved);
     }
     std::unique_ptr<LrnOp> makeLrn(const LrnDesc& d) override {
-        const TbLrnDesc l{d.n, d.c, d.h, d.w, d.depthRadius, d.bias, d.alpha, d.beta, d.relu ? 1 : 0};
+        const TbLrnDesc l{d.n, d.c, d.h, d.w, d.depthRadius, d.bias, d.alpha, d.beta, d.relu ? 1 : 0, d.sumDx ? 1 : 0};
         TbLrn* op = nullptr;
         size_t saved = 0;
         TB_MODULE_CALL(makeLrn, be_, &l, &op, &saved);

@@ -69,28 +69,41 @@ public:
         op_->forward(c.stream, x, w[0], spec_.bias ? w[1] : nullptr, y, c.workspace);
     }
     void backwardOne(const LayerContext& c, const float* x, const float*, const float* dy, float* dx) override {
-        op_->backwardWeights(c.stream, x, dy, dw[0], spec_.bias ? dw[1] : nullptr, c.workspace);
+        op_->backwardWeights(c.stream, x, dy, dw[0], spec_.bias && !biasBySuccessor_ ? dw[1] : nullptr, c.workspace);
         if (dx) op_->backwardData(c.stream, dy, w[0], dx, c.workspace);
     }
+    // The layer after it writes its bias gradient (Layer::sumInputGradient): false without a bias.
+    bool leaveBiasGradient() { return biasBySuccessor_ = spec_.bias; }
+    float* biasGradient() const { return dw[1]; }
 
 private:
     AxisPadding ph_, pw_;
     std::unique_ptr<ConvOp> op_;
+    bool biasBySuccessor_ = false;  // the layer after it writes db (leaveBiasGradient)
 };
 
-// Pooling and LRN: a backend plan whose forward saves what its backward reads.
+// Pooling and LRN: a backend plan whose forward saves what its backward reads, and which can sum
+// its input gradient per channel for the convolution before it (PoolDesc::sumDx).
 template <class Op>
 class SavedOpLayer : public OneInputLayer {
 public:
     using OneInputLayer::OneInputLayer;
     size_t savedBytes() const override { return op_->savedBytes(); }
+    bool sumInputGradient(Layer& before) override {
+        auto* conv = dynamic_cast<Conv2dLayer*>(&before);
+        if (!conv || !conv->leaveBiasGradient()) return false;
+        sumsFor_ = conv;
+        return true;
+    }
     void forwardOne(const LayerContext& c, const float* x, float* y) override { op_->forward(c.stream, x, y, saved); }
     void backwardOne(const LayerContext& c, const float* x, const float* y, const float* dy, float* dx) override {
-        if (dx) op_->backward(c.stream, x, y, dy, dx, saved);
+        // (dx is always wanted where the convolution before is in the network: its gradients read it.)
+        if (dx) op_->backward(c.stream, x, y, dy, dx, saved, sumsFor_ ? sumsFor_->biasGradient() : nullptr);
     }
 
 protected:
     std::unique_ptr<Op> op_;
+    const Conv2dLayer* sumsFor_ = nullptr;  // whose bias gradient the backward writes (sumInputGradient)
 };
 
 // Max and average pooling over TF's window (size, stride, SAME or VALID); global average pooling
@@ -116,6 +129,7 @@ public:
         PoolDesc d{n, in_.c, in_.h, in_.w, kh_, kw_, stride, stride, ph_.before, pw_.before, ph_.after, pw_.after};
         d.mode = spec_.type == LayerType::MaxPool ? PoolMode::Max : PoolMode::Average;
         d.relu = relu_;
+        d.sumDx = sumsFor_ != nullptr;
         op_ = be.makePool(d);
     }
     bool fuseReluBefore() override { return relu_ = spec_.type == LayerType::MaxPool; }
@@ -133,6 +147,7 @@ public:
     void prepare(Backend& be, int n) override {
         LrnDesc d{n, in_.c, in_.h, in_.w, spec_.depthRadius, spec_.lrnBias, spec_.alpha, spec_.beta};
         d.relu = relu_;
+        d.sumDx = sumsFor_ != nullptr;
         op_ = be.makeLrn(d);
     }
     bool fuseReluBefore() override { return relu_ = true; }

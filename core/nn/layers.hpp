@@ -91,6 +91,12 @@ public:
     // dense layers), from the mask `before`'s forward keeps in its saved memory, and `before`
     // takes its output's gradient as it is. false where the two layers cannot do this.
     virtual bool maskInputGradient(Layer& /*before*/) { return false; }
+    // `before` is a convolution with a bias whose output (or a ReLU of it folded into this layer)
+    // is this layer's input, read by nothing else (before prepare): this layer's backward writes
+    // `before`'s bias gradient, the sum of its input gradient over (n, h, w) per channel, as it
+    // writes that gradient (pooling, LRN), and `before` makes no pass of its own over it. false
+    // where the two layers cannot do this.
+    virtual bool sumInputGradient(Layer& /*before*/) { return false; }
     // Floating-point operations of the forward pass per example (multiply-adds count 2); the
     // weight gradient and the input gradient each cost as much again for conv and dense layers.
     virtual int64_t forwardFlops() const { return 0; }

@@ -271,22 +271,45 @@ int64_t largestTensor(const ConfiguredLayers& c, const ModelSpec& spec, LayerRan
     for (int l = range.first; l <= range.last; ++l) m = std::max(m, c.outDims[size_t(l)].size());
     return m;
 }
+// Layer l's one input where it is in the range, else -1.
+int soleInput(const ModelSpec& spec, int l, LayerRange range) {
+    const std::vector<int> in = inputsOf(spec, l);
+    return in.size() == 1 && in[0] >= range.first ? in[0] : -1;
+}
 // Per layer of the range: the layer before it whose fused ReLU's mask its input gradient takes
 // (Layer::maskInputGradient), or -1. A dense layer whose one input is a ReLU fused into the dense
 // layer before it, with the three in the range and nothing else reading the ReLU: mnist_cnn's fc1,
 // relu, fc2. (A ReLU read twice gets two gradients, which only together are masked.)
 std::vector<int> reluMaskSources(const ConfiguredLayers& c, const ModelSpec& spec, LayerRange range) {
     const std::vector<int> readers = readerCounts(spec);
-    const auto one = [&](int l) {
-        const std::vector<int> in = inputsOf(spec, l);
-        return in.size() == 1 && in[0] >= range.first ? in[0] : -1;
-    };
     std::vector<int> sources;
     for (int l = range.first; l <= range.last; ++l) {
-        const int k = one(l), j = k >= 0 ? one(k) : -1;
+        const int k = soleInput(spec, l, range), j = k >= 0 ? soleInput(spec, k, range) : -1;
         const bool linked = j >= 0 && spec.layers[size_t(l)].type == LayerType::Dense &&
                             spec.layers[size_t(k)].type == LayerType::Relu && c.layers[size_t(k)]->aliasesInput() &&
                             readers[size_t(k)] == 1 && spec.layers[size_t(j)].type == LayerType::Dense;
+        sources.push_back(linked ? j : -1);
+    }
+    return sources;
+}
+// Per layer of the range: the convolution whose bias gradient it writes (Layer::sumInputGradient),
+// or -1. A pooling or LRN layer whose one input is a convolution with a bias, directly or through
+// a ReLU folded into it, each read by nothing else and all in the range: mnist_cnn's conv1, relu,
+// pool1; cifar10_cnn's conv2, relu, norm2. (A convolution read twice gets two gradients, and its
+// bias gradient is the sum of both.)
+std::vector<int> biasSumSources(const ConfiguredLayers& c, const ModelSpec& spec, LayerRange range) {
+    const std::vector<int> readers = readerCounts(spec);
+    std::vector<int> sources;
+    for (int l = range.first; l <= range.last; ++l) {
+        const LayerType t = spec.layers[size_t(l)].type;
+        int j = soleInput(spec, l, range);
+        if (j >= 0 && spec.layers[size_t(j)].type == LayerType::Relu && c.layers[size_t(j)]->aliasesInput() &&
+            readers[size_t(j)] == 1)
+            j = soleInput(spec, j, range);
+        const bool linked = (t == LayerType::MaxPool || t == LayerType::AvgPool || t == LayerType::GlobalAvgPool ||
+                             t == LayerType::Lrn) &&
+                            j >= 0 && spec.layers[size_t(j)].type == LayerType::Conv2d && spec.layers[size_t(j)].bias &&
+                            readers[size_t(j)] == 1;
         sources.push_back(linked ? j : -1);
     }
     return sources;
@@ -372,12 +395,16 @@ Network::Network(const ModelSpec& spec, Backend& backend, int batch, LayerRange 
         statInfos_.push_back(std::move(configured.statInfos[k]));
     }
     const GradientPlan plan = planOf(configured, spec, range_);
-    const std::vector<int> maskSources = reluMaskSources(configured, spec, range_);
-    for (int l = range_.first; l <= range_.last; ++l)
-        if (const int j = maskSources[size_t(l - range_.first)]; j >= 0 &&
-            !configured.layers[size_t(l)]->maskInputGradient(*configured.layers[size_t(j)]))
-            throw Error(spec.source + ": layer '" + spec.layers[size_t(l)].name + "' cannot mask its input's gradient "
-                        "for layer '" + spec.layers[size_t(j)].name + "'");
+    // The links between layers (before prepare): layer l takes over work of layer j, its source.
+    const auto link = [&](const std::vector<int>& sources, bool (Layer::*take)(Layer&), const char* what) {
+        for (int l = range_.first; l <= range_.last; ++l)
+            if (const int j = sources[size_t(l - range_.first)];
+                j >= 0 && !(configured.layers[size_t(l)].get()->*take)(*configured.layers[size_t(j)]))
+                throw Error(spec.source + ": layer '" + spec.layers[size_t(l)].name + "' cannot " + what + " layer '" +
+                            spec.layers[size_t(j)].name + "'");
+    };
+    link(reluMaskSources(configured, spec, range_), &Layer::maskInputGradient, "mask its input's gradient for");
+    link(biasSumSources(configured, spec, range_), &Layer::sumInputGradient, "write the bias gradient of");
     for (int l = range_.first; l <= range_.last; ++l) {
         layers_.push_back(std::move(configured.layers[size_t(l)]));
         outDims_.push_back(configured.outDims[size_t(l)]);

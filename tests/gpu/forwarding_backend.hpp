@@ -148,9 +148,10 @@ public:
         b_->onCompute(name_);
         op_->forward(s, x, y, saved);
     }
-    void backward(tb::Stream s, const float* x, const float* y, const float* dy, float* dx, const void* saved) override {
+    void backward(tb::Stream s, const float* x, const float* y, const float* dy, float* dx, const void* saved,
+                  float* dxSum) override {
         b_->onCompute(name_);
-        op_->backward(s, x, y, dy, dx, saved);
+        op_->backward(s, x, y, dy, dx, saved, dxSum);
     }
 
 private:

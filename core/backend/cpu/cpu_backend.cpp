@@ -16,6 +16,7 @@
 #include <oneapi/dnnl/dnnl.hpp>
 
 #include "backend/backend.hpp"
+#include "backend/cpu/channel_sums.hpp"
 #include "backend/cpu/cpu_batch_norm.hpp"
 #include "backend/elementwise_math.hpp"
 #include "tensor/bf16.hpp"
@@ -216,13 +217,28 @@ public:
         bwdDataPd_ = convolution_backward_data::primitive_desc(
             convolution_backward_data::desc(algorithm::convolution_direct, x, any(w, in), yIn, strides, padL, padR),
             attr, eng_, fwdPd_);
-        bwdWeightsPd_ = convolution_backward_weights::primitive_desc(
-            convolution_backward_weights::desc(algorithm::convolution_direct, xIn, any(w, dt::f32), b, yIn, strides,
-                                               padL, padR),
-            attr, eng_, fwdPd_);
+        const auto weightsPd = [&](const memory::desc& bias) {
+            return convolution_backward_weights::primitive_desc(
+                convolution_backward_weights::desc(algorithm::convolution_direct, xIn, any(w, dt::f32), bias, yIn,
+                                                   strides, padL, padR),
+                attr, eng_, fwdPd_);
+        };
+        bwdWeightsPd_ = weightsPd(b);
         fwd_ = convolution_forward(fwdPd_);
         bwdData_ = convolution_backward_data(bwdDataPd_);
         bwdWeights_ = convolution_backward_weights(bwdWeightsPd_);
+        // With a bias, the weight gradient alone as well, for a step whose bias gradient the layer
+        // after writes (ConvOp::backwardWeights with db null): the same primitive without the
+        // bias where oneDNN lays out its memory alike, else db into a scratch vector.
+        if (d.bias) {
+            const auto alone = weightsPd(memory::desc());
+            if (alone.src_desc() == bwdWeightsPd_.src_desc() && alone.diff_dst_desc() == bwdWeightsPd_.diff_dst_desc() &&
+                alone.diff_weights_desc() == bwdWeightsPd_.diff_weights_desc() &&
+                alone.scratchpad_desc().get_size() <= bwdWeightsPd_.scratchpad_desc().get_size())
+                weightsAlone_ = convolution_backward_weights(alone);
+            else
+                unwantedBias_.resize(size_t(d.k));
+        }
         fx_ = StepInput(Arg(eng_, x, fwdPd_.src_desc()));
         fw_ = Arg(eng_, w, fwdPd_.weights_desc());
         fy_ = Arg(eng_, y, fwdPd_.dst_desc());
@@ -268,8 +284,12 @@ public:
                                              {DNNL_ARG_DIFF_DST, weightsDy_->in(s, dy)},
                                              {DNNL_ARG_DIFF_WEIGHTS, out},
                                              {DNNL_ARG_SCRATCHPAD, scratch(bwdWeightsPd_, ws)}};
-        if (db) args.emplace(DNNL_ARG_DIFF_BIAS, wrap(bias_, db));
-        bwdWeights_.execute(s, args);
+        if (!db && !bias_.is_zero() && unwantedBias_.empty()) {
+            weightsAlone_.execute(s, args);
+        } else {
+            if (!bias_.is_zero()) args.emplace(DNNL_ARG_DIFF_BIAS, wrap(bias_, db ? db : unwantedBias_.data()));
+            bwdWeights_.execute(s, args);
+        }
         wdw_.out(s, dw);
     }
 
@@ -282,6 +302,8 @@ private:
     dnnl::convolution_forward fwd_;
     dnnl::convolution_backward_data bwdData_;
     dnnl::convolution_backward_weights bwdWeights_;
+    dnnl::convolution_backward_weights weightsAlone_;  // with a bias: dw without db (else unwantedBias_)
+    std::vector<float> unwantedBias_;
     StepInput fx_, ddy_, wx_, wdy_;
     StepInput *weightsX_ = nullptr, *weightsDy_ = nullptr;  // what backwardWeights reads x and dy from
     Arg fw_, fy_, dw_, ddx_, wdw_;
@@ -293,10 +315,13 @@ private:
 // saves the argmax (oneDNN's workspace) that the backward reads; average pooling (padding
 // excluded, as TF's) saves nothing. A ReLU folded into max pooling (PoolDesc::relu) is the
 // backend's own ReLU over the output, and over the output's gradient before oneDNN's backward
-// (masked_: (n, outH, outW, c)).
+// (masked_: (n, outH, outW, c)). dx's channel sums (PoolDesc::sumDx) are those of the gradient
+// the backward takes: max pooling hands each output's gradient to one input, average pooling
+// shares it out in parts that add up to it, so dx sums as dy does, over 4x fewer rows.
 class CpuPool final : public PoolOp, OneDnnOp {
 public:
-    CpuPool(const CpuContext& c, const PoolDesc& d) : OneDnnOp(c) {
+    CpuPool(const CpuContext& c, const PoolDesc& d)
+        : OneDnnOp(c), sums_(d.c, c.threads), outRows_(int64_t(d.n) * d.outH() * d.outW()), c_(d.c) {
         using namespace dnnl;
         const algorithm how = d.mode == PoolMode::Max ? algorithm::pooling_max : algorithm::pooling_avg_exclude_padding;
         x_ = {dims4(d.n, d.c, d.h, d.w), dt::f32, kAct};
@@ -320,11 +345,19 @@ public:
         fwd_.execute(pick(st), args);
         if (!masked_.empty()) owner_->reluForward(st, y, y, masked_.size());
     }
-    void backward(Stream st, const float*, const float* y, const float* dy, float* dx, const void* saved) override {
+    void backward(Stream st, const float*, const float* y, const float* dy, float* dx, const void* saved,
+                  float* dxSum) override {
         if (!masked_.empty()) {
             owner_->reluBackward(st, y, dy, masked_.data(), masked_.size());
             dy = masked_.data();
         }
+        if (dxSum)
+            sums_.run(
+                outRows_,
+                [&](int64_t b, int64_t e, ChannelSums::Adder& sum) {
+                    for (int64_t r = b; r < e; ++r) sum.add(dy + r * c_);
+                },
+                dxSum);
         std::unordered_map<int, dnnl::memory> args{{DNNL_ARG_DIFF_DST, wrap(y_, dy)}, {DNNL_ARG_DIFF_SRC, wrap(x_, dx)}};
         if (savedBytes() > 0) args.emplace(DNNL_ARG_WORKSPACE, wrap(fwdPd_.workspace_desc(), saved));
         bwd_.execute(pick(st), args);
@@ -332,6 +365,9 @@ public:
 
 private:
     std::vector<float> masked_;  // the output's gradient where the folded ReLU passes it
+    ChannelSums sums_;
+    int64_t outRows_;  // n outH outW
+    int c_;
     memory::desc x_, y_;
     dnnl::pooling_forward::primitive_desc fwdPd_;
     dnnl::pooling_forward fwd_;
@@ -341,10 +377,11 @@ private:
 // LRN is our own kernel: oneDNN 2.6's AVX2 LRN handles only a window of 5 channels (CIFAR-10's 9
 // falls back to its slow reference loop). In (n, h, w, c) the window runs along the contiguous
 // channels of one pixel, so both directions are vectorised sliding sums. A folded ReLU (LrnDesc)
-// is applied as each pixel's channels are read.
+// is applied as each pixel's channels are read; dx's channel sums (LrnDesc::sumDx) are added as
+// its pixels are written.
 class CpuLrn final : public LrnOp {
 public:
-    CpuLrn(const CpuContext& c, const LrnDesc& d) : threads_(c.threads), d_(d), owner_(c.owner) {}
+    CpuLrn(const CpuContext& c, const LrnDesc& d) : threads_(c.threads), d_(d), sums_(d.c, c.threads), owner_(c.owner) {}
     // scale = bias + alpha * window sum of x^2, and scale^-beta: (2, n, h, w, c).
     size_t savedBytes() const override { return 2 * count() * sizeof(float); }
     void forward(Stream, const float* x, float* y, void* saved) override {
@@ -372,28 +409,39 @@ public:
         }
     }
     // dx_j = dy_j scale_j^-beta - 2 alpha beta x_j sum_{|i-j|<=r} dy_i y_i / scale_i
-    void backward(Stream, const float* x, const float* y, const float* dy, float* dx, const void* saved) override {
+    void backward(Stream, const float* x, const float* y, const float* dy, float* dx, const void* saved,
+                  float* dxSum) override {
         useThreads(threads_);
         const float* scale = static_cast<const float*>(saved);
         const float* power = scale + count();
         const int64_t pixels = int64_t(d_.n) * d_.h * d_.w;
         const int c = d_.c, r = d_.depthRadius;
         const float k = 2.f * d_.alpha * d_.beta;
-#pragma omp parallel
-        {
-            std::vector<float> pad(size_t(c + 2 * r), 0.f), sum(static_cast<size_t>(c));
-#pragma omp for
-            for (int64_t p = 0; p < pixels; ++p) {
+        // The pixels [b, e), their dx added to `sum` where given.
+        const auto pixelsOf = [&](int64_t b, int64_t e, ChannelSums::Adder* sum) {
+            std::vector<float> pad(size_t(c + 2 * r), 0.f), window(static_cast<size_t>(c));
+            for (int64_t p = b; p < e; ++p) {
                 const int64_t o = p * c;
                 for (int j = 0; j < c; ++j) pad[size_t(j + r)] = dy[o + j] * y[o + j] / scale[o + j];
-                windowSum(pad.data(), sum.data(), c, r);
+                windowSum(pad.data(), window.data(), c, r);
                 if (!d_.relu) {
-                    for (int j = 0; j < c; ++j) dx[o + j] = dy[o + j] * power[o + j] - k * x[o + j] * sum[size_t(j)];
-                    continue;
+                    for (int j = 0; j < c; ++j)
+                        dx[o + j] = dy[o + j] * power[o + j] - k * x[o + j] * window[size_t(j)];
+                } else {
+                    for (int j = 0; j < c; ++j)  // (the ReLU's gradient: only where its input was positive)
+                        dx[o + j] = x[o + j] > 0.f ? dy[o + j] * power[o + j] - k * x[o + j] * window[size_t(j)] : 0.f;
                 }
-                for (int j = 0; j < c; ++j)  // (the ReLU's gradient: only where its input was positive)
-                    dx[o + j] = x[o + j] > 0.f ? dy[o + j] * power[o + j] - k * x[o + j] * sum[size_t(j)] : 0.f;
+                if (sum) sum->add(dx + o);
             }
+        };
+        if (dxSum) {
+            sums_.run(pixels, [&](int64_t b, int64_t e, ChannelSums::Adder& sum) { pixelsOf(b, e, &sum); }, dxSum);
+            return;
+        }
+#pragma omp parallel
+        {
+            const int64_t t = omp_get_thread_num(), team = omp_get_num_threads();
+            pixelsOf(pixels * t / team, pixels * (t + 1) / team, nullptr);
         }
     }
 
@@ -430,6 +478,7 @@ private:
 
     int threads_;
     LrnDesc d_;
+    ChannelSums sums_;
     std::shared_ptr<Backend> owner_;  // held so that the plan cannot outlive its backend
 };
 

@@ -135,12 +135,43 @@ private:
     StepCopy xb_, wb_, dyb_; // bf16: x (n, in), W (out, in), dy (n, out)
 };
 
+// dx's channel sums where a pooling or LRN plan writes them (PoolDesc::sumDx): the chunks' partial
+// sums and the count of blocks done (kernels.cuh's ChannelSums), the count zeroed once here (each
+// call's last block sets it back).
+class DxSums {
+public:
+    DxSums(const PlanContext& ctx, int64_t rows, int c, bool wanted) {
+        if (!wanted) return;
+        int multiprocessors = 0;
+        TB_CUDA(cudaDeviceGetAttribute(&multiprocessors, cudaDevAttrMultiProcessorCount, ctx.device));
+        k_ = channelSumChunks(rows, c, multiprocessors);
+        const size_t partial = size_t(k_.chunks) * size_t(c) * sizeof(float);
+        buf_ = DeviceBuffer(ctx.allocator, partial + sizeof(unsigned));
+        k_.partial = buf_.f();
+        k_.arrived = reinterpret_cast<unsigned*>(static_cast<char*>(buf_.raw()) + partial);
+        TB_CUDA(cudaMemsetAsync(k_.arrived, 0, sizeof(unsigned), ctx.setup->stream));
+        TB_CUDA(cudaStreamSynchronize(ctx.setup->stream));
+    }
+    // The sums into out (c) for one call, or null where the plan writes none.
+    const ChannelSums* into(float* out) {
+        if (!k_.partial) return nullptr;
+        if (!out) throw Error("CUDA backend: a pooling or LRN plan made to sum dx was given nowhere to write the sums");
+        k_.out = out;
+        return &k_;
+    }
+
+private:
+    DeviceBuffer buf_;
+    ChannelSums k_;
+};
+
 // Max-pooling on our own kernel: cuDNN pads symmetrically only, and TF's SAME pooling pads the
 // odd pixel after (e.g. 3x3 stride 2 on 24x24: 0 before, 1 after), which TF itself runs on its
 // own NHWC kernel.
 class CudaMaxPool final : public PoolOp {
 public:
-    CudaMaxPool(const PlanContext& ctx, const PoolDesc& d) : owner_(ctx.owner), d_(d) {
+    CudaMaxPool(const PlanContext& ctx, const PoolDesc& d)
+        : owner_(ctx.owner), d_(d), sums_(ctx, int64_t(d.n) * d.h * d.w, d.c, d.sumDx) {
         if (int64_t(d.n) * d.h * d.w * d.c >= INT32_MAX)
             throw Error("CUDA backend: a max-pooling input of " + std::to_string(int64_t(d.n) * d.h * d.w * d.c) +
                         " elements is too large for its 32-bit argmax");
@@ -149,29 +180,34 @@ public:
     void forward(Stream st, const float* x, float* y, void* saved) override {
         maxPoolForward(queueOf(st), d_, x, y, static_cast<int32_t*>(saved));
     }
-    void backward(Stream st, const float*, const float* y, const float* dy, float* dx, const void* saved) override {
-        maxPoolBackward(queueOf(st), d_, y, dy, static_cast<const int32_t*>(saved), dx);
+    void backward(Stream st, const float*, const float* y, const float* dy, float* dx, const void* saved,
+                  float* dxSum) override {
+        maxPoolBackward(queueOf(st), d_, y, dy, static_cast<const int32_t*>(saved), dx, sums_.into(dxSum));
     }
 
 private:
     std::shared_ptr<Backend> owner_;
     PoolDesc d_;
+    DxSums sums_;
 };
 
 // Average pooling on our own kernel, for the same reason (TF's asymmetric SAME padding, which
 // the mean leaves out).
 class CudaAvgPool final : public PoolOp {
 public:
-    CudaAvgPool(const PlanContext& ctx, const PoolDesc& d) : owner_(ctx.owner), d_(d) {}
+    CudaAvgPool(const PlanContext& ctx, const PoolDesc& d)
+        : owner_(ctx.owner), d_(d), sums_(ctx, int64_t(d.n) * d.h * d.w, d.c, d.sumDx) {}
     size_t savedBytes() const override { return 0; }
     void forward(Stream st, const float* x, float* y, void*) override { avgPoolForward(queueOf(st), d_, x, y); }
-    void backward(Stream st, const float*, const float*, const float* dy, float* dx, const void*) override {
-        avgPoolBackward(queueOf(st), d_, dy, dx);
+    void backward(Stream st, const float*, const float*, const float* dy, float* dx, const void*,
+                  float* dxSum) override {
+        avgPoolBackward(queueOf(st), d_, dy, dx, sums_.into(dxSum));
     }
 
 private:
     std::shared_ptr<Backend> owner_;
     PoolDesc d_;
+    DxSums sums_;
 };
 
 // TF's LRN on our own kernel: TF's formula differs from cuDNN's (which divides alpha by the
@@ -179,18 +215,21 @@ private:
 // contiguous channels, so one thread per element reads a cached neighbourhood.
 class CudaLrn final : public LrnOp {
 public:
-    CudaLrn(const PlanContext& ctx, const LrnDesc& d) : owner_(ctx.owner), d_(d) {}
+    CudaLrn(const PlanContext& ctx, const LrnDesc& d)
+        : owner_(ctx.owner), d_(d), sums_(ctx, int64_t(d.n) * d.h * d.w, d.c, d.sumDx) {}
     size_t savedBytes() const override { return 2 * size_t(d_.n) * d_.c * d_.h * d_.w * sizeof(float); }
     void forward(Stream st, const float* x, float* y, void* saved) override {
         lrnForward(queueOf(st), d_, x, y, static_cast<float*>(saved));
     }
-    void backward(Stream st, const float* x, const float*, const float* dy, float* dx, const void* saved) override {
-        lrnBackward(queueOf(st), d_, x, dy, dx, static_cast<const float*>(saved));
+    void backward(Stream st, const float* x, const float*, const float* dy, float* dx, const void* saved,
+                  float* dxSum) override {
+        lrnBackward(queueOf(st), d_, x, dy, dx, static_cast<const float*>(saved), sums_.into(dxSum));
     }
 
 private:
     std::shared_ptr<Backend> owner_;
     LrnDesc d_;
+    DxSums sums_;
 };
 
 // Batch normalisation on our own kernels (kernels.cuh): cuDNN's batch norm computes the batch's

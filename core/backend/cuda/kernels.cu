@@ -256,21 +256,26 @@ __global__ void maxPoolForwardKernel(PoolDesc d, int oh, int ow, NhwcDivisors ou
         argmax[i] = at;
     }
 }
-__global__ void maxPoolBackwardKernel(PoolDesc d, int oh, int ow, PoolInputDivisors in, const float* __restrict__ y,
-                                      const float* __restrict__ dy, const int32_t* __restrict__ argmax,
-                                      float* __restrict__ dx) {
-    const size_t total = size_t(d.n) * d.h * d.w * d.c;
-    TB_GRID_STRIDE(i, total) {
+// The gradients below compute one element of dx (n, h, w, c) from its flat index i; the kernels
+// after them (gradient kernels) write dx with them, and with dx's channel sums where asked.
+struct MaxPoolGradient {
+    PoolDesc d;
+    int oh, ow;
+    PoolInputDivisors in;
+    const float* y;
+    const float* dy;
+    const int32_t* argmax;
+    __device__ float operator()(size_t i) const {
         const PoolInput p = poolInput(d, in, oh, ow, i);
         float g = 0.f;
         for (int oy = p.rows.lo; oy <= p.rows.hi; ++oy)
             for (int ox = p.cols.lo; ox <= p.cols.hi; ++ox) {
                 const size_t o = ((size_t(p.n) * oh + oy) * ow + ox) * d.c + p.c;
-                if (argmax[o] == int32_t(i) && (!d.relu || y[o] > 0.f)) g += dy[o];
+                if (__ldg(argmax + o) == int32_t(i) && (!d.relu || __ldg(y + o) > 0.f)) g += __ldg(dy + o);
             }
-        dx[i] = g;
+        return g;
     }
-}
+};
 __global__ void avgPoolForwardKernel(PoolDesc d, int oh, int ow, NhwcDivisors out, const float* __restrict__ x,
                                      float* __restrict__ y) {
     const size_t total = size_t(d.n) * oh * ow * d.c;
@@ -282,22 +287,24 @@ __global__ void avgPoolForwardKernel(PoolDesc d, int oh, int ow, NhwcDivisors ou
         y[i] = sum / float(max(1, (p.rows.y - p.rows.x) * (p.cols.y - p.cols.x)));
     }
 }
-__global__ void avgPoolBackwardKernel(PoolDesc d, int oh, int ow, PoolInputDivisors in, const float* __restrict__ dy,
-                                      float* __restrict__ dx) {
-    const size_t total = size_t(d.n) * d.h * d.w * d.c;
-    TB_GRID_STRIDE(i, total) {
+struct AvgPoolGradient {
+    PoolDesc d;
+    int oh, ow;
+    PoolInputDivisors in;
+    const float* dy;
+    __device__ float operator()(size_t i) const {
         const PoolInput p = poolInput(d, in, oh, ow, i);
         float g = 0.f;
         for (int oy = p.rows.lo; oy <= p.rows.hi; ++oy) {
             const int2 ys = windowSpan(oy, d.strideH, d.padTop, d.r, d.h);
             for (int ox = p.cols.lo; ox <= p.cols.hi; ++ox) {
                 const int2 xs = windowSpan(ox, d.strideW, d.padLeft, d.s, d.w);
-                g += dy[((size_t(p.n) * oh + oy) * ow + ox) * d.c + p.c] / float((ys.y - ys.x) * (xs.y - xs.x));
+                g += __ldg(dy + ((size_t(p.n) * oh + oy) * ow + ox) * d.c + p.c) / float((ys.y - ys.x) * (xs.y - xs.x));
             }
         }
-        dx[i] = g;
+        return g;
     }
-}
+};
 
 // s^-beta as the CPU backend computes it (square roots for TF's common 0.75 and 0.5).
 __device__ float lrnPower(float s, float beta) {
@@ -332,20 +339,100 @@ __global__ void lrnForwardKernel(LrnDesc d, FastDivmod channels, size_t total, c
 }
 // dx_j = dy_j scale_j^-beta - 2 alpha beta x_j sum_{|i-j|<=r} dy_i y_i / scale_i, y_i / scale_i
 // as the forward kept it (ratio).
-__global__ void lrnBackwardKernel(LrnDesc d, FastDivmod channels, size_t total, const float* __restrict__ x,
-                                  const float* __restrict__ dy, float* __restrict__ dx,
-                                  const float* __restrict__ ratio, const float* __restrict__ power) {
-    const float k = 2.f * d.alpha * d.beta;
-    TB_GRID_STRIDE(i, total) {
+struct LrnGradient {
+    LrnDesc d;
+    FastDivmod channels;
+    const float* x;
+    const float* dy;
+    const float* ratio;
+    const float* power;
+    __device__ float operator()(size_t i) const {
         const int j = lastAt(channels, i);
         const size_t base = i - size_t(j);
         float sum = 0.f;
         for (int q = max(0, j - d.depthRadius); q <= min(d.c - 1, j + d.depthRadius); ++q)
-            sum += dy[base + q] * ratio[base + q];
+            sum += __ldg(dy + base + q) * __ldg(ratio + base + q);
         // (A folded ReLU passes the gradient back only where its input was positive.)
-        dx[i] = d.relu && !(x[i] > 0.f) ? 0.f : dy[i] * power[i] - k * x[i] * sum;
+        const float xi = __ldg(x + i);
+        return d.relu && !(xi > 0.f) ? 0.f : __ldg(dy + i) * __ldg(power + i) - 2.f * d.alpha * d.beta * xi * sum;
     }
+};
+
+// dx (rows, c) := g(i) for every element.
+template <class Gradient>
+__device__ void writeGradient(const Gradient& g, size_t total, float* __restrict__ dx) {
+    TB_GRID_STRIDE(i, total) dx[i] = g(i);
 }
+// The same, and dx's channel sums (ChannelSums): block (kSumChannels, kSumLanes) of grid (channel
+// tiles, chunks) writes its tile of its chunk's rows and their sums into `partial` (chunk, c); the
+// last block to finish adds the chunks' sums in chunk order (each lane every kSumLanes-th chunk,
+// then the lanes in order, in double): no atomics on the sums, the same bits every run.
+constexpr int kSumChannels = 32, kSumLanes = 8;
+struct ChannelSumArgs {
+    int64_t rows, rowsPerChunk;
+    int c;
+    float* partial;
+    unsigned* arrived;
+    float* out;
+};
+template <class Gradient>
+__device__ void writeGradientAndSums(const Gradient& g, const ChannelSumArgs& a, float* __restrict__ dx) {
+    __shared__ float lanes[kSumLanes][kSumChannels];
+    __shared__ double totals[kSumLanes][kSumChannels];
+    __shared__ bool last;
+    const int j = blockIdx.x * kSumChannels + threadIdx.x;
+    const int64_t begin = int64_t(blockIdx.y) * a.rowsPerChunk, end = min(a.rows, begin + a.rowsPerChunk);
+    float sum = 0.f;
+    if (j < a.c)
+        for (int64_t r = begin + threadIdx.y; r < end; r += kSumLanes) {
+            const size_t i = size_t(r) * a.c + j;
+            const float v = g(i);
+            dx[i] = v;
+            sum += v;
+        }
+    lanes[threadIdx.y][threadIdx.x] = sum;
+    __syncthreads();
+    if (threadIdx.y == 0 && j < a.c) {
+        for (int l = 1; l < kSumLanes; ++l) sum += lanes[l][threadIdx.x];
+        a.partial[size_t(blockIdx.y) * a.c + j] = sum;
+    }
+    __syncthreads();
+    if (threadIdx.x == 0 && threadIdx.y == 0) {
+        __threadfence();  // the block's partials (ordered before by the barrier) reach every SM first
+        last = atomicAdd(a.arrived, 1u) == gridDim.x * gridDim.y - 1;
+    }
+    __syncthreads();
+    if (!last) return;
+    __threadfence();
+    for (unsigned tile = 0; tile < gridDim.x; ++tile) {
+        const int jj = int(tile) * kSumChannels + threadIdx.x;
+        double t = 0;
+        if (jj < a.c)
+            for (unsigned k = threadIdx.y; k < gridDim.y; k += kSumLanes) t += __ldcg(a.partial + size_t(k) * a.c + jj);
+        __syncthreads();  // (the last tile's readers are done)
+        totals[threadIdx.y][threadIdx.x] = t;
+        __syncthreads();
+        if (threadIdx.y == 0 && jj < a.c) {
+            for (int l = 1; l < kSumLanes; ++l) t += totals[l][threadIdx.x];
+            a.out[jj] = float(t);
+        }
+    }
+    if (threadIdx.x == 0 && threadIdx.y == 0) *a.arrived = 0;  // for the next call (or replay)
+}
+// Each gradient's two kernels, named after it (kernel profiles name kernels without their
+// template arguments).
+#define TB_GRADIENT_KERNELS(name, Gradient)                                                          \
+    __global__ void name##Kernel(Gradient g, size_t total, float* __restrict__ dx) {                 \
+        writeGradient(g, total, dx);                                                                 \
+    }                                                                                                \
+    __global__ void __launch_bounds__(kSumChannels* kSumLanes)                                       \
+        name##SumsKernel(Gradient g, ChannelSumArgs a, float* __restrict__ dx) {                     \
+        writeGradientAndSums(g, a, dx);                                                              \
+    }
+TB_GRADIENT_KERNELS(maxPoolBackward, MaxPoolGradient)
+TB_GRADIENT_KERNELS(avgPoolBackward, AvgPoolGradient)
+TB_GRADIENT_KERNELS(lrnBackward, LrnGradient)
+#undef TB_GRADIENT_KERNELS
 
 // Batch normalisation over (rows, c), channels contiguous: per-channel sums in two passes without
 // atomics (a fixed order, so the same bits every run). Pass one: block (x: 32 channels, y: 8 row
@@ -576,28 +663,63 @@ void maxPoolForward(cudaStream_t s, const PoolDesc& d, const float* x, float* y,
     const int oh = d.outH(), ow = d.outW();
     TB_LAUNCH(maxPoolForwardKernel, size_t(d.n) * oh * ow * d.c, s, d, oh, ow, NhwcDivisors(oh, ow, d.c), x, y, argmax);
 }
+namespace {
+// dx (rows, c) from g: one thread an element, or with the channel sums as ChannelSums lays out.
+template <class Gradient>
+void launchGradient(cudaStream_t s, void (*plain)(Gradient, size_t, float*), void (*summing)(Gradient, ChannelSumArgs, float*),
+                   const char* name, const Gradient& g, int64_t rows, int c, float* dx, const ChannelSums* sums) {
+    const size_t total = size_t(rows) * size_t(c);
+    if (total == 0) return;
+    if (!sums) {
+        plain<<<blocksFor(total), kThreads, 0, s>>>(g, total, dx);
+    } else {
+        const dim3 grid(unsigned((c + kSumChannels - 1) / kSumChannels), unsigned(sums->chunks)), block(kSumChannels, kSumLanes);
+        summing<<<grid, block, 0, s>>>(g, ChannelSumArgs{rows, sums->rowsPerChunk, c, sums->partial, sums->arrived, sums->out}, dx);
+    }
+    TB_CUDA_LAUNCHED(name);
+}
+}  // namespace
+
 void maxPoolBackward(cudaStream_t s, const PoolDesc& d, const float* y, const float* dy, const int32_t* argmax,
-                     float* dx) {
-    TB_LAUNCH(maxPoolBackwardKernel, size_t(d.n) * d.h * d.w * d.c, s, d, d.outH(), d.outW(), PoolInputDivisors(d), y,
-              dy, argmax, dx);
+                     float* dx, const ChannelSums* sums) {
+    launchGradient(s, maxPoolBackwardKernel, maxPoolBackwardSumsKernel, sums ? "maxPoolBackwardSumsKernel" : "maxPoolBackwardKernel",
+                  MaxPoolGradient{d, d.outH(), d.outW(), PoolInputDivisors(d), y, dy, argmax}, int64_t(d.n) * d.h * d.w,
+                  d.c, dx, sums);
 }
 
 void avgPoolForward(cudaStream_t s, const PoolDesc& d, const float* x, float* y) {
     const int oh = d.outH(), ow = d.outW();
     TB_LAUNCH(avgPoolForwardKernel, size_t(d.n) * oh * ow * d.c, s, d, oh, ow, NhwcDivisors(oh, ow, d.c), x, y);
 }
-void avgPoolBackward(cudaStream_t s, const PoolDesc& d, const float* dy, float* dx) {
-    TB_LAUNCH(avgPoolBackwardKernel, size_t(d.n) * d.h * d.w * d.c, s, d, d.outH(), d.outW(), PoolInputDivisors(d), dy,
-              dx);
+void avgPoolBackward(cudaStream_t s, const PoolDesc& d, const float* dy, float* dx, const ChannelSums* sums) {
+    launchGradient(s, avgPoolBackwardKernel, avgPoolBackwardSumsKernel, sums ? "avgPoolBackwardSumsKernel" : "avgPoolBackwardKernel",
+                  AvgPoolGradient{d, d.outH(), d.outW(), PoolInputDivisors(d), dy}, int64_t(d.n) * d.h * d.w, d.c, dx,
+                  sums);
 }
 
 void lrnForward(cudaStream_t s, const LrnDesc& d, const float* x, float* y, float* saved) {
     const size_t total = size_t(d.n) * d.c * d.h * d.w;
     TB_LAUNCH(lrnForwardKernel, total, s, d, FastDivmod(uint32_t(d.c)), total, x, y, saved, saved + total);
 }
-void lrnBackward(cudaStream_t s, const LrnDesc& d, const float* x, const float* dy, float* dx, const float* saved) {
+void lrnBackward(cudaStream_t s, const LrnDesc& d, const float* x, const float* dy, float* dx, const float* saved,
+                 const ChannelSums* sums) {
     const size_t total = size_t(d.n) * d.c * d.h * d.w;
-    TB_LAUNCH(lrnBackwardKernel, total, s, d, FastDivmod(uint32_t(d.c)), total, x, dy, dx, saved, saved + total);
+    launchGradient(s, lrnBackwardKernel, lrnBackwardSumsKernel, sums ? "lrnBackwardSumsKernel" : "lrnBackwardKernel",
+                  LrnGradient{d, FastDivmod(uint32_t(d.c)), x, dy, saved, saved + total}, int64_t(d.n) * d.h * d.w, d.c,
+                  dx, sums);
+}
+
+ChannelSums channelSumChunks(int64_t rows, int c, int multiprocessors) {
+    // About four blocks of 256 threads per SM (half its threads), for the bandwidth; each lane at
+    // least 8 rows, and fewer chunks for the last block to add.
+    ChannelSums k;
+    if (rows <= 0 || c <= 0) return k;
+    const int64_t tiles = (c + kSumChannels - 1) / kSumChannels;
+    const int64_t target = (4 * int64_t(std::max(multiprocessors, 1)) + tiles - 1) / tiles;
+    k.chunks = int(std::clamp<int64_t>(target, 1, (rows + 63) / 64));
+    k.rowsPerChunk = (rows + k.chunks - 1) / k.chunks;
+    k.chunks = int((rows + k.rowsPerChunk - 1) / k.rowsPerChunk);
+    return k;
 }
 
 BatchNormChunks batchNormChunks(int64_t rows) {

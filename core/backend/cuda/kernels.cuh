@@ -68,24 +68,40 @@ template <class In, class Out>
 void cropNhwc(cudaStream_t s, const In* xp, Out* x, int n, int h, int w, int c, int top, int left, int bottom,
               int right);
 
+// dx's sums per channel, written by a gradient kernel below as it writes dx (PoolDesc::sumDx,
+// LrnDesc::sumDx): blocks of 32 channels x 8 row lanes over `chunks` chunks of rowsPerChunk rows
+// (channelSumChunks) each write their sums into `partial` (chunks x c floats); the last block to
+// finish, counted in `arrived` (0 between calls: it sets it back), adds them in chunk order into
+// `out` (c). No atomics on the sums, so the bits do not depend on scheduling.
+struct ChannelSums {
+    int chunks = 1;
+    int64_t rowsPerChunk = 0;
+    float* partial = nullptr;
+    unsigned* arrived = nullptr;
+    float* out = nullptr;
+};
+// The chunks for rows (n h w) of c channels on a GPU of `multiprocessors` SMs.
+ChannelSums channelSumChunks(int64_t rows, int c, int multiprocessors);
+
 // Max-pooling as TensorFlow computes it: padding is never the maximum; argmax (int32, one per
 // output) is the flat index into x of the winner, and the backward gathers (no atomics, so the
 // result does not depend on scheduling).
 void maxPoolForward(cudaStream_t s, const PoolDesc& d, const float* x, float* y, int32_t* argmax);
 // d.relu: the ReLU before the pooling folded in (PoolDesc): y = relu(max), and dy flows back only
-// where y > 0.
+// where y > 0. sums: dx's channel sums as well (null: none).
 void maxPoolBackward(cudaStream_t s, const PoolDesc& d, const float* y, const float* dy, const int32_t* argmax,
-                     float* dx);
+                     float* dx, const ChannelSums* sums);
 // Average pooling as TensorFlow computes it: the mean of the window's elements inside the input
 // (padding not counted); the backward gathers each input's share of every window holding it.
 void avgPoolForward(cudaStream_t s, const PoolDesc& d, const float* x, float* y);
-void avgPoolBackward(cudaStream_t s, const PoolDesc& d, const float* dy, float* dx);
+void avgPoolBackward(cudaStream_t s, const PoolDesc& d, const float* dy, float* dx, const ChannelSums* sums);
 
 // TensorFlow's LRN: scale = bias + alpha * sum_{|i-j|<=r} x_i^2, y = x * scale^-beta; saved
 // holds y / scale (the backward's window sums read it, one division per value instead of one per
 // value and window place) and scale^-beta, (2, n, h, w, c).
 void lrnForward(cudaStream_t s, const LrnDesc& d, const float* x, float* y, float* saved);
-void lrnBackward(cudaStream_t s, const LrnDesc& d, const float* x, const float* dy, float* dx, const float* saved);
+void lrnBackward(cudaStream_t s, const LrnDesc& d, const float* x, const float* dy, float* dx, const float* saved,
+                 const ChannelSums* sums);
 
 // Batch normalisation (backend.hpp's BatchNormOp) over (rows, c): the sums in two passes, each chunk
 // of rows into `partial` (chunks x 2c floats, batchNormChunks), then the chunks added in order;
