@@ -138,7 +138,8 @@ public:
 };
 
 // A pooling plan; `saved` (savedBytes) keeps what backward needs (max: the argmax; average:
-// nothing). dxSum: with PoolDesc::sumDx, (c) overwritten with dx's sum per channel; else unused.
+// nothing). dxSum: with PoolDesc::sumDx, (c) overwritten with dx's sum per channel; else null.
+// A plan that sums keeps scratch for it: one backward call at a time (as every plan is used).
 class PoolOp {
 public:
     virtual ~PoolOp() = default;

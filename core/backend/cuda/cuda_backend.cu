@@ -250,8 +250,14 @@ public:
         use();
         return cuda::makeConv(planContext(), d);
     }
-    std::unique_ptr<PoolOp> makePool(const PoolDesc& d) override { return cuda::makePool(planContext(), d); }
-    std::unique_ptr<LrnOp> makeLrn(const LrnDesc& d) override { return cuda::makeLrn(planContext(), d); }
+    std::unique_ptr<PoolOp> makePool(const PoolDesc& d) override {
+        use();  // (a plan that sums dx zeroes its counter on this device)
+        return cuda::makePool(planContext(), d);
+    }
+    std::unique_ptr<LrnOp> makeLrn(const LrnDesc& d) override {
+        use();
+        return cuda::makeLrn(planContext(), d);
+    }
     std::unique_ptr<DenseOp> makeDense(const DenseDesc& d) override {
         use();
         return cuda::makeDense(planContext(), d);

@@ -142,9 +142,7 @@ class DxSums {
 public:
     DxSums(const PlanContext& ctx, int64_t rows, int c, bool wanted) {
         if (!wanted) return;
-        int multiprocessors = 0;
-        TB_CUDA(cudaDeviceGetAttribute(&multiprocessors, cudaDevAttrMultiProcessorCount, ctx.device));
-        k_ = channelSumChunks(rows, c, multiprocessors);
+        k_ = channelSumChunks(rows, c);
         const size_t partial = size_t(k_.chunks) * size_t(c) * sizeof(float);
         buf_ = DeviceBuffer(ctx.allocator, partial + sizeof(unsigned));
         k_.partial = buf_.f();
@@ -154,7 +152,10 @@ public:
     }
     // The sums into out (c) for one call, or null where the plan writes none.
     const ChannelSums* into(float* out) {
-        if (!k_.partial) return nullptr;
+        if (!k_.partial) {
+            if (out) throw Error("CUDA backend: a pooling or LRN plan made without sumDx was asked for dx's sums");
+            return nullptr;
+        }
         if (!out) throw Error("CUDA backend: a pooling or LRN plan made to sum dx was given nowhere to write the sums");
         k_.out = out;
         return &k_;

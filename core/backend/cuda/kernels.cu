@@ -669,7 +669,10 @@ template <class Gradient>
 void launchGradient(cudaStream_t s, void (*plain)(Gradient, size_t, float*), void (*summing)(Gradient, ChannelSumArgs, float*),
                    const char* name, const Gradient& g, int64_t rows, int c, float* dx, const ChannelSums* sums) {
     const size_t total = size_t(rows) * size_t(c);
-    if (total == 0) return;
+    if (total == 0) {  // (no rows: the sums are 0)
+        if (sums && c > 0) TB_CUDA(cudaMemsetAsync(sums->out, 0, size_t(c) * sizeof(float), s));
+        return;
+    }
     if (!sums) {
         plain<<<blocksFor(total), kThreads, 0, s>>>(g, total, dx);
     } else {
@@ -709,13 +712,14 @@ void lrnBackward(cudaStream_t s, const LrnDesc& d, const float* x, const float* 
                   dx, sums);
 }
 
-ChannelSums channelSumChunks(int64_t rows, int c, int multiprocessors) {
-    // About four blocks of 256 threads per SM (half its threads), for the bandwidth; each lane at
-    // least 8 rows, and fewer chunks for the last block to add.
+ChannelSums channelSumChunks(int64_t rows, int c) {
+    // About 512 blocks of 256 threads (four per SM of an H100's 132: half its threads), for the
+    // bandwidth, each lane at least 8 rows; fixed, not the GPU's count, so that the sums' order,
+    // and so their bits, are the same on every GPU.
     ChannelSums k;
     if (rows <= 0 || c <= 0) return k;
     const int64_t tiles = (c + kSumChannels - 1) / kSumChannels;
-    const int64_t target = (4 * int64_t(std::max(multiprocessors, 1)) + tiles - 1) / tiles;
+    const int64_t target = (512 + tiles - 1) / tiles;
     k.chunks = int(std::clamp<int64_t>(target, 1, (rows + 63) / 64));
     k.rowsPerChunk = (rows + k.chunks - 1) / k.chunks;
     k.chunks = int((rows + k.rowsPerChunk - 1) / k.rowsPerChunk);

@@ -80,8 +80,8 @@ struct ChannelSums {
     unsigned* arrived = nullptr;
     float* out = nullptr;
 };
-// The chunks for rows (n h w) of c channels on a GPU of `multiprocessors` SMs.
-ChannelSums channelSumChunks(int64_t rows, int c, int multiprocessors);
+// The chunks for rows (n h w) of c channels (the same on every GPU, so the sums' bits are).
+ChannelSums channelSumChunks(int64_t rows, int c);
 
 // Max-pooling as TensorFlow computes it: padding is never the maximum; argmax (int32, one per
 // output) is the flat index into x of the winner, and the backward gathers (no atomics, so the
