@@ -69,7 +69,7 @@ void cropNhwc(cudaStream_t s, const In* xp, Out* x, int n, int h, int w, int c, 
               int right);
 
 // dx's sums per channel, written by a gradient kernel below as it writes dx (PoolDesc::sumDx,
-// LrnDesc::sumDx): blocks of 32 channels x 8 row lanes over `chunks` chunks of rowsPerChunk rows
+// LrnDesc::sumDx): blocks of 32 channels x 32 row lanes over `chunks` chunks of rowsPerChunk rows
 // (channelSumChunks) each write their sums into `partial` (chunks x c floats); the last block to
 // finish, counted in `arrived` (0 between calls: it sets it back), adds them in chunk order into
 // `out` (c). No atomics on the sums, so the bits do not depend on scheduling.
