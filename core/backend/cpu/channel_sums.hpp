@@ -1,19 +1,38 @@
-// Per-channel sums of a channels-last tensor seen as rows of c floats ((n h w, c)): a
-// convolution's bias gradient where the layer after it writes it (PoolDesc::sumDx, LrnDesc::sumDx).
+// The CPU backend's sums per channel over the rows of a channels-last tensor ((n h w, c)), in a
+// fixed order over its OpenMP team: batch norm's statistics and their gradients
+// (cpu_batch_norm.cpp), and a convolution's bias gradient where the layer after it writes it
+// (PoolDesc::sumDx, LrnDesc::sumDx).
 #pragma once
 #include <omp.h>
 
 #include <cstdint>
 #include <vector>
 
-#include "backend/cpu/cpu_batch_norm.hpp"
-
 namespace tb {
 
-// The rows are split evenly over the team; each thread adds its rows into float sums of blocks of
-// kBlock rows (vectorised), and the blocks' sums into doubles: fp32 error over 32 rows, double
-// over the batch. The threads' doubles are added in thread order, so a plan gives the same bits
-// every call (as the CPU batch norm's sums).
+// The CPU backend's loops over a tensor go parallel only when it has more elements than this:
+// below it, waking the OpenMP team costs more than it saves.
+inline constexpr int64_t kParallelMin = 1 << 15;
+
+// Sums over the rows of a tensor, `width` of them per row, in a team of `team` threads:
+// f(begin, end, total, block) is called once per thread over its share of [0, rows) and adds its
+// rows into total (width doubles), with block (width floats, zeroed) as its scratch; the threads'
+// totals are added in thread order, so a plan gives the same bits every call.
+template <class F>
+std::vector<double> sumOverTeam(int64_t rows, size_t width, int team, F&& f) {
+    std::vector<double> part(size_t(team) * width, 0.0);
+    std::vector<float> scratch(size_t(team) * width, 0.f);
+#pragma omp parallel num_threads(team)
+    {
+        const int64_t t = omp_get_thread_num(), k = omp_get_num_threads();
+        f(rows * t / k, rows * (t + 1) / k, part.data() + size_t(t) * width, scratch.data() + size_t(t) * width);
+    }
+    std::vector<double> out(width, 0.0);
+    for (int t = 0; t < team; ++t)
+        for (size_t j = 0; j < width; ++j) out[j] += part[size_t(t) * width + j];
+    return out;
+}
+
 class ChannelSums {
 public:
     static constexpr int kBlock = 32;
@@ -46,22 +65,13 @@ public:
     // its share of [0, rows) (one thread alone below kParallelMin elements).
     template <class F>
     void run(int64_t rows, F&& f, float* out) const {
-        const size_t c = size_t(c_);
-        const int team = rows * c_ > kParallelMin ? threads_ : 1;
-        std::vector<double> total(size_t(team) * c, 0.0);
-        std::vector<float> block(size_t(team) * c, 0.f);
-#pragma omp parallel num_threads(team)
-        {
-            const int64_t t = omp_get_thread_num(), k = omp_get_num_threads();
-            Adder mine(total.data() + size_t(t) * c, block.data() + size_t(t) * c, c_);
-            f(rows * t / k, rows * (t + 1) / k, mine);
-            mine.flush();
-        }
-        for (size_t j = 0; j < c; ++j) {
-            double s = 0;
-            for (int t = 0; t < team; ++t) s += total[size_t(t) * c + j];
-            out[j] = float(s);
-        }
+        const std::vector<double> total = sumOverTeam(rows, size_t(c_), rows * c_ > kParallelMin ? threads_ : 1,
+                                                      [&](int64_t b, int64_t e, double* sums, float* block) {
+                                                          Adder mine(sums, block, c_);
+                                                          f(b, e, mine);
+                                                          mine.flush();
+                                                      });
+        for (int j = 0; j < c_; ++j) out[j] = float(total[size_t(j)]);
     }
 
 private:

@@ -13,6 +13,7 @@
 #include <algorithm>
 #include <vector>
 
+#include "backend/cpu/channel_sums.hpp"
 #include "backend/elementwise_math.hpp"
 #include "util/cpu_clones.hpp"
 
@@ -119,14 +120,11 @@ public:
     void sums(Stream, const float* x, const float* shift, float* out, void*) override {
         const std::vector<float> zero(shift ? 0 : size_t(d_.c), 0.f);
         const float* k = shift ? shift : zero.data();
-        std::vector<double> a, q;
-        reduceRows(a, q, [&](int64_t b, int64_t e, double* pa, double* pq, float* fa, float* fq) {
-            sumRows(x, k, d_.c, b, e, pa, pq, fa, fq);
-        });
-        for (int j = 0; j < d_.c; ++j) {
-            out[j] = float(a[size_t(j)]);
-            out[d_.c + j] = float(q[size_t(j)]);
-        }
+        const std::vector<double> s =
+            reduceRows([&](int64_t b, int64_t e, double* pa, double* pq, float* fa, float* fq) {
+                sumRows(x, k, d_.c, b, e, pa, pq, fa, fq);
+            });
+        for (size_t j = 0; j < s.size(); ++j) out[j] = float(s[j]);
     }
 
     void forward(Stream, const float* x, const float* sums, const float* shift, double count, const float* gamma,
@@ -160,13 +158,13 @@ public:
         const float* mean = static_cast<const float*>(saved);
         const float* invStd = mean + d_.c;
         const float* relu = d_.relu ? y : nullptr;
-        std::vector<double> a, q;
-        reduceRows(a, q, [&](int64_t b, int64_t e, double* pa, double* pq, float* fa, float* fq) {
-            gradientRows(x, relu, dy, mean, d_.c, b, e, pa, pq, fa, fq);
-        });
+        const std::vector<double> s =
+            reduceRows([&](int64_t b, int64_t e, double* pa, double* pq, float* fa, float* fq) {
+                gradientRows(x, relu, dy, mean, d_.c, b, e, pa, pq, fa, fq);
+            });
         for (int j = 0; j < d_.c; ++j) {
-            dbeta[j] = float(a[size_t(j)]);
-            dgamma[j] = float(q[size_t(j)] * invStd[j]);
+            dbeta[j] = float(s[size_t(j)]);
+            dgamma[j] = float(s[size_t(d_.c + j)] * invStd[j]);
         }
     }
 
@@ -199,31 +197,16 @@ private:
             f(n * t / k, n * (t + 1) / k);
         }
     }
-    // a, q (c each) := the sums f adds over every row: each thread's rows into its own doubles
-    // (with float scratch for its blocks), then the threads' added in thread order (the same bits
-    // every call).
+    // (a, q) (2c: c each) := the sums f adds over every row, f(begin, end, a, q, fa, fq) once per
+    // thread with fa, fq (c each) as float scratch for its blocks (sumOverTeam).
     template <class F>
-    void reduceRows(std::vector<double>& a, std::vector<double>& q, F&& f) const {
+    std::vector<double> reduceRows(F&& f) const {
         useTeam();
         const size_t c = size_t(d_.c);
         const int team = parallel() ? threads_ : 1;
-        std::vector<double> part(size_t(team) * 2 * c, 0.0);
-        std::vector<float> scratch(size_t(team) * 2 * c);
-        const int64_t n = d_.rows;
-#pragma omp parallel num_threads(team)
-        {
-            const int64_t t = omp_get_thread_num(), k = omp_get_num_threads();
-            double* mine = part.data() + size_t(t) * 2 * c;
-            float* block = scratch.data() + size_t(t) * 2 * c;
-            f(n * t / k, n * (t + 1) / k, mine, mine + c, block, block + c);
-        }
-        a.assign(c, 0.0);
-        q.assign(c, 0.0);
-        for (int t = 0; t < team; ++t)
-            for (size_t j = 0; j < c; ++j) {
-                a[j] += part[size_t(t) * 2 * c + j];
-                q[j] += part[size_t(t) * 2 * c + c + j];
-            }
+        return sumOverTeam(d_.rows, 2 * c, team, [&](int64_t b, int64_t e, double* sums, float* block) {
+            f(b, e, sums, sums + c, block, block + c);
+        });
     }
 
     BatchNormDesc d_;

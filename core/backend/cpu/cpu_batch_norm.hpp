@@ -1,16 +1,11 @@
 // The CPU backend's batch normalisation (backend.hpp's BatchNormOp): OpenMP loops over the rows of
 // (rows, c) activations, every channel's sums kept in double.
 #pragma once
-#include <cstdint>
 #include <memory>
 
 #include "backend/backend.hpp"
 
 namespace tb {
-
-// The CPU backend's loops over a tensor go parallel only when it has more elements than this:
-// below it, waking the OpenMP team costs more than it saves.
-inline constexpr int64_t kParallelMin = 1 << 15;
 
 // `owner`: the backend the plan belongs to (held, so that the plan cannot outlive it).
 std::unique_ptr<BatchNormOp> makeCpuBatchNorm(const BatchNormDesc& d, int threads, std::shared_ptr<Backend> owner);

@@ -423,15 +423,38 @@ __device__ void writeGradientAndSums(const Gradient& g, const ChannelSumArgs& a,
     }
     if (threadIdx.x == 0 && threadIdx.y == 0) *a.arrived = 0;  // for the next call (or replay)
 }
+// dx (rows, c) from g by one of its two kernels: one thread an element, or with the channel sums
+// as ChannelSums lays them out.
+template <class Gradient>
+void launchGradient(cudaStream_t s, void (*plain)(Gradient, size_t, float*),
+                    void (*summing)(Gradient, ChannelSumArgs, float*), const char* name, const Gradient& g, int64_t rows, int c, float* dx, const ChannelSums* sums) {
+    const size_t total = size_t(rows) * size_t(c);
+    if (total == 0) {  // (no rows: the sums are 0)
+        if (sums && c > 0) TB_CUDA(cudaMemsetAsync(sums->out, 0, size_t(c) * sizeof(float), s));
+        return;
+    }
+    if (!sums) {
+        plain<<<blocksFor(total), kThreads, 0, s>>>(g, total, dx);
+    } else {
+        const dim3 grid(unsigned((c + kSumChannels - 1) / kSumChannels), unsigned(sums->chunks));
+        const ChannelSumArgs a{rows, sums->rowsPerChunk, c, sums->partial, sums->arrived, sums->out};
+        summing<<<grid, dim3(kSumChannels, kSumLanes), 0, s>>>(g, a, dx);
+    }
+    TB_CUDA_LAUNCHED(name);
+}
 // Each gradient's two kernels, named after it (kernel profiles name kernels without their
-// template arguments).
-#define TB_GRADIENT_KERNELS(name, Gradient)                                                          \
-    __global__ void name##Kernel(Gradient g, size_t total, float* __restrict__ dx) {                 \
-        writeGradient(g, total, dx);                                                                 \
-    }                                                                                                \
-    __global__ void __launch_bounds__(kSumChannels* kSumLanes)                                       \
-        name##SumsKernel(Gradient g, ChannelSumArgs a, float* __restrict__ dx) {                     \
-        writeGradientAndSums(g, a, dx);                                                              \
+// template arguments), and name##Launch(s, g, rows, c, dx, sums), which runs one of them.
+#define TB_GRADIENT_KERNELS(name, Gradient)                                                                   \
+    __global__ void name##Kernel(Gradient g, size_t total, float* __restrict__ dx) {                          \
+        writeGradient(g, total, dx);                                                                          \
+    }                                                                                                         \
+    __global__ void __launch_bounds__(kSumChannels* kSumLanes)                                                \
+        name##SumsKernel(Gradient g, ChannelSumArgs a, float* __restrict__ dx) {                              \
+        writeGradientAndSums(g, a, dx);                                                                       \
+    }                                                                                                         \
+    void name##Launch(cudaStream_t s, const Gradient& g, int64_t rows, int c, float* dx, const ChannelSums* sums) { \
+        launchGradient(s, name##Kernel, name##SumsKernel, sums ? #name "SumsKernel" : #name "Kernel", g, rows, c, dx,  \
+                       sums);                                                                                 \
     }
 TB_GRADIENT_KERNELS(maxPoolBackward, MaxPoolGradient)
 TB_GRADIENT_KERNELS(avgPoolBackward, AvgPoolGradient)
@@ -667,31 +690,10 @@ void maxPoolForward(cudaStream_t s, const PoolDesc& d, const float* x, float* y,
     const int oh = d.outH(), ow = d.outW();
     TB_LAUNCH(maxPoolForwardKernel, size_t(d.n) * oh * ow * d.c, s, d, oh, ow, NhwcDivisors(oh, ow, d.c), x, y, argmax);
 }
-namespace {
-// dx (rows, c) from g: one thread an element, or with the channel sums as ChannelSums lays out.
-template <class Gradient>
-void launchGradient(cudaStream_t s, void (*plain)(Gradient, size_t, float*), void (*summing)(Gradient, ChannelSumArgs, float*),
-                   const char* name, const Gradient& g, int64_t rows, int c, float* dx, const ChannelSums* sums) {
-    const size_t total = size_t(rows) * size_t(c);
-    if (total == 0) {  // (no rows: the sums are 0)
-        if (sums && c > 0) TB_CUDA(cudaMemsetAsync(sums->out, 0, size_t(c) * sizeof(float), s));
-        return;
-    }
-    if (!sums) {
-        plain<<<blocksFor(total), kThreads, 0, s>>>(g, total, dx);
-    } else {
-        const dim3 grid(unsigned((c + kSumChannels - 1) / kSumChannels), unsigned(sums->chunks)), block(kSumChannels, kSumLanes);
-        summing<<<grid, block, 0, s>>>(g, ChannelSumArgs{rows, sums->rowsPerChunk, c, sums->partial, sums->arrived, sums->out}, dx);
-    }
-    TB_CUDA_LAUNCHED(name);
-}
-}  // namespace
-
 void maxPoolBackward(cudaStream_t s, const PoolDesc& d, const float* y, const float* dy, const int32_t* argmax,
                      float* dx, const ChannelSums* sums) {
-    launchGradient(s, maxPoolBackwardKernel, maxPoolBackwardSumsKernel, sums ? "maxPoolBackwardSumsKernel" : "maxPoolBackwardKernel",
-                  MaxPoolGradient{d, d.outH(), d.outW(), PoolInputDivisors(d), y, dy, argmax}, int64_t(d.n) * d.h * d.w,
-                  d.c, dx, sums);
+    maxPoolBackwardLaunch(s, MaxPoolGradient{d, d.outH(), d.outW(), PoolInputDivisors(d), y, dy, argmax},
+                          int64_t(d.n) * d.h * d.w, d.c, dx, sums);
 }
 
 void avgPoolForward(cudaStream_t s, const PoolDesc& d, const float* x, float* y) {
@@ -699,9 +701,8 @@ void avgPoolForward(cudaStream_t s, const PoolDesc& d, const float* x, float* y)
     TB_LAUNCH(avgPoolForwardKernel, size_t(d.n) * oh * ow * d.c, s, d, oh, ow, NhwcDivisors(oh, ow, d.c), x, y);
 }
 void avgPoolBackward(cudaStream_t s, const PoolDesc& d, const float* dy, float* dx, const ChannelSums* sums) {
-    launchGradient(s, avgPoolBackwardKernel, avgPoolBackwardSumsKernel, sums ? "avgPoolBackwardSumsKernel" : "avgPoolBackwardKernel",
-                  AvgPoolGradient{d, d.outH(), d.outW(), PoolInputDivisors(d), dy}, int64_t(d.n) * d.h * d.w, d.c, dx,
-                  sums);
+    avgPoolBackwardLaunch(s, AvgPoolGradient{d, d.outH(), d.outW(), PoolInputDivisors(d), dy}, int64_t(d.n) * d.h * d.w,
+                          d.c, dx, sums);
 }
 
 void lrnForward(cudaStream_t s, const LrnDesc& d, const float* x, float* y, float* saved) {
@@ -711,9 +712,8 @@ void lrnForward(cudaStream_t s, const LrnDesc& d, const float* x, float* y, floa
 void lrnBackward(cudaStream_t s, const LrnDesc& d, const float* x, const float* dy, float* dx, const float* saved,
                  const ChannelSums* sums) {
     const size_t total = size_t(d.n) * d.c * d.h * d.w;
-    launchGradient(s, lrnBackwardKernel, lrnBackwardSumsKernel, sums ? "lrnBackwardSumsKernel" : "lrnBackwardKernel",
-                  LrnGradient{d, FastDivmod(uint32_t(d.c)), x, dy, saved, saved + total}, int64_t(d.n) * d.h * d.w, d.c,
-                  dx, sums);
+    lrnBackwardLaunch(s, LrnGradient{d, FastDivmod(uint32_t(d.c)), x, dy, saved, saved + total},
+                      int64_t(d.n) * d.h * d.w, d.c, dx, sums);
 }
 
 ChannelSums channelSumChunks(int64_t rows, int c) {
