@@ -48,8 +48,20 @@ struct ConvDesc {
     int strideH = 1, strideW = 1;
     int padTop = 0, padLeft = 0, padBottom = 0, padRight = 0;  // asymmetric, as TF's SAME needs
     bool bias = true;  // false: y = conv(x, w) alone (a convolution before batch norm), db untouched
+    // With a bias: false where the layer after writes db (PoolDesc::sumDx, LrnDesc::sumDx), so the
+    // plan computes dw alone and keeps nothing for db (the GPU's ones vector, oneDNN's bias term).
+    bool biasGradient = true;
     int outH() const { return (h + padTop + padBottom - r) / strideH + 1; }
     int outW() const { return (w + padLeft + padRight - s) / strideW + 1; }
+    bool writesBiasGradient() const { return bias && biasGradient; }
+    // ConvOp::backwardWeights's db: given exactly where the plan writes the bias gradient.
+    void checkBiasGradientArgument(const float* db) const {
+        if (db && !writesBiasGradient())
+            throw Error(std::string("a convolution planned without a bias gradient (") +
+                        (bias ? "the layer after writes it" : "it has no bias") + ") was asked for one");
+        if (!db && writesBiasGradient())
+            throw Error("a convolution planned with a bias gradient was given nowhere to write it");
+    }
 };
 
 // Max: the window's largest element (padding never wins). Average: the mean of the window's
@@ -133,7 +145,8 @@ public:
     virtual void forward(Stream, const float* x, const float* w, const float* b, float* y, void* ws) = 0;
     // dx = conv^T(dy, w); skipped by callers for a network's first layer.
     virtual void backwardData(Stream, const float* dy, const float* w, float* dx, void* ws) = 0;
-    // dw = x ⋆ dy, db = sum over (n, h, w) of dy; both overwritten.
+    // dw = x ⋆ dy, db = sum over (n, h, w) of dy; both overwritten. db is given exactly where
+    // ConvDesc::writesBiasGradient(), else null (checkBiasGradientArgument).
     virtual void backwardWeights(Stream, const float* x, const float* dy, float* dw, float* db, void* ws) = 0;
 };
 

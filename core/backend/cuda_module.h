@@ -40,6 +40,7 @@ typedef struct TbNcclGroup TbNcclGroup; /* an NCCL communicator per GPU of a gro
 typedef struct TbConvDesc {
     int n, c, h, w, k, r, s, strideH, strideW, padTop, padLeft, padBottom, padRight;
     int bias; /* 0: no bias (b and db null) */
+    int biasGradient; /* 0 with a bias: the layer after writes db, and backwardWeights gets none (tb::ConvDesc) */
 } TbConvDesc;
 typedef struct TbPoolDesc {
     int n, c, h, w, r, s, strideH, strideW, padTop, padLeft, padBottom, padRight;

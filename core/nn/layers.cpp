@@ -59,6 +59,7 @@ public:
         ConvDesc d{n, in_.c, in_.h, in_.w, spec_.filters, spec_.kernel, spec_.kernel, spec_.stride, spec_.stride,
                    ph_.before, pw_.before, ph_.after, pw_.after};
         d.bias = spec_.bias;
+        d.biasGradient = !biasBySuccessor_;  // (linked before prepare: Network's constructor)
         op_ = be.makeConv(d);
     }
     size_t workspaceBytes() const override { return op_->workspaceBytes(); }

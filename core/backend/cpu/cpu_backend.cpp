@@ -217,28 +217,14 @@ public:
         bwdDataPd_ = convolution_backward_data::primitive_desc(
             convolution_backward_data::desc(algorithm::convolution_direct, x, any(w, in), yIn, strides, padL, padR),
             attr, eng_, fwdPd_);
-        const auto weightsPd = [&](const memory::desc& bias) {
-            return convolution_backward_weights::primitive_desc(
-                convolution_backward_weights::desc(algorithm::convolution_direct, xIn, any(w, dt::f32), bias, yIn,
-                                                   strides, padL, padR),
-                attr, eng_, fwdPd_);
-        };
-        bwdWeightsPd_ = weightsPd(b);
+        // Where the layer after writes db (ConvDesc::biasGradient false), dw alone: no bias term.
+        bwdWeightsPd_ = convolution_backward_weights::primitive_desc(
+            convolution_backward_weights::desc(algorithm::convolution_direct, xIn, any(w, dt::f32),
+                                               d.writesBiasGradient() ? b : memory::desc(), yIn, strides, padL, padR),
+            attr, eng_, fwdPd_);
         fwd_ = convolution_forward(fwdPd_);
         bwdData_ = convolution_backward_data(bwdDataPd_);
         bwdWeights_ = convolution_backward_weights(bwdWeightsPd_);
-        // With a bias, the weight gradient alone as well, for a step whose bias gradient the layer
-        // after writes (ConvOp::backwardWeights with db null): the same primitive without the
-        // bias where oneDNN lays out its memory alike, else db into a scratch vector.
-        if (d.bias) {
-            const auto alone = weightsPd(memory::desc());
-            if (alone.src_desc() == bwdWeightsPd_.src_desc() && alone.diff_dst_desc() == bwdWeightsPd_.diff_dst_desc() &&
-                alone.diff_weights_desc() == bwdWeightsPd_.diff_weights_desc() &&
-                alone.scratchpad_desc().get_size() <= bwdWeightsPd_.scratchpad_desc().get_size())
-                weightsAlone_ = convolution_backward_weights(alone);
-            else
-                unwantedBias_.resize(size_t(d.k));
-        }
         fx_ = StepInput(Arg(eng_, x, fwdPd_.src_desc()));
         fw_ = Arg(eng_, w, fwdPd_.weights_desc());
         fy_ = Arg(eng_, y, fwdPd_.dst_desc());
@@ -251,6 +237,7 @@ public:
         weightsX_ = sharedOr(fx_, wx_);
         weightsDy_ = sharedOr(ddy_, wdy_);
         bias_ = b;
+        desc_ = d;
         workspace_ = std::max({fwdPd_.scratchpad_desc().get_size(), bwdDataPd_.scratchpad_desc().get_size(),
                                bwdWeightsPd_.scratchpad_desc().get_size()});
     }
@@ -278,18 +265,15 @@ public:
         ddx_.out(s, dx);
     }
     void backwardWeights(Stream st, const float* x, const float* dy, float* dw, float* db, void* ws) override {
+        desc_.checkBiasGradientArgument(db);
         auto& s = pick(st);
         memory out = wdw_.dst(dw);
         std::unordered_map<int, memory> args{{DNNL_ARG_SRC, weightsX_->in(s, x)},
                                              {DNNL_ARG_DIFF_DST, weightsDy_->in(s, dy)},
                                              {DNNL_ARG_DIFF_WEIGHTS, out},
                                              {DNNL_ARG_SCRATCHPAD, scratch(bwdWeightsPd_, ws)}};
-        if (!db && !bias_.is_zero() && unwantedBias_.empty()) {
-            weightsAlone_.execute(s, args);
-        } else {
-            if (!bias_.is_zero()) args.emplace(DNNL_ARG_DIFF_BIAS, wrap(bias_, db ? db : unwantedBias_.data()));
-            bwdWeights_.execute(s, args);
-        }
+        if (db) args.emplace(DNNL_ARG_DIFF_BIAS, wrap(bias_, db));
+        bwdWeights_.execute(s, args);
         wdw_.out(s, dw);
     }
 
@@ -302,12 +286,11 @@ private:
     dnnl::convolution_forward fwd_;
     dnnl::convolution_backward_data bwdData_;
     dnnl::convolution_backward_weights bwdWeights_;
-    dnnl::convolution_backward_weights weightsAlone_;  // with a bias: dw without db (else unwantedBias_)
-    std::vector<float> unwantedBias_;
     StepInput fx_, ddy_, wx_, wdy_;
     StepInput *weightsX_ = nullptr, *weightsDy_ = nullptr;  // what backwardWeights reads x and dy from
     Arg fw_, fy_, dw_, ddx_, wdw_;
     memory::desc bias_;
+    ConvDesc desc_;
     size_t workspace_ = 0;
 };
 

@@ -198,7 +198,7 @@ public:
                 stageBytes_ = aligned(std::max(size_t(rows_) * d.k, xElems_) * sizeof(float));
             }
         }
-        ones_ = onesVector(ctx, size_t(rows_));
+        if (d.writesBiasGradient()) ones_ = onesVector(ctx, size_t(rows_));
         cudnnBytes_ = std::max({choice_.fwd.workspace, choice_.bwdData.workspace, choice_.bwdFilter.workspace});
         if (symmetric_ && api_ != ConvApi::Legacy && !forced_) chooseGraphs();  // (a forced layout is legacy's)
         if (bf16_ && !graph_[2]) wKrsc_ = DeviceBuffer();  // only the graph's bf16 filter gradient needs it
@@ -271,6 +271,13 @@ public:
         else toDx(q, static_cast<const float*>(out), dx);
     }
     void backwardWeights(Stream st, const float* x, const float* dy, float* dw, float* db, void* ws) override {
+        d_.checkBiasGradientArgument(db);
+        weights(st, x, dy, dw, db, ws);
+    }
+
+private:
+    // dw, and db where given (the set-up's trials leave it out: runDirection).
+    void weights(Stream st, const float* x, const float* dy, float* dw, float* db, void* ws) {
         cudaStream_t q = queueOf(st);
         if (const GraphConvPlan* g = graphNow_[2]) {  // dw (k, r, s, c) in fp32 by cuDNN itself
             const void* xin = input(q, x, ws);
@@ -304,8 +311,6 @@ public:
         else filterFromKrsc(q, wKrsc_.f(), dw, d_.k, d_.c, d_.r, d_.s);
         if (db) biasGradient(st, dy, ones_.f(), db, rows_, d_.k);
     }
-
-private:
     void forgetCopies() {
         for (StepCopy* c : {&xb_, &wb_, &dyb_, &xT_, &dyT_}) c->forget();
     }
@@ -945,7 +950,7 @@ private:
         switch (dir) {
         case ConvDirection::Forward: forward(st, t.x.f(), t.w.f(), d_.bias ? t.b.f() : nullptr, t.y.f(), t.ws); break;
         case ConvDirection::BackwardData: backwardData(st, t.dy.f(), t.w.f(), t.dx.f(), t.ws); break;
-        case ConvDirection::BackwardFilter: backwardWeights(st, t.x.f(), t.dy.f(), t.dw.f(), nullptr, t.ws); break;
+        case ConvDirection::BackwardFilter: weights(st, t.x.f(), t.dy.f(), t.dw.f(), nullptr, t.ws); break;
         }
     }
     // One direction in both layouts: in(layout) searches and re-times it in that layout, and
@@ -996,7 +1001,7 @@ private:
     DeviceBuffer wKrsc_;          // (k, r, s, c) fp32: the filter, or its gradient (bf16: the graph's dw)
     StepCopy xb_, wb_, dyb_;      // bf16: the (padded) input, the (k, r, s, c) filter, dy (rows, k)
     StepCopy xT_, dyT_;           // fp32 in NCHW: x (n, c, h, w), dy (n, k, outH, outW)
-    DeviceBuffer ones_;       // (rows) for the bias gradient
+    DeviceBuffer ones_;       // (rows) for the bias gradient, where the plan writes it
     size_t stageBytes_ = 0, cudnnBytes_ = 0;
 };
 
