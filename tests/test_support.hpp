@@ -2,7 +2,10 @@
 // running towerbench-run.
 #pragma once
 #include <sys/types.h>
+#include <unistd.h>
 #include <zlib.h>
+
+#include <cstdio>
 
 #include <QDir>
 #include <QFile>
@@ -94,6 +97,35 @@ QString errorOf(F&& f) {
         return QStringLiteral("<not a tb::Error: ") + QString::fromUtf8(e.what()) + QStringLiteral(">");
     }
     return QStringLiteral("<no exception>");
+}
+
+// What f() writes to this process's stderr (file descriptor 2, through a temporary file), which
+// the terminal shows no more of meanwhile; f's exceptions pass through, stderr given back first.
+template <typename F>
+QString stderrOf(F&& f) {
+    std::fflush(stderr);
+    FILE* into = std::tmpfile();
+    const int saved = dup(2);
+    if (!into || saved < 0 || dup2(fileno(into), 2) < 0) qFatal("stderrOf: cannot redirect stderr");
+    const auto restore = [&] {
+        std::fflush(stderr);
+        dup2(saved, 2);
+        close(saved);
+    };
+    try {
+        f();
+    } catch (...) {
+        restore();
+        std::fclose(into);
+        throw;
+    }
+    restore();
+    QByteArray text;
+    std::rewind(into);
+    char chunk[4096];
+    for (size_t got; (got = std::fread(chunk, 1, sizeof chunk, into)) > 0;) text.append(chunk, qsizetype(got));
+    std::fclose(into);
+    return QString::fromUtf8(text);
 }
 
 // True when msg contains every part; used as QVERIFY2(mentions(...), qPrintable(msg)).

@@ -249,9 +249,12 @@ private:
 // Records graphs as a CUDA stream does when an op fails inside a recording: the recording is
 // invalidated, so endCapture then fails with "capture invalidated" and names nothing of the cause.
 // Ops run at once on the CPU (the failure comes inside the first recording: nothing is replayed).
+// `everAfter`: from the first recording on every op fails, recorded or not (a fault of the op's
+// own, not the recording's).
 class FailsInsideRecording final : public tbtest::ForwardingBackend {
 public:
-    explicit FailsInsideRecording(int threads) : ForwardingBackend(makeCpuBackend(threads)) {}
+    explicit FailsInsideRecording(int threads, bool everAfter = false)
+        : ForwardingBackend(makeCpuBackend(threads)), everAfter_(everAfter) {}
     bool canCapture() const override { return true; }
     void beginCapture(Stream) override {
         capturing = true;
@@ -267,12 +270,15 @@ public:
         ++aborted;
     }
     void onCompute(const char* op) override {
-        if (!capturing) return;
-        invalidated = true;
-        throw Error(std::string("planted failure in ") + op + " inside a recording");
+        if (!capturing && !(everAfter_ && recordings > 0)) return;
+        invalidated = invalidated || capturing;
+        throw Error(std::string("planted failure in ") + op + (capturing ? " inside a recording" : " after a recording"));
     }
     std::atomic<bool> capturing{false}, invalidated{false};
     std::atomic<int> recordings{0}, aborted{0};
+
+private:
+    const bool everAfter_;
 };
 
 // Records graphs as a CUDA stream does for the events in them: an event recorded while a stream
@@ -1126,14 +1132,24 @@ private slots:
         QCOMPARE(log.states.back(), RunState::Failed);
         QVERIFY2(QString::fromStdString(log.details.back()).contains("planted failure"), log.details.back().c_str());
     }
-    // An op that fails while a tower's step is being recorded as a graph (a GPU's second step) ends
-    // the run with that op's error, and the stream leaves capture mode (abortCapture): not with
-    // endCapture's "capture invalidated", which names nothing of the cause.
-    void aFailureInsideARecordingKeepsItsCause() {
+    // A tower's step that cannot be recorded as a graph (an op a stream being recorded refuses,
+    // at a GPU's second step) is said once on stderr with that op's error, not endCapture's
+    // "capture invalidated", which names nothing of the cause; the stream leaves capture mode
+    // (abortCapture), the step runs unrecorded, and so do all after it (one recording tried): the
+    // run ends as one whose backend records nothing. An op that also fails unrecorded ends the run
+    // with its own error. (Seen failing with the run ended at the failed recording, as until
+    // 2026-12-06, and with every later step trying to record again.)
+    void aStepThatCannotBeRecordedRunsUnrecorded_data() {
+        QTest::addColumn<bool>("opFailsUnrecordedToo");
+        QTest::newRow("only inside the recording") << false;
+        QTest::newRow("unrecorded too") << true;
+    }
+    void aStepThatCannotBeRecordedRunsUnrecorded() {
+        QFETCH(bool, opFailsUnrecordedToo);
         std::vector<std::shared_ptr<FailsInsideRecording>> made;  // the tower's, the holder's
         std::mutex m;
         auto previous = setBackendFactory(DeviceType::Cpu, [&](const Device&, const BackendOptions& o) {
-            auto b = std::make_shared<FailsInsideRecording>(o.cpuThreads);
+            auto b = std::make_shared<FailsInsideRecording>(o.cpuThreads, opFailsUnrecordedToo);
             std::lock_guard lock(m);
             made.push_back(b);
             return std::shared_ptr<Backend>(b);
@@ -1143,9 +1159,14 @@ private slots:
         Trainer t(c);
         StateLog log;
         t.addObserver(&log);
-        const QString msg = tbtest::errorOf([&] { t.run(); });
+        RunSummary summary;
+        QString msg;
+        const QString said = tbtest::stderrOf([&] { msg = tbtest::errorOf([&] { summary = t.run(); }); });
         setBackendFactory(DeviceType::Cpu, previous);
-        QVERIFY2(msg.contains("planted failure in") && msg.contains("inside a recording"), qPrintable(msg));
+        QVERIFY2(tbtest::mentions(said, {"cpu:0: tower 0's step could not be recorded as a graph (planted failure in",
+                                 "inside a recording); its steps run unrecorded"}),
+                 qPrintable(said));
+        QCOMPARE(said.count("could not be recorded"), 1);
         int recordings = 0, aborted = 0;
         for (const auto& b : made) {
             recordings += b->recordings;
@@ -1154,7 +1175,16 @@ private slots:
         }
         QCOMPARE(recordings, 1);
         QCOMPARE(aborted, 1);
-        QCOMPARE(log.states.back(), RunState::Failed);
+        if (opFailsUnrecordedToo) {
+            QVERIFY2(tbtest::mentions(msg, {"planted failure in", "after a recording"}), qPrintable(msg));
+            QCOMPARE(log.states.back(), RunState::Failed);
+            return;
+        }
+        QCOMPARE(msg, QStringLiteral("<no exception>"));
+        QCOMPARE(log.states.back(), RunState::Finished);
+        const RunSummary plain = Trainer(c).run();
+        QCOMPARE(summary.steps, plain.steps);
+        QCOMPARE(summary.finalLoss, plain.finalLoss);
     }
     // With a report lag each step in flight has a slot of its own, recorded as a graph when first
     // used for a replayable step: never while the step it served before, the eager first one among

@@ -3,6 +3,7 @@
 #include <algorithm>
 #include <chrono>
 #include <cmath>
+#include <cstdio>
 #include <cstring>
 #include <exception>
 #include <mutex>
@@ -64,6 +65,8 @@ struct TowerSet::Tower {
     // micro-step's, added into it after each micro-step but the first.
     Tensor stepGrads, microGrads;
     int64_t computed = 0;            // steps computed so far (the first runs eagerly)
+    int64_t replayed = 0;            // of them, launched from a recorded graph
+    bool unrecordable = false;       // a recording of its step failed: every step runs unrecorded
     // Per step of the current call (one step; averaging: the local steps up to an average).
     std::vector<Result> results;
     Clock::time_point finished;      // when this call's work was done (the rest is waiting)
@@ -508,17 +511,18 @@ void TowerSet::computeGradients(Tower& t, int i, uint64_t step, Result& r, const
     // Tower 0's profiled steps run eagerly too: events inside a recording would time nothing.
     const bool profiled = i == 0 && (int64_t(step) == kProfileFirst || (step > 0 && int64_t(step) % kProfileEvery == 0));
     if (profiled && part.once) net.profileNextStep();
-    const bool replayable = be.canCapture() && n == plan_.batchPerTower && !net.drawsRandomNumbers() &&
-                            plan_.accumulate == 1 && !profiled;
+    const bool replayable = be.canCapture() && !t.unrecordable && n == plan_.batchPerTower &&
+                            !net.drawsRandomNumbers() && plan_.accumulate == 1 && !profiled;
     // With a report lag the steps in flight use the slots in turn; the oldest is free by now
     // (steps() read it before this step was launched).
     t.slot = (t.slot + 1) % int(t.slots.size());
     StepSlot& slot = t.slots[size_t(t.slot)];
-    if (replayable && t.computed >= 1) {
-        if (!slot.graph) slot.graph = recordStep(t, slot, n, int64_t(step), stepSeed, part);
+    if (replayable && t.computed >= 1 && !slot.graph) slot.graph = recordStep(t, i, slot, n, int64_t(step), stepSeed, part);
+    if (replayable && slot.graph) {
         // The update recorded in it (report lag) takes this step's learning rate (and Adam's count).
         const UpdateParams update = updater_ ? updater_->paramsAt(int64_t(step)) : UpdateParams{};
         be.launchGraph(slot.graph, t.stream, updater_ ? &update : nullptr);
+        ++t.replayed;
     } else {
         enqueueCompute(t, slot, n, int64_t(step), stepSeed, part);
     }
@@ -543,16 +547,27 @@ void TowerSet::computeGradients(Tower& t, int i, uint64_t step, Result& r, const
 // marks), made when the slot is first used for a replayable step: the step it served before has
 // been reported by then, so its marks are not recorded into a graph while the host may still
 // read them (recording all the slots at once did that to the eager first step's).
-Graph TowerSet::recordStep(Tower& t, StepSlot& slot, int n, int64_t step, uint64_t seed, const MicroBatch& part) {
+// Null where the step cannot be recorded (a call that a stream being recorded refuses, a graph
+// that will not instantiate): said once with its cause, and the tower runs every step unrecorded,
+// slower but the same arithmetic. Nothing of the failed recording ran, so the step runs eagerly
+// next; a failure that is not the recording's own then fails that step with its own error.
+Graph TowerSet::recordStep(Tower& t, int i, StepSlot& slot, int n, int64_t step, uint64_t seed,
+                           const MicroBatch& part) {
     Backend& be = *t.backend;
     be.beginCapture(t.stream);
     try {
         enqueueCompute(t, slot, n, step, seed, part);
-    } catch (...) {
+        return be.endCapture(t.stream);
+    } catch (const std::exception& e) {
         be.abortCapture(t.stream);  // (endCapture would throw "capture invalidated" over the cause)
+        t.unrecordable = true;
+        std::fprintf(stderr, "%s: tower %d's step could not be recorded as a graph (%s); its steps run unrecorded\n",
+                     t.device.str().c_str(), towerOffset_ + i, e.what());
+        return nullptr;
+    } catch (...) {
+        be.abortCapture(t.stream);
         throw;
     }
-    return be.endCapture(t.stream);
 }
 
 // A computed step's results, once the device has run it: its phases timed by the slot's marks
@@ -818,6 +833,12 @@ size_t TowerSet::optimizerSlotBytes() const { return strategy_->optimizerSlotByt
 
 int64_t TowerSet::bytesMoved() const {
     return strategy_->comm().bytesMoved() + (statisticsComm_ ? statisticsComm_->bytesMoved() : 0);
+}
+
+int64_t TowerSet::replayedSteps() const {
+    int64_t n = 0;
+    for (const auto& t : towers_) n += t->replayed;
+    return n;
 }
 
 }  // namespace tb

@@ -117,6 +117,9 @@ public:
     size_t optimizerSlotBytes() const override;
     // Bytes the communicator has counted since the start.
     int64_t bytesMoved() const override;
+    // Steps launched from a recorded graph so far, all towers (between steps): 0 on CPU towers,
+    // and on GPU towers whose step could not be recorded (recordStep).
+    int64_t replayedSteps() const;
 
 private:
     struct Tower;
@@ -153,7 +156,7 @@ private:
                           const MicroBatch& part = {});
     void accumulateSlice(Tower& t, int i, const Batch& b, int64_t step, Result& r);
     void enqueueCompute(Tower& t, StepSlot& slot, int n, int64_t step, uint64_t seed, const MicroBatch& part);
-    Graph recordStep(Tower& t, StepSlot& slot, int n, int64_t step, uint64_t seed, const MicroBatch& part);
+    Graph recordStep(Tower& t, int i, StepSlot& slot, int n, int64_t step, uint64_t seed, const MicroBatch& part);
     void readStep(Tower& t, StepSlot& slot, Result& r);
     TowerStep stepReport(int64_t step, const std::vector<const Result*>& perTower) const;
     TowerStep landed();  // the oldest step in flight, reported once the device has run it

@@ -381,6 +381,10 @@ def bench_towerbench(binary, model, data, batch, steps, warmup, threads, workdir
     proc = subprocess.run(cmd, cwd=REPO, capture_output=True, text=True, timeout=timeout)
     if proc.returncode != 0:
         raise RuntimeError(f"{' '.join(cmd)} exited with {proc.returncode}:\n{proc.stderr.strip()[-2000:]}")
+    # What a run that succeeded said on the way (a fused GEMM not to be had, a step that could not be
+    # recorded as a graph and ran unrecorded): the measured speed is that configuration's.
+    if proc.stderr.strip():
+        sys.stderr.write(proc.stderr if proc.stderr.endswith("\n") else proc.stderr + "\n")
     lines = [ln for ln in proc.stdout.splitlines() if ln.strip()]
     if not lines:
         raise RuntimeError(f"{' '.join(cmd)} printed nothing")
