@@ -200,7 +200,7 @@ QString firstDifference(Backend& be, const ModelSpec& a, const ModelSpec& b, int
 class SumWatch final : public tbtest::ForwardingBackend {
 public:
     using ForwardingBackend::ForwardingBackend;
-    int summingPlans = 0, convsLeavingDb = 0, weightsAlone = 0;
+    int summingPlans = 0, convsLeavingDb = 0, convsWithoutDx = 0, weightsAlone = 0;
     std::unique_ptr<PoolOp> makePool(const PoolDesc& d) override {
         summingPlans += d.sumDx;
         return ForwardingBackend::makePool(d);
@@ -211,6 +211,7 @@ public:
     }
     std::unique_ptr<ConvOp> makeConv(const ConvDesc& d) override {
         convsLeavingDb += d.bias && !d.biasGradient;
+        convsWithoutDx += !d.inputGradient;
         class Watched final : public ConvOp {
         public:
             Watched(std::unique_ptr<ConvOp> op, int& alone) : op_(std::move(op)), alone_(alone) {}
@@ -637,11 +638,12 @@ private slots:
         for (size_t b = bias; b < bias + 8; ++b) params[b] = -0.2f;
         std::vector<float> grads;
         for (const ModelSpec* spec : {&linked, &apart}) {
-            be->summingPlans = be->convsLeavingDb = be->weightsAlone = 0;
+            be->summingPlans = be->convsLeavingDb = be->convsWithoutDx = be->weightsAlone = 0;
             stepGradients(*be, *spec, n, params, x, labels, grads);
             const int expected = spec == &linked && links ? 1 : 0;
             QCOMPARE(be->summingPlans, expected);
             QCOMPARE(be->convsLeavingDb, expected);
+            QCOMPARE(be->convsWithoutDx, 1);  // c, reading the model's input (not "side", reading c)
             QCOMPARE(be->weightsAlone, expected);
         }
         const QString difference =

@@ -51,6 +51,9 @@ struct ConvDesc {
     // With a bias: false where the layer after writes db (PoolDesc::sumDx, LrnDesc::sumDx), so the
     // plan computes dw alone and keeps nothing for db (the GPU's ones vector, oneDNN's bias term).
     bool biasGradient = true;
+    // false where backwardData is never called (a convolution reading the model's input, whose
+    // gradient nothing needs): the plan leaves that direction out (no search, no workspace for it).
+    bool inputGradient = true;
     int outH() const { return (h + padTop + padBottom - r) / strideH + 1; }
     int outW() const { return (w + padLeft + padRight - s) / strideW + 1; }
     bool writesBiasGradient() const { return bias && biasGradient; }
@@ -61,6 +64,10 @@ struct ConvDesc {
                         (bias ? "the layer after writes it" : "it has no bias") + ") was asked for one");
         if (!db && writesBiasGradient())
             throw Error("a convolution planned with a bias gradient was given nowhere to write it");
+    }
+    // ConvOp::backwardData: refused where the plan left that direction out.
+    void checkInputGradientCall() const {
+        if (!inputGradient) throw Error("a convolution planned without an input gradient was asked for one");
     }
 };
 
@@ -143,7 +150,8 @@ public:
     virtual ~ConvOp() = default;
     virtual size_t workspaceBytes() const = 0;
     virtual void forward(Stream, const float* x, const float* w, const float* b, float* y, void* ws) = 0;
-    // dx = conv^T(dy, w); skipped by callers for a network's first layer.
+    // dx = conv^T(dy, w); skipped by callers for a network's first layer, and refused by a plan made
+    // with ConvDesc::inputGradient false.
     virtual void backwardData(Stream, const float* dy, const float* w, float* dx, void* ws) = 0;
     // dw = x ⋆ dy, db = sum over (n, h, w) of dy; both overwritten. db is given exactly where
     // ConvDesc::writesBiasGradient(), else null (checkBiasGradientArgument).

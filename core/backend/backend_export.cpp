@@ -132,6 +132,7 @@ void fillPlans(TbBackendInterface& t) {
             c.padTop = d->padTop, c.padLeft = d->padLeft, c.padBottom = d->padBottom, c.padRight = d->padRight;
             c.bias = d->bias != 0;
             c.biasGradient = d->biasGradient != 0;
+            c.inputGradient = d->inputGradient != 0;
             auto op = std::make_unique<TbConv>();
             op->op = b->be->makeConv(c);
             *workspace = op->op->workspaceBytes();

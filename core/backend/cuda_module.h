@@ -41,6 +41,7 @@ typedef struct TbConvDesc {
     int n, c, h, w, k, r, s, strideH, strideW, padTop, padLeft, padBottom, padRight;
     int bias; /* 0: no bias (b and db null) */
     int biasGradient; /* 0 with a bias: the layer after writes db, and backwardWeights gets none (tb::ConvDesc) */
+    int inputGradient; /* 0: backwardData is never called, and the plan leaves it out (tb::ConvDesc) */
 } TbConvDesc;
 typedef struct TbPoolDesc {
     int n, c, h, w, r, s, strideH, strideW, padTop, padLeft, padBottom, padRight;

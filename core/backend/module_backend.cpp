@@ -219,7 +219,7 @@ public:
     std::unique_ptr<ConvOp> makeConv(const ConvDesc& d) override {
         const TbConvDesc c{d.n,       d.c,       d.h,      d.w,       d.k,         d.r,       d.s,
                            d.strideH, d.strideW, d.padTop, d.padLeft, d.padBottom, d.padRight, d.bias ? 1 : 0,
-                           d.biasGradient ? 1 : 0};
+                           d.biasGradient ? 1 : 0, d.inputGradient ? 1 : 0};
         TbConv* op = nullptr;
         size_t ws = 0;
         TB_MODULE_CALL(makeConv, be_, &c, &op, &ws);

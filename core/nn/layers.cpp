@@ -60,6 +60,7 @@ public:
                    ph_.before, pw_.before, ph_.after, pw_.after};
         d.bias = spec_.bias;
         d.biasGradient = !biasBySuccessor_;  // (linked before prepare: Network's constructor)
+        d.inputGradient = inputGradient_;
         op_ = be.makeConv(d);
     }
     size_t workspaceBytes() const override { return op_->workspaceBytes(); }
@@ -76,11 +77,13 @@ public:
     // The layer after it writes its bias gradient (Layer::sumInputGradient): false without a bias.
     bool leaveBiasGradient() { return biasBySuccessor_ = spec_.bias; }
     float* biasGradient() const { return dw[1]; }
+    void skipInputGradients() override { inputGradient_ = false; }
 
 private:
     AxisPadding ph_, pw_;
     std::unique_ptr<ConvOp> op_;
     bool biasBySuccessor_ = false;  // the layer after it writes db (leaveBiasGradient)
+    bool inputGradient_ = true;     // false: dx is never asked for (skipInputGradients)
 };
 
 // Pooling and LRN: a backend plan whose forward saves what its backward reads, and which can sum

@@ -97,6 +97,9 @@ public:
     // writes that gradient (pooling, LRN), and `before` makes no pass of its own over it. false
     // where the two layers cannot do this.
     virtual bool sumInputGradient(Layer& /*before*/) { return false; }
+    // No input's gradient will be asked of backward (before prepare): the layer reads only the
+    // model's input, whose gradient nothing needs. Its plans may leave that direction out.
+    virtual void skipInputGradients() {}
     // Floating-point operations of the forward pass per example (multiply-adds count 2); the
     // weight gradient and the input gradient each cost as much again for conv and dense layers.
     virtual int64_t forwardFlops() const { return 0; }

@@ -405,6 +405,14 @@ Network::Network(const ModelSpec& spec, Backend& backend, int batch, LayerRange 
     };
     link(reluMaskSources(configured, spec, range_), &Layer::maskInputGradient, "mask its input's gradient for");
     link(biasSumSources(configured, spec, range_), &Layer::sumInputGradient, "write the bias gradient of");
+    // Layers whose backward is asked for no input's gradient (reading only the model's input, in
+    // the first stage; or not run backward at all): their plans leave that direction out.
+    std::vector<bool> givesDx(size_t(range_.last - range_.first + 1), false);
+    for (const GradientPlan::Step& step : plan.steps)
+        for (int slot : step.dx)
+            if (slot != GradientPlan::kNone) givesDx[size_t(step.layer)] = true;
+    for (int l = range_.first; l <= range_.last; ++l)
+        if (!givesDx[size_t(l - range_.first)]) configured.layers[size_t(l)]->skipInputGradients();
     for (int l = range_.first; l <= range_.last; ++l) {
         layers_.push_back(std::move(configured.layers[size_t(l)]));
         outDims_.push_back(configured.outDims[size_t(l)]);

@@ -189,6 +189,11 @@ int main() {
     CHECK(noBias == dev + " | conv n128 c1 28x28 k32 5x5 stride 1x1 pad 2x2 no bias | fp32 fma deterministic", "%s",
           noBias.c_str());
     keys.insert(noBias);
+    const std::string noDx =
+        tb::cuda::choiceKey(dev, 128, 1, 28, 28, 32, 5, 5, 1, 1, 2, 2, false, false, {ConvMath::Fma, true}, true, false);
+    CHECK(noDx == dev + " | conv n128 c1 28x28 k32 5x5 stride 1x1 pad 2x2 no input gradient | fp32 fma deterministic",
+          "%s", noDx.c_str());
+    keys.insert(noDx);
     keys.insert(tb::cuda::choiceKey("NVIDIA H200, sm 9.0, 132 SMs, cuDNN 9.19.0", 128, 1, 28, 28, 32, 5, 5, 1, 1, 2, 2, false,
                                     false, {ConvMath::Fma, true}));
     // A VALID convolution on 33x33 and a SAME one on 32x32 padded by hand to 33x33: cuDNN sees
@@ -196,6 +201,6 @@ int main() {
     const std::string valid = tb::cuda::choiceKey(dev, 128, 8, 33, 33, 16, 2, 2, 2, 2, 0, 0, false, false, {ConvMath::Fma, true});
     const std::string byHand = tb::cuda::choiceKey(dev, 128, 8, 33, 33, 16, 2, 2, 2, 2, 0, 0, true, false, {ConvMath::Fma, true});
     CHECK(valid != byHand && byHand.find("pad by hand") != std::string::npos, "%s", byHand.c_str());
-    CHECK(keys.size() == 17, "%zu distinct keys of 17", keys.size());
+    CHECK(keys.size() == 18, "%zu distinct keys of 18", keys.size());
     return tbcheck::exitStatus();
 }

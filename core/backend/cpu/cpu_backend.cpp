@@ -214,23 +214,29 @@ public:
             convolution_forward::desc(prop_kind::forward_training, algorithm::convolution_direct, xIn, any(w, in), b,
                                       y, strides, padL, padR),
             attr, eng_);
-        bwdDataPd_ = convolution_backward_data::primitive_desc(
-            convolution_backward_data::desc(algorithm::convolution_direct, x, any(w, in), yIn, strides, padL, padR),
-            attr, eng_, fwdPd_);
+        // Where no input gradient is asked for (ConvDesc::inputGradient false), no data-gradient primitive.
+        if (d.inputGradient)
+            bwdDataPd_ = convolution_backward_data::primitive_desc(
+                convolution_backward_data::desc(algorithm::convolution_direct, x, any(w, in), yIn, strides, padL, padR),
+                attr, eng_, fwdPd_);
         // Where the layer after writes db (ConvDesc::biasGradient false), dw alone: no bias term.
         bwdWeightsPd_ = convolution_backward_weights::primitive_desc(
             convolution_backward_weights::desc(algorithm::convolution_direct, xIn, any(w, dt::f32),
                                                d.writesBiasGradient() ? b : memory::desc(), yIn, strides, padL, padR),
             attr, eng_, fwdPd_);
         fwd_ = convolution_forward(fwdPd_);
-        bwdData_ = convolution_backward_data(bwdDataPd_);
         bwdWeights_ = convolution_backward_weights(bwdWeightsPd_);
         fx_ = StepInput(Arg(eng_, x, fwdPd_.src_desc()));
         fw_ = Arg(eng_, w, fwdPd_.weights_desc());
         fy_ = Arg(eng_, y, fwdPd_.dst_desc());
-        ddy_ = StepInput(Arg(eng_, y, bwdDataPd_.diff_dst_desc()));
-        dw_ = Arg(eng_, w, bwdDataPd_.weights_desc());
-        ddx_ = Arg(eng_, x, bwdDataPd_.diff_src_desc());
+        workspace_ = std::max(fwdPd_.scratchpad_desc().get_size(), bwdWeightsPd_.scratchpad_desc().get_size());
+        if (d.inputGradient) {
+            bwdData_ = convolution_backward_data(bwdDataPd_);
+            ddy_ = StepInput(Arg(eng_, y, bwdDataPd_.diff_dst_desc()));
+            dw_ = Arg(eng_, w, bwdDataPd_.weights_desc());
+            ddx_ = Arg(eng_, x, bwdDataPd_.diff_src_desc());
+            workspace_ = std::max(workspace_, bwdDataPd_.scratchpad_desc().get_size());
+        }
         wx_ = StepInput(Arg(eng_, x, bwdWeightsPd_.src_desc()));
         wdy_ = StepInput(Arg(eng_, y, bwdWeightsPd_.diff_dst_desc()));
         wdw_ = Arg(eng_, w, bwdWeightsPd_.diff_weights_desc());
@@ -238,8 +244,6 @@ public:
         weightsDy_ = sharedOr(ddy_, wdy_);
         bias_ = b;
         desc_ = d;
-        workspace_ = std::max({fwdPd_.scratchpad_desc().get_size(), bwdDataPd_.scratchpad_desc().get_size(),
-                               bwdWeightsPd_.scratchpad_desc().get_size()});
     }
     size_t workspaceBytes() const override { return workspace_; }
 
@@ -256,6 +260,7 @@ public:
         fy_.out(s, y);
     }
     void backwardData(Stream st, const float* dy, const float* w, float* dx, void* ws) override {
+        desc_.checkInputGradientCall();
         auto& s = pick(st);
         memory out = ddx_.dst(dx);
         bwdData_.execute(s, {{DNNL_ARG_DIFF_DST, ddy_.in(s, dy)},

@@ -155,13 +155,15 @@ bool keptChoiceObeys(const AlgoChoice& kept, const Perf* heuristics, int count, 
 // The key a convolution's choices are kept under across runs: the GPU and cuDNN (`device`, e.g.
 // "NVIDIA H100 80GB HBM3, sm 9.0, 132 SMs, cuDNN 9.19.0"), the shape cuDNN sees (the input padded
 // by hand where the padding was asymmetric: `paddedByHand`, which runs NHWC only) and the rule.
-// A convolution without a bias ("no bias") is told apart: its forward graph differs.
+// A convolution without a bias ("no bias") is told apart: its forward graph differs; so is one
+// never asked for its input gradient ("no input gradient"), whose choice leaves that direction out.
 inline std::string choiceKey(const std::string& device, int n, int c, int h, int w, int k, int r, int s, int strideH,
-                             int strideW, int padH, int padW, bool paddedByHand, bool bf16, ConvRule rule, bool bias = true) {
+                             int strideW, int padH, int padW, bool paddedByHand, bool bf16, ConvRule rule, bool bias = true,
+                             bool inputGradient = true) {
     auto i = [](int v) { return std::to_string(v); };
     return device + " | conv n" + i(n) + " c" + i(c) + " " + i(h) + "x" + i(w) + " k" + i(k) + " " + i(r) + "x" + i(s) +
            " stride " + i(strideH) + "x" + i(strideW) + " pad " + (paddedByHand ? std::string("by hand") : i(padH) + "x" + i(padW)) +
-           (bias ? "" : " no bias") + " | " +
+           (bias ? "" : " no bias") + (inputGradient ? "" : " no input gradient") + " | " +
            (bf16 ? "bf16 tensor-op" : rule.math == ConvMath::Any ? "fp32 tf32-allowed" : "fp32 fma") +
            (rule.deterministic ? " deterministic" : " fastest");
 }

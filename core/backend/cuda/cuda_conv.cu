@@ -141,7 +141,7 @@ AlgoChoice retimed(const Perf* perf, int count, ConvRule rule, cudnnConvolutionD
 // (towers on one GPU and the evaluation network would otherwise search again).
 class ConvChoiceCache {
 public:
-    using Key = std::tuple<int, int, int, int, int, int, int, int, int, int, int, bool, bool, bool, bool, bool>;
+    using Key = std::tuple<int, int, int, int, int, int, int, int, int, int, int, bool, bool, bool, bool, bool, bool>;
     std::mutex mutex;
     std::map<Key, ConvChoice> choices;
     // The graph engines TB_CONV_API=graph took, shared by the plans of a shape like the choices
@@ -243,6 +243,7 @@ public:
         }
     }
     void backwardData(Stream st, const float* dy, const float* w, float* dx, void* ws) override {
+        d_.checkInputGradientCall();
         cudaStream_t q = queueOf(st);
         if (const GraphConvPlan* g = graphNow_[1]) {  // dx written in fp32 by cuDNN itself
             const void* filt = filter(q, w);
@@ -408,12 +409,13 @@ private:
         ConvChoiceCache& cache = choiceCache();
         cacheKey_ = {ctx_.device, d_.n, d_.c, hp_, wp_, d_.k, d_.r, d_.s, d_.strideH * 1000 + d_.strideW,
                      symmetric_ ? d_.padTop : 0, symmetric_ ? d_.padLeft : 0, ctx_.allowTf32, bf16_,
-                     ctx_.deterministic, symmetric_, d_.bias};  // (padded by hand: no NCHW)
+                     ctx_.deterministic, symmetric_, d_.bias, d_.inputGradient};  // (padded by hand: no NCHW)
         const ConvChoiceCache::Key& key = cacheKey_;
         rule_ = {bf16_ ? ConvMath::TensorOp : ctx_.allowTf32 ? ConvMath::Any : ConvMath::Fma, ctx_.deterministic};
         const ConvRule rule = rule_;
         storeKey_ = choiceKey(ctx_.deviceKey, d_.n, d_.c, hp_, wp_, d_.k, d_.r, d_.s, d_.strideH, d_.strideW,
-                              symmetric_ ? d_.padTop : 0, symmetric_ ? d_.padLeft : 0, !symmetric_, bf16_, rule, d_.bias);
+                              symmetric_ ? d_.padTop : 0, symmetric_ ? d_.padLeft : 0, !symmetric_, bf16_, rule, d_.bias,
+                              d_.inputGradient);
         const std::string& storeKey = storeKey_;
         std::lock_guard lock(cache.mutex);
         if (auto it = cache.choices.find(key); it != cache.choices.end()) {
@@ -490,7 +492,7 @@ private:
                 return cudnnGetConvolutionForwardWorkspaceSize(h, xd(c.fwd), wd(c.fwd), fwdConv_, yd(c.fwd),
                                                                cudnnConvolutionFwdAlgo_t(algo), bytes);
             });
-        if (why.empty())
+        if (why.empty() && d_.inputGradient)  // (else nothing is kept for it: timedChoice)
             why = keptProblem<cudnnConvolutionBwdDataAlgoPerf_t>(
                 c.bwdData, rule, bwdDataConv_, "convolution's input gradient", CUDNN_CONVOLUTION_BWD_DATA_ALGO_COUNT,
                 [&](int n, int* count, cudnnConvolutionBwdDataAlgoPerf_t* perf) {
@@ -653,22 +655,24 @@ private:
                                 [&] { return toNchw(l, yc_, t.yt, y_, t.y); });
                 });
             });
-        c.bwdData = direction(
-            static_cast<cudnnConvolutionBwdDataAlgoPerf_t*>(nullptr), bwdDataConv_, CUDNN_CONVOLUTION_BWD_DATA_ALGO_COUNT,
-            "convolution's input gradient",
-            [&](ConvLayout l, int n, int* count, cudnnConvolutionBwdDataAlgoPerf_t* perf) {
-                return cudnnFindConvolutionBackwardDataAlgorithmEx(h, wd(l), t.w.raw(), yd(l), yIn(l), bwdDataConv_, xd(l),
-                                                                   xIn(l), n, count, perf, t.space, t.bytes);
-            },
-            [&](ConvLayout l, int algo, size_t bytes) {
-                toKrsc(l);
-                return then(toNchw(l, y_, t.y, yc_, t.yt), [&] {
-                    return then(cudnnConvolutionBackwardData(h, &one, wd(l), t.w.raw(), yd(l), yIn(l), bwdDataConv_,
-                                                             cudnnConvolutionBwdDataAlgo_t(algo), t.space, bytes, &zero,
-                                                             xd(l), xIn(l)),
-                                [&] { return toNchw(l, xc_, t.xt, x_, t.x); });
+        // (A plan that is never asked for dx leaves its direction unsearched: ConvDesc::inputGradient.)
+        if (d_.inputGradient)
+            c.bwdData = direction(
+                static_cast<cudnnConvolutionBwdDataAlgoPerf_t*>(nullptr), bwdDataConv_, CUDNN_CONVOLUTION_BWD_DATA_ALGO_COUNT,
+                "convolution's input gradient",
+                [&](ConvLayout l, int n, int* count, cudnnConvolutionBwdDataAlgoPerf_t* perf) {
+                    return cudnnFindConvolutionBackwardDataAlgorithmEx(h, wd(l), t.w.raw(), yd(l), yIn(l), bwdDataConv_,
+                                                                       xd(l), xIn(l), n, count, perf, t.space, t.bytes);
+                },
+                [&](ConvLayout l, int algo, size_t bytes) {
+                    toKrsc(l);
+                    return then(toNchw(l, y_, t.y, yc_, t.yt), [&] {
+                        return then(cudnnConvolutionBackwardData(h, &one, wd(l), t.w.raw(), yd(l), yIn(l), bwdDataConv_,
+                                                                 cudnnConvolutionBwdDataAlgo_t(algo), t.space, bytes, &zero,
+                                                                 xd(l), xIn(l)),
+                                    [&] { return toNchw(l, xc_, t.xt, x_, t.x); });
+                    });
                 });
-            });
         // Both transpositions counted, though a step whose input gradient also runs in NCHW
         // shares dy's.
         c.bwdFilter = direction(
@@ -746,6 +750,7 @@ private:
         bool changed = false;
         for (int i = 0; i < 3; ++i) {
             const auto dir = ConvDirection(i);
+            if (dir == ConvDirection::BackwardData && !d_.inputGradient) continue;  // (never run)
             AlgoChoice& a = directionOf(c, dir);
             // (TB_CONV_API=graph takes an engine where a measured run kept "not faster".)
             if ((a.graphState == Graph::NotFaster && keepable) || a.graphState == Graph::None) continue;
