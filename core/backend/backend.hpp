@@ -296,8 +296,9 @@ public:
         throw Error(name() + ": this backend cannot record graphs");
     }
     // Ends a recording that failed part-way (an op threw inside it): whatever was recorded is
-    // dropped, the stream runs work again, and nothing throws, so the caller rethrows the error that
-    // stopped the recording rather than endCapture's "capture invalidated".
+    // dropped, the stream runs work again, and nothing throws, so the caller keeps the error that
+    // stopped the recording rather than endCapture's "capture invalidated" (TowerSet says it and
+    // runs the step unrecorded).
     virtual void abortCapture(Stream) noexcept {}
     virtual void destroyGraph(Graph) {}
 

@@ -5,6 +5,7 @@
 //   - every op of a backend through the table passes the cross-backend op check, and gives the
 //     CPU backend's bits
 //   - a failure inside the module crosses as TB_ERROR and arrives as a tb::Error with its message
+//   - a convolution refuses the calls its plan left out (no input gradient, no bias gradient)
 //   - a graph's replay carries the update it is given (every field), and none where none is given
 //   - a module built from another cuda_module.h, or laid out in other sizes, is refused
 //   - NCCL's communicator over 4 ranks: all-reduce (sum, mean), reduce to the holder's rank and
@@ -135,6 +136,42 @@ void failuresCrossAsValues() {
     }
     CHECK(!direct.empty(), "the CPU backend took a convolution of 0 filters");
     CHECK(through == direct, "through the table: \"%s\", direct: \"%s\"", through.c_str(), direct.c_str());
+}
+
+// A convolution refuses the calls its plan left out (ConvDesc::inputGradient, biasGradient) in one
+// sentence, directly and through the table alike (both flags cross it: the op check above runs
+// plans made with each).
+void unplannedCallsAreRefused() {
+    struct Case {
+        const char* what;
+        bool inputGradient, biasGradient, data, giveDb;
+        const char* says;
+    };
+    for (const Case& c : {Case{"dx of a plan without it", false, true, true, true, "without an input gradient"},
+                          Case{"db of a plan without it", true, false, false, true, "without a bias gradient"},
+                          Case{"no db for a plan with it", true, true, false, false, "given nowhere to write it"}}) {
+        ConvDesc d;
+        d.n = 1, d.c = 2, d.h = 5, d.w = 5, d.k = 3, d.r = 3, d.s = 3;
+        d.inputGradient = c.inputGradient, d.biasGradient = c.biasGradient;
+        std::string said[2];
+        int i = 0;
+        for (const std::shared_ptr<Backend>& be : {makeCpuBackend(1), makeBackend(gpu(0))}) {
+            const Stream st = be->createStream();
+            auto op = be->makeConv(d);
+            std::vector<float> x(50), dy(27), w(54), dw(54), db(3), dx(50), ws(op->workspaceBytes() / 4 + 1);
+            try {
+                if (c.data) op->backwardData(st, dy.data(), w.data(), dx.data(), ws.data());
+                else op->backwardWeights(st, x.data(), dy.data(), dw.data(), c.giveDb ? db.data() : nullptr, ws.data());
+            } catch (const Error& e) {
+                said[i] = e.what();
+            }
+            be->destroyStream(st);
+            ++i;
+        }
+        CHECK(said[0].find(c.says) != std::string::npos, "%s: the CPU backend said \"%s\"", c.what, said[0].c_str());
+        CHECK(said[1] == said[0], "%s: through the table \"%s\", direct \"%s\"", c.what, said[1].c_str(),
+              said[0].c_str());
+    }
 }
 
 // A backend that records graphs as tokens and notes each replay's update (the module's side).
@@ -469,6 +506,7 @@ int main() {
     std::remove((choices + ".lock").c_str());
     everyOpCrosses();
     failuresCrossAsValues();
+    unplannedCallsAreRefused();
     aReplaysUpdateCrosses();
     otherAbisAreRefused();
     for (CommPrecision wire : {CommPrecision::Fp32, CommPrecision::Bf16}) {

@@ -189,13 +189,15 @@ public:
             xb_ = StepCopy(ctx.allocator, xElems_ * sizeof(bf16));
             wb_ = StepCopy(ctx.allocator, filter * sizeof(bf16));
             dyb_ = StepCopy(ctx.allocator, size_t(rows_) * d.k * sizeof(bf16));
-            stageBytes_ = aligned(std::max({size_t(rows_) * d.k, xElems_, filter}) * sizeof(bf16));
+            // (The stage takes y, dx and dw in bf16 in turn; dx only where it is ever asked for.)
+            const size_t dx = d.inputGradient ? xElems_ : 0;
+            stageBytes_ = aligned(std::max({size_t(rows_) * d.k, dx, filter}) * sizeof(bf16));
         } else {
             stageBytes_ = symmetric_ ? 0 : aligned(xElems_ * sizeof(float));
             if (anyNchw()) {  // x and dy transposed once a step; y and dx come out of cuDNN into the stage
                 xT_ = StepCopy(ctx.allocator, xElems_ * sizeof(float));
                 dyT_ = StepCopy(ctx.allocator, size_t(rows_) * d.k * sizeof(float));
-                stageBytes_ = aligned(std::max(size_t(rows_) * d.k, xElems_) * sizeof(float));
+                stageBytes_ = aligned(std::max(size_t(rows_) * d.k, d.inputGradient ? xElems_ : 0) * sizeof(float));
             }
         }
         if (d.writesBiasGradient()) ones_ = onesVector(ctx, size_t(rows_));
@@ -472,7 +474,8 @@ private:
             return c;
         };
         c.fwd = from(t.forward);
-        c.bwdData = from(t.backwardData);
+        // (A plan never asked for dx kept none: whatever the file holds there is not read.)
+        if (d_.inputGradient) c.bwdData = from(t.backwardData);
         c.bwdFilter = from(t.backwardFilter);
         cudnnHandle_t h = ctx_.setup->cudnn;
         std::string why = c.failure.empty() ? std::string() : "record a failure, which only bf16 shapes have";
