@@ -314,6 +314,16 @@ std::vector<int> biasSumSources(const ConfiguredLayers& c, const ModelSpec& spec
     }
     return sources;
 }
+// Per layer of the range (`layers` of them): whether its backward is asked for any input's
+// gradient. Not where it reads only the model's input, in the first stage, or is not run backward
+// at all: its plans leave that direction out (Layer::skipInputGradients).
+std::vector<bool> givesInputGradients(const GradientPlan& plan, int layers) {
+    std::vector<bool> gives(size_t(layers), false);
+    for (const GradientPlan::Step& step : plan.steps)
+        for (int slot : step.dx)
+            if (slot != GradientPlan::kNone) gives[size_t(step.layer)] = true;
+    return gives;
+}
 GradientPlan planOf(const ConfiguredLayers& c, const ModelSpec& spec, LayerRange range) {
     std::vector<bool> aliases, hasParams;
     for (int l = range.first; l <= range.last; ++l) {
@@ -405,12 +415,7 @@ Network::Network(const ModelSpec& spec, Backend& backend, int batch, LayerRange 
     };
     link(reluMaskSources(configured, spec, range_), &Layer::maskInputGradient, "mask its input's gradient for");
     link(biasSumSources(configured, spec, range_), &Layer::sumInputGradient, "write the bias gradient of");
-    // Layers whose backward is asked for no input's gradient (reading only the model's input, in
-    // the first stage; or not run backward at all): their plans leave that direction out.
-    std::vector<bool> givesDx(size_t(range_.last - range_.first + 1), false);
-    for (const GradientPlan::Step& step : plan.steps)
-        for (int slot : step.dx)
-            if (slot != GradientPlan::kNone) givesDx[size_t(step.layer)] = true;
+    const std::vector<bool> givesDx = givesInputGradients(plan, range_.last - range_.first + 1);
     for (int l = range_.first; l <= range_.last; ++l)
         if (!givesDx[size_t(l - range_.first)]) configured.layers[size_t(l)]->skipInputGradients();
     for (int l = range_.first; l <= range_.last; ++l) {
