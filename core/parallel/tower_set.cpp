@@ -67,6 +67,7 @@ struct TowerSet::Tower {
     int64_t computed = 0;            // steps computed so far (the first runs eagerly)
     int64_t replayed = 0;            // of them, launched from a recorded graph
     bool unrecordable = false;       // a recording of its step failed: every step runs unrecorded
+    std::string unsaidRecordingFailure;  // its cause, said once the step has run unrecorded
     // Per step of the current call (one step; averaging: the local steps up to an average).
     std::vector<Result> results;
     Clock::time_point finished;      // when this call's work was done (the rest is waiting)
@@ -525,6 +526,7 @@ void TowerSet::computeGradients(Tower& t, int i, uint64_t step, Result& r, const
         ++t.replayed;
     } else {
         enqueueCompute(t, slot, n, int64_t(step), stepSeed, part);
+        sayRecordingFailure(t, i);
     }
     ++t.computed;
     if (whileComputing) whileComputing();
@@ -548,9 +550,11 @@ void TowerSet::computeGradients(Tower& t, int i, uint64_t step, Result& r, const
 // been reported by then, so its marks are not recorded into a graph while the host may still
 // read them (recording all the slots at once did that to the eager first step's).
 // Null where the step cannot be recorded (a call that a stream being recorded refuses, a graph
-// that will not instantiate): said once with its cause, and the tower runs every step unrecorded,
-// slower but the same arithmetic. Nothing of the failed recording ran, so the step runs eagerly
-// next; a failure that is not the recording's own then fails that step with its own error.
+// that will not instantiate), and the tower runs every step unrecorded, slower but the same
+// arithmetic. Nothing of the failed recording ran, so the step runs eagerly next; a failure that
+// is not the recording's own (a device fault, which every later call returns too) then fails that
+// step with its own error, and the recording is not blamed: its cause is said only once the step
+// has gone through unrecorded (sayRecordingFailure).
 Graph TowerSet::recordStep(Tower& t, int i, StepSlot& slot, int n, int64_t step, uint64_t seed,
                            const MicroBatch& part) {
     Backend& be = *t.backend;
@@ -561,13 +565,19 @@ Graph TowerSet::recordStep(Tower& t, int i, StepSlot& slot, int n, int64_t step,
     } catch (const std::exception& e) {
         be.abortCapture(t.stream);  // (endCapture would throw "capture invalidated" over the cause)
         t.unrecordable = true;
-        std::fprintf(stderr, "%s: tower %d's step could not be recorded as a graph (%s); its steps run unrecorded\n",
-                     t.device.str().c_str(), towerOffset_ + i, e.what());
+        t.unsaidRecordingFailure = e.what();
         return nullptr;
     } catch (...) {
         be.abortCapture(t.stream);
         throw;
     }
+}
+
+void TowerSet::sayRecordingFailure(Tower& t, int i) {
+    if (t.unsaidRecordingFailure.empty()) return;
+    std::fprintf(stderr, "%s: tower %d's step could not be recorded as a graph (%s); its steps run unrecorded\n",
+                 t.device.str().c_str(), towerOffset_ + i, t.unsaidRecordingFailure.c_str());
+    t.unsaidRecordingFailure.clear();
 }
 
 // A computed step's results, once the device has run it: its phases timed by the slot's marks

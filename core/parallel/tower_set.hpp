@@ -157,6 +157,7 @@ private:
     void accumulateSlice(Tower& t, int i, const Batch& b, int64_t step, Result& r);
     void enqueueCompute(Tower& t, StepSlot& slot, int n, int64_t step, uint64_t seed, const MicroBatch& part);
     Graph recordStep(Tower& t, int i, StepSlot& slot, int n, int64_t step, uint64_t seed, const MicroBatch& part);
+    void sayRecordingFailure(Tower& t, int i);
     void readStep(Tower& t, StepSlot& slot, Result& r);
     TowerStep stepReport(int64_t step, const std::vector<const Result*>& perTower) const;
     TowerStep landed();  // the oldest step in flight, reported once the device has run it
