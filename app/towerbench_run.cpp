@@ -302,7 +302,7 @@ int runList(const CommandLine& c) {
                                         {"model", r.model}, {"data", r.data},       {"plan", r.plan},
                                         {"steps", r.steps}, {"test_accuracy", r.testAccuracy},
                                         {"validation_accuracy", r.validationAccuracy},
-                                        {"examples_per_sec", r.examplesPerSec}}
+                                        {"examples_per_sec", r.examplesPerSec}, {"error", r.error}}
                              .dump()
                       << "\n";
         } else {
@@ -311,6 +311,7 @@ int runList(const CommandLine& c) {
             std::printf("%-44s %-9s %-12s %-18s %8lld  %7s  %8.0f ex/s  %s\n", r.name.c_str(), r.state.c_str(),
                         r.model.c_str(), r.data.substr(0, 18).c_str(), static_cast<long long>(r.steps), acc,
                         r.examplesPerSec, r.plan.c_str());
+            if (!r.error.empty()) std::printf("    %s\n", r.error.c_str());  // why it failed, under its row
         }
     }
     if (!c.json) std::fprintf(stderr, "%zu runs in %s%s\n", runs.size(), tb::RunFolder::runsRoot().c_str(),

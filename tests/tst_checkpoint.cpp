@@ -1200,6 +1200,28 @@ private slots:
         for (const RunRecord& r : listing.list()) states[r.name] = r.state;
         QCOMPARE(states["killed"], std::string("interrupted"));
         QCOMPARE(states["live"], std::string("running"));
+
+        // A failed run is listed with its one sentence (the window's tooltip, the command line's
+        // line under the row); an index of the first schema, which had no room for it, is rebuilt.
+        {
+            RunConfig c = run("one tower");
+            c.model = "mlp";  // (1, 28, 28) against the blobs' 2-D points
+            auto f = RunFolder::create(c, (root + "/failed").toStdString());
+            Trainer t(c);
+            t.setRunFolder(f.get());
+            QVERIFY(errorOf([&] { t.run(); }).contains("expects input"));
+        }
+        QCOMPARE(sqlite3_open((root + "/index.sqlite").toUtf8().constData(), &db), SQLITE_OK);
+        QCOMPARE(sqlite3_exec(db, "PRAGMA user_version = 1", nullptr, nullptr, nullptr), SQLITE_OK);
+        sqlite3_close(db);
+        RunIndex withErrors(root.toStdString());
+        QVERIFY(withErrors.rebuilt());
+        std::map<std::string, RunRecord> byName;
+        for (const RunRecord& r : withErrors.list()) byName[r.name] = r;
+        QCOMPARE(byName["failed"].state, std::string("failed"));
+        QCOMPARE(byName["failed"].error,
+                 std::string("--model: mlp expects input (1, 28, 28) but --data synthetic:spirals gives (2, 1, 1)"));
+        QCOMPARE(byName["b"].error, std::string());
     }
 
     // The command line: a run's folder, its summary's run_dir, --resume with more steps, eval,

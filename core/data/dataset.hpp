@@ -4,6 +4,7 @@
 #include <cstddef>
 #include <cstdint>
 #include <memory>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -26,6 +27,11 @@ struct Dataset {
     bool isImage() const { return !pixels.empty(); }
 };
 
+// The shape images are fitted to (folders, encoded TFRecord images): the model's input.
+struct ImageShape {
+    int channels = 0, height = 0, width = 0;  // 0: the first image's
+};
+
 // Reads an IDX image file (magic 0x00000803, u8, n x rows x cols) and its label file
 // (magic 0x00000801, u8, n); either may be gzip-compressed (.gz). Throws tb::Error naming the file.
 // Readers ask `cancelled` between chunks (1 MiB, or a CIFAR-10 file) and throw Cancelled.
@@ -34,6 +40,10 @@ Dataset readIdx(const std::string& imagesPath, const std::string& labelsPath, co
 
 // Finds {train,t10k}-{images-idx3,labels-idx1}-ubyte[.gz] in dir and reads the train or test pair.
 Dataset readIdxDir(const std::string& dir, bool train, const CancelCheck& cancelled = {});
+
+// The training images' shape (1, rows, cols) as dir's IDX header gives it (nothing more is read);
+// throws tb::Error as readIdxDir would for a header it cannot read.
+ImageShape idxDirImageShape(const std::string& dir);
 
 // Reads CIFAR-10 binary batches from dir: data_batch_1..5.bin (train) or test_batch.bin (test).
 // Each record is 1 label byte then 3072 bytes: 1024 R, 1024 G, 1024 B (so already (3, 32, 32)).
@@ -45,11 +55,6 @@ Dataset makeSpirals(size_t n, int classes, uint64_t seed);
 
 // Moves the last `count` samples of `from` into a new dataset (a validation split).
 Dataset splitTail(Dataset& from, size_t count, const std::string& name);
-
-// The shape images are fitted to (folders, encoded TFRecord images): the model's input.
-struct ImageShape {
-    int channels = 0, height = 0, width = 0;  // 0: the first image's
-};
 
 struct StreamedSet;  // data/record_stream.hpp
 
@@ -89,9 +94,20 @@ void holdTrainingHead(DataSplits& s, size_t count);
 // readers find which of a dataset's file names a folder holds.
 bool fileExists(const std::string& path);
 
+// The shape (channels, height, width) in which --data `spec`'s samples reach the model where the
+// data decides it, known before loading: fashion-mnist's and idx:DIR's from the training images'
+// IDX header, cifar10:DIR's 24x24 crops, the synthetic sets' (2, 1, 1) points. nullopt where the
+// model's input decides it (folder:DIR and tfrecord:DIR fit their images to it) or loadData
+// would refuse the spec. Throws tb::Error as loadData would for an IDX header it cannot read.
+std::optional<ImageShape> dataInputShape(const std::string& spec);
+
 // The folder --data reads (idx:DIR, cifar10:DIR, tfrecord:DIR, fashion-mnist's); empty for
 // synthetic sets and specs loadData refuses.
 std::string dataFolderOf(const std::string& spec);
+
+// CIFAR-10's samples reach the model as 24x24 crops of their 32x32 (random windows in training,
+// the centres in evaluation), as in TensorFlow's cifar10 tutorial.
+inline constexpr int kCifarCrop = 24;
 
 // Where Debian's dataset-fashion-mnist package puts the IDX files.
 inline constexpr const char* kFashionMnistDir = "/usr/share/datasets/fashion-mnist";

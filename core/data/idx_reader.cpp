@@ -221,19 +221,41 @@ uint32_t readCount(IdxFile& f, const char* kind) {
     return n;
 }
 
+// An images file's header after its magic number: the count and the (checked) image size.
+struct ImagesHeader {
+    uint32_t count, rows, cols;
+};
+ImagesHeader readImagesHeader(IdxFile& f) {
+    checkMagic(f, kImagesMagic, "images");
+    const uint32_t n = readCount(f, "images");
+    const uint32_t rows = f.readU32("rows");
+    const uint32_t cols = f.readU32("cols");
+    if (rows < 1 || rows > uint32_t(kMaxSide) || cols < 1 || cols > uint32_t(kMaxSide))
+        throw Error(f.path() + ": image size " + std::to_string(rows) + "x" + std::to_string(cols) +
+                    " is outside 1..4096 rows and columns");
+    return {n, rows, cols};
+}
+
+// DIR/STEM, or DIR/STEM.gz where only that exists.
+std::string idxFileIn(const std::string& dir, const std::string& stem) {
+    const std::string base = dir + "/" + stem;
+    if (fileExists(base)) return base;
+    if (fileExists(base + ".gz")) return base + ".gz";
+    throw Error(dir + ": no " + stem + "[.gz] found");
+}
+
+void checkDirectory(const std::string& dir) {
+    std::error_code ec;
+    if (!std::filesystem::is_directory(dir, ec)) throw Error(dir + ": no such directory");
+}
+
 }  // namespace
 
 Dataset readIdx(const std::string& imagesPath, const std::string& labelsPath, const std::string& name,
                 const CancelCheck& cancelled) {
     // Both headers are read and cross-checked before either data block is allocated.
     IdxFile images(imagesPath, cancelled);
-    checkMagic(images, kImagesMagic, "images");
-    uint32_t n = readCount(images, "images");
-    uint32_t rows = images.readU32("rows");
-    uint32_t cols = images.readU32("cols");
-    if (rows < 1 || rows > uint32_t(kMaxSide) || cols < 1 || cols > uint32_t(kMaxSide))
-        throw Error(imagesPath + ": image size " + std::to_string(rows) + "x" + std::to_string(cols) +
-                    " is outside 1..4096 rows and columns");
+    const auto [n, rows, cols] = readImagesHeader(images);
 
     IdxFile labels(labelsPath, cancelled);
     checkMagic(labels, kLabelsMagic, "labels");
@@ -265,20 +287,20 @@ Dataset readIdx(const std::string& imagesPath, const std::string& labelsPath, co
 }
 
 Dataset readIdxDir(const std::string& dir, bool train, const CancelCheck& cancelled) {
-    std::error_code ec;
-    if (!std::filesystem::is_directory(dir, ec)) throw Error(dir + ": no such directory");
+    checkDirectory(dir);
     const std::string prefix = train ? "train" : "t10k";
-    auto find = [&](const std::string& stem) {
-        const std::string base = dir + "/" + stem;
-        if (fileExists(base)) return base;
-        if (fileExists(base + ".gz")) return base + ".gz";
-        throw Error(dir + ": no " + stem + "[.gz] found");
-    };
-    const std::string imagesPath = find(prefix + "-images-idx3-ubyte");
-    const std::string labelsPath = find(prefix + "-labels-idx1-ubyte");
+    const std::string imagesPath = idxFileIn(dir, prefix + "-images-idx3-ubyte");
+    const std::string labelsPath = idxFileIn(dir, prefix + "-labels-idx1-ubyte");
     std::string base = std::filesystem::path(dir).lexically_normal().filename().string();
     if (base.empty()) base = std::filesystem::path(dir).lexically_normal().parent_path().filename().string();
     return readIdx(imagesPath, labelsPath, base + (train ? " train" : " test"), cancelled);
+}
+
+ImageShape idxDirImageShape(const std::string& dir) {
+    checkDirectory(dir);
+    IdxFile images(idxFileIn(dir, "train-images-idx3-ubyte"), {});
+    const ImagesHeader h = readImagesHeader(images);
+    return {1, int(h.rows), int(h.cols)};
 }
 
 }  // namespace tb

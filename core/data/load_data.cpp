@@ -114,6 +114,14 @@ std::string dataFolderOf(const std::string& spec) {
     return {};
 }
 
+std::optional<ImageShape> dataInputShape(const std::string& spec) {
+    if (spec == "fashion-mnist") return idxDirImageShape(kFashionMnistDir);
+    if (spec.starts_with("idx:") && spec.size() > 4) return idxDirImageShape(spec.substr(4));
+    if (spec.starts_with("cifar10:")) return ImageShape{3, kCifarCrop, kCifarCrop};
+    if (spec == "synthetic:blobs" || spec == "synthetic:spirals") return ImageShape{2, 1, 1};
+    return std::nullopt;
+}
+
 DataSplits loadData(const std::string& spec, size_t validationSize, uint64_t seed, const CancelCheck& cancelled,
                     const DataOptions& options) {
     DataSplits s;

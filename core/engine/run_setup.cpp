@@ -111,7 +111,7 @@ PipelineOptions pipelineFor(const RunConfig& c, bool cifar, bool training, int b
     o.shuffle = training;
     o.shuffleBuffer = size_t(c.shuffleBuffer);
     o.repeat = training;
-    o.cropH = o.cropW = cifar ? 24 : 0;  // the CIFAR models' 24x24 input: a random window in training, the centre else
+    o.cropH = o.cropW = cifar ? kCifarCrop : 0;
     o.standardize = standardizes(c.normalise, cifar);
     if (c.normalise == "mean-std") {
         if (stats.empty()) throw Error("--normalise mean-std: no channel statistics of the training split reached the input");
@@ -182,14 +182,20 @@ void checkPrecision(const std::string& precision, const std::vector<Device>& dev
     checkPrecision(precision, devices, anyGpu(devices) ? gpuRuntime().gpus : std::vector<GpuInfo>{});
 }
 
-// loadData makes numClasses cover the labels of every split.
-void checkModelFitsData(const ModelSpec& spec, int outputs, const DataSplits& data, const std::string& dataSpec) {
-    const Dataset& d = data.train.size() ? data.train : data.test;
-    const Dims dataDims = data.cifarAugment ? Dims{d.channels, 24, 24} : Dims{d.channels, d.height, d.width};
+void checkModelInput(const ModelSpec& spec, const ImageShape& data, const std::string& dataSpec) {
+    const Dims dataDims{data.channels, data.height, data.width};
     const Dims modelDims{spec.inC, spec.inH, spec.inW};
     if (!(dataDims == modelDims))
         throw Error("--model: " + spec.name + " expects input " + modelDims.str() + " but --data " + dataSpec +
                     " gives " + dataDims.str());
+}
+
+// loadData makes numClasses cover the labels of every split.
+void checkModelFitsData(const ModelSpec& spec, int outputs, const DataSplits& data, const std::string& dataSpec) {
+    const Dataset& d = data.train.size() ? data.train : data.test;
+    checkModelInput(spec, data.cifarAugment ? ImageShape{d.channels, kCifarCrop, kCifarCrop}
+                                            : ImageShape{d.channels, d.height, d.width},
+                    dataSpec);
     if (outputs < d.numClasses)
         throw Error("--model: " + spec.name + " has " + std::to_string(outputs) + " outputs but --data " + dataSpec +
                     " has " + std::to_string(d.numClasses) + " classes");

@@ -71,7 +71,7 @@ struct Statement {
 };
 
 const char* kColumns = "path, name, created, state, model, data, plan, steps, validation_accuracy, test_accuracy, "
-                       "examples_per_sec, stamp";
+                       "examples_per_sec, stamp, error";
 
 }  // namespace
 
@@ -133,6 +133,7 @@ RunRecord readRunFolder(const std::string& folder) {
     if (run.is_object()) {
         r.created = text(run, "created");
         r.state = text(run, "state");
+        r.error = text(run, "error");
     }
     if (config.is_object()) {
         r.model = text(config, "model");
@@ -200,7 +201,7 @@ void RunIndex::openOrRebuild() {
             if (version == 0) {  // new: make it
                 exec("CREATE TABLE IF NOT EXISTS runs (path TEXT PRIMARY KEY, name TEXT, created TEXT, state TEXT, "
                      "model TEXT, data TEXT, plan TEXT, steps INTEGER, validation_accuracy REAL, test_accuracy REAL, "
-                     "examples_per_sec REAL, stamp TEXT)");
+                     "examples_per_sec REAL, stamp TEXT, error TEXT)");
                 exec("PRAGMA user_version = " + std::to_string(kSchemaVersion));
             } else if (version != kSchemaVersion) {
                 return false;
@@ -248,7 +249,7 @@ void RunIndex::refresh() {
     try {
         for (const auto& [r, now] : changed) {
             Statement put(db_.get(), std::string("INSERT OR REPLACE INTO runs (") + kColumns +
-                                   ") VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)");
+                                   ") VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)");
             put.bind(1, r.path);
             put.bind(2, r.name);
             put.bind(3, r.created);
@@ -261,6 +262,7 @@ void RunIndex::refresh() {
             put.bind(10, r.testAccuracy);
             put.bind(11, r.examplesPerSec);
             put.bind(12, now);
+            put.bind(13, r.error);
             if (sqlite3_step(put.s) != SQLITE_DONE) throw Error(dbPath_ + ": " + sqlite3_errmsg(db_.get()));
         }
         for (const auto& [path, s] : known) {  // folders that are gone
@@ -299,6 +301,7 @@ std::vector<RunRecord> RunIndex::list(const std::string& filter, const std::stri
         r.validationAccuracy = sqlite3_column_double(q.s, 8);
         r.testAccuracy = sqlite3_column_double(q.s, 9);
         r.examplesPerSec = sqlite3_column_double(q.s, 10);
+        r.error = q.text(12);
         if (r.matches(filter)) out.push_back(std::move(r));
     }
     return out;

@@ -23,6 +23,7 @@ struct RunRecord {
     // run.json: ISO time; running|finished|stopped|failed, or interrupted where it says running
     // but its process on this machine is gone (killed, or ended by another process of its run).
     std::string created, state;
+    std::string error;                // run.json: why a failed run failed (its one sentence); else empty
     std::string model, data, plan;    // config.json and plan.json ("2 towers (cpu:0, cpu:1), ...")
     int64_t steps = 0;                // summary.json, else the last step in metrics.jsonl
     double validationAccuracy = -1;   // summary.json; -1: none
@@ -36,7 +37,7 @@ struct RunRecord {
 
 class RunIndex {
 public:
-    static constexpr int kSchemaVersion = 1;
+    static constexpr int kSchemaVersion = 2;  // 2: a failed run's error
     // Opens (or rebuilds) the index of `root`'s run folders and refreshes it.
     explicit RunIndex(const std::string& root);
     RunIndex(const RunIndex&) = delete;

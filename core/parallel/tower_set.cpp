@@ -518,7 +518,7 @@ void TowerSet::computeGradients(Tower& t, int i, uint64_t step, Result& r, const
     // (steps() read it before this step was launched).
     t.slot = (t.slot + 1) % int(t.slots.size());
     StepSlot& slot = t.slots[size_t(t.slot)];
-    if (replayable && t.computed >= 1 && !slot.graph) slot.graph = recordStep(t, i, slot, n, int64_t(step), stepSeed, part);
+    if (replayable && t.computed >= 1 && !slot.graph) slot.graph = recordStep(t, slot, n, int64_t(step), stepSeed, part);
     if (replayable && slot.graph) {
         // The update recorded in it (report lag) takes this step's learning rate (and Adam's count).
         const UpdateParams update = updater_ ? updater_->paramsAt(int64_t(step)) : UpdateParams{};
@@ -555,7 +555,7 @@ void TowerSet::computeGradients(Tower& t, int i, uint64_t step, Result& r, const
 // is not the recording's own (a device fault, which every later call returns too) then fails that
 // step with its own error, and the recording is not blamed: its cause is said only once the step
 // has gone through unrecorded (sayRecordingFailure).
-Graph TowerSet::recordStep(Tower& t, int i, StepSlot& slot, int n, int64_t step, uint64_t seed,
+Graph TowerSet::recordStep(Tower& t, StepSlot& slot, int n, int64_t step, uint64_t seed,
                            const MicroBatch& part) {
     Backend& be = *t.backend;
     be.beginCapture(t.stream);

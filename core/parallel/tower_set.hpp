@@ -156,7 +156,7 @@ private:
                           const MicroBatch& part = {});
     void accumulateSlice(Tower& t, int i, const Batch& b, int64_t step, Result& r);
     void enqueueCompute(Tower& t, StepSlot& slot, int n, int64_t step, uint64_t seed, const MicroBatch& part);
-    Graph recordStep(Tower& t, int i, StepSlot& slot, int n, int64_t step, uint64_t seed, const MicroBatch& part);
+    Graph recordStep(Tower& t, StepSlot& slot, int n, int64_t step, uint64_t seed, const MicroBatch& part);
     void sayRecordingFailure(Tower& t, int i);
     void readStep(Tower& t, StepSlot& slot, Result& r);
     TowerStep stepReport(int64_t step, const std::vector<const Result*>& perTower) const;

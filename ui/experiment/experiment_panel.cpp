@@ -906,13 +906,16 @@ void ExperimentPanel::revalidate() {
         const tb::DeploymentPlan plan = catalog_.makePlan(c);
         if (processes() > 1) plan.checkAcrossProcesses();
         tb::checkPrecision(c.precision, plan, catalog_.gpus);
-        tb::findModel(c.model);
+        const tb::ModelSpec model = tb::findModel(c.model);
         if (folder && folder_->text().isEmpty()) throw tb::Error("--data: choose a folder");
         if (folder && !QFileInfo(folder_->text()).isDir())
             throw tb::Error("--data: " + folder_->text().toStdString() + " is not a folder");
         if (c.data == "fashion-mnist" && !QFileInfo(tb::kFashionMnistDir).isDir())
             throw tb::Error(std::string("--data: Fashion-MNIST is not installed at ") + tb::kFashionMnistDir +
                             " (apt-get install dataset-fashion-mnist)");
+        // A model that cannot take the data's samples, said before Start rather than after the
+        // run has loaded them (at most an IDX header is read).
+        if (const auto shape = tb::dataInputShape(c.data)) tb::checkModelInput(model, *shape, c.data);
     } catch (const std::exception& e) {
         why = QString::fromUtf8(e.what());
     }

@@ -38,6 +38,9 @@ public:
     // names in bold.
     QString problem() const { return problem_; }
     QString problemHtml() const;
+    // An engine message ("--reduce allreduce needs --variables replicated") with the flags
+    // replaced by the fields' names; `bold` marks them up for a rich-text label.
+    QString inFormWords(const QString& engineMessage, bool bold = false) const;
     // "128 = 2 towers × 64": the global batch and its split (or why there is none).
     QString batchSplit() const;
 
@@ -115,9 +118,6 @@ private:
     // Registers `field` as the one that sets `key`, and its form label as the key's name in
     // explanations.
     void bind(const QString& key, QWidget* field, const QString& label);
-    // An engine message ("--reduce allreduce needs --variables replicated") with the flags
-    // replaced by the fields' names; `bold` marks them up for the rich-text label.
-    QString inFormWords(const QString& engineMessage, bool bold) const;
 
     DeviceCatalog catalog_;
     tb::RunConfig base_;  // the last config set: what the form has no field for comes from here

@@ -230,7 +230,9 @@ void RunsPanel::showFiltered() {
             item->setToolTip(item->text());
             table_->setItem(i, column, item);
         }
-        table_->setItem(i, State, new QTableWidgetItem(QString::fromStdString(r.state)));
+        auto* state = new QTableWidgetItem(QString::fromStdString(r.state));
+        if (!r.error.empty()) state->setToolTip(tb::ui::wrappedToolTip(QString::fromStdString(r.error)));  // why it failed
+        table_->setItem(i, State, state);
         table_->setItem(i, Steps, new NumberItem(tb::ui::formatCount(double(r.steps)), double(r.steps)));
         table_->setItem(i, Validation, new NumberItem(percent(r.validationAccuracy), r.validationAccuracy));
         table_->setItem(i, Test, new NumberItem(percent(r.testAccuracy), r.testAccuracy));

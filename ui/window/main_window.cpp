@@ -373,11 +373,13 @@ void MainWindow::connectWorker() {
         updateActions();
         emit runEnded();
     });
-    connect(worker_, &EngineWorker::failed, this, [this](const QString& message) {
+    connect(worker_, &EngineWorker::failed, this, [this](const QString& engineMessage) {
         frames_->flush();  // before the state says Failed, not after it
         running_ = paused_ = training_ = false;
         diagram_->clearActivity();
         updateActions();
+        // The run was started from the form: its fields' names, not the flags (log.txt keeps those).
+        const QString message = experiment_->inFormWords(engineMessage);
         setState(tr("Failed"), message);
         showError(message);
         emit runEnded();
@@ -638,6 +640,12 @@ void MainWindow::experimentEdited(const tb::RunConfig& c, bool valid) {
     if (!running_) updateActions();
     if (!valid) {
         diagram_->setInvalid(experiment_->problem());
+        // The model view still follows the form's model: one picked before the data it takes.
+        try {
+            showModel(c, tb::findModel(c.model));
+        } catch (const std::exception&) {
+            // (An unknown model: the form says so.)
+        }
         return;
     }
     if (augmentView_ && augmentView_->isVisible()) augmentView_->setConfig(c);  // it follows the form
@@ -789,6 +797,12 @@ void MainWindow::resumeRun(const QString& folder) {
         markFormKept();
     } catch (const tb::Error& e) {
         showError(QString::fromUtf8(e.what()));
+        return;
+    }
+    // A run that failed for its settings (a model that cannot take its data) is not tried again:
+    // the form, now holding them, says why, and so does this.
+    if (!experiment_->isValid()) {
+        showError(tr("%1 cannot be resumed: %2").arg(QDir(folder).dirName(), experiment_->problem()));
         return;
     }
     launch(false, folder);
