@@ -53,6 +53,7 @@
 #include "lessons/comparison_lesson.hpp"
 #include "model/model_view.hpp"
 #include "lessons/sync_async_lesson.hpp"
+#include "lab/augment_view.hpp"
 #include "lab/scaling_lab.hpp"
 #include "predictions/predictions_panel.hpp"
 #include "view_format.hpp"
@@ -1479,6 +1480,23 @@ private slots:
         s = QJsonDocument::fromJson(w.lastSummary().toUtf8()).object();
         QCOMPARE(s.value("resumed_at").toInt(), 60);
         QCOMPARE(s.value("steps").toInt(), 75);
+    }
+
+    // Lab > Augmented samples says why it cannot show a set in the form's words too (it said
+    // "--data folder:...", seen failing so).
+    void augmentedSamplesExplainInTheFormsWords() {
+        MainWindow w;
+        QTemporaryDir dir;
+        QVERIFY(QDir(dir.path()).mkdir("cats"));
+        tb::RunConfig c = syntheticRun(10);
+        c.model = "mnist_cnn";
+        c.data = "folder:" + dir.path().toStdString();
+        w.experiment()->setConfig(c);
+        QVERIFY2(w.experiment()->isValid(), qPrintable(w.experiment()->problem()));
+        AugmentView* v = w.openAugmentView();
+        QTRY_VERIFY_WITH_TIMEOUT(v->status().startsWith("Cannot show samples:"), 10000);
+        QVERIFY2(v->status().startsWith("Cannot show samples: Data folder:" + dir.path() + ": 1 class folder in"),
+                 qPrintable(v->status()));
     }
 
     // A run that failed for its settings: the runs list says why over its state, and Resume does

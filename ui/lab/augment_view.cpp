@@ -82,7 +82,7 @@ void AugmentView::setConfig(const tb::RunConfig& c) {
         }
     }, [this, result, spec, error, key] {
         if (!error->isEmpty()) {
-            status_->setText(tr("Cannot show samples: %1").arg(*error));
+            status_->setText(tr("Cannot show samples: %1").arg(explain_ ? explain_(*error) : *error));
             grid_->clear();
             drawn_ = 0;
             emit drawnChanged();

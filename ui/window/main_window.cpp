@@ -586,6 +586,7 @@ QWidget* MainWindow::openLesson(int index) {
 AugmentView* MainWindow::openAugmentView() {
     if (!augmentView_) {
         augmentView_ = new AugmentView(this);
+        augmentView_->setExplainer([this](const QString& message) { return experiment_->inFormWords(message); });
         augmentView_->setWindowFlag(Qt::Window);
         augmentView_->setWindowTitle(tr("Augmented samples — Towerbench"));
         fitLessonWindow(*augmentView_, QSize(900, 760));
