@@ -1499,11 +1499,14 @@ private slots:
                  qPrintable(v->status()));
     }
 
-    // A run that failed for its settings: the runs list says why over its state, and Resume does
-    // not start it again: the form holds the settings and says why, and so does a dialog (until 2026-12-07 Resume did nothing, without a word, once the
-    // form refused a model that cannot take its data).
-    void aRunThatFailedForItsSettingsIsNotResumedSilently() {
-        QTemporaryDir root;
+    // A run that cannot be resumed says why, never nothing. One that failed while setting up (a
+    // model that cannot take its data) has no checkpoint: the runs list gives its error over its
+    // state and Resume is disabled with the reason; asked anyway, a dialog says it. One stopped with
+    // a checkpoint whose data no longer fits its model (its IDX images replaced): the form takes its
+    // settings and says why, and so does a dialog. (Until 2026-12-07 Resume did nothing, without a
+    // word, once the form refused such settings; seen failing so.)
+    void aRunThatCannotBeResumedSaysWhy() {
+        QTemporaryDir root, data;
         tb::RunConfig c = syntheticRun(20);
         c.model = "mlp";  // (1, 28, 28); the blobs are (2, 1, 1) points
         const QString failed = root.filePath("failed");
@@ -1513,16 +1516,56 @@ private slots:
             t.setRunFolder(folder.get());
             QVERIFY(tbtest::errorOf([&] { t.run(); }).contains("expects input"));
         }
-        RunsPanel panel(root.path());  // the list says why it failed, over its state
-        QCOMPARE(panel.table()->rowCount(), 1);
-        QCOMPARE(panel.table()->item(0, RunsPanel::State)->text(), QStringLiteral("failed"));
-        QVERIFY2(panel.table()->item(0, RunsPanel::State)->toolTip().contains("mlp expects input (1, 28, 28)"),
-                 qPrintable(panel.table()->item(0, RunsPanel::State)->toolTip()));
+        for (const char* file : {"train-images-idx3-ubyte.gz", "train-labels-idx1-ubyte.gz", "t10k-images-idx3-ubyte.gz",
+                                 "t10k-labels-idx1-ubyte.gz"})
+            QVERIFY(QFile::copy(tbtest::sourcePath("samples/fashion-mnist-slice/") + file, data.filePath(file)));
+        c.data = "idx:" + data.path().toStdString();
+        c.batchPerTower = 8;
+        c.batch = 16;
+        const QString stopped = root.filePath("stopped");
+        {
+            auto folder = tb::RunFolder::create(c, stopped.toStdString());
+            tb::Trainer t(c);
+            struct StopAt : tb::TrainingObserver {
+                tb::Trainer* t;
+                void onStepEnd(const tb::StepMetrics& m) override {
+                    if (m.step >= 5) t->requestStop();
+                }
+            } stop;
+            stop.t = &t;
+            t.addObserver(&stop);
+            t.setRunFolder(folder.get());
+            QVERIFY(t.run().stopped);
+        }
+        QVERIFY(QFile::remove(data.filePath("train-images-idx3-ubyte.gz")));  // now 20x20
+        tbtest::writeFile(data.filePath("train-images-idx3-ubyte"), tbtest::be32(0x00000803) + tbtest::be32(1) +
+                                                                        tbtest::be32(20) + tbtest::be32(20) +
+                                                                        QByteArray(400, '\0'));
+
+        RunsPanel panel(root.path());
+        QCOMPARE(panel.table()->rowCount(), 2);
+        const int row = panel.table()->item(0, RunsPanel::State)->text() == "failed" ? 0 : 1;
+        QCOMPARE(panel.table()->item(row, RunsPanel::State)->text(), QStringLiteral("failed"));
+        QVERIFY2(panel.table()->item(row, RunsPanel::State)->toolTip().contains("mlp expects input (1, 28, 28)"),
+                 qPrintable(panel.table()->item(row, RunsPanel::State)->toolTip()));
+        const QString noCheckpoint = QStringLiteral("failed has no checkpoint to continue from: it ended before its first. "
+                                                    "Open settings puts its settings into the form to start it again.");
+        panel.select({failed});
+        QVERIFY(!panel.resumeButton()->isEnabled());
+        QCOMPARE(panel.resumeButton()->toolTip(), noCheckpoint);
+        panel.select({stopped});
+        QVERIFY(panel.resumeButton()->isEnabled());
+
         MainWindow w;
+        const tb::RunConfig before = w.experiment()->config();
         w.resumeRun(failed);
         QVERIFY(!w.running());
-        QCOMPARE(w.lastError(), QStringLiteral("failed cannot be resumed: Model: mlp expects input (1, 28, 28) but Data "
-                                               "synthetic:blobs gives (2, 1, 1)"));
+        QCOMPARE(w.lastError(), noCheckpoint);
+        QCOMPARE(w.experiment()->config().toJson(), before.toJson());  // the form as it was
+        w.resumeRun(stopped);
+        QVERIFY(!w.running());
+        QCOMPARE(w.lastError(), "stopped cannot be resumed: Model: mlp expects input (1, 28, 28) but Data idx:" +
+                                    data.path() + " gives (1, 20, 20)");
     }
 
     // Following a folder another writer fills: whole lines only, the steps into the charts as

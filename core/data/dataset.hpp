@@ -27,9 +27,10 @@ struct Dataset {
     bool isImage() const { return !pixels.empty(); }
 };
 
-// The shape images are fitted to (folders, encoded TFRecord images): the model's input.
+// An image sample's (channels, height, width): what image folders and encoded TFRecord images
+// are fitted to (the model's input), or what a set gives (dataInputShape).
 struct ImageShape {
-    int channels = 0, height = 0, width = 0;  // 0: the first image's
+    int channels = 0, height = 0, width = 0;  // fitting: 0 takes the first image's
 };
 
 // Reads an IDX image file (magic 0x00000803, u8, n x rows x cols) and its label file

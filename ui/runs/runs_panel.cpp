@@ -152,6 +152,13 @@ QString RunsPanel::liveRun(const QStringList& folders) const {
     return {};
 }
 
+QString RunsPanel::noCheckpoint(const QString& folder) {
+    if (!tb::RunFolder::newestCheckpointIn(folder.toStdString()).empty()) return {};
+    return tr("%1 has no checkpoint to continue from: it ended before its first. Open settings puts its settings "
+              "into the form to start it again.")
+        .arg(QFileInfo(folder).fileName());
+}
+
 void RunsPanel::updateButtons() {
     const QStringList folders = selectedFolders();
     const int n = int(folders.size());
@@ -161,8 +168,11 @@ void RunsPanel::updateButtons() {
     const bool sweep = n == 1 && isSweep(folders.front());
     // The run a process trains now is neither resumed beside it nor deleted under it.
     const QString live = liveRun(folders);
-    resume_->setEnabled(n == 1 && !sweep && live.isEmpty());
-    resume_->setToolTip(live.isEmpty() ? resumeHelp_ : live);
+    // A run that ended before its first checkpoint (one that failed while setting up) has nothing to
+    // continue from: Open settings starts it again.
+    const QString unresumable = n == 1 && !sweep && live.isEmpty() ? noCheckpoint(folders.front()) : QString();
+    resume_->setEnabled(n == 1 && !sweep && live.isEmpty() && unresumable.isEmpty());
+    resume_->setToolTip(!live.isEmpty() ? live : !unresumable.isEmpty() ? unresumable : resumeHelp_);
     follow_->setEnabled(n == 1);
     follow_->setText(sweep ? tr("Show sweep") : tr("Follow"));
     delete_->setEnabled(n >= 1 && live.isEmpty());

@@ -39,6 +39,8 @@ public:
     QPushButton* deleteButton() const { return delete_; }
     QPushButton* resumeButton() const { return resume_; }
     QStringList selectedFolders() const;
+    // Why `folder` cannot be resumed for want of a checkpoint (one sentence); empty where it has one.
+    static QString noCheckpoint(const QString& folder);
     void select(const QStringList& folders);
     // Deleting asks first; tests answer for the user.
     void setDeleteConfirmation(std::function<bool(const QStringList&)> ask) { confirmDelete_ = std::move(ask); }

@@ -787,6 +787,10 @@ void MainWindow::resumeRun(const QString& folder) {
     if (running_ || launcher_->running()) return;
     try {
         tb::RunConfig c = tb::RunFolder::resumeConfig(folder.toStdString());
+        if (const QString why = RunsPanel::noCheckpoint(folder); !why.isEmpty()) {  // (before the form is touched)
+            showError(why);
+            return;
+        }
         const tb::RunRecord r = tb::readRunFolder(folder.toStdString());
         if (r.state == "finished") {  // it trained all its steps: how many more?
             const int64_t total = askSteps_(r.steps);
