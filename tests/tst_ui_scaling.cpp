@@ -278,6 +278,34 @@ private slots:
         QVERIFY2(lab.statusText().startsWith("--sweep-towers: 100 towers"), qPrintable(lab.statusText()));
     }
 
+    // The lab opened from the window on settings whose model cannot take the data refuses the sweep
+    // before its first point loads them, in the form's words (it measured nothing and said
+    // "The sweep failed: --model: ..."; seen failing so); a point that fails while it runs is
+    // said in the form's words too; a flag the form has no field for is left as written.
+    void aModelThatCannotTakeTheDataIsRefusedBeforeTheFirstPoint() {
+        MainWindow w(tbtest::fakeCatalog(0), noTelemetry());
+        tb::RunConfig c = tinyBase();
+        c.model = "mlp";  // (1, 28, 28); the blobs are (2, 1, 1) points
+        w.experiment()->setConfig(c);
+        ScalingLab* lab = w.openScalingLab();
+        lab->towersEdit()->setText("1,100");  // a flag the form has no field for stays as written
+        QTest::mouseClick(lab->startButton(), Qt::LeftButton);
+        QVERIFY2(lab->statusText().startsWith("--sweep-towers: 100 towers"), qPrintable(lab->statusText()));
+        lab->towersEdit()->setText("1");
+        QTest::mouseClick(lab->startButton(), Qt::LeftButton);
+        QVERIFY(!lab->running());
+        QCOMPARE(lab->statusText(), QStringLiteral("Model: mlp expects input (1, 28, 28) but Data synthetic:blobs gives (2, 1, 1)"));
+        QTemporaryDir dir;  // an image folder of one class: found only when a point loads it
+        QVERIFY(QDir(dir.path()).mkdir("cats"));
+        c.data = "folder:" + dir.path().toStdString();
+        w.experiment()->setConfig(c);
+        lab = w.openScalingLab();
+        QTest::mouseClick(lab->startButton(), Qt::LeftButton);
+        QTRY_VERIFY_WITH_TIMEOUT(!lab->running(), 20000);
+        QVERIFY2(lab->statusText().startsWith("The sweep failed: Data folder:" + dir.path() + ": 1 class folder in"),
+                 qPrintable(lab->statusText()));
+    }
+
     // Stop mid-sweep: the point in progress ends at its step, the rest are skipped, the folder
     // says "stopped" and keeps what was measured.
     void stopKeepsThePointsMeasured() {

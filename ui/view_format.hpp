@@ -7,8 +7,13 @@
 #include <QRegularExpression>
 #include <QString>
 #include <cmath>
+#include <functional>
 
 namespace tb::ui {
+
+// An engine message put in the experiment form's words ("--data" as "Data"): views that show
+// what the engine says of the form's settings are given the form's (ExperimentPanel::inFormWords).
+using Explainer = std::function<QString(const QString&)>;
 
 inline QLocale groupedLocale() {
     QLocale l;

@@ -861,7 +861,7 @@ QString ExperimentPanel::inFormWords(const QString& message, bool bold) const {
     for (auto it = flag.globalMatch(message); it.hasNext();) {
         const QRegularExpressionMatch m = it.next();
         const QString key = QString::fromStdString(tb::RunConfig::flagToKey(m.captured(1).toStdString()));
-        const QString name = names_.value(key, m.captured(1));
+        const QString name = names_.value(key, m.captured(0));  // a flag no field sets stays as written
         const QString between = message.mid(at, m.capturedStart() - at);
         out += (bold ? between.toHtmlEscaped() : between) + (bold ? "<b>" + name.toHtmlEscaped() + "</b>" : name);
         at = m.capturedEnd();

@@ -6,12 +6,12 @@
 #include <QLabel>
 #include <QPushButton>
 #include <QWidget>
-#include <functional>
 #include <memory>
 
 #include "background_task.hpp"
 #include "data/dataset.hpp"
 #include "io/run_config.hpp"
+#include "view_format.hpp"
 
 
 class AugmentView : public QWidget {
@@ -20,9 +20,9 @@ public:
     static constexpr int kSamples = 32;
     explicit AugmentView(QWidget* parent = nullptr);
     void setConfig(const tb::RunConfig& c);  // loads its data if they changed, then draws
-    // Puts an engine message in the words of the form the config came from (its fields' names
-    // for the flags); unset, messages are shown as they are.
-    void setExplainer(std::function<QString(const QString&)> explain) { explain_ = std::move(explain); }
+    // Says why it cannot show a set in the words of the form the config came from; unset, as the
+    // engine says it.
+    void setExplainer(tb::ui::Explainer explain) { explain_ = std::move(explain); }
     QLabel* grid() const { return grid_; }
     QString status() const { return status_->text(); }
     int drawn() const { return drawn_; }     // samples in the grid
@@ -45,6 +45,6 @@ private:
     int drawn_ = 0;
     QLabel *status_, *grid_;
     QPushButton* again_;
-    std::function<QString(const QString&)> explain_;
+    tb::ui::Explainer explain_;
     BackgroundTask loader_{this};
 };

@@ -30,7 +30,9 @@
 #include <thread>
 
 #include "charts/chart_style.hpp"
+#include "data/dataset.hpp"
 #include "engine/run_folder.hpp"
+#include "engine/run_setup.hpp"
 #include "experiment/form_widgets.hpp"
 #include "devices/phase_colors.hpp"
 #include "util/error.hpp"
@@ -148,7 +150,7 @@ ScalingLab::ScalingLab(QWidget* parent) : QWidget(parent, Qt::Window) {
     connect(worker_, &SweepWorker::failed, this, [this](const QString& message) {
         setRunning(false);
         predict();
-        status_ = tr("The sweep failed: %1").arg(message);
+        status_ = tr("The sweep failed: %1").arg(explain_ ? explain_(message) : message);
         statusLabel_->setText(tb::ui::breakable(status_));
     });
     thread_->start();
@@ -461,9 +463,12 @@ void ScalingLab::startSweep() {
             s.towers.push_back(n);
         }
         (void)tb::sweepPoints(base_, s);  // every point's plan checked before anything starts
+        // A model that cannot take the data, said before the first point loads it.
+        if (const auto shape = tb::dataInputShape(base_.data))
+            tb::checkModelInput(tb::findModel(base_.model), *shape, base_.data);
         folder_ = QString::fromStdString(tb::newSweepFolder(base_));
     } catch (const tb::Error& e) {
-        status_ = QString::fromStdString(e.what());
+        status_ = explain_ ? explain_(QString::fromUtf8(e.what())) : QString::fromUtf8(e.what());
         statusLabel_->setText(tb::ui::breakable(status_));
         return;
     }

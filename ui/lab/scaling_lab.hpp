@@ -19,6 +19,7 @@
 #include "engine/pipeline_time_model.hpp"
 #include "engine/scaling_sweep.hpp"
 #include "engine/step_time_model.hpp"
+#include "view_format.hpp"
 
 class QCheckBox;
 class QComboBox;
@@ -77,6 +78,9 @@ public:
     // Asked before a sweep starts: true while the main window trains (a sweep beside a run
     // would measure both).
     void setBusyCheck(std::function<bool()> busy) { busy_ = std::move(busy); }
+    // Says why a sweep of the form's settings cannot run in the form's words; unset, as the engine
+    // says it.
+    void setExplainer(tb::ui::Explainer explain) { explain_ = std::move(explain); }
 
     // For tests and screenshots.
     QLineEdit* towersEdit() const { return towers_; }
@@ -149,6 +153,7 @@ private:
     tb::HostCore host_;
     int cores_ = 1;
     std::function<bool()> busy_;
+    tb::ui::Explainer explain_;
     QThread* thread_;
     SweepWorker* worker_;
 

@@ -610,6 +610,7 @@ ScalingLab* MainWindow::openScalingLab(const QString& sweepFolder) {
     if (!lab_) {
         lab_ = new ScalingLab(this);
         lab_->setBusyCheck([this] { return running_; });
+        lab_->setExplainer([this](const QString& message) { return experiment_->inFormWords(message); });
         connect(lab_, &ScalingLab::sweepFinished, runs_, &RunsPanel::refresh);
     }
     if (!lab_->running()) lab_->setBase(experiment_->config());
