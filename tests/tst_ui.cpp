@@ -162,8 +162,6 @@ private slots:
         e->setConfig(c);
         QVERIFY(!e->isValid());
         QCOMPARE(e->problem(), QStringLiteral("Model: mlp expects input (1, 28, 28) but Data synthetic:blobs gives (2, 1, 1)"));
-        w.start();
-        QVERIFY(!w.running());
         c.data = "cifar10:" + tbtest::sourcePath("samples").toStdString();  // (3, 24, 24) crops, nothing read
         e->setConfig(c);
         QVERIFY2(e->problem().startsWith("Model: mlp expects input (1, 28, 28) but Data cifar10:"), qPrintable(e->problem()));
@@ -171,7 +169,15 @@ private slots:
         tbtest::writeFile(dir.filePath("train-images-idx3-ubyte"), tbtest::be32(0x00000801) + tbtest::be32(1));
         c.data = "idx:" + dir.path().toStdString();
         e->setConfig(c);
-        QVERIFY2(e->problem().contains("train-images-idx3-ubyte: wrong magic number 0x00000801"), qPrintable(e->problem()));
+        QVERIFY2(e->problem().startsWith("Data: " + dir.path()) &&
+                     e->problem().contains("train-images-idx3-ubyte: wrong magic number 0x00000801"),
+                 qPrintable(e->problem()));
+        // Read again once the folder changes (it is not read at every edit), here to 20x20 images.
+        QVERIFY(QFile::remove(dir.filePath("train-images-idx3-ubyte")));
+        tbtest::writeFile(dir.filePath("train-images-idx3-ubyte"),
+                          tbtest::be32(0x00000803) + tbtest::be32(1) + tbtest::be32(20) + tbtest::be32(20));
+        e->setConfig(c);
+        QCOMPARE(e->problem(), "Model: mlp expects input (1, 28, 28) but Data idx:" + dir.path() + " gives (1, 20, 20)");
         c.data = "folder:" + dir.path().toStdString();
         e->setConfig(c);
         QVERIFY2(e->isValid(), qPrintable(e->problem()));
@@ -1548,8 +1554,9 @@ private slots:
         QCOMPARE(panel.table()->item(row, RunsPanel::State)->text(), QStringLiteral("failed"));
         QVERIFY2(panel.table()->item(row, RunsPanel::State)->toolTip().contains("mlp expects input (1, 28, 28)"),
                  qPrintable(panel.table()->item(row, RunsPanel::State)->toolTip()));
-        const QString noCheckpoint = QStringLiteral("failed has no checkpoint to continue from: it ended before its first. "
-                                                    "Open settings puts its settings into the form to start it again.");
+        const QString noCheckpoint = QStringLiteral("failed has no checkpoint to continue from: it ended before its first, "
+                                                    "or none can be read. Open settings puts its settings into the form "
+                                                    "to start it again.");
         panel.select({failed});
         QVERIFY(!panel.resumeButton()->isEnabled());
         QCOMPARE(panel.resumeButton()->toolTip(), noCheckpoint);

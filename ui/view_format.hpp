@@ -14,6 +14,8 @@ namespace tb::ui {
 // An engine message put in the experiment form's words ("--data" as "Data"): views that show
 // what the engine says of the form's settings are given the form's (ExperimentPanel::inFormWords).
 using Explainer = std::function<QString(const QString&)>;
+// `message` in its words, or as it is where no explainer was set.
+inline QString explained(const Explainer& explain, const QString& message) { return explain ? explain(message) : message; }
 
 inline QLocale groupedLocale() {
     QLocale l;

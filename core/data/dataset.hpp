@@ -96,10 +96,12 @@ void holdTrainingHead(DataSplits& s, size_t count);
 bool fileExists(const std::string& path);
 
 // The shape (channels, height, width) in which --data `spec`'s samples reach the model where the
-// data decides it, known before loading: fashion-mnist's and idx:DIR's from the training images'
-// IDX header, cifar10:DIR's 24x24 crops, the synthetic sets' (2, 1, 1) points. nullopt where the
-// model's input decides it (folder:DIR and tfrecord:DIR fit their images to it) or loadData
-// would refuse the spec. Throws tb::Error as loadData would for an IDX header it cannot read.
+// data decide it, known before loading: fashion-mnist's and idx:DIR's from the training images'
+// IDX header (nothing more is read), cifar10:DIR's 24x24 crops (nothing is read: a folder without
+// its batches is loadData's to refuse), the synthetic sets' (2, 1, 1) points. nullopt where the
+// model's input decides it (folder:DIR and tfrecord:DIR fit their images to it) and for specs
+// loadData refuses. Throws tb::Error as loadData would for Fashion-MNIST not installed or an IDX
+// folder or header it cannot read.
 std::optional<ImageShape> dataInputShape(const std::string& spec);
 
 // The folder --data reads (idx:DIR, cifar10:DIR, tfrecord:DIR, fashion-mnist's); empty for

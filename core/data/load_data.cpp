@@ -114,8 +114,22 @@ std::string dataFolderOf(const std::string& spec) {
     return {};
 }
 
+namespace {
+
+void checkFashionMnistInstalled() {
+    std::error_code ec;
+    if (!std::filesystem::is_directory(kFashionMnistDir, ec))
+        throw Error(std::string("--data fashion-mnist: ") + kFashionMnistDir +
+                    " not found (install Debian's dataset-fashion-mnist package, or use idx:DIR)");
+}
+
+}  // namespace
+
 std::optional<ImageShape> dataInputShape(const std::string& spec) {
-    if (spec == "fashion-mnist") return idxDirImageShape(kFashionMnistDir);
+    if (spec == "fashion-mnist") {
+        checkFashionMnistInstalled();
+        return idxDirImageShape(kFashionMnistDir);
+    }
     if (spec.starts_with("idx:") && spec.size() > 4) return idxDirImageShape(spec.substr(4));
     if (spec.starts_with("cifar10:")) return ImageShape{3, kCifarCrop, kCifarCrop};
     if (spec == "synthetic:blobs" || spec == "synthetic:spirals") return ImageShape{2, 1, 1};
@@ -132,10 +146,7 @@ DataSplits loadData(const std::string& spec, size_t validationSize, uint64_t see
         return dir;
     };
     if (spec == "fashion-mnist") {
-        std::error_code ec;
-        if (!std::filesystem::is_directory(kFashionMnistDir, ec))
-            throw Error(std::string("--data fashion-mnist: ") + kFashionMnistDir +
-                        " not found (install Debian's dataset-fashion-mnist package, or use idx:DIR)");
+        checkFashionMnistInstalled();
         base = "fashion-mnist";
         s.train = readIdxDir(kFashionMnistDir, true, cancelled);
         s.test = readIdxDir(kFashionMnistDir, false, cancelled);

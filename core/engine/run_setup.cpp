@@ -182,12 +182,27 @@ void checkPrecision(const std::string& precision, const std::vector<Device>& dev
     checkPrecision(precision, devices, anyGpu(devices) ? gpuRuntime().gpus : std::vector<GpuInfo>{});
 }
 
+namespace {
+
 void checkModelInput(const ModelSpec& spec, const ImageShape& data, const std::string& dataSpec) {
     const Dims dataDims{data.channels, data.height, data.width};
     const Dims modelDims{spec.inC, spec.inH, spec.inW};
     if (!(dataDims == modelDims))
         throw Error("--model: " + spec.name + " expects input " + modelDims.str() + " but --data " + dataSpec +
                     " gives " + dataDims.str());
+}
+
+}  // namespace
+
+void checkModelTakesData(const ModelSpec& spec, const std::string& dataSpec) {
+    std::optional<ImageShape> shape;
+    try {
+        shape = dataInputShape(dataSpec);
+    } catch (const Error& e) {
+        const std::string why = e.what();
+        throw Error(why.starts_with("--data") ? why : "--data: " + why);
+    }
+    if (shape) checkModelInput(spec, *shape, dataSpec);
 }
 
 // loadData makes numClasses cover the labels of every split.

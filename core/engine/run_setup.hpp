@@ -63,8 +63,10 @@ void checkPrecision(const std::string& precision, const std::vector<Device>& dev
 void checkPrecision(const std::string& precision, const std::vector<Device>& devices);
 // The model takes the data's samples (CIFAR: their 24x24 crops) and has a logit for every label.
 void checkModelFitsData(const ModelSpec& spec, int outputs, const DataSplits& data, const std::string& dataSpec);
-// Its input part alone, for a shape known before loading (dataInputShape): the window's check.
-void checkModelInput(const ModelSpec& spec, const ImageShape& data, const std::string& dataSpec);
+// Before loading: refuses data whose samples the model cannot take, where the data decide their
+// shape (dataInputShape: at most an IDX header is read); a header that cannot be read is said as
+// --data's problem. The window's check, beside Start and before a sweep.
+void checkModelTakesData(const ModelSpec& spec, const std::string& dataSpec);
 // The refusal of a resume whose run has trained all of its `total` steps.
 std::string trainedAll(int64_t total);
 

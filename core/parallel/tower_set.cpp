@@ -67,7 +67,7 @@ struct TowerSet::Tower {
     int64_t computed = 0;            // steps computed so far (the first runs eagerly)
     int64_t replayed = 0;            // of them, launched from a recorded graph
     bool unrecordable = false;       // a recording of its step failed: every step runs unrecorded
-    std::string unsaidRecordingFailure;  // its cause, said once the step has run unrecorded
+    std::string unsaidRecordingFailure;  // its cause, said once the step has been launched unrecorded
     // Per step of the current call (one step; averaging: the local steps up to an average).
     std::vector<Result> results;
     Clock::time_point finished;      // when this call's work was done (the rest is waiting)
@@ -553,8 +553,9 @@ void TowerSet::computeGradients(Tower& t, int i, uint64_t step, Result& r, const
 // that will not instantiate), and the tower runs every step unrecorded, slower but the same
 // arithmetic. Nothing of the failed recording ran, so the step runs eagerly next; a failure that
 // is not the recording's own (a device fault, which every later call returns too) then fails that
-// step with its own error, and the recording is not blamed: its cause is said only once the step
-// has gone through unrecorded (sayRecordingFailure).
+// step with its own error (a device fault fails the launch calls themselves), and the recording
+// is not blamed: its cause is said only once the step has been launched unrecorded
+// (sayRecordingFailure).
 Graph TowerSet::recordStep(Tower& t, StepSlot& slot, int n, int64_t step, uint64_t seed,
                            const MicroBatch& part) {
     Backend& be = *t.backend;

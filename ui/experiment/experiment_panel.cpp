@@ -22,6 +22,7 @@
 #include <QVBoxLayout>
 #include <algorithm>
 #include <climits>
+#include <filesystem>
 #include <thread>
 #include <utility>
 
@@ -872,6 +873,25 @@ QString ExperimentPanel::inFormWords(const QString& message, bool bold) const {
 
 QString ExperimentPanel::problemHtml() const { return inFormWords(engineProblem_, true); }
 
+// A model that cannot take the data's samples, said before Start rather than after the run has
+// loaded them. At most an IDX header is read, and only when the model, the data or the data's
+// folder (a file added, removed or renamed) changed: revalidate runs on every edit.
+void ExperimentPanel::checkModelTakesData(const tb::ModelSpec& model, const tb::RunConfig& c) {
+    std::error_code ec;  // (no folder: no time; the check says why)
+    const auto changed = std::filesystem::last_write_time(tb::dataFolderOf(c.data), ec).time_since_epoch().count();
+    const std::string key = c.model + '\n' + c.data + '\n' + std::to_string(ec ? 0 : changed);
+    if (key != dataCheckKey_) {
+        dataCheckKey_ = key;
+        dataCheckProblem_.clear();
+        try {
+            tb::checkModelTakesData(model, c.data);
+        } catch (const std::exception& e) {
+            dataCheckProblem_ = e.what();
+        }
+    }
+    if (!dataCheckProblem_.empty()) throw tb::Error(dataCheckProblem_);
+}
+
 void ExperimentPanel::revalidate() {
     if (loading_) return;
     const bool folder = data_->currentData().toString().endsWith(':');
@@ -913,9 +933,7 @@ void ExperimentPanel::revalidate() {
         if (c.data == "fashion-mnist" && !QFileInfo(tb::kFashionMnistDir).isDir())
             throw tb::Error(std::string("--data: Fashion-MNIST is not installed at ") + tb::kFashionMnistDir +
                             " (apt-get install dataset-fashion-mnist)");
-        // A model that cannot take the data's samples, said before Start rather than after the
-        // run has loaded them (at most an IDX header is read).
-        if (const auto shape = tb::dataInputShape(c.data)) tb::checkModelInput(model, *shape, c.data);
+        checkModelTakesData(model, c);
     } catch (const std::exception& e) {
         why = QString::fromUtf8(e.what());
     }

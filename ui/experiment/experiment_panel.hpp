@@ -21,6 +21,9 @@ class QListWidget;
 class QPushButton;
 class QSpinBox;
 class FoldSection;
+namespace tb {
+struct ModelSpec;
+}
 
 class ExperimentPanel : public QWidget {
     Q_OBJECT
@@ -39,7 +42,8 @@ public:
     QString problem() const { return problem_; }
     QString problemHtml() const;
     // An engine message ("--reduce allreduce needs --variables replicated") with the flags
-    // replaced by the fields' names; `bold` marks them up for a rich-text label.
+    // replaced by the fields' names (a flag no field sets stays as written); `bold` marks them up
+    // for a rich-text label.
     QString inFormWords(const QString& engineMessage, bool bold = false) const;
     // "128 = 2 towers × 64": the global batch and its split (or why there is none).
     QString batchSplit() const;
@@ -118,6 +122,7 @@ private:
     // Registers `field` as the one that sets `key`, and its form label as the key's name in
     // explanations.
     void bind(const QString& key, QWidget* field, const QString& label);
+    void checkModelTakesData(const tb::ModelSpec& model, const tb::RunConfig& c);  // revalidate's, remembered
 
     DeviceCatalog catalog_;
     tb::RunConfig base_;  // the last config set: what the form has no field for comes from here
@@ -137,6 +142,8 @@ private:
     QLabel* split_;
     FoldSection *advanced_, *checkpoints_;
     QString problem_, engineProblem_;
+    std::string dataCheckKey_;      // the model, data and data folder's time checkModelTakesData last saw
+    std::string dataCheckProblem_;  // and what it found ("" fits)
     bool valid_ = false;
     bool loading_ = false;  // setConfig in progress: one revalidation at the end
 };

@@ -82,7 +82,7 @@ void AugmentView::setConfig(const tb::RunConfig& c) {
         }
     }, [this, result, spec, error, key] {
         if (!error->isEmpty()) {
-            status_->setText(tr("Cannot show samples: %1").arg(explain_ ? explain_(*error) : *error));
+            status_->setText(tr("Cannot show samples: %1").arg(tb::ui::explained(explain_, *error)));
             grid_->clear();
             drawn_ = 0;
             emit drawnChanged();

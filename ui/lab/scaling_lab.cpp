@@ -150,7 +150,7 @@ ScalingLab::ScalingLab(QWidget* parent) : QWidget(parent, Qt::Window) {
     connect(worker_, &SweepWorker::failed, this, [this](const QString& message) {
         setRunning(false);
         predict();
-        status_ = tr("The sweep failed: %1").arg(explain_ ? explain_(message) : message);
+        status_ = tr("The sweep failed: %1").arg(tb::ui::explained(explain_, message));
         statusLabel_->setText(tb::ui::breakable(status_));
     });
     thread_->start();
@@ -462,13 +462,21 @@ void ScalingLab::startSweep() {
             if (!ok) throw tb::Error(tr("Towers: '%1' is not a whole number").arg(t.trimmed()).toStdString());
             s.towers.push_back(n);
         }
-        (void)tb::sweepPoints(base_, s);  // every point's plan checked before anything starts
-        // A model that cannot take the data, said before the first point loads it.
-        if (const auto shape = tb::dataInputShape(base_.data))
-            tb::checkModelInput(tb::findModel(base_.model), *shape, base_.data);
+        // Every point's plan checked before anything starts; its messages name the lab's own
+        // settings (towers, strategies, micro-batches) by their flags, not the form's fields.
+        (void)tb::sweepPoints(base_, s);
+    } catch (const tb::Error& e) {
+        status_ = QString::fromUtf8(e.what());
+        statusLabel_->setText(tb::ui::breakable(status_));
+        return;
+    }
+    try {
+        // A model that cannot take the data (the form's settings), said before the first point
+        // loads them; then the sweep's folder.
+        tb::checkModelTakesData(tb::findModel(base_.model), base_.data);
         folder_ = QString::fromStdString(tb::newSweepFolder(base_));
     } catch (const tb::Error& e) {
-        status_ = explain_ ? explain_(QString::fromUtf8(e.what())) : QString::fromUtf8(e.what());
+        status_ = tb::ui::explained(explain_, QString::fromUtf8(e.what()));
         statusLabel_->setText(tb::ui::breakable(status_));
         return;
     }

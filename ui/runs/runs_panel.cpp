@@ -154,8 +154,8 @@ QString RunsPanel::liveRun(const QStringList& folders) const {
 
 QString RunsPanel::noCheckpoint(const QString& folder) {
     if (!tb::RunFolder::newestCheckpointIn(folder.toStdString()).empty()) return {};
-    return tr("%1 has no checkpoint to continue from: it ended before its first. Open settings puts its settings "
-              "into the form to start it again.")
+    return tr("%1 has no checkpoint to continue from: it ended before its first, or none can be read. Open "
+              "settings puts its settings into the form to start it again.")
         .arg(QFileInfo(folder).fileName());
 }
 

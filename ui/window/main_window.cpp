@@ -583,10 +583,14 @@ QWidget* MainWindow::openLesson(int index) {
     return nullptr;
 }
 
+tb::ui::Explainer MainWindow::formWords() const {
+    return [this](const QString& message) { return experiment_->inFormWords(message); };
+}
+
 AugmentView* MainWindow::openAugmentView() {
     if (!augmentView_) {
         augmentView_ = new AugmentView(this);
-        augmentView_->setExplainer([this](const QString& message) { return experiment_->inFormWords(message); });
+        augmentView_->setExplainer(formWords());
         augmentView_->setWindowFlag(Qt::Window);
         augmentView_->setWindowTitle(tr("Augmented samples — Towerbench"));
         fitLessonWindow(*augmentView_, QSize(900, 760));
@@ -610,7 +614,7 @@ ScalingLab* MainWindow::openScalingLab(const QString& sweepFolder) {
     if (!lab_) {
         lab_ = new ScalingLab(this);
         lab_->setBusyCheck([this] { return running_; });
-        lab_->setExplainer([this](const QString& message) { return experiment_->inFormWords(message); });
+        lab_->setExplainer(formWords());
         connect(lab_, &ScalingLab::sweepFinished, runs_, &RunsPanel::refresh);
     }
     if (!lab_->running()) lab_->setBase(experiment_->config());
@@ -640,6 +644,7 @@ void MainWindow::updateActions() {
 void MainWindow::experimentEdited(const tb::RunConfig& c, bool valid) {
     valid_ = valid;
     if (!running_) updateActions();
+    if (augmentView_ && augmentView_->isVisible()) augmentView_->setConfig(c);  // it follows the form
     if (!valid) {
         diagram_->setInvalid(experiment_->problem());
         // The model view still follows the form's model: one picked before the data it takes.
@@ -650,7 +655,6 @@ void MainWindow::experimentEdited(const tb::RunConfig& c, bool valid) {
         }
         return;
     }
-    if (augmentView_ && augmentView_->isVisible()) augmentView_->setConfig(c);  // it follows the form
     // The decision view stays with the last run's regions until a new run starts.
     if (!running_) decision_->setVisible(isPlanar(c) || decision_->hasGrid());
     try {

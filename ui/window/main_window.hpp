@@ -23,6 +23,7 @@
 #include "engine/device_monitor.hpp"
 #include "engine/observer.hpp"
 #include "io/run_config.hpp"
+#include "view_format.hpp"
 
 class ExperimentPanel;
 class PlacementDiagram;
@@ -148,6 +149,7 @@ private:
     void updateActions();
     void experimentEdited(const tb::RunConfig& c, bool valid);  // the form changed: the diagram and actions follow
     void showModel(const tb::RunConfig& c, const tb::ModelSpec& spec);
+    tb::ui::Explainer formWords() const;  // the form's inFormWords, for the views that show its settings' problems
     void launch(bool paused, const QString& resumeDir = {});
     void launchProcesses(const tb::RunConfig& c);  // several processes through mpirun, followed
     void followFolder(const QString& folder, bool takeSettings);
