@@ -74,6 +74,25 @@ tb::RunConfig syntheticRun(int64_t steps) {
     return c;
 }
 
+// Trains `c` into a new run folder at `path`; with `stopAt` > 0 the run is stopped once that step
+// has ended (its checkpoint kept). Throws what the run throws.
+tb::RunSummary trainInto(const tb::RunConfig& c, const QString& path, int64_t stopAt = 0) {
+    auto folder = tb::RunFolder::create(c, path.toStdString());
+    tb::Trainer t(c);
+    struct StopAt : tb::TrainingObserver {
+        tb::Trainer* t = nullptr;
+        int64_t step = 0;
+        void onStepEnd(const tb::StepMetrics& m) override {
+            if (step > 0 && m.step >= step) t->requestStop();
+        }
+    } stop;
+    stop.t = &t;
+    stop.step = stopAt;
+    t.addObserver(&stop);
+    t.setRunFolder(folder.get());
+    return t.run();
+}
+
 // mlp on an IDX folder that the form cannot fault (its training header is sound) and the run
 // refuses while loading: its test images are 27x27, its training images 28x28.
 tb::RunConfig failsOnlyInTheRun(const QString& dir) {
@@ -1329,10 +1348,7 @@ private slots:
         auto train = [&](const QString& name, const char* update, int64_t steps) {
             tb::RunConfig c = syntheticRun(steps);
             c.update = update;
-            auto folder = tb::RunFolder::create(c, root.filePath(name).toStdString());
-            tb::Trainer t(c);
-            t.setRunFolder(folder.get());
-            return t.run();
+            return trainInto(c, root.filePath(name));
         };
         const tb::RunSummary sync = train("sync", "sync", 40);
         train("async", "async", 60);
@@ -1404,10 +1420,7 @@ private slots:
             c.model = longModel.toStdString();
             c.lrStaircase = folders.isEmpty();
             folders << root.filePath(name);
-            auto folder = tb::RunFolder::create(c, folders.back().toStdString());
-            tb::Trainer t(c);
-            t.setRunFolder(folder.get());
-            t.run();
+            trainInto(c, folders.back());
         }
         MainWindow w;  // the form's names for the settings
         RunsPanel panel(root.path());
@@ -1455,20 +1468,7 @@ private slots:
         QVERIFY(root.isValid());
         tb::RunConfig c = syntheticRun(60);
         const QString stopped = root.filePath("stopped");
-        {
-            auto folder = tb::RunFolder::create(c, stopped.toStdString());
-            tb::Trainer t(c);
-            struct StopAt : tb::TrainingObserver {
-                tb::Trainer* t;
-                void onStepEnd(const tb::StepMetrics& m) override {
-                    if (m.step >= 20) t->requestStop();
-                }
-            } stop;
-            stop.t = &t;
-            t.addObserver(&stop);
-            t.setRunFolder(folder.get());
-            QVERIFY(t.run().stopped);
-        }
+        QVERIFY(trainInto(c, stopped, 20).stopped);
         MainWindow w;
         w.setQuitConfirmation([] { return true; });
         QSignalSpy ended(&w, &MainWindow::runEnded);
@@ -1516,12 +1516,7 @@ private slots:
         tb::RunConfig c = syntheticRun(20);
         c.model = "mlp";  // (1, 28, 28); the blobs are (2, 1, 1) points
         const QString failed = root.filePath("failed");
-        {
-            auto folder = tb::RunFolder::create(c, failed.toStdString());
-            tb::Trainer t(c);
-            t.setRunFolder(folder.get());
-            QVERIFY(tbtest::errorOf([&] { t.run(); }).contains("expects input"));
-        }
+        QVERIFY(tbtest::errorOf([&] { trainInto(c, failed); }).contains("expects input"));
         for (const char* file : {"train-images-idx3-ubyte.gz", "train-labels-idx1-ubyte.gz", "t10k-images-idx3-ubyte.gz",
                                  "t10k-labels-idx1-ubyte.gz"})
             QVERIFY(QFile::copy(tbtest::sourcePath("samples/fashion-mnist-slice/") + file, data.filePath(file)));
@@ -1529,20 +1524,7 @@ private slots:
         c.batchPerTower = 8;
         c.batch = 16;
         const QString stopped = root.filePath("stopped");
-        {
-            auto folder = tb::RunFolder::create(c, stopped.toStdString());
-            tb::Trainer t(c);
-            struct StopAt : tb::TrainingObserver {
-                tb::Trainer* t;
-                void onStepEnd(const tb::StepMetrics& m) override {
-                    if (m.step >= 5) t->requestStop();
-                }
-            } stop;
-            stop.t = &t;
-            t.addObserver(&stop);
-            t.setRunFolder(folder.get());
-            QVERIFY(t.run().stopped);
-        }
+        QVERIFY(trainInto(c, stopped, 5).stopped);
         QVERIFY(QFile::remove(data.filePath("train-images-idx3-ubyte.gz")));  // now 20x20
         tbtest::writeFile(data.filePath("train-images-idx3-ubyte"), tbtest::be32(0x00000803) + tbtest::be32(1) +
                                                                         tbtest::be32(20) + tbtest::be32(20) +

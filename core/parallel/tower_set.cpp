@@ -552,10 +552,9 @@ void TowerSet::computeGradients(Tower& t, int i, uint64_t step, Result& r, const
 // Null where the step cannot be recorded (a call that a stream being recorded refuses, a graph
 // that will not instantiate), and the tower runs every step unrecorded, slower but the same
 // arithmetic. Nothing of the failed recording ran, so the step runs eagerly next; a failure that
-// is not the recording's own (a device fault, which every later call returns too) then fails that
-// step with its own error (a device fault fails the launch calls themselves), and the recording
-// is not blamed: its cause is said only once the step has been launched unrecorded
-// (sayRecordingFailure).
+// is not the recording's own (a device fault, which CUDA returns from every later call, the
+// launches included) then fails that step with its own error, and the recording is not blamed:
+// its cause is said only once the step has been launched unrecorded (sayRecordingFailure).
 Graph TowerSet::recordStep(Tower& t, StepSlot& slot, int n, int64_t step, uint64_t seed,
                            const MicroBatch& part) {
     Backend& be = *t.backend;
