@@ -894,6 +894,23 @@ private slots:
         QVERIFY2(!w.lastError().contains("towerbench-run"), qPrintable(w.lastError()));
         QVERIFY(QFile::exists(w.launchedFolder() + "/summary.json"));
 
+        // A run the processes refuse while loading (the form cannot tell): why, in the form's words.
+        QTemporaryDir refusedData;
+        tb::RunConfig bad = failsOnlyInTheRun(refusedData.path());
+        bad.towers = c.towers;
+        bad.threads = 1;
+        e->setConfig(bad);
+        e->processesBox()->setValue(2);
+        QVERIFY2(e->isValid(), qPrintable(e->problem()));
+        w.start();
+        QTRY_VERIFY2_WITH_TIMEOUT(w.stateText() == QStringLiteral("The processes failed"), qPrintable(w.stateText()), 20000);
+        QVERIFY2(QRegularExpression("^towerbench-run \\(process [01] of 2\\): Data idx:" +
+                                    QRegularExpression::escape(refusedData.path()) + ": the test samples are 1x27x27")
+                     .match(w.lastError())
+                     .hasMatch(),
+                 qPrintable(w.lastError()));
+        QTRY_VERIFY_WITH_TIMEOUT(!w.processesRunning(), 10000);
+
         // A process lost (kill -9 of rank 1): mpirun ends the others, and the window says which
         // rank on which machine, within 10 s, the folder's checkpoint kept.
         c.checkpointEvery = 20;
@@ -1544,8 +1561,28 @@ private slots:
         QCOMPARE(panel.resumeButton()->toolTip(), noCheckpoint);
         panel.select({stopped});
         QVERIFY(panel.resumeButton()->isEnabled());
+        // The 2 s refreshes do not look for the checkpoint again until the run's checkpoints change.
+        const int looks = panel.checkpointReads();
+        for (int i = 0; i < 3; ++i) panel.refresh();
+        QCOMPARE(panel.checkpointReads(), looks);
+        QVERIFY(QDir().rename(stopped + "/checkpoints", stopped + "/away"));
+        panel.refresh();
+        QCOMPARE(panel.checkpointReads(), looks + 1);
+        QVERIFY2(!panel.resumeButton()->isEnabled(), "a run whose checkpoints were removed offered for Resume");
+        QVERIFY(QDir().rename(stopped + "/away", stopped + "/checkpoints"));
+        panel.refresh();
+        QVERIFY(panel.resumeButton()->isEnabled());
 
+        const QByteArray runsDir = qgetenv("TOWERBENCH_RUNS_DIR");
+        qputenv("TOWERBENCH_RUNS_DIR", root.path().toUtf8());
         MainWindow w;
+        qputenv("TOWERBENCH_RUNS_DIR", runsDir);
+        // Why it failed, in the form's words as the form said it (not "--model: ... --data ...").
+        RunsPanel* runs = w.runsPanel();
+        QCOMPARE(runs->table()->rowCount(), 2);
+        const QString why = runs->table()->item(runs->table()->item(0, RunsPanel::State)->text() == "failed" ? 0 : 1,
+                                                RunsPanel::State)->toolTip();
+        QVERIFY2(why.contains("Model: mlp expects input (1, 28, 28) but Data"), qPrintable(why));
         const tb::RunConfig before = w.experiment()->config();
         w.resumeRun(failed);
         QVERIFY(!w.running());

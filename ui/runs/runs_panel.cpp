@@ -8,6 +8,7 @@
 
 #include <QDir>
 #include <algorithm>
+#include <filesystem>
 #include <QFile>
 #include <QGridLayout>
 #include <QHBoxLayout>
@@ -159,6 +160,24 @@ QString RunsPanel::noCheckpoint(const QString& folder) {
         .arg(QFileInfo(folder).fileName());
 }
 
+QString RunsPanel::resumeProblem(const QString& folder) {
+    std::error_code ec;  // (no checkpoints folder: no time, and nothing to resume)
+    const auto changed = std::filesystem::last_write_time((folder + "/checkpoints").toStdString(), ec);
+    const std::string key = folder.toStdString() + '\n' + std::to_string(ec ? 0 : changed.time_since_epoch().count());
+    if (key != resumeKey_) {
+        resumeKey_ = key;
+        ++checkpointReads_;
+        resumeProblem_ = noCheckpoint(folder);
+    }
+    return resumeProblem_;
+}
+
+void RunsPanel::setExplainer(tb::ui::Explainer explain) {
+    explain_ = std::move(explain);
+    shown_ = false;  // the tooltips shown so far are in flag words
+    showFiltered();
+}
+
 void RunsPanel::updateButtons() {
     const QStringList folders = selectedFolders();
     const int n = int(folders.size());
@@ -170,7 +189,7 @@ void RunsPanel::updateButtons() {
     const QString live = liveRun(folders);
     // A run that ended before its first checkpoint (one that failed while setting up) has nothing to
     // continue from: Open settings starts it again.
-    const QString unresumable = n == 1 && !sweep && live.isEmpty() ? noCheckpoint(folders.front()) : QString();
+    const QString unresumable = n == 1 && !sweep && live.isEmpty() ? resumeProblem(folders.front()) : QString();
     resume_->setEnabled(n == 1 && !sweep && live.isEmpty() && unresumable.isEmpty());
     resume_->setToolTip(!live.isEmpty() ? live : !unresumable.isEmpty() ? unresumable : resumeHelp_);
     follow_->setEnabled(n == 1);
@@ -241,7 +260,8 @@ void RunsPanel::showFiltered() {
             table_->setItem(i, column, item);
         }
         auto* state = new QTableWidgetItem(QString::fromStdString(r.state));
-        if (!r.error.empty()) state->setToolTip(tb::ui::wrappedToolTip(QString::fromStdString(r.error)));  // why it failed
+        if (!r.error.empty())  // why it failed
+            state->setToolTip(tb::ui::wrappedToolTip(tb::ui::explained(explain_, QString::fromStdString(r.error))));
         table_->setItem(i, State, state);
         table_->setItem(i, Steps, new NumberItem(tb::ui::formatCount(double(r.steps)), double(r.steps)));
         table_->setItem(i, Validation, new NumberItem(percent(r.validationAccuracy), r.validationAccuracy));

@@ -9,11 +9,13 @@
 #include <QStringList>
 #include <QWidget>
 #include <functional>
+#include <string>
 #include <vector>
 
 #include "background_task.hpp"
 #include "io/run_config.hpp"
 #include "io/run_index.hpp"
+#include "view_format.hpp"
 
 class QLineEdit;
 class QPushButton;
@@ -33,8 +35,11 @@ public:
     enum Column { Date, State, Test, Validation, Model, Data, Plan, Steps, Speed, ColumnCount };
     explicit RunsPanel(QString root, QWidget* parent = nullptr);
     void setSettingNames(SettingNames names) { names_ = std::move(names); }
+    // Why a run failed, as its State's tooltip says it: in the form's words ("Data", not "--data").
+    void setExplainer(tb::ui::Explainer explain);
     const std::vector<tb::RunRecord>& runs() const { return runs_; }  // as shown, in order
     int indexReads() const { return indexReads_; }  // times the runs index was read (refreshes)
+    int checkpointReads() const { return checkpointReads_; }  // times Resume looked for a checkpoint
     QTableWidget* table() const { return table_; }
     QPushButton* deleteButton() const { return delete_; }
     QPushButton* resumeButton() const { return resume_; }
@@ -64,6 +69,9 @@ private:
     // Why the selection cannot be deleted or resumed: a run among it that a process trains now.
     QString liveRun(const QStringList& folders) const;
     void updateButtons();
+    // noCheckpoint(folder), looked for again only when the folder's checkpoints changed: the
+    // buttons are updated on every 2 s refresh, and a look reads a checkpoint's header.
+    QString resumeProblem(const QString& folder);
     void showRuns(std::vector<tb::RunRecord> all);  // every run, of which the filter's are listed
     void showFiltered();
     void refreshInBackground();
@@ -75,10 +83,14 @@ private:
     std::vector<tb::RunRecord> runs_;  // those the filter shows
     bool shown_ = false;  // runs_ is in the table
     int indexReads_ = 0;
+    int checkpointReads_ = 0;
+    std::string resumeKey_;   // the folder and its checkpoints' write time of the last look
+    QString resumeProblem_;   // what it found
     BackgroundTask reading_{this};     // the background refresh in flight
     QString resumeHelp_, deleteHelp_;
     std::function<bool(const QStringList&)> confirmDelete_;
     SettingNames names_;
+    tb::ui::Explainer explain_;
 };
 
 // Runs side by side: their training loss and test accuracy over the steps (from each folder's

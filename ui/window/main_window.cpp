@@ -170,6 +170,7 @@ void MainWindow::buildExperimentDocks() {
     // The history of runs, a tab beside the form (it lists the run folders' index).
     runs_ = new RunsPanel(QString::fromStdString(tb::RunFolder::runsRoot()));
     runs_->setSettingNames([this](const QString& key) { return experiment_->settingName(key); });
+    runs_->setExplainer(formWords());
     auto* runsDock = new QDockWidget(tr("Runs"), this);
     runsDock->setObjectName("runsDock");
     runsDock->setWidget(runs_);
@@ -303,8 +304,10 @@ void MainWindow::connectLauncher() {
         if (follower_) follower_->poll();  // the run's last lines, written before mpirun ended
         if (exitCode != 0) {
             follower_.reset();
-            setState(tr("The processes failed"), error);
-            showError(error);
+            // Started from the form: its fields' names, as a run on this thread says them.
+            const QString message = experiment_->inFormWords(error);
+            setState(tr("The processes failed"), message);
+            showError(message);
         } else if (follower_) {  // no final state reached the folder: the processes were ended
             follower_.reset();
             diagram_->clearActivity();
