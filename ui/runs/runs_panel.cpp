@@ -245,6 +245,9 @@ void RunsPanel::showFiltered() {
     }
     runs_ = std::move(now);
     shown_ = true;
+    // A run's checkpoints can change within one tick of the clock that stamps their folder (a
+    // few ms): a changed row (a run that ended, a new step count) is looked at again in any case.
+    resumeKey_.clear();
     const QLocale locale;
     table_->setSortingEnabled(false);
     table_->setRowCount(int(runs_.size()));
