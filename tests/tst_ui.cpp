@@ -1432,7 +1432,8 @@ private slots:
         QVERIFY(QDir().mkpath(QFileInfo(longModel).path()));
         QVERIFY(QFile::copy(tbtest::sourcePath("resources/models/tiny_mlp.json"), longModel));
         QStringList folders;
-        for (const char* name : {"20261127-210313-tiny_mlp-synthetic-spirals", "20261127-211502-tiny_mlp-synthetic-spirals"}) {
+        // (Folders named by another program: what tells them apart is long, and must be read whole.)
+        for (const char* name : {"20261127-210313-tiny_mlp-synthetic-spirals", "20261127-211502-tiny_mlp_widened_twice-synthetic-spirals"}) {
             tb::RunConfig c = syntheticRun(20);
             c.model = longModel.toStdString();
             c.lrStaircase = folders.isEmpty();
@@ -1461,10 +1462,23 @@ private slots:
             QVERIFY2(fm.horizontalAdvance(shown) + 8 <= s->horizontalHeader()->sectionSize(c), qPrintable(shown));
             QCOMPARE(s->horizontalHeaderItem(c)->toolTip(), QFileInfo(folders[c]).fileName());
         }
-        QCOMPARE(s->horizontalHeaderItem(0)->text(), QStringLiteral("210313"));
-        for (int r = 0; r < s->rowCount(); ++r)
-            QVERIFY2(!s->verticalHeaderItem(r)->text().contains('_'),
-                     qPrintable(s->verticalHeaderItem(r)->text()));
+        QCOMPARE(s->horizontalHeaderItem(0)->text(), QStringLiteral("210313-tiny_mlp"));
+        // The legends name the runs as the columns do, not by folder names alike but for their time.
+        for (QCustomPlot* p : {compare.lossPlot(), compare.accuracyPlot()})
+            for (int c = 0; c < s->columnCount(); ++c) QCOMPARE(p->graph(c)->name(), s->horizontalHeaderItem(c)->text());
+        // Each row says what it sets without the form's groups around it: "Checkpoint every (steps)",
+        // not the form's "Every (steps)" beside "Every (minutes)".
+        QSet<QString> rowNames;
+        int checkpointRow = -1;
+        for (int r = 0; r < s->rowCount(); ++r) {
+            const QString name = s->verticalHeaderItem(r)->text();
+            QVERIFY2(!name.contains('_'), qPrintable(name));
+            QVERIFY2(!rowNames.contains(name), qPrintable(name + " names two rows"));
+            rowNames << name;
+            if (s->verticalHeaderItem(r)->data(Qt::UserRole).toString() == "checkpoint_every") checkpointRow = r;
+        }
+        QVERIFY(checkpointRow >= 0);
+        QCOMPARE(s->verticalHeaderItem(checkpointRow)->text(), QStringLiteral("Checkpoint every (steps)"));
         QVERIFY2(compare.differingKeys().contains("lr_staircase"), qPrintable(compare.differingKeys().join(", ")));
 
         QString asked;

@@ -124,10 +124,25 @@ int IntegerTicker::getSubTickCount(double tickStep) {
     return 0;
 }
 
+namespace {
+// Fits a chart to its size whenever it is resized, before it lays itself out anew: the charts
+// drawn once (the comparison's, the lessons', the lab's) were fitted while still unshown and kept
+// two ticks over 1,800 steps at their shown width.
+class FitOnResize : public QObject {
+public:
+    using QObject::QObject;
+    bool eventFilter(QObject* watched, QEvent* e) override {
+        if (e->type() == QEvent::Resize) fitToSize(static_cast<QCustomPlot*>(watched));
+        return false;  // the chart's own resize handling replots it
+    }
+};
+}  // namespace
+
 QCustomPlot* makeChart(QWidget* parent, const QString& name, const QString& title, const QString& xLabel,
                        const QString& yLabel) {
     auto* p = new QCustomPlot(parent);
     p->setObjectName(name);
+    p->installEventFilter(new FitOnResize(p));
     p->setMinimumSize(200, 160);  // three side by side (async) must fit beside both docks at 1366 px
     p->plotLayout()->insertRow(0);
     QFont titleFont = p->font();
@@ -218,6 +233,10 @@ void fitToSize(QCustomPlot* p) {
         int widest = 1, entries = 0;
         for (int i = 0; i < legend->itemCount(); ++i)
             if (QCPAbstractLegendItem* item = legend->item(i)) {
+                // An item is clipped to the height of its text's line, and DejaVu Sans's "_" reaches
+                // the bottom of its descent: rounded, its last pixel row was cut away, and
+                // "vgg_bn" read "vgg bn". Two pixels below the line keep it.
+                if (item->margins().bottom() < 2) item->setMargins(QMargins(0, 0, 0, 2));
                 widest = std::max(widest, item->minimumOuterSizeHint().width());
                 ++entries;
             }
@@ -231,8 +250,11 @@ void fitToSize(QCustomPlot* p) {
     }
     // Ticks at least one and a half labels apart: a tick count is a hint that readable tick steps
     // (1, 2, 2.5, 5 x 10^k) may exceed by half.
-    const QRect r = p->axisRect()->rect();
-    const int w = r.width() > 0 ? r.width() : p->width(), h = r.height() > 0 ? r.height() : p->height();
+    // The axis rect as the next layout makes it: its margins as the last layout left them, the
+    // chart's size as it is now (a resize reaches here before the chart lays itself out again).
+    const QRect r = p->axisRect()->rect(), v = p->viewport();
+    const int w = r.width() > 0 ? r.width() + p->width() - v.width() : p->width();
+    const int h = r.height() > 0 ? r.height() + p->height() - v.height() : p->height();
     const QFontMetrics fx(p->xAxis->tickLabelFont());
     const QCPRange keys = p->xAxis->range();
     const QString widestKey = formatCount(std::max(std::abs(keys.lower), std::abs(keys.upper)), 1);

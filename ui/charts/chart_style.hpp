@@ -46,7 +46,8 @@ protected:
 };
 
 // A chart with a title row, its legend in the row under the title (filled by columns, wrapped
-// to the chart's width by fitToSize), and locale tickers on both axes (integer on x).
+// to the chart's width by fitToSize), and locale tickers on both axes (integer on x); fitted to
+// its size again whenever it is resized.
 QCustomPlot* makeChart(QWidget* parent, const QString& name, const QString& title, const QString& xLabel,
                        const QString& yLabel);
 QCPTextElement* chartTitle(QCustomPlot* p);

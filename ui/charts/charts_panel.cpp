@@ -546,10 +546,9 @@ void ChartsPanel::replot() {
 
 bool ChartsPanel::eventFilter(QObject* watched, QEvent* e) {
     if (e->type() == QEvent::Resize)
-        if (auto* p = qobject_cast<QCustomPlot*>(watched)) {
-            fitToSize(p);
-            // The axis rect takes the new size only in the replot the resize queues: the next
-            // frame fits the ticks again, to it (a chart made shorter while nothing trained kept
+        if (qobject_cast<QCustomPlot*>(watched)) {
+            // The chart fitted itself to the new size (makeChart); the next frame fits it again
+            // to the axis rect its replot made (a chart made shorter while nothing trained kept
             // ticks spaced for its old height, labels 13 px apart).
             dirty_ = true;
         }

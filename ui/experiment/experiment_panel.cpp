@@ -443,6 +443,14 @@ void ExperimentPanel::layOutForm() {
     add(checkpoints_->form(), "init_from", tr("Start from"), initFrom_, row({initFrom_, browseInit_}));
     names_["lr_staircase"] = tr("Staircase");
     names_["towers"] = tr("Towers");
+    // Where a setting is named without its form around it (a problem in a dialog, a row of the
+    // Runs tab's comparison), the label alone would not say what it sets: "Every (steps)" of what?
+    names_["epochs"] = tr("Length (epochs)");
+    names_["steps"] = tr("Length (steps)");
+    names_["checkpoint_every"] = tr("Checkpoint every (steps)");
+    names_["checkpoint_minutes"] = tr("Checkpoint every (minutes)");
+    names_["keep_checkpoints"] = tr("Checkpoints kept");
+    names_["init_from"] = tr("Start from checkpoint");
 
     auto* v = new QVBoxLayout(this);
     for (QWidget* w : std::initializer_list<QWidget*>{what, where, how, judge, checkpoints_, advanced_}) v->addWidget(w);

@@ -52,7 +52,9 @@ public:
     // without one. Keys whose field sets them through a choice ("steps": the length's unit,
     // "batch_per_tower": the batch's meaning) give that choice.
     QWidget* fieldFor(const QString& key) const { return fields_.value(key); }
-    QString settingName(const QString& key) const { return names_.value(key); }  // its field's label
+    // Its field's label, or where the label leans on its group ("Every (steps)" under Checkpoints)
+    // a name that says it whole: problems and the Runs tab's comparison show it alone.
+    QString settingName(const QString& key) const { return names_.value(key); }
     // Keys that only the command line sets: their meaning is the terminal's.
     static QStringList commandLineOnlyKeys() { return {QStringLiteral("quiet")}; }
     FoldSection* advancedSection() const { return advanced_; }
@@ -127,7 +129,7 @@ private:
     DeviceCatalog catalog_;
     tb::RunConfig base_;  // the last config set: what the form has no field for comes from here
     QHash<QString, QWidget*> fields_;
-    QHash<QString, QString> names_;  // key -> the field's label
+    QHash<QString, QString> names_;  // key -> settingName
     QComboBox *normalise_, *stream_, *lrDecay_, *model_, *data_, *parallelism_, *runOn_, *variables_, *reduce_, *update_, *optimizer_, *precision_, *length_, *batchMeaning_,
         *transfers_, *commPrecision_, *pipeline_, *lrScaling_;
     QListWidget* gpus_;

@@ -20,6 +20,8 @@
 #include <QLineEdit>
 #include <QMessageBox>
 #include <QPushButton>
+#include <QScreen>
+#include <QScrollBar>
 #include <QSet>
 #include <QSplitter>
 #include <QTableWidget>
@@ -388,6 +390,10 @@ QStringList CompareDialog::distinctNames(const QStringList& names) {
     return out;
 }
 
+namespace {
+constexpr int kChartsWidth = 560;  // the comparison's charts at their narrowest readable
+}  // namespace
+
 CompareDialog::CompareDialog(const QStringList& folders, QWidget* parent, const SettingNames& names) : QDialog(parent) {
     setWindowTitle(tr("Compare %n runs", nullptr, int(folders.size())));
     loss_ = tb::ui::makeChart(this, QStringLiteral("compareLoss"), tr("Training loss"), tr("step"), tr("loss"));
@@ -404,8 +410,12 @@ CompareDialog::CompareDialog(const QStringList& folders, QWidget* parent, const 
         loss_->yAxis->setLabel(tr("examples/sec"));
         accuracy_->yAxis->setLabel(tr("efficiency (speedup / towers)"));
     }
+    // Runs by what tells their folders apart (the columns' headers and the legends' entries).
+    QStringList full;
+    for (const QString& f : folders) full << QDir(f).dirName();
+    const QStringList headers = distinctNames(full);
     for (int i = 0; i < folders.size(); ++i) {
-        const QString name = QDir(folders[i]).dirName();
+        const QString& name = headers[i];
         const QColor colour = tb::ui::towerColour(i);
         configs.push_back(readConfig(folders[i]));
         for (const QString& k : configs.back().keys())
@@ -437,20 +447,21 @@ CompareDialog::CompareDialog(const QStringList& folders, QWidget* parent, const 
         tb::ui::fitToSize(p);
         p->replot();
     }
-    // The settings that differ first, each group in name order.
+    // The settings that differ first, each group in the order of the names shown.
     auto differ = [&](const QString& key) {
         QSet<QString> values;
         for (const QJsonObject& c : configs) values << cellText(c.value(key));
         return values.size() > 1;
     };
+    auto shownName = [&](const QString& key) {
+        const QString name = names ? names(key) : QString();
+        return name.isEmpty() ? key : name;
+    };
     std::sort(keys.begin(), keys.end(), [&](const QString& a, const QString& b) {
         const bool da = differ(a), db = differ(b);
-        return da != db ? da : a < b;
+        return da != db ? da : QString::localeAwareCompare(shownName(a), shownName(b)) < 0;
     });
     settings_ = new QTableWidget(int(keys.size()), int(folders.size()));
-    QStringList full;
-    for (const QString& f : folders) full << QDir(f).dirName();
-    const QStringList headers = distinctNames(full);
     for (int col = 0; col < headers.size(); ++col) {
         auto* h = new QTableWidgetItem(headers[col]);
         h->setToolTip(full[col]);
@@ -458,8 +469,7 @@ CompareDialog::CompareDialog(const QStringList& folders, QWidget* parent, const 
     }
     // Rows by the form's names for the settings; the key (config.json's) in the tooltip.
     for (int r = 0; r < keys.size(); ++r) {
-        const QString name = names ? names(keys[r]) : QString();
-        auto* h = new QTableWidgetItem(name.isEmpty() ? keys[r] : name);
+        auto* h = new QTableWidgetItem(shownName(keys[r]));
         h->setData(Qt::UserRole, keys[r]);
         h->setToolTip(tr("%1 in config.json").arg(keys[r]));
         settings_->setVerticalHeaderItem(r, h);
@@ -495,11 +505,22 @@ CompareDialog::CompareDialog(const QStringList& folders, QWidget* parent, const 
     auto* body = new QSplitter(Qt::Horizontal);
     body->addWidget(charts);
     body->addWidget(settings_);
-    body->setStretchFactor(0, 3);
-    body->setStretchFactor(1, 2);
+    // The table as wide as its runs' columns need, each at most 240 px (a longer value elided),
+    // the charts the rest and at least kChartsWidth: in a fixed share, "045457-vgg_bn" was cut at
+    // both ends of its header.
+    settings_->horizontalHeader()->setTextElideMode(Qt::ElideMiddle);
+    int table = settings_->verticalHeader()->sizeHint().width() + 2 * settings_->frameWidth() +
+                settings_->verticalScrollBar()->sizeHint().width();
+    for (int col = 0; col < settings_->columnCount(); ++col)
+        table += std::min(240, std::max(static_cast<QAbstractItemView*>(settings_)->sizeHintForColumn(col), settings_->horizontalHeader()->sectionSizeHint(col)));
+    const int screenWidth = screen() ? screen()->availableGeometry().width() : 1366;
+    const int width = std::clamp(kChartsWidth + table, 1000, std::max(1000, screenWidth * 9 / 10));
+    table = std::min(table, width - kChartsWidth);  // many runs share what the charts leave
+    body->setSizes({width - table, table});
+    body->setStretchFactor(0, 1);
     auto* v = new QVBoxLayout(this);
     v->addWidget(body);
-    resize(1000, 600);
+    resize(width, 600);
 }
 
 void CompareDialog::addSweep(const QString& folder, const QString& name, const QColor& colour) {
