@@ -795,7 +795,9 @@ void TestCli::mlpReachesAccuracy() {
     // Seed 1 of 10 measured (141 steps): test accuracy 0.812, 0.818, 0.780, 0.824, 0.826, 0.792,
     // 0.830, 0.832, 0.776, 0.814 (before each epoch's order had its own seed; seed 1 gave 0.812 /
     // 0.47853 on AVX2 and AVX-512 alike). With the per-epoch seeds of 2026-12-02 seed 1 gives 0.820
-    // and test loss 0.50925 (AVX-512); run twice, it gives the same bits.
+    // and test loss 0.50925 on AVX-512 (whose fp32 kernels AMX machines run too), and 0.816 /
+    // 0.52054 on AVX2 (an AMD EPYC, 2026-12-07): oneDNN's AVX2 kernels sum in another order, and
+    // over 141 steps the two part by 2% in test loss. Run twice, it gives the same bits.
     QElapsedTimer t;
     t.start();
     const QStringList run = {"--model", "mlp", "--data", "idx:" + slice(), "--epochs", "5", "--batch", "64",
@@ -806,7 +808,8 @@ void TestCli::mlpReachesAccuracy() {
     QCOMPARE(s["steps"].toInteger(), 141);  // ceil(5 * 1800 / 64)
     qInfo("mlp on the slice: test accuracy %.3f, test loss %.5f, %.1f s", s["test_accuracy"].toDouble(),
           s["test_loss"].toDouble(), double(t.elapsed()) / 1000);
-    expectFigures(s, 0.820, 2, 0.50925, 0.005);
+    const bool avx2 = tb::cpuIsaName().rfind("avx2", 0) == 0;  // "avx2" or "avx2_vnni"
+    expectFigures(s, avx2 ? 0.816 : 0.820, 2, avx2 ? 0.52054 : 0.50925, 0.005);
     const QJsonObject again = summaryOf(tbtest::runTowerbench(run, 120000));
     for (const char* key : {"test_loss", "test_accuracy", "final_loss", "validation_accuracy"})
         QCOMPARE(again[key].toDouble(), s[key].toDouble());

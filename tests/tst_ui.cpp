@@ -1457,11 +1457,16 @@ private slots:
         QVERIFY(QTest::qWaitForWindowExposed(&compare));
         QTableWidget* s = compare.settings();
         const QFontMetrics fm(s->horizontalHeader()->font());
+        // Whole on a screen that has the room (tst_ui_compare_1366x768 runs this at 1366 px); on
+        // the offscreen platform's 800 px the charts keep theirs, and a header is elided, its
+        // tooltip whole.
+        const bool room = compare.screen()->availableGeometry().width() >= 1200;
         for (int c = 0; c < s->columnCount(); ++c) {
             const QString shown = s->horizontalHeaderItem(c)->text();
-            QVERIFY2(fm.horizontalAdvance(shown) + 8 <= s->horizontalHeader()->sectionSize(c), qPrintable(shown));
+            if (room) QVERIFY2(fm.horizontalAdvance(shown) + 8 <= s->horizontalHeader()->sectionSize(c), qPrintable(shown));
             QCOMPARE(s->horizontalHeaderItem(c)->toolTip(), QFileInfo(folders[c]).fileName());
         }
+        QVERIFY2(compare.lossPlot()->width() >= 560, qPrintable(QString::number(compare.lossPlot()->width())));
         QCOMPARE(s->horizontalHeaderItem(0)->text(), QStringLiteral("210313-tiny_mlp"));
         // The legends name the runs as the columns do, not by folder names alike but for their time.
         for (QCustomPlot* p : {compare.lossPlot(), compare.accuracyPlot()})

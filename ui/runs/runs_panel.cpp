@@ -505,6 +505,8 @@ CompareDialog::CompareDialog(const QStringList& folders, QWidget* parent, const 
     auto* body = new QSplitter(Qt::Horizontal);
     body->addWidget(charts);
     body->addWidget(settings_);
+    auto* v = new QVBoxLayout(this);
+    v->addWidget(body);
     // The table as wide as its runs' columns need, each at most 240 px (a longer value elided),
     // the charts the rest and at least kChartsWidth: in a fixed share, "045457-vgg_bn" was cut at
     // both ends of its header.
@@ -512,14 +514,14 @@ CompareDialog::CompareDialog(const QStringList& folders, QWidget* parent, const 
     int table = settings_->verticalHeader()->sizeHint().width() + 2 * settings_->frameWidth() +
                 settings_->verticalScrollBar()->sizeHint().width();
     for (int col = 0; col < settings_->columnCount(); ++col)
-        table += std::min(240, std::max(static_cast<QAbstractItemView*>(settings_)->sizeHintForColumn(col), settings_->horizontalHeader()->sectionSizeHint(col)));
+        table += std::min(240, std::max(static_cast<QAbstractItemView*>(settings_)->sizeHintForColumn(col),
+                                        settings_->horizontalHeader()->sectionSizeHint(col)));
+    const int chrome = v->contentsMargins().left() + v->contentsMargins().right() + body->handleWidth();
     const int screenWidth = screen() ? screen()->availableGeometry().width() : 1366;
-    const int width = std::clamp(kChartsWidth + table, 1000, std::max(1000, screenWidth * 9 / 10));
-    table = std::min(table, width - kChartsWidth);  // many runs share what the charts leave
-    body->setSizes({width - table, table});
+    const int width = std::clamp(kChartsWidth + table + chrome, 1000, std::max(1000, screenWidth * 9 / 10));
+    table = std::min(table, width - chrome - kChartsWidth);  // many runs share what the charts leave
+    body->setSizes({width - chrome - table, table});
     body->setStretchFactor(0, 1);
-    auto* v = new QVBoxLayout(this);
-    v->addWidget(body);
     resize(width, 600);
 }
 
