@@ -121,6 +121,7 @@ private slots:
     void averagingStepsMarked();
     void legendsOutsideTheData();
     void legendKeepsUnderscores();
+    void learningRateFromZero();
     void thousandsSeparators();
     void wholeStepTicks();
     void ticksDoNotRunTogether();
@@ -489,6 +490,26 @@ void ChartsPanelTest::legendsOutsideTheData() {
         QVERIFY2(!legend.intersects(data), name);
         QVERIFY2(p->rect().contains(legend), name);  // wrapped within the chart, nothing spills
         QVERIFY(legend.height() > 0);
+    }
+}
+
+// A constant learning rate was a line at mid-chart between ticks 0.000975 and 0.001050: the
+// rate's axis starts at zero, in the scrolling window and over the whole run.
+void ChartsPanelTest::learningRateFromZero() {
+    ChartsPanel panel;
+    panel.reset(1);
+    showPanel(panel);
+    QSignalSpy replots(panel.lossPlot(), &QCustomPlot::afterReplot);
+    for (int s = 1; s <= 300; ++s) panel.addStep(stepAt(s, 1, 1.0));  // lr 0.1 throughout
+    auto* lr = panel.findChild<QCustomPlot*>(QStringLiteral("lrPlot"));
+    QVERIFY(lr != nullptr);
+    for (bool scrolling : {true, false}) {
+        panel.setScrolling(scrolling);
+        replots.clear();
+        QTRY_VERIFY_WITH_TIMEOUT(replots.count() > 0, 10000);
+        const QCPRange r = lr->yAxis->range();
+        QVERIFY2(r.lower == 0 && r.upper > 0.1 && r.upper <= 0.11,
+                 qPrintable(QStringLiteral("%1 .. %2").arg(r.lower).arg(r.upper)));
     }
 }
 

@@ -487,7 +487,13 @@ void ChartsPanel::fitValues(QCustomPlot* p, const Bounds& all, bool wholeRun) {
             }
         }
     }
-    if (found) p->yAxis->setRange(padded(r, log));
+    if (!found) return;
+    r = padded(r, log);
+    // A learning rate is drawn from zero: its schedule's shape (a warm-up from 0, a decay toward
+    // it) reads as a share of the rate, and a constant one is a flat line at its height, not at
+    // mid-chart between ticks 0.000975 and 0.001050.
+    if (p == lr_ && !log && r.lower > 0) r.lower = 0;
+    p->yAxis->setRange(r);
 }
 
 void ChartsPanel::applyRanges() {
