@@ -2027,6 +2027,23 @@ private slots:
                      text.contains("test accuracy"),
                  qPrintable(text));
         QVERIFY(!text.contains("staleness"));
+        // Without a validation split, one tower: sentences begun with capitals (it read "on
+        // average. test accuracy 90.2%").
+        auto sentencesBegin = [](const QString& html) {
+            const QString plain = QString(html).remove(QRegularExpression("<[^>]*>"));
+            return !QRegularExpression("\\. [a-z]").match(plain).hasMatch();
+        };
+        QVERIFY2(sentencesBegin(text), qPrintable(text));
+        tb::RunConfig one = syntheticRun(20);
+        one.towers = "cpu:0";
+        one.batch = 32;
+        one.validation = 0;
+        w.experiment()->setConfig(one);
+        w.start();
+        QTRY_COMPARE_WITH_TIMEOUT(ended.count(), 2, 20000);
+        text = w.summaryText();
+        QVERIFY2(text.contains("Test accuracy <b>") && text.contains("The tower was busy") && sentencesBegin(text),
+                 qPrintable(text));
 
         tb::RunConfig c = syntheticRun(1000000);
         c.update = "async";
@@ -2035,7 +2052,7 @@ private slots:
         w.start();
         QTRY_VERIFY_WITH_TIMEOUT(w.charts()->stepPoints() > 20, 20000);
         w.stop();
-        QTRY_COMPARE_WITH_TIMEOUT(ended.count(), 2, 20000);
+        QTRY_COMPARE_WITH_TIMEOUT(ended.count(), 3, 20000);
         QStringList seen;
         for (const auto& s : states) seen << s.at(0).toString();
         QVERIFY2(seen.contains("Stopping: evaluating on the validation and test sets (Stop again to skip)"),

@@ -964,13 +964,16 @@ void MainWindow::showSummary(const QString& summaryJson, bool stopped) {
                "average.")
                 .arg(locale.toString(j["epochs"].toDouble(), 'f', 2),
                      locale.toString(j["examples_per_sec"].toDouble(), 'f', 0));
+    // Whole sentences, each begun with a capital, whichever figures the run has.
+    const QString test = j["test_accuracy"].isNull() ? tr("no test evaluation (skipped)")
+                                                     : tr("test accuracy <b>%1</b>").arg(percent(j["test_accuracy"].toDouble()));
     if (j.contains("validation_accuracy"))
-        text += tr(" Validation accuracy %1,").arg(percent(j["validation_accuracy"].toDouble()));
-    if (j["test_accuracy"].isNull()) text += tr(" no test evaluation (skipped).");
-    else text += tr(" test accuracy <b>%1</b>.").arg(percent(j["test_accuracy"].toDouble()));
+        text += tr(" Validation accuracy %1, %2.").arg(percent(j["validation_accuracy"].toDouble()), test);
+    else text += QLatin1Char(' ') + test.at(0).toUpper() + test.mid(1) + QLatin1Char('.');
     QStringList busy;
     for (const QJsonValue& b : j["tower_busy"].toArray()) busy << percent(b.toDouble());
-    text += tr(" Towers busy %1 of the time.").arg(busy.join(QStringLiteral(" / ")));
+    text += busy.size() == 1 ? tr(" The tower was busy %1 of the time.").arg(busy.front())
+                             : tr(" Towers busy %1 of the time.").arg(busy.join(QStringLiteral(" / ")));
     if (async) {
         text += tr(" Mean staleness %1 updates. Asynchronous runs are not reproducible: the order of updates "
                    "follows thread timing.")
