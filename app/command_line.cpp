@@ -4,6 +4,7 @@
 
 #include "engine/run_folder.hpp"
 #include "util/error.hpp"
+#include "util/nearest_name.hpp"
 
 namespace {
 
@@ -263,8 +264,16 @@ CommandLine parseCommandLine(const std::vector<std::string>& argsIn) {
         }
         const std::string key = tb::RunConfig::flagToKey(a);
         const auto& keys = tb::RunConfig::keys();
-        if (!a.starts_with("--") || key == "quiet" || std::find(keys.begin(), keys.end(), key) == keys.end())
-            throw Error("unknown argument '" + a + "' (see --help)");
+        if (!a.starts_with("--") || key == "quiet" || std::find(keys.begin(), keys.end(), key) == keys.end()) {
+            // The flag a typo meant ("--bacth": "--batch"), among every flag a run takes.
+            std::vector<std::string> flags{"--quiet", "--config", "--resume", "--run-dir"};
+            for (std::string k : keys) {
+                std::replace(k.begin(), k.end(), '_', '-');
+                flags.push_back("--" + k);
+            }
+            const std::string meant = tb::didYouMean(a, flags);
+            throw Error("unknown argument '" + a + "'" + (meant.empty() ? " (see --help)" : meant));
+        }
         if (i + 1 >= args.size() || args[i + 1].starts_with("--")) throw Error(a + ": needs a value");
         c.config.setFromText(key, args[++i], a);
     }

@@ -198,7 +198,13 @@ void TestCli::badInput_data() {
     const QString t = tmp_.path();
     // Where a mistake might let training start, it would be a tiny one.
     const QStringList tiny = {"--model", "tiny_mlp", "--data", "synthetic:blobs", "--steps", "1"};
-    QTest::newRow("unknown flag") << QStringList{"--frobnicate"} << QStringList{"'--frobnicate'", "unknown argument"};
+    QTest::newRow("unknown flag") << QStringList{"--frobnicate"}
+                                  << QStringList{"'--frobnicate'", "unknown argument", "(see --help)"};
+    QTest::newRow("mistyped flag") << QStringList{"--bacth", "64"}
+                                   << QStringList{"unknown argument '--bacth' (did you mean '--batch'?)"};
+    QTest::newRow("mistyped model") << QStringList{"--model", "mnsit_cnn"}
+                                    << QStringList{"--model: no model named 'mnsit_cnn' (did you mean 'mnist_cnn'?); "
+                                                   "looked for mnsit_cnn.json in"};
     QTest::newRow("flag without value") << QStringList{"--batch"} << QStringList{"--batch", "needs a value"};
     QTest::newRow("precision fp16") << QStringList{"--precision", "fp16"}
                                     << QStringList{"--precision", "'fp16'", "not fp32 or bf16"};

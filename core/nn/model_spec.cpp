@@ -389,7 +389,9 @@ ModelSpec findModel(const std::string& nameOrPath) {
         if (fs::exists(p, ec)) return loadModelSpec(p.string());
         looked += (looked.empty() ? "" : ", ") + dir;
     }
-    throw Error("--model: no model named '" + nameOrPath + "' (looked for " + nameOrPath + ".json in " + looked + ")");
+    const std::string meant = didYouMean(nameOrPath, modelNames());  // "mnsit_cnn": "mnist_cnn"
+    throw Error("--model: no model named '" + nameOrPath + "'" + meant + (meant.empty() ? " (" : "; ") + "looked for " +
+                nameOrPath + ".json in " + looked + (meant.empty() ? ")" : ""));
 }
 
 }  // namespace tb
