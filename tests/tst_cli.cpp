@@ -228,10 +228,12 @@ void TestCli::badInput_data() {
     QTest::newRow("batch_per_tower -3 in a config")
         << QStringList{"--config", t + "/negative_per_tower.json"}
         << QStringList{t + "/negative_per_tower.json", "'batch_per_tower' must be between 1 and 65536", "got -3"};
-    QTest::newRow("steps -5") << QStringList{"--steps", "-5"} << QStringList{"--steps", "must not be negative"};
+    QTest::newRow("steps -5") << QStringList{"--steps", "-5"} << QStringList{"--steps: must not be negative, got -5"};
     QTest::newRow("optimizer rmsprop") << QStringList{"--optimizer", "rmsprop"}
                                        << QStringList{"--optimizer", "unknown optimizer 'rmsprop'"};
-    QTest::newRow("lr -1") << QStringList{"--lr", "-1"} << QStringList{"--lr", "positive"};
+    QTest::newRow("lr -1") << QStringList{"--lr", "-1"} << QStringList{"--lr: must be above 0 and below 1000, got -1"};
+    // Positive, and still refused: the message says the bound it broke (it said "must be positive").
+    QTest::newRow("lr 5000") << QStringList{"--lr", "5000"} << QStringList{"--lr: must be above 0 and below 1000, got 5000"};
     QTest::newRow("model no_such_model") << QStringList{"--model", "no_such_model"}
                                          << QStringList{"--model", "no model named 'no_such_model'",
                                                         tbtest::sourcePath("resources/models")};

@@ -261,12 +261,18 @@ void RunConfig::validate() const {
             "--batch: must be between 1 and " + std::to_string(kMaxBatch) + ", got " + std::to_string(batch));
     require(batchPerTower >= 0 && batchPerTower <= kMaxBatch,
             "--batch-per-tower: must be between 1 and " + std::to_string(kMaxBatch) + ", got " + std::to_string(batchPerTower));
-    require(steps >= 0, "--steps: must not be negative");
-    require(steps > 0 || (epochs > 0 && epochs <= 1e6), "--epochs: must be positive (or give --steps)");
-    require(lr > 0 && lr < 1e3, "--lr: must be a positive learning rate");
-    require(momentum >= 0 && momentum < 1, "--momentum: must be in [0, 1)");
-    require(lrDecaySteps >= 0, "--lr-decay-steps: must not be negative");
-    require(lrDecayRate > 0, "--lr-decay-rate: must be positive");
+    // What was given, as it reads back: "-1", "5000", "0.95".
+    auto got = [](double v) {
+        std::ostringstream o;
+        o << v;
+        return ", got " + o.str();
+    };
+    require(steps >= 0, "--steps: must not be negative" + got(double(steps)));
+    require(steps > 0 || (epochs > 0 && epochs <= 1e6), "--epochs: must be above 0 and at most 1e6 (or give --steps)" + got(epochs));
+    require(lr > 0 && lr < 1e3, "--lr: must be above 0 and below 1000" + got(lr));
+    require(momentum >= 0 && momentum < 1, "--momentum: must be in [0, 1)" + got(momentum));
+    require(lrDecaySteps >= 0, "--lr-decay-steps: must not be negative" + got(double(lrDecaySteps)));
+    require(lrDecayRate > 0, "--lr-decay-rate: must be positive" + got(lrDecayRate));
     require(lrDecay == "exponential" || lrDecay == "cosine",
             "--lr-decay: '" + lrDecay + "' is no decay; give exponential or cosine");
     require(lrDecay != "cosine" || lrDecaySteps > 0,
@@ -292,7 +298,7 @@ void RunConfig::validate() const {
             "--sync-bn: free-running towers (--update async) take no step together to sum their statistics in");
     require(!syncBn || psTasks == 0, "--sync-bn with parameter-server processes (--ps-tasks) is not built yet");
     require(!syncBn || stages.empty(), "--sync-bn with pipeline stages is not built yet");
-    require(emaDecay >= 0 && emaDecay < 1, "--ema-decay: must be in [0, 1)");
+    require(emaDecay >= 0 && emaDecay < 1, "--ema-decay: must be in [0, 1)" + got(emaDecay));
     require(reportLag >= -1 && reportLag <= kMaxReportLag,
             "--report-lag: must be between 0 and " + std::to_string(kMaxReportLag) + " steps (or -1 for automatic), got " +
                 std::to_string(reportLag));
