@@ -1640,9 +1640,15 @@ private slots:
             for (int i = 1; i <= 10; ++i) {
                 m.step = i;
                 m.loss = 1.0 / i;
+                if (i == 10)  // profiled: its layer times as the writer writes them (ms), read back
+                    m.layerTimes = std::make_shared<const tb::LayerTimes>(
+                        tb::LayerTimes{{0.001, 0, 0.002, 0, 0.0005}, {0.003, 0, 0.004, 0, 0.0005}});
                 out.onStepEnd(m);
             }
             QTRY_COMPARE_WITH_TIMEOUT(w.charts()->stepPoints(), 10, 5000);
+            QTRY_VERIFY_WITH_TIMEOUT(w.modelView()->timingNote().startsWith("Tower 0's step 10, layer by layer: "
+                                                                            "forward 3.50 ms, backward 7.50 ms"),
+                                     5000);
         }
         QFile append(folder + "/metrics.jsonl");
         QVERIFY(append.open(QIODevice::Append));
@@ -1653,6 +1659,15 @@ private slots:
         append.write(R"(ers":[{},{}]})" "\n");
         append.flush();
         QTRY_COMPARE_WITH_TIMEOUT(w.charts()->stepPoints(), 11, 5000);
+        // A profiled step's layer times reach the model view (tiny_mlp: 5 layers), as a run in
+        // this window gives them (before, only those: a followed run's never showed); a line of
+        // another length is another model's and left out.
+        append.write(R"({"type":"layer_times","step":11,"forward_ms":[1,0,1,0],"backward_ms":[2,0,2,0]})" "\n");
+        append.write(R"({"type":"layer_times","step":11,"forward_ms":[1,0,2,0,1],"backward_ms":[3,0,4,0,1]})" "\n");
+        append.flush();
+        QTRY_VERIFY_WITH_TIMEOUT(w.modelView()->timingNote().startsWith("Tower 0's step 11, layer by layer"), 5000);
+        QVERIFY2(w.modelView()->timingNote().contains("forward 4.00 ms, backward 8.00 ms"),
+                 qPrintable(w.modelView()->timingNote()));
         append.write(R"({"type":"state","state":"finished","detail":""})" "\n");
         append.close();
         QTRY_VERIFY_WITH_TIMEOUT(!w.following(), 5000);

@@ -186,6 +186,22 @@ bool parseMetricsLine(const std::string& line, MetricsLine& out) {
         readConfusion(j, out.eval);
         return true;
     }
+    if (type == "layer_times") {
+        out.kind = MetricsLine::Kind::LayerTimes;
+        out.step.step = count(j, "step");
+        // Both lists of numbers, one per layer, and as many of each: anything else is not a profile.
+        auto times = [&](const char* k, std::vector<double>& into) {
+            auto it = j.find(k);
+            if (it == j.end() || !it->is_array() || it->size() > 65536) return false;
+            for (const auto& v : *it) {
+                if (!v.is_number() || !(v.get<double>() >= 0)) return false;
+                into.push_back(v.get<double>() / 1e3);
+            }
+            return true;
+        };
+        return times("forward_ms", out.layers.forward) && times("backward_ms", out.layers.backward) &&
+               out.layers.forward.size() == out.layers.backward.size() && !out.layers.empty();
+    }
     if (type != "step") return false;
     out.kind = MetricsLine::Kind::Step;
     StepMetrics& m = out.step;

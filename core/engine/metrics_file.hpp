@@ -8,6 +8,8 @@
 //   async steps add "pusher" (the tower whose update it was) and "staleness" (updates since its pull);
 //   averaging steps add "averaged":true where the replicas were averaged after them.
 //   {"type":"eval","step":469,"split":"test","loss":0.31,"accuracy":0.89,"examples":10000,"ema":false}
+//   {"type":"layer_times","step":400,"forward_ms":[4.6,0.0,...],"backward_ms":[16.0,0.0,...]}
+//   after a step tower 0 profiled (TowerSet::kProfileEvery): each layer's time, in the model's order;
 //   {"type":"device","t":12.4,"time_unix":1718000000.25,"index":0,"name":"NVIDIA H100 80GB HBM3",
 //    "util_gpu":97,"util_mem":41,"mem_used_bytes":12345678848,"mem_total_bytes":85520809984,
 //    "power_w":512.3,"temp_c":61,"sm_clock_mhz":1980,"pcie_tx_mbps":120.4,"pcie_rx_mbps":2210.5}
@@ -24,13 +26,14 @@
 namespace tb {
 
 // One line of a metrics file read back (a window following a run another process writes):
-// its steps, evaluations and states as the observer calls that wrote them; device lines and
-// lines of no known type are left out (false).
+// its steps, evaluations, states and profiled layer times as the observer calls that wrote them;
+// device lines and lines of no known type are left out (false).
 struct MetricsLine {
-    enum class Kind { Step, Eval, State } kind = Kind::State;
-    StepMetrics step;
+    enum class Kind { Step, Eval, State, LayerTimes } kind = Kind::State;
+    StepMetrics step;  // for LayerTimes, only its step number
     EvalResult eval;
     std::string state, detail;
+    LayerTimes layers;  // tower 0's profiled step, per layer of the model (seconds)
 };
 bool parseMetricsLine(const std::string& line, MetricsLine& out);
 // An evaluation's confusion counts as rows (true class) of columns (predicted); null if it has none.

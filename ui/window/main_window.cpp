@@ -781,6 +781,7 @@ void MainWindow::followFolder(const QString& folder, bool takeSettings) {
         if (predictions_->hasPredictions()) predictionsDock_->raise();
     });
     connect(follower_.get(), &RunFollower::problem, predictions_, &PredictionsPanel::showProblem);
+    connect(follower_.get(), &RunFollower::layerTimes, modelView_, &ModelView::showLayerTimes);
     connect(follower_.get(), &RunFollower::stateChanged, this, [this, folder](const QString& state, const QString& detail) {
         if (state != "finished" && state != "stopped" && state != "failed") return;
         setState(tr("Followed run %1").arg(state), detail.isEmpty() ? folder : detail);

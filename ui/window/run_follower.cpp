@@ -86,6 +86,10 @@ void RunFollower::poll() {
             if (!batch.empty()) emit steps(std::exchange(batch, {}));
             emit stateChanged(QString::fromStdString(m.state), QString::fromStdString(m.detail));
             break;
+        case tb::MetricsLine::Kind::LayerTimes:
+            if (!batch.empty()) emit steps(std::exchange(batch, {}));
+            emit layerTimes(m.layers, m.step.step);
+            break;
         }
     }
     if (!batch.empty()) emit steps(batch);

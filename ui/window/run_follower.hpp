@@ -1,7 +1,7 @@
 // RunFollower: a run folder that another process is still writing (a towerbench-run in a
 // terminal, a headless run on a GPU server seen through a shared folder), followed live: it reads
-// the lines metrics.jsonl gains, five times a second, and hands on the steps, evaluations and
-// states they record. A line is read only once it is whole; a file that shrank (a resumed run
+// the lines metrics.jsonl gains, five times a second, and hands on the steps, evaluations,
+// states and profiled layer times they record. A line is read only once it is whole; a file that shrank (a resumed run
 // cut it back to its checkpoint) is read again from the start, after reset(). A test evaluation
 // of an image set is handed on twice: from its line (the confusion matrix), then with the run's
 // predictions.json over the test set's images, which a thread of its own reads from the run's data
@@ -37,6 +37,7 @@ signals:
     void evaluated(const tb::EvalResult& r);             // as its line has it
     void predictionsRead(const tb::EvalResult& r);       // a test evaluation again, with predictions
     void stateChanged(const QString& state, const QString& detail);  // "running", "finished", ...
+    void layerTimes(const tb::LayerTimes& times, int64_t step);      // tower 0's profiled step, per layer
     void problem(const QString& message);  // the predictions could not be read: why, in one sentence
 
 private:
