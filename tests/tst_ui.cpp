@@ -1668,10 +1668,26 @@ private slots:
         QTRY_VERIFY_WITH_TIMEOUT(w.modelView()->timingNote().startsWith("Tower 0's step 11, layer by layer"), 5000);
         QVERIFY2(w.modelView()->timingNote().contains("forward 4.00 ms, backward 8.00 ms"),
                  qPrintable(w.modelView()->timingNote()));
+        // The end: the banner a run in this window ends with, from summary.json once run.json says
+        // the run ended (the writer's order: final line, summary, run.json); until then the folder's
+        // summary is an earlier segment's (a resumed run) and is not shown.
+        tbtest::writeFile(folder + "/summary.json", R"({"steps": 5, "train_seconds": 1.0, "epochs": 0.05})");
         append.write(R"({"type":"state","state":"finished","detail":""})" "\n");
         append.close();
         QTRY_VERIFY_WITH_TIMEOUT(!w.following(), 5000);
         QCOMPARE(w.stateText(), QStringLiteral("Followed run finished"));
+        QTest::qWait(3 * RunFollower::kPollMs);
+        QVERIFY2(w.summaryText().isEmpty(), qPrintable(w.summaryText()));
+        // (Another writer's summary may lack a figure: it is not shown as 0%.)
+        tbtest::writeFile(folder + "/summary.json", R"({"steps": 11, "train_seconds": 2.0, "epochs": 0.11,
+            "examples_per_sec": 352.0, "tower_busy": [0.5, 0.25]})");
+        tbtest::writeFile(folder + "/run.json", R"({"format": "towerbench-run", "version": 1, "state": "finished"})");
+        QTRY_VERIFY_WITH_TIMEOUT(!w.summaryText().isEmpty(), 5000);
+        QVERIFY2(w.summaryText().startsWith("<b>Finished</b> 11 steps in 2.0 s of training") &&
+                     w.summaryText().contains("on average. No test evaluation") &&
+                     w.summaryText().contains("Towers busy 50.0% / 25.0%"),
+                 qPrintable(w.summaryText()));
+        QCOMPARE(w.stateText(), QStringLiteral("Followed run finished"));  // the state line says whose it was
 
         // A real run in another process, followed from before its first step to its end.
         const QString real = root.filePath("real");
@@ -1686,6 +1702,7 @@ private slots:
         QTRY_VERIFY_WITH_TIMEOUT(!w.following(), 5000);
         QCOMPARE(w.charts()->stepPoints(), 3000);
         QCOMPARE(w.stateText(), QStringLiteral("Followed run finished"));
+        QTRY_VERIFY_WITH_TIMEOUT(w.summaryText().startsWith("<b>Finished</b> 3,000 steps"), 5000);
     }
 
     // A followed run of an image set shows its examples and its classes' names (rows read "0 0,

@@ -782,11 +782,14 @@ void MainWindow::followFolder(const QString& folder, bool takeSettings) {
     });
     connect(follower_.get(), &RunFollower::problem, predictions_, &PredictionsPanel::showProblem);
     connect(follower_.get(), &RunFollower::layerTimes, modelView_, &ModelView::showLayerTimes);
+    // The banner a run in this window ends with; the state line keeps saying it was followed.
+    connect(follower_.get(), &RunFollower::summaryRead, this,
+            [this](const QString& json, bool stopped) { showSummary(json, stopped, true); });
     connect(follower_.get(), &RunFollower::stateChanged, this, [this, folder](const QString& state, const QString& detail) {
         if (state != "finished" && state != "stopped" && state != "failed") return;
         setState(tr("Followed run %1").arg(state), detail.isEmpty() ? folder : detail);
         diagram_->clearActivity();
-        follower_->stopPolling();
+        follower_->awaitSummary();
         ended_ = std::move(follower_);  // kept (this very signal is its own) for the predictions to come
     });
     follower_->poll();  // what is there already
@@ -943,7 +946,7 @@ void MainWindow::showStepsTaken() {
     if (rate > 0) setReadout(etaLabel_, tr("ETA %1").arg(duration(double(totalSteps_ - lastStep_) / rate)));
 }
 
-void MainWindow::showSummary(const QString& summaryJson, bool stopped) {
+void MainWindow::showSummary(const QString& summaryJson, bool stopped, bool followed) {
     evalBusy_->hide();
     setReadout(etaLabel_, {});
     const QJsonObject j = QJsonDocument::fromJson(summaryJson.toUtf8()).object();
@@ -966,15 +969,16 @@ void MainWindow::showSummary(const QString& summaryJson, bool stopped) {
                 .arg(locale.toString(j["epochs"].toDouble(), 'f', 2),
                      locale.toString(j["examples_per_sec"].toDouble(), 'f', 0));
     // Whole sentences, each begun with a capital, whichever figures the run has.
-    const QString test = j["test_accuracy"].isNull() ? tr("no test evaluation (skipped)")
-                                                     : tr("test accuracy <b>%1</b>").arg(percent(j["test_accuracy"].toDouble()));
-    if (j.contains("validation_accuracy"))
+    // (A figure the summary lacks is not shown as 0: a followed run's summary is another writer's.)
+    const QString test = !j["test_accuracy"].isDouble() ? tr("no test evaluation (skipped)")
+                                                        : tr("test accuracy <b>%1</b>").arg(percent(j["test_accuracy"].toDouble()));
+    if (j["validation_accuracy"].isDouble())
         text += tr(" Validation accuracy %1, %2.").arg(percent(j["validation_accuracy"].toDouble()), test);
     else text += QLatin1Char(' ') + test.at(0).toUpper() + test.mid(1) + QLatin1Char('.');
     QStringList busy;
     for (const QJsonValue& b : j["tower_busy"].toArray()) busy << percent(b.toDouble());
-    text += busy.size() == 1 ? tr(" The tower was busy %1 of the time.").arg(busy.front())
-                             : tr(" Towers busy %1 of the time.").arg(busy.join(QStringLiteral(" / ")));
+    if (busy.size() == 1) text += tr(" The tower was busy %1 of the time.").arg(busy.front());
+    else if (!busy.isEmpty()) text += tr(" Towers busy %1 of the time.").arg(busy.join(QStringLiteral(" / ")));
     if (async) {
         text += tr(" Mean staleness %1 updates. Asynchronous runs are not reproducible: the order of updates "
                    "follows thread timing.")
@@ -986,7 +990,7 @@ void MainWindow::showSummary(const QString& summaryJson, bool stopped) {
                    nullptr, int(std::min<qint64>(dropped, INT_MAX)));
     summary_->setText(text);
     summary_->show();
-    setState(stopped ? tr("Stopped at step %1").arg(locale.toString(steps)) : tr("Finished"));
+    if (!followed) setState(stopped ? tr("Stopped at step %1").arg(locale.toString(steps)) : tr("Finished"));
 }
 
 void MainWindow::showError(const QString& message) {

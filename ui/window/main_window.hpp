@@ -156,7 +156,9 @@ private:
     void showSteps(const std::vector<tb::StepMetrics>& steps);  // a run's steps into every view
     void setState(const QString& text, const QString& detail = {});
     void showStepsTaken();
-    void showSummary(const QString& summaryJson, bool stopped);
+    // The end-of-run banner from a summary.json; `followed`: another process's run, whose state
+    // line says so (it is left as it is).
+    void showSummary(const QString& summaryJson, bool stopped, bool followed = false);
     void showError(const QString& message);
     void openConfig();
     void saveConfig();

@@ -96,6 +96,29 @@ void RunFollower::poll() {
     attachPredictions();
 }
 
+void RunFollower::awaitSummary() {
+    disconnect(&timer_, &QTimer::timeout, this, &RunFollower::poll);
+    connect(&timer_, &QTimer::timeout, this, &RunFollower::readSummary);
+    summaryWait_.start();
+    readSummary();
+}
+
+void RunFollower::readSummary() {
+    QFile run(folder_ + "/run.json");
+    const QString state =
+        run.open(QIODevice::ReadOnly) ? QJsonDocument::fromJson(run.read(1 << 20)).object().value("state").toString() : QString();
+    if (state == QLatin1String("finished") || state == QLatin1String("stopped")) {
+        timer_.stop();
+        QFile f(folder_ + "/summary.json");
+        // A summary is an object with its step count; anything else (a foreign file) shows nothing.
+        const QJsonDocument summary = f.open(QIODevice::ReadOnly) ? QJsonDocument::fromJson(f.read(16 << 20)) : QJsonDocument();
+        if (summary.isObject() && summary.object().value("steps").isDouble())
+            emit summaryRead(QString::fromUtf8(summary.toJson(QJsonDocument::Compact)), state == QLatin1String("stopped"));
+        return;
+    }
+    if (state == QLatin1String("failed") || summaryWait_.elapsed() > kSummaryWaitMs) timer_.stop();
+}
+
 void RunFollower::attachPredictions() {
     if (!latestTest_ || !QFile::exists(folder_ + "/predictions.json")) return;
     const std::string folder = folder_.toStdString();
