@@ -267,10 +267,7 @@ CommandLine parseCommandLine(const std::vector<std::string>& argsIn) {
         if (!a.starts_with("--") || key == "quiet" || std::find(keys.begin(), keys.end(), key) == keys.end()) {
             // The flag a typo meant ("--bacth": "--batch"), among every flag a run takes.
             std::vector<std::string> flags{"--quiet", "--config", "--resume", "--run-dir"};
-            for (std::string k : keys) {
-                std::replace(k.begin(), k.end(), '_', '-');
-                flags.push_back("--" + k);
-            }
+            for (const std::string& k : keys) flags.push_back(tb::RunConfig::keyToFlag(k));
             const std::string meant = tb::didYouMean(a, flags);
             throw Error("unknown argument '" + a + "'" + (meant.empty() ? " (see --help)" : meant));
         }

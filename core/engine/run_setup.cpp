@@ -261,8 +261,7 @@ void checkSameSettings(ProcessGroup& processes, const RunConfig& c) {
         std::string key = "settings", here = "other", there = "process 0's";
         for (const auto& [k, v] : other.items()) {
             if (!leader.is_object() || !leader.contains(k) || leader[k] != v) {
-                key = "--" + k;
-                std::replace(key.begin(), key.end(), '_', '-');
+                key = RunConfig::keyToFlag(k);
                 here = v.dump();
                 there = leader.is_object() && leader.contains(k) ? leader[k].dump() : "unset";
                 break;

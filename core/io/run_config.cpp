@@ -1,5 +1,6 @@
 #include "io/run_config.hpp"
 
+#include <algorithm>
 #include <sstream>
 #include <cmath>
 #include <functional>
@@ -136,6 +137,12 @@ const std::vector<std::string>& RunConfig::keys() {
         return out;
     }();
     return k;
+}
+
+std::string RunConfig::keyToFlag(const std::string& key) {
+    std::string f = "--" + key;
+    std::replace(f.begin(), f.end(), '_', '-');
+    return f;
 }
 
 std::string RunConfig::flagToKey(const std::string& flag) {

@@ -123,6 +123,7 @@ struct RunConfig {
 
     static const std::vector<std::string>& keys();
     static std::string flagToKey(const std::string& flag);  // "--eval-every" -> "eval_every"
+    static std::string keyToFlag(const std::string& key);   // "eval_every" -> "--eval-every"
 
 private:
     std::map<std::string, std::string> origins_;  // key -> the file or flag that set it last

@@ -463,7 +463,7 @@ void ChartsPanel::setLogLoss(bool log) {
     dirty_ = true;
 }
 
-void ChartsPanel::fitValues(QCustomPlot* p, const Bounds& all, bool wholeRun) {
+void ChartsPanel::fitValues(QCustomPlot* p, const Bounds& all, bool wholeRun, bool fromZero) {
     const bool log = p->yAxis->scaleType() == QCPAxis::stLogarithmic;
     QCPRange r;
     bool found = false;
@@ -489,10 +489,7 @@ void ChartsPanel::fitValues(QCustomPlot* p, const Bounds& all, bool wholeRun) {
     }
     if (!found) return;
     r = padded(r, log);
-    // A learning rate is drawn from zero: its schedule's shape (a warm-up from 0, a decay toward
-    // it) reads as a share of the rate, and a constant one is a flat line at its height, not at
-    // mid-chart between ticks 0.000975 and 0.001050.
-    if (p == lr_ && !log && r.lower > 0) r.lower = 0;
+    if (fromZero && !log && r.lower > 0) r.lower = 0;
     p->yAxis->setRange(r);
 }
 
@@ -515,7 +512,10 @@ void ChartsPanel::applyRanges() {
     fitValues(loss_, lossBounds_, !scrolling);
     fitValues(accuracy_, accuracyBounds_, !scrolling);
     fitValues(speed_, speedBounds_, !scrolling);
-    fitValues(lr_, lrBounds_, !scrolling);
+    // A learning rate is drawn from zero: its schedule's shape (a warm-up from 0, a decay toward
+    // it) reads as a share of the rate, and a constant one is a flat line at its height, not at
+    // mid-chart between ticks 0.000975 and 0.001050.
+    fitValues(lr_, lrBounds_, !scrolling, true);
     fitValues(staleness_, stalenessBounds_, !scrolling);
 }
 

@@ -77,7 +77,8 @@ private:
     void changeEvent(QEvent* e) override;   // palette/style change: recolour the charts
     void applyTheme();
     void applyRanges();                      // automatic view: key window, values fitted to it
-    void fitValues(QCustomPlot* p, const Bounds& all, bool wholeRun);
+    // `fromZero`: a value axis of positive values starts at 0 (the learning rate's).
+    void fitValues(QCustomPlot* p, const Bounds& all, bool wholeRun, bool fromZero = false);
     void noteKey(double key);
     void userMovedView(QCustomPlot* source, bool keyAxis);
     void addSpeed(const tb::StepMetrics& m, double key);

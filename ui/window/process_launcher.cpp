@@ -27,9 +27,7 @@ QStringList settingsAsFlags(const tb::RunConfig& c) {
     QStringList flags;
     for (const auto& [key, value] : settings.items()) {
         if (defaults.contains(key) && defaults[key] == value) continue;
-        QString flag = QStringLiteral("--") + QString::fromStdString(key);
-        flag.replace(QLatin1Char('_'), QLatin1Char('-'));
-        flags << flag << QString::fromStdString(value.is_string() ? value.get<std::string>() : value.dump());
+        flags << QString::fromStdString(tb::RunConfig::keyToFlag(key)) << QString::fromStdString(value.is_string() ? value.get<std::string>() : value.dump());
     }
     return flags;
 }
