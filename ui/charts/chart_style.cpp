@@ -162,7 +162,7 @@ QCustomPlot* makeChart(QWidget* parent, const QString& name, const QString& titl
     p->legend->setFont(legendFont);
     p->legend->setVisible(false);  // until a chart gives it entries
     p->xAxis->setLabel(xLabel);
-    p->yAxis->setLabel(yLabel);
+    setYLabel(p, yLabel);
     p->xAxis->setTicker(QSharedPointer<IntegerTicker>::create());
     p->yAxis->setTicker(QSharedPointer<LocaleTicker>::create());
     p->setInteractions(QCP::iRangeDrag | QCP::iRangeZoom);
@@ -207,7 +207,7 @@ bool exportChart(QCustomPlot* p, const QString& path, QString* error) {
         if (f.open(QIODevice::WriteOnly | QIODevice::Text)) {
             QTextStream out(&f);
             out.setRealNumberPrecision(17);
-            out << "series," << p->xAxis->label() << ',' << p->yAxis->label() << '\n';
+            out << "series," << p->xAxis->label() << ',' << yLabel(p) << '\n';
             for (int g = 0; g < p->graphCount(); ++g) {
                 QString name = p->graph(g)->name();
                 name.replace('"', "\"\"");
@@ -225,6 +225,14 @@ bool exportChart(QCustomPlot* p, const QString& path, QString* error) {
 }
 
 QCPTextElement* chartTitle(QCustomPlot* p) { return qobject_cast<QCPTextElement*>(p->plotLayout()->element(0, 0)); }
+
+void setYLabel(QCustomPlot* p, const QString& label) {
+    p->setProperty("tbYLabel", label);
+    p->yAxis->setLabel(label);
+    fitToSize(p);
+}
+
+QString yLabel(const QCustomPlot* p) { return p->property("tbYLabel").toString(); }
 
 void fitToSize(QCustomPlot* p) {
     QCPLegend* legend = p->legend;
@@ -262,6 +270,12 @@ void fitToSize(QCustomPlot* p) {
     p->xAxis->ticker()->setTickCount(std::clamp(int(w / labelW), 2, 10));
     const QFontMetrics fy(p->yAxis->tickLabelFont());
     p->yAxis->ticker()->setTickCount(std::clamp(int(h / (2.5 * fy.height())), 2, 8));
+    // The y label is centred along the axis: on an axis shorter than it, it spilled over the
+    // legend and the title above ("updates missed" over the staleness chart's legend at 1366x768).
+    // There it is left out; the chart's title says what is drawn.
+    const QString label = yLabel(p);
+    const QString shown = QFontMetrics(p->yAxis->labelFont()).horizontalAdvance(label) <= h ? label : QString();
+    if (p->yAxis->label() != shown) p->yAxis->setLabel(shown);
 }
 
 void applyChartTheme(QCustomPlot* p, const QPalette& pal) {

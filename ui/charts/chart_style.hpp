@@ -51,7 +51,12 @@ protected:
 QCustomPlot* makeChart(QWidget* parent, const QString& name, const QString& title, const QString& xLabel,
                        const QString& yLabel);
 QCPTextElement* chartTitle(QCustomPlot* p);
-// Legend columns and tick counts for the chart's current size (call before a replot).
+// The y axis's label, drawn where it fits along the axis (fitToSize); yLabel is it whole, shown
+// or not.
+void setYLabel(QCustomPlot* p, const QString& label);
+QString yLabel(const QCustomPlot* p);
+// Legend columns, tick counts and whether the y label fits, for the chart's current size (call
+// before a replot).
 void fitToSize(QCustomPlot* p);
 // Writes the chart as it is shown: .png (twice the screen's pixels), .pdf (vector), or .csv (every
 // graph's points: series,x,y); false with `error` set when the file cannot be written or its

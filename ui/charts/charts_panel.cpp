@@ -13,6 +13,7 @@
 #include <QLabel>
 #include <QLocale>
 #include <QTimer>
+#include <QResizeEvent>
 #include <QVBoxLayout>
 #include <algorithm>
 #include <cmath>
@@ -548,6 +549,17 @@ void ChartsPanel::replot() {
     // Training shares the cores with the window: when a long run in full view makes drawing
     // cost more than a tenth of the frame period, draw less often rather than slow it down.
     skipFrames_ = int(drawMs / (kDrawShare * kFrameMs));
+}
+
+QSize ChartsPanel::minimumSizeHint() const {
+    QSize least = QWidget::minimumSizeHint();
+    if (width() > 0) least.setHeight(std::max(least.height(), layout()->totalMinimumHeightForWidth(width())));
+    return least;
+}
+
+void ChartsPanel::resizeEvent(QResizeEvent* e) {
+    if (e->size().width() != e->oldSize().width()) updateGeometry();
+    QWidget::resizeEvent(e);
 }
 
 bool ChartsPanel::eventFilter(QObject* watched, QEvent* e) {

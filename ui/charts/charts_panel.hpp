@@ -54,8 +54,14 @@ public slots:
     void setScrolling(bool scrolling);       // last 500 steps, or the whole run
     void setLogLoss(bool log);
 
+    // The least height that shows every chart whole at the panel's present width: the notes
+    // above the charts wrap, and a QSplitter asks only minimumSizeHint (not heightForWidth), so
+    // a pane sized by it alone laid the second row of charts over the first.
+    QSize minimumSizeHint() const override;
+
 protected:
     bool eventFilter(QObject* watched, QEvent* e) override;  // a chart resized: refit legend and ticks
+    void resizeEvent(QResizeEvent* e) override;               // a new width: a new minimum height
 
 private:
     // Smallest and largest value a chart has received, kept as points arrive so fitting the

@@ -14,7 +14,7 @@ class DecisionView : public QWidget {
 public:
     explicit DecisionView(QWidget* parent = nullptr);
     QSize sizeHint() const override { return {280, 300}; }
-    QSize minimumSizeHint() const override { return {220, 240}; }
+    QSize minimumSizeHint() const override { return {220, 200}; }  // as the diagram beside it: the pane can give room to a run's summary
 
     bool hasGrid() const { return grid_.cols > 0; }
     const tb::DecisionGrid& grid() const { return grid_; }

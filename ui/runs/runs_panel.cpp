@@ -407,8 +407,8 @@ CompareDialog::CompareDialog(const QStringList& folders, QWidget* parent, const 
         tb::ui::chartTitle(loss_)->setText(tr("Examples/sec by towers"));
         tb::ui::chartTitle(accuracy_)->setText(tr("Scaling efficiency"));
         for (QCustomPlot* p : {loss_, accuracy_}) p->xAxis->setLabel(tr("towers"));
-        loss_->yAxis->setLabel(tr("examples/sec"));
-        accuracy_->yAxis->setLabel(tr("efficiency (speedup / towers)"));
+        tb::ui::setYLabel(loss_, tr("examples/sec"));
+        tb::ui::setYLabel(accuracy_, tr("efficiency (speedup / towers)"));
     }
     // Runs by what tells their folders apart (the columns' headers and the legends' entries).
     QStringList full;

@@ -33,6 +33,8 @@
 #include <QTimer>
 #include <QToolBar>
 #include <QToolButton>
+#include <QFrame>
+#include <QHBoxLayout>
 #include <QVBoxLayout>
 #include <fstream>
 #include <nlohmann/json.hpp>
@@ -214,16 +216,32 @@ void MainWindow::buildCentre() {
     centre->addWidget(top);
     centre->addWidget(charts_);
     centre->setStretchFactor(1, 2);
+    // The run's summary over the centre until the next run, or until its × closes it: on a
+    // laptop's screen its three lines come out of the diagram's height.
+    summaryBox_ = new QFrame;
+    summaryBox_->setObjectName("runSummary");
+    // Its own text colour with its own background: the palette's on a dark desktop is light.
+    summaryBox_->setStyleSheet("#runSummary { background: #eef5ea; border: 1px solid #9fc49a; }"
+                               "#runSummary QLabel { color: #1b2a18; }");
     summary_ = new QLabel;
-    summary_->setObjectName("runSummary");
+    summary_->setObjectName("runSummaryText");
     summary_->setWordWrap(true);
     summary_->setTextInteractionFlags(Qt::TextSelectableByMouse);
-    summary_->setStyleSheet("#runSummary { background: #eef5ea; border: 1px solid #9fc49a; padding: 6px; }");
-    summary_->hide();
+    auto* close = new QToolButton;
+    close->setObjectName("closeSummary");
+    close->setAutoRaise(true);
+    close->setText(QStringLiteral("×"));
+    close->setToolTip(tr("Hide this summary (the Runs tab keeps the run's figures)"));
+    connect(close, &QToolButton::clicked, summaryBox_, &QWidget::hide);
+    auto* summaryLayout = new QHBoxLayout(summaryBox_);
+    summaryLayout->setContentsMargins(6, 4, 2, 4);
+    summaryLayout->addWidget(summary_, 1);
+    summaryLayout->addWidget(close, 0, Qt::AlignTop);
+    summaryBox_->hide();
     auto* centreBody = new QWidget;
     auto* centreLayout = new QVBoxLayout(centreBody);
     centreLayout->setContentsMargins(0, 0, 0, 0);
-    centreLayout->addWidget(summary_);
+    centreLayout->addWidget(summaryBox_);
     centreLayout->addWidget(centre, 1);
     setCentralWidget(centreBody);
 }
@@ -553,7 +571,7 @@ void MainWindow::clearRunViews(const QStringList& towers) {
     devices_->reset(towers);
     decision_->clear();
     predictions_->clear();
-    summary_->hide();
+    summaryBox_->hide();
 }
 
 QWidget* MainWindow::openLesson(int index) {
@@ -767,7 +785,7 @@ void MainWindow::followFolder(const QString& folder, bool takeSettings) {
         recentSteps_.clear();
     };
     start();
-    summary_->hide();
+    summaryBox_->hide();
     decision_->clear();
     decision_->hide();
     predictions_->clear();
@@ -869,7 +887,7 @@ void MainWindow::launchProcesses(const tb::RunConfig& c) {
         showError(why);
         return;
     }
-    summary_->hide();
+    summaryBox_->hide();
     stopping_ = followedLaunch_ = false;
     setState(tr("Starting %1 processes…").arg(n), launcher_->commandLine());
     updateActions();
@@ -980,8 +998,8 @@ void MainWindow::showSummary(const QString& summaryJson, bool stopped, bool foll
     if (busy.size() == 1) text += tr(" The tower was busy %1 of the time.").arg(busy.front());
     else if (!busy.isEmpty()) text += tr(" Towers busy %1 of the time.").arg(busy.join(QStringLiteral(" / ")));
     if (async) {
-        text += tr(" Mean staleness %1 updates. Asynchronous runs are not reproducible: the order of updates "
-                   "follows thread timing.")
+        // (That the run is not reproducible, the note over the charts says.)
+        text += tr(" Mean staleness %1 updates.")
                     .arg(locale.toString(j["mean_staleness"].toDouble(), 'f', 2));
     }
     if (const qint64 dropped = j["dropped_reports"].toInteger(); dropped > 0)
@@ -989,7 +1007,7 @@ void MainWindow::showSummary(const QString& summaryJson, bool stopped, bool foll
                    "profile are short by them; the run folder's metrics file has every step.",
                    nullptr, int(std::min<qint64>(dropped, INT_MAX)));
     summary_->setText(text);
-    summary_->show();
+    summaryBox_->show();
     if (!followed) setState(stopped ? tr("Stopped at step %1").arg(locale.toString(steps)) : tr("Finished"));
 }
 

@@ -44,6 +44,7 @@ class EngineWorker;
 class QAction;
 class QComboBox;
 class QDockWidget;
+class QFrame;
 class QLabel;
 class QProgressBar;
 class QScrollArea;
@@ -194,6 +195,7 @@ private:
     QAction *startAct_, *pauseAct_, *stepAct_, *stopAct_;
     QComboBox* pace_;
     QLabel *problem_, *summary_;
+    QFrame* summaryBox_;  // summary_ and its close button
     QLabel *stateLabel_, *stepLabel_, *epochLabel_, *speedLabel_, *etaLabel_;
     QProgressBar* evalBusy_;
     bool running_ = false, paused_ = false, valid_ = false, training_ = false;
