@@ -7,6 +7,8 @@
 #include <QRegularExpression>
 #include <QtTest>
 
+#include <sstream>
+
 #include <fcntl.h>
 #include <signal.h>
 #include <sys/file.h>
@@ -37,6 +39,7 @@
 #include "data/pipeline.hpp"
 #include "data/tfrecord_dataset.hpp"
 #include "engine/checkpoint.hpp"
+#include "nn/model_spec.hpp"
 #include "engine/metrics_file.hpp"
 #include "engine/observer_hub.hpp"
 #include "engine/run_folder.hpp"
@@ -1114,6 +1117,32 @@ private slots:
         QCOMPARE(readRunFolder((root + "/live").toStdString()).steps, int64_t(12));
         tbtest::writeFile(root + "/live/metrics.jsonl", R"({"type":"step","step":3,"loss":1})" "\n");
         QCOMPARE(readRunFolder((root + "/live").toStdString()).steps, int64_t(3));
+    }
+
+    // The model view's times from a finished run: the last profiled step's, read from the end of
+    // its metrics file past lines of other kinds, a half-written one left out; none beyond the
+    // limit.
+    void layerTimesReadFromTheEnd() {
+        const QString root = dir_.filePath("layer-tail");
+        RunConfig c = run("one tower");
+        c.steps = 12;  // profiled at step 5 (TowerSet::kProfileFirst counts from 0)
+        {
+            auto f = RunFolder::create(c, (root + "/run").toStdString());
+            Trainer t(c);
+            t.setRunFolder(f.get());
+            t.run();
+        }
+        QByteArray metrics = tbtest::readFile(root + "/run/metrics.jsonl");
+        for (int i = 0; i < 4000; ++i) metrics += R"({"type":"device","t":1.5,"device":"gpu:0","util":97.0,"memory_used":1234567})" "\n";
+        metrics += "{\"type\":\"layer_times\",\"step\":250,\"forward_ms\":[1,";  // half written
+        QVERIFY(metrics.size() > 4 * 65536);
+        std::istringstream in(metrics.toStdString());
+        MetricsLine m;
+        QVERIFY(lastLayerTimes(in, m));
+        QCOMPARE(m.step.step, int64_t(5));
+        QCOMPARE(m.layers.forward.size(), tb::findModel(c.model).layers.size());
+        std::istringstream near(metrics.toStdString());
+        QVERIFY(!lastLayerTimes(near, m, 65536));  // the profiled step is further back than that
     }
 
     void runIndexFollowsTheFolders() {

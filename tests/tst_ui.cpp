@@ -1908,6 +1908,19 @@ private slots:
         }
         QVERIFY2(std::abs(shares - 100) < 1.5, qPrintable(QString::number(shares)));
         QVERIFY(!v->table()->item(0, 6)->text().isEmpty());  // the first convolution's forward
+        // The next session: its model view shows the step of the newest saved run of the model,
+        // read from the run's folder and named (before, nothing until a run was started or followed).
+        const QString live = v->timingNote();
+        MainWindow next;
+        next.experiment()->setConfig(c);
+        ModelView* saved = next.modelView();
+        QTRY_COMPARE(saved->table()->rowCount(), 23);
+        QVERIFY2(saved->timingNote().startsWith("Tower 0's step 5 in run ") &&
+                     saved->timingNote().contains("layer by layer") &&
+                     saved->timingNote().endsWith(live.mid(live.indexOf(", layer by layer"))),
+                 qPrintable(saved->timingNote() + " | " + live));
+        for (int r = 0; r < 23; ++r)
+            for (int col = 6; col < 9; ++col) QCOMPARE(saved->table()->item(r, col)->text(), v->table()->item(r, col)->text());
     }
 
     // A comparison lesson: its runs one after another, each's test accuracy in the table as it ends

@@ -8,6 +8,7 @@
 #include <nlohmann/json.hpp>
 
 #include "util/error.hpp"
+#include "util/file_tail.hpp"
 #include "util/json_file.hpp"
 
 namespace tb {
@@ -288,6 +289,17 @@ void MetricsFile::onDeviceSamples(const std::vector<DeviceSample>& samples) {
                      .dump(-1, ' ', false, nlohmann::json::error_handler_t::replace);  // the name is the driver's
     }
     write(lines);
+}
+
+bool lastLayerTimes(std::istream& in, MetricsLine& out, int64_t limit) {
+    return lastLineTaken(in, [&](std::string_view line) {
+        MetricsLine m;
+        if (line.find("\"layer_times\"") == std::string_view::npos || !parseMetricsLine(std::string(line), m) ||
+            m.kind != MetricsLine::Kind::LayerTimes)
+            return false;
+        out = std::move(m);
+        return true;
+    }, limit);
 }
 
 }  // namespace tb

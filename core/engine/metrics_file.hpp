@@ -16,7 +16,9 @@
 //   one line per GPU per monitor batch (runs with GPU towers, ~5 per second); t is seconds since
 //   training started (the clock of "elapsed_s"); a reading NVML could not give is null.
 #pragma once
+#include <cstdint>
 #include <cstdio>
+#include <istream>
 #include <string>
 
 #include <nlohmann/json_fwd.hpp>
@@ -36,6 +38,10 @@ struct MetricsLine {
     LayerTimes layers;  // tower 0's profiled step, per layer of the model (seconds)
 };
 bool parseMetricsLine(const std::string& line, MetricsLine& out);
+// The last layer_times line of a metrics file, read from its end (util/file_tail.hpp): one comes
+// every TowerSet::kProfileEvery steps. False where the file's last `limit` bytes hold none that
+// parses (a run too short to profile, or one from before layer times were written).
+bool lastLayerTimes(std::istream& in, MetricsLine& out, int64_t limit = int64_t(16) << 20);
 // An evaluation's confusion counts as rows (true class) of columns (predicted); null if it has none.
 nlohmann::json confusionRows(const EvalResult& r);
 

@@ -13,6 +13,7 @@
 #include <sstream>
 
 #include "util/error.hpp"
+#include "util/file_tail.hpp"
 #include "util/json_file.hpp"
 #include "util/system_text.hpp"
 
@@ -86,39 +87,19 @@ bool RunRecord::matches(const std::string& filter) const {
 
 namespace {
 
-// The last step a metrics file records: its last whole step line, looked for in the file's last
-// 64 KiB, then 4 times more until one is found or the whole file was read (a running run's file
-// grows by a line a step; reading it whole every refresh cost a second per 100 MB).
+// The last step a metrics file records: its last whole step line, read from the end (a running
+// run's file grows by a line a step; reading it whole every refresh cost a second per 100 MB).
 int64_t lastStepIn(const fs::path& metrics, int64_t fallback) {
     std::ifstream in(metrics, std::ios::binary);
-    if (!in) return fallback;
-    in.seekg(0, std::ios::end);
-    const std::streamoff size = in.tellg();
-    for (std::streamoff window = 64 * 1024;; window *= 4) {
-        const std::streamoff from = std::max<std::streamoff>(0, size - window);
-        std::string tail(size_t(size - from), '\0');
-        in.clear();
-        in.seekg(from);
-        in.read(tail.data(), std::streamsize(tail.size()));
-        tail.resize(size_t(in.gcount()));
-        // Whole lines only: the first may be cut by the seek (unless it starts the file), the last
-        // may be half written (it has no newline yet).
-        std::vector<std::string_view> lines;
-        size_t begin = from == 0 ? 0 : tail.find('\n');
-        while (begin != std::string::npos && begin < tail.size()) {
-            if (tail[begin] == '\n') ++begin;
-            const size_t end = tail.find('\n', begin);
-            if (end == std::string::npos) break;
-            lines.emplace_back(tail.data() + begin, end - begin);
-            begin = end;
-        }
-        for (auto it = lines.rbegin(); it != lines.rend(); ++it) {
-            if (it->find("\"type\":\"step\"") == std::string_view::npos) continue;
-            const nlohmann::json j = parseJsonOrDiscard(std::string(*it));
-            if (j.is_object()) return int64_t(number(j, "step", double(fallback)));
-        }
-        if (from == 0) return fallback;
-    }
+    int64_t step = fallback;
+    lastLineTaken(in, [&](std::string_view line) {
+        if (line.find("\"type\":\"step\"") == std::string_view::npos) return false;
+        const nlohmann::json j = parseJsonOrDiscard(std::string(line));
+        if (!j.is_object()) return false;
+        step = int64_t(number(j, "step", double(fallback)));
+        return true;
+    });
+    return step;
 }
 
 }  // namespace

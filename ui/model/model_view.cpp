@@ -285,8 +285,8 @@ void ModelView::setModel(const tb::ModelSpec& spec, const std::vector<std::pair<
     }
 }
 
-void ModelView::showLayerTimes(const tb::LayerTimes& t, int64_t step) {
-    if (t.forward.size() != layers_.size() || t.backward.size() != layers_.size()) return;  // another model's
+bool ModelView::showLayerTimes(const tb::LayerTimes& t, int64_t step, const QString& run) {
+    if (t.forward.size() != layers_.size() || t.backward.size() != layers_.size()) return false;  // another model's
     // A fused ReLU or a flatten does nothing of its own: its times are the events' own cost, which
     // is neither shown nor counted in the step the shares divide (they add up to 100%; under
     // AddressSanitizer those costs were 1.8% of a vgg_bn step).
@@ -309,9 +309,11 @@ void ModelView::showLayerTimes(const tb::LayerTimes& t, int64_t step) {
         }
     }
     graph_->setShares(shares);
-    timing_->setText(tr("Tower 0's step %1, layer by layer: forward %2, backward %3 (the red bars: each layer's share).")
-                         .arg(step)
-                         .arg(formatMs(forward), formatMs(backward)));
+    const QString which = run.isEmpty() ? tr("Tower 0's step %1").arg(step)
+                                        : tr("Tower 0's step %1 in run %2").arg(step).arg(run);
+    timing_->setText(tr("%1, layer by layer: forward %2, backward %3 (the red bars: each layer's share).")
+                         .arg(which, formatMs(forward), formatMs(backward)));
+    return true;
 }
 
 void ModelView::clearTimes() {

@@ -50,11 +50,13 @@ public:
     // order; empty for none). A model that does not configure shows why instead.
     void setModel(const tb::ModelSpec& spec, const std::vector<std::pair<int, int>>& stages = {});
     void showProblem(const QString& message);
-    // A run's measured step (tower 0's), layer by layer; `step` names it. Times of another model
-    // (a stale report) are ignored.
-    void showLayerTimes(const tb::LayerTimes& times, int64_t step);
+    // A run's measured step (tower 0's), layer by layer; `step` names it, and `run` the run where
+    // it is not the one being trained or followed (a saved run's, read from its folder). Times of
+    // another model (a stale report, a model file changed since) are ignored: false.
+    bool showLayerTimes(const tb::LayerTimes& times, int64_t step, const QString& run = {});
     void clearTimes();
 
+    QString modelName() const { return model_; }  // the model shown (its spec's name)
     QString header() const { return header_->text(); }
     QString timingNote() const { return timing_->text(); }
     QTableWidget* table() const { return table_; }

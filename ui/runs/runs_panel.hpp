@@ -38,6 +38,7 @@ public:
     // Why a run failed, as its State's tooltip says it: in the form's words ("Data", not "--data").
     void setExplainer(tb::ui::Explainer explain);
     const std::vector<tb::RunRecord>& runs() const { return runs_; }  // as shown, in order
+    const std::vector<tb::RunRecord>& allRuns() const { return all_; }  // unfiltered, newest first
     int indexReads() const { return indexReads_; }  // times the runs index was read (refreshes)
     int checkpointReads() const { return checkpointReads_; }  // times Resume looked for a checkpoint
     QTableWidget* table() const { return table_; }

@@ -58,6 +58,7 @@
 #include "lessons/comparison_lesson.hpp"
 #include "model/model_view.hpp"
 #include "engine/run_folder.hpp"
+#include "engine/metrics_file.hpp"
 #include "io/run_index.hpp"
 #include "window/run_follower.hpp"
 #include "runs/runs_panel.hpp"
@@ -719,7 +720,25 @@ void MainWindow::showModel(const tb::RunConfig& c, const tb::ModelSpec& spec) {
             // (The form says why the stages do not read.)
         }
     }
+    const bool newModel = modelView_->modelName() != QString::fromStdString(spec.name);
     modelView_->setModel(spec, bands);
+    if (newModel && !running_) showSavedLayerTimes(c.model);
+}
+
+// Where the step went in the newest saved run of `model` that profiled one (the last layer_times
+// line of its metrics file), named in the view, until a run of this window measures its own.
+// A few runs are looked at: a run too short to profile has none.
+void MainWindow::showSavedLayerTimes(const std::string& model) {
+    if (!runs_) return;  // (the form's first model, before the Runs tab exists)
+    int looked = 0;
+    for (const tb::RunRecord& r : runs_->allRuns()) {
+        if (r.model != model || r.state == "running") continue;
+        if (++looked > 3) return;
+        std::ifstream in(r.path + "/metrics.jsonl", std::ios::binary);
+        tb::MetricsLine m;
+        const QString run = tr("%1 (%2)").arg(QString::fromStdString(r.name), QString::fromStdString(r.plan));
+        if (tb::lastLayerTimes(in, m) && modelView_->showLayerTimes(m.layers, m.step.step, run)) return;
+    }
 }
 
 void MainWindow::start() { launch(false); }
@@ -799,7 +818,8 @@ void MainWindow::followFolder(const QString& folder, bool takeSettings) {
         if (predictions_->hasPredictions()) predictionsDock_->raise();
     });
     connect(follower_.get(), &RunFollower::problem, predictions_, &PredictionsPanel::showProblem);
-    connect(follower_.get(), &RunFollower::layerTimes, modelView_, &ModelView::showLayerTimes);
+    connect(follower_.get(), &RunFollower::layerTimes, modelView_,
+            [this](const tb::LayerTimes& times, int64_t step) { modelView_->showLayerTimes(times, step); });
     // The banner a run in this window ends with; the state line keeps saying it was followed.
     connect(follower_.get(), &RunFollower::summaryRead, this,
             [this](const QString& json, bool stopped) { showSummary(json, stopped, true); });

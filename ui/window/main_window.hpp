@@ -160,6 +160,7 @@ private:
     // The end-of-run banner from a summary.json; `followed`: another process's run, whose state
     // line says so (it is left as it is).
     void showSummary(const QString& summaryJson, bool stopped, bool followed = false);
+    void showSavedLayerTimes(const std::string& model);
     void showError(const QString& message);
     void openConfig();
     void saveConfig();
@@ -174,7 +175,7 @@ private:
     PlacementDiagram* diagram_;
     ChartsPanel* charts_;
     DecisionView* decision_;
-    RunsPanel* runs_;
+    RunsPanel* runs_ = nullptr;
     std::unique_ptr<RunFollower> follower_;  // a folder followed live; none while this window trains
     std::unique_ptr<RunFollower> ended_;     // the last followed run, after its end: its predictions may still come
     ProcessLauncher* launcher_ = nullptr;    // a run of several processes started from here
