@@ -13,6 +13,7 @@ namespace {
 using tb::Error;
 
 void parseRuns(CommandLine& c, const std::vector<std::string>& args) {
+    c.command = CommandLine::Command::Runs;
     for (size_t i = 1; i < args.size(); ++i) {
         if (args[i] == "--ascending") c.ascending = true;
         else if (args[i] == "--json") c.json = true;
