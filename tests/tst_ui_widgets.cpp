@@ -6,6 +6,9 @@
 #include <QtTest>
 
 #include <QDir>
+#include <QFileDialog>
+#include <QHeaderView>
+#include <QTreeView>
 #include <QDragEnterEvent>
 #include <QDropEvent>
 #include <QImage>
@@ -24,6 +27,7 @@
 #include <qcustomplot.h>
 
 #include "background_task.hpp"
+#include "file_dialogs.hpp"
 #include "backend/backend.hpp"
 #include "lessons/concepts_help.hpp"
 #include "model/model_view.hpp"
@@ -131,6 +135,29 @@ void expectTowersDrawn(const PlacementDiagram& d, const QImage& image, int repor
 class TestUiWidgets : public QObject {
     Q_OBJECT
 private slots:
+    // Qt's own file dialog (the offscreen platform has no desktop's) opens wide enough for its
+    // detail columns and fits them to what they show: at Qt's default size "229 bytes" read
+    // "229...tes" and "JSON Document" "JSO...ent".
+    void fileDialogColumnsWhole() {
+        QFileDialog d(nullptr, "Open run config", TB_SOURCE_DIR "/samples/configs", "Run configs (*.json)");
+        d.setViewMode(QFileDialog::Detail);
+        tb::ui::fitFileDialog(&d);
+        d.show();
+        QVERIFY(QTest::qWaitForWindowExposed(&d));
+        auto* view = d.findChild<QTreeView*>("treeView");
+        QVERIFY(view);
+        QTRY_VERIFY(view->model()->rowCount(view->rootIndex()) >= 6);
+        // (protected in QTreeView, public in its base)
+        auto need = [view](int c) { return static_cast<const QAbstractItemView*>(view)->sizeHintForColumn(c); };
+        for (int c = 1; c < view->header()->count(); ++c)
+            QTRY_VERIFY2(view->columnWidth(c) >= need(c),
+                         qPrintable(QStringLiteral("column %1: %2 px, its entries need %3")
+                                        .arg(c).arg(view->columnWidth(c)).arg(need(c))));
+        QVERIFY2(view->header()->length() <= view->viewport()->width(),
+                 qPrintable(QStringLiteral("columns %1 px in %2 px").arg(view->header()->length()).arg(view->viewport()->width())));
+        QVERIFY(view->columnWidth(0) >= need(0));  // the names whole too
+    }
+
     void fromPlanTowers_data();
     void fromPlanTowers();
     void linksAndArrows_data();

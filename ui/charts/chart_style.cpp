@@ -1,4 +1,5 @@
 // The shared chart style of chart_style.hpp.
+#include "file_dialogs.hpp"
 #include "charts/chart_style.hpp"
 
 #include <algorithm>
@@ -6,7 +7,6 @@
 #include <iterator>
 
 #include <QDir>
-#include <QFileDialog>
 #include <QFileInfo>
 #include <QMenu>
 #include <QMessageBox>
@@ -182,8 +182,8 @@ QCustomPlot* makeChart(QWidget* parent, const QString& name, const QString& titl
         QString dir = settings.value(QStringLiteral("export/dir")).toString();
         if (dir.isEmpty() || !QFileInfo(dir).isDir()) dir = QStandardPaths::writableLocation(QStandardPaths::PicturesLocation);
         if (dir.isEmpty() || !QFileInfo(dir).isDir()) dir = QDir::homePath();
-        const QString path = QFileDialog::getSaveFileName(
-            p, QObject::tr("Export chart"), QDir(dir).filePath(file),
+        const QString path = chooseFile(
+            p, FileChoice::Save, QObject::tr("Export chart"), QDir(dir).filePath(file),
             QObject::tr("PNG picture (*.png);;PDF document (*.pdf);;CSV data (*.csv)"));
         if (path.isEmpty()) return;
         QString error;

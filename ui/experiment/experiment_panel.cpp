@@ -5,7 +5,6 @@
 #include <QDir>
 #include <QDoubleSpinBox>
 #include <cmath>
-#include <QFileDialog>
 #include <QFileInfo>
 #include <QFormLayout>
 #include <QGroupBox>
@@ -26,6 +25,7 @@
 #include <thread>
 #include <utility>
 
+#include "file_dialogs.hpp"
 #include "data/dataset.hpp"
 #include "engine/trainer.hpp"
 #include "experiment/form_widgets.hpp"
@@ -462,8 +462,8 @@ void ExperimentPanel::connectFields() {
     connect(browse_, &QPushButton::clicked, this, &ExperimentPanel::browseFolder);
     connect(browseMetrics_, &QPushButton::clicked, this, &ExperimentPanel::browseMetrics);
     connect(browseInit_, &QPushButton::clicked, this, [this] {
-        const QString file = QFileDialog::getOpenFileName(this, tr("Start from a checkpoint"), initFrom_->text(),
-                                                          tr("Checkpoints (*.safetensors)"));
+        const QString file = tb::ui::chooseFile(this, tb::ui::FileChoice::Open, tr("Start from a checkpoint"),
+                                                initFrom_->text(), tr("Checkpoints (*.safetensors)"));
         if (!file.isEmpty()) initFrom_->setText(file);
     });
     connect(runOn_, &QComboBox::currentIndexChanged, this, &ExperimentPanel::devicesChanged);
@@ -521,13 +521,13 @@ QString ExperimentPanel::dataSpec() const {
 }
 
 void ExperimentPanel::browseFolder() {
-    const QString dir = QFileDialog::getExistingDirectory(this, tr("Data folder"), folder_->text());
+    const QString dir = tb::ui::chooseFile(this, tb::ui::FileChoice::Folder, tr("Data folder"), folder_->text());
     if (!dir.isEmpty()) folder_->setText(dir);
 }
 
 void ExperimentPanel::browseMetrics() {
-    const QString file = QFileDialog::getSaveFileName(
-        this, tr("Metrics file"), metrics_->text().isEmpty() ? QStringLiteral("metrics.jsonl") : metrics_->text(),
+    const QString file = tb::ui::chooseFile(
+        this, tb::ui::FileChoice::Save, tr("Metrics file"), metrics_->text().isEmpty() ? QStringLiteral("metrics.jsonl") : metrics_->text(),
         tr("JSON lines (*.jsonl)"));
     if (!file.isEmpty()) metrics_->setText(file);
 }

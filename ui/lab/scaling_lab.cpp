@@ -7,7 +7,6 @@
 #include <QCloseEvent>
 #include <QComboBox>
 #include <QDoubleSpinBox>
-#include <QFileDialog>
 #include <QFormLayout>
 #include <QGroupBox>
 #include <QHBoxLayout>
@@ -29,6 +28,7 @@
 #include <optional>
 #include <thread>
 
+#include "file_dialogs.hpp"
 #include "charts/chart_style.hpp"
 #include "data/dataset.hpp"
 #include "engine/run_folder.hpp"
@@ -293,8 +293,8 @@ QWidget* ScalingLab::buildSettings() {
     connect(start_, &QPushButton::clicked, this, &ScalingLab::startSweep);
     connect(stop_, &QPushButton::clicked, this, &ScalingLab::stopSweep);
     connect(open_, &QPushButton::clicked, this, [this] {
-        const QString dir = QFileDialog::getExistingDirectory(this, tr("Open a sweep's folder"),
-                                                              QString::fromStdString(tb::RunFolder::runsRoot()));
+        const QString dir = tb::ui::chooseFile(this, tb::ui::FileChoice::Folder, tr("Open a sweep's folder"),
+                                               QString::fromStdString(tb::RunFolder::runsRoot()));
         if (!dir.isEmpty()) openSweep(dir);
     });
     return box;

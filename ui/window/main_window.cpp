@@ -1,5 +1,6 @@
 #include "window/main_window.hpp"
 
+#include "file_dialogs.hpp"
 #include "window/frame_gate.hpp"
 
 #include <thread>
@@ -13,7 +14,6 @@
 #include <QDir>
 #include <QDockWidget>
 #include <QInputDialog>
-#include <QFileDialog>
 #include <QFileInfo>
 #include <QJsonArray>
 #include <QJsonDocument>
@@ -1069,12 +1069,12 @@ bool MainWindow::saveConfigFile(const QString& path) {
 
 void MainWindow::openConfig() {
     const QString path =
-        QFileDialog::getOpenFileName(this, tr("Open run config"), sampleConfigsDir(), tr("Run configs (*.json)"));
+        tb::ui::chooseFile(this, tb::ui::FileChoice::Open, tr("Open run config"), sampleConfigsDir(), tr("Run configs (*.json)"));
     if (!path.isEmpty()) loadConfigFile(path);
 }
 
 void MainWindow::saveConfig() {
-    QString path = QFileDialog::getSaveFileName(this, tr("Save run config"), QDir::homePath(), tr("Run configs (*.json)"));
+    QString path = tb::ui::chooseFile(this, tb::ui::FileChoice::Save, tr("Save run config"), QDir::homePath(), tr("Run configs (*.json)"));
     if (path.isEmpty()) return;
     if (QFileInfo(path).suffix().isEmpty()) path += QStringLiteral(".json");
     saveConfigFile(path);
