@@ -66,6 +66,21 @@ class UiScalingTest : public QObject {
 private slots:
     void initTestCase() { qputenv("TOWERBENCH_RUNS_DIR", runs_.path().toUtf8()); }
 
+    // Before a sweep the charts name no strategy: there was a lone "CPU holder (mean)" in the
+    // legend, with no dots, whatever strategies were checked.
+    void noLegendBeforeASweep() {
+        ScalingLab lab;
+        lab.setBase(tinyBase());
+        lab.show();
+        QVERIFY(QTest::qWaitForWindowExposed(&lab));
+        auto* rate = lab.findChild<QCustomPlot*>("sweepRate");
+        QVERIFY(rate);
+        for (int i = 0; i < rate->legend->itemCount(); ++i)
+            if (auto* item = qobject_cast<QCPPlottableLegendItem*>(rate->legend->item(i)); item && rate->legend->visible())
+                QVERIFY2(!item->plottable()->interface1D() || item->plottable()->interface1D()->dataCount() > 0,
+                         qPrintable("a legend entry with no points: " + item->plottable()->name()));
+    }
+
     void sweepFromTheWindow() {
         ScalingLab lab;
         lab.setBase(tinyBase());

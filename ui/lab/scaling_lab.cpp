@@ -803,6 +803,7 @@ void ScalingLab::plotIdeal(double one, int maxN, ChartTops& tops) {
 
 // This machine's measurements (dots): each strategy's points, its one-tower point first.
 void ScalingLab::plotMeasured(ChartTops& tops) {
+    if (results_.empty()) return;  // (strategies() then names "mean" alone: no legend entry for it)
     double& top = tops.rate;
     for (const std::string& st : strategies()) {
         QCPGraph* g = rate_->addGraph();
