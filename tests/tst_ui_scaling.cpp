@@ -24,6 +24,7 @@
 
 #include <nlohmann/json.hpp>
 
+#include "engine/run_folder.hpp"
 #include "engine/trainer.hpp"
 #include "engine/step_profile.hpp"
 #include "io/run_config.hpp"
@@ -392,6 +393,25 @@ private slots:
         QVERIFY2(names.join('|').contains(": mean") && names.join('|').contains(": async"), qPrintable(names.join('|')));
         QVERIFY(points >= 4);  // the full sweep: 1 tower in each of its two lines, 2 towers in each
         QCOMPARE(d.accuracyPlot()->graphCount(), d.lossPlot()->graphCount());
+        // A sweep beside a training run is not compared: the dialog drew the run's loss and an
+        // empty legend entry for the sweep, over the sweep's base settings.
+        tb::RunConfig c = tinyBase();
+        c.steps = 3;
+        const QString run = runs_.path() + "/a-run";
+        {
+            auto folder = tb::RunFolder::create(c, run.toStdString());
+            tb::Trainer t(c);
+            t.setRunFolder(folder.get());
+            t.run();
+        }
+        RunsPanel panel(runs_.path());
+        panel.select({sweeps[0], run});
+        QCOMPARE(panel.selectedFolders().size(), 2);
+        QVERIFY(!panel.compareButton()->isEnabled());
+        QVERIFY2(panel.compareButton()->toolTip().contains("sweeps with sweeps"), qPrintable(panel.compareButton()->toolTip()));
+        panel.select({sweeps[0], sweeps[1]});
+        QVERIFY(panel.compareButton()->isEnabled());
+        QDir(run).removeRecursively();
     }
 
     // Every lesson's experiment is one the engine takes, and choosing it fills the form.

@@ -68,8 +68,9 @@ RunsPanel::RunsPanel(QString root, QWidget* parent) : QWidget(parent), root_(std
     table_->verticalHeader()->hide();
     table_->horizontalHeader()->setStretchLastSection(true);
     compare_ = new QPushButton(tr("Compare"));
-    compare_->setToolTip(tb::ui::wrappedToolTip(tr("Overlay the selected runs' curves and list their settings side "
-                                                   "by side, differences marked.")));
+    compareHelp_ = tb::ui::wrappedToolTip(tr("Overlay the selected runs' curves and list their settings side by "
+                                             "side, differences marked; scaling sweeps: their examples/sec and "
+                                             "efficiency by towers."));
     open_ = new QPushButton(tr("Open settings"));
     open_->setToolTip(tr("Put the selected run's settings into the experiment form"));
     resume_ = new QPushButton(tr("Resume"));
@@ -183,7 +184,13 @@ void RunsPanel::setExplainer(tb::ui::Explainer explain) {
 void RunsPanel::updateButtons() {
     const QStringList folders = selectedFolders();
     const int n = int(folders.size());
-    compare_->setEnabled(n >= 2);
+    // A sweep's points (examples/sec by towers) and a run's curves (loss by step) share no chart.
+    const auto sweeps = std::count_if(folders.begin(), folders.end(), [](const QString& f) { return isSweep(f); });
+    const bool mixed = sweeps > 0 && sweeps < n;
+    compare_->setEnabled(n >= 2 && !mixed);
+    compare_->setToolTip(mixed ? tb::ui::wrappedToolTip(tr("Runs compare with runs, scaling sweeps with sweeps: the "
+                                                          "selection holds both."))
+                               : compareHelp_);
     open_->setEnabled(n == 1);
     // A scaling sweep's folder opens in the scaling lab; it has nothing to resume or follow.
     const bool sweep = n == 1 && isSweep(folders.front());

@@ -42,6 +42,7 @@ public:
     int indexReads() const { return indexReads_; }  // times the runs index was read (refreshes)
     int checkpointReads() const { return checkpointReads_; }  // times Resume looked for a checkpoint
     QTableWidget* table() const { return table_; }
+    QPushButton* compareButton() const { return compare_; }
     QPushButton* deleteButton() const { return delete_; }
     QPushButton* resumeButton() const { return resume_; }
     QStringList selectedFolders() const;
@@ -88,7 +89,7 @@ private:
     std::string resumeKey_;   // the folder and its checkpoints' write time of the last look
     QString resumeProblem_;   // what it found
     BackgroundTask reading_{this};     // the background refresh in flight
-    QString resumeHelp_, deleteHelp_;
+    QString compareHelp_, resumeHelp_, deleteHelp_;
     std::function<bool(const QStringList&)> confirmDelete_;
     SettingNames names_;
     tb::ui::Explainer explain_;
