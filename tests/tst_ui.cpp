@@ -1515,6 +1515,15 @@ private slots:
         QJsonObject s = QJsonDocument::fromJson(w.lastSummary().toUtf8()).object();
         QVERIFY2(s.value("resumed_at").toInt() >= 20 && s.value("steps").toInt() == 60, qPrintable(w.lastSummary()));
         QCOMPARE(w.experiment()->config().model, (stopped + "/model.json").toStdString());
+        // Its charts go on from its past: every step from the first, none twice (they began at
+        // the checkpoint's step).
+        QCOMPARE(w.charts()->stepPoints(), 60);
+        QCOMPARE(w.charts()->missingSteps(), int64_t(0));
+        QCPGraph* mean = nullptr;
+        for (int g = 0; g < w.charts()->lossPlot()->graphCount(); ++g)
+            if (w.charts()->lossPlot()->graph(g)->name() == "mean") mean = w.charts()->lossPlot()->graph(g);
+        QVERIFY(mean && !mean->data()->isEmpty());
+        QCOMPARE(mean->data()->constBegin()->key, 1.0);
 
         int64_t asked = -1;
         w.setResumeStepsQuestion([&](int64_t done) { return asked = done, int64_t(75); });
@@ -1524,6 +1533,7 @@ private slots:
         s = QJsonDocument::fromJson(w.lastSummary().toUtf8()).object();
         QCOMPARE(s.value("resumed_at").toInt(), 60);
         QCOMPARE(s.value("steps").toInt(), 75);
+        QCOMPARE(w.charts()->stepPoints(), 75);
     }
 
     // Lab > Augmented samples says why it cannot show a set in the form's words too (it said

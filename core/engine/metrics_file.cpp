@@ -4,6 +4,7 @@
 #include <cerrno>
 #include <cmath>
 #include <cstring>
+#include <fstream>
 #include <utility>
 #include <nlohmann/json.hpp>
 
@@ -300,6 +301,24 @@ bool lastLayerTimes(std::istream& in, MetricsLine& out, int64_t limit) {
         out = std::move(m);
         return true;
     }, limit);
+}
+
+bool readMetricsHistory(const std::string& path, int64_t lastStep, std::vector<MetricsLine>& out, int64_t limit) {
+    std::ifstream in(path, std::ios::binary | std::ios::ate);
+    if (!in || in.tellg() > limit) return false;
+    in.seekg(0);
+    std::vector<MetricsLine> read;
+    std::string line;
+    MetricsLine m;
+    while (std::getline(in, line)) {
+        if (!parseMetricsLine(line, m)) continue;
+        if (m.kind == MetricsLine::Kind::Step || m.kind == MetricsLine::Kind::Eval) {
+            if ((m.kind == MetricsLine::Kind::Step ? m.step.step : m.eval.step) > lastStep) break;
+            read.push_back(m);
+        }
+    }
+    out = std::move(read);
+    return true;
 }
 
 }  // namespace tb

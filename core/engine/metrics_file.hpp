@@ -20,6 +20,7 @@
 #include <cstdio>
 #include <istream>
 #include <string>
+#include <vector>
 
 #include <nlohmann/json_fwd.hpp>
 
@@ -42,6 +43,11 @@ bool parseMetricsLine(const std::string& line, MetricsLine& out);
 // every TowerSet::kProfileEvery steps. False where the file's last `limit` bytes hold none that
 // parses (a run too short to profile, or one from before layer times were written).
 bool lastLayerTimes(std::istream& in, MetricsLine& out, int64_t limit = int64_t(16) << 20);
+// The steps and evaluations a metrics file records up to step `lastStep` (a resumed run's
+// checkpoint), in order: the lines RunFolder::begin keeps when it cuts the file back for the resume.
+// False, with nothing read, where the file cannot be read or is over `limit` bytes.
+bool readMetricsHistory(const std::string& path, int64_t lastStep, std::vector<MetricsLine>& out,
+                        int64_t limit = int64_t(16) << 20);
 // An evaluation's confusion counts as rows (true class) of columns (predicted); null if it has none.
 nlohmann::json confusionRows(const EvalResult& r);
 

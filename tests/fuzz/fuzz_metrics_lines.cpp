@@ -1,4 +1,5 @@
 // metrics.jsonl as the window follows a live run (ui/window/run_follower.cpp): every line parsed;
+// read as a resumed run's past (readMetricsHistory, up to a step from the input's first byte);
 // and read from its end as the runs index and the model view read it (util/file_tail.hpp), with
 // windows of a few bytes so an input crosses many of them: the line taken must be the one a
 // reading from the start finds.
@@ -33,5 +34,15 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
     std::istringstream again(text);
     tb::MetricsLine times;
     TB_FUZZ_REFUSALS_ARE_FINE((void)tb::lastLayerTimes(again, times));
+    const std::string file = fuzz::scratch() + "/metrics.jsonl";
+    if (FILE* f = std::fopen(file.c_str(), "wb")) {
+        std::fwrite(text.data(), 1, text.size(), f);
+        std::fclose(f);
+        std::vector<tb::MetricsLine> past;
+        const int64_t upTo = size ? data[0] * 10 : 0;
+        TB_FUZZ_REFUSALS_ARE_FINE((void)tb::readMetricsHistory(file, upTo, past));
+        for (const tb::MetricsLine& m : past)
+            if ((m.kind == tb::MetricsLine::Kind::Step ? m.step.step : m.eval.step) > upTo) __builtin_trap();
+    }
     return 0;
 }
