@@ -414,6 +414,20 @@ private slots:
         QDir(run).removeRecursively();
     }
 
+    // Lesson 6's verdict on the pipeline: where it idles less than naive stages but is not faster
+    // by as much (2 cores: 1,933 examples/s both ways, idle 50.2% and 21.1%), it says why with
+    // each stage's work per step; where the bubble's promise holds, it adds nothing.
+    void pipelineVerdictExplainsAShortfall() {
+        const QString shortfall = ParallelismLesson::pipelineVerdict(1932.5, 0.5017, 1932.8, 0.2106, 128, 4);
+        QVERIFY2(shortfall.contains("trained 1,933 examples/s, 1.00x naive's") &&
+                     shortfall.contains("yet 1.00x naive's where the smaller bubble alone would give 1.58x") &&
+                     shortfall.contains("grew from 33.0 to 52.3 ms") && shortfall.contains("matrix products of 32 rows"),
+                 qPrintable(shortfall));
+        QVERIFY(ParallelismLesson::pipelineVerdict(1932.5, 0.5017, 1700, 0.2106, 128, 4).contains("yet slower here"));
+        const QString kept = ParallelismLesson::pipelineVerdict(1932.5, 0.5017, 2900, 0.2106, 128, 4);
+        QVERIFY2(kept.contains("1.50x naive's") && !kept.contains("Less idle"), qPrintable(kept));
+    }
+
     // Every lesson's experiment is one the engine takes, and choosing it fills the form.
     void lessonsSetUpTheirExperiments() {
         const std::vector<Lesson> all = lessons(2);

@@ -143,17 +143,8 @@ void ParallelismLesson::conclude() {
                    "works on the whole batch.</p>")
                     .arg(rate(naive.examplesPerSec), rate(one.examplesPerSec),
                          tb::ui::formatCount(naive.examplesPerSec / one.examplesPerSec, 2), pct(naive.bubble));
-    s += tr("<p><b>The 1f1b pipeline</b> of %1 micro-batches kept both stages busy at once: they idled %2 "
-            "(equal stages: %3), and it trained %4 examples/s, %5x naive's.")
-             .arg(pipe.config.microBatches)
-             .arg(pct(pipe.bubble), pct(1.0 / (pipe.config.microBatches + 1)), rate(pipe.examplesPerSec),
-                  tb::ui::formatCount(pipe.examplesPerSec / naive.examplesPerSec, 2));
-    if (pipe.examplesPerSec < naive.examplesPerSec)
-        s += tr(" Less idle, yet slower here: each micro-batch of %1 examples reads all of its stage's weights "
-                "again, and each stage adds every micro-batch's gradient to the step's, so the work grew more "
-                "than the bubble shrank.")
-                 .arg(pipe.config.batch / std::max(1, pipe.config.microBatches));
-    s += QStringLiteral("</p>");
+    s += pipelineVerdict(naive.examplesPerSec, naive.bubble, pipe.examplesPerSec, pipe.bubble, pipe.config.batch,
+                         pipe.config.microBatches);
     if (one.examplesPerSec >= std::max(naive.examplesPerSec, pipe.examplesPerSec))
         s += tr("<p><b>On this machine one device is fastest</b> (%1 examples/s with every core): its layers "
                 "run as whole-batch matrix products on all threads, where each stage has half the threads and "
@@ -164,6 +155,32 @@ void ParallelismLesson::conclude() {
         s += tr("<p>Here the pipeline beat one device (%1 against %2 examples/s).</p>")
                  .arg(rate(std::max(naive.examplesPerSec, pipe.examplesPerSec)), rate(one.examplesPerSec));
     conclusion_->setText(s + gpuFigures());
+}
+
+QString ParallelismLesson::pipelineVerdict(double naiveRate, double naiveBubble, double pipeRate, double pipeBubble,
+                                           int batch, int microBatches) {
+    const auto pct = [](double x) { return tb::ui::formatCount(100 * x, 1) + QStringLiteral("%"); };
+    const auto times = [](double x) { return tb::ui::formatCount(x, 2) + QStringLiteral("x"); };
+    QString s = tr("<p><b>The 1f1b pipeline</b> of %1 micro-batches kept both stages busy at once: they idled %2 "
+                   "(equal stages: %3), and it trained %4 examples/s, %5 naive's.")
+                    .arg(microBatches)
+                    .arg(pct(pipeBubble), pct(1.0 / (microBatches + 1)), tb::ui::formatCount(pipeRate), times(pipeRate / naiveRate));
+    // A stage's busy time per step: the step's time (batch over rate) less its idle share. With
+    // the same work, the rate would grow as the busy share does.
+    const double naiveWork = batch / naiveRate * (1 - naiveBubble), pipeWork = batch / pipeRate * (1 - pipeBubble);
+    const double promised = naiveRate * (1 - pipeBubble) / (1 - naiveBubble);
+    if (naiveBubble >= 0 && pipeBubble >= 0 && pipeRate < 0.9 * promised) {
+        s += (pipeRate < naiveRate ? tr(" Less idle, yet slower here:")
+                                   : tr(" Less idle, yet %1 naive's where the smaller bubble alone would give %2:")
+                                         .arg(times(pipeRate / naiveRate), times(promised / naiveRate)));
+        s += tr(" each stage's work per step grew from %1 to %2 ms. Its matrix products of %3 rows each read all of "
+                "the stage's weights again and run slower per example than those of the whole batch's %4, and each "
+                "stage adds every micro-batch's gradient to the step's.")
+                 .arg(tb::ui::formatCount(1e3 * naiveWork, 1), tb::ui::formatCount(1e3 * pipeWork, 1))
+                 .arg(batch / std::max(1, microBatches))
+                 .arg(batch);
+    }
+    return s + QStringLiteral("</p>");
 }
 
 QString ParallelismLesson::gpuFigures() const {

@@ -29,6 +29,11 @@ public:
     TimelineView* timeline(int way) const { return ways_[size_t(way)].timeline; }
     QLabel* result(int way) const { return ways_[size_t(way)].result; }
     const tb::RunConfig& config(int way) const { return ways_[size_t(way)].config; }
+    // The pipeline against the naive stages: its rate beside naive's, and, where it falls short of
+    // what its smaller bubble alone would give (naive's rate x busy share over naive's), why, with
+    // each stage's work per step measured both ways. Rates in examples/s, bubbles as fractions.
+    static QString pipelineVerdict(double naiveRate, double naiveBubble, double pipeRate, double pipeBubble,
+                                   int batch, int microBatches);
 
 public slots:
     void start() override;
