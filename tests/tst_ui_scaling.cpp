@@ -39,6 +39,7 @@
 #include "lessons/sync_async_lesson.hpp"
 #include "lessons/parallelism_lesson.hpp"
 #include "devices/devices_panel.hpp"
+#include "devices/phase_colors.hpp"
 
 namespace {
 
@@ -499,6 +500,11 @@ private slots:
         QCOMPARE(lesson.config(1).pipeline, std::string());
         QCOMPARE(lesson.config(2).pipeline, std::string("1f1b"));
         lesson.show();
+        // Before the runs, the stages' timelines already key the pipeline's phases (they showed the
+        // towers' data, wait, reduce... until their first step).
+        QVERIFY(!lesson.timeline(0)->pipeline());
+        QVERIFY(lesson.timeline(1)->pipeline() && lesson.timeline(2)->pipeline());
+        QCOMPARE(int(lesson.timeline(2)->legendLabels().size()), tb::ui::kPipelinePhaseCount);
         lesson.startButton()->click();
         QVERIFY(lesson.running());
         QTRY_VERIFY_WITH_TIMEOUT(!lesson.running(), 120000);

@@ -136,9 +136,10 @@ TimelineView::TimelineView(QWidget* parent) : QWidget(parent) {
             .arg(kMaxSteps)));
 }
 
-void TimelineView::reset(int towers) {
+void TimelineView::reset(int towers, bool pipeline) {
     towers_ = std::max(0, towers);
-    async_ = pipeline_ = sawAverage_ = false;
+    async_ = sawAverage_ = false;
+    pipeline_ = pipeline;
     stages_ = 0;
     steps_.clear();
     pushes_.clear();
@@ -713,7 +714,7 @@ void DevicesPanel::reset(const QStringList& towerDevices) {
         busyBars_.push_back(bar);
         busy_.push_back({});
     }
-    timeline_->reset(int(towerDevices.size()));
+    timeline_->reset(int(towerDevices.size()), tb::ui::isStageLane(towerDevices.value(0)));
     timelineTitle_->setText(tr("Timeline: the last %1 steps").arg(TimelineView::kMaxSteps));
 }
 

@@ -56,7 +56,9 @@ public:
     };
 
     explicit TimelineView(QWidget* parent = nullptr);
-    void reset(int towers);
+    // A new run of `towers` lanes; `pipeline`: its lanes are stages (its legend is the
+    // pipeline's from the start, not once the first step's blocks arrive).
+    void reset(int towers, bool pipeline = false);
     void addStep(const tb::StepMetrics& m);
     int stepsShown() const;                     // reports kept: steps, or pushes (async)
     bool wallClock() const { return async_; }   // an asynchronous run: lanes on the run's clock

@@ -48,7 +48,7 @@ ParallelismLesson::ParallelismLesson(const Lesson& lesson, QWidget* parent) : Le
         auto* title = new QLabel(QStringLiteral("<b>%1</b>").arg(w.name));
         title->setWordWrap(true);
         w.timeline = new TimelineView;
-        w.timeline->reset(i == 0 ? 1 : 2);
+        w.timeline->reset(i == 0 ? 1 : 2, i > 0);  // ways 2 and 3: a lane per stage  // ways 2 and 3: a lane per stage
         w.result = new QLabel(tr("not run yet"));
         w.result->setWordWrap(true);
         grid->addWidget(title, 0, i);
@@ -68,7 +68,7 @@ ParallelismLesson::ParallelismLesson(const Lesson& lesson, QWidget* parent) : Le
     connect(runner_, &LessonRunner::runStarting, this, [this](int way) {
         // Its first quarter left out (oneDNN makes its kernels; pages are touched), as a sweep does.
         if (way == 0) oneDevice_ = std::make_unique<tb::StepProfiler>(std::max<int64_t>(1, ways_[0].config.steps / 4));
-        ways_[size_t(way)].timeline->reset(way == 0 ? 1 : 2);
+        ways_[size_t(way)].timeline->reset(way == 0 ? 1 : 2, way > 0);
         ways_[size_t(way)].result->setText(tr("training…"));
     });
     connect(runner_, &LessonRunner::stepsReady, this, &ParallelismLesson::takeSteps);
