@@ -36,6 +36,7 @@
 #include "charts/chart_style.hpp"
 #include "runs/runs_panel.hpp"
 #include "lab/scaling_lab.hpp"
+#include "lessons/comparison_lesson.hpp"
 #include "lessons/sync_async_lesson.hpp"
 #include "lessons/parallelism_lesson.hpp"
 #include "devices/devices_panel.hpp"
@@ -427,6 +428,25 @@ private slots:
         QVERIFY(ParallelismLesson::pipelineVerdict(1932.5, 0.5017, 1700, 0.2106, 128, 4).contains("yet slower here"));
         const QString kept = ParallelismLesson::pipelineVerdict(1932.5, 0.5017, 2900, 0.2106, 128, 4);
         QVERIFY2(kept.contains("1.50x naive's") && !kept.contains("Less idle"), qPrintable(kept));
+    }
+
+    // Lesson 5's twelve runs each drawn their own way (a colour per number of towers, a dash and a
+    // marker per variant: ten colours repeated three pairs), on accuracy's axis before any point.
+    void comparisonLessonKeysEachRun() {
+        const Lesson l = lessons(2)[4];
+        ComparisonLesson lesson(l);
+        auto* chart = lesson.findChild<QCustomPlot*>("lessonAccuracy");
+        QVERIFY(chart);
+        QCOMPARE(chart->graphCount(), 12);
+        QSet<QString> looks;
+        for (int i = 0; i < chart->graphCount(); ++i) {
+            const QCPGraph* g = chart->graph(i);
+            looks << QStringLiteral("%1 %2 %3").arg(g->pen().color().name()).arg(int(g->pen().style())).arg(int(g->scatterStyle().shape()));
+        }
+        QCOMPARE(looks.size(), 12);
+        QCOMPARE(chart->yAxis->range().lower, 0.0);
+        QCOMPARE(chart->yAxis->range().upper, 1.0);
+        QCOMPARE(chart->xAxis->range().upper, l.compare[0].config.epochs);
     }
 
     // Every lesson's experiment is one the engine takes, and choosing it fills the form.

@@ -1,5 +1,7 @@
 #include "lessons/comparison_lesson.hpp"
 
+#include <algorithm>
+
 #include <QHBoxLayout>
 #include <QHeaderView>
 #include <QJsonDocument>
@@ -23,13 +25,26 @@ ComparisonLesson::ComparisonLesson(const Lesson& lesson, QWidget* parent)
     chart_ = tb::ui::makeChart(this, "lessonAccuracy", tr("Validation accuracy of each run"), tr("epochs"),
                                tr("accuracy"));
     chart_->xAxis->setTicker(QSharedPointer<tb::ui::LocaleTicker>::create());
+    // A colour per setup of towers, a dash and a marker per variant of it (lesson 5: 1, 2, 4 and 8
+    // towers, each as given, scaled and scaled with a warm-up): twelve runs in ten colours drew
+    // three pairs alike.
+    const Qt::PenStyle dashes[] = {Qt::SolidLine, Qt::DashLine, Qt::DotLine, Qt::DashDotLine};
+    const QCPScatterStyle::ScatterShape marks[] = {QCPScatterStyle::ssDisc, QCPScatterStyle::ssSquare,
+                                                   QCPScatterStyle::ssTriangle, QCPScatterStyle::ssDiamond};
+    std::vector<std::string> setups;
+    std::vector<int> variants;
     for (size_t i = 0; i < runs_.size(); ++i) {
+        const std::string& towers = runs_[i].config.towers;
+        const size_t setup = size_t(std::find(setups.begin(), setups.end(), towers) - setups.begin());
+        if (setup == setups.size()) setups.push_back(towers), variants.push_back(0);
+        const int variant = variants[setup]++;
         QCPGraph* g = chart_->addGraph();
         g->setName(runs_[i].name);
-        g->setPen(QPen(tb::ui::towerColour(int(i)), 2));
-        g->setScatterStyle(QCPScatterStyle(QCPScatterStyle::ssDisc, 4));
+        g->setPen(QPen(tb::ui::towerColour(int(setup)), 2, dashes[variant % 4]));
+        g->setScatterStyle(QCPScatterStyle(marks[variant % 4], 6));
     }
     chart_->legend->setVisible(true);
+    clearChart();
     tb::ui::applyChartTheme(chart_, palette());
 
     table_ = new QTableWidget(int(runs_.size()), 5);
@@ -82,8 +97,7 @@ bool ComparisonLesson::running() const { return runner_->running(); }
 void ComparisonLesson::start() {
     if (running()) return;
     results_.assign(runs_.size(), {});
-    for (int i = 0; i < chart_->graphCount(); ++i) chart_->graph(i)->data()->clear();
-    chart_->replot();
+    clearChart();
     for (int i = 0; i < int(runs_.size()); ++i) showRow(i);
     start_->setEnabled(false);
     stop_->setEnabled(true);
@@ -91,6 +105,18 @@ void ComparisonLesson::start() {
     std::vector<tb::RunConfig> configs;
     for (const LessonRun& r : runs_) configs.push_back(r.config);
     runner_->start(std::move(configs));
+}
+
+// No points, and the axes of what is to come: accuracy from 0 to 1 over the runs' epochs (before,
+// QCustomPlot's default 0 to 5 on both).
+void ComparisonLesson::clearChart() {
+    for (int i = 0; i < chart_->graphCount(); ++i) chart_->graph(i)->data()->clear();
+    double epochs = 0;
+    for (const LessonRun& r : runs_) epochs = std::max(epochs, r.config.epochs);
+    chart_->xAxis->setRange(0, epochs > 0 ? epochs : 1);
+    chart_->yAxis->setRange(0, 1);
+    tb::ui::fitToSize(chart_);
+    chart_->replot();
 }
 
 void ComparisonLesson::stop() { runner_->stop(); }

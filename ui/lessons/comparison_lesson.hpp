@@ -42,6 +42,7 @@ private:
     void evaluated(double accuracy, int64_t step, bool validation);
     void finish(int run, const QString& summaryJson, bool stopped, const QString& error);
     void showRow(int run);
+    void clearChart();
 
     std::vector<LessonRun> runs_;
     std::vector<LessonResult> results_;
