@@ -82,6 +82,16 @@ private slots:
             if (auto* item = qobject_cast<QCPPlottableLegendItem*>(rate->legend->item(i)); item && rate->legend->visible())
                 QVERIFY2(!item->plottable()->interface1D() || item->plottable()->interface1D()->dataCount() > 0,
                          qPrintable("a legend entry with no points: " + item->plottable()->name()));
+        // The step's breakdown says what it waits for, on axes of no points (it showed 0 to 5).
+        QCustomPlot* breakdown = lab.breakdownChart();
+        QCOMPARE(breakdown->itemCount(), 1);
+        auto* hint = qobject_cast<QCPItemText*>(breakdown->item(0));
+        QVERIFY(hint && hint->visible() && hint->text().startsWith("Start a sweep"));
+        QCOMPARE(breakdown->yAxis->range().upper, 1.0);
+        // Both charts' axes take their width (an empty legend held them to a strip: 98 of 399 px).
+        for (QCustomPlot* p : {lab.rateChart(), breakdown})
+            QVERIFY2(p->axisRect()->width() > p->width() / 2,
+                     qPrintable(QStringLiteral("%1: axes %2 of %3 px").arg(p->objectName()).arg(p->axisRect()->width()).arg(p->width())));
     }
 
     void sweepFromTheWindow() {
@@ -109,6 +119,7 @@ private slots:
                               "CPU holder (mean) dots", "async parameter server dots", "predicted"})
             QVERIFY2(names.contains(n), qPrintable(names.join(" | ")));
         QCOMPARE(lab.breakdownChart()->plottableCount(), 6);
+        QVERIFY(!lab.breakdownChart()->item(0)->visible());  // its empty chart's hint
         // The measured points are the sweep's own: the table's first row is its one-tower rate.
         const double one = lab.results().front().measured.examplesPerSec;
         QVERIFY(one > 0);

@@ -226,6 +226,15 @@ bool exportChart(QCustomPlot* p, const QString& path, QString* error) {
 
 QCPTextElement* chartTitle(QCustomPlot* p) { return qobject_cast<QCPTextElement*>(p->plotLayout()->element(0, 0)); }
 
+QCPItemText* addEmptyHint(QCustomPlot* p, const QString& text) {
+    auto* hint = new QCPItemText(p);
+    hint->position->setType(QCPItemPosition::ptAxisRectRatio);
+    hint->position->setCoords(0.5, 0.5);
+    hint->setText(text);
+    hint->setColor(p->palette().color(QPalette::PlaceholderText));
+    return hint;
+}
+
 void setYLabel(QCustomPlot* p, const QString& label) {
     p->setProperty("tbYLabel", label);
     p->yAxis->setLabel(label);
@@ -234,8 +243,18 @@ void setYLabel(QCustomPlot* p, const QString& label) {
 
 QString yLabel(const QCustomPlot* p) { return p->property("tbYLabel").toString(); }
 
+int legendEntries(const QCPLegend* legend) {
+    int entries = 0;
+    for (int i = 0; i < legend->itemCount(); ++i) entries += legend->item(i) != nullptr;
+    return entries;
+}
+
 void fitToSize(QCustomPlot* p) {
     QCPLegend* legend = p->legend;
+    // A legend of no cells (its graphs all cleared) has a largest size of its margins, and
+    // QCustomPlot held the chart's whole column to it, hidden or not: the axes shrank to a strip
+    // (the scaling lab before a sweep). An empty cell lifts that limit; the first entry fills it.
+    if (legend->rowCount() == 0 || legend->columnCount() == 0) legend->expandTo(1, 1);
     if (legend->visible() && legend->itemCount() > 0) {
         // A wrapped legend is a grid with empty cells: itemCount() counts cells, not entries.
         int widest = 1, entries = 0;

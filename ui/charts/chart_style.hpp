@@ -51,10 +51,15 @@ protected:
 QCustomPlot* makeChart(QWidget* parent, const QString& name, const QString& title, const QString& xLabel,
                        const QString& yLabel);
 QCPTextElement* chartTitle(QCustomPlot* p);
+// What an empty chart waits for, centred in its axes in the placeholder colour; the caller shows
+// and hides it.
+QCPItemText* addEmptyHint(QCustomPlot* p, const QString& text);
 // The y axis's label, drawn where it fits along the axis (fitToSize); yLabel is it whole, shown
 // or not.
 void setYLabel(QCustomPlot* p, const QString& label);
 QString yLabel(const QCustomPlot* p);
+// A legend's entries (its itemCount() counts the cells of its grid, empty ones too).
+int legendEntries(const QCPLegend* legend);
 // Legend columns, tick counts and whether the y label fits, for the chart's current size (call
 // before a replot).
 void fitToSize(QCustomPlot* p);

@@ -160,6 +160,11 @@ ScalingLab::ScalingLab(QWidget* parent) : QWidget(parent, Qt::Window) {
                                  tr("speedup (x)"));
     breakdown_ = tb::ui::makeChart(this, "sweepBreakdown", tr("Where a step goes (one tower, mean)"), QString(),
                                    tr("ms per step"));
+    // Before a sweep: no bars, no point labels, and what will come (not QCustomPlot's 0 to 5).
+    breakdownHint_ = tb::ui::addEmptyHint(breakdown_, tr("Start a sweep: each point's step appears here, phase by phase."));
+    breakdown_->xAxis->setTicker(QSharedPointer<QCPAxisTickerText>::create());
+    breakdown_->xAxis->setRange(0, 1);
+    breakdown_->yAxis->setRange(0, 1);
     for (QCustomPlot* p : {rate_, speedup_, breakdown_}) tb::ui::applyChartTheme(p, palette());
     table_ = new QTableWidget(0, 12);
     table_->setObjectName("sweepTable");
@@ -580,6 +585,7 @@ void ScalingLab::showResults() {
     // Stacked bars: one per point, a layer per phase.
     breakdown_->clearPlottables();
     breakdown_->legend->setVisible(!results_.empty());
+    breakdownHint_->setVisible(results_.empty());
     auto ticker = QSharedPointer<QCPAxisTickerText>::create();
     for (size_t i = 0; i < results_.size(); ++i)
         ticker->addTick(double(i + 1), QString::fromStdString(results_[i].point.label()).replace(", ", "\n"));
@@ -829,7 +835,7 @@ void ScalingLab::finishCharts(bool device, int maxN, const ChartTops& tops) {
                                  : tr("this machine");
     tb::ui::chartTitle(rate_)->setText(device ? tr("Examples/sec by towers, predicted on %1").arg(where)
                                               : tr("Examples/sec by towers"));
-    rate_->legend->setVisible(rate_->legend->itemCount() > 0);
+    rate_->legend->setVisible(tb::ui::legendEntries(rate_->legend) > 0);
     speedup_->legend->setVisible(false);  // the same colours as beside it; the dotted line is the ideal
     for (QCustomPlot* p : {rate_, speedup_}) {
         p->xAxis->setRange(0.5, maxN + 0.5);

@@ -173,6 +173,7 @@ private:
     QString fittedFrom_;
     QLabel *assumptions_, *bottleneck_;
     QCustomPlot *rate_, *speedup_, *breakdown_;
+    class QCPItemText* breakdownHint_;  // over the empty breakdown: what it will show
     QTableWidget* table_;
 };
 

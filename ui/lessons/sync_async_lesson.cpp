@@ -52,13 +52,7 @@ SyncAsyncLesson::SyncAsyncLesson(const Lesson& lesson, QWidget* parent) : Lesson
     }
     for (QCustomPlot* p : {byTime_, bySteps_}) {
         p->legend->setVisible(true);
-        // What the empty chart waits for, in its middle.
-        auto* hint = new QCPItemText(p);
-        hint->position->setType(QCPItemPosition::ptAxisRectRatio);
-        hint->position->setCoords(0.5, 0.5);
-        hint->setText(tr("Start both: the two runs' validation accuracy appears here."));
-        hint->setColor(palette().color(QPalette::PlaceholderText));
-        hints_.push_back(hint);
+        hints_.push_back(tb::ui::addEmptyHint(p, tr("Start both: the two runs' validation accuracy appears here.")));
     }
     bars_ = new QCPBars(staleness_->xAxis, staleness_->yAxis);
     bars_->setBrush(tb::ui::kOrange);
