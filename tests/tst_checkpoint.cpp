@@ -1117,6 +1117,19 @@ private slots:
         QCOMPARE(readRunFolder((root + "/live").toStdString()).steps, int64_t(12));
         tbtest::writeFile(root + "/live/metrics.jsonl", R"({"type":"step","step":3,"loss":1})" "\n");
         QCOMPARE(readRunFolder((root + "/live").toStdString()).steps, int64_t(3));
+        // A resumed run training again keeps its earlier segment's summary.json until it ends: its
+        // row takes the metrics file's step and no accuracy (it showed the old segment's), until
+        // run.json says it ended.
+        tbtest::writeFile(root + "/live/summary.json", R"({"steps": 2, "test_accuracy": 0.5, "validation_accuracy": 0.4})");
+        tbtest::writeFile(root + "/live/run.json", R"({"format": "towerbench-run", "version": 1, "state": "running"})");
+        RunRecord resumed = readRunFolder((root + "/live").toStdString());
+        QCOMPARE(resumed.steps, int64_t(3));
+        QCOMPARE(resumed.testAccuracy, -1.0);
+        QCOMPARE(resumed.validationAccuracy, -1.0);
+        tbtest::writeFile(root + "/live/run.json", R"({"format": "towerbench-run", "version": 1, "state": "stopped"})");
+        resumed = readRunFolder((root + "/live").toStdString());
+        QCOMPARE(resumed.steps, int64_t(2));
+        QCOMPARE(resumed.testAccuracy, 0.5);
     }
 
     // The model view's times from a finished run: the last profiled step's, read from the end of

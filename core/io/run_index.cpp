@@ -133,13 +133,15 @@ RunRecord readRunFolder(const std::string& folder) {
         r.plan = std::to_string(towers.size()) + (towers.size() == 1 ? " tower" : " towers");
         r.plan += ", variables " + text(plan, "variables", "?") + ", " + text(plan, "update", "sync");
     }
-    if (summary.is_object()) {
+    // A summary is the run's only once it ended: a resumed run that trains (or failed, or was
+    // killed) again still holds its earlier segment's, whose steps and accuracies are past.
+    if (summary.is_object() && r.state != "running" && r.state != "failed") {
         r.steps = int64_t(number(summary, "steps", 0));
         r.validationAccuracy = number(summary, "validation_accuracy", -1);
         if (summary.contains("test_accuracy") && summary["test_accuracy"].is_number())
             r.testAccuracy = summary["test_accuracy"].get<double>();
         r.examplesPerSec = number(summary, "examples_per_sec", 0);
-    } else {  // running, or crashed: the last step written
+    } else {  // running, failed, or crashed: the last step written
         r.steps = lastStepIn(f / "metrics.jsonl", r.steps);
     }
     return r;

@@ -731,7 +731,7 @@ void MainWindow::showModel(const tb::RunConfig& c, const tb::ModelSpec& spec) {
     }
     const bool newModel = modelView_->modelName() != QString::fromStdString(spec.name);
     modelView_->setModel(spec, bands);
-    if (newModel && !running_) showSavedLayerTimes(c.model);
+    if (newModel && !running_) showSavedLayerTimes(spec.name);  // (the index names a run's model by its spec)
 }
 
 // Where the step went in the newest saved run of `model` that profiled one (the last layer_times
