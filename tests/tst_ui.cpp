@@ -1507,6 +1507,17 @@ private slots:
         tb::RunConfig c = syntheticRun(60);
         const QString stopped = root.filePath("stopped");
         QVERIFY(trainInto(c, stopped, 20).stopped);
+        // A long run's record: 20 MiB of GPU readings before its steps. The window read a past
+        // of at most 16 MiB (on its own thread), and charted this run from its checkpoint.
+        QFile metrics(stopped + "/metrics.jsonl");
+        QVERIFY(metrics.open(QIODevice::ReadOnly));
+        const QByteArray steps = metrics.readAll();
+        metrics.close();
+        const QByteArray reading = QByteArray("{\"type\":\"device\",\"t\":0.5,\"index\":0,\"name\":\"") + QByteArray(4000, 'H') + "\"}\n";
+        QVERIFY(metrics.open(QIODevice::WriteOnly | QIODevice::Truncate));
+        for (int i = 0; i < (20 << 20) / reading.size(); ++i) metrics.write(reading);
+        metrics.write(steps);
+        metrics.close();
         MainWindow w;
         w.setQuitConfirmation([] { return true; });
         QSignalSpy ended(&w, &MainWindow::runEnded);

@@ -118,6 +118,19 @@ void MetricsFile::onEval(const EvalResult& r) {
 }
 
 namespace {
+// A line written by another program, or torn, may hold any type under any key: each read takes
+// the expected type or the fallback, and a count only within int64 (a cast of a larger double is
+// undefined).
+double numberIn(const nlohmann::json& o, const char* k, double fallback = 0) {
+    auto it = o.find(k);
+    return it != o.end() && it->is_number() ? it->get<double>() : fallback;
+}
+
+int64_t countIn(const nlohmann::json& o, const char* k, int64_t fallback = 0) {
+    const double v = numberIn(o, k, double(fallback));
+    return v >= -9.2e18 && v <= 9.2e18 ? int64_t(v) : fallback;
+}
+
 // An eval line's "confusion" (rows of counts, square, at most kMaxClasses) into r; a malformed
 // one is left out.
 constexpr size_t kMaxClasses = 1000;
@@ -148,20 +161,12 @@ nlohmann::json confusionRows(const EvalResult& r) {
 }
 
 bool parseMetricsLine(const std::string& line, MetricsLine& out) {
-    const nlohmann::json j = parseJsonOrDiscard(line);
+    return parseMetricsLine(parseJsonOrDiscard(line), out);
+}
+
+bool parseMetricsLine(const nlohmann::json& j, MetricsLine& out) {
     if (!j.is_object() || !j.contains("type") || !j["type"].is_string()) return false;
     const std::string type = j["type"].get<std::string>();
-    // A line written by another program, or torn, may hold any type under any key: each read
-    // takes the expected type or the fallback, and a count only within int64 (a cast of a larger
-    // double is undefined).
-    auto num = [&](const nlohmann::json& o, const char* k, double fallback = 0) {
-        auto it = o.find(k);
-        return it != o.end() && it->is_number() ? it->get<double>() : fallback;
-    };
-    auto count = [&](const nlohmann::json& o, const char* k, int64_t fallback = 0) {
-        const double v = num(o, k, double(fallback));
-        return v >= -9.2e18 && v <= 9.2e18 ? int64_t(v) : fallback;
-    };
     auto text = [&](const char* k) {
         auto it = j.find(k);
         return it != j.end() && it->is_string() ? it->get<std::string>() : std::string();
@@ -179,18 +184,18 @@ bool parseMetricsLine(const std::string& line, MetricsLine& out) {
     }
     if (type == "eval") {
         out.kind = MetricsLine::Kind::Eval;
-        out.eval.step = count(j, "step");
+        out.eval.step = countIn(j, "step");
         out.eval.split = text("split");
-        out.eval.loss = num(j, "loss");
-        out.eval.accuracy = num(j, "accuracy");
-        out.eval.examples = count(j, "examples");
+        out.eval.loss = numberIn(j, "loss");
+        out.eval.accuracy = numberIn(j, "accuracy");
+        out.eval.examples = countIn(j, "examples");
         out.eval.averagedWeights = flag("ema");
         readConfusion(j, out.eval);
         return true;
     }
     if (type == "layer_times") {
         out.kind = MetricsLine::Kind::LayerTimes;
-        out.step.step = count(j, "step");
+        out.step.step = countIn(j, "step");
         // Both lists of numbers, one per layer, and as many of each: anything else is not a profile.
         auto times = [&](const char* k, std::vector<double>& into) {
             auto it = j.find(k);
@@ -207,26 +212,26 @@ bool parseMetricsLine(const std::string& line, MetricsLine& out) {
     if (type != "step") return false;
     out.kind = MetricsLine::Kind::Step;
     StepMetrics& m = out.step;
-    m.step = count(j, "step");
-    m.totalSteps = count(j, "total_steps");
-    m.epoch = num(j, "epoch");
-    m.loss = num(j, "loss");
-    m.accuracy = num(j, "accuracy");
-    m.lr = num(j, "lr");
-    m.examplesPerSec = num(j, "examples_per_sec");
-    m.runExamplesPerSec = num(j, "run_examples_per_sec");
-    m.stepSeconds = num(j, "step_ms") / 1e3;
-    m.dataWaitSeconds = num(j, "data_wait_ms") / 1e3;
-    m.computeSeconds = num(j, "compute_ms") / 1e3;
-    m.elapsedSeconds = num(j, "elapsed_s");
-    m.bytesMoved = count(j, "bytes_moved");
-    m.examples = count(j, "examples");
+    m.step = countIn(j, "step");
+    m.totalSteps = countIn(j, "total_steps");
+    m.epoch = numberIn(j, "epoch");
+    m.loss = numberIn(j, "loss");
+    m.accuracy = numberIn(j, "accuracy");
+    m.lr = numberIn(j, "lr");
+    m.examplesPerSec = numberIn(j, "examples_per_sec");
+    m.runExamplesPerSec = numberIn(j, "run_examples_per_sec");
+    m.stepSeconds = numberIn(j, "step_ms") / 1e3;
+    m.dataWaitSeconds = numberIn(j, "data_wait_ms") / 1e3;
+    m.computeSeconds = numberIn(j, "compute_ms") / 1e3;
+    m.elapsedSeconds = numberIn(j, "elapsed_s");
+    m.bytesMoved = countIn(j, "bytes_moved");
+    m.examples = countIn(j, "examples");
     m.averaged = flag("averaged");
-    m.processBytes = count(j, "process_bytes", -1);
-    m.pusher = int(std::clamp<int64_t>(count(j, "pusher", -1), -1, 1 << 20));
-    m.staleness = count(j, "staleness", -1);
-    m.bubbleFraction = num(j, "bubble_fraction", -1);
-    m.stages = int(std::clamp<int64_t>(count(j, "stages", 0), 0, 4096));
+    m.processBytes = countIn(j, "process_bytes", -1);
+    m.pusher = int(std::clamp<int64_t>(countIn(j, "pusher", -1), -1, 1 << 20));
+    m.staleness = countIn(j, "staleness", -1);
+    m.bubbleFraction = numberIn(j, "bubble_fraction", -1);
+    m.stages = int(std::clamp<int64_t>(countIn(j, "stages", 0), 0, 4096));
     if (auto s = j.find("stage_blocks"); s != j.end() && s->is_array() && s->size() <= 4096)
         for (const auto& stage : *s) {
             if (!stage.is_array() || stage.size() > 65536) return false;
@@ -244,19 +249,19 @@ bool parseMetricsLine(const std::string& line, MetricsLine& out) {
         for (const auto& o : *t) {
             if (!o.is_object()) return false;
             TowerMetrics tm;
-            tm.busyFraction = num(o, "busy");
-            tm.runBusyFraction = num(o, "run_busy", -1);
-            tm.loss = num(o, "loss", std::nan(""));  // async: only the pusher has one
-            tm.accuracy = num(o, "accuracy", std::nan(""));
+            tm.busyFraction = numberIn(o, "busy");
+            tm.runBusyFraction = numberIn(o, "run_busy", -1);
+            tm.loss = numberIn(o, "loss", std::nan(""));  // async: only the pusher has one
+            tm.accuracy = numberIn(o, "accuracy", std::nan(""));
             TowerPhases& p = tm.phases;
-            p.dataWait = num(o, "data_wait_ms") / 1e3;
-            p.forward = num(o, "forward_ms") / 1e3;
-            p.backward = num(o, "backward_ms") / 1e3;
-            p.reduce = num(o, "reduce_ms") / 1e3;
-            p.wait = num(o, "wait_ms") / 1e3;
-            p.apply = num(o, "apply_ms") / 1e3;
-            p.straggle = num(o, "straggle_ms") / 1e3;
-            p.other = num(o, "other_ms") / 1e3;
+            p.dataWait = numberIn(o, "data_wait_ms") / 1e3;
+            p.forward = numberIn(o, "forward_ms") / 1e3;
+            p.backward = numberIn(o, "backward_ms") / 1e3;
+            p.reduce = numberIn(o, "reduce_ms") / 1e3;
+            p.wait = numberIn(o, "wait_ms") / 1e3;
+            p.apply = numberIn(o, "apply_ms") / 1e3;
+            p.straggle = numberIn(o, "straggle_ms") / 1e3;
+            p.other = numberIn(o, "other_ms") / 1e3;
             m.towers.push_back(tm);
         }
     return true;
@@ -303,22 +308,21 @@ bool lastLayerTimes(std::istream& in, MetricsLine& out, int64_t limit) {
     }, limit);
 }
 
-bool readMetricsHistory(const std::string& path, int64_t lastStep, std::vector<MetricsLine>& out, int64_t limit) {
-    std::ifstream in(path, std::ios::binary | std::ios::ate);
-    if (!in || in.tellg() > limit) return false;
-    in.seekg(0);
-    std::vector<MetricsLine> read;
-    std::string line;
+std::string metricsUpToCheckpoint(std::istream& in, int64_t lastStep, std::vector<MetricsLine>* past) {
+    std::string kept, line;
     MetricsLine m;
     while (std::getline(in, line)) {
-        if (!parseMetricsLine(line, m)) continue;
-        if (m.kind == MetricsLine::Kind::Step || m.kind == MetricsLine::Kind::Eval) {
-            if ((m.kind == MetricsLine::Kind::Step ? m.step.step : m.eval.step) > lastStep) break;
-            read.push_back(m);
-        }
+        const nlohmann::json j = parseJsonOrDiscard(line);
+        if (j.is_object() && numberIn(j, "step", -HUGE_VAL) > double(lastStep)) break;
+        const bool read = parseMetricsLine(j, m);
+        if (read && m.kind == MetricsLine::Kind::State && !m.state.empty() && m.state != "loading" &&
+            m.state != "running")
+            continue;  // no longer its ending
+        kept += line + "\n";
+        if (past && read && (m.kind == MetricsLine::Kind::Step || m.kind == MetricsLine::Kind::Eval))
+            past->push_back(std::move(m));
     }
-    out = std::move(read);
-    return true;
+    return kept;
 }
 
 }  // namespace tb

@@ -39,15 +39,16 @@ struct MetricsLine {
     LayerTimes layers;  // tower 0's profiled step, per layer of the model (seconds)
 };
 bool parseMetricsLine(const std::string& line, MetricsLine& out);
+bool parseMetricsLine(const nlohmann::json& line, MetricsLine& out);
 // The last layer_times line of a metrics file, read from its end (util/file_tail.hpp): one comes
 // every TowerSet::kProfileEvery steps. False where the file's last `limit` bytes hold none that
 // parses (a run too short to profile, or one from before layer times were written).
 bool lastLayerTimes(std::istream& in, MetricsLine& out, int64_t limit = int64_t(16) << 20);
-// The steps and evaluations a metrics file records up to step `lastStep` (a resumed run's
-// checkpoint), in order: the lines RunFolder::begin keeps when it cuts the file back for the resume.
-// False, with nothing read, where the file cannot be read or is over `limit` bytes.
-bool readMetricsHistory(const std::string& path, int64_t lastStep, std::vector<MetricsLine>& out,
-                        int64_t limit = int64_t(16) << 20);
+// A resumed run's metrics file cut back to its checkpoint at step `lastStep`: the lines before the
+// first whose "step" is past it, less the states that ended the earlier run (it goes on), as
+// RunFolder::begin rewrites the file. Returns the text kept; `past`, where given, receives the
+// steps and evaluations among it, read back (the window charts them as the run's history).
+std::string metricsUpToCheckpoint(std::istream& in, int64_t lastStep, std::vector<MetricsLine>* past = nullptr);
 // An evaluation's confusion counts as rows (true class) of columns (predicted); null if it has none.
 nlohmann::json confusionRows(const EvalResult& r);
 

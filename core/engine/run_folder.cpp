@@ -285,15 +285,8 @@ void RunFolder::begin(const RunConfig& config, const std::string& modelSpec, con
         // (The resume itself opens and verifies the whole checkpoint: RunPlan::of.)
         const int64_t step = resumeStep_ = Checkpoint::readMeta(resumeCheckpoint_).step;
         const std::string metrics = path_ + "/metrics.jsonl";
-        std::ifstream in(metrics);
-        std::string kept, line;
-        while (std::getline(in, line)) {
-            const nlohmann::json j = parseJsonOrDiscard(line);
-            if (j.is_object() && j.contains("step") && j["step"].is_number() && j["step"].get<int64_t>() > step) break;
-            const std::string state = j.is_object() && j.value("type", "") == "state" ? j.value("state", "") : "";
-            if (!state.empty() && state != "loading" && state != "running") continue;  // no longer its ending
-            kept += line + "\n";
-        }
+        std::ifstream in(metrics, std::ios::binary);
+        const std::string kept = metricsUpToCheckpoint(in, step, keepPast_ ? &past_ : nullptr);
         in.close();
         writeFileAtomically(metrics, kept);
         // A writer killed mid-checkpoint leaves its temporary behind: never a checkpoint, removed.

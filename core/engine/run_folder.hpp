@@ -15,18 +15,19 @@
 //   checkpoints/step-NNNNNNNN.safetensors   the last K; best.safetensors, the best validation
 // Small files are written atomically; checkpoints too (engine/checkpoint.hpp).
 #pragma once
-#include <optional>
 #include <cstdint>
-#include <memory>
 #include <exception>
+#include <memory>
 #include <mutex>
-#include <thread>
+#include <optional>
 #include <string>
+#include <thread>
+#include <utility>
+#include <vector>
 
 #include "data/dataset.hpp"
 #include "engine/checkpoint.hpp"
 #include "engine/metrics_file.hpp"
-#include "data/dataset.hpp"
 #include "engine/observer.hpp"
 #include "io/run_config.hpp"
 #include "io/run_lock.hpp"
@@ -75,6 +76,10 @@ public:
 
     // A reopened folder: the checkpoint to continue from (metrics.jsonl was cut after its step).
     const std::string& resumeCheckpoint() const { return resumeCheckpoint_; }
+    // Asked before begin(): begin keeps the steps and evaluations it kept of a resumed run's
+    // metrics.jsonl, read back, for the first call of this (the window charts the run's past).
+    void keepResumedPast() { keepPast_ = true; }
+    std::vector<MetricsLine> takeResumedPast() { return std::exchange(past_, {}); }
 
     // The trainer's calls, on its thread; begin() before the run's first event (observer calls
     // before it are dropped). begin: settings, model and plan written, metrics and log opened
@@ -110,6 +115,8 @@ private:
     std::unique_ptr<RunLock> lock_;  // held from begin() (a resume: from reopen()) to the end
     std::string resumeCheckpoint_;
     int64_t resumeStep_ = -1;  // that checkpoint's step
+    bool keepPast_ = false;
+    std::vector<MetricsLine> past_;  // keepResumedPast(): what begin() kept, until taken
     std::string created_;
     std::unique_ptr<MetricsFile> metrics_;
     std::unique_ptr<TrainingObserver> events_;  // TensorBoard's events file, where protobuf is built in

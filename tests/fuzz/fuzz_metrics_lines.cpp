@@ -1,9 +1,11 @@
 // metrics.jsonl as the window follows a live run (ui/window/run_follower.cpp): every line parsed;
-// read as a resumed run's past (readMetricsHistory, up to a step from the input's first byte);
+// cut back as a resume cuts it (metricsUpToCheckpoint, at a step from the input's first byte);
 // and read from its end as the runs index and the model view read it (util/file_tail.hpp), with
 // windows of a few bytes so an input crosses many of them: the line taken must be the one a
 // reading from the start finds.
 #include <sstream>
+
+#include <nlohmann/json.hpp>
 
 #include "engine/metrics_file.hpp"
 #include "fuzz_support.hpp"
@@ -34,15 +36,21 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
     std::istringstream again(text);
     tb::MetricsLine times;
     TB_FUZZ_REFUSALS_ARE_FINE((void)tb::lastLayerTimes(again, times));
-    const std::string file = fuzz::scratch() + "/metrics.jsonl";
-    if (FILE* f = std::fopen(file.c_str(), "wb")) {
-        std::fwrite(text.data(), 1, text.size(), f);
-        std::fclose(f);
-        std::vector<tb::MetricsLine> past;
-        const int64_t upTo = size ? data[0] * 10 : 0;
-        TB_FUZZ_REFUSALS_ARE_FINE((void)tb::readMetricsHistory(file, upTo, past));
-        for (const tb::MetricsLine& m : past)
-            if ((m.kind == tb::MetricsLine::Kind::Step ? m.step.step : m.eval.step) > upTo) __builtin_trap();
-    }
+    // Cut back as a resume cuts it: nothing past the checkpoint's step, and a second cut at the
+    // same step keeps the same text and the same past (what the window charts is what stays).
+    const int64_t upTo = size ? data[0] * 10 : 0;
+    std::istringstream whole(text);
+    std::vector<tb::MetricsLine> past, pastAgain;
+    const std::string kept = tb::metricsUpToCheckpoint(whole, upTo, &past);
+    for (const tb::MetricsLine& m : past)
+        if ((m.kind == tb::MetricsLine::Kind::Step ? m.step.step : m.eval.step) > upTo) __builtin_trap();
+    std::istringstream cut(kept);
+    for (std::string line; std::getline(cut, line);)  // no line of any type past the checkpoint
+        if (const nlohmann::json j = nlohmann::json::parse(line, nullptr, false);
+            j.is_object() && j.contains("step") && j["step"].is_number() && j["step"].get<double>() > double(upTo))
+            __builtin_trap();
+    cut.clear();
+    cut.seekg(0);
+    if (tb::metricsUpToCheckpoint(cut, upTo, &pastAgain) != kept || pastAgain.size() != past.size()) __builtin_trap();
     return 0;
 }

@@ -243,11 +243,17 @@ void setYLabel(QCustomPlot* p, const QString& label) {
 
 QString yLabel(const QCustomPlot* p) { return p->property("tbYLabel").toString(); }
 
-int legendEntries(const QCPLegend* legend) {
-    int entries = 0;
-    for (int i = 0; i < legend->itemCount(); ++i) entries += legend->item(i) != nullptr;
-    return entries;
+namespace {
+// A wrapped legend is a grid with empty cells: itemCount() counts cells, these are its entries.
+QVector<QCPAbstractLegendItem*> legendItems(const QCPLegend* legend) {
+    QVector<QCPAbstractLegendItem*> items;
+    for (int i = 0; i < legend->itemCount(); ++i)
+        if (QCPAbstractLegendItem* item = legend->item(i)) items << item;
+    return items;
 }
+}  // namespace
+
+int legendEntries(const QCPLegend* legend) { return int(legendItems(legend).size()); }
 
 void fitToSize(QCustomPlot* p) {
     QCPLegend* legend = p->legend;
@@ -256,17 +262,16 @@ void fitToSize(QCustomPlot* p) {
     // (the scaling lab before a sweep). An empty cell lifts that limit; the first entry fills it.
     if (legend->rowCount() == 0 || legend->columnCount() == 0) legend->expandTo(1, 1);
     if (legend->visible() && legend->itemCount() > 0) {
-        // A wrapped legend is a grid with empty cells: itemCount() counts cells, not entries.
-        int widest = 1, entries = 0;
-        for (int i = 0; i < legend->itemCount(); ++i)
-            if (QCPAbstractLegendItem* item = legend->item(i)) {
-                // An item is clipped to the height of its text's line, and DejaVu Sans's "_" reaches
-                // the bottom of its descent: rounded, its last pixel row was cut away, and
-                // "vgg_bn" read "vgg bn". Two pixels below the line keep it.
-                if (item->margins().bottom() < 2) item->setMargins(QMargins(0, 0, 0, 2));
-                widest = std::max(widest, item->minimumOuterSizeHint().width());
-                ++entries;
-            }
+        const QVector<QCPAbstractLegendItem*> items = legendItems(legend);
+        const int entries = int(items.size());
+        int widest = 1;
+        for (QCPAbstractLegendItem* item : items) {
+            // An item is clipped to the height of its text's line, and DejaVu Sans's "_" reaches
+            // the bottom of its descent: rounded, its last pixel row was cut away, and "vgg_bn"
+            // read "vgg bn". Two pixels below the line keep it.
+            if (item->margins().bottom() < 2) item->setMargins(QMargins(0, 0, 0, 2));
+            widest = std::max(widest, item->minimumOuterSizeHint().width());
+        }
         const int room = p->width() - legend->margins().left() - legend->margins().right();
         const int columns =
             std::clamp((room + legend->columnSpacing()) / (widest + legend->columnSpacing()), 1, std::max(1, entries));

@@ -77,8 +77,19 @@ std::vector<tb::StepMetrics> EngineWorker::takeSteps() {
     return std::exchange(steps_, {});
 }
 
+std::vector<tb::MetricsLine> EngineWorker::takeResumedPast() {
+    std::lock_guard lock(stepsMutex_);
+    return std::exchange(past_, {});
+}
+
 void EngineWorker::onStateChanged(tb::RunState s, const std::string& detail) {
-    if (s == tb::RunState::Running) emit started(QString::fromStdString(detail));
+    if (s == tb::RunState::Running) {
+        {
+            std::lock_guard lock(stepsMutex_);
+            if (folder_) past_ = folder_->takeResumedPast();  // (the folder began before the run runs)
+        }
+        emit started(QString::fromStdString(detail));
+    }
     if (s == tb::RunState::Evaluating) emit evaluating(QString::fromStdString(detail));
 }
 
@@ -101,11 +112,14 @@ void EngineWorker::run(const tb::RunConfig& config, const QString& resumeDir) {
     try {
         // Every run from the window keeps a folder, as from the command line.
         folder = resumeDir.isEmpty() ? tb::RunFolder::create(config) : tb::RunFolder::reopen(resumeDir.toStdString());
+        folder->keepResumedPast();  // read on this thread as the resume cuts its metrics file
+        folder_ = folder.get();
         trainer.setRunFolder(folder.get());
         const tb::RunSummary s = trainer.run();
         {
             std::lock_guard lock(mutex_);
             trainer_ = nullptr;
+            folder_ = nullptr;
         }
         nlohmann::json summary = s.toJson();
         summary["run_dir"] = folder->path();  // as the command line's summary: where its checkpoints are
@@ -114,6 +128,7 @@ void EngineWorker::run(const tb::RunConfig& config, const QString& resumeDir) {
         {
             std::lock_guard lock(mutex_);
             trainer_ = nullptr;
+            folder_ = nullptr;
         }
         emit failed(QString::fromUtf8(e.what()));
     }

@@ -9,10 +9,14 @@
 #include <mutex>
 #include <vector>
 
+#include "engine/metrics_file.hpp"
 #include "engine/observer.hpp"
 #include "engine/trainer.hpp"
 #include "io/run_config.hpp"
 
+namespace tb {
+class RunFolder;
+}
 
 class EngineWorker : public QObject, public tb::TrainingObserver {
     Q_OBJECT
@@ -32,6 +36,9 @@ public:
     void abort();   // stop without the final evaluation (the window is closing)
     // The steps reported since the last call (GUI thread, after stepsReady).
     std::vector<tb::StepMetrics> takeSteps();
+    // A resumed run's steps and evaluations up to its checkpoint, read as its folder cut them
+    // (GUI thread, after started(); empty for a new run).
+    std::vector<tb::MetricsLine> takeResumedPast();
 
 public slots:
     // Runs to the end on the worker's thread, in a new run folder, or continuing the run in
@@ -70,5 +77,7 @@ private:
     enum class Pending { None, Stop, Abort } pendingStop_ = Pending::None;
     std::mutex stepsMutex_;
     std::vector<tb::StepMetrics> steps_;  // reported, not yet taken by the window
+    std::vector<tb::MetricsLine> past_;   // takeResumedPast()'s
+    tb::RunFolder* folder_ = nullptr;     // the run's folder, while run() runs (its thread only)
     bool signalled_ = false;              // a stepsReady is queued and not yet answered
 };

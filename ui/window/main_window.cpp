@@ -349,7 +349,7 @@ void MainWindow::connectWorker() {
     connect(worker_, &EngineWorker::started, this, [this](const QString& plan) {
         // The data loaded and training begins: only now do the last run's charts give way.
         clearRunViews(pendingTowers_);
-        for (const tb::MetricsLine& m : std::exchange(resumeHistory_, {})) {  // a resumed run's past
+        for (const tb::MetricsLine& m : worker_->takeResumedPast()) {  // a resumed run's charts go on from its past
             if (m.kind == tb::MetricsLine::Kind::Step) {
                 charts_->addStep(m.step);
             } else {
@@ -869,18 +869,7 @@ void MainWindow::resumeRun(const QString& folder) {
         showError(tr("%1 cannot be resumed: %2").arg(QDir(folder).dirName(), experiment_->problem()));
         return;
     }
-    // Its charts go on from its past: the steps up to the checkpoint it continues from. (A file
-    // over readMetricsHistory's limit, tens of thousands of steps, is not read on this thread:
-    // the charts then begin at the checkpoint.)
-    std::vector<tb::MetricsLine> history;
-    try {
-        const int64_t at = tb::Checkpoint::readMeta(tb::RunFolder::newestCheckpointIn(folder.toStdString())).step;
-        tb::readMetricsHistory((folder + "/metrics.jsonl").toStdString(), at, history);
-    } catch (const tb::Error&) {
-        // (The resume itself reads the checkpoint and says what is wrong with it.)
-    }
     launch(false, folder);
-    resumeHistory_ = std::move(history);
 }
 
 void MainWindow::launch(bool startPaused, const QString& resumeDir) {
@@ -893,7 +882,6 @@ void MainWindow::launch(bool startPaused, const QString& resumeDir) {
     if (launcher_->running()) return;
     follower_.reset();  // a run of this window's own takes the views
     ended_.reset();
-    resumeHistory_.clear();  // (resumeRun gives its run's after this)
     const tb::RunConfig c = experiment_->config();
     QSettings().setValue("experiment/last", QByteArray::fromStdString(c.toJson().dump()));
     markFormKept();

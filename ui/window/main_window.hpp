@@ -206,9 +206,6 @@ private:
     int64_t lastStep_ = 0, totalSteps_ = 0;
     QStringList pendingTowers_;  // the towers of the run requested, shown once it starts
     bool pendingPlanar_ = false;  // the run requested trains on a 2-D set
-    // A resumed run's steps and evaluations up to its checkpoint, from its metrics file: drawn
-    // once it starts, before its new steps, so its charts go on from where it stopped.
-    std::vector<tb::MetricsLine> resumeHistory_;
     // (wall time, step) of the last seconds of steps seen: the ETA's rate, as the user lives it
     // (slow motion included, pauses not).
     std::deque<std::pair<qint64, int64_t>> recentSteps_;
