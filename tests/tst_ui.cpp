@@ -1139,6 +1139,25 @@ private slots:
         QCOMPARE(e->batchSplit(), QStringLiteral("128 does not split over 3 towers"));
         QVERIFY(!e->isValid());
         QVERIFY2(e->problem().startsWith("Batch: 128 examples do not split evenly over 3 towers"), qPrintable(e->problem()));
+        // Stages take the whole batch, cut over a hybrid's processes and replicas, then into
+        // micro-batches (it read "128 = 1 tower × 128" whatever the pipeline).
+        e->batchMeaningBox()->setCurrentIndex(ExperimentPanel::kBatchPerTower);
+        e->parallelismBox()->setCurrentIndex(ExperimentPanel::kModelParallel);
+        QVERIFY(!e->batchMeaningBox()->isEnabled());
+        QCOMPARE(e->batchSplit(), QStringLiteral("128, all through each stage"));
+        qobject_cast<QComboBox*>(e->fieldFor("pipeline"))->setCurrentText("1f1b");
+        qobject_cast<QSpinBox*>(e->fieldFor("micro_batches"))->setValue(4);
+        QCOMPARE(e->batchSplit(), QStringLiteral("128 = 4 micro-batches × 32"));
+        e->parallelismBox()->setCurrentIndex(ExperimentPanel::kHybridParallel);
+        QCOMPARE(e->batchSplit(), QStringLiteral("128 = 2 replicas × 4 micro-batches × 16"));
+        e->processesBox()->setValue(2);
+        QCOMPARE(e->batchSplit(), QStringLiteral("128 = 2 processes × 2 replicas × 4 micro-batches × 8"));
+        qobject_cast<QSpinBox*>(e->fieldFor("micro_batches"))->setValue(3);
+        QCOMPARE(e->batchSplit(), QStringLiteral("128 does not split over 2 processes × 2 replicas × 3 micro-batches"));
+        QVERIFY2(!e->isValid() && e->problem().contains("does not divide Batch 128"), qPrintable(e->problem()));
+        QCOMPARE(e->config().batch, 128);
+        e->parallelismBox()->setCurrentIndex(ExperimentPanel::kDataParallel);
+        QVERIFY(e->batchMeaningBox()->isEnabled());
     }
 
     // The mouse wheel over a field without focus scrolls the form; it changes only a focused field.

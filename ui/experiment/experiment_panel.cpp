@@ -231,11 +231,10 @@ void ExperimentPanel::makeDeviceFields() {
 // Training: the batch, the optimiser, the length.
 void ExperimentPanel::makeTrainingFields() {
     batch_ = spin(1, INT_MAX, tr("Examples per step: the global batch (split over the towers), or each tower's."));
-    batchMeaning_ = combo({tr("global"), tr("per tower")},
-                          tr("Global: the batch is split evenly over the towers. Per tower: each tower computes "
-                             "this many, and the global batch grows with the towers."));
+    batchMeaning_ = combo({tr("global"), tr("per tower")}, {});  // (its tooltip: showChosenRows)
     split_ = new QLabel;
-    split_->setToolTip(tr("The global batch of one step and how it is split over the towers."));
+    split_->setToolTip(tr("The global batch of one step and how it is split: over the towers, or over a "
+                          "pipeline's replicas and micro-batches."));
     optimizer_ = combo({"sgd", "momentum", "nesterov", "adam"}, tr("The optimiser applied to the variables."));
     precision_ = combo({"fp32", "bf16"}, tr("The number format of the convolutions and inner products. bf16: mixed "
                                            "precision (bf16 inputs, fp32 sums, fp32 master weights and optimiser); "
@@ -589,6 +588,11 @@ void ExperimentPanel::showChosenRows() {
     for (QWidget* f : std::initializer_list<QWidget*>{stages_, pipeline_, microBatches_}) devicesForm_->setRowVisible(f, !data);
     devicesForm_->setRowVisible(stageReplicas_, parallelism_->currentIndex() == kHybridParallel);
     devicesForm_->setRowVisible(stagePerProcess_, parallelism_->currentIndex() == kModelParallel);
+    // Stages take the step's whole batch: a batch per tower has no towers to follow.
+    batchMeaning_->setEnabled(data);
+    batchMeaning_->setToolTip(data ? tr("Global: the batch is split evenly over the towers. Per tower: each tower "
+                                        "computes this many, and the global batch grows with the towers.")
+                                   : tr("Stages take the step's whole batch: Batch is the global batch."));
 }
 
 void ExperimentPanel::devicesChanged() {
@@ -850,6 +854,7 @@ void ExperimentPanel::setConfig(const tb::RunConfig& c) {
 }
 
 QString ExperimentPanel::batchSplit() const {
+    if (staged()) return pipelineBatchSplit();
     // Several processes: the batch splits over every worker process's towers.
     const int workers = std::max(1, processes_->value() - psTasks_->value());
     const int towers = towerCount() * workers;
@@ -861,6 +866,25 @@ QString ExperimentPanel::batchSplit() const {
     if (batchMeaning_->currentIndex() == kGlobalBatch && batch_->value() % towers != 0)
         return tr("%1 does not split over %2").arg(locale.toString(batch_->value()), towersText);
     return tr("%1 = %2 × %3").arg(locale.toString(int64_t(per) * towers), towersText, locale.toString(per));
+}
+
+// Stages take the step's whole batch, whatever Batch's meaning says (config()): the hybrid's
+// processes each take their share (RunPlan::of), and a pipeline's share is cut over its replicas,
+// then into micro-batches (StagePipeline). A stage per process is one pipeline on the whole batch.
+QString ExperimentPanel::pipelineBatchSplit() const {
+    const QLocale locale;
+    const int batch = batch_->value();
+    const int workers = stagePerProcess() ? 1 : processes();
+    const int replicas = parallelism_->currentIndex() == kHybridParallel ? stageReplicas_->value() : 1;
+    const int micro = microBatches_->value();
+    QStringList parts;
+    if (workers > 1) parts << tr("%1 processes").arg(workers);
+    if (replicas > 1) parts << tr("%1 replicas").arg(replicas);
+    if (micro > 1) parts << tr("%1 micro-batches").arg(micro);
+    if (parts.isEmpty()) return tr("%1, all through each stage").arg(locale.toString(batch));
+    const int64_t pieces = int64_t(workers) * replicas * micro;
+    if (batch % pieces != 0) return tr("%1 does not split over %2").arg(locale.toString(batch), parts.join(" × "));
+    return tr("%1 = %2 × %3").arg(locale.toString(batch), parts.join(" × "), locale.toString(batch / pieces));
 }
 
 QString ExperimentPanel::inFormWords(const QString& message, bool bold) const {

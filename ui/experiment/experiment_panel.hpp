@@ -46,7 +46,7 @@ public:
     // for a rich-text label.
     QString inFormWords(const QString& engineMessage, bool bold = false) const;
     // "128 = 2 towers × 64": the global batch and its split (or why there is none).
-    QString batchSplit() const;
+    QString batchSplit() const;  // "Global batch": the step's batch and how it is cut
 
     // The field that sets a RunConfig key (file key, e.g. "ema_decay"), nullptr for the keys
     // without one. Keys whose field sets them through a choice ("steps": the length's unit,
@@ -90,6 +90,7 @@ private slots:
     void revalidate();
 
 private:
+    QString pipelineBatchSplit() const;  // batchSplit() where stages run
     // The constructor's parts: the fields of each section, the form, the connections.
     void makeExperimentFields();
     void makeDeviceFields();
