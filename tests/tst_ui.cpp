@@ -2139,6 +2139,19 @@ private slots:
         text = w.summaryText();
         QVERIFY2(text.contains("Test accuracy <b>") && text.contains("The tower was busy") && sentencesBegin(text),
                  qPrintable(text));
+        // A pipeline's lanes are stages, and its summary says how much its bubble idled them (it
+        // read "Towers busy" for two stages).
+        tb::RunConfig staged = one;
+        staged.stages = "2";
+        w.experiment()->setConfig(staged);
+        QVERIFY2(w.experiment()->isValid(), qPrintable(w.experiment()->problem()));
+        w.start();
+        QTRY_COMPARE_WITH_TIMEOUT(ended.count(), 3, 20000);
+        text = w.summaryText();
+        QVERIFY2(QRegularExpression(" Stages busy [0-9.]+% / [0-9.]+% of the time; the pipeline's bubble idled them "
+                                    "[0-9.]+%\\.").match(text).hasMatch() && sentencesBegin(text),
+                 qPrintable(text));
+        QVERIFY2(!text.contains(" 0.0 s "), qPrintable(text));  // a run of milliseconds says so
 
         tb::RunConfig c = syntheticRun(1000000);
         c.update = "async";
@@ -2147,7 +2160,7 @@ private slots:
         w.start();
         QTRY_VERIFY_WITH_TIMEOUT(w.charts()->stepPoints() > 20, 20000);
         w.stop();
-        QTRY_COMPARE_WITH_TIMEOUT(ended.count(), 3, 20000);
+        QTRY_COMPARE_WITH_TIMEOUT(ended.count(), 4, 20000);
         QStringList seen;
         for (const auto& s : states) seen << s.at(0).toString();
         QVERIFY2(seen.contains("Stopping: evaluating on the validation and test sets (Stop again to skip)"),

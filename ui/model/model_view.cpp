@@ -262,8 +262,9 @@ void ModelView::setModel(const tb::ModelSpec& spec, const std::vector<std::pair<
     // The whole column in view, its shortcut arcs included (a vertical scroll bar beside it).
     graphArea_->setMinimumWidth(graph_->sizeHint().width() + graphArea_->verticalScrollBar()->sizeHint().width() + 4);
     if (!sameModel)  // and how to get there: a finished run's times come back by following it
-        timing_->setText(tr("Where each layer's time goes shows once a run of this model has profiled a step: "
-                            "start one, or select one of its runs in the Runs tab and press Follow."));
+        timing_->setText(tr("Where each layer's time goes shows once a run of this model on towers has profiled a "
+                            "step (a pipeline's stages are timed as wholes, in the timeline): start one, or select "
+                            "one of its runs in the Runs tab and press Follow."));
     table_->setRowCount(int(layers.size()));
     for (size_t l = 0; l < layers.size(); ++l) {
         const tb::LayerSummary& s = layers[l];

@@ -79,6 +79,7 @@ constexpr Pace kPaces[] = {{"full speed", 0}, {"20 steps/s", 20}, {"5 steps/s", 
                            {"2 steps/s", 2},  {"1 step/s", 1},    {"1 step / 2 s", 0.5}};
 
 QString duration(double seconds) {
+    if (seconds < 0.1) return QObject::tr("%1 ms").arg(seconds * 1e3, 0, 'f', 0);  // (a short run read "0.0 s")
     if (seconds < 60) return QObject::tr("%1 s").arg(seconds, 0, 'f', seconds < 10 ? 1 : 0);
     const qint64 s = qint64(seconds + 0.5);
     if (s < 3600) return QObject::tr("%1 min %2 s").arg(s / 60).arg(s % 60);
@@ -1024,8 +1025,16 @@ void MainWindow::showSummary(const QString& summaryJson, bool stopped, bool foll
     else text += QLatin1Char(' ') + test.at(0).toUpper() + test.mid(1) + QLatin1Char('.');
     QStringList busy;
     for (const QJsonValue& b : j["tower_busy"].toArray()) busy << percent(b.toDouble());
-    if (busy.size() == 1) text += tr(" The tower was busy %1 of the time.").arg(busy.front());
-    else if (!busy.isEmpty()) text += tr(" Towers busy %1 of the time.").arg(busy.join(QStringLiteral(" / ")));
+    if (j["stages"].isString() && !busy.isEmpty()) {  // a pipeline's lanes are its stages (and replicas)
+        text += tr(" Stages busy %1 of the time").arg(busy.join(QStringLiteral(" / ")));
+        text += j["bubble_fraction"].isDouble()
+                    ? tr("; the pipeline's bubble idled them %1.").arg(percent(j["bubble_fraction"].toDouble()))
+                    : QStringLiteral(".");
+    } else if (busy.size() == 1) {
+        text += tr(" The tower was busy %1 of the time.").arg(busy.front());
+    } else if (!busy.isEmpty()) {
+        text += tr(" Towers busy %1 of the time.").arg(busy.join(QStringLiteral(" / ")));
+    }
     if (async) {
         // (That the run is not reproducible, the note over the charts says.)
         text += tr(" Mean staleness %1 updates.")
