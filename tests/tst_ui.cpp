@@ -1113,6 +1113,25 @@ private slots:
         QSettings().remove("experiment/last");
     }
 
+    // Windows of their own close on Ctrl+W, and the views where nothing runs on Escape too (none
+    // closed from the keyboard); a stray Escape does not close the lab, whose sweep closing stops.
+    void toolWindowsCloseOnKeys() {
+        MainWindow w;
+        w.setQuitConfirmation([] { return true; });
+        w.show();
+        ModelView* view = w.openModelView();
+        QVERIFY(QTest::qWaitForWindowActive(view));
+        QTest::keyClick(view, Qt::Key_Escape);
+        QTRY_VERIFY(!view->isVisible());
+        ScalingLab* lab = w.openScalingLab();
+        QVERIFY(QTest::qWaitForWindowActive(lab));
+        QTest::keyClick(lab, Qt::Key_Escape);
+        QTest::qWait(50);
+        QVERIFY(lab->isVisible());
+        QTest::keyClick(lab, Qt::Key_W, Qt::ControlModifier);
+        QTRY_VERIFY(!lab->isVisible());
+    }
+
     // A fresh start (no settings) is the README's default experiment.
     void freshStartIsTheDefaultExperiment() {
         QSettings().clear();

@@ -37,6 +37,7 @@
 #include "devices/phase_colors.hpp"
 #include "util/error.hpp"
 #include "view_format.hpp"
+#include "window_keys.hpp"
 
 namespace {
 
@@ -131,6 +132,7 @@ void SweepWorker::run(const tb::RunConfig& base, const tb::SweepSettings& settin
 ScalingLab::ScalingLab(QWidget* parent) : QWidget(parent, Qt::Window) {
     setObjectName("scalingLab");
     setWindowTitle(tr("Scaling lab — Towerbench"));
+    tb::ui::closeOnKeys(this, tb::ui::EscapeCloses::No);  // closing stops its sweep
     SweepWorker::registerTypes();
     thread_ = new QThread(this);
     worker_ = new SweepWorker;

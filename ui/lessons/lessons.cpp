@@ -9,6 +9,8 @@
 #include <QVBoxLayout>
 #include <algorithm>
 
+#include "window_keys.hpp"
+
 namespace {
 
 // Every lesson trains the same small network on the same data, so what changes between
@@ -274,7 +276,9 @@ void fitLessonWindow(QWidget& window, QSize preferred) {
     window.move(avail.center() - window.rect().center());
 }
 
-LessonWindow::LessonWindow(QSize preferred, QWidget* parent) : QWidget(parent, Qt::Window), preferred_(preferred) {}
+LessonWindow::LessonWindow(QSize preferred, QWidget* parent) : QWidget(parent, Qt::Window), preferred_(preferred) {
+    tb::ui::closeOnKeys(this, tb::ui::EscapeCloses::No);  // closing stops its runs
+}
 
 void LessonWindow::closeEvent(QCloseEvent* e) {
     abortRuns();

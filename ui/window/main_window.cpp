@@ -67,6 +67,7 @@
 #include "lessons/lessons.hpp"
 #include "lessons/sync_async_lesson.hpp"
 #include "placement/placement_diagram.hpp"
+#include "window_keys.hpp"
 
 namespace {
 
@@ -269,6 +270,7 @@ void MainWindow::buildDeviceDocks(const TelemetryFactory& telemetry) {
     modelView_ = new ModelView(this);
     modelView_->setWindowFlag(Qt::Window);
     modelView_->setWindowTitle(tr("Model — Towerbench"));
+    tb::ui::closeOnKeys(modelView_, tb::ui::EscapeCloses::Yes);
     lesson_ = new LessonPanel;
     lessonDock_ = new QDockWidget(tr("Lesson"), this);
     lessonDock_->setObjectName("lessonDock");
@@ -625,6 +627,7 @@ AugmentView* MainWindow::openAugmentView() {
         augmentView_->setExplainer(formWords());
         augmentView_->setWindowFlag(Qt::Window);
         augmentView_->setWindowTitle(tr("Augmented samples — Towerbench"));
+        tb::ui::closeOnKeys(augmentView_, tb::ui::EscapeCloses::Yes);
         fitLessonWindow(*augmentView_, QSize(900, 760));
     }
     augmentView_->setConfig(experiment_->config());
