@@ -233,8 +233,8 @@ void ExperimentPanel::makeTrainingFields() {
     batch_ = spin(1, INT_MAX, tr("Examples per step: the global batch (split over the towers), or each tower's."));
     batchMeaning_ = combo({tr("global"), tr("per tower")}, {});  // (its tooltip: showChosenRows)
     split_ = new QLabel;
-    split_->setToolTip(tr("The global batch of one step and how it is split: over the towers, or over a "
-                          "pipeline's replicas and micro-batches."));
+    split_->setToolTip(tb::ui::wrappedToolTip(tr("The global batch of one step and how it is split: over the towers, "
+                                                 "or over a pipeline's replicas and micro-batches.")));
     optimizer_ = combo({"sgd", "momentum", "nesterov", "adam"}, tr("The optimiser applied to the variables."));
     precision_ = combo({"fp32", "bf16"}, tr("The number format of the convolutions and inner products. bf16: mixed "
                                            "precision (bf16 inputs, fp32 sums, fp32 master weights and optimiser); "
@@ -590,9 +590,10 @@ void ExperimentPanel::showChosenRows() {
     devicesForm_->setRowVisible(stagePerProcess_, parallelism_->currentIndex() == kModelParallel);
     // Stages take the step's whole batch: a batch per tower has no towers to follow.
     batchMeaning_->setEnabled(data);
-    batchMeaning_->setToolTip(data ? tr("Global: the batch is split evenly over the towers. Per tower: each tower "
-                                        "computes this many, and the global batch grows with the towers.")
-                                   : tr("Stages take the step's whole batch: Batch is the global batch."));
+    batchMeaning_->setToolTip(tb::ui::wrappedToolTip(
+        data ? tr("Global: the batch is split evenly over the towers. Per tower: each tower computes this many, and "
+                  "the global batch grows with the towers.")
+             : tr("Stages take the step's whole batch: Batch is the global batch.")));
 }
 
 void ExperimentPanel::devicesChanged() {
