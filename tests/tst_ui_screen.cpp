@@ -365,6 +365,14 @@ private slots:
         model->setToolTip(QStringLiteral("The network"));  // as the box was before it said its text
         problems = layoutProblems(w);
         QVERIFY2(problems.join('\n').contains("its text is cut"), qPrintable(problems.join('\n')));
+
+        // Nor do the rows of another parallelism: model parallelism's 'Stage processes' box
+        // widened the form by 45 px at 1366x768, and the whole window reflowed.
+        for (int p : {ExperimentPanel::kModelParallel, ExperimentPanel::kHybridParallel, ExperimentPanel::kDataParallel}) {
+            w.experiment()->parallelismBox()->setCurrentIndex(p);
+            QTest::qWait(100);
+            QCOMPARE(w.experimentScroll()->width(), formWidth);
+        }
     }
 
     // The layout rule (issue 31, point 1): whatever the form, a dock, a path or a run name holds,

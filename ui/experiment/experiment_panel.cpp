@@ -221,7 +221,7 @@ void ExperimentPanel::makeDeviceFields() {
     stageReplicas_ = spin(1, INT_MAX, tr("Hybrid parallelism: R copies of the pipeline, each on 1/R of the batch, every "
                                          "stage's copies summing their gradients before its update (data parallel "
                                          "inside the pipeline; stages x replicas CPU devices)."));
-    stagePerProcess_ = new QCheckBox(tr("each in an mpirun process of its own"));
+    stagePerProcess_ = new QCheckBox(tr("one mpirun process each"));
     stagePerProcess_->setToolTip(tb::ui::wrappedToolTip(
         tr("Model parallelism across processes, as across machines: process s holds stage s's layers alone and "
            "runs it on every batch, sending the activations forward and their gradients back as MPI messages. "
