@@ -934,6 +934,24 @@ private slots:
                  qPrintable(w.lastError()));
         QVERIFY(!QDir(w.launchedFolder() + "/checkpoints").entryList({"step-*.safetensors"}, QDir::Files).isEmpty());
 
+        // Resumed from the Runs tab: as the 2 processes it trained as (the form held 3), continuing
+        // its checkpoint through `towerbench-run --resume` and followed from its first step.
+        const QString lost = w.launchedFolder();
+        e->processesBox()->setValue(3);
+        w.resumeRun(lost);
+        QCOMPARE(e->processes(), 2);
+        QVERIFY2(QTest::qWaitFor([&] { return w.following() && w.charts()->stepPoints() > 30; }, 40000),
+                 qPrintable(w.stateText() + ": " + w.lastError()));
+        QCOMPARE(w.launchedFolder(), lost);
+        QCOMPARE(w.charts()->missingSteps(), int64_t(0));  // its past, then its new steps
+        w.stop();
+        QTRY_VERIFY2_WITH_TIMEOUT(w.stateText() == QStringLiteral("Followed run stopped"),
+                                  qPrintable(w.stateText() + ": " + w.lastError()), 20000);
+        QTRY_VERIFY_WITH_TIMEOUT(!w.processesRunning(), 10000);
+        const QJsonObject resumed = QJsonDocument::fromJson(tbtest::readFile(lost + "/summary.json")).object();
+        QCOMPARE(resumed["processes"].toInt(), 2);
+        QVERIFY2(resumed["resumed_at"].toInt() >= 20, qPrintable(QJsonDocument(resumed).toJson()));
+
         // Hybrid from the window: 2 stages inside each of 2 processes, data parallel across them.
         c.steps = 40;
         c.batch = 32;
@@ -1164,6 +1182,7 @@ private slots:
         e->parallelismBox()->setCurrentIndex(ExperimentPanel::kModelParallel);
         QVERIFY(!e->batchMeaningBox()->isEnabled());
         QCOMPARE(e->batchSplit(), QStringLiteral("128, all through each stage"));
+        QCOMPARE(e->config().batch, 128);  // per tower or not: the step's batch
         qobject_cast<QComboBox*>(e->fieldFor("pipeline"))->setCurrentText("1f1b");
         qobject_cast<QSpinBox*>(e->fieldFor("micro_batches"))->setValue(4);
         QCOMPARE(e->batchSplit(), QStringLiteral("128 = 4 micro-batches × 32"));
@@ -1174,9 +1193,24 @@ private slots:
         qobject_cast<QSpinBox*>(e->fieldFor("micro_batches"))->setValue(3);
         QCOMPARE(e->batchSplit(), QStringLiteral("128 does not split over 2 processes × 2 replicas × 3 micro-batches"));
         QVERIFY2(!e->isValid() && e->problem().contains("does not divide Batch 128"), qPrintable(e->problem()));
-        QCOMPARE(e->config().batch, 128);
+        // What the form alone knows, its processes, is checked as the processes would: a batch
+        // that divides by replicas x micro-batches but not once shared out was valid here, and
+        // mpirun failed.
+        qobject_cast<QSpinBox*>(e->fieldFor("micro_batches"))->setValue(4);
+        e->batchBox()->setValue(24);
+        QCOMPARE(e->batchSplit(), QStringLiteral("24 does not split over 2 processes × 2 replicas × 4 micro-batches"));
+        QVERIFY2(!e->isValid() && e->problem().startsWith("Batch: the 12 examples of each of the 2 processes do not "
+                                                           "split over Stage replicas 2 x Micro-batches 4"),
+                 qPrintable(e->problem()));
+        e->batchBox()->setValue(32);
+        QVERIFY2(e->isValid(), qPrintable(e->problem()));
         e->parallelismBox()->setCurrentIndex(ExperimentPanel::kDataParallel);
         QVERIFY(e->batchMeaningBox()->isEnabled());
+        e->batchMeaningBox()->setCurrentIndex(ExperimentPanel::kGlobalBatch);
+        e->towersBox()->setValue(1);
+        e->processesBox()->setValue(3);
+        QVERIFY2(!e->isValid() && e->problem().startsWith("Batch: 32 examples do not split evenly over the 3 processes"),
+                 qPrintable(e->problem()));
     }
 
     // The mouse wheel over a field without focus scrolls the form; it changes only a focused field.
@@ -1546,7 +1580,7 @@ private slots:
         const QString stopped = root.filePath("stopped");
         QVERIFY(trainInto(c, stopped, 20).stopped);
         // A long run's record: 20 MiB of GPU readings before its steps. The window read a past
-        // of at most 16 MiB (on its own thread), and charted this run from its checkpoint.
+        // of at most 16 MiB (on the GUI thread), and charted this run from its checkpoint.
         QFile metrics(stopped + "/metrics.jsonl");
         QVERIFY(metrics.open(QIODevice::ReadOnly));
         const QByteArray steps = metrics.readAll();
@@ -1559,7 +1593,11 @@ private slots:
         MainWindow w;
         w.setQuitConfirmation([] { return true; });
         QSignalSpy ended(&w, &MainWindow::runEnded);
+        // It goes on as the one process it trained as, whatever the form held (with 2 there, it
+        // was started anew as two processes).
+        w.experiment()->processesBox()->setValue(2);
         w.resumeRun(stopped);
+        QCOMPARE(w.experiment()->processes(), 1);
         QTRY_COMPARE_WITH_TIMEOUT(ended.count(), 1, 30000);
         QJsonObject s = QJsonDocument::fromJson(w.lastSummary().toUtf8()).object();
         QVERIFY2(s.value("resumed_at").toInt() >= 20 && s.value("steps").toInt() == 60, qPrintable(w.lastSummary()));
@@ -2171,6 +2209,13 @@ private slots:
                                     "[0-9.]+%\\.").match(text).hasMatch() && sentencesBegin(text),
                  qPrintable(text));
         QVERIFY2(!text.contains(" 0.0 s "), qPrintable(text));  // a run of milliseconds says so
+        staged.steps = 1;  // no step after the first timed: no bubble to speak of (it read "-100.0%")
+        w.experiment()->setConfig(staged);
+        w.start();
+        QTRY_COMPARE_WITH_TIMEOUT(ended.count(), 4, 20000);
+        text = w.summaryText();
+        QVERIFY2(text.contains("Stages busy") && !text.contains("bubble"), qPrintable(text));
+        QVERIFY2(text.startsWith("<b>Finished</b> 1 step in "), qPrintable(text));
 
         tb::RunConfig c = syntheticRun(1000000);
         c.update = "async";
@@ -2179,7 +2224,7 @@ private slots:
         w.start();
         QTRY_VERIFY_WITH_TIMEOUT(w.charts()->stepPoints() > 20, 20000);
         w.stop();
-        QTRY_COMPARE_WITH_TIMEOUT(ended.count(), 4, 20000);
+        QTRY_COMPARE_WITH_TIMEOUT(ended.count(), 5, 20000);
         QStringList seen;
         for (const auto& s : states) seen << s.at(0).toString();
         QVERIFY2(seen.contains("Stopping: evaluating on the validation and test sets (Stop again to skip)"),

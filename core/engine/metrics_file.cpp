@@ -161,10 +161,10 @@ nlohmann::json confusionRows(const EvalResult& r) {
 }
 
 bool parseMetricsLine(const std::string& line, MetricsLine& out) {
-    return parseMetricsLine(parseJsonOrDiscard(line), out);
+    return parseMetricsJson(parseJsonOrDiscard(line), out);
 }
 
-bool parseMetricsLine(const nlohmann::json& j, MetricsLine& out) {
+bool parseMetricsJson(const nlohmann::json& j, MetricsLine& out) {
     if (!j.is_object() || !j.contains("type") || !j["type"].is_string()) return false;
     const std::string type = j["type"].get<std::string>();
     auto text = [&](const char* k) {
@@ -314,7 +314,7 @@ std::string metricsUpToCheckpoint(std::istream& in, int64_t lastStep, std::vecto
     while (std::getline(in, line)) {
         const nlohmann::json j = parseJsonOrDiscard(line);
         if (j.is_object() && numberIn(j, "step", -HUGE_VAL) > double(lastStep)) break;
-        const bool read = parseMetricsLine(j, m);
+        const bool read = parseMetricsJson(j, m);
         if (read && m.kind == MetricsLine::Kind::State && !m.state.empty() && m.state != "loading" &&
             m.state != "running")
             continue;  // no longer its ending

@@ -39,7 +39,7 @@ struct MetricsLine {
     LayerTimes layers;  // tower 0's profiled step, per layer of the model (seconds)
 };
 bool parseMetricsLine(const std::string& line, MetricsLine& out);
-bool parseMetricsLine(const nlohmann::json& line, MetricsLine& out);
+bool parseMetricsJson(const nlohmann::json& line, MetricsLine& out);  // the same, already parsed
 // The last layer_times line of a metrics file, read from its end (util/file_tail.hpp): one comes
 // every TowerSet::kProfileEvery steps. False where the file's last `limit` bytes hold none that
 // parses (a run too short to profile, or one from before layer times were written).

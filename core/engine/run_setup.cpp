@@ -26,6 +26,19 @@ void checkProcessRoles(const RunConfig& c, int processes) {
     if (c.psTasks >= processes)
         throw Error("--ps-tasks: " + std::to_string(c.psTasks) + " parameter-server processes leave no worker among the " +
                     std::to_string(processes) + " processes (mpirun -np must be more than --ps-tasks)");
+    // The global --batch is split over the workers, each making its plan for its share (RunPlan::of);
+    // a stage per process is one pipeline on every global batch.
+    const int workers = c.stagePerProcess ? 1 : processes - c.psTasks;
+    if (workers <= 1 || c.batchPerTower != 0) return;
+    if (c.batch % workers != 0)
+        throw Error("--batch: " + std::to_string(c.batch) + " examples do not split evenly over the " +
+                    std::to_string(workers) + (c.psTasks > 0 ? " worker processes" : " processes"));
+    // Stages in each process (hybrid): each share is cut over the replicas, then into micro-batches.
+    const int64_t share = c.batch / workers, pieces = int64_t(c.stageReplicas) * c.microBatches;
+    if (!c.stages.empty() && share % pieces != 0)
+        throw Error("--batch: the " + std::to_string(share) + " examples of each of the " + std::to_string(workers) +
+                    " processes do not split over --stage-replicas " + std::to_string(c.stageReplicas) +
+                    " x --micro-batches " + std::to_string(c.microBatches));
 }
 
 // A loader thread beside one CPU tower has no core of its own and stalls the tower's OpenMP team
@@ -377,14 +390,10 @@ RunPlan RunPlan::of(const RunConfig& c, const ProcessRoles& roles, RunFolder* fo
     RunPlan r;
     r.config = c;
     r.roles = roles;
-    // The global --batch is split over the workers; each makes its plan for its share.
+    // The global --batch is split over the workers (evenly: checkProcessRoles); each makes its
+    // plan for its share.
     RunConfig local = c;
-    if (roles.group && c.batchPerTower == 0) {
-        if (c.batch % roles.workers != 0)
-            throw Error("--batch: " + std::to_string(c.batch) + " examples do not split evenly over the " +
-                        std::to_string(roles.workers) + (c.psTasks > 0 ? " worker processes" : " processes"));
-        local.batch = c.batch / roles.workers;
-    }
+    if (roles.group && c.batchPerTower == 0) local.batch = c.batch / roles.workers;
     r.spec = findModel(c.model);
     const int microBatch = std::max(1, c.batch / std::max(1, c.microBatches * c.stageReplicas));  // the balancer's batch
     if (c.stages == "auto") {

@@ -53,7 +53,9 @@ OptimizerSettings optimizerSettings(const RunConfig& c);
 // The process of `processes` that writes the run's folder and evaluates: process 0, or with
 // --ps-tasks P the first worker, process P (TensorFlow's chief is worker 0, not a ps task).
 int chiefProcess(const RunConfig& config, int processes);
-// Refuses --ps-tasks that leave no worker among `processes` (or need mpirun), in one sentence.
+// Refuses --ps-tasks that leave no worker among `processes` (or need mpirun), and a --batch that
+// does not split evenly over the worker processes (and, with stages, their replicas and
+// micro-batches), in one sentence.
 void checkProcessRoles(const RunConfig& config, int processes);
 // Refuses --precision bf16 where it cannot run (CPU towers on a processor without bf16
 // instructions; a GPU of `gpus` older than Ampere), in one sentence naming what is missing.

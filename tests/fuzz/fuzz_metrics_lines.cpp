@@ -10,6 +10,7 @@
 #include "engine/metrics_file.hpp"
 #include "fuzz_support.hpp"
 #include "util/file_tail.hpp"
+#include "util/json_file.hpp"
 
 extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
     const std::string text(reinterpret_cast<const char*>(data), size);
@@ -46,7 +47,7 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
         if ((m.kind == tb::MetricsLine::Kind::Step ? m.step.step : m.eval.step) > upTo) __builtin_trap();
     std::istringstream cut(kept);
     for (std::string line; std::getline(cut, line);)  // no line of any type past the checkpoint
-        if (const nlohmann::json j = nlohmann::json::parse(line, nullptr, false);
+        if (const nlohmann::json j = tb::parseJsonOrDiscard(line);  // as the cut reads them (a depth limit)
             j.is_object() && j.contains("step") && j["step"].is_number() && j["step"].get<double>() > double(upTo))
             __builtin_trap();
     cut.clear();

@@ -78,6 +78,8 @@ private:
     std::mutex stepsMutex_;
     std::vector<tb::StepMetrics> steps_;  // reported, not yet taken by the window
     std::vector<tb::MetricsLine> past_;   // takeResumedPast()'s
-    tb::RunFolder* folder_ = nullptr;     // the run's folder, while run() runs (its thread only)
+    // The run's folder while run() runs: set there before the trainer starts its observer hub's
+    // thread, which reads it in onStateChanged; the hub is joined before run() clears it.
+    tb::RunFolder* folder_ = nullptr;
     bool signalled_ = false;              // a stepsReady is queued and not yet answered
 };

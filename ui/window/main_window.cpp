@@ -16,6 +16,7 @@
 #include <QInputDialog>
 #include <QFileInfo>
 #include <QJsonArray>
+#include <QFile>
 #include <QJsonDocument>
 #include <QJsonObject>
 #include <QLabel>
@@ -862,6 +863,12 @@ void MainWindow::resumeRun(const QString& folder) {
         }
         if (!mayReplaceForm(c, tr("Resume"))) return;
         experiment_->setConfig(c);
+        // It goes on as the processes it trained as (mpirun -np; plan.json), whatever the form held:
+        // with 2 there, a run of one process was started anew as two instead of resumed.
+        QFile planFile(QDir(folder).filePath(QStringLiteral("plan.json")));
+        const QJsonObject plan =
+            planFile.open(QIODevice::ReadOnly) ? QJsonDocument::fromJson(planFile.read(1 << 20)).object() : QJsonObject();
+        experiment_->processesBox()->setValue(std::max(1, plan["processes"].toInt(1)));  // (the form refuses too many)
         markFormKept();
     } catch (const tb::Error& e) {
         showError(QString::fromUtf8(e.what()));
@@ -890,7 +897,7 @@ void MainWindow::launch(bool startPaused, const QString& resumeDir) {
     QSettings().setValue("experiment/last", QByteArray::fromStdString(c.toJson().dump()));
     markFormKept();
     if (experiment_->processes() > 1) {
-        launchProcesses(c);
+        launchProcesses(c, resumeDir);
         return;
     }
     const tb::DeploymentPlan plan = catalog_.makePlan(c);  // tb::makePlan's, on a real catalog
@@ -914,9 +921,11 @@ QString MainWindow::launchedFolder() const { return launcher_->folder(); }
 
 bool MainWindow::processesRunning() const { return launcher_->running(); }
 
-void MainWindow::launchProcesses(const tb::RunConfig& c) {
+void MainWindow::launchProcesses(const tb::RunConfig& c, const QString& resumeDir) {
     const int n = experiment_->processes();
-    if (const QString why = launcher_->start(c, n, experiment_->hostfile()); !why.isEmpty()) {
+    const QString why = resumeDir.isEmpty() ? launcher_->start(c, n, experiment_->hostfile())
+                                            : launcher_->resume(resumeDir, n, experiment_->hostfile(), c.steps);
+    if (!why.isEmpty()) {
         showError(why);
         return;
     }
@@ -1013,7 +1022,8 @@ void MainWindow::showSummary(const QString& summaryJson, bool stopped, bool foll
     QString text = stopped ? tr("<b>Stopped</b> at step %1 of %2 after %3 of training")
                                  .arg(locale.toString(steps), locale.toString(totalSteps_),
                                       duration(j["train_seconds"].toDouble()))
-                           : tr("<b>Finished</b> %1 steps in %2 of training")
+                           : (steps == 1 ? tr("<b>Finished</b> %1 step in %2 of training")
+                                         : tr("<b>Finished</b> %1 steps in %2 of training"))
                                  .arg(locale.toString(steps), duration(j["train_seconds"].toDouble()));
     text += tr(" (%1 epochs; pauses, slow motion, evaluations and checkpoints not counted): %2 examples/s on "
                "average.")
@@ -1030,9 +1040,9 @@ void MainWindow::showSummary(const QString& summaryJson, bool stopped, bool foll
     for (const QJsonValue& b : j["tower_busy"].toArray()) busy << percent(b.toDouble());
     if (j["stages"].isString() && !busy.isEmpty()) {  // a pipeline's lanes are its stages (and replicas)
         text += tr(" Stages busy %1 of the time").arg(busy.join(QStringLiteral(" / ")));
-        text += j["bubble_fraction"].isDouble()
-                    ? tr("; the pipeline's bubble idled them %1.").arg(percent(j["bubble_fraction"].toDouble()))
-                    : QStringLiteral(".");
+        // (-1 where no step after the first was timed: a run stopped at its first step)
+        const double bubble = j["bubble_fraction"].toDouble(-1);
+        text += bubble >= 0 ? tr("; the pipeline's bubble idled them %1.").arg(percent(bubble)) : QStringLiteral(".");
     } else if (busy.size() == 1) {
         text += tr(" The tower was busy %1 of the time.").arg(busy.front());
     } else if (!busy.isEmpty()) {

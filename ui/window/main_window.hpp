@@ -153,7 +153,8 @@ private:
     void showModel(const tb::RunConfig& c, const tb::ModelSpec& spec);
     tb::ui::Explainer formWords() const;  // the form's inFormWords, for the views that show its settings' problems
     void launch(bool paused, const QString& resumeDir = {});
-    void launchProcesses(const tb::RunConfig& c);  // several processes through mpirun, followed
+    // Several processes through mpirun, followed; continuing the run in `resumeDir` if given.
+    void launchProcesses(const tb::RunConfig& c, const QString& resumeDir);
     void followFolder(const QString& folder, bool takeSettings);
     void showSteps(const std::vector<tb::StepMetrics>& steps);  // a run's steps into every view
     void setState(const QString& text, const QString& detail = {});

@@ -67,36 +67,54 @@ ProcessLauncher::~ProcessLauncher() {
 }
 
 QString ProcessLauncher::start(const tb::RunConfig& config, int processes, const QString& hostfile) {
-    if (running()) return tr("A run of several processes is still going; stop it first.");
-    const QString mpirun = QStandardPaths::findExecutable(QStringLiteral("mpirun"));
-    if (mpirun.isEmpty())
-        return tr("mpirun not found: install Open MPI (the openmpi-bin package) to train as several processes, "
-                  "or set Processes to 1.");
-    const QString program = runProgram();
-    if (program.isEmpty())
-        return tr("towerbench-run not found beside this program or on PATH: it trains each of the processes.");
-    if (!hostfile.isEmpty() && !QFileInfo(hostfile).isFile())
-        return tr("Hostfile %1 does not exist (leave it empty to run every process on this machine).").arg(hostfile);
+    if (const QString why = whyNot(hostfile); !why.isEmpty()) return why;
     try {
         folder_ = QString::fromStdString(tb::RunFolder::claimNewFolder(config));
     } catch (const tb::Error& e) {
         return QString::fromUtf8(e.what());
     }
+    planBefore_ = {};
+    tb::RunConfig run = config;
+    run.metrics.clear();  // the folder keeps the metrics; a second file is the command line's choice
+    run.quiet = false;    // a switch, added below (a followed run's config has quiet true)
+    const QString why = launch(processes, hostfile, settingsAsFlags(run) << QStringLiteral("--run-dir") << folder_);
+    if (!why.isEmpty()) QDir().rmdir(folder_);
+    return why;
+}
+
+QString ProcessLauncher::resume(const QString& folder, int processes, const QString& hostfile, int64_t steps) {
+    if (const QString why = whyNot(hostfile); !why.isEmpty()) return why;
+    folder_ = folder;
+    // The folder has its plan already: it is the resumed run's once the processes write it anew,
+    // after cutting metrics.jsonl back to the checkpoint (RunFolder::begin).
+    planBefore_ = QFileInfo(QDir(folder).filePath(QStringLiteral("plan.json"))).lastModified();
+    QStringList flags{QStringLiteral("--resume"), folder};
+    if (steps > 0) flags << QStringLiteral("--steps") << QString::number(steps);
+    return launch(processes, hostfile, flags);
+}
+
+QString ProcessLauncher::whyNot(const QString& hostfile) const {
+    if (running()) return tr("A run of several processes is still going; stop it first.");
+    if (QStandardPaths::findExecutable(QStringLiteral("mpirun")).isEmpty())
+        return tr("mpirun not found: install Open MPI (the openmpi-bin package) to train as several processes, "
+                  "or set Processes to 1.");
+    if (runProgram().isEmpty())
+        return tr("towerbench-run not found beside this program or on PATH: it trains each of the processes.");
+    if (!hostfile.isEmpty() && !QFileInfo(hostfile).isFile())
+        return tr("Hostfile %1 does not exist (leave it empty to run every process on this machine).").arg(hostfile);
+    return {};
+}
+
+QString ProcessLauncher::launch(int processes, const QString& hostfile, const QStringList& runFlags) {
     QStringList args{QStringLiteral("-np"), QString::number(processes)};
     // One machine: as many processes as asked, even beyond its cores (they then share them).
     if (hostfile.isEmpty()) args << QStringLiteral("--oversubscribe");
     else args << QStringLiteral("--hostfile") << hostfile;
-    tb::RunConfig run = config;
-    run.metrics.clear();  // the folder keeps the metrics; a second file is the command line's choice
-    run.quiet = false;    // a switch, added below (a followed run's config has quiet true)
-    args << program << settingsAsFlags(run) << QStringLiteral("--run-dir") << folder_ << QStringLiteral("--quiet");
+    args << runProgram() << runFlags << QStringLiteral("--quiet");
     errors_.clear();
     stops_ = 0;
-    process_.start(mpirun, args);
-    if (!process_.waitForStarted(10000)) {
-        QDir().rmdir(folder_);
-        return tr("mpirun did not start: %1").arg(process_.errorString());
-    }
+    process_.start(QStandardPaths::findExecutable(QStringLiteral("mpirun")), args);
+    if (!process_.waitForStarted(10000)) return tr("mpirun did not start: %1").arg(process_.errorString());
     poll_.start();
     return {};
 }
@@ -108,7 +126,8 @@ QString ProcessLauncher::commandLine() const {
 // plan.json is written after config.json: a follower reads both at once.
 void ProcessLauncher::poll() {
     if (folder_.isEmpty() || !poll_.isActive()) return;
-    if (!QFileInfo::exists(QDir(folder_).filePath(QStringLiteral("plan.json")))) return;
+    const QFileInfo plan(QDir(folder_).filePath(QStringLiteral("plan.json")));
+    if (!plan.exists() || (planBefore_.isValid() && plan.lastModified() == planBefore_)) return;
     poll_.stop();
     emit folderReady(folder_);
 }
