@@ -2196,17 +2196,21 @@ private slots:
         text = w.summaryText();
         QVERIFY2(text.contains("Test accuracy <b>") && text.contains("The tower was busy") && sentencesBegin(text),
                  qPrintable(text));
-        // A pipeline's lanes are stages, and its summary says how much its bubble idled them (it
-        // read "Towers busy" for two stages).
+        // A pipeline's lanes are stages, each replica's in turn, and its summary says how much its
+        // bubble idled them (it read "Towers busy" for 2 stages x 2 replicas, four figures unnamed).
         tb::RunConfig staged = one;
         staged.stages = "2";
+        staged.stageReplicas = 2;
         w.experiment()->setConfig(staged);
         QVERIFY2(w.experiment()->isValid(), qPrintable(w.experiment()->problem()));
         w.start();
         QTRY_COMPARE_WITH_TIMEOUT(ended.count(), 3, 20000);
         text = w.summaryText();
-        QVERIFY2(QRegularExpression(" Stages busy [0-9.]+% / [0-9.]+% of the time; the pipeline's bubble idled them "
-                                    "[0-9.]+%\\.").match(text).hasMatch() && sentencesBegin(text),
+        QVERIFY2(QRegularExpression(" Stages busy [0-9.]+% / [0-9.]+% of the time in replica 1, [0-9.]+% / [0-9.]+% in "
+                                    "replica 2; the pipeline's bubble idled them [0-9.]+%\\.")
+                         .match(text)
+                         .hasMatch() &&
+                     sentencesBegin(text),
                  qPrintable(text));
         QVERIFY2(!text.contains(" 0.0 s "), qPrintable(text));  // a run of milliseconds says so
         staged.steps = 1;  // no step after the first timed: no bubble to speak of (it read "-100.0%")

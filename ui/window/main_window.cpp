@@ -1039,7 +1039,14 @@ void MainWindow::showSummary(const QString& summaryJson, bool stopped, bool foll
     QStringList busy;
     for (const QJsonValue& b : j["tower_busy"].toArray()) busy << percent(b.toDouble());
     if (j["stages"].isString() && !busy.isEmpty()) {  // a pipeline's lanes are its stages (and replicas)
-        text += tr(" Stages busy %1 of the time").arg(busy.join(QStringLiteral(" / ")));
+        // Replica r's stage s is lane s + S r (docs/model-parallelism.md): the stages of each replica.
+        const int replicas = std::max(1, j["stage_replicas"].toInt(1));
+        const qsizetype stages = busy.size() % replicas == 0 ? busy.size() / replicas : busy.size();
+        text += tr(" Stages busy %1 of the time").arg(busy.mid(0, stages).join(QStringLiteral(" / ")));
+        for (qsizetype r = 1; stages * (r + 1) <= busy.size(); ++r) {
+            if (r == 1) text += tr(" in replica 1");
+            text += tr(", %1 in replica %2").arg(busy.mid(r * stages, stages).join(QStringLiteral(" / ")), QString::number(r + 1));
+        }
         // (-1 where no step after the first was timed: a run stopped at its first step)
         const double bubble = j["bubble_fraction"].toDouble(-1);
         text += bubble >= 0 ? tr("; the pipeline's bubble idled them %1.").arg(percent(bubble)) : QStringLiteral(".");
