@@ -81,8 +81,10 @@ int main(int argc, char** argv) {
     };
     std::vector<Row> rows;
     double worstEngine = 0, worstDefault = 0;
-    for (const auto& [name, k] : kernels) {
-        Row r{name, {}, {}};
+    for (const auto& kernel : kernels) {
+        // (Not a structured binding: clang before 16 cannot capture one in the lambda below.)
+        const auto& k = kernel.second;
+        Row r{kernel.first, {}, {}};
         for (int mode = 0; mode < 2; ++mode) {
             // A fresh thread per mode: it and the OpenMP team it leads start in the default mode.
             std::thread([&] {
