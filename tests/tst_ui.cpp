@@ -988,6 +988,18 @@ private slots:
         const QVector<TimelineView::Bar> stageBars = w.devices()->timeline()->bars();
         QVERIFY(std::any_of(stageBars.begin(), stageBars.end(), [](const TimelineView::Bar& b) { return b.tower == 1; }));
         QTRY_VERIFY_WITH_TIMEOUT(!w.processesRunning(), 10000);
+        // Resumed for 10 more steps: a process per stage again, as it trained.
+        const QString stagesFolder = w.launchedFolder();
+        w.setResumeStepsQuestion([](int64_t) { return int64_t(50); });
+        w.resumeRun(stagesFolder);
+        QCOMPARE(e->processes(), 2);
+        QVERIFY(w.processesRunning());
+        QTRY_VERIFY_WITH_TIMEOUT(!w.processesRunning(), 60000);
+        const QJsonObject more = QJsonDocument::fromJson(tbtest::readFile(stagesFolder + "/summary.json")).object();
+        QVERIFY2(more["steps"].toInt() == 50 && more["resumed_at"].toInt() == 40 && more["processes"].toInt() == 2 &&
+                     more["stage_per_process"].toBool(),
+                 qPrintable(QJsonDocument(more).toJson() + w.lastError()));
+        QCOMPARE(w.charts()->stepPoints(), 50);
         qobject_cast<QCheckBox*>(e->fieldFor("stage_per_process"))->setChecked(false);
         e->parallelismBox()->setCurrentIndex(ExperimentPanel::kDataParallel);
         c.steps = 1000000;
