@@ -26,9 +26,8 @@ void checkProcessRoles(const RunConfig& c, int processes) {
     if (c.psTasks >= processes)
         throw Error("--ps-tasks: " + std::to_string(c.psTasks) + " parameter-server processes leave no worker among the " +
                     std::to_string(processes) + " processes (mpirun -np must be more than --ps-tasks)");
-    // The global --batch is split over the workers, each making its plan for its share (RunPlan::of);
-    // a stage per process is one pipeline on every global batch.
-    const int workers = c.stagePerProcess ? 1 : processes - c.psTasks;
+    // The global --batch is split over the workers, each making its plan for its share (RunPlan::of).
+    const int workers = workerProcesses(c, processes);
     if (workers <= 1 || c.batchPerTower != 0) return;
     if (c.batch % workers != 0)
         throw Error("--batch: " + std::to_string(c.batch) + " examples do not split evenly over the " +
@@ -55,6 +54,10 @@ int prefetchFor(const RunConfig& config, const DeploymentPlan& plan, int threads
 int loaderThreadsFor(const RunConfig& config, int prefetch, int threads, int machineCores) {
     if (config.loaderThreads > 0) return config.loaderThreads;
     return prefetch == 0 ? std::max(1, threads) : std::max(1, machineCores - threads);
+}
+
+int workerProcesses(const RunConfig& config, int processes) {
+    return config.stagePerProcess ? 1 : std::max(1, processes - config.psTasks);
 }
 
 int chiefProcess(const RunConfig& config, int processes) { return config.psTasks < processes ? config.psTasks : 0; }
@@ -295,14 +298,13 @@ ProcessRoles ProcessRoles::of(const RunConfig& c, ProcessGroup* processes) {
     if (processes) checkSameSettings(*processes, c);
     checkProcessRoles(c, r.count);
     r.servers = c.psTasks;
-    r.workers = r.count - c.psTasks;
+    r.workers = workerProcesses(c, r.count);
     r.chief = chiefProcess(c, r.count);
     if (c.stagePerProcess) {
         if (!processes || r.count < 2)
             throw Error("--stage-per-process: each stage runs in a process of its own, so start one process per stage "
                         "(mpirun -np 2 for --stages 2), or leave it out to run the stages in this process");
         r.stagePerProcess = true;
-        r.workers = 1;  // one pipeline, on every global batch
     }
     return r;
 }

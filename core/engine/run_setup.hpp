@@ -53,6 +53,9 @@ OptimizerSettings optimizerSettings(const RunConfig& c);
 // The process of `processes` that writes the run's folder and evaluates: process 0, or with
 // --ps-tasks P the first worker, process P (TensorFlow's chief is worker 0, not a ps task).
 int chiefProcess(const RunConfig& config, int processes);
+// The processes among `processes` that share out each global batch: all but the --ps-tasks; one
+// with --stage-per-process (one pipeline, on every global batch).
+int workerProcesses(const RunConfig& config, int processes);
 // Refuses --ps-tasks that leave no worker among `processes` (or need mpirun), and a --batch that
 // does not split evenly over the worker processes (and, with stages, their replicas and
 // micro-batches), in one sentence.

@@ -27,6 +27,7 @@
 
 #include "file_dialogs.hpp"
 #include "data/dataset.hpp"
+#include "engine/run_setup.hpp"
 #include "engine/trainer.hpp"
 #include "experiment/form_widgets.hpp"
 #include "view_format.hpp"
@@ -857,7 +858,7 @@ void ExperimentPanel::setConfig(const tb::RunConfig& c) {
 QString ExperimentPanel::batchSplit() const {
     if (staged()) return pipelineBatchSplit();
     // Several processes: the batch splits over every worker process's towers.
-    const int workers = std::max(1, processes_->value() - psTasks_->value());
+    const int workers = tb::workerProcesses(config(), processes());
     const int towers = towerCount() * workers;
     if (towers == 0) return tr("no towers");
     const QLocale locale;
@@ -875,7 +876,7 @@ QString ExperimentPanel::batchSplit() const {
 QString ExperimentPanel::pipelineBatchSplit() const {
     const QLocale locale;
     const int batch = batch_->value();
-    const int workers = stagePerProcess() ? 1 : processes();
+    const int workers = tb::workerProcesses(config(), processes());
     const int replicas = parallelism_->currentIndex() == kHybridParallel ? stageReplicas_->value() : 1;
     const int micro = microBatches_->value();
     QStringList parts;
