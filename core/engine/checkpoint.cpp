@@ -69,7 +69,11 @@ TrainingSnapshot takeSnapshot(TrainingEngine& towers, size_t count, WeightEma* e
     TrainingSnapshot snap;
     const VariablesView v = towers.variables();
     snap.variables = toHost(*v.backend, v.stream, v.params, count);
-    if (ema) snap.ema = toHost(*v.backend, emaStream, ema->shadow(), count);
+    if (ema) {
+        if (ema->kept().count != count)
+            throw Error("internal error: a checkpoint taken where only part of the moving average is kept");
+        snap.ema = toHost(*v.backend, emaStream, ema->shadow(), count);
+    }
     snap.statistics = towers.statistics();
     snap.state = stateOnHost(towers);
     return snap;
@@ -313,8 +317,9 @@ void Checkpoint::restore(TrainingEngine& towers, const Network& layout, WeightEm
         const auto& offsets = layout.paramOffsets();
         for (size_t i = 0; i < infos.size(); ++i)
             file_.readFloats("ema/" + infos[i].name, shadow.data() + offsets[i], size_t(infos[i].shape.numel()));
+        // (A stage's process of a model in parts keeps its stage's slice of it.)
         const VariablesView v = towers.variables();
-        fromHost(*v.backend, emaStream, ema->shadow(), shadow.data(), count);
+        fromHost(*v.backend, emaStream, ema->shadow(), shadow.data() + ema->kept().first, ema->kept().count);
     }
     std::vector<float> host;
     for (const StateBuffer& b : towers.state()) {

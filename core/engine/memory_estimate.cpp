@@ -110,7 +110,7 @@ std::vector<MemoryNeed> estimatePipelineMemory(const ModelSpec& spec, const Stag
     NeedsByMemory needs(datasetBytes);
     if (const int s = setup.localStage; s >= 0) {
         // A stage per process: this process's stage; the chief (stage 0's) also evaluates, and
-        // holds the other stages' variables and optimiser slots as it gathers them.
+        // holds the other stages' variables, optimiser slots and moving average as it gathers them.
         NeedsByMemory::add(needs.at(Device{}), estimateStageBytes(spec, setup, schedule, s, slots, ema),
                            "stage " + std::to_string(s + 1));
         if (s == 0) {
@@ -118,8 +118,9 @@ std::vector<MemoryNeed> estimatePipelineMemory(const ModelSpec& spec, const Stag
             const auto [first, last] = setup.ranges.front();
             const size_t own = estimateNetworkMemory(spec, 1, LayerRange{first, last}).params;
             NeedsByMemory::add(needs.at(Device{}), eval.activations + eval.saved + eval.statistics, "evaluation network");
-            NeedsByMemory::add(needs.at(Device{}), (eval.params - own) * size_t(1 + slots),
-                               "the other stages' variables and optimiser slots, gathered");
+            NeedsByMemory::add(needs.at(Device{}), (eval.params - own) * size_t(1 + slots + (ema ? 1 : 0)),
+                               ema ? "the other stages' variables, optimiser slots and moving average, gathered"
+                                   : "the other stages' variables and optimiser slots, gathered");
         }
         return needs.list();
     }

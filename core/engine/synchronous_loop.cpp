@@ -101,7 +101,7 @@ void TrainingRun::trainInSteps() {
         bool evalDue = false;
         for (const TowerStep& r : reports) {
             if (ema_) {  // averaging: the mean of the replicas as they are after this call's steps
-                const VariablesView v = towers_->variables();
+                const VariablesView v = towers_->trainedVariables().view;
                 ema_->update(v.stream, v.params, step_);
                 v.backend->synchronize(v.stream);
             }
@@ -124,7 +124,7 @@ void TrainingRun::trainInSteps() {
         const bool saveDue = (!lags || step_ == launched) && checkpoints_->due(step_);
         // Likewise every process's own state where it differs by process (averaging's slots).
         if ((towers_->modelInParts() || towers_->stateDiffersByProcess()) && (run_.roles.group->any(saveDue) || evalDue)) {
-            towers_->gatherModel();
+            towers_->gatherModel(ema_ ? ema_->shadow() : nullptr);
             checkpoints_->gatherPeers();
         }
         bool best = false;

@@ -145,13 +145,18 @@ TrainingRun::TrainingRun(RunPlan& run, DataSplits data, int cores, int machineCo
         if (!moving.empty()) towers_->setStatistics(moving);
     }
     // The moving average follows the variables where they live (the holder's copy; averaging: the
-    // replicas' mean).
+    // replicas' mean). A model in parts: each process averages its stage's slice; the chief, which
+    // evaluates and keeps the checkpoints, holds the whole model's average, the other stages'
+    // slices as gathered with them.
     if (c_.emaDecay > 0) {
-        const VariablesView vars = towers_->variables();
-        emaOwner_ = std::make_unique<WeightEma>(*vars.backend, float(c_.emaDecay), vars.params,
-                                                size_t(towers_->paramCount()), vars.stream);
+        const TrainedVariables trained = towers_->trainedVariables();
+        const ParamSlice kept = towers_->modelInParts() && !run.roles.isChief()
+                                    ? trained.slice
+                                    : ParamSlice{0, size_t(towers_->paramCount())};
+        emaOwner_ = std::make_unique<WeightEma>(*trained.view.backend, float(c_.emaDecay), kept, trained.slice,
+                                                trained.view.params, trained.view.stream);
         ema_ = emaOwner_.get();
-        emaStream_ = vars.stream;
+        emaStream_ = trained.view.stream;
     }
     // A resumed run: every buffer of the training state as the checkpoint has it; the step count,
     // the input's position and the counter-based dropout follow from its step.
@@ -295,7 +300,7 @@ RunSummary TrainingRun::finish() {
     sum_.evaluated = false;
     // The final evaluation gives way only to an abort (the user leaving, or a second stop in the
     // window), so a stopped run still reports its test accuracy.
-    towers_->gatherModel();  // (before the chief alone evaluates and keeps the model)
+    towers_->gatherModel(ema_ ? ema_->shadow() : nullptr);  // (before the chief alone evaluates and keeps the model)
     checkpoints_->gatherPeers();
     if (!control_.aborted()) {
         const CancelCheck aborted = [this] { return control_.aborted(); };

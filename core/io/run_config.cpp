@@ -374,8 +374,6 @@ void RunConfig::validateStages() const {
                                   "count (e.g. --stages 2, one process each)");
         require(stageReplicas == 1, "--stage-per-process: replicas of stages in processes of their own are not built "
                                     "yet; leave out --stage-replicas, or --stage-per-process for stages x processes");
-        require(emaDecay == 0, "--stage-per-process: the moving average (--ema-decay) of a model whose stages are in "
-                               "processes of their own is not built yet; leave it out");
         require(transfers == defaults.transfers, "--transfers: stages in processes of their own always send their "
                                                  "activations over MPI; leave it out");
     }

@@ -82,14 +82,19 @@ float Optimizer::applyRange(Stream s, float* params, const float* grads, size_t 
     return h.lr;
 }
 
-WeightEma::WeightEma(Backend& backend, float decay, const float* params, size_t count, Stream init)
-    : backend_(backend), decay_(decay), count_(count), shadow_(backend.empty(Shape{int64_t(count)})) {
-    backend.copy(init, shadow_.data(), params, count * sizeof(float));
+WeightEma::WeightEma(Backend& backend, float decay, ParamSlice kept, ParamSlice trained, const float* params, Stream init)
+    : backend_(backend), decay_(decay), kept_(kept), trained_(trained), shadow_(backend.empty(Shape{int64_t(kept.count)})) {
+    if (trained.first < kept.first || trained.first + trained.count > kept.first + kept.count)
+        throw Error("internal error: a moving average that keeps floats " + std::to_string(kept.first) + ".." +
+                    std::to_string(kept.first + kept.count) + " trains " + std::to_string(trained.first) + ".." +
+                    std::to_string(trained.first + trained.count));
+    if (trained.count < kept.count) backend.fill(init, shadow_.data(), 0.f, kept.count);
+    backend.copy(init, shadow_.data() + (trained.first - kept.first), params, trained.count * sizeof(float));
 }
 
 void WeightEma::update(Stream s, const float* params, int64_t step) {
     const float d = std::min(decay_, float(1 + step) / float(10 + step));
-    backend_.emaUpdate(s, shadow_.data(), params, d, count_);
+    backend_.emaUpdate(s, shadow_.data() + (trained_.first - kept_.first), params, d, trained_.count);
 }
 
 }  // namespace tb

@@ -68,24 +68,38 @@ private:
     Tensor v_;   // (count) Adam's second moment
 };
 
+// A run of consecutive floats of a model's variables (flat, in the model's order).
+struct ParamSlice {
+    size_t first = 0, count = 0;
+};
+
 // shadow = d * shadow + (1 - d) * params after every step, starting equal to params, with
 // d = min(decay, (1 + t) / (10 + t)) at update t as tf.train.ExponentialMovingAverage with
 // num_updates: early on the average follows the weights instead of remembering the initialisation.
 class WeightEma {
 public:
-    WeightEma(Backend& backend, float decay, const float* params, size_t count, Stream init);
+    // The average of `count` variables, every one trained here.
+    WeightEma(Backend& backend, float decay, const float* params, size_t count, Stream init)
+        : WeightEma(backend, decay, {0, count}, {0, count}, params, init) {}
+    // The average of the model's floats `kept`, of which this process trains `trained` (within
+    // kept), whose values `params` holds: a model whose stages are in processes of their own keeps
+    // the whole model's average on the chief, which trains stage 0's slice, and a stage's alone
+    // in the stage's process. update() averages the trained floats in; the rest start at zero and
+    // are what was last gathered into shadow() (StagePipeline::gatherToChief).
+    WeightEma(Backend& backend, float decay, ParamSlice kept, ParamSlice trained, const float* params, Stream init);
     WeightEma(const WeightEma&) = delete;
     WeightEma& operator=(const WeightEma&) = delete;
-    void update(Stream s, const float* params, int64_t step);
+    void update(Stream s, const float* params, int64_t step);  // params: the trained floats
     const float* shadow() const { return shadow_.data(); }
-    float* shadow() { return shadow_.data(); }  // (count) on the backend: checkpoints restore it
+    float* shadow() { return shadow_.data(); }  // (kept.count) on the backend: checkpoints restore it
+    ParamSlice kept() const { return kept_; }
     float decay() const { return decay_; }
 
 private:
     Backend& backend_;
     float decay_;
-    size_t count_;
-    Tensor shadow_;  // (count)
+    ParamSlice kept_, trained_;
+    Tensor shadow_;  // (kept.count)
 };
 
 }  // namespace tb

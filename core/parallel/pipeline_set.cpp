@@ -58,7 +58,13 @@ std::vector<DeviceMemoryUse> PipelineSet::deviceMemory() const {
     return out;
 }
 
-void PipelineSet::gatherModel() { pipe_->gatherToChief(whole_.data()); }
+TrainedVariables PipelineSet::trainedVariables() {
+    if (!pipe_->spansProcesses()) return TrainingEngine::trainedVariables();
+    // (CPU stages: the chief's stage trains its slice in whole_, another process's in a buffer of its own.)
+    return {{backend_.get(), stream_, pipe_->localParams()}, pipe_->localSlice()};
+}
+
+void PipelineSet::gatherModel(float* average) { pipe_->gatherToChief(whole_.data(), average); }
 
 void PipelineSet::setVariables(const float* host) {
     pipe_->setVariables(host);

@@ -38,8 +38,9 @@ public:
     std::vector<float> statistics() override;
     void setStatistics(const std::vector<float>& host) override;
     void setVariables(const float* host) override;
+    TrainedVariables trainedVariables() override;
     bool modelInParts() const override { return pipe_->spansProcesses(); }
-    void gatherModel() override;
+    void gatherModel(float* average) override;
     std::vector<DeviceMemoryUse> deviceMemory() const override;
     size_t optimizerSlotBytes() const override { return pipe_->optimizerSlotBytes(); }
     int64_t bytesMoved() const override { return moved_; }

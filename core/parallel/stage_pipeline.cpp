@@ -259,20 +259,30 @@ void StagePipeline::linkToProcess(Worker& w) {
     w.inputGrad = w.backend->empty(Shape{microBatch_, in.h, in.w, in.c});
 }
 
-void StagePipeline::gatherToChief(float* host) {
+ParamSlice StagePipeline::localSlice() const {
+    const Network& net = *workers_.front()->slots.front();
+    return {size_t(net.paramOffsetInModel()), size_t(net.paramCount())};
+}
+
+float* StagePipeline::localParams() const { return stages_.front()->params; }
+
+void StagePipeline::gatherToChief(float* host, float* average) {
     if (!spansProcesses()) return;
     std::vector<ProcessGroup::Message> sends, receives;
     if (processes_->rank() != 0) {
         const Stage& st = *stages_.front();
-        const Network& net = *workers_.front()->slots.front();
-        sends.push_back({0, kGatherTag, st.params, size_t(net.paramCount()) * sizeof(float)});
+        const size_t bytes = localSlice().count * sizeof(float);
+        sends.push_back({0, kGatherTag, st.params, bytes});
         int tag = kGatherTag;
         for (auto& [name, t] : st.optimizer->slotBuffers()) sends.push_back({0, ++tag, t->data(), t->bytes()});
+        if (average) sends.push_back({0, ++tag, average, bytes});
     }
     for (Mirror& m : mirrors_) {
-        receives.push_back({m.index, kGatherTag, host + m.offset, size_t(m.count) * sizeof(float)});
+        const size_t bytes = size_t(m.count) * sizeof(float);
+        receives.push_back({m.index, kGatherTag, host + m.offset, bytes});
         int tag = kGatherTag;
         for (auto& [name, t] : m.optimizer->slotBuffers()) receives.push_back({m.index, ++tag, t->data(), t->bytes()});
+        if (average) receives.push_back({m.index, ++tag, average + m.offset, bytes});
     }
     processes_->exchange(sends, receives);
 }

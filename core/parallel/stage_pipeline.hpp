@@ -139,10 +139,16 @@ public:
     void setStatistics(const float* host);
     // Stages in processes of their own: brings every stage's variables (into `host`, the whole
     // model's paramCount floats, whose local stage's slice is already current) and optimiser slots
-    // to the chief (process 0), which evaluates and writes the checkpoints. A collective: every
-    // process calls it at the same point between steps. Elsewhere nothing to do.
-    void gatherToChief(float* host);
+    // to the chief (process 0), which evaluates and writes the checkpoints; and, where `average`
+    // is given, the run's moving average of them (on the chief the whole model's floats, in a
+    // stage's process its stage's). A collective: every process calls it at the same point between
+    // steps. Elsewhere nothing to do.
+    void gatherToChief(float* host, float* average);
     bool spansProcesses() const { return localStage_ >= 0; }
+    // Stages in processes of their own: this process's stage's variables, their place in the
+    // model's, and their floats (host memory: CPU stages), as they train.
+    ParamSlice localSlice() const;
+    float* localParams() const;
     // Each stage's optimiser slots ("stage1/optimizer/m"), for checkpoints (stages in processes of
     // their own: this process's; on the chief also the others', as last gathered); their bytes.
     std::vector<StateBuffer> state();

@@ -59,6 +59,13 @@ struct VariablesView {
     float* params = nullptr;  // (paramCount) in that backend's memory
 };
 
+// The variables one process trains (TrainingEngine::trainedVariables): view.params is the
+// slice's first float.
+struct TrainedVariables {
+    VariablesView view;
+    ParamSlice slice;
+};
+
 // Floats per tower in the reports processes exchange for the chief's step lines (the trainer
 // packs them: loss, accuracy, the phase times, the busy fraction).
 constexpr size_t kTowerReportFloats = 10;

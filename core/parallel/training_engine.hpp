@@ -86,12 +86,19 @@ public:
     // Lane i's own copy of the parameters (async: what it last pulled); an engine whose lanes hold
     // no whole copy gives variables().
     virtual VariablesView replica(int lane) = 0;
+    // The variables this process trains, as they are now: the whole model's (variables()), but
+    // where the model is in parts (below), whose processes each train their stage's slice.
+    virtual TrainedVariables trainedVariables() {
+        return {variables(), {0, size_t(paramCount())}};
+    }
     // Whether the whole model is in this process only after gatherModel (a model whose stages are
     // in processes of their own), and that gathering: a collective, every process calling it at
     // the same point between steps, after which the chief's evalNetwork, variables and state hold
-    // every stage's as they are. Elsewhere the model is always whole here.
+    // every stage's as they are. `average`: the run's moving average (WeightEma::shadow: the
+    // floats this process keeps, on the chief the whole model's), whose stages' slices are
+    // gathered with them; null where the run keeps none. Elsewhere the model is always whole here.
     virtual bool modelInParts() const { return false; }
-    virtual void gatherModel() {}
+    virtual void gatherModel(float* /*average*/) {}
     // Whether state() differs between the run's processes (averaging across processes: each
     // process's replicas keep optimiser slots of their own), so that a checkpoint must hold every
     // process's (CheckpointPolicy::gatherPeers) and each restores its own.

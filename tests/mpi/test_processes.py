@@ -24,7 +24,9 @@
    gradients as MPI messages): naive, gpipe and 1f1b equal to one process of one tower x 64, the
    bytes between the stages counted, both stages' lanes and blocks on the chief's lines; resumed
    with Adam (each stage's slots gathered into the chief's checkpoint); refused without mpirun,
-   with a process count other than the stages', with a moving average; a stage's process killed.
+   with a process count other than the stages'; a stage's process killed. With a moving average
+   (each process averaging its stage, gathered to the chief): its checkpointed average and the test
+   accuracy measured with it equal one process's, and resumed as the run trained at once.
 5. Averaging every 3 steps across processes equals one process of both towers (a cut last round
    averaged at the end); mpirun -np 1 trains bitwise what no mpirun does; every step line carries
    every worker's towers; a run of 2 processes resumed at step 10 gives the losses of one trained
@@ -379,6 +381,13 @@ def resumed(tmp, binary, placement, label, tower="cpu:0", data=DATA, resume_as=2
           f"{label}: resumed at step 10, steps {b[0]['step'] if b else None}-{b[-1]['step'] if b else None}' losses "
           f"within {worst:.1e} of the run trained at once (limit {limit:.0e})" +
           ("" if resume_as == processes else f"; '{elastic}' {'said' if told else 'NOT said'} on stderr and in log.txt"))
+    if "--ema-decay" in placement:  # the moving average resumed too: the last checkpoints' within the limit
+        last = [safetensors(os.path.join(d, "checkpoints", "step-00000020.safetensors")) for d in (whole, cut)]
+        averages = [k for k in last[0] if k.startswith("ema/")]
+        diff = max(relative(last[1][k], last[0][k]) for k in averages) \
+            if averages and all(k in last[1] for k in averages) else 1.0
+        check(diff < limit, f"{label}: the moving average at step 20 within {diff:.1e} of the run trained at once "
+              f"(limit {limit:.0e}, {len(averages)} variables)")
     shutil.rmtree(whole)
     shutil.rmtree(cut)
 
@@ -418,12 +427,13 @@ def gpu_cases(tmp, binary):
     refused([*MPIRUN, "2", *base, "--variables", "gpu:0"], "not on one process's GPU", "variables on a GPU across processes")
 
 
-def pipeline_against_one(tmp, binary, model, label, described, pipelined):
-    """2 processes with the `pipelined` arguments against one process of one tower x 64: 10 steps'
-    losses and the final weights (the chief's checkpoint) within 1e-5. Their last summary line
-    and run folders, or None (a failure recorded) where either run failed."""
+def pipeline_against_one(tmp, binary, model, label, described, pipelined, both=()):
+    """2 processes with the `pipelined` arguments against one process of one tower x 64 (`both`
+    given to each): 10 steps' losses and the final weights (the chief's checkpoint: the variables
+    and, with --ema-decay, their moving average) within 1e-5. Their last summary line and run
+    folders, or None (a failure recorded) where either run failed."""
     common = ["--model", model, "--data", DATA, "--steps", "10", "--validation", "0", "--threads", "1", "--quiet",
-              "--lr", "0.05", "--batch", "64"]
+              "--lr", "0.05", "--batch", "64", *both]
     runs = two_runs(tmp, label, [binary, *common], [*MPIRUN, "2", binary, *common, *pipelined])
     if not runs:
         return None
@@ -433,7 +443,9 @@ def pipeline_against_one(tmp, binary, model, label, described, pipelined):
     w2 = safetensors(os.path.join(two, "checkpoints", "step-00000010.safetensors"))
     params = [k for k in w1 if not k.startswith("state/")]
     diff = max(relative(w2[k], w1[k]) for k in params) if all(k in w2 for k in params) else 1.0
-    check(diff < 1e-5, f"{label}: final weights within {diff:.2e} of their norm (limit 1e-5)")
+    averaged = sum(k.startswith("ema/") for k in params)
+    check(diff < 1e-5 and (averaged > 0) == ("--ema-decay" in both),
+          f"{label}: final weights within {diff:.2e} of their norm (limit 1e-5), {averaged} moving averages among them")
     return p2, one, two
 
 
@@ -463,18 +475,25 @@ def stages_across_processes(tmp, binary, model="mlp", schedule=("--pipeline", "1
 SPLIT = "cpu:0=flatten0..relu2,cpu:1=hidden2..logits"  # mlp's, at its middle
 
 
-def stage_per_process(tmp, binary, schedule, label):
+def stage_per_process(tmp, binary, schedule, label, both=()):
     """Model parallelism across processes (--stage-per-process): process s runs stage s alone on
     every global batch, activations and gradients sent over MPI, against one process of one tower
     x 64: losses, final weights (the chief's checkpoint, gathered from both), the bytes, and every
-    stage's lane and blocks on the chief's step lines."""
+    stage's lane and blocks on the chief's step lines. With a moving average, also the test
+    accuracy the chief measures with it."""
     runs = pipeline_against_one(tmp, binary, "mlp", label,
                                 f"stage 0 and stage 1 in processes of their own ({' '.join(schedule) or 'naive'})",
-                                ["--stages", SPLIT, "--stage-per-process", "true", *schedule])
+                                ["--stages", SPLIT, "--stage-per-process", "true", *schedule], both)
     if not runs:
         return
     p2, one, two = runs
     s2 = json.loads(p2.stdout.strip().splitlines()[-1])
+    if "--ema-decay" in both:
+        s1 = json.loads(open(os.path.join(one, "summary.json")).read())
+        a1, a2 = s1.get("test_accuracy"), s2.get("test_accuracy")
+        # (Sums in another order: one of the 1,000 test images may fall the other way.)
+        check(a1 is not None and a2 is not None and abs(a2 - a1) <= 0.0011,
+              f"{label}: test accuracy with the moving average {a2}, one process's {a1} (within 1 image)")
     steps = [json.loads(line) for line in open(two + ".jsonl") if '"type":"step"' in line]
     # The boundary: relu2's 512 outputs for each of the 64 examples, 4 bytes each, each way; the
     # chief (stage 0) sends the activations, stage 1 the gradients.
@@ -584,8 +603,10 @@ def cpu_cases(tmp, binary):
     refused([*MPIRUN, "3", *base, "--batch", "64", *stages], "3 processes for 2 stages",
             "a stage per process, processes that are not the stages")
     refused([*base, "--batch", "64", *stages], "start one process per stage", "a stage per process without mpirun")
-    refused([*MPIRUN, "2", *base, "--batch", "64", *stages, "--ema-decay", "0.9"], "--stage-per-process: the moving average",
-            "a stage per process with a moving average")
+    stage_per_process(tmp, binary, ("--pipeline", "1f1b", "--micro-batches", "2"),
+                      "a stage per process, 1f1b, with a moving average", both=("--ema-decay", "0.9"))
+    resumed(tmp, binary, ["--stages", SPLIT, "--stage-per-process", "true", "--ema-decay", "0.9"],
+            "resume, a stage per process with a moving average")
     killed_rank(tmp, binary, extra=stages, label="a stage's process killed")
     killed_rank(tmp, binary)
     group_of_one(tmp, binary)
