@@ -64,7 +64,9 @@ TrainedVariables PipelineSet::trainedVariables() {
     return {{backend_.get(), stream_, pipe_->localParams()}, pipe_->localSlice()};
 }
 
-void PipelineSet::gatherModel(float* average) { pipe_->gatherToChief(whole_.data(), average); }
+void PipelineSet::gatherModel(float* average) {
+    pipe_->gatherToChief(whole_.data(), eval_->hasBatchNorm() ? eval_->statistics() : nullptr, average);
+}
 
 void PipelineSet::setVariables(const float* host) {
     pipe_->setVariables(host);

@@ -187,9 +187,6 @@ StagePipeline::StagePipeline(const ModelSpec& spec, const StagePipelineSetup& se
             // Batch norm: each micro-batch normalised by its own statistics, the moving ones kept once
             // per replica, updated by its micro-batches in order.
             if (first.hasBatchNorm()) {
-                if (spansProcesses())
-                    throw Error("--stage-per-process: models with batch norm are not built yet for stages in "
-                                "processes of their own; run the stages in one process");
                 w->statistics = w->backend->empty(Shape{first.statisticCount()});
                 const std::vector<float> initial = first.initialStatistics();
                 w->backend->copyFromHost(w->stream, w->statistics.data(), initial.data(), initial.size() * sizeof(float));
@@ -243,6 +240,8 @@ void StagePipeline::shareAcrossProcesses(const ModelSpec& spec, const StagePipel
         const Network layout(spec, *w.backend, 1, LayerRange{setup.ranges[size_t(s)].first, setup.ranges[size_t(s)].second});
         m.offset = layout.paramOffsetInModel();
         m.count = layout.paramCount();
+        m.statOffset = layout.statisticOffsetInModel();
+        m.statCount = layout.statisticCount();
         m.optimizer = std::make_unique<Optimizer>(*w.backend, setup.opt.rule, setup.opt.hyper, setup.opt.schedule,
                                                   size_t(m.count), w.stream);
         mirrors_.push_back(std::move(m));
@@ -266,15 +265,16 @@ ParamSlice StagePipeline::localSlice() const {
 
 float* StagePipeline::localParams() const { return stages_.front()->params; }
 
-void StagePipeline::gatherToChief(float* host, float* average) {
+void StagePipeline::gatherToChief(float* host, float* statistics, float* average) {
     if (!spansProcesses()) return;
     std::vector<ProcessGroup::Message> sends, receives;
     if (processes_->rank() != 0) {
-        const Stage& st = *stages_.front();
+        const Worker& w = *workers_.front();
         const size_t bytes = localSlice().count * sizeof(float);
-        sends.push_back({0, kGatherTag, st.params, bytes});
+        sends.push_back({0, kGatherTag, w.stage->params, bytes});
         int tag = kGatherTag;
-        for (auto& [name, t] : st.optimizer->slotBuffers()) sends.push_back({0, ++tag, t->data(), t->bytes()});
+        for (auto& [name, t] : w.stage->optimizer->slotBuffers()) sends.push_back({0, ++tag, t->data(), t->bytes()});
+        if (w.slots.front()->hasBatchNorm()) sends.push_back({0, ++tag, w.statistics.data(), w.statistics.bytes()});
         if (average) sends.push_back({0, ++tag, average, bytes});
     }
     for (Mirror& m : mirrors_) {
@@ -282,6 +282,10 @@ void StagePipeline::gatherToChief(float* host, float* average) {
         receives.push_back({m.index, kGatherTag, host + m.offset, bytes});
         int tag = kGatherTag;
         for (auto& [name, t] : m.optimizer->slotBuffers()) receives.push_back({m.index, ++tag, t->data(), t->bytes()});
+        if (m.statCount > 0) {
+            if (!statistics) throw Error("internal error: batch norm's statistics gathered into no buffer");
+            receives.push_back({m.index, ++tag, statistics + m.statOffset, size_t(m.statCount) * sizeof(float)});
+        }
         if (average) receives.push_back({m.index, ++tag, average + m.offset, bytes});
     }
     processes_->exchange(sends, receives);

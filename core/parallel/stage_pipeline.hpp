@@ -138,12 +138,13 @@ public:
     void statisticsInto(float* host) const;
     void setStatistics(const float* host);
     // Stages in processes of their own: brings every stage's variables (into `host`, the whole
-    // model's paramCount floats, whose local stage's slice is already current) and optimiser slots
-    // to the chief (process 0), which evaluates and writes the checkpoints; and, where `average`
-    // is given, the run's moving average of them (on the chief the whole model's floats, in a
-    // stage's process its stage's). A collective: every process calls it at the same point between
-    // steps. Elsewhere nothing to do.
-    void gatherToChief(float* host, float* average);
+    // model's paramCount floats, whose local stage's slice is already current), optimiser slots
+    // and batch norm's moving statistics (into `statistics`, the whole model's statisticCount
+    // floats; null for a model without batch norm) to the chief (process 0), which evaluates and
+    // writes the checkpoints; and, where `average` is given, the run's moving average of the
+    // variables (on the chief the whole model's floats, in a stage's process its stage's). A
+    // collective: every process calls it at the same point between steps. Elsewhere nothing to do.
+    void gatherToChief(float* host, float* statistics, float* average);
     bool spansProcesses() const { return localStage_ >= 0; }
     // Stages in processes of their own: this process's stage's variables, their place in the
     // model's, and their floats (host memory: CPU stages), as they train.
@@ -174,6 +175,7 @@ private:
     struct Mirror {
         int index = 0;
         int64_t offset = 0, count = 0;
+        int64_t statOffset = 0, statCount = 0;  // its batch norm's moving statistics in the model's
         std::unique_ptr<Optimizer> optimizer;
     };
     // A stage's sizes, for stages in other processes as their process measured them.

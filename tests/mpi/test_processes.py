@@ -26,7 +26,9 @@
    with Adam (each stage's slots gathered into the chief's checkpoint); refused without mpirun,
    with a process count other than the stages'; a stage's process killed. With a moving average
    (each process averaging its stage, gathered to the chief): its checkpointed average and the test
-   accuracy measured with it equal one process's, and resumed as the run trained at once.
+   accuracy measured with it equal one process's, and resumed as the run trained at once. With
+   batch norm in both stages (resnet20_mnist): the checkpoint's moving statistics equal one
+   process's, and resumed likewise.
 5. Averaging every 3 steps across processes equals one process of both towers (a cut last round
    averaged at the end); mpirun -np 1 trains bitwise what no mpirun does; every step line carries
    every worker's towers; a run of 2 processes resumed at step 10 gives the losses of one trained
@@ -349,14 +351,15 @@ def group_of_one(tmp, binary):
           f"{'bitwise equal' if same else 'DIFFERENT'}, bytes to other processes {sent}")
 
 
-def resumed(tmp, binary, placement, label, tower="cpu:0", data=DATA, resume_as=2, limit=1e-6, processes=2):
+def resumed(tmp, binary, placement, label, tower="cpu:0", data=DATA, resume_as=2, limit=1e-6, processes=2,
+            model="mlp"):
     """2 processes trained 10 steps, then resumed to 20 (every process restores the chief's
     checkpoint, or, averaging, its own part of it; parameter servers their shards' state), against 2
     processes trained 20 steps at once: the same losses at steps 11-20. resume_as other than
     `processes`: an elastic resume, the global batch
     re-sharded over those processes (said on stderr and in the run's log; the sums' order differs,
     hence `limit`)."""
-    common = ["--model", "mlp", "--data", data, "--validation", "0", "--threads", "1", "--quiet", "--lr", "0.05",
+    common = ["--model", model, "--data", data, "--validation", "0", "--threads", "1", "--quiet", "--lr", "0.05",
               "--towers", tower, "--batch", "64", "--checkpoint-every", "10", *placement]
     whole, cut = os.path.join(tmp, "whole"), os.path.join(tmp, "cut")
     launch = [*MPIRUN, str(resume_as), binary] if resume_as > 1 else [binary]
@@ -381,13 +384,16 @@ def resumed(tmp, binary, placement, label, tower="cpu:0", data=DATA, resume_as=2
           f"{label}: resumed at step 10, steps {b[0]['step'] if b else None}-{b[-1]['step'] if b else None}' losses "
           f"within {worst:.1e} of the run trained at once (limit {limit:.0e})" +
           ("" if resume_as == processes else f"; '{elastic}' {'said' if told else 'NOT said'} on stderr and in log.txt"))
-    if "--ema-decay" in placement:  # the moving average resumed too: the last checkpoints' within the limit
-        last = [safetensors(os.path.join(d, "checkpoints", "step-00000020.safetensors")) for d in (whole, cut)]
-        averages = [k for k in last[0] if k.startswith("ema/")]
-        diff = max(relative(last[1][k], last[0][k]) for k in averages) \
-            if averages and all(k in last[1] for k in averages) else 1.0
-        check(diff < limit, f"{label}: the moving average at step 20 within {diff:.1e} of the run trained at once "
-              f"(limit {limit:.0e}, {len(averages)} variables)")
+    # What the losses do not show resumed too (the moving average, batch norm's moving statistics):
+    # the last checkpoints' within the limit.
+    last = [safetensors(os.path.join(d, "checkpoints", "step-00000020.safetensors")) for d in (whole, cut)]
+    for prefix, what in (("ema/", "the moving average"), ("statistics/", "batch norm's statistics")):
+        kept = [k for k in last[0] if k.startswith(prefix)]
+        if kept or (prefix == "ema/" and "--ema-decay" in placement):
+            diff = max(relative(last[1][k], last[0][k]) for k in kept) if kept and all(k in last[1] for k in kept) \
+                else 1.0
+            check(diff < limit, f"{label}: {what} at step 20 within {diff:.1e} of the run trained at once "
+                  f"(limit {limit:.0e}, {len(kept)} tensors)")
     shutil.rmtree(whole)
     shutil.rmtree(cut)
 
@@ -444,8 +450,10 @@ def pipeline_against_one(tmp, binary, model, label, described, pipelined, both=(
     params = [k for k in w1 if not k.startswith("state/")]
     diff = max(relative(w2[k], w1[k]) for k in params) if all(k in w2 for k in params) else 1.0
     averaged = sum(k.startswith("ema/") for k in params)
+    statistics = sum(k.startswith("statistics/") for k in params)
     check(diff < 1e-5 and (averaged > 0) == ("--ema-decay" in both),
-          f"{label}: final weights within {diff:.2e} of their norm (limit 1e-5), {averaged} moving averages among them")
+          f"{label}: final weights within {diff:.2e} of their norm (limit 1e-5), {averaged} moving averages and "
+          f"{statistics} batch norm statistics among them")
     return p2, one, two
 
 
@@ -605,6 +613,15 @@ def cpu_cases(tmp, binary):
     refused([*base, "--batch", "64", *stages], "start one process per stage", "a stage per process without mpirun")
     stage_per_process(tmp, binary, ("--pipeline", "1f1b", "--micro-batches", "2"),
                       "a stage per process, 1f1b, with a moving average", both=("--ema-decay", "0.9"))
+    # Batch norm in both stages (a ResNet split inside its second block group): each stage's moving
+    # statistics gathered to the chief's checkpoint, and restored by their own stage's process.
+    resnet = ["--stages", "2", "--stage-per-process", "true"]
+    runs = pipeline_against_one(tmp, binary, "resnet20_mnist", "a stage per process, batch norm",
+                                "resnet20_mnist's 2 stages in processes of their own", resnet)
+    if runs:
+        shutil.rmtree(runs[1])
+        shutil.rmtree(runs[2])
+    resumed(tmp, binary, resnet, "resume, a stage per process with batch norm", model="resnet20_mnist")
     resumed(tmp, binary, ["--stages", SPLIT, "--stage-per-process", "true", "--ema-decay", "0.9"],
             "resume, a stage per process with a moving average")
     killed_rank(tmp, binary, extra=stages, label="a stage's process killed")
