@@ -1529,14 +1529,22 @@ private slots:
         MainWindow w;  // the form's names for the settings
         RunsPanel panel(root.path());
         panel.setSettingNames([&](const QString& k) { return w.experiment()->settingName(k); });
-        panel.resize(430, 400);
+        panel.resize(360, 400);  // the Runs dock's width at 1366x768
         panel.show();
         QVERIFY(QTest::qWaitForWindowExposed(&panel));
         QTableWidget* t = panel.table();
-        for (int c : {RunsPanel::Date, RunsPanel::State, RunsPanel::Test, RunsPanel::Validation})
+        // What tells the runs apart and how they went, in view without scrolling.
+        for (int c : {RunsPanel::Date, RunsPanel::Model, RunsPanel::State, RunsPanel::Test})
             QVERIFY2(t->columnViewportPosition(c) + t->columnWidth(c) <= t->viewport()->width(),
                      qPrintable(t->horizontalHeaderItem(c)->text() + " is out of view"));
         QCOMPARE(t->item(0, RunsPanel::Data)->toolTip(), t->item(0, RunsPanel::Data)->text());
+        // Today's runs by their time alone, sorted by the instant; the whole date in the tooltip.
+        t->sortItems(RunsPanel::Date, Qt::AscendingOrder);
+        const QString first = t->item(0, RunsPanel::Date)->text(), second = t->item(1, RunsPanel::Date)->text();
+        QVERIFY2(QRegularExpression(QStringLiteral("^\\d\\d:\\d\\d:\\d\\d$")).match(first).hasMatch(), qPrintable(first));
+        QVERIFY2(first <= second, qPrintable(first + " before " + second));
+        QVERIFY2(t->item(0, RunsPanel::Date)->toolTip().startsWith(QDate::currentDate().toString(Qt::ISODate)),
+                 qPrintable(t->item(0, RunsPanel::Date)->toolTip()));
 
         CompareDialog compare(folders, nullptr, [&](const QString& k) { return w.experiment()->settingName(k); });
         compare.show();

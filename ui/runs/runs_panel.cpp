@@ -6,6 +6,7 @@
 
 #include <QFileInfo>
 
+#include <QDateTime>
 #include <QDir>
 #include <algorithm>
 #include <filesystem>
@@ -47,6 +48,22 @@ public:
 
 QString percent(double v) { return v < 0 ? QStringLiteral("–") : QLocale().toString(100 * v, 'f', 2) + QLatin1Char('%'); }
 
+// When a run was made (an ISO 8601 UTC stamp), in local time and as short as a list of runs needs:
+// the time alone today, the day and time this year, the date before that. Its cell sorts by the
+// instant and says it whole in its tooltip. An unreadable stamp is shown as it is.
+NumberItem* createdItem(const std::string& created, const QDateTime& now) {
+    const QString stamp = QString::fromStdString(created);
+    const QDateTime t = QDateTime::fromString(stamp, Qt::ISODate).toLocalTime();
+    if (!t.isValid()) return new NumberItem(stamp, 0);
+    const QLocale locale;
+    const QString shown = t.date() == now.date()                 ? t.toString(QStringLiteral("hh:mm:ss"))
+                          : t.date().year() == now.date().year() ? locale.toString(t, QStringLiteral("MMM d hh:mm"))
+                                                                 : t.toString(QStringLiteral("yyyy-MM-dd"));
+    auto* item = new NumberItem(shown, double(t.toMSecsSinceEpoch()));
+    item->setData(Qt::UserRole + 2, t.toString(QStringLiteral("yyyy-MM-dd hh:mm:ss")));
+    return item;
+}
+
 }  // namespace
 
 constexpr int kPollMs = 2000;  // the runs index re-read while the list is shown
@@ -58,7 +75,7 @@ RunsPanel::RunsPanel(QString root, QWidget* parent) : QWidget(parent), root_(std
     filter_->setClearButtonEnabled(true);
     auto* refreshButton = new QPushButton(tr("Refresh"));
     table_ = new QTableWidget(0, ColumnCount);
-    table_->setHorizontalHeaderLabels({tr("Date"), tr("State"), tr("Test"), tr("Validation"), tr("Model"), tr("Data"),
+    table_->setHorizontalHeaderLabels({tr("Date"), tr("Model"), tr("State"), tr("Test"), tr("Validation"), tr("Data"),
                                        tr("Plan"), tr("Steps"), tr("Examples/s")});
     table_->setTextElideMode(Qt::ElideMiddle);  // a long model or data path keeps both ends; its tooltip is whole
     table_->setSelectionBehavior(QAbstractItemView::SelectRows);
@@ -257,14 +274,15 @@ void RunsPanel::showFiltered() {
     // A run's checkpoints can change within one tick of the clock that stamps their folder (a
     // few ms): a changed row (a run that ended, a new step count) is looked at again in any case.
     resumeKey_.clear();
-    const QLocale locale;
+    const QDateTime today = QDateTime::currentDateTime();
     table_->setSortingEnabled(false);
     table_->setRowCount(int(runs_.size()));
     for (int i = 0; i < int(runs_.size()); ++i) {
         const tb::RunRecord& r = runs_[size_t(i)];
-        auto* date = new QTableWidgetItem(QString::fromStdString(r.created).replace('T', ' ').remove('Z'));
+        NumberItem* date = createdItem(r.created, today);
         date->setData(Qt::UserRole + 1, QString::fromStdString(r.path));
-        date->setToolTip(QString::fromStdString(r.path));
+        const QString whole = date->data(Qt::UserRole + 2).toString();
+        date->setToolTip((whole.isEmpty() ? QString() : whole + QLatin1Char('\n')) + QString::fromStdString(r.path));
         table_->setItem(i, Date, date);
         for (auto [column, text] : {std::pair{Model, r.model}, {Data, r.data}, {Plan, r.plan}}) {
             auto* item = new QTableWidgetItem(QString::fromStdString(text));

@@ -32,7 +32,8 @@ class RunsPanel : public QWidget {
 public:
     // The columns, what a user scans for first (when, how it ended, how good) leftmost, so a
     // narrow dock shows them without scrolling.
-    enum Column { Date, State, Test, Validation, Model, Data, Plan, Steps, Speed, ColumnCount };
+    // What tells runs apart and how they went first: a dock 360 px wide shows those four.
+    enum Column { Date, Model, State, Test, Validation, Data, Plan, Steps, Speed, ColumnCount };
     explicit RunsPanel(QString root, QWidget* parent = nullptr);
     void setSettingNames(SettingNames names) { names_ = std::move(names); }
     // Why a run failed, as its State's tooltip says it: in the form's words ("Data", not "--data").
