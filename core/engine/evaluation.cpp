@@ -96,7 +96,7 @@ Evaluator::Evaluator(TrainingEngine& towers, const RunConfig& c, bool cifar, int
     : towers_(towers), c_(c), cifar_(cifar), stats_in_(std::move(stats)), prefetch_(prefetch), ema_(ema), chief_(chief), hub_(hub) {
     Backend& be = towers.evalNetwork().backend();
     stats_ = be.empty(Shape{3});
-    if (ema) backup_ = be.empty(Shape{towers.paramCount()});
+    if (ema && chief) backup_ = be.empty(Shape{towers.paramCount()});  // (only the chief evaluates)
 }
 
 std::shared_ptr<const std::vector<uint8_t>> Evaluator::imagesOf(const Dataset& d) {

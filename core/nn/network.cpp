@@ -509,6 +509,13 @@ void Network::releaseGradients() {
         for (float*& dw : layer->dw) dw = nullptr;
 }
 
+void Network::releaseParams() {
+    own_params_ = Tensor();
+    params_ = nullptr;
+    for (auto& layer : layers_)
+        for (float*& w : layer->w) w = nullptr;
+}
+
 void Network::bindParams(float* external) {
     viewParams(external);
     own_params_ = Tensor();  // not needed any more

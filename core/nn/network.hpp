@@ -177,6 +177,10 @@ public:
     // Frees the gradient buffer of a network that only evaluates (a pipeline's whole-model
     // evaluation network); backward() then throws.
     void releaseGradients();
+    // Frees the variables of a network kept only as the model's layout (the names, shapes and
+    // places of its variables: a stage's process, which never evaluates the whole model); params()
+    // is null after it, and nothing may run the network.
+    void releaseParams();
     float* input() const { return input_buf_.data(); } // (batch, h, w, c); null for a stage after the first
     // A stage's links to its neighbours, on this device: its input (batch, input dims) where the
     // stage before wrote it (nullptr: input()), the gradient of its output (batch, output dims)

@@ -14,7 +14,9 @@ PipelineSet::PipelineSet(const ModelSpec& spec, StagePipelineSetup setup, std::u
     // only as a layout (batch 1, no variables), as it never evaluates or writes checkpoints.
     const bool stageAlone = setup.localStage > 0;
     eval_ = std::make_unique<Network>(spec, *backend_, stageAlone ? 1 : setup.batch);
-    if (!stageAlone) {
+    if (stageAlone) {
+        eval_->releaseParams();
+    } else {
         whole_ = backend_->empty(Shape{std::max<int64_t>(eval_->paramCount(), 1)});
         eval_->bindParams(whole_.data());
     }

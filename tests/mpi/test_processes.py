@@ -451,7 +451,7 @@ def pipeline_against_one(tmp, binary, model, label, described, pipelined, both=(
     diff = max(relative(w2[k], w1[k]) for k in params) if all(k in w2 for k in params) else 1.0
     averaged = sum(k.startswith("ema/") for k in params)
     statistics = sum(k.startswith("statistics/") for k in params)
-    check(diff < 1e-5 and (averaged > 0) == ("--ema-decay" in both),
+    check(diff < 1e-5 and (averaged > 0) == ("--ema-decay" in both) and (statistics > 0) == model.startswith("resnet"),
           f"{label}: final weights within {diff:.2e} of their norm (limit 1e-5), {averaged} moving averages and "
           f"{statistics} batch norm statistics among them")
     return p2, one, two
