@@ -300,10 +300,13 @@ void RunsPanel::showFiltered() {
     }
     table_->setSortingEnabled(true);
     table_->resizeColumnsToContents();
-    // Paths and plans get at most a dozen characters' room, elided in the middle.
+    // Paths and plans get at most a dozen characters' room, elided in the middle; a model's name
+    // (what tells runs apart) as much as the longest built-in one takes, resnet20_mnist.
     const int room = 12 * table_->fontMetrics().averageCharWidth() + 12;
-    for (int c : {Model, Data, Plan})
+    for (int c : {Data, Plan})
         if (table_->columnWidth(c) > room) table_->setColumnWidth(c, room);
+    const int modelRoom = table_->fontMetrics().horizontalAdvance(QStringLiteral("resnet20_mnist")) + 12;
+    if (table_->columnWidth(Model) > modelRoom) table_->setColumnWidth(Model, modelRoom);
     select(keep);
     updateButtons();
 }
