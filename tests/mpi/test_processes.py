@@ -27,7 +27,7 @@
    with a process count other than the stages'; a stage's process killed. With a moving average
    (each process averaging its stage, gathered to the chief): its checkpointed average and the test
    accuracy measured with it equal one process's, and resumed as the run trained at once. With
-   batch norm in both stages (resnet20_mnist): the checkpoint's moving statistics equal one
+   batch norm in both stages (an mlp): the checkpoint's moving statistics equal one
    process's, and resumed likewise.
 5. Averaging every 3 steps across processes equals one process of both towers (a cut last round
    averaged at the end); mpirun -np 1 trains bitwise what no mpirun does; every step line carries
@@ -114,6 +114,14 @@ DROPOUT_MLP = {"name": "mlp_dropout", "input": [1, 28, 28], "layers": [
 BATCH_NORM_CNN = {"name": "cnn_bn", "input": [1, 28, 28], "layers": [
     {"type": "conv2d", "filters": 8, "kernel": 3, "bias": False}, {"type": "batch_norm", "name": "bn"},
     {"type": "relu"}, {"type": "maxpool", "size": 4, "stride": 4}, {"type": "flatten"}, {"type": "dense", "units": 10}]}
+
+
+# An mlp with batch norm in each half, split between them (--stages): each stage's moving
+# statistics are its own (the dense layers keep their biases: a dense layer always has one).
+BATCH_NORM_MLP = {"name": "mlp_bn", "input": [1, 28, 28], "layers": [
+    {"type": "flatten"}, {"type": "dense", "units": 128}, {"type": "batch_norm"}, {"type": "relu"},
+    {"type": "dense", "units": 64}, {"type": "batch_norm"}, {"type": "relu"}, {"type": "dense", "units": 10}]}
+BATCH_NORM_SPLIT = "cpu:0=flatten0..relu3,cpu:1=dense4..dense7"
 
 
 def two_runs(tmp, label, first, second, nccl_log=False):
@@ -435,7 +443,7 @@ def gpu_cases(tmp, binary):
     refused([*MPIRUN, "2", *base, "--variables", "gpu:0"], "not on one process's GPU", "variables on a GPU across processes")
 
 
-def pipeline_against_one(tmp, binary, model, label, described, pipelined, both=()):
+def pipeline_against_one(tmp, binary, model, label, described, pipelined, both=(), batch_norm=False):
     """2 processes with the `pipelined` arguments against one process of one tower x 64 (`both`
     given to each): 10 steps' losses and the final weights (the chief's checkpoint: the variables
     and, with --ema-decay, their moving average) within 1e-5. Their last summary line and run
@@ -453,7 +461,7 @@ def pipeline_against_one(tmp, binary, model, label, described, pipelined, both=(
     diff = max(relative(w2[k], w1[k]) for k in params) if all(k in w2 for k in params) else 1.0
     averaged = sum(k.startswith("ema/") for k in params)
     statistics = sum(k.startswith("statistics/") for k in params)
-    check(diff < 1e-5 and (averaged > 0) == ("--ema-decay" in both) and (statistics > 0) == model.startswith("resnet"),
+    check(diff < 1e-5 and (averaged > 0) == ("--ema-decay" in both) and (statistics > 0) == batch_norm,
           f"{label}: final weights within {diff:.2e} of their norm (limit 1e-5), {averaged} moving averages and "
           f"{statistics} batch norm statistics among them")
     return p2, one, two
@@ -615,15 +623,18 @@ def cpu_cases(tmp, binary):
     refused([*base, "--batch", "64", *stages], "start one process per stage", "a stage per process without mpirun")
     stage_per_process(tmp, binary, ("--pipeline", "1f1b", "--micro-batches", "2"),
                       "a stage per process, 1f1b, with a moving average", both=("--ema-decay", "0.9"))
-    # Batch norm in both stages (a ResNet split inside its second block group): each stage's moving
-    # statistics gathered to the chief's checkpoint, and restored by their own stage's process.
-    resnet = ["--stages", "2", "--stage-per-process", "true"]
-    runs = pipeline_against_one(tmp, binary, "resnet20_mnist", "a stage per process, batch norm",
-                                "resnet20_mnist's 2 stages in processes of their own", resnet)
+    # Batch norm in both stages: each stage's moving statistics gathered to the chief's checkpoint,
+    # and restored by their own stage's process.
+    bn_mlp = os.path.join(tmp, "mlp_bn.json")
+    with open(bn_mlp, "w") as f:
+        json.dump(BATCH_NORM_MLP, f)
+    normalised = ["--stages", BATCH_NORM_SPLIT, "--stage-per-process", "true"]
+    runs = pipeline_against_one(tmp, binary, bn_mlp, "a stage per process, batch norm",
+                                "an mlp with batch norm in each of its 2 stages' processes", normalised, batch_norm=True)
     if runs:
         shutil.rmtree(runs[1])
         shutil.rmtree(runs[2])
-    resumed(tmp, binary, resnet, "resume, a stage per process with batch norm", model="resnet20_mnist")
+    resumed(tmp, binary, normalised, "resume, a stage per process with batch norm", model=bn_mlp)
     resumed(tmp, binary, ["--stages", SPLIT, "--stage-per-process", "true", "--ema-decay", "0.9"],
             "resume, a stage per process with a moving average")
     killed_rank(tmp, binary, extra=stages, label="a stage's process killed")
