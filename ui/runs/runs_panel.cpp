@@ -48,19 +48,26 @@ public:
 
 QString percent(double v) { return v < 0 ? QStringLiteral("–") : QLocale().toString(100 * v, 'f', 2) + QLatin1Char('%'); }
 
-// When a run was made (an ISO 8601 UTC stamp), in local time and as short as a list of runs needs:
-// the time alone today, the day and time this year, the date before that. Its cell sorts by the
-// instant and says it whole in its tooltip. An unreadable stamp is shown as it is.
-NumberItem* createdItem(const std::string& created, const QDateTime& now) {
+// A run's Date cell: when it was made (an ISO 8601 UTC stamp) in local time, as short as a list
+// of runs needs: the time alone today, the day and time this year, the date before that. It sorts
+// by the instant, and its tooltip gives the whole date and the run's folder (also kept as
+// UserRole + 1). An unreadable stamp is shown as it is.
+NumberItem* createdItem(const std::string& created, const QString& folder, const QDateTime& now) {
     const QString stamp = QString::fromStdString(created);
     const QDateTime t = QDateTime::fromString(stamp, Qt::ISODate).toLocalTime();
-    if (!t.isValid()) return new NumberItem(stamp, 0);
-    const QLocale locale;
-    const QString shown = t.date() == now.date()                 ? t.toString(QStringLiteral("hh:mm:ss"))
-                          : t.date().year() == now.date().year() ? locale.toString(t, QStringLiteral("MMM d hh:mm"))
-                                                                 : t.toString(QStringLiteral("yyyy-MM-dd"));
-    auto* item = new NumberItem(shown, double(t.toMSecsSinceEpoch()));
-    item->setData(Qt::UserRole + 2, t.toString(QStringLiteral("yyyy-MM-dd hh:mm:ss")));
+    NumberItem* item = nullptr;
+    if (!t.isValid()) {
+        item = new NumberItem(stamp, 0);
+        item->setToolTip(folder);
+    } else {
+        const QString shown = t.date() == now.date() ? t.toString(QStringLiteral("hh:mm:ss"))
+                              : t.date().year() == now.date().year()
+                                  ? QLocale().toString(t, QStringLiteral("MMM d hh:mm"))
+                                  : t.toString(QStringLiteral("yyyy-MM-dd"));
+        item = new NumberItem(shown, double(t.toMSecsSinceEpoch()));
+        item->setToolTip(t.toString(QStringLiteral("yyyy-MM-dd hh:mm:ss")) + QLatin1Char('\n') + folder);
+    }
+    item->setData(Qt::UserRole + 1, folder);
     return item;
 }
 
@@ -279,11 +286,7 @@ void RunsPanel::showFiltered() {
     table_->setRowCount(int(runs_.size()));
     for (int i = 0; i < int(runs_.size()); ++i) {
         const tb::RunRecord& r = runs_[size_t(i)];
-        NumberItem* date = createdItem(r.created, today);
-        date->setData(Qt::UserRole + 1, QString::fromStdString(r.path));
-        const QString whole = date->data(Qt::UserRole + 2).toString();
-        date->setToolTip((whole.isEmpty() ? QString() : whole + QLatin1Char('\n')) + QString::fromStdString(r.path));
-        table_->setItem(i, Date, date);
+        table_->setItem(i, Date, createdItem(r.created, QString::fromStdString(r.path), today));
         for (auto [column, text] : {std::pair{Model, r.model}, {Data, r.data}, {Plan, r.plan}}) {
             auto* item = new QTableWidgetItem(QString::fromStdString(text));
             item->setToolTip(item->text());

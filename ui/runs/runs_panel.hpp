@@ -30,9 +30,8 @@ using SettingNames = std::function<QString(const QString& key)>;
 class RunsPanel : public QWidget {
     Q_OBJECT
 public:
-    // The columns, what a user scans for first (when, how it ended, how good) leftmost, so a
-    // narrow dock shows them without scrolling.
-    // What tells runs apart and how they went first: a dock 360 px wide shows those four.
+    // The columns, what a user scans for first (when, which model, how it ended, how good)
+    // leftmost, so the dock at 1366x768 (360 px) shows those four without scrolling.
     enum Column { Date, Model, State, Test, Validation, Data, Plan, Steps, Speed, ColumnCount };
     explicit RunsPanel(QString root, QWidget* parent = nullptr);
     void setSettingNames(SettingNames names) { names_ = std::move(names); }
