@@ -144,20 +144,7 @@ TrainingRun::TrainingRun(RunPlan& run, DataSplits data, int cores, int machineCo
         towers_->setVariables(weights.data());
         if (!moving.empty()) towers_->setStatistics(moving);
     }
-    // The moving average follows the variables where they live (the holder's copy; averaging: the
-    // replicas' mean). A model in parts: each process averages its stage's slice; the chief, which
-    // evaluates and keeps the checkpoints, holds the whole model's average, the other stages'
-    // slices as gathered with them.
-    if (c_.emaDecay > 0) {
-        const TrainedVariables trained = towers_->trainedVariables();
-        const ParamSlice kept = towers_->modelInParts() && !run.roles.isChief()
-                                    ? trained.slice
-                                    : ParamSlice{0, size_t(towers_->paramCount())};
-        emaOwner_ = std::make_unique<WeightEma>(*trained.view.backend, float(c_.emaDecay), kept, trained.slice,
-                                                trained.view.params, trained.view.stream);
-        ema_ = emaOwner_.get();
-        emaStream_ = trained.view.stream;
-    }
+    if (c_.emaDecay > 0) startMovingAverage(run.roles.isChief());
     // A resumed run: every buffer of the training state as the checkpoint has it; the step count,
     // the input's position and the counter-based dropout follow from its step.
     double bestValidation = -1;
@@ -231,6 +218,20 @@ TrainingRun::TrainingRun(RunPlan& run, DataSplits data, int cores, int machineCo
         monitor_ = std::make_unique<DeviceMonitor>(
             std::move(telemetry_), [&hub](const std::vector<DeviceSample>& d) { hub.onDeviceSamples(d); },
             DeviceMonitor::kDefaultInterval, start);
+}
+
+// The moving average follows the variables where they live (the holder's copy; averaging: the
+// replicas' mean). A model in parts: each process averages its stage's slice; the chief, which
+// evaluates and keeps the checkpoints, holds the whole model's average, the other stages' slices
+// as gathered with them.
+void TrainingRun::startMovingAverage(bool chief) {
+    const TrainedVariables trained = towers_->trainedVariables();
+    const ParamSlice kept =
+        towers_->modelInParts() && !chief ? trained.slice : ParamSlice{0, size_t(towers_->paramCount())};
+    emaOwner_ = std::make_unique<WeightEma>(*trained.view.backend, float(c_.emaDecay), kept, trained.slice,
+                                            trained.view.params, trained.view.stream);
+    ema_ = emaOwner_.get();
+    emaStream_ = trained.view.stream;
 }
 
 TrainingRun::~TrainingRun() = default;

@@ -37,6 +37,7 @@ public:
     RunSummary finish();
 
 private:
+    void startMovingAverage(bool chief);  // --ema-decay: ema_ over what this process keeps
     void trainInSteps();  // synchronous_loop.cpp
     void trainFree();     // asynchronous_loop.cpp
     // Step m of the run: its place in the run, to the statistics and the observers.
