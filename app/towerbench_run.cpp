@@ -96,9 +96,10 @@ reference, and trains a GPU tower beside a CPU tower; exit status 1 if any check
                       step on K x --batch examples in the memory of one (default 1); batch norm's
                       statistics are each micro-step's (as a K-times batch they are not)
   --sync-bn true|false   batch norm's statistics summed over every tower and process each step
-                      (PyTorch's SyncBatchNorm; CPU towers, synchronous updates); default false:
-                      each tower normalises by its own batch, as TensorFlow's towers do, and the
-                      moving statistics evaluation uses are tower 0's
+                      (PyTorch's SyncBatchNorm; CPU towers, synchronous updates); with stages,
+                      over each stage's replicas (--stage-replicas) and processes, micro-batch by
+                      micro-batch; default false: each tower normalises by its own batch, as
+                      TensorFlow's towers do, and the moving statistics evaluation uses are tower 0's
   --ema-decay X       evaluate with an exponential moving average of the weights (e.g. 0.9999)
   --seed N            seed of initialisation, shuffling, augmentation and dropout (default 1)
   --eval-every N      validation pass every N steps (default: only at the end)

@@ -72,6 +72,7 @@ struct Trained {
     std::vector<double> losses;  // per step, mean over the batch
     std::vector<float> weights;  // after the last step
     std::vector<int64_t> bytesMoved;  // per step
+    std::vector<float> statistics;    // batch norm's moving statistics after the last step (or none)
 };
 
 // The reference: one device, the whole batch (by default a CPU backend of 1 thread).
@@ -101,6 +102,9 @@ inline Trained oneDevice(const ModelSpec& spec, std::shared_ptr<Backend> be = ma
         }
         t.weights.resize(size_t(net.paramCount()));
         be->copyToHost(s, t.weights.data(), net.params(), t.weights.size() * sizeof(float));
+        t.statistics.resize(size_t(net.statisticCount()));
+        if (net.hasBatchNorm())
+            be->copyToHost(s, t.statistics.data(), net.statistics(), t.statistics.size() * sizeof(float));
         be->synchronize(s);
     }
     be->destroyStream(s);
@@ -109,9 +113,11 @@ inline Trained oneDevice(const ModelSpec& spec, std::shared_ptr<Backend> be = ma
 
 // `devices`: each stage's (empty: cpu:0, cpu:1, ...).
 inline Trained pipelined(const ModelSpec& spec, const std::vector<std::pair<int, int>>& ranges, const std::string& schedule,
-                         int micro, int replicas = 1, bool copies = false, std::vector<Device> devices = {}) {
+                         int micro, int replicas = 1, bool copies = false, std::vector<Device> devices = {},
+                         bool syncBatchNorm = false) {
     StagePipelineSetup setup;
     setup.copies = copies;
+    setup.syncBatchNorm = syncBatchNorm;
     setup.ranges = ranges;
     for (size_t i = 0; devices.empty() && i < ranges.size(); ++i) setup.devices.push_back(Device{DeviceType::Cpu, int(i)});
     if (!devices.empty()) setup.devices = std::move(devices);
@@ -130,6 +136,8 @@ inline Trained pipelined(const ModelSpec& spec, const std::vector<std::pair<int,
         t.bytesMoved.push_back(r.bytesMoved);
     }
     t.weights = pipe.variables();
+    t.statistics.resize(size_t(Network(spec, *makeCpuBackend(1), 1).statisticCount()));
+    pipe.statisticsInto(t.statistics.data());
     return t;
 }
 

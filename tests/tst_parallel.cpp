@@ -27,11 +27,13 @@
 #include "parallel/deployment_plan.hpp"
 #include "parallel/strategies.hpp"
 #include "parallel/tower_set.hpp"
+#include "bn_model.hpp"
 #include "gpu/forwarding_backend.hpp"
 #include "test_support.hpp"
 #include "util/error.hpp"
 
 using namespace tb;
+using tbtest::smallBnCnn;
 
 namespace {
 
@@ -45,21 +47,6 @@ ModelSpec smallCnn() {
         {"type": "dense", "units": 16, "init": {"type": "glorot"}, "weight_decay": 0.004}, {"type": "relu"},
         {"type": "dense", "units": 4, "init": {"type": "glorot"}}]})",
                           "small.json");
-}
-
-// The same with batch norm after its convolution and its hidden dense layer (a residual add
-// too): the model --sync-bn's equivalence is about.
-ModelSpec smallBnCnn() {
-    return parseModelSpec(R"({"name": "small_bn", "input": [1, 8, 8], "layers": [
-        {"type": "conv2d", "name": "c1", "filters": 4, "kernel": 3, "init": {"type": "he_normal"}, "bias": false, "weight_decay": 0.01},
-        {"type": "batch_norm", "name": "bn1", "weight_decay": 0.01}, {"type": "relu", "name": "r1"},
-        {"type": "conv2d", "name": "c2", "filters": 4, "kernel": 3, "init": {"type": "he_normal"}, "bias": false},
-        {"type": "batch_norm", "name": "bn2"},
-        {"type": "add", "name": "sum", "inputs": ["bn2", "r1"]}, {"type": "relu", "name": "r2"},
-        {"type": "maxpool", "size": 2, "stride": 2}, {"type": "flatten"},
-        {"type": "dense", "units": 16, "init": {"type": "glorot"}}, {"type": "batch_norm", "name": "bn3"},
-        {"type": "relu"}, {"type": "dense", "units": 4, "init": {"type": "glorot"}}]})",
-                          "small_bn.json");
 }
 
 // 512 random 8x8 images whose label is the brightest quadrant: learnable, and fast.

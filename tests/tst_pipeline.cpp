@@ -7,6 +7,7 @@
 #include <algorithm>
 #include <cmath>
 #include <random>
+#include <thread>
 
 #include <QJsonArray>
 #include <QJsonDocument>
@@ -14,6 +15,7 @@
 #include <QTemporaryDir>
 
 #include "backend/backend.hpp"
+#include "bn_model.hpp"
 #include "engine/memory_estimate.hpp"
 #include "engine/run_setup.hpp"
 #include "nn/network.hpp"
@@ -23,6 +25,7 @@
 #include "parallel/pipeline_set.hpp"
 #include "parallel/stage_pipeline.hpp"
 #include "parallel/stage_plan.hpp"
+#include "parallel/statistics_meeting.hpp"
 #include "pipeline_reference.hpp"
 #include "test_support.hpp"
 #include "util/error.hpp"
@@ -40,6 +43,20 @@ StagePipelineSetup twoStages(int micro) {
     setup.batch = kBatch;
     setup.microBatches = micro;
     return setup;
+}
+
+// "0-4,5-10": each stage's first and last layer.
+std::vector<std::pair<int, int>> rangesOf(const QString& split) {
+    std::vector<std::pair<int, int>> ranges;
+    for (const QString& r : split.split(',')) {
+        const QStringList ends = r.split('-');
+        ranges.emplace_back(ends.front().toInt(), ends.back().toInt());
+    }
+    return ranges;
+}
+
+std::vector<float> initialWeights(const ModelSpec& spec) {
+    return Network(spec, *makeCpuBackend(1), 1).initialParams(kSeed);
 }
 
 std::vector<Device> gpus(int count) {
@@ -111,11 +128,7 @@ private slots:
         QFETCH(QString, split);
         QFETCH(int, replicas);
         QFETCH(bool, copies);
-        std::vector<std::pair<int, int>> ranges;
-        for (const QString& r : split.split(',')) {
-            const QStringList ends = r.split('-');
-            ranges.emplace_back(ends.front().toInt(), ends.back().toInt());
-        }
+        const std::vector<std::pair<int, int>> ranges = rangesOf(split);
         const ModelSpec spec = stagedCnn();
         static const Trained one = oneDevice(spec);
         const Trained pipe = pipelined(spec, ranges, schedule.toStdString(), micro, replicas, copies);
@@ -135,6 +148,76 @@ private slots:
                                     .arg(pipe.losses[size_t(k)], 0, 'g', 9)));
         const double d = relativeDifference(one.weights, pipe.weights);
         QVERIFY2(d <= 1e-5, qPrintable(QString("weights after %1 steps: relative difference %2").arg(kSteps).arg(d)));
+    }
+
+    // --sync-bn with replicas of the stages: with one micro-batch, each batch norm's statistics
+    // are summed over the replicas' shares of the batch, so the pipeline trains as one device on
+    // the whole batch, moving statistics included; each replica's own statistics (the default)
+    // are another algorithm.
+    void syncBatchNormOverReplicasEqualsOneDevice_data() {
+        QTest::addColumn<QString>("split");
+        QTest::addColumn<int>("replicas");
+        QTest::newRow("2 stages x 2 replicas") << "0-6,7-12" << 2;
+        QTest::newRow("3 stages x 4 replicas, the middle one without batch norm") << "0-6,7-9,10-12" << 4;
+    }
+    void syncBatchNormOverReplicasEqualsOneDevice() {
+        QFETCH(QString, split);
+        QFETCH(int, replicas);
+        const ModelSpec spec = smallBnCnn();
+        const Trained one = oneDevice(spec);
+        const Trained sync = pipelined(spec, rangesOf(split), "naive", 1, replicas, false, {}, true);
+        const Trained own = pipelined(spec, rangesOf(split), "naive", 1, replicas);
+        QVERIFY2(relativeDifference(one.weights, initialWeights(spec)) > 1e-2, "training must move the weights");
+        for (int k = 0; k < kSteps; ++k)
+            QVERIFY2(std::abs(one.losses[size_t(k)] - sync.losses[size_t(k)]) <= 1e-5 * one.losses[size_t(k)],
+                     qPrintable(QString("step %1: loss %2 on one device, %3 synchronised")
+                                    .arg(k).arg(one.losses[size_t(k)], 0, 'g', 9).arg(sync.losses[size_t(k)], 0, 'g', 9)));
+        const double weights = relativeDifference(one.weights, sync.weights);
+        const double moving = relativeDifference(one.statistics, sync.statistics);
+        std::printf("--sync-bn, %d replicas: weights %.2e from one device's, moving statistics %.2e; each replica's "
+                    "own statistics: %.2e and %.2e\n",
+                    replicas, weights, moving, relativeDifference(one.weights, own.weights),
+                    relativeDifference(one.statistics, own.statistics));
+        QVERIFY2(weights <= 1e-5, qPrintable(QString("weights: relative difference %1").arg(weights)));
+        QVERIFY2(moving <= 1e-5, qPrintable(QString("moving statistics: relative difference %1").arg(moving)));
+        QVERIFY2(relativeDifference(one.weights, own.weights) > 1e-4, "each replica's own statistics are another algorithm");
+    }
+    // With micro-batches, replica r's micro-batch m is normalised over every replica's micro-batch
+    // m, whatever order the schedule runs them in: 1f1b (forwards and backwards interleaved, each
+    // replica meeting the others in both) trains exactly as gpipe (all forwards first).
+    void syncBatchNormIsTheSameInEverySchedule() {
+        const ModelSpec spec = smallBnCnn();
+        const Trained gpipe = pipelined(spec, rangesOf("0-6,7-12"), "gpipe", 4, 2, false, {}, true);
+        const Trained interleaved = pipelined(spec, rangesOf("0-6,7-12"), "1f1b", 4, 2, false, {}, true);
+        const Trained own = pipelined(spec, rangesOf("0-6,7-12"), "gpipe", 4, 2);
+        QVERIFY2(relativeDifference(gpipe.weights, initialWeights(spec)) > 1e-2, "training must move the weights");
+        QCOMPARE(interleaved.losses, gpipe.losses);
+        QCOMPARE(interleaved.weights, gpipe.weights);
+        QCOMPARE(interleaved.statistics, gpipe.statistics);
+        QVERIFY2(relativeDifference(gpipe.weights, own.weights) > 1e-4, "the statistics must be summed");
+    }
+    // The meeting's sums, and its abort: a rank waiting for another that will not come (its
+    // worker failed) goes on, as do later sums, rather than the pipeline hanging.
+    void statisticsMeetingSumsAndAborts() {
+        StatisticsMeeting meeting(3);
+        std::vector<std::vector<float>> data = {{1, 2}, {10, 20}, {100, 200}};
+        std::vector<std::thread> ranks;
+        for (int r = 0; r < 3; ++r)
+            ranks.emplace_back([&, r] { QVERIFY(meeting.sum(r, data[size_t(r)].data(), 2)); });
+        for (auto& t : ranks) t.join();
+        for (const auto& d : data) QCOMPARE(d, (std::vector<float>{111, 222}));
+        std::atomic<bool> returned{false}, summed{true};
+        std::thread waiting([&] {
+            summed = meeting.sum(0, data[0].data(), 2);
+            returned = true;
+        });
+        std::this_thread::sleep_for(std::chrono::milliseconds(50));
+        QVERIFY2(!returned, "one of 3 ranks must wait for the others");
+        meeting.abort();
+        waiting.join();
+        QVERIFY(!summed);
+        QCOMPARE(data[0], (std::vector<float>{111, 222}));
+        QVERIFY(!meeting.sum(1, data[1].data(), 2));
     }
 
     // Each schedule's orders: every micro-batch forward and back once per stage, in increasing
@@ -445,6 +528,8 @@ private slots:
         QTest::newRow("with async") << QStringList{"--stages", "2", "--update", "async"} << "--stages: model parallelism with --update async is not built yet";
         QTest::newRow("CPU and GPU stages") << QStringList{"--stages", "cpu:0,gpu:0"} << "--stages: stages on CPUs and GPUs together are not built";
         QTest::newRow("a GPU not here") << QStringList{"--stages", "gpu:0,gpu:1"} << "--stages: gpu:0 is not on this machine";
+        QTest::newRow("sync-bn, one replica") << QStringList{"--stages", "2", "--sync-bn", "true"} << "--sync-bn: a pipeline's micro-batches pass each batch norm one after another";
+        QTest::newRow("sync-bn, a stage per process") << QStringList{"--stages", "2", "--stage-per-process", "true", "--sync-bn", "true"} << "--sync-bn: with a stage per process no two processes run the same layers";
         QTest::newRow("NCCL between CPU stages") << QStringList{"--stages", "2", "--transfers", "nccl"} << "--stages: model parallelism with --transfers nccl";
     }
     void badFlagsAreRefused() {

@@ -28,6 +28,10 @@ void checkProcessRoles(const RunConfig& c, int processes) {
                     std::to_string(processes) + " processes (mpirun -np must be more than --ps-tasks)");
     // The global --batch is split over the workers, each making its plan for its share (RunPlan::of).
     const int workers = workerProcesses(c, processes);
+    if (c.syncBn && !c.stages.empty() && c.stageReplicas == 1 && workers == 1)
+        throw Error("--sync-bn: a pipeline's micro-batches pass each batch norm one after another, so only replicas "
+                    "of its stages (--stage-replicas) or processes can sum their statistics; give --stage-replicas 2 "
+                    "or more, or leave --sync-bn out");
     if (workers <= 1 || c.batchPerTower != 0) return;
     if (c.batch % workers != 0)
         throw Error("--batch: " + std::to_string(c.batch) + " examples do not split evenly over the " +

@@ -35,6 +35,7 @@ StagePipelineSetup pipelineSetup(const RunPlan& run, const OptimizerSettings& op
     setup.exampleOffset = int64_t(run.roles.worker()) * run.plan.batchPerTower;
     if (run.roles.stagePerProcess) setup.localStage = run.roles.group->rank();  // or a stage in each
     setup.copies = run.config.transfers == "copies";
+    setup.syncBatchNorm = run.config.syncBn;
     return setup;
 }
 

@@ -304,7 +304,9 @@ void RunConfig::validate() const {
     require(!syncBn || update != "async",
             "--sync-bn: free-running towers (--update async) take no step together to sum their statistics in");
     require(!syncBn || psTasks == 0, "--sync-bn with parameter-server processes (--ps-tasks) is not built yet");
-    require(!syncBn || stages.empty(), "--sync-bn with pipeline stages is not built yet");
+    require(!syncBn || !stagePerProcess,
+            "--sync-bn: with a stage per process no two processes run the same layers, so no batch norm has replicas "
+            "to sum its statistics with; leave out --stage-per-process or --sync-bn");
     require(emaDecay >= 0 && emaDecay < 1, "--ema-decay: must be in [0, 1)" + got(emaDecay));
     require(reportLag >= -1 && reportLag <= kMaxReportLag,
             "--report-lag: must be between 0 and " + std::to_string(kMaxReportLag) + " steps (or -1 for automatic), got " +

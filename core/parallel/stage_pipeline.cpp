@@ -20,6 +20,9 @@ constexpr int kForwardLane = 1, kBackwardLane = 2;
 // its optimiser slots in order.
 constexpr int kGatherTag = 1000;
 
+// A worker that stops because another failed (and says why): not an error of its own.
+struct Stopped {};
+
 // Stage workers in this process: every stage's, or one stage's (--stage-per-process), x replicas.
 std::ptrdiff_t workersHere(const StagePipelineSetup& s) {
     return std::ptrdiff_t(s.localStage >= 0 ? 1 : s.ranges.size()) * std::max(1, s.replicas);
@@ -34,6 +37,25 @@ struct StagePipeline::Stage {
     std::unique_ptr<Optimizer> optimizer;  // on replica 0's backend
     std::atomic<int> finished{0};  // replicas done with this step's backwards
     float lr = 0;
+};
+
+// --sync-bn: replica `rank`'s batch norms sum their statistics in their stage's meeting, over
+// `replicas` replicas in all (this process's and every other's).
+class StagePipeline::StatisticsSync final : public BatchStatisticsSync {
+public:
+    StatisticsSync(StatisticsMeeting& meeting, int rank, Backend& backend, int replicas)
+        : meeting_(meeting), rank_(rank), backend_(backend), replicas_(replicas) {}
+    int replicas() const override { return replicas_; }
+    void sum(Stream s, float* data, size_t count) override {
+        backend_.synchronize(s);  // (CPU stages: the sums are in host memory, and computed)
+        if (!meeting_.sum(rank_, data, count)) throw Stopped{};
+    }
+
+private:
+    StatisticsMeeting& meeting_;
+    int rank_;
+    Backend& backend_;
+    int replicas_;
 };
 
 struct StagePipeline::Worker {
@@ -212,7 +234,29 @@ StagePipeline::StagePipeline(const ModelSpec& spec, const StagePipelineSetup& se
             workers_.push_back(std::move(w));
         }
     if (spansProcesses()) shareAcrossProcesses(spec, setup);
+    if (setup.syncBatchNorm) synchroniseBatchNorm();
     for (auto& w : workers_) w->thread = std::thread([this, p = w.get()] { runWorker(*p); });
+}
+
+// --sync-bn: each stage here with batch norm gets a meeting of its replicas, whose sums go on to
+// the other processes on the stage's own lane (after its micro-batches' sums come its gradients'
+// all-reduce there, in every process in that order); each replica's networks sum through it.
+void StagePipeline::synchroniseBatchNorm() {
+    if (spansProcesses())
+        throw Error("--sync-bn: a stage per process has no replicas (RunConfig refuses it)");
+    if (anyGpu(devices_))
+        throw Error("--sync-bn on GPU stages is not built yet (their statistics would cross through the host at each "
+                    "batch norm); give CPU stages or leave --sync-bn out");
+    const int everywhere = replicas_ * (processes_ ? processes_->size() : 1);
+    for (auto& st : stages_) {
+        if (!worker(0, st->index).slots.front()->hasBatchNorm()) continue;
+        meetings_.push_back(std::make_unique<StatisticsMeeting>(replicas_, processes_, st->index));
+        for (int r = 0; r < replicas_; ++r) {
+            Worker& w = worker(r, st->index);
+            syncs_.push_back(std::make_unique<StatisticsSync>(*meetings_.back(), r, *w.backend, everywhere));
+            for (auto& net : w.slots) net->setStatisticsSync(syncs_.back().get());
+        }
+    }
 }
 
 // Stages in processes of their own: the model's parameter count; every stage's sizes, each
@@ -391,6 +435,7 @@ void StagePipeline::runWorker(Worker& w) {
         if (quit_) return;
         try {
             runStep(w);
+        } catch (const Stopped&) {  // another worker failed, and fail() has been called
         } catch (...) {
             w.error = std::current_exception();
             fail();
@@ -422,6 +467,7 @@ bool StagePipeline::waitFor(std::atomic<int>& done, int micro) {
 // blocked in an NCCL transfer whose peer failed included (their groups aborted).
 void StagePipeline::fail() {
     failed_ = true;
+    for (auto& m : meetings_) m->abort();
     for (auto& w : workers_)
         for (NcclGroup* g : {w->fromPrev.get(), w->toPrev.get()})
             if (g) g->abort();

@@ -38,6 +38,7 @@
 #include "optim/optimizer.hpp"
 #include "parallel/pipeline_block.hpp"
 #include "parallel/pipeline_schedule.hpp"
+#include "parallel/statistics_meeting.hpp"
 #include "parallel/strategy.hpp"
 
 namespace tb {
@@ -75,6 +76,10 @@ struct StagePipelineSetup {
     // stage after, as stages in separate memories must (what GPUs on separate devices move),
     // each copy counted in bytesMoved. Off: neighbours read and write each other's buffers.
     bool copies = false;
+    // --sync-bn: each batch norm's statistics summed over the stage's replicas (and processes),
+    // micro-batch by micro-batch (StatisticsMeeting); CPU stages. Off: each replica's micro-batch
+    // is normalised by its own.
+    bool syncBatchNorm = false;
 };
 
 // What one step did. Lanes are a stage of a replica each, replica by replica (lane r S + s).
@@ -170,6 +175,7 @@ private:
     struct Stage;   // a stage's variables, its replicas' gradients and its optimiser
     struct Worker;  // one replica of one stage: its thread, networks and timeline
     struct Lane;    // what one lane did in a step, as step() reports it
+    class StatisticsSync;  // --sync-bn: a replica's batch norms' way into its stage's meeting
     // What the chief keeps of a stage in another process (--stage-per-process): where its slice
     // of the variables is, and its optimiser slots as last gathered, for checkpoints.
     struct Mirror {
@@ -194,6 +200,7 @@ private:
     void link(Worker& w, Worker& prev, bool copies);
     void linkToProcess(Worker& w);
     void shareAcrossProcesses(const ModelSpec& spec, const StagePipelineSetup& setup);
+    void synchroniseBatchNorm();
     void send(Worker& w, Stream queue, NcclGroup& group, int rank, const float* buf, size_t count, Event sent);
     static void connect(NcclGroup& group, int sender, Worker& from, Stream out, const float* src, Worker& to,
                         Stream in, float* dst, size_t count);
@@ -212,6 +219,9 @@ private:
     std::vector<std::unique_ptr<Stage>> stages_;
     std::vector<std::unique_ptr<Worker>> workers_;  // replica by replica
     std::vector<std::shared_ptr<Backend>> gpuBackends_;  // one per GPU, shared by its stages' streams
+    // --sync-bn: a meeting per stage here with batch norm, a sync per worker of such a stage.
+    std::vector<std::unique_ptr<StatisticsMeeting>> meetings_;
+    std::vector<std::unique_ptr<StatisticsSync>> syncs_;
     std::barrier<> start_, done_;
     std::atomic<bool> quit_{false}, failed_{false};
     // The step being run: set before start_, read by the workers.

@@ -270,7 +270,8 @@ void ExperimentPanel::makeTrainingFields() {
         tr("Batch norm normalises each channel by the batch's statistics. Off (TensorFlow's towers): each tower by "
            "its own slice, tower 0's moving statistics kept for evaluation. On (PyTorch's SyncBatchNorm): every "
            "tower's and process's sums added before each batch norm normalises, forward and backward, so N towers "
-           "compute what one tower on the whole batch does. CPU towers, synchronous updates.")));
+           "compute what one tower on the whole batch does. With stages, each stage's replicas (and processes) add "
+           "theirs, micro-batch by micro-batch. CPU towers and stages, synchronous updates.")));
     decayRate_ = real(0.01, tr("Factor applied at each decay."));
     staircase_ = new QCheckBox(tr("in steps (staircase)"));
     staircase_->setToolTip(tr("Decay at whole multiples of N steps rather than smoothly."));
