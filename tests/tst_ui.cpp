@@ -958,7 +958,15 @@ private slots:
         e->setConfig(c);
         e->parallelismBox()->setCurrentIndex(ExperimentPanel::kHybridParallel);
         qobject_cast<QSpinBox*>(e->fieldFor("stage_replicas"))->setValue(1);
+        // Synchronised batch norm sums over the processes (or replicas), so one of each is said
+        // beside Start, before a run is made.
+        QCheckBox* syncBn = qobject_cast<QCheckBox*>(e->fieldFor("sync_bn"));
+        syncBn->setChecked(true);
+        e->processesBox()->setValue(1);
+        QVERIFY2(!e->isValid() && e->problem().startsWith("Batch norm: a pipeline's micro-batches"), qPrintable(e->problem()));
         e->processesBox()->setValue(2);
+        QVERIFY2(e->isValid(), qPrintable(e->problem()));
+        syncBn->setChecked(false);
         QVERIFY2(e->isValid(), qPrintable(e->problem()));
         QVERIFY2(w.diagram()->caption().contains("in each of 2 processes"), qPrintable(w.diagram()->caption()));
         w.start();
