@@ -28,14 +28,24 @@ while [ $# -gt 1 ]; do
   case "$1" in
     --mpi) mpi=1; shift ;;
     --processes-only) only_processes=1; shift ;;
-    --prebuilt) prebuilt=$(cd "$2" && pwd); shift 2 ;;
+    --prebuilt) prebuilt=$(cd "$2" 2> /dev/null && pwd) || { echo "device_check: --prebuilt $2 is not a folder" >&2; exit 2; }
+                shift 2 ;;
     --no-bench) bench=0; shift ;;
     --quick) quick=1; shift ;;
     --only) only=$2; shift 2 ;;
     *) echo "device_check: unknown option $1" >&2; exit 2 ;;
   esac
 done
-out=${1:?usage: tests/gpu/device_check.sh [--prebuilt DIR] [--no-bench] [--quick] OUT_DIR}
+# Every part --only can name (each a function run by `step`, which refuses one not listed here).
+parts=selftest,tests,memcheck,racecheck,synccheck,staging,gpu_events,tensorboard_reads,safetensors_reads,placements
+parts+=,stages,conv_api,layouts,gpu_sweep,predictor_gpu,predictor_gpu_shared,precision_batches,cudnn_algorithms
+parts+=,kernels,denormals,report_lag,kept_algorithms,determinism,window,pytorch_baseline,bench,processes
+parts+=,processes_speed,gpu_memory_refusal
+for part in ${only//,/ }; do
+  [[ ",$parts," == *",$part,"* ]] || { echo "device_check: --only names '$part', which is no part; the parts: $parts" >&2; exit 2; }
+done
+usage="usage: tests/gpu/device_check.sh [--prebuilt DIR] [--no-bench] [--quick] [--mpi [--processes-only]] [--only LIST] OUT_DIR"
+out=${1:?$usage}
 mkdir -p "$out"
 out=$(cd "$out" && pwd)
 log="$out/device_check.log"
@@ -54,7 +64,11 @@ rm -rf /tmp/tb-device-check
 # With --only, a command LIST does not name is left out (the unpacking and the build never are).
 step() {
   local name=$1; shift
-  case "$1" in unpack|build) ;; *) if [ -n "$only" ] && [[ ",$only," != *",$1,"* ]]; then return 0; fi ;; esac
+  case "$1" in
+    unpack|build) ;;
+    *) [[ ",$parts," == *",$1,"* ]] || { note "$name" "FAILED: $1 is missing from the script's parts"; failed=1; return 1; }
+       wanted "$1" || return 0 ;;
+  esac
   local t0=$(date +%s.%N)
   echo "=== $name: $*" >> "$log"
   local first=$(( $(wc -l < "$log") + 1 ))
@@ -73,6 +87,8 @@ step() {
   write_summary > /dev/null
   return $rc
 }
+# Whether --only (or its absence) takes part $1.
+wanted() { [ -z "$only" ] || [[ ",$only," == *",$1,"* ]]; }
 note() { summary+=("$(printf '%-34s %s' "$1" "$2")"); echo "=== $1: $2" | tee -a "$log"; write_summary > /dev/null; }
 # summary.txt as it stands, after every step: a call killed before the check's end (its `timeout
 # -k` past the TERM) still brings back what ran.
@@ -147,7 +163,7 @@ export LD_LIBRARY_PATH="$arch_lib:$cudnn_lib:$nccl_lib:$cublas_lib:$cudart_lib:$
 mpi_args=(-DTB_WITH_MPI=OFF)
 if [ $mpi -eq 1 ]; then
   # shellcheck source=scripts/device_mpi_env.sh
-  source "$repo/scripts/device_mpi_env.sh" /tmp/tb-mpi-root >> "$log" 2>&1 || { echo "no Open MPI to unpack" | tee -a "$log"; exit 1; }
+  source "$repo/scripts/device_mpi_env.sh" /tmp/tb-mpi-root >> "$log" 2>&1 || { note "unpack Open MPI" "FAILED: no .deps/mpi-debs to unpack"; finish; exit 1; }
   read -r -a mpi_args <<< "-DTB_WITH_MPI=ON $TB_MPI_CMAKE_ARGS"
 fi
 bin="$repo/build-device"
@@ -161,7 +177,7 @@ build() {
     -DProtobuf_INCLUDE_DIR="$deps/usr/include" -DProtobuf_LIBRARY="$arch_lib/libprotobuf.so" \
     -DCUDNN_ROOT="$(dirname "$cudnn_lib")" -DNCCL_ROOT="$(dirname "$nccl_lib")" \
     -DCUBLAS_ROOT="$(dirname "$cublas_lib")" &&
-  cmake --build "$bin" -j "$(nproc)"
+  timeout --foreground -k 10 420 cmake --build "$bin" -j "$(nproc)"
 }
 if [ $baseline_only -eq 1 ]; then
   note "build" "none: PyTorch's side alone"
@@ -184,7 +200,7 @@ tbrun="$run_bin/towerbench-run"
 export TB_CUDA_MODULE="$run_bin/libtb_backend_cuda.so"
 
 # --- 3. checks ---------------------------------------------------------------------------------
-selftest() { "$tbrun" selftest | tee "$out/selftest.txt"; }
+selftest() { timeout --foreground -k 10 120 "$tbrun" selftest | tee "$out/selftest.txt"; return "${PIPESTATUS[0]}"; }
 step "towerbench-run selftest" selftest
 
 # The Qt-free tests: exit 77 means skipped; a GPU test that skips here is a failure.
@@ -258,7 +274,7 @@ if [ $mpi -eq 1 ]; then
   step "processes' speed on the GPU" processes_speed
 fi
 if [ $only_processes -eq 1 ]; then
-  printf '%s\n' "${summary[@]}" | tee "$out/summary.txt"
+  finish
   exit $failed
 fi
 
@@ -288,7 +304,7 @@ sanitize() {
   for precision in "$@"; do
     echo "--- --precision $precision" >> "$o"
     timeout 150 compute-sanitizer --tool "$tool" --error-exitcode 9 --print-limit 20 \
-      "$tbrun" --model mnist_cnn --data "idx:$repo/samples/fashion-mnist-slice" --towers gpu:0*2 --variables gpu:0 \
+      "$tbrun" --model mnist_cnn --data "idx:$repo/samples/fashion-mnist-slice" --towers "gpu:0*2" --variables gpu:0 \
       --batch 32 --steps "$steps" --validation 0 --quiet --precision $precision >> "$o" 2>&1
     rc=$?
     [ $rc -ne 0 ] && break
@@ -308,7 +324,7 @@ if command -v compute-sanitizer >/dev/null; then
   step "compute-sanitizer racecheck" racecheck
   step "compute-sanitizer synccheck" synccheck
 else
-  note "compute-sanitizer" "not installed here"
+  { wanted memcheck || wanted racecheck || wanted synccheck; } && note "compute-sanitizer" "not installed here"
 fi
 
 # Placements on the GPU (mnist_cnn, batch 128, 200 steps each): the seeds' default with the
@@ -406,7 +422,7 @@ tensorboard_reads() { python3 "$repo/tests/gpu/read_events_with_tensorboard.py" 
 if [ -d "$repo/.deps/tbrun" ]; then
   step "TensorBoard reads a CPU run's events" tensorboard_reads
 else
-  note "TensorBoard reads a CPU run's events" "no .deps/tbrun (run scripts/fetch_device_deps.sh here)"
+  wanted tensorboard_reads && note "TensorBoard reads a CPU run's events" "no .deps/tbrun (run scripts/fetch_device_deps.sh here)"
 fi
 
 # The Python safetensors package on checkpoints made here, and PyTorch on their weights.
@@ -416,7 +432,7 @@ safetensors_reads() {
 if [ -d "$repo/.deps/tbckpt" ]; then
   step "safetensors reads checkpoints" safetensors_reads
 else
-  note "safetensors reads checkpoints" "no .deps/tbckpt (run scripts/fetch_device_deps.sh here)"
+  wanted safetensors_reads && note "safetensors reads checkpoints" "no .deps/tbckpt (run scripts/fetch_device_deps.sh here)"
 fi
 
 # The host's price of denormal floats (these machines have Intel processors, which pay most).
@@ -428,7 +444,7 @@ step "denormal benchmark (host CPU)" denormals
 # from a CPU run on this host, its predictions for one H100 tower (saved before any GPU run)
 # against gpu:0 measured, variables on the host and on the GPU, batch 32/128/512.
 gpu_sweep() {
-  timeout --foreground -k 10 240 "$tbrun" scale --model mnist_cnn --data "idx:$repo/samples/fashion-mnist-slice" --towers gpu:0*2     --batch 128 --validation 0 --sweep-towers 1,2,4 --sweep-strategies mean,allreduce,average:4     --sweep-warmup 20 --sweep-steps 100 --run-dir "$out/gpu_sweep" > "$out/gpu_sweep.json" || return 1
+  timeout --foreground -k 10 240 "$tbrun" scale --model mnist_cnn --data "idx:$repo/samples/fashion-mnist-slice" --towers "gpu:0*2"     --batch 128 --validation 0 --sweep-towers 1,2,4 --sweep-strategies mean,allreduce,average:4     --sweep-warmup 20 --sweep-steps 100 --run-dir "$out/gpu_sweep" > "$out/gpu_sweep.json" || return 1
   python3 - "$out/gpu_sweep.json" <<'PY'
 import json, sys
 s = json.loads(open(sys.argv[1]).read().strip().splitlines()[-1])
@@ -461,8 +477,10 @@ rm -rf "$out/gpu_sweep" "$out/predictor_gpu" "$out/predictor_gpu_shared"  # fold
 # CIFAR-10 files of random images in /tmp/tb-cifar (the benchmarks' own), made once.
 cifar=/tmp/tb-cifar
 make_cifar() {
-  [ -d $cifar ] || { mkdir -p $cifar && python3 -c "import sys; sys.path.insert(0, '$repo/tests/benchmarks')
-from bench_common import make_cifar_dir; make_cifar_dir('$cifar')"; }
+  # Made whole into a temporary folder, then renamed: a set cut short is made again, not taken.
+  [ -d $cifar ] && return 0
+  rm -rf $cifar.part && mkdir -p $cifar.part && python3 -c "import sys; sys.path.insert(0, '$repo/tests/benchmarks')
+from bench_common import make_cifar_dir; make_cifar_dir('$cifar.part')" && mv $cifar.part $cifar
 }
 # fp32, TF32 (fp32 variables, --tf32 true: tensor-core TF32 math in cuDNN and cuBLAS) and bf16.
 precision_batches() {
@@ -507,7 +525,10 @@ cudnn_algorithms() {
       [ -s $log ] || echo "(cuDNN wrote no log)"
     done
   done 2>&1 | tee "$out/cudnn_algorithms.txt"
-  grep -m1 -A40 "function cudnnConvolutionForward()" $log > "$out/cudnn_call_example.txt"
+  local rc=${PIPESTATUS[0]}
+  # (An example call, where the legacy API ran one: graph-API engines log cudnnBackendExecute.)
+  grep -m1 -A40 "function cudnnConvolutionForward()" $log > "$out/cudnn_call_example.txt" || true
+  return "$rc"
 }
 step "cuDNN's algorithms per convolution" cudnn_algorithms
 
@@ -623,7 +644,7 @@ kept_algorithms() {
       for n in 1 2; do
         rm -f $log
         t0=$(date +%s.%N)
-        TOWERBENCH_ALGORITHM_CACHE=$file CUDNN_LOGLEVEL_DBG=3 CUDNN_LOGDEST_DBG=$log "$tbrun" --model cifar10_cnn \
+        TOWERBENCH_ALGORITHM_CACHE=$file CUDNN_LOGLEVEL_DBG=3 CUDNN_LOGDEST_DBG=$log timeout --foreground -k 10 120 "$tbrun" --model cifar10_cnn \
           --data "cifar10:$cifar" --towers gpu:0 --variables gpu:0 --batch 128 --steps 5 --validation 0 --quiet \
           --precision $p --run-dir "$(mktemp -d -u /tmp/tb-kept-XXXX)" > /dev/null || exit 1
         secs=$(awk "BEGIN{printf \"%.2f\", $(date +%s.%N) - $t0}")
@@ -675,8 +696,12 @@ step "bit-equal losses, two runs" determinism
 # is saved at 1366x768 and 1920x1080 while it trains; then TensorBoard's own reader checks the
 # events the run wrote against its metrics file.
 window() {
-  [ -x "$repo/.deps/window/bin/tb_window_soak" ] || { echo "no .deps/window/bin: run scripts/fetch_window_deps.sh there"; return 1; }
+  local soak="$repo/.deps/window/bin"
+  [ -x "$soak/tb_window_soak" ] || { step_note="not run: no .deps/window/bin (scripts/fetch_window_deps.sh, carried)"; return 0; }
   (
+    # The window and the CUDA module built beside it on the development machine, whatever this
+    # call built (the device build has no Qt).
+    export TB_CUDA_MODULE="$soak/libtb_backend_cuda.so"
     # shellcheck source=scripts/device_window_env.sh
     . "$repo/scripts/device_window_env.sh" || exit 1
     status=0
@@ -691,7 +716,7 @@ window() {
       nvidia-smi --query-gpu=timestamp,utilization.gpu,memory.used --format=csv,noheader,nounits -lms 250 > "$dir/nvidia-smi.csv" &
       smi=$!
       echo "--- the window on $towers"
-      (cd "$repo" && TOWERBENCH_RUNS_DIR="$dir/runs" OMP_NUM_THREADS=4 timeout --foreground -k 10 150 "$run_bin/tb_window_soak" "$dir/config.json" 25 \
+      (cd "$repo" && TOWERBENCH_RUNS_DIR="$dir/runs" OMP_NUM_THREADS=4 timeout --foreground -k 10 150 "$soak/tb_window_soak" "$dir/config.json" 25 \
         "$dir/soak.json" "$dir/shots") || status=1
       kill $smi 2> /dev/null
       for shot in "$dir"/shots/window-*.png; do [ -f "$shot" ] && cp "$shot" "$out/$name-$(basename "$shot")"; done
@@ -725,7 +750,7 @@ pytorch_baseline() {
 }
 [[ ",$only," == *",pytorch_baseline,"* ]] && step "PyTorch's strongest configurations (kept)" pytorch_baseline
 
-if [ $bench -eq 1 ] && { [ -z "$only" ] || [[ ",$only," == *",bench,"* ]]; }; then
+if [ $bench -eq 1 ] && wanted bench; then
   bench_args=(--binary "$tbrun" --out-json "$out/bench_gpu.json")
   # PyTorch's side from its kept file where this machine has one (this call's, else the repository's):
   # the device time goes to Towerbench's side, and the goals table compares with PyTorch's best.
@@ -735,7 +760,11 @@ if [ $bench -eq 1 ] && { [ -z "$only" ] || [[ ",$only," == *",bench,"* ]]; }; th
   [ $quick -eq 1 ] && bench_args+=(--steps 40 --repeats 2 --no-compile --nvml-seconds 5)
   # shellcheck disable=SC2206 # extra benchmark options, split on spaces on purpose
   [ -n "${TB_BENCH_ARGS:-}" ] && bench_args+=($TB_BENCH_ARGS)
-  bench() { python3 "$repo/tests/benchmarks/bench_gpu_vs_pytorch.py" "${bench_args[@]}" 2>&1 | tee "$out/bench_gpu.txt"; }
+  bench() {
+    timeout --foreground -k 10 "${TB_BENCH_TIMEOUT:-480}" python3 "$repo/tests/benchmarks/bench_gpu_vs_pytorch.py" "${bench_args[@]}" 2>&1 |
+      tee "$out/bench_gpu.txt"
+    return "${PIPESTATUS[0]}"
+  }
   step "GPU benchmark vs PyTorch" bench
 fi
 
