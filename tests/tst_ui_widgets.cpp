@@ -226,6 +226,12 @@ void TestUiWidgets::fromPlanTowers() {
     QVERIFY(!m.async);
     QCOMPARE(m.psShards, 1);
     QVERIFY(qAbs(m.variablesMB() - 13.1072) < 1e-9);
+    // --sync-bn: the towers' caption says their batch norms' sums move too (where towers meet).
+    tb::DeploymentPlan synced = cpuPlan(towers);
+    synced.syncBatchNorm = true;
+    PlacementDiagram d;
+    d.setModel(PlacementModel::fromPlan(synced, 3'276'800));
+    QCOMPARE(d.caption().endsWith("; with batch-norm sums (sync-bn)"), towers > 1);
 }
 
 void TestUiWidgets::linksAndArrows_data() {
@@ -914,6 +920,10 @@ void TestUiWidgets::diagramDrawsStages() {
     d.setModel(m);
     grabImage(d);
     QVERIFY2(d.cutTexts().isEmpty(), qPrintable(d.cutTexts().join(" | ")));
+    // --sync-bn: the model knows (the line between a stage's replicas says what they sum).
+    c.syncBn = true;
+    QVERIFY(PlacementModel::fromStages(c, spec).syncBatchNorm);
+    c.syncBn = false;
     // A balanced split is chosen when the run starts: the boxes say so, no bytes are claimed.
     c.stages = "2";
     m = PlacementModel::fromStages(c, spec);

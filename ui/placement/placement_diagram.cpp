@@ -561,8 +561,11 @@ void PlacementDiagram::Painting::headerAndCaption() {
 
 // Model parallelism: a row of stage boxes per replica of the pipeline, each with its device and
 // layers; between neighbours the activations forward (above) and their gradients back (below),
-// labelled with the bytes a step sends across that boundary each way. During a run each box is
-// filled by its stage's busy share of the last step, and the header gives the step's bubble.
+// labelled with the bytes a step sends across that boundary each way; between a stage's
+// replicas (hybrid), the data parallelism inside the pipeline: their gradients summed before the
+// stage's update (with --sync-bn also batch norm's statistics, at every micro-batch). During a
+// run each box is filled by its stage's busy share of the last step, and the header gives the
+// step's bubble.
 void PlacementDiagram::Painting::stagePicture() {
     const double scale = g_.scale;
     const int replicas = std::max(1, m_.stageReplicas);
@@ -583,7 +586,10 @@ void PlacementDiagram::Painting::stagePicture() {
                       g_.area.height() - g_.headerH - g_.captionH - 8 * scale);
     const double gap = std::min(120 * scale, body.width() * 0.4 / std::max(1, stages - 1));
     const double boxW = std::max(8.0, (body.width() - gap * (stages - 1)) / std::max(1, stages));
-    const double rowGap = 10 * scale;
+    // Replicas: room between their rows for the line that sums a stage's replicas, and its label
+    // where the rows leave it (each row needs its 3 lines of text).
+    const double roomy = (body.height() - g_.lineH * 3 * replicas) / std::max(1, replicas - 1);
+    const double rowGap = std::clamp(roomy, 10 * scale, g_.lineH * 1.4);
     const double rowH = std::max(g_.lineH * 3, (body.height() - rowGap * (replicas - 1)) / replicas);
     const double boxH = std::min(rowH, g_.lineH * 4.2);
     for (int r = 0; r < replicas; ++r) {
@@ -606,6 +612,21 @@ void PlacementDiagram::Painting::stagePicture() {
             QStringList lines = {tr("stage %1 \u00b7 %2").arg(s + 1).arg(b.device), b.layers};
             if (replicas > 1) lines << tr("replica %1").arg(r + 1);
             fittedLines(box.adjusted(3 * scale, 2 * scale, -3 * scale, -6 * scale), lines);
+            if (r + 1 < replicas) {  // this stage's replicas meet: a line both ways to the next row's box
+                const double x = box.left() + boxW * 0.2, below = top + rowH + rowGap;
+                p_.setPen(staticPen_);
+                drawArrow(p_, QPointF(x, box.bottom() + 1 * scale), QPointF(x, below - 1 * scale), headFor(false) * 0.6);
+                drawArrow(p_, QPointF(x, below - 1 * scale), QPointF(x, box.bottom() + 1 * scale), headFor(false) * 0.6);
+                const QRectF room(x + 4 * scale, box.bottom(), box.right() - x - 4 * scale, below - box.bottom());
+                // The longest form that fits (the sign alone at the narrowest).
+                const QStringList forms = m_.syncBatchNorm
+                                              ? QStringList{tr("\u03a3 gradients, batch-norm sums"), tr("\u03a3 grad., BN sums"),
+                                                            QStringLiteral("\u03a3")}
+                                              : QStringList{tr("\u03a3 gradients"), tr("\u03a3 grad."), QStringLiteral("\u03a3")};
+                const auto fits = std::find_if(forms.begin(), forms.end() - 1,
+                                               [&](const QString& f) { return fm_.horizontalAdvance(f) <= room.width(); });
+                if (r == 0 && rowGap >= g_.lineH) label(room, Qt::AlignLeft | Qt::AlignVCenter, *fits, faint_);
+            }
             if (s + 1 == stages) continue;
             const QRectF next(box.right() + gap, top, boxW, boxH);
             const double head = headFor(false);
@@ -653,12 +674,19 @@ QString PlacementDiagram::caption() const {
         if (crossing > 0 && crossing < model_.boundaryBytes.size())
             text += tr("; 0 B where stages share a GPU");
         if (model_.processes > 1 && !model_.stagePerProcess)
-            text += tr("; in each of %1 processes, every stage's gradient averaged across them").arg(model_.processes);
+            text += model_.syncBatchNorm
+                        ? tr("; in each of %1 processes, every stage's gradient averaged across them, its batch norm's "
+                             "statistics summed").arg(model_.processes)
+                        : tr("; in each of %1 processes, every stage's gradient averaged across them").arg(model_.processes);
         return text;
     }
-    return !model_.async              ? model_.bytesLabel()
-           : model_.serverProcesses > 0 ? tr("async: workers push without waiting; %1").arg(model_.bytesLabel())
-                                        : tr("async: towers push without waiting; %1").arg(model_.bytesLabel());
+    const QString bytes = !model_.async ? model_.bytesLabel()
+                          : model_.serverProcesses > 0 ? tr("async: workers push without waiting; %1").arg(model_.bytesLabel())
+                                                       : tr("async: towers push without waiting; %1").arg(model_.bytesLabel());
+    // (Their bytes, a few floats per channel, are counted in the run's bytes moved, not here.)
+    return model_.syncBatchNorm && model_.towers.size() > 1
+               ? bytes + tr("; with batch-norm sums (sync-bn)")
+               : bytes;
 }
 
 QString PlacementDiagram::towerText(int i) const {

@@ -22,6 +22,7 @@ PlacementModel PlacementModel::fromStages(const tb::RunConfig& c, const tb::Mode
     m.stageReplicas = std::max(1, c.stageReplicas);
     m.stageCopies = c.transfers == "copies";
     m.stagePerProcess = c.stagePerProcess;
+    m.syncBatchNorm = c.syncBn;
     m.paramCount = tb::shapeOf(spec).params;
     for (int r = 0; r < m.stageReplicas; ++r)
         for (int s = 0; s < plan.count(); ++s) {
@@ -76,6 +77,7 @@ PlacementModel PlacementModel::fromPlan(const tb::DeploymentPlan& plan, int64_t 
         m.links = Links::HolderArrows;
     m.async = plan.update == tb::UpdateMode::Async;
     m.averageEvery = plan.averageEvery;
+    m.syncBatchNorm = plan.syncBatchNorm;
     m.paramCount = paramCount;
     return m;
 }

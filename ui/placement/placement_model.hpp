@@ -61,6 +61,9 @@ struct PlacementModel {
     // Each stage in an mpirun process of its own (--stage-per-process): every boundary's bytes
     // cross between processes, as MPI messages; each box names its process.
     bool stagePerProcess = false;
+    // --sync-bn: batch norm's statistics summed over the towers (or a stage's replicas) and
+    // processes at every batch norm, forward and back, beside the gradients.
+    bool syncBatchNorm = false;
 
     static PlacementModel fromPlan(const tb::DeploymentPlan& plan, int64_t paramCount);
     // A run with --stages: its stages and boundaries (throws tb::Error where the stages do not
