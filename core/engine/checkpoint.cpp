@@ -72,7 +72,7 @@ TrainingSnapshot takeSnapshot(TrainingEngine& towers, size_t count, WeightEma* e
     if (ema) {
         if (ema->kept().count != count)
             throw Error("internal error: a checkpoint taken where only part of the moving average is kept");
-        snap.ema = toHost(*v.backend, emaStream, ema->shadow(), count);
+        snap.ema = toHost(*v.backend, emaStream, ema->average(), count);
     }
     snap.statistics = towers.statistics();
     snap.state = stateOnHost(towers);
@@ -319,7 +319,7 @@ void Checkpoint::restore(TrainingEngine& towers, const Network& layout, WeightEm
             file_.readFloats("ema/" + infos[i].name, shadow.data() + offsets[i], size_t(infos[i].shape.numel()));
         // (A stage's process of a model in parts keeps its stage's slice of it.)
         const VariablesView v = towers.variables();
-        fromHost(*v.backend, emaStream, ema->shadow(), shadow.data() + ema->kept().first, ema->kept().count);
+        fromHost(*v.backend, emaStream, ema->toWrite(), shadow.data() + ema->kept().first, ema->kept().count);
     }
     std::vector<float> host;
     for (const StateBuffer& b : towers.state()) {

@@ -116,7 +116,7 @@ std::optional<EvalResult> Evaluator::pass(const Dataset& d, const std::string& s
     const size_t bytes = size_t(towers_.paramCount()) * sizeof(float);
     if (ema_) {
         be.copy(s, backup_.data(), net.params(), bytes);
-        be.copy(s, net.params(), ema_->shadow(), bytes);
+        be.copy(s, net.params(), ema_->average(), bytes);
     }
     std::optional<EvalResult> r = evaluate(net, s, stats_.data(), d, c_, cifar_, stats_in_, prefetch_, cancelled, imagesOf(d));
     if (ema_) {

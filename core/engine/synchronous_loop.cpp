@@ -124,7 +124,7 @@ void TrainingRun::trainInSteps() {
         const bool saveDue = (!lags || step_ == launched) && checkpoints_->due(step_);
         // Likewise every process's own state where it differs by process (averaging's slots).
         if ((towers_->modelInParts() || towers_->stateDiffersByProcess()) && (run_.roles.group->any(saveDue) || evalDue)) {
-            towers_->gatherModel(ema_ ? ema_->shadow() : nullptr);
+            towers_->gatherModel(ema_ ? ema_->toWrite() : nullptr);
             checkpoints_->gatherPeers();
         }
         bool best = false;

@@ -302,7 +302,7 @@ RunSummary TrainingRun::finish() {
     sum_.evaluated = false;
     // The final evaluation gives way only to an abort (the user leaving, or a second stop in the
     // window), so a stopped run still reports its test accuracy.
-    towers_->gatherModel(ema_ ? ema_->shadow() : nullptr);  // (before the chief alone evaluates and keeps the model)
+    towers_->gatherModel(ema_ ? ema_->toWrite() : nullptr);  // (before the chief alone evaluates and keeps the model)
     checkpoints_->gatherPeers();
     if (!control_.aborted()) {
         const CancelCheck aborted = [this] { return control_.aborted(); };

@@ -83,7 +83,12 @@ float Optimizer::applyRange(Stream s, float* params, const float* grads, size_t 
 }
 
 WeightEma::WeightEma(Backend& backend, float decay, ParamSlice kept, ParamSlice trained, const float* params, Stream init)
-    : backend_(backend), decay_(decay), kept_(kept), trained_(trained), shadow_(backend.empty(Shape{int64_t(kept.count)})) {
+    : backend_(backend),
+      decay_(decay),
+      kept_(kept),
+      trained_(trained),
+      shadow_(backend.empty(Shape{int64_t(kept.count)})),
+      current_(trained.count == kept.count) {
     if (trained.first < kept.first || trained.first + trained.count > kept.first + kept.count)
         throw Error("internal error: a moving average that keeps floats " + std::to_string(kept.first) + ".." +
                     std::to_string(kept.first + kept.count) + " trains " + std::to_string(trained.first) + ".." +
@@ -95,6 +100,14 @@ WeightEma::WeightEma(Backend& backend, float decay, ParamSlice kept, ParamSlice 
 void WeightEma::update(Stream s, const float* params, int64_t step) {
     const float d = std::min(decay_, float(1 + step) / float(10 + step));
     backend_.emaUpdate(s, shadow_.data() + (trained_.first - kept_.first), params, d, trained_.count);
+    current_ = trained_.count == kept_.count;
+}
+
+const float* WeightEma::average() const {
+    if (!current_)
+        throw Error("internal error: the moving average read before the other stages' slices were gathered since "
+                    "the last step");
+    return shadow_.data();
 }
 
 }  // namespace tb

@@ -85,13 +85,22 @@ public:
     // kept), whose values `params` holds: a model whose stages are in processes of their own keeps
     // the whole model's average on the chief, which trains stage 0's slice, and a stage's alone
     // in the stage's process. update() averages the trained floats in; the rest start at zero and
-    // are what was last gathered into shadow() (StagePipeline::gatherToChief).
+    // are what was last gathered into it (toWrite: StagePipeline::gatherToChief).
     WeightEma(Backend& backend, float decay, ParamSlice kept, ParamSlice trained, const float* params, Stream init);
     WeightEma(const WeightEma&) = delete;
     WeightEma& operator=(const WeightEma&) = delete;
     void update(Stream s, const float* params, int64_t step);  // params: the trained floats
-    const float* shadow() const { return shadow_.data(); }
-    float* shadow() { return shadow_.data(); }  // (kept.count) on the backend: checkpoints restore it
+    // The kept floats (kept.count, on the backend) to read: evaluation, checkpoints. Where floats
+    // kept here are trained elsewhere, only once they were written (toWrite) after the last
+    // update: read before, an internal error (the caller gathers first) rather than an average
+    // whose other stages are zeros or a step behind.
+    const float* average() const;
+    // The kept floats to write whole: the other stages' slices gathered (StagePipeline::
+    // gatherToChief), or a checkpoint's restored; current again until the next update.
+    float* toWrite() {
+        current_ = true;
+        return shadow_.data();
+    }
     ParamSlice kept() const { return kept_; }
     float decay() const { return decay_; }
 
@@ -100,6 +109,7 @@ private:
     float decay_;
     ParamSlice kept_, trained_;
     Tensor shadow_;  // (kept.count)
+    bool current_;   // every kept float as of the last update (always, where all are trained here)
 };
 
 }  // namespace tb

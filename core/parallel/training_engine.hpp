@@ -94,7 +94,7 @@ public:
     // Whether the whole model is in this process only after gatherModel (a model whose stages are
     // in processes of their own), and that gathering: a collective, every process calling it at
     // the same point between steps, after which the chief's evalNetwork, variables and state hold
-    // every stage's as they are. `average`: the run's moving average (WeightEma::shadow: the
+    // every stage's as they are. `average`: the run's moving average (WeightEma::toWrite: the
     // floats this process keeps, on the chief the whole model's), whose stages' slices are
     // gathered with them; null where the run keeps none. Elsewhere the model is always whole here.
     virtual bool modelInParts() const { return false; }
