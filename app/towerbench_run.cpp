@@ -251,7 +251,9 @@ combined with --towers, --update async, --average-every, --ps-* or --slow):
                       under mpirun -np S: process s runs stage s alone, on every global batch,
                       the activations and their gradients sent between the processes as MPI
                       messages (model parallelism across processes; default false: every process
-                      runs every stage on its share of the batch, data parallel across them)
+                      runs every stage on its share of the batch, data parallel across them);
+                      with --stage-replicas R, mpirun -np S x R: process r S + s runs stage s of
+                      replica r, each stage's R processes summing their gradients as messages
 )";
 
 int fail(const std::string& message) { return failWith("towerbench-run", message); }

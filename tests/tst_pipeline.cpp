@@ -529,7 +529,7 @@ private slots:
         QTest::newRow("CPU and GPU stages") << QStringList{"--stages", "cpu:0,gpu:0"} << "--stages: stages on CPUs and GPUs together are not built";
         QTest::newRow("a GPU not here") << QStringList{"--stages", "gpu:0,gpu:1"} << "--stages: gpu:0 is not on this machine";
         QTest::newRow("sync-bn, one replica") << QStringList{"--stages", "2", "--sync-bn", "true"} << "--sync-bn: a pipeline's micro-batches pass each batch norm one after another";
-        QTest::newRow("sync-bn, a stage per process") << QStringList{"--stages", "2", "--stage-per-process", "true", "--sync-bn", "true"} << "--sync-bn: with a stage per process no two processes run the same layers";
+        QTest::newRow("sync-bn, a stage per process") << QStringList{"--stages", "2", "--stage-per-process", "true", "--sync-bn", "true"} << "--sync-bn: with a stage per process and no replicas no two processes run the same layers";
         QTest::newRow("NCCL between CPU stages") << QStringList{"--stages", "2", "--transfers", "nccl"} << "--stages: model parallelism with --transfers nccl";
     }
     void badFlagsAreRefused() {

@@ -142,6 +142,19 @@ private slots:
         QSettings().clear();
     }
 
+    // A followed run's lanes, as its plan.json gives them: a stage per process with replicas is
+    // process r S + s for stage s of replica r (the busy bars named "stage 1 · process 2 · replica 2").
+    void followerNamesStageProcesses() {
+        QTemporaryDir dir;
+        tbtest::writeFile(dir.filePath("plan.json"), "{\"stages\": \"cpu:0=flatten0..relu2,cpu:1=hidden2..logits\", "
+                                                      "\"stage_replicas\": 2, \"stage_per_process\": true}");
+        const QStringList lanes = RunFollower(dir.path()).towers();
+        QCOMPARE(lanes, (QStringList{QString::fromUtf8("stage 1 \u00b7 process 0 \u00b7 replica 1"),
+                                     QString::fromUtf8("stage 2 \u00b7 process 1 \u00b7 replica 1"),
+                                     QString::fromUtf8("stage 1 \u00b7 process 2 \u00b7 replica 2"),
+                                     QString::fromUtf8("stage 2 \u00b7 process 3 \u00b7 replica 2")}));
+    }
+
     void diagramFollowsTheExperiment() {
         MainWindow w;
         ExperimentPanel* e = w.experiment();
@@ -1008,6 +1021,21 @@ private slots:
                      more["stage_per_process"].toBool(),
                  qPrintable(QJsonDocument(more).toJson() + w.lastError()));
         QCOMPARE(w.charts()->stepPoints(), 50);
+        // The hybrid with a stage per process: 2 stages x 2 replicas, a process each (4), the
+        // form's process count following them (its Processes row hidden).
+        e->parallelismBox()->setCurrentIndex(ExperimentPanel::kHybridParallel);
+        qobject_cast<QSpinBox*>(e->fieldFor("stage_replicas"))->setValue(2);
+        QVERIFY2(e->isValid(), qPrintable(e->problem()));
+        QCOMPARE(e->processes(), 4);
+        QVERIFY(e->processesBox()->isHidden() || !e->processesBox()->isVisibleTo(e));
+        w.start();
+        QTRY_VERIFY2_WITH_TIMEOUT(w.stateText() == QStringLiteral("Followed run finished"),
+                                  qPrintable(w.stateText() + ": " + w.lastError()), 60000);
+        const QJsonObject grid = QJsonDocument::fromJson(tbtest::readFile(w.launchedFolder() + "/summary.json")).object();
+        QVERIFY2(grid["processes"].toInt() == 4 && grid["stage_replicas"].toInt() == 2 && grid["stage_per_process"].toBool(),
+                 qPrintable(QJsonDocument(grid).toJson()));
+        QCOMPARE(grid["tower_busy"].toArray().size(), 4);
+        QTRY_VERIFY_WITH_TIMEOUT(!w.processesRunning(), 10000);
         qobject_cast<QCheckBox*>(e->fieldFor("stage_per_process"))->setChecked(false);
         e->parallelismBox()->setCurrentIndex(ExperimentPanel::kDataParallel);
         c.steps = 1000000;

@@ -86,6 +86,8 @@ size_t estimateStageBytes(const ModelSpec& spec, const StagePipelineSetup& setup
     const int count = int(setup.ranges.size());
     const int micro = std::max(1, setup.microBatches), replicas = std::max(1, setup.replicas);
     const int microBatch = std::max(1, setup.batch / (micro * replicas));
+    // A stage per process holds one replica; replica 0's also receives the others' gradients.
+    const int here = setup.localStage >= 0 ? 1 : replicas;
     const auto [first, last] = setup.ranges[size_t(stage)];
     const NetworkMemory net = estimateNetworkMemory(spec, microBatch, LayerRange{first, last});
     const size_t held = size_t(activationsHeld(schedule.ops(stage, count, micro)));
@@ -100,8 +102,9 @@ size_t estimateStageBytes(const ModelSpec& spec, const StagePipelineSetup& setup
     const size_t activations = held * (net.activations + net.saved + net.workspace + outputGrad + input) + input;
     const size_t perReplica = net.grads * (micro > 1 ? 2 : 1);
     const size_t bf16 = setup.opt.precision == MatmulPrecision::Bf16 ? (net.params + held * net.activations) / 2 : 0;
-    return net.params * size_t(1 + slots + (ema ? 1 : 0)) +
-           size_t(replicas) * (perReplica + activations + bf16 + net.statistics);
+    const bool receives = setup.localStage >= 0 && setup.localReplica == 0 && replicas > 1;
+    return net.params * size_t(1 + slots + (ema ? 1 : 0) + (receives ? 1 : 0)) +
+           size_t(here) * (perReplica + activations + bf16 + net.statistics);
 }
 
 std::vector<MemoryNeed> estimatePipelineMemory(const ModelSpec& spec, const StagePipelineSetup& setup,
@@ -109,11 +112,11 @@ std::vector<MemoryNeed> estimatePipelineMemory(const ModelSpec& spec, const Stag
                                                size_t datasetBytes) {
     NeedsByMemory needs(datasetBytes);
     if (const int s = setup.localStage; s >= 0) {
-        // A stage per process: this process's stage; the chief (stage 0's) also evaluates, and
+        // A stage per process: this process's stage; the chief (stage 0 of replica 0) also evaluates, and
         // holds the other stages' variables, optimiser slots and moving average as it gathers them.
         NeedsByMemory::add(needs.at(Device{}), estimateStageBytes(spec, setup, schedule, s, slots, ema),
                            "stage " + std::to_string(s + 1));
-        if (s == 0) {
+        if (s == 0 && setup.localReplica == 0) {
             const NetworkMemory eval = estimateNetworkMemory(spec, setup.batch);
             const auto [first, last] = setup.ranges.front();
             const size_t own = estimateNetworkMemory(spec, 1, LayerRange{first, last}).params;
@@ -121,6 +124,9 @@ std::vector<MemoryNeed> estimatePipelineMemory(const ModelSpec& spec, const Stag
             NeedsByMemory::add(needs.at(Device{}), (eval.params - own) * size_t(1 + slots + (ema ? 1 : 0)),
                                ema ? "the other stages' variables, optimiser slots and moving average, gathered"
                                    : "the other stages' variables and optimiser slots, gathered");
+            if (setup.replicas > 1 && eval.statistics > 0)
+                NeedsByMemory::add(needs.at(Device{}), size_t(setup.replicas - 1) * eval.statistics,
+                                   "the other replicas' batch norm statistics, gathered");
         }
         return needs.list();
     }

@@ -450,10 +450,12 @@ RunPlan RunPlan::of(const RunConfig& c, const ProcessRoles& roles, RunFolder* fo
             r.config.stages = roles.group->broadcast(r.config.stages, roles.chief);
             stages = parseStagePlan(r.config.stages, names);
         }
-        if (roles.stagePerProcess && stages.count() != roles.count)
+        if (roles.stagePerProcess && stages.count() * c.stageReplicas != roles.count)
             throw Error("--stage-per-process: " + std::to_string(roles.count) + " processes for " +
-                        std::to_string(stages.count()) + " stages; start one process per stage (mpirun -np " +
-                        std::to_string(stages.count()) + ")");
+                        std::to_string(stages.count()) + " stages" +
+                        (c.stageReplicas > 1 ? " x " + std::to_string(c.stageReplicas) + " replicas" : std::string()) +
+                        "; start one process per stage" + (c.stageReplicas > 1 ? " and replica" : "") + " (mpirun -np " +
+                        std::to_string(stages.count() * c.stageReplicas) + ")");
         r.stages = std::move(stages);
     }
     std::string resumePath = folder && folder->resuming() ? folder->resumeCheckpoint() : "";

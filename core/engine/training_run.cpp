@@ -33,7 +33,10 @@ StagePipelineSetup pipelineSetup(const RunPlan& run, const OptimizerSettings& op
     setup.seed = run.config.seed;
     setup.processes = run.roles.group;  // stages inside each process, data parallel across them
     setup.exampleOffset = int64_t(run.roles.worker()) * run.plan.batchPerTower;
-    if (run.roles.stagePerProcess) setup.localStage = run.roles.group->rank();  // or a stage in each
+    if (run.roles.stagePerProcess) {  // process r S + s: stage s of replica r (else every stage in each)
+        setup.localStage = run.roles.group->rank() % run.stages->count();
+        setup.localReplica = run.roles.group->rank() / run.stages->count();
+    }
     setup.copies = run.config.transfers == "copies";
     setup.syncBatchNorm = run.config.syncBn;
     return setup;

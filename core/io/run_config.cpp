@@ -304,9 +304,11 @@ void RunConfig::validate() const {
     require(!syncBn || update != "async",
             "--sync-bn: free-running towers (--update async) take no step together to sum their statistics in");
     require(!syncBn || psTasks == 0, "--sync-bn with parameter-server processes (--ps-tasks) is not built yet");
-    require(!syncBn || !stagePerProcess,
-            "--sync-bn: with a stage per process no two processes run the same layers, so no batch norm has replicas "
-            "to sum its statistics with; leave out --stage-per-process or --sync-bn");
+    require(!syncBn || !stagePerProcess || stageReplicas > 1,
+            "--sync-bn: with a stage per process and no replicas no two processes run the same layers, so no batch "
+            "norm has replicas to sum its statistics with; leave out --stage-per-process or --sync-bn");
+    require(!syncBn || !stagePerProcess, "--sync-bn with a stage per process and its replicas is not built yet; "
+                                         "leave out --stage-per-process (each process a whole pipeline) or --sync-bn");
     require(emaDecay >= 0 && emaDecay < 1, "--ema-decay: must be in [0, 1)" + got(emaDecay));
     require(reportLag >= -1 && reportLag <= kMaxReportLag,
             "--report-lag: must be between 0 and " + std::to_string(kMaxReportLag) + " steps (or -1 for automatic), got " +
@@ -374,8 +376,6 @@ void RunConfig::validateStages() const {
     if (stagePerProcess) {
         require(stages != "auto", "--stage-per-process: --stages auto splits over GPUs in one process; give the stage "
                                   "count (e.g. --stages 2, one process each)");
-        require(stageReplicas == 1, "--stage-per-process: replicas of stages in processes of their own are not built "
-                                    "yet; leave out --stage-replicas, or --stage-per-process for stages x processes");
         require(transfers == defaults.transfers, "--transfers: stages in processes of their own always send their "
                                                  "activations over MPI; leave it out");
     }

@@ -10,9 +10,10 @@ PipelineSet::PipelineSet(const ModelSpec& spec, StagePipelineSetup setup, std::u
     const int lanesHere = setup.localStage >= 0 ? 1 : int(setup.ranges.size()) * setup.replicas;
     backend_ = makeCpuBackend(setup.threadsPerStage * lanesHere, 0, setup.opt.precision);
     stream_ = backend_->createStream();
-    // A stage's process other than the chief's keeps its stage's layers alone: the whole model
-    // only as a layout (batch 1, no variables), as it never evaluates or writes checkpoints.
-    const bool stageAlone = setup.localStage > 0;
+    // A stage's process other than the chief's (stage 0 of replica 0) keeps its stage's layers
+    // alone: the whole model only as a layout (batch 1, no variables), as it never evaluates or
+    // writes checkpoints.
+    const bool stageAlone = setup.localStage > 0 || (setup.localStage == 0 && setup.localReplica > 0);
     eval_ = std::make_unique<Network>(spec, *backend_, stageAlone ? 1 : setup.batch);
     if (stageAlone) {
         eval_->releaseParams();

@@ -16,16 +16,21 @@ namespace {
 // Stages in processes of their own: each direction's messages on a lane of its own (lane 0 is
 // the run's votes and gathers), so that each is one ordered queue between two processes.
 constexpr int kForwardLane = 1, kBackwardLane = 2;
+// Replicas of a stage in processes of their own: each sends its gradient to replica 0's process
+// (tag kGradientUp), which sends their sum back (kSumDown), on a lane of their own.
+constexpr int kReplicaLane = 3, kGradientUp = 0, kSumDown = 1;
 // The tags of the messages that bring a stage to the chief (gatherToChief): its variables, then
 // its optimiser slots in order.
 constexpr int kGatherTag = 1000;
+// ... and a replica's batch norm statistics (replicas 1.. of a stage in processes of their own).
+constexpr int kReplicaStatisticsTag = kGatherTag - 1;
 
 // A worker that stops because another failed (and says why): not an error of its own.
 struct Stopped {};
 
-// Stage workers in this process: every stage's, or one stage's (--stage-per-process), x replicas.
+// Stage workers in this process: every stage's x replicas, or one (--stage-per-process).
 std::ptrdiff_t workersHere(const StagePipelineSetup& s) {
-    return std::ptrdiff_t(s.localStage >= 0 ? 1 : s.ranges.size()) * std::max(1, s.replicas);
+    return s.localStage >= 0 ? 1 : std::ptrdiff_t(s.ranges.size()) * std::max(1, s.replicas);
 }
 }  // namespace
 
@@ -33,7 +38,8 @@ struct StagePipeline::Stage {
     int index = 0;
     Tensor ownParams;      // this stage's slice of the variables, unless in StagePipelineSetup::sharedParams
     float* params = nullptr;
-    std::vector<Tensor> grads;  // per replica (its parameters): its share of the step's gradient
+    std::vector<Tensor> grads;  // per replica here (its parameters): its share of the step's gradient
+    Tensor received;            // replicas in processes of their own, on replica 0's: another's gradient
     std::unique_ptr<Optimizer> optimizer;  // on replica 0's backend
     std::atomic<int> finished{0};  // replicas done with this step's backwards
     float lr = 0;
@@ -63,7 +69,8 @@ struct StagePipeline::Worker {
     // NCCL between two GPUs, or by MPI from another process.
     enum class Link { Shared, Copy, Nccl, Process };
     Stage* stage = nullptr;
-    int replica = 0;
+    int replica = 0;  // of the pipeline's replicas
+    int here = 0;     // of this process's
     Device device;
     std::shared_ptr<Backend> backend;
     Stream stream = nullptr;
@@ -107,7 +114,7 @@ struct StagePipeline::Worker {
     float* outputGrad(int micro) { return outputGrads[size_t(micro) % outputGrads.size()].data(); }
     float* input(int micro) { return inputs[size_t(micro) % inputs.size()].data(); }
     Event sentOutputOf(int micro) { return sentOutput[size_t(micro) % sentOutput.size()]; }
-    float* grads() { return stage->grads[size_t(replica)].data(); }
+    float* grads() { return stage->grads[size_t(here)].data(); }
 };
 
 struct StagePipeline::Lane {
@@ -143,7 +150,9 @@ StagePipeline::StagePipeline(const ModelSpec& spec, const StagePipelineSetup& se
       first_(std::max(0, setup.localStage)),
       local_(setup.localStage >= 0 ? 1 : int(setup.ranges.size())),
       micro_(setup.microBatches),
-      replicas_(setup.replicas),
+      replicas_(setup.localStage >= 0 ? 1 : setup.replicas),
+      allReplicas_(setup.replicas),
+      firstReplica_(setup.localStage >= 0 ? setup.localReplica : 0),
       devices_(setup.devices),
       processes_(setup.processes),
       exampleOffset_(setup.exampleOffset),
@@ -152,36 +161,38 @@ StagePipeline::StagePipeline(const ModelSpec& spec, const StagePipelineSetup& se
     const int count = count_;
     if (count < 1 || setup.devices.size() != setup.ranges.size())
         throw Error("a pipeline needs a device for each of its stages");
-    if (replicas_ < 1) throw Error("--stage-replicas must be at least 1, got " + std::to_string(replicas_));
+    if (allReplicas_ < 1) throw Error("--stage-replicas must be at least 1, got " + std::to_string(allReplicas_));
     schedule.checkMicroBatches(micro_);
-    if (setup.batch < 1 || setup.batch % (micro_ * replicas_) != 0)
+    if (setup.batch < 1 || setup.batch % (micro_ * allReplicas_) != 0)
         throw Error("--micro-batches " + std::to_string(micro_) +
-                    (replicas_ > 1 ? " x --stage-replicas " + std::to_string(replicas_) : std::string()) +
+                    (allReplicas_ > 1 ? " x --stage-replicas " + std::to_string(allReplicas_) : std::string()) +
                     " does not divide the batch of " + std::to_string(setup.batch) + " examples");
-    microBatch_ = setup.batch / (micro_ * replicas_);
-    checkStageDevices(setup.devices, replicas_, processes_ != nullptr);
+    microBatch_ = setup.batch / (micro_ * allReplicas_);
+    checkStageDevices(setup.devices, allReplicas_, processes_ != nullptr);
     if (anyGpu(setup.devices) && setup.sharedParams)
         throw Error("stages on GPUs keep their variables in their own memory");
-    if (spansProcesses() && (!processes_ || processes_->size() != count || localStage_ >= count || replicas_ > 1 ||
-                             processes_->rank() != localStage_))
-        throw Error("--stage-per-process: process s runs stage s, one process per stage, without replicas");
+    if (spansProcesses() && (!processes_ || processes_->size() != count * allReplicas_ || localStage_ >= count ||
+                             firstReplica_ < 0 || firstReplica_ >= allReplicas_ ||
+                             processes_->rank() != rankOf(firstReplica_, localStage_)))
+        throw Error("--stage-per-process: process r S + s runs stage s of replica r, one process per stage and replica");
     input_ = shapeOf(spec).input;
     // A collective: every process, same count. Stages in processes of their own: a lane for
     // each direction; else each stage's all-reduce across the processes on a lane of its own.
-    if (processes_) processes_->setLanes(spansProcesses() ? 3 : count);
+    if (processes_) processes_->setLanes(spansProcesses() ? 4 : count);
     for (int s = first_; s < first_ + local_; ++s) {
         auto st = std::make_unique<Stage>();
         st->index = s;
         stages_.push_back(std::move(st));
     }
-    for (int r = 0; r < replicas_; ++r)
+    for (int r = firstReplica_; r < firstReplica_ + replicas_; ++r)
         for (int s = first_; s < first_ + local_; ++s) {
             Stage& st = *stages_[size_t(s - first_)];
             auto w = std::make_unique<Worker>();
             w->stage = &st;
             w->replica = r;
+            w->here = r - firstReplica_;
             w->device = setup.devices[size_t(s)];
-            if (r > 0) w->device.index += count * r;  // (CPU stages only)
+            if (w->here > 0) w->device.index += count * w->here;  // (CPU stages only)
             w->backend = backendFor(w->device, setup);
             w->stream = w->backend->createStream();
             w->ops = schedule.ops(s, count, micro_);
@@ -190,7 +201,7 @@ StagePipeline::StagePipeline(const ModelSpec& spec, const StagePipelineSetup& se
                 w->slots.push_back(std::make_unique<Network>(spec, *w->backend, microBatch_, range));
             Network& first = *w->slots.front();
             const int64_t n = first.paramCount();
-            if (r == 0) {  // the stage's variables and optimiser, with replica 0
+            if (w->here == 0) {  // the stage's variables and optimiser, with this process's first replica
                 if (setup.sharedParams) {
                     st.params = setup.sharedParams + first.paramOffsetInModel();
                 } else {
@@ -202,6 +213,7 @@ StagePipeline::StagePipeline(const ModelSpec& spec, const StagePipelineSetup& se
                     w->backend->copyFromHost(w->stream, st.params, init.data(), init.size() * sizeof(float));
                 st.optimizer = std::make_unique<Optimizer>(*w->backend, setup.opt.rule, setup.opt.hyper,
                                                            setup.opt.schedule, size_t(n), w->stream);
+                if (spansProcesses() && allReplicas_ > 1 && r == 0) st.received = w->backend->empty(Shape{std::max<int64_t>(n, 1)});
                 paramCount_ += n;
             }
             st.grads.push_back(w->backend->empty(Shape{std::max<int64_t>(n, 1)}));
@@ -267,8 +279,8 @@ void StagePipeline::shareAcrossProcesses(const ModelSpec& spec, const StagePipel
     const Worker& w = *workers_.front();
     const StageSizes mine{activationBytes(localStage_), stageBytes(localStage_), w.stage->optimizer->slotBytes(),
                           heldMicroBatches(localStage_)};
-    const std::vector<std::string> all = processes_->gather(
-        std::string(reinterpret_cast<const char*>(&mine), sizeof mine));
+    std::vector<std::string> all = processes_->gather(std::string(reinterpret_cast<const char*>(&mine), sizeof mine));
+    all.resize(size_t(count_));  // replica 0's stages (every replica's stage s measures the same)
     for (const std::string& text : all) {
         if (text.size() != sizeof(StageSizes)) throw Error("processes: a stage's sizes arrived garbled");
         StageSizes theirs;
@@ -290,6 +302,11 @@ void StagePipeline::shareAcrossProcesses(const ModelSpec& spec, const StagePipel
                                                   size_t(m.count), w.stream);
         mirrors_.push_back(std::move(m));
     }
+    for (int r = 1; r < allReplicas_; ++r)
+        for (int s = 0; s < count_; ++s) {
+            const int64_t n = s == 0 ? w.slots.front()->statisticCount() : mirrors_[size_t(s - 1)].statCount;
+            if (n > 0) replicaStatistics_.push_back({s, r, w.backend->empty(Shape{n})});
+        }
     w.backend->synchronize(w.stream);
 }
 
@@ -312,7 +329,13 @@ float* StagePipeline::localParams() const { return stages_.front()->params; }
 void StagePipeline::gatherToChief(float* host, float* statistics, float* average) {
     if (!spansProcesses()) return;
     std::vector<ProcessGroup::Message> sends, receives;
-    if (processes_->rank() != 0) {
+    if (firstReplica_ > 0 && workers_.front()->slots.front()->hasBatchNorm()) {  // its own statistics, alone
+        const Tensor& mine = workers_.front()->statistics;
+        sends.push_back({0, kReplicaStatisticsTag, const_cast<float*>(mine.data()), mine.bytes()});
+    }
+    for (ReplicaStatistics& rs : replicaStatistics_)
+        receives.push_back({rankOf(rs.replica, rs.stage), kReplicaStatisticsTag, rs.values.data(), rs.values.bytes()});
+    if (processes_->rank() != 0 && firstReplica_ == 0) {  // (other replicas' stages hold the same)
         const Worker& w = *workers_.front();
         const size_t bytes = localSlice().count * sizeof(float);
         sends.push_back({0, kGatherTag, w.stage->params, bytes});
@@ -425,8 +448,8 @@ void StagePipeline::connect(NcclGroup& group, int sender, Worker& from, Stream o
 
 Device StagePipeline::laneDevice(int lane) const {
     const int r = lane / stages(), s = lane % stages();
-    if (local(s)) return workers_[at(r, s)]->device;
-    return devices_[size_t(s)];  // (in another process: no replicas)
+    if (local(s) && localReplica(r)) return workers_[at(r, s)]->device;
+    return devices_[size_t(s)];  // (in another process: its stage's device there)
 }
 
 void StagePipeline::runWorker(Worker& w) {
@@ -501,10 +524,10 @@ void StagePipeline::runStep(Worker& w) {
         // Its rows of the step's batch (of this process's share: its masks' rows of the global
         // batch); the weight decay once per step, on replica 0's first.
         const int64_t first = r * perReplica + int64_t(op.micro) * microBatch_;
-        const MicroBatch part{exampleOffset_ + first, microBatch_ * micro_ * replicas_, r == 0 && op.micro == 0};
+        const MicroBatch part{exampleOffset_ + first, microBatch_ * micro_ * allReplicas_, r == 0 && op.micro == 0};
         if (op.forward) {
             if (prev && !waitFor(prev->forwards, op.micro)) return;
-            if (processPrev) processes_->awaitOn(kForwardLane, s - 1, op.micro);  // (waiting is no work)
+            if (processPrev) processes_->awaitOn(kForwardLane, rankOf(r, s - 1), op.micro);  // (waiting is no work)
             const double t = secondsSince(t0_);  // a copy in is the stage's work
             if (prev && w.link == Link::Copy) {
                 const size_t bytes = w.inputs.front().bytes();
@@ -517,7 +540,7 @@ void StagePipeline::runStep(Worker& w) {
             } else if (prev) {
                 net.setInput(prev->slot(op.micro).output());
             } else if (processPrev) {  // sent (and counted) by the stage before's process
-                processes_->receiveOn(kForwardLane, {s - 1, op.micro, w.input(op.micro), w.inputs.front().bytes()});
+                processes_->receiveOn(kForwardLane, {rankOf(r, s - 1), op.micro, w.input(op.micro), w.inputs.front().bytes()});
                 net.setInput(w.input(op.micro));
             } else {  // the first stage copies its micro-batch's rows of the step's batch in
                 const size_t row = size_t(net.inputDims().size());
@@ -539,7 +562,7 @@ void StagePipeline::runStep(Worker& w) {
                 be.synchronize(w.stream);
                 const size_t bytes = w.outputGrads.front().bytes();  // (the output's size)
                 w.outputSends[size_t(op.micro) % w.outputSends.size()] =
-                    processes_->startSend(kForwardLane, {s + 1, op.micro, const_cast<float*>(net.output()), bytes});  // (only read)
+                    processes_->startSend(kForwardLane, {rankOf(r, s + 1), op.micro, const_cast<float*>(net.output()), bytes});  // (only read)
                 w.moved += int64_t(bytes);
             }
             be.synchronize(w.stream);
@@ -548,12 +571,12 @@ void StagePipeline::runStep(Worker& w) {
             w.forwards.notify_all();
         } else {
             if (next && !waitFor(next->backwards, op.micro)) return;
-            if (w.remoteNext) processes_->awaitOn(kBackwardLane, s + 1, op.micro);
+            if (w.remoteNext) processes_->awaitOn(kBackwardLane, rankOf(r, s + 1), op.micro);
             const double t = secondsSince(t0_);
             if (ncclNext)  // sent (and counted) by the stage after
                 next->toPrev->recv(0, w.outputGrad(op.micro), size_t(next->inputGrad.numel()), 1, w.stream);
             else if (w.remoteNext)  // sent (and counted) by the stage after's process
-                processes_->receiveOn(kBackwardLane, {s + 1, op.micro, w.outputGrad(op.micro), w.outputGrads.front().bytes()});
+                processes_->receiveOn(kBackwardLane, {rankOf(r, s + 1), op.micro, w.outputGrad(op.micro), w.outputGrads.front().bytes()});
             if (!last) net.setOutputGrad(w.outputGrad(op.micro));
             net.setInputGrad(s == 0 ? nullptr : w.link == Link::Shared ? prev->outputGrad(op.micro) : w.inputGrad.data());
             if (ncclPrev) be.waitEvent(w.stream, w.sentInputGrad);  // its last send has left
@@ -569,7 +592,7 @@ void StagePipeline::runStep(Worker& w) {
                 send(w, w.sendPrev, *w.toPrev, 1, w.inputGrad.data(), size_t(w.inputGrad.numel()), w.sentInputGrad);
             } else if (processPrev) {
                 be.synchronize(w.stream);
-                w.inputGradSend = processes_->startSend(kBackwardLane, {s - 1, op.micro, w.inputGrad.data(), w.inputGrad.bytes()});
+                w.inputGradSend = processes_->startSend(kBackwardLane, {rankOf(r, s - 1), op.micro, w.inputGrad.data(), w.inputGrad.bytes()});
                 w.moved += int64_t(w.inputGrad.bytes());
             }
             be.synchronize(w.stream);
@@ -605,7 +628,7 @@ void StagePipeline::runStep(Worker& w) {
 // 0 is done with the step by then).
 void StagePipeline::update(Worker& w) {
     Stage& st = *w.stage;
-    Worker& first = worker(0, st.index);
+    Worker& first = worker(firstReplica_, st.index);
     Backend& be = *first.backend;
     const double t = secondsSince(t0_);
     const size_t n = size_t(w.slots.front()->paramCount());
@@ -614,14 +637,42 @@ void StagePipeline::update(Worker& w) {
         be.synchronize(first.stream);
         processes_->allReduce(st.index, st.grads[0].data(), st.grads[0].data(), n, ReduceOp::Mean);
     }
+    if (spansProcesses() && allReplicas_ > 1) sumOverReplicaProcesses(st, first, n);
     st.lr = st.optimizer->apply(first.stream, st.params, st.grads[0].data(), step_);
     be.synchronize(first.stream);
     w.apply = secondsSince(t0_) - t;
 }
 
+// Replicas of a stage in processes of their own: replica 0's process adds the others' gradients
+// to its own in replica order (each replica's loss is over the whole batch, so the sum is the
+// batch's gradient) and sends the sum back, so that every replica applies the same update to the
+// same variables. Each replica's gradient crosses once each way: 2 (R - 1) x n x 4 bytes a step,
+// counted by the process group as its senders send them.
+void StagePipeline::sumOverReplicaProcesses(Stage& st, Worker& first, size_t n) {
+    Backend& be = *first.backend;
+    be.synchronize(first.stream);
+    float* grads = st.grads[0].data();
+    const size_t bytes = n * sizeof(float);
+    const int root = rankOf(0, st.index);
+    if (firstReplica_ > 0) {
+        processes_->startSend(kReplicaLane, {root, kGradientUp, grads, bytes})->wait();
+        processes_->receiveOn(kReplicaLane, {root, kSumDown, grads, bytes});
+        return;
+    }
+    for (int r = 1; r < allReplicas_; ++r) {
+        processes_->receiveOn(kReplicaLane, {rankOf(r, st.index), kGradientUp, st.received.data(), bytes});
+        be.axpy(first.stream, 1.f, st.received.data(), grads, n);
+        be.synchronize(first.stream);
+    }
+    std::vector<std::unique_ptr<ProcessGroup::Sending>> sending;
+    for (int r = 1; r < allReplicas_; ++r)
+        sending.push_back(processes_->startSend(kReplicaLane, {rankOf(r, st.index), kSumDown, grads, bytes}));
+    for (auto& x : sending) x->wait();
+}
+
 PipelineStep StagePipeline::step(const Batch& global, int64_t step, uint64_t seed) {
     if (failed_) throw Error("the pipeline stopped at a failure in an earlier step");
-    const int batch = microBatch_ * micro_ * replicas_;
+    const int batch = microBatch_ * micro_ * allReplicas_;
     if (global.n != batch || global.x.size() != size_t(batch) * size_t(input_.size()) || global.y.size() != size_t(batch))
         throw Error("a pipeline step needs a batch of " + std::to_string(batch) + " examples of " + input_.str() +
                     ", got " + std::to_string(global.n));
@@ -760,14 +811,19 @@ std::vector<StateBuffer> StagePipeline::state() {
     };
     size_t mirror = 0;
     for (int s = 0; s < stages(); ++s)
-        if (local(s)) add(s, *stages_[size_t(s - first_)]->optimizer, *workers_[at(0, s)]);
+        if (local(s)) add(s, *stages_[size_t(s - first_)]->optimizer, *workers_[at(firstReplica_, s)]);
         else if (mirror < mirrors_.size() && mirrors_[mirror].index == s) add(s, *mirrors_[mirror++].optimizer, *workers_.front());
-    // Replicas 1.. keep moving statistics of their own (replica 0's are the model's statistics).
+    // Replicas 1.. keep moving statistics of their own (replica 0's are the model's statistics):
+    // here, and on the chief those of replicas in processes of their own, as last gathered.
+    const auto replicaStatistics = [&out](int stage, int replica, Backend* backend, Stream stream, Tensor& values) {
+        out.push_back({"stage" + std::to_string(stage) + "/replica" + std::to_string(replica) + "/statistics", backend,
+                       stream, values.data(), size_t(values.numel())});
+    };
     for (auto& w : workers_)
         if (w->replica > 0 && !w->statistics.empty())
-            out.push_back({"stage" + std::to_string(w->stage->index) + "/replica" + std::to_string(w->replica) +
-                               "/statistics",
-                           w->backend.get(), w->stream, w->statistics.data(), size_t(w->statistics.numel())});
+            replicaStatistics(w->stage->index, w->replica, w->backend.get(), w->stream, w->statistics);
+    for (ReplicaStatistics& rs : replicaStatistics_)
+        replicaStatistics(rs.stage, rs.replica, workers_.front()->backend.get(), workers_.front()->stream, rs.values);
     return out;
 }
 
@@ -782,23 +838,23 @@ std::string StagePipeline::backendName() const { return workers_.front()->backen
 size_t StagePipeline::stageBytes(int stage) const {
     if (!local(stage)) return sizes_[size_t(stage)].allocated;
     const Stage& st = *stages_[size_t(stage - first_)];
-    const Network& net = *workers_[at(0, stage)]->slots.front();
+    const Network& net = *workers_[at(firstReplica_, stage)]->slots.front();
     size_t bytes = (st.ownParams.empty() ? size_t(net.paramCount()) * sizeof(float) : st.ownParams.bytes()) +
-                   st.optimizer->slotBytes();
-    for (int r = 0; r < replicas_; ++r) {
-        const Worker& w = *workers_[at(r, stage)];
-        bytes += st.grads[size_t(r)].bytes() + (w.scratch.empty() ? 0 : w.scratch.bytes());
+                   st.optimizer->slotBytes() + (st.received.empty() ? 0 : st.received.bytes());
+    for (int k = 0; k < replicas_; ++k) {
+        const Worker& w = *workers_[at(firstReplica_ + k, stage)];
+        bytes += st.grads[size_t(k)].bytes() + (w.scratch.empty() ? 0 : w.scratch.bytes());
     }
     return bytes + size_t(replicas_) * activationBytes(stage);
 }
 
 int StagePipeline::heldMicroBatches(int stage) const {
-    return local(stage) ? int(workers_[at(0, stage)]->slots.size()) : sizes_[size_t(stage)].held;
+    return local(stage) ? int(workers_[at(firstReplica_, stage)]->slots.size()) : sizes_[size_t(stage)].held;
 }
 
 size_t StagePipeline::activationBytes(int stage) const {
     if (!local(stage)) return sizes_[size_t(stage)].activations;
-    const Worker& w = *workers_[at(0, stage)];
+    const Worker& w = *workers_[at(firstReplica_, stage)];
     size_t bytes = 0;
     for (const auto& net : w.slots) {
         const NetworkMemory m = net->memoryUse();

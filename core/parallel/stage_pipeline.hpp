@@ -66,7 +66,11 @@ struct StagePipelineSetup {
     // here, process s of `processes` running stage s; the activations go forward and their
     // gradients back as MPI messages (each direction a lane of its own), and the processes' step
     // reports are gathered so that every process reports every stage. -1: every stage here.
+    // With replicas (S x R processes): process r S + s runs stage s of replica r (localReplica
+    // r), its rows of every global batch those of replica r; each stage's R processes sum their
+    // gradients (MPI messages on a lane of their own) before each applies the same update.
     int localStage = -1;
+    int localReplica = 0;
     // Host memory of the whole model's variables (paramCount floats) that CPU stages keep their
     // slices in, so one buffer holds them all (evaluation reads it as one network); null: each
     // stage allocates its own.
@@ -124,8 +128,8 @@ public:
     StagePipeline& operator=(const StagePipeline&) = delete;
 
     int stages() const { return count_; }  // the model's, also those in other processes
-    int replicas() const { return replicas_; }
-    int lanes() const { return count_ * replicas_; }
+    int replicas() const { return allReplicas_; }  // the pipeline's, also those in other processes
+    int lanes() const { return count_ * allReplicas_; }
     Device laneDevice(int lane) const;
     int microBatches() const { return micro_; }
     int64_t paramCount() const { return paramCount_; }
@@ -202,17 +206,30 @@ private:
     void shareAcrossProcesses(const ModelSpec& spec, const StagePipelineSetup& setup);
     void synchroniseBatchNorm();
     void send(Worker& w, Stream queue, NcclGroup& group, int rank, const float* buf, size_t count, Event sent);
+    void sumOverReplicaProcesses(Stage& st, Worker& first, size_t n);
+    // Stages in processes of their own: the process running stage `stage` of replica `replica`.
+    int rankOf(int replica, int stage) const { return replica * count_ + stage; }
     static void connect(NcclGroup& group, int sender, Worker& from, Stream out, const float* src, Worker& to,
                         Stream in, float* dst, size_t count);
-    size_t at(int replica, int stage) const { return size_t(replica * local_ + stage - first_); }  // in workers_
+    // In workers_: a replica (of the pipeline's, from firstReplica_) and a stage here.
+    size_t at(int replica, int stage) const { return size_t((replica - firstReplica_) * local_ + stage - first_); }
+    bool localReplica(int replica) const { return replica >= firstReplica_ && replica < firstReplica_ + replicas_; }
     Worker& worker(int replica, int stage) { return *workers_[at(replica, stage)]; }
 
     int count_, localStage_, first_, local_;  // stages: all, this process's (or -1), the first and how many here
-    int micro_, microBatch_, replicas_;
+    // Replicas: of the pipeline here (1 in a stage's process), of the whole pipeline, the first here.
+    int micro_, microBatch_, replicas_, allReplicas_, firstReplica_;
     Dims input_;                   // the model's input (one example)
     std::vector<Device> devices_;  // each stage's
     std::vector<StageSizes> sizes_;  // stages in other processes
     std::vector<Mirror> mirrors_;    // on the chief, stages in other processes
+    // On the chief, replicas 1.. of stages in processes of their own: their batch norm's moving
+    // statistics as last gathered, for checkpoints (each replica's differ: its own batches).
+    struct ReplicaStatistics {
+        int stage = 0, replica = 0;
+        Tensor values;
+    };
+    std::vector<ReplicaStatistics> replicaStatistics_;
     ProcessGroup* processes_;
     int64_t exampleOffset_;
     int64_t paramCount_ = 0;

@@ -443,8 +443,9 @@ def gpu_cases(tmp, binary):
     refused([*MPIRUN, "2", *base, "--variables", "gpu:0"], "not on one process's GPU", "variables on a GPU across processes")
 
 
-def pipeline_against_one(tmp, binary, model, label, described, pipelined, both=(), batch_norm=False, noise=()):
-    """2 processes with the `pipelined` arguments against one process of one tower x 64 (`both`
+def pipeline_against_one(tmp, binary, model, label, described, pipelined, both=(), batch_norm=False, noise=(),
+                         processes=2):
+    """`processes` processes with the `pipelined` arguments against one process of one tower x 64 (`both`
     given to each): 10 steps' losses and the final weights (the chief's checkpoint: the variables
     and, with --ema-decay, their moving average) within 1e-5; `noise`: tensors that are rounding
     alone (a bias just before batch norm, whose gradient is 0 but for rounding), each value within
@@ -452,7 +453,7 @@ def pipeline_against_one(tmp, binary, model, label, described, pipelined, both=(
     where either run failed."""
     common = ["--model", model, "--data", DATA, "--steps", "10", "--validation", "0", "--threads", "1", "--quiet",
               "--lr", "0.05", "--batch", "64", *both]
-    runs = two_runs(tmp, label, [binary, *common], [*MPIRUN, "2", binary, *common, *pipelined])
+    runs = two_runs(tmp, label, [binary, *common], [*MPIRUN, str(processes), binary, *common, *pipelined])
     if not runs:
         return None
     p1, p2, one, two, worst = runs
@@ -496,15 +497,18 @@ def stages_across_processes(tmp, binary, model="mlp", schedule=("--pipeline", "1
 SPLIT = "cpu:0=flatten0..relu2,cpu:1=hidden2..logits"  # mlp's, at its middle
 
 
-def stage_per_process(tmp, binary, schedule, label, both=()):
+def stage_per_process(tmp, binary, schedule, label, both=(), replicas=1):
     """Model parallelism across processes (--stage-per-process): process s runs stage s alone on
     every global batch, activations and gradients sent over MPI, against one process of one tower
     x 64: losses, final weights (the chief's checkpoint, gathered from both), the bytes, and every
     stage's lane and blocks on the chief's step lines. With a moving average, also the test
-    accuracy the chief measures with it."""
+    accuracy the chief measures with it. With replicas, 2 x R processes: process 2 r + s runs stage
+    s of replica r on its 64 / R rows, each stage's replicas summing their gradients."""
     runs = pipeline_against_one(tmp, binary, "mlp", label,
-                                f"stage 0 and stage 1 in processes of their own ({' '.join(schedule) or 'naive'})",
-                                ["--stages", SPLIT, "--stage-per-process", "true", *schedule], both)
+                                f"stage 0 and stage 1 in processes of their own ({' '.join(schedule) or 'naive'}"
+                                f"{f', x {replicas} replicas' if replicas > 1 else ''})",
+                                ["--stages", SPLIT, "--stage-per-process", "true", "--stage-replicas", str(replicas),
+                                 *schedule], both, processes=2 * replicas)
     if not runs:
         return
     p2, one, two = runs
@@ -517,22 +521,26 @@ def stage_per_process(tmp, binary, schedule, label, both=()):
               f"{label}: test accuracy with the moving average {a2}, one process's {a1} (within 1 image)")
     steps = [json.loads(line) for line in open(two + ".jsonl") if '"type":"step"' in line]
     # The boundary: relu2's 512 outputs for each of the 64 examples, 4 bytes each, each way; the
-    # chief (stage 0) sends the activations, stage 1 the gradients.
+    # chief (stage 0 of replica 0) sends its replica's activations, stage 1 the gradients. With
+    # replicas the chief also sends the sum of stage 0's gradients (hidden1: 784 x 512 + 512
+    # floats) back to each other replica's stage 0.
     expected = 64 * 512 * 4
+    chief = expected // replicas + (replicas - 1) * (784 * 512 + 512) * 4
     moved = sorted({st["bytes_moved"] for st in steps})
     sent = sorted({st["process_bytes"] for st in steps})
-    check(moved == [2 * expected] and sent == [expected],
+    check(moved == [2 * expected] and sent == [chief],
           f"{label}: bytes between the stages per step {moved}, sent by the chief {sent} (expected {2 * expected} "
-          f"and {expected}: 64 x 512 floats each way)")
+          f"and {chief}: 64 x 512 floats each way; stage 0's gradient sum to {replicas - 1} replicas)")
     blocks = steps[-1].get("stage_blocks", [])
     micro = int(schedule[schedule.index("--micro-batches") + 1]) if "--micro-batches" in schedule else 1
     # Naive: each stage idles while the other works, about half the step (waiting for a message is
     # not the stage's work).
     bubble = s2.get("bubble_fraction", -1)
-    check(all(len(st["towers"]) == 2 for st in steps) and len(blocks) == 2 and
+    lanes = 2 * replicas
+    check(all(len(st["towers"]) == lanes for st in steps) and len(blocks) == lanes and
           all(len(b) == 2 * micro for b in blocks) and (0.35 if micro == 1 else 0) < bubble < 1,
-          f"{label}: every step line has both stages' lanes ({len(steps[-1]['towers'])}) and {2 * micro} blocks each "
-          f"({[len(b) for b in blocks]}), bubble {bubble:.2f}")
+          f"{label}: every step line has every stage's lanes ({len(steps[-1]['towers'])} of {lanes}) and {2 * micro} "
+          f"blocks each ({[len(b) for b in blocks]}), bubble {bubble:.2f}")
     shutil.rmtree(one)
     shutil.rmtree(two)
 
@@ -630,6 +638,9 @@ def cpu_cases(tmp, binary):
     stage_per_process(tmp, binary, (), "a stage per process, naive")
     stage_per_process(tmp, binary, ("--pipeline", "gpipe", "--micro-batches", "4"), "a stage per process, gpipe")
     stage_per_process(tmp, binary, ("--pipeline", "1f1b", "--micro-batches", "4"), "a stage per process, 1f1b")
+    # Stages x replicas in processes of their own: 4 processes, 2 stages x 2 replicas.
+    stage_per_process(tmp, binary, ("--pipeline", "1f1b", "--micro-batches", "2"), "a stage per process x 2 replicas, 1f1b",
+                      replicas=2)
     resumed(tmp, binary, ["--stages", SPLIT, "--stage-per-process", "true", "--pipeline", "1f1b",
                           "--micro-batches", "2", "--optimizer", "adam"], "resume, a stage per process with Adam")
     stages = ["--stages", "2", "--stage-per-process", "true"]
@@ -647,6 +658,10 @@ def cpu_cases(tmp, binary):
         shutil.rmtree(runs[1])
         shutil.rmtree(runs[2])
     resumed(tmp, binary, normalised, "resume, a stage per process with batch norm", model=bn_mlp)
+    # ... and with 2 replicas in 4 processes: replica 1's statistics (the CPU batch norm shifts its
+    # sums by them) kept in the chief's checkpoint, so the resume is exact, not 1e-7 off.
+    resumed(tmp, binary, [*normalised, "--stage-replicas", "2"], "resume, a stage per process x 2 replicas, batch norm",
+            model=bn_mlp, processes=4, resume_as=4, limit=1e-12)
     resumed(tmp, binary, ["--stages", SPLIT, "--stage-per-process", "true", "--ema-decay", "0.9"],
             "resume, a stage per process with a moving average")
     killed_rank(tmp, binary, extra=stages, label="a stage's process killed")

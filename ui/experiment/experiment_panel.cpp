@@ -226,7 +226,8 @@ void ExperimentPanel::makeDeviceFields() {
     stagePerProcess_->setToolTip(tb::ui::wrappedToolTip(
         tr("Model parallelism across processes, as across machines: process s holds stage s's layers alone and "
            "runs it on every batch, sending the activations forward and their gradients back as MPI messages. "
-           "The window starts one process per stage through mpirun and follows their run folder.")));
+           "With hybrid's replicas, a process per stage of each replica, each stage's replicas summing their "
+           "gradients as messages too. The window starts them through mpirun and follows their run folder.")));
 }
 
 // Training: the batch, the optimiser, the length.
@@ -474,7 +475,10 @@ void ExperimentPanel::connectFields() {
         revalidate();
     });
     connect(gpus_, &QListWidget::itemChanged, this, &ExperimentPanel::devicesChanged);
-    connect(stagePerProcess_, &QCheckBox::toggled, this, &ExperimentPanel::revalidate);
+    connect(stagePerProcess_, &QCheckBox::toggled, this, [this] {
+        showChosenRows();  // (hybrid: the process count follows stages x replicas)
+        revalidate();
+    });
     for (QSpinBox* s : {towers_, perGpu_}) connect(s, &QSpinBox::valueChanged, this, &ExperimentPanel::devicesChanged);
     connect(syncBn_, &QCheckBox::toggled, this, &ExperimentPanel::revalidate);
     for (QComboBox* c : {normalise_, stream_, lrDecay_, model_, data_, variables_, reduce_, update_, optimizer_, precision_, length_, batchMeaning_, transfers_,
@@ -581,15 +585,15 @@ void ExperimentPanel::showChosenRows() {
     for (QWidget* f : std::initializer_list<QWidget*>{runOn_, variables_, reduce_, update_, commPrecision_,
                                                       averageEvery_, psShards_, psTasks_, slow_})
         devicesForm_->setRowVisible(f, data);
-    // The lecture's hybrid: stages inside each process, data parallel across mpirun's processes.
-    const bool hybrid = parallelism_->currentIndex() == kHybridParallel;
-    for (QWidget* f : std::initializer_list<QWidget*>{processes_, hostfile_}) devicesForm_->setRowVisible(f, data || hybrid);
+    // Data parallelism, or the lecture's hybrid (stages inside each process, data parallel across
+    // mpirun's processes), takes a process count; a stage per process has one per stage and replica.
+    for (QWidget* f : std::initializer_list<QWidget*>{processes_, hostfile_}) devicesForm_->setRowVisible(f, acrossProcesses());
     devicesForm_->setRowVisible(towers_, data && !gpus);
     devicesForm_->setRowVisible(gpus_, data && gpus);
     devicesForm_->setRowVisible(perGpu_, data && gpus);
     for (QWidget* f : std::initializer_list<QWidget*>{stages_, pipeline_, microBatches_}) devicesForm_->setRowVisible(f, !data);
     devicesForm_->setRowVisible(stageReplicas_, parallelism_->currentIndex() == kHybridParallel);
-    devicesForm_->setRowVisible(stagePerProcess_, parallelism_->currentIndex() == kModelParallel);
+    devicesForm_->setRowVisible(stagePerProcess_, !data);
     // Stages take the step's whole batch: a batch per tower has no towers to follow.
     batchMeaning_->setEnabled(data);
     batchMeaning_->setToolTip(tb::ui::wrappedToolTip(
@@ -645,11 +649,12 @@ void ExperimentPanel::showTowers(const std::string& text) {
 
 // Model parallelism runs in one process, or a process per stage; data and hybrid parallelism
 // across mpirun's processes (the Processes row).
-bool ExperimentPanel::acrossProcesses() const { return !staged() || parallelism_->currentIndex() == kHybridParallel; }
-
-bool ExperimentPanel::stagePerProcess() const {
-    return parallelism_->currentIndex() == kModelParallel && stagePerProcess_->isChecked();
+// (A stage per process: as many processes as stages x replicas, each a stage of one replica.)
+bool ExperimentPanel::acrossProcesses() const {
+    return (!staged() || parallelism_->currentIndex() == kHybridParallel) && !stagePerProcess();
 }
+
+bool ExperimentPanel::stagePerProcess() const { return staged() && stagePerProcess_->isChecked(); }
 
 // The stages the form's Stages field gives (2 where it is empty; 2 where it does not read, which
 // the form's check then names).
@@ -665,7 +670,8 @@ int ExperimentPanel::stageCount() const {
 }
 
 int ExperimentPanel::processes() const {
-    if (stagePerProcess()) return stageCount();
+    if (stagePerProcess())
+        return stageCount() * (parallelism_->currentIndex() == kHybridParallel ? stageReplicas_->value() : 1);
     return acrossProcesses() ? processes_->value() : 1;
 }
 

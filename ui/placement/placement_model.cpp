@@ -33,7 +33,8 @@ PlacementModel PlacementModel::fromStages(const tb::RunConfig& c, const tb::Mode
                                    : st.first == st.last ? QString::fromStdString(names[size_t(st.first)])
                                                          : QString::fromStdString(names[size_t(st.first)] + ".." +
                                                                                   names[size_t(st.last)]);
-            m.stages.push_back({m.stagePerProcess ? QObject::tr("process %1").arg(s) : QString::fromStdString(d.str()),
+            // (A stage per process: process r S + s runs stage s of replica r.)
+            m.stages.push_back({m.stagePerProcess ? QObject::tr("process %1").arg(r * plan.count() + s) : QString::fromStdString(d.str()),
                                 layers, r});
             if (r > 0 || s + 1 == plan.count()) continue;
             // The boundary layer's outputs per example.

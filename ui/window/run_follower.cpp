@@ -37,14 +37,15 @@ QStringList RunFollower::towers() const {
     if (const QString stages = plan.value("stages").toString(); !stages.isEmpty()) {
         const QStringList items = stages.split(',');
         const int replicas = std::max(1, plan.value("stage_replicas").toInt(1));
-        const bool ownProcesses = plan.value("stage_per_process").toBool();  // stage s in process s
+        const bool ownProcesses = plan.value("stage_per_process").toBool();  // stage s of replica r in process r S + s
         for (int r = 0; r < replicas; ++r)
             for (int i = 0; i < items.size(); ++i) {
-                const QString device = ownProcesses ? QObject::tr("process %1").arg(i)
-                                                    : items[i].section('=', 0, 0).section('*', 0, 0);
+                const QString device = items[i].section('=', 0, 0).section('*', 0, 0);
                 const int index = device.section(':', 1).toInt() + int(items.size()) * r;
-                out << tb::ui::stageLane(i, r == 0 ? device : device.section(':', 0, 0) + ':' + QString::number(index),
-                                         replicas > 1 ? r : -1);
+                const QString where = ownProcesses ? QObject::tr("process %1").arg(int(items.size()) * r + i)
+                                      : r == 0     ? device
+                                                   : device.section(':', 0, 0) + ':' + QString::number(index);
+                out << tb::ui::stageLane(i, where, replicas > 1 ? r : -1);
             }
         return out;
     }
