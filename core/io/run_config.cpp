@@ -306,9 +306,8 @@ void RunConfig::validate() const {
     require(!syncBn || psTasks == 0, "--sync-bn with parameter-server processes (--ps-tasks) is not built yet");
     require(!syncBn || !stagePerProcess || stageReplicas > 1,
             "--sync-bn: with a stage per process and no replicas no two processes run the same layers, so no batch "
-            "norm has replicas to sum its statistics with; leave out --stage-per-process or --sync-bn");
-    require(!syncBn || !stagePerProcess, "--sync-bn with a stage per process and its replicas is not built yet; "
-                                         "leave out --stage-per-process (each process a whole pipeline) or --sync-bn");
+            "norm has replicas to sum its statistics with; give --stage-replicas 2 or more, or leave out "
+            "--stage-per-process or --sync-bn");
     require(emaDecay >= 0 && emaDecay < 1, "--ema-decay: must be in [0, 1)" + got(emaDecay));
     require(reportLag >= -1 && reportLag <= kMaxReportLag,
             "--report-lag: must be between 0 and " + std::to_string(kMaxReportLag) + " steps (or -1 for automatic), got " +

@@ -16,9 +16,10 @@ namespace {
 // Stages in processes of their own: each direction's messages on a lane of its own (lane 0 is
 // the run's votes and gathers), so that each is one ordered queue between two processes.
 constexpr int kForwardLane = 1, kBackwardLane = 2;
-// Replicas of a stage in processes of their own: each sends its gradient to replica 0's process
-// (tag kGradientUp), which sends their sum back (kSumDown), on a lane of their own.
-constexpr int kReplicaLane = 3, kGradientUp = 0, kSumDown = 1;
+// Replicas of a stage in processes of their own: each sends its gradient (or, with --sync-bn, a
+// batch norm's sums) to replica 0's process (tag ...Up), which sends their sum back (tag ...Up +
+// 1), on a lane of their own.
+constexpr int kReplicaLane = 3, kGradientsUp = 0, kStatisticsUp = 2;
 // The tags of the messages that bring a stage to the chief (gatherToChief): its variables, then
 // its optimiser slots in order.
 constexpr int kGatherTag = 1000;
@@ -250,22 +251,35 @@ StagePipeline::StagePipeline(const ModelSpec& spec, const StagePipelineSetup& se
     for (auto& w : workers_) w->thread = std::thread([this, p = w.get()] { runWorker(*p); });
 }
 
-// --sync-bn: each stage here with batch norm gets a meeting of its replicas, whose sums go on to
-// the other processes on the stage's own lane (after its micro-batches' sums come its gradients'
-// all-reduce there, in every process in that order); each replica's networks sum through it.
+// --sync-bn: each stage here with batch norm gets a meeting of its replicas here, whose sums go
+// on to the stage's replicas in other processes: with stages in each process, an all-reduce on
+// the stage's own lane (after its micro-batches' sums comes its gradients' all-reduce there, in
+// every process in that order); with a stage per process, messages to and from replica 0's
+// process (sumOverReplicaProcesses). Each replica's networks sum through it.
 void StagePipeline::synchroniseBatchNorm() {
-    if (spansProcesses())
-        throw Error("--sync-bn: a stage per process has no replicas (RunConfig refuses it)");
+    if (spansProcesses() && allReplicas_ == 1)
+        throw Error("--sync-bn: a stage per process without replicas has none to sum with (RunConfig refuses it)");
     if (anyGpu(devices_))
         throw Error("--sync-bn on GPU stages is not built yet (their statistics would cross through the host at each "
                     "batch norm); give CPU stages or leave --sync-bn out");
-    const int everywhere = replicas_ * (processes_ ? processes_->size() : 1);
+    const int everywhere = spansProcesses() ? allReplicas_ : replicas_ * (processes_ ? processes_->size() : 1);
     for (auto& st : stages_) {
-        if (!worker(0, st->index).slots.front()->hasBatchNorm()) continue;
-        meetings_.push_back(std::make_unique<StatisticsMeeting>(replicas_, processes_, st->index));
-        for (int r = 0; r < replicas_; ++r) {
+        Worker& first = worker(firstReplica_, st->index);
+        if (!first.slots.front()->hasBatchNorm()) continue;
+        StatisticsMeeting::AcrossProcesses across;
+        if (spansProcesses())
+            across = [this, &first, stage = st->index, scratch = std::vector<float>()](float* data, size_t n) mutable {
+                scratch.resize(n);
+                sumOverReplicaProcesses(stage, data, scratch.data(), n, kStatisticsUp, *first.backend, first.stream);
+            };
+        else if (processes_)
+            across = [this, lane = st->index](float* data, size_t n) {
+                processes_->allReduce(lane, data, data, n, ReduceOp::Sum);
+            };
+        meetings_.push_back(std::make_unique<StatisticsMeeting>(replicas_, std::move(across)));
+        for (int r = firstReplica_; r < firstReplica_ + replicas_; ++r) {
             Worker& w = worker(r, st->index);
-            syncs_.push_back(std::make_unique<StatisticsSync>(*meetings_.back(), r, *w.backend, everywhere));
+            syncs_.push_back(std::make_unique<StatisticsSync>(*meetings_.back(), w.here, *w.backend, everywhere));
             for (auto& net : w.slots) net->setStatisticsSync(syncs_.back().get());
         }
     }
@@ -637,36 +651,39 @@ void StagePipeline::update(Worker& w) {
         be.synchronize(first.stream);
         processes_->allReduce(st.index, st.grads[0].data(), st.grads[0].data(), n, ReduceOp::Mean);
     }
-    if (spansProcesses() && allReplicas_ > 1) sumOverReplicaProcesses(st, first, n);
+    if (spansProcesses() && allReplicas_ > 1) {
+        be.synchronize(first.stream);
+        sumOverReplicaProcesses(st.index, st.grads[0].data(), st.received.data(), n, kGradientsUp, be, first.stream);
+    }
     st.lr = st.optimizer->apply(first.stream, st.params, st.grads[0].data(), step_);
     be.synchronize(first.stream);
     w.apply = secondsSince(t0_) - t;
 }
 
-// Replicas of a stage in processes of their own: replica 0's process adds the others' gradients
-// to its own in replica order (each replica's loss is over the whole batch, so the sum is the
-// batch's gradient) and sends the sum back, so that every replica applies the same update to the
-// same variables. Each replica's gradient crosses once each way: 2 (R - 1) x n x 4 bytes a step,
-// counted by the process group as its senders send them.
-void StagePipeline::sumOverReplicaProcesses(Stage& st, Worker& first, size_t n) {
-    Backend& be = *first.backend;
-    be.synchronize(first.stream);
-    float* grads = st.grads[0].data();
+// Replicas of a stage in processes of their own: data (n floats of host memory: CPU stages) :=
+// its sum over the stage's replicas. Replica 0's process receives the others' (into scratch, n
+// floats), adds them to its own in replica order and sends the sum back, so that every replica
+// holds the same floats: for the gradients (each replica's loss is over the whole batch, so their
+// sum is the batch's gradient) every replica then applies the same update to the same variables.
+// Each replica's floats cross once each way: 2 (R - 1) x n x 4 bytes, counted by the process
+// group as its senders send them.
+void StagePipeline::sumOverReplicaProcesses(int stage, float* data, float* scratch, size_t n, int upTag, Backend& be,
+                                            Stream s) {
     const size_t bytes = n * sizeof(float);
-    const int root = rankOf(0, st.index);
+    const int root = rankOf(0, stage);
     if (firstReplica_ > 0) {
-        processes_->startSend(kReplicaLane, {root, kGradientUp, grads, bytes})->wait();
-        processes_->receiveOn(kReplicaLane, {root, kSumDown, grads, bytes});
+        processes_->startSend(kReplicaLane, {root, upTag, data, bytes})->wait();
+        processes_->receiveOn(kReplicaLane, {root, upTag + 1, data, bytes});
         return;
     }
     for (int r = 1; r < allReplicas_; ++r) {
-        processes_->receiveOn(kReplicaLane, {rankOf(r, st.index), kGradientUp, st.received.data(), bytes});
-        be.axpy(first.stream, 1.f, st.received.data(), grads, n);
-        be.synchronize(first.stream);
+        processes_->receiveOn(kReplicaLane, {rankOf(r, stage), upTag, scratch, bytes});
+        be.axpy(s, 1.f, scratch, data, n);
+        be.synchronize(s);
     }
     std::vector<std::unique_ptr<ProcessGroup::Sending>> sending;
     for (int r = 1; r < allReplicas_; ++r)
-        sending.push_back(processes_->startSend(kReplicaLane, {rankOf(r, st.index), kSumDown, grads, bytes}));
+        sending.push_back(processes_->startSend(kReplicaLane, {rankOf(r, stage), upTag + 1, data, bytes}));
     for (auto& x : sending) x->wait();
 }
 

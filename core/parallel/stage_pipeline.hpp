@@ -206,7 +206,7 @@ private:
     void shareAcrossProcesses(const ModelSpec& spec, const StagePipelineSetup& setup);
     void synchroniseBatchNorm();
     void send(Worker& w, Stream queue, NcclGroup& group, int rank, const float* buf, size_t count, Event sent);
-    void sumOverReplicaProcesses(Stage& st, Worker& first, size_t n);
+    void sumOverReplicaProcesses(int stage, float* data, float* scratch, size_t n, int upTag, Backend& be, Stream s);
     // Stages in processes of their own: the process running stage `stage` of replica `replica`.
     int rankOf(int replica, int stage) const { return replica * count_ + stage; }
     static void connect(NcclGroup& group, int sender, Worker& from, Stream out, const float* src, Worker& to,

@@ -4,13 +4,12 @@
 #include <exception>
 #include <string>
 
-#include "comm/communicator.hpp"  // ReduceOp
 #include "util/error.hpp"
 
 namespace tb {
 
-StatisticsMeeting::StatisticsMeeting(int ranks, ProcessGroup* processes, int lane)
-    : published_(size_t(ranks), nullptr), processes_(processes), lane_(lane) {
+StatisticsMeeting::StatisticsMeeting(int ranks, AcrossProcesses acrossProcesses)
+    : published_(size_t(ranks), nullptr), acrossProcesses_(std::move(acrossProcesses)) {
     if (ranks < 1) throw Error("a statistics meeting needs at least one rank, got " + std::to_string(ranks));
 }
 
@@ -28,9 +27,9 @@ bool StatisticsMeeting::sum(int rank, float* data, size_t count) {
     total_.assign(count, 0.f);
     for (const float* theirs : published_)
         for (size_t i = 0; i < count; ++i) total_[i] += theirs[i];
-    if (processes_) {
+    if (acrossProcesses_) {
         try {
-            processes_->allReduce(lane_, total_.data(), total_.data(), count, ReduceOp::Sum);
+            acrossProcesses_(total_.data(), count);
         } catch (...) {  // the others must not wait for a sum that will not come
             aborted_ = true;
             met_.notify_all();

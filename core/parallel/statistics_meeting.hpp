@@ -1,6 +1,6 @@
 // --sync-bn with pipeline stages: the replicas of one stage (threads of this process, and with
-// processes the same stage's threads in every process) sum each batch norm's statistics, 2c
-// floats, micro-batch by micro-batch. Replica r's micro-batch m is then normalised by the
+// processes the same stage's replicas in the other processes) sum each batch norm's statistics,
+// 2c floats, micro-batch by micro-batch. Replica r's micro-batch m is then normalised by the
 // statistics of every replica's micro-batch m, in every process: with one micro-batch, those of
 // the whole global batch, as one device would compute them.
 //
@@ -10,19 +10,19 @@
 #include <condition_variable>
 #include <cstddef>
 #include <cstdint>
+#include <functional>
 #include <mutex>
 #include <vector>
-
-#include "comm/process_group.hpp"
 
 namespace tb {
 
 class StatisticsMeeting {
 public:
-    // ranks: the threads of this process that meet; processes (null: this process only) and
-    // lane: where the processes' sums go, each process's ranks summed first. Every process's
-    // meeting of a stage sums in the same order, so the lane's messages pair up.
-    explicit StatisticsMeeting(int ranks, ProcessGroup* processes = nullptr, int lane = 0);
+    // data (count floats) := its sum over the other processes' meetings of the stage, each
+    // process's ranks summed first; every process's meeting calls it in the same order.
+    using AcrossProcesses = std::function<void(float* data, size_t count)>;
+    // ranks: the threads of this process that meet; acrossProcesses: empty in one process.
+    explicit StatisticsMeeting(int ranks, AcrossProcesses acrossProcesses = {});
     int ranks() const { return int(published_.size()); }
     // data (count floats of host memory) := the sum of every rank's data, in rank order, then
     // over the processes; every rank passes the same count. Returns once every rank has come
@@ -39,8 +39,7 @@ private:
     int arrived_ = 0;
     uint64_t round_ = 0;
     bool aborted_ = false;
-    ProcessGroup* processes_;
-    int lane_;
+    AcrossProcesses acrossProcesses_;
 };
 
 }  // namespace tb

@@ -635,6 +635,16 @@ def cpu_cases(tmp, binary):
     if runs:
         shutil.rmtree(runs[1])
         shutil.rmtree(runs[2])
+    # ... and with a stage per process x 2 replicas (4 processes): the sums go to replica 0's
+    # process of the stage and back, as its gradients do.
+    runs = pipeline_against_one(tmp, binary, bn_mlp, "--sync-bn, a stage per process x 2 replicas",
+                                "4 processes, 2 stages x 2 replicas with batch norm",
+                                ["--stages", BATCH_NORM_SPLIT, "--stage-per-process", "true", "--stage-replicas", "2",
+                                 "--sync-bn", "true"], batch_norm=True, noise=("params/dense1/biases", "params/dense4/biases"),
+                                processes=4)
+    if runs:
+        shutil.rmtree(runs[1])
+        shutil.rmtree(runs[2])
     stage_per_process(tmp, binary, (), "a stage per process, naive")
     stage_per_process(tmp, binary, ("--pipeline", "gpipe", "--micro-batches", "4"), "a stage per process, gpipe")
     stage_per_process(tmp, binary, ("--pipeline", "1f1b", "--micro-batches", "4"), "a stage per process, 1f1b")
