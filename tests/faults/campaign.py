@@ -1,5 +1,5 @@
 #!/usr/bin/python3
-"""Fault campaign: runs of 2-3 processes on this machine (mpirun, shared memory and loopback),
+"""Fault campaign: runs of 2-4 processes on this machine (mpirun, shared memory and loopback),
 each hit by one fault at a random moment drawn from a seed, then resumed to its end.
 
     python3 tests/faults/campaign.py BUILD/app/towerbench-run [--seed N] [--cases N] [--out FILE.json]
@@ -7,7 +7,8 @@ each hit by one fault at a random moment drawn from a seed, then resumed to its 
 Strategies: the variables on the host (2 processes), replicated under Adam (2), averaging every 5
 under Adam (2), one parameter-server process under Adam (3: a server, 2 workers), an asynchronous
 parameter-server process with one worker (2), a stage per process, 1f1b under Adam with a moving
-average of the weights (2), and 2 stages inside each of 2 processes, gpipe (2: the hybrid).
+average of the weights (2), 2 stages inside each of 2 processes, gpipe (2: the hybrid), and
+2 stages x 2 replicas, a process each, 1f1b under Adam (4: the hybrid with a stage per process).
 Faults, each at a random time while the run trains (a checkpoint every 25 steps, 1 per step for
 the checkpoint-write faults):
   kill-rank        SIGKILL of a random process
@@ -54,6 +55,8 @@ STRATEGIES = {
     "stages-1f1b-adam-ema": (2, ["--stages", "2", "--stage-per-process", "true", "--pipeline", "1f1b",
                                  "--micro-batches", "2", *ADAM, "--ema-decay", "0.9"]),
     "hybrid-gpipe": (2, ["--stages", "2", "--pipeline", "gpipe", "--micro-batches", "2"]),
+    "stage-grid-1f1b-adam": (4, ["--stages", "2", "--stage-per-process", "true", "--stage-replicas", "2",
+                                 "--pipeline", "1f1b", "--micro-batches", "2", *ADAM]),
 }
 FAULTS = ["kill-rank", "kill-chief-ckpt", "kill-mpirun", "stop-rank", "kill-in-resume"]
 
