@@ -1116,8 +1116,14 @@ private slots:
         e->fieldFor("stages")->setProperty("text", "");
         QVERIFY2(e->isValid(), qPrintable(e->problem()));
         e->parallelismBox()->setCurrentIndex(ExperimentPanel::kHybridParallel);
-        QVERIFY(shown("stage_replicas") && !shown("stage_per_process"));
+        QVERIFY(shown("stage_replicas") && shown("stage_per_process"));
         QCOMPARE(e->config().stageReplicas, 2);
+        // Hybrid with a stage per process: a process per stage of each replica (2 x 2), the
+        // Processes row aside.
+        QVERIFY(e->config().stagePerProcess);
+        QCOMPARE(e->processes(), 4);
+        QVERIFY(!form->isRowVisible(e->processesBox()));
+        qobject_cast<QCheckBox*>(e->fieldFor("stage_per_process"))->setChecked(false);
         QVERIFY(!e->config().stagePerProcess);
         // The lecture's hybrid: the stages inside each of mpirun's processes.
         QVERIFY(form->isRowVisible(e->processesBox()));
