@@ -321,10 +321,13 @@ void Checkpoint::restore(TrainingEngine& towers, const Network& layout, WeightEm
         const VariablesView v = towers.variables();
         fromHost(*v.backend, emaStream, ema->toWrite(), shadow.data() + ema->kept().first, ema->kept().count);
     }
+    // (An elastic resume's process that did not exist then takes the chief's: batch norm's
+    // statistics, the one state that differs by process and resumes elastically.)
+    const bool own = process >= 0 && process < meta_.processes;
     std::vector<float> host;
     for (const StateBuffer& b : towers.state()) {
         host.resize(b.count);
-        readState(process < 0 ? b.name : peerStateName(process, b.name), host.data(), b.count);
+        readState(own ? peerStateName(process, b.name) : b.name, host.data(), b.count);
         fromHost(*b.backend, b.stream, b.data, host.data(), b.count);
     }
 }

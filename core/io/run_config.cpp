@@ -306,7 +306,7 @@ void RunConfig::validate() const {
     require(!syncBn || psTasks == 0, "--sync-bn with parameter-server processes (--ps-tasks) is not built yet");
     require(!syncBn || !stagePerProcess || stageReplicas > 1,
             "--sync-bn: with a stage per process and no replicas no two processes run the same layers, so no batch "
-            "norm has replicas to sum its statistics with; give --stage-replicas 2 or more, or leave out "
+            "norm has replicas to sum its statistics with; give --stage-replicas 2 or more (hybrid), or leave out "
             "--stage-per-process or --sync-bn");
     require(emaDecay >= 0 && emaDecay < 1, "--ema-decay: must be in [0, 1)" + got(emaDecay));
     require(reportLag >= -1 && reportLag <= kMaxReportLag,

@@ -35,6 +35,7 @@ public:
     VariablesView variables() override;
     VariablesView replica(int) override { return variables(); }
     std::vector<StateBuffer> state() override { return pipe_->state(); }
+    bool stateDiffersByProcess() const override { return pipe_->statisticsDifferByProcess(); }
     std::vector<float> statistics() override;
     void setStatistics(const std::vector<float>& host) override;
     void setVariables(const float* host) override;

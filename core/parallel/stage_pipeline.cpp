@@ -636,10 +636,12 @@ void StagePipeline::runStep(Worker& w) {
     if (w.stage->finished.fetch_add(1, std::memory_order_acq_rel) + 1 == replicas_) update(w);
 }
 
-// The stage's replicas' gradients summed into replica 0's (they share memory: the all-reduce of
-// data parallelism inside the pipeline moves nothing between memories), then its one update.
-// Runs on the last replica's thread, on replica 0's backend and stream (the optimiser's; replica
-// 0 is done with the step by then).
+// The stage's replicas' gradients summed into the first's here (they share memory: the
+// all-reduce of data parallelism inside the pipeline moves nothing between memories), then across
+// the processes (stages in each: their mean; a stage per process with replicas: their sum, as
+// MPI messages), then its one update. Runs on the last replica here to finish, on the first
+// replica's backend and stream (the optimiser's; that replica is done with the step by then): in
+// a stage's process with replicas, every replica's process updates its own copy alike.
 void StagePipeline::update(Worker& w) {
     Stage& st = *w.stage;
     Worker& first = worker(firstReplica_, st.index);
@@ -837,11 +839,16 @@ std::vector<StateBuffer> StagePipeline::state() {
                        stream, values.data(), size_t(values.numel())});
     };
     for (auto& w : workers_)
-        if (w->replica > 0 && !w->statistics.empty())
+        if ((w->replica > 0 || statisticsDifferByProcess()) && !w->statistics.empty())
             replicaStatistics(w->stage->index, w->replica, w->backend.get(), w->stream, w->statistics);
     for (ReplicaStatistics& rs : replicaStatistics_)
         replicaStatistics(rs.stage, rs.replica, workers_.front()->backend.get(), workers_.front()->stream, rs.values);
     return out;
+}
+
+bool StagePipeline::statisticsDifferByProcess() const {
+    return processes_ && processes_->size() > 1 && !spansProcesses() && meetings_.empty() &&
+           std::any_of(workers_.begin(), workers_.end(), [](const auto& w) { return !w->statistics.empty(); });
 }
 
 size_t StagePipeline::optimizerSlotBytes() const {

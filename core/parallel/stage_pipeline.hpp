@@ -50,7 +50,8 @@ struct StagePipelineSetup {
     int microBatches = 1;                     // per replica; replicas x microBatches divides batch
     // Hybrid parallelism: R copies of the pipeline, each on its 1/R of the batch (data parallel
     // inside the pipeline); a stage's copies sum their gradients before its one update. Replica
-    // r's stage s runs on a thread team of its own (a CPU device numbered s + S r).
+    // r's stage s runs on a thread team of its own (a CPU device numbered s + S r; with a stage
+    // per process, the stage's own device in process r S + s).
     int replicas = 1;
     int threadsPerStage = 1;
     OptimizerSettings opt;
@@ -96,7 +97,8 @@ struct PipelineStep {
     // From the step's start to the end of its last backward (the pipeline's flush).
     double span = 0;
     // Per lane: forward and backward seconds, its stage's update where it made it (the last of
-    // the stage's replicas to finish sums their gradients and applies them), the seconds of busy
+    // the stage's replicas in a process to finish sums their gradients and applies them; with a
+    // stage per process, every replica's process, its wait for the others' sum included), the seconds of busy
     // spent adding a micro-batch's gradient to the step's (memory-bound: the stage's parameters
     // read twice and written once per micro-batch after the first), its blocks in the order run,
     // and its loss sum, correct count and examples (the last stage's lanes; NaN and 0 elsewhere).
@@ -143,7 +145,8 @@ public:
     std::vector<float> variables() const;
     void setVariables(const float* host);
     // Batch norm's moving statistics of the stages (flat, in the model's order: the whole model's
-    // Network::statisticCount floats of host memory): replica 0's into it, or every replica's set.
+    // Network::statisticCount floats of host memory): this process's first replica's (replica
+    // 0's but in a replica's own process) into it, or every replica's here set.
     void statisticsInto(float* host) const;
     void setStatistics(const float* host);
     // Stages in processes of their own: brings every stage's variables (into `host`, the whole
@@ -151,10 +154,16 @@ public:
     // and batch norm's moving statistics (into `statistics`, the whole model's statisticCount
     // floats; null for a model without batch norm) to the chief (process 0), which evaluates and
     // writes the checkpoints; and, where `average` is given, the run's moving average of the
-    // variables (on the chief the whole model's floats, in a stage's process its stage's). A
-    // collective: every process calls it at the same point between steps. Elsewhere nothing to do.
+    // variables (on the chief the whole model's floats, in a stage's process its stage's). These
+    // come from replica 0's processes; from the other replicas', their batch norm statistics (for
+    // the checkpoint's state). A collective: every process calls it at the same point between
+    // steps. Elsewhere nothing to do.
     void gatherToChief(float* host, float* statistics, float* average);
     bool spansProcesses() const { return localStage_ >= 0; }
+    // Stages in each of several processes, batch norm without --sync-bn: each process's replicas
+    // keep moving statistics of their own batches (the CPU batch norm shifts its sums by them),
+    // so state() lists replica 0's too and a checkpoint keeps every process's.
+    bool statisticsDifferByProcess() const;
     // Stages in processes of their own: this process's stage's variables, their place in the
     // model's, and their floats (host memory: CPU stages), as they train.
     ParamSlice localSlice() const;
@@ -170,9 +179,10 @@ public:
     // buffers, gradient buffers and workspaces (gpipe: M micro-batches' worth; 1f1b: at most S - s).
     size_t activationBytes(int stage) const;
     int heldMicroBatches(int stage) const;
-    // Everything stage `stage` allocated, its replicas together: its variables (its own buffer or
-    // its slice of sharedParams), optimiser slots, each replica's gradients and micro-batch
-    // scratch, and activationBytes per replica: what estimateStageBytes predicts.
+    // Everything stage `stage` allocated here, its replicas here together (a stage per process:
+    // its one replica, with replica 0's buffer for the others' gradients): its variables (its own
+    // buffer or its slice of sharedParams), optimiser slots, each replica's gradients and
+    // micro-batch scratch, and activationBytes per replica: what estimateStageBytes predicts.
     size_t stageBytes(int stage) const;
 
 private:

@@ -5,7 +5,9 @@
 // the whole global batch, as one device would compute them.
 //
 // A meeting rather than a std::barrier: a failure elsewhere in the pipeline (another stage or
-// replica that throws, and so never comes) aborts it, and the threads waiting in it go on.
+// replica that throws, and so never comes) aborts it, and the threads waiting in it go on. (Across
+// processes, a replica whose process died is not waited for here but in the MPI receive of the
+// sums, which the run's end, mpirun's or the watchdog's, cuts short.)
 #pragma once
 #include <condition_variable>
 #include <cstddef>

@@ -801,11 +801,18 @@ std::vector<float> TowerSet::statistics() {
     return out;
 }
 
+bool TowerSet::statisticsDifferByProcess() const {
+    return processCount_ > 1 && plan_.psTasks == 0 && !plan_.syncBatchNorm && !strategy_->runsFree() &&
+           towers_.front()->net->hasBatchNorm();
+}
+
 std::vector<StateBuffer> TowerSet::state() {
     requireSettled("the training state");
     std::vector<StateBuffer> out = strategy_->state();
+    // Towers 1.. keep statistics of their own (tower 0's are the model's, which every process
+    // restores; where they differ by process, tower 0's too, each process restoring its own).
     if (!strategy_->runsFree())  // (free-running towers compute on: their statistics have no one moment)
-        for (size_t i = 1; i < towers_.size(); ++i) {
+        for (size_t i = statisticsDifferByProcess() ? 0 : 1; i < towers_.size(); ++i) {
             const Tower& t = *towers_[i];
             if (t.net->hasBatchNorm())
                 out.push_back({"tower" + std::to_string(i) + "/statistics", t.backend, t.stream, t.net->statistics(),

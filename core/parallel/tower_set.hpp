@@ -102,7 +102,13 @@ public:
     // With batch norm, towers 1.. add their own moving statistics (each normalises by sums taken
     // about its own moving mean, so a resume is bitwise exact only with them restored too).
     std::vector<StateBuffer> state() override;
-    bool stateDiffersByProcess() const override { return processCount_ > 1 && plan_.averaging(); }
+    // Batch norm without --sync-bn across worker processes: each process's towers keep moving
+    // statistics of their own batches, and the CPU batch norm shifts its sums by them, so a
+    // resume restores every process's (not the chief's everywhere: 1.1e-7 off) to be exact.
+    bool statisticsDifferByProcess() const;
+    bool stateDiffersByProcess() const override {
+        return processCount_ > 1 && (plan_.averaging() || statisticsDifferByProcess());
+    }
     void fetchState() override { strategy_->fetchState(); }
     // Async: f with no update half applied or beginning (Strategy::withUpdatesHeld); for a
     // checkpoint from runAsync's onUpdate while the other towers run on.

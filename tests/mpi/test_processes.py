@@ -678,6 +678,13 @@ def cpu_cases(tmp, binary):
     killed_rank(tmp, binary)
     group_of_one(tmp, binary)
     resumed(tmp, binary, [], "resume, variables on the host")
+    # Batch norm per process (no --sync-bn): each process's towers, or stages, keep moving
+    # statistics of their own batches, which the CPU batch norm shifts its sums by; the chief's
+    # checkpoint keeps every process's, so the resume is exact (with the chief's everywhere it
+    # was 1.1e-7 and 1.2e-7 off).
+    resumed(tmp, binary, [], "resume, replicas with batch norm", model=bn_model, limit=1e-12)
+    resumed(tmp, binary, ["--stages", BATCH_NORM_SPLIT], "resume, stages in each process with batch norm",
+            model=bn_mlp, limit=1e-12)
     # Streamed shards: each process reads its own share of the interleave into its own shuffle
     # buffer, and a resume replays each one's draws (the slice as 4 shards, twice over).
     shards = os.path.join(tmp, "shards")

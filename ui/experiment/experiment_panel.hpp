@@ -114,9 +114,10 @@ private:
     // processes, ...) or the stages' (stages, schedule, micro-batches; replicas for hybrid).
     void showChosenRows();
     bool staged() const;  // model or hybrid parallelism chosen
-    bool acrossProcesses() const;  // data or hybrid parallelism: the processes' rows apply
-    // Model parallelism with each stage in a process of its own (--stage-per-process): as many
-    // processes as stages.
+    // Data or hybrid parallelism, without Stage processes: the Processes and Hostfile rows apply.
+    bool acrossProcesses() const;
+    // Model or hybrid parallelism with each stage (of each replica) in a process of its own
+    // (--stage-per-process): as many processes as stages x replicas, on this machine.
     bool stagePerProcess() const;
     int stageCount() const;
     void setVariablesChoices(const QString& keep);  // keeps `keep` selected where it is offered
