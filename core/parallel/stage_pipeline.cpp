@@ -838,8 +838,9 @@ std::vector<StateBuffer> StagePipeline::state() {
         out.push_back({"stage" + std::to_string(stage) + "/replica" + std::to_string(replica) + "/statistics", backend,
                        stream, values.data(), size_t(values.numel())});
     };
+    const bool everyReplica = statisticsDifferByProcess();  // (replica 0's too: this process's own)
     for (auto& w : workers_)
-        if ((w->replica > 0 || statisticsDifferByProcess()) && !w->statistics.empty())
+        if ((w->replica > 0 || everyReplica) && !w->statistics.empty())
             replicaStatistics(w->stage->index, w->replica, w->backend.get(), w->stream, w->statistics);
     for (ReplicaStatistics& rs : replicaStatistics_)
         replicaStatistics(rs.stage, rs.replica, workers_.front()->backend.get(), workers_.front()->stream, rs.values);
@@ -847,7 +848,7 @@ std::vector<StateBuffer> StagePipeline::state() {
 }
 
 bool StagePipeline::statisticsDifferByProcess() const {
-    return processes_ && processes_->size() > 1 && !spansProcesses() && meetings_.empty() &&
+    return processes_ && processes_->size() > 1 && !spansProcesses() && meetings_.empty() /* no --sync-bn */ &&
            std::any_of(workers_.begin(), workers_.end(), [](const auto& w) { return !w->statistics.empty(); });
 }
 
