@@ -323,7 +323,8 @@ void Checkpoint::restore(TrainingEngine& towers, const Network& layout, WeightEm
     }
     // (An elastic resume's process that did not exist then takes the chief's: batch norm's
     // statistics, the one state that differs by process and resumes elastically.)
-    const bool own = process >= 0 && process < meta_.processes;
+    // (A checkpoint that records no process count keeps every process's, as before.)
+    const bool own = process >= 0 && (meta_.processes <= 0 || process < meta_.processes);
     std::vector<float> host;
     for (const StateBuffer& b : towers.state()) {
         host.resize(b.count);
