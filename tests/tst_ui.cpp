@@ -989,6 +989,12 @@ private slots:
         QCOMPARE(hybrid["processes"].toInt(), 2);
         QCOMPARE(hybrid["steps"].toInt(), 40);
         QVERIFY2(hybrid.contains("bubble_fraction"), "the processes trained no pipeline");
+        // The split the processes chose as they started (the chief's running state names it) is
+        // drawn, in each of the processes as the form has them.
+        const QString chosen = hybrid["stages"].toString().section(',', 0, 0).section('=', 1);
+        QVERIFY2(!w.diagram()->model().stages.isEmpty() && w.diagram()->model().stages[0].layers == chosen &&
+                     w.diagram()->caption().contains("in each of 2 processes"),
+                 qPrintable(chosen + " | " + w.diagram()->caption()));
         QTRY_VERIFY_WITH_TIMEOUT(!w.processesRunning(), 10000);
 
         // Model parallelism across processes: each stage in an mpirun process of its own, the

@@ -924,6 +924,19 @@ void TestUiWidgets::diagramDrawsStages() {
     c.syncBn = true;
     QVERIFY(PlacementModel::fromStages(c, spec).syncBatchNorm);
     c.syncBn = false;
+    // A stage per process: the boundaries' bytes cross as MPI messages (2 x 131,072 a step, the
+    // replicas' halves together), and each stage's replicas sum its gradient through replica 0's
+    // process, 2 (R - 1) n x 4 bytes a stage: mlp's P = 669,706 floats over both stages, 5.4 MB
+    // (tests/mpi checks the chief's share of it against the bytes it sent).
+    c.stagePerProcess = true;
+    d.setModel(PlacementModel::fromStages(c, spec));
+    QVERIFY2(d.caption() == "MPI messages between the stages' processes: 262.1 kB cross between the stages' memories a "
+                            "step; the replicas' processes sum each stage's gradient: 5.4 MB a step "
+                            "(2 \u00d7 (R\u22121) \u00d7 P \u00d7 4, R = 2)",
+             qPrintable(d.caption()));
+    grabImage(d);
+    QVERIFY2(d.cutTexts().isEmpty(), qPrintable(d.cutTexts().join(" | ")));
+    c.stagePerProcess = false;
     // A balanced split is chosen when the run starts: the boxes say so, no bytes are claimed.
     c.stages = "2";
     m = PlacementModel::fromStages(c, spec);

@@ -135,17 +135,18 @@ void PlacementDiagram::clearActivity() {
 // so the picture scales freely and nothing cached can go stale). Vertical bands, top down: header
 // (step, push), holder, links, towers, the "slowest" mark, caption.
 struct PlacementDiagram::Layout {
-    Layout(const PlacementModel& m, const QRect& widget, const QFont& widgetFont)
+    Layout(const PlacementModel& m, const QRect& widget, const QFont& widgetFont, const QString& captionText)
         : scale(std::clamp(std::min(widget.width() / 520.0, widget.height() / 300.0), 0.75, 1.6)), font(widgetFont) {
         if (font.pointSizeF() > 0) font.setPointSizeF(font.pointSizeF() * std::min(scale, 1.3));
         lineH = QFontMetricsF(font).height();
         area = QRectF(widget).adjusted(8 * scale, 6 * scale, -8 * scale, -6 * scale);
+        captionLines = wrapAtClauses(captionText, QFontMetricsF(font), area.width());
         n = int(m.towers.size());
         ring = m.links == PlacementModel::Links::Ring;
         shards = m.links == PlacementModel::Links::Shards;
         headerH = lineH * 1.3;
         markH = lineH * 1.2;
-        captionH = lineH * 1.3;
+        captionH = lineH * (0.3 + double(captionLines.size()));
         const double avail = area.height() - headerH - markH - captionH;
         holderH = ring ? lineH * 1.6
                        : std::max(shards ? lineH * (m.variableSizes.isEmpty() ? 3.0 : 4.8) : lineH * 1.8, avail * 0.22);
@@ -166,6 +167,20 @@ struct PlacementDiagram::Layout {
     QRectF tower(int i) const { return QRectF(rowLeft + i * (boxW + gap), towerTop, boxW, towerH); }
     QRectF caption() const { return QRectF(area.left(), area.bottom() - captionH, area.width(), captionH); }
     static constexpr double kProcessPad = 9;  // a process's frame around its towers, at scale 1
+    static constexpr int kCaptionLines = 3;
+    // The caption's clauses ("; "-separated) on as few lines as fit `width`, at most kCaptionLines
+    // (the last then takes the rest, shrunk or elided as any line that does not fit).
+    static QStringList wrapAtClauses(const QString& text, const QFontMetricsF& fm, double width) {
+        QStringList lines;
+        for (const QString& clause : text.split(QStringLiteral("; "))) {
+            const QString joined = lines.isEmpty() ? clause : lines.back() + QStringLiteral("; ") + clause;
+            if (!lines.isEmpty() && (fm.horizontalAdvance(joined) <= width || lines.size() == kCaptionLines))
+                lines.back() = joined;
+            else
+                lines << clause;
+        }
+        return lines;
+    }
 
     double scale;
     QFont font;
@@ -173,18 +188,19 @@ struct PlacementDiagram::Layout {
     QRectF area;
     int n = 0;
     bool ring = false, shards = false;
+    QStringList captionLines;
     double headerH = 0, markH = 0, captionH = 0, holderH = 0, towerH = 0;
     double holderTop = 0, holderBottom = 0, towerTop = 0, apexY = 0;
     double gap = 0, boxW = 0, rowLeft = 0;
 };
 
-QRectF PlacementDiagram::towerRect(int i) const { return Layout(model_, rect(), font()).tower(i); }
+QRectF PlacementDiagram::towerRect(int i) const { return Layout(model_, rect(), font(), caption()).tower(i); }
 
 // One paint, part by part, each drawing one thing of the picture.
 class PlacementDiagram::Painting {
 public:
     Painting(const PlacementDiagram& d, QPainter& p)
-        : d_(d), m_(d.model_), p_(p), g_(d.model_, d.rect(), d.font()), fm_(g_.font), pal_(d.palette()) {
+        : d_(d), m_(d.model_), p_(p), g_(d.model_, d.rect(), d.font(), d.caption()), fm_(g_.font), pal_(d.palette()) {
         base_ = pal_.color(QPalette::Base);
         text_ = pal_.color(QPalette::Text);
         faint_ = text_;
@@ -556,7 +572,7 @@ void PlacementDiagram::Painting::headerAndCaption() {
         p_.drawText(header, Qt::AlignRight | Qt::AlignVCenter,
                     tr("tower %1 pushed, staleness %2").arg(pusher_).arg(std::max<int64_t>(0, d_.last_.staleness)));
     p_.setPen(faint_);
-    fittedLines(g_.caption(), {d_.caption()});
+    fittedLines(g_.caption(), g_.captionLines);
 }
 
 // Model parallelism: a row of stage boxes per replica of the pipeline, each with its device and
@@ -646,7 +662,7 @@ void PlacementDiagram::Painting::stagePicture() {
         }
     }
     p_.setPen(faint_);
-    fittedLines(g_.caption(), {d_.caption()});
+    fittedLines(g_.caption(), g_.captionLines);
 }
 
 QString PlacementDiagram::caption() const {
@@ -673,6 +689,18 @@ QString PlacementDiagram::caption() const {
                                    : tr("%1: the activations and their gradients cross between the stages' memories").arg(how);
         if (crossing > 0 && crossing < model_.boundaryBytes.size())
             text += tr("; 0 B where stages share a GPU");
+        if (model_.stagePerProcess && model_.stageReplicas > 1 && model_.paramCount > 0) {
+            // Each stage's replicas sum its gradient through replica 0's process: every other
+            // replica's n x 4 bytes go up and the sum comes back, 2 (R - 1) n x 4 a stage; over
+            // the stages, whose n add up to the model's P.
+            const double sums = 2.0 * (model_.stageReplicas - 1) * double(model_.paramCount) * sizeof(float);
+            text += tr("; the replicas' processes sum each stage's gradient: %2 a step (2 \u00d7 (R\u22121) \u00d7 P "
+                       "\u00d7 4, R = %1)")
+                        .arg(model_.stageReplicas)
+                        .arg(formatBytes(sums));
+            // (Batch norm's sums, 2 x 2c floats a layer and micro-batch, are in the run's bytes.)
+            if (model_.syncBatchNorm) text += tr(", and its batch norms' sums");
+        }
         if (model_.processes > 1 && !model_.stagePerProcess)
             text += model_.syncBatchNorm
                         ? tr("; in each of %1 processes, every stage's gradient averaged across them, its batch norm's "
@@ -727,7 +755,7 @@ bool PlacementDiagram::event(QEvent* e) {
                 return true;
             }
         // The caption under it all, whole (a narrow view elides it).
-        const QRectF under = Layout(model_, rect(), font()).caption();
+        const QRectF under = Layout(model_, rect(), font(), caption()).caption();
         if (under.contains(help->pos()) && !model_.towers.isEmpty()) {
             QToolTip::showText(help->globalPos(), tb::ui::wrappedToolTip(caption()), this, under.toAlignedRect());
             return true;

@@ -366,19 +366,7 @@ void MainWindow::connectWorker() {
         recentSteps_.clear();
         runDetail_ = plan;
         setState(paused_ ? tr("Paused at step 0") : tr("Running"), plan);
-        // A pipeline's split, chosen now where the form left it to the balancer: the engine's
-        // message begins "stages SPEC;", and the diagram draws that split.
-        if (plan.startsWith(QLatin1String("stages "))) {
-            tb::RunConfig c = experiment_->config();
-            c.stages = plan.section(QLatin1Char(';'), 0, 0).mid(7).toStdString();
-            try {
-                const tb::ModelSpec spec = tb::findModel(c.model);
-                diagram_->setModel(PlacementModel::fromStages(c, spec));
-                showModel(c, spec);  // the model view's stage bands too
-            } catch (const std::exception&) {
-                // The form's own picture stays (the run refuses a split that does not read).
-            }
-        }
+        showChosenSplit(plan);
     });
     frames_ = new FrameGate([this] { showSteps(worker_->takeSteps()); }, this);
     connect(worker_, &EngineWorker::stepsReady, frames_, &FrameGate::request);
@@ -704,18 +692,40 @@ void MainWindow::experimentEdited(const tb::RunConfig& c, bool valid) {
             paramsModel_ = QString::fromStdString(c.model);
         }
         showModel(c, spec);
-        if (!c.stages.empty()) {  // model parallelism: the stages, not towers (hybrid: in each process)
-            PlacementModel stages = PlacementModel::fromStages(c, tb::findModel(c.model));
-            stages.processes = experiment_->processes();
-            if (!c.stagePerProcess)  // (stages in each process: each trains its share of the batch)
-                for (int64_t& b : stages.boundaryBytes) b /= stages.processes;
-            diagram_->setModel(stages);
+        if (!c.stages.empty()) {  // model parallelism: the stages, not towers
+            showStages(c, spec);
         } else {
             diagram_->setModel(PlacementModel::fromPlan(catalog_.makePlan(c), variableSizes_)
                                    .acrossProcesses(experiment_->processes(), c.psTasks, c.batchPerTower > 0));
         }
     } catch (const std::exception& e) {
         setState(tr("Ready"), QString::fromUtf8(e.what()));
+    }
+}
+
+// Model parallelism in the diagram: the stages and their replicas, with the form's processes
+// (hybrid: stages in each process, each training its share of the batch).
+void MainWindow::showStages(const tb::RunConfig& c, const tb::ModelSpec& spec) {
+    PlacementModel stages = PlacementModel::fromStages(c, spec);
+    stages.processes = experiment_->processes();
+    if (!c.stagePerProcess)
+        for (int64_t& b : stages.boundaryBytes) b /= stages.processes;
+    diagram_->setModel(stages);
+}
+
+// A pipeline's split, chosen as the run starts where the form left it to the balancer: the
+// running state's detail begins "stages SPEC;" (from this window's engine, or a followed run's
+// chief), and the diagram and the model view draw that split.
+void MainWindow::showChosenSplit(const QString& detail) {
+    if (!detail.startsWith(QLatin1String("stages "))) return;
+    tb::RunConfig c = experiment_->config();
+    c.stages = detail.section(QLatin1Char(';'), 0, 0).mid(7).toStdString();
+    try {
+        const tb::ModelSpec spec = tb::findModel(c.model);
+        showStages(c, spec);
+        showModel(c, spec);  // the model view's stage bands too
+    } catch (const std::exception&) {
+        // The form's own picture stays (the run refuses a split that does not read).
     }
 }
 
@@ -838,6 +848,7 @@ void MainWindow::followFolder(const QString& folder, bool takeSettings) {
     connect(follower_.get(), &RunFollower::summaryRead, this,
             [this](const QString& json, bool stopped) { showSummary(json, stopped, true); });
     connect(follower_.get(), &RunFollower::stateChanged, this, [this, folder](const QString& state, const QString& detail) {
+        if (state == "running") showChosenSplit(detail);
         if (state != "finished" && state != "stopped" && state != "failed") return;
         setState(tr("Followed run %1").arg(state), detail.isEmpty() ? folder : detail);
         diagram_->clearActivity();
