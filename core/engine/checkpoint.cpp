@@ -79,9 +79,10 @@ TrainingSnapshot takeSnapshot(TrainingEngine& towers, size_t count, WeightEma* e
     return snap;
 }
 
-std::vector<TrainingSnapshot::Buffer> stateOnHost(TrainingEngine& towers) {
+std::vector<TrainingSnapshot::Buffer> stateOnHost(TrainingEngine& towers, bool perProcessOnly) {
     std::vector<TrainingSnapshot::Buffer> out;
-    for (const StateBuffer& b : towers.state()) out.push_back({b.name, toHost(*b.backend, b.stream, b.data, b.count)});
+    for (const StateBuffer& b : towers.state())
+        if (b.perProcess || !perProcessOnly) out.push_back({b.name, toHost(*b.backend, b.stream, b.data, b.count)});
     return out;
 }
 
@@ -328,7 +329,7 @@ void Checkpoint::restore(TrainingEngine& towers, const Network& layout, WeightEm
     std::vector<float> host;
     for (const StateBuffer& b : towers.state()) {
         host.resize(b.count);
-        readState(own ? peerStateName(process, b.name) : b.name, host.data(), b.count);
+        readState(own && b.perProcess ? peerStateName(process, b.name) : b.name, host.data(), b.count);
         fromHost(*b.backend, b.stream, b.data, host.data(), b.count);
     }
 }

@@ -76,8 +76,9 @@ inline std::string peerStateName(int process, const std::string& name) {
 
 // `count`: the variables' P; `ema` may be null.
 TrainingSnapshot takeSnapshot(TrainingEngine& towers, size_t count, WeightEma* ema, Stream emaStream);
-// towers.state() copied to the host (between steps), in its order.
-std::vector<TrainingSnapshot::Buffer> stateOnHost(TrainingEngine& towers);
+// towers.state() copied to the host (between steps), in its order; perProcessOnly: only the
+// buffers that differ by process (StateBuffer::perProcess).
+std::vector<TrainingSnapshot::Buffer> stateOnHost(TrainingEngine& towers, bool perProcessOnly = false);
 // The variables' names, shapes and offsets into the flat buffers (Network::paramInfos and
 // paramOffsets), kept apart from the network so a write may outlive it.
 struct VariableLayout {

@@ -63,8 +63,9 @@ void CheckpointPolicy::gatherPeers() {
     ProcessGroup* group = run_.roles.group;
     if (!group || !towers_.stateDiffersByProcess()) return;
     constexpr int kStateTag = 1100;  // (the parameter servers' tags are 101.., the stages' 1000)
-    // One message per process: its buffers end to end in state()'s order, which every process shares.
-    std::vector<TrainingSnapshot::Buffer> mine = stateOnHost(towers_);
+    // One message per process: the buffers that differ by process (StateBuffer::perProcess), end
+    // to end in state()'s order, which every process shares; the others are the chief's too.
+    std::vector<TrainingSnapshot::Buffer> mine = stateOnHost(towers_, true);
     size_t total = 0;
     for (const auto& b : mine) total += b.values.size();
     const int chief = run_.roles.chief;

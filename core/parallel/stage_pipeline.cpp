@@ -834,11 +834,13 @@ std::vector<StateBuffer> StagePipeline::state() {
         else if (mirror < mirrors_.size() && mirrors_[mirror].index == s) add(s, *mirrors_[mirror++].optimizer, *workers_.front());
     // Replicas 1.. keep moving statistics of their own (replica 0's are the model's statistics):
     // here, and on the chief those of replicas in processes of their own, as last gathered.
-    const auto replicaStatistics = [&out](int stage, int replica, Backend* backend, Stream stream, Tensor& values) {
+    // Where they differ by process (no --sync-bn), replica 0's too: each process restores its own.
+    const bool everyReplica = statisticsDifferByProcess();
+    const auto replicaStatistics = [&out, everyReplica](int stage, int replica, Backend* backend, Stream stream,
+                                                        Tensor& values) {
         out.push_back({"stage" + std::to_string(stage) + "/replica" + std::to_string(replica) + "/statistics", backend,
-                       stream, values.data(), size_t(values.numel())});
+                       stream, values.data(), size_t(values.numel()), everyReplica});
     };
-    const bool everyReplica = statisticsDifferByProcess();  // (replica 0's too: this process's own)
     for (auto& w : workers_)
         if ((w->replica > 0 || everyReplica) && !w->statistics.empty())
             replicaStatistics(w->stage->index, w->replica, w->backend.get(), w->stream, w->statistics);

@@ -89,6 +89,10 @@ struct StateBuffer {
     Stream stream = nullptr;
     float* data = nullptr;      // (count) in that backend's memory
     size_t count = 0;
+    // Differs between the run's processes (TrainingEngine::stateDiffersByProcess): the chief's
+    // checkpoint keeps every process's (state/process<r>/NAME) and each restores its own; the
+    // others are equal in every process, and the chief's alone are kept.
+    bool perProcess = false;
 };
 
 // One tower's part of a call of TowerSet, as its strategy drives it (Strategy::runCall), on the

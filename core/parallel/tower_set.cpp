@@ -809,14 +809,18 @@ bool TowerSet::statisticsDifferByProcess() const {
 std::vector<StateBuffer> TowerSet::state() {
     requireSettled("the training state");
     std::vector<StateBuffer> out = strategy_->state();
+    // Averaging across processes: each process's replicas keep variables and slots of their own.
+    if (processCount_ > 1 && plan_.averaging())
+        for (StateBuffer& b : out) b.perProcess = true;
     // Towers 1.. keep statistics of their own (tower 0's are the model's, which every process
     // restores; where they differ by process, tower 0's too, each process restoring its own).
+    const bool ownStatistics = statisticsDifferByProcess();
     if (!strategy_->runsFree())  // (free-running towers compute on: their statistics have no one moment)
-        for (size_t i = statisticsDifferByProcess() ? 0 : 1; i < towers_.size(); ++i) {
+        for (size_t i = ownStatistics ? 0 : 1; i < towers_.size(); ++i) {
             const Tower& t = *towers_[i];
             if (t.net->hasBatchNorm())
                 out.push_back({"tower" + std::to_string(i) + "/statistics", t.backend, t.stream, t.net->statistics(),
-                               size_t(t.net->statisticCount())});
+                               size_t(t.net->statisticCount()), ownStatistics});
         }
     return out;
 }

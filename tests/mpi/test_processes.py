@@ -362,13 +362,14 @@ def group_of_one(tmp, binary):
 
 
 def resumed(tmp, binary, placement, label, tower="cpu:0", data=DATA, resume_as=2, limit=1e-6, processes=2,
-            model="mlp"):
+            model="mlp", own_state=None):
     """2 processes trained 10 steps, then resumed to 20 (every process restores the chief's
     checkpoint, or, averaging, its own part of it; parameter servers their shards' state), against 2
     processes trained 20 steps at once: the same losses at steps 11-20. resume_as other than
     `processes`: an elastic resume, the global batch
     re-sharded over those processes (said on stderr and in the run's log; the sums' order differs,
-    hence `limit`)."""
+    hence `limit`). own_state: the end of every name the chief's checkpoint keeps per process
+    (state/process<r>/...), of which there must be some: what differs by process, and no more."""
     common = ["--model", model, "--data", data, "--validation", "0", "--threads", "1", "--quiet", "--lr", "0.05",
               "--towers", tower, "--batch", "64", "--checkpoint-every", "10", *placement]
     whole, cut = os.path.join(tmp, "whole"), os.path.join(tmp, "cut")
@@ -404,6 +405,11 @@ def resumed(tmp, binary, placement, label, tower="cpu:0", data=DATA, resume_as=2
                 else 1.0
             check(diff < limit, f"{label}: {what} at step 20 within {diff:.1e} of the run trained at once "
                   f"(limit {limit:.0e}, {len(kept)} tensors)")
+    if own_state is not None:
+        own = [k for k in last[1] if k.startswith("state/process")]
+        check(own and all(k.endswith(own_state) for k in own),
+              f"{label}: the checkpoint keeps {len(own)} tensors per process, each ending '{own_state}': "
+              f"{sorted(own)[:4]}")
     shutil.rmtree(whole)
     shutil.rmtree(cut)
 
@@ -682,9 +688,10 @@ def cpu_cases(tmp, binary):
     # statistics of their own batches, which the CPU batch norm shifts its sums by; the chief's
     # checkpoint keeps every process's, so the resume is exact (with the chief's everywhere it
     # was 1.1e-7 and 1.2e-7 off).
-    resumed(tmp, binary, [], "resume, replicas with batch norm", model=bn_model, limit=1e-12)
+    # Only the statistics differ by process: the optimiser's slots are the chief's alone.
+    resumed(tmp, binary, [], "resume, replicas with batch norm", model=bn_model, limit=1e-12, own_state="/statistics")
     resumed(tmp, binary, ["--stages", BATCH_NORM_SPLIT], "resume, stages in each process with batch norm",
-            model=bn_mlp, limit=1e-12)
+            model=bn_mlp, limit=1e-12, own_state="/statistics")
     # Streamed shards: each process reads its own share of the interleave into its own shuffle
     # buffer, and a resume replays each one's draws (the slice as 4 shards, twice over).
     shards = os.path.join(tmp, "shards")
@@ -702,7 +709,7 @@ def cpu_cases(tmp, binary):
     # Averaging: each process's replicas have optimiser slots of their own, gathered into the
     # chief's checkpoint (state/process1/...), each process restoring its own.
     averaging = ["--variables", "replicated", "--reduce", "allreduce", "--average-every", "5", "--optimizer", "adam"]
-    resumed(tmp, binary, averaging, "resume, averaging every 5 with Adam")
+    resumed(tmp, binary, averaging, "resume, averaging every 5 with Adam", own_state="")
     # Elastic: replicas hold the same state in every process, so fewer or more processes continue.
     resumed(tmp, binary, ["--optimizer", "adam"], "elastic resume, 2 processes to 1", resume_as=1, limit=1e-5)
     resumed(tmp, binary, ["--optimizer", "adam"], "elastic resume, 2 processes to 4", resume_as=4, limit=1e-5)
