@@ -305,7 +305,8 @@ int runList(const CommandLine& c) {
                                         {"model", r.model}, {"data", r.data},       {"plan", r.plan},
                                         {"steps", r.steps}, {"test_accuracy", r.testAccuracy},
                                         {"validation_accuracy", r.validationAccuracy},
-                                        {"examples_per_sec", r.examplesPerSec}, {"error", r.error}}
+                                        {"examples_per_sec", r.examplesPerSec}, {"processes", r.processes},
+                                        {"error", r.error}}
                              .dump()
                       << "\n";
         } else {

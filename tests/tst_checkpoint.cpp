@@ -1132,6 +1132,36 @@ private slots:
         QCOMPARE(resumed.testAccuracy, 0.5);
     }
 
+    // A run's plan in the runs list says what it trained as: a pipeline's stages, replicas and
+    // schedule (not "1 tower", its plan's towers field), and its processes, which the index keeps
+    // (the window resumes a run as the processes it trained as). A count no run has is one.
+    void runIndexSaysStagesAndProcesses() {
+        const QString root = dir_.filePath("index-plans");
+        const auto folder = [&](const QString& name, const QByteArray& plan) {
+            QVERIFY(QDir().mkpath(root + "/" + name));
+            tbtest::writeFile(root + "/" + name + "/run.json", R"({"format": "towerbench-run", "version": 1, "state": "finished"})");
+            tbtest::writeFile(root + "/" + name + "/plan.json", plan);
+        };
+        folder("grid", R"({"stages": "cpu:0=flatten0..hidden1,cpu:1=relu2..logits", "stage_replicas": 2, "pipeline": "1f1b",
+                           "stage_per_process": true, "processes": 4, "towers": ["cpu:0"], "variables": "cpu"})");
+        folder("hybrid", R"({"stages": "cpu:0=0..3,cpu:1=4..5,cpu:2=6..7", "pipeline": "gpipe", "processes": 2, "towers": ["cpu:0"]})");
+        folder("towers", R"({"towers": ["cpu:0", "cpu:1"], "variables": "cpu", "update": "sync", "processes": 3})");
+        folder("garbled", R"({"towers": ["cpu:0"], "variables": "cpu", "processes": 1e300, "stage_replicas": -5})");
+        const std::map<std::string, std::pair<std::string, int>> expected = {
+            {"grid", {"2 stages x 2 replicas, 1f1b, a process per stage", 4}},
+            {"hybrid", {"3 stages, gpipe, 2 processes", 2}},
+            {"towers", {"2 towers, variables cpu, sync, 3 processes", 3}},
+            {"garbled", {"1 tower, variables cpu, sync", 1}}};
+        RunIndex index(root.toStdString());
+        const std::vector<RunRecord> all = index.list();
+        QCOMPARE(all.size(), expected.size());
+        for (const RunRecord& r : all) {
+            const auto& [plan, processes] = expected.at(r.name);
+            QVERIFY2(r.plan == plan && r.processes == processes, (r.name + ": " + r.plan + ", " + std::to_string(r.processes)).c_str());
+            QVERIFY(r == readRunFolder(r.path));  // the index holds what the folder says
+        }
+    }
+
     // The model view's times from a finished run: the last profiled step's, read from the end of
     // its metrics file past lines of other kinds, a half-written one left out; none beyond the
     // limit.

@@ -72,7 +72,7 @@ struct Statement {
 };
 
 const char* kColumns = "path, name, created, state, model, data, plan, steps, validation_accuracy, test_accuracy, "
-                       "examples_per_sec, stamp, error";
+                       "examples_per_sec, stamp, error, processes";
 
 }  // namespace
 
@@ -86,6 +86,29 @@ bool RunRecord::matches(const std::string& filter) const {
 }
 
 namespace {
+
+// plan.json in a few words: "2 towers, variables cpu, sync", "2 stages x 2 replicas, 1f1b", and
+// the processes a run of several trained as (", 2 processes", ", a process per stage").
+std::string planLine(const nlohmann::json& plan, int processes) {
+    std::string line;
+    const std::string stages = text(plan, "stages");
+    if (!stages.empty()) {  // model parallelism: the chosen split, a stage per comma
+        const auto count = 1 + std::count(stages.begin(), stages.end(), ',');
+        const double replicas = number(plan, "stage_replicas", 1);
+        line = std::to_string(count) + " stages";
+        if (replicas > 1 && replicas <= 1e6) line += " x " + std::to_string(int(replicas)) + " replicas";
+        line += ", " + text(plan, "pipeline", "naive");
+        const bool own = plan.contains("stage_per_process") && plan["stage_per_process"].is_boolean() &&
+                         plan["stage_per_process"].get<bool>();
+        if (processes > 1) line += own ? ", a process per stage" : ", " + std::to_string(processes) + " processes";
+        return line;
+    }
+    const auto towers = plan.contains("towers") && plan["towers"].is_array() ? plan["towers"] : nlohmann::json::array();
+    line = std::to_string(towers.size()) + (towers.size() == 1 ? " tower" : " towers");
+    line += ", variables " + text(plan, "variables", "?") + ", " + text(plan, "update", "sync");
+    if (processes > 1) line += ", " + std::to_string(processes) + " processes";
+    return line;
+}
 
 // The last step a metrics file records: its last whole step line, read from the end (a running
 // run's file grows by a line a step; reading it whole every refresh cost a second per 100 MB).
@@ -129,9 +152,10 @@ RunRecord readRunFolder(const std::string& folder) {
         const size_t points = sweep.is_object() && sweep.contains("points") && sweep["points"].is_array() ? sweep["points"].size() : 0;
         r.plan = "scaling sweep, " + std::to_string(points) + (points == 1 ? " point" : " points");
     } else if (plan.is_object()) {
-        const auto towers = plan.contains("towers") && plan["towers"].is_array() ? plan["towers"] : nlohmann::json::array();
-        r.plan = std::to_string(towers.size()) + (towers.size() == 1 ? " tower" : " towers");
-        r.plan += ", variables " + text(plan, "variables", "?") + ", " + text(plan, "update", "sync");
+        // (A count no run can have is taken as one process: the folder is only described here.)
+        const double processes = number(plan, "processes", 1);
+        r.processes = processes >= 1 && processes <= 1e6 ? int(processes) : 1;
+        r.plan = planLine(plan, r.processes);
     }
     // A summary is the run's only once it ended: a resumed run that trains (or failed, or was
     // killed) again still holds its earlier segment's, whose steps and accuracies are past.
@@ -184,7 +208,7 @@ void RunIndex::openOrRebuild() {
             if (version == 0) {  // new: make it
                 exec("CREATE TABLE IF NOT EXISTS runs (path TEXT PRIMARY KEY, name TEXT, created TEXT, state TEXT, "
                      "model TEXT, data TEXT, plan TEXT, steps INTEGER, validation_accuracy REAL, test_accuracy REAL, "
-                     "examples_per_sec REAL, stamp TEXT, error TEXT)");
+                     "examples_per_sec REAL, stamp TEXT, error TEXT, processes INTEGER)");
                 exec("PRAGMA user_version = " + std::to_string(kSchemaVersion));
             } else if (version != kSchemaVersion) {
                 return false;
@@ -232,7 +256,7 @@ void RunIndex::refresh() {
     try {
         for (const auto& [r, now] : changed) {
             Statement put(db_.get(), std::string("INSERT OR REPLACE INTO runs (") + kColumns +
-                                   ") VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)");
+                                   ") VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)");
             put.bind(1, r.path);
             put.bind(2, r.name);
             put.bind(3, r.created);
@@ -246,6 +270,7 @@ void RunIndex::refresh() {
             put.bind(11, r.examplesPerSec);
             put.bind(12, now);
             put.bind(13, r.error);
+            put.bind(14, int64_t(r.processes));
             if (sqlite3_step(put.s) != SQLITE_DONE) throw Error(dbPath_ + ": " + sqlite3_errmsg(db_.get()));
         }
         for (const auto& [path, s] : known) {  // folders that are gone
@@ -285,6 +310,7 @@ std::vector<RunRecord> RunIndex::list(const std::string& filter, const std::stri
         r.testAccuracy = sqlite3_column_double(q.s, 9);
         r.examplesPerSec = sqlite3_column_double(q.s, 10);
         r.error = q.text(12);
+        r.processes = sqlite3_column_int(q.s, 13);
         if (r.matches(filter)) out.push_back(std::move(r));
     }
     return out;

@@ -29,6 +29,7 @@ struct RunRecord {
     double validationAccuracy = -1;   // summary.json; -1: none
     double testAccuracy = -1;
     double examplesPerSec = 0;
+    int processes = 1;                // plan.json: the mpirun processes it trained as
     bool operator==(const RunRecord&) const = default;
     // Whether `filter` (as typed, case-sensitive) is in its name, model, data, plan or state; an
     // empty filter matches every run.
@@ -37,7 +38,7 @@ struct RunRecord {
 
 class RunIndex {
 public:
-    static constexpr int kSchemaVersion = 2;  // 2: a failed run's error
+    static constexpr int kSchemaVersion = 3;  // 2: a failed run's error; 3: processes, pipelines' plans
     // Opens (or rebuilds) the index of `root`'s run folders and refreshes it.
     explicit RunIndex(const std::string& root);
     RunIndex(const RunIndex&) = delete;

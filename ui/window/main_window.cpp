@@ -876,10 +876,7 @@ void MainWindow::resumeRun(const QString& folder) {
         experiment_->setConfig(c);
         // It goes on as the processes it trained as (mpirun -np; plan.json), whatever the form held:
         // with 2 there, a run of one process was started anew as two instead of resumed.
-        QFile planFile(QDir(folder).filePath(QStringLiteral("plan.json")));
-        const QJsonObject plan =
-            planFile.open(QIODevice::ReadOnly) ? QJsonDocument::fromJson(planFile.read(1 << 20)).object() : QJsonObject();
-        experiment_->processesBox()->setValue(std::max(1, plan["processes"].toInt(1)));  // (the form refuses too many)
+        experiment_->processesBox()->setValue(r.processes);  // (the form refuses too many)
         markFormKept();
     } catch (const tb::Error& e) {
         showError(QString::fromUtf8(e.what()));
