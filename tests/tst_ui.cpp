@@ -1129,6 +1129,14 @@ private slots:
         QVERIFY(e->config().stagePerProcess);
         QCOMPARE(e->processes(), 4);
         QVERIFY(!form->isRowVisible(e->processesBox()));
+        // ... whose processes a hostfile may spread over machines (checked before a run is made).
+        QVERIFY(form->isRowVisible(e->hostfileBox()));
+        QTemporaryDir dir;
+        const QString missing = dir.filePath(QStringLiteral("no-such-hostfile"));
+        e->hostfileBox()->setText(missing);
+        QCOMPARE(e->hostfile(), missing);
+        QVERIFY2(!e->isValid() && e->problem().startsWith("Hostfile: "), qPrintable(e->problem()));
+        e->hostfileBox()->clear();
         qobject_cast<QCheckBox*>(e->fieldFor("stage_per_process"))->setChecked(false);
         QVERIFY(!e->config().stagePerProcess);
         // The lecture's hybrid: the stages inside each of mpirun's processes.

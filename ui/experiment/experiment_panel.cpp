@@ -587,7 +587,9 @@ void ExperimentPanel::showChosenRows() {
         devicesForm_->setRowVisible(f, data);
     // Data parallelism, or the lecture's hybrid (stages inside each process, data parallel across
     // mpirun's processes), takes a process count; a stage per process has one per stage and replica.
-    for (QWidget* f : std::initializer_list<QWidget*>{processes_, hostfile_}) devicesForm_->setRowVisible(f, acrossProcesses());
+    // Either may spread its processes over machines.
+    devicesForm_->setRowVisible(processes_, acrossProcesses());
+    devicesForm_->setRowVisible(hostfile_, acrossProcesses() || stagePerProcess());
     devicesForm_->setRowVisible(towers_, data && !gpus);
     devicesForm_->setRowVisible(gpus_, data && gpus);
     devicesForm_->setRowVisible(perGpu_, data && gpus);
@@ -675,7 +677,9 @@ int ExperimentPanel::processes() const {
     return acrossProcesses() ? processes_->value() : 1;
 }
 
-QString ExperimentPanel::hostfile() const { return acrossProcesses() ? hostfile_->text().trimmed() : QString(); }
+QString ExperimentPanel::hostfile() const {
+    return acrossProcesses() || stagePerProcess() ? hostfile_->text().trimmed() : QString();
+}
 
 tb::RunConfig ExperimentPanel::config() const {
     tb::RunConfig c = base_;
