@@ -1146,11 +1146,15 @@ private slots:
                            "stage_per_process": true, "processes": 4, "towers": ["cpu:0"], "variables": "cpu"})");
         folder("hybrid", R"({"stages": "cpu:0=0..3,cpu:1=4..5,cpu:2=6..7", "pipeline": "gpipe", "processes": 2, "towers": ["cpu:0"]})");
         folder("towers", R"({"towers": ["cpu:0", "cpu:1"], "variables": "cpu", "update": "sync", "processes": 3})");
-        folder("garbled", R"({"towers": ["cpu:0"], "variables": "cpu", "processes": 1e300, "stage_replicas": -5})");
+        folder("servers", R"({"towers": ["cpu:0"], "variables": "cpu", "update": "async", "processes": 3, "ps_tasks": 1})");
+        folder("one", R"({"stages": "cpu:0=0..7", "stage_replicas": 1.5, "stage_per_process": true, "processes": 2.7, "towers": ["cpu:0"]})");
+        folder("garbled", R"({"towers": ["cpu:0"], "variables": "cpu", "processes": 1e300, "ps_tasks": -4})");
         const std::map<std::string, std::pair<std::string, int>> expected = {
-            {"grid", {"2 stages x 2 replicas, 1f1b, a process per stage", 4}},
-            {"hybrid", {"3 stages, gpipe, 2 processes", 2}},
-            {"towers", {"2 towers, variables cpu, sync, 3 processes", 3}},
+            {"grid", {"2 stages x 2 replicas, 1f1b, a process per stage and replica", 4}},
+            {"hybrid", {"3 stages, gpipe, in each of 2 processes", 2}},
+            {"towers", {"2 towers in each of 3 processes, variables cpu, sync", 3}},
+            {"servers", {"1 tower in each of 2 processes, variables cpu, async, 1 parameter-server process", 3}},
+            {"one", {"1 stage, naive", 1}},
             {"garbled", {"1 tower, variables cpu, sync", 1}}};
         RunIndex index(root.toStdString());
         const std::vector<RunRecord> all = index.list();

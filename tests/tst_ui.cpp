@@ -996,6 +996,20 @@ private slots:
                      w.diagram()->caption().contains("in each of 2 processes"),
                  qPrintable(chosen + " | " + w.diagram()->caption()));
         QTRY_VERIFY_WITH_TIMEOUT(!w.processesRunning(), 10000);
+        // Resumed from the Runs tab: as the 2 processes it trained as, each with both stages (its
+        // config alone, one replica, opens as model parallelism, which has no process count).
+        const QString hybridFolder = w.launchedFolder();
+        w.setResumeStepsQuestion([](int64_t) { return int64_t(50); });
+        w.resumeRun(hybridFolder);
+        QCOMPARE(e->parallelismBox()->currentIndex(), int(ExperimentPanel::kHybridParallel));
+        QCOMPARE(e->processes(), 2);
+        QTRY_VERIFY_WITH_TIMEOUT(!w.processesRunning(), 60000);
+        const QJsonObject hybridMore = QJsonDocument::fromJson(tbtest::readFile(hybridFolder + "/summary.json")).object();
+        QVERIFY2(hybridMore["steps"].toInt() == 50 && hybridMore["resumed_at"].toInt() == 40 &&
+                     hybridMore["processes"].toInt() == 2,
+                 qPrintable(QJsonDocument(hybridMore).toJson() + w.lastError()));
+        e->setConfig(c);  // (the form as before the resume: 40 steps)
+        QTRY_VERIFY_WITH_TIMEOUT(!w.processesRunning(), 10000);
 
         // Model parallelism across processes: each stage in an mpirun process of its own, the
         // window starting one per stage and drawing both stages' lanes from the chief's lines.
@@ -1786,6 +1800,42 @@ private slots:
         QVERIFY(!w.running());
         QCOMPARE(w.lastError(), "stopped cannot be resumed: Model: mlp expects input (1, 28, 28) but Data idx:" +
                                     data.path() + " gives (1, 20, 20)");
+    }
+
+    // Following a pipeline's run from the list: the form takes its settings and its processes
+    // (plan.json), and the split its chief says it chose is drawn for the run's settings and
+    // processes, even after the form has been edited meanwhile.
+    void followingDrawsTheRunsSplit() {
+        QTemporaryDir root;
+        QVERIFY(root.isValid());
+        const QString folder = root.filePath("hybrid");
+        QVERIFY(QDir().mkpath(folder));
+        tb::RunConfig c = syntheticRun(100);
+        c.towers = tb::RunConfig().towers;
+        c.batchPerTower = 0;
+        c.stages = "2";
+        c.pipeline = "gpipe";
+        c.microBatches = 2;
+        tbtest::writeFile(folder + "/config.json", QByteArray::fromStdString(c.toJson().dump()));
+        QVERIFY(QFile::copy(tbtest::sourcePath("resources/models/tiny_mlp.json"), folder + "/model.json"));
+        const QString split = QStringLiteral("cpu:0=hidden1..relu1,cpu:1=hidden2..logits");
+        tbtest::writeFile(folder + "/plan.json", "{\"stages\": \"" + split.toUtf8() +
+                                                     "\", \"pipeline\": \"gpipe\", \"processes\": 2, \"towers\": [\"cpu:0\"]}");
+        tbtest::writeFile(folder + "/run.json", R"({"format": "towerbench-run", "version": 1, "state": "running"})");
+        MainWindow w;
+        w.setQuitConfirmation([] { return true; });
+        w.followRun(folder);
+        QVERIFY(w.following());
+        QCOMPARE(w.experiment()->processes(), 2);
+        QVERIFY2(w.diagram()->caption().contains("in each of 2 processes"), qPrintable(w.diagram()->caption()));
+        w.experiment()->processesBox()->setValue(1);  // the form edited while the run trains
+        QVERIFY(!w.diagram()->caption().contains("in each of 2 processes"));
+        tb::MetricsFile out((folder + "/metrics.jsonl").toStdString());
+        out.onStateChanged(tb::RunState::Running, "stages " + split.toStdString() + "; cpu x 2 stages, gpipe");
+        QTRY_VERIFY2_WITH_TIMEOUT(!w.diagram()->model().stages.isEmpty() &&
+                                      w.diagram()->model().stages[0].layers == QStringLiteral("hidden1..relu1") &&
+                                      w.diagram()->caption().contains("in each of 2 processes"),
+                                  qPrintable(w.diagram()->caption()), 5000);
     }
 
     // Following a folder another writer fills: whole lines only, the steps into the charts as

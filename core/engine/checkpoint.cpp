@@ -328,6 +328,9 @@ void Checkpoint::restore(TrainingEngine& towers, const Network& layout, WeightEm
     const bool own = process >= 0 && (meta_.processes <= 0 || process < meta_.processes);
     std::vector<float> host;
     for (const StateBuffer& b : towers.state()) {
+        // A run of one process kept no statistics of its own beside the model's, which
+        // setStatistics restored above: an elastic resume into several starts each from those.
+        if (b.perProcess && !own && meta_.processes <= 1 && !file_.has("state/" + b.name)) continue;
         host.resize(b.count);
         readState(own && b.perProcess ? peerStateName(process, b.name) : b.name, host.data(), b.count);
         fromHost(*b.backend, b.stream, b.data, host.data(), b.count);

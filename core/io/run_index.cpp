@@ -5,6 +5,7 @@
 #include <sqlite3.h>
 
 #include <algorithm>
+#include <cmath>
 #include <filesystem>
 #include <fstream>
 #include <string_view>
@@ -87,26 +88,39 @@ bool RunRecord::matches(const std::string& filter) const {
 
 namespace {
 
+// A whole number from 1 to 1e6 in `key`, else 1 (a garbled folder is only described here).
+int count(const nlohmann::json& j, const char* key) {
+    const double v = number(j, key, 1);
+    return v >= 1 && v <= 1e6 && v == std::floor(v) ? int(v) : 1;
+}
+
+std::string counted(int n, const std::string& one, const std::string& many) {
+    return std::to_string(n) + " " + (n == 1 ? one : many);
+}
+
 // plan.json in a few words: "2 towers, variables cpu, sync", "2 stages x 2 replicas, 1f1b", and
-// the processes a run of several trained as (", 2 processes", ", a process per stage").
+// the processes a run of several trained as: "2 towers in each of 2 processes, ...", "..., a
+// process per stage and replica", "..., 1 parameter-server process".
 std::string planLine(const nlohmann::json& plan, int processes) {
-    std::string line;
     const std::string stages = text(plan, "stages");
     if (!stages.empty()) {  // model parallelism: the chosen split, a stage per comma
-        const auto count = 1 + std::count(stages.begin(), stages.end(), ',');
-        const double replicas = number(plan, "stage_replicas", 1);
-        line = std::to_string(count) + " stages";
-        if (replicas > 1 && replicas <= 1e6) line += " x " + std::to_string(int(replicas)) + " replicas";
+        const int replicas = count(plan, "stage_replicas");
+        std::string line = counted(int(1 + std::count(stages.begin(), stages.end(), ',')), "stage", "stages");
+        if (replicas > 1) line += " x " + std::to_string(replicas) + " replicas";
         line += ", " + text(plan, "pipeline", "naive");
         const bool own = plan.contains("stage_per_process") && plan["stage_per_process"].is_boolean() &&
                          plan["stage_per_process"].get<bool>();
-        if (processes > 1) line += own ? ", a process per stage" : ", " + std::to_string(processes) + " processes";
+        if (processes > 1)
+            line += own ? (replicas > 1 ? ", a process per stage and replica" : ", a process per stage")
+                        : ", in each of " + std::to_string(processes) + " processes";
         return line;
     }
     const auto towers = plan.contains("towers") && plan["towers"].is_array() ? plan["towers"] : nlohmann::json::array();
-    line = std::to_string(towers.size()) + (towers.size() == 1 ? " tower" : " towers");
+    const int servers = std::min(processes - 1, int(std::max(0.0, std::min(number(plan, "ps_tasks", 0), 1e6))));
+    std::string line = counted(int(towers.size()), "tower", "towers");
+    if (processes - servers > 1) line += " in each of " + std::to_string(processes - servers) + " processes";
     line += ", variables " + text(plan, "variables", "?") + ", " + text(plan, "update", "sync");
-    if (processes > 1) line += ", " + std::to_string(processes) + " processes";
+    if (servers > 0) line += ", " + counted(servers, "parameter-server process", "parameter-server processes");
     return line;
 }
 
@@ -152,9 +166,7 @@ RunRecord readRunFolder(const std::string& folder) {
         const size_t points = sweep.is_object() && sweep.contains("points") && sweep["points"].is_array() ? sweep["points"].size() : 0;
         r.plan = "scaling sweep, " + std::to_string(points) + (points == 1 ? " point" : " points");
     } else if (plan.is_object()) {
-        // (A count no run can have is taken as one process: the folder is only described here.)
-        const double processes = number(plan, "processes", 1);
-        r.processes = processes >= 1 && processes <= 1e6 ? int(processes) : 1;
+        r.processes = count(plan, "processes");
         r.plan = planLine(plan, r.processes);
     }
     // A summary is the run's only once it ended: a resumed run that trains (or failed, or was

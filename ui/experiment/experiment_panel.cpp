@@ -656,6 +656,16 @@ bool ExperimentPanel::acrossProcesses() const {
     return (!staged() || parallelism_->currentIndex() == kHybridParallel) && !stagePerProcess();
 }
 
+void ExperimentPanel::setProcesses(int processes) {
+    if (processes > 1 && staged() && !stagePerProcess() && parallelism_->currentIndex() == kModelParallel) {
+        loading_ = true;  // (one replica stays one: the hybrid's switch would make it two)
+        parallelism_->setCurrentIndex(kHybridParallel);
+        loading_ = false;
+    }
+    processes_->setValue(processes);
+    revalidate();
+}
+
 bool ExperimentPanel::stagePerProcess() const { return staged() && stagePerProcess_->isChecked(); }
 
 // The stages the form's Stages field gives (2 where it is empty; 2 where it does not read, which

@@ -35,6 +35,10 @@ public:
     // Shows `c`; settings the form has no field for (commandLineOnlyKeys) are kept as they are,
     // so config() gives back exactly what was set.
     void setConfig(const tb::RunConfig& c);
+    // The processes a run trained as (its plan.json), after setConfig: the count, and for stages
+    // in each of several processes the hybrid choice, whose rows take a process count (the config
+    // alone, one replica, opens as model parallelism).
+    void setProcesses(int processes);
     bool isValid() const { return valid_; }
     // The explanation of an invalid combination in the form's own words ("Reduce allreduce
     // needs Variables replicated ..."), empty when valid; problemHtml() the same with the fields'

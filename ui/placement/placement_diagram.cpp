@@ -140,12 +140,22 @@ struct PlacementDiagram::Layout {
         if (font.pointSizeF() > 0) font.setPointSizeF(font.pointSizeF() * std::min(scale, 1.3));
         lineH = QFontMetricsF(font).height();
         area = QRectF(widget).adjusted(8 * scale, 6 * scale, -8 * scale, -6 * scale);
-        captionLines = wrapAtClauses(captionText, QFontMetricsF(font), area.width());
         n = int(m.towers.size());
         ring = m.links == PlacementModel::Links::Ring;
         shards = m.links == PlacementModel::Links::Shards;
         headerH = lineH * 1.3;
         markH = lineH * 1.2;
+        // The caption on as many lines as it needs while the picture above keeps the height it
+        // needs (the stages' rows of 3 lines each; the holder, links and towers), the last line
+        // taking the rest where it does not.
+        const int rows = std::max(1, m.stageReplicas);
+        const double picture = m.stages.isEmpty() ? markH + lineH * 8 : lineH * 3 * rows + 10 * scale * rows;
+        captionLines = wrapAtClauses(captionText, QFontMetricsF(font), area.width());
+        while (captionLines.size() > 1 &&
+               area.height() - headerH - lineH * (0.3 + double(captionLines.size())) < picture) {
+            const QString last = captionLines.takeLast();
+            captionLines.back() += QStringLiteral("; ") + last;
+        }
         captionH = lineH * (0.3 + double(captionLines.size()));
         const double avail = area.height() - headerH - markH - captionH;
         holderH = ring ? lineH * 1.6
@@ -733,9 +743,15 @@ QString PlacementDiagram::towerText(int i) const {
 }
 
 bool PlacementDiagram::event(QEvent* e) {
-    // Over a tower's box its own text, whole (a narrow box elides it); elsewhere what a tower is.
+    // Over a tower's box its own text, whole (a narrow box elides it); over the caption the
+    // caption, whole; elsewhere what a tower (or a stage) is.
     if (e->type() == QEvent::ToolTip) {
         const auto* help = static_cast<QHelpEvent*>(e);
+        const QRectF under = Layout(model_, rect(), font(), caption()).caption();
+        if (under.contains(help->pos()) && (!model_.towers.isEmpty() || !model_.stages.isEmpty())) {
+            QToolTip::showText(help->globalPos(), tb::ui::wrappedToolTip(caption()), this, under.toAlignedRect());
+            return true;
+        }
         if (!model_.stages.isEmpty()) {  // model parallelism: what the picture shows
             QToolTip::showText(
                 help->globalPos(),
@@ -754,12 +770,6 @@ bool PlacementDiagram::event(QEvent* e) {
                 QToolTip::showText(help->globalPos(), towerText(i), this, towerRect(i).toAlignedRect());
                 return true;
             }
-        // The caption under it all, whole (a narrow view elides it).
-        const QRectF under = Layout(model_, rect(), font(), caption()).caption();
-        if (under.contains(help->pos()) && !model_.towers.isEmpty()) {
-            QToolTip::showText(help->globalPos(), tb::ui::wrappedToolTip(caption()), this, under.toAlignedRect());
-            return true;
-        }
     }
     return QWidget::event(e);
 }

@@ -366,7 +366,7 @@ void MainWindow::connectWorker() {
         recentSteps_.clear();
         runDetail_ = plan;
         setState(paused_ ? tr("Paused at step 0") : tr("Running"), plan);
-        showChosenSplit(plan);
+        showChosenSplit(plan, experiment_->config(), experiment_->processes());  // (the form is locked while it trains)
     });
     frames_ = new FrameGate([this] { showSteps(worker_->takeSteps()); }, this);
     connect(worker_, &EngineWorker::stepsReady, frames_, &FrameGate::request);
@@ -693,7 +693,7 @@ void MainWindow::experimentEdited(const tb::RunConfig& c, bool valid) {
         }
         showModel(c, spec);
         if (!c.stages.empty()) {  // model parallelism: the stages, not towers
-            showStages(c, spec);
+            showStages(c, spec, experiment_->processes());
         } else {
             diagram_->setModel(PlacementModel::fromPlan(catalog_.makePlan(c), variableSizes_)
                                    .acrossProcesses(experiment_->processes(), c.psTasks, c.batchPerTower > 0));
@@ -703,26 +703,26 @@ void MainWindow::experimentEdited(const tb::RunConfig& c, bool valid) {
     }
 }
 
-// Model parallelism in the diagram: the stages and their replicas, with the form's processes
+// Model parallelism in the diagram: the stages and their replicas, in `processes` processes
 // (hybrid: stages in each process, each training its share of the batch).
-void MainWindow::showStages(const tb::RunConfig& c, const tb::ModelSpec& spec) {
+void MainWindow::showStages(const tb::RunConfig& c, const tb::ModelSpec& spec, int processes) {
     PlacementModel stages = PlacementModel::fromStages(c, spec);
-    stages.processes = experiment_->processes();
+    stages.processes = processes;
     if (!c.stagePerProcess)
         for (int64_t& b : stages.boundaryBytes) b /= stages.processes;
     diagram_->setModel(stages);
 }
 
-// A pipeline's split, chosen as the run starts where the form left it to the balancer: the
+// A pipeline's split, chosen as the run starts where its settings left it to the balancer: the
 // running state's detail begins "stages SPEC;" (from this window's engine, or a followed run's
-// chief), and the diagram and the model view draw that split.
-void MainWindow::showChosenSplit(const QString& detail) {
+// chief), and the diagram and the model view draw that split of the run's settings `run`.
+void MainWindow::showChosenSplit(const QString& detail, tb::RunConfig run, int processes) {
     if (!detail.startsWith(QLatin1String("stages "))) return;
-    tb::RunConfig c = experiment_->config();
+    tb::RunConfig& c = run;
     c.stages = detail.section(QLatin1Char(';'), 0, 0).mid(7).toStdString();
     try {
         const tb::ModelSpec spec = tb::findModel(c.model);
-        showStages(c, spec);
+        showStages(c, spec, processes);
         showModel(c, spec);  // the model view's stage bands too
     } catch (const std::exception&) {
         // The form's own picture stays (the run refuses a split that does not read).
@@ -805,13 +805,18 @@ void MainWindow::followFolder(const QString& folder, bool takeSettings) {
         showError(tr("A run is training in this window; stop it before following another."));
         return;
     }
-    // The followed run's settings in the form, so the diagram draws its plan (a run of several
-    // processes started here has the form's own, which stay as they are).
+    // The followed run's settings and processes in the form, so the diagram draws its plan (a run
+    // of several processes started here has the form's own, which stay as they are). Kept for its
+    // chosen split too: the form of a followed run may be edited while it trains.
+    tb::RunConfig run = experiment_->config();
+    int processes = experiment_->processes();
     if (takeSettings) {
         try {
-            const tb::RunConfig c = tb::RunFolder::resumeConfig(folder.toStdString());
-            if (!mayReplaceForm(c, tr("Follow"))) return;
-            experiment_->setConfig(c);
+            run = tb::RunFolder::resumeConfig(folder.toStdString());
+            if (!mayReplaceForm(run, tr("Follow"))) return;
+            experiment_->setConfig(run);
+            processes = tb::readRunFolder(folder.toStdString()).processes;
+            experiment_->setProcesses(processes);
             markFormKept();
         } catch (const tb::Error& e) {
             showError(QString::fromUtf8(e.what()));
@@ -847,8 +852,9 @@ void MainWindow::followFolder(const QString& folder, bool takeSettings) {
     // The banner a run in this window ends with; the state line keeps saying it was followed.
     connect(follower_.get(), &RunFollower::summaryRead, this,
             [this](const QString& json, bool stopped) { showSummary(json, stopped, true); });
-    connect(follower_.get(), &RunFollower::stateChanged, this, [this, folder](const QString& state, const QString& detail) {
-        if (state == "running") showChosenSplit(detail);
+    connect(follower_.get(), &RunFollower::stateChanged, this,
+            [this, folder, run, processes](const QString& state, const QString& detail) {
+        if (state == "running") showChosenSplit(detail, run, processes);
         if (state != "finished" && state != "stopped" && state != "failed") return;
         setState(tr("Followed run %1").arg(state), detail.isEmpty() ? folder : detail);
         diagram_->clearActivity();
@@ -876,7 +882,7 @@ void MainWindow::resumeRun(const QString& folder) {
         experiment_->setConfig(c);
         // It goes on as the processes it trained as (mpirun -np; plan.json), whatever the form held:
         // with 2 there, a run of one process was started anew as two instead of resumed.
-        experiment_->processesBox()->setValue(r.processes);  // (the form refuses too many)
+        experiment_->setProcesses(r.processes);  // (the form refuses too many)
         markFormKept();
     } catch (const tb::Error& e) {
         showError(QString::fromUtf8(e.what()));

@@ -151,8 +151,8 @@ private:
     void updateActions();
     void experimentEdited(const tb::RunConfig& c, bool valid);  // the form changed: the diagram and actions follow
     void showModel(const tb::RunConfig& c, const tb::ModelSpec& spec);
-    void showStages(const tb::RunConfig& c, const tb::ModelSpec& spec);
-    void showChosenSplit(const QString& runningDetail);
+    void showStages(const tb::RunConfig& c, const tb::ModelSpec& spec, int processes);
+    void showChosenSplit(const QString& runningDetail, tb::RunConfig run, int processes);
     tb::ui::Explainer formWords() const;  // the form's inFormWords, for the views that show its settings' problems
     void launch(bool paused, const QString& resumeDir = {});
     // Several processes through mpirun, followed; continuing the run in `resumeDir` if given.
