@@ -33,8 +33,9 @@ public:
     void noteValidation(double accuracy) { lastValidation_ = accuracy; }
     // The run's last checkpoint, after its final evaluation (validationAccuracy < 0: none).
     void saveFinal(int64_t step, bool evaluated, double validationAccuracy);
-    // Runs whose state differs by process (TrainingEngine::stateDiffersByProcess): every process's
-    // state() to the chief, which keeps the others' for its next save (state/process<k>/...). A
+    // Runs whose state differs by process (TrainingEngine::stateDiffersByProcess): the buffers of
+    // every process's state() that differ by process (StateBuffer::perProcess) to the chief, which
+    // keeps the others' for its next save (state/process<k>/...). A
     // collective: every process calls it at the same point between steps. Elsewhere nothing.
     void gatherPeers();
     int count() const { return count_; }
