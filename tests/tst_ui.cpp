@@ -1561,6 +1561,7 @@ private slots:
             if (b->text() == "Open settings") b->click();
         QCOMPARE(opened.count(), 1);
         QCOMPARE(opened.at(0).at(0).value<tb::RunConfig>().update, std::string("async"));
+        QCOMPARE(opened.at(0).at(1).toInt(), 1);  // the processes it trained as (plan.json)
 
         QStringList asked;
         panel.setDeleteConfirmation([&](const QStringList& f) { return asked = f, false; });
@@ -1836,6 +1837,12 @@ private slots:
                                       w.diagram()->model().stages[0].layers == QStringLiteral("hidden1..relu1") &&
                                       w.diagram()->caption().contains("in each of 2 processes"),
                                   qPrintable(w.diagram()->caption()), 5000);
+        // The Runs tab's "Open settings" of such a run: its processes too, as hybrid.
+        MainWindow fresh;
+        emit fresh.runsPanel()->openSettings(c, 2);
+        QCOMPARE(fresh.experiment()->parallelismBox()->currentIndex(), int(ExperimentPanel::kHybridParallel));
+        QCOMPARE(fresh.experiment()->processes(), 2);
+        QCOMPARE(fresh.experiment()->config().stageReplicas, 1);
     }
 
     // Following a folder another writer fills: whole lines only, the steps into the charts as

@@ -138,7 +138,7 @@ RunsPanel::RunsPanel(QString root, QWidget* parent) : QWidget(parent), root_(std
         try {
             tb::RunConfig c;
             c.loadFile((folders.front() + "/config.json").toStdString());
-            emit openSettings(c);
+            emit openSettings(c, tb::readRunFolder(folders.front().toStdString()).processes);
         } catch (const tb::Error& e) {
             QMessageBox::warning(this, tr("Open settings"), QString::fromUtf8(e.what()));
         }

@@ -60,7 +60,7 @@ public slots:
     void deleteSelected();
 
 signals:
-    void openSettings(const tb::RunConfig& config);  // a run's settings, for the form
+    void openSettings(const tb::RunConfig& config, int processes);  // a run's settings and processes, for the form
     void resumeRequested(const QString& folder);     // continue it from its newest checkpoint
     void followRequested(const QString& folder);     // show it live as another process writes it
     void sweepRequested(const QString& folder);      // a scaling sweep's folder, for the scaling lab

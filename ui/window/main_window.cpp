@@ -196,9 +196,10 @@ void MainWindow::buildExperimentDocks() {
                                                int(std::min<int64_t>(INT_MAX, 2 * done)), int(done + 1), INT_MAX, 100, &ok);
         return ok ? int64_t(total) : int64_t(0);
     };
-    connect(runs_, &RunsPanel::openSettings, this, [this](const tb::RunConfig& c) {
+    connect(runs_, &RunsPanel::openSettings, this, [this](const tb::RunConfig& c, int processes) {
         if (!mayReplaceForm(c, tr("Open the settings"))) return;
         experiment_->setConfig(c);
+        experiment_->setProcesses(processes);  // (mpirun's count is the run's plan, not its config)
         markFormKept();
         left_->raise();
     });
