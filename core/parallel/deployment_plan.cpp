@@ -209,9 +209,6 @@ void DeploymentPlan::validate(int cpuDevices, int gpuDevices) const {
         throw Error("--accumulate: free-running towers (--update async) push every gradient they compute; leave one out");
     if (syncBatchNorm && update == UpdateMode::Async)
         throw Error("--sync-bn: free-running towers (--update async) take no step together to sum their statistics in");
-    if (syncBatchNorm && towers.front().type == DeviceType::Cuda)
-        throw Error("--sync-bn on GPU towers is not built yet (their statistics would cross through the host each "
-                    "batch norm); train on CPU towers or leave --sync-bn out");
     if (commPrecision == CommPrecision::Bf16) {
         // A GPU holding the variables takes bf16 gradients from other devices through NCCL only,
         // which needs synchronous updates and one tower per GPU (TowerSet's choice of transfers).

@@ -142,12 +142,17 @@ private:
 };
 
 // --sync-bn: a tower's batch norms meet the other towers' (and processes') in a communicator of
-// their own (fp32, whatever the gradients' precision), summing their statistics in place.
+// their own (fp32, whatever the gradients' precision), summing their statistics in place. A
+// collective takes completed buffers: a GPU tower's stream is waited for first (its sums were
+// just computed on it), so each batch norm meets the others on the host, forward and back.
 class TowerSet::StatisticsSync final : public BatchStatisticsSync {
 public:
     StatisticsSync(Communicator& comm, int rank, int replicas) : comm_(comm), rank_(rank), replicas_(replicas) {}
     int replicas() const override { return replicas_; }
-    void sum(Stream, float* data, size_t count) override { comm_.allReduce(rank_, data, count, ReduceOp::Sum); }
+    void sum(Stream stream, float* data, size_t count) override {
+        comm_.endpoint(rank_).backend->synchronize(stream);
+        comm_.allReduce(rank_, data, count, ReduceOp::Sum);
+    }
 
 private:
     Communicator& comm_;
@@ -277,15 +282,23 @@ TowerSet::TowerSet(const ModelSpec& spec, const DeploymentPlan& plan, const Opti
             slot.hostStats = hostTensor(*t->backend, 3);
             for (Event& e : slot.marks) e = t->backend->createEvent();
         }
-    if (plan_.syncBatchNorm && t0.net->hasBatchNorm()) {
+    const int replicas = towers() * (processes ? processes->size() : 1);
+    if (plan_.syncBatchNorm && t0.net->hasBatchNorm() && replicas > 1) {
         // The statistics of a batch norm of c channels: 2c floats (sums forward, gradient sums back).
         size_t largest = 0;
         for (const ParamInfo& p : t0.net->statisticInfos()) largest = std::max(largest, size_t(p.shape.numel()));
         std::vector<RankEndpoint> ranks;
         for (const auto& t : towers_) ranks.push_back({t->backend, t->stream, t->device});
-        statisticsComm_ = makeCommunicator(CommKind::SharedMemory, std::move(ranks), HolderEndpoint{}, 2 * largest,
-                                           processes);
-        const int replicas = towers() * (processes ? processes->size() : 1);
+        // As the gradients meet, with no holder: in the one memory the towers share (CPU towers,
+        // or towers sharing one GPU), through NCCL where the gradients go through it (towers on
+        // GPUs of their own), else copied through the host.
+        const bool oneMemory = std::all_of(towers_.begin(), towers_.end(), [&](const auto& t) {
+            return t0.device.type == DeviceType::Cpu ? t->device.type == DeviceType::Cpu : t->device == t0.device;
+        });
+        const CommKind kind = oneMemory && !(processes && gpuTowers) ? CommKind::SharedMemory
+                              : s.comm == CommKind::Nccl              ? CommKind::Nccl
+                                                                      : CommKind::Copies;
+        statisticsComm_ = makeCommunicator(kind, std::move(ranks), HolderEndpoint{}, 2 * largest, processes);
         for (int i = 0; i < towers(); ++i) {
             syncs_.push_back(std::make_unique<StatisticsSync>(*statisticsComm_, i, replicas));
             towers_[size_t(i)]->net->setStatisticsSync(syncs_.back().get());
@@ -510,10 +523,11 @@ void TowerSet::computeGradients(Tower& t, int i, uint64_t step, Result& r, const
     // eagerly so that one-time set-up stays out of the recording. Dropout draws a new mask each
     // step and the last batch of a pass may be short, so those steps are not replayed.
     // Tower 0's profiled steps run eagerly too: events inside a recording would time nothing.
+    // So do the steps of towers whose batch norms meet the others' (--sync-bn) on the host.
     const bool profiled = i == 0 && (int64_t(step) == kProfileFirst || (step > 0 && int64_t(step) % kProfileEvery == 0));
     if (profiled && part.once) net.profileNextStep();
     const bool replayable = be.canCapture() && !t.unrecordable && n == plan_.batchPerTower &&
-                            !net.drawsRandomNumbers() && plan_.accumulate == 1 && !profiled;
+                            !net.drawsRandomNumbers() && plan_.accumulate == 1 && !profiled && syncs_.empty();
     // With a report lag the steps in flight use the slots in turn; the oldest is free by now
     // (steps() read it before this step was launched).
     t.slot = (t.slot + 1) % int(t.slots.size());

@@ -207,8 +207,8 @@ step "towerbench-run selftest" selftest
 tests() {
   local status=0 name args rc gpu_ran=0 failing=()
   for t in "tst_backend_ops cpu" "tst_tower_transfers" "tst_device_monitor" "tst_compute_threads" "tst_observer_hub" \
-           "tst_reference cpu" "tst_gpu_stages standin" "tst_backend_ops gpu" "tst_gpu_towers" "tst_reference gpu" \
-           "tst_gpu_stages gpu"; do
+           "tst_reference cpu" "tst_gpu_stages standin" "tst_gpu_sync_bn standin" "tst_backend_ops gpu" "tst_gpu_towers" \
+           "tst_reference gpu" "tst_gpu_stages gpu" "tst_gpu_sync_bn gpu"; do
     name=${t%% *}; args=${t#"$name"}
     echo "--- $t"
     (cd "$repo" && OMP_NUM_THREADS=4 timeout --foreground -k 10 300 "$tests_bin/$name" $args)
@@ -217,8 +217,8 @@ tests() {
     echo "--- $t: exit $rc"
     [ $rc -ne 0 ] && status=1 && failing+=("$t ($rc)")
   done
-  echo "GPU tests that ran and passed: $gpu_ran of 4"
-  [ $gpu_ran -eq 4 ] || status=1
+  echo "GPU tests that ran and passed: $gpu_ran of 5"
+  [ $gpu_ran -eq 5 ] || status=1
   # fp32 convolutions in each layout for every plan (TB_CONV_LAYOUT), whichever the timing picks:
   # the op check and the towers through NCHW's transpositions and through NHWC's.
   for layout in nchw nhwc; do
