@@ -1094,6 +1094,12 @@ private slots:
         QTest::newRow("all-reduce between barriers") << "replicated" << "scale" << "fp32" << -1;
         QTest::newRow("bf16 rounding before the all-reduce, one tower") << "replicated" << "roundToBf16" << "bf16" << 1;
         QTest::newRow("bf16 rounding before the holder's mean, one tower") << "cpu" << "roundToBf16" << "bf16" << 0;
+        // --sync-bn: a tower failing inside a batch norm never comes to that meeting of the
+        // statistics (nor to the step's later ones); the other must not wait for it there (it
+        // waited for ever).
+        QTest::newRow("batch norm's sums with --sync-bn, one tower") << "cpu" << "batchnorm.sums" << "sync-bn" << 1;
+        QTest::newRow("batch norm's input gradient with --sync-bn, one tower") << "replicated" << "batchnorm.backwardData"
+                                                                               << "sync-bn" << 0;
     }
     void failuresOnTowerThreadsEndTheRun() {
         QFETCH(QString, variables);
@@ -1108,7 +1114,17 @@ private slots:
         c.towers = "cpu:0,cpu:1";
         c.variables = variables.toStdString();
         c.reduce = variables == "replicated" ? "allreduce" : "mean";
-        c.commPrecision = wire.toStdString();
+        QTemporaryDir dir;
+        if (wire == "sync-bn") {  // tiny_mlp with a batch norm after its first layer
+            c.syncBn = true;
+            c.model = dir.filePath("bn_mlp.json").toStdString();
+            tbtest::writeFile(dir.filePath("bn_mlp.json"),
+                              "{\"name\": \"bn_mlp\", \"input\": [2, 1, 1], \"layers\": [{\"type\": \"dense\", \"units\": 16}, "
+                              "{\"type\": \"batch_norm\"}, {\"type\": \"relu\"}, {\"type\": \"dense\", \"units\": 16}, "
+                              "{\"type\": \"batch_norm\"}, {\"type\": \"relu\"}, {\"type\": \"dense\", \"units\": 4}]}");
+        } else {
+            c.commPrecision = wire.toStdString();
+        }
         Trainer t(c);
         StateLog log;
         t.addObserver(&log);

@@ -20,7 +20,7 @@ Communicator::Communicator(std::vector<RankEndpoint> ranks, HolderEndpoint holde
       holder_(holder),
       published_(ranks_.size(), nullptr),
       publishedOut_(ranks_.size(), nullptr),
-      barrier_(std::ptrdiff_t(ranks_.size())),
+      barrier_(int(ranks_.size())),
       waited_(ranks_.size(), 0.0) {
     if (ranks_.empty()) throw Error("a communicator needs at least one rank");
     std::set<std::string> devices;
@@ -48,8 +48,20 @@ Range Communicator::chunk(int rank, size_t count) const {
 
 void Communicator::meet(int rank) {
     const auto t0 = std::chrono::steady_clock::now();
-    barrier_.arrive_and_wait();
+    const bool met = barrier_.arriveAndWait();
     waited_[size_t(rank)] += secondsSince(t0);
+    if (!met) {
+        std::lock_guard lock(abandonedMutex_);
+        throw Error(abandoned_);
+    }
+}
+
+void Communicator::abandon(const std::string& why) {
+    {
+        std::lock_guard lock(abandonedMutex_);
+        if (abandoned_.empty()) abandoned_ = why;
+    }
+    barrier_.abandon();
 }
 
 void Communicator::barrier(int rank) { meet(rank); }

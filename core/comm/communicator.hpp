@@ -18,7 +18,7 @@
 // its last (TowerSet's step barrier and the strategies' meets see to it).
 #pragma once
 #include <atomic>
-#include <barrier>
+#include <mutex>
 #include <cstddef>
 #include <cstdint>
 #include <exception>
@@ -29,6 +29,7 @@
 #include "backend/backend.hpp"
 #include "comm/bf16_wire.hpp"
 #include "comm/process_group.hpp"
+#include "util/abortable_barrier.hpp"
 
 namespace tb {
 
@@ -90,6 +91,10 @@ public:
     virtual void pull(int rank, const float* holderSrc, float* dst, size_t count) = 0;
     virtual const float* push(int rank, const float* src, size_t count) = 0;
     void barrier(int rank);
+    // A rank that failed and will not come to the collectives it had left: every rank waiting in
+    // one, and every later collective, throws `why` instead of waiting for it (NCCL: the group is
+    // aborted). For good: the communicator serves no step after.
+    virtual void abandon(const std::string& why);
     // Not a collective: from one thread while the ranks are idle (evaluating, say), out (count
     // floats on rank 0's device) := the mean of every rank's buffer. Not counted as traffic.
     virtual void meanOfRanks(const std::vector<const float*>& perRank, float* out, size_t count) = 0;
@@ -165,7 +170,9 @@ private:
     std::vector<std::shared_ptr<uint16_t>> wire_, deviceWire_;
     std::vector<std::vector<float>> landed_;
     std::shared_ptr<uint16_t> resultWire_;
-    std::barrier<> barrier_;
+    AbortableBarrier barrier_;
+    std::mutex abandonedMutex_;
+    std::string abandoned_;  // abandon()'s why
     std::atomic<int64_t> total_{0};
     std::vector<std::unique_ptr<std::atomic<int64_t>>> byRank_;
     std::vector<double> waited_;

@@ -85,6 +85,10 @@ public:
         watchdog_.join();
     }
     std::string name() const override { return "NCCL"; }
+    void abandon(const std::string& why) override {  // (ranks blocked in NCCL return once it is aborted)
+        abortFor(why);
+        Communicator::abandon(why);
+    }
     bool sharesHolder(int rank) const override { return rank == root_; }
 
     const float* reduceToHolder(int rank, const float* send, float* holderScratch, size_t count, ReduceOp op) override {

@@ -121,8 +121,12 @@ public:
     void meet(const std::function<void()>& f) override {
         try {
             f();
+        } catch (const std::exception& e) {
+            if (!t_.error) t_.error = std::current_exception();
+            set_.abandonStatistics(i_, e.what());
         } catch (...) {
             if (!t_.error) t_.error = std::current_exception();
+            set_.abandonStatistics(i_, "an unknown error");
         }
     }
     void markAveraged() override { t_.averaged = true; }
@@ -144,7 +148,7 @@ private:
 // --sync-bn: a tower's batch norms meet the other towers' (and processes') in a communicator of
 // their own (fp32, whatever the gradients' precision), summing their statistics in place. A
 // collective takes completed buffers: a GPU tower's stream is waited for first (its sums were
-// just computed on it), so each batch norm meets the others on the host, forward and back.
+// just computed on it), so each batch norm holds its tower's host thread, forward and back.
 class TowerSet::StatisticsSync final : public BatchStatisticsSync {
 public:
     StatisticsSync(Communicator& comm, int rank, int replicas) : comm_(comm), rank_(rank), replicas_(replicas) {}
@@ -158,6 +162,15 @@ private:
     Communicator& comm_;
     int rank_, replicas_;
 };
+
+// A tower that failed (its compute, or a collective) comes to none of its batch norms' meetings
+// left in the step: the others must not wait for it there (--sync-bn). They fail the step with its
+// cause, and every tower still meets the others in the gradients' collectives, as failed towers do.
+void TowerSet::abandonStatistics(int tower, const std::string& why) {
+    if (statisticsComm_)
+        statisticsComm_->abandon("tower " + std::to_string(towerOffset_ + tower) + " failed (" + why +
+                                 "), so its batch norms will not meet the other towers'");
+}
 
 Backend& TowerSet::backendFor(const Device& d, int threadsPerTower) {
     // Towers on one GPU share its backend (one allocator, one cuDNN search per shape); CPU

@@ -188,7 +188,9 @@ private:
     std::vector<std::shared_ptr<Backend>> backends_;
     std::vector<std::unique_ptr<Tower>> towers_;
     std::unique_ptr<Strategy> strategy_;
-    // --sync-bn: the batch norms' communicator (fp32, shared memory, then MPI) and each tower's end of it.
+    // --sync-bn: the batch norms' communicator (fp32; as the gradients meet, without a holder) and
+    // each tower's end of it; abandoned once a tower fails (abandonStatistics).
+    void abandonStatistics(int tower, const std::string& why);
     class StatisticsSync;
     std::unique_ptr<Communicator> statisticsComm_;
     std::vector<std::unique_ptr<StatisticsSync>> syncs_;

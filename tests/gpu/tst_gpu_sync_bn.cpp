@@ -53,7 +53,8 @@ Towers train(const std::vector<Device>& devices, VariablePlacement where, bool s
     p.validate(1, gpuCount());
     const long before = standInNcclCounts().allReduce;
     TowerSet towers(spec, p, momentum(), 1, kSeed);
-    for (int k = 0; k < kSteps; ++k) towers.step(batches(spec)[size_t(k)], k, 0);
+    const std::vector<Batch> data = batches(spec);
+    for (int k = 0; k < kSteps; ++k) towers.step(data[size_t(k)], k, 0);
     Towers out;
     out.ncclAllReduces = standInNcclCounts().allReduce - before;
     const VariablesView v = towers.variables();
