@@ -126,6 +126,9 @@ public:
     // Steps launched from a recorded graph so far, all towers (between steps): 0 on CPU towers,
     // and on GPU towers whose step could not be recorded (recordStep).
     int64_t replayedSteps() const;
+    // How batch norms' statistics meet (--sync-bn): "shared memory", "copies", "NCCL"; empty
+    // where they do not (no --sync-bn, no batch norm, or one replica in all).
+    std::string statisticsTransport() const { return statisticsComm_ ? statisticsComm_->name() : std::string(); }
 
 private:
     struct Tower;

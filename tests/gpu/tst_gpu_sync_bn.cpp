@@ -37,6 +37,7 @@ struct Towers {
     std::vector<float> weights, statistics;
     int64_t bytesMoved = 0;
     long ncclAllReduces = 0;  // stand-in NCCL's all-reduces over the run
+    std::string transport;    // how the statistics met (TowerSet::statisticsTransport)
 };
 
 // kSteps synchronous steps of pipeline_reference's batches (kBatch examples, split over the towers).
@@ -63,6 +64,7 @@ Towers train(const std::vector<Device>& devices, VariablePlacement where, bool s
     v.backend->synchronize(v.stream);
     out.statistics = towers.statistics();
     out.bytesMoved = towers.bytesMoved();
+    out.transport = towers.statisticsTransport();
     return out;
 }
 
@@ -72,7 +74,7 @@ struct Case {
     VariablePlacement where;
     int gpus;               // needed
     int distinctDevices;    // D: the devices the statistics cross between
-    bool nccl;              // the statistics meet through NCCL (else copies or in place)
+    const char* transport;  // how the statistics meet: "NCCL", "copies", "shared memory"
 };
 
 void trainsAsOneTower(const Case& c, const Towers& one, double tolerance) {
@@ -81,6 +83,8 @@ void trainsAsOneTower(const Case& c, const Towers& one, double tolerance) {
         return;
     }
     const Towers synced = train(c.devices, c.where, true), own = train(c.devices, c.where, false);
+    CHECK(synced.transport == c.transport && own.transport.empty(), "%s: the statistics met by '%s', not %s", c.name,
+          synced.transport.c_str(), c.transport);
     const double d = relativeDifference(one.weights, synced.weights);
     const double moving = relativeDifference(one.statistics, synced.statistics);
     const double apart = relativeDifference(one.weights, own.weights);
@@ -96,7 +100,7 @@ void trainsAsOneTower(const Case& c, const Towers& one, double tolerance) {
     // collective once, whatever its ranks; the real NCCL's are not counted here).
     const long meetings = synced.ncclAllReduces - own.ncclAllReduces;
     if (mode() == "standin")
-        CHECK(meetings == (c.nccl ? long(kSteps) * 3 * 2 : 0),
+        CHECK(meetings == (synced.transport == "NCCL" ? long(kSteps) * 3 * 2 : 0),
               "%s: %ld NCCL all-reduces of statistics", c.name, meetings);
     std::printf("%-52s weights %.2e, moving statistics %.2e from one tower's (per-tower statistics %.2e); "
                 "%lld bytes of statistics\n",
@@ -119,10 +123,10 @@ int main(int argc, char** argv) {
     }
     const Towers one = train({gpu(0)}, VariablePlacement::Tower, false);
     const std::vector<Case> cases = {
-        {"gpu:0,gpu:1, replicated (NCCL)", {gpu(0), gpu(1)}, VariablePlacement::Replicated, 2, 2, true},
-        {"gpu:0..gpu:3, replicated (NCCL)", {gpu(0), gpu(1), gpu(2), gpu(3)}, VariablePlacement::Replicated, 4, 4, true},
-        {"gpu:0,gpu:1, variables on the host (copies)", {gpu(0), gpu(1)}, VariablePlacement::Cpu, 2, 2, false},
-        {"gpu:0*2, variables on gpu:0 (one memory)", {gpu(0), gpu(0)}, VariablePlacement::Tower, 1, 1, false},
+        {"gpu:0,gpu:1, replicated (NCCL)", {gpu(0), gpu(1)}, VariablePlacement::Replicated, 2, 2, "NCCL"},
+        {"gpu:0..gpu:3, replicated (NCCL)", {gpu(0), gpu(1), gpu(2), gpu(3)}, VariablePlacement::Replicated, 4, 4, "NCCL"},
+        {"gpu:0,gpu:1, variables on the host (copies)", {gpu(0), gpu(1)}, VariablePlacement::Cpu, 2, 2, "copies"},
+        {"gpu:0*2, variables on gpu:0 (one memory)", {gpu(0), gpu(0)}, VariablePlacement::Tower, 1, 1, "shared memory"},
     };
     for (const Case& c : cases) {
         try {
