@@ -121,12 +121,9 @@ public:
     void meet(const std::function<void()>& f) override {
         try {
             f();
-        } catch (const std::exception& e) {
-            if (!t_.error) t_.error = std::current_exception();
-            set_.abandonStatistics(i_, e.what());
         } catch (...) {
             if (!t_.error) t_.error = std::current_exception();
-            set_.abandonStatistics(i_, "an unknown error");
+            set_.abandonStatistics(i_, std::current_exception());
         }
     }
     void markAveraged() override { t_.averaged = true; }
@@ -166,10 +163,17 @@ private:
 // A tower that failed (its compute, or a collective) comes to none of its batch norms' meetings
 // left in the step: the others must not wait for it there (--sync-bn). They fail the step with its
 // cause, and every tower still meets the others in the gradients' collectives, as failed towers do.
-void TowerSet::abandonStatistics(int tower, const std::string& why) {
-    if (statisticsComm_)
-        statisticsComm_->abandon("tower " + std::to_string(towerOffset_ + tower) + " failed (" + why +
-                                 "), so its batch norms will not meet the other towers'");
+void TowerSet::abandonStatistics(int tower, std::exception_ptr failure) {
+    if (!statisticsComm_) return;
+    std::string why = "an unknown error";
+    try {
+        std::rethrow_exception(failure);
+    } catch (const std::exception& e) {
+        why = e.what();
+    } catch (...) {
+    }
+    statisticsComm_->abandon("tower " + std::to_string(towerOffset_ + tower) + " failed (" + why +
+                             "), so its batch norms will not meet the other towers'");
 }
 
 Backend& TowerSet::backendFor(const Device& d, int threadsPerTower) {
@@ -247,11 +251,12 @@ TowerSet::TowerSet(const ModelSpec& spec, const DeploymentPlan& plan, const Opti
     // Shared memory where the towers (and the holder) are all in one memory: all CPU, or all on
     // one GPU that also holds the variables. NCCL where the towers are on distinct GPUs, update
     // synchronously, and the holder (if any) is one of their GPUs. Explicit copies otherwise.
-    bool shared = true, ncclFits = plan_.update == UpdateMode::Sync;
+    bool oneMemory = true, shared = true, ncclFits = plan_.update == UpdateMode::Sync;  // (oneMemory: the towers')
     std::vector<Device> gpus;
     for (const auto& t : towers_) {
         const bool cpu = t->device.type == DeviceType::Cpu;
-        shared = shared && (cpu ? t0.device.type == DeviceType::Cpu : t->device == t0.device);
+        oneMemory = oneMemory && (cpu ? t0.device.type == DeviceType::Cpu : t->device == t0.device);
+        shared = shared && oneMemory;
         if (s.holder.backend)
             shared = shared && (cpu ? s.holder.device.type == DeviceType::Cpu : t->device == s.holder.device);
         ncclFits = ncclFits && !cpu && std::find(gpus.begin(), gpus.end(), t->device) == gpus.end();
@@ -305,9 +310,6 @@ TowerSet::TowerSet(const ModelSpec& spec, const DeploymentPlan& plan, const Opti
         // As the gradients meet, with no holder: in the one memory the towers share (CPU towers,
         // or towers sharing one GPU), through NCCL where the gradients go through it (towers on
         // GPUs of their own), else copied through the host.
-        const bool oneMemory = std::all_of(towers_.begin(), towers_.end(), [&](const auto& t) {
-            return t0.device.type == DeviceType::Cpu ? t->device.type == DeviceType::Cpu : t->device == t0.device;
-        });
         const CommKind kind = oneMemory && !(processes && gpuTowers) ? CommKind::SharedMemory
                               : s.comm == CommKind::Nccl              ? CommKind::Nccl
                                                                       : CommKind::Copies;

@@ -193,7 +193,7 @@ private:
     std::unique_ptr<Strategy> strategy_;
     // --sync-bn: the batch norms' communicator (fp32; as the gradients meet, without a holder) and
     // each tower's end of it; abandoned once a tower fails (abandonStatistics).
-    void abandonStatistics(int tower, const std::string& why);
+    void abandonStatistics(int tower, std::exception_ptr failure);
     class StatisticsSync;
     std::unique_ptr<Communicator> statisticsComm_;
     std::vector<std::unique_ptr<StatisticsSync>> syncs_;

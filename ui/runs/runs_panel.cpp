@@ -138,7 +138,10 @@ RunsPanel::RunsPanel(QString root, QWidget* parent) : QWidget(parent), root_(std
         try {
             tb::RunConfig c;
             c.loadFile((folders.front() + "/config.json").toStdString());
-            emit openSettings(c, tb::readRunFolder(folders.front().toStdString()).processes);
+            // (The processes as the list read them from plan.json.)
+            const auto r = std::find_if(runs_.begin(), runs_.end(),
+                                        [&](const tb::RunRecord& x) { return x.path == folders.front().toStdString(); });
+            emit openSettings(c, r != runs_.end() ? r->processes : 1);
         } catch (const tb::Error& e) {
             QMessageBox::warning(this, tr("Open settings"), QString::fromUtf8(e.what()));
         }
